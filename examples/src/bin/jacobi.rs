@@ -1,0 +1,70 @@
+//! Dense Jacobi iteration `x = (b - R x) / d` for a random diagonally dominant `n x n`
+//! system (`R = A - diag(d)`, `d = diag(A)`), with `matvec` and `diag`. See
+//! [`weft_examples::jacobi`].
+//!
+//! Runs `--warmup` + `--iters` steps from `x0 = 0`; the result line reports the median time
+//! of one timed step and the final relative residual `|A x - b| / |b|`. `--out DIR` writes
+//! `A.npy b.npy x0.npy x.npy`.
+
+use std::process::ExitCode;
+
+use weft_examples::jacobi::{self, Jacobi};
+use weft_examples::{AppError, Args, Cli, Report, bench, load_numeric, out_dir, run_main, save};
+use weft_ir::DType;
+
+const NAME: &str = "jacobi";
+
+fn main() -> ExitCode {
+    let cli = Cli::new(
+        NAME,
+        "Solves a random diagonally dominant N x N system A x = b by dense Jacobi iteration, \
+         x = (b - (A - D) x) / d.",
+        1024,
+        50,
+    );
+    let args = cli.parse_env_or_exit();
+    run_main(NAME, || run(&args))
+}
+
+fn run(args: &Args) -> Result<(), AppError> {
+    let np = load_numeric(args)?;
+    let (a, b) = jacobi::system(&np, args.n, args.seed);
+    let x0 = np.zeros(&[args.n], DType::F64);
+    for v in [&a, &b, &x0] {
+        v.check()?;
+    }
+    let solver = Jacobi::new(&a, &b);
+    solver.r.check()?;
+    np.runtime(|rt| rt.flush())?;
+
+    let mut x = x0.clone();
+    let (timing, per_iter, _) = bench(&np, args.warmup, args.iters, || {
+        x = solver.step(&x);
+        x.check()
+    })?;
+
+    let residual = jacobi::relative_residual(&a, &b, &x).item()?;
+    if let Some(dir) = out_dir(args)? {
+        save(&dir, "A.npy", &a)?;
+        save(&dir, "b.npy", &b)?;
+        save(&dir, "x0.npy", &x0)?;
+        save(&dir, "x.npy", &x)?;
+    }
+
+    let steps = args.warmup + args.iters;
+    let mut report = Report::new(NAME, args);
+    report
+        .timing(&timing, &per_iter)
+        .set("steps", steps as u64)
+        .set("relative_residual", residual)
+        .runtime_stats(&np);
+    println!(
+        "{NAME}: n={}, {steps} steps, {:.3} ms per step (median of {}), relative residual \
+         {residual:.3e}",
+        args.n,
+        timing.median * 1e3,
+        args.iters
+    );
+    report.print();
+    Ok(())
+}

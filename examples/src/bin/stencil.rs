@@ -1,0 +1,65 @@
+//! The 5-point Jacobi heat iteration of Figure 1 of the Diffuse paper, on an
+//! `(n+2) x (n+2)` grid through five aliasing views. See [`weft_examples::stencil`].
+//!
+//! Runs `--warmup` + `--iters` sweeps in all; the result line reports the median time of one
+//! timed sweep. `--out DIR` writes `grid0.npy` (the initial grid) and `grid.npy` (the grid
+//! after the last sweep).
+
+use std::process::ExitCode;
+
+use weft_examples::stencil::{self, Stencil};
+use weft_examples::{AppError, Args, Cli, Report, bench, load_numeric, out_dir, run_main, save};
+use weft_host::Range;
+
+const NAME: &str = "stencil";
+
+fn main() -> ExitCode {
+    let cli = Cli::new(
+        NAME,
+        "Runs the 5-point Jacobi heat iteration (Figure 1 of the Diffuse paper) on an \
+         (N+2) x (N+2) grid: center[:] = 0.2 * (center + north + east + west + south).",
+        1000,
+        20,
+    );
+    let args = cli.parse_env_or_exit();
+    run_main(NAME, || run(&args))
+}
+
+fn run(args: &Args) -> Result<(), AppError> {
+    let np = load_numeric(args)?;
+    let grid = stencil::initial_grid(&np, args.n, args.seed)?;
+    let dir = out_dir(args)?;
+    if let Some(dir) = &dir {
+        save(dir, "grid0.npy", &grid)?;
+    }
+    np.runtime(|rt| rt.flush())?;
+
+    let views = Stencil::new(&grid);
+    let (timing, per_iter, _) = bench(&np, args.warmup, args.iters, || views.step())?;
+
+    let interior = grid.slice(&[Range::new(1, -1), Range::new(1, -1)]);
+    let n2 = (args.n * args.n) as f64;
+    let mean = interior.sum().item()? / n2;
+    if let Some(dir) = &dir {
+        save(dir, "grid.npy", &grid)?;
+    }
+
+    let sweeps = args.warmup + args.iters;
+    let mut report = Report::new(NAME, args);
+    report
+        .timing(&timing, &per_iter)
+        .set("sweeps", sweeps as u64)
+        .set("grid_points", (args.n + 2) * (args.n + 2))
+        .set("points_per_second", n2 / timing.median)
+        .set("interior_mean", mean)
+        .runtime_stats(&np);
+    println!(
+        "{NAME}: {n}x{n} interior, {sweeps} sweeps, {:.3} ms per sweep (median of {}), \
+         interior mean {mean:.6}",
+        timing.median * 1e3,
+        args.iters,
+        n = args.n,
+    );
+    report.print();
+    Ok(())
+}

@@ -1,0 +1,434 @@
+//! A tiny command-line flag parser (no dependencies) shared by the example binaries.
+//!
+//! Every example takes the common flags `--n N --iters K --warmup W --threads T --seed S
+//! --out DIR` plus its own extras. Flags are written `--name value` or `--name=value`. A bad
+//! command line (an unknown flag, a missing or malformed value, zero where zero makes no
+//! sense) prints a message and the usage to stderr and exits with code 2; `--help` (or `-h`)
+//! prints the usage to stdout and exits with code 0. Nothing here panics on user input.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use weft_host::Config;
+
+/// What values a flag accepts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Kind {
+    /// A non-negative integer at least `min`.
+    Count {
+        /// The smallest accepted value.
+        min: u64,
+    },
+    /// A finite float at least `min`.
+    Float {
+        /// The smallest accepted value.
+        min: f64,
+    },
+    /// One of a fixed set of words.
+    Choice(&'static [&'static str]),
+    /// A file-system path.
+    Path,
+}
+
+/// One flag: `--name METAVAR`, what it means, what it accepts and its default.
+#[derive(Clone, Debug)]
+pub struct Flag {
+    /// The name, without the leading `--`.
+    pub name: &'static str,
+    /// How the value is shown in the usage (`N`, `DIR`, ...).
+    pub metavar: &'static str,
+    /// One line of help.
+    pub help: &'static str,
+    /// What it accepts.
+    pub kind: Kind,
+    /// The default value, as it would be written on the command line (none: absent).
+    pub default: Option<String>,
+}
+
+/// Why parsing stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParseError {
+    /// `--help` or `-h` was given.
+    Help,
+    /// The command line is wrong; the message says how.
+    Bad(String),
+}
+
+/// A command line's description: the program, what it does, and its flags.
+#[derive(Clone, Debug)]
+pub struct Cli {
+    program: &'static str,
+    about: &'static str,
+    flags: Vec<Flag>,
+}
+
+/// Parsed flags: the common ones as fields, the extras by name.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Args {
+    /// The problem size (`--n`).
+    pub n: u64,
+    /// Timed iterations (`--iters`).
+    pub iters: usize,
+    /// Untimed warm-up iterations before the timed ones (`--warmup`).
+    pub warmup: usize,
+    /// Worker threads (`--threads`).
+    pub threads: usize,
+    /// The seed of the random inputs (`--seed`).
+    pub seed: u64,
+    /// Where to write `.npy` files (`--out`), if anywhere.
+    pub out: Option<PathBuf>,
+    extras: BTreeMap<&'static str, String>,
+}
+
+/// The default worker count: `WEFT_THREADS` if set, else one per core.
+pub fn default_threads() -> usize {
+    match Config::from_env().threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        t => t,
+    }
+}
+
+impl Cli {
+    /// A command line with the common flags and these defaults for `--n` and `--iters`.
+    pub fn new(program: &'static str, about: &'static str, n: u64, iters: u64) -> Cli {
+        let flags = vec![
+            Flag {
+                name: "n",
+                metavar: "N",
+                help: "problem size",
+                kind: Kind::Count { min: 1 },
+                default: Some(n.to_string()),
+            },
+            Flag {
+                name: "iters",
+                metavar: "K",
+                help: "timed iterations",
+                kind: Kind::Count { min: 1 },
+                default: Some(iters.to_string()),
+            },
+            Flag {
+                name: "warmup",
+                metavar: "W",
+                help: "untimed warm-up iterations before the timed ones",
+                kind: Kind::Count { min: 0 },
+                default: Some("1".into()),
+            },
+            Flag {
+                name: "threads",
+                metavar: "T",
+                help: "worker threads (default: WEFT_THREADS, else one per core)",
+                kind: Kind::Count { min: 1 },
+                default: Some(default_threads().to_string()),
+            },
+            Flag {
+                name: "seed",
+                metavar: "S",
+                help: "seed of the random inputs",
+                kind: Kind::Count { min: 0 },
+                default: Some("42".into()),
+            },
+            Flag {
+                name: "out",
+                metavar: "DIR",
+                help: "write inputs and outputs as .npy files into DIR (created if missing)",
+                kind: Kind::Path,
+                default: None,
+            },
+        ];
+        Cli {
+            program,
+            about,
+            flags,
+        }
+    }
+
+    /// Adds an example-specific flag.
+    pub fn extra(
+        mut self,
+        name: &'static str,
+        metavar: &'static str,
+        help: &'static str,
+        kind: Kind,
+        default: &str,
+    ) -> Cli {
+        self.flags.retain(|f| f.name != name);
+        self.flags.push(Flag {
+            name,
+            metavar,
+            help,
+            kind,
+            default: Some(default.to_string()),
+        });
+        self
+    }
+
+    /// The usage message.
+    pub fn usage(&self) -> String {
+        let mut s = format!(
+            "Usage: {} [OPTIONS]\n\n{}\n\nOptions:\n",
+            self.program, self.about
+        );
+        let width = self
+            .flags
+            .iter()
+            .map(|f| f.name.len() + f.metavar.len() + 3)
+            .max()
+            .unwrap_or(0)
+            .max(6);
+        for f in &self.flags {
+            let head = format!("--{} {}", f.name, f.metavar);
+            let mut help = f.help.to_string();
+            if let Kind::Choice(words) = f.kind {
+                let _ = write!(help, " (one of: {})", words.join(", "));
+            }
+            if let Some(d) = &f.default {
+                let _ = write!(help, " [default: {d}]");
+            }
+            let _ = writeln!(s, "  {head:<width$}  {help}");
+        }
+        let _ = writeln!(s, "  {:<width$}  print this message and exit", "--help");
+        s
+    }
+
+    /// Parses the arguments (without the program name).
+    pub fn parse<I, S>(&self, args: I) -> Result<Args, ParseError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut values: BTreeMap<&'static str, String> = self
+            .flags
+            .iter()
+            .filter_map(|f| f.default.clone().map(|d| (f.name, d)))
+            .collect();
+        let mut args = args.into_iter().map(Into::into);
+        while let Some(arg) = args.next() {
+            if arg == "--help" || arg == "-h" {
+                return Err(ParseError::Help);
+            }
+            let Some(body) = arg.strip_prefix("--") else {
+                return Err(ParseError::Bad(format!("unexpected argument `{arg}`")));
+            };
+            let (name, inline) = match body.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_string())),
+                None => (body, None),
+            };
+            let Some(flag) = self.flags.iter().find(|f| f.name == name) else {
+                return Err(ParseError::Bad(format!("unknown flag `--{name}`")));
+            };
+            let value = match inline {
+                Some(v) => v,
+                None => match args.next() {
+                    Some(v) if !v.starts_with("--") => v,
+                    _ => {
+                        return Err(ParseError::Bad(format!(
+                            "flag `--{name}` needs a value ({})",
+                            flag.metavar
+                        )));
+                    }
+                },
+            };
+            check(flag, &value)?;
+            values.insert(flag.name, value);
+        }
+        let count = |name: &str| -> Result<u64, ParseError> {
+            values
+                .get(name)
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or_else(|| ParseError::Bad(format!("flag `--{name}` has no value")))
+        };
+        let usize_of = |name: &str| -> Result<usize, ParseError> {
+            usize::try_from(count(name)?)
+                .map_err(|_| ParseError::Bad(format!("flag `--{name}` is too large")))
+        };
+        let common = ["n", "iters", "warmup", "threads", "seed", "out"];
+        Ok(Args {
+            n: count("n")?,
+            iters: usize_of("iters")?,
+            warmup: usize_of("warmup")?,
+            threads: usize_of("threads")?,
+            seed: count("seed")?,
+            out: values.get("out").map(PathBuf::from),
+            extras: values
+                .iter()
+                .filter(|(k, _)| !common.contains(k))
+                .map(|(k, v)| (*k, v.clone()))
+                .collect(),
+        })
+    }
+
+    /// Parses the process's arguments; on `--help` prints the usage and exits with 0, on a
+    /// bad command line prints the problem and the usage to stderr and exits with 2.
+    pub fn parse_env_or_exit(&self) -> Args {
+        match self.parse(std::env::args().skip(1)) {
+            Ok(args) => args,
+            Err(ParseError::Help) => {
+                print!("{}", self.usage());
+                std::process::exit(0);
+            }
+            Err(ParseError::Bad(message)) => {
+                eprint!("{}: error: {message}\n\n{}", self.program, self.usage());
+                std::process::exit(2);
+            }
+        }
+    }
+}
+
+/// Checks one value against its flag's kind.
+fn check(flag: &Flag, value: &str) -> Result<(), ParseError> {
+    let name = flag.name;
+    match flag.kind {
+        Kind::Count { min } => match value.parse::<u64>() {
+            Ok(v) if v >= min => Ok(()),
+            Ok(v) => Err(ParseError::Bad(format!(
+                "flag `--{name}` must be at least {min}, got {v}"
+            ))),
+            Err(_) => Err(ParseError::Bad(format!(
+                "flag `--{name}` needs a non-negative integer, got `{value}`"
+            ))),
+        },
+        Kind::Float { min } => match value.parse::<f64>() {
+            Ok(v) if v.is_finite() && v >= min => Ok(()),
+            Ok(v) if v.is_finite() => Err(ParseError::Bad(format!(
+                "flag `--{name}` must be at least {min}, got {v}"
+            ))),
+            _ => Err(ParseError::Bad(format!(
+                "flag `--{name}` needs a finite number, got `{value}`"
+            ))),
+        },
+        Kind::Choice(words) => {
+            if words.contains(&value) {
+                Ok(())
+            } else {
+                Err(ParseError::Bad(format!(
+                    "flag `--{name}` must be one of {}, got `{value}`",
+                    words.join(", ")
+                )))
+            }
+        }
+        Kind::Path => {
+            if value.is_empty() {
+                Err(ParseError::Bad(format!("flag `--{name}` needs a path")))
+            } else {
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Args {
+    /// The value of an extra flag as given (or its default); `None` for an undeclared name.
+    pub fn extra(&self, name: &str) -> Option<&str> {
+        self.extras.get(name).map(String::as_str)
+    }
+
+    /// The value of a [`Kind::Float`] extra flag.
+    pub fn extra_f64(&self, name: &str) -> Option<f64> {
+        self.extra(name)?.parse().ok()
+    }
+
+    /// The value of a [`Kind::Count`] extra flag.
+    pub fn extra_u64(&self, name: &str) -> Option<u64> {
+        self.extra(name)?.parse().ok()
+    }
+
+    /// The runtime configuration: the environment's, with `--threads` worker threads.
+    pub fn config(&self) -> Config {
+        Config {
+            threads: self.threads,
+            ..Config::from_env()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cli() -> Cli {
+        Cli::new("demo", "A demo.", 100, 5).extra(
+            "cnd",
+            "KIND",
+            "how",
+            Kind::Choice(&["erf", "poly"]),
+            "erf",
+        )
+    }
+
+    fn bad(args: &[&str]) -> String {
+        match cli().parse(args.iter().copied()) {
+            Err(ParseError::Bad(m)) => m,
+            other => panic!("{args:?} parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_and_values() {
+        let a = cli().parse(Vec::<String>::new()).expect("parses");
+        assert_eq!((a.n, a.iters, a.warmup, a.seed), (100, 5, 1, 42));
+        assert_eq!(a.out, None);
+        assert_eq!(a.extra("cnd"), Some("erf"));
+        let a = cli()
+            .parse([
+                "--n",
+                "7",
+                "--iters=3",
+                "--threads",
+                "2",
+                "--out",
+                "d",
+                "--cnd=poly",
+            ])
+            .expect("parses");
+        assert_eq!((a.n, a.iters, a.threads), (7, 3, 2));
+        assert_eq!(a.out, Some(PathBuf::from("d")));
+        assert_eq!(a.extra("cnd"), Some("poly"));
+        assert_eq!(a.extra("nope"), None);
+    }
+
+    #[test]
+    fn bad_command_lines() {
+        assert!(bad(&["--bogus", "1"]).contains("unknown flag `--bogus`"));
+        assert!(bad(&["--n"]).contains("needs a value"));
+        assert!(bad(&["--n", "--iters", "2"]).contains("needs a value"));
+        assert!(bad(&["--n", "ten"]).contains("non-negative integer"));
+        assert!(bad(&["--n", "-3"]).contains("non-negative integer"));
+        assert!(bad(&["--n=-3"]).contains("non-negative integer"));
+        assert!(bad(&["--n", "0"]).contains("at least 1"));
+        assert!(bad(&["--iters", "0"]).contains("at least 1"));
+        assert!(bad(&["--threads", "0"]).contains("at least 1"));
+        assert!(bad(&["--n", "99999999999999999999999"]).contains("non-negative integer"));
+        assert!(bad(&["--cnd", "exact"]).contains("one of erf, poly"));
+        assert!(bad(&["stray"]).contains("unexpected argument"));
+        assert!(bad(&["--out="]).contains("needs a path"));
+    }
+
+    #[test]
+    fn help_and_usage() {
+        assert_eq!(cli().parse(["--n", "3", "--help"]), Err(ParseError::Help));
+        assert_eq!(cli().parse(["-h"]), Err(ParseError::Help));
+        let u = cli().usage();
+        for word in [
+            "Usage: demo",
+            "--n N",
+            "--iters K",
+            "--out DIR",
+            "--cnd KIND",
+            "--help",
+        ] {
+            assert!(u.contains(word), "usage lacks {word}:\n{u}");
+        }
+    }
+
+    #[test]
+    fn floats() {
+        let c = Cli::new("f", "f", 1, 1).extra("tol", "X", "t", Kind::Float { min: 0.0 }, "0.5");
+        assert_eq!(
+            c.parse(["--tol", "1e-3"]).map(|a| a.extra_f64("tol")),
+            Ok(Some(1e-3))
+        );
+        assert!(matches!(c.parse(["--tol", "nan"]), Err(ParseError::Bad(_))));
+        assert!(matches!(c.parse(["--tol", "-1"]), Err(ParseError::Bad(_))));
+    }
+}

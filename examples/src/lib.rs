@@ -1,0 +1,107 @@
+//! Applications on Weft, and what they share.
+//!
+//! Each example is a NumPy program from the papers Weft follows, written naturally, op by op,
+//! against the typed facade of the numeric plugin ([`weft_host::numeric`]):
+//!
+//! - [`black_scholes`]: option pricing (Listing 1 of the Legate task-fusion paper);
+//! - [`stencil`]: the 5-point Jacobi heat iteration over aliasing views (Figure 1 of the
+//!   Diffuse paper);
+//! - [`jacobi`]: dense Jacobi iteration for `A x = b` (Diffuse's and Legate's benchmark).
+//!
+//! The computations live here so that the binaries (`src/bin/`) and the tests run the same
+//! code. The shared pieces: a flag parser ([`cli`]), a `.npy` writer and reader ([`npy`]),
+//! a timing helper ([`timing`]) and the JSON result line ([`report`]).
+
+#![deny(missing_docs)]
+
+pub mod black_scholes;
+pub mod cli;
+pub mod jacobi;
+pub mod npy;
+pub mod report;
+pub mod stencil;
+pub mod timing;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use weft_host::{Array, Numeric, Runtime};
+use weft_ir::DType;
+
+pub use cli::{Args, Cli, Kind};
+pub use report::Report;
+pub use timing::{Timing, bench, time_iterations};
+
+/// The error type of the example binaries.
+pub type AppError = Box<dyn std::error::Error>;
+
+/// Loads the numeric plugin into a fresh runtime configured from `args` (threads) and the
+/// environment.
+pub fn load_numeric(args: &Args) -> weft_host::Result<Numeric> {
+    Numeric::new(Runtime::new(args.config())?, weft_plugin_artifacts::NUMERIC)
+}
+
+/// A seed for the `stream`-th random array of a program run with `seed` (SplitMix64 of the
+/// pair, so that nearby seeds give unrelated arrays).
+pub fn sub_seed(seed: u64, stream: u64) -> u64 {
+    let mut z = seed
+        .wrapping_add(stream.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        .wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Creates the `--out` directory, if one was asked for, and returns it.
+pub fn out_dir(args: &Args) -> Result<Option<PathBuf>, AppError> {
+    match &args.out {
+        None => Ok(None),
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            Ok(Some(dir.clone()))
+        }
+    }
+}
+
+/// Writes an array to `dir/name` as `.npy`, in its own element type (`<f8`, `<f4`, `<i8`,
+/// `<i4` or `|b1`) and shape (a 0-d array has shape `()`). This reads the array, so it runs
+/// the pending tasks.
+pub fn save(dir: &Path, name: &str, a: &Array) -> Result<(), AppError> {
+    let shape = a.shape()?;
+    let values = a.to_vec()?;
+    let data = match a.dtype()? {
+        DType::F64 => npy::NpyData::F64(values),
+        DType::F32 => npy::NpyData::F32(values.iter().map(|&v| v as f32).collect()),
+        DType::I64 => npy::NpyData::I64(values.iter().map(|&v| v as i64).collect()),
+        DType::I32 => npy::NpyData::I32(values.iter().map(|&v| v as i32).collect()),
+        DType::Bool => npy::NpyData::Bool(values.iter().map(|&v| v != 0.0).collect()),
+    };
+    npy::write(dir.join(name), &shape, data)?;
+    Ok(())
+}
+
+/// Runs an example's body: on an error prints it to stderr and exits with code 1.
+pub fn run_main(program: &str, body: impl FnOnce() -> Result<(), AppError>) -> ExitCode {
+    match body() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{program}: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sub_seeds_differ() {
+        let seeds: std::collections::BTreeSet<u64> = (0..4)
+            .flat_map(|s| (0..4).map(move |k| sub_seed(s, k)))
+            .collect();
+        assert_eq!(seeds.len(), 16);
+        assert_eq!(sub_seed(7, 1), sub_seed(7, 1));
+    }
+}

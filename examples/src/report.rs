@@ -1,0 +1,122 @@
+//! The JSON result line every example prints last on stdout.
+//!
+//! The object always holds `example`, `n`, `iters`, `warmup`, `threads`, `seed`,
+//! `seconds_per_iter` (the median), `seconds_min`, `seconds_max`, and the runtime's counters
+//! over the whole run: `tasks_submitted`, `tasks_executed`, `points_executed`,
+//! `kernels_compiled`; and per timed iteration: `tasks_submitted_per_iter`,
+//! `tasks_executed_per_iter`, and `kernels_compiled_timed` (kernels compiled during the timed
+//! iterations: 0 once the loop is in a steady state). Examples add their own keys.
+
+use serde_json::{Map, Value};
+use weft_host::Numeric;
+
+use crate::cli::Args;
+use crate::timing::{PerIter, Timing};
+
+/// The keys every report has.
+pub const REQUIRED_KEYS: &[&str] = &[
+    "example",
+    "n",
+    "iters",
+    "threads",
+    "seconds_per_iter",
+    "tasks_submitted",
+    "kernels_compiled",
+];
+
+/// A JSON object built key by key (printed with its keys sorted).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Report {
+    fields: Map<String, Value>,
+}
+
+impl Report {
+    /// A report for `example` run with `args`.
+    pub fn new(example: &str, args: &Args) -> Report {
+        let mut r = Report::default();
+        r.set("example", example)
+            .set("n", args.n)
+            .set("iters", args.iters as u64)
+            .set("warmup", args.warmup as u64)
+            .set("threads", args.threads as u64)
+            .set("seed", args.seed);
+        r
+    }
+
+    /// Sets `key` (a non-finite float becomes `null`).
+    pub fn set(&mut self, key: &str, value: impl Into<Value>) -> &mut Report {
+        self.fields.insert(key.to_string(), value.into());
+        self
+    }
+
+    /// Records the timing and the work per timed iteration.
+    pub fn timing(&mut self, t: &Timing, per: &PerIter) -> &mut Report {
+        self.set("seconds_per_iter", t.median)
+            .set("seconds_min", t.min)
+            .set("seconds_max", t.max)
+            .set("tasks_submitted_per_iter", per.tasks_submitted)
+            .set("tasks_executed_per_iter", per.tasks_executed)
+            .set("kernels_compiled_timed", per.kernels_compiled)
+    }
+
+    /// Records the runtime's counters so far.
+    pub fn runtime_stats(&mut self, np: &Numeric) -> &mut Report {
+        let (stats, (stores, bytes)) = np.runtime(|rt| (rt.stats(), rt.memory()));
+        self.set("tasks_submitted", stats.tasks_submitted)
+            .set("tasks_executed", stats.exec.tasks_executed)
+            .set("points_executed", stats.exec.points_executed)
+            .set("kernels_compiled", stats.exec.kernels_compiled)
+            .set("stores_alive", stores as u64)
+            .set("bytes_allocated", bytes)
+    }
+
+    /// The value of `key`, if set.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.fields.get(key)
+    }
+
+    /// The object as one line of JSON.
+    pub fn to_line(&self) -> String {
+        Value::Object(self.fields.clone()).to_string()
+    }
+
+    /// Prints the object as one line on stdout.
+    pub fn print(&self) {
+        println!("{}", self.to_line());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::Cli;
+
+    #[test]
+    fn one_line_with_the_fields() {
+        let args = Cli::new("x", "x", 8, 2)
+            .parse(["--threads", "3"])
+            .expect("parses");
+        let mut r = Report::new("demo", &args);
+        let t = Timing {
+            median: 0.5,
+            min: 0.25,
+            max: 1.0,
+            samples: vec![0.25, 0.5, 1.0],
+            warmup: 1,
+        };
+        let per = PerIter {
+            tasks_submitted: 4.0,
+            tasks_executed: 4.0,
+            kernels_compiled: 0,
+        };
+        r.timing(&t, &per).set("nan", f64::NAN);
+        let line = r.to_line();
+        assert!(!line.contains('\n'));
+        let v: Value = serde_json::from_str(&line).expect("valid JSON");
+        assert_eq!(v["example"], "demo");
+        assert_eq!(v["n"], 8);
+        assert_eq!(v["threads"], 3);
+        assert_eq!(v["seconds_per_iter"], 0.5);
+        assert_eq!(v["nan"], Value::Null);
+    }
+}

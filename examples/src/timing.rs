@@ -1,0 +1,141 @@
+//! Timing: warm-up iterations, then timed ones, summarized by their median.
+
+use std::time::Instant;
+
+use weft_host::Numeric;
+
+/// The wall-clock times of the timed iterations.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Timing {
+    /// The median time of one iteration, in seconds.
+    pub median: f64,
+    /// The fastest iteration, in seconds.
+    pub min: f64,
+    /// The slowest iteration, in seconds.
+    pub max: f64,
+    /// Every timed iteration, in seconds, in order.
+    pub samples: Vec<f64>,
+    /// Untimed warm-up iterations run first.
+    pub warmup: usize,
+}
+
+/// The median of `samples` (the mean of the middle two for an even count; 0 for none).
+pub fn median(samples: &[f64]) -> f64 {
+    let mut s = samples.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => s[n / 2],
+        n => 0.5 * (s[n / 2 - 1] + s[n / 2]),
+    }
+}
+
+/// Runs `step` `warmup` times untimed, then `iters` times timed, and summarizes the timed
+/// runs. The first error stops the runs and is returned.
+pub fn time_iterations<E>(
+    warmup: usize,
+    iters: usize,
+    mut step: impl FnMut() -> Result<(), E>,
+) -> Result<Timing, E> {
+    for _ in 0..warmup {
+        step()?;
+    }
+    let mut samples = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        let start = Instant::now();
+        step()?;
+        samples.push(start.elapsed().as_secs_f64());
+    }
+    Ok(Timing {
+        median: median(&samples),
+        min: samples.iter().copied().fold(f64::INFINITY, f64::min),
+        max: samples.iter().copied().fold(0.0, f64::max),
+        samples,
+        warmup,
+    })
+}
+
+/// What the runtime did during the timed iterations of [`bench`], per iteration.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PerIter {
+    /// Tasks plugins submitted per timed iteration.
+    pub tasks_submitted: f64,
+    /// Tasks the executor ran per timed iteration.
+    pub tasks_executed: f64,
+    /// Kernels compiled during all the timed iterations (0 in a steady state).
+    pub kernels_compiled: u64,
+}
+
+/// [`time_iterations`] for Weft code: each iteration runs `step`, then flushes the runtime
+/// (so the time includes running every task the step submitted) while the step's result is
+/// still alive, then drops it. Returns the timing, the runtime's work per timed iteration,
+/// and the last iteration's result.
+pub fn bench<T>(
+    np: &Numeric,
+    warmup: usize,
+    iters: usize,
+    mut step: impl FnMut() -> weft_host::Result<T>,
+) -> weft_host::Result<(Timing, PerIter, Option<T>)> {
+    let mut last = None;
+    let mut before = np.runtime(|rt| rt.stats());
+    let mut iteration = 0usize;
+    let timing = time_iterations(warmup, iters, || {
+        if iteration == warmup {
+            before = np.runtime(|rt| rt.stats());
+        }
+        iteration += 1;
+        let kept = step()?;
+        np.runtime(|rt| rt.flush())?;
+        last = Some(kept);
+        Ok(())
+    })?;
+    let after = np.runtime(|rt| rt.stats());
+    let per = |a: u64, b: u64| a.saturating_sub(b) as f64 / iters.max(1) as f64;
+    let work = PerIter {
+        tasks_submitted: per(after.tasks_submitted, before.tasks_submitted),
+        tasks_executed: per(after.exec.tasks_executed, before.exec.tasks_executed),
+        kernels_compiled: after
+            .exec
+            .kernels_compiled
+            .saturating_sub(before.exec.kernels_compiled),
+    };
+    Ok((timing, work, last))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(&[]), 0.0);
+        assert_eq!(median(&[3.0]), 3.0);
+        assert_eq!(median(&[5.0, 1.0, 3.0]), 3.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+    }
+
+    #[test]
+    fn runs_warmup_then_timed() {
+        let mut calls = 0;
+        let t = time_iterations::<()>(2, 3, || {
+            calls += 1;
+            Ok(())
+        })
+        .expect("no error");
+        assert_eq!(calls, 5);
+        assert_eq!(t.samples.len(), 3);
+        assert_eq!(t.warmup, 2);
+        assert!(t.min <= t.median && t.median <= t.max);
+    }
+
+    #[test]
+    fn stops_at_the_first_error() {
+        let mut calls = 0;
+        let r = time_iterations(1, 5, || {
+            calls += 1;
+            if calls == 3 { Err("boom") } else { Ok(()) }
+        });
+        assert_eq!(r, Err("boom"));
+        assert_eq!(calls, 3);
+    }
+}

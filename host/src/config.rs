@@ -1,0 +1,84 @@
+//! How a runtime is set up.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Limits applied to every call into one plugin.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PluginLimits {
+    /// The most linear memory a plugin instance may grow to, in bytes.
+    pub memory_bytes: usize,
+    /// The longest one call may run before it is interrupted.
+    pub time: Duration,
+}
+
+impl Default for PluginLimits {
+    fn default() -> Self {
+        PluginLimits {
+            memory_bytes: 256 << 20,
+            time: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The configuration of a [`Runtime`](crate::Runtime).
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Worker threads that run kernels (0: one per core).
+    pub threads: usize,
+    /// Points per launch that the host prefers (1 on one process; more splits arrays into
+    /// more tiles, which tests use to check that results do not depend on partitioning).
+    pub pieces: u64,
+    /// Limits for plugins loaded without their own.
+    pub plugin_limits: PluginLimits,
+    /// Where compiled components are cached on disk (none: memory only).
+    pub component_cache: Option<PathBuf>,
+    /// The most tasks the window holds before it runs them.
+    pub window_bound: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            threads: 0,
+            pieces: 1,
+            plugin_limits: PluginLimits::default(),
+            component_cache: default_cache_dir(),
+            window_bound: 256,
+        }
+    }
+}
+
+impl Config {
+    /// The default configuration, changed by the environment:
+    /// - `WEFT_THREADS`: worker threads;
+    /// - `WEFT_PIECES`: points per launch;
+    /// - `WEFT_CACHE_DIR`: the component cache directory, or `WEFT_CACHE=0` for none.
+    pub fn from_env() -> Config {
+        let mut config = Config::default();
+        if let Some(t) = env_number("WEFT_THREADS") {
+            config.threads = t as usize;
+        }
+        if let Some(p) = env_number("WEFT_PIECES") {
+            config.pieces = p.max(1);
+        }
+        config
+    }
+}
+
+fn env_number(name: &str) -> Option<u64> {
+    std::env::var(name).ok()?.trim().parse().ok()
+}
+
+fn default_cache_dir() -> Option<PathBuf> {
+    if std::env::var("WEFT_CACHE").is_ok_and(|v| v == "0") {
+        return None;
+    }
+    if let Some(dir) = std::env::var_os("WEFT_CACHE_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("weft"))
+}

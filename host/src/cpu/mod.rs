@@ -1,0 +1,342 @@
+//! The CPU back end: kernel IR compiled with Cranelift and run on a rayon pool.
+//!
+//! [`CpuBackend::compile`] validates a kernel and lowers it to native code in the backend's one
+//! JIT module; [`CompiledKernel::run`] runs it on one point task's sub-stores.
+//!
+//! # How a kernel runs
+//! - Every top-level parallel loop is its own compiled function. The launcher cuts the loop's
+//!   outermost dimension into chunks of a fixed number of rows (about 16K iterations per chunk;
+//!   the number depends only on the loop's shape, never on the thread count) and runs the
+//!   chunks on the pool. Parallel loops run one after another, with a barrier between them.
+//! - Top-level code between parallel loops that has an effect (a store, a load, a `for` loop)
+//!   is compiled into sequential functions that run on the calling thread. Pure top-level
+//!   values (constants, scalar parameters, extents and arithmetic on them) are recomputed
+//!   inside each function that uses them, so they stay constants for Cranelift.
+//! - Reductions: a store with `Reduce` privilege that a parallel loop reduces into is updated in
+//!   place when every reduction into it is indexed on its dimension 0 by the loop's dimension-0
+//!   index (the chunks then touch disjoint rows). Otherwise each chunk reduces into a private
+//!   buffer (dense, initialised to the identity; for a rank-0 target, a register written once
+//!   at the end of the chunk), and the buffers are folded into the store in chunk order. The
+//!   result is bit-identical for any number of threads.
+//!
+//! # Calling convention
+//! Each step (a parallel loop, or a run of top-level code with effects) is one function
+//! `extern "C" fn(frame: *mut u64, red: *const *mut u8, lo: i64, hi: i64) -> i64`:
+//! - `frame` holds 64-bit words built by `run` for each call: per store parameter its data
+//!   pointer, extents, strides in bytes, origins and dense (row-major) strides in bytes; per
+//!   scalar parameter its value; then words where sequential steps leave values for later steps.
+//!   Base pointers, extents and strides are loaded once, in the function's entry block.
+//! - `red` holds one pointer per chunk-private reduction buffer of a parallel step.
+//! - A parallel step runs rows `lo..hi` of its loop's outermost dimension (all of the inner
+//!   ones); a sequential step is called with `0, 1`.
+//! - It returns 0, or `1 + i` for the `i`-th out-of-bounds site (a parameter and a dimension).
+//!
+//! # Memory safety
+//! Every index of every load, store and reduction is compared (unsigned) with the extent of
+//! its store's view, except an index that is directly the parallel loop's index of dimension
+//! `k`, used on dimension `d` of a store: that one is proven by checking, in
+//! [`CompiledKernel::run`] before the loop starts, that the loop's extent on `k` is at most the
+//! store's extent on `d`. (So such an access counts as executed by every iteration, even inside
+//! a sequential loop that might run zero times.) A failed check stops the kernel and `run`
+//! returns [`Error::KernelFault`] naming the kernel, the parameter and the dimension.
+//! Integer division never traps (see `weft_ir`'s semantics).
+//!
+//! # Semantics chosen here
+//! - Float `rem` is C's `fmod` (so `x rem 0.0` is NaN); integer `rem` and `div` by zero give 0.
+//! - Casts to `bool` compare with zero; NaN casts to `true`. A `bool` loaded from memory is true
+//!   when its byte is nonzero; stores write 0 or 1.
+//! - On `bool`: `min`/`and` and `max`/`or` are the logical operators; the `sum` and `max`
+//!   reductions are "any", `prod` and `min` are "all".
+//! - Float `min`/`max` (operators and reductions) give NaN if either operand is NaN, and order
+//!   `-0.0` below `+0.0`.
+
+mod launch;
+mod lower;
+pub mod math;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cranelift_codegen::Context;
+use cranelift_codegen::ir::AbiParam;
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{Linkage, Module, default_libcall_names};
+use weft_ir::{DType, Kernel, Scalar};
+
+use self::launch::{KernelFn, Plan, PlanStep};
+use self::lower::{MathDecls, StepKind, Target};
+use self::math::MathFn;
+use crate::{Error, Result};
+
+/// The JIT module, shared by the backend and every kernel compiled in it; the code is freed
+/// when the last of them is dropped.
+struct CodeOwner {
+    module: Mutex<Option<JITModule>>,
+}
+
+impl Drop for CodeOwner {
+    fn drop(&mut self) {
+        let module = match self.module.get_mut() {
+            Ok(m) => m.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        if let Some(module) = module {
+            // SAFETY: the owner is dropped when no backend and no compiled kernel holds it, so
+            // no function of the module can run or be called afterwards.
+            unsafe { module.free_memory() };
+        }
+    }
+}
+
+/// The CPU back end: one Cranelift JIT module, to which each compiled kernel adds its
+/// functions.
+pub struct CpuBackend {
+    code: Arc<CodeOwner>,
+    ctx: Context,
+    math: MathDecls,
+}
+
+impl std::fmt::Debug for CpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuBackend").finish_non_exhaustive()
+    }
+}
+
+fn backend_error(message: impl std::fmt::Display) -> Error {
+    Error::Compile {
+        kernel: "<cpu backend>".into(),
+        message: message.to_string(),
+    }
+}
+
+impl CpuBackend {
+    /// A back end for the host's CPU (features detected at run time), optimizing for speed.
+    pub fn new() -> Result<Self> {
+        let mut flags = settings::builder();
+        for (name, value) in [
+            ("opt_level", "speed"),
+            ("use_colocated_libcalls", "false"),
+            ("is_pic", "false"),
+            // Kernels neither unwind nor are unwound through.
+            ("unwind_info", "false"),
+            // The lowering type-checks everything it emits; the verifier would only double
+            // the compile time.
+            (
+                "enable_verifier",
+                if cfg!(debug_assertions) {
+                    "true"
+                } else {
+                    "false"
+                },
+            ),
+        ] {
+            flags.set(name, value).map_err(backend_error)?;
+        }
+        let isa = cranelift_native::builder()
+            .map_err(backend_error)?
+            .finish(settings::Flags::new(flags))
+            .map_err(backend_error)?;
+        let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
+        for f in MathFn::ALL {
+            for dt in [DType::F32, DType::F64] {
+                builder.symbol(f.symbol(dt), f.address(dt));
+            }
+        }
+        let mut module = JITModule::new(builder);
+        let mut ids = HashMap::new();
+        for f in MathFn::ALL {
+            for dt in [DType::F32, DType::F64] {
+                let ty = if dt == DType::F32 {
+                    cranelift_codegen::ir::types::F32
+                } else {
+                    cranelift_codegen::ir::types::F64
+                };
+                let mut sig = module.make_signature();
+                for _ in 0..f.arity() {
+                    sig.params.push(AbiParam::new(ty));
+                }
+                sig.returns.push(AbiParam::new(ty));
+                let id = module
+                    .declare_function(f.symbol(dt), Linkage::Import, &sig)
+                    .map_err(backend_error)?;
+                ids.insert((f, dt), id);
+            }
+        }
+        let ctx = module.make_context();
+        Ok(CpuBackend {
+            code: Arc::new(CodeOwner {
+                module: Mutex::new(Some(module)),
+            }),
+            ctx,
+            math: MathDecls { ids },
+        })
+    }
+
+    /// Validates `kernel` and compiles it. Any problem is an [`Error::Compile`] naming the
+    /// kernel.
+    pub fn compile(&mut self, kernel: &Kernel) -> Result<CompiledKernel> {
+        let start = Instant::now();
+        let err = |message: String| Error::Compile {
+            kernel: kernel.name.clone(),
+            message,
+        };
+        weft_ir::validate(kernel).map_err(|e| err(format!("invalid IR: {}", e.message)))?;
+        let mut guard = self
+            .code
+            .module
+            .lock()
+            .map_err(|_| err("the JIT module was poisoned by an earlier panic".into()))?;
+        let module = guard
+            .as_mut()
+            .ok_or_else(|| err("the JIT module is gone".into()))?;
+        let lowered = lower::lower_kernel(
+            kernel,
+            Target {
+                module,
+                ctx: &mut self.ctx,
+                math: &self.math,
+            },
+        )
+        .map_err(err)?;
+        module
+            .finalize_definitions()
+            .map_err(|e| err(format!("finalize: {e}")))?;
+        let steps = lowered
+            .steps
+            .into_iter()
+            .map(|s| {
+                let code = module.get_finalized_function(s.func);
+                // SAFETY: `code` is a finalized function of this module, compiled with the
+                // signature that `KernelFn` spells out (see `lower`), in the default calling
+                // convention of the host, which is `extern "C"`. The module outlives every
+                // `CompiledKernel` (each holds the `CodeOwner`).
+                let func = unsafe { std::mem::transmute::<*const u8, KernelFn>(code) };
+                PlanStep { kind: s.kind, func }
+            })
+            .collect();
+        drop(guard);
+        Ok(CompiledKernel {
+            inner: Arc::new(KernelInner {
+                plan: Plan {
+                    name: kernel.name.clone(),
+                    layout: lowered.layout,
+                    steps,
+                    faults: lowered.faults,
+                },
+                compile_time: start.elapsed(),
+                _code: Arc::clone(&self.code),
+            }),
+        })
+    }
+}
+
+struct KernelInner {
+    plan: Plan,
+    compile_time: Duration,
+    /// Keeps the machine code alive.
+    _code: Arc<CodeOwner>,
+}
+
+/// A kernel compiled for the CPU. Cheap to clone; usable from any thread.
+#[derive(Clone)]
+pub struct CompiledKernel {
+    inner: Arc<KernelInner>,
+}
+
+impl std::fmt::Debug for CompiledKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledKernel")
+            .field("name", &self.name())
+            .field("parallel_loops", &self.parallel_loops())
+            .field("compile_time", &self.compile_time())
+            .finish()
+    }
+}
+
+/// One store argument of one point task: the sub-store of a store parameter.
+#[derive(Clone, Debug)]
+pub struct StoreView {
+    /// Address of the element at index 0 in every dimension.
+    pub ptr: *mut u8,
+    /// Extent of each dimension.
+    pub extents: Vec<i64>,
+    /// Stride of each dimension, in elements.
+    pub strides: Vec<i64>,
+    /// Global coordinates of the sub-store's origin (what `Op::Origin` reads).
+    pub origin: Vec<i64>,
+}
+
+impl StoreView {
+    /// A dense row-major view of `extents` at `ptr`, with origin 0.
+    pub fn dense(ptr: *mut u8, extents: &[i64]) -> StoreView {
+        let mut strides = vec![1i64; extents.len()];
+        for d in (0..extents.len().saturating_sub(1)).rev() {
+            strides[d] = strides[d + 1].saturating_mul(extents[d + 1]);
+        }
+        StoreView {
+            ptr,
+            extents: extents.to_vec(),
+            strides,
+            origin: vec![0; extents.len()],
+        }
+    }
+}
+
+impl CompiledKernel {
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.inner.plan.name
+    }
+
+    /// How long [`CpuBackend::compile`] took for this kernel (validation included).
+    pub fn compile_time(&self) -> Duration {
+        self.inner.compile_time
+    }
+
+    /// Number of parallel loops (each a separately launched step).
+    pub fn parallel_loops(&self) -> usize {
+        self.inner
+            .plan
+            .steps
+            .iter()
+            .filter(|s| matches!(s.kind, StepKind::Parallel { .. }))
+            .count()
+    }
+
+    /// Runs the kernel on one point task: `stores` are the kernel's store parameters in order,
+    /// `scalars` its scalar parameters in order. Parallel loops are split across `pool`.
+    ///
+    /// Returns [`Error::KernelFault`] if the arguments do not match the kernel's parameters
+    /// (count, rank, scalar type, a negative extent) or an index is out of bounds. After a fault
+    /// the stores the kernel writes hold unspecified values (but nothing outside them changed).
+    ///
+    /// # Safety
+    /// Each view's `ptr` is valid for reads and writes (as its parameter's privilege allows) of
+    /// every element at offset `sum(i_d * strides_d)` elements for `0 <= i_d < extents_d`, and
+    /// no other thread touches stores written here while this runs.
+    pub unsafe fn run(
+        &self,
+        stores: &[StoreView],
+        scalars: &[Scalar],
+        pool: &rayon::ThreadPool,
+    ) -> Result<()> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.inner.plan.run(stores, scalars, pool) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn kernels_and_backend_are_thread_safe() {
+        assert_send_sync::<CompiledKernel>();
+        fn assert_send<T: Send>() {}
+        assert_send::<CpuBackend>();
+    }
+}

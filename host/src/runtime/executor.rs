@@ -1,0 +1,105 @@
+//! Running one index task: its points, on this process's threads.
+
+use crate::cpu::{CpuBackend, StoreView};
+use crate::{Error, Result};
+
+use super::mapping::Mapping;
+use super::partition::points;
+use super::stores::Stores;
+use super::task::IndexTask;
+
+/// Counters of what the executor did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExecStats {
+    /// Tasks run.
+    pub tasks_executed: u64,
+    /// Point tasks run on this process.
+    pub points_executed: u64,
+    /// Kernels compiled.
+    pub kernels_compiled: u64,
+}
+
+/// What the executor needs besides the task.
+pub struct Executor<'a> {
+    /// The store table.
+    pub stores: &'a mut Stores,
+    /// The CPU back end.
+    pub backend: &'a mut CpuBackend,
+    /// The worker threads.
+    pub pool: &'a rayon::ThreadPool,
+    /// Who owns which point.
+    pub mapping: &'a dyn Mapping,
+    /// This process's rank.
+    pub rank: usize,
+    /// Counters to bump.
+    pub stats: &'a mut ExecStats,
+}
+
+impl Executor<'_> {
+    /// Runs the points of `task` that this process owns.
+    pub fn run(&mut self, task: &IndexTask) -> Result<()> {
+        let entry = task.kernel.as_ref().ok_or_else(|| {
+            Error::Usage(format!(
+                "task `{}` reached the executor without a kernel",
+                task.key
+            ))
+        })?;
+        let compiled = match entry.compiled.get() {
+            Some(c) => c,
+            None => {
+                let c = self.backend.compile(&entry.ir)?;
+                self.stats.kernels_compiled += 1;
+                entry.compiled.get_or_init(|| c)
+            }
+        };
+        // Make sure every storage exists before taking pointers into any of them.
+        let mut bases = Vec::with_capacity(task.args.len());
+        for arg in &task.args {
+            let info = self.stores.get(arg.store)?;
+            let (storage_id, view_origin) = (info.storage, info.rect.origin.clone());
+            let base = self.stores.allocate(storage_id)?;
+            let storage = self
+                .stores
+                .storage(storage_id)
+                .ok_or_else(|| Error::Usage(format!("storage {} vanished", storage_id.0)))?;
+            bases.push((base, storage.strides(), storage.dtype.size(), view_origin));
+        }
+        for point in points(&task.launch) {
+            if self.mapping.owner(&point, &task.launch) != self.rank {
+                continue;
+            }
+            let mut views = Vec::with_capacity(task.args.len());
+            for (arg, (base, strides, size, view_origin)) in task.args.iter().zip(&bases) {
+                let rect = arg.root_partition.sub_rect(&point);
+                let offset: i64 = rect
+                    .origin
+                    .iter()
+                    .zip(strides)
+                    .map(|(&o, &s)| o as i64 * s)
+                    .sum();
+                views.push(StoreView {
+                    // SAFETY: `rect` lies inside the root storage (sub_rect clips to the
+                    // view's bounds, which lie inside the root), so the offset of its origin
+                    // is at most the storage's length; `wrapping_add` keeps this sound even
+                    // for an empty rectangle at the very end.
+                    ptr: base.wrapping_add(offset as usize * size),
+                    extents: rect.extent.iter().map(|&e| e as i64).collect(),
+                    strides: strides.clone(),
+                    origin: rect
+                        .origin
+                        .iter()
+                        .zip(view_origin)
+                        .map(|(&o, &v)| o as i64 - v as i64)
+                        .collect(),
+                });
+            }
+            // SAFETY: each view describes a rectangle inside an allocated storage with that
+            // storage's row-major strides, and the storages stay alive and unmoved for the
+            // call (`self.stores` is borrowed mutably, so nothing else touches them).
+            unsafe { compiled.run(&views, &task.scalars, self.pool) }?;
+            self.stats.points_executed += 1;
+        }
+        self.stats.tasks_executed += 1;
+        Ok(())
+    }
+}

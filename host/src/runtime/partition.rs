@@ -1,0 +1,221 @@
+//! Partitions of stores over launch domains, and rectangles.
+//!
+//! A partition is stated on a store (a view); the runtime folds the view into it, so that every
+//! partition it keeps is a partition of *root storage* ([`RootPartition`]). Two views of one
+//! root with the same tiles are then different partitions of the same root, and equality is a
+//! comparison of a few small vectors: constant time in the size of the launch domain.
+
+/// A rectangle `origin .. origin + extent` in some store's coordinates.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Rect {
+    /// First index per dimension.
+    pub origin: Vec<u64>,
+    /// Extent per dimension.
+    pub extent: Vec<u64>,
+}
+
+impl Rect {
+    /// The rectangle `0..shape`.
+    pub fn whole(shape: &[u64]) -> Rect {
+        Rect {
+            origin: vec![0; shape.len()],
+            extent: shape.to_vec(),
+        }
+    }
+
+    /// Number of elements.
+    pub fn volume(&self) -> u64 {
+        self.extent.iter().product()
+    }
+
+    /// Whether the two rectangles share an element.
+    pub fn overlaps(&self, other: &Rect) -> bool {
+        self.origin.len() == other.origin.len()
+            && (0..self.origin.len()).all(|d| {
+                let (a0, a1) = (self.origin[d], self.origin[d] + self.extent[d]);
+                let (b0, b1) = (other.origin[d], other.origin[d] + other.extent[d]);
+                a0 < b1 && b0 < a1
+            })
+            && self.volume() > 0
+            && other.volume() > 0
+    }
+}
+
+/// A tiling as a plugin states it on a store: point `p` sees the rectangle starting at
+/// `offset[d] + tile[d] * p[projection[d]]` with extent `tile[d]`, clipped to the store.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Tiling {
+    /// Tile extent per store dimension.
+    pub tile: Vec<u64>,
+    /// Offset of tile 0 per store dimension.
+    pub offset: Vec<i64>,
+    /// Which launch dimension moves the tile along each store dimension (none: it does not).
+    pub projection: Vec<Option<u32>>,
+}
+
+/// How a task argument is split across the points of its launch, on the store it names.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Partition {
+    /// Every point sees the whole store.
+    None,
+    /// Each point sees one tile.
+    Tiling(Tiling),
+}
+
+impl Partition {
+    /// Checks the partition against a store's rank and a launch's rank.
+    pub fn check(&self, store_rank: usize, launch_rank: usize) -> Result<(), String> {
+        let Partition::Tiling(t) = self else {
+            return Ok(());
+        };
+        if t.tile.len() != store_rank
+            || t.offset.len() != store_rank
+            || t.projection.len() != store_rank
+        {
+            return Err(format!(
+                "tiling has {} tile, {} offset and {} projection entries for a store of rank {store_rank}",
+                t.tile.len(),
+                t.offset.len(),
+                t.projection.len()
+            ));
+        }
+        if let Some(d) = t
+            .projection
+            .iter()
+            .flatten()
+            .find(|&&d| d as usize >= launch_rank)
+        {
+            return Err(format!(
+                "tiling projects launch dimension {d}, but the launch has rank {launch_rank}"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A partition folded into root-storage coordinates: what fusion compares.
+///
+/// `bounds` is the view's rectangle in the root; tiles are clipped to it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RootPartition {
+    /// The view's rectangle in root coordinates.
+    pub bounds: Rect,
+    /// The tiling, with offsets in root coordinates; `None` when every point sees `bounds`.
+    pub tiling: Option<Tiling>,
+}
+
+impl RootPartition {
+    /// Folds a partition of a view whose rectangle in its root is `bounds`.
+    pub fn fold(partition: &Partition, bounds: &Rect) -> RootPartition {
+        let tiling = match partition {
+            Partition::None => None,
+            Partition::Tiling(t) => Some(Tiling {
+                tile: t.tile.clone(),
+                offset: t
+                    .offset
+                    .iter()
+                    .zip(&bounds.origin)
+                    .map(|(&o, &b)| o + b as i64)
+                    .collect(),
+                projection: t.projection.clone(),
+            }),
+        };
+        RootPartition {
+            bounds: bounds.clone(),
+            tiling,
+        }
+    }
+
+    /// The rectangle, in root coordinates, that point `point` of the launch sees.
+    pub fn sub_rect(&self, point: &[u64]) -> Rect {
+        let Some(t) = &self.tiling else {
+            return self.bounds.clone();
+        };
+        let rank = self.bounds.origin.len();
+        let mut origin = Vec::with_capacity(rank);
+        let mut extent = Vec::with_capacity(rank);
+        for d in 0..rank {
+            let lo_bound = self.bounds.origin[d] as i64;
+            let hi_bound = lo_bound + self.bounds.extent[d] as i64;
+            let step = t.projection[d]
+                .and_then(|k| point.get(k as usize))
+                .copied()
+                .unwrap_or(0);
+            let start = t.offset[d].saturating_add((t.tile[d] as i64).saturating_mul(step as i64));
+            let end = start.saturating_add(t.tile[d] as i64);
+            let (lo, hi) = (
+                start.clamp(lo_bound, hi_bound),
+                end.clamp(lo_bound, hi_bound),
+            );
+            origin.push(lo as u64);
+            extent.push((hi - lo) as u64);
+        }
+        Rect { origin, extent }
+    }
+}
+
+/// The points of a launch domain `0..extents`, in row-major order.
+pub fn points(extents: &[u64]) -> impl Iterator<Item = Vec<u64>> + '_ {
+    let total: u64 = extents.iter().product();
+    (0..total).map(move |mut linear| {
+        let mut point = vec![0; extents.len()];
+        for d in (0..extents.len()).rev() {
+            point[d] = linear % extents[d];
+            linear /= extents[d];
+        }
+        point
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn views_fold_into_distinct_root_partitions() {
+        // grid is 6x6; center = grid[1:-1, 1:-1], north = grid[0:-2, 1:-1], tiles of 2 rows.
+        let tiling = Partition::Tiling(Tiling {
+            tile: vec![2, 4],
+            offset: vec![0, 0],
+            projection: vec![Some(0), None],
+        });
+        let center = RootPartition::fold(
+            &tiling,
+            &Rect {
+                origin: vec![1, 1],
+                extent: vec![4, 4],
+            },
+        );
+        let north = RootPartition::fold(
+            &tiling,
+            &Rect {
+                origin: vec![0, 1],
+                extent: vec![4, 4],
+            },
+        );
+        assert_ne!(center, north);
+        assert_eq!(center.sub_rect(&[1]).origin, vec![3, 1]);
+        assert_eq!(north.sub_rect(&[1]).origin, vec![2, 1]);
+        assert_eq!(north.sub_rect(&[1]).extent, vec![2, 4]);
+    }
+
+    #[test]
+    fn tiles_are_clipped_to_the_view() {
+        let tiling = Partition::Tiling(Tiling {
+            tile: vec![4],
+            offset: vec![0],
+            projection: vec![Some(0)],
+        });
+        let p = RootPartition::fold(&tiling, &Rect::whole(&[10]));
+        assert_eq!(p.sub_rect(&[2]).extent, vec![2]);
+        assert_eq!(p.sub_rect(&[3]).extent, vec![0]);
+    }
+
+    #[test]
+    fn points_are_row_major() {
+        let all: Vec<_> = points(&[2, 3]).collect();
+        assert_eq!(all.len(), 6);
+        assert_eq!(all[4], vec![1, 1]);
+        assert_eq!(points(&[]).count(), 1);
+    }
+}

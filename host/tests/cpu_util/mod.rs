@@ -1,0 +1,233 @@
+//! Helpers shared by the CPU back-end tests: a small kernel builder and runners.
+
+#![allow(clippy::unwrap_used)]
+#![allow(dead_code)]
+
+use weft_host::cpu::{CompiledKernel, CpuBackend, StoreView};
+use weft_ir::{
+    Access, BinaryOp, CmpOp, DType, ForLoop, Inst, Kernel, Op, ParallelLoop, Param, Privilege,
+    ReduceOp, Scalar, UnaryOp, ValueId,
+};
+
+/// Builds kernels instruction by instruction.
+pub struct Kb {
+    next: u32,
+    params: Vec<Param>,
+    bodies: Vec<Vec<Inst>>,
+}
+
+impl Default for Kb {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Kb {
+    pub fn new() -> Kb {
+        Kb {
+            next: 0,
+            params: vec![],
+            bodies: vec![vec![]],
+        }
+    }
+
+    pub fn store(&mut self, dtype: DType, rank: u32, privilege: Privilege) -> u32 {
+        self.params.push(Param::Store {
+            dtype,
+            rank,
+            privilege,
+        });
+        self.params.len() as u32 - 1
+    }
+
+    pub fn scalar(&mut self, dtype: DType) -> u32 {
+        self.params.push(Param::Scalar { dtype });
+        self.params.len() as u32 - 1
+    }
+
+    pub fn fresh(&mut self) -> ValueId {
+        self.next += 1;
+        ValueId(self.next - 1)
+    }
+
+    fn emit(&mut self, results: Vec<ValueId>, op: Op) {
+        self.bodies
+            .last_mut()
+            .expect("a body")
+            .push(Inst { results, op });
+    }
+
+    pub fn op(&mut self, op: Op) -> ValueId {
+        let v = self.fresh();
+        self.emit(vec![v], op);
+        v
+    }
+
+    pub fn effect(&mut self, op: Op) {
+        self.emit(vec![], op);
+    }
+
+    pub fn c(&mut self, s: Scalar) -> ValueId {
+        self.op(Op::Const(s))
+    }
+    pub fn f64(&mut self, x: f64) -> ValueId {
+        self.c(Scalar::F64(x))
+    }
+    pub fn i64(&mut self, x: i64) -> ValueId {
+        self.c(Scalar::I64(x))
+    }
+    pub fn param(&mut self, p: u32) -> ValueId {
+        self.op(Op::Param(p))
+    }
+    pub fn bin(&mut self, op: BinaryOp, a: ValueId, b: ValueId) -> ValueId {
+        self.op(Op::Binary(op, a, b))
+    }
+    pub fn add(&mut self, a: ValueId, b: ValueId) -> ValueId {
+        self.bin(BinaryOp::Add, a, b)
+    }
+    pub fn mul(&mut self, a: ValueId, b: ValueId) -> ValueId {
+        self.bin(BinaryOp::Mul, a, b)
+    }
+    pub fn un(&mut self, op: UnaryOp, a: ValueId) -> ValueId {
+        self.op(Op::Unary(op, a))
+    }
+    pub fn cmp(&mut self, op: CmpOp, a: ValueId, b: ValueId) -> ValueId {
+        self.op(Op::Cmp(op, a, b))
+    }
+    pub fn select(&mut self, c: ValueId, a: ValueId, b: ValueId) -> ValueId {
+        self.op(Op::Select(c, a, b))
+    }
+    pub fn cast(&mut self, to: DType, a: ValueId) -> ValueId {
+        self.op(Op::Cast(to, a))
+    }
+    pub fn extent(&mut self, param: u32, dim: u32) -> ValueId {
+        self.op(Op::Extent { param, dim })
+    }
+    pub fn origin(&mut self, param: u32, dim: u32) -> ValueId {
+        self.op(Op::Origin { param, dim })
+    }
+    pub fn load(&mut self, param: u32, indices: &[ValueId]) -> ValueId {
+        self.op(Op::Load(Access {
+            param,
+            indices: indices.to_vec(),
+        }))
+    }
+    pub fn store_to(&mut self, param: u32, indices: &[ValueId], v: ValueId) {
+        self.effect(Op::Store(
+            Access {
+                param,
+                indices: indices.to_vec(),
+            },
+            v,
+        ))
+    }
+    pub fn reduce(&mut self, param: u32, indices: &[ValueId], op: ReduceOp, v: ValueId) {
+        self.effect(Op::Reduce(
+            Access {
+                param,
+                indices: indices.to_vec(),
+            },
+            op,
+            v,
+        ))
+    }
+
+    /// A parallel loop over `over` (of rank `rank`); `f` builds the body from the indices.
+    pub fn parallel(&mut self, over: u32, rank: usize, f: impl FnOnce(&mut Kb, &[ValueId])) {
+        let indices: Vec<ValueId> = (0..rank).map(|_| self.fresh()).collect();
+        self.bodies.push(vec![]);
+        f(self, &indices);
+        let body = self.bodies.pop().expect("a body");
+        self.effect(Op::Parallel(ParallelLoop {
+            over,
+            indices,
+            body,
+        }));
+    }
+
+    /// `for i in lo..hi` carrying `init`; `f` gets (i, carried) and returns the yields.
+    pub fn for_loop(
+        &mut self,
+        lo: ValueId,
+        hi: ValueId,
+        init: &[ValueId],
+        f: impl FnOnce(&mut Kb, ValueId, &[ValueId]) -> Vec<ValueId>,
+    ) -> Vec<ValueId> {
+        let induction = self.fresh();
+        let carried: Vec<ValueId> = init.iter().map(|_| self.fresh()).collect();
+        self.bodies.push(vec![]);
+        let yields = f(self, induction, &carried);
+        let body = self.bodies.pop().expect("a body");
+        let results: Vec<ValueId> = init.iter().map(|_| self.fresh()).collect();
+        self.emit(
+            results.clone(),
+            Op::For(ForLoop {
+                lo,
+                hi,
+                induction,
+                init: init.to_vec(),
+                carried,
+                body,
+                yields,
+            }),
+        );
+        results
+    }
+
+    pub fn finish(self, name: &str) -> Kernel {
+        let mut bodies = self.bodies;
+        Kernel {
+            name: name.into(),
+            params: self.params,
+            body: bodies.pop().expect("a body"),
+        }
+    }
+}
+
+pub fn pool(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("a pool")
+}
+
+pub fn compile(k: &Kernel) -> CompiledKernel {
+    let mut be = CpuBackend::new().expect("backend");
+    be.compile(k).expect("compiles")
+}
+
+/// A dense view of a whole slice.
+pub fn dense<T>(v: &mut [T], extents: &[i64]) -> StoreView {
+    let n: i64 = extents.iter().product();
+    assert_eq!(n as usize, v.len(), "extents match the buffer");
+    StoreView::dense(v.as_mut_ptr().cast(), extents)
+}
+
+/// A rank-0 view of one element.
+pub fn scalar_view<T>(x: &mut T) -> StoreView {
+    StoreView::dense((x as *mut T).cast(), &[])
+}
+
+/// Runs `k` on `stores` with one thread.
+pub fn run(k: &CompiledKernel, stores: &[StoreView], scalars: &[Scalar]) -> weft_host::Result<()> {
+    run_on(k, stores, scalars, 1)
+}
+
+pub fn run_on(
+    k: &CompiledKernel,
+    stores: &[StoreView],
+    scalars: &[Scalar],
+    threads: usize,
+) -> weft_host::Result<()> {
+    // SAFETY: the tests build every view from a live buffer that covers it.
+    unsafe { k.run(stores, scalars, &pool(threads)) }
+}
+
+/// Float equality that treats all NaNs as equal and tells -0.0 from 0.0.
+pub fn same_f64(a: f64, b: f64) -> bool {
+    (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits()
+}
+
+pub fn same_f32(a: f32, b: f32) -> bool {
+    (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits()
+}

@@ -1,0 +1,6 @@
+//! The workspace's plugins, built into Wasm components by this crate's build script.
+//!
+//! Depend on this crate to load the first-party plugins (and the test plugins) without any
+//! manual build step: `cargo build`, `cargo run` and `cargo test` build them from source.
+
+include!(concat!(env!("OUT_DIR"), "/artifacts.rs"));

@@ -1,0 +1,290 @@
+//! The operators numeric offers, their names, and the element types each accepts.
+//!
+//! This is the one place that says which dtypes an operator takes: the operations check a
+//! call's arrays against it (for the error the user sees) and the key decoder checks keys
+//! against it (so that the key space is exactly what the operations produce).
+
+use weft_sdk::ir::{DType, ReduceOp};
+
+/// Which element types an operator accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule {
+    /// Every dtype.
+    Any,
+    /// Numbers: every dtype but `bool`.
+    Numeric,
+    /// Floats: `f32` and `f64`.
+    Float,
+    /// `bool` only.
+    Bool,
+}
+
+impl Rule {
+    /// Whether `dtype` satisfies the rule.
+    pub fn accepts(self, dtype: DType) -> bool {
+        match self {
+            Rule::Any => true,
+            Rule::Numeric => dtype != DType::Bool,
+            Rule::Float => dtype.is_float(),
+            Rule::Bool => dtype == DType::Bool,
+        }
+    }
+
+    /// `Ok` if `dtype` satisfies the rule, else the error message for operator `op`
+    /// (`"pow: needs a float dtype (f32 or f64), got i64"`).
+    pub fn check(self, op: &str, dtype: DType) -> Result<(), String> {
+        if self.accepts(dtype) {
+            return Ok(());
+        }
+        let wanted = match self {
+            Rule::Any => "any dtype",
+            Rule::Numeric => "a numeric dtype (not bool)",
+            Rule::Float => "a float dtype (f32 or f64)",
+            Rule::Bool => "a bool dtype",
+        };
+        Err(format!("{op}: needs {wanted}, got {dtype}"))
+    }
+}
+
+/// An element-wise binary operator (the `numeric.binary-op` of the WIT interface).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    /// `a + b`.
+    Add,
+    /// `a - b`.
+    Sub,
+    /// `a * b`.
+    Mul,
+    /// `a / b` (integer division truncates; by zero gives 0).
+    Div,
+    /// `a ** b` (floats).
+    Pow,
+    /// The smaller operand (NaN propagates).
+    Minimum,
+    /// The larger operand (NaN propagates).
+    Maximum,
+    /// `a == b`.
+    Equal,
+    /// `a != b`.
+    NotEqual,
+    /// `a < b`.
+    Less,
+    /// `a <= b`.
+    LessEqual,
+    /// `a > b`.
+    Greater,
+    /// `a >= b`.
+    GreaterEqual,
+    /// `a && b` (bools).
+    LogicalAnd,
+    /// `a || b` (bools).
+    LogicalOr,
+}
+
+impl BinOp {
+    /// Every operator, in a fixed order.
+    pub const ALL: [BinOp; 15] = [
+        BinOp::Add,
+        BinOp::Sub,
+        BinOp::Mul,
+        BinOp::Div,
+        BinOp::Pow,
+        BinOp::Minimum,
+        BinOp::Maximum,
+        BinOp::Equal,
+        BinOp::NotEqual,
+        BinOp::Less,
+        BinOp::LessEqual,
+        BinOp::Greater,
+        BinOp::GreaterEqual,
+        BinOp::LogicalAnd,
+        BinOp::LogicalOr,
+    ];
+
+    /// The operator's name, as the WIT interface spells it; used in keys and errors.
+    pub fn name(self) -> &'static str {
+        match self {
+            BinOp::Add => "add",
+            BinOp::Sub => "sub",
+            BinOp::Mul => "mul",
+            BinOp::Div => "div",
+            BinOp::Pow => "pow",
+            BinOp::Minimum => "minimum",
+            BinOp::Maximum => "maximum",
+            BinOp::Equal => "equal",
+            BinOp::NotEqual => "not-equal",
+            BinOp::Less => "less",
+            BinOp::LessEqual => "less-equal",
+            BinOp::Greater => "greater",
+            BinOp::GreaterEqual => "greater-equal",
+            BinOp::LogicalAnd => "logical-and",
+            BinOp::LogicalOr => "logical-or",
+        }
+    }
+
+    /// The operator named `name` (see [`BinOp::name`]).
+    pub fn from_name(name: &str) -> Option<BinOp> {
+        BinOp::ALL.into_iter().find(|o| o.name() == name)
+    }
+
+    /// Whether the operator is a comparison (its result is `bool` whatever its operands).
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinOp::Equal
+                | BinOp::NotEqual
+                | BinOp::Less
+                | BinOp::LessEqual
+                | BinOp::Greater
+                | BinOp::GreaterEqual
+        )
+    }
+
+    /// The dtypes the operands may have.
+    pub fn rule(self) -> Rule {
+        match self {
+            BinOp::Pow => Rule::Float,
+            BinOp::LogicalAnd | BinOp::LogicalOr => Rule::Bool,
+            op if op.is_comparison() => Rule::Any,
+            _ => Rule::Numeric,
+        }
+    }
+
+    /// The result's dtype for operands of `dtype`.
+    pub fn result_dtype(self, dtype: DType) -> DType {
+        if self.is_comparison() {
+            DType::Bool
+        } else {
+            dtype
+        }
+    }
+}
+
+/// An element-wise unary operator (the `numeric.unary-op` of the WIT interface).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnOp {
+    /// `-a`.
+    Neg,
+    /// `|a|`.
+    Abs,
+    /// Square root.
+    Sqrt,
+    /// `e^a`.
+    Exp,
+    /// Natural logarithm.
+    Log,
+    /// Sine.
+    Sin,
+    /// Cosine.
+    Cos,
+    /// Hyperbolic tangent.
+    Tanh,
+    /// The error function.
+    Erf,
+    /// `!a` (bools).
+    LogicalNot,
+}
+
+impl UnOp {
+    /// Every operator, in a fixed order.
+    pub const ALL: [UnOp; 10] = [
+        UnOp::Neg,
+        UnOp::Abs,
+        UnOp::Sqrt,
+        UnOp::Exp,
+        UnOp::Log,
+        UnOp::Sin,
+        UnOp::Cos,
+        UnOp::Tanh,
+        UnOp::Erf,
+        UnOp::LogicalNot,
+    ];
+
+    /// The operator's name, as the WIT interface spells it; used in keys and errors.
+    pub fn name(self) -> &'static str {
+        match self {
+            UnOp::Neg => "neg",
+            UnOp::Abs => "abs",
+            UnOp::Sqrt => "sqrt",
+            UnOp::Exp => "exp",
+            UnOp::Log => "log",
+            UnOp::Sin => "sin",
+            UnOp::Cos => "cos",
+            UnOp::Tanh => "tanh",
+            UnOp::Erf => "erf",
+            UnOp::LogicalNot => "logical-not",
+        }
+    }
+
+    /// The operator named `name` (see [`UnOp::name`]).
+    pub fn from_name(name: &str) -> Option<UnOp> {
+        UnOp::ALL.into_iter().find(|o| o.name() == name)
+    }
+
+    /// The dtypes the operand may have.
+    pub fn rule(self) -> Rule {
+        match self {
+            UnOp::Neg | UnOp::Abs => Rule::Numeric,
+            UnOp::LogicalNot => Rule::Bool,
+            _ => Rule::Float,
+        }
+    }
+}
+
+/// The dtypes a reduction to a 0-d array accepts: `sum` and `prod` need numbers, `min` and
+/// `max` take anything (on bools they are `all` and `any`).
+pub fn reduce_rule(op: ReduceOp) -> Rule {
+    match op {
+        ReduceOp::Sum | ReduceOp::Prod => Rule::Numeric,
+        ReduceOp::Min | ReduceOp::Max => Rule::Any,
+    }
+}
+
+/// The dtypes of `dot`, `norm`, `matvec` and `matmul`.
+pub const LINALG_RULE: Rule = Rule::Float;
+
+/// The dtypes of `random-uniform` (uniform numbers in `[low, high)` are floats).
+pub const RANDOM_RULE: Rule = Rule::Float;
+
+/// The dtypes of `arange` (a bool range is meaningless past two elements).
+pub const ARANGE_RULE: Rule = Rule::Numeric;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for op in BinOp::ALL {
+            assert_eq!(BinOp::from_name(op.name()), Some(op));
+        }
+        for op in UnOp::ALL {
+            assert_eq!(UnOp::from_name(op.name()), Some(op));
+        }
+        assert_eq!(BinOp::from_name("nope"), None);
+    }
+
+    #[test]
+    fn rules_match_the_spec() {
+        assert_eq!(BinOp::Add.rule(), Rule::Numeric);
+        assert_eq!(BinOp::Minimum.rule(), Rule::Numeric);
+        assert_eq!(BinOp::Pow.rule(), Rule::Float);
+        assert_eq!(BinOp::Less.rule(), Rule::Any);
+        assert_eq!(BinOp::LogicalOr.rule(), Rule::Bool);
+        assert_eq!(UnOp::Abs.rule(), Rule::Numeric);
+        assert_eq!(UnOp::Erf.rule(), Rule::Float);
+        assert_eq!(UnOp::LogicalNot.rule(), Rule::Bool);
+        assert_eq!(BinOp::Less.result_dtype(DType::F64), DType::Bool);
+        assert_eq!(BinOp::Add.result_dtype(DType::I32), DType::I32);
+    }
+
+    #[test]
+    fn rule_errors_name_the_op_and_dtype() {
+        assert_eq!(
+            Rule::Float.check("pow", DType::I64),
+            Err("pow: needs a float dtype (f32 or f64), got i64".to_string())
+        );
+        assert!(Rule::Numeric.check("add", DType::Bool).is_err());
+        assert!(Rule::Bool.check("logical-and", DType::Bool).is_ok());
+    }
+}

@@ -1,0 +1,516 @@
+//! Kernel bodies, built from their keys with the SDK's [`KernelBuilder`].
+//!
+//! Parameters are the task's store arguments in order, then its scalars. Every kernel runs
+//! one parallel loop over its output (or, for reductions, over the array reduced), with
+//! indices relative to the point task's sub-store; where a store is passed whole (partition
+//! none) while the loop runs over a tile, the kernel turns the loop index into a global one
+//! with `origin`.
+//!
+//! | key | stores | scalars |
+//! | --- | --- | --- |
+//! | element-wise (`fill`, `copy`, `cast`, `binary`, `unary`, `select`) | array operands in order (read), `out` (write) | scalar operands in order |
+//! | `arange` | `out` (write, rank 1) | `start: f64`, `step: f64` |
+//! | `linspace` | `out` (write, rank 1) | `start: f64`, `step: f64`, `stop: f64`, `last: i64` |
+//! | `random` | `out` (write) | `seed: i64`, `low: f64`, `high: f64`, one `stride: i64` per dimension |
+//! | `reduce` | `a` (read), `out` (reduce(op), rank 0) | |
+//! | `dot` | `a`, `b` (read, rank 1), `out` (reduce(sum), rank 0) | |
+//! | `norm.sumsq` | `a` (read), `out` (reduce(sum), rank 0) | |
+//! | `norm.sqrt` | `out` (read-write, rank 0) | |
+//! | `matvec` | `A` (read, rank 2, rows), `x` (read, rank 1, whole), `y` (write, rank 1) | |
+//! | `matmul` | `A` (read, rank 2, rows), `B` (read, rank 2, whole), `C` (write, rank 2) | |
+//! | `diag.extract` | `A` (read, rank 2, whole), `out` (write, rank 1) | |
+//! | `diag.embed` | `v` (read, rank 1, whole), `out` (write, rank 2) | |
+
+use weft_sdk::KernelBuilder;
+use weft_sdk::ir::builder::{BodyBuilder, StoreParam, Value};
+use weft_sdk::ir::{BinaryOp, CmpOp, DType, Kernel, Privilege, ReduceOp, UnaryOp};
+
+use crate::catalog::{BinOp, UnOp};
+use crate::keys::{Key, Kind};
+use crate::rng;
+
+/// The kernel named by `key`, validated. The error says why the kernel is invalid (which, for
+/// a key that decoded, is a bug in this module).
+pub fn build(key: &Key) -> Result<Kernel, String> {
+    let name = key.to_string();
+    let k = match *key {
+        Key::Fill { dtype, rank } => map(name, &[(Kind::Scalar, dtype)], dtype, rank, |_, v| v[0]),
+        Key::Copy { dtype, rank, src } => map(name, &[(src, dtype)], dtype, rank, |_, v| v[0]),
+        Key::Cast { from, to, rank } => map(name, &[(Kind::Array, from)], to, rank, |b, v| {
+            b.cast(to, v[0])
+        }),
+        Key::Arange { dtype } => arange(name, dtype),
+        Key::Linspace { dtype } => linspace(name, dtype),
+        Key::Random { dtype, rank } => random(name, dtype, rank),
+        Key::Binary {
+            op,
+            dtype,
+            rank,
+            kinds,
+        } => {
+            let inputs = [(kinds[0], dtype), (kinds[1], dtype)];
+            let out = op.result_dtype(dtype);
+            map(name, &inputs, out, rank, |b, v| binary(b, op, v[0], v[1]))
+        }
+        Key::Unary { op, dtype, rank } => {
+            map(name, &[(Kind::Array, dtype)], dtype, rank, |b, v| {
+                b.unary(unary_op(op), v[0])
+            })
+        }
+        Key::Select { dtype, rank, kinds } => {
+            let inputs = [
+                (kinds[0], DType::Bool),
+                (kinds[1], dtype),
+                (kinds[2], dtype),
+            ];
+            map(name, &inputs, dtype, rank, |b, v| {
+                b.select(v[0], v[1], v[2])
+            })
+        }
+        Key::Reduce { op, dtype, rank } => reduce(name, op, dtype, rank, |_, a| a),
+        Key::Dot { dtype } => dot(name, dtype),
+        Key::SumSquares { dtype, rank } => {
+            reduce(name, ReduceOp::Sum, dtype, rank, |b, a| b.mul(a, a))
+        }
+        Key::SqrtInPlace { dtype } => sqrt_in_place(name, dtype),
+        Key::Matvec { dtype } => matvec(name, dtype),
+        Key::Matmul { dtype } => matmul(name, dtype),
+        Key::DiagExtract { dtype } => diag_extract(name, dtype),
+        Key::DiagEmbed { dtype } => diag_embed(name, dtype),
+    };
+    k.finish_validated().map_err(|e| e.to_string())
+}
+
+/// An input of an element-wise kernel, once declared.
+#[derive(Clone, Copy)]
+enum Input {
+    /// A store loaded at the loop index.
+    Tiled(StoreParam),
+    /// A 0-d store loaded at `[]`.
+    Whole(StoreParam),
+    /// A scalar parameter's value.
+    Value(Value),
+}
+
+/// An element-wise kernel: `out[i] = f(inputs at i)` over an output of rank `rank`. Array
+/// inputs become store parameters (in order), then `out`, then the scalar inputs.
+fn map(
+    name: String,
+    inputs: &[(Kind, DType)],
+    out_dtype: DType,
+    rank: u32,
+    f: impl FnOnce(&mut BodyBuilder, &[Value]) -> Value,
+) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let stores: Vec<Option<StoreParam>> = inputs
+        .iter()
+        .map(|&(kind, dtype)| match kind {
+            Kind::Array => Some(k.store(dtype, rank, Privilege::Read)),
+            Kind::Zero => Some(k.store(dtype, 0, Privilege::Read)),
+            Kind::Scalar => None,
+        })
+        .collect();
+    let out = k.store(out_dtype, rank, Privilege::Write);
+    let inputs: Vec<Input> = inputs
+        .iter()
+        .zip(stores)
+        .map(|(&(kind, dtype), store)| match (kind, store) {
+            (Kind::Zero, Some(p)) => Input::Whole(p),
+            (_, Some(p)) => Input::Tiled(p),
+            (_, None) => Input::Value(k.scalar(dtype)),
+        })
+        .collect();
+    k.parallel(out, |b, idx| {
+        let values: Vec<Value> = inputs
+            .iter()
+            .map(|input| match *input {
+                Input::Tiled(p) => b.load(p, idx),
+                Input::Whole(p) => b.load(p, &[]),
+                Input::Value(v) => v,
+            })
+            .collect();
+        let r = f(b, &values);
+        b.store(out, idx, r);
+    });
+    k
+}
+
+/// Emits `a op b`.
+fn binary(b: &mut BodyBuilder, op: BinOp, x: Value, y: Value) -> Value {
+    match lower(op) {
+        Lowered::Binary(o) => b.binary(o, x, y),
+        Lowered::Cmp(c) => b.cmp(c, x, y),
+    }
+}
+
+/// The IR operation a binary operator becomes.
+enum Lowered {
+    /// A binary operation (the result has the operands' type).
+    Binary(BinaryOp),
+    /// A comparison (the result is a bool).
+    Cmp(CmpOp),
+}
+
+/// The IR operation of a binary operator.
+fn lower(op: BinOp) -> Lowered {
+    match op {
+        BinOp::Add => Lowered::Binary(BinaryOp::Add),
+        BinOp::Sub => Lowered::Binary(BinaryOp::Sub),
+        BinOp::Mul => Lowered::Binary(BinaryOp::Mul),
+        BinOp::Div => Lowered::Binary(BinaryOp::Div),
+        BinOp::Pow => Lowered::Binary(BinaryOp::Pow),
+        BinOp::Minimum => Lowered::Binary(BinaryOp::Min),
+        BinOp::Maximum => Lowered::Binary(BinaryOp::Max),
+        BinOp::LogicalAnd => Lowered::Binary(BinaryOp::And),
+        BinOp::LogicalOr => Lowered::Binary(BinaryOp::Or),
+        BinOp::Equal => Lowered::Cmp(CmpOp::Eq),
+        BinOp::NotEqual => Lowered::Cmp(CmpOp::Ne),
+        BinOp::Less => Lowered::Cmp(CmpOp::Lt),
+        BinOp::LessEqual => Lowered::Cmp(CmpOp::Le),
+        BinOp::Greater => Lowered::Cmp(CmpOp::Gt),
+        BinOp::GreaterEqual => Lowered::Cmp(CmpOp::Ge),
+    }
+}
+
+/// The IR operator of a unary operator.
+fn unary_op(op: UnOp) -> UnaryOp {
+    match op {
+        UnOp::Neg => UnaryOp::Neg,
+        UnOp::Abs => UnaryOp::Abs,
+        UnOp::Sqrt => UnaryOp::Sqrt,
+        UnOp::Exp => UnaryOp::Exp,
+        UnOp::Log => UnaryOp::Log,
+        UnOp::Sin => UnaryOp::Sin,
+        UnOp::Cos => UnaryOp::Cos,
+        UnOp::Tanh => UnaryOp::Tanh,
+        UnOp::Erf => UnaryOp::Erf,
+        UnOp::LogicalNot => UnaryOp::Not,
+    }
+}
+
+/// `v` converted to `dtype`, or `v` itself when it already has that type.
+fn cast_to(b: &mut BodyBuilder, dtype: DType, v: Value) -> Value {
+    if v.dtype() == dtype {
+        v
+    } else {
+        b.cast(dtype, v)
+    }
+}
+
+/// The global index (`i64`) along dimension `dim` of loop index `i` over `store`.
+fn global(b: &mut BodyBuilder, store: StoreParam, dim: u32, i: Value) -> Value {
+    let o = b.origin(store, dim);
+    b.add(o, i)
+}
+
+/// `out[i] = dtype(start + step * g)`.
+fn arange(name: String, dtype: DType) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let out = k.store(dtype, 1, Privilege::Write);
+    let start = k.scalar(DType::F64);
+    let step = k.scalar(DType::F64);
+    k.parallel(out, |b, idx| {
+        let g = global(b, out, 0, idx[0]);
+        let gf = b.cast(DType::F64, g);
+        let offset = b.mul(step, gf);
+        let v = b.add(start, offset);
+        let v = cast_to(b, dtype, v);
+        b.store(out, idx, v);
+    });
+    k
+}
+
+/// `out[i] = dtype(g == last ? stop : start + step * g)` (NumPy's linspace, whose last
+/// element is exactly `stop`).
+fn linspace(name: String, dtype: DType) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let out = k.store(dtype, 1, Privilege::Write);
+    let start = k.scalar(DType::F64);
+    let step = k.scalar(DType::F64);
+    let stop = k.scalar(DType::F64);
+    let last = k.scalar(DType::I64);
+    k.parallel(out, |b, idx| {
+        let g = global(b, out, 0, idx[0]);
+        let gf = b.cast(DType::F64, g);
+        let offset = b.mul(step, gf);
+        let v = b.add(start, offset);
+        let is_last = b.eq(g, last);
+        let v = b.select(is_last, stop, v);
+        let v = cast_to(b, dtype, v);
+        b.store(out, idx, v);
+    });
+    k
+}
+
+/// `out[i] = dtype(low + (high - low) * uniform(linear(g), seed))`, with the global row-major
+/// linear index computed from the strides the task passes.
+fn random(name: String, dtype: DType, rank: u32) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let out = k.store(dtype, rank, Privilege::Write);
+    let seed = k.scalar(DType::I64);
+    let low = k.scalar(DType::F64);
+    let high = k.scalar(DType::F64);
+    let strides: Vec<Value> = (0..rank).map(|_| k.scalar(DType::I64)).collect();
+    let span = k.sub(high, low);
+    k.parallel(out, |b, idx| {
+        let mut linear = b.const_i64(0);
+        for (d, (&i, &stride)) in (0u32..).zip(idx.iter().zip(&strides)) {
+            let g = global(b, out, d, i);
+            let term = b.mul(g, stride);
+            linear = b.add(linear, term);
+        }
+        let u = rng::emit_uniform(b, linear, seed);
+        let x = b.mul(span, u);
+        let v = b.add(low, x);
+        let v = cast_to(b, dtype, v);
+        b.store(out, idx, v);
+    });
+    k
+}
+
+/// `out[] op= f(a[i])` over an array `a` of rank `rank`.
+fn reduce(
+    name: String,
+    op: ReduceOp,
+    dtype: DType,
+    rank: u32,
+    f: impl FnOnce(&mut BodyBuilder, Value) -> Value,
+) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let a = k.store(dtype, rank, Privilege::Read);
+    let out = k.store(dtype, 0, Privilege::Reduce(op));
+    k.parallel(a, |b, idx| {
+        let x = b.load(a, idx);
+        let v = f(b, x);
+        b.reduce(out, &[], v);
+    });
+    k
+}
+
+/// `out[] += a[i] * b[i]`.
+fn dot(name: String, dtype: DType) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let a = k.store(dtype, 1, Privilege::Read);
+    let bs = k.store(dtype, 1, Privilege::Read);
+    let out = k.store(dtype, 0, Privilege::Reduce(ReduceOp::Sum));
+    k.parallel(a, |b, idx| {
+        let x = b.load(a, idx);
+        let y = b.load(bs, idx);
+        let p = b.mul(x, y);
+        b.reduce(out, &[], p);
+    });
+    k
+}
+
+/// `out[] = sqrt(out[])`.
+fn sqrt_in_place(name: String, dtype: DType) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let out = k.store(dtype, 0, Privilege::ReadWrite);
+    k.parallel(out, |b, idx| {
+        let x = b.load(out, idx);
+        let r = b.sqrt(x);
+        b.store(out, idx, r);
+    });
+    k
+}
+
+/// The sum of `term(p)` for `p` in `0..n`, as a `for` loop carrying the sum.
+fn inner_product(
+    b: &mut BodyBuilder,
+    dtype: DType,
+    n: Value,
+    mut term: impl FnMut(&mut BodyBuilder, Value) -> Value,
+) -> Value {
+    let zero = b.const_of(dtype, 0.0);
+    let lo = b.const_i64(0);
+    let sum = b.for_loop(lo, n, &[zero], |b, p, acc| {
+        let t = term(b, p);
+        vec![b.add(acc[0], t)]
+    });
+    sum[0]
+}
+
+/// `y[i] = sum_j A[i, j] * x[j]`: `A` tiled by rows like `y`, `x` whole.
+fn matvec(name: String, dtype: DType) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let a = k.store(dtype, 2, Privilege::Read);
+    let x = k.store(dtype, 1, Privilege::Read);
+    let y = k.store(dtype, 1, Privilege::Write);
+    let n = k.extent(a, 1);
+    k.parallel(y, |b, idx| {
+        let i = idx[0];
+        let sum = inner_product(b, dtype, n, |b, j| {
+            let aij = b.load(a, &[i, j]);
+            let xj = b.load(x, &[j]);
+            b.mul(aij, xj)
+        });
+        b.store(y, idx, sum);
+    });
+    k
+}
+
+/// `C[i, j] = sum_p A[i, p] * B[p, j]`: `A` tiled by rows like `C`, `B` whole (so `B` is
+/// indexed by `j`'s global column).
+fn matmul(name: String, dtype: DType) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let a = k.store(dtype, 2, Privilege::Read);
+    let bm = k.store(dtype, 2, Privilege::Read);
+    let c = k.store(dtype, 2, Privilege::Write);
+    let n = k.extent(a, 1);
+    k.parallel(c, |b, idx| {
+        let (i, j) = (idx[0], idx[1]);
+        let col = global(b, c, 1, j);
+        let sum = inner_product(b, dtype, n, |b, p| {
+            let aip = b.load(a, &[i, p]);
+            let bpj = b.load(bm, &[p, col]);
+            b.mul(aip, bpj)
+        });
+        b.store(c, idx, sum);
+    });
+    k
+}
+
+/// `out[i] = A[g, g]` with `g` the global index of `i`; `A` whole.
+fn diag_extract(name: String, dtype: DType) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let a = k.store(dtype, 2, Privilege::Read);
+    let out = k.store(dtype, 1, Privilege::Write);
+    k.parallel(out, |b, idx| {
+        let g = global(b, out, 0, idx[0]);
+        let v = b.load(a, &[g, g]);
+        b.store(out, idx, v);
+    });
+    k
+}
+
+/// `out[i, j] = row == col ? v[row] : 0` with `row` and `col` global; `v` whole.
+fn diag_embed(name: String, dtype: DType) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let v = k.store(dtype, 1, Privilege::Read);
+    let out = k.store(dtype, 2, Privilege::Write);
+    k.parallel(out, |b, idx| {
+        let row = global(b, out, 0, idx[0]);
+        let col = global(b, out, 1, idx[1]);
+        let on_diagonal = b.eq(row, col);
+        let x = b.load(v, &[row]);
+        let zero = b.const_of(dtype, 0.0);
+        let r = b.select(on_diagonal, x, zero);
+        b.store(out, idx, r);
+    });
+    k
+}
+
+#[cfg(test)]
+mod tests {
+    use weft_sdk::ir::{Param, text};
+
+    use super::*;
+    use crate::catalog::{BinOp, UnOp};
+
+    const RANKS: [u32; 3] = [0, 1, 3];
+    const KINDS: [Kind; 3] = [Kind::Array, Kind::Zero, Kind::Scalar];
+
+    /// Every key the operations can produce for small ranks.
+    fn all_keys() -> Vec<Key> {
+        let mut keys = Vec::new();
+        for dtype in DType::ALL {
+            keys.extend([
+                Key::Arange { dtype },
+                Key::Linspace { dtype },
+                Key::Dot { dtype },
+                Key::SqrtInPlace { dtype },
+                Key::Matvec { dtype },
+                Key::Matmul { dtype },
+                Key::DiagExtract { dtype },
+                Key::DiagEmbed { dtype },
+            ]);
+            for rank in RANKS {
+                keys.extend([
+                    Key::Fill { dtype, rank },
+                    Key::Random { dtype, rank },
+                    Key::SumSquares { dtype, rank },
+                ]);
+                keys.extend(KINDS.map(|src| Key::Copy { dtype, rank, src }));
+                keys.extend(DType::ALL.map(|to| Key::Cast {
+                    from: dtype,
+                    to,
+                    rank,
+                }));
+                keys.extend(UnOp::ALL.map(|op| Key::Unary { op, dtype, rank }));
+                keys.extend(ReduceOp::ALL.map(|op| Key::Reduce { op, dtype, rank }));
+                for k0 in KINDS {
+                    for k1 in KINDS {
+                        keys.extend(BinOp::ALL.map(|op| Key::Binary {
+                            op,
+                            dtype,
+                            rank,
+                            kinds: [k0, k1],
+                        }));
+                        keys.extend(KINDS.map(|k2| Key::Select {
+                            dtype,
+                            rank,
+                            kinds: [k0, k1, k2],
+                        }));
+                    }
+                }
+            }
+        }
+        keys
+    }
+
+    #[test]
+    fn every_valid_key_builds_a_valid_kernel() {
+        let keys = all_keys();
+        let valid: Vec<&Key> = keys.iter().filter(|k| k.check().is_ok()).collect();
+        assert!(valid.len() > 1000, "{} valid keys", valid.len());
+        for key in valid {
+            let s = key.to_string();
+            assert_eq!(s.parse::<Key>().as_ref(), Ok(key), "{s}");
+            let kernel = build(key).unwrap_or_else(|e| panic!("{s}: {e}"));
+            assert_eq!(kernel.name, s);
+        }
+    }
+
+    #[test]
+    fn binary_kernel_takes_arrays_then_out_then_scalars() {
+        let key: Key = "binary.less.f32.r2.sa".parse().expect("valid key");
+        let kernel = build(&key).expect("valid kernel");
+        assert_eq!(
+            kernel.params,
+            vec![
+                Param::Store {
+                    dtype: DType::F32,
+                    rank: 2,
+                    privilege: Privilege::Read
+                },
+                Param::Store {
+                    dtype: DType::Bool,
+                    rank: 2,
+                    privilege: Privilege::Write
+                },
+                Param::Scalar { dtype: DType::F32 },
+            ]
+        );
+    }
+
+    #[test]
+    fn zero_d_operands_are_loaded_at_no_index() {
+        let key: Key = "binary.mul.f64.r1.za".parse().expect("valid key");
+        let text = text::print(&build(&key).expect("valid kernel"));
+        assert!(text.contains("%arg0[]"), "{text}");
+    }
+
+    #[test]
+    fn reductions_reduce_into_a_0d_output() {
+        let key: Key = "reduce.max.i32.r2".parse().expect("valid key");
+        let kernel = build(&key).expect("valid kernel");
+        assert_eq!(
+            kernel.params[1],
+            Param::Store {
+                dtype: DType::I32,
+                rank: 0,
+                privilege: Privilege::Reduce(ReduceOp::Max)
+            }
+        );
+    }
+}

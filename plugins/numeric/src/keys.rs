@@ -1,0 +1,577 @@
+//! Kernel keys: how a task names its kernel, and how `kernel-body` reads the name back.
+//!
+//! A key encodes everything a kernel body depends on (the operator, the element types, the
+//! rank of the iteration space, which operands are tiled arrays, 0-d arrays or scalars) and
+//! nothing else. Scalar *values* travel as task scalars, never in keys, so one kernel serves
+//! every value and a loop that changes a constant compiles nothing new.
+//!
+//! A key is a short string of `.`-separated tokens. `<dt>` is a dtype name (`f32`, `f64`,
+//! `i32`, `i64`, `bool`), `r<k>` the rank of the iteration space, and operand kinds are one
+//! letter each: `a` an array of the output's shape (tiled like the output), `z` a 0-d array
+//! broadcast to an n-d output (partition none, loaded at `[]`), `s` a scalar parameter.
+//!
+//! | key | kernel |
+//! | --- | --- |
+//! | `fill.<dt>.r<k>` | `out[i] = s` |
+//! | `copy.<dt>.r<k>.<a\|z>` | `out[i] = src[i]` |
+//! | `cast.<from>.<to>.r<k>` | `out[i] = to(src[i])` |
+//! | `arange.<dt>` | `out[i] = start + step * g` (`g` the global index) |
+//! | `linspace.<dt>` | as `arange`, with the last element exactly `stop` |
+//! | `random.<dt>.r<k>` | uniform numbers from a counter-based generator |
+//! | `binary.<op>.<dt>.r<k>.<kk>` | `out[i] = a op b`; `<dt>` is the operands' dtype |
+//! | `unary.<op>.<dt>.r<k>` | `out[i] = op a[i]` |
+//! | `select.<dt>.r<k>.<kkk>` | `out[i] = cond ? a : b`; `<dt>` is the arms' dtype |
+//! | `reduce.<op>.<dt>.r<k>` | `out[] op= a[i]` |
+//! | `dot.<dt>` | `out[] += a[i] * b[i]` |
+//! | `norm.sumsq.<dt>.r<k>` | `out[] += a[i] * a[i]` |
+//! | `norm.sqrt.<dt>` | `out[] = sqrt(out[])` |
+//! | `matvec.<dt>` | `y[i] = sum_j A[i,j] * x[j]` |
+//! | `matmul.<dt>` | `C[i,j] = sum_p A[i,p] * B[p,j]` |
+//! | `diag.extract.<dt>` | `out[i] = A[g,g]` |
+//! | `diag.embed.<dt>` | `out[i,j] = i == j ? v[i] : 0` (global indices) |
+//!
+//! For example `binary.add.f64.r2.as` adds a scalar to a 2-d `f64` array. Decoding accepts
+//! exactly the keys that encoding produces: a key must re-encode to itself, use a combination
+//! of dtype and operator that the operation accepts, and have a rank the IR allows.
+
+use std::fmt;
+use std::str::FromStr;
+
+use weft_sdk::ir::{DType, ReduceOp};
+
+use crate::catalog::{self, BinOp, UnOp};
+
+/// The largest rank a kernel's store may have.
+pub const MAX_RANK: u32 = weft_sdk::ir::validate::MAX_RANK;
+
+/// How an operand of an element-wise kernel reaches it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// An array of the output's shape, tiled like the output and loaded at the loop index.
+    Array,
+    /// A 0-d array broadcast to an n-d output: partition none, loaded at `[]`.
+    Zero,
+    /// A scalar parameter.
+    Scalar,
+}
+
+impl Kind {
+    /// The kind's letter in keys (`a`, `z`, `s`).
+    pub fn letter(self) -> char {
+        match self {
+            Kind::Array => 'a',
+            Kind::Zero => 'z',
+            Kind::Scalar => 's',
+        }
+    }
+
+    /// The kind with this letter.
+    pub fn from_letter(c: char) -> Option<Kind> {
+        match c {
+            'a' => Some(Kind::Array),
+            'z' => Some(Kind::Zero),
+            's' => Some(Kind::Scalar),
+            _ => None,
+        }
+    }
+}
+
+/// A kernel key, decoded. See the [module documentation](self) for the text form and
+/// [`crate::kernels`] for each kernel's parameters.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Key {
+    /// Fill an array with a scalar.
+    Fill {
+        /// Element type.
+        dtype: DType,
+        /// Rank of the array.
+        rank: u32,
+    },
+    /// Copy an array (or broadcast a 0-d array) into another of the same dtype.
+    Copy {
+        /// Element type.
+        dtype: DType,
+        /// Rank of the destination.
+        rank: u32,
+        /// The source's kind: [`Kind::Array`] or [`Kind::Zero`].
+        src: Kind,
+    },
+    /// Convert an array to another dtype.
+    Cast {
+        /// The source's dtype.
+        from: DType,
+        /// The result's dtype (not `from`: that is a [`Key::Copy`]).
+        to: DType,
+        /// Rank of the arrays.
+        rank: u32,
+    },
+    /// `start + step * i` over a 1-d array.
+    Arange {
+        /// Element type.
+        dtype: DType,
+    },
+    /// Evenly spaced values over a 1-d array, ending exactly at `stop`.
+    Linspace {
+        /// Element type.
+        dtype: DType,
+    },
+    /// Uniform random numbers.
+    Random {
+        /// Element type (a float).
+        dtype: DType,
+        /// Rank of the array.
+        rank: u32,
+    },
+    /// An element-wise binary operation.
+    Binary {
+        /// The operator.
+        op: BinOp,
+        /// The operands' dtype.
+        dtype: DType,
+        /// Rank of the output.
+        rank: u32,
+        /// How each operand reaches the kernel.
+        kinds: [Kind; 2],
+    },
+    /// An element-wise unary operation.
+    Unary {
+        /// The operator.
+        op: UnOp,
+        /// The operand's dtype.
+        dtype: DType,
+        /// Rank of the arrays.
+        rank: u32,
+    },
+    /// `cond ? a : b`, element-wise.
+    Select {
+        /// The arms' dtype.
+        dtype: DType,
+        /// Rank of the output.
+        rank: u32,
+        /// How the condition and the two arms reach the kernel.
+        kinds: [Kind; 3],
+    },
+    /// A reduction of an array into a 0-d array.
+    Reduce {
+        /// The operator.
+        op: ReduceOp,
+        /// Element type.
+        dtype: DType,
+        /// Rank of the array reduced.
+        rank: u32,
+    },
+    /// The dot product of two vectors, reduced into a 0-d array.
+    Dot {
+        /// Element type (a float).
+        dtype: DType,
+    },
+    /// The sum of squares of an array, reduced into a 0-d array (the first step of `norm`).
+    SumSquares {
+        /// Element type (a float).
+        dtype: DType,
+        /// Rank of the array.
+        rank: u32,
+    },
+    /// The square root of a 0-d array, in place (the last step of `norm`).
+    SqrtInPlace {
+        /// Element type (a float).
+        dtype: DType,
+    },
+    /// A matrix-vector product.
+    Matvec {
+        /// Element type (a float).
+        dtype: DType,
+    },
+    /// A matrix-matrix product.
+    Matmul {
+        /// Element type (a float).
+        dtype: DType,
+    },
+    /// The diagonal of a matrix.
+    DiagExtract {
+        /// Element type.
+        dtype: DType,
+    },
+    /// A square matrix with a vector on its diagonal.
+    DiagEmbed {
+        /// Element type.
+        dtype: DType,
+    },
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Key::Fill { dtype, rank } => write!(f, "fill.{dtype}.r{rank}"),
+            Key::Copy { dtype, rank, src } => write!(f, "copy.{dtype}.r{rank}.{}", src.letter()),
+            Key::Cast { from, to, rank } => write!(f, "cast.{from}.{to}.r{rank}"),
+            Key::Arange { dtype } => write!(f, "arange.{dtype}"),
+            Key::Linspace { dtype } => write!(f, "linspace.{dtype}"),
+            Key::Random { dtype, rank } => write!(f, "random.{dtype}.r{rank}"),
+            Key::Binary {
+                op,
+                dtype,
+                rank,
+                kinds,
+            } => write!(f, "binary.{}.{dtype}.r{rank}.{}", op.name(), letters(kinds)),
+            Key::Unary { op, dtype, rank } => write!(f, "unary.{}.{dtype}.r{rank}", op.name()),
+            Key::Select { dtype, rank, kinds } => {
+                write!(f, "select.{dtype}.r{rank}.{}", letters(kinds))
+            }
+            Key::Reduce { op, dtype, rank } => write!(f, "reduce.{}.{dtype}.r{rank}", op.name()),
+            Key::Dot { dtype } => write!(f, "dot.{dtype}"),
+            Key::SumSquares { dtype, rank } => write!(f, "norm.sumsq.{dtype}.r{rank}"),
+            Key::SqrtInPlace { dtype } => write!(f, "norm.sqrt.{dtype}"),
+            Key::Matvec { dtype } => write!(f, "matvec.{dtype}"),
+            Key::Matmul { dtype } => write!(f, "matmul.{dtype}"),
+            Key::DiagExtract { dtype } => write!(f, "diag.extract.{dtype}"),
+            Key::DiagEmbed { dtype } => write!(f, "diag.embed.{dtype}"),
+        }
+    }
+}
+
+fn letters(kinds: &[Kind]) -> String {
+    kinds.iter().map(|k| k.letter()).collect()
+}
+
+impl FromStr for Key {
+    type Err = String;
+
+    /// Decodes a key; the error says what is wrong with it.
+    fn from_str(s: &str) -> Result<Key, String> {
+        let key = parse(s).map_err(|why| format!("malformed kernel key `{s}`: {why}"))?;
+        key.check()
+            .map_err(|why| format!("invalid kernel key `{s}`: {why}"))?;
+        if key.to_string() != s {
+            return Err(format!(
+                "malformed kernel key `{s}`: not in canonical form (`{key}`)"
+            ));
+        }
+        Ok(key)
+    }
+}
+
+/// The tokens of a key being decoded.
+struct Tokens<'a> {
+    rest: std::str::Split<'a, char>,
+}
+
+impl<'a> Tokens<'a> {
+    fn next(&mut self, what: &str) -> Result<&'a str, String> {
+        self.rest.next().ok_or_else(|| format!("missing {what}"))
+    }
+
+    fn dtype(&mut self) -> Result<DType, String> {
+        let t = self.next("dtype")?;
+        DType::from_name(t).ok_or_else(|| format!("unknown dtype `{t}`"))
+    }
+
+    fn rank(&mut self) -> Result<u32, String> {
+        let t = self.next("rank")?;
+        t.strip_prefix('r')
+            .and_then(|n| n.parse::<u32>().ok())
+            .ok_or_else(|| format!("bad rank `{t}` (expected r<k>)"))
+    }
+
+    fn kinds<const N: usize>(&mut self) -> Result<[Kind; N], String> {
+        let t = self.next("operand kinds")?;
+        let kinds: Vec<Kind> = t.chars().filter_map(Kind::from_letter).collect();
+        <[Kind; N]>::try_from(kinds)
+            .ok()
+            .filter(|_| t.len() == N)
+            .ok_or_else(|| format!("bad operand kinds `{t}` (expected {N} of a, z, s)"))
+    }
+
+    fn end(mut self) -> Result<(), String> {
+        match self.rest.next() {
+            None => Ok(()),
+            Some(t) => Err(format!("unexpected `{t}`")),
+        }
+    }
+}
+
+/// Decodes the tokens of `s` into a key, without checking that the key makes sense.
+fn parse(s: &str) -> Result<Key, String> {
+    let mut t = Tokens { rest: s.split('.') };
+    let family = t.next("kernel family")?;
+    let key = match family {
+        "fill" => Key::Fill {
+            dtype: t.dtype()?,
+            rank: t.rank()?,
+        },
+        "copy" => {
+            let (dtype, rank) = (t.dtype()?, t.rank()?);
+            let [src] = t.kinds::<1>()?;
+            Key::Copy { dtype, rank, src }
+        }
+        "cast" => Key::Cast {
+            from: t.dtype()?,
+            to: t.dtype()?,
+            rank: t.rank()?,
+        },
+        "arange" => Key::Arange { dtype: t.dtype()? },
+        "linspace" => Key::Linspace { dtype: t.dtype()? },
+        "random" => Key::Random {
+            dtype: t.dtype()?,
+            rank: t.rank()?,
+        },
+        "binary" => {
+            let name = t.next("operator")?;
+            let op = BinOp::from_name(name).ok_or_else(|| format!("unknown operator `{name}`"))?;
+            Key::Binary {
+                op,
+                dtype: t.dtype()?,
+                rank: t.rank()?,
+                kinds: t.kinds()?,
+            }
+        }
+        "unary" => {
+            let name = t.next("operator")?;
+            let op = UnOp::from_name(name).ok_or_else(|| format!("unknown operator `{name}`"))?;
+            Key::Unary {
+                op,
+                dtype: t.dtype()?,
+                rank: t.rank()?,
+            }
+        }
+        "select" => Key::Select {
+            dtype: t.dtype()?,
+            rank: t.rank()?,
+            kinds: t.kinds()?,
+        },
+        "reduce" => {
+            let name = t.next("operator")?;
+            let op =
+                ReduceOp::from_name(name).ok_or_else(|| format!("unknown reduction `{name}`"))?;
+            Key::Reduce {
+                op,
+                dtype: t.dtype()?,
+                rank: t.rank()?,
+            }
+        }
+        "dot" => Key::Dot { dtype: t.dtype()? },
+        "norm" => match t.next("norm step")? {
+            "sumsq" => Key::SumSquares {
+                dtype: t.dtype()?,
+                rank: t.rank()?,
+            },
+            "sqrt" => Key::SqrtInPlace { dtype: t.dtype()? },
+            other => return Err(format!("unknown norm step `{other}`")),
+        },
+        "matvec" => Key::Matvec { dtype: t.dtype()? },
+        "matmul" => Key::Matmul { dtype: t.dtype()? },
+        "diag" => match t.next("diag form")? {
+            "extract" => Key::DiagExtract { dtype: t.dtype()? },
+            "embed" => Key::DiagEmbed { dtype: t.dtype()? },
+            other => return Err(format!("unknown diag form `{other}`")),
+        },
+        other => return Err(format!("unknown kernel family `{other}`")),
+    };
+    t.end()?;
+    Ok(key)
+}
+
+impl Key {
+    /// The rank of the key's iteration space (0 for keys without one).
+    pub fn rank(&self) -> u32 {
+        match *self {
+            Key::Fill { rank, .. }
+            | Key::Copy { rank, .. }
+            | Key::Cast { rank, .. }
+            | Key::Random { rank, .. }
+            | Key::Binary { rank, .. }
+            | Key::Unary { rank, .. }
+            | Key::Select { rank, .. }
+            | Key::Reduce { rank, .. }
+            | Key::SumSquares { rank, .. } => rank,
+            _ => 0,
+        }
+    }
+
+    /// Checks that the key is one the operations could produce: a rank the IR allows, a dtype
+    /// the operator accepts, and operand kinds that fit the rank.
+    pub fn check(&self) -> Result<(), String> {
+        if self.rank() > MAX_RANK {
+            return Err(format!("rank {} is more than {MAX_RANK}", self.rank()));
+        }
+        match *self {
+            Key::Fill { .. }
+            | Key::Linspace { .. }
+            | Key::DiagExtract { .. }
+            | Key::DiagEmbed { .. } => Ok(()),
+            Key::Copy { rank, src, .. } => {
+                if src == Kind::Scalar {
+                    return Err("a copy's source is an array (a fill takes a scalar)".to_string());
+                }
+                check_kinds(rank, &[src])
+            }
+            Key::Cast { from, to, .. } if from == to => {
+                Err("a cast to the same dtype is a copy".to_string())
+            }
+            Key::Cast { .. } => Ok(()),
+            Key::Arange { dtype } => catalog::ARANGE_RULE.check("arange", dtype),
+            Key::Random { dtype, .. } => catalog::RANDOM_RULE.check("random-uniform", dtype),
+            Key::Binary {
+                op,
+                dtype,
+                rank,
+                kinds,
+            } => {
+                op.rule().check(op.name(), dtype)?;
+                check_operands(rank, &kinds)
+            }
+            Key::Unary { op, dtype, .. } => op.rule().check(op.name(), dtype),
+            Key::Select { rank, kinds, .. } => {
+                if kinds[0] == Kind::Scalar {
+                    return Err("the condition must be an array".to_string());
+                }
+                check_operands(rank, &kinds)
+            }
+            Key::Reduce { op, dtype, .. } => catalog::reduce_rule(op).check(op.name(), dtype),
+            Key::Dot { dtype } => catalog::LINALG_RULE.check("dot", dtype),
+            Key::SumSquares { dtype, .. } | Key::SqrtInPlace { dtype } => {
+                catalog::LINALG_RULE.check("norm", dtype)
+            }
+            Key::Matvec { dtype } => catalog::LINALG_RULE.check("matvec", dtype),
+            Key::Matmul { dtype } => catalog::LINALG_RULE.check("matmul", dtype),
+        }
+    }
+}
+
+/// Checks the kinds of store operands: no 0-d broadcast into a 0-d output (there a 0-d
+/// operand simply has the output's shape, so it is `a`).
+fn check_kinds(rank: u32, kinds: &[Kind]) -> Result<(), String> {
+    if rank == 0 && kinds.contains(&Kind::Zero) {
+        return Err("a 0-d output takes its 0-d operands as arrays (a), not z".to_string());
+    }
+    Ok(())
+}
+
+/// Checks the kinds of the operands of a kernel whose output's shape is an operand's: as
+/// [`check_kinds`], and at least one operand is an array of the output's shape.
+fn check_operands(rank: u32, kinds: &[Kind]) -> Result<(), String> {
+    if !kinds.contains(&Kind::Array) {
+        return Err("no operand is an array of the output's shape".to_string());
+    }
+    check_kinds(rank, kinds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(s: &str) -> Key {
+        let key: Key = s
+            .parse()
+            .unwrap_or_else(|e| panic!("`{s}` should parse: {e}"));
+        assert_eq!(key.to_string(), s);
+        key
+    }
+
+    #[test]
+    fn keys_round_trip() {
+        for s in [
+            "fill.f64.r2",
+            "fill.bool.r0",
+            "copy.i32.r1.a",
+            "copy.f32.r3.z",
+            "cast.f64.i32.r2",
+            "arange.i64",
+            "linspace.f32",
+            "random.f64.r3",
+            "binary.add.f64.r2.as",
+            "binary.less-equal.i32.r1.za",
+            "binary.logical-and.bool.r0.aa",
+            "unary.logical-not.bool.r1",
+            "unary.erf.f32.r4",
+            "select.f64.r2.asz",
+            "select.i64.r0.ass",
+            "reduce.max.bool.r2",
+            "reduce.sum.i64.r1",
+            "dot.f32",
+            "norm.sumsq.f64.r2",
+            "norm.sqrt.f64",
+            "matvec.f64",
+            "matmul.f32",
+            "diag.extract.i64",
+            "diag.embed.bool",
+        ] {
+            round_trip(s);
+        }
+    }
+
+    #[test]
+    fn decoding_gives_the_fields() {
+        assert_eq!(
+            round_trip("binary.add.f64.r2.as"),
+            Key::Binary {
+                op: BinOp::Add,
+                dtype: DType::F64,
+                rank: 2,
+                kinds: [Kind::Array, Kind::Scalar],
+            }
+        );
+    }
+
+    #[test]
+    fn malformed_keys_are_rejected() {
+        for s in [
+            "",
+            "nope",
+            "fill",
+            "fill.f64",
+            "fill.f65.r1",
+            "fill.f64.2",
+            "fill.f64.r",
+            "fill.f64.r-1",
+            "fill.f64.r01",
+            "fill.f64.r+1",
+            "fill.f64.r1.extra",
+            "fill.f64.r17",
+            "fill.f64.r99999999999",
+            "copy.f64.r1.s",
+            "copy.f64.r0.z",
+            "copy.f64.r1.aa",
+            "cast.f64.f64.r1",
+            "arange.bool",
+            "random.i64.r1",
+            "binary.add.bool.r1.aa",
+            "binary.pow.i64.r1.aa",
+            "binary.logical-or.f64.r1.aa",
+            "binary.add.f64.r1.ss",
+            "binary.add.f64.r1.zz",
+            "binary.add.f64.r0.az",
+            "binary.add.f64.r1.a",
+            "binary.add.f64.r1.aaa",
+            "binary.add.f64.r1.ax",
+            "binary.fma.f64.r1.aa",
+            "unary.sqrt.i32.r1",
+            "unary.neg.bool.r1",
+            "select.f64.r1.saa",
+            "select.f64.r1.zss",
+            "reduce.sum.bool.r1",
+            "reduce.avg.f64.r1",
+            "dot.i64",
+            "norm.sqrt.i32",
+            "norm.cube.f64",
+            "matmul.bool",
+            "diag.flip.f64",
+            "binary.add.f64.r2.as.",
+            ".binary.add.f64.r2.as",
+            "binary..add.f64.r2.as",
+            "BINARY.add.f64.r2.as",
+        ] {
+            assert!(s.parse::<Key>().is_err(), "`{s}` should be rejected");
+        }
+    }
+
+    #[test]
+    fn errors_quote_the_key() {
+        let e = "binary.pow.i64.r1.aa"
+            .parse::<Key>()
+            .err()
+            .unwrap_or_default();
+        assert!(e.contains("`binary.pow.i64.r1.aa`"), "{e}");
+        assert!(e.contains("float"), "{e}");
+    }
+}

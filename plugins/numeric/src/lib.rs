@@ -1,0 +1,217 @@
+//! numeric: a NumPy-like array library for Weft.
+//!
+//! numeric turns each call of its `weft:plugin/numeric` exports into index tasks over stores
+//! (arrays the host owns) and hands the host their kernel bodies in the portable IR when it
+//! asks for them by key. It uses only the public API of `weft-sdk`, as a third-party plugin
+//! would.
+//!
+//! The crate is split by job:
+//! - this file: the WIT bindings and the `Guest` implementations, which only translate WIT
+//!   values and dispatch;
+//! - [`catalog`]: the operators, their names and the dtypes each accepts;
+//! - [`keys`]: kernel keys, encoded and decoded;
+//! - [`kernels`]: the kernel body of each key;
+//! - [`rng`]: the counter-based random generator of `random-uniform`;
+//! - `scalars` and `shapes`: scalar conversion and shape arithmetic;
+//! - `ops`: the operations (creation, element-wise, reductions, linear algebra, views).
+
+#![deny(missing_docs)]
+
+pub mod catalog;
+pub mod kernels;
+pub mod keys;
+mod ops;
+pub mod rng;
+mod scalars;
+mod shapes;
+
+use weft_sdk::ir::ReduceOp;
+use weft_sdk::{Dtype, Error, Scalar, Store, ir_dtype, ir_scalar};
+
+use bindings::exports::weft::plugin::numeric::{
+    self, BinaryOp, Operand, Range, Reduction, UnaryOp,
+};
+use bindings::exports::weft::plugin::plugin;
+use catalog::{BinOp, UnOp};
+use ops::{Arg, Array};
+
+/// Bindings of the `numeric-plugin` world; the shared interfaces are the SDK's.
+#[allow(missing_docs)]
+mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "weft:plugin/numeric-plugin",
+        with: {
+            "weft:plugin/types@0.1.0": weft_sdk::bindings::weft::plugin::types,
+            "weft:plugin/host@0.1.0": weft_sdk::bindings::weft::plugin::host,
+            "weft:plugin/kernel-ir@0.1.0": weft_sdk::bindings::weft::plugin::kernel_ir,
+        },
+    });
+}
+
+/// The plugin: it has no state of its own (the host owns every store).
+pub struct Numeric;
+
+bindings::export!(Numeric with_types_in bindings);
+
+impl plugin::Guest for Numeric {
+    fn name() -> String {
+        "numeric".to_string()
+    }
+
+    fn version() -> String {
+        env!("CARGO_PKG_VERSION").to_string()
+    }
+
+    fn kernel_body(key: String) -> Result<weft_sdk::kernel_ir::Kernel, Error> {
+        let key: keys::Key = key.parse().map_err(weft_sdk::error)?;
+        let kernel = kernels::build(&key).map_err(weft_sdk::error)?;
+        Ok(weft_sdk::kernel_to_wit(&kernel))
+    }
+}
+
+impl numeric::Guest for Numeric {
+    fn full(shape: Vec<u64>, value: Scalar, dtype: Dtype) -> Result<Store, Error> {
+        ops::creation::full("full", &shape, ir_scalar(value), ir_dtype(dtype))
+    }
+
+    fn zeros(shape: Vec<u64>, dtype: Dtype) -> Result<Store, Error> {
+        let zero = weft_sdk::ir::Scalar::F64(0.0);
+        ops::creation::full("zeros", &shape, zero, ir_dtype(dtype))
+    }
+
+    fn ones(shape: Vec<u64>, dtype: Dtype) -> Result<Store, Error> {
+        let one = weft_sdk::ir::Scalar::F64(1.0);
+        ops::creation::full("ones", &shape, one, ir_dtype(dtype))
+    }
+
+    fn arange(start: f64, stop: f64, step: f64, dtype: Dtype) -> Result<Store, Error> {
+        ops::creation::arange(start, stop, step, ir_dtype(dtype))
+    }
+
+    fn linspace(start: f64, stop: f64, num: u64, dtype: Dtype) -> Result<Store, Error> {
+        ops::creation::linspace(start, stop, num, ir_dtype(dtype))
+    }
+
+    fn random_uniform(
+        shape: Vec<u64>,
+        low: f64,
+        high: f64,
+        seed: u64,
+        dtype: Dtype,
+    ) -> Result<Store, Error> {
+        ops::creation::random_uniform(&shape, low, high, seed, ir_dtype(dtype))
+    }
+
+    fn from_f64s(shape: Vec<u64>, values: Vec<f64>, dtype: Dtype) -> Result<Store, Error> {
+        ops::creation::from_f64s(&shape, &values, ir_dtype(dtype))
+    }
+
+    fn slice(a: &Store, ranges: Vec<Range>) -> Result<Store, Error> {
+        let ranges: Vec<_> = ranges.iter().map(|r| (r.start, r.stop)).collect();
+        ops::views::slice(&Array::new(a), &ranges)
+    }
+
+    fn binary(op: BinaryOp, a: Operand<'_>, b: Operand<'_>) -> Result<Store, Error> {
+        ops::elementwise::binary(bin_op(op), arg(a), arg(b))
+    }
+
+    fn unary(op: UnaryOp, a: &Store) -> Result<Store, Error> {
+        ops::elementwise::unary(un_op(op), &Array::new(a))
+    }
+
+    fn select(cond: &Store, a: Operand<'_>, b: Operand<'_>) -> Result<Store, Error> {
+        ops::elementwise::select(&Array::new(cond), arg(a), arg(b))
+    }
+
+    fn astype(a: &Store, dtype: Dtype) -> Result<Store, Error> {
+        ops::elementwise::astype(&Array::new(a), ir_dtype(dtype))
+    }
+
+    fn assign(dst: &Store, src: Operand<'_>) -> Result<(), Error> {
+        ops::elementwise::assign(&Array::new(dst), arg(src))
+    }
+
+    fn copy(a: &Store) -> Result<Store, Error> {
+        ops::elementwise::copy(&Array::new(a))
+    }
+
+    fn reduce(op: Reduction, a: &Store) -> Result<Store, Error> {
+        ops::reductions::reduce(reduce_op(op), &Array::new(a))
+    }
+
+    fn dot(a: &Store, b: &Store) -> Result<Store, Error> {
+        ops::reductions::dot(&Array::new(a), &Array::new(b))
+    }
+
+    fn norm(a: &Store) -> Result<Store, Error> {
+        ops::reductions::norm(&Array::new(a))
+    }
+
+    fn matvec(a: &Store, x: &Store) -> Result<Store, Error> {
+        ops::linalg::matvec(&Array::new(a), &Array::new(x))
+    }
+
+    fn matmul(a: &Store, b: &Store) -> Result<Store, Error> {
+        ops::linalg::matmul(&Array::new(a), &Array::new(b))
+    }
+
+    fn diag(a: &Store) -> Result<Store, Error> {
+        ops::linalg::diag(&Array::new(a))
+    }
+}
+
+/// An operand as the operations take it.
+fn arg(o: Operand<'_>) -> Arg<'_> {
+    match o {
+        Operand::Array(s) => Arg::Array(Array::new(s)),
+        Operand::Scalar(s) => Arg::Scalar(ir_scalar(s)),
+    }
+}
+
+/// The catalog's binary operator of a WIT one.
+fn bin_op(op: BinaryOp) -> BinOp {
+    match op {
+        BinaryOp::Add => BinOp::Add,
+        BinaryOp::Sub => BinOp::Sub,
+        BinaryOp::Mul => BinOp::Mul,
+        BinaryOp::Div => BinOp::Div,
+        BinaryOp::Pow => BinOp::Pow,
+        BinaryOp::Minimum => BinOp::Minimum,
+        BinaryOp::Maximum => BinOp::Maximum,
+        BinaryOp::Equal => BinOp::Equal,
+        BinaryOp::NotEqual => BinOp::NotEqual,
+        BinaryOp::Less => BinOp::Less,
+        BinaryOp::LessEqual => BinOp::LessEqual,
+        BinaryOp::Greater => BinOp::Greater,
+        BinaryOp::GreaterEqual => BinOp::GreaterEqual,
+        BinaryOp::LogicalAnd => BinOp::LogicalAnd,
+        BinaryOp::LogicalOr => BinOp::LogicalOr,
+    }
+}
+
+/// The catalog's unary operator of a WIT one.
+fn un_op(op: UnaryOp) -> UnOp {
+    match op {
+        UnaryOp::Neg => UnOp::Neg,
+        UnaryOp::Abs => UnOp::Abs,
+        UnaryOp::Sqrt => UnOp::Sqrt,
+        UnaryOp::Exp => UnOp::Exp,
+        UnaryOp::Log => UnOp::Log,
+        UnaryOp::Sin => UnOp::Sin,
+        UnaryOp::Cos => UnOp::Cos,
+        UnaryOp::Tanh => UnOp::Tanh,
+        UnaryOp::Erf => UnOp::Erf,
+        UnaryOp::LogicalNot => UnOp::LogicalNot,
+    }
+}
+
+/// The IR reduction operator of a WIT reduction.
+fn reduce_op(op: Reduction) -> ReduceOp {
+    match op {
+        Reduction::Sum => ReduceOp::Sum,
+        Reduction::Prod => ReduceOp::Prod,
+        Reduction::Min => ReduceOp::Min,
+        Reduction::Max => ReduceOp::Max,
+    }
+}

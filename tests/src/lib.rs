@@ -1,0 +1,99 @@
+//! Cross-crate tests of Weft, and what they share: plain-Rust reference implementations of the
+//! example applications ([`reference`]) and comparison helpers ([`assert_close`]).
+//!
+//! The references are written independently of the host and the numeric plugin: their own
+//! `erf`, their own loops, sequential f64 arithmetic. Tests feed them the same inputs (read
+//! back from Weft or from `.npy` files) and compare every output element.
+
+#![deny(missing_docs)]
+
+pub mod reference;
+
+use weft_host::{Config, Numeric, Runtime};
+
+/// The numeric plugin in a fresh runtime with two worker threads and `pieces` points per
+/// launch (more than one splits every array into tiles, to check that results do not depend
+/// on partitioning).
+pub fn numeric(pieces: u64) -> Numeric {
+    let config = Config {
+        threads: 2,
+        pieces,
+        ..Config::from_env()
+    };
+    let rt = Runtime::new(config).expect("the runtime starts");
+    Numeric::new(rt, weft_plugin_artifacts::NUMERIC).expect("the numeric plugin loads")
+}
+
+/// Checks that `got` and `want` have the same length and that every element satisfies
+/// `|got - want| <= atol + rtol * |want|` (NaNs must match NaNs). On failure, panics naming
+/// `what`, the number of bad elements and the worst one.
+pub fn assert_close(what: &str, got: &[f64], want: &[f64], rtol: f64, atol: f64) {
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "{what}: {} elements, the reference has {}",
+        got.len(),
+        want.len()
+    );
+    let mut bad = 0usize;
+    let mut worst: Option<(usize, f64)> = None;
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let ok = if w.is_nan() {
+            g.is_nan()
+        } else {
+            (g - w).abs() <= atol + rtol * w.abs()
+        };
+        if !ok {
+            bad += 1;
+            let excess = if g.is_nan() {
+                f64::INFINITY
+            } else {
+                (g - w).abs() / (atol + rtol * w.abs())
+            };
+            if worst.is_none_or(|(_, e)| excess > e) {
+                worst = Some((i, excess));
+            }
+        }
+    }
+    if let Some((i, _)) = worst {
+        panic!(
+            "{what}: {bad} of {} elements differ beyond atol {atol:e} + rtol {rtol:e}; worst at \
+             [{i}]: got {:e}, want {:e} (difference {:e})",
+            got.len(),
+            got[i],
+            want[i],
+            (got[i] - want[i]).abs()
+        );
+    }
+}
+
+/// The largest absolute difference between two equally long slices (0 for empty ones).
+pub fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn close_values_pass() {
+        assert_close(
+            "x",
+            &[1.0, 2.0, f64::NAN],
+            &[1.0 + 1e-12, 2.0, f64::NAN],
+            1e-9,
+            0.0,
+        );
+        assert_eq!(max_abs_diff(&[1.0, 5.0], &[1.5, 5.0]), 0.5);
+    }
+
+    #[test]
+    #[should_panic(expected = "1 of 2 elements differ")]
+    fn far_values_fail() {
+        assert_close("x", &[1.0, 2.0], &[1.0, 2.1], 1e-9, 1e-9);
+    }
+}

@@ -1,0 +1,225 @@
+//! Plain-Rust reference implementations of the example applications, independent of Weft.
+
+use std::f64::consts::PI;
+
+/// The error function, from its everywhere-convergent series of positive terms
+/// (Abramowitz and Stegun 7.1.6):
+/// `erf(x) = 2/sqrt(pi) * exp(-x^2) * sum_{k>=0} 2^k x^(2k+1) / (1*3*...*(2k+1))`.
+///
+/// No cancellation happens, so the result is good to a few ulps relative for |x| < 6; beyond,
+/// `|erf(x)|` rounds to 1 (`erfc(6) < 2.2e-17`).
+pub fn erf(x: f64) -> f64 {
+    if x.is_nan() {
+        return f64::NAN;
+    }
+    if x.abs() >= 6.0 {
+        return x.signum();
+    }
+    let x2 = x * x;
+    let mut term = x;
+    let mut sum = x;
+    let mut k = 0.0f64;
+    loop {
+        k += 1.0;
+        term *= 2.0 * x2 / (2.0 * k + 1.0);
+        sum += term;
+        if term.abs() <= sum.abs() * 1e-17 {
+            break;
+        }
+    }
+    2.0 / PI.sqrt() * (-x2).exp() * sum
+}
+
+/// The standard normal CDF through [`erf`]: `(1 + erf(d / sqrt(2))) / 2`.
+pub fn cnd_erf(d: f64) -> f64 {
+    0.5 * (1.0 + erf(d / 2f64.sqrt()))
+}
+
+/// The standard normal CDF by the 5-term polynomial of the CUDA SDK sample (Abramowitz and
+/// Stegun 26.2.17), reflected for positive `d`.
+pub fn cnd_poly(d: f64) -> f64 {
+    let k = 1.0 / (1.0 + 0.2316419 * d.abs());
+    let poly = k
+        * (0.31938153
+            + k * (-0.356563782 + k * (1.781477937 + k * (-1.821255978 + k * 1.330274429))));
+    let c = (-0.5 * d * d).exp() / (2.0 * PI).sqrt() * poly;
+    if d > 0.0 { 1.0 - c } else { c }
+}
+
+/// Black-Scholes prices of European options: returns `(call, put)`. `poly` picks
+/// [`cnd_poly`] over [`cnd_erf`].
+pub fn black_scholes(
+    s: &[f64],
+    x: &[f64],
+    t: &[f64],
+    r: f64,
+    v: f64,
+    poly: bool,
+) -> (Vec<f64>, Vec<f64>) {
+    assert!(
+        s.len() == x.len() && x.len() == t.len(),
+        "input lengths differ"
+    );
+    let cnd = if poly { cnd_poly } else { cnd_erf };
+    let mut call = Vec::with_capacity(s.len());
+    let mut put = Vec::with_capacity(s.len());
+    for i in 0..s.len() {
+        let (s, x, t) = (s[i], x[i], t[i]);
+        let vol_sqrt_t = v * t.sqrt();
+        let d1 = ((s / x).ln() + (r + v * v / 2.0) * t) / vol_sqrt_t;
+        let d2 = d1 - vol_sqrt_t;
+        let discounted_strike = x * (-r * t).exp();
+        call.push(s * cnd(d1) - discounted_strike * cnd(d2));
+        put.push(discounted_strike * cnd(-d2) - s * cnd(-d1));
+    }
+    (call, put)
+}
+
+/// `sweeps` Jacobi sweeps of the 5-point stencil on a row-major `(n+2) x (n+2)` grid: each
+/// interior point becomes `0.2 * (itself + its four neighbours)`, all computed from the
+/// previous sweep's grid; the boundary is left as it is.
+pub fn stencil(grid: &[f64], n: usize, sweeps: usize) -> Vec<f64> {
+    let w = n + 2;
+    assert_eq!(grid.len(), w * w, "grid is not (n+2) x (n+2)");
+    let mut cur = grid.to_vec();
+    let mut next = cur.clone();
+    for _ in 0..sweeps {
+        for i in 1..=n {
+            for j in 1..=n {
+                let at = |r: usize, c: usize| cur[r * w + c];
+                next[i * w + j] =
+                    0.2 * (at(i, j) + at(i - 1, j) + at(i, j + 1) + at(i, j - 1) + at(i + 1, j));
+            }
+        }
+        std::mem::swap(&mut cur, &mut next);
+    }
+    cur
+}
+
+/// `A x` for a row-major `n x n` matrix.
+pub fn matvec(a: &[f64], x: &[f64]) -> Vec<f64> {
+    let n = x.len();
+    assert_eq!(a.len(), n * n, "matrix is not n x n");
+    a.chunks_exact(n)
+        .map(|row| row.iter().zip(x).map(|(a, x)| a * x).sum())
+        .collect()
+}
+
+/// The 2-norm.
+pub fn norm(x: &[f64]) -> f64 {
+    x.iter().map(|v| v * v).sum::<f64>().sqrt()
+}
+
+/// `iters` Jacobi steps for `A x = b` from `x0`: `x_i <- (b_i - sum_{j != i} A_ij x_j) / A_ii`.
+pub fn jacobi(a: &[f64], b: &[f64], x0: &[f64], iters: usize) -> Vec<f64> {
+    let n = b.len();
+    assert_eq!(a.len(), n * n, "matrix is not n x n");
+    assert_eq!(x0.len(), n, "x0 has the wrong length");
+    let mut x = x0.to_vec();
+    for _ in 0..iters {
+        let next: Vec<f64> = (0..n)
+            .map(|i| {
+                let off: f64 = (0..n)
+                    .filter(|&j| j != i)
+                    .map(|j| a[i * n + j] * x[j])
+                    .sum();
+                (b[i] - off) / a[i * n + i]
+            })
+            .collect();
+        x = next;
+    }
+    x
+}
+
+/// `|A x - b| / |b|`.
+pub fn relative_residual(a: &[f64], b: &[f64], x: &[f64]) -> f64 {
+    let ax = matvec(a, x);
+    let r: Vec<f64> = ax.iter().zip(b).map(|(p, q)| p - q).collect();
+    norm(&r) / norm(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Values from CPython's `math.erf` (correctly rounded).
+    #[test]
+    fn erf_matches_known_values() {
+        let table = [
+            (0.0, 0.0),
+            (1e-10, 1.1283791670955126e-10),
+            (0.1, 0.1124629160182849),
+            (0.5, 0.5204998778130465),
+            (1.0, 0.8427007929497149),
+            (1.5, 0.9661051464753108),
+            (2.0, 0.9953222650189527),
+            (3.0, 0.9999779095030014),
+            (4.0, 0.9999999845827421),
+            (5.0, 0.9999999999984626),
+        ];
+        for (x, want) in table {
+            for (x, want) in [(x, want), (-x, -want)] {
+                let got = erf(x);
+                assert!(
+                    (got - want).abs() <= 4.0 * f64::EPSILON * want.abs().max(1e-300),
+                    "erf({x}) = {got:e}, want {want:e}"
+                );
+            }
+        }
+        assert_eq!(erf(7.0), 1.0);
+        assert_eq!(erf(-30.0), -1.0);
+        assert!(erf(f64::NAN).is_nan());
+    }
+
+    #[test]
+    fn cnd_forms_agree_to_the_polynomials_accuracy() {
+        for i in -800..=800 {
+            let d = f64::from(i) / 100.0;
+            let (e, p) = (cnd_erf(d), cnd_poly(d));
+            assert!(
+                (e - p).abs() < 7.5e-8,
+                "cnd({d}): erf form {e}, polynomial {p}"
+            );
+        }
+        assert_eq!(cnd_erf(0.0), 0.5);
+    }
+
+    #[test]
+    fn black_scholes_known_price_and_parity() {
+        // S = 100, X = 100, T = 1, r = 0.05, v = 0.2: call 10.4506, put 5.5735 (Hull).
+        let (c, p) = black_scholes(&[100.0], &[100.0], &[1.0], 0.05, 0.2, false);
+        assert!(
+            (c[0] - 10.450_583_572_185_565).abs() < 1e-9,
+            "call {}",
+            c[0]
+        );
+        assert!((p[0] - 5.573_526_022_256_971).abs() < 1e-9, "put {}", p[0]);
+        let parity = 100.0 - 100.0 * (-0.05f64).exp();
+        assert!((c[0] - p[0] - parity).abs() < 1e-12);
+    }
+
+    #[test]
+    fn stencil_keeps_the_boundary_and_averages() {
+        // 1x1 interior: the centre becomes 0.2 * (c + 4 neighbours).
+        let g = [9.0, 1.0, 9.0, 2.0, 5.0, 3.0, 9.0, 4.0, 9.0];
+        let out = stencil(&g, 1, 1);
+        assert_eq!(out[4], 0.2 * (5.0 + 1.0 + 3.0 + 2.0 + 4.0));
+        for i in [0, 1, 2, 3, 5, 6, 7, 8] {
+            assert_eq!(out[i], g[i]);
+        }
+        // A constant grid is a fixed point.
+        assert!(
+            stencil(&[0.5; 25], 3, 4)
+                .iter()
+                .all(|&v| (v - 0.5).abs() < 1e-15)
+        );
+    }
+
+    #[test]
+    fn jacobi_converges_on_a_dominant_system() {
+        let a = [4.0, 1.0, 0.0, 1.0, 5.0, 2.0, 0.0, 2.0, 6.0];
+        let b = [1.0, 2.0, 3.0];
+        let x = jacobi(&a, &b, &[0.0; 3], 100);
+        assert!(relative_residual(&a, &b, &x) < 1e-13);
+    }
+}
