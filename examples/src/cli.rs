@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::PathBuf;
 
 use weft_host::Config;
@@ -15,10 +16,12 @@ use weft_host::Config;
 /// What values a flag accepts.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Kind {
-    /// A non-negative integer at least `min`.
+    /// A non-negative integer in `min..=max`.
     Count {
         /// The smallest accepted value.
         min: u64,
+        /// The largest accepted value.
+        max: u64,
     },
     /// A finite float at least `min`.
     Float {
@@ -97,35 +100,50 @@ impl Cli {
                 name: "n",
                 metavar: "N",
                 help: "problem size",
-                kind: Kind::Count { min: 1 },
+                kind: Kind::Count {
+                    min: 1,
+                    max: u64::MAX,
+                },
                 default: Some(n.to_string()),
             },
             Flag {
                 name: "iters",
                 metavar: "K",
                 help: "timed iterations",
-                kind: Kind::Count { min: 1 },
+                kind: Kind::Count {
+                    min: 1,
+                    max: u64::MAX,
+                },
                 default: Some(iters.to_string()),
             },
             Flag {
                 name: "warmup",
                 metavar: "W",
                 help: "untimed warm-up iterations before the timed ones",
-                kind: Kind::Count { min: 0 },
+                kind: Kind::Count {
+                    min: 0,
+                    max: u64::MAX,
+                },
                 default: Some("1".into()),
             },
             Flag {
                 name: "threads",
                 metavar: "T",
                 help: "worker threads (default: WEFT_THREADS, else one per core)",
-                kind: Kind::Count { min: 1 },
+                kind: Kind::Count {
+                    min: 1,
+                    max: u64::MAX,
+                },
                 default: Some(default_threads().to_string()),
             },
             Flag {
                 name: "seed",
                 metavar: "S",
                 help: "seed of the random inputs",
-                kind: Kind::Count { min: 0 },
+                kind: Kind::Count {
+                    min: 0,
+                    max: u64::MAX,
+                },
                 default: Some("42".into()),
             },
             Flag {
@@ -141,6 +159,24 @@ impl Cli {
             about,
             flags,
         }
+    }
+
+    /// Limits a [`Kind::Count`] flag to `min..=max` (to keep sizes from overflowing).
+    pub fn range(mut self, name: &str, min: u64, max: u64) -> Cli {
+        for f in self.flags.iter_mut().filter(|f| f.name == name) {
+            if let Kind::Count { .. } = f.kind {
+                f.kind = Kind::Count { min, max };
+            }
+        }
+        self
+    }
+
+    /// Replaces the help line of a flag (to say what `--n` or `--iters` mean here).
+    pub fn help(mut self, name: &str, help: &'static str) -> Cli {
+        for f in self.flags.iter_mut().filter(|f| f.name == name) {
+            f.help = help;
+        }
+        self
     }
 
     /// Adds an example-specific flag.
@@ -264,11 +300,13 @@ impl Cli {
         match self.parse(std::env::args().skip(1)) {
             Ok(args) => args,
             Err(ParseError::Help) => {
-                print!("{}", self.usage());
+                // A closed stdout is no reason to fail.
+                let _ = std::io::stdout().lock().write_all(self.usage().as_bytes());
                 std::process::exit(0);
             }
             Err(ParseError::Bad(message)) => {
-                eprint!("{}: error: {message}\n\n{}", self.program, self.usage());
+                let text = format!("{}: error: {message}\n\n{}", self.program, self.usage());
+                let _ = std::io::stderr().lock().write_all(text.as_bytes());
                 std::process::exit(2);
             }
         }
@@ -279,10 +317,13 @@ impl Cli {
 fn check(flag: &Flag, value: &str) -> Result<(), ParseError> {
     let name = flag.name;
     match flag.kind {
-        Kind::Count { min } => match value.parse::<u64>() {
-            Ok(v) if v >= min => Ok(()),
-            Ok(v) => Err(ParseError::Bad(format!(
+        Kind::Count { min, max } => match value.parse::<u64>() {
+            Ok(v) if (min..=max).contains(&v) => Ok(()),
+            Ok(v) if v < min => Err(ParseError::Bad(format!(
                 "flag `--{name}` must be at least {min}, got {v}"
+            ))),
+            Ok(v) => Err(ParseError::Bad(format!(
+                "flag `--{name}` must be at most {max}, got {v}"
             ))),
             Err(_) => Err(ParseError::Bad(format!(
                 "flag `--{name}` needs a non-negative integer, got `{value}`"
@@ -402,13 +443,19 @@ mod tests {
         assert!(bad(&["--cnd", "exact"]).contains("one of erf, poly"));
         assert!(bad(&["stray"]).contains("unexpected argument"));
         assert!(bad(&["--out="]).contains("needs a path"));
+        let small = cli().range("n", 1, 10);
+        assert!(small.parse(["--n", "10"]).is_ok());
+        assert!(
+            matches!(small.parse(["--n", "11"]), Err(ParseError::Bad(m)) if m.contains("at most 10"))
+        );
     }
 
     #[test]
     fn help_and_usage() {
         assert_eq!(cli().parse(["--n", "3", "--help"]), Err(ParseError::Help));
         assert_eq!(cli().parse(["-h"]), Err(ParseError::Help));
-        let u = cli().usage();
+        let u = cli().help("n", "grid size").usage();
+        assert!(u.contains("grid size [default: 100]"), "{u}");
         for word in [
             "Usage: demo",
             "--n N",

@@ -22,6 +22,7 @@ pub mod report;
 pub mod stencil;
 pub mod timing;
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -81,12 +82,25 @@ pub fn save(dir: &Path, name: &str, a: &Array) -> Result<(), AppError> {
     Ok(())
 }
 
-/// Runs an example's body: on an error prints it to stderr and exits with code 1.
+/// Prints one line on stdout; unlike `println!`, a closed stdout is an error, not a panic.
+pub fn say(line: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")?;
+    out.flush()
+}
+
+/// Runs an example's body: on an error prints it to stderr and exits with code 1 (quietly
+/// when the error is a closed stdout, as with `example | head -1`).
 pub fn run_main(program: &str, body: impl FnOnce() -> Result<(), AppError>) -> ExitCode {
     match body() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{program}: error: {e}");
+            let broken_pipe = e
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe);
+            if !broken_pipe {
+                let _ = writeln!(std::io::stderr(), "{program}: error: {e}");
+            }
             ExitCode::FAILURE
         }
     }

@@ -81,8 +81,8 @@ impl Report {
     }
 
     /// Prints the object as one line on stdout.
-    pub fn print(&self) {
-        println!("{}", self.to_line());
+    pub fn print(&self) -> std::io::Result<()> {
+        crate::say(&self.to_line())
     }
 }
 

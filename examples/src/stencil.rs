@@ -87,7 +87,7 @@ impl Stencil {
 
     /// One sweep: `center[:] = 0.2 * (center + north + east + west + south)`.
     pub fn step(&self) -> weft_host::Result<()> {
-        let avg = &self.center + &self.north + &self.east + &self.west + &self.north;
+        let avg = &self.center + &self.north + &self.east + &self.west + &self.south;
         let work = 0.2 * avg;
         self.center.assign(&work)
     }

@@ -85,7 +85,7 @@ impl Runtime {
                 .get_export_index(&mut *store, parent.as_ref(), function)
                 .ok_or_else(|| wasmtime::format_err!("no exported function `{function}`"))?;
             let func = instance
-                .get_func(&mut *store, &index)
+                .get_func(&mut *store, index)
                 .ok_or_else(|| wasmtime::format_err!("`{function}` is not a function"))?;
             let ty = func.ty(&*store);
             let param_types: Vec<Type> = ty.params().map(|(_, t)| t).collect();

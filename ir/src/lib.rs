@@ -27,7 +27,7 @@
 //!
 //! # Semantics that every back end must keep
 //! - Integer division or remainder by zero gives 0, and `i64::MIN / -1` wraps; compiled code
-//!   never traps.
+//!   never traps. Float remainder follows C's `fmod`.
 //! - Casts from float to integer truncate toward zero and saturate; NaN becomes 0.
 //! - Casts from bool give 0 or 1; casts to bool compare with zero.
 //! - An out-of-bounds access stops the kernel with an error that names the kernel.
@@ -312,7 +312,8 @@ pub enum BinaryOp {
     Mul,
     /// `a / b`; integer division truncates, and dividing by zero gives 0.
     Div,
-    /// Remainder with the sign of `a` (integers; floats use `fmod` semantics); by zero gives 0.
+    /// Remainder with the sign of `a`; an integer remainder by zero gives 0, a float one
+    /// follows C's `fmod` (NaN).
     Rem,
     /// The smaller operand (floats: NaN if either is NaN).
     Min,

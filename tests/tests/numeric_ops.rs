@@ -51,6 +51,10 @@ fn data(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
         .collect()
 }
 
+type Bin = fn(f64, f64) -> f64;
+type Cmp = fn(f64, f64) -> bool;
+type Un = fn(f64) -> f64;
+
 fn arr(np: &Numeric, shape: &[u64], v: &[f64]) -> Array {
     np.from_f64s(shape, v, DType::F64)
 }
@@ -137,8 +141,7 @@ fn binary_ops_against_reference() {
         let a = data(37, 1, 0.5, 4.0);
         let b = data(37, 2, 0.5, 4.0);
         let (x, y) = (arr(np, &[37], &a), arr(np, &[37], &b));
-        type F = fn(f64, f64) -> f64;
-        let cases: [(BinaryOp, F); 7] = [
+        let cases: [(BinaryOp, Bin); 7] = [
             (BinaryOp::Add, |p, q| p + q),
             (BinaryOp::Sub, |p, q| p - q),
             (BinaryOp::Mul, |p, q| p * q),
@@ -154,7 +157,7 @@ fn binary_ops_against_reference() {
             let want: Vec<f64> = a.iter().map(|&p| f(p, 1.5)).collect();
             close(&x.binary(op, 1.5).to_vec().unwrap(), &want, 1e-14);
         }
-        let cmps: [(BinaryOp, fn(f64, f64) -> bool); 6] = [
+        let cmps: [(BinaryOp, Cmp); 6] = [
             (BinaryOp::Equal, |p, q| p == q),
             (BinaryOp::NotEqual, |p, q| p != q),
             (BinaryOp::Less, |p, q| p < q),
@@ -220,7 +223,7 @@ fn unary_ops_against_reference() {
     both(|np| {
         let a = data(29, 3, 0.1, 2.0);
         let x = arr(np, &[29], &a);
-        let cases: [(UnaryOp, fn(f64) -> f64); 8] = [
+        let cases: [(UnaryOp, Un); 8] = [
             (UnaryOp::Neg, |v| -v),
             (UnaryOp::Abs, f64::abs),
             (UnaryOp::Sqrt, f64::sqrt),

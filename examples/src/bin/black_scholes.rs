@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use weft_examples::black_scholes::{self, Cnd};
 use weft_examples::{
-    AppError, Args, Cli, Kind, Report, bench, load_numeric, out_dir, run_main, save,
+    AppError, Args, Cli, Kind, Report, bench, load_numeric, out_dir, run_main, save, say,
 };
 
 const NAME: &str = "black_scholes";
@@ -24,6 +24,9 @@ fn main() -> ExitCode {
         1 << 20,
         5,
     )
+    .range("n", 1, 1 << 30)
+    .help("n", "options to price")
+    .help("iters", "timed iterations (each prices every option)")
     .extra(
         "cnd",
         "FORM",
@@ -79,13 +82,13 @@ fn run(args: &Args) -> Result<(), AppError> {
         .set("call_mean", call_mean)
         .set("put_mean", put_mean)
         .runtime_stats(&np);
-    println!(
+    say(&format!(
         "{NAME}: {} options, cnd={form_name}, {:.3} ms per iteration (median of {}), \
          mean call {call_mean:.6}, mean put {put_mean:.6}",
         args.n,
         timing.median * 1e3,
         args.iters
-    );
-    report.print();
+    ))?;
+    report.print()?;
     Ok(())
 }

@@ -9,7 +9,9 @@
 use std::process::ExitCode;
 
 use weft_examples::jacobi::{self, Jacobi};
-use weft_examples::{AppError, Args, Cli, Report, bench, load_numeric, out_dir, run_main, save};
+use weft_examples::{
+    AppError, Args, Cli, Report, bench, load_numeric, out_dir, run_main, save, say,
+};
 use weft_ir::DType;
 
 const NAME: &str = "jacobi";
@@ -21,7 +23,10 @@ fn main() -> ExitCode {
          x = (b - (A - D) x) / d.",
         1024,
         50,
-    );
+    )
+    .range("n", 1, 1 << 15)
+    .help("n", "unknowns: A is N x N")
+    .help("iters", "timed Jacobi steps (after the warm-up steps)");
     let args = cli.parse_env_or_exit();
     run_main(NAME, || run(&args))
 }
@@ -58,13 +63,13 @@ fn run(args: &Args) -> Result<(), AppError> {
         .set("steps", steps as u64)
         .set("relative_residual", residual)
         .runtime_stats(&np);
-    println!(
+    say(&format!(
         "{NAME}: n={}, {steps} steps, {:.3} ms per step (median of {}), relative residual \
          {residual:.3e}",
         args.n,
         timing.median * 1e3,
         args.iters
-    );
-    report.print();
+    ))?;
+    report.print()?;
     Ok(())
 }

@@ -8,7 +8,9 @@
 use std::process::ExitCode;
 
 use weft_examples::stencil::{self, Stencil};
-use weft_examples::{AppError, Args, Cli, Report, bench, load_numeric, out_dir, run_main, save};
+use weft_examples::{
+    AppError, Args, Cli, Report, bench, load_numeric, out_dir, run_main, save, say,
+};
 use weft_host::Range;
 
 const NAME: &str = "stencil";
@@ -20,7 +22,10 @@ fn main() -> ExitCode {
          (N+2) x (N+2) grid: center[:] = 0.2 * (center + north + east + west + south).",
         1000,
         20,
-    );
+    )
+    .range("n", 1, 1 << 15)
+    .help("n", "interior size: the grid is (N+2) x (N+2)")
+    .help("iters", "timed sweeps (after the warm-up sweeps)");
     let args = cli.parse_env_or_exit();
     run_main(NAME, || run(&args))
 }
@@ -53,13 +58,13 @@ fn run(args: &Args) -> Result<(), AppError> {
         .set("points_per_second", n2 / timing.median)
         .set("interior_mean", mean)
         .runtime_stats(&np);
-    println!(
+    say(&format!(
         "{NAME}: {n}x{n} interior, {sweeps} sweeps, {:.3} ms per sweep (median of {}), \
          interior mean {mean:.6}",
         timing.median * 1e3,
         args.iters,
         n = args.n,
-    );
-    report.print();
+    ))?;
+    report.print()?;
     Ok(())
 }

@@ -272,10 +272,11 @@ impl Stores {
             }
             None => false,
         };
-        if free && let Some(s) = self.storages.remove(&storage) {
-            if s.is_allocated() {
-                self.allocated -= s.len() * s.dtype.size() as u64;
-            }
+        if free
+            && let Some(s) = self.storages.remove(&storage)
+            && s.is_allocated()
+        {
+            self.allocated -= s.len() * s.dtype.size() as u64;
         }
     }
 
