@@ -1,21 +1,22 @@
 //! NumPy reads the `.npy` files written by `weft_examples::npy` (and by an example's `--out`),
-//! and `weft_examples::npy` reads files written by NumPy's `np.save`. Skipped, with a message,
-//! where `python3` with NumPy is not installed.
+//! and `weft_examples::npy` reads files written by NumPy's `np.save`. They need `python3` with
+//! NumPy, which `scripts/test` installs; without it they fail and say so.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use weft_examples::npy::{self, Npy, NpyData};
 
-fn numpy_available() -> bool {
+fn require_numpy() {
     let ok = Command::new("python3")
         .args(["-c", "import numpy"])
         .output()
         .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("skipped: python3 with numpy is not installed");
-    }
-    ok
+    assert!(
+        ok,
+        "these tests need python3 with NumPy: run scripts/test (which installs it), \
+         or `python3 -m pip install numpy`"
+    );
 }
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -74,9 +75,7 @@ fn numpy_describe(paths: &[PathBuf]) -> Vec<(Vec<u64>, String, String)> {
 
 #[test]
 fn numpy_reads_what_we_write() {
-    if !numpy_available() {
-        return;
-    }
+    require_numpy();
     let dir = temp_dir("write");
     let cases: Vec<(&str, Vec<u64>, NpyData)> = vec![
         (
@@ -131,9 +130,7 @@ fn numpy_reads_what_we_write() {
 
 #[test]
 fn numpy_reads_an_examples_output() {
-    if !numpy_available() {
-        return;
-    }
+    require_numpy();
     let dir = temp_dir("example");
     let out = Command::new(env!("CARGO_BIN_EXE_black_scholes"))
         .args(["--n", "33", "--iters", "1", "--out"])
@@ -164,9 +161,7 @@ fn numpy_reads_an_examples_output() {
 
 #[test]
 fn we_read_what_numpy_writes() {
-    if !numpy_available() {
-        return;
-    }
+    require_numpy();
     let dir = temp_dir("read");
     let script = r#"
 import sys
