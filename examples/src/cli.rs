@@ -32,6 +32,8 @@ pub enum Kind {
     Choice(&'static [&'static str]),
     /// A file-system path.
     Path,
+    /// A switch that takes no value (present or absent).
+    Switch,
 }
 
 /// One flag: `--name METAVAR`, what it means, what it accepts and its default.
@@ -81,6 +83,8 @@ pub struct Args {
     pub seed: u64,
     /// Where to write `.npy` files (`--out`), if anywhere.
     pub out: Option<PathBuf>,
+    /// Whether tasks are fused (`--no-fusion` turns it off; so does `WEFT_FUSION=0`).
+    pub fusion: bool,
     extras: BTreeMap<&'static str, String>,
 }
 
@@ -151,6 +155,13 @@ impl Cli {
                 metavar: "DIR",
                 help: "write inputs and outputs as .npy files into DIR (created if missing)",
                 kind: Kind::Path,
+                default: None,
+            },
+            Flag {
+                name: "no-fusion",
+                metavar: "",
+                help: "run every task on its own (as WEFT_FUSION=0 does)",
+                kind: Kind::Switch,
                 default: None,
             },
         ];
@@ -253,6 +264,13 @@ impl Cli {
             let Some(flag) = self.flags.iter().find(|f| f.name == name) else {
                 return Err(ParseError::Bad(format!("unknown flag `--{name}`")));
             };
+            if flag.kind == Kind::Switch {
+                if inline.is_some() {
+                    return Err(ParseError::Bad(format!("flag `--{name}` takes no value")));
+                }
+                values.insert(flag.name, "1".into());
+                continue;
+            }
             let value = match inline {
                 Some(v) => v,
                 None => match args.next() {
@@ -278,8 +296,17 @@ impl Cli {
             usize::try_from(count(name)?)
                 .map_err(|_| ParseError::Bad(format!("flag `--{name}` is too large")))
         };
-        let common = ["n", "iters", "warmup", "threads", "seed", "out"];
+        let common = [
+            "n",
+            "iters",
+            "warmup",
+            "threads",
+            "seed",
+            "out",
+            "no-fusion",
+        ];
         Ok(Args {
+            fusion: !values.contains_key("no-fusion"),
             n: count("n")?,
             iters: usize_of("iters")?,
             warmup: usize_of("warmup")?,
@@ -355,6 +382,7 @@ fn check(flag: &Flag, value: &str) -> Result<(), ParseError> {
                 Ok(())
             }
         }
+        Kind::Switch => Err(ParseError::Bad(format!("flag `--{name}` takes no value"))),
     }
 }
 
@@ -376,9 +404,11 @@ impl Args {
 
     /// The runtime configuration: the environment's, with `--threads` worker threads.
     pub fn config(&self) -> Config {
+        let env = Config::from_env();
         Config {
             threads: self.threads,
-            ..Config::from_env()
+            fusion: env.fusion && self.fusion,
+            ..env
         }
     }
 }

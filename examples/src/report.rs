@@ -13,6 +13,19 @@ use weft_host::Numeric;
 use crate::cli::Args;
 use crate::timing::{PerIter, Timing};
 
+/// The process's peak resident set size in bytes (`VmHWM` in `/proc/self/status`), or 0
+/// where that is not available.
+pub fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
 /// The keys every report has.
 pub const REQUIRED_KEYS: &[&str] = &[
     "example",
@@ -22,6 +35,9 @@ pub const REQUIRED_KEYS: &[&str] = &[
     "seconds_per_iter",
     "tasks_submitted",
     "kernels_compiled",
+    "fusion",
+    "tasks_executed",
+    "peak_rss_bytes",
 ];
 
 /// A JSON object built key by key (printed with its keys sorted).
@@ -61,8 +77,11 @@ impl Report {
 
     /// Records the runtime's counters so far.
     pub fn runtime_stats(&mut self, np: &Numeric) -> &mut Report {
-        let (stats, (stores, bytes)) = np.runtime(|rt| (rt.stats(), rt.memory()));
-        self.set("tasks_submitted", stats.tasks_submitted)
+        let (stats, (stores, bytes), fusion) =
+            np.runtime(|rt| (rt.stats(), rt.memory(), rt.config().fusion));
+        self.set("fusion", fusion)
+            .set("peak_rss_bytes", peak_rss_bytes())
+            .set("tasks_submitted", stats.tasks_submitted)
             .set("tasks_executed", stats.exec.tasks_executed)
             .set("points_executed", stats.exec.points_executed)
             .set("kernels_compiled", stats.exec.kernels_compiled)

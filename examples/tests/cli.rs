@@ -263,11 +263,18 @@ fn help_prints_the_usage_and_exits_with_0() {
 
 #[test]
 fn plugin_calls_reports_the_cost_of_each_kind_of_call() {
-    let out = run(env!("CARGO_BIN_EXE_plugin_calls"), &["--n", "50", "--iters", "1"]);
+    let out = run(
+        env!("CARGO_BIN_EXE_plugin_calls"),
+        &["--n", "50", "--iters", "1"],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let line = text(&out.stdout);
     let json: Value = serde_json::from_str(line.trim().lines().last().unwrap_or("")).expect("json");
-    for key in ["typed_export_call_ns", "dynamic_call_ns", "numeric_op_submit_ns"] {
+    for key in [
+        "typed_export_call_ns",
+        "dynamic_call_ns",
+        "numeric_op_submit_ns",
+    ] {
         let ns = json[key].as_f64().unwrap_or(-1.0);
         assert!(ns > 0.0, "{key} = {ns} in {line}");
     }

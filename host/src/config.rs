@@ -33,8 +33,16 @@ pub struct Config {
     pub plugin_limits: PluginLimits,
     /// Where compiled components are cached on disk (none: memory only).
     pub component_cache: Option<PathBuf>,
-    /// The most tasks the window holds before it runs them.
+    /// The most tasks the window holds before it runs them (the window starts smaller and
+    /// grows while whole windows fuse).
     pub window_bound: usize,
+    /// Whether tasks are fused (`WEFT_FUSION=0` turns it off).
+    pub fusion: bool,
+    /// Whether fusion decisions are gathered for
+    /// [`Runtime::take_explanations`](crate::Runtime::take_explanations).
+    pub explain: bool,
+    /// Whether fusion decisions are printed on standard error as they are taken.
+    pub explain_to_stderr: bool,
 }
 
 impl Default for Config {
@@ -45,6 +53,9 @@ impl Default for Config {
             plugin_limits: PluginLimits::default(),
             component_cache: default_cache_dir(),
             window_bound: 256,
+            fusion: true,
+            explain: false,
+            explain_to_stderr: false,
         }
     }
 }
@@ -53,9 +64,21 @@ impl Config {
     /// The default configuration, changed by the environment:
     /// - `WEFT_THREADS`: worker threads;
     /// - `WEFT_PIECES`: points per launch;
-    /// - `WEFT_CACHE_DIR`: the component cache directory, or `WEFT_CACHE=0` for none.
+    /// - `WEFT_CACHE_DIR`: the component cache directory, or `WEFT_CACHE=0` for none;
+    /// - `WEFT_FUSION=0`: no fusion;
+    /// - `WEFT_EXPLAIN=1`: print every fusion decision on standard error;
+    /// - `WEFT_WINDOW`: the window's bound.
     pub fn from_env() -> Config {
         let mut config = Config::default();
+        if std::env::var("WEFT_FUSION").is_ok_and(|v| v.trim() == "0") {
+            config.fusion = false;
+        }
+        if std::env::var("WEFT_EXPLAIN").is_ok_and(|v| v.trim() == "1") {
+            config.explain_to_stderr = true;
+        }
+        if let Some(w) = env_number("WEFT_WINDOW") {
+            config.window_bound = (w as usize).max(1);
+        }
         if let Some(t) = env_number("WEFT_THREADS") {
             config.threads = t as usize;
         }

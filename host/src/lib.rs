@@ -7,6 +7,7 @@ pub mod config;
 pub mod cpu;
 pub mod dynamic;
 pub mod error;
+pub mod fusion;
 pub mod numeric;
 pub mod plugin;
 pub mod runtime;

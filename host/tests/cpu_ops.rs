@@ -170,7 +170,7 @@ fn ref_binary(op: BinaryOp, a: Scalar, b: Scalar) -> Option<Scalar> {
             Min => fmin64(x, y),
             Max => fmax64(x, y),
             Pow => x.powf(y),
-            And | Or | Xor => return None,
+            And | Or | Xor | Shl | Shr => return None,
         }),
         (Scalar::F32(x), Scalar::F32(y)) => Scalar::F32(match op {
             Add => x + y,
@@ -181,7 +181,7 @@ fn ref_binary(op: BinaryOp, a: Scalar, b: Scalar) -> Option<Scalar> {
             Min => fmin32(x, y),
             Max => fmax32(x, y),
             Pow => x.powf(y),
-            And | Or | Xor => return None,
+            And | Or | Xor | Shl | Shr => return None,
         }),
         (Scalar::I32(x), Scalar::I32(y)) => Scalar::I32(match op {
             Add => x.wrapping_add(y),
@@ -196,6 +196,8 @@ fn ref_binary(op: BinaryOp, a: Scalar, b: Scalar) -> Option<Scalar> {
             And => x & y,
             Or => x | y,
             Xor => x ^ y,
+            Shl => x.wrapping_shl(y as u32),
+            Shr => (x as u32).wrapping_shr(y as u32) as i32,
             Pow => return None,
         }),
         (Scalar::I64(x), Scalar::I64(y)) => Scalar::I64(match op {
@@ -211,6 +213,8 @@ fn ref_binary(op: BinaryOp, a: Scalar, b: Scalar) -> Option<Scalar> {
             And => x & y,
             Or => x | y,
             Xor => x ^ y,
+            Shl => x.wrapping_shl(y as u32),
+            Shr => (x as u64).wrapping_shr(y as u32) as i64,
             Pow => return None,
         }),
         (Scalar::Bool(x), Scalar::Bool(y)) => Scalar::Bool(match op {
@@ -401,7 +405,7 @@ fn binary_ops_on_every_type() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 8 + 8 + 10 + 10 + 5);
+    assert_eq!(checked, 8 + 8 + 12 + 12 + 5);
 }
 
 #[test]
@@ -645,4 +649,149 @@ fn loaded_bools_are_normalised() {
     .unwrap();
     let Col::Bool(v) = got else { unreachable!() };
     assert_eq!(v, vec![1, 0, 0, 0]);
+}
+
+#[test]
+fn bitcasts_keep_every_bit() {
+    let mut be = CpuBackend::new().unwrap();
+    let f64s: Vec<f64> = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.5,
+        f64::MIN_POSITIVE,
+        5e-324,
+        f64::MAX,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+    ]
+    .into_iter()
+    .chain(
+        [
+            0x7ff8_0000_0000_0001u64,
+            0xfff0_0000_dead_beef,
+            0x7ff0_0000_0000_0001,
+        ]
+        .map(f64::from_bits),
+    )
+    .collect();
+    let i64s: Vec<i64> = f64s.iter().map(|x| x.to_bits() as i64).collect();
+    let f32s: Vec<f32> = [
+        0.0f32,
+        -0.0,
+        1.0,
+        -2.5,
+        f32::MIN_POSITIVE,
+        1e-45,
+        f32::MAX,
+        f32::INFINITY,
+    ]
+    .into_iter()
+    .chain([0x7fc0_0001u32, 0xff80_1234, 0x7f80_0001].map(f32::from_bits))
+    .collect();
+    let i32s: Vec<i32> = f32s.iter().map(|x| x.to_bits() as i32).collect();
+
+    let run1 = |be: &mut CpuBackend, from: DType, to: DType, col: Col| {
+        let mut ins = [col];
+        elementwise(be, "bitcast", &mut ins, &[from], to, |kb, x| {
+            kb.op(weft_ir::Op::Bitcast(to, x[0]))
+        })
+        .unwrap()
+    };
+    let Col::I64(got) = run1(&mut be, DType::F64, DType::I64, Col::F64(f64s.clone())) else {
+        unreachable!()
+    };
+    assert_eq!(got, i64s);
+    let Col::F64(got) = run1(&mut be, DType::I64, DType::F64, Col::I64(i64s.clone())) else {
+        unreachable!()
+    };
+    let bits: Vec<u64> = got.iter().map(|x| x.to_bits()).collect();
+    assert_eq!(bits, f64s.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+    let Col::I32(got) = run1(&mut be, DType::F32, DType::I32, Col::F32(f32s.clone())) else {
+        unreachable!()
+    };
+    assert_eq!(got, i32s);
+    let Col::F32(got) = run1(&mut be, DType::I32, DType::F32, Col::I32(i32s.clone())) else {
+        unreachable!()
+    };
+    let bits: Vec<u32> = got.iter().map(|x| x.to_bits()).collect();
+    assert_eq!(bits, f32s.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+    // A type as itself.
+    let Col::I64(got) = run1(&mut be, DType::I64, DType::I64, Col::I64(i64s.clone())) else {
+        unreachable!()
+    };
+    assert_eq!(got, i64s);
+    // Pairs of different sizes do not compile.
+    for (from, to) in [
+        (DType::F64, DType::I32),
+        (DType::F32, DType::F64),
+        (DType::Bool, DType::I32),
+    ] {
+        let mut ins = [Col::zeros(from, 1)];
+        let got = elementwise(&mut be, "bad", &mut ins, &[from], to, |kb, x| {
+            kb.op(weft_ir::Op::Bitcast(to, x[0]))
+        });
+        assert!(matches!(got, Err(Error::Compile { .. })), "{from} -> {to}");
+    }
+}
+
+#[test]
+fn shifts_take_the_amount_modulo_the_width() {
+    let mut be = CpuBackend::new().unwrap();
+    let vals = [1i64, -1, 0x1234_5678_9abc_def0, i64::MIN, i64::MAX, 0];
+    let amounts = [0i64, 1, 3, 31, 32, 33, 63, 64, 65, 127, -1, -63, i64::MIN];
+    let mut a = vec![];
+    let mut b = vec![];
+    for &x in &vals {
+        for &y in &amounts {
+            a.push(x);
+            b.push(y);
+        }
+    }
+    for op in [BinaryOp::Shl, BinaryOp::Shr] {
+        let mut ins = [Col::I64(a.clone()), Col::I64(b.clone())];
+        let Col::I64(got) = elementwise(
+            &mut be,
+            "shift64",
+            &mut ins,
+            &[DType::I64; 2],
+            DType::I64,
+            |kb, x| kb.bin(op, x[0], x[1]),
+        )
+        .unwrap() else {
+            unreachable!()
+        };
+        for i in 0..a.len() {
+            let s = (b[i] & 63) as u32;
+            let want = if op == BinaryOp::Shl {
+                ((a[i] as u64) << s) as i64
+            } else {
+                ((a[i] as u64) >> s) as i64
+            };
+            assert_eq!(got[i], want, "{} {} {}", a[i], op.name(), b[i]);
+        }
+        let a32: Vec<i32> = a.iter().map(|&x| x as i32 ^ (x >> 32) as i32).collect();
+        let b32: Vec<i32> = b.iter().map(|&x| x as i32).collect();
+        let mut ins = [Col::I32(a32.clone()), Col::I32(b32.clone())];
+        let Col::I32(got) = elementwise(
+            &mut be,
+            "shift32",
+            &mut ins,
+            &[DType::I32; 2],
+            DType::I32,
+            |kb, x| kb.bin(op, x[0], x[1]),
+        )
+        .unwrap() else {
+            unreachable!()
+        };
+        for i in 0..a32.len() {
+            let s = (b32[i] & 31) as u32;
+            let want = if op == BinaryOp::Shl {
+                ((a32[i] as u32) << s) as i32
+            } else {
+                ((a32[i] as u32) >> s) as i32
+            };
+            assert_eq!(got[i], want, "{} {} {}", a32[i], op.name(), b32[i]);
+        }
+    }
 }

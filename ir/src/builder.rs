@@ -359,6 +359,10 @@ impl BodyBuilder {
         or => Or;
         /// Bitwise exclusive or (integers and bools).
         xor => Xor;
+        /// `a << b` (integers; the amount is taken modulo the bit width).
+        shl => Shl;
+        /// `a >> b`, logical (integers; the amount is taken modulo the bit width).
+        shr => Shr;
     }
 
     /// A unary operation; the result has `a`'s type.
@@ -421,6 +425,21 @@ impl BodyBuilder {
     /// `a` converted to `dtype`.
     pub fn cast(&mut self, dtype: DType, a: Value) -> Value {
         self.push_value(Op::Cast(dtype, a.id), dtype)
+    }
+
+    /// `a`'s bits read as `dtype` (same size: `f64`/`i64` or `f32`/`i32`).
+    ///
+    /// ```
+    /// # use weft_ir::builder::KernelBuilder;
+    /// # use weft_ir::DType;
+    /// let mut k = KernelBuilder::new("k");
+    /// let x = k.scalar(DType::F64);
+    /// let bits = k.bitcast(DType::I64, x);
+    /// assert_eq!(bits.dtype(), DType::I64);
+    /// k.finish_validated().unwrap();
+    /// ```
+    pub fn bitcast(&mut self, dtype: DType, a: Value) -> Value {
+        self.push_value(Op::Bitcast(dtype, a.id), dtype)
     }
 
     /// The value of scalar parameter `index` (normally [`KernelBuilder::scalar`] does this).

@@ -94,6 +94,8 @@ pub enum FlatOp {
     Select(u32, u32, u32),
     /// A conversion.
     Cast(DType, u32),
+    /// A reinterpretation of the bits as another type of the same size.
+    Bitcast(DType, u32),
     /// A load.
     Load(FlatAccess),
     /// A store of a value.
@@ -181,6 +183,7 @@ fn flatten(body: &[Inst], region: usize, regions: &mut Vec<Region>) {
             Op::Cmp(op, a, b) => FlatOp::Cmp(*op, a.0, b.0),
             Op::Select(c, a, b) => FlatOp::Select(c.0, a.0, b.0),
             Op::Cast(t, a) => FlatOp::Cast(*t, a.0),
+            Op::Bitcast(t, a) => FlatOp::Bitcast(*t, a.0),
             Op::Load(a) => FlatOp::Load(acc(a)),
             Op::Store(a, v) => FlatOp::Store(acc(a), v.0),
             Op::Reduce(a, op, v) => FlatOp::Reduce(acc(a), *op, v.0),
@@ -424,6 +427,7 @@ impl Build<'_> {
                 FlatOp::Cmp(op, a, b) => Op::Cmp(*op, v(*a)?, v(*b)?),
                 FlatOp::Select(c, a, b) => Op::Select(v(*c)?, v(*a)?, v(*b)?),
                 FlatOp::Cast(t, a) => Op::Cast(*t, v(*a)?),
+                FlatOp::Bitcast(t, a) => Op::Bitcast(*t, v(*a)?),
                 FlatOp::Load(a) => Op::Load(acc(a)?),
                 FlatOp::Store(a, x) => Op::Store(acc(a)?, v(*x)?),
                 FlatOp::Reduce(a, op, x) => Op::Reduce(acc(a)?, *op, v(*x)?),

@@ -23,22 +23,29 @@
 //! - [`validate`](mod@validate): the validator and type inference;
 //! - [`text`]: the text form, printed and parsed;
 //! - [`flat`]: the flat form, with regions by index, that crosses the WIT boundary;
-//! - [`builder`]: a builder for plugin authors.
+//! - [`builder`]: a builder for plugin authors;
+//! - [`passes`]: transformations of kernels (math lowering, kernel fusion, ...);
+//! - [`interp`]: a reference interpreter, the yardstick for testing passes.
 //!
 //! # Semantics that every back end must keep
 //! - Integer division or remainder by zero gives 0, and `i64::MIN / -1` wraps; compiled code
 //!   never traps. Float remainder follows C's `fmod`.
 //! - Casts from float to integer truncate toward zero and saturate; NaN becomes 0.
 //! - Casts from bool give 0 or 1; casts to bool compare with zero.
+//! - Shifts (`shl`, `shr`) take the shift amount modulo the operand's bit width; `shr` is
+//!   logical (it shifts zeros in). `bitcast` keeps every bit, NaN payloads included.
 //! - An out-of-bounds access stops the kernel with an error that names the kernel.
 
 #![deny(missing_docs)]
 
 pub mod builder;
 pub mod flat;
+pub mod interp;
+pub mod passes;
 pub mod text;
 pub mod validate;
 
+pub use builder::KernelBuilder;
 pub use validate::{ValidateError, renumber, validate};
 
 /// The element type of a store, or the type of an SSA value.
@@ -327,11 +334,18 @@ pub enum BinaryOp {
     Or,
     /// Bitwise exclusive or (integers and bools).
     Xor,
+    /// `a << b`: shift left (integers only). The shift amount `b` is taken modulo the bit
+    /// width (32 or 64), as Cranelift's `ishl` and x86's `shl` do, so `1 << 65 == 2` for `i64`
+    /// and a negative amount shifts by its low bits. Bits shifted out are lost.
+    Shl,
+    /// `a >> b`: logical shift right (integers only; zeros come in at the top, whatever the
+    /// sign of `a`). The shift amount is taken modulo the bit width, as for [`BinaryOp::Shl`].
+    Shr,
 }
 
 impl BinaryOp {
     /// Every operator, in a fixed order.
-    pub const ALL: [BinaryOp; 11] = [
+    pub const ALL: [BinaryOp; 13] = [
         BinaryOp::Add,
         BinaryOp::Sub,
         BinaryOp::Mul,
@@ -343,6 +357,8 @@ impl BinaryOp {
         BinaryOp::And,
         BinaryOp::Or,
         BinaryOp::Xor,
+        BinaryOp::Shl,
+        BinaryOp::Shr,
     ];
 
     /// The name used in the text form.
@@ -359,6 +375,8 @@ impl BinaryOp {
             BinaryOp::And => "and",
             BinaryOp::Or => "or",
             BinaryOp::Xor => "xor",
+            BinaryOp::Shl => "shl",
+            BinaryOp::Shr => "shr",
         }
     }
 
@@ -551,6 +569,11 @@ pub enum Op {
     Select(ValueId, ValueId, ValueId),
     /// A conversion to another type. One result.
     Cast(DType, ValueId),
+    /// A reinterpretation of the operand's bits as another type of the same size: `f64` and
+    /// `i64` either way, `f32` and `i32` either way, or any type as itself. One result. The
+    /// bits are those of the value in memory, little-endian (so `bitcast i64 (const f64 1.0)`
+    /// is `0x3ff0000000000000`); a NaN's payload is kept.
+    Bitcast(DType, ValueId),
     /// A load. One result of the store's element type.
     Load(Access),
     /// A store of a value. No result.

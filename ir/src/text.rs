@@ -40,11 +40,12 @@
 //! | --- | --- |
 //! | `const f64 1.5`, `const i32 -3`, `const bool true` | a constant |
 //! | `param %s` | the value of scalar parameter `%s` |
-//! | `add %a, %b` (also `sub mul div rem min max pow and or xor`) | a binary operation |
+//! | `add %a, %b` (also `sub mul div rem min max pow and or xor shl shr`) | a binary operation |
 //! | `neg %a` (also `abs sqrt exp log sin cos tanh erf floor ceil not`) | a unary operation |
 //! | `lt %a, %b` (also `eq ne le gt ge`) | a comparison |
 //! | `select %c, %a, %b` | `%c ? %a : %b` |
 //! | `cast f32 %a` | a conversion |
+//! | `bitcast i64 %a` | the same bits read as another type of the same size |
 //! | `load %p[%i, %j]` | a load (`%p[]` for rank 0) |
 //! | `store %p[%i], %v` | a store |
 //! | `reduce sum %p[%i], %v` | a reduction |
@@ -260,6 +261,9 @@ pub fn inst_head(inst: &Inst) -> String {
         }
         Op::Cast(t, a) => {
             let _ = write!(s, "cast {t} {a}");
+        }
+        Op::Bitcast(t, a) => {
+            let _ = write!(s, "bitcast {t} {a}");
         }
         Op::Load(a) => {
             let _ = write!(s, "load {}", access(a));
@@ -879,6 +883,10 @@ impl Parser {
             "cast" => {
                 let t = self.dtype()?;
                 Op::Cast(t, self.use_value()?)
+            }
+            "bitcast" => {
+                let t = self.dtype()?;
+                Op::Bitcast(t, self.use_value()?)
             }
             "load" => Op::Load(self.access()?),
             "store" => {

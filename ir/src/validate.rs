@@ -10,10 +10,12 @@
 //! - **Results.** Value operations define one result; `store`, `reduce` and `parallel` define
 //!   none; `for` defines one per carried value.
 //! - **Types.** Binary operands have the same type; `pow` takes floats; `and`, `or` and `xor`
-//!   take integers or bools; `add`, `sub`, `mul`, `div` and `rem` do not take bools (`min` and
-//!   `max` do: on bools they are `and` and `or`). Math functions take floats, `not` an integer
-//!   or bool, `neg` and `abs` anything but a bool. Comparisons take two operands of one type and
-//!   give a bool; `select` takes a bool condition and two arms of one type. Indices, extents,
+//!   take integers or bools; `shl` and `shr` take integers (the amount has the shifted value's
+//!   type); `add`, `sub`, `mul`, `div` and `rem` do not take bools (`min` and `max` do: on bools
+//!   they are `and` and `or`). Math functions take floats, `not` an integer or bool, `neg` and
+//!   `abs` anything but a bool. Comparisons take two operands of one type and give a bool;
+//!   `select` takes a bool condition and two arms of one type; `bitcast` goes between types of
+//!   one size (`f64` and `i64`, `f32` and `i32`) or from a type to itself. Indices, extents,
 //!   origins, loop bounds and induction values are `i64`.
 //! - **Parameters.** Parameter indices are in range; `param` reads a scalar parameter; loads,
 //!   stores, reductions, extents, origins and parallel loops name a store parameter. Loads need
@@ -130,7 +132,7 @@ pub(crate) fn for_each_value_mut(body: &mut [Inst], f: &mut impl FnMut(&mut Valu
                 f(a);
                 f(b);
             }
-            Op::Unary(_, a) | Op::Cast(_, a) => f(a),
+            Op::Unary(_, a) | Op::Cast(_, a) | Op::Bitcast(_, a) => f(a),
             Op::Select(c, a, b) => {
                 f(c);
                 f(a);
@@ -273,6 +275,17 @@ fn collect_defs(body: &[Inst], depth: usize, defined: &mut Vec<bool>) -> Res<()>
         }
     }
     Ok(())
+}
+
+/// Whether `bitcast` may reinterpret a `from` as a `to`: same-size pairs of a float and an
+/// integer, or a type as itself.
+pub fn bitcast_ok(from: DType, to: DType) -> bool {
+    use DType::*;
+    from == to
+        || matches!(
+            (from, to),
+            (F64, I64) | (I64, F64) | (F32, I32) | (I32, F32)
+        )
 }
 
 fn is_arith(op: BinaryOp) -> bool {
@@ -418,6 +431,7 @@ impl Checker<'_> {
                     BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => {
                         ta.is_int() || ta == DType::Bool
                     }
+                    BinaryOp::Shl | BinaryOp::Shr => ta.is_int(),
                     _ if is_arith(*op) => ta != DType::Bool,
                     _ => true,
                 };
@@ -425,6 +439,7 @@ impl Checker<'_> {
                     let need = match op {
                         BinaryOp::Pow => "float",
                         BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => "integer or bool",
+                        BinaryOp::Shl | BinaryOp::Shr => "integer",
                         _ => "number (not bool)",
                     };
                     return Err(format!(
@@ -480,6 +495,17 @@ impl Checker<'_> {
             }
             Op::Cast(to, a) => {
                 self.use_(inst, *a)?;
+                Some(*to)
+            }
+            Op::Bitcast(to, a) => {
+                let from = self.use_(inst, *a)?;
+                if !bitcast_ok(from, *to) {
+                    return Err(format!(
+                        "in `{}`: cannot bitcast {from} to {to} (bitcast goes between f64 and \
+                         i64, between f32 and i32, or from a type to itself)",
+                        head()
+                    ));
+                }
                 Some(*to)
             }
             Op::Load(access) => {

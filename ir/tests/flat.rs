@@ -401,11 +401,16 @@ fn arb_op() -> impl Strategy<Value = FlatOp> {
     prop_oneof![
         arb_scalar().prop_map(FlatOp::Const),
         (0..4u32).prop_map(FlatOp::Param),
-        (0..11usize, n(), n()).prop_map(|(o, a, b)| FlatOp::Binary(BinaryOp::ALL[o], a, b)),
-        (0..12usize, n()).prop_map(|(o, a)| FlatOp::Unary(UnaryOp::ALL[o], a)),
+        (0..BinaryOp::ALL.len(), n(), n()).prop_map(|(o, a, b)| FlatOp::Binary(
+            BinaryOp::ALL[o],
+            a,
+            b
+        )),
+        (0..UnaryOp::ALL.len(), n()).prop_map(|(o, a)| FlatOp::Unary(UnaryOp::ALL[o], a)),
         (0..6usize, n(), n()).prop_map(|(o, a, b)| FlatOp::Cmp(CmpOp::ALL[o], a, b)),
         (n(), n(), n()).prop_map(|(c, a, b)| FlatOp::Select(c, a, b)),
         (arb_dtype(), n()).prop_map(|(t, a)| FlatOp::Cast(t, a)),
+        (arb_dtype(), n()).prop_map(|(t, a)| FlatOp::Bitcast(t, a)),
         access().prop_map(FlatOp::Load),
         (access(), n()).prop_map(|(a, v)| FlatOp::Store(a, v)),
         (access(), 0..4usize, n()).prop_map(|(a, o, v)| FlatOp::Reduce(a, ReduceOp::ALL[o], v)),
@@ -485,7 +490,7 @@ fn make_tree(flat: &mut FlatKernel, seeds: &[u32]) {
                     v(a);
                     v(b);
                 }
-                FlatOp::Unary(_, a) | FlatOp::Cast(_, a) => v(a),
+                FlatOp::Unary(_, a) | FlatOp::Cast(_, a) | FlatOp::Bitcast(_, a) => v(a),
                 FlatOp::Select(a, b, c) => {
                     v(a);
                     v(b);

@@ -46,6 +46,7 @@ fn everything() -> Kernel {
                 let ok = match op {
                     BinaryOp::Pow => t.is_float(),
                     BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => !t.is_float(),
+                    BinaryOp::Shl | BinaryOp::Shr => t.is_int(),
                     BinaryOp::Min | BinaryOp::Max => true,
                     _ => t != DType::Bool,
                 };
@@ -75,6 +76,14 @@ fn everything() -> Kernel {
                 let c = b.cast(to, x);
                 let back = b.cast(t, c);
                 b.store(*s, &[i], back);
+            }
+            // Every bitcast, there and back.
+            for to in DType::ALL {
+                if weft_ir::validate::bitcast_ok(t, to) {
+                    let c = b.bitcast(to, x);
+                    let back = b.bitcast(t, c);
+                    b.store(*s, &[i], back);
+                }
             }
         }
         // Scalar parameters.
@@ -182,8 +191,8 @@ fn every_op_appears_in_everything() {
     let mut seen = Default::default();
     walk(&everything().body, &mut seen);
     let mut want: Vec<&str> = vec![
-        "const", "param", "select", "cast", "load", "store", "reduce", "extent", "origin",
-        "parallel", "for",
+        "const", "param", "select", "cast", "bitcast", "load", "store", "reduce", "extent",
+        "origin", "parallel", "for",
     ];
     want.extend(BinaryOp::ALL.iter().map(|o| o.name()));
     want.extend(UnaryOp::ALL.iter().map(|o| o.name()));

@@ -87,6 +87,62 @@ const TEXT_ROWS: &[(&str, &str, &str)] = &[
         "%a = const bool true\n%c = add %a, %a",
         "`add` needs number (not bool) operands, got bool",
     ),
+    (
+        "shl on floats",
+        "%a = param %s\n%c = shl %a, %a",
+        "in `%1 = shl %0, %0`: `shl` needs integer operands, got f64",
+    ),
+    (
+        "shr on bools",
+        "%a = const bool true\n%c = shr %a, %a",
+        "`shr` needs integer operands, got bool",
+    ),
+    (
+        "shr on f32",
+        "%a = const f32 1.0\n%c = shr %a, %a",
+        "`shr` needs integer operands, got f32",
+    ),
+    (
+        "shift amount of another type",
+        "%a = param %n\n%b = const i32 1\n%c = shl %a, %b",
+        "operand types differ: %0 is i64, %1 is i32",
+    ),
+    // Bitcasts.
+    (
+        "bitcast f64 to i32",
+        "%a = param %s\n%c = bitcast i32 %a",
+        "in `%1 = bitcast i32 %0`: cannot bitcast f64 to i32",
+    ),
+    (
+        "bitcast f64 to f32",
+        "%a = param %s\n%c = bitcast f32 %a",
+        "cannot bitcast f64 to f32",
+    ),
+    (
+        "bitcast i64 to i32",
+        "%a = param %n\n%c = bitcast i32 %a",
+        "cannot bitcast i64 to i32",
+    ),
+    (
+        "bitcast f32 to i64",
+        "%a = const f32 1.0\n%c = bitcast i64 %a",
+        "cannot bitcast f32 to i64",
+    ),
+    (
+        "bitcast bool to i32",
+        "%a = const bool true\n%c = bitcast i32 %a",
+        "cannot bitcast bool to i32",
+    ),
+    (
+        "bitcast i64 to bool",
+        "%a = param %n\n%c = bitcast bool %a",
+        "cannot bitcast i64 to bool",
+    ),
+    (
+        "bitcast of an undefined value",
+        "%c = bitcast i64 %zz\n%zz = param %s",
+        "is used before its definition",
+    ),
     // Unary operations.
     (
         "sqrt on an integer",
@@ -492,4 +548,56 @@ fn error_display_names_the_kernel() {
         "invalid kernel `my.kernel`: in `%1 = neg %0`: `neg` needs a number (not bool) operand, \
          got bool"
     );
+}
+
+#[test]
+fn shifts_and_bitcasts_type_as_documented() {
+    let src = "kernel @ok(%s: f64, %n: i64) {
+  %a = param %s
+  %b = param %n
+  %c = bitcast i64 %a
+  %d = bitcast f64 %b
+  %e = shl %b, %c
+  %f = shr %e, %b
+  %g = const f32 1.0
+  %h = bitcast i32 %g
+  %i = bitcast f32 %h
+  %j = shl %h, %h
+  %k = shr %j, %h
+  %l = bitcast f64 %a
+  %m = const bool true
+  %o = bitcast bool %m
+  %p = bitcast i32 %k
+}";
+    let k = text::parse(src).unwrap();
+    let t = validate(&k).unwrap();
+    let want = [
+        DType::F64,
+        DType::I64,
+        DType::I64,
+        DType::F64,
+        DType::I64,
+        DType::I64,
+        DType::F32,
+        DType::I32,
+        DType::F32,
+        DType::I32,
+        DType::I32,
+        DType::F64,
+        DType::Bool,
+        DType::Bool,
+        DType::I32,
+    ];
+    for (i, w) in want.iter().enumerate() {
+        assert_eq!(t.of(ValueId(i as u32)), *w, "%{i}");
+    }
+    for from in DType::ALL {
+        for to in DType::ALL {
+            let ok = weft_ir::validate::bitcast_ok(from, to);
+            assert_eq!(
+                ok,
+                from == to || (from.size() == to.size() && from.is_float() != to.is_float())
+            );
+        }
+    }
 }

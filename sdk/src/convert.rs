@@ -61,6 +61,7 @@ fn op(o: FlatOp) -> wit::Op {
         }),
         FlatOp::Select(c, a, b) => wit::Op::Select((c, a, b)),
         FlatOp::Cast(d, v) => wit::Op::Cast((wit_dtype(d), v)),
+        FlatOp::Bitcast(d, v) => wit::Op::Bitcast((wit_dtype(d), v)),
         FlatOp::Load(a) => wit::Op::Load(access(a)),
         FlatOp::Store(a, v) => wit::Op::Store((access(a), v)),
         FlatOp::Reduce(a, op, v) => wit::Op::Reduce(wit::Reduction {
@@ -88,6 +89,8 @@ fn binary_op(op: ir::BinaryOp) -> wit::BinaryOp {
         ir::BinaryOp::And => wit::BinaryOp::BitAnd,
         ir::BinaryOp::Or => wit::BinaryOp::BitOr,
         ir::BinaryOp::Xor => wit::BinaryOp::BitXor,
+        ir::BinaryOp::Shl => wit::BinaryOp::Shl,
+        ir::BinaryOp::Shr => wit::BinaryOp::Shr,
     }
 }
 

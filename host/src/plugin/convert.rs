@@ -50,6 +50,7 @@ fn op(o: wit::Op) -> FlatOp {
         wit::Op::Compare(c) => FlatOp::Cmp(cmp_op(c.op), c.lhs, c.rhs),
         wit::Op::Select((c, a, b)) => FlatOp::Select(c, a, b),
         wit::Op::Cast((d, v)) => FlatOp::Cast(dtype(d), v),
+        wit::Op::Bitcast((d, v)) => FlatOp::Bitcast(dtype(d), v),
         wit::Op::Load(a) => FlatOp::Load(access(a)),
         wit::Op::Store((a, v)) => FlatOp::Store(access(a), v),
         wit::Op::Reduce(r) => FlatOp::Reduce(access(r.target), reduce_op(r.op), r.value),
@@ -171,6 +172,8 @@ fn binary_op(op: wit::BinaryOp) -> BinaryOp {
         wit::BinaryOp::BitAnd => BinaryOp::And,
         wit::BinaryOp::BitOr => BinaryOp::Or,
         wit::BinaryOp::BitXor => BinaryOp::Xor,
+        wit::BinaryOp::Shl => BinaryOp::Shl,
+        wit::BinaryOp::Shr => BinaryOp::Shr,
     }
 }
 

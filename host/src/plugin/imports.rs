@@ -161,11 +161,15 @@ impl PluginState {
             .ok_or("no kernel source for this plugin")?;
         let wit = source.fetch(key)?;
         let flat = convert::flat_kernel(wit);
-        let mut ir = weft_ir::flat::from_flat(&flat).map_err(|e| e.to_string())?;
+        let ir = weft_ir::flat::from_flat(&flat).map_err(|e| e.to_string())?;
         weft_ir::validate(&ir).map_err(|e| e.to_string())?;
+        // Math functions become plain arithmetic in every kernel, fused or not, so results do
+        // not depend on fusion or on the back end.
+        let mut ir = weft_ir::passes::math::lower_math(&ir);
         let name = format!("{}.{key}", self.name);
         ir.name = name.clone();
         let entry = Arc::new(KernelEntry {
+            id: core.new_kernel_id(),
             name,
             ir,
             compiled: OnceLock::new(),
@@ -284,6 +288,7 @@ impl host::Host for PluginState {
             Err(message) => return Ok(Err(err(message))),
         };
         let task = IndexTask {
+            seq: 0,
             plugin: self.id,
             key: task.kernel,
             kernel: Some(kernel.clone()),

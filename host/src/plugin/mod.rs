@@ -183,7 +183,7 @@ impl Plugin {
     ) -> Result<R> {
         let ticks = self.store.data().deadline_ticks;
         self.store.set_epoch_deadline(ticks);
-        let mark = core.as_ref().map_or(0, |c| c.window.len());
+        let mark = core.as_ref().map_or(0, |c| c.next_seq());
         self.store.data_mut().core = core.take();
         let result = f(&mut self.store, &self.instance, &self.guest);
         self.store.data_mut().forget_lent();

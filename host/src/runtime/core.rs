@@ -12,11 +12,16 @@ use weft_ir::DType;
 use super::executor::{ExecStats, Executor};
 use super::mapping::{BlockMapping, Mapping};
 use super::partition::{Partition, RootPartition, Tiling};
-use super::stores::{StoreId, Stores};
+use super::stores::{StorageId, StoreId, Stores};
 use super::task::{IndexTask, KernelEntry, PluginId, TaskArg};
 use crate::config::Config;
 use crate::cpu::CpuBackend;
+use crate::fusion::{self, Fuser};
 use crate::{Error, Result};
+use weft_ir::Privilege;
+
+/// The window's size before it has grown.
+const INITIAL_WINDOW: usize = 16;
 
 /// Counters of what the runtime did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -47,6 +52,20 @@ pub struct Core {
     pub config: Config,
     /// Counters.
     pub stats: Stats,
+    /// The fusion layer.
+    pub fuser: Fuser,
+    /// Per storage, the sequence number of the last pending task that reads or reduces it.
+    last_read: HashMap<StorageId, u64>,
+    /// The last sequence number given to a task.
+    next_seq: u64,
+    /// The window's current size: it starts small and doubles (up to `Config::window_bound`)
+    /// each time a full window could fuse whole.
+    window_size: usize,
+    /// Whether compiling a kernel is an error now.
+    pub forbid_compiles: bool,
+    /// The last kernel id given out.
+    kernel_ids: u64,
+    explain_log: Vec<String>,
 }
 
 impl Core {
@@ -65,8 +84,15 @@ impl Core {
             pool,
             mapping: Box::new(BlockMapping { ranks: 1 }),
             rank: 0,
+            window_size: INITIAL_WINDOW.min(config.window_bound.max(1)),
             config,
             stats: Stats::default(),
+            fuser: Fuser::default(),
+            last_read: HashMap::new(),
+            next_seq: 0,
+            forbid_compiles: false,
+            kernel_ids: 0,
+            explain_log: Vec::new(),
         })
     }
 
@@ -127,35 +153,89 @@ impl Core {
             arg.partition
                 .check(info.shape.len(), task.launch.len())
                 .map_err(|m| invalid(format!("argument {i}: {m}")))?;
+            if matches!(arg.privilege, Privilege::Write | Privilege::ReadWrite)
+                && let Some(d) = overlapping_launch_dim(&arg.partition, &task.launch)
+            {
+                return Err(invalid(format!(
+                    "argument {i} is written through a partition whose tiles overlap: \
+                     points that differ in launch dimension {d} see the same elements"
+                )));
+            }
+            arg.storage = info.storage;
             arg.root_partition = RootPartition::fold(&arg.partition, &info.rect);
         }
+        self.next_seq += 1;
+        task.seq = self.next_seq;
         for arg in &task.args {
             self.stores.add_pending(arg.store);
+            if !matches!(arg.privilege, Privilege::Write) {
+                self.last_read.insert(arg.storage, task.seq);
+            }
         }
         self.stats.tasks_submitted += 1;
         self.window.push(task);
-        if self.window.len() >= self.config.window_bound {
-            self.flush()?;
+        while self.window.len() >= self.window_size {
+            self.munch()?;
         }
         Ok(())
     }
 
-    /// Runs every pending task, in order. On an error the rest of the window is dropped.
-    pub fn flush(&mut self) -> Result<()> {
-        let window = std::mem::take(&mut self.window);
-        let mut result = Ok(());
-        for task in &window {
-            if result.is_ok() {
-                let mut exec = Executor {
-                    stores: &mut self.stores,
-                    backend: &mut self.backend,
-                    pool: &self.pool,
-                    mapping: self.mapping.as_ref(),
-                    rank: self.rank,
-                    stats: &mut self.stats.exec,
-                };
-                result = exec.run(task);
+    /// A new kernel id.
+    pub fn new_kernel_id(&mut self) -> u64 {
+        self.kernel_ids += 1;
+        self.kernel_ids
+    }
+
+    /// The sequence number the next submitted task will get.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq + 1
+    }
+
+    /// Deals with a full window: if all of it could fuse, the window grows (up to
+    /// `Config::window_bound`) and nothing runs yet, so that fusion is not cut short at an
+    /// arbitrary place; otherwise its fusible prefix runs.
+    fn munch(&mut self) -> Result<()> {
+        let bound = self.config.window_bound.max(1);
+        if self.config.fusion && self.window_size < bound {
+            let (prefix, _) = fusion::constraints::fusible_prefix(&self.window);
+            if prefix == self.window.len() {
+                self.window_size = (self.window_size * 2).min(bound);
+                return Ok(());
             }
+        }
+        let mut window = std::mem::take(&mut self.window);
+        let result = self.run_prefix(&mut window);
+        self.window = window;
+        result
+    }
+
+    /// Runs the front of `tasks` (one fused task, or one task) and removes it from `tasks`.
+    fn run_prefix(&mut self, tasks: &mut Vec<IndexTask>) -> Result<()> {
+        if tasks.is_empty() {
+            return Ok(());
+        }
+        let (prefix, fused) = if self.config.fusion {
+            let planned = self.fuser.plan(tasks, &self.stores, &self.last_read)?;
+            if self.config.explain || self.config.explain_to_stderr {
+                let text = planned.plan.explanation.render(&planned.key, planned.hit);
+                if self.config.explain_to_stderr {
+                    eprint!("{text}");
+                }
+                if self.config.explain {
+                    self.explain_log.push(text);
+                }
+            }
+            let prefix = planned.plan.prefix;
+            (prefix, fusion::instantiate(&planned.plan, &tasks[..prefix]))
+        } else {
+            (1, None)
+        };
+        let done: Vec<IndexTask> = tasks.drain(..prefix).collect();
+        let result = match &fused {
+            Some(task) => self.execute(task),
+            None => done.iter().try_for_each(|t| self.execute(t)),
+        };
+        for task in &done {
             for arg in &task.args {
                 self.stores.remove_pending(arg.store);
             }
@@ -163,11 +243,80 @@ impl Core {
         result
     }
 
-    /// Drops the tasks at positions `mark..` of the window (a failed plugin call's tasks).
-    pub fn truncate_window(&mut self, mark: usize) {
-        if mark >= self.window.len() {
-            return;
+    fn execute(&mut self, task: &IndexTask) -> Result<()> {
+        Executor {
+            stores: &mut self.stores,
+            backend: &mut self.backend,
+            pool: &self.pool,
+            mapping: self.mapping.as_ref(),
+            rank: self.rank,
+            stats: &mut self.stats.exec,
+            forbid_compiles: self.forbid_compiles,
         }
+        .run(task)
+    }
+
+    /// Runs every pending task, in order. On an error the rest of the window is dropped.
+    pub fn flush(&mut self) -> Result<()> {
+        let mut window = std::mem::take(&mut self.window);
+        self.run_all(&mut window)
+    }
+
+    /// Runs all of `tasks`; on an error drops the rest.
+    fn run_all(&mut self, tasks: &mut Vec<IndexTask>) -> Result<()> {
+        while !tasks.is_empty() {
+            if let Err(e) = self.run_prefix(tasks) {
+                for task in tasks.drain(..) {
+                    for arg in &task.args {
+                        self.stores.remove_pending(arg.store);
+                    }
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the pending tasks that a read of `storage` needs: its writers, what they read, and
+    /// the earlier tasks that read or write what they write (so the rest can run later in
+    /// program order). The others stay in the window.
+    /// With `for_write`, the pending readers of `storage` run too (the caller overwrites it).
+    pub fn flush_for(&mut self, storage: StorageId, for_write: bool) -> Result<()> {
+        let window = std::mem::take(&mut self.window);
+        let mut need_values = vec![storage];
+        let mut will_write: Vec<StorageId> = if for_write { vec![storage] } else { Vec::new() };
+        let mut needed = vec![false; window.len()];
+        for (i, task) in window.iter().enumerate().rev() {
+            let writes = |a: &TaskArg| a.privilege.mutates();
+            let hit = task.args.iter().any(|a| {
+                (writes(a) && need_values.contains(&a.storage)) || will_write.contains(&a.storage)
+            });
+            if hit {
+                needed[i] = true;
+                for a in &task.args {
+                    if writes(a) && !will_write.contains(&a.storage) {
+                        will_write.push(a.storage);
+                    }
+                    if !matches!(a.privilege, Privilege::Write) && !need_values.contains(&a.storage)
+                    {
+                        need_values.push(a.storage);
+                    }
+                }
+            }
+        }
+        let (mut now, later): (Vec<_>, Vec<_>) =
+            window.into_iter().zip(needed).partition(|(_, n)| *n);
+        self.window = later.into_iter().map(|(t, _)| t).collect();
+        let mut tasks: Vec<IndexTask> = now.drain(..).map(|(t, _)| t).collect();
+        self.run_all(&mut tasks)
+    }
+
+    /// Drops the pending tasks numbered `first_seq` or later (a failed plugin call's tasks).
+    pub fn truncate_window(&mut self, first_seq: u64) {
+        let keep = self.window.iter().position(|t| t.seq >= first_seq);
+        let Some(mark) = keep else {
+            return;
+        };
         for task in self.window.split_off(mark) {
             for arg in &task.args {
                 self.stores.remove_pending(arg.store);
@@ -176,10 +325,16 @@ impl Core {
         }
     }
 
+    /// The explanations gathered since the last call (with `Config::explain` on).
+    pub fn take_explanations(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.explain_log)
+    }
+
     /// The elements of a store, as little-endian bytes in row-major order, after running the
     /// tasks pending before the read.
     pub fn read_bytes(&mut self, id: StoreId) -> Result<Vec<u8>> {
-        self.flush()?;
+        let storage = self.stores.get(id)?.storage;
+        self.flush_for(storage, false)?;
         let info = self.stores.get(id)?;
         let (storage_id, rect, dtype) = (info.storage, info.rect.clone(), info.dtype);
         let size = dtype.size();
@@ -201,7 +356,8 @@ impl Core {
 
     /// Overwrites a store's elements with little-endian bytes in row-major order.
     pub fn write_bytes(&mut self, id: StoreId, data: &[u8]) -> Result<()> {
-        self.flush()?;
+        let storage = self.stores.get(id)?.storage;
+        self.flush_for(storage, true)?;
         let info = self.stores.get(id)?;
         let (storage_id, rect, dtype) = (info.storage, info.rect.clone(), info.dtype);
         let size = dtype.size();
@@ -239,12 +395,29 @@ impl Core {
     ) -> TaskArg {
         TaskArg {
             store,
+            storage: super::stores::StorageId(0),
             partition,
             root_partition: RootPartition {
                 bounds: super::partition::Rect::whole(&[]),
                 tiling: None,
             },
             privilege,
+            local: false,
+        }
+    }
+}
+
+/// A launch dimension along which the tiles of `partition` overlap (two points that differ
+/// only in it see the same elements), if the launch has more than one point.
+fn overlapping_launch_dim(partition: &Partition, launch: &[u64]) -> Option<usize> {
+    let points: u64 = launch.iter().product();
+    if points <= 1 {
+        return None;
+    }
+    match partition {
+        Partition::None => launch.iter().position(|&e| e > 1),
+        Partition::Tiling(t) => {
+            (0..launch.len()).find(|&d| launch[d] > 1 && !t.projection.contains(&Some(d as u32)))
         }
     }
 }

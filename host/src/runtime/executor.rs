@@ -5,7 +5,7 @@ use crate::{Error, Result};
 
 use super::mapping::Mapping;
 use super::partition::points;
-use super::stores::Stores;
+use super::stores::{Stores, row_major_strides};
 use super::task::IndexTask;
 
 /// Counters of what the executor did.
@@ -33,6 +33,8 @@ pub struct Executor<'a> {
     pub rank: usize,
     /// Counters to bump.
     pub stats: &'a mut ExecStats,
+    /// Whether compiling a kernel is an error.
+    pub forbid_compiles: bool,
 }
 
 impl Executor<'_> {
@@ -47,30 +49,65 @@ impl Executor<'_> {
         let compiled = match entry.compiled.get() {
             Some(c) => c,
             None => {
+                if self.forbid_compiles {
+                    return Err(Error::Usage(format!(
+                        "kernel `{}` would be compiled, but compiling is forbidden now \
+                         (Runtime::forbid_compiles)",
+                        entry.name
+                    )));
+                }
                 let c = self.backend.compile(&entry.ir)?;
                 self.stats.kernels_compiled += 1;
                 entry.compiled.get_or_init(|| c)
             }
         };
-        // Make sure every storage exists before taking pointers into any of them.
+        // Make sure every storage exists before taking pointers into any of them; task-local
+        // temporaries get no storage, only a scratch buffer per point.
         let mut bases = Vec::with_capacity(task.args.len());
         for arg in &task.args {
             let info = self.stores.get(arg.store)?;
-            let (storage_id, view_origin) = (info.storage, info.rect.origin.clone());
+            let (storage_id, view_origin, size) =
+                (info.storage, info.rect.origin.clone(), info.dtype.size());
+            if arg.local {
+                bases.push((std::ptr::null_mut(), Vec::new(), size, view_origin));
+                continue;
+            }
             let base = self.stores.allocate(storage_id)?;
             let storage = self
                 .stores
                 .storage(storage_id)
                 .ok_or_else(|| Error::Usage(format!("storage {} vanished", storage_id.0)))?;
-            bases.push((base, storage.strides(), storage.dtype.size(), view_origin));
+            bases.push((base, storage.strides(), size, view_origin));
         }
+        let mut scratch: Vec<Vec<u64>> = vec![Vec::new(); task.args.len()];
         for point in points(&task.launch) {
             if self.mapping.owner(&point, &task.launch) != self.rank {
                 continue;
             }
             let mut views = Vec::with_capacity(task.args.len());
-            for (arg, (base, strides, size, view_origin)) in task.args.iter().zip(&bases) {
+            for (i, (arg, (base, strides, size, view_origin))) in
+                task.args.iter().zip(&bases).enumerate()
+            {
                 let rect = arg.root_partition.sub_rect(&point);
+                let origin: Vec<i64> = rect
+                    .origin
+                    .iter()
+                    .zip(view_origin)
+                    .map(|(&o, &v)| o as i64 - v as i64)
+                    .collect();
+                if arg.local {
+                    let bytes = rect.volume() as usize * size;
+                    let buffer = &mut scratch[i];
+                    buffer.clear();
+                    buffer.resize(bytes.div_ceil(8).max(1), 0);
+                    views.push(StoreView {
+                        ptr: buffer.as_mut_ptr().cast(),
+                        extents: rect.extent.iter().map(|&e| e as i64).collect(),
+                        strides: row_major_strides(&rect.extent),
+                        origin,
+                    });
+                    continue;
+                }
                 let offset: i64 = rect
                     .origin
                     .iter()
@@ -85,17 +122,14 @@ impl Executor<'_> {
                     ptr: base.wrapping_add(offset as usize * size),
                     extents: rect.extent.iter().map(|&e| e as i64).collect(),
                     strides: strides.clone(),
-                    origin: rect
-                        .origin
-                        .iter()
-                        .zip(view_origin)
-                        .map(|(&o, &v)| o as i64 - v as i64)
-                        .collect(),
+                    origin,
                 });
             }
             // SAFETY: each view describes a rectangle inside an allocated storage with that
-            // storage's row-major strides, and the storages stay alive and unmoved for the
-            // call (`self.stores` is borrowed mutably, so nothing else touches them).
+            // storage's row-major strides (or a scratch buffer of the rectangle's size with
+            // dense strides), and the storages and buffers stay alive and unmoved for the call
+            // (`self.stores` is borrowed mutably, and `scratch` is not touched until the next
+            // point).
             unsafe { compiled.run(&views, &task.scalars, self.pool) }?;
             self.stats.points_executed += 1;
         }

@@ -273,4 +273,41 @@ impl Runtime {
     pub fn config(&mut self) -> &Config {
         &self.core().config
     }
+
+    /// Turns fusion on or off (pending tasks are run first).
+    pub fn set_fusion(&mut self, on: bool) -> Result<()> {
+        self.flush()?;
+        self.core().config.fusion = on;
+        Ok(())
+    }
+
+    /// Turns the gathering of fusion explanations on or off; see
+    /// [`Runtime::take_explanations`].
+    pub fn set_explain(&mut self, on: bool) {
+        self.core().config.explain = on;
+    }
+
+    /// The fusion explanations gathered since the last call: one text per window prefix run.
+    pub fn take_explanations(&mut self) -> Vec<String> {
+        self.core().take_explanations()
+    }
+
+    /// Makes compiling any kernel an error from now on (or allows it again). Tests use it to
+    /// show that a loop in steady state compiles nothing.
+    pub fn forbid_compiles(&mut self, forbid: bool) {
+        self.core().forbid_compiles = forbid;
+    }
+
+    /// Marks the end of an application's warm-up: with `WEFT_FORBID_COMPILES_AFTER_WARMUP=1`
+    /// in the environment, compiling a kernel after this point is an error.
+    pub fn warmed_up(&mut self) {
+        if std::env::var("WEFT_FORBID_COMPILES_AFTER_WARMUP").is_ok_and(|v| v.trim() == "1") {
+            self.forbid_compiles(true);
+        }
+    }
+
+    /// Counters of the fusion layer.
+    pub fn fusion_stats(&mut self) -> crate::fusion::FusionStats {
+        self.core().fuser.stats
+    }
 }

@@ -105,10 +105,21 @@ pub struct RootPartition {
 }
 
 impl RootPartition {
-    /// Folds a partition of a view whose rectangle in its root is `bounds`.
+    /// Folds a partition of a view whose rectangle in its root is `bounds`. A tiling that
+    /// gives every point the whole view (no dimension moves, one tile covers it) becomes
+    /// `None`, so that equal partitions compare equal however they were written.
     pub fn fold(partition: &Partition, bounds: &Rect) -> RootPartition {
+        let whole = |t: &Tiling| {
+            t.projection.iter().all(Option::is_none)
+                && t.offset.iter().all(|&o| o == 0)
+                && t.tile
+                    .iter()
+                    .zip(&bounds.extent)
+                    .all(|(&tile, &e)| tile >= e)
+        };
         let tiling = match partition {
             Partition::None => None,
+            Partition::Tiling(t) if whole(t) => None,
             Partition::Tiling(t) => Some(Tiling {
                 tile: t.tile.clone(),
                 offset: t
@@ -197,6 +208,29 @@ mod tests {
         assert_eq!(center.sub_rect(&[1]).origin, vec![3, 1]);
         assert_eq!(north.sub_rect(&[1]).origin, vec![2, 1]);
         assert_eq!(north.sub_rect(&[1]).extent, vec![2, 4]);
+    }
+
+    #[test]
+    fn a_tiling_that_gives_every_point_everything_is_none() {
+        let scalar = Partition::Tiling(Tiling {
+            tile: vec![],
+            offset: vec![],
+            projection: vec![],
+        });
+        assert_eq!(
+            RootPartition::fold(&scalar, &Rect::whole(&[])),
+            RootPartition::fold(&Partition::None, &Rect::whole(&[]))
+        );
+        let rows = Partition::Tiling(Tiling {
+            tile: vec![4],
+            offset: vec![0],
+            projection: vec![Some(0)],
+        });
+        assert!(
+            RootPartition::fold(&rows, &Rect::whole(&[4]))
+                .tiling
+                .is_some()
+        );
     }
 
     #[test]

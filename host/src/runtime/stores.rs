@@ -51,6 +51,8 @@ pub struct Storage {
     data: Option<Box<[u64]>>,
     /// Number of stores (the root and its views) that refer to it.
     stores: u32,
+    /// Handles to the root and its views, together.
+    handles: u32,
 }
 
 impl Storage {
@@ -127,6 +129,7 @@ impl Stores {
                 dtype,
                 data: None,
                 stores: 1,
+                handles: 1,
             },
         );
         let rect = Rect::whole(&shape);
@@ -174,6 +177,7 @@ impl Stores {
         let id = StoreId(self.next);
         if let Some(s) = self.storages.get_mut(&storage) {
             s.stores += 1;
+            s.handles += 1;
         }
         self.stores.insert(
             id,
@@ -225,15 +229,30 @@ impl Stores {
             .get_mut(&id)
             .ok_or_else(|| Error::Usage(format!("store {} does not exist", id.0)))?;
         info.handles += 1;
+        let storage = info.storage;
+        if let Some(s) = self.storages.get_mut(&storage) {
+            s.handles += 1;
+        }
         Ok(())
     }
 
     /// Drops a handle to a store, removing it (and perhaps its storage) if nothing else needs it.
     pub fn release(&mut self, id: StoreId) {
-        if let Some(info) = self.stores.get_mut(&id) {
-            info.handles = info.handles.saturating_sub(1);
+        if let Some(info) = self.stores.get_mut(&id)
+            && info.handles > 0
+        {
+            info.handles -= 1;
+            let storage = info.storage;
+            if let Some(s) = self.storages.get_mut(&storage) {
+                s.handles = s.handles.saturating_sub(1);
+            }
         }
         self.collect(id);
+    }
+
+    /// Whether anything holds a handle to the storage's root or to any view of it.
+    pub fn storage_live(&self, id: StorageId) -> bool {
+        self.storages.get(&id).is_some_and(|s| s.handles > 0)
     }
 
     /// Counts a pending task that names the store.

@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 use weft_ir::{Kernel, Param, Privilege, Scalar};
 
 use super::partition::{Partition, RootPartition};
-use super::stores::{StoreId, StoreInfo};
+use super::stores::{StorageId, StoreId, StoreInfo};
 use crate::cpu::CompiledKernel;
 
 /// The index of a loaded plugin in its runtime.
@@ -15,6 +15,8 @@ pub struct PluginId(pub u32);
 /// A kernel a plugin handed the host: validated IR, compiled on first use.
 #[derive(Debug)]
 pub struct KernelEntry {
+    /// A number unique among the runtime's kernels (memo keys use it).
+    pub id: u64,
     /// `plugin.key`: the provenance shown in errors and traces.
     pub name: String,
     /// The validated IR.
@@ -28,17 +30,24 @@ pub struct KernelEntry {
 pub struct TaskArg {
     /// The store (a root or a view).
     pub store: StoreId,
+    /// The root storage the store lives in.
+    pub storage: StorageId,
     /// The partition, as the plugin stated it on the store.
     pub partition: Partition,
     /// The partition folded into root-storage coordinates.
     pub root_partition: RootPartition,
     /// What the task does to the store.
     pub privilege: Privilege,
+    /// Whether the store is a temporary of a fused task: each point gets a scratch buffer the
+    /// size of its tile, and the store's storage is never touched.
+    pub local: bool,
 }
 
 /// An index task in the window.
 #[derive(Clone, Debug)]
 pub struct IndexTask {
+    /// Its place in program order (unique, increasing).
+    pub seq: u64,
     /// The plugin that submitted it.
     pub plugin: PluginId,
     /// The kernel key within that plugin.

@@ -42,6 +42,7 @@ pub fn map_ids(body: &[Inst], map: &impl Fn(ValueId) -> ValueId) -> Vec<Inst> {
                 Op::Cmp(o, a, b) => Op::Cmp(*o, map(*a), map(*b)),
                 Op::Unary(o, a) => Op::Unary(*o, map(*a)),
                 Op::Cast(t, a) => Op::Cast(*t, map(*a)),
+                Op::Bitcast(t, a) => Op::Bitcast(*t, map(*a)),
                 Op::Select(c, a, b) => Op::Select(map(*c), map(*a), map(*b)),
                 Op::Load(a) => Op::Load(weft_ir::Access {
                     param: a.param,
@@ -311,6 +312,7 @@ impl<'a> Gen<'a> {
                     .filter(|op| match op {
                         BinaryOp::Pow => t.is_float(),
                         BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => !t.is_float(),
+                        BinaryOp::Shl | BinaryOp::Shr => t.is_int(),
                         BinaryOp::Min | BinaryOp::Max => true,
                         _ => t != DType::Bool,
                     })
@@ -350,8 +352,20 @@ impl<'a> Gen<'a> {
             }
             6 => {
                 let a = self.any_value(b);
-                let t = self.dtype();
-                let v = b.cast(t, a);
+                let bitcast_to = match a.dtype() {
+                    DType::F64 => Some(DType::I64),
+                    DType::I64 => Some(DType::F64),
+                    DType::F32 => Some(DType::I32),
+                    DType::I32 => Some(DType::F32),
+                    DType::Bool => None,
+                };
+                let v = match bitcast_to {
+                    Some(t) if self.pick(3) == 0 => b.bitcast(t, a),
+                    _ => {
+                        let t = self.dtype();
+                        b.cast(t, a)
+                    }
+                };
                 self.add(v);
             }
             7 => {

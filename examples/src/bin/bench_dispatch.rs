@@ -1,0 +1,207 @@
+//! What fusion costs per task, measured on the host's fusion layer directly:
+//!
+//! - the analysis of a window (constraints, temporaries, the fused task and kernel passes) per
+//!   submitted task, on a memo miss and on a memo hit, for launch domains of 1 to 10^6 points:
+//!   the analysis never looks at points, so the cost must not grow with the domain;
+//! - compiling the fused kernel with Cranelift;
+//! - end to end through the numeric plugin: submitting, analysing (a memo hit) and dispatching
+//!   one task of a steady-state loop on tiny arrays (plugin call included).
+//!
+//! The window is a chain of `--n` element-wise tasks `t[i+1] = t[i] * s + 1` over arrays of
+//! 2^20 elements, the intermediate ones temporaries. Prints one JSON line.
+
+use std::process::ExitCode;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use weft_examples::{AppError, Args, Cli, Report, run_main, say, timing::median};
+use weft_host::cpu::CpuBackend;
+use weft_host::fusion::Fuser;
+use weft_host::runtime::partition::{Partition, RootPartition, Tiling};
+use weft_host::runtime::stores::{StoreId, Stores};
+use weft_host::runtime::task::{IndexTask, KernelEntry, PluginId, TaskArg};
+use weft_host::{Numeric, Runtime};
+use weft_ir::{DType, KernelBuilder, Privilege, Scalar};
+
+const NAME: &str = "bench_dispatch";
+const ELEMENTS: u64 = 1 << 20;
+
+/// `out = a * s + 1`.
+fn kernel() -> Arc<KernelEntry> {
+    let mut k = KernelBuilder::new("bench.axpb");
+    let a = k.store(DType::F64, 1, Privilege::Read);
+    let out = k.store(DType::F64, 1, Privilege::Write);
+    let s = k.scalar(DType::F64);
+    k.body().parallel(out, |b, i| {
+        let x = b.load(a, i);
+        let y = b.mul(x, s);
+        let one = b.const_f64(1.0);
+        let z = b.add(y, one);
+        b.store(out, i, z);
+    });
+    Arc::new(KernelEntry {
+        id: 1,
+        name: "bench.axpb".into(),
+        ir: k.finish(),
+        compiled: OnceLock::new(),
+    })
+}
+
+/// A chain of `len` tasks over stores of `ELEMENTS` elements, launched on `points` points.
+fn window(
+    stores: &mut Stores,
+    len: usize,
+    points: u64,
+) -> Result<(Vec<IndexTask>, Vec<StoreId>), AppError> {
+    let entry = kernel();
+    let ids: Vec<StoreId> = (0..=len)
+        .map(|_| stores.create(vec![ELEMENTS], DType::F64))
+        .collect::<Result<_, _>>()?;
+    let partition = Partition::Tiling(Tiling {
+        tile: vec![ELEMENTS.div_ceil(points)],
+        offset: vec![0],
+        projection: vec![Some(0)],
+    });
+    let arg = |stores: &Stores, id: StoreId, privilege| -> Result<TaskArg, AppError> {
+        let info = stores.get(id)?;
+        Ok(TaskArg {
+            store: id,
+            storage: info.storage,
+            partition: partition.clone(),
+            root_partition: RootPartition::fold(&partition, &info.rect),
+            privilege,
+            local: false,
+        })
+    };
+    let mut tasks = Vec::with_capacity(len);
+    for i in 0..len {
+        tasks.push(IndexTask {
+            seq: i as u64 + 1,
+            plugin: PluginId(0),
+            key: "axpb".into(),
+            kernel: Some(entry.clone()),
+            launch: vec![points],
+            args: vec![
+                arg(stores, ids[i], Privilege::Read)?,
+                arg(stores, ids[i + 1], Privilege::Write)?,
+            ],
+            scalars: vec![Scalar::F64(1.0001)],
+        });
+    }
+    for t in &tasks {
+        for a in &t.args {
+            stores.add_pending(a.store);
+        }
+    }
+    // The application keeps the first and the last store; the rest are temporaries.
+    for &id in &ids[1..len] {
+        stores.release(id);
+    }
+    Ok((tasks, ids))
+}
+
+fn run(args: &Args) -> Result<(), AppError> {
+    let len = args.n as usize;
+    let reps = args.iters.max(1);
+    let mut rows = Vec::new();
+    let mut compile_ms: f64 = 0.0;
+    for points in [1u64, 10, 100, 1_000, 10_000, 100_000, 1_000_000] {
+        let mut stores = Stores::default();
+        let (tasks, _) = window(&mut stores, len, points)?;
+        let last_read = std::collections::HashMap::new();
+        let mut miss = Vec::new();
+        let mut hit = Vec::new();
+        for _ in 0..reps {
+            let mut fuser = Fuser::default();
+            let start = Instant::now();
+            let planned = fuser.plan(&tasks, &stores, &last_read)?;
+            miss.push(start.elapsed().as_secs_f64() / len as f64);
+            if planned.plan.prefix != len {
+                return Err(format!("only {} of {len} tasks fused", planned.plan.prefix).into());
+            }
+            let start = Instant::now();
+            for _ in 0..100 {
+                let again = fuser.plan(&tasks, &stores, &last_read)?;
+                if !again.hit {
+                    return Err("the second plan was not a memo hit".into());
+                }
+            }
+            hit.push(start.elapsed().as_secs_f64() / (100 * len) as f64);
+            if points == 1
+                && let Some(fused) = &planned.plan.fused
+            {
+                let mut backend = CpuBackend::new()?;
+                let _ = backend.compile(&kernel().ir)?; // the module's first function
+                let start = Instant::now();
+                backend.compile(&fused.kernel.ir)?;
+                compile_ms = compile_ms.max(start.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        rows.push(serde_json::json!({
+            "points": points,
+            "analysis_us_per_task_miss": median(&miss) * 1e6,
+            "analysis_us_per_task_hit": median(&hit) * 1e6,
+        }));
+    }
+
+    // End to end: a steady-state loop of element-wise ops on tiny arrays.
+    let np = Numeric::new(Runtime::new(args.config())?, weft_plugin_artifacts::NUMERIC)?;
+    let x = np.ones(&[16], DType::F64);
+    let step = |x: &weft_host::Array| -> weft_host::Array {
+        let mut y = x * 1.0001 + 1.0;
+        for _ in 1..len {
+            y = &y * 1.0001 + 1.0;
+        }
+        y
+    };
+    step(&x).to_vec()?;
+    step(&x).to_vec()?;
+    let mut per_task = Vec::new();
+    for _ in 0..reps {
+        let before = np.runtime(|rt| rt.stats().tasks_submitted);
+        let start = Instant::now();
+        step(&x).to_vec()?;
+        let tasks = np.runtime(|rt| rt.stats().tasks_submitted) - before;
+        per_task.push(start.elapsed().as_secs_f64() / tasks as f64);
+    }
+
+    let hit_max = rows
+        .iter()
+        .filter_map(|r| r["analysis_us_per_task_hit"].as_f64())
+        .fold(0.0, f64::max);
+    let miss_max = rows
+        .iter()
+        .filter_map(|r| r["analysis_us_per_task_miss"].as_f64())
+        .fold(0.0, f64::max);
+    let mut report = Report::new(NAME, args);
+    report
+        .set("seconds_per_iter", median(&per_task))
+        .set("window_tasks", len as u64)
+        .set("by_launch_points", serde_json::Value::Array(rows))
+        .set("analysis_us_per_task_hit_max", hit_max)
+        .set("analysis_us_per_task_miss_max", miss_max)
+        .set("fused_kernel_compile_ms", compile_ms)
+        .set("end_to_end_us_per_task", median(&per_task) * 1e6)
+        .runtime_stats(&np);
+    say(&format!(
+        "{NAME}: window of {len} tasks: analysis per task {miss_max:.2} us on a miss, {hit_max:.3} us on a hit \
+         (worst over 1..10^6 points); compiling the fused kernel {compile_ms:.2} ms; \
+         end to end {:.2} us per task",
+        median(&per_task) * 1e6
+    ))?;
+    report.print()?;
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::new(
+        NAME,
+        "The cost of fusion analysis, memo hits, compilation and dispatch, per task.",
+        32,
+        7,
+    )
+    .range("n", 2, 256)
+    .help("n", "tasks in the window");
+    let args = cli.parse_env_or_exit();
+    run_main(NAME, || run(&args))
+}

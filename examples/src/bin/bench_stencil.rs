@@ -1,0 +1,96 @@
+//! The 5-point stencil side by side in one process: Weft with fusion and without, on grids
+//! from the same seed. Each timed iteration is `--sweeps` sweeps followed by a flush.
+//!
+//! Prints one JSON line with the median seconds per sweep of each and their ratio.
+
+use std::process::ExitCode;
+
+use weft_examples::stencil::{Stencil, initial_grid};
+use weft_examples::{AppError, Args, Cli, Kind, Report, bench, run_main, say};
+use weft_host::{Numeric, Runtime};
+
+const NAME: &str = "bench_stencil";
+
+fn numeric(args: &Args, fusion: bool) -> weft_host::Result<Numeric> {
+    let config = weft_host::Config {
+        fusion,
+        ..args.config()
+    };
+    Numeric::new(Runtime::new(config)?, weft_plugin_artifacts::NUMERIC)
+}
+
+fn run(args: &Args) -> Result<(), AppError> {
+    let sweeps = args.extra_u64("sweeps").unwrap_or(10) as usize;
+    let mut per_sweep = Vec::new();
+    let mut grids = Vec::new();
+    let mut tasks = Vec::new();
+    let mut fused_np = None;
+    for fusion in [true, false] {
+        let np = numeric(args, fusion)?;
+        let grid = initial_grid(&np, args.n, args.seed)?;
+        let stencil = Stencil::new(&grid);
+        np.runtime(|rt| rt.flush())?;
+        let (t, per, _) = bench(&np, args.warmup, args.iters, || {
+            for _ in 0..sweeps {
+                stencil.step()?;
+            }
+            Ok(())
+        })?;
+        per_sweep.push(t.median / sweeps as f64);
+        tasks.push(per.tasks_executed / sweeps as f64);
+        grids.push(grid.to_vec()?);
+        if fusion {
+            fused_np = Some(np);
+        }
+    }
+    let np = fused_np.ok_or("no fused run")?;
+    let same = grids[0] == grids[1];
+    let (fused, unfused) = (per_sweep[0], per_sweep[1]);
+    let mut report = Report::new(NAME, args);
+    report
+        .set("sweeps_per_iter", sweeps as u64)
+        .set("seconds_per_iter", fused * sweeps as f64)
+        .set("fused_seconds_per_sweep", fused)
+        .set("unfused_seconds_per_sweep", unfused)
+        .set("speedup_fused_vs_unfused", unfused / fused)
+        .set("fused_tasks_per_sweep", tasks[0])
+        .set("unfused_tasks_per_sweep", tasks[1])
+        .set("fused_equals_unfused", same)
+        .runtime_stats(&np);
+    say(&format!(
+        "{NAME}: {}x{} grid: fused {:.2} ms per sweep, unfused {:.2} ms ({:.2}x); results {}",
+        args.n + 2,
+        args.n + 2,
+        fused * 1e3,
+        unfused * 1e3,
+        unfused / fused,
+        if same { "identical" } else { "DIFFER" }
+    ))?;
+    report.print()?;
+    if !same {
+        return Err("fused and unfused grids differ".into());
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::new(
+        NAME,
+        "The 5-point stencil fused and unfused, side by side.",
+        2000,
+        5,
+    )
+    .range("n", 1, 1 << 15)
+    .extra(
+        "sweeps",
+        "K",
+        "sweeps per timed iteration",
+        Kind::Count {
+            min: 1,
+            max: 10_000,
+        },
+        "10",
+    );
+    let args = cli.parse_env_or_exit();
+    run_main(NAME, || run(&args))
+}

@@ -1,0 +1,721 @@
+//! A reference interpreter: runs a kernel for one point task, slowly and simply, on buffers of
+//! [`Scalar`]s.
+//!
+//! It is the yardstick for differential tests of the passes (a pass must not change what a
+//! kernel computes) and documents the IR's semantics in executable form: integer arithmetic
+//! wraps, division and remainder by zero give 0, float-to-integer casts saturate (NaN gives 0),
+//! shifts take their amount modulo the bit width and `shr` is logical, float `min` and `max`
+//! give NaN when either operand is NaN, and reductions fold into the existing contents.
+//! Parallel loops run their points one after another in row-major order. The math functions
+//! use Rust's `std` (and, for `erf`, [`erf`]); they are a reference, not bit-for-bit what every
+//! back end computes.
+//!
+//! Stores are [`View`]s of [`Storage`]s, so that two parameters may share elements, as two
+//! views of one root storage do. Every access is checked against its view's extent, and a
+//! kernel stops with an [`InterpError`] after [`DEFAULT_STEP_LIMIT`] steps (or the limit given
+//! to [`run_with_limit`]), so no kernel can make the interpreter loop for ever or
+//! touch memory outside its buffers.
+//!
+//! ```
+//! use weft_ir::interp::{Arg, Storage, View, run};
+//! use weft_ir::{DType, Scalar, text};
+//!
+//! let k = text::parse(
+//!     "kernel @axpy(%a: f64, %x: store<f64, 1, read>, %y: store<f64, 1, readwrite>) {
+//!        %0 = param %a
+//!        parallel %y (%i) { %1 = load %x[%i]  %2 = load %y[%i]  %3 = mul %0, %1
+//!                           %4 = add %3, %2  store %y[%i], %4 }
+//!      }",
+//! )
+//! .unwrap();
+//! let mut storages = vec![
+//!     Storage::from_f64(DType::F64, &[1.0, 2.0, 3.0]),
+//!     Storage::from_f64(DType::F64, &[10.0, 20.0, 30.0]),
+//! ];
+//! let args = [
+//!     Arg::Scalar(Scalar::F64(2.0)),
+//!     Arg::Store(View::dense(0, &[3])),
+//!     Arg::Store(View::dense(1, &[3])),
+//! ];
+//! run(&k, &args, &mut storages).unwrap();
+//! assert_eq!(storages[1].to_f64(), vec![12.0, 24.0, 36.0]);
+//! ```
+
+use crate::{
+    BinaryOp, CmpOp, DType, Inst, Kernel, Op, Param, ReduceOp, Scalar, UnaryOp, ValueId, validate,
+};
+
+/// The most steps (instructions run, plus loop iterations) [`run`] takes before it gives up.
+pub const DEFAULT_STEP_LIMIT: u64 = 50_000_000;
+
+/// A flat buffer of elements of one type: the root storage that [`View`]s look into.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Storage {
+    /// The element type.
+    pub dtype: DType,
+    /// The elements; each has type `dtype`.
+    pub data: Vec<Scalar>,
+}
+
+impl Storage {
+    /// `len` elements of `dtype`, all zero (false).
+    pub fn zeros(dtype: DType, len: usize) -> Storage {
+        Storage {
+            dtype,
+            data: vec![Scalar::from_bits(dtype, 0); len],
+        }
+    }
+
+    /// The elements `values`, converted to `dtype` as `cast` converts an `f64`.
+    pub fn from_f64(dtype: DType, values: &[f64]) -> Storage {
+        Storage {
+            dtype,
+            data: values
+                .iter()
+                .map(|&v| cast(dtype, Scalar::F64(v)))
+                .collect(),
+        }
+    }
+
+    /// The elements converted to `f64`.
+    pub fn to_f64(&self) -> Vec<f64> {
+        self.data.iter().map(|s| s.as_f64()).collect()
+    }
+}
+
+/// A store argument: a strided window into one [`Storage`].
+///
+/// Element `idx` (one index per dimension, `0 <= idx[d] < extents[d]`) is
+/// `storage.data[offset + sum(idx[d] * strides[d])]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct View {
+    /// The index of the storage in the slice given to [`run`].
+    pub storage: usize,
+    /// Where element `[0, ..., 0]` is in the storage.
+    pub offset: i64,
+    /// The step in the storage per unit of each index.
+    pub strides: Vec<i64>,
+    /// The sub-store's extent along each dimension.
+    pub extents: Vec<i64>,
+    /// What `origin` gives along each dimension.
+    pub origin: Vec<i64>,
+}
+
+impl View {
+    /// The whole of a row-major storage of shape `extents`, with origin 0.
+    pub fn dense(storage: usize, extents: &[i64]) -> View {
+        View::window(storage, extents, &vec![0; extents.len()], extents)
+    }
+
+    /// The box `start .. start + extents` of a row-major storage of shape `shape`, with
+    /// origin `start`.
+    pub fn window(storage: usize, shape: &[i64], start: &[i64], extents: &[i64]) -> View {
+        let mut strides = vec![0; shape.len()];
+        let mut step = 1i64;
+        for d in (0..shape.len()).rev() {
+            strides[d] = step;
+            step = step.saturating_mul(shape[d].max(0));
+        }
+        let offset = start
+            .iter()
+            .zip(&strides)
+            .map(|(s, t)| s.saturating_mul(*t))
+            .fold(0i64, i64::saturating_add);
+        View {
+            storage,
+            offset,
+            strides,
+            extents: extents.to_vec(),
+            origin: start.to_vec(),
+        }
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> i64 {
+        self.extents
+            .iter()
+            .fold(1i64, |a, &e| a.saturating_mul(e.max(0)))
+    }
+
+    /// Whether the view has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The storage position of element `idx`, if `idx` is inside the view.
+    pub fn address(&self, idx: &[i64]) -> Option<usize> {
+        if idx.len() != self.extents.len() || idx.len() != self.strides.len() {
+            return None;
+        }
+        let mut at = self.offset;
+        for ((&i, &e), &s) in idx.iter().zip(&self.extents).zip(&self.strides) {
+            if i < 0 || i >= e {
+                return None;
+            }
+            at = at.checked_add(i.checked_mul(s)?)?;
+        }
+        usize::try_from(at).ok()
+    }
+}
+
+/// An argument of a kernel: a store (a view) or a scalar.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Arg {
+    /// A store parameter's sub-store.
+    Store(View),
+    /// A scalar parameter's value.
+    Scalar(Scalar),
+}
+
+/// Why [`run`] stopped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("kernel `{kernel}`: {message}")]
+pub struct InterpError {
+    /// The kernel's name.
+    pub kernel: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// Runs `kernel` on `args` (one per parameter), whose views look into `storages`, with the
+/// default step limit.
+///
+/// # Errors
+/// The kernel is invalid, the arguments do not fit its parameters (kind, element type, rank, a
+/// view reaching outside its storage), an access is out of bounds, or the kernel runs more than
+/// [`DEFAULT_STEP_LIMIT`] steps. The storages may be partly updated then.
+pub fn run(kernel: &Kernel, args: &[Arg], storages: &mut [Storage]) -> Result<(), InterpError> {
+    run_with_limit(kernel, args, storages, DEFAULT_STEP_LIMIT)
+}
+
+/// [`run`] with a limit of `max_steps` steps (instructions run, plus loop iterations).
+///
+/// # Errors
+/// As for [`run`].
+pub fn run_with_limit(
+    kernel: &Kernel,
+    args: &[Arg],
+    storages: &mut [Storage],
+    max_steps: u64,
+) -> Result<(), InterpError> {
+    let err = |message: String| InterpError {
+        kernel: kernel.name.clone(),
+        message,
+    };
+    validate(kernel).map_err(|e| err(format!("invalid kernel: {}", e.message)))?;
+    check_args(kernel, args, storages).map_err(err)?;
+    let mut m = Machine {
+        args,
+        storages,
+        env: vec![None; kernel.value_bound() as usize],
+        steps: 0,
+        max_steps,
+    };
+    m.block(&kernel.body).map_err(err)
+}
+
+fn check_args(kernel: &Kernel, args: &[Arg], storages: &[Storage]) -> Result<(), String> {
+    if args.len() != kernel.params.len() {
+        return Err(format!(
+            "{} arguments for {} parameters",
+            args.len(),
+            kernel.params.len()
+        ));
+    }
+    for (i, (p, a)) in kernel.params.iter().zip(args).enumerate() {
+        match (p, a) {
+            (Param::Scalar { dtype }, Arg::Scalar(s)) if s.dtype() == *dtype => {}
+            (Param::Store { dtype, rank, .. }, Arg::Store(v)) => {
+                let r = *rank as usize;
+                if v.extents.len() != r || v.strides.len() != r || v.origin.len() != r {
+                    return Err(format!(
+                        "argument {i}: view of rank {} for rank {r}",
+                        v.extents.len()
+                    ));
+                }
+                let Some(s) = storages.get(v.storage) else {
+                    return Err(format!("argument {i}: no storage {}", v.storage));
+                };
+                if s.dtype != *dtype {
+                    return Err(format!("argument {i}: storage of {} for {dtype}", s.dtype));
+                }
+                if v.extents.iter().any(|&e| e < 0) {
+                    return Err(format!("argument {i}: negative extent"));
+                }
+                if !v.is_empty() {
+                    let (mut lo, mut hi) = (v.offset, v.offset);
+                    for (&e, &st) in v.extents.iter().zip(&v.strides) {
+                        let span = (e - 1).checked_mul(st).ok_or("view too large")?;
+                        lo = lo.checked_add(span.min(0)).ok_or("view too large")?;
+                        hi = hi.checked_add(span.max(0)).ok_or("view too large")?;
+                    }
+                    if lo < 0 || hi >= s.data.len() as i64 {
+                        return Err(format!("argument {i}: view reaches outside its storage"));
+                    }
+                }
+            }
+            _ => return Err(format!("argument {i} does not match parameter {i}")),
+        }
+    }
+    Ok(())
+}
+
+struct Machine<'a> {
+    args: &'a [Arg],
+    storages: &'a mut [Storage],
+    env: Vec<Option<Scalar>>,
+    steps: u64,
+    max_steps: u64,
+}
+
+type Res<T> = Result<T, String>;
+
+impl Machine<'_> {
+    fn get(&self, v: ValueId) -> Res<Scalar> {
+        self.env
+            .get(v.0 as usize)
+            .copied()
+            .flatten()
+            .ok_or_else(|| format!("{v} has no value"))
+    }
+
+    fn set(&mut self, v: ValueId, s: Scalar) {
+        if let Some(slot) = self.env.get_mut(v.0 as usize) {
+            *slot = Some(s);
+        }
+    }
+
+    fn view(&self, param: u32) -> Res<&View> {
+        match self.args.get(param as usize) {
+            Some(Arg::Store(v)) => Ok(v),
+            _ => Err(format!("parameter {param} is not a store")),
+        }
+    }
+
+    fn i64_of(&self, v: ValueId) -> Res<i64> {
+        match self.get(v)? {
+            Scalar::I64(i) => Ok(i),
+            s => Err(format!("{v} is {}, not i64", s.dtype())),
+        }
+    }
+
+    /// The storage and position of `param[indices]`.
+    fn element(&self, param: u32, indices: &[ValueId]) -> Res<(usize, usize)> {
+        let view = self.view(param)?;
+        let idx = indices
+            .iter()
+            .map(|&v| self.i64_of(v))
+            .collect::<Res<Vec<i64>>>()?;
+        let at = view.address(&idx).ok_or_else(|| {
+            format!(
+                "index {idx:?} out of bounds for parameter {param} of extents {:?}",
+                view.extents
+            )
+        })?;
+        match self.storages.get(view.storage) {
+            Some(s) if at < s.data.len() => Ok((view.storage, at)),
+            _ => Err(format!("parameter {param}: element outside its storage")),
+        }
+    }
+
+    fn block(&mut self, body: &[Inst]) -> Res<()> {
+        for inst in body {
+            self.inst(inst)?;
+        }
+        Ok(())
+    }
+
+    /// Counts one step against the limit.
+    fn tick(&mut self) -> Res<()> {
+        self.steps += 1;
+        if self.steps > self.max_steps {
+            return Err(format!("more than {} steps run", self.max_steps));
+        }
+        Ok(())
+    }
+
+    fn inst(&mut self, inst: &Inst) -> Res<()> {
+        self.tick()?;
+        let bad = || format!("cannot evaluate `{}`", crate::text::inst_head(inst));
+        let value = match &inst.op {
+            Op::Const(s) => *s,
+            Op::Param(p) => match self.args.get(*p as usize) {
+                Some(Arg::Scalar(s)) => *s,
+                _ => return Err(bad()),
+            },
+            Op::Binary(op, a, b) => binary(*op, self.get(*a)?, self.get(*b)?).ok_or_else(bad)?,
+            Op::Unary(op, a) => unary(*op, self.get(*a)?).ok_or_else(bad)?,
+            Op::Cmp(op, a, b) => {
+                Scalar::Bool(compare(*op, self.get(*a)?, self.get(*b)?).ok_or_else(bad)?)
+            }
+            Op::Select(c, a, b) => match self.get(*c)? {
+                Scalar::Bool(true) => self.get(*a)?,
+                Scalar::Bool(false) => self.get(*b)?,
+                _ => return Err(bad()),
+            },
+            Op::Cast(t, a) => cast(*t, self.get(*a)?),
+            Op::Bitcast(t, a) => bitcast(*t, self.get(*a)?).ok_or_else(bad)?,
+            Op::Load(a) => {
+                let (s, at) = self.element(a.param, &a.indices)?;
+                self.storages[s].data[at]
+            }
+            Op::Store(a, v) => {
+                let (s, at) = self.element(a.param, &a.indices)?;
+                self.storages[s].data[at] = self.get(*v)?;
+                return Ok(());
+            }
+            Op::Reduce(a, op, v) => {
+                let (s, at) = self.element(a.param, &a.indices)?;
+                let old = self.storages[s].data[at];
+                self.storages[s].data[at] = reduce(*op, old, self.get(*v)?).ok_or_else(bad)?;
+                return Ok(());
+            }
+            Op::Extent { param, dim } => Scalar::I64(
+                *self
+                    .view(*param)?
+                    .extents
+                    .get(*dim as usize)
+                    .ok_or_else(bad)?,
+            ),
+            Op::Origin { param, dim } => Scalar::I64(
+                *self
+                    .view(*param)?
+                    .origin
+                    .get(*dim as usize)
+                    .ok_or_else(bad)?,
+            ),
+            Op::Parallel(p) => {
+                let extents = self.view(p.over)?.extents.clone();
+                if extents.iter().any(|&e| e <= 0) {
+                    return Ok(());
+                }
+                let mut point = vec![0i64; extents.len()];
+                loop {
+                    self.tick()?;
+                    for (&v, &i) in p.indices.iter().zip(&point) {
+                        self.set(v, Scalar::I64(i));
+                    }
+                    self.block(&p.body)?;
+                    // Next point in row-major order.
+                    let mut d = point.len();
+                    loop {
+                        if d == 0 {
+                            return Ok(());
+                        }
+                        d -= 1;
+                        point[d] += 1;
+                        if point[d] < extents[d] {
+                            break;
+                        }
+                        point[d] = 0;
+                    }
+                }
+            }
+            Op::For(l) => {
+                let (lo, hi) = (self.i64_of(l.lo)?, self.i64_of(l.hi)?);
+                let mut carried = l
+                    .init
+                    .iter()
+                    .map(|&v| self.get(v))
+                    .collect::<Res<Vec<Scalar>>>()?;
+                let mut i = lo;
+                while i < hi {
+                    // Every iteration counts, so that an empty body cannot loop for ever.
+                    self.tick()?;
+                    self.set(l.induction, Scalar::I64(i));
+                    for (&c, &v) in l.carried.iter().zip(&carried) {
+                        self.set(c, v);
+                    }
+                    self.block(&l.body)?;
+                    carried = l
+                        .yields
+                        .iter()
+                        .map(|&v| self.get(v))
+                        .collect::<Res<Vec<Scalar>>>()?;
+                    i += 1;
+                }
+                for (&r, &v) in inst.results.iter().zip(&carried) {
+                    self.set(r, v);
+                }
+                return Ok(());
+            }
+        };
+        if let Some(&r) = inst.results.first() {
+            self.set(r, value);
+        }
+        Ok(())
+    }
+}
+
+fn float_min(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else if a < b {
+        a
+    } else {
+        b
+    }
+}
+
+fn float_max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+/// `a op b` with the IR's semantics, or `None` if the operand types differ or the operator
+/// does not take them.
+pub fn binary(op: BinaryOp, a: Scalar, b: Scalar) -> Option<Scalar> {
+    use BinaryOp::*;
+    use Scalar as S;
+    Some(match (a, b) {
+        (S::F64(x), S::F64(y)) => S::F64(match op {
+            Add => x + y,
+            Sub => x - y,
+            Mul => x * y,
+            Div => x / y,
+            Rem => x % y,
+            Min => float_min(x, y),
+            Max => float_max(x, y),
+            Pow => x.powf(y),
+            _ => return None,
+        }),
+        (S::F32(x), S::F32(y)) => S::F32(match op {
+            Add => x + y,
+            Sub => x - y,
+            Mul => x * y,
+            Div => x / y,
+            Rem => x % y,
+            Min => float_min(f64::from(x), f64::from(y)) as f32,
+            Max => float_max(f64::from(x), f64::from(y)) as f32,
+            Pow => x.powf(y),
+            _ => return None,
+        }),
+        (S::I64(x), S::I64(y)) => S::I64(match op {
+            Add => x.wrapping_add(y),
+            Sub => x.wrapping_sub(y),
+            Mul => x.wrapping_mul(y),
+            Div => {
+                if y == 0 {
+                    0
+                } else {
+                    x.wrapping_div(y)
+                }
+            }
+            Rem => {
+                if y == 0 {
+                    0
+                } else {
+                    x.wrapping_rem(y)
+                }
+            }
+            Min => x.min(y),
+            Max => x.max(y),
+            And => x & y,
+            Or => x | y,
+            Xor => x ^ y,
+            Shl => x.wrapping_shl(y as u32),
+            Shr => ((x as u64).wrapping_shr(y as u32)) as i64,
+            Pow => return None,
+        }),
+        (S::I32(x), S::I32(y)) => S::I32(match op {
+            Add => x.wrapping_add(y),
+            Sub => x.wrapping_sub(y),
+            Mul => x.wrapping_mul(y),
+            Div => {
+                if y == 0 {
+                    0
+                } else {
+                    x.wrapping_div(y)
+                }
+            }
+            Rem => {
+                if y == 0 {
+                    0
+                } else {
+                    x.wrapping_rem(y)
+                }
+            }
+            Min => x.min(y),
+            Max => x.max(y),
+            And => x & y,
+            Or => x | y,
+            Xor => x ^ y,
+            Shl => x.wrapping_shl(y as u32),
+            Shr => ((x as u32).wrapping_shr(y as u32)) as i32,
+            Pow => return None,
+        }),
+        (S::Bool(x), S::Bool(y)) => S::Bool(match op {
+            Min | And => x & y,
+            Max | Or => x | y,
+            Xor => x ^ y,
+            _ => return None,
+        }),
+        _ => return None,
+    })
+}
+
+/// `op a` with the IR's semantics, or `None` if the operator does not take `a`'s type.
+pub fn unary(op: UnaryOp, a: Scalar) -> Option<Scalar> {
+    use Scalar as S;
+    use UnaryOp::*;
+    let f = |x: f64| -> Option<f64> {
+        Some(match op {
+            Neg => -x,
+            Abs => x.abs(),
+            Sqrt => x.sqrt(),
+            Exp => x.exp(),
+            Log => x.ln(),
+            Sin => x.sin(),
+            Cos => x.cos(),
+            Tanh => x.tanh(),
+            Erf => erf(x),
+            Floor => x.floor(),
+            Ceil => x.ceil(),
+            Not => return None,
+        })
+    };
+    Some(match a {
+        S::F64(x) => S::F64(f(x)?),
+        S::F32(x) => S::F32(match op {
+            Neg => -x,
+            Abs => x.abs(),
+            Sqrt => x.sqrt(),
+            Exp => x.exp(),
+            Log => x.ln(),
+            Sin => x.sin(),
+            Cos => x.cos(),
+            Tanh => x.tanh(),
+            Erf => erf(f64::from(x)) as f32,
+            Floor => x.floor(),
+            Ceil => x.ceil(),
+            Not => return None,
+        }),
+        S::I64(x) => S::I64(match op {
+            Neg => x.wrapping_neg(),
+            Abs => x.wrapping_abs(),
+            Not => !x,
+            _ => return None,
+        }),
+        S::I32(x) => S::I32(match op {
+            Neg => x.wrapping_neg(),
+            Abs => x.wrapping_abs(),
+            Not => !x,
+            _ => return None,
+        }),
+        S::Bool(x) => match op {
+            Not => S::Bool(!x),
+            _ => return None,
+        },
+    })
+}
+
+/// `a op b` for a comparison, or `None` if the operand types differ. Float comparisons follow
+/// IEEE 754: every comparison with NaN is false except `ne`.
+pub fn compare(op: CmpOp, a: Scalar, b: Scalar) -> Option<bool> {
+    use Scalar as S;
+    use std::cmp::Ordering;
+    let ord: Option<Ordering> = match (a, b) {
+        (S::F64(x), S::F64(y)) => x.partial_cmp(&y),
+        (S::F32(x), S::F32(y)) => x.partial_cmp(&y),
+        (S::I64(x), S::I64(y)) => Some(x.cmp(&y)),
+        (S::I32(x), S::I32(y)) => Some(x.cmp(&y)),
+        (S::Bool(x), S::Bool(y)) => Some(x.cmp(&y)),
+        _ => return None,
+    };
+    Some(match (op, ord) {
+        (CmpOp::Ne, None) => true,
+        (_, None) => false,
+        (CmpOp::Eq, Some(o)) => o == Ordering::Equal,
+        (CmpOp::Ne, Some(o)) => o != Ordering::Equal,
+        (CmpOp::Lt, Some(o)) => o == Ordering::Less,
+        (CmpOp::Le, Some(o)) => o != Ordering::Greater,
+        (CmpOp::Gt, Some(o)) => o == Ordering::Greater,
+        (CmpOp::Ge, Some(o)) => o != Ordering::Less,
+    })
+}
+
+/// `a` converted to `to`: floats to integers truncate toward zero and saturate (NaN gives 0),
+/// wider integers to narrower wrap, bools give 0 or 1, and anything to bool compares with zero.
+pub fn cast(to: DType, a: Scalar) -> Scalar {
+    use Scalar as S;
+    if to == DType::Bool {
+        return S::Bool(match a {
+            S::F64(x) => x != 0.0,
+            S::F32(x) => x != 0.0,
+            S::I64(x) => x != 0,
+            S::I32(x) => x != 0,
+            S::Bool(x) => x,
+        });
+    }
+    let a = match a {
+        S::Bool(x) => S::I64(i64::from(x)),
+        other => other,
+    };
+    match (to, a) {
+        (DType::F64, S::F64(x)) => S::F64(x),
+        (DType::F64, S::F32(x)) => S::F64(f64::from(x)),
+        (DType::F64, S::I64(x)) => S::F64(x as f64),
+        (DType::F64, S::I32(x)) => S::F64(f64::from(x)),
+        (DType::F32, S::F64(x)) => S::F32(x as f32),
+        (DType::F32, S::F32(x)) => S::F32(x),
+        (DType::F32, S::I64(x)) => S::F32(x as f32),
+        (DType::F32, S::I32(x)) => S::F32(x as f32),
+        (DType::I64, S::F64(x)) => S::I64(x as i64),
+        (DType::I64, S::F32(x)) => S::I64(x as i64),
+        (DType::I64, S::I64(x)) => S::I64(x),
+        (DType::I64, S::I32(x)) => S::I64(i64::from(x)),
+        (DType::I32, S::F64(x)) => S::I32(x as i32),
+        (DType::I32, S::F32(x)) => S::I32(x as i32),
+        (DType::I32, S::I64(x)) => S::I32(x as i32),
+        (DType::I32, S::I32(x)) => S::I32(x),
+        // Bools were turned into integers above, and `to` is not bool here.
+        (_, other) => other,
+    }
+}
+
+/// `a`'s bits read as `to`, or `None` if the sizes differ (see [`crate::Op::Bitcast`]).
+pub fn bitcast(to: DType, a: Scalar) -> Option<Scalar> {
+    crate::validate::bitcast_ok(a.dtype(), to).then(|| Scalar::from_bits(to, a.to_bits()))
+}
+
+/// `acc op v` for a reduction, or `None` if the types differ or the operator does not take
+/// them.
+pub fn reduce(op: ReduceOp, acc: Scalar, v: Scalar) -> Option<Scalar> {
+    let b = match op {
+        ReduceOp::Sum => BinaryOp::Add,
+        ReduceOp::Prod => BinaryOp::Mul,
+        ReduceOp::Min => BinaryOp::Min,
+        ReduceOp::Max => BinaryOp::Max,
+    };
+    binary(b, acc, v)
+}
+
+/// The error function, from its everywhere-convergent series of positive terms (Abramowitz and
+/// Stegun 7.1.6): `erf(x) = 2/sqrt(pi) exp(-x^2) sum_k 2^k x^(2k+1) / (1 3 ... (2k+1))`,
+/// good to a few ulps for `|x| < 6`; beyond, `erf(x)` rounds to `±1`.
+pub fn erf(x: f64) -> f64 {
+    if x.is_nan() {
+        return f64::NAN;
+    }
+    if x.abs() >= 6.0 {
+        return x.signum();
+    }
+    let x2 = x * x;
+    let mut term = x;
+    let mut sum = x;
+    let mut k = 0.0f64;
+    loop {
+        k += 1.0;
+        term *= 2.0 * x2 / (2.0 * k + 1.0);
+        sum += term;
+        if term.abs() <= sum.abs() * 1e-17 {
+            break;
+        }
+    }
+    2.0 / std::f64::consts::PI.sqrt() * (-x2).exp() * sum
+}
