@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use weft_ir::{DType, ReduceOp, Scalar};
 
 use super::StoreView;
-use super::lower::{FaultSite, Layout, Obligation, RedBuf, RedMode, StepKind};
+use super::lower::{FaultSite, Layout, Obligation, RedBuf, RedMode, StepKind, VectorVariant};
 use crate::{Error, Result};
 
 /// The signature of every compiled step; see [`super::lower`].
@@ -40,6 +40,8 @@ pub(crate) fn chunk_rows(inner: i64) -> i64 {
 pub(crate) struct PlanStep {
     pub kind: StepKind,
     pub func: KernelFn,
+    /// The vector variant of a parallel step, if its loop vectorizes.
+    pub vector: Option<VectorVariant<KernelFn>>,
 }
 
 /// Everything needed to run a compiled kernel.
@@ -201,17 +203,22 @@ impl Plan {
                     obligations,
                     reds,
                 } => {
-                    // SAFETY: forwarded from the caller; see `parallel`.
+                    // The vector variant reads and writes its contiguous stores as vectors of
+                    // adjacent elements: it needs their innermost strides to be one element.
+                    let func = match &step.vector {
+                        Some(v)
+                            if v.unit_stride.iter().all(|&s| {
+                                stores.get(s).and_then(|v| v.strides.last()) == Some(&1)
+                            }) =>
+                        {
+                            v.func
+                        }
+                        _ => step.func,
+                    };
+                    // SAFETY: forwarded from the caller; see `parallel`. The vector variant's
+                    // contract (unit innermost strides) was checked just above.
                     unsafe {
-                        self.parallel(
-                            step.func,
-                            &mut frame,
-                            stores,
-                            *over,
-                            obligations,
-                            reds,
-                            pool,
-                        )?
+                        self.parallel(func, &mut frame, stores, *over, obligations, reds, pool)?
                     };
                 }
             }

@@ -38,10 +38,12 @@ use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Module};
 use weft_ir::{
     Access, BinaryOp, CmpOp, DType, ForLoop, Inst, Kernel, Op, ParallelLoop, Param, Privilege,
-    ReduceOp, Scalar, UnaryOp, ValueId,
+    ReduceOp, Scalar, UnaryOp, ValueId, validate::Types,
 };
 
 use super::math::MathFn;
+
+pub(crate) mod vector;
 
 /// The largest store rank the back end accepts.
 const MAX_RANK: u32 = 32;
@@ -221,11 +223,24 @@ pub(crate) enum StepKind {
     },
 }
 
+/// The vector variant of a parallel step (see [`vector`]).
+#[derive(Clone, Debug)]
+pub(crate) struct VectorVariant<F> {
+    /// The function, with the same signature, frame, reduction buffers and obligations as the
+    /// step's scalar function.
+    pub func: F,
+    /// Indices into [`Layout::stores`] of the stores that the variant reads or writes as
+    /// contiguous vectors: it may run only when each has an innermost stride of one element.
+    pub unit_stride: Vec<usize>,
+}
+
 /// One compiled (not yet finalized) step.
 #[derive(Clone, Debug)]
 pub(crate) struct Step {
     pub kind: StepKind,
     pub func: FuncId,
+    /// For a parallel step whose loop vectorizes: the vector variant.
+    pub vector: Option<VectorVariant<FuncId>>,
 }
 
 /// The result of lowering a kernel.
@@ -246,6 +261,10 @@ pub(crate) struct Target<'a> {
     pub module: &'a mut JITModule,
     pub ctx: &'a mut Context,
     pub math: &'a MathDecls,
+    /// The types of the kernel's values (from validation).
+    pub types: &'a Types,
+    /// What the vector lowering may use, or `None` to compile scalar code only.
+    pub simd: Option<vector::Features>,
 }
 
 fn cl_type(d: DType) -> Type {
@@ -275,7 +294,7 @@ fn operands(op: &Op) -> Vec<ValueId> {
     match op {
         Op::Const(_) | Op::Param(_) | Op::Extent { .. } | Op::Origin { .. } => vec![],
         Op::Binary(_, a, b) | Op::Cmp(_, a, b) => vec![*a, *b],
-        Op::Unary(_, a) | Op::Cast(_, a) => vec![*a],
+        Op::Unary(_, a) | Op::Cast(_, a) | Op::Bitcast(_, a) => vec![*a],
         Op::Select(c, a, b) => vec![*c, *a, *b],
         Op::Load(acc) => acc.indices.clone(),
         Op::Store(acc, v) | Op::Reduce(acc, _, v) => {
@@ -304,6 +323,7 @@ fn is_pure(op: &Op) -> bool {
             | Op::Cmp(..)
             | Op::Select(..)
             | Op::Cast(..)
+            | Op::Bitcast(..)
             | Op::Extent { .. }
             | Op::Origin { .. }
     )
@@ -448,7 +468,13 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
 
     let mut faults = Faults::default();
     let mut steps = Vec::new();
-    let Target { module, ctx, math } = target;
+    let Target {
+        module,
+        ctx,
+        math,
+        types: value_types,
+        simd,
+    } = target;
     let fconfig = module.target_config();
     let ptr_ty = fconfig.pointer_type();
     let mut sig = module.make_signature();
@@ -460,62 +486,147 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
 
     let mut fctx = FunctionBuilderContext::new();
     let mut spill_types = HashMap::new();
+    let mut fcx = StepCx {
+        module,
+        ctx,
+        math,
+        fctx: &mut fctx,
+        sig: &sig,
+        layout: &layout,
+        top: &top,
+        faults: &mut faults,
+        spill_types: &mut spill_types,
+        ptr_ty,
+    };
     for item in items {
-        module.clear_context(ctx);
-        ctx.func.signature = sig.clone();
-        let func = module
-            .declare_anonymous_function(&sig)
-            .map_err(|e| format!("declare: {e}"))?;
-        ctx.func.name = ir::UserFuncName::user(0, func.as_u32());
-        let kind = {
-            let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-            let mut fl = FnLower {
-                b,
-                module,
-                math,
-                math_refs: HashMap::new(),
-                layout: &layout,
-                top: &top,
-                env: Env::default(),
-                views: HashMap::new(),
-                frame: Value::from_u32(0),
-                red: Value::from_u32(0),
-                ptr_ty,
-                pending: Vec::new(),
-                faults: &mut faults,
-                spill_types: &mut spill_types,
-                par: None,
-            };
-            let kind = match item {
-                Item::Seq(range) => {
-                    fl.build_sequential(&body[range.clone()], range.start)?;
-                    StepKind::Sequential
+        let (pl, pos) = match item {
+            Item::Seq(range) => {
+                let func =
+                    fcx.define(&mut |fl| fl.build_sequential(&body[range.clone()], range.start))?;
+                steps.push(Step {
+                    kind: StepKind::Sequential,
+                    func,
+                    vector: None,
+                });
+                continue;
+            }
+            Item::Par(pos) => {
+                let Op::Parallel(pl) = &body[pos].op else {
+                    return Err("internal: parallel item is not a parallel loop".into());
+                };
+                if !body[pos].results.is_empty() {
+                    return Err("a parallel loop defines no results".into());
                 }
-                Item::Par(pos) => {
-                    let Op::Parallel(pl) = &body[pos].op else {
-                        return Err("internal: parallel item is not a parallel loop".into());
-                    };
-                    if !body[pos].results.is_empty() {
-                        return Err("a parallel loop defines no results".into());
-                    }
-                    fl.build_parallel(pl, pos)?
-                }
-            };
-            // Resets `fctx` for the next function.
-            fl.b.finalize(fconfig);
-            kind
+                (pl, pos)
+            }
         };
-        module
-            .define_function(func, ctx)
-            .map_err(|e| format!("cranelift: {e:?}"))?;
-        steps.push(Step { kind, func });
+        let mut kind = StepKind::Sequential;
+        let func = fcx.define(&mut |fl| {
+            kind = fl.build_parallel(pl, pos)?;
+            Ok(())
+        })?;
+        let plan = simd.and_then(|f| vector::analyze(pl, &layout, value_types, f).ok());
+        let vector = match plan {
+            None => None,
+            Some(plan) => {
+                let mut vkind = StepKind::Sequential;
+                let vfunc = fcx.define(&mut |fl| {
+                    vkind = fl.build_vector(pl, pos, &plan)?;
+                    Ok(())
+                })?;
+                // Both functions reduce into the same buffers; the obligations of either hold
+                // for both (the union is checked before the loop runs).
+                if let (
+                    StepKind::Parallel {
+                        obligations, reds, ..
+                    },
+                    StepKind::Parallel {
+                        obligations: vobl,
+                        reds: vreds,
+                        ..
+                    },
+                ) = (&mut kind, vkind)
+                {
+                    if reds.len() != vreds.len() {
+                        return Err("internal: the vector variant reduces differently".into());
+                    }
+                    let mut all: BTreeSet<Obligation> = obligations.drain(..).collect();
+                    all.extend(vobl);
+                    obligations.extend(all);
+                }
+                Some(VectorVariant {
+                    func: vfunc,
+                    unit_stride: plan.unit_stride.clone(),
+                })
+            }
+        };
+        steps.push(Step { kind, func, vector });
     }
-    module.clear_context(ctx);
+    fcx.module.clear_context(fcx.ctx);
+    drop(fcx);
     Ok(Lowered {
         layout,
         steps,
         faults: faults.sites,
     })
+}
+
+/// What defining one step's function needs.
+struct StepCx<'a> {
+    module: &'a mut JITModule,
+    ctx: &'a mut Context,
+    math: &'a MathDecls,
+    fctx: &'a mut FunctionBuilderContext,
+    sig: &'a ir::Signature,
+    layout: &'a Layout,
+    top: &'a TopLevel<'a>,
+    faults: &'a mut Faults,
+    spill_types: &'a mut HashMap<ValueId, DType>,
+    ptr_ty: Type,
+}
+
+impl StepCx<'_> {
+    /// Declares a function, builds its body with `build` and defines it in the module.
+    fn define(
+        &mut self,
+        build: &mut dyn FnMut(&mut FnLower<'_, '_>) -> LResult<()>,
+    ) -> LResult<FuncId> {
+        self.module.clear_context(self.ctx);
+        self.ctx.func.signature = self.sig.clone();
+        let func = self
+            .module
+            .declare_anonymous_function(self.sig)
+            .map_err(|e| format!("declare: {e}"))?;
+        self.ctx.func.name = ir::UserFuncName::user(0, func.as_u32());
+        let fconfig = self.module.target_config();
+        {
+            let b = FunctionBuilder::new(&mut self.ctx.func, self.fctx);
+            let mut fl = FnLower {
+                b,
+                module: self.module,
+                math: self.math,
+                math_refs: HashMap::new(),
+                layout: self.layout,
+                top: self.top,
+                env: Env::default(),
+                views: HashMap::new(),
+                frame: Value::from_u32(0),
+                red: Value::from_u32(0),
+                ptr_ty: self.ptr_ty,
+                pending: Vec::new(),
+                faults: self.faults,
+                spill_types: self.spill_types,
+                par: None,
+            };
+            build(&mut fl)?;
+            // Resets `fctx` for the next function.
+            fl.b.finalize(fconfig);
+        }
+        self.module
+            .define_function(func, self.ctx)
+            .map_err(|e| format!("cranelift: {e:?}"))?;
+        Ok(func)
+    }
 }
 
 fn check_depth(body: &[Inst], depth: usize) -> LResult<()> {
@@ -597,6 +708,18 @@ struct ParCx {
     obligations: BTreeSet<Obligation>,
 }
 
+/// What [`FnLower::parallel_setup`] leaves for the rest of a parallel step's function.
+struct ParSetup {
+    lo: Value,
+    hi: Value,
+    /// Index into [`Layout::stores`] of the store that gives the iteration space.
+    over: usize,
+    rank: usize,
+    reds: Vec<RedBuf>,
+    /// The loop's extent on each dimension.
+    over_ext: Vec<Value>,
+}
+
 struct FnLower<'a, 'f> {
     b: FunctionBuilder<'f>,
     module: &'a mut JITModule,
@@ -664,8 +787,11 @@ impl<'f> FnLower<'_, 'f> {
         Ok(())
     }
 
-    /// A parallel step for the top-level loop `pl` at position `pos`.
-    fn build_parallel(&mut self, pl: &ParallelLoop, pos: usize) -> LResult<StepKind> {
+    /// The common start of a parallel step's function (scalar or vector) for the top-level loop
+    /// `pl` at position `pos`: binds the function's parameters, recomputes or loads the
+    /// top-level values the body uses, loads the views of the stores it accesses, decides how
+    /// each reduction target is reduced into, and loads the loop's extents.
+    fn parallel_setup(&mut self, pl: &ParallelLoop, pos: usize) -> LResult<ParSetup> {
         let (lo, hi) = self.entry();
         let (over, over_slot) = self.layout.store(pl.over)?;
         let rank = over_slot.rank;
@@ -724,6 +850,55 @@ impl<'f> FnLower<'_, 'f> {
                 .collect(),
             obligations: BTreeSet::new(),
         });
+        Ok(ParSetup {
+            lo,
+            hi,
+            over,
+            rank,
+            reds,
+            over_ext,
+        })
+    }
+
+    /// Writes the register accumulators of rank-0 reduction targets into their one-element
+    /// buffers (at the current position, the function's exit), returns 0 and finishes the
+    /// function.
+    fn parallel_exit(&mut self, reds: &[RedBuf], finals: &HashMap<u32, Value>) -> LResult<()> {
+        for (i, r) in reds.iter().enumerate() {
+            if r.mode == RedMode::Register {
+                let param = self.layout.stores[r.store].param;
+                let val = match finals.get(&param) {
+                    Some(&v) => v,
+                    None => {
+                        let Some(acc) = self.views.get(&param).and_then(|v| v.acc) else {
+                            continue;
+                        };
+                        self.b.use_var(acc)
+                    }
+                };
+                let ptr = self
+                    .b
+                    .ins()
+                    .load(self.ptr_ty, frame_flags(), self.red, (i * 8) as i32);
+                self.b.ins().store(MemFlagsData::trusted(), val, ptr, 0);
+            }
+        }
+        let zero = self.b.ins().iconst(types::I64, 0);
+        self.b.ins().return_(&[zero]);
+        self.finish();
+        Ok(())
+    }
+
+    /// A parallel step for the top-level loop `pl` at position `pos`.
+    fn build_parallel(&mut self, pl: &ParallelLoop, pos: usize) -> LResult<StepKind> {
+        let ParSetup {
+            lo,
+            hi,
+            over,
+            rank,
+            reds,
+            over_ext,
+        } = self.parallel_setup(pl, pos)?;
         let exit = self.b.create_block();
         if rank == 0 {
             self.lower_body(&pl.body)?;
@@ -772,25 +947,8 @@ impl<'f> FnLower<'_, 'f> {
             }
             self.env.pop_to(mark);
         }
-        // Exit: write the register accumulators into their one-element buffers.
         self.b.switch_to_block(exit);
-        for (i, r) in reds.iter().enumerate() {
-            if r.mode == RedMode::Register {
-                let param = self.layout.stores[r.store].param;
-                let Some(acc) = self.views.get(&param).and_then(|v| v.acc) else {
-                    continue;
-                };
-                let val = self.b.use_var(acc);
-                let ptr = self
-                    .b
-                    .ins()
-                    .load(self.ptr_ty, frame_flags(), self.red, (i * 8) as i32);
-                self.b.ins().store(MemFlagsData::trusted(), val, ptr, 0);
-            }
-        }
-        let zero = self.b.ins().iconst(types::I64, 0);
-        self.b.ins().return_(&[zero]);
-        self.finish();
+        self.parallel_exit(&reds, &HashMap::new())?;
         let obligations = self
             .par
             .take()
@@ -1040,6 +1198,21 @@ impl<'f> FnLower<'_, 'f> {
                 let (x, from) = self.val(*v)?;
                 (self.cast(x, from, *to), *to)
             }
+            Op::Bitcast(to, v) => {
+                let (x, from) = self.val(*v)?;
+                if !weft_ir::validate::bitcast_ok(from, *to) {
+                    return Err(format!("bitcast of {from} to {to}"));
+                }
+                let y = if from == *to {
+                    x
+                } else {
+                    // Same lane count, so the byte order does not matter; little-endian is
+                    // the IR's definition anyway.
+                    let flags = MemFlagsData::new().with_endianness(ir::Endianness::Little);
+                    self.ins().bitcast(cl_type(*to), flags, x)
+                };
+                (y, *to)
+            }
             Op::Extent { param, dim } | Op::Origin { param, dim } => {
                 let (_, slot) = self.layout.store(*param)?;
                 let d = *dim as usize;
@@ -1121,7 +1294,9 @@ impl<'f> FnLower<'_, 'f> {
                 BinaryOp::Max => self.ins().fmax(x, y),
                 BinaryOp::Rem => self.call_math(MathFn::Rem, ta, &[x, y])?,
                 BinaryOp::Pow => self.call_math(MathFn::Pow, ta, &[x, y])?,
-                BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => return bad(),
+                BinaryOp::And | BinaryOp::Or | BinaryOp::Xor | BinaryOp::Shl | BinaryOp::Shr => {
+                    return bad();
+                }
             },
             DType::I32 | DType::I64 => {
                 let ty = cl_type(ta);
@@ -1154,6 +1329,9 @@ impl<'f> FnLower<'_, 'f> {
                     BinaryOp::And => self.ins().band(x, y),
                     BinaryOp::Or => self.ins().bor(x, y),
                     BinaryOp::Xor => self.ins().bxor(x, y),
+                    // Cranelift takes the amount modulo the bit width, as the IR does.
+                    BinaryOp::Shl => self.ins().ishl(x, y),
+                    BinaryOp::Shr => self.ins().ushr(x, y),
                     BinaryOp::Pow => return bad(),
                 }
             }
@@ -1468,6 +1646,7 @@ fn op_name(op: &Op) -> &'static str {
         Op::Cmp(..) => "cmp",
         Op::Select(..) => "select",
         Op::Cast(..) => "cast",
+        Op::Bitcast(..) => "bitcast",
         Op::Load(_) => "load",
         Op::Store(..) => "store",
         Op::Reduce(..) => "reduce",

@@ -66,7 +66,8 @@ use cranelift_module::{Linkage, Module, default_libcall_names};
 use weft_ir::{DType, Kernel, Scalar};
 
 use self::launch::{KernelFn, Plan, PlanStep};
-use self::lower::{MathDecls, StepKind, Target};
+use self::lower::vector::Features;
+use self::lower::{MathDecls, StepKind, Target, VectorVariant};
 use self::math::MathFn;
 use crate::{Error, Result};
 
@@ -96,6 +97,11 @@ pub struct CpuBackend {
     code: Arc<CodeOwner>,
     ctx: Context,
     math: MathDecls,
+    /// What the vector lowering may use on this CPU; `None` when it is off.
+    simd: Option<Features>,
+    /// The vector lowering's features on this CPU (`None` where it has none), whether or not
+    /// the lowering is on.
+    simd_detected: Option<Features>,
 }
 
 impl std::fmt::Debug for CpuBackend {
@@ -138,6 +144,7 @@ impl CpuBackend {
             .map_err(backend_error)?
             .finish(settings::Flags::new(flags))
             .map_err(backend_error)?;
+        let simd_detected = Features::of(&*isa);
         let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
         for f in MathFn::ALL {
             for dt in [DType::F32, DType::F64] {
@@ -171,7 +178,23 @@ impl CpuBackend {
             }),
             ctx,
             math: MathDecls { ids },
+            simd: simd_detected,
+            simd_detected,
         })
+    }
+
+    /// Turns the vector lowering of parallel loops on (the default) or off, for the kernels
+    /// compiled from now on. With it off every loop runs the scalar code; the results are then
+    /// the same bits, except for the order of floating-point `sum` and `prod` reductions into
+    /// rank-0 stores (see the module documentation).
+    pub fn set_simd(&mut self, enabled: bool) {
+        self.simd = if enabled { self.simd_detected } else { None };
+    }
+
+    /// Whether the vector lowering is on (it is never on for a CPU without 128-bit vectors that
+    /// Cranelift supports).
+    pub fn simd(&self) -> bool {
+        self.simd.is_some()
     }
 
     /// Validates `kernel` and compiles it. Any problem is an [`Error::Compile`] naming the
@@ -182,7 +205,8 @@ impl CpuBackend {
             kernel: kernel.name.clone(),
             message,
         };
-        weft_ir::validate(kernel).map_err(|e| err(format!("invalid IR: {}", e.message)))?;
+        let types =
+            weft_ir::validate(kernel).map_err(|e| err(format!("invalid IR: {}", e.message)))?;
         let mut guard = self
             .code
             .module
@@ -197,6 +221,8 @@ impl CpuBackend {
                 module,
                 ctx: &mut self.ctx,
                 math: &self.math,
+                types: &types,
+                simd: self.simd,
             },
         )
         .map_err(err)?;
@@ -213,7 +239,20 @@ impl CpuBackend {
                 // convention of the host, which is `extern "C"`. The module outlives every
                 // `CompiledKernel` (each holds the `CodeOwner`).
                 let func = unsafe { std::mem::transmute::<*const u8, KernelFn>(code) };
-                PlanStep { kind: s.kind, func }
+                let vector = s.vector.map(|v| {
+                    let code = module.get_finalized_function(v.func);
+                    // SAFETY: as for `func` above: the vector variant has the same signature.
+                    let func = unsafe { std::mem::transmute::<*const u8, KernelFn>(code) };
+                    VectorVariant {
+                        func,
+                        unit_stride: v.unit_stride,
+                    }
+                });
+                PlanStep {
+                    kind: s.kind,
+                    func,
+                    vector,
+                }
             })
             .collect();
         drop(guard);
@@ -250,6 +289,7 @@ impl std::fmt::Debug for CompiledKernel {
         f.debug_struct("CompiledKernel")
             .field("name", &self.name())
             .field("parallel_loops", &self.parallel_loops())
+            .field("vectorized_loops", &self.vectorized_loops())
             .field("compile_time", &self.compile_time())
             .finish()
     }
@@ -302,6 +342,18 @@ impl CompiledKernel {
             .steps
             .iter()
             .filter(|s| matches!(s.kind, StepKind::Parallel { .. }))
+            .count()
+    }
+
+    /// Number of parallel loops that have a vector variant (see the module documentation). A
+    /// vectorized loop still runs its scalar code when a store it reads or writes as contiguous
+    /// vectors has an innermost stride other than one element.
+    pub fn vectorized_loops(&self) -> usize {
+        self.inner
+            .plan
+            .steps
+            .iter()
+            .filter(|s| s.vector.is_some())
             .count()
     }
 

@@ -1,0 +1,1059 @@
+//! The vector variant of a parallel loop: the loop's innermost dimension runs `L` iterations at
+//! a time in 128-bit vectors (`f64x2`/`i64x2` for `L = 2`, `f32x4`/`i32x4` for `L = 4`), two
+//! vectors per step, with scalar code for the remainder of each row.
+//!
+//! [`analyze`] decides whether a loop qualifies and how each body value is computed; the
+//! method [`FnLower::build_vector`] emits the function. See the `cpu` module documentation for
+//! the rules and the guarantees.
+//!
+//! # Values
+//! Each value of the loop body is either
+//! - **uniform**: the same for every iteration of a row of the innermost dimension (constants,
+//!   parameters, top-level values, the outer loop indices, loads indexed by outer loop indices
+//!   only, and anything computed from uniform values only). It is computed once per row, by the
+//!   scalar lowering, and *splat* into a vector where a vector operation needs it;
+//! - **varying**: anything that depends on the innermost loop index. It is a vector of `L`
+//!   lanes, lane `l` holding the value of iteration `j + l`. A `bool` is a lane mask (all ones
+//!   for true) as wide as the lanes.
+//!
+//! # Layout of the function
+//! ```text
+//! entry: parameters, views, top-level values
+//! for each row (the outer dimensions, as in the scalar function):
+//!     uniform values (scalar), their splats, the row's base address of each vector access
+//!     while end - j >= 2L: the body on lanes j..j+L and j+L..j+2L (interleaved); j += 2L
+//!     if end - j >= L:     the body on lanes j..j+L; j += L
+//!     while j < end:       the scalar body (varying instructions only); j += 1
+//! exit: rank-0 reduction results combined and written to their buffers
+//! ```
+//! A rank-1 loop has one "row": its chunk `lo..hi`.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{
+    BlockArg, ConstantData, InstBuilder, MemFlagsData, Type, Value, types,
+};
+use cranelift_codegen::isa::TargetIsa;
+use cranelift_frontend::Variable;
+use weft_ir::validate::Types;
+use weft_ir::{
+    Access, BinaryOp, CmpOp, DType, Inst, Op, ParallelLoop, Privilege, ReduceOp, UnaryOp, ValueId,
+};
+
+use super::{
+    FnLower, LResult, Layout, Obligation, ParSetup, RedMode, StepKind, data_flags, operands,
+};
+
+/// Whether the vector body is emitted with the two vectors of a step interleaved instruction
+/// by instruction (more independent work in flight) rather than one after the other.
+const INTERLEAVE: bool = true;
+
+/// Vectors per step of the main vector loop.
+const UNROLL: usize = 2;
+
+/// What the vector lowering may use on the target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Features {
+    /// Vector `floor` and `ceil` are single instructions (on x86_64, SSE4.1's `roundpd`;
+    /// without it Cranelift would call `floor` per lane, so loops using them stay scalar).
+    pub round: bool,
+}
+
+impl Features {
+    /// The features of `isa`, or `None` for a target whose 128-bit vectors this lowering does
+    /// not use.
+    pub(crate) fn of(isa: &dyn TargetIsa) -> Option<Features> {
+        match isa.name() {
+            "x64" => {
+                let sse41 = isa
+                    .isa_flags()
+                    .iter()
+                    .any(|f| f.name == "has_sse41" && f.as_bool() == Some(true));
+                Some(Features { round: sse41 })
+            }
+            "aarch64" => Some(Features { round: true }),
+            _ => None,
+        }
+    }
+}
+
+/// How a load or store addresses its store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AccessKind {
+    /// Every index is an outer loop index (or there are none): one element per row.
+    Uniform,
+    /// The last index is the innermost loop index and the others are outer loop indices:
+    /// adjacent elements for adjacent iterations (given a unit innermost stride).
+    Contiguous,
+}
+
+/// How a vectorizable loop is lowered (the result of [`analyze`]).
+#[derive(Clone, Debug)]
+pub(crate) struct VecPlan {
+    /// Lanes per vector: 2 (64-bit lanes) or 4 (32-bit lanes).
+    pub lanes: u8,
+    /// Per body instruction: computed once per row by the scalar lowering (uniform values,
+    /// loads and stores of one element per row), else in the vector body and the scalar tail.
+    pub row_level: Vec<bool>,
+    /// The type of every varying value.
+    pub varying: HashMap<ValueId, DType>,
+    /// Uniform values that vector operations use, splat once per row.
+    pub splats: Vec<ValueId>,
+    /// Indices into `Layout::stores` of the stores accessed contiguously.
+    pub unit_stride: Vec<usize>,
+    /// Whether the innermost loop index is used as a value (as a vector `j + l`).
+    pub uses_iota: bool,
+}
+
+/// Lanes of a 128-bit vector of `t`, or `None` for `bool` (a mask of any lane width).
+fn lanes_of(t: DType) -> Option<u8> {
+    match t {
+        DType::F64 | DType::I64 => Some(2),
+        DType::F32 | DType::I32 => Some(4),
+        DType::Bool => None,
+    }
+}
+
+/// The vector type of `t` with `lanes` lanes (`bool`: the integer mask type).
+pub(crate) fn vec_type(t: DType, lanes: u8) -> Type {
+    match (t, lanes) {
+        (DType::F64, _) => types::F64X2,
+        (DType::I64, _) => types::I64X2,
+        (DType::F32, _) => types::F32X4,
+        (DType::I32, _) => types::I32X4,
+        (DType::Bool, 2) => types::I64X2,
+        (DType::Bool, _) => types::I32X4,
+    }
+}
+
+/// The analysis's state.
+struct Analysis<'a> {
+    layout: &'a Layout,
+    types: &'a Types,
+    inner: ValueId,
+    loop_dims: HashMap<ValueId, usize>,
+    lanes: Option<u8>,
+    varying: HashMap<ValueId, DType>,
+    splats: Vec<ValueId>,
+    splat_set: HashSet<ValueId>,
+    uses_iota: bool,
+}
+
+impl Analysis<'_> {
+    fn ty(&self, v: ValueId) -> Result<DType, String> {
+        self.types
+            .get(v)
+            .ok_or_else(|| format!("no type for value {v}"))
+    }
+
+    fn is_varying(&self, v: ValueId) -> bool {
+        self.varying.contains_key(&v)
+    }
+
+    /// Requires vectors of `t` to have the loop's lane count.
+    fn need(&mut self, t: DType) -> Result<(), String> {
+        let Some(l) = lanes_of(t) else {
+            return Ok(());
+        };
+        match self.lanes {
+            None => {
+                self.lanes = Some(l);
+                Ok(())
+            }
+            Some(m) if m == l => Ok(()),
+            Some(_) => Err("mixes 32-bit and 64-bit lanes".into()),
+        }
+    }
+
+    /// Notes that a vector operation reads `v`: a uniform `v` is splat, the innermost index
+    /// becomes `j + lane`.
+    fn vector_operand(&mut self, v: ValueId) -> Result<(), String> {
+        let t = self.ty(v)?;
+        self.need(t)?;
+        if v == self.inner {
+            self.uses_iota = true;
+        } else if !self.is_varying(v) && self.splat_set.insert(v) {
+            self.splats.push(v);
+        }
+        Ok(())
+    }
+
+    fn access_kind(&self, acc: &Access) -> Result<AccessKind, String> {
+        let n = acc.indices.len();
+        for (d, iv) in acc.indices.iter().enumerate() {
+            if !self.loop_dims.contains_key(iv) {
+                return Err(format!(
+                    "an index of parameter {} is not a loop index",
+                    acc.param
+                ));
+            }
+            if *iv == self.inner && d + 1 != n {
+                return Err(format!(
+                    "the innermost loop index indexes dimension {d} of parameter {}, not its \
+                     last",
+                    acc.param
+                ));
+            }
+        }
+        Ok(if acc.indices.last() == Some(&self.inner) {
+            AccessKind::Contiguous
+        } else {
+            AccessKind::Uniform
+        })
+    }
+}
+
+/// Whether a varying operation has a vector form.
+fn vector_op(op: &Op, a: &Analysis<'_>, features: Features) -> Result<(), String> {
+    let ty = |v: ValueId| a.ty(v);
+    let ok = match op {
+        Op::Binary(bop, x, y) => match ty(*x)? {
+            DType::F32 | DType::F64 => matches!(
+                bop,
+                BinaryOp::Add
+                    | BinaryOp::Sub
+                    | BinaryOp::Mul
+                    | BinaryOp::Div
+                    | BinaryOp::Min
+                    | BinaryOp::Max
+            ),
+            DType::I32 | DType::I64 => match bop {
+                BinaryOp::Add
+                | BinaryOp::Sub
+                | BinaryOp::Mul
+                | BinaryOp::And
+                | BinaryOp::Or
+                | BinaryOp::Xor
+                | BinaryOp::Min
+                | BinaryOp::Max => true,
+                // One shift amount for all lanes.
+                BinaryOp::Shl | BinaryOp::Shr => !a.is_varying(*y) && *y != a.inner,
+                BinaryOp::Div | BinaryOp::Rem | BinaryOp::Pow => false,
+            },
+            DType::Bool => matches!(
+                bop,
+                BinaryOp::And | BinaryOp::Or | BinaryOp::Xor | BinaryOp::Min | BinaryOp::Max
+            ),
+        },
+        Op::Unary(uop, x) => match ty(*x)? {
+            DType::F32 | DType::F64 => match uop {
+                UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sqrt => true,
+                UnaryOp::Floor | UnaryOp::Ceil => features.round,
+                _ => false,
+            },
+            DType::I32 | DType::I64 => {
+                matches!(uop, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Not)
+            }
+            DType::Bool => *uop == UnaryOp::Not,
+        },
+        Op::Cmp(_, x, _) => ty(*x)? != DType::Bool,
+        Op::Select(..) | Op::Bitcast(..) => true,
+        Op::Cast(to, x) => {
+            use DType::*;
+            let from = ty(*x)?;
+            from == *to
+                || from == Bool
+                || *to == Bool
+                || matches!((from, *to), (I32, F32) | (I64, F64) | (F32, I32))
+        }
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err("an operation with no vector form".into())
+    }
+}
+
+/// Decides whether the parallel loop `pl` has a vector variant, and how to lower it; the error
+/// says why not.
+pub(crate) fn analyze(
+    pl: &ParallelLoop,
+    layout: &Layout,
+    types: &Types,
+    features: Features,
+) -> Result<VecPlan, String> {
+    let rank = pl.indices.len();
+    let Some(&inner) = pl.indices.last() else {
+        return Err("a rank-0 loop".into());
+    };
+    let mut a = Analysis {
+        layout,
+        types,
+        inner,
+        loop_dims: pl
+            .indices
+            .iter()
+            .enumerate()
+            .map(|(d, &v)| (v, d))
+            .collect(),
+        lanes: None,
+        varying: HashMap::new(),
+        splats: Vec::new(),
+        splat_set: HashSet::new(),
+        uses_iota: false,
+    };
+    if rank > 1 && pl.indices[..rank - 1].contains(&inner) {
+        return Err("a loop index repeated".into());
+    }
+    let mut row_level = vec![false; pl.body.len()];
+    let mut unit_stride = BTreeSet::new();
+    // Per store parameter: the index lists of its loads and stores, and whether it is stored.
+    let mut accesses: HashMap<u32, (Vec<&[ValueId]>, bool, bool)> = HashMap::new();
+    for (pos, inst) in pl.body.iter().enumerate() {
+        let result = inst.results.first().copied();
+        match &inst.op {
+            Op::For(_) | Op::Parallel(_) => return Err("a loop in the body".into()),
+            Op::Const(_) | Op::Param(_) | Op::Extent { .. } | Op::Origin { .. } => {
+                row_level[pos] = true;
+            }
+            Op::Load(acc) | Op::Store(acc, _) => {
+                let is_store = matches!(inst.op, Op::Store(..));
+                let kind = a.access_kind(acc)?;
+                let (store, slot) = a.layout.store(acc.param)?;
+                let entry = accesses.entry(acc.param).or_default();
+                entry.0.push(&acc.indices);
+                entry.1 |= is_store;
+                entry.2 |= !is_store;
+                match (kind, &inst.op) {
+                    (AccessKind::Uniform, Op::Store(_, v)) => {
+                        if a.is_varying(*v) || *v == inner {
+                            return Err("a varying value stored into one element".into());
+                        }
+                        row_level[pos] = true;
+                    }
+                    (AccessKind::Uniform, _) => row_level[pos] = true,
+                    (AccessKind::Contiguous, op) => {
+                        if slot.dtype == DType::Bool {
+                            return Err("a vector access to a bool store".into());
+                        }
+                        a.need(slot.dtype)?;
+                        unit_stride.insert(store);
+                        if let Op::Store(_, v) = op {
+                            a.vector_operand(*v)?;
+                        }
+                        if let Some(r) = result {
+                            a.varying.insert(r, slot.dtype);
+                        }
+                    }
+                }
+            }
+            Op::Reduce(acc, _, v) => {
+                if !acc.indices.is_empty() {
+                    return Err("a reduction into a store of rank > 0".into());
+                }
+                let (_, slot) = a.layout.store(acc.param)?;
+                if !matches!(slot.privilege, Privilege::Reduce(_)) {
+                    return Err("a reduction into a store without reduce privilege".into());
+                }
+                a.need(slot.dtype)?;
+                a.vector_operand(*v)?;
+            }
+            op => {
+                let ops = operands(op);
+                if !ops.iter().any(|v| a.is_varying(*v) || *v == inner) {
+                    row_level[pos] = true;
+                    continue;
+                }
+                vector_op(op, &a, features)?;
+                for (k, &v) in ops.iter().enumerate() {
+                    let shift_amount =
+                        k == 1 && matches!(op, Op::Binary(BinaryOp::Shl | BinaryOp::Shr, ..));
+                    if !shift_amount {
+                        a.vector_operand(v)?;
+                    }
+                }
+                let r = result.ok_or("an operation without a result")?;
+                let t = a.ty(r)?;
+                a.need(t)?;
+                a.varying.insert(r, t);
+            }
+        }
+    }
+    // A store that the loop writes: every access to it addresses the same element of the
+    // iteration (so no lane reads what another lane writes), and one written once per row is
+    // not read in the loop at all.
+    for (param, (lists, stored, loaded)) in &accesses {
+        if *stored {
+            if lists.windows(2).any(|w| w[0] != w[1]) {
+                return Err(format!(
+                    "parameter {param} is written and accessed at different indices"
+                ));
+            }
+            let per_row = lists.first().is_some_and(|l| l.last() != Some(&inner));
+            if per_row && *loaded {
+                return Err(format!(
+                    "parameter {param} is written once per row and read in the loop"
+                ));
+            }
+        }
+    }
+    let lanes = a.lanes.ok_or("no vector values")?;
+    Ok(VecPlan {
+        lanes,
+        row_level,
+        varying: a.varying,
+        splats: a.splats,
+        unit_stride: unit_stride.into_iter().collect(),
+        uses_iota: a.uses_iota,
+    })
+}
+
+/// The state of the vector body being emitted.
+struct VecCx {
+    lanes: u8,
+    /// The innermost loop index.
+    inner: ValueId,
+    /// The vector of each uniform value that vector operations use.
+    splats: HashMap<ValueId, Value>,
+    /// The row's base address of each contiguous access, by parameter and indices.
+    row_base: HashMap<(u32, Vec<ValueId>), Value>,
+    /// Vector accumulators of rank-0 reductions, one per vector of a step, by parameter.
+    accs: HashMap<u32, (ReduceOp, DType, [Variable; UNROLL])>,
+    /// Per vector of a step: its values, its first iteration and its `j + lane` vector.
+    vals: [HashMap<ValueId, Value>; UNROLL],
+    j: [Value; UNROLL],
+    iota: [Option<Value>; UNROLL],
+}
+
+impl FnLower<'_, '_> {
+    /// The vector variant of the parallel step for `pl` at top-level position `pos`, lowered as
+    /// `plan` says.
+    pub(super) fn build_vector(
+        &mut self,
+        pl: &ParallelLoop,
+        pos: usize,
+        plan: &VecPlan,
+    ) -> LResult<StepKind> {
+        let ParSetup {
+            lo,
+            hi,
+            over,
+            rank,
+            reds,
+            over_ext,
+        } = self.parallel_setup(pl, pos)?;
+        if rank == 0 {
+            return Err("internal: a rank-0 loop has no vector variant".into());
+        }
+        let lanes = plan.lanes;
+        let mut cx = VecCx {
+            lanes,
+            inner: pl.indices[rank - 1],
+            splats: HashMap::new(),
+            row_base: HashMap::new(),
+            accs: HashMap::new(),
+            vals: Default::default(),
+            j: [Value::from_u32(0); UNROLL],
+            iota: [None; UNROLL],
+        };
+        // Vector accumulators, initialised to the identity in every lane.
+        for r in &reds {
+            let slot = &self.layout.stores[r.store];
+            if r.mode != RedMode::Register {
+                return Err("internal: a vectorized loop reduces into a buffer".into());
+            }
+            let vt = vec_type(slot.dtype, lanes);
+            let id = self.constant(r.op.identity(slot.dtype));
+            let v = self.splat(id, slot.dtype, lanes);
+            let vars = [(); UNROLL].map(|_| {
+                let var = self.b.declare_var(vt);
+                self.b.def_var(var, v);
+                var
+            });
+            cx.accs.insert(slot.param, (r.op, slot.dtype, vars));
+        }
+
+        let exit = self.b.create_block();
+        // Guard: some rows, and every inner extent positive.
+        let mut go = self.b.ins().icmp(IntCC::SignedLessThan, lo, hi);
+        for &e in &over_ext[1..] {
+            let pos = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, e, 0);
+            go = self.b.ins().band(go, pos);
+        }
+        // The outer dimensions, as in the scalar function.
+        let outer = rank - 1;
+        let heads: Vec<_> = (0..outer)
+            .map(|_| {
+                let blk = self.b.create_block();
+                self.b.append_block_param(blk, types::I64);
+                blk
+            })
+            .collect();
+        let row = self.b.create_block();
+        match heads.first() {
+            Some(&h) => self.b.ins().brif(go, h, &[BlockArg::Value(lo)], exit, &[]),
+            None => self.b.ins().brif(go, row, &[], exit, &[]),
+        };
+        let mark = self.env.mark();
+        for d in 0..outer {
+            self.b.switch_to_block(heads[d]);
+            let i = self.b.block_params(heads[d])[0];
+            self.env.define(pl.indices[d], i, DType::I64);
+            if d + 1 < outer {
+                let zero = self.b.ins().iconst(types::I64, 0);
+                self.b.ins().jump(heads[d + 1], &[BlockArg::Value(zero)]);
+            } else {
+                self.b.ins().jump(row, &[]);
+            }
+        }
+
+        // The row: uniform values, splats and base addresses.
+        self.b.switch_to_block(row);
+        for (inst, &at_row) in pl.body.iter().zip(&plan.row_level) {
+            if at_row {
+                self.lower_inst(inst)?;
+            }
+        }
+        for &v in &plan.splats {
+            let (s, t) = self.val(v)?;
+            let vs = self.splat(s, t, lanes);
+            cx.splats.insert(v, vs);
+        }
+        for (inst, &at_row) in pl.body.iter().zip(&plan.row_level) {
+            if let (false, Op::Load(acc) | Op::Store(acc, _)) = (at_row, &inst.op) {
+                self.row_base(acc, &mut cx)?;
+            }
+        }
+        let (start, end) = if rank == 1 {
+            (lo, hi)
+        } else {
+            (self.b.ins().iconst(types::I64, 0), over_ext[rank - 1])
+        };
+        let l = i64::from(lanes);
+
+        // The main loop: UNROLL vectors per step.
+        let main = self.b.create_block();
+        let main_body = self.b.create_block();
+        let single = self.b.create_block();
+        let single_body = self.b.create_block();
+        let tail = self.b.create_block();
+        let tail_body = self.b.create_block();
+        let latch = self.b.create_block();
+        for blk in [main, main_body, single, single_body, tail, tail_body] {
+            self.b.append_block_param(blk, types::I64);
+        }
+        self.b.ins().jump(main, &[BlockArg::Value(start)]);
+
+        self.b.switch_to_block(main);
+        let j = self.b.block_params(main)[0];
+        let left = self.b.ins().isub(end, j);
+        let more =
+            self.b
+                .ins()
+                .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, left, l * UNROLL as i64);
+        self.b.ins().brif(
+            more,
+            main_body,
+            &[BlockArg::Value(j)],
+            single,
+            &[BlockArg::Value(j)],
+        );
+        self.b.switch_to_block(main_body);
+        let j = self.b.block_params(main_body)[0];
+        for (k, jk) in cx.j.iter_mut().enumerate() {
+            *jk = self.b.ins().iadd_imm_s(j, l * k as i64);
+        }
+        self.vector_body(pl, plan, &mut cx, UNROLL)?;
+        let next = self.b.ins().iadd_imm_s(j, l * UNROLL as i64);
+        self.b.ins().jump(main, &[BlockArg::Value(next)]);
+
+        // One more vector if at least L iterations are left.
+        self.b.switch_to_block(single);
+        let j = self.b.block_params(single)[0];
+        let left = self.b.ins().isub(end, j);
+        let more = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, left, l);
+        self.b.ins().brif(
+            more,
+            single_body,
+            &[BlockArg::Value(j)],
+            tail,
+            &[BlockArg::Value(j)],
+        );
+        self.b.switch_to_block(single_body);
+        let j = self.b.block_params(single_body)[0];
+        cx.j[0] = j;
+        self.vector_body(pl, plan, &mut cx, 1)?;
+        let next = self.b.ins().iadd_imm_s(j, l);
+        self.b.ins().jump(tail, &[BlockArg::Value(next)]);
+
+        // The remainder, one iteration at a time.
+        self.b.switch_to_block(tail);
+        let j = self.b.block_params(tail)[0];
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, j, end);
+        self.b
+            .ins()
+            .brif(more, tail_body, &[BlockArg::Value(j)], latch, &[]);
+        self.b.switch_to_block(tail_body);
+        let j = self.b.block_params(tail_body)[0];
+        let tail_mark = self.env.mark();
+        self.env.define(pl.indices[rank - 1], j, DType::I64);
+        for (inst, &at_row) in pl.body.iter().zip(&plan.row_level) {
+            if !at_row {
+                self.lower_inst(inst)?;
+            }
+        }
+        self.env.pop_to(tail_mark);
+        let next = self.b.ins().iadd_imm_s(j, 1);
+        self.b.ins().jump(tail, &[BlockArg::Value(next)]);
+
+        // Latches of the outer dimensions, innermost first.
+        self.b.switch_to_block(latch);
+        if outer == 0 {
+            self.b.ins().jump(exit, &[]);
+        }
+        for d in (0..outer).rev() {
+            let i = self.b.block_params(heads[d])[0];
+            let next = self.b.ins().iadd_imm_s(i, 1);
+            let limit = if d == 0 { hi } else { over_ext[d] };
+            let more = self.b.ins().icmp(IntCC::SignedLessThan, next, limit);
+            let out = if d == 0 { exit } else { self.b.create_block() };
+            self.b
+                .ins()
+                .brif(more, heads[d], &[BlockArg::Value(next)], out, &[]);
+            if d > 0 {
+                self.b.switch_to_block(out);
+            }
+        }
+        self.env.pop_to(mark);
+
+        // Exit: each rank-0 reduction's result is its vector accumulators combined lane by
+        // lane, their lanes folded in order, and then the scalar remainder's accumulator.
+        self.b.switch_to_block(exit);
+        let mut finals = HashMap::new();
+        let mut params: Vec<_> = cx.accs.keys().copied().collect();
+        params.sort_unstable();
+        for param in params {
+            let Some(&(op, dt, vars)) = cx.accs.get(&param) else {
+                continue;
+            };
+            let mut v = self.b.use_var(vars[0]);
+            for &var in &vars[1..] {
+                let w = self.b.use_var(var);
+                v = self.vcombine(op, dt, v, w, lanes);
+            }
+            let mut r = self.lane(v, 0, dt);
+            for lane in 1..lanes {
+                let x = self.lane(v, lane, dt);
+                r = self.combine(op, dt, r, x);
+            }
+            let scalar = self
+                .views
+                .get(&param)
+                .and_then(|w| w.acc)
+                .ok_or("internal: no scalar accumulator")?;
+            let s = self.b.use_var(scalar);
+            let total = self.combine(op, dt, r, s);
+            finals.insert(param, total);
+        }
+        self.parallel_exit(&reds, &finals)?;
+
+        let obligations = self
+            .par
+            .take()
+            .map(|p| p.obligations.into_iter().collect())
+            .unwrap_or_default();
+        Ok(StepKind::Parallel {
+            over,
+            obligations,
+            reds,
+        })
+    }
+
+    /// Lane `lane` of the vector `v` of `dt` as a scalar of `dt` (a mask lane becomes a bool).
+    fn lane(&mut self, v: Value, lane: u8, dt: DType) -> Value {
+        let x = self.b.ins().extractlane(v, lane);
+        if dt == DType::Bool {
+            self.b.ins().icmp_imm_s(IntCC::NotEqual, x, 0)
+        } else {
+            x
+        }
+    }
+
+    /// The scalar `s` of type `t` in every lane (a bool becomes a mask).
+    fn splat(&mut self, s: Value, t: DType, lanes: u8) -> Value {
+        let vt = vec_type(t, lanes);
+        if t == DType::Bool {
+            let lane = vt.lane_type();
+            let w = self.b.ins().uextend(lane, s);
+            let m = self.b.ins().ineg(w);
+            self.b.ins().splat(vt, m)
+        } else {
+            self.b.ins().splat(vt, s)
+        }
+    }
+
+    /// Computes, in the row block, the row's base address of the contiguous access `acc`.
+    fn row_base(&mut self, acc: &Access, cx: &mut VecCx) -> LResult<()> {
+        let key = (acc.param, acc.indices.clone());
+        if cx.row_base.contains_key(&key) {
+            return Ok(());
+        }
+        let view = self
+            .views
+            .get(&acc.param)
+            .ok_or_else(|| format!("internal: store parameter {} not loaded", acc.param))?;
+        let (mut addr, strides) = (view.base, view.stride.clone());
+        let outer = acc.indices.len().saturating_sub(1);
+        for (d, &iv) in acc.indices[..outer].iter().enumerate() {
+            let i = self.typed(iv, DType::I64, "index")?;
+            let stride = *strides
+                .get(d)
+                .ok_or_else(|| format!("internal: no stride {d}"))?;
+            let off = self.b.ins().imul(i, stride);
+            addr = self.b.ins().iadd(addr, off);
+        }
+        cx.row_base.insert(key, addr);
+        Ok(())
+    }
+
+    /// The address of the first element of the vector `k` of the contiguous access `acc`.
+    fn vector_address(&mut self, acc: &Access, k: usize, cx: &VecCx) -> LResult<(Value, DType)> {
+        let (store, slot) = self.layout.store(acc.param)?;
+        let dt = slot.dtype;
+        if let Some(p) = &mut self.par {
+            for (d, iv) in acc.indices.iter().enumerate() {
+                if let Some(&loop_dim) = p.loop_dims.get(iv) {
+                    p.obligations.insert(Obligation {
+                        loop_dim,
+                        store,
+                        dim: d,
+                    });
+                }
+            }
+        }
+        let base = *cx
+            .row_base
+            .get(&(acc.param, acc.indices.clone()))
+            .ok_or("internal: no row base")?;
+        let shift = dt.size().trailing_zeros();
+        let off = self.b.ins().ishl_imm_u(cx.j[k], i64::from(shift));
+        Ok((self.b.ins().iadd(base, off), dt))
+    }
+
+    /// The vector of `v` for vector `k` of the step.
+    fn vval(&self, v: ValueId, k: usize, cx: &VecCx) -> LResult<Value> {
+        if let Some(&x) = cx.vals[k].get(&v) {
+            return Ok(x);
+        }
+        if let Some(&x) = cx.splats.get(&v) {
+            return Ok(x);
+        }
+        cx.iota[k]
+            .filter(|_| v == cx.inner)
+            .ok_or_else(|| format!("internal: no vector for value {v}"))
+    }
+
+    /// Emits the vector body for the first `n` vectors of a step (their first iterations in
+    /// `cx.j`).
+    fn vector_body(
+        &mut self,
+        pl: &ParallelLoop,
+        plan: &VecPlan,
+        cx: &mut VecCx,
+        n: usize,
+    ) -> LResult<()> {
+        for k in 0..n {
+            cx.vals[k].clear();
+            cx.iota[k] = None;
+            if plan.uses_iota {
+                let s = self.b.ins().splat(types::I64X2, cx.j[k]);
+                let mut bytes = Vec::with_capacity(16);
+                for lane in 0..2i64 {
+                    bytes.extend_from_slice(&lane.to_le_bytes());
+                }
+                let c = self.b.func.dfg.constants.insert(ConstantData::from(bytes));
+                let c = self.b.ins().vconst(types::I64X2, c);
+                cx.iota[k] = Some(self.b.ins().iadd(s, c));
+            }
+        }
+        let insts: Vec<&Inst> = pl
+            .body
+            .iter()
+            .zip(&plan.row_level)
+            .filter(|(_, r)| !**r)
+            .map(|(i, _)| i)
+            .collect();
+        if INTERLEAVE {
+            for inst in &insts {
+                for k in 0..n {
+                    self.vector_inst(inst, k, plan, cx)?;
+                }
+            }
+        } else {
+            for k in 0..n {
+                for inst in &insts {
+                    self.vector_inst(inst, k, plan, cx)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Emits instruction `inst` of the body for vector `k` of the step.
+    fn vector_inst(
+        &mut self,
+        inst: &Inst,
+        k: usize,
+        plan: &VecPlan,
+        cx: &mut VecCx,
+    ) -> LResult<()> {
+        let lanes = cx.lanes;
+        let vty = |v: ValueId| {
+            plan.varying
+                .get(&v)
+                .copied()
+                .ok_or_else(|| format!("internal: no vector type for {v}"))
+        };
+        let result = |inst: &Inst| {
+            inst.results
+                .first()
+                .copied()
+                .ok_or_else(|| "internal: an instruction without a result".to_string())
+        };
+        let val = match &inst.op {
+            Op::Load(acc) => {
+                let (addr, dt) = self.vector_address(acc, k, cx)?;
+                self.b
+                    .ins()
+                    .load(vec_type(dt, lanes), data_flags(), addr, 0)
+            }
+            Op::Store(acc, v) => {
+                let x = self.vval(*v, k, cx)?;
+                let (addr, _) = self.vector_address(acc, k, cx)?;
+                self.b.ins().store(data_flags(), x, addr, 0);
+                return Ok(());
+            }
+            Op::Reduce(acc, _, v) => {
+                let x = self.vval(*v, k, cx)?;
+                let &(op, dt, vars) = cx
+                    .accs
+                    .get(&acc.param)
+                    .ok_or("internal: no vector accumulator")?;
+                let old = self.b.use_var(vars[k]);
+                let new = self.vcombine(op, dt, old, x, lanes);
+                self.b.def_var(vars[k], new);
+                return Ok(());
+            }
+            Op::Binary(op, a, b) => {
+                let t = self.types_of(*a, plan, cx)?;
+                let x = self.vval(*a, k, cx)?;
+                let y = if matches!(op, BinaryOp::Shl | BinaryOp::Shr) {
+                    self.val(*b)?.0
+                } else {
+                    self.vval(*b, k, cx)?
+                };
+                self.vbinary(*op, t, x, y, lanes)?
+            }
+            Op::Unary(op, a) => {
+                let t = self.types_of(*a, plan, cx)?;
+                let x = self.vval(*a, k, cx)?;
+                let ins = self.b.ins();
+                match (t, op) {
+                    (DType::F32 | DType::F64, UnaryOp::Neg) => ins.fneg(x),
+                    (DType::F32 | DType::F64, UnaryOp::Abs) => ins.fabs(x),
+                    (DType::F32 | DType::F64, UnaryOp::Sqrt) => ins.sqrt(x),
+                    (DType::F32 | DType::F64, UnaryOp::Floor) => ins.floor(x),
+                    (DType::F32 | DType::F64, UnaryOp::Ceil) => ins.ceil(x),
+                    (DType::I32 | DType::I64, UnaryOp::Neg) => ins.ineg(x),
+                    (DType::I32 | DType::I64, UnaryOp::Abs) => ins.iabs(x),
+                    (DType::I32 | DType::I64 | DType::Bool, UnaryOp::Not) => ins.bnot(x),
+                    _ => return Err(format!("internal: no vector {} on {t}", op.name())),
+                }
+            }
+            Op::Cmp(op, a, b) => {
+                let t = self.types_of(*a, plan, cx)?;
+                let x = self.vval(*a, k, cx)?;
+                let y = self.vval(*b, k, cx)?;
+                self.vcmp(*op, t, x, y)?
+            }
+            Op::Select(c, a, b) => {
+                let t = vty(result(inst)?)?;
+                let m = self.vval(*c, k, cx)?;
+                let x = self.vval(*a, k, cx)?;
+                let y = self.vval(*b, k, cx)?;
+                let m = self.as_type(m, vec_type(t, lanes));
+                self.b.ins().bitselect(m, x, y)
+            }
+            Op::Cast(to, a) => {
+                let from = self.types_of(*a, plan, cx)?;
+                let x = self.vval(*a, k, cx)?;
+                self.vcast(x, from, *to, lanes)?
+            }
+            Op::Bitcast(to, a) => {
+                let x = self.vval(*a, k, cx)?;
+                self.as_type(x, vec_type(*to, lanes))
+            }
+            _ => return Err(format!("internal: no vector form of {:?}", inst.op)),
+        };
+        let r = result(inst)?;
+        cx.vals[k].insert(r, val);
+        Ok(())
+    }
+
+    /// The type of an operand of a vector operation (varying or uniform).
+    fn types_of(&self, v: ValueId, plan: &VecPlan, cx: &VecCx) -> LResult<DType> {
+        if let Some(&t) = plan.varying.get(&v) {
+            Ok(t)
+        } else if v == cx.inner {
+            Ok(DType::I64)
+        } else {
+            Ok(self.val(v)?.1)
+        }
+    }
+
+    /// `x` reinterpreted as `ty` (a vector type with the same lane count).
+    fn as_type(&mut self, x: Value, ty: Type) -> Value {
+        if self.b.func.dfg.value_type(x) == ty {
+            x
+        } else {
+            self.b.ins().bitcast(ty, MemFlagsData::new(), x)
+        }
+    }
+
+    fn vbinary(&mut self, op: BinaryOp, t: DType, x: Value, y: Value, lanes: u8) -> LResult<Value> {
+        let ins = self.b.ins();
+        Ok(match (t, op) {
+            (DType::F32 | DType::F64, BinaryOp::Add) => ins.fadd(x, y),
+            (DType::F32 | DType::F64, BinaryOp::Sub) => ins.fsub(x, y),
+            (DType::F32 | DType::F64, BinaryOp::Mul) => ins.fmul(x, y),
+            (DType::F32 | DType::F64, BinaryOp::Div) => ins.fdiv(x, y),
+            (DType::F32 | DType::F64, BinaryOp::Min) => self.vfminmax(true, x, y, t, lanes),
+            (DType::F32 | DType::F64, BinaryOp::Max) => self.vfminmax(false, x, y, t, lanes),
+            (DType::I32 | DType::I64, BinaryOp::Add) => ins.iadd(x, y),
+            (DType::I32 | DType::I64, BinaryOp::Sub) => ins.isub(x, y),
+            (DType::I32 | DType::I64, BinaryOp::Mul) => ins.imul(x, y),
+            (DType::I32 | DType::I64, BinaryOp::Min) => ins.smin(x, y),
+            (DType::I32 | DType::I64, BinaryOp::Max) => ins.smax(x, y),
+            // Cranelift takes a vector shift's (scalar) amount modulo the lane width, as the
+            // IR does.
+            (DType::I32 | DType::I64, BinaryOp::Shl) => ins.ishl(x, y),
+            (DType::I32 | DType::I64, BinaryOp::Shr) => ins.ushr(x, y),
+            (_, BinaryOp::And) => ins.band(x, y),
+            (_, BinaryOp::Or) => ins.bor(x, y),
+            (_, BinaryOp::Xor) => ins.bxor(x, y),
+            (DType::Bool, BinaryOp::Min) => ins.band(x, y),
+            (DType::Bool, BinaryOp::Max) => ins.bor(x, y),
+            _ => return Err(format!("internal: no vector {} on {t}", op.name())),
+        })
+    }
+
+    /// Float `min` (or `max`) of vectors, lane by lane, with the scalar code's results, bit for
+    /// bit: the smaller (larger) of ordered unequal operands; `x | y` (`x & y`) of equal ones
+    /// (so `-0` is below `+0`); `y + x` when either is NaN (so the NaN is the one the scalar
+    /// sequence propagates, quieted).
+    fn vfminmax(&mut self, min: bool, x: Value, y: Value, t: DType, lanes: u8) -> Value {
+        let vt = vec_type(t, lanes);
+        // `x < y ? x : y` (minpd) or `y < x ? x : y` (maxpd).
+        let pick = if min {
+            self.b.ins().fcmp(FloatCC::LessThan, x, y)
+        } else {
+            self.b.ins().fcmp(FloatCC::LessThan, y, x)
+        };
+        let pick = self.as_type(pick, vt);
+        let r = self.b.ins().bitselect(pick, x, y);
+        let eq = self.b.ins().fcmp(FloatCC::Equal, x, y);
+        let eq = self.as_type(eq, vt);
+        let both = if min {
+            self.b.ins().bor(x, y)
+        } else {
+            self.b.ins().band(x, y)
+        };
+        let r = self.b.ins().bitselect(eq, both, r);
+        let nan = self.b.ins().fcmp(FloatCC::Unordered, x, y);
+        let nan = self.as_type(nan, vt);
+        let sum = self.b.ins().fadd(y, x);
+        self.b.ins().bitselect(nan, sum, r)
+    }
+
+    fn vcmp(&mut self, op: CmpOp, t: DType, x: Value, y: Value) -> LResult<Value> {
+        Ok(match t {
+            DType::F32 | DType::F64 => {
+                let cc = match op {
+                    CmpOp::Eq => FloatCC::Equal,
+                    CmpOp::Ne => FloatCC::NotEqual,
+                    CmpOp::Lt => FloatCC::LessThan,
+                    CmpOp::Le => FloatCC::LessThanOrEqual,
+                    CmpOp::Gt => FloatCC::GreaterThan,
+                    CmpOp::Ge => FloatCC::GreaterThanOrEqual,
+                };
+                self.b.ins().fcmp(cc, x, y)
+            }
+            DType::I32 | DType::I64 => {
+                let cc = match op {
+                    CmpOp::Eq => IntCC::Equal,
+                    CmpOp::Ne => IntCC::NotEqual,
+                    CmpOp::Lt => IntCC::SignedLessThan,
+                    CmpOp::Le => IntCC::SignedLessThanOrEqual,
+                    CmpOp::Gt => IntCC::SignedGreaterThan,
+                    CmpOp::Ge => IntCC::SignedGreaterThanOrEqual,
+                };
+                self.b.ins().icmp(cc, x, y)
+            }
+            DType::Bool => return Err("internal: no vector comparison of bools".into()),
+        })
+    }
+
+    fn vcast(&mut self, x: Value, from: DType, to: DType, lanes: u8) -> LResult<Value> {
+        use DType::*;
+        let vt = vec_type(to, lanes);
+        Ok(match (from, to) {
+            _ if from == to => x,
+            (Bool, F32 | F64) => {
+                let one = if to == F32 {
+                    self.b.ins().f32const(1.0)
+                } else {
+                    self.b.ins().f64const(1.0)
+                };
+                let one = self.b.ins().splat(vt, one);
+                let m = self.as_type(x, vt);
+                self.b.ins().band(m, one)
+            }
+            (Bool, I32 | I64) => {
+                let one = self.b.ins().iconst(vt.lane_type(), 1);
+                let one = self.b.ins().splat(vt, one);
+                self.b.ins().band(x, one)
+            }
+            (F32 | F64, Bool) => {
+                let zero = if from == F32 {
+                    self.b.ins().f32const(0.0)
+                } else {
+                    self.b.ins().f64const(0.0)
+                };
+                let zero = self.b.ins().splat(vec_type(from, lanes), zero);
+                // Unordered or not equal: NaN is true, as in the scalar code.
+                self.b.ins().fcmp(FloatCC::NotEqual, x, zero)
+            }
+            (I32 | I64, Bool) => {
+                let ft = vec_type(from, lanes);
+                let zero = self.b.ins().iconst(ft.lane_type(), 0);
+                let zero = self.b.ins().splat(ft, zero);
+                self.b.ins().icmp(IntCC::NotEqual, x, zero)
+            }
+            (I32, F32) | (I64, F64) => self.b.ins().fcvt_from_sint(vt, x),
+            (F32, I32) => self.b.ins().fcvt_to_sint_sat(vt, x),
+            _ => return Err(format!("internal: no vector cast from {from} to {to}")),
+        })
+    }
+
+    /// `a op b` lane by lane, for a reduction's accumulator.
+    fn vcombine(&mut self, op: ReduceOp, dt: DType, a: Value, b: Value, lanes: u8) -> Value {
+        let ins = self.b.ins();
+        match (dt, op) {
+            (DType::F32 | DType::F64, ReduceOp::Sum) => ins.fadd(a, b),
+            (DType::F32 | DType::F64, ReduceOp::Prod) => ins.fmul(a, b),
+            (DType::F32 | DType::F64, ReduceOp::Min) => self.vfminmax(true, a, b, dt, lanes),
+            (DType::F32 | DType::F64, ReduceOp::Max) => self.vfminmax(false, a, b, dt, lanes),
+            (DType::I32 | DType::I64, ReduceOp::Sum) => ins.iadd(a, b),
+            (DType::I32 | DType::I64, ReduceOp::Prod) => ins.imul(a, b),
+            (DType::I32 | DType::I64, ReduceOp::Min) => ins.smin(a, b),
+            (DType::I32 | DType::I64, ReduceOp::Max) => ins.smax(a, b),
+            (DType::Bool, ReduceOp::Sum | ReduceOp::Max) => ins.bor(a, b),
+            (DType::Bool, ReduceOp::Prod | ReduceOp::Min) => ins.band(a, b),
+        }
+    }
+}
