@@ -306,6 +306,12 @@ impl Runtime {
         }
     }
 
+    /// How many submitted tasks are waiting in the window.
+    pub fn pending_tasks(&mut self) -> usize {
+        self.collect_released();
+        self.core().window.len()
+    }
+
     /// Counters of the fusion layer.
     pub fn fusion_stats(&mut self) -> crate::fusion::FusionStats {
         self.core().fuser.stats
