@@ -43,6 +43,9 @@ pub struct Config {
     pub explain: bool,
     /// Whether fusion decisions are printed on standard error as they are taken.
     pub explain_to_stderr: bool,
+    /// Where to write a trace of kernel runs (Chrome trace-event JSON) when the runtime is
+    /// dropped (`WEFT_TRACE=FILE`).
+    pub trace: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -56,6 +59,7 @@ impl Default for Config {
             fusion: true,
             explain: false,
             explain_to_stderr: false,
+            trace: None,
         }
     }
 }
@@ -67,7 +71,8 @@ impl Config {
     /// - `WEFT_CACHE_DIR`: the component cache directory, or `WEFT_CACHE=0` for none;
     /// - `WEFT_FUSION=0`: no fusion;
     /// - `WEFT_EXPLAIN=1`: print every fusion decision on standard error;
-    /// - `WEFT_WINDOW`: the window's bound.
+    /// - `WEFT_WINDOW`: the window's bound;
+    /// - `WEFT_TRACE=FILE`: write a trace of kernel runs to FILE.
     pub fn from_env() -> Config {
         let mut config = Config::default();
         if std::env::var("WEFT_FUSION").is_ok_and(|v| v.trim() == "0") {
@@ -75,6 +80,9 @@ impl Config {
         }
         if std::env::var("WEFT_EXPLAIN").is_ok_and(|v| v.trim() == "1") {
             config.explain_to_stderr = true;
+        }
+        if let Some(path) = std::env::var_os("WEFT_TRACE") {
+            config.trace = Some(PathBuf::from(path));
         }
         if let Some(w) = env_number("WEFT_WINDOW") {
             config.window_bound = (w as usize).max(1);

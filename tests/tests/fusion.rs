@@ -190,3 +190,34 @@ fn fusion_can_be_switched_off_and_results_agree() {
     assert_eq!(s, u);
     assert_eq!(ss, us, "unfused runs agree bit for bit");
 }
+
+/// `WEFT_TRACE` (here `Config::trace`) writes a Chrome trace whose events are named by the
+/// kernels' provenance: a fused kernel names the plugin operations it came from.
+#[test]
+fn traces_name_fused_kernels_by_their_provenance() {
+    let path = std::env::temp_dir().join(format!("weft-trace-{}.json", std::process::id()));
+    let config = Config {
+        trace: Some(path.clone()),
+        component_cache: None,
+        ..Config::default()
+    };
+    {
+        let np = Numeric::new(
+            Runtime::new(config).expect("runtime"),
+            weft_plugin_artifacts::NUMERIC,
+        )
+        .expect("numeric");
+        let a = np.ones(&[100], DType::F64);
+        let b = (&a * 2.0 + 1.0).sqrt();
+        b.to_vec().unwrap();
+    }
+    let text = std::fs::read_to_string(&path).expect("trace written");
+    let _ = std::fs::remove_file(&path);
+    assert!(text.starts_with("{\"traceEvents\":["), "{text}");
+    assert!(
+        text.contains("\"name\":\"fused(numeric.")
+            && text.contains("numeric.binary.mul")
+            && text.contains("numeric.unary.sqrt"),
+        "{text}"
+    );
+}

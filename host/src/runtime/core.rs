@@ -66,11 +66,14 @@ pub struct Core {
     /// The last kernel id given out.
     kernel_ids: u64,
     explain_log: Vec<String>,
+    /// Kernel runs, when tracing (`Config::trace`).
+    pub trace: Option<super::trace::Trace>,
 }
 
 impl Core {
     /// A core for `config`.
     pub fn new(config: Config) -> Result<Core> {
+        let trace = config.trace.clone().map(super::trace::Trace::new);
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(config.threads)
             .thread_name(|i| format!("weft-worker-{i}"))
@@ -93,6 +96,7 @@ impl Core {
             forbid_compiles: false,
             kernel_ids: 0,
             explain_log: Vec::new(),
+            trace,
         })
     }
 
@@ -244,7 +248,9 @@ impl Core {
     }
 
     fn execute(&mut self, task: &IndexTask) -> Result<()> {
-        Executor {
+        let start = std::time::Instant::now();
+        let points_before = self.stats.exec.points_executed;
+        let result = Executor {
             stores: &mut self.stores,
             backend: &mut self.backend,
             pool: &self.pool,
@@ -253,7 +259,15 @@ impl Core {
             stats: &mut self.stats.exec,
             forbid_compiles: self.forbid_compiles,
         }
-        .run(task)
+        .run(task);
+        if let Some(trace) = &mut self.trace {
+            let name = task
+                .kernel
+                .as_ref()
+                .map_or(task.key.as_str(), |k| k.name.as_str());
+            trace.record(name, start, self.stats.exec.points_executed - points_before);
+        }
+        result
     }
 
     /// Runs every pending task, in order. On an error the rest of the window is dropped.

@@ -7,6 +7,7 @@ pub mod mapping;
 pub mod partition;
 pub mod stores;
 pub mod task;
+pub mod trace;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -99,6 +100,21 @@ pub struct Runtime {
     core: Option<Box<Core>>,
     released: (Sender<StoreId>, Receiver<StoreId>),
     _ticker: EpochTicker,
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if let Some(core) = self.core.as_deref_mut() {
+            // Run what is still pending, so that the trace is whole; errors have no one to
+            // go to now.
+            let _ = core.flush();
+            if let Some(trace) = &core.trace
+                && let Err(e) = trace.write()
+            {
+                eprintln!("weft: cannot write the trace: {e}");
+            }
+        }
+    }
 }
 
 impl Runtime {
