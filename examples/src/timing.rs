@@ -68,7 +68,8 @@ pub struct PerIter {
 
 /// [`time_iterations`] for Weft code: each iteration runs `step`, then flushes the runtime
 /// (so the time includes running every task the step submitted) while the step's result is
-/// still alive, then drops it. Returns the timing, the runtime's work per timed iteration,
+/// still alive, then drops it. The timed iterations start with [`weft_host::Runtime::warmed_up`]
+/// (so `WEFT_FORBID_COMPILES_AFTER_WARMUP=1` makes a compile in them an error). Returns the timing, the runtime's work per timed iteration,
 /// and the last iteration's result.
 pub fn bench<T>(
     np: &Numeric,
@@ -82,6 +83,8 @@ pub fn bench<T>(
     let timing = time_iterations(warmup, iters, || {
         if iteration == warmup {
             before = np.runtime(|rt| rt.stats());
+            // With WEFT_FORBID_COMPILES_AFTER_WARMUP=1, a compile in the timed loop is an error.
+            np.runtime(|rt| rt.warmed_up());
         }
         iteration += 1;
         let kept = step()?;
@@ -89,6 +92,7 @@ pub fn bench<T>(
         last = Some(kept);
         Ok(())
     })?;
+    np.runtime(|rt| rt.forbid_compiles(false));
     let after = np.runtime(|rt| rt.stats());
     let per = |a: u64, b: u64| a.saturating_sub(b) as f64 / iters.max(1) as f64;
     let work = PerIter {

@@ -279,3 +279,30 @@ fn plugin_calls_reports_the_cost_of_each_kind_of_call() {
         assert!(ns > 0.0, "{key} = {ns} in {line}");
     }
 }
+
+/// With `WEFT_FORBID_COMPILES_AFTER_WARMUP=1`, a compile in the timed loop is an error: every
+/// example reaches a steady state (nothing new to compile) after two warm-up iterations, and
+/// runs fused and unfused.
+#[test]
+fn every_example_compiles_nothing_in_its_timed_loop() {
+    for bin in [BLACK_SCHOLES, STENCIL, JACOBI] {
+        for extra in [None, Some("--no-fusion")] {
+            let mut cmd = std::process::Command::new(bin);
+            cmd.args(["--n", "64", "--iters", "3", "--warmup", "2"])
+                .env("WEFT_FORBID_COMPILES_AFTER_WARMUP", "1");
+            if let Some(flag) = extra {
+                cmd.arg(flag);
+            }
+            let out = cmd.output().expect("runs");
+            let v = result_line(
+                &out,
+                std::path::Path::new(bin)
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or(""),
+            );
+            assert_eq!(v["kernels_compiled_timed"], 0, "{bin} {extra:?}");
+            assert_eq!(v["fusion"], extra.is_none(), "{bin} {extra:?}");
+        }
+    }
+}
