@@ -85,6 +85,7 @@ impl Report {
             .set("tasks_executed", stats.exec.tasks_executed)
             .set("points_executed", stats.exec.points_executed)
             .set("kernels_compiled", stats.exec.kernels_compiled)
+            .set("compile_ms_max", stats.exec.compile_seconds_max * 1e3)
             .set("stores_alive", stores as u64)
             .set("bytes_allocated", bytes)
     }

@@ -24,7 +24,7 @@ use weft_ir::Privilege;
 const INITIAL_WINDOW: usize = 16;
 
 /// Counters of what the runtime did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Stats {
     /// Tasks plugins submitted.
     pub tasks_submitted: u64,

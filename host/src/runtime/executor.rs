@@ -9,7 +9,7 @@ use super::stores::{Stores, row_major_strides};
 use super::task::IndexTask;
 
 /// Counters of what the executor did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ExecStats {
     /// Tasks run.
     pub tasks_executed: u64,
@@ -17,6 +17,10 @@ pub struct ExecStats {
     pub points_executed: u64,
     /// Kernels compiled.
     pub kernels_compiled: u64,
+    /// Seconds spent compiling kernels, in all.
+    pub compile_seconds: f64,
+    /// The longest compile of one kernel, in seconds.
+    pub compile_seconds_max: f64,
 }
 
 /// What the executor needs besides the task.
@@ -58,6 +62,9 @@ impl Executor<'_> {
                 }
                 let c = self.backend.compile(&entry.ir)?;
                 self.stats.kernels_compiled += 1;
+                let seconds = c.compile_time().as_secs_f64();
+                self.stats.compile_seconds += seconds;
+                self.stats.compile_seconds_max = self.stats.compile_seconds_max.max(seconds);
                 entry.compiled.get_or_init(|| c)
             }
         };
