@@ -52,6 +52,7 @@ fn numeric(fusion: bool) -> Numeric {
         pieces: 3,
         threads: 2,
         component_cache: None,
+        explain_to_stderr: std::env::var("WEFT_EXPLAIN").is_ok_and(|v| v == "1"),
         ..Config::default()
     };
     Numeric::new(
@@ -136,7 +137,7 @@ fn agree(label: &str, fused: &[Vec<f64>], unfused: &[Vec<f64>]) -> Result<(), Te
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
 
     #[test]
     fn fused_programs_equal_unfused_ones(program in proptest::collection::vec(step(), 1..40)) {
@@ -192,4 +193,18 @@ fn the_window_grows_while_whole_windows_fuse() {
     y.to_vec().expect("read");
     let ran = np.runtime(|rt| rt.stats().exec.tasks_executed) - before;
     assert!(ran <= 2, "201 tasks ran as {ran} fused task(s)");
+}
+
+/// A case proptest found: `y = sqrt(|x|)`, then `x[...] = 0`: the fill must not reach `y`.
+#[test]
+fn a_fill_after_a_read_does_not_change_what_was_read() {
+    let program = [
+        Step::Random(0),
+        Step::Random(0),
+        Step::Unary(4, 0),
+        Step::Fill(4, 0.0),
+    ];
+    let (fused, _) = run(&numeric(true), &program);
+    let (unfused, _) = run(&numeric(false), &program);
+    assert_eq!(fused, unfused);
 }

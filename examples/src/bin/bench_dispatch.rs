@@ -108,20 +108,20 @@ fn run(args: &Args) -> Result<(), AppError> {
     for points in [1u64, 10, 100, 1_000, 10_000, 100_000, 1_000_000] {
         let mut stores = Stores::default();
         let (tasks, _) = window(&mut stores, len, points)?;
-        let last_read = std::collections::HashMap::new();
+        let readers = std::collections::HashMap::new();
         let mut miss = Vec::new();
         let mut hit = Vec::new();
         for _ in 0..reps {
             let mut fuser = Fuser::default();
             let start = Instant::now();
-            let planned = fuser.plan(&tasks, &stores, &last_read)?;
+            let planned = fuser.plan(&tasks, &stores, &readers)?;
             miss.push(start.elapsed().as_secs_f64() / len as f64);
             if planned.plan.prefix != len {
                 return Err(format!("only {} of {len} tasks fused", planned.plan.prefix).into());
             }
             let start = Instant::now();
             for _ in 0..100 {
-                let again = fuser.plan(&tasks, &stores, &last_read)?;
+                let again = fuser.plan(&tasks, &stores, &readers)?;
                 if !again.hit {
                     return Err("the second plan was not a memo hit".into());
                 }

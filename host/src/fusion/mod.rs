@@ -95,8 +95,9 @@ pub struct Fuser {
 }
 
 impl Fuser {
-    /// The plan for the front of `window` (which must not be empty). `last_read` gives, per
-    /// storage, the sequence number of the last pending task that reads or reduces it.
+    /// The plan for the front of `window` (which must not be empty). `readers` gives, per
+    /// storage, how many arguments of pending tasks (anywhere, the prefix's included) read or
+    /// reduce it.
     ///
     /// The constraint check runs on every call (it is linear in the prefix and never looks at
     /// points); everything after it (temporaries, the fused task and kernel, compilation) is
@@ -105,13 +106,22 @@ impl Fuser {
         &mut self,
         window: &[IndexTask],
         stores: &Stores,
-        last_read: &HashMap<StorageId, u64>,
+        readers: &HashMap<StorageId, u32>,
     ) -> Result<Planned> {
         let (prefix, cut) = fusible_prefix(window);
         let prefix = prefix.clamp(1, window.len().max(1)).min(window.len());
         let tasks = &window[..prefix];
-        let end = tasks.last().map_or(0, |t| t.seq);
-        let read_after = |s: StorageId| last_read.get(&s).is_some_and(|&q| q > end);
+        // A store is read after the prefix if pending tasks outside it read it (they may be
+        // earlier in program order, after a partial flush, or later).
+        let mut inside: HashMap<StorageId, u32> = HashMap::new();
+        for a in tasks.iter().flat_map(|t| &t.args) {
+            if !matches!(a.privilege, Privilege::Write) {
+                *inside.entry(a.storage).or_insert(0) += 1;
+            }
+        }
+        let read_after = |s: StorageId| {
+            readers.get(&s).copied().unwrap_or(0) > inside.get(&s).copied().unwrap_or(0)
+        };
         let key = canonical::key(tasks, cut.as_ref(), stores, read_after);
         if let Some(plan) = self.memo.get(&key.words) {
             self.stats.memo_hits += 1;

@@ -54,8 +54,8 @@ pub struct Core {
     pub stats: Stats,
     /// The fusion layer.
     pub fuser: Fuser,
-    /// Per storage, the sequence number of the last pending task that reads or reduces it.
-    last_read: HashMap<StorageId, u64>,
+    /// Per storage, how many arguments of pending tasks read or reduce it.
+    readers: HashMap<StorageId, u32>,
     /// The last sequence number given to a task.
     next_seq: u64,
     /// The window's current size: it starts small and doubles (up to `Config::window_bound`)
@@ -91,7 +91,7 @@ impl Core {
             config,
             stats: Stats::default(),
             fuser: Fuser::default(),
-            last_read: HashMap::new(),
+            readers: HashMap::new(),
             next_seq: 0,
             forbid_compiles: false,
             kernel_ids: 0,
@@ -173,7 +173,7 @@ impl Core {
         for arg in &task.args {
             self.stores.add_pending(arg.store);
             if !matches!(arg.privilege, Privilege::Write) {
-                self.last_read.insert(arg.storage, task.seq);
+                *self.readers.entry(arg.storage).or_insert(0) += 1;
             }
         }
         self.stats.tasks_submitted += 1;
@@ -219,7 +219,7 @@ impl Core {
             return Ok(());
         }
         let (prefix, fused) = if self.config.fusion {
-            let planned = self.fuser.plan(tasks, &self.stores, &self.last_read)?;
+            let planned = self.fuser.plan(tasks, &self.stores, &self.readers)?;
             if self.config.explain || self.config.explain_to_stderr {
                 let text = planned.plan.explanation.render(&planned.key, planned.hit);
                 if self.config.explain_to_stderr {
@@ -240,9 +240,7 @@ impl Core {
             None => done.iter().try_for_each(|t| self.execute(t)),
         };
         for task in &done {
-            for arg in &task.args {
-                self.stores.remove_pending(arg.store);
-            }
+            self.retire(task);
         }
         result
     }
@@ -280,10 +278,8 @@ impl Core {
     fn run_all(&mut self, tasks: &mut Vec<IndexTask>) -> Result<()> {
         while !tasks.is_empty() {
             if let Err(e) = self.run_prefix(tasks) {
-                for task in tasks.drain(..) {
-                    for arg in &task.args {
-                        self.stores.remove_pending(arg.store);
-                    }
+                for task in std::mem::take(tasks) {
+                    self.retire(&task);
                 }
                 return Err(e);
             }
@@ -332,10 +328,23 @@ impl Core {
             return;
         };
         for task in self.window.split_off(mark) {
-            for arg in &task.args {
-                self.stores.remove_pending(arg.store);
-            }
+            self.retire(&task);
             self.stats.tasks_submitted = self.stats.tasks_submitted.saturating_sub(1);
+        }
+    }
+
+    /// Forgets a task that ran (or was dropped): its stores' pending counts and its reads.
+    fn retire(&mut self, task: &IndexTask) {
+        for arg in &task.args {
+            self.stores.remove_pending(arg.store);
+            if !matches!(arg.privilege, Privilege::Write)
+                && let Some(n) = self.readers.get_mut(&arg.storage)
+            {
+                *n -= 1;
+                if *n == 0 {
+                    self.readers.remove(&arg.storage);
+                }
+            }
         }
     }
 
