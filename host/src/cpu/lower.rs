@@ -29,13 +29,15 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use cranelift_codegen::Context;
+use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
     self, AbiParam, Block, BlockArg, FuncRef, InstBuilder, MemFlagsData, Type, Value, types,
 };
+use cranelift_codegen::isa::TargetIsa;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_jit::JITModule;
-use cranelift_module::{FuncId, Module};
+use cranelift_module::{FuncId, Module, ModuleReloc};
 use weft_ir::{
     Access, BinaryOp, CmpOp, DType, ForLoop, Inst, Kernel, Op, ParallelLoop, Param, Privilege,
     ReduceOp, Scalar, UnaryOp, ValueId, validate::Types,
@@ -244,11 +246,14 @@ pub(crate) struct Step {
 }
 
 /// The result of lowering a kernel.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(crate) struct Lowered {
     pub layout: Layout,
     pub steps: Vec<Step>,
     pub faults: Vec<FaultSite>,
+    /// Constant tables that the compiled code reads at fixed addresses (see
+    /// [`vector::ConstTable`]): they must live as long as the code may run.
+    pub tables: Vec<vector::ConstTable>,
 }
 
 /// The imported math shims, declared once per module.
@@ -265,6 +270,8 @@ pub(crate) struct Target<'a> {
     pub types: &'a Types,
     /// What the vector lowering may use, or `None` to compile scalar code only.
     pub simd: Option<vector::Features>,
+    /// The ISA that compiles vector functions (see [`vector`]).
+    pub vector_isa: &'a dyn TargetIsa,
 }
 
 fn cl_type(d: DType) -> Type {
@@ -474,6 +481,7 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
         math,
         types: value_types,
         simd,
+        vector_isa,
     } = target;
     let fconfig = module.target_config();
     let ptr_ty = fconfig.pointer_type();
@@ -486,7 +494,9 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
 
     let mut fctx = FunctionBuilderContext::new();
     let mut spill_types = HashMap::new();
+    let mut tables = Vec::new();
     let mut fcx = StepCx {
+        tables: &mut tables,
         module,
         ctx,
         math,
@@ -501,8 +511,9 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
     for item in items {
         let (pl, pos) = match item {
             Item::Seq(range) => {
-                let func =
-                    fcx.define(&mut |fl| fl.build_sequential(&body[range.clone()], range.start))?;
+                let func = fcx.define(None, &mut |fl| {
+                    fl.build_sequential(&body[range.clone()], range.start)
+                })?;
                 steps.push(Step {
                     kind: StepKind::Sequential,
                     func,
@@ -521,7 +532,7 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
             }
         };
         let mut kind = StepKind::Sequential;
-        let func = fcx.define(&mut |fl| {
+        let func = fcx.define(None, &mut |fl| {
             kind = fl.build_parallel(pl, pos)?;
             Ok(())
         })?;
@@ -530,7 +541,7 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
             None => None,
             Some(plan) => {
                 let mut vkind = StepKind::Sequential;
-                let vfunc = fcx.define(&mut |fl| {
+                let vfunc = fcx.define(Some(vector_isa), &mut |fl| {
                     vkind = fl.build_vector(pl, pos, &plan)?;
                     Ok(())
                 })?;
@@ -563,16 +574,17 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
         steps.push(Step { kind, func, vector });
     }
     fcx.module.clear_context(fcx.ctx);
-    drop(fcx);
     Ok(Lowered {
         layout,
         steps,
         faults: faults.sites,
+        tables,
     })
 }
 
 /// What defining one step's function needs.
 struct StepCx<'a> {
+    tables: &'a mut Vec<vector::ConstTable>,
     module: &'a mut JITModule,
     ctx: &'a mut Context,
     math: &'a MathDecls,
@@ -586,9 +598,11 @@ struct StepCx<'a> {
 }
 
 impl StepCx<'_> {
-    /// Declares a function, builds its body with `build` and defines it in the module.
+    /// Declares a function, builds its body with `build` and defines it in the module,
+    /// compiled by the module's ISA or by `isa`.
     fn define(
         &mut self,
+        isa: Option<&dyn TargetIsa>,
         build: &mut dyn FnMut(&mut FnLower<'_, '_>) -> LResult<()>,
     ) -> LResult<FuncId> {
         self.module.clear_context(self.ctx);
@@ -617,14 +631,40 @@ impl StepCx<'_> {
                 faults: self.faults,
                 spill_types: self.spill_types,
                 par: None,
+                tables: self.tables,
             };
             build(&mut fl)?;
             // Resets `fctx` for the next function.
             fl.b.finalize(fconfig);
         }
-        self.module
-            .define_function(func, self.ctx)
-            .map_err(|e| format!("cranelift: {e:?}"))?;
+        match isa {
+            None => self
+                .module
+                .define_function(func, self.ctx)
+                .map_err(|e| format!("cranelift: {e:?}"))?,
+            Some(isa) => {
+                // As `JITModule::define_function` does, with another ISA.
+                let mut ctrl = ControlPlane::default();
+                self.ctx
+                    .compile(isa, &mut ctrl)
+                    .map_err(|e| format!("cranelift: {:?}", e.inner))?;
+                let code = self
+                    .ctx
+                    .compiled_code()
+                    .ok_or("internal: no compiled code")?;
+                let align = u64::from(code.buffer.alignment);
+                let relocs: Vec<ModuleReloc> = code
+                    .buffer
+                    .relocs()
+                    .iter()
+                    .map(|r| ModuleReloc::from_mach_reloc(r, &self.ctx.func, func))
+                    .collect();
+                let bytes = code.buffer.data().to_vec();
+                self.module
+                    .define_function_bytes(func, align, &bytes, &relocs)
+                    .map_err(|e| format!("cranelift: {e:?}"))?;
+            }
+        }
         Ok(func)
     }
 }
@@ -737,6 +777,8 @@ struct FnLower<'a, 'f> {
     /// Types of the values spilled by earlier sequential steps.
     spill_types: &'a mut HashMap<ValueId, DType>,
     par: Option<ParCx>,
+    /// Where vector functions keep their constant tables.
+    tables: &'a mut Vec<vector::ConstTable>,
 }
 
 impl<'f> FnLower<'_, 'f> {

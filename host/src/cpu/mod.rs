@@ -60,6 +60,7 @@ use std::time::{Duration, Instant};
 
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::AbiParam;
+use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{Linkage, Module, default_libcall_names};
@@ -102,12 +103,42 @@ pub struct CpuBackend {
     /// The vector lowering's features on this CPU (`None` where it has none), whether or not
     /// the lowering is on.
     simd_detected: Option<Features>,
+    /// The ISA that compiles vector functions: the module's, without Cranelift's optimizer.
+    vector_isa: OwnedTargetIsa,
 }
 
 impl std::fmt::Debug for CpuBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CpuBackend").finish_non_exhaustive()
     }
+}
+
+/// The host's ISA with the back end's flags and Cranelift's optimization level `opt_level`.
+fn native_isa(opt_level: &str) -> Result<OwnedTargetIsa> {
+    let mut flags = settings::builder();
+    for (name, value) in [
+        ("opt_level", opt_level),
+        ("use_colocated_libcalls", "false"),
+        ("is_pic", "false"),
+        // Kernels neither unwind nor are unwound through.
+        ("unwind_info", "false"),
+        // The lowering type-checks everything it emits; the verifier would only double
+        // the compile time.
+        (
+            "enable_verifier",
+            if cfg!(debug_assertions) {
+                "true"
+            } else {
+                "false"
+            },
+        ),
+    ] {
+        flags.set(name, value).map_err(backend_error)?;
+    }
+    cranelift_native::builder()
+        .map_err(backend_error)?
+        .finish(settings::Flags::new(flags))
+        .map_err(backend_error)
 }
 
 fn backend_error(message: impl std::fmt::Display) -> Error {
@@ -120,30 +151,9 @@ fn backend_error(message: impl std::fmt::Display) -> Error {
 impl CpuBackend {
     /// A back end for the host's CPU (features detected at run time), optimizing for speed.
     pub fn new() -> Result<Self> {
-        let mut flags = settings::builder();
-        for (name, value) in [
-            ("opt_level", "speed"),
-            ("use_colocated_libcalls", "false"),
-            ("is_pic", "false"),
-            // Kernels neither unwind nor are unwound through.
-            ("unwind_info", "false"),
-            // The lowering type-checks everything it emits; the verifier would only double
-            // the compile time.
-            (
-                "enable_verifier",
-                if cfg!(debug_assertions) {
-                    "true"
-                } else {
-                    "false"
-                },
-            ),
-        ] {
-            flags.set(name, value).map_err(backend_error)?;
-        }
-        let isa = cranelift_native::builder()
-            .map_err(backend_error)?
-            .finish(settings::Flags::new(flags))
-            .map_err(backend_error)?;
+        let isa = native_isa("speed")?;
+        // Vector functions keep the order in which they are emitted (see `lower::vector`).
+        let vector_isa = native_isa("none")?;
         let simd_detected = Features::of(&*isa);
         let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
         for f in MathFn::ALL {
@@ -180,6 +190,7 @@ impl CpuBackend {
             math: MathDecls { ids },
             simd: simd_detected,
             simd_detected,
+            vector_isa,
         })
     }
 
@@ -223,6 +234,7 @@ impl CpuBackend {
                 math: &self.math,
                 types: &types,
                 simd: self.simd,
+                vector_isa: &*self.vector_isa,
             },
         )
         .map_err(err)?;
@@ -265,6 +277,7 @@ impl CpuBackend {
                     faults: lowered.faults,
                 },
                 compile_time: start.elapsed(),
+                _tables: lowered.tables,
                 _code: Arc::clone(&self.code),
             }),
         })
@@ -274,6 +287,8 @@ impl CpuBackend {
 struct KernelInner {
     plan: Plan,
     compile_time: Duration,
+    /// The constant tables that the machine code reads at fixed addresses; kept alive with it.
+    _tables: Vec<lower::vector::ConstTable>,
     /// Keeps the machine code alive.
     _code: Arc<CodeOwner>,
 }

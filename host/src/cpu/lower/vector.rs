@@ -1,5 +1,5 @@
 //! The vector variant of a parallel loop: the loop's innermost dimension runs `L` iterations at
-//! a time in 128-bit vectors (`f64x2`/`i64x2` for `L = 2`, `f32x4`/`i32x4` for `L = 4`), two
+//! a time in 128-bit vectors (`f64x2`/`i64x2` for `L = 2`, `f32x4`/`i32x4` for `L = 4`), `UNROLL`
 //! vectors per step, with scalar code for the remainder of each row.
 //!
 //! [`analyze`] decides whether a loop qualifies and how each body value is computed; the
@@ -21,8 +21,8 @@
 //! entry: parameters, views, top-level values
 //! for each row (the outer dimensions, as in the scalar function):
 //!     uniform values (scalar), their splats, the row's base address of each vector access
-//!     while end - j >= 2L: the body on lanes j..j+L and j+L..j+2L (interleaved); j += 2L
-//!     if end - j >= L:     the body on lanes j..j+L; j += L
+//!     while end - j >= U*L: the body on U = UNROLL vectors (interleaved); j += U*L
+//!     while end - j >= L:  the body on lanes j..j+L; j += L
 //!     while j < end:       the scalar body (varying instructions only); j += 1
 //! exit: rank-0 reduction results combined and written to their buffers
 //! ```
@@ -38,19 +38,20 @@ use cranelift_codegen::isa::TargetIsa;
 use cranelift_frontend::Variable;
 use weft_ir::validate::Types;
 use weft_ir::{
-    Access, BinaryOp, CmpOp, DType, Inst, Op, ParallelLoop, Privilege, ReduceOp, UnaryOp, ValueId,
+    Access, BinaryOp, CmpOp, DType, Inst, Op, ParallelLoop, Privilege, ReduceOp, Scalar, UnaryOp,
+    ValueId,
 };
 
 use super::{
     FnLower, LResult, Layout, Obligation, ParSetup, RedMode, StepKind, data_flags, operands,
 };
 
-/// Whether the vector body is emitted with the two vectors of a step interleaved instruction
+/// Whether the vector body is emitted with the vectors of a step interleaved instruction
 /// by instruction (more independent work in flight) rather than one after the other.
 const INTERLEAVE: bool = true;
 
 /// Vectors per step of the main vector loop.
-const UNROLL: usize = 2;
+const UNROLL: usize = 4;
 
 /// What the vector lowering may use on the target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,6 +77,22 @@ impl Features {
             _ => None,
         }
     }
+}
+
+/// A table of 16-byte vector constants at a fixed heap address, which a vector function reads.
+///
+/// Each use of a constant in the vector body gets its own entry, loaded (as a pure load from
+/// an address that is an immediate) right where it is used: so Cranelift neither merges the
+/// uses nor hoists the loads out of the loop, and can fold each load into the instruction that
+/// uses it as a memory operand. A `vconst` would instead be hoisted out of the loop and, with
+/// the hundred-odd constants of a math-lowered body, spilled and reloaded by a separate
+/// instruction at every use.
+///
+/// The compiled kernel owns its tables: they live as long as its code.
+#[derive(Debug)]
+pub(crate) struct ConstTable {
+    #[allow(dead_code, reason = "read by compiled code through its address")]
+    entries: Box<[u128]>,
 }
 
 /// How a load or store addresses its store.
@@ -415,6 +432,13 @@ struct VecCx {
     vals: [HashMap<ValueId, Value>; UNROLL],
     j: [Value; UNROLL],
     iota: [Option<Value>; UNROLL],
+    /// The lane bits of each uniform value that is a constant.
+    const_bits: HashMap<ValueId, (u128, Type)>,
+    /// The constant table and how many of its entries are used.
+    table: Box<[u128]>,
+    table_used: usize,
+    /// The table's address as a value of the main loop (elsewhere: an immediate).
+    table_base: Option<Value>,
 }
 
 impl FnLower<'_, '_> {
@@ -447,7 +471,53 @@ impl FnLower<'_, '_> {
             vals: Default::default(),
             j: [Value::from_u32(0); UNROLL],
             iota: [None; UNROLL],
+            const_bits: HashMap::new(),
+            table: Box::new([]),
+            table_used: 0,
+            table_base: None,
         };
+        // Constants that vector operations use: their lane bits, and room for one table entry
+        // per use (each vector of a step of the main loop, and the single vector).
+        for &v in &plan.splats {
+            let def = match pl
+                .body
+                .iter()
+                .find(|i| i.results.first() == Some(&v))
+                .or_else(|| self.top.defs.get(&v).map(|d| d.1))
+            {
+                Some(i) => &i.op,
+                None => continue,
+            };
+            if let Op::Const(c) = def {
+                let t = c.dtype();
+                let vt = vec_type(t, lanes);
+                let lane_bits = vt.lane_bits();
+                let lane = match c {
+                    Scalar::Bool(true) => u64::MAX,
+                    _ => c.to_bits(),
+                };
+                let lane = if lane_bits == 64 {
+                    u128::from(lane)
+                } else {
+                    u128::from(lane) & 0xffff_ffff
+                };
+                let mut bits = 0u128;
+                for l in 0..u32::from(lanes) {
+                    bits |= lane << (l * lane_bits);
+                }
+                cx.const_bits.insert(v, (bits, vt));
+            }
+        }
+        if !cx.const_bits.is_empty() {
+            let uses: usize = pl
+                .body
+                .iter()
+                .zip(&plan.row_level)
+                .filter(|(_, r)| !**r)
+                .map(|(i, _)| operands(&i.op).len())
+                .sum();
+            cx.table = vec![0u128; uses * (UNROLL + 1)].into_boxed_slice();
+        }
         // Vector accumulators, initialised to the identity in every lane.
         for r in &reds {
             let slot = &self.layout.stores[r.store];
@@ -523,43 +593,55 @@ impl FnLower<'_, '_> {
         };
         let l = i64::from(lanes);
 
-        // The main loop: UNROLL vectors per step.
+        let step = l * UNROLL as i64;
         let main = self.b.create_block();
-        let main_body = self.b.create_block();
         let single = self.b.create_block();
         let single_body = self.b.create_block();
         let tail = self.b.create_block();
         let tail_body = self.b.create_block();
         let latch = self.b.create_block();
-        for blk in [main, main_body, single, single_body, tail, tail_body] {
+        for blk in [main, single, single_body, tail, tail_body] {
             self.b.append_block_param(blk, types::I64);
         }
-        self.b.ins().jump(main, &[BlockArg::Value(start)]);
+        if !cx.table.is_empty() {
+            let base = self.b.ins().iconst(types::I64, cx.table.as_ptr() as i64);
+            cx.table_base = Some(base);
+        }
+        let left = self.b.ins().isub(end, start);
+        let go = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, left, step);
+        self.b.ins().brif(
+            go,
+            main,
+            &[BlockArg::Value(start)],
+            single,
+            &[BlockArg::Value(start)],
+        );
 
+        // The main loop: UNROLL vectors per step.
         self.b.switch_to_block(main);
         let j = self.b.block_params(main)[0];
-        let left = self.b.ins().isub(end, j);
-        let more =
-            self.b
-                .ins()
-                .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, left, l * UNROLL as i64);
-        self.b.ins().brif(
-            more,
-            main_body,
-            &[BlockArg::Value(j)],
-            single,
-            &[BlockArg::Value(j)],
-        );
-        self.b.switch_to_block(main_body);
-        let j = self.b.block_params(main_body)[0];
         for (k, jk) in cx.j.iter_mut().enumerate() {
             *jk = self.b.ins().iadd_imm_s(j, l * k as i64);
         }
         self.vector_body(pl, plan, &mut cx, UNROLL)?;
-        let next = self.b.ins().iadd_imm_s(j, l * UNROLL as i64);
-        self.b.ins().jump(main, &[BlockArg::Value(next)]);
+        let next = self.b.ins().iadd_imm_s(j, step);
+        let left = self.b.ins().isub(end, next);
+        let more = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, left, step);
+        self.b.ins().brif(
+            more,
+            main,
+            &[BlockArg::Value(next)],
+            single,
+            &[BlockArg::Value(next)],
+        );
 
-        // One more vector if at least L iterations are left.
+        // Single vectors while at least L iterations are left.
         self.b.switch_to_block(single);
         let j = self.b.block_params(single)[0];
         let left = self.b.ins().isub(end, j);
@@ -579,7 +661,7 @@ impl FnLower<'_, '_> {
         cx.j[0] = j;
         self.vector_body(pl, plan, &mut cx, 1)?;
         let next = self.b.ins().iadd_imm_s(j, l);
-        self.b.ins().jump(tail, &[BlockArg::Value(next)]);
+        self.b.ins().jump(single, &[BlockArg::Value(next)]);
 
         // The remainder, one iteration at a time.
         self.b.switch_to_block(tail);
@@ -599,7 +681,10 @@ impl FnLower<'_, '_> {
         }
         self.env.pop_to(tail_mark);
         let next = self.b.ins().iadd_imm_s(j, 1);
-        self.b.ins().jump(tail, &[BlockArg::Value(next)]);
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, end);
+        self.b
+            .ins()
+            .brif(more, tail_body, &[BlockArg::Value(next)], latch, &[]);
 
         // Latches of the outer dimensions, innermost first.
         self.b.switch_to_block(latch);
@@ -651,6 +736,9 @@ impl FnLower<'_, '_> {
             finals.insert(param, total);
         }
         self.parallel_exit(&reds, &finals)?;
+        if cx.table_used > 0 {
+            self.tables.push(ConstTable { entries: cx.table });
+        }
 
         let obligations = self
             .par
@@ -736,9 +824,20 @@ impl FnLower<'_, '_> {
     }
 
     /// The vector of `v` for vector `k` of the step.
-    fn vval(&self, v: ValueId, k: usize, cx: &VecCx) -> LResult<Value> {
+    fn vval(&mut self, v: ValueId, k: usize, cx: &mut VecCx) -> LResult<Value> {
         if let Some(&x) = cx.vals[k].get(&v) {
             return Ok(x);
+        }
+        if let (Some(&(bits, vt)), Some(entry)) =
+            (cx.const_bits.get(&v), cx.table.get_mut(cx.table_used))
+        {
+            *entry = bits;
+            let offset = i32::try_from(cx.table_used * 16).map_err(|e| e.to_string())?;
+            cx.table_used += 1;
+            // The table's heap storage never moves, and the kernel keeps it alive.
+            let base = cx.table_base.ok_or("internal: no constant table address")?;
+            let flags = MemFlagsData::trusted().with_readonly().with_can_move();
+            return Ok(self.b.ins().load(vt, flags, base, offset));
         }
         if let Some(&x) = cx.splats.get(&v) {
             return Ok(x);
