@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use weft_ir::{DType, ReduceOp, Scalar};
 
 use super::StoreView;
-use super::lower::{FaultSite, Layout, Obligation, RedBuf, RedMode, StepKind, VectorVariant};
+use super::lower::{FaultSite, Layout, Obligation, RedBuf, RedMode, StepKind};
 use crate::{Error, Result};
 
 /// The signature of every compiled step; see [`super::lower`].
@@ -40,8 +40,8 @@ pub(crate) fn chunk_rows(inner: i64) -> i64 {
 pub(crate) struct PlanStep {
     pub kind: StepKind,
     pub func: KernelFn,
-    /// The vector variant of a parallel step, if its loop vectorizes.
-    pub vector: Option<VectorVariant<KernelFn>>,
+    /// Whether `func` is the vector function of a parallel step.
+    pub vectorized: bool,
 }
 
 /// Everything needed to run a compiled kernel.
@@ -203,20 +203,8 @@ impl Plan {
                     obligations,
                     reds,
                 } => {
-                    // The vector variant reads and writes its contiguous stores as vectors of
-                    // adjacent elements: it needs their innermost strides to be one element.
-                    let func = match &step.vector {
-                        Some(v)
-                            if v.unit_stride.iter().all(|&s| {
-                                stores.get(s).and_then(|v| v.strides.last()) == Some(&1)
-                            }) =>
-                        {
-                            v.func
-                        }
-                        _ => step.func,
-                    };
-                    // SAFETY: forwarded from the caller; see `parallel`. The vector variant's
-                    // contract (unit innermost strides) was checked just above.
+                    let func = step.func;
+                    // SAFETY: forwarded from the caller; see `parallel`.
                     unsafe {
                         self.parallel(func, &mut frame, stores, *over, obligations, reds, pool)?
                     };

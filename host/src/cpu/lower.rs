@@ -225,24 +225,14 @@ pub(crate) enum StepKind {
     },
 }
 
-/// The vector variant of a parallel step (see [`vector`]).
-#[derive(Clone, Debug)]
-pub(crate) struct VectorVariant<F> {
-    /// The function, with the same signature, frame, reduction buffers and obligations as the
-    /// step's scalar function.
-    pub func: F,
-    /// Indices into [`Layout::stores`] of the stores that the variant reads or writes as
-    /// contiguous vectors: it may run only when each has an innermost stride of one element.
-    pub unit_stride: Vec<usize>,
-}
-
 /// One compiled (not yet finalized) step.
 #[derive(Clone, Debug)]
 pub(crate) struct Step {
     pub kind: StepKind,
     pub func: FuncId,
-    /// For a parallel step whose loop vectorizes: the vector variant.
-    pub vector: Option<VectorVariant<FuncId>>,
+    /// Whether `func` is the vector function of a parallel step (see [`vector`]). It then
+    /// also runs, in scalar code, rows whose contiguous stores have other strides.
+    pub vectorized: bool,
 }
 
 /// The result of lowering a kernel.
@@ -517,7 +507,7 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
                 steps.push(Step {
                     kind: StepKind::Sequential,
                     func,
-                    vector: None,
+                    vectorized: false,
                 });
                 continue;
             }
@@ -531,47 +521,31 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
                 (pl, pos)
             }
         };
-        let mut kind = StepKind::Sequential;
-        let func = fcx.define(None, &mut |fl| {
-            kind = fl.build_parallel(pl, pos)?;
-            Ok(())
-        })?;
+        // A loop that vectorizes gets one function, the vector one (it runs the scalar body
+        // for remainders and for strides it cannot take as vectors); any other, a scalar one.
         let plan = simd.and_then(|f| vector::analyze(pl, &layout, value_types, f).ok());
-        let vector = match plan {
-            None => None,
+        let mut kind = StepKind::Sequential;
+        let (func, vectorized) = match plan {
             Some(plan) => {
-                let mut vkind = StepKind::Sequential;
-                let vfunc = fcx.define(Some(vector_isa), &mut |fl| {
-                    vkind = fl.build_vector(pl, pos, &plan)?;
+                let func = fcx.define(Some(vector_isa), &mut |fl| {
+                    kind = fl.build_vector(pl, pos, &plan)?;
                     Ok(())
                 })?;
-                // Both functions reduce into the same buffers; the obligations of either hold
-                // for both (the union is checked before the loop runs).
-                if let (
-                    StepKind::Parallel {
-                        obligations, reds, ..
-                    },
-                    StepKind::Parallel {
-                        obligations: vobl,
-                        reds: vreds,
-                        ..
-                    },
-                ) = (&mut kind, vkind)
-                {
-                    if reds.len() != vreds.len() {
-                        return Err("internal: the vector variant reduces differently".into());
-                    }
-                    let mut all: BTreeSet<Obligation> = obligations.drain(..).collect();
-                    all.extend(vobl);
-                    obligations.extend(all);
-                }
-                Some(VectorVariant {
-                    func: vfunc,
-                    unit_stride: plan.unit_stride.clone(),
-                })
+                (func, true)
+            }
+            None => {
+                let func = fcx.define(None, &mut |fl| {
+                    kind = fl.build_parallel(pl, pos)?;
+                    Ok(())
+                })?;
+                (func, false)
             }
         };
-        steps.push(Step { kind, func, vector });
+        steps.push(Step {
+            kind,
+            func,
+            vectorized,
+        });
     }
     fcx.module.clear_context(fcx.ctx);
     Ok(Lowered {

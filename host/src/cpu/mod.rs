@@ -18,6 +18,13 @@
 //!   buffer (dense, initialised to the identity; for a rank-0 target, a register written once
 //!   at the end of the chunk), and the buffers are folded into the store in chunk order. The
 //!   result is bit-identical for any number of threads.
+//! - Vectors: a parallel loop whose body the vector lowering takes (element-wise arithmetic,
+//!   comparisons, selects, contiguous loads and stores, rank-0 reductions in registers; see
+//!   `lower::vector`) is compiled into one vector function instead: its innermost dimension
+//!   runs in 128-bit vectors (`f64x2`, `f32x4`, ...), with a scalar loop for each row's
+//!   remainder, and for whole rows when a contiguous store's innermost stride is not one
+//!   element. Element-wise results equal the scalar code's bit for bit; rank-0 reductions
+//!   combine lanes in a fixed order, so they too are independent of the thread count.
 //!
 //! # Calling convention
 //! Each step (a parallel loop, or a run of top-level code with effects) is one function
@@ -68,7 +75,7 @@ use weft_ir::{DType, Kernel, Scalar};
 
 use self::launch::{KernelFn, Plan, PlanStep};
 use self::lower::vector::Features;
-use self::lower::{MathDecls, StepKind, Target, VectorVariant};
+use self::lower::{MathDecls, StepKind, Target};
 use self::math::MathFn;
 use crate::{Error, Result};
 
@@ -251,19 +258,10 @@ impl CpuBackend {
                 // convention of the host, which is `extern "C"`. The module outlives every
                 // `CompiledKernel` (each holds the `CodeOwner`).
                 let func = unsafe { std::mem::transmute::<*const u8, KernelFn>(code) };
-                let vector = s.vector.map(|v| {
-                    let code = module.get_finalized_function(v.func);
-                    // SAFETY: as for `func` above: the vector variant has the same signature.
-                    let func = unsafe { std::mem::transmute::<*const u8, KernelFn>(code) };
-                    VectorVariant {
-                        func,
-                        unit_stride: v.unit_stride,
-                    }
-                });
                 PlanStep {
                     kind: s.kind,
                     func,
-                    vector,
+                    vectorized: s.vectorized,
                 }
             })
             .collect();
@@ -360,7 +358,7 @@ impl CompiledKernel {
             .count()
     }
 
-    /// Number of parallel loops that have a vector variant (see the module documentation). A
+    /// Number of parallel loops compiled as vector functions (see the module documentation). A
     /// vectorized loop still runs its scalar code when a store it reads or writes as contiguous
     /// vectors has an innermost stride other than one element.
     pub fn vectorized_loops(&self) -> usize {
@@ -368,7 +366,7 @@ impl CompiledKernel {
             .plan
             .steps
             .iter()
-            .filter(|s| s.vector.is_some())
+            .filter(|s| s.vectorized)
             .count()
     }
 

@@ -21,8 +21,7 @@
 //! entry: parameters, views, top-level values
 //! for each row (the outer dimensions, as in the scalar function):
 //!     uniform values (scalar), their splats, the row's base address of each vector access
-//!     while end - j >= U*L: the body on U = UNROLL vectors (interleaved); j += U*L
-//!     while end - j >= L:  the body on lanes j..j+L; j += L
+//!     while unit strides and end - j >= U*L: the body on U = UNROLL vectors; j += U*L
 //!     while j < end:       the scalar body (varying instructions only); j += 1
 //! exit: rank-0 reduction results combined and written to their buffers
 //! ```
@@ -51,7 +50,7 @@ use super::{
 const INTERLEAVE: bool = true;
 
 /// Vectors per step of the main vector loop.
-const UNROLL: usize = 4;
+const UNROLL: usize = 2;
 
 /// What the vector lowering may use on the target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -477,7 +476,7 @@ impl FnLower<'_, '_> {
             table_base: None,
         };
         // Constants that vector operations use: their lane bits, and room for one table entry
-        // per use (each vector of a step of the main loop, and the single vector).
+        // per use (each vector of a step of the main loop).
         for &v in &plan.splats {
             let def = match pl
                 .body
@@ -516,7 +515,7 @@ impl FnLower<'_, '_> {
                 .filter(|(_, r)| !**r)
                 .map(|(i, _)| operands(&i.op).len())
                 .sum();
-            cx.table = vec![0u128; uses * (UNROLL + 1)].into_boxed_slice();
+            cx.table = vec![0u128; uses * UNROLL].into_boxed_slice();
         }
         // Vector accumulators, initialised to the identity in every lane.
         for r in &reds {
@@ -533,6 +532,29 @@ impl FnLower<'_, '_> {
                 var
             });
             cx.accs.insert(slot.param, (r.op, slot.dtype, vars));
+        }
+
+        // The vector loops read and write their contiguous stores as vectors of adjacent
+        // elements: they run only when every such store's innermost stride is one element.
+        // Otherwise every row runs the scalar remainder loop alone, which takes any strides.
+        let mut unit = self.b.ins().iconst(types::I8, 1);
+        for &store in &plan.unit_stride {
+            let slot = self
+                .layout
+                .stores
+                .get(store)
+                .ok_or("internal: no such store")?;
+            let size = i64::try_from(slot.dtype.size()).map_err(|e| e.to_string())?;
+            let view = self
+                .views
+                .get(&slot.param)
+                .ok_or_else(|| format!("internal: store parameter {} not loaded", slot.param))?;
+            let inner = *view
+                .stride
+                .last()
+                .ok_or("internal: a rank-0 contiguous store")?;
+            let ok = self.b.ins().icmp_imm_s(IntCC::Equal, inner, size);
+            unit = self.b.ins().band(unit, ok);
         }
 
         let exit = self.b.create_block();
@@ -595,12 +617,10 @@ impl FnLower<'_, '_> {
 
         let step = l * UNROLL as i64;
         let main = self.b.create_block();
-        let single = self.b.create_block();
-        let single_body = self.b.create_block();
         let tail = self.b.create_block();
         let tail_body = self.b.create_block();
         let latch = self.b.create_block();
-        for blk in [main, single, single_body, tail, tail_body] {
+        for blk in [main, tail, tail_body] {
             self.b.append_block_param(blk, types::I64);
         }
         if !cx.table.is_empty() {
@@ -608,15 +628,16 @@ impl FnLower<'_, '_> {
             cx.table_base = Some(base);
         }
         let left = self.b.ins().isub(end, start);
-        let go = self
+        let enough = self
             .b
             .ins()
             .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, left, step);
+        let go = self.b.ins().band(enough, unit);
         self.b.ins().brif(
             go,
             main,
             &[BlockArg::Value(start)],
-            single,
+            tail,
             &[BlockArg::Value(start)],
         );
 
@@ -637,31 +658,9 @@ impl FnLower<'_, '_> {
             more,
             main,
             &[BlockArg::Value(next)],
-            single,
+            tail,
             &[BlockArg::Value(next)],
         );
-
-        // Single vectors while at least L iterations are left.
-        self.b.switch_to_block(single);
-        let j = self.b.block_params(single)[0];
-        let left = self.b.ins().isub(end, j);
-        let more = self
-            .b
-            .ins()
-            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, left, l);
-        self.b.ins().brif(
-            more,
-            single_body,
-            &[BlockArg::Value(j)],
-            tail,
-            &[BlockArg::Value(j)],
-        );
-        self.b.switch_to_block(single_body);
-        let j = self.b.block_params(single_body)[0];
-        cx.j[0] = j;
-        self.vector_body(pl, plan, &mut cx, 1)?;
-        let next = self.b.ins().iadd_imm_s(j, l);
-        self.b.ins().jump(single, &[BlockArg::Value(next)]);
 
         // The remainder, one iteration at a time.
         self.b.switch_to_block(tail);
