@@ -87,6 +87,9 @@ pub fn bench<T>(
             np.runtime(|rt| rt.warmed_up());
         }
         iteration += 1;
+        // The previous iteration's results are dropped before this one runs, as a loop that
+        // reassigns its results would: both are never alive at once.
+        last = None;
         let kept = step()?;
         np.runtime(|rt| rt.flush())?;
         last = Some(kept);
