@@ -7,6 +7,7 @@
 //! - [`stencil`]: the 5-point Jacobi heat iteration over aliasing views (Figure 1 of the
 //!   Diffuse paper);
 //! - [`jacobi`]: dense Jacobi iteration for `A x = b` (Diffuse's and Legate's benchmark).
+//! - [`sparse_reference`]: plain-Rust CSR and op-by-op CG/BiCGSTAB, no Weft: the sparse reference.
 //!
 //! The computations live here so that the binaries (`src/bin/`) and the tests run the same
 //! code. The shared pieces: a flag parser ([`cli`]), a `.npy` writer and reader ([`npy`]),
@@ -19,6 +20,7 @@ pub mod cli;
 pub mod jacobi;
 pub mod npy;
 pub mod report;
+pub mod sparse_reference;
 pub mod stencil;
 pub mod timing;
 

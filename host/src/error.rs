@@ -80,6 +80,16 @@ pub enum Error {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// A Matrix Market (`.mtx`) file could not be parsed.
+    #[error("matrix market {source_name}: line {line}: {message}")]
+    MatrixMarket {
+        /// The file's path, or `<string>` for text parsed from memory.
+        source_name: String,
+        /// The 1-based line where the problem is.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 /// The host's result type.

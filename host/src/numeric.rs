@@ -128,6 +128,19 @@ impl Numeric {
         })
     }
 
+    /// The runtime, for another plugin's facade that shares it.
+    pub(crate) fn runtime_cell(&self) -> &RefCell<Runtime> {
+        &self.inner.rt
+    }
+
+    /// An array of this plugin's runtime around a store handle (or an error).
+    pub(crate) fn wrap(&self, value: Result<StoreHandle>) -> Array {
+        Array {
+            np: self.clone(),
+            value: value.map_err(Rc::new),
+        }
+    }
+
     /// Runs `f` on the runtime (to load other plugins, read statistics, flush, ...).
     pub fn runtime<R>(&self, f: impl FnOnce(&mut Runtime) -> R) -> R {
         f(&mut self.inner.rt.borrow_mut())

@@ -10,6 +10,7 @@ use std::process::Command;
 /// The plugins to build: (package name, constant name in `artifacts.rs`).
 const PLUGINS: &[(&str, &str)] = &[
     ("weft-numeric", "NUMERIC"),
+    ("weft-sparse", "SPARSE"),
     ("weft-test-misbehave", "TEST_MISBEHAVE"),
 ];
 
@@ -35,6 +36,7 @@ fn run() -> Result<(), String> {
         "ir",
         "wit",
         "plugins/numeric",
+        "plugins/sparse",
         "tests/plugins",
         "Cargo.lock",
     ] {

@@ -26,6 +26,9 @@ enum Step {
     Fill(usize, f64),
     /// `pool[a] / (1 + |sum(pool[b])|)`: a reduction used by an element-wise op.
     Normalize(usize, usize),
+    /// `pool[a] / (1 + norm(pool[b]))`: a norm takes its square root in place (a scalar task
+    /// that must not run once per point).
+    Norm(usize, usize),
     /// Reads `pool[a]` now (a flush of what it needs).
     Read(usize),
     /// Drops `pool[a]`'s handle.
@@ -41,6 +44,7 @@ fn step() -> impl Strategy<Value = Step> {
         3 => (0..8usize, 0..8usize, 0..N, 0..N, 1..N).prop_map(|(a, b, l, l2, n)| Step::AssignView(a, b, l, l2, n)),
         1 => (0..8usize, -1.0..1.0f64).prop_map(|(a, s)| Step::Fill(a, s)),
         1 => (0..8usize, 0..8usize).prop_map(|(a, b)| Step::Normalize(a, b)),
+        1 => (0..8usize, 0..8usize).prop_map(|(a, b)| Step::Norm(a, b)),
         1 => (0..8usize).prop_map(Step::Read),
         2 => (0..8usize).prop_map(Step::Drop),
     ]
@@ -106,6 +110,10 @@ fn run(np: &Numeric, program: &[Step]) -> (Vec<Vec<f64>>, Vec<Vec<f64>>) {
             Step::Fill(a, v) => pick(&pool, a).assign(v).expect("fill"),
             Step::Normalize(a, b) => {
                 let s = pick(&pool, b).sum().abs() + 1.0;
+                pool.push(&pick(&pool, a) / &s);
+            }
+            Step::Norm(a, b) => {
+                let s = pick(&pool, b).norm() + 1.0;
                 pool.push(&pick(&pool, a) / &s);
             }
             Step::Read(a) => reads.push(pick(&pool, a).to_vec().expect("read")),

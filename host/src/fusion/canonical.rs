@@ -3,9 +3,9 @@
 //! Stores are renamed by first use (like De Bruijn indices), so two prefixes that differ only
 //! in which stores they name share a plan (Figure 7 of the Diffuse paper). Everything the plan
 //! depends on is in the key: each task's kernel, launch domain, and per argument the renamed
-//! store, its partition (in root coordinates) and privilege; per store its root shape, whether
-//! anything holds a handle to it, and whether a task after the prefix reads it; and the cut
-//! that ended the prefix.
+//! store, its partition (in root coordinates; an image names its source store) and privilege;
+//! per store its root shape, whether anything holds a handle to it, and whether a task after
+//! the prefix reads it; and the cut that ended the prefix.
 
 use crate::runtime::partition::RootPartition;
 use crate::runtime::stores::{StorageId, Stores};
@@ -29,7 +29,18 @@ impl Key {
     }
 }
 
-fn partition_words(p: &RootPartition, words: &mut Vec<u64>) {
+/// The index of `s` in `storages` (first use), naming it if it is new.
+fn name(storages: &mut Vec<StorageId>, s: StorageId) -> usize {
+    match storages.iter().position(|&x| x == s) {
+        Some(i) => i,
+        None => {
+            storages.push(s);
+            storages.len() - 1
+        }
+    }
+}
+
+fn partition_words(p: &RootPartition, words: &mut Vec<u64>, storages: &mut Vec<StorageId>) {
     words.push(p.bounds.origin.len() as u64);
     words.extend(&p.bounds.origin);
     words.extend(&p.bounds.extent);
@@ -40,6 +51,14 @@ fn partition_words(p: &RootPartition, words: &mut Vec<u64>) {
             words.extend(&t.tile);
             words.extend(t.offset.iter().map(|&o| o as u64));
             words.extend(t.projection.iter().map(|p| p.map_or(u64::MAX, u64::from)));
+        }
+    }
+    match &p.image {
+        None => words.push(0),
+        Some(image) => {
+            words.push(1);
+            words.push(name(storages, image.source) as u64);
+            partition_words(&image.source_partition, words, storages);
         }
     }
 }
@@ -69,16 +88,10 @@ pub fn key(
         words.extend(&task.launch);
         words.push(task.args.len() as u64);
         for arg in &task.args {
-            let index = match storages.iter().position(|&s| s == arg.storage) {
-                Some(i) => i,
-                None => {
-                    storages.push(arg.storage);
-                    storages.len() - 1
-                }
-            };
+            let index = name(&mut storages, arg.storage);
             words.push(index as u64);
             words.push(privilege_word(arg.privilege));
-            partition_words(&arg.root_partition, &mut words);
+            partition_words(&arg.root_partition, &mut words, &mut storages);
         }
     }
     for &s in &storages {

@@ -11,6 +11,10 @@
 //!   another partition;
 //! - **reduction**: if either task reduces to `S`, the other neither reads nor writes `S`.
 //!
+//! An image partition (see `runtime::partition`) also counts as a read of its source, which
+//! no earlier task of the prefix may write, through any partition: the ranges are read when
+//! the fused task starts.
+//!
 //! The analysis compares partitions for equality only (a few rank-sized vectors), and never
 //! looks at points: its cost per task does not depend on the launch domain's size.
 //!
@@ -18,8 +22,10 @@
 //! on 0-d arrays, the fill that starts a reduction), joins any launch domain, as Legate's and
 //! Diffuse's promotion of future-only tasks does: every point of the fused task computes it
 //! again, which gives every point the same values as long as no multi-point task of the prefix
-//! writes or reduces a store the scalar task reads or writes. That is checked here (the cut
-//! is reported as a launch-domain cut).
+//! writes or reduces a store the scalar task reads or writes, and as long as running the scalar
+//! tasks again changes nothing (none updates a store in place, reduces into one, or overwrites
+//! what an earlier scalar task read) when the launch has more than one point. That is checked
+//! here (the cut is reported as a launch-domain cut).
 
 use weft_ir::Privilege;
 
@@ -73,6 +79,21 @@ struct Seen<'a> {
     written_by_scalar: bool,
     /// Read by a task that is not a scalar task.
     read_by_launch: bool,
+    /// Read by a scalar task.
+    read_by_scalar: bool,
+}
+
+/// Whether a scalar task, run once per point of a multi-point fused task (as its promotion
+/// does), could leave other values than running once: it updates a store in place or reduces
+/// into it, or it overwrites a store that an earlier scalar task of the prefix read.
+fn repeats_unsafely(task: &IndexTask, seen: &[(StorageId, Seen<'_>)]) -> bool {
+    task.args.iter().any(|arg| match arg.privilege {
+        Privilege::ReadWrite | Privilege::Reduce(_) => true,
+        Privilege::Read => false,
+        Privilege::Write => seen
+            .iter()
+            .any(|(id, s)| *id == arg.storage && s.read_by_scalar),
+    })
 }
 
 /// Whether a task is a scalar task: one point, 0-d stores only.
@@ -103,8 +124,12 @@ pub fn fusible_prefix(tasks: &[IndexTask]) -> (usize, Option<Cut>) {
     // Few stores per window: a small vector beats a map here.
     let mut seen: Vec<(StorageId, Seen<'_>)> = Vec::new();
     let mut launch: Option<&[u64]> = None;
+    // Whether running the scalar tasks so far once per point could give other values than
+    // running them once (see `repeats_unsafely`).
+    let mut scalar_unsafe = false;
     for (j, task) in tasks.iter().enumerate() {
         let scalar = is_scalar_task(task);
+        let task_unsafe = scalar && repeats_unsafely(task, &seen);
         if j > 0 {
             let cut = |storage| {
                 Some(Cut {
@@ -115,6 +140,12 @@ pub fn fusible_prefix(tasks: &[IndexTask]) -> (usize, Option<Cut>) {
             if !scalar && launch.is_some_and(|l| l != task.launch.as_slice()) {
                 return (j, cut(None));
             }
+            let many = |l: &[u64]| l.iter().product::<u64>() > 1;
+            if (task_unsafe && launch.is_some_and(many))
+                || (!scalar && many(&task.launch) && scalar_unsafe)
+            {
+                return (j, cut(None));
+            }
             if let Some(s) = scalar_conflict(task, scalar, &seen) {
                 return (j, cut(Some(s)));
             }
@@ -122,6 +153,7 @@ pub fn fusible_prefix(tasks: &[IndexTask]) -> (usize, Option<Cut>) {
                 return (j, Some(cut));
             }
         }
+        scalar_unsafe |= task_unsafe;
         if !scalar && launch.is_none() {
             launch = Some(&task.launch);
         }
@@ -142,6 +174,9 @@ pub fn fusible_prefix(tasks: &[IndexTask]) -> (usize, Option<Cut>) {
             }
             if !scalar && !matches!(arg.privilege, Privilege::Write) {
                 entry.read_by_launch = true;
+            }
+            if scalar && !matches!(arg.privilege, Privilege::Write) {
+                entry.read_by_scalar = true;
             }
             match arg.privilege {
                 Privilege::Read => entry.reads.push(&arg.root_partition),
@@ -181,6 +216,24 @@ fn scalar_conflict(
 
 /// The first constraint that `task` breaks against the accesses in `seen`.
 fn conflict(task: &IndexTask, seen: &[(StorageId, Seen<'_>)]) -> Option<Cut> {
+    // An image partition's ranges are read from its source when the fused task starts, so the
+    // source must not be written or reduced earlier in the prefix, through any partition
+    // (a true dependence that the partitions alone do not show).
+    for arg in &task.args {
+        let Some(image) = &arg.root_partition.image else {
+            continue;
+        };
+        let changed = seen
+            .iter()
+            .find(|(id, _)| *id == image.source)
+            .is_some_and(|(_, s)| !s.writes.is_empty() || s.reduced.is_some());
+        if changed {
+            return Some(Cut {
+                constraint: Constraint::TrueDependence,
+                storage: Some(image.source),
+            });
+        }
+    }
     for arg in &task.args {
         let Some((_, s)) = seen.iter().find(|(id, _)| *id == arg.storage) else {
             continue;
@@ -237,6 +290,7 @@ mod tests {
                 offset: vec![lo as i64],
                 projection: vec![Some(0)],
             }),
+            image: None,
         }
     }
 
@@ -286,6 +340,45 @@ mod tests {
             task(vec![arg(3, all.clone(), RW), arg(1, all.clone(), R)]),
         ];
         assert_eq!(cut_of(&tasks), (3, None, None));
+    }
+
+    #[test]
+    fn an_image_source_written_earlier_in_the_prefix_cuts() {
+        // Store 1 holds row ranges (tiled like the launch); store 2 is read through the image
+        // of store 1; store 3 is the output.
+        let ranges = RootPartition {
+            bounds: Rect::whole(&[100, 2]),
+            tiling: Some(Tiling {
+                tile: vec![25, 2],
+                offset: vec![0, 0],
+                projection: vec![Some(0), None],
+            }),
+            image: None,
+        };
+        let image = RootPartition::image(&Rect::whole(&[500]), StorageId(1), ranges.clone());
+        let spmv = || {
+            task(vec![
+                arg(1, ranges.clone(), R),
+                arg(2, image.clone(), R),
+                arg(3, part(0, 100), W),
+            ])
+        };
+        // Writing the ranges through the very partition the image uses is still a cut.
+        let tasks = vec![task(vec![arg(1, ranges.clone(), W)]), spmv()];
+        assert_eq!(
+            cut_of(&tasks),
+            (1, Some(Constraint::TrueDependence), Some(1))
+        );
+        // Reading them, or writing the values through an equal image, fuses.
+        let write_values = task(vec![arg(1, ranges.clone(), R), arg(2, image.clone(), W)]);
+        assert_eq!(cut_of(&[write_values, spmv(), spmv()]), (3, None, None));
+        // Images of other sources are other partitions.
+        let other = RootPartition::image(&Rect::whole(&[500]), StorageId(9), ranges.clone());
+        let tasks = vec![task(vec![arg(2, other, W)]), spmv()];
+        assert_eq!(
+            cut_of(&tasks),
+            (1, Some(Constraint::TrueDependence), Some(2))
+        );
     }
 
     #[test]
@@ -341,6 +434,7 @@ mod tests {
         let scalar = RootPartition {
             bounds: Rect::whole(&[]),
             tiling: None,
+            image: None,
         };
         let reduce = task(vec![arg(1, all.clone(), R), arg(9, scalar.clone(), SUM)]);
         // Two reductions into one store, with one operator, fuse.
@@ -383,6 +477,7 @@ mod scalar_task_tests {
             RootPartition {
                 bounds: Rect::whole(&[]),
                 tiling: None,
+                image: None,
             }
         } else {
             RootPartition {
@@ -392,6 +487,7 @@ mod scalar_task_tests {
                     offset: vec![0],
                     projection: vec![Some(0)],
                 }),
+                image: None,
             }
         };
         TaskArg {
@@ -436,6 +532,45 @@ mod scalar_task_tests {
         ];
         assert_eq!(fusible_prefix(&tasks), (2, None));
         assert_eq!(fused_launch(&tasks), &[4]);
+    }
+
+    #[test]
+    fn a_scalar_task_that_is_not_idempotent_joins_only_one_point() {
+        // n = sqrt(n) in place (0-d), then a reduction of x into m.
+        let sum = Privilege::Reduce(weft_ir::ReduceOp::Sum);
+        let in_place = || task(vec![], vec![arg(1, 0, Privilege::ReadWrite)]);
+        let reduce =
+            |launch: Vec<u64>| task(launch, vec![arg(3, 1, Privilege::Read), arg(2, 0, sum)]);
+        let (n, cut) = fusible_prefix(&[in_place(), reduce(vec![4])]);
+        assert_eq!(n, 1, "every point would take the square root again");
+        assert_eq!(cut.map(|c| c.constraint), Some(Constraint::LaunchDomain));
+        assert_eq!(fusible_prefix(&[in_place(), reduce(vec![1])]), (2, None));
+        // The other order: the multi-point task first.
+        let (n, _) = fusible_prefix(&[reduce(vec![4]), in_place()]);
+        assert_eq!(n, 1);
+        // Overwriting what an earlier scalar task read is not idempotent either: t = s; s = 1.
+        let tasks = [
+            task(
+                vec![],
+                vec![arg(5, 0, Privilege::Read), arg(6, 0, Privilege::Write)],
+            ),
+            task(vec![], vec![arg(5, 0, Privilege::Write)]),
+            reduce(vec![4]),
+        ];
+        assert_eq!(fusible_prefix(&tasks).0, 2);
+        // Pure scalar chains are: u = s * s; v = u + 1.
+        let tasks = [
+            task(
+                vec![],
+                vec![arg(5, 0, Privilege::Read), arg(6, 0, Privilege::Write)],
+            ),
+            task(
+                vec![],
+                vec![arg(6, 0, Privilege::Read), arg(7, 0, Privilege::Write)],
+            ),
+            reduce(vec![4]),
+        ];
+        assert_eq!(fusible_prefix(&tasks), (3, None));
     }
 
     #[test]

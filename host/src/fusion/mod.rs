@@ -344,12 +344,17 @@ fn fused_name(entries: &[&KernelEntry]) -> String {
     format!("fused({})", names.join("+"))
 }
 
-/// What decides a partition's sub-store extents at every point: the view's extent, and the
-/// tile, offset relative to the view, and projection of its tiling.
-type ExtentShape = (Vec<u64>, Option<(Vec<u64>, Vec<i64>, Vec<Option<u32>>)>);
+/// What decides a partition's sub-store extents at every point: the view's extent, the tile,
+/// offset relative to the view, and projection of its tiling, and an image's source.
+type ExtentShape = (
+    Vec<u64>,
+    Option<(Vec<u64>, Vec<i64>, Vec<Option<u32>>)>,
+    Option<crate::runtime::partition::Image>,
+);
 
 /// Arguments with equal sub-store extents at every point share a class: same tile, projection
-/// and offset relative to the view, and same view extent.
+/// and offset relative to the view, same view extent, and the same image source (images of
+/// one source through one partition give equal ranges to every point).
 fn iteration_classes(tasks: &[IndexTask], args: &[ArgSource], scalars: usize) -> Vec<Option<u32>> {
     let mut shapes: Vec<ExtentShape> = Vec::new();
     let mut classes = Vec::with_capacity(args.len() + scalars);
@@ -366,6 +371,7 @@ fn iteration_classes(tasks: &[IndexTask], args: &[ArgSource], scalars: usize) ->
                     .collect();
                 (t.tile.clone(), rel, t.projection.clone())
             }),
+            p.image.as_deref().cloned(),
         );
         let class = match shapes.iter().position(|s| *s == shape) {
             Some(i) => i,

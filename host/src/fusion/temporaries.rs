@@ -18,8 +18,9 @@ use crate::runtime::stores::StorageId;
 use crate::runtime::task::IndexTask;
 
 /// Whether partition `p` of a launch over `launch` covers every element of a root of `shape`.
+/// An image never does as far as this analysis knows (its ranges are data).
 pub fn covers(p: &RootPartition, shape: &[u64], launch: &[u64]) -> bool {
-    if p.bounds != Rect::whole(shape) {
+    if p.bounds != Rect::whole(shape) || p.image.is_some() {
         return false;
     }
     let Some(t) = &p.tiling else {
@@ -101,6 +102,7 @@ mod tests {
                 offset: vec![offset],
                 projection: vec![Some(0)],
             }),
+            image: None,
         }
     }
 
@@ -115,12 +117,14 @@ mod tests {
                 extent: vec![8],
             },
             tiling: None,
+            image: None,
         };
         assert!(!covers(&view, &[10], &[]));
         assert!(covers(
             &RootPartition {
                 bounds: Rect::whole(&[10]),
-                tiling: None
+                tiling: None,
+                image: None,
             },
             &[10],
             &[]

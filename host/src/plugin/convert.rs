@@ -138,6 +138,7 @@ pub fn partition(p: types::Partition) -> Partition {
     match p {
         types::Partition::None => Partition::None,
         types::Partition::Tiling(t) => Partition::Tiling(tiling(t)),
+        types::Partition::Image(k) => Partition::Image(k),
     }
 }
 

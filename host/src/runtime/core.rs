@@ -168,6 +168,15 @@ impl Core {
             arg.storage = info.storage;
             arg.root_partition = RootPartition::fold(&arg.partition, &info.rect);
         }
+        // Image partitions, now that their sources are folded.
+        for i in 0..task.args.len() {
+            let Partition::Image(k) = task.args[i].partition else {
+                continue;
+            };
+            let source = self.image_source(&task, i, k as usize).map_err(&invalid)?;
+            let bounds = self.stores.get(task.args[i].store)?.rect.clone();
+            task.args[i].root_partition = RootPartition::image(&bounds, source.0, source.1);
+        }
         self.next_seq += 1;
         task.seq = self.next_seq;
         for arg in &task.args {
@@ -182,6 +191,50 @@ impl Core {
             self.munch()?;
         }
         Ok(())
+    }
+
+    /// The source storage and partition of argument `i`'s image of argument `k`, checked: `k`
+    /// is another argument, read-only, an `(n, 2)` store of `i32` or `i64` whose partition
+    /// keeps both columns together.
+    fn image_source(
+        &self,
+        task: &IndexTask,
+        i: usize,
+        k: usize,
+    ) -> std::result::Result<(super::stores::StorageId, RootPartition), String> {
+        let bad = |m: String| format!("argument {i}: image of argument {k}: {m}");
+        let src = task
+            .args
+            .get(k)
+            .filter(|_| k != i)
+            .ok_or_else(|| bad("no such other argument".into()))?;
+        if src.privilege != Privilege::Read {
+            return Err(bad("the source must be passed read-only".into()));
+        }
+        if matches!(src.partition, Partition::Image(_)) {
+            return Err(bad("the source is itself an image".into()));
+        }
+        let info = self.stores.get(src.store).map_err(|e| bad(e.to_string()))?;
+        if info.shape.len() != 2 || info.shape[1] != 2 {
+            return Err(bad(format!(
+                "the source must have shape (n, 2), not {:?}",
+                info.shape
+            )));
+        }
+        if !matches!(info.dtype, weft_ir::DType::I32 | weft_ir::DType::I64) {
+            return Err(bad(format!(
+                "the source must hold i32 or i64, not {}",
+                info.dtype
+            )));
+        }
+        if let Some(t) = &src.root_partition.tiling
+            && (t.projection[1].is_some()
+                || t.tile[1] < 2
+                || t.offset[1] != info.rect.origin[1] as i64)
+        {
+            return Err(bad("the source's partition splits its two columns".into()));
+        }
+        Ok((src.storage, src.root_partition.clone()))
     }
 
     /// A new kernel id.
@@ -423,6 +476,7 @@ impl Core {
             root_partition: RootPartition {
                 bounds: super::partition::Rect::whole(&[]),
                 tiling: None,
+                image: None,
             },
             privilege,
             local: false,
@@ -439,6 +493,8 @@ fn overlapping_launch_dim(partition: &Partition, launch: &[u64]) -> Option<usize
     }
     match partition {
         Partition::None => launch.iter().position(|&e| e > 1),
+        // The ranges of an image's source are disjoint (its contract): so are the images.
+        Partition::Image(_) => None,
         Partition::Tiling(t) => {
             (0..launch.len()).find(|&d| launch[d] > 1 && !t.projection.contains(&Some(d as u32)))
         }

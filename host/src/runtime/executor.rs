@@ -95,7 +95,14 @@ impl Executor<'_> {
             for (i, (arg, (base, strides, size, view_origin))) in
                 task.args.iter().zip(&bases).enumerate()
             {
-                let rect = arg.root_partition.sub_rect(&point);
+                let rect = match &arg.root_partition.image {
+                    None => arg.root_partition.sub_rect(&point),
+                    Some(image) => {
+                        let stores = &*self.stores;
+                        arg.root_partition
+                            .sub_rect_with(&point, |r, c| stores.read_index(image.source, &[r, c]))
+                    }
+                };
                 let origin: Vec<i64> = rect
                     .origin
                     .iter()

@@ -4,6 +4,13 @@
 //! partition it keeps is a partition of *root storage* ([`RootPartition`]). Two views of one
 //! root with the same tiles are then different partitions of the same root, and equality is a
 //! comparison of a few small vectors: constant time in the size of the launch domain.
+//!
+//! An *image* partition (sparse matrices' column indices and values, tiled by rows) is named by
+//! its source store and the source's partition, never by the ranges it yields: equality stays
+//! a constant-time comparison, and the ranges are read from the source's data only when a
+//! point task runs ([`RootPartition::sub_rect_with`]).
+
+use super::stores::StorageId;
 
 /// A rectangle `origin .. origin + extent` in some store's coordinates.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -60,13 +67,23 @@ pub enum Partition {
     None,
     /// Each point sees one tile.
     Tiling(Tiling),
+    /// For a rank-1 store: the image of the task argument with this index (an `(n, 2)` store
+    /// of sorted, disjoint index ranges) through that argument's own partition.
+    Image(u32),
 }
 
 impl Partition {
     /// Checks the partition against a store's rank and a launch's rank.
     pub fn check(&self, store_rank: usize, launch_rank: usize) -> Result<(), String> {
-        let Partition::Tiling(t) = self else {
-            return Ok(());
+        let t = match self {
+            Partition::None => return Ok(()),
+            Partition::Image(_) if store_rank == 1 => return Ok(()),
+            Partition::Image(_) => {
+                return Err(format!(
+                    "an image partition needs a store of rank 1, not {store_rank}"
+                ));
+            }
+            Partition::Tiling(t) => t,
         };
         if t.tile.len() != store_rank
             || t.offset.len() != store_rank
@@ -100,8 +117,20 @@ impl Partition {
 pub struct RootPartition {
     /// The view's rectangle in root coordinates.
     pub bounds: Rect,
-    /// The tiling, with offsets in root coordinates; `None` when every point sees `bounds`.
+    /// The tiling, with offsets in root coordinates; `None` when every point sees `bounds`
+    /// (or, for an image, the part of it that the image gives).
     pub tiling: Option<Tiling>,
+    /// For an image partition: where its ranges come from.
+    pub image: Option<Box<Image>>,
+}
+
+/// The source of an image partition.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Image {
+    /// The root storage of the `(n, 2)` store of ranges.
+    pub source: StorageId,
+    /// The source's partition: point `p` takes the ranges of the source rows it sees.
+    pub source_partition: RootPartition,
 }
 
 impl RootPartition {
@@ -118,7 +147,7 @@ impl RootPartition {
                     .all(|(&tile, &e)| tile >= e)
         };
         let tiling = match partition {
-            Partition::None => None,
+            Partition::None | Partition::Image(_) => None,
             Partition::Tiling(t) if whole(t) => None,
             Partition::Tiling(t) => Some(Tiling {
                 tile: t.tile.clone(),
@@ -134,10 +163,63 @@ impl RootPartition {
         RootPartition {
             bounds: bounds.clone(),
             tiling,
+            image: None,
         }
     }
 
-    /// The rectangle, in root coordinates, that point `point` of the launch sees.
+    /// The image partition of a rank-1 view whose rectangle in its root is `bounds`, with
+    /// ranges from `source` (its root storage) seen through `source_partition`.
+    pub fn image(bounds: &Rect, source: StorageId, source_partition: RootPartition) -> Self {
+        RootPartition {
+            bounds: bounds.clone(),
+            tiling: None,
+            image: Some(Box::new(Image {
+                source,
+                source_partition,
+            })),
+        }
+    }
+
+    /// The rectangle, in root coordinates, that point `point` of the launch sees. For an
+    /// image, `read(r, c)` reads element `(r, c)` (root coordinates) of the source: the point
+    /// sees `read(first, 0) .. read(last, 1)` of the view, for the first and the last source
+    /// row it sees (nothing if it sees none), clipped to the view. `read` returning `None`
+    /// (an element that cannot be read) gives an empty range.
+    pub fn sub_rect_with(&self, point: &[u64], read: impl Fn(u64, u64) -> Option<i64>) -> Rect {
+        let Some(image) = &self.image else {
+            return self.sub_rect(point);
+        };
+        let origin = self.bounds.origin.first().copied().unwrap_or(0);
+        let extent = self.bounds.extent.first().copied().unwrap_or(0);
+        let rows = image.source_partition.sub_rect(point);
+        let (Some(&r0), Some(&n), Some(&c0)) =
+            (rows.origin.first(), rows.extent.first(), rows.origin.get(1))
+        else {
+            return Rect {
+                origin: vec![origin],
+                extent: vec![0],
+            };
+        };
+        let range = if n == 0 {
+            None
+        } else {
+            read(r0, c0).zip(read(r0 + n - 1, c0 + 1))
+        };
+        let (lo, hi) = match range {
+            Some((lo, hi)) => {
+                let lo = lo.clamp(0, extent as i64) as u64;
+                (lo, (hi.max(0) as u64).clamp(lo, extent))
+            }
+            None => (0, 0),
+        };
+        Rect {
+            origin: vec![origin + lo],
+            extent: vec![hi - lo],
+        }
+    }
+
+    /// The rectangle, in root coordinates, that point `point` of the launch sees; for an image
+    /// partition, the whole view (a superset: [`Self::sub_rect_with`] gives the exact one).
     pub fn sub_rect(&self, point: &[u64]) -> Rect {
         let Some(t) = &self.tiling else {
             return self.bounds.clone();
@@ -243,6 +325,38 @@ mod tests {
         let p = RootPartition::fold(&tiling, &Rect::whole(&[10]));
         assert_eq!(p.sub_rect(&[2]).extent, vec![2]);
         assert_eq!(p.sub_rect(&[3]).extent, vec![0]);
+    }
+
+    #[test]
+    fn an_image_takes_the_ranges_of_the_source_rows_a_point_sees() {
+        // Source: 4 rows of ranges [0,2) [2,2) [2,5) [5,6), tiled 2 rows per point; target: a
+        // view at root offset 10 of length 6.
+        let ranges = [[0i64, 2], [2, 2], [2, 5], [5, 6]];
+        let rows = Partition::Tiling(Tiling {
+            tile: vec![2, 2],
+            offset: vec![0, 0],
+            projection: vec![Some(0), None],
+        });
+        let source = RootPartition::fold(&rows, &Rect::whole(&[4, 2]));
+        let bounds = Rect {
+            origin: vec![10],
+            extent: vec![6],
+        };
+        let p = RootPartition::image(&bounds, StorageId(7), source.clone());
+        let read = |r: u64, c: u64| ranges.get(r as usize).map(|row| row[c as usize]);
+        assert_eq!(p.sub_rect_with(&[0], read).origin, vec![10]);
+        assert_eq!(p.sub_rect_with(&[0], read).extent, vec![2]);
+        assert_eq!(p.sub_rect_with(&[1], read).origin, vec![12]);
+        assert_eq!(p.sub_rect_with(&[1], read).extent, vec![4]);
+        // Equal sources and partitions give equal images; another source does not.
+        assert_eq!(
+            p,
+            RootPartition::image(&bounds, StorageId(7), source.clone())
+        );
+        assert_ne!(p, RootPartition::image(&bounds, StorageId(8), source));
+        // Ranges past the view are clipped to it.
+        let wild = |_: u64, c: u64| Some(if c == 0 { -5 } else { 100 });
+        assert_eq!(p.sub_rect_with(&[0], wild).extent, vec![6]);
     }
 
     #[test]

@@ -76,6 +76,32 @@ impl Storage {
         self.data.is_some()
     }
 
+    /// The integer element (`i32` or `i64`) at `index` (root coordinates), if the storage
+    /// holds integers, is allocated and has that element.
+    pub fn read_index(&self, index: &[u64]) -> Option<i64> {
+        if index.len() != self.shape.len() || index.iter().zip(&self.shape).any(|(i, n)| i >= n) {
+            return None;
+        }
+        let linear: u64 = index
+            .iter()
+            .zip(self.strides())
+            .map(|(&i, s)| i * s as u64)
+            .sum();
+        let data = self.data.as_deref()?;
+        let linear = usize::try_from(linear).ok()?;
+        match self.dtype {
+            DType::I64 => data.get(linear).map(|&w| w as i64),
+            DType::I32 => {
+                // Element `2w + h` is the bytes `4h..4h + 4` of word `w`, in memory order.
+                let bytes = data.get(linear / 2)?.to_ne_bytes();
+                let at = (linear % 2) * 4;
+                let half: [u8; 4] = bytes.get(at..at + 4)?.try_into().ok()?;
+                Some(i64::from(i32::from_ne_bytes(half)))
+            }
+            _ => None,
+        }
+    }
+
     /// The bytes, allocating (zeroed) on first use.
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         let bytes = self.len() as usize * self.dtype.size();
@@ -203,6 +229,11 @@ impl Stores {
     /// A storage.
     pub fn storage(&self, id: StorageId) -> Option<&Storage> {
         self.storages.get(&id)
+    }
+
+    /// The integer element at `index` of a storage (see [`Storage::read_index`]).
+    pub fn read_index(&self, id: StorageId, index: &[u64]) -> Option<i64> {
+        self.storages.get(&id)?.read_index(index)
     }
 
     /// A storage, mutably; allocation is accounted by [`Stores::allocate`].

@@ -6,7 +6,7 @@
 use weft_sdk::ir::{DType, ReduceOp};
 use weft_sdk::{Error, Launch, Partition, Privilege, Store, Task};
 
-use super::{Array, create, fail, fill, host_error, rank, same_dtype};
+use super::{Array, fail, host_error, rank, same_dtype};
 use crate::catalog;
 use crate::keys::Key;
 use crate::shapes;
@@ -96,10 +96,15 @@ pub fn norm(a: &Array<'_>) -> Result<Store, Error> {
 }
 
 /// A new 0-d array of `dtype` holding the identity of `op`.
+///
+/// The identity is written by the host when it creates the store, not by a fill task: the
+/// reduction task is then the store's only writer, and fuses with the tasks before it (a fill
+/// and a reduction into one store may not share a fused task).
 fn zero_d(name: &str, dtype: DType, op: ReduceOp) -> Result<Store, Error> {
-    let out = create(name, &[], dtype)?;
-    fill(name, &out, &[], dtype, op.identity(dtype))?;
-    Ok(out)
+    let bits = op.identity(dtype).to_bits().to_le_bytes();
+    let bytes = bits.get(..dtype.size()).unwrap_or(&bits);
+    weft_sdk::host::store_from_bytes(&[], weft_sdk::wit_dtype(dtype), bytes)
+        .map_err(host_error(name))
 }
 
 /// The WIT privilege `reduce(op)`.

@@ -1,0 +1,291 @@
+//! Constructions computed in the plugin from data it reads from the host: COO triplets and
+//! SciPy-style CSR arrays (checked, then sorted and merged), and the transpose. Each reads its
+//! inputs once (which runs the tasks that produce them) and hands the result to the host as
+//! new stores.
+
+use weft_sdk::host::{self, Store};
+use weft_sdk::ir::DType;
+use weft_sdk::{Error, error, ir_dtype, wit_dtype};
+
+use crate::tasks::check;
+use crate::{Matrix, Parts};
+
+/// A vector store's integers, widened to `i64`; `what` names it in errors.
+fn read_ints(s: &Store, op: &str, what: &str) -> Result<Vec<i64>, Error> {
+    let shape = s.shape();
+    if shape.len() != 1 {
+        return Err(error(format!(
+            "{op}: {what} must be a vector, not of shape {shape:?}"
+        )));
+    }
+    let bytes = host::read_bytes(s)?;
+    match ir_dtype(s.dtype()) {
+        DType::I64 => Ok(bytes
+            .chunks_exact(8)
+            .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+            .collect()),
+        DType::I32 => Ok(bytes
+            .chunks_exact(4)
+            .map(|c| i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+            .collect()),
+        d => Err(error(format!("{op}: {what} must hold i32 or i64, not {d}"))),
+    }
+}
+
+/// A vector store's floats, widened to `f64`, and their type.
+fn read_floats(s: &Store, op: &str, what: &str) -> Result<(Vec<f64>, DType), Error> {
+    let shape = s.shape();
+    if shape.len() != 1 {
+        return Err(error(format!(
+            "{op}: {what} must be a vector, not of shape {shape:?}"
+        )));
+    }
+    let bytes = host::read_bytes(s)?;
+    match ir_dtype(s.dtype()) {
+        DType::F64 => Ok((
+            bytes
+                .chunks_exact(8)
+                .map(|c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+                .collect(),
+            DType::F64,
+        )),
+        DType::F32 => Ok((
+            bytes
+                .chunks_exact(4)
+                .map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+                .collect(),
+            DType::F32,
+        )),
+        d => Err(error(format!("{op}: {what} must hold f32 or f64, not {d}"))),
+    }
+}
+
+/// Index bytes of `i`.
+fn index_bytes(values: impl Iterator<Item = i64>, i: DType, op: &str) -> Result<Vec<u8>, Error> {
+    let mut out = Vec::new();
+    for v in values {
+        if i == DType::I32 {
+            let v = i32::try_from(v)
+                .map_err(|_| error(format!("{op}: index {v} does not fit i32 indices")))?;
+            out.extend_from_slice(&v.to_le_bytes());
+        } else {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    Ok(out)
+}
+
+/// Value bytes of `v`.
+fn value_bytes(values: &[f64], v: DType) -> Vec<u8> {
+    if v == DType::F32 {
+        values
+            .iter()
+            .flat_map(|&x| (x as f32).to_le_bytes())
+            .collect()
+    } else {
+        values.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+}
+
+/// The stores of a matrix whose row `r` is `indptr[r]..indptr[r + 1]` of `crd` and `vals`.
+fn make(
+    rows: u64,
+    cols: u64,
+    indptr: &[i64],
+    crd: &[i64],
+    vals: &[f64],
+    (v, i): (DType, DType),
+    op: &str,
+) -> Result<Parts, Error> {
+    let ranges = indptr.windows(2).flat_map(|w| [w[0], w[1]]);
+    let pos = host::store_from_bytes(&[rows, 2], wit_dtype(i), &index_bytes(ranges, i, op)?)?;
+    let n = crd.len() as u64;
+    let crd = host::store_from_bytes(
+        &[n],
+        wit_dtype(i),
+        &index_bytes(crd.iter().copied(), i, op)?,
+    )?;
+    let vals = host::store_from_bytes(&[n], wit_dtype(v), &value_bytes(vals, v))?;
+    Ok(Parts {
+        pos,
+        crd,
+        vals,
+        rows,
+        cols,
+    })
+}
+
+/// Checks an index type.
+fn index_type(i: DType, op: &str) -> Result<(), Error> {
+    if matches!(i, DType::I32 | DType::I64) {
+        Ok(())
+    } else {
+        Err(error(format!(
+            "{op}: the index type must be i32 or i64, not {i}"
+        )))
+    }
+}
+
+/// Sorts entries by row, then column, sums duplicates, and returns CSR arrays.
+fn compress(rows: u64, entries: &mut [(i64, i64, f64)]) -> (Vec<i64>, Vec<i64>, Vec<f64>) {
+    // A stable sort: duplicates are summed in input order.
+    entries.sort_by_key(|&(r, c, _)| (r, c));
+    let mut indptr = vec![0i64; rows as usize + 1];
+    let mut crd: Vec<i64> = Vec::with_capacity(entries.len());
+    let mut vals: Vec<f64> = Vec::with_capacity(entries.len());
+    let mut last: Option<(i64, i64)> = None;
+    for &(r, c, v) in entries.iter() {
+        if last == Some((r, c)) {
+            if let Some(x) = vals.last_mut() {
+                *x += v;
+            }
+            continue;
+        }
+        last = Some((r, c));
+        crd.push(c);
+        vals.push(v);
+        indptr[r as usize + 1] += 1;
+    }
+    for r in 0..rows as usize {
+        indptr[r + 1] += indptr[r];
+    }
+    (indptr, crd, vals)
+}
+
+/// A matrix from COO triplets: duplicates summed, columns sorted.
+pub(crate) fn from_coo(
+    rows: u64,
+    cols: u64,
+    row: &Store,
+    col: &Store,
+    val: &Store,
+    i: DType,
+) -> Result<Parts, Error> {
+    let op = "from-coo";
+    index_type(i, op)?;
+    let r = read_ints(row, op, "row")?;
+    let c = read_ints(col, op, "col")?;
+    let (v, vt) = read_floats(val, op, "val")?;
+    if r.len() != c.len() || r.len() != v.len() {
+        return Err(error(format!(
+            "{op}: row, col and val have lengths {}, {} and {}",
+            r.len(),
+            c.len(),
+            v.len()
+        )));
+    }
+    let mut entries = Vec::with_capacity(r.len());
+    for (k, ((&ri, &ci), &vi)) in r.iter().zip(&c).zip(&v).enumerate() {
+        if ri < 0 || ri as u64 >= rows || ci < 0 || ci as u64 >= cols {
+            return Err(error(format!(
+                "{op}: entry {k} at ({ri}, {ci}) is outside the {rows} x {cols} matrix"
+            )));
+        }
+        entries.push((ri, ci, vi));
+    }
+    let (indptr, crd, vals) = compress(rows, &mut entries);
+    make(rows, cols, &indptr, &crd, &vals, (vt, i), op)
+}
+
+/// A matrix from SciPy-style CSR arrays, checked.
+pub(crate) fn from_csr_arrays(
+    rows: u64,
+    cols: u64,
+    indptr: &Store,
+    indices: &Store,
+    data: &Store,
+) -> Result<Parts, Error> {
+    let op = "from-csr-arrays";
+    let i = ir_dtype(indptr.dtype());
+    index_type(i, op)?;
+    let p = read_ints(indptr, op, "indptr")?;
+    let c = read_ints(indices, op, "indices")?;
+    let (v, vt) = read_floats(data, op, "data")?;
+    if p.len() as u64 != rows + 1 {
+        return Err(error(format!(
+            "{op}: indptr has {} entries, a matrix of {rows} rows needs {}",
+            p.len(),
+            rows + 1
+        )));
+    }
+    if c.len() != v.len() {
+        return Err(error(format!(
+            "{op}: indices and data have lengths {} and {}",
+            c.len(),
+            v.len()
+        )));
+    }
+    if p.first() != Some(&0) {
+        return Err(error(format!("{op}: indptr must start at 0")));
+    }
+    if let Some(r) = p.windows(2).position(|w| w[1] < w[0]) {
+        return Err(error(format!(
+            "{op}: indptr is not monotone: indptr[{}] = {} > indptr[{}] = {}",
+            r,
+            p[r],
+            r + 1,
+            p[r + 1]
+        )));
+    }
+    if p.last().copied() != Some(c.len() as i64) {
+        return Err(error(format!(
+            "{op}: indptr ends at {:?}, but there are {} entries",
+            p.last(),
+            c.len()
+        )));
+    }
+    if let Some(k) = c.iter().position(|&x| x < 0 || x as u64 >= cols) {
+        return Err(error(format!(
+            "{op}: column index {} of entry {k} is outside 0..{cols}",
+            c[k]
+        )));
+    }
+    make(rows, cols, &p, &c, &v, (vt, i), op)
+}
+
+/// The transpose, with sorted columns.
+pub(crate) fn transpose(m: &Matrix<'_>, rows: u64, cols: u64) -> Result<Parts, Error> {
+    let op = "transpose";
+    let s = check(m, op)?;
+    if s.rows != rows {
+        return Err(error(format!(
+            "{op}: pos has {} rows, the matrix {rows}",
+            s.rows
+        )));
+    }
+    let bytes = host::read_bytes(m.pos)?;
+    let pos: Vec<i64> = if s.i == DType::I32 {
+        bytes
+            .chunks_exact(4)
+            .map(|c| i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+            .collect()
+    } else {
+        bytes
+            .chunks_exact(8)
+            .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+            .collect()
+    };
+    let crd = read_ints(m.crd, op, "crd")?;
+    let (vals, vt) = read_floats(m.vals, op, "vals")?;
+    let mut entries = Vec::with_capacity(crd.len());
+    for r in 0..rows as usize {
+        let (lo, hi) = (pos[2 * r], pos[2 * r + 1]);
+        if lo < 0 || hi < lo || hi as usize > crd.len() {
+            return Err(error(format!(
+                "{op}: row {r} has the range {lo}..{hi} of {} entries",
+                crd.len()
+            )));
+        }
+        for j in lo as usize..hi as usize {
+            let c = crd[j];
+            if c < 0 || c as u64 >= cols {
+                return Err(error(format!(
+                    "{op}: column {c} of entry {j} is outside 0..{cols}"
+                )));
+            }
+            entries.push((c, r as i64, vals[j]));
+        }
+    }
+    let (indptr, crd, vals) = compress(cols, &mut entries);
+    make(cols, rows, &indptr, &crd, &vals, (vt, s.i), op)
+}
