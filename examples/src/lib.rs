@@ -7,6 +7,8 @@
 //! - [`stencil`]: the 5-point Jacobi heat iteration over aliasing views (Figure 1 of the
 //!   Diffuse paper);
 //! - [`jacobi`]: dense Jacobi iteration for `A x = b` (Diffuse's and Legate's benchmark).
+//! - [`krylov`]: CG, BiCGSTAB and multigrid-preconditioned CG on the numeric and sparse
+//!   plugins (the Diffuse paper's sparse solvers), driven by [`solve_app`];
 //! - [`sparse_reference`]: plain-Rust CSR and op-by-op CG/BiCGSTAB, no Weft: the sparse reference.
 //!
 //! The computations live here so that the binaries (`src/bin/`) and the tests run the same
@@ -18,8 +20,10 @@
 pub mod black_scholes;
 pub mod cli;
 pub mod jacobi;
+pub mod krylov;
 pub mod npy;
 pub mod report;
+pub mod solve_app;
 pub mod sparse_reference;
 pub mod stencil;
 pub mod timing;

@@ -1,0 +1,191 @@
+//! The command line and the run of the solver examples `cg`, `bicgstab` and `gmg`: the
+//! problem (the Poisson matrix of `--grid`, or a Matrix Market file), the right-hand side from
+//! `--seed`, timed solves, the `.npy` outputs and the JSON line.
+
+use std::path::Path;
+
+use weft_host::{CsrMatrix, Numeric, Sparse};
+use weft_ir::DType;
+
+use crate::krylov::{self, Multigrid, Solve};
+use crate::{AppError, Args, Cli, Kind, Report, bench, npy, out_dir, save, say};
+
+/// Which solver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// Conjugate gradients.
+    Cg,
+    /// BiCGSTAB.
+    Bicgstab,
+    /// CG preconditioned by a geometric multigrid V-cycle.
+    Gmg,
+}
+
+impl Method {
+    /// The example's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Cg => "cg",
+            Method::Bicgstab => "bicgstab",
+            Method::Gmg => "gmg",
+        }
+    }
+
+    fn about(self) -> &'static str {
+        match self {
+            Method::Cg => {
+                "Solves A x = b by conjugate gradients, written op by op on the numeric and sparse \
+                 plugins (A: the 5-point Poisson matrix of --grid, or --matrix)."
+            }
+            Method::Bicgstab => {
+                "Solves A x = b by BiCGSTAB, written op by op on the numeric and sparse plugins \
+                 (A: the 5-point Poisson matrix of --grid, or --matrix)."
+            }
+            Method::Gmg => {
+                "Solves A x = b by CG preconditioned with a geometric multigrid V-cycle \
+                 (injection, bilinear interpolation, weighted Jacobi), on the numeric and sparse \
+                 plugins (A: the 5-point Poisson matrix of --grid, or a --matrix on a square grid)."
+            }
+        }
+    }
+}
+
+/// The command line of a solver example.
+pub fn cli(method: Method) -> Cli {
+    Cli::new(method.name(), method.about(), 10_000, 1)
+        .help("n", "maximum iterations per solve")
+        .help("iters", "timed solves")
+        .extra(
+            "warmup",
+            "W",
+            "untimed solves before the timed ones",
+            Kind::Count {
+                min: 0,
+                max: u64::MAX,
+            },
+            "0",
+        )
+        .extra(
+            "grid",
+            "G",
+            "the Poisson problem on a G x G grid (G^2 unknowns)",
+            Kind::Count {
+                min: 1,
+                max: 1 << 16,
+            },
+            "64",
+        )
+        .extra(
+            "matrix",
+            "FILE",
+            "solve with the matrix of this Matrix Market file instead",
+            Kind::Path,
+            "",
+        )
+        .extra(
+            "tol",
+            "TOL",
+            "stop when |b - A x| <= TOL |b|",
+            Kind::Float { min: 0.0 },
+            "1e-8",
+        )
+}
+
+/// Loads the sparse plugin into `np`'s runtime.
+pub fn load_sparse(np: &Numeric) -> weft_host::Result<Sparse> {
+    Sparse::new(np, weft_plugin_artifacts::SPARSE)
+}
+
+/// The matrix and the grid side it lives on (for `--matrix`, the square root of its size when
+/// that is a whole number).
+fn problem(sp: &Sparse, args: &Args) -> Result<(CsrMatrix, Option<u64>), AppError> {
+    match args.extra("matrix").filter(|m| !m.is_empty()) {
+        None => {
+            let g = args.extra_u64("grid").ok_or("--grid needs a number")?;
+            Ok((sp.poisson2d(g, DType::F64, DType::I64)?, Some(g)))
+        }
+        Some(path) => {
+            let a = sp.from_matrix_market(Path::new(path), DType::F64, DType::I64)?;
+            let (rows, cols) = a.shape();
+            if rows != cols {
+                return Err(format!("{path}: the matrix is {rows} x {cols}, not square").into());
+            }
+            let g = (rows as f64).sqrt().round() as u64;
+            Ok((a, (g * g == rows).then_some(g)))
+        }
+    }
+}
+
+/// Runs a solver example.
+pub fn run(method: Method, args: &Args) -> Result<(), AppError> {
+    let name = method.name();
+    let np = crate::load_numeric(args)?;
+    let sp = load_sparse(&np)?;
+    let (a, g) = problem(&sp, args)?;
+    let n = a.shape().0;
+    let b = np.random_uniform(&[n], 0.0, 1.0, crate::sub_seed(args.seed, 0), DType::F64);
+    b.check()?;
+    let tol = args.extra_f64("tol").ok_or("--tol needs a number")?;
+    let max_iter = usize::try_from(args.n).unwrap_or(usize::MAX);
+    let mg = match method {
+        Method::Gmg => {
+            let g = g.ok_or("gmg needs a matrix on a square grid: its size must be a square")?;
+            Some(Multigrid::new(&sp, &a, g)?)
+        }
+        _ => None,
+    };
+    np.runtime(|rt| rt.flush())?;
+
+    let (timing, per_iter, last) = bench(&np, args.warmup, args.iters, || {
+        let solve = match (&mg, method) {
+            (Some(mg), _) => krylov::gmg(&a, mg, &b, tol, max_iter),
+            (None, Method::Bicgstab) => krylov::bicgstab(&a, &b, tol, max_iter),
+            (None, _) => krylov::cg(&a, &b, tol, max_iter),
+        }?;
+        Ok(solve)
+    })?;
+    let solve: Solve = last.ok_or("no solve ran")?;
+    let true_residual = ((&b - a.matvec(&solve.x)).norm() / b.norm()).item()?;
+    if let Some(dir) = out_dir(args)? {
+        save(&dir, "b.npy", &b)?;
+        save(&dir, "x.npy", &solve.x)?;
+        let r = &solve.residuals;
+        npy::write(
+            dir.join("residuals.npy"),
+            &[r.len() as u64],
+            npy::NpyData::F64(r.clone()),
+        )?;
+    }
+    let per_iteration = crate::timing::median(&solve.seconds);
+    let mut report = Report::new(name, args);
+    report
+        .timing(&timing, &per_iter)
+        .set("unknowns", n)
+        .set("nnz", a.nnz()?)
+        .set("iterations", solve.iterations() as u64)
+        .set("converged", solve.converged)
+        .set("seconds_per_iteration", per_iteration)
+        .set("relative_residual", true_residual)
+        .set("tol", tol)
+        .runtime_stats(&np);
+    say(&format!(
+        "{name}: {n} unknowns, {} iterations, {:.3} ms per iteration (median), relative residual \
+         {true_residual:.3e}{}",
+        solve.iterations(),
+        per_iteration * 1e3,
+        if solve.converged {
+            ""
+        } else {
+            " (not converged)"
+        }
+    ))?;
+    report.print()?;
+    if !solve.converged {
+        return Err(format!(
+            "{name} did not reach --tol {tol:e} in {} iterations",
+            solve.iterations()
+        )
+        .into());
+    }
+    Ok(())
+}
