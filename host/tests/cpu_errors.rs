@@ -246,3 +246,61 @@ fn invalid_ir_is_a_compile_error() {
     // The backend still compiles good kernels afterwards.
     be.compile(&gather()).unwrap();
 }
+
+/// y[i] = sum of v[j] for j in lo[i]..hi[i]: the checks of `v[j]` are made once per row, before
+/// its loop; a range past `v` still faults on `v`, an empty range with wild bounds does not.
+fn row_sums() -> weft_ir::Kernel {
+    let mut kb = Kb::new();
+    let lo = kb.store(DType::I64, 1, Privilege::Read);
+    let hi = kb.store(DType::I64, 1, Privilege::Read);
+    let v = kb.store(DType::F64, 1, Privilege::Read);
+    let y = kb.store(DType::F64, 1, Privilege::Write);
+    kb.parallel(y, 1, |kb, i| {
+        let a = kb.load(lo, &[i[0]]);
+        let b = kb.load(hi, &[i[0]]);
+        let zero = kb.f64(0.0);
+        let sum = kb.for_loop(a, b, &[zero], |kb, j, acc| {
+            let x = kb.load(v, &[j]);
+            vec![kb.add(acc[0], x)]
+        });
+        kb.store_to(y, &[i[0]], sum[0]);
+    });
+    kb.finish("test.row_sums")
+}
+
+#[test]
+fn loop_indexed_accesses_are_checked_once_per_loop() {
+    let k = compile(&row_sums());
+    let mut v = vec![1.0, 2.0, 3.0, 4.0];
+    // (row starts, row ends, the sums or a fault)
+    type Case = (Vec<i64>, Vec<i64>, Option<Vec<f64>>);
+    let cases: [Case; 5] = [
+        (vec![0, 1, 4], vec![1, 4, 4], Some(vec![1.0, 9.0, 0.0])),
+        // Empty ranges never touch `v`, whatever their bounds.
+        (vec![9, -5, 2], vec![9, -7, 1], Some(vec![0.0, 0.0, 0.0])),
+        // Past the end, before the start, and both.
+        (vec![0, 2, 0], vec![1, 5, 1], None),
+        (vec![-1, 0, 0], vec![1, 0, 0], None),
+        (vec![i64::MIN, 0, 0], vec![i64::MAX, 0, 0], None),
+    ];
+    for (mut a, mut b, want) in cases {
+        let mut y = vec![-1.0; 3];
+        let views = [
+            dense(&mut a, &[3]),
+            dense(&mut b, &[3]),
+            dense(&mut v, &[4]),
+            dense(&mut y, &[3]),
+        ];
+        let result = run(&k, &views, &[]);
+        match want {
+            Some(want) => {
+                result.unwrap();
+                assert_eq!(y, want);
+            }
+            None => {
+                let msg = fault_message(result);
+                assert!(msg.contains("store parameter 2 (dim 0)"), "{msg}");
+            }
+        }
+    }
+}

@@ -606,6 +606,7 @@ impl StepCx<'_> {
                 spill_types: self.spill_types,
                 par: None,
                 tables: self.tables,
+                for_proven: HashSet::new(),
             };
             build(&mut fl)?;
             // Resets `fctx` for the next function.
@@ -753,6 +754,10 @@ struct FnLower<'a, 'f> {
     par: Option<ParCx>,
     /// Where vector functions keep their constant tables.
     tables: &'a mut Vec<vector::ConstTable>,
+    /// `(induction, param, dim)`: dimension `dim` of store parameter `param`, indexed by the
+    /// induction value of an enclosing `for` loop, was checked for the loop's whole range
+    /// before the loop (see `lower_for`).
+    for_proven: HashSet<(ValueId, u32, usize)>,
 }
 
 impl<'f> FnLower<'_, 'f> {
@@ -1481,20 +1486,21 @@ impl<'f> FnLower<'_, 'f> {
         let mut offset: Option<Value> = None;
         for (d, &iv) in acc.indices.iter().enumerate() {
             let idx = self.typed(iv, DType::I64, "index")?;
-            let proven = match &mut self.par {
-                Some(p) => match p.loop_dims.get(&iv) {
-                    Some(&k) => {
-                        p.obligations.insert(Obligation {
-                            loop_dim: k,
-                            store,
-                            dim: d,
-                        });
-                        true
-                    }
+            let proven = self.for_proven.contains(&(iv, acc.param, d))
+                || match &mut self.par {
+                    Some(p) => match p.loop_dims.get(&iv) {
+                        Some(&k) => {
+                            p.obligations.insert(Obligation {
+                                loop_dim: k,
+                                store,
+                                dim: d,
+                            });
+                            true
+                        }
+                        None => false,
+                    },
                     None => false,
-                },
-                None => false,
-            };
+                };
             if !proven {
                 let code = self.faults.code(FaultSite {
                     param: acc.param,
@@ -1588,6 +1594,30 @@ impl<'f> FnLower<'_, 'f> {
         Ok(())
     }
 
+    /// The `(param, dim, extent)` of each access directly in the body of `l` (so run by every
+    /// iteration) whose index on `dim` is the induction value and is not otherwise proven.
+    fn hoistable_checks(&self, l: &ForLoop) -> Vec<(u32, usize, Value)> {
+        let mut out: Vec<(u32, usize, Value)> = Vec::new();
+        for inst in &l.body {
+            let acc = match &inst.op {
+                Op::Load(acc) | Op::Store(acc, _) | Op::Reduce(acc, _, _) => acc,
+                _ => continue,
+            };
+            let Some(view) = self.views.get(&acc.param) else {
+                continue;
+            };
+            for (d, &iv) in acc.indices.iter().enumerate() {
+                if iv != l.induction || out.iter().any(|&(p, e, _)| (p, e) == (acc.param, d)) {
+                    continue;
+                }
+                if let Some(&ext) = view.ext.get(d) {
+                    out.push((acc.param, d, ext));
+                }
+            }
+        }
+        out
+    }
+
     /// `for i in lo..hi` as a guarded do-while loop with the carried values as block
     /// parameters.
     fn lower_for(&mut self, inst: &Inst, l: &ForLoop) -> LResult<()> {
@@ -1620,7 +1650,46 @@ impl<'f> FnLower<'_, 'f> {
         let mut body_args = vec![BlockArg::Value(lo)];
         body_args.extend(init.iter().map(|&v| BlockArg::Value(v)));
         let exit_args: Vec<BlockArg> = init.iter().map(|&v| BlockArg::Value(v)).collect();
-        self.b.ins().brif(go, body, &body_args, exit, &exit_args);
+        let hoisted = self.hoistable_checks(l);
+        if hoisted.is_empty() {
+            self.b.ins().brif(go, body, &body_args, exit, &exit_args);
+        } else {
+            // Accesses indexed by the induction value in the body itself run in every
+            // iteration: one check of `lo` and `hi - 1` against the extent before the loop
+            // covers them all (a failure stops the kernel with the same fault as the first
+            // failing iteration's check would, before the loop's effects).
+            let checked = self.b.create_block();
+            self.b.ins().brif(go, checked, &[], exit, &exit_args);
+            self.b.switch_to_block(checked);
+            let last = self.b.ins().iadd_imm_s(hi, -1);
+            let mut checks = Vec::new();
+            for &(param, d, ext) in &hoisted {
+                let code = self.faults.code(FaultSite {
+                    param,
+                    dim: d as u32,
+                });
+                checks.push((lo, ext, code));
+                checks.push((last, ext, code));
+                self.for_proven.insert((l.induction, param, d));
+            }
+            let mut bad: Option<Value> = None;
+            for &(idx, e, _) in &checks {
+                let c = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, idx, e);
+                bad = Some(match bad {
+                    None => c,
+                    Some(b) => self.b.ins().bor(b, c),
+                });
+            }
+            let fail = self.b.create_block();
+            self.b.set_cold_block(fail);
+            if let Some(bad) = bad {
+                self.b.ins().brif(bad, fail, &[], body, &body_args);
+            }
+            self.pending.push(PendingFail {
+                block: fail,
+                checks,
+            });
+        }
 
         self.b.switch_to_block(body);
         let params = self.b.block_params(body).to_vec();

@@ -167,6 +167,7 @@ impl Core {
             }
             arg.storage = info.storage;
             arg.root_partition = RootPartition::fold(&arg.partition, &info.rect);
+            arg.root_partition.normalize_for(&task.launch);
         }
         // Image partitions, now that their sources are folded.
         for i in 0..task.args.len() {

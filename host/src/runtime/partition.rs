@@ -167,6 +167,18 @@ impl RootPartition {
         }
     }
 
+    /// Drops a tiling that gives the one point of a one-point launch the whole view: it is
+    /// then the same partition as `None`, and compares equal to it (so that a task that tiles
+    /// a vector over one point fuses with one that reads the vector whole).
+    pub fn normalize_for(&mut self, launch: &[u64]) {
+        if self.tiling.is_none() || launch.iter().product::<u64>() != 1 {
+            return;
+        }
+        if self.sub_rect(&vec![0; launch.len()]) == self.bounds {
+            self.tiling = None;
+        }
+    }
+
     /// The image partition of a rank-1 view whose rectangle in its root is `bounds`, with
     /// ranges from `source` (its root storage) seen through `source_partition`.
     pub fn image(bounds: &Rect, source: StorageId, source_partition: RootPartition) -> Self {
@@ -313,6 +325,32 @@ mod tests {
                 .tiling
                 .is_some()
         );
+    }
+
+    #[test]
+    fn a_tiling_of_one_point_that_covers_the_view_is_none() {
+        let rows = Partition::Tiling(Tiling {
+            tile: vec![10],
+            offset: vec![0],
+            projection: vec![Some(0)],
+        });
+        let mut p = RootPartition::fold(&rows, &Rect::whole(&[10]));
+        p.normalize_for(&[2]);
+        assert!(p.tiling.is_some(), "two points see different tiles");
+        p.normalize_for(&[1]);
+        assert_eq!(
+            p,
+            RootPartition::fold(&Partition::None, &Rect::whole(&[10]))
+        );
+        // A tile smaller than the view stays a tiling.
+        let half = Partition::Tiling(Tiling {
+            tile: vec![5],
+            offset: vec![0],
+            projection: vec![Some(0)],
+        });
+        let mut p = RootPartition::fold(&half, &Rect::whole(&[10]));
+        p.normalize_for(&[1]);
+        assert!(p.tiling.is_some());
     }
 
     #[test]
