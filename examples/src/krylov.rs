@@ -238,14 +238,14 @@ impl Multigrid {
                 (coarse * coarse, gl * gl),
                 (&r, &c, &v),
                 DType::F64,
-                DType::I64,
+                DType::I32,
             )?;
             let (r, c, v) = interpolation(gl);
             let prolong = sp.from_triplets(
                 (gl * gl, coarse * coarse),
                 (&r, &c, &v),
                 DType::F64,
-                DType::I64,
+                DType::I32,
             )?;
             levels.push(Level {
                 g: gl,
@@ -255,7 +255,7 @@ impl Multigrid {
                 prolong: Some(prolong),
             });
             gl = coarse;
-            al = sp.poisson2d(gl, DType::F64, DType::I64)?;
+            al = sp.poisson2d(gl, DType::F64, DType::I32)?;
         }
         Ok(Multigrid {
             levels,

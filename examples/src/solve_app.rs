@@ -96,16 +96,32 @@ pub fn load_sparse(np: &Numeric) -> weft_host::Result<Sparse> {
     Sparse::new(np, weft_plugin_artifacts::SPARSE)
 }
 
+/// The index type for a matrix of `nnz` entries: `i32` while it fits, as SciPy chooses.
+pub fn index_type(nnz: u64) -> DType {
+    if nnz <= i32::MAX as u64 {
+        DType::I32
+    } else {
+        DType::I64
+    }
+}
+
 /// The matrix and the grid side it lives on (for `--matrix`, the square root of its size when
 /// that is a whole number).
 fn problem(sp: &Sparse, args: &Args) -> Result<(CsrMatrix, Option<u64>), AppError> {
     match args.extra("matrix").filter(|m| !m.is_empty()) {
         None => {
             let g = args.extra_u64("grid").ok_or("--grid needs a number")?;
-            Ok((sp.poisson2d(g, DType::F64, DType::I64)?, Some(g)))
+            let nnz = (5 * g * g).saturating_sub(4 * g);
+            Ok((sp.poisson2d(g, DType::F64, index_type(nnz))?, Some(g)))
         }
         Some(path) => {
             let a = sp.from_matrix_market(Path::new(path), DType::F64, DType::I64)?;
+            // Narrow the indices as SciPy would, once the size is known.
+            let a = if index_type(a.nnz()?) == DType::I32 {
+                a.with_index_type(DType::I32)?
+            } else {
+                a
+            };
             let (rows, cols) = a.shape();
             if rows != cols {
                 return Err(format!("{path}: the matrix is {rows} x {cols}, not square").into());

@@ -324,6 +324,34 @@ impl CsrMatrix {
         &self.vals
     }
 
+    /// The same matrix with `i32` or `i64` indices (the values are shared).
+    pub fn with_index_type(&self, index: DType) -> Result<CsrMatrix> {
+        let fits = match index {
+            DType::I64 => true,
+            DType::I32 => self.nnz()?.max(self.cols) <= i32::MAX as u64,
+            other => {
+                return Err(Error::Usage(format!(
+                    "sparse: the index type must be i32 or i64, not {other}"
+                )));
+            }
+        };
+        if !fits {
+            return Err(Error::Usage(format!(
+                "sparse: a matrix of {} entries and {} columns needs i64 indices",
+                self.nnz()?,
+                self.cols
+            )));
+        }
+        let (pos, crd) = (self.pos.astype(index), self.crd.astype(index));
+        pos.check()?;
+        crd.check()?;
+        Ok(CsrMatrix {
+            pos,
+            crd,
+            ..self.clone()
+        })
+    }
+
     fn ids(&self) -> Result<[StoreId; 3]> {
         Ok([
             self.pos.handle()?.id(),

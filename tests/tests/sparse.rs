@@ -338,3 +338,25 @@ fn matrix_market_files_load_into_the_plugin() {
     assert!(e.contains("line 3"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_index_type_can_be_narrowed_and_widened() {
+    let (np, sp) = plugins(true, 3);
+    let a = sp.poisson2d(6, DType::F64, DType::I64).unwrap();
+    let x = np.from_f64s(
+        &[36],
+        &(0..36).map(f64::from).collect::<Vec<_>>(),
+        DType::F64,
+    );
+    let narrow = a.with_index_type(DType::I32).unwrap();
+    assert_eq!(narrow.pos().dtype().unwrap(), DType::I32);
+    assert_eq!(narrow.crd().dtype().unwrap(), DType::I32);
+    assert_eq!(
+        narrow.matvec(&x).to_vec().unwrap(),
+        a.matvec(&x).to_vec().unwrap()
+    );
+    let wide = narrow.with_index_type(DType::I64).unwrap();
+    assert_eq!(wide.crd().to_vec().unwrap(), a.crd().to_vec().unwrap());
+    let e = a.with_index_type(DType::F32).unwrap_err().to_string();
+    assert!(e.contains("i32 or i64"), "{e}");
+}
