@@ -46,6 +46,9 @@ pub struct Config {
     /// Where to write a trace of kernel runs (Chrome trace-event JSON) when the runtime is
     /// dropped (`WEFT_TRACE=FILE`).
     pub trace: Option<PathBuf>,
+    /// The most bytes of freed store memory kept for reuse by new stores of the same size
+    /// (`WEFT_POOL_BYTES`; 0 frees memory at once, as NumPy's arrays do).
+    pub pool_bytes: u64,
 }
 
 impl Default for Config {
@@ -60,6 +63,7 @@ impl Default for Config {
             explain: false,
             explain_to_stderr: false,
             trace: None,
+            pool_bytes: 1 << 30,
         }
     }
 }
@@ -72,7 +76,8 @@ impl Config {
     /// - `WEFT_FUSION=0`: no fusion;
     /// - `WEFT_EXPLAIN=1`: print every fusion decision on standard error;
     /// - `WEFT_WINDOW`: the window's bound;
-    /// - `WEFT_TRACE=FILE`: write a trace of kernel runs to FILE.
+    /// - `WEFT_TRACE=FILE`: write a trace of kernel runs to FILE;
+    /// - `WEFT_POOL_BYTES`: the most freed store memory kept for reuse (0: none).
     pub fn from_env() -> Config {
         let mut config = Config::default();
         if std::env::var("WEFT_FUSION").is_ok_and(|v| v.trim() == "0") {
@@ -83,6 +88,9 @@ impl Config {
         }
         if let Some(path) = std::env::var_os("WEFT_TRACE") {
             config.trace = Some(PathBuf::from(path));
+        }
+        if let Some(b) = env_number("WEFT_POOL_BYTES") {
+            config.pool_bytes = b;
         }
         if let Some(w) = env_number("WEFT_WINDOW") {
             config.window_bound = (w as usize).max(1);

@@ -1,10 +1,16 @@
 //! A typed, NumPy-like facade over the numeric plugin: [`Numeric`] and [`Array`].
 //!
-//! ```ignore
-//! let np = Numeric::new(Runtime::new(Config::from_env())?, weft_plugin_artifacts::NUMERIC)?;
-//! let x = np.linspace(0.0, 1.0, 1000, DType::F64)?;
+//! ```no_run
+//! # use weft_host::{Config, Numeric, Runtime};
+//! # use weft_ir::DType;
+//! # fn demo(numeric_component: &[u8]) -> weft_host::Result<f64> {
+//! // `numeric_component`: the plugin's bytes, e.g. `weft_plugin_artifacts::NUMERIC`.
+//! let np = Numeric::new(Runtime::new(Config::from_env())?, numeric_component)?;
+//! let x = np.linspace(0.0, 1.0, 1000, DType::F64);
 //! let y = (&x * &x + 1.0).sqrt();
 //! let total = y.sum().item()?;
+//! # Ok(total)
+//! # }
 //! ```
 //!
 //! Operators return an [`Array`] directly. An operation that fails (mismatched shapes, a

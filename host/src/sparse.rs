@@ -3,13 +3,19 @@
 //! The sparse plugin shares the numeric plugin's runtime, so numeric and sparse tasks share one
 //! window and fuse with each other (an SpMV with the dot product after it, for example).
 //!
-//! ```ignore
-//! let np = Numeric::new(Runtime::new(Config::from_env())?, weft_plugin_artifacts::NUMERIC)?;
-//! let sp = Sparse::new(&np, weft_plugin_artifacts::SPARSE)?;
-//! let a = sp.poisson2d(64, DType::F64, DType::I64)?;
+//! ```no_run
+//! # use weft_host::{Config, Numeric, Runtime, Sparse};
+//! # use weft_ir::DType;
+//! # fn demo(numeric_component: &[u8], sparse_component: &[u8]) -> weft_host::Result<f64> {
+//! // The components: e.g. `weft_plugin_artifacts::NUMERIC` and `SPARSE`.
+//! let np = Numeric::new(Runtime::new(Config::from_env())?, numeric_component)?;
+//! let sp = Sparse::new(&np, sparse_component)?;
+//! let a = sp.poisson2d(64, DType::F64, DType::I32)?;
 //! let x = np.ones(&[64 * 64], DType::F64);
 //! let y = a.matvec(&x);
 //! let r = (&y - &x).norm().item()?;
+//! # Ok(r)
+//! # }
 //! ```
 //!
 //! Operations that return a vector return an [`Array`] (poisoned on error, as numeric's do);

@@ -1,10 +1,11 @@
-//! Property-based differential tests of fusion: random programs over numeric ops, with
-//! aliasing views, in-place updates, reductions, reads in the middle and dropped handles, run
-//! fused and unfused; every array the program still holds must agree.
+//! Property-based differential tests of fusion: random programs over numeric ops and sparse
+//! matrix-vector products (whose matrix is split by image partitions), with aliasing views,
+//! in-place updates, reductions, reads in the middle and dropped handles, run fused and
+//! unfused; every array the program still holds must agree.
 
 use proptest::prelude::*;
 use weft_host::numeric::BinaryOp;
-use weft_host::{Array, Config, Numeric, Range, Runtime};
+use weft_host::{Array, Config, CsrMatrix, Numeric, Range, Runtime, Sparse};
 use weft_ir::DType;
 
 const N: u64 = 41;
@@ -29,6 +30,10 @@ enum Step {
     /// `pool[a] / (1 + norm(pool[b]))`: a norm takes its square root in place (a scalar task
     /// that must not run once per point).
     Norm(usize, usize),
+    /// `A @ pool[a]` for a fixed random sparse matrix `A`.
+    Spmv(usize),
+    /// `pool[a][...] = A @ pool[b]` (in place when `a == b`: the product reads all of `b`).
+    SpmvInto(usize, usize),
     /// Reads `pool[a]` now (a flush of what it needs).
     Read(usize),
     /// Drops `pool[a]`'s handle.
@@ -45,12 +50,18 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (0..8usize, -1.0..1.0f64).prop_map(|(a, s)| Step::Fill(a, s)),
         1 => (0..8usize, 0..8usize).prop_map(|(a, b)| Step::Normalize(a, b)),
         1 => (0..8usize, 0..8usize).prop_map(|(a, b)| Step::Norm(a, b)),
+        2 => (0..8usize).prop_map(Step::Spmv),
+        1 => (0..8usize, 0..8usize).prop_map(|(a, b)| Step::SpmvInto(a, b)),
         1 => (0..8usize).prop_map(Step::Read),
         2 => (0..8usize).prop_map(Step::Drop),
     ]
 }
 
 fn numeric(fusion: bool) -> Numeric {
+    plugins(fusion).0
+}
+
+fn plugins(fusion: bool) -> (Numeric, Sparse) {
     let config = Config {
         fusion,
         pieces: 3,
@@ -59,11 +70,13 @@ fn numeric(fusion: bool) -> Numeric {
         explain_to_stderr: std::env::var("WEFT_EXPLAIN").is_ok_and(|v| v == "1"),
         ..Config::default()
     };
-    Numeric::new(
+    let np = Numeric::new(
         Runtime::new(config).expect("runtime"),
         weft_plugin_artifacts::NUMERIC,
     )
-    .expect("numeric loads")
+    .expect("numeric loads");
+    let sp = Sparse::new(&np, weft_plugin_artifacts::SPARSE).expect("sparse loads");
+    (np, sp)
 }
 
 const OPS: [BinaryOp; 5] = [
@@ -74,8 +87,23 @@ const OPS: [BinaryOp; 5] = [
     BinaryOp::Maximum,
 ];
 
+/// A random N x N matrix with empty rows, the same for every run.
+fn matrix(sp: &Sparse) -> CsrMatrix {
+    let (mut r, mut c, mut v) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..N {
+        for k in 0..(i % 4) {
+            r.push(i);
+            c.push((i * 7 + k * 13) % N);
+            v.push(0.25 * (k as f64 + 1.0) - 0.4);
+        }
+    }
+    sp.from_triplets((N, N), (&r, &c, &v), DType::F64, DType::I32)
+        .expect("the matrix")
+}
+
 /// Runs the program and returns the final contents of the pool and the mid-program reads.
-fn run(np: &Numeric, program: &[Step]) -> (Vec<Vec<f64>>, Vec<Vec<f64>>) {
+fn run((np, sp): &(Numeric, Sparse), program: &[Step]) -> (Vec<Vec<f64>>, Vec<Vec<f64>>) {
+    let a = matrix(sp);
     let mut pool: Vec<Array> = (0..3)
         .map(|i| np.random_uniform(&[N], -1.0, 1.0, i, DType::F64))
         .collect();
@@ -116,6 +144,11 @@ fn run(np: &Numeric, program: &[Step]) -> (Vec<Vec<f64>>, Vec<Vec<f64>>) {
                 let s = pick(&pool, b).norm() + 1.0;
                 pool.push(&pick(&pool, a) / &s);
             }
+            Step::Spmv(x) => pool.push(a.matvec(&pick(&pool, x))),
+            Step::SpmvInto(dst, x) => {
+                let y = a.matvec(&pick(&pool, x));
+                pick(&pool, dst).assign(&y).expect("assign the product");
+            }
             Step::Read(a) => reads.push(pick(&pool, a).to_vec().expect("read")),
             Step::Drop(a) => {
                 if pool.len() > 2 {
@@ -149,8 +182,8 @@ proptest! {
 
     #[test]
     fn fused_programs_equal_unfused_ones(program in proptest::collection::vec(step(), 1..40)) {
-        let (fused, fused_reads) = run(&numeric(true), &program);
-        let (unfused, unfused_reads) = run(&numeric(false), &program);
+        let (fused, fused_reads) = run(&plugins(true), &program);
+        let (unfused, unfused_reads) = run(&plugins(false), &program);
         agree("array", &fused, &unfused)?;
         agree("read", &fused_reads, &unfused_reads)?;
     }
@@ -212,7 +245,7 @@ fn a_fill_after_a_read_does_not_change_what_was_read() {
         Step::Unary(4, 0),
         Step::Fill(4, 0.0),
     ];
-    let (fused, _) = run(&numeric(true), &program);
-    let (unfused, _) = run(&numeric(false), &program);
+    let (fused, _) = run(&plugins(true), &program);
+    let (unfused, _) = run(&plugins(false), &program);
     assert_eq!(fused, unfused);
 }

@@ -644,6 +644,15 @@ impl StepCx<'_> {
     }
 }
 
+/// Whether `body` has a sequential loop, at any depth.
+fn has_for_loop(body: &[Inst]) -> bool {
+    body.iter().any(|inst| match &inst.op {
+        Op::For(_) => true,
+        Op::Parallel(p) => has_for_loop(&p.body),
+        _ => false,
+    })
+}
+
 fn check_depth(body: &[Inst], depth: usize) -> LResult<()> {
     if depth > MAX_DEPTH {
         return Err(format!("loops nested deeper than {MAX_DEPTH}"));
@@ -700,6 +709,7 @@ impl Env {
 }
 
 /// Registers of one accessed store in one function.
+#[derive(Clone)]
 struct View {
     base: Value,
     ext: Vec<Value>,
@@ -931,42 +941,41 @@ impl<'f> FnLower<'_, 'f> {
                 let pos = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, e, 0);
                 go = self.b.ins().band(go, pos);
             }
-            let heads: Vec<Block> = (0..rank)
-                .map(|_| {
-                    let blk = self.b.create_block();
-                    self.b.append_block_param(blk, types::I64);
-                    blk
-                })
-                .collect();
-            self.b
-                .ins()
-                .brif(go, heads[0], &[BlockArg::Value(lo)], exit, &[]);
-            let mark = self.env.mark();
-            for d in 0..rank {
-                self.b.switch_to_block(heads[d]);
-                let i = self.b.block_params(heads[d])[0];
-                self.env.define(pl.indices[d], i, DType::I64);
-                if d + 1 < rank {
-                    let zero = self.b.ins().iconst(types::I64, 0);
-                    self.b.ins().jump(heads[d + 1], &[BlockArg::Value(zero)]);
+            let versioned = has_for_loop(&pl.body);
+            let start = self.b.create_block();
+            self.b.ins().brif(go, start, &[], exit, &[]);
+            self.b.switch_to_block(start);
+            if versioned {
+                // Loops with sequential loops inside (sparse rows, reductions over a
+                // dimension) do not vectorize; they get a second copy of the loop nest for the
+                // usual case of unit innermost strides, where every innermost index scales by
+                // a constant (a shift, folded into the address) and no stride occupies a
+                // register.
+                let general = self.views.clone();
+                let mut unit = self.b.ins().iconst(types::I8, 1);
+                let mut params: Vec<u32> = general.keys().copied().collect();
+                params.sort_unstable();
+                for param in params {
+                    let (_, slot) = self.layout.store(param)?;
+                    let size = i64::try_from(slot.dtype.size()).map_err(|e| e.to_string())?;
+                    let Some(view) = self.views.get_mut(&param) else {
+                        continue;
+                    };
+                    let Some(inner) = view.stride.last_mut() else {
+                        continue;
+                    };
+                    let ok = self.b.ins().icmp_imm_s(IntCC::Equal, *inner, size);
+                    unit = self.b.ins().band(unit, ok);
+                    *inner = self.b.ins().iconst(types::I64, size);
                 }
+                let (fast, slow) = (self.b.create_block(), self.b.create_block());
+                self.b.ins().brif(unit, fast, &[], slow, &[]);
+                self.b.switch_to_block(fast);
+                self.loop_nest(pl, lo, hi, &over_ext, exit)?;
+                self.views = general;
+                self.b.switch_to_block(slow);
             }
-            self.lower_body(&pl.body)?;
-            // Latches, innermost first.
-            for d in (0..rank).rev() {
-                let i = self.b.block_params(heads[d])[0];
-                let next = self.b.ins().iadd_imm_s(i, 1);
-                let limit = if d == 0 { hi } else { over_ext[d] };
-                let more = self.b.ins().icmp(IntCC::SignedLessThan, next, limit);
-                let out = if d == 0 { exit } else { self.b.create_block() };
-                self.b
-                    .ins()
-                    .brif(more, heads[d], &[BlockArg::Value(next)], out, &[]);
-                if d > 0 {
-                    self.b.switch_to_block(out);
-                }
-            }
-            self.env.pop_to(mark);
+            self.loop_nest(pl, lo, hi, &over_ext, exit)?;
         }
         self.b.switch_to_block(exit);
         self.parallel_exit(&reds, &HashMap::new())?;
@@ -980,6 +989,54 @@ impl<'f> FnLower<'_, 'f> {
             obligations,
             reds,
         })
+    }
+
+    /// The loop nest of a parallel step with rank at least 1 over rows `lo..hi` (at least one,
+    /// every inner extent positive), from the current block, leaving to `exit`.
+    fn loop_nest(
+        &mut self,
+        pl: &ParallelLoop,
+        lo: Value,
+        hi: Value,
+        over_ext: &[Value],
+        exit: Block,
+    ) -> LResult<()> {
+        let rank = over_ext.len();
+        let heads: Vec<Block> = (0..rank)
+            .map(|_| {
+                let blk = self.b.create_block();
+                self.b.append_block_param(blk, types::I64);
+                blk
+            })
+            .collect();
+        self.b.ins().jump(heads[0], &[BlockArg::Value(lo)]);
+        let mark = self.env.mark();
+        for d in 0..rank {
+            self.b.switch_to_block(heads[d]);
+            let i = self.b.block_params(heads[d])[0];
+            self.env.define(pl.indices[d], i, DType::I64);
+            if d + 1 < rank {
+                let zero = self.b.ins().iconst(types::I64, 0);
+                self.b.ins().jump(heads[d + 1], &[BlockArg::Value(zero)]);
+            }
+        }
+        self.lower_body(&pl.body)?;
+        // Latches, innermost first.
+        for d in (0..rank).rev() {
+            let i = self.b.block_params(heads[d])[0];
+            let next = self.b.ins().iadd_imm_s(i, 1);
+            let limit = if d == 0 { hi } else { over_ext[d] };
+            let more = self.b.ins().icmp(IntCC::SignedLessThan, next, limit);
+            let out = if d == 0 { exit } else { self.b.create_block() };
+            self.b
+                .ins()
+                .brif(more, heads[d], &[BlockArg::Value(next)], out, &[]);
+            if d > 0 {
+                self.b.switch_to_block(out);
+            }
+        }
+        self.env.pop_to(mark);
+        Ok(())
     }
 
     /// Emits the pending fault blocks and seals everything.

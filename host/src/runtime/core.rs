@@ -80,7 +80,7 @@ impl Core {
             .build()
             .map_err(|e| Error::Usage(format!("cannot start worker threads: {e}")))?;
         Ok(Core {
-            stores: Stores::default(),
+            stores: Stores::with_pool(config.pool_bytes),
             window: Vec::new(),
             kernels: HashMap::new(),
             backend: CpuBackend::new()?,

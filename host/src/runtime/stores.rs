@@ -131,9 +131,23 @@ pub struct Stores {
     next: u64,
     /// Bytes of storage allocated now, and the most ever.
     allocated: u64,
+    /// Memory of freed storages, kept for reuse (see [`Stores::allocate`]).
+    pool: Vec<Box<[u64]>>,
+    /// Bytes in `pool`.
+    pooled: u64,
+    /// The most bytes `pool` may hold.
+    pool_limit: u64,
 }
 
 impl Stores {
+    /// An empty table that keeps up to `pool_limit` bytes of freed memory for reuse.
+    pub fn with_pool(pool_limit: u64) -> Stores {
+        Stores {
+            pool_limit,
+            ..Stores::default()
+        }
+    }
+
     /// Creates a root store with one handle.
     pub fn create(&mut self, shape: Vec<u64>, dtype: DType) -> Result<StoreId> {
         let elements = shape
@@ -242,13 +256,26 @@ impl Stores {
     }
 
     /// Makes sure a storage's memory exists, and returns a pointer to its first byte.
+    ///
+    /// New memory is zeroed. It comes from the memory of freed storages of the same size when
+    /// there is some (zeroed again, so that nothing of another store shows through), which
+    /// spares the page faults of fresh memory in loops that free and allocate arrays of one
+    /// size every iteration.
     pub fn allocate(&mut self, id: StorageId) -> Result<*mut u8> {
         let storage = self
             .storages
             .get_mut(&id)
             .ok_or_else(|| Error::Usage(format!("storage {} does not exist", id.0)))?;
         if !storage.is_allocated() {
-            self.allocated += storage.len() * storage.dtype.size() as u64;
+            let bytes = storage.len() * storage.dtype.size() as u64;
+            self.allocated += bytes;
+            let words = (bytes as usize).div_ceil(8);
+            if let Some(k) = self.pool.iter().position(|b| b.len() == words) {
+                let mut data = self.pool.swap_remove(k);
+                self.pooled -= words as u64 * 8;
+                data.fill(0);
+                storage.data = Some(data);
+            }
         }
         Ok(storage.bytes_mut().as_mut_ptr())
     }
@@ -327,6 +354,14 @@ impl Stores {
             && s.is_allocated()
         {
             self.allocated -= s.len() * s.dtype.size() as u64;
+            let Some(data) = s.data else {
+                return;
+            };
+            let bytes = data.len() as u64 * 8;
+            if bytes > 0 && self.pooled + bytes <= self.pool_limit {
+                self.pooled += bytes;
+                self.pool.push(data);
+            }
         }
     }
 
@@ -367,6 +402,41 @@ mod tests {
         assert!(stores.storage(storage).is_none());
         assert_eq!(stores.allocated_bytes(), 0);
         assert!(stores.is_empty());
+    }
+
+    #[test]
+    fn freed_memory_is_reused_zeroed_up_to_the_limit() {
+        let mut stores = Stores::with_pool(64);
+        let a = stores.create(vec![4], DType::F64).unwrap();
+        let sa = stores.get(a).unwrap().storage;
+        let pa = stores.allocate(sa).unwrap();
+        stores.storage_mut(sa).unwrap().bytes_mut().fill(0xAB);
+        stores.release(a);
+        assert_eq!(stores.pooled, 32);
+        // A store of the same size gets the same memory, zeroed.
+        let b = stores.create(vec![2, 2], DType::I64).unwrap();
+        let sb = stores.get(b).unwrap().storage;
+        assert_eq!(stores.allocate(sb).unwrap(), pa);
+        assert!(
+            stores
+                .storage_mut(sb)
+                .unwrap()
+                .bytes_mut()
+                .iter()
+                .all(|&x| x == 0)
+        );
+        assert_eq!(stores.pooled, 0);
+        // Another size does not; the pool keeps at most its limit.
+        let c = stores.create(vec![3], DType::F64).unwrap();
+        let sc = stores.get(c).unwrap().storage;
+        stores.allocate(sc).unwrap();
+        let d = stores.create(vec![16], DType::F64).unwrap();
+        let sd = stores.get(d).unwrap().storage;
+        stores.allocate(sd).unwrap();
+        stores.release(b);
+        stores.release(d);
+        assert_eq!(stores.pooled, 32, "128 bytes would pass the 64-byte limit");
+        assert_eq!(stores.allocated_bytes(), 24);
     }
 
     #[test]
