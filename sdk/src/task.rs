@@ -60,13 +60,17 @@ impl Launch {
 
 /// An index task being declared: a kernel key, a launch domain, store arguments and scalars.
 ///
-/// ```ignore
-/// let launch = Launch::preferred(&shape);
+/// ```no_run
+/// # use weft_sdk::{Error, Launch, Privilege, Store, Task};
+/// # fn add(a: &Store, b: &Store, out: &Store) -> Result<(), Error> {
+/// let launch = Launch::preferred(&a.shape());
 /// Task::new("add.f64.1", &launch)
-///     .arg(&a, launch.tiled(), Privilege::Read)
-///     .arg(&b, launch.tiled(), Privilege::Read)
-///     .arg(&out, launch.tiled(), Privilege::Write)
+///     .arg(a, launch.tiled(), Privilege::Read)
+///     .arg(b, launch.tiled(), Privilege::Read)
+///     .arg(out, launch.tiled(), Privilege::Write)
 ///     .submit()?;
+/// # Ok(())
+/// # }
 /// ```
 pub struct Task<'a> {
     kernel: String,

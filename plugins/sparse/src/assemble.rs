@@ -10,54 +10,70 @@ use weft_sdk::{Error, error, ir_dtype, wit_dtype};
 use crate::tasks::check;
 use crate::{Matrix, Parts};
 
-/// A vector store's integers, widened to `i64`; `what` names it in errors.
-fn read_ints(s: &Store, op: &str, what: &str) -> Result<Vec<i64>, Error> {
+/// Little-endian elements of `dtype` (`i32`, `i64`, `f32` or `f64`), widened.
+fn decode<T>(bytes: &[u8], dtype: DType, wide: impl Fn(u64, usize) -> T) -> Vec<T> {
+    let size = dtype.size();
+    bytes
+        .chunks_exact(size)
+        .map(|c| {
+            let mut word = [0u8; 8];
+            word[..size].copy_from_slice(c);
+            wide(u64::from_le_bytes(word), size)
+        })
+        .collect()
+}
+
+/// An integer of `size` bytes, sign-extended.
+fn int(bits: u64, size: usize) -> i64 {
+    if size == 4 {
+        i64::from(bits as u32 as i32)
+    } else {
+        bits as i64
+    }
+}
+
+/// A float of `size` bytes, widened.
+fn float(bits: u64, size: usize) -> f64 {
+    if size == 4 {
+        f64::from(f32::from_bits(bits as u32))
+    } else {
+        f64::from_bits(bits)
+    }
+}
+
+/// A vector store, read: its shape checked, its type one of `allowed`.
+fn read_vector(
+    s: &Store,
+    op: &str,
+    what: &str,
+    allowed: [DType; 2],
+) -> Result<(Vec<u8>, DType), Error> {
     let shape = s.shape();
     if shape.len() != 1 {
         return Err(error(format!(
             "{op}: {what} must be a vector, not of shape {shape:?}"
         )));
     }
-    let bytes = host::read_bytes(s)?;
-    match ir_dtype(s.dtype()) {
-        DType::I64 => Ok(bytes
-            .chunks_exact(8)
-            .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-            .collect()),
-        DType::I32 => Ok(bytes
-            .chunks_exact(4)
-            .map(|c| i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]])))
-            .collect()),
-        d => Err(error(format!("{op}: {what} must hold i32 or i64, not {d}"))),
+    let d = ir_dtype(s.dtype());
+    if !allowed.contains(&d) {
+        return Err(error(format!(
+            "{op}: {what} must hold {} or {}, not {d}",
+            allowed[0], allowed[1]
+        )));
     }
+    Ok((host::read_bytes(s)?, d))
+}
+
+/// A vector store's integers, widened to `i64`; `what` names it in errors.
+fn read_ints(s: &Store, op: &str, what: &str) -> Result<Vec<i64>, Error> {
+    let (bytes, d) = read_vector(s, op, what, [DType::I32, DType::I64])?;
+    Ok(decode(&bytes, d, int))
 }
 
 /// A vector store's floats, widened to `f64`, and their type.
 fn read_floats(s: &Store, op: &str, what: &str) -> Result<(Vec<f64>, DType), Error> {
-    let shape = s.shape();
-    if shape.len() != 1 {
-        return Err(error(format!(
-            "{op}: {what} must be a vector, not of shape {shape:?}"
-        )));
-    }
-    let bytes = host::read_bytes(s)?;
-    match ir_dtype(s.dtype()) {
-        DType::F64 => Ok((
-            bytes
-                .chunks_exact(8)
-                .map(|c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-                .collect(),
-            DType::F64,
-        )),
-        DType::F32 => Ok((
-            bytes
-                .chunks_exact(4)
-                .map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
-                .collect(),
-            DType::F32,
-        )),
-        d => Err(error(format!("{op}: {what} must hold f32 or f64, not {d}"))),
-    }
+    let (bytes, d) = read_vector(s, op, what, [DType::F32, DType::F64])?;
+    Ok((decode(&bytes, d, float), d))
 }
 
 /// Index bytes of `i`.
@@ -253,18 +269,7 @@ pub(crate) fn transpose(m: &Matrix<'_>, rows: u64, cols: u64) -> Result<Parts, E
             s.rows
         )));
     }
-    let bytes = host::read_bytes(m.pos)?;
-    let pos: Vec<i64> = if s.i == DType::I32 {
-        bytes
-            .chunks_exact(4)
-            .map(|c| i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]])))
-            .collect()
-    } else {
-        bytes
-            .chunks_exact(8)
-            .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-            .collect()
-    };
+    let pos = decode(&host::read_bytes(m.pos)?, s.i, int);
     let crd = read_ints(m.crd, op, "crd")?;
     let (vals, vt) = read_floats(m.vals, op, "vals")?;
     let mut entries = Vec::with_capacity(crd.len());

@@ -224,50 +224,53 @@ fn spmv(name: String, v: DType, i: DType) -> KernelBuilder {
     k
 }
 
-/// `d[i] = sum over row i of vals[j] where crd[j] == i` (global row `i`).
+/// The sum of row `i`'s (local) values whose column is `col`: the row's entry at `col`, with
+/// duplicates summed, or 0.
+fn entry(
+    b: &mut BodyBuilder,
+    (pos, crd, vals): (StoreParam, StoreParam, StoreParam),
+    v: DType,
+    i: Value,
+    col: Value,
+) -> Value {
+    let (lo, hi) = row_range(b, pos, crd, i);
+    let zero = b.const_of(v, 0.0);
+    let sum = b.for_loop(lo, hi, &[zero], |b, j, acc| {
+        let c = b.load(crd, &[j]);
+        let c = b.cast(DType::I64, c);
+        let a = b.load(vals, &[j]);
+        let on = b.eq(c, col);
+        let zero = b.const_of(v, 0.0);
+        let t = b.select(on, a, zero);
+        vec![b.add(acc[0], t)]
+    });
+    sum[0]
+}
+
+/// `d[i] = A[g, g]` with `g` the global row of `i`.
 fn diag(name: String, v: DType, i: DType) -> KernelBuilder {
     let mut k = KernelBuilder::new(name);
-    let (pos, crd, vals) = csr_params(&mut k, v, i);
+    let csr = csr_params(&mut k, v, i);
     let d = k.store(v, 1, Privilege::Write);
     k.parallel(d, |b, idx| {
-        let (lo, hi) = row_range(b, pos, crd, idx[0]);
         let o = b.origin(d, 0);
         let row = b.add(o, idx[0]);
-        let zero = b.const_of(v, 0.0);
-        let sum = b.for_loop(lo, hi, &[zero], |b, j, acc| {
-            let c = b.load(crd, &[j]);
-            let c = b.cast(DType::I64, c);
-            let a = b.load(vals, &[j]);
-            let on = b.eq(c, row);
-            let zero = b.const_of(v, 0.0);
-            let t = b.select(on, a, zero);
-            vec![b.add(acc[0], t)]
-        });
-        b.store(d, idx, sum[0]);
+        let a = entry(b, csr, v, idx[0], row);
+        b.store(d, idx, a);
     });
     k
 }
 
-/// `out[i, c] = sum over row i of vals[j] where crd[j] == c`.
+/// `out[i, c] = A[i, c]`.
 fn dense(name: String, v: DType, i: DType) -> KernelBuilder {
     let mut k = KernelBuilder::new(name);
-    let (pos, crd, vals) = csr_params(&mut k, v, i);
+    let csr = csr_params(&mut k, v, i);
     let out = k.store(v, 2, Privilege::Write);
     k.parallel(out, |b, idx| {
-        let (lo, hi) = row_range(b, pos, crd, idx[0]);
         let o = b.origin(out, 1);
         let col = b.add(o, idx[1]);
-        let zero = b.const_of(v, 0.0);
-        let sum = b.for_loop(lo, hi, &[zero], |b, j, acc| {
-            let c = b.load(crd, &[j]);
-            let c = b.cast(DType::I64, c);
-            let a = b.load(vals, &[j]);
-            let on = b.eq(c, col);
-            let zero = b.const_of(v, 0.0);
-            let t = b.select(on, a, zero);
-            vec![b.add(acc[0], t)]
-        });
-        b.store(out, idx, sum[0]);
+        let a = entry(b, csr, v, idx[0], col);
+        b.store(out, idx, a);
     });
     k
 }
