@@ -55,7 +55,7 @@ pub fn time_iterations<E>(
     })
 }
 
-/// What the runtime did during the timed iterations of [`bench`], per iteration.
+/// What the runtime did during the timed iterations of [`bench()`], per iteration.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PerIter {
     /// Tasks plugins submitted per timed iteration.

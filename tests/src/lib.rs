@@ -1,5 +1,5 @@
 //! Cross-crate tests of Weft, and what they share: plain-Rust reference implementations of the
-//! example applications ([`reference`]) and comparison helpers ([`assert_close`]).
+//! example applications ([`reference`](mod@reference)) and comparison helpers ([`assert_close`]).
 //!
 //! The references are written independently of the host and the numeric plugin: their own
 //! `erf`, their own loops, sequential f64 arithmetic. Tests feed them the same inputs (read
