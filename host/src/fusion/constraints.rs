@@ -85,14 +85,23 @@ struct Seen<'a> {
 
 /// Whether a scalar task, run once per point of a multi-point fused task (as its promotion
 /// does), could leave other values than running once: it updates a store in place or reduces
-/// into it, or it overwrites a store that an earlier scalar task of the prefix read.
+/// into it, or it overwrites a store that it reads itself (through another argument) or that
+/// an earlier scalar task of the prefix read.
 fn repeats_unsafely(task: &IndexTask, seen: &[(StorageId, Seen<'_>)]) -> bool {
+    let reads_itself = |storage| {
+        task.args
+            .iter()
+            .any(|a| a.storage == storage && !matches!(a.privilege, Privilege::Write))
+    };
     task.args.iter().any(|arg| match arg.privilege {
         Privilege::ReadWrite | Privilege::Reduce(_) => true,
         Privilege::Read => false,
-        Privilege::Write => seen
-            .iter()
-            .any(|(id, s)| *id == arg.storage && s.read_by_scalar),
+        Privilege::Write => {
+            reads_itself(arg.storage)
+                || seen
+                    .iter()
+                    .any(|(id, s)| *id == arg.storage && s.read_by_scalar)
+        }
     })
 }
 
@@ -558,6 +567,15 @@ mod scalar_task_tests {
             reduce(vec![4]),
         ];
         assert_eq!(fusible_prefix(&tasks).0, 2);
+        // A task reading and writing one store through two arguments is not: s = s + 1.
+        let tasks = [
+            task(
+                vec![],
+                vec![arg(5, 0, Privilege::Read), arg(5, 0, Privilege::Write)],
+            ),
+            reduce(vec![4]),
+        ];
+        assert_eq!(fusible_prefix(&tasks).0, 1);
         // Pure scalar chains are: u = s * s; v = u + 1.
         let tasks = [
             task(

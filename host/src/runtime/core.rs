@@ -175,6 +175,15 @@ impl Core {
                 continue;
             };
             let source = self.image_source(&task, i, k as usize).map_err(&invalid)?;
+            if task.args[i].privilege.mutates()
+                && let Some(d) =
+                    overlapping_launch_dim(&task.args[k as usize].partition, &task.launch)
+            {
+                return Err(invalid(format!(
+                    "argument {i} is written through an image of argument {k}, whose partition \
+                     gives points that differ in launch dimension {d} the same rows"
+                )));
+            }
             let bounds = self.stores.get(task.args[i].store)?.rect.clone();
             task.args[i].root_partition = RootPartition::image(&bounds, source.0, source.1);
         }
@@ -420,6 +429,10 @@ impl Core {
             .storage_mut(storage_id)
             .ok_or_else(|| Error::Usage(format!("storage of store {} vanished", id.0)))?;
         let strides = storage.strides();
+        if !storage.is_allocated() {
+            // Never written: zeros, without allocating the storage for a read.
+            return Ok(vec![0; rect.volume() as usize * size]);
+        }
         let mut out = Vec::with_capacity(rect.volume() as usize * size);
         if rect.volume() == 0 {
             return Ok(out);
@@ -525,5 +538,102 @@ fn copy_rect(
             })
             .sum();
         f(offset as usize * size, inner);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::task::PluginId;
+
+    fn task(launch: Vec<u64>, args: Vec<TaskArg>) -> IndexTask {
+        IndexTask {
+            seq: 0,
+            plugin: PluginId(0),
+            key: "test.image".into(),
+            kernel: None,
+            launch,
+            args,
+            scalars: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn reading_a_store_never_written_gives_zeros_and_allocates_nothing() {
+        let config = Config {
+            threads: 1,
+            component_cache: None,
+            ..Config::default()
+        };
+        let mut core = Core::new(config).unwrap();
+        let s = core.stores.create(vec![3], DType::I32).unwrap();
+        assert_eq!(core.read_bytes(s).unwrap(), vec![0u8; 12]);
+        assert_eq!(core.stores.allocated_bytes(), 0);
+        core.stores.release(s);
+        assert_eq!(core.stores.allocated_bytes(), 0);
+    }
+
+    #[test]
+    fn image_partitions_are_checked_at_submit() {
+        let config = Config {
+            threads: 1,
+            component_cache: None,
+            ..Config::default()
+        };
+        let mut core = Core::new(config).unwrap();
+        let pos = core.stores.create(vec![4, 2], DType::I64).unwrap();
+        let vals = core.stores.create(vec![10], DType::F64).unwrap();
+        let rows = Partition::Tiling(Tiling {
+            tile: vec![2, 2],
+            offset: vec![0, 0],
+            projection: vec![Some(0), None],
+        });
+        let arg = |s, p, privilege| Core::task_arg(s, p, privilege);
+        // Written through an image of a source every point sees whole: two points would
+        // write the same entries.
+        let e = core
+            .submit(task(
+                vec![2],
+                vec![
+                    arg(pos, Partition::None, Privilege::Read),
+                    arg(vals, Partition::Image(0), Privilege::Write),
+                ],
+            ))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("image of argument 0") && e.contains("same rows"),
+            "{e}"
+        );
+        // A source that is not read-only, not (n, 2), or not an argument.
+        for (source, partition, privilege, image) in [
+            (pos, rows.clone(), Privilege::ReadWrite, 0),
+            (vals, Partition::None, Privilege::Read, 0),
+            (pos, rows.clone(), Privilege::Read, 5),
+        ] {
+            let e = core
+                .submit(task(
+                    vec![2],
+                    vec![
+                        arg(source, partition, privilege),
+                        arg(vals, Partition::Image(image), Privilege::Read),
+                    ],
+                ))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("image of argument"), "{e}");
+        }
+        // Rows tiled like the launch: accepted, and the image names the source's storage.
+        core.submit(task(
+            vec![2],
+            vec![
+                arg(pos, rows, Privilege::Read),
+                arg(vals, Partition::Image(0), Privilege::Write),
+            ],
+        ))
+        .unwrap();
+        let queued = core.window.last().unwrap();
+        let image = queued.args[1].root_partition.image.as_ref().unwrap();
+        assert_eq!(image.source, core.stores.get(pos).unwrap().storage);
     }
 }

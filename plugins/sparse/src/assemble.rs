@@ -142,11 +142,24 @@ fn index_type(i: DType, op: &str) -> Result<(), Error> {
     }
 }
 
+/// A count of rows as a `usize` the plugin can allocate row pointers for.
+fn row_count(rows: u64, op: &str) -> Result<usize, Error> {
+    // Row pointers take 8 bytes a row in the plugin's memory (at most 4 GiB on wasm32).
+    usize::try_from(rows)
+        .ok()
+        .filter(|&r| r < (u32::MAX / 16) as usize)
+        .ok_or_else(|| {
+            error(format!(
+                "{op}: {rows} rows are too many to assemble in the plugin"
+            ))
+        })
+}
+
 /// Sorts entries by row, then column, sums duplicates, and returns CSR arrays.
-fn compress(rows: u64, entries: &mut [(i64, i64, f64)]) -> (Vec<i64>, Vec<i64>, Vec<f64>) {
+fn compress(rows: usize, entries: &mut [(i64, i64, f64)]) -> (Vec<i64>, Vec<i64>, Vec<f64>) {
     // A stable sort: duplicates are summed in input order.
     entries.sort_by_key(|&(r, c, _)| (r, c));
-    let mut indptr = vec![0i64; rows as usize + 1];
+    let mut indptr = vec![0i64; rows + 1];
     let mut crd: Vec<i64> = Vec::with_capacity(entries.len());
     let mut vals: Vec<f64> = Vec::with_capacity(entries.len());
     let mut last: Option<(i64, i64)> = None;
@@ -162,7 +175,7 @@ fn compress(rows: u64, entries: &mut [(i64, i64, f64)]) -> (Vec<i64>, Vec<i64>, 
         vals.push(v);
         indptr[r as usize + 1] += 1;
     }
-    for r in 0..rows as usize {
+    for r in 0..rows {
         indptr[r + 1] += indptr[r];
     }
     (indptr, crd, vals)
@@ -199,7 +212,7 @@ pub(crate) fn from_coo(
         }
         entries.push((ri, ci, vi));
     }
-    let (indptr, crd, vals) = compress(rows, &mut entries);
+    let (indptr, crd, vals) = compress(row_count(rows, op)?, &mut entries);
     make(rows, cols, &indptr, &crd, &vals, (vt, i), op)
 }
 
@@ -217,11 +230,10 @@ pub(crate) fn from_csr_arrays(
     let p = read_ints(indptr, op, "indptr")?;
     let c = read_ints(indices, op, "indices")?;
     let (v, vt) = read_floats(data, op, "data")?;
-    if p.len() as u64 != rows + 1 {
+    if Some(p.len() as u64) != rows.checked_add(1) {
         return Err(error(format!(
-            "{op}: indptr has {} entries, a matrix of {rows} rows needs {}",
-            p.len(),
-            rows + 1
+            "{op}: indptr has {} entries, a matrix of {rows} rows needs one more",
+            p.len()
         )));
     }
     if c.len() != v.len() {
@@ -273,9 +285,9 @@ pub(crate) fn transpose(m: &Matrix<'_>, rows: u64, cols: u64) -> Result<Parts, E
     let crd = read_ints(m.crd, op, "crd")?;
     let (vals, vt) = read_floats(m.vals, op, "vals")?;
     let mut entries = Vec::with_capacity(crd.len());
-    for r in 0..rows as usize {
+    for r in 0..row_count(rows, op)? {
         let (lo, hi) = (pos[2 * r], pos[2 * r + 1]);
-        if lo < 0 || hi < lo || hi as usize > crd.len() {
+        if lo < 0 || hi < lo || hi as u64 > crd.len() as u64 {
             return Err(error(format!(
                 "{op}: row {r} has the range {lo}..{hi} of {} entries",
                 crd.len()
@@ -291,6 +303,6 @@ pub(crate) fn transpose(m: &Matrix<'_>, rows: u64, cols: u64) -> Result<Parts, E
             entries.push((c, r as i64, vals[j]));
         }
     }
-    let (indptr, crd, vals) = compress(cols, &mut entries);
+    let (indptr, crd, vals) = compress(row_count(cols, op)?, &mut entries);
     make(cols, rows, &indptr, &crd, &vals, (vt, s.i), op)
 }
