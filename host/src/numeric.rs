@@ -29,8 +29,9 @@ use crate::plugin::bindings::numeric::exports::weft::plugin::numeric::{
     self as api, Guest, GuestIndices,
 };
 use crate::plugin::convert;
+use crate::plugin::exports::TypedExports;
 use crate::plugin::imports::{PluginState, StoreRes};
-use crate::runtime::{PluginId, Runtime, StoreHandle};
+use crate::runtime::{Runtime, StoreHandle};
 use crate::{Error, Result};
 
 pub use api::{BinaryOp, Reduction, UnaryOp};
@@ -43,9 +44,7 @@ pub struct Numeric {
 
 struct Inner {
     rt: RefCell<Runtime>,
-    plugin: PluginId,
-    indices: GuestIndices,
-    guest: RefCell<Option<(u64, Guest)>>,
+    exports: TypedExports<GuestIndices>,
 }
 
 /// One operand of an element-wise operation.
@@ -120,16 +119,11 @@ fn shared(e: &Rc<Error>) -> Error {
 impl Numeric {
     /// Loads the numeric plugin (the bytes of its component) into `rt`.
     pub fn new(mut rt: Runtime, component: &[u8]) -> Result<Numeric> {
-        let plugin = rt.load(component)?;
-        let indices = rt.with_plugin(plugin, "load numeric", |store, instance, _| {
-            GuestIndices::new(&instance.instance_pre(&*store))
-        })?;
+        let exports = TypedExports::load(&mut rt, component, "numeric")?;
         Ok(Numeric {
             inner: Rc::new(Inner {
                 rt: RefCell::new(rt),
-                plugin,
-                indices,
-                guest: RefCell::new(None),
+                exports,
             }),
         })
     }
@@ -162,23 +156,7 @@ impl Numeric {
         ) -> wasmtime::Result<std::result::Result<R, wit::Error>>,
     ) -> Result<R> {
         let inner = &*self.inner;
-        let mut rt = inner.rt.borrow_mut();
-        let generation = rt.plugin_generation(inner.plugin);
-        let mut cached = inner.guest.borrow_mut();
-        let result = rt.with_plugin(inner.plugin, name, |store, instance, _| {
-            if cached.as_ref().is_none_or(|(g, _)| *g != generation) {
-                *cached = Some((generation, inner.indices.load(&mut *store, instance)?));
-            }
-            let Some((_, guest)) = cached.as_ref() else {
-                wasmtime::bail!("numeric exports are not loaded");
-            };
-            f(guest, store)
-        })?;
-        result.map_err(|e| Error::Plugin {
-            plugin: "numeric".into(),
-            call: name.to_string(),
-            message: e.message,
-        })
+        inner.exports.call(&mut inner.rt.borrow_mut(), name, f)
     }
 
     /// Calls an export that returns a new store, and wraps it.

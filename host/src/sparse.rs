@@ -34,22 +34,17 @@ use crate::plugin::bindings::sparse::exports::weft::plugin::sparse::{
     self as api, Guest, GuestIndices,
 };
 use crate::plugin::convert;
+use crate::plugin::exports::TypedExports;
 use crate::plugin::imports::{PluginState, StoreRes};
+use crate::runtime::StoreHandle;
 use crate::runtime::stores::StoreId;
-use crate::runtime::{PluginId, StoreHandle};
 use crate::{Error, Result};
 
 /// The sparse plugin, loaded into a numeric plugin's runtime.
 #[derive(Clone)]
 pub struct Sparse {
     np: Numeric,
-    inner: Rc<Inner>,
-}
-
-struct Inner {
-    plugin: PluginId,
-    indices: GuestIndices,
-    guest: RefCell<Option<(u64, Guest)>>,
+    exports: Rc<TypedExports<GuestIndices>>,
 }
 
 /// A CSR matrix of the sparse plugin: its three stores and its shape.
@@ -91,21 +86,10 @@ fn bytes_of(values: impl Iterator<Item = f64>, dtype: DType) -> Vec<u8> {
 impl Sparse {
     /// Loads the sparse plugin (the bytes of its component) into `np`'s runtime.
     pub fn new(np: &Numeric, component: &[u8]) -> Result<Sparse> {
-        let (plugin, indices) = {
-            let mut rt = np.runtime_cell().borrow_mut();
-            let plugin = rt.load(component)?;
-            let indices = rt.with_plugin(plugin, "load sparse", |store, instance, _| {
-                GuestIndices::new(&instance.instance_pre(&*store))
-            })?;
-            (plugin, indices)
-        };
+        let exports = TypedExports::load(&mut np.runtime_cell().borrow_mut(), component, "sparse")?;
         Ok(Sparse {
             np: np.clone(),
-            inner: Rc::new(Inner {
-                plugin,
-                indices,
-                guest: RefCell::new(None),
-            }),
+            exports: Rc::new(exports),
         })
     }
 
@@ -127,28 +111,13 @@ impl Sparse {
         ) -> wasmtime::Result<std::result::Result<R, wit::Error>>,
         finish: impl FnOnce(&mut wasmtime::Store<PluginState>, R) -> wasmtime::Result<Vec<StoreId>>,
     ) -> Result<Vec<StoreHandle>> {
-        let inner = &*self.inner;
-        let rt_cell = self.np.runtime_cell();
-        let mut rt = rt_cell.borrow_mut();
-        let generation = rt.plugin_generation(inner.plugin);
-        let mut cached = inner.guest.borrow_mut();
-        let result = rt.with_plugin(inner.plugin, name, |store, instance, _| {
-            if cached.as_ref().is_none_or(|(g, _)| *g != generation) {
-                *cached = Some((generation, inner.indices.load(&mut *store, instance)?));
-            }
-            let Some((_, guest)) = cached.as_ref() else {
-                wasmtime::bail!("sparse exports are not loaded");
-            };
+        let mut rt = self.np.runtime_cell().borrow_mut();
+        let ids = self.exports.call(&mut rt, name, |guest, store| {
             let lent: Vec<_> = ids.iter().map(|&id| store.data_mut().lend(id)).collect();
             Ok(match f(guest, store, &lent)? {
                 Ok(r) => Ok(finish(store, r)?),
                 Err(e) => Err(e),
             })
-        })?;
-        let ids = result.map_err(|e| Error::Plugin {
-            plugin: "sparse".into(),
-            call: name.to_string(),
-            message: e.message,
         })?;
         Ok(ids.into_iter().map(|id| rt.adopt(id)).collect())
     }

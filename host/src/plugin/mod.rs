@@ -8,6 +8,7 @@
 pub mod bindings;
 pub mod cache;
 pub mod convert;
+pub(crate) mod exports;
 pub mod imports;
 
 use wasmtime::component::{Component, Instance, InstancePre, Linker};
