@@ -53,6 +53,7 @@ impl Method {
 /// The command line of a solver example.
 pub fn cli(method: Method) -> Cli {
     Cli::new(method.name(), method.about(), 10_000, 1)
+        .range("n", 1, 1_000_000_000)
         .help("n", "maximum iterations per solve")
         .help("iters", "timed solves")
         .extra(

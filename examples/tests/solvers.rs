@@ -208,3 +208,30 @@ fn a_solver_that_does_not_converge_says_so() {
     assert_eq!(v["iterations"], 3);
     assert!(String::from_utf8_lossy(&out.stderr).contains("did not reach"));
 }
+
+#[test]
+fn bad_solver_flags_exit_with_2() {
+    for (name, bin) in SOLVERS {
+        for args in [
+            &["--grid", "0"][..],
+            &["--tol", "-1"],
+            &["--tol", "x"],
+            &["--matrix"],
+        ] {
+            let out = run(bin, args, &[]);
+            assert_eq!(out.status.code(), Some(2), "{name} {args:?}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                err.contains(&format!("Usage: {name}")),
+                "{name} {args:?}: {err}"
+            );
+        }
+        let out = run(bin, &["--matrix", "/nonexistent/a.mtx"], &[]);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{name}: a missing file is a run error"
+        );
+        assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/a.mtx"));
+    }
+}
