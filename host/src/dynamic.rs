@@ -97,14 +97,25 @@ impl Runtime {
                 )));
             }
             let mut params = Vec::with_capacity(args.len());
+            let mut lent = Vec::new();
             for (arg, ty) in args.iter().zip(&param_types) {
                 match to_val(arg, ty, store) {
-                    Ok(v) => params.push(v),
-                    Err(m) => return Ok(Err(m)),
+                    Ok(v) => {
+                        if let (Type::Borrow(_), Val::Resource(r)) = (ty, &v) {
+                            lent.push(*r);
+                        }
+                        params.push(v);
+                    }
+                    Err(m) => {
+                        give_back(lent, store)?;
+                        return Ok(Err(m));
+                    }
                 }
             }
             let mut results = vec![Val::Bool(false); ty.results().len()];
-            func.call(&mut *store, &params, &mut results)?;
+            let called = func.call(&mut *store, &params, &mut results);
+            give_back(lent, store)?;
+            called?;
             let mut out = Vec::with_capacity(results.len());
             for r in results {
                 out.push(from_val(r, store)?);
@@ -117,6 +128,18 @@ impl Runtime {
             Err(e) => Err(e),
         }
     }
+}
+
+/// Drops the handles made to lend stores to a call: the plugin only borrowed them.
+fn give_back(
+    lent: Vec<wasmtime::component::ResourceAny>,
+    store: &mut wasmtime::Store<PluginState>,
+) -> wasmtime::Result<()> {
+    for any in lent {
+        let r: Resource<StoreRes> = any.try_into_resource(&mut *store)?;
+        store.data_mut().drop_owned(&r)?;
+    }
+    Ok(())
 }
 
 /// A value coming back from a plugin, with stores as ids until handles are made.
@@ -224,14 +247,9 @@ fn to_val(
             None => None,
         }),
         (Value::Flags(f), Type::Flags(_)) => Val::Flags(f.clone()),
-        (Value::Store(h), Type::Borrow(_)) => {
-            let r: Resource<StoreRes> = store.data_mut().lend(h.id());
-            Val::Resource(
-                r.try_into_resource_any(&mut *store)
-                    .map_err(|e| e.to_string())?,
-            )
-        }
-        (Value::Store(h), Type::Own(_)) => {
+        // A borrow is lent as a handle the host owns (a host borrow cannot be made outside a
+        // call); `call` drops it once the call returns.
+        (Value::Store(h), Type::Borrow(_) | Type::Own(_)) => {
             store
                 .data_mut()
                 .core

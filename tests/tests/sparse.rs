@@ -360,3 +360,90 @@ fn the_index_type_can_be_narrowed_and_widened() {
     let e = a.with_index_type(DType::F32).unwrap_err().to_string();
     assert!(e.contains("i32 or i64"), "{e}");
 }
+
+/// The sparse plugin through the dynamic call API (no typed bindings), as an application that
+/// does not link its interface would call it: a Poisson matrix comes back as a record of three
+/// store handles, and a product of it runs.
+#[test]
+fn the_dynamic_api_reaches_the_sparse_plugin() {
+    let config = Config {
+        threads: 2,
+        component_cache: None,
+        ..Config::default()
+    };
+    let mut rt = Runtime::new(config).unwrap();
+    let sp = rt.load(weft_plugin_artifacts::SPARSE).unwrap();
+    run_dynamic(&mut rt, sp);
+    // Lending handles for the calls kept nothing alive: once the application has dropped its
+    // values, every store is gone.
+    rt.flush().unwrap();
+    assert_eq!(rt.memory().0, 0, "stores left alive");
+}
+
+fn run_dynamic(rt: &mut Runtime, sp: weft_host::runtime::PluginId) {
+    use weft_host::Value;
+    let np = rt
+        .load(weft_plugin_artifacts::NUMERIC)
+        .expect("the call runs");
+    let out = rt
+        .call(
+            sp,
+            "weft:plugin/sparse@0.1.0#poisson2d",
+            &[
+                Value::U64(3),
+                Value::Enum("f64".into()),
+                Value::Enum("i32".into()),
+            ],
+        )
+        .expect("the call runs");
+    let Some(Value::Result(Ok(Some(csr)))) = out.first() else {
+        panic!("expected a matrix, got {out:?}");
+    };
+    let Value::Record(fields) = csr.as_ref() else {
+        panic!("expected a record, got {csr:?}");
+    };
+    let field = |name: &str| {
+        fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+            .expect("the field exists")
+    };
+    assert!(matches!(field("rows"), Value::U64(9)));
+    let ones = rt
+        .call(
+            np,
+            "weft:plugin/numeric@0.1.0#ones",
+            &[Value::List(vec![Value::U64(9)]), Value::Enum("f64".into())],
+        )
+        .expect("the call runs");
+    let Some(Value::Result(Ok(Some(x)))) = ones.first() else {
+        panic!("expected an array, got {ones:?}");
+    };
+    let y = rt
+        .call(
+            sp,
+            "weft:plugin/sparse@0.1.0#spmv",
+            &[
+                field("pos"),
+                field("crd"),
+                field("vals"),
+                Value::U64(9),
+                x.as_ref().clone(),
+            ],
+        )
+        .expect("the call runs");
+    let Some(Value::Result(Ok(Some(y)))) = y.first() else {
+        panic!("expected a vector, got {y:?}");
+    };
+    let Value::Store(h) = y.as_ref() else {
+        panic!("expected a store, got {y:?}");
+    };
+    let bytes = rt.read_bytes(h).expect("the call runs");
+    let got: Vec<f64> = bytes
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect();
+    // Row sums of the 5-point Laplacian on 3x3: corners 2, edges 1, center 0.
+    assert_eq!(got, vec![2.0, 1.0, 2.0, 1.0, 0.0, 1.0, 2.0, 1.0, 2.0]);
+}

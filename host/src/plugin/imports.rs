@@ -103,6 +103,15 @@ impl PluginState {
         Resource::new_borrow(rep)
     }
 
+    /// Drops an owned handle the host made (as the plugin's `drop` of it would): its entry goes
+    /// and its store loses the handle's count.
+    pub fn drop_owned(&mut self, r: &Resource<StoreRes>) -> wasmtime::Result<()> {
+        if let Some(id) = self.handles.remove(&r.rep()) {
+            self.core()?.stores.release(id);
+        }
+        Ok(())
+    }
+
     /// Drops the entries of the handles lent for the call that just returned (the stores'
     /// counts are untouched).
     pub fn forget_lent(&mut self) {
@@ -223,10 +232,7 @@ impl host::HostStore for PluginState {
     }
 
     fn drop(&mut self, s: Resource<StoreRes>) -> wasmtime::Result<()> {
-        if let Some(id) = self.handles.remove(&s.rep()) {
-            self.core()?.stores.release(id);
-        }
-        Ok(())
+        self.drop_owned(&s)
     }
 }
 
