@@ -19,7 +19,7 @@
 //! looks at points: its cost per task does not depend on the launch domain's size.
 //!
 //! **Scalar tasks.** A task over 0-d stores only, launched on one point (`numeric`'s arithmetic
-//! on 0-d arrays, the fill that starts a reduction), joins any launch domain, as Legate's and
+//! on 0-d arrays, such as `alpha = rr / pq` in CG), joins any launch domain, as Legate's and
 //! Diffuse's promotion of future-only tasks does: every point of the fused task computes it
 //! again, which gives every point the same values as long as no multi-point task of the prefix
 //! writes or reduces a store the scalar task reads or writes, and as long as running the scalar
