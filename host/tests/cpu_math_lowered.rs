@@ -332,48 +332,8 @@ fn special_values_through_the_back_end() {
 #[test]
 fn black_scholes_lowered_matches_the_calls() {
     // A call price: S·N(d1) - K·e^(-rT)·N(d2), N(x) = (1 + erf(x/√2))/2.
-    let src =
-        "kernel @bs(%s: store<f64, 1, read>, %k: store<f64, 1, read>, %t: store<f64, 1, read>,
-                          %call: store<f64, 1, write>, %r: f64, %v: f64) {
-      %rate = param %r
-      %vol = param %v
-      %half = const f64 0.5
-      %one = const f64 1.0
-      %rsqrt2 = const f64 0.7071067811865476
-      parallel %call (%i) {
-        %sv = load %s[%i]
-        %kv = load %k[%i]
-        %tv = load %t[%i]
-        %ratio = div %sv, %kv
-        %lr = log %ratio
-        %v2 = mul %vol, %vol
-        %hv2 = mul %half, %v2
-        %drift = add %rate, %hv2
-        %dt = mul %drift, %tv
-        %num = add %lr, %dt
-        %st = sqrt %tv
-        %den = mul %vol, %st
-        %d1 = div %num, %den
-        %d2 = sub %d1, %den
-        %x1 = mul %d1, %rsqrt2
-        %x2 = mul %d2, %rsqrt2
-        %e1 = erf %x1
-        %e2 = erf %x2
-        %n1a = add %one, %e1
-        %n1 = mul %half, %n1a
-        %n2a = add %one, %e2
-        %n2 = mul %half, %n2a
-        %mrt = neg %rate
-        %a = mul %mrt, %tv
-        %disc = exp %a
-        %kd = mul %kv, %disc
-        %p1 = mul %sv, %n1
-        %p2 = mul %kd, %n2
-        %price = sub %p1, %p2
-        store %call[%i], %price
-      }
-    }";
-    let k = weft_ir::text::parse(src).unwrap();
+    let src = black_scholes_ir(false, false);
+    let k = weft_ir::text::parse(&src).unwrap();
     let lowered = lower_math(&k);
     assert!(has_math_functions(&k) && !has_math_functions(&lowered));
     let mut be = CpuBackend::new().unwrap();

@@ -299,48 +299,42 @@ fn int_of(t: DType) -> DType {
     }
 }
 
+/// Each binary operator of `ops`, each unary one of `unary`, and `select(a op b, a, b)` for
+/// every comparison, on `t`: the vector code gives the scalar code's bits.
+fn same_bits_per_operator(t: DType, ops: &[BinaryOp], unary: &[UnaryOp]) {
+    for &op in ops {
+        let name = format!("simd.{}.{t}", op.name());
+        let k = elementwise(&name, t, t, &[], |kb, x, y, _| kb.bin(op, x, y));
+        same_bits(&k, t, t, &[], 1);
+    }
+    for &op in unary {
+        let name = format!("simd.{}.{t}", op.name());
+        let k = elementwise(&name, t, t, &[], |kb, x, _, _| kb.un(op, x));
+        same_bits(&k, t, t, &[], 1);
+    }
+    for op in CmpOp::ALL {
+        let name = format!("simd.select.{}.{t}", op.name());
+        let k = elementwise(&name, t, t, &[], |kb, x, y, _| {
+            let c = kb.cmp(op, x, y);
+            kb.select(c, x, y)
+        });
+        same_bits(&k, t, t, &[], 1);
+    }
+}
+
 #[test]
 fn float_operations_match_the_scalar_code_bit_for_bit() {
     for t in [DType::F64, DType::F32] {
-        for op in FLOAT_BINARY {
-            let k = elementwise(
-                &format!("simd.{}.{t}", op.name()),
-                t,
-                t,
-                &[],
-                |kb, x, y, _| kb.bin(op, x, y),
-            );
-            same_bits(&k, t, t, &[], 1);
-        }
-        for op in [
+        let unary = [
             UnaryOp::Neg,
             UnaryOp::Abs,
             UnaryOp::Sqrt,
             UnaryOp::Floor,
             UnaryOp::Ceil,
-        ] {
-            let k = elementwise(
-                &format!("simd.{}.{t}", op.name()),
-                t,
-                t,
-                &[],
-                |kb, x, _, _| kb.un(op, x),
-            );
-            same_bits(&k, t, t, &[], 1);
-        }
+        ];
+        same_bits_per_operator(t, &FLOAT_BINARY, &unary);
         for op in CmpOp::ALL {
-            // select(a op b, a, b), and the comparison as 0.0 or 1.0.
-            let k = elementwise(
-                &format!("simd.select.{}.{t}", op.name()),
-                t,
-                t,
-                &[],
-                |kb, x, y, _| {
-                    let c = kb.cmp(op, x, y);
-                    kb.select(c, x, y)
-                },
-            );
-            same_bits(&k, t, t, &[], 1);
+            // The comparison as 0.0 or 1.0.
             let k = elementwise(
                 &format!("simd.cmp.{}.{t}", op.name()),
                 t,
@@ -406,7 +400,7 @@ fn float_operations_match_the_scalar_code_bit_for_bit() {
 #[test]
 fn integer_operations_match_the_scalar_code() {
     for t in [DType::I64, DType::I32] {
-        for op in [
+        let ops = [
             BinaryOp::Add,
             BinaryOp::Sub,
             BinaryOp::Mul,
@@ -415,39 +409,8 @@ fn integer_operations_match_the_scalar_code() {
             BinaryOp::Xor,
             BinaryOp::Min,
             BinaryOp::Max,
-        ] {
-            let k = elementwise(
-                &format!("simd.{}.{t}", op.name()),
-                t,
-                t,
-                &[],
-                |kb, x, y, _| kb.bin(op, x, y),
-            );
-            same_bits(&k, t, t, &[], 1);
-        }
-        for op in [UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Not] {
-            let k = elementwise(
-                &format!("simd.{}.{t}", op.name()),
-                t,
-                t,
-                &[],
-                |kb, x, _, _| kb.un(op, x),
-            );
-            same_bits(&k, t, t, &[], 1);
-        }
-        for op in CmpOp::ALL {
-            let k = elementwise(
-                &format!("simd.select.{}.{t}", op.name()),
-                t,
-                t,
-                &[],
-                |kb, x, y, _| {
-                    let c = kb.cmp(op, x, y);
-                    kb.select(c, x, y)
-                },
-            );
-            same_bits(&k, t, t, &[], 1);
-        }
+        ];
+        same_bits_per_operator(t, &ops, &[UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Not]);
         // Shifts by a scalar parameter (the same amount in every lane), modulo the width.
         for op in [BinaryOp::Shl, BinaryOp::Shr] {
             let k = elementwise(
@@ -1222,60 +1185,11 @@ fn bounds_are_proven_before_the_vector_code_runs() {
     assert!(o.iter().all(|&x| x == 0.0));
 }
 
-const BLACK_SCHOLES: &str =
-    "kernel @bs(%s: store<f64, 1, read>, %k: store<f64, 1, read>, %t: store<f64, 1, read>,
-                %r0: store<f64, 0, read>, %v0: store<f64, 0, read>,
-                %call: store<f64, 1, write>, %put: store<f64, 1, write>) {
-      %half = const f64 0.5
-      %one = const f64 1.0
-      %rsqrt2 = const f64 0.7071067811865476
-      parallel %call (%i) {
-        %rate = load %r0[]
-        %vol = load %v0[]
-        %sv = load %s[%i]
-        %kv = load %k[%i]
-        %tv = load %t[%i]
-        %ratio = div %sv, %kv
-        %lr = log %ratio
-        %v2 = mul %vol, %vol
-        %hv2 = mul %half, %v2
-        %drift = add %rate, %hv2
-        %dt = mul %drift, %tv
-        %num = add %lr, %dt
-        %st = sqrt %tv
-        %den = mul %vol, %st
-        %d1 = div %num, %den
-        %d2 = sub %d1, %den
-        %x1 = mul %d1, %rsqrt2
-        %x2 = mul %d2, %rsqrt2
-        %e1 = erf %x1
-        %e2 = erf %x2
-        %h1 = mul %half, %e1
-        %n1 = add %half, %h1
-        %h2 = mul %half, %e2
-        %n2 = add %half, %h2
-        %mrt = neg %rate
-        %a = mul %mrt, %tv
-        %disc = exp %a
-        %kd = mul %kv, %disc
-        %p1 = mul %sv, %n1
-        %p2 = mul %kd, %n2
-        %price = sub %p1, %p2
-        store %call[%i], %price
-        %m2 = sub %one, %n2
-        %m1 = sub %one, %n1
-        %q1 = mul %kd, %m2
-        %q2 = mul %sv, %m1
-        %pp = sub %q1, %q2
-        store %put[%i], %pp
-      }
-    }";
-
 /// Black-Scholes after math lowering: the vector code gives the scalar code's bits, on
 /// ordinary inputs and on special ones, and stays close to the kernel with libm calls.
 #[test]
 fn black_scholes_lowered_is_identical_to_the_scalar_code() {
-    let k = weft_ir::text::parse(BLACK_SCHOLES).unwrap();
+    let k = weft_ir::text::parse(&black_scholes_ir(true, true)).unwrap();
     let lowered = lower_math(&k);
     assert!(!has_math_functions(&lowered));
     let (vk, sk) = both(&lowered, 1);

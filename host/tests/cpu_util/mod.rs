@@ -231,3 +231,80 @@ pub fn same_f64(a: f64, b: f64) -> bool {
 pub fn same_f32(a: f32, b: f32) -> bool {
     (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits()
 }
+
+/// A Black-Scholes kernel `@bs` in the text form: `s`, `k`, `t` (read), then the rate and the
+/// volatility (0-d stores `%r0`, `%v0` when `zero_d`, else scalars `%r`, `%v` after the
+/// outputs), then `call` (write) and, when `put`, `put` (write). Call price
+/// `S·N(d1) - K·e^(-rT)·N(d2)`, `N(x) = (1 + erf(x/√2))/2`; put by parity.
+pub fn black_scholes_ir(zero_d: bool, put: bool) -> String {
+    let rates = if zero_d {
+        "%r0: store<f64, 0, read>, %v0: store<f64, 0, read>, "
+    } else {
+        ""
+    };
+    let outs = if put {
+        "%call: store<f64, 1, write>, %put: store<f64, 1, write>"
+    } else {
+        "%call: store<f64, 1, write>"
+    };
+    let scalars = if zero_d { "" } else { ", %r: f64, %v: f64" };
+    let (top, inner) = if zero_d {
+        (
+            "",
+            "        %rate = load %r0[]\n        %vol = load %v0[]\n",
+        )
+    } else {
+        ("      %rate = param %r\n      %vol = param %v\n", "")
+    };
+    let put_body = if put {
+        "        %m2 = sub %one, %n2
+        %m1 = sub %one, %n1
+        %q1 = mul %kd, %m2
+        %q2 = mul %sv, %m1
+        %pp = sub %q1, %q2
+        store %put[%i], %pp
+"
+    } else {
+        ""
+    };
+    format!(
+        "kernel @bs(%s: store<f64, 1, read>, %k: store<f64, 1, read>, %t: store<f64, 1, read>,
+            {rates}{outs}{scalars}) {{
+{top}      %half = const f64 0.5
+      %one = const f64 1.0
+      %rsqrt2 = const f64 0.7071067811865476
+      parallel %call (%i) {{
+{inner}        %sv = load %s[%i]
+        %kv = load %k[%i]
+        %tv = load %t[%i]
+        %ratio = div %sv, %kv
+        %lr = log %ratio
+        %v2 = mul %vol, %vol
+        %hv2 = mul %half, %v2
+        %drift = add %rate, %hv2
+        %dt = mul %drift, %tv
+        %num = add %lr, %dt
+        %st = sqrt %tv
+        %den = mul %vol, %st
+        %d1 = div %num, %den
+        %d2 = sub %d1, %den
+        %x1 = mul %d1, %rsqrt2
+        %x2 = mul %d2, %rsqrt2
+        %e1 = erf %x1
+        %e2 = erf %x2
+        %n1a = add %one, %e1
+        %n1 = mul %half, %n1a
+        %n2a = add %one, %e2
+        %n2 = mul %half, %n2a
+        %mrt = neg %rate
+        %a = mul %mrt, %tv
+        %disc = exp %a
+        %kd = mul %kv, %disc
+        %p1 = mul %sv, %n1
+        %p2 = mul %kd, %n2
+        %price = sub %p1, %p2
+        store %call[%i], %price
+{put_body}      }}
+    }}"
+    )
+}
