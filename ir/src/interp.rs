@@ -472,6 +472,29 @@ fn float_max(a: f64, b: f64) -> f64 {
 pub fn binary(op: BinaryOp, a: Scalar, b: Scalar) -> Option<Scalar> {
     use BinaryOp::*;
     use Scalar as S;
+    // `op` on two integers `x` and `y` (their unsigned type `$u`): arithmetic wraps, division
+    // and remainder by zero give 0, shift amounts are taken modulo the width and `shr` is
+    // logical.
+    macro_rules! int_binary {
+        ($x:ident, $y:ident, $u:ty) => {
+            match op {
+                Add => $x.wrapping_add($y),
+                Sub => $x.wrapping_sub($y),
+                Mul => $x.wrapping_mul($y),
+                Div | Rem if $y == 0 => 0,
+                Div => $x.wrapping_div($y),
+                Rem => $x.wrapping_rem($y),
+                Min => $x.min($y),
+                Max => $x.max($y),
+                And => $x & $y,
+                Or => $x | $y,
+                Xor => $x ^ $y,
+                Shl => $x.wrapping_shl($y as u32),
+                Shr => ($x as $u).wrapping_shr($y as u32) as _,
+                Pow => return None,
+            }
+        };
+    }
     Some(match (a, b) {
         (S::F64(x), S::F64(y)) => S::F64(match op {
             Add => x + y,
@@ -495,60 +518,8 @@ pub fn binary(op: BinaryOp, a: Scalar, b: Scalar) -> Option<Scalar> {
             Pow => x.powf(y),
             _ => return None,
         }),
-        (S::I64(x), S::I64(y)) => S::I64(match op {
-            Add => x.wrapping_add(y),
-            Sub => x.wrapping_sub(y),
-            Mul => x.wrapping_mul(y),
-            Div => {
-                if y == 0 {
-                    0
-                } else {
-                    x.wrapping_div(y)
-                }
-            }
-            Rem => {
-                if y == 0 {
-                    0
-                } else {
-                    x.wrapping_rem(y)
-                }
-            }
-            Min => x.min(y),
-            Max => x.max(y),
-            And => x & y,
-            Or => x | y,
-            Xor => x ^ y,
-            Shl => x.wrapping_shl(y as u32),
-            Shr => ((x as u64).wrapping_shr(y as u32)) as i64,
-            Pow => return None,
-        }),
-        (S::I32(x), S::I32(y)) => S::I32(match op {
-            Add => x.wrapping_add(y),
-            Sub => x.wrapping_sub(y),
-            Mul => x.wrapping_mul(y),
-            Div => {
-                if y == 0 {
-                    0
-                } else {
-                    x.wrapping_div(y)
-                }
-            }
-            Rem => {
-                if y == 0 {
-                    0
-                } else {
-                    x.wrapping_rem(y)
-                }
-            }
-            Min => x.min(y),
-            Max => x.max(y),
-            And => x & y,
-            Or => x | y,
-            Xor => x ^ y,
-            Shl => x.wrapping_shl(y as u32),
-            Shr => ((x as u32).wrapping_shr(y as u32)) as i32,
-            Pow => return None,
-        }),
+        (S::I64(x), S::I64(y)) => S::I64(int_binary!(x, y, u64)),
+        (S::I32(x), S::I32(y)) => S::I32(int_binary!(x, y, u32)),
         (S::Bool(x), S::Bool(y)) => S::Bool(match op {
             Min | And => x & y,
             Max | Or => x | y,

@@ -601,6 +601,29 @@ pub enum Op {
     For(ForLoop),
 }
 
+impl Op {
+    /// Whether the operation computes its one result from its operands alone (and from the
+    /// task's parameters and sub-store shapes): a constant, a parameter, arithmetic, a
+    /// comparison, a select, a cast or bitcast, an extent or an origin. It reads no memory and
+    /// has no effect, so two instances with the same operands are the same value, and an
+    /// instance may be recomputed or dropped freely.
+    pub fn is_value(&self) -> bool {
+        matches!(
+            self,
+            Op::Const(_)
+                | Op::Param(_)
+                | Op::Binary(..)
+                | Op::Unary(..)
+                | Op::Cmp(..)
+                | Op::Select(..)
+                | Op::Cast(..)
+                | Op::Bitcast(..)
+                | Op::Extent { .. }
+                | Op::Origin { .. }
+        )
+    }
+}
+
 /// One instruction: an operation and the values it defines.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Inst {

@@ -2,33 +2,11 @@
 
 use std::f64::consts::PI;
 
-/// The error function, from its everywhere-convergent series of positive terms
-/// (Abramowitz and Stegun 7.1.6):
-/// `erf(x) = 2/sqrt(pi) * exp(-x^2) * sum_{k>=0} 2^k x^(2k+1) / (1*3*...*(2k+1))`.
-///
-/// No cancellation happens, so the result is good to a few ulps relative for |x| < 6; beyond,
-/// `|erf(x)|` rounds to 1 (`erfc(6) < 2.2e-17`).
-pub fn erf(x: f64) -> f64 {
-    if x.is_nan() {
-        return f64::NAN;
-    }
-    if x.abs() >= 6.0 {
-        return x.signum();
-    }
-    let x2 = x * x;
-    let mut term = x;
-    let mut sum = x;
-    let mut k = 0.0f64;
-    loop {
-        k += 1.0;
-        term *= 2.0 * x2 / (2.0 * k + 1.0);
-        sum += term;
-        if term.abs() <= sum.abs() * 1e-17 {
-            break;
-        }
-    }
-    2.0 / PI.sqrt() * (-x2).exp() * sum
-}
+/// The error function, from its everywhere-convergent series of positive terms (Abramowitz
+/// and Stegun 7.1.6), good to a few ulps relative: the IR interpreter's. Weft's CPU back end
+/// computes `erf` otherwise (fdlibm's algorithm, or the math lowering's rational fits), so the
+/// series is independent of what the examples run.
+pub use weft_ir::interp::erf;
 
 /// The standard normal CDF through [`erf`]: `(1 + erf(d / sqrt(2))) / 2`.
 pub fn cnd_erf(d: f64) -> f64 {

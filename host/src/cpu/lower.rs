@@ -308,24 +308,6 @@ fn operands(op: &Op) -> Vec<ValueId> {
     }
 }
 
-/// Whether an operation is a pure function of the frame's parameter words (so a top-level
-/// instance may be recomputed in any function that needs its value).
-fn is_pure(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Const(_)
-            | Op::Param(_)
-            | Op::Binary(..)
-            | Op::Unary(..)
-            | Op::Cmp(..)
-            | Op::Select(..)
-            | Op::Cast(..)
-            | Op::Bitcast(..)
-            | Op::Extent { .. }
-            | Op::Origin { .. }
-    )
-}
-
 /// What a body (recursively) uses, defines and accesses.
 #[derive(Default)]
 struct Scan {
@@ -408,7 +390,9 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
         spill: HashMap::new(),
     };
     for (pos, inst) in kernel.body.iter().enumerate() {
-        let remat = is_pure(&inst.op)
+        // A value operation is a pure function of the frame's parameter words, so a top-level
+        // instance may be recomputed in any function that needs its value.
+        let remat = inst.op.is_value()
             && operands(&inst.op)
                 .iter()
                 .all(|v| top.remat.contains(v) && top.defs.contains_key(v));
@@ -434,7 +418,7 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
         if pos == body.len() || at_par {
             let run = &body[start..pos];
             let needed = run.iter().any(|inst| {
-                !is_pure(&inst.op) || inst.results.iter().any(|r| !top.remat.contains(r))
+                !inst.op.is_value() || inst.results.iter().any(|r| !top.remat.contains(r))
             });
             if needed {
                 items.push(Item::Seq(start..pos));
@@ -641,6 +625,34 @@ impl StepCx<'_> {
             }
         }
         Ok(func)
+    }
+}
+
+/// The float condition of a comparison (ordered: false if either operand is NaN, except `ne`).
+pub(crate) fn float_cc(op: CmpOp) -> FloatCC {
+    match op {
+        CmpOp::Eq => FloatCC::Equal,
+        CmpOp::Ne => FloatCC::NotEqual,
+        CmpOp::Lt => FloatCC::LessThan,
+        CmpOp::Le => FloatCC::LessThanOrEqual,
+        CmpOp::Gt => FloatCC::GreaterThan,
+        CmpOp::Ge => FloatCC::GreaterThanOrEqual,
+    }
+}
+
+/// The integer condition of a comparison, signed or unsigned (`bool`s compare unsigned).
+pub(crate) fn int_cc(op: CmpOp, signed: bool) -> IntCC {
+    match (op, signed) {
+        (CmpOp::Eq, _) => IntCC::Equal,
+        (CmpOp::Ne, _) => IntCC::NotEqual,
+        (CmpOp::Lt, true) => IntCC::SignedLessThan,
+        (CmpOp::Le, true) => IntCC::SignedLessThanOrEqual,
+        (CmpOp::Gt, true) => IntCC::SignedGreaterThan,
+        (CmpOp::Ge, true) => IntCC::SignedGreaterThanOrEqual,
+        (CmpOp::Lt, false) => IntCC::UnsignedLessThan,
+        (CmpOp::Le, false) => IntCC::UnsignedLessThanOrEqual,
+        (CmpOp::Gt, false) => IntCC::UnsignedGreaterThan,
+        (CmpOp::Ge, false) => IntCC::UnsignedGreaterThanOrEqual,
     }
 }
 
@@ -979,16 +991,22 @@ impl<'f> FnLower<'_, 'f> {
         }
         self.b.switch_to_block(exit);
         self.parallel_exit(&reds, &HashMap::new())?;
+        Ok(self.parallel_step(over, reds))
+    }
+
+    /// The step a parallel loop over top-level loop `over` compiled to, with the bounds
+    /// obligations its lowering collected and its reduction buffers.
+    pub(crate) fn parallel_step(&mut self, over: usize, reds: Vec<RedBuf>) -> StepKind {
         let obligations = self
             .par
             .take()
             .map(|p| p.obligations.into_iter().collect())
             .unwrap_or_default();
-        Ok(StepKind::Parallel {
+        StepKind::Parallel {
             over,
             obligations,
             reds,
-        })
+        }
     }
 
     /// The loop nest of a parallel step with rank at least 1 over rows `lo..hi` (at least one,
@@ -1001,42 +1019,101 @@ impl<'f> FnLower<'_, 'f> {
         over_ext: &[Value],
         exit: Block,
     ) -> LResult<()> {
-        let rank = over_ext.len();
-        let heads: Vec<Block> = (0..rank)
+        let heads = self.loop_heads(over_ext.len());
+        self.b.ins().jump(heads[0], &[BlockArg::Value(lo)]);
+        let mark = self.env.mark();
+        self.enter_loop_heads(pl, &heads, None);
+        self.lower_body(&pl.body)?;
+        self.loop_latches(&heads, hi, over_ext, exit);
+        self.env.pop_to(mark);
+        Ok(())
+    }
+
+    /// One loop head block per dimension of a loop nest, each with its index as parameter.
+    pub(crate) fn loop_heads(&mut self, dims: usize) -> Vec<Block> {
+        (0..dims)
             .map(|_| {
                 let blk = self.b.create_block();
                 self.b.append_block_param(blk, types::I64);
                 blk
             })
-            .collect();
-        self.b.ins().jump(heads[0], &[BlockArg::Value(lo)]);
-        let mark = self.env.mark();
-        for d in 0..rank {
-            self.b.switch_to_block(heads[d]);
-            let i = self.b.block_params(heads[d])[0];
+            .collect()
+    }
+
+    /// Fills the loop heads of `pl`'s first `heads.len()` dimensions: each defines its index
+    /// and enters the next dimension at 0. The innermost head jumps to `inner` if given, or
+    /// stays current for the body.
+    pub(crate) fn enter_loop_heads(
+        &mut self,
+        pl: &ParallelLoop,
+        heads: &[Block],
+        inner: Option<Block>,
+    ) {
+        for (d, &head) in heads.iter().enumerate() {
+            self.b.switch_to_block(head);
+            let i = self.b.block_params(head)[0];
             self.env.define(pl.indices[d], i, DType::I64);
-            if d + 1 < rank {
+            if let Some(&next) = heads.get(d + 1) {
                 let zero = self.b.ins().iconst(types::I64, 0);
-                self.b.ins().jump(heads[d + 1], &[BlockArg::Value(zero)]);
+                self.b.ins().jump(next, &[BlockArg::Value(zero)]);
+            } else if let Some(inner) = inner {
+                self.b.ins().jump(inner, &[]);
             }
         }
-        self.lower_body(&pl.body)?;
-        // Latches, innermost first.
-        for d in (0..rank).rev() {
-            let i = self.b.block_params(heads[d])[0];
+    }
+
+    /// The latches of a loop nest, innermost first, from the current block: dimension 0 runs
+    /// to `hi`, dimension `d > 0` to `over_ext[d]`; the nest leaves to `exit`.
+    pub(crate) fn loop_latches(
+        &mut self,
+        heads: &[Block],
+        hi: Value,
+        over_ext: &[Value],
+        exit: Block,
+    ) {
+        for (d, &head) in heads.iter().enumerate().rev() {
+            let i = self.b.block_params(head)[0];
             let next = self.b.ins().iadd_imm_s(i, 1);
             let limit = if d == 0 { hi } else { over_ext[d] };
             let more = self.b.ins().icmp(IntCC::SignedLessThan, next, limit);
             let out = if d == 0 { exit } else { self.b.create_block() };
             self.b
                 .ins()
-                .brif(more, heads[d], &[BlockArg::Value(next)], out, &[]);
+                .brif(more, head, &[BlockArg::Value(next)], out, &[]);
             if d > 0 {
                 self.b.switch_to_block(out);
             }
         }
-        self.env.pop_to(mark);
-        Ok(())
+    }
+
+    /// Ends the current block with the bounds checks `checks` (index, extent, fault code): on
+    /// to `cont` with `cont_args` if every index is below its extent, else to a cold block
+    /// (emitted by [`Self::finish`]) that returns the first failing check's code.
+    fn check_or_fault(
+        &mut self,
+        checks: Vec<(Value, Value, i64)>,
+        cont: Block,
+        cont_args: &[BlockArg],
+    ) {
+        let mut bad: Option<Value> = None;
+        for &(idx, e, _) in &checks {
+            let c = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, idx, e);
+            bad = Some(match bad {
+                None => c,
+                Some(b) => self.b.ins().bor(b, c),
+            });
+        }
+        let Some(bad) = bad else {
+            self.b.ins().jump(cont, cont_args);
+            return;
+        };
+        let fail = self.b.create_block();
+        self.b.set_cold_block(fail);
+        self.b.ins().brif(bad, fail, &[], cont, cont_args);
+        self.pending.push(PendingFail {
+            block: fail,
+            checks,
+        });
     }
 
     /// Emits the pending fault blocks and seals everything.
@@ -1462,33 +1539,9 @@ impl<'f> FnLower<'_, 'f> {
             return Err(format!("{} of {ta} and {tb}", op.name()));
         }
         Ok(match ta {
-            DType::F32 | DType::F64 => {
-                let cc = match op {
-                    CmpOp::Eq => FloatCC::Equal,
-                    CmpOp::Ne => FloatCC::NotEqual,
-                    CmpOp::Lt => FloatCC::LessThan,
-                    CmpOp::Le => FloatCC::LessThanOrEqual,
-                    CmpOp::Gt => FloatCC::GreaterThan,
-                    CmpOp::Ge => FloatCC::GreaterThanOrEqual,
-                };
-                self.b.ins().fcmp(cc, x, y)
-            }
-            DType::I32 | DType::I64 | DType::Bool => {
-                let signed = ta != DType::Bool;
-                let cc = match (op, signed) {
-                    (CmpOp::Eq, _) => IntCC::Equal,
-                    (CmpOp::Ne, _) => IntCC::NotEqual,
-                    (CmpOp::Lt, true) => IntCC::SignedLessThan,
-                    (CmpOp::Le, true) => IntCC::SignedLessThanOrEqual,
-                    (CmpOp::Gt, true) => IntCC::SignedGreaterThan,
-                    (CmpOp::Ge, true) => IntCC::SignedGreaterThanOrEqual,
-                    (CmpOp::Lt, false) => IntCC::UnsignedLessThan,
-                    (CmpOp::Le, false) => IntCC::UnsignedLessThanOrEqual,
-                    (CmpOp::Gt, false) => IntCC::UnsignedGreaterThan,
-                    (CmpOp::Ge, false) => IntCC::UnsignedGreaterThanOrEqual,
-                };
-                self.b.ins().icmp(cc, x, y)
-            }
+            DType::F32 | DType::F64 => self.b.ins().fcmp(float_cc(op), x, y),
+            DType::I32 | DType::I64 => self.b.ins().icmp(int_cc(op, true), x, y),
+            DType::Bool => self.b.ins().icmp(int_cc(op, false), x, y),
         })
     }
 
@@ -1572,25 +1625,9 @@ impl<'f> FnLower<'_, 'f> {
             });
         }
         if !checks.is_empty() {
-            let mut bad: Option<Value> = None;
-            for &(idx, e, _) in &checks {
-                let c = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, idx, e);
-                bad = Some(match bad {
-                    None => c,
-                    Some(b) => self.b.ins().bor(b, c),
-                });
-            }
-            let fail = self.b.create_block();
-            self.b.set_cold_block(fail);
             let cont = self.b.create_block();
-            if let Some(bad) = bad {
-                self.b.ins().brif(bad, fail, &[], cont, &[]);
-            }
+            self.check_or_fault(checks, cont, &[]);
             self.b.switch_to_block(cont);
-            self.pending.push(PendingFail {
-                block: fail,
-                checks,
-            });
         }
         Ok(match offset {
             None => base,
@@ -1729,23 +1766,7 @@ impl<'f> FnLower<'_, 'f> {
                 checks.push((last, ext, code));
                 self.for_proven.insert((l.induction, param, d));
             }
-            let mut bad: Option<Value> = None;
-            for &(idx, e, _) in &checks {
-                let c = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, idx, e);
-                bad = Some(match bad {
-                    None => c,
-                    Some(b) => self.b.ins().bor(b, c),
-                });
-            }
-            let fail = self.b.create_block();
-            self.b.set_cold_block(fail);
-            if let Some(bad) = bad {
-                self.b.ins().brif(bad, fail, &[], body, &body_args);
-            }
-            self.pending.push(PendingFail {
-                block: fail,
-                checks,
-            });
+            self.check_or_fault(checks, body, &body_args);
         }
 
         self.b.switch_to_block(body);

@@ -38,22 +38,6 @@ pub fn cse(kernel: &Kernel) -> (Kernel, CseStats) {
     (out, c.stats)
 }
 
-fn qualifies(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Const(_)
-            | Op::Param(_)
-            | Op::Binary(..)
-            | Op::Unary(..)
-            | Op::Cmp(..)
-            | Op::Select(..)
-            | Op::Cast(..)
-            | Op::Bitcast(..)
-            | Op::Extent { .. }
-            | Op::Origin { .. }
-    )
-}
-
 struct Cse {
     subst: Subst,
     stats: CseStats,
@@ -68,7 +52,7 @@ impl Cse {
         for inst in body {
             let mut inst = inst.clone();
             map_op_uses(&mut inst.op, &mut |v| self.subst.get(v));
-            if qualifies(&inst.op)
+            if inst.op.is_value()
                 && let [result] = inst.results[..]
             {
                 if let Some(&earlier) = known.get(&inst.op) {

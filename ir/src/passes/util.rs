@@ -174,20 +174,7 @@ pub(crate) fn has_effects(body: &[Inst]) -> bool {
 /// Whether `op` is a pure value operation: it has no effect on memory and its result depends
 /// only on its operands (and on memory, for loads). Loads count as pure.
 pub(crate) fn is_pure(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Const(_)
-            | Op::Param(_)
-            | Op::Binary(..)
-            | Op::Unary(..)
-            | Op::Cmp(..)
-            | Op::Select(..)
-            | Op::Cast(..)
-            | Op::Bitcast(..)
-            | Op::Load(_)
-            | Op::Extent { .. }
-            | Op::Origin { .. }
-    )
+    op.is_value() || matches!(op, Op::Load(_))
 }
 
 /// A copy of `body` with every value (definitions and uses) renamed through `value` and every

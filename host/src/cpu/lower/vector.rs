@@ -42,7 +42,8 @@ use weft_ir::{
 };
 
 use super::{
-    FnLower, LResult, Layout, Obligation, ParSetup, RedMode, StepKind, data_flags, operands,
+    FnLower, LResult, Layout, Obligation, ParSetup, RedMode, StepKind, data_flags, float_cc,
+    int_cc, operands,
 };
 
 /// Whether the vector body is emitted with the vectors of a step interleaved instruction
@@ -566,30 +567,14 @@ impl FnLower<'_, '_> {
         }
         // The outer dimensions, as in the scalar function.
         let outer = rank - 1;
-        let heads: Vec<_> = (0..outer)
-            .map(|_| {
-                let blk = self.b.create_block();
-                self.b.append_block_param(blk, types::I64);
-                blk
-            })
-            .collect();
+        let heads = self.loop_heads(outer);
         let row = self.b.create_block();
         match heads.first() {
             Some(&h) => self.b.ins().brif(go, h, &[BlockArg::Value(lo)], exit, &[]),
             None => self.b.ins().brif(go, row, &[], exit, &[]),
         };
         let mark = self.env.mark();
-        for d in 0..outer {
-            self.b.switch_to_block(heads[d]);
-            let i = self.b.block_params(heads[d])[0];
-            self.env.define(pl.indices[d], i, DType::I64);
-            if d + 1 < outer {
-                let zero = self.b.ins().iconst(types::I64, 0);
-                self.b.ins().jump(heads[d + 1], &[BlockArg::Value(zero)]);
-            } else {
-                self.b.ins().jump(row, &[]);
-            }
-        }
+        self.enter_loop_heads(pl, &heads, Some(row));
 
         // The row: uniform values, splats and base addresses.
         self.b.switch_to_block(row);
@@ -690,19 +675,7 @@ impl FnLower<'_, '_> {
         if outer == 0 {
             self.b.ins().jump(exit, &[]);
         }
-        for d in (0..outer).rev() {
-            let i = self.b.block_params(heads[d])[0];
-            let next = self.b.ins().iadd_imm_s(i, 1);
-            let limit = if d == 0 { hi } else { over_ext[d] };
-            let more = self.b.ins().icmp(IntCC::SignedLessThan, next, limit);
-            let out = if d == 0 { exit } else { self.b.create_block() };
-            self.b
-                .ins()
-                .brif(more, heads[d], &[BlockArg::Value(next)], out, &[]);
-            if d > 0 {
-                self.b.switch_to_block(out);
-            }
-        }
+        self.loop_latches(&heads, hi, &over_ext, exit);
         self.env.pop_to(mark);
 
         // Exit: each rank-0 reduction's result is its vector accumulators combined lane by
@@ -739,16 +712,7 @@ impl FnLower<'_, '_> {
             self.tables.push(ConstTable { entries: cx.table });
         }
 
-        let obligations = self
-            .par
-            .take()
-            .map(|p| p.obligations.into_iter().collect())
-            .unwrap_or_default();
-        Ok(StepKind::Parallel {
-            over,
-            obligations,
-            reds,
-        })
+        Ok(self.parallel_step(over, reds))
     }
 
     /// Lane `lane` of the vector `v` of `dt` as a scalar of `dt` (a mask lane becomes a bool).
@@ -1070,28 +1034,8 @@ impl FnLower<'_, '_> {
 
     fn vcmp(&mut self, op: CmpOp, t: DType, x: Value, y: Value) -> LResult<Value> {
         Ok(match t {
-            DType::F32 | DType::F64 => {
-                let cc = match op {
-                    CmpOp::Eq => FloatCC::Equal,
-                    CmpOp::Ne => FloatCC::NotEqual,
-                    CmpOp::Lt => FloatCC::LessThan,
-                    CmpOp::Le => FloatCC::LessThanOrEqual,
-                    CmpOp::Gt => FloatCC::GreaterThan,
-                    CmpOp::Ge => FloatCC::GreaterThanOrEqual,
-                };
-                self.b.ins().fcmp(cc, x, y)
-            }
-            DType::I32 | DType::I64 => {
-                let cc = match op {
-                    CmpOp::Eq => IntCC::Equal,
-                    CmpOp::Ne => IntCC::NotEqual,
-                    CmpOp::Lt => IntCC::SignedLessThan,
-                    CmpOp::Le => IntCC::SignedLessThanOrEqual,
-                    CmpOp::Gt => IntCC::SignedGreaterThan,
-                    CmpOp::Ge => IntCC::SignedGreaterThanOrEqual,
-                };
-                self.b.ins().icmp(cc, x, y)
-            }
+            DType::F32 | DType::F64 => self.b.ins().fcmp(float_cc(op), x, y),
+            DType::I32 | DType::I64 => self.b.ins().icmp(int_cc(op, true), x, y),
             DType::Bool => return Err("internal: no vector comparison of bools".into()),
         })
     }
