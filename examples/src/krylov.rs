@@ -37,6 +37,18 @@ pub struct Solve {
 }
 
 impl Solve {
+    /// The result of a solve that ended with `x` (checked for errors), its residual norms and
+    /// iteration times, converged if the last residual is within `tol` of the first.
+    fn finish(x: Array, residuals: Vec<f64>, seconds: Vec<f64>, tol: f64) -> Result<Solve> {
+        x.check()?;
+        Ok(Solve {
+            x,
+            converged: done(&residuals, tol),
+            residuals,
+            seconds,
+        })
+    }
+
     /// Iterations run.
     pub fn iterations(&self) -> usize {
         self.seconds.len()
@@ -74,13 +86,7 @@ pub fn cg(a: &CsrMatrix, b: &Array, tol: f64, max_iter: usize) -> Result<Solve> 
         rr = rr_new;
         seconds.push(start.elapsed().as_secs_f64());
     }
-    x.check()?;
-    Ok(Solve {
-        x,
-        converged: done(&residuals, tol),
-        residuals,
-        seconds,
-    })
+    Solve::finish(x, residuals, seconds, tol)
 }
 
 /// BiCGSTAB (van der Vorst, 1992) for a general nonsingular `a`.
@@ -115,13 +121,7 @@ pub fn bicgstab(a: &CsrMatrix, b: &Array, tol: f64, max_iter: usize) -> Result<S
         rho = rho_new;
         seconds.push(start.elapsed().as_secs_f64());
     }
-    x.check()?;
-    Ok(Solve {
-        x,
-        converged: done(&residuals, tol),
-        residuals,
-        seconds,
-    })
+    Solve::finish(x, residuals, seconds, tol)
 }
 
 /// One level of the multigrid hierarchy.
@@ -328,13 +328,7 @@ pub fn gmg(a: &CsrMatrix, mg: &Multigrid, b: &Array, tol: f64, max_iter: usize) 
         rz = rz_new;
         seconds.push(start.elapsed().as_secs_f64());
     }
-    x.check()?;
-    Ok(Solve {
-        x,
-        converged: done(&residuals, tol),
-        residuals,
-        seconds,
-    })
+    Solve::finish(x, residuals, seconds, tol)
 }
 
 #[cfg(test)]

@@ -138,83 +138,45 @@ impl Csr {
     /// column of the grid) is `k = r * g + c`. Columns are sorted within each row and no
     /// zeros are stored.
     pub fn poisson2d(g: usize) -> Csr {
-        let n = g * g;
-        let mut indptr = Vec::with_capacity(n + 1);
-        let mut indices = Vec::with_capacity(5 * n);
-        let mut data = Vec::with_capacity(5 * n);
-        indptr.push(0);
-        for r in 0..g {
-            for c in 0..g {
-                let k = r * g + c;
-                let mut push = |j: usize, v: f64| {
-                    indices.push(j);
-                    data.push(v);
-                };
-                if r > 0 {
-                    push(k - g, -1.0);
-                }
-                if c > 0 {
-                    push(k - 1, -1.0);
-                }
-                push(k, 4.0);
-                if c + 1 < g {
-                    push(k + 1, -1.0);
-                }
-                if r + 1 < g {
-                    push(k + g, -1.0);
-                }
-                indptr.push(indices.len());
-            }
-        }
-        Csr {
-            rows: n,
-            cols: n,
-            indptr,
-            indices,
-            data,
-        }
+        Csr::poisson(g, 2)
     }
 
     /// The 7-point Laplacian on a `g x g x g` interior grid with Dirichlet boundaries:
     /// `g^3 x g^3`, 6 on the diagonal and -1 for each grid neighbour. Unknown `(z, y, x)` is
     /// `k = (z * g + y) * g + x`. Columns are sorted within each row and no zeros are stored.
     pub fn poisson3d(g: usize) -> Csr {
-        let n = g * g * g;
-        let plane = g * g;
+        Csr::poisson(g, 3)
+    }
+
+    /// The `2d + 1`-point Laplacian on a `g^d` interior grid: unknown `k`'s coordinate along
+    /// the axis of stride `s` (`g^(d-1)`, ..., `g`, 1) is `(k / s) % g`; its row holds `-1` for
+    /// each neighbour inside the grid and `2d` on the diagonal, in column order.
+    fn poisson(g: usize, d: u32) -> Csr {
+        let n = g.pow(d);
+        let strides: Vec<usize> = (0..d).rev().map(|i| g.pow(i)).collect();
+        let points = 2 * d as usize + 1;
         let mut indptr = Vec::with_capacity(n + 1);
-        let mut indices = Vec::with_capacity(7 * n);
-        let mut data = Vec::with_capacity(7 * n);
+        let mut indices = Vec::with_capacity(points * n);
+        let mut data = Vec::with_capacity(points * n);
         indptr.push(0);
-        for z in 0..g {
-            for y in 0..g {
-                for x in 0..g {
-                    let k = (z * g + y) * g + x;
-                    let mut push = |j: usize, v: f64| {
-                        indices.push(j);
-                        data.push(v);
-                    };
-                    if z > 0 {
-                        push(k - plane, -1.0);
-                    }
-                    if y > 0 {
-                        push(k - g, -1.0);
-                    }
-                    if x > 0 {
-                        push(k - 1, -1.0);
-                    }
-                    push(k, 6.0);
-                    if x + 1 < g {
-                        push(k + 1, -1.0);
-                    }
-                    if y + 1 < g {
-                        push(k + g, -1.0);
-                    }
-                    if z + 1 < g {
-                        push(k + plane, -1.0);
-                    }
-                    indptr.push(indices.len());
+        for k in 0..n {
+            let coord = |s: usize| (k / s) % g;
+            let mut push = |j: usize, v: f64| {
+                indices.push(j);
+                data.push(v);
+            };
+            for &s in &strides {
+                if coord(s) > 0 {
+                    push(k - s, -1.0);
                 }
             }
+            push(k, f64::from(2 * d));
+            for &s in strides.iter().rev() {
+                if coord(s) + 1 < g {
+                    push(k + s, -1.0);
+                }
+            }
+            indptr.push(indices.len());
         }
         Csr {
             rows: n,
@@ -811,6 +773,18 @@ mod tests {
         assert_eq!(m.validate(), Ok(()));
         assert_eq!(m.diagonal(), vec![6.0; 8]);
         assert_eq!(m.transpose(), m);
+        // Unknowns `k = 4z + 2y + x` are neighbours when they differ in one bit: the cube.
+        let dense = m.to_dense();
+        for i in 0..8usize {
+            for j in 0..8usize {
+                let want = match i ^ j {
+                    0 => 6.0,
+                    1 | 2 | 4 => -1.0,
+                    _ => 0.0,
+                };
+                assert_eq!(dense[i * 8 + j], want, "({i}, {j})");
+            }
+        }
         // Unknown 0 = (z, y, x) = (0, 0, 0) neighbours x: 1, y: 2, z: 4.
         assert_eq!(&m.indices[..4], &[0, 1, 2, 4]);
 

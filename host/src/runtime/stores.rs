@@ -173,6 +173,19 @@ impl Stores {
             },
         );
         let rect = Rect::whole(&shape);
+        self.insert_view(id, storage, shape, dtype, rect);
+        Ok(id)
+    }
+
+    /// Records store `id`: a view of `storage` as `shape` at `rect`, with one handle.
+    fn insert_view(
+        &mut self,
+        id: StoreId,
+        storage: StorageId,
+        shape: Vec<u64>,
+        dtype: DType,
+        rect: Rect,
+    ) {
         self.stores.insert(
             id,
             StoreInfo {
@@ -184,7 +197,6 @@ impl Stores {
                 pending: 0,
             },
         );
-        Ok(id)
     }
 
     /// Creates a view of `parent`'s rectangle `start..stop` (in the parent's coordinates), with
@@ -219,17 +231,7 @@ impl Stores {
             s.stores += 1;
             s.handles += 1;
         }
-        self.stores.insert(
-            id,
-            StoreInfo {
-                storage,
-                shape,
-                dtype,
-                rect,
-                handles: 1,
-                pending: 0,
-            },
-        );
+        self.insert_view(id, storage, shape, dtype, rect);
         Ok(id)
     }
 
