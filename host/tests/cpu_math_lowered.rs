@@ -4,49 +4,18 @@
 #![allow(clippy::unwrap_used)]
 
 mod cpu_util;
+#[path = "../../ir/tests/common/math_cases.rs"]
+mod math_cases;
 
 use cpu_util::*;
+use math_cases::{ALL, F, Rng, ulps32, ulps64};
 use weft_host::cpu::CpuBackend;
-use weft_ir::builder::KernelBuilder;
 use weft_ir::passes::math::{has_math_functions, lower_math};
-use weft_ir::{DType, Kernel, Privilege};
+use weft_ir::{DType, Kernel};
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum F {
-    Exp,
-    Log,
-    Sin,
-    Cos,
-    Tanh,
-    Erf,
-    Pow,
-}
-
-const ALL: [F; 7] = [F::Exp, F::Log, F::Sin, F::Cos, F::Tanh, F::Erf, F::Pow];
-
-/// `out[i] = f(x[i])` (or `pow(x[i], y[i])`), lowered.
+/// `math_cases::kernel(f, t)`, lowered.
 fn kernel(f: F, t: DType) -> Kernel {
-    let mut k = KernelBuilder::new(format!("lowered.{f:?}.{t}").to_lowercase());
-    let x = k.store(t, 1, Privilege::Read);
-    let y = k.store(t, 1, Privilege::Read);
-    let out = k.store(t, 1, Privilege::Write);
-    k.parallel(out, |b, i| {
-        let a = b.load(x, i);
-        let r = match f {
-            F::Exp => b.exp(a),
-            F::Log => b.log(a),
-            F::Sin => b.sin(a),
-            F::Cos => b.cos(a),
-            F::Tanh => b.tanh(a),
-            F::Erf => b.erf(a),
-            F::Pow => {
-                let c = b.load(y, i);
-                b.pow(a, c)
-            }
-        };
-        b.store(out, i, r);
-    });
-    let lowered = lower_math(&k.finish_validated().unwrap());
+    let lowered = lower_math(&math_cases::kernel(f, t));
     assert!(!has_math_functions(&lowered));
     lowered
 }
@@ -67,49 +36,6 @@ fn run32(be: &mut CpuBackend, f: F, xs: &mut [f32], ys: &mut [f32]) -> Vec<f32> 
     let views = [dense(xs, &[n]), dense(ys, &[n]), dense(&mut out, &[n])];
     run_on(&k, &views, &[], 2).unwrap();
     out
-}
-
-/// Distance in ulps (0 for two NaNs, infinite if only one is NaN).
-fn ulps64(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() {
-        return if a.is_nan() && b.is_nan() {
-            0.0
-        } else {
-            f64::INFINITY
-        };
-    }
-    let key = |x: f64| {
-        let b = x.to_bits() as i64;
-        if b < 0 { i64::MIN - b } else { b }
-    };
-    (i128::from(key(a)) - i128::from(key(b))).unsigned_abs() as f64
-}
-
-fn ulps32(a: f32, b: f32) -> f64 {
-    if a.is_nan() || b.is_nan() {
-        return if a.is_nan() && b.is_nan() {
-            0.0
-        } else {
-            f64::INFINITY
-        };
-    }
-    let key = |x: f32| {
-        let b = x.to_bits() as i32;
-        if b < 0 { i32::MIN - b } else { b }
-    };
-    (i64::from(key(a)) - i64::from(key(b))).unsigned_abs() as f64
-}
-
-/// A deterministic pseudo-random stream (xorshift).
-struct Rng(u64);
-
-impl Rng {
-    fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        lo + (hi - lo) * ((self.0 >> 11) as f64 / (1u64 << 53) as f64)
-    }
 }
 
 const N: usize = 100_000;

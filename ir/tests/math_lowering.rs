@@ -4,10 +4,13 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+#[path = "common/math_cases.rs"]
+mod math_cases;
 
 use std::sync::OnceLock;
 
 use common::Gen;
+use math_cases::{ALL, F, Rng, kernel, ulps32, ulps64};
 use proptest::prelude::*;
 use weft_ir::builder::KernelBuilder;
 use weft_ir::passes::math::{has_math_functions, is_math_function, lower_math};
@@ -261,81 +264,6 @@ fn run(kernel: &Kernel, mut cols: Vec<Vec<u64>>) -> Vec<Vec<u64>> {
 // Kernels and references
 // ---------------------------------------------------------------------------------------------
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum F {
-    Exp,
-    Log,
-    Sin,
-    Cos,
-    Tanh,
-    Erf,
-    Pow,
-}
-
-const ALL: [F; 7] = [F::Exp, F::Log, F::Sin, F::Cos, F::Tanh, F::Erf, F::Pow];
-
-/// `out[i] = f(x[i])` (or `pow(x[i], y[i])`) for element type `t`.
-fn kernel(f: F, t: DType) -> Kernel {
-    let mut k = KernelBuilder::new(format!("math.{f:?}.{t}"));
-    let x = k.store(t, 1, Privilege::Read);
-    let y = k.store(t, 1, Privilege::Read);
-    let out = k.store(t, 1, Privilege::Write);
-    k.parallel(out, |b, i| {
-        let a = b.load(x, i);
-        let r = match f {
-            F::Exp => b.exp(a),
-            F::Log => b.log(a),
-            F::Sin => b.sin(a),
-            F::Cos => b.cos(a),
-            F::Tanh => b.tanh(a),
-            F::Erf => b.erf(a),
-            F::Pow => {
-                let c = b.load(y, i);
-                b.pow(a, c)
-            }
-        };
-        b.store(out, i, r);
-    });
-    k.finish_validated().unwrap()
-}
-
-/// Runs the lowered `f` on `xs` (and `ys` for pow), in `f64`.
-fn eval64(f: F, xs: &[f64], ys: &[f64]) -> Vec<f64> {
-    let k = lower_math(&kernel(f, DType::F64));
-    let n = xs.len();
-    let cols = vec![
-        xs.iter().map(|x| x.to_bits()).collect(),
-        if ys.is_empty() {
-            vec![0; n]
-        } else {
-            ys.iter().map(|x| x.to_bits()).collect()
-        },
-        vec![0; n],
-    ];
-    run(&k, cols)[2]
-        .iter()
-        .map(|&b| f64::from_bits(b))
-        .collect()
-}
-
-fn eval32(f: F, xs: &[f32], ys: &[f32]) -> Vec<f32> {
-    let k = lower_math(&kernel(f, DType::F32));
-    let n = xs.len();
-    let cols = vec![
-        xs.iter().map(|x| u64::from(x.to_bits())).collect(),
-        if ys.is_empty() {
-            vec![0; n]
-        } else {
-            ys.iter().map(|x| u64::from(x.to_bits())).collect()
-        },
-        vec![0; n],
-    ];
-    run(&k, cols)[2]
-        .iter()
-        .map(|&b| f32::from_bits(b as u32))
-        .collect()
-}
-
 fn ref64(f: F, x: f64, y: f64) -> f64 {
     match f {
         F::Exp => x.exp(),
@@ -358,37 +286,6 @@ fn ref32(f: F, x: f32, y: f32) -> f32 {
         F::Erf => fdlibm_erf(f64::from(x)) as f32,
         F::Pow => x.powf(y),
     }
-}
-
-/// Distance in ulps between two floats (0 for two NaNs or for ±0; infinite if only one is NaN).
-fn ulps64(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() {
-        return if a.is_nan() && b.is_nan() {
-            0.0
-        } else {
-            f64::INFINITY
-        };
-    }
-    let key = |x: f64| {
-        let b = x.to_bits() as i64;
-        if b < 0 { i64::MIN - b } else { b }
-    };
-    (key(a) as i128 - key(b) as i128).unsigned_abs() as f64
-}
-
-fn ulps32(a: f32, b: f32) -> f64 {
-    if a.is_nan() || b.is_nan() {
-        return if a.is_nan() && b.is_nan() {
-            0.0
-        } else {
-            f64::INFINITY
-        };
-    }
-    let key = |x: f32| {
-        let b = x.to_bits() as i32;
-        if b < 0 { i32::MIN - b } else { b }
-    };
-    (i64::from(key(a)) - i64::from(key(b))).unsigned_abs() as f64
 }
 
 /// fdlibm's erf (the reference the CPU back end's `erf` call also uses).
@@ -521,22 +418,6 @@ fn log_sweep(lo: f64, hi: f64, n: usize) -> Vec<f64> {
         .collect()
 }
 
-/// A deterministic pseudo-random stream (xorshift).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * ((self.next() >> 11) as f64 / (1u64 << 53) as f64)
-    }
-}
-
 /// The arguments of the f64 accuracy tests for `f` (x, and y for pow) and the tolerance in ulps.
 fn args64(f: F) -> (Vec<f64>, Vec<f64>) {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ f as u64);
@@ -640,7 +521,7 @@ fn f64_functions_are_accurate() {
     let mut failures = vec![];
     for f in ALL {
         let (xs, ys) = args64(f);
-        let got = eval64(f, &xs, &ys);
+        let got = run64(f, &xs, &ys);
         let (err, x, y) = worst64(f, &xs, &ys, &got);
         // erf's bound is 1e-15 relative (10 units of 1e-16); the others 4 ulp.
         let bound = if f == F::Erf { 10.0 } else { 4.0 };
@@ -711,7 +592,7 @@ fn f32_functions_are_accurate() {
     let mut failures = vec![];
     for f in ALL {
         let (xs, ys) = args32(f);
-        let got = eval32(f, &xs, &ys);
+        let got = run32(f, &xs, &ys);
         let mut worst = (0.0, 0.0f32, 0.0f32);
         for i in 0..xs.len() {
             let want = ref32(f, xs[i], ys[i]);
@@ -835,7 +716,7 @@ fn f64_special_values() {
         if f == F::Pow {
             continue;
         }
-        let got = eval64(f, &xs, &[]);
+        let got = run64(f, &xs, &[]);
         for (i, &x) in xs.iter().enumerate() {
             if matches!(f, F::Sin | F::Cos) && x.abs() > 1e5 && x.is_finite() {
                 // Documented: NaN from 2^50 on.
@@ -858,7 +739,7 @@ fn f64_special_values() {
             b.push(y);
         }
     }
-    let got = eval64(F::Pow, &a, &b);
+    let got = run64(F::Pow, &a, &b);
     for i in 0..a.len() {
         let want = a[i].powf(b[i]);
         // Beyond |b·ln a| = 745 the result is 0 or inf either way; within it, the accuracy
@@ -924,7 +805,7 @@ fn f32_special_values() {
         if f == F::Pow {
             continue;
         }
-        let got = eval32(f, &xs, &[]);
+        let got = run32(f, &xs, &[]);
         for (i, &x) in xs.iter().enumerate() {
             if matches!(f, F::Sin | F::Cos) && x.abs() > 1e5 && x.is_finite() {
                 if x.abs() >= 2f32.powi(50) && !got[i].is_nan() {
@@ -945,7 +826,7 @@ fn f32_special_values() {
             b.push(y);
         }
     }
-    let got = eval32(F::Pow, &a, &b);
+    let got = run32(F::Pow, &a, &b);
     for i in 0..a.len() {
         let want = a[i].powf(b[i]);
         if !special_ok32(got[i], want) {
