@@ -947,12 +947,7 @@ impl<'f> FnLower<'_, 'f> {
             self.lower_body(&pl.body)?;
             self.b.ins().jump(exit, &[]);
         } else {
-            // Guard: some rows, and every inner extent positive.
-            let mut go = self.b.ins().icmp(IntCC::SignedLessThan, lo, hi);
-            for &e in &over_ext[1..] {
-                let pos = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, e, 0);
-                go = self.b.ins().band(go, pos);
-            }
+            let go = self.rows_guard(lo, hi, &over_ext);
             let versioned = has_for_loop(&pl.body);
             let start = self.b.create_block();
             self.b.ins().brif(go, start, &[], exit, &[]);
@@ -1007,6 +1002,17 @@ impl<'f> FnLower<'_, 'f> {
             obligations,
             reds,
         }
+    }
+
+    /// Whether a parallel step over rows `lo..hi` runs at all: some rows, and every inner
+    /// extent (`over_ext[1..]`) positive.
+    pub(crate) fn rows_guard(&mut self, lo: Value, hi: Value, over_ext: &[Value]) -> Value {
+        let mut go = self.b.ins().icmp(IntCC::SignedLessThan, lo, hi);
+        for &e in over_ext.get(1..).unwrap_or_default() {
+            let pos = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, e, 0);
+            go = self.b.ins().band(go, pos);
+        }
+        go
     }
 
     /// The loop nest of a parallel step with rank at least 1 over rows `lo..hi` (at least one,

@@ -559,12 +559,7 @@ impl FnLower<'_, '_> {
         }
 
         let exit = self.b.create_block();
-        // Guard: some rows, and every inner extent positive.
-        let mut go = self.b.ins().icmp(IntCC::SignedLessThan, lo, hi);
-        for &e in &over_ext[1..] {
-            let pos = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, e, 0);
-            go = self.b.ins().band(go, pos);
-        }
+        let go = self.rows_guard(lo, hi, &over_ext);
         // The outer dimensions, as in the scalar function.
         let outer = rank - 1;
         let heads = self.loop_heads(outer);
