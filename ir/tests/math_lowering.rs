@@ -708,57 +708,6 @@ fn specials64() -> Vec<f64> {
     v
 }
 
-#[test]
-fn f64_special_values() {
-    let xs = specials64();
-    let mut failures = vec![];
-    for f in ALL {
-        if f == F::Pow {
-            continue;
-        }
-        let got = run64(f, &xs, &[]);
-        for (i, &x) in xs.iter().enumerate() {
-            if matches!(f, F::Sin | F::Cos) && x.abs() > 1e5 && x.is_finite() {
-                // Documented: NaN from 2^50 on.
-                if x.abs() >= 2f64.powi(50) && !got[i].is_nan() {
-                    failures.push(format!("{f:?}({x:e}) = {:e}, want NaN", got[i]));
-                }
-                continue;
-            }
-            let want = ref64(f, x, 0.0);
-            if !special_ok64(got[i], want) {
-                failures.push(format!("{f:?}({x:e}) = {:e}, want {want:e}", got[i]));
-            }
-        }
-    }
-    // pow on every pair of specials.
-    let (mut a, mut b) = (vec![], vec![]);
-    for &x in &xs {
-        for &y in &xs {
-            a.push(x);
-            b.push(y);
-        }
-    }
-    let got = run64(F::Pow, &a, &b);
-    for i in 0..a.len() {
-        let want = a[i].powf(b[i]);
-        // Beyond |b·ln a| = 745 the result is 0 or inf either way; within it, the accuracy
-        // bound holds for a > 0 (negative bases with integer exponents included).
-        if !special_ok64(got[i], want) {
-            failures.push(format!(
-                "pow({:e}, {:e}) = {:e}, want {want:e}",
-                a[i], b[i], got[i]
-            ));
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} failures:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-}
-
 fn specials32() -> Vec<f32> {
     let mut v = vec![
         0.0f32,
@@ -797,52 +746,80 @@ fn specials32() -> Vec<f32> {
     v
 }
 
-#[test]
-fn f32_special_values() {
-    let xs = specials32();
-    let mut failures = vec![];
-    for f in ALL {
-        if f == F::Pow {
-            continue;
-        }
-        let got = run32(f, &xs, &[]);
-        for (i, &x) in xs.iter().enumerate() {
-            if matches!(f, F::Sin | F::Cos) && x.abs() > 1e5 && x.is_finite() {
-                if x.abs() >= 2f32.powi(50) && !got[i].is_nan() {
-                    failures.push(format!("{f:?}({x:e}) = {:e}, want NaN", got[i]));
+/// A test that every function but `pow` on every special value, and `pow` on every pair of
+/// them, gives what Rust's function gives (`special_ok`), for float type `$t`.
+macro_rules! special_values_test {
+    ($name:ident, $t:ty, $specials:ident, $run:ident, $reference:ident, $ok:ident) => {
+        #[test]
+        fn $name() {
+            let xs = $specials();
+            let mut failures = vec![];
+            for f in ALL {
+                if f == F::Pow {
+                    continue;
                 }
-                continue;
+                let got = $run(f, &xs, &[]);
+                for (i, &x) in xs.iter().enumerate() {
+                    if matches!(f, F::Sin | F::Cos) && x.abs() > 1e5 && x.is_finite() {
+                        // Documented: NaN from 2^50 on.
+                        if x.abs() >= (2.0 as $t).powi(50) && !got[i].is_nan() {
+                            failures.push(format!("{f:?}({x:e}) = {:e}, want NaN", got[i]));
+                        }
+                        continue;
+                    }
+                    let want = $reference(f, x, 0.0);
+                    if !$ok(got[i], want) {
+                        failures.push(format!("{f:?}({x:e}) = {:e}, want {want:e}", got[i]));
+                    }
+                }
             }
-            let want = ref32(f, x, 0.0);
-            if !special_ok32(got[i], want) {
-                failures.push(format!("{f:?}({x:e}) = {:e}, want {want:e}", got[i]));
+            // pow on every pair of specials.
+            let (mut a, mut b) = (vec![], vec![]);
+            for &x in &xs {
+                for &y in &xs {
+                    a.push(x);
+                    b.push(y);
+                }
             }
+            let got = $run(F::Pow, &a, &b);
+            for i in 0..a.len() {
+                let want = a[i].powf(b[i]);
+                // Beyond |b·ln a| = 745 the result is 0 or inf either way; within it, the
+                // accuracy bound holds for a > 0 (negative bases with integer exponents
+                // included).
+                if !$ok(got[i], want) {
+                    failures.push(format!(
+                        "pow({:e}, {:e}) = {:e}, want {want:e}",
+                        a[i], b[i], got[i]
+                    ));
+                }
+            }
+            assert!(
+                failures.is_empty(),
+                "{} failures:\n{}",
+                failures.len(),
+                failures.join("\n")
+            );
         }
-    }
-    let (mut a, mut b) = (vec![], vec![]);
-    for &x in &xs {
-        for &y in &xs {
-            a.push(x);
-            b.push(y);
-        }
-    }
-    let got = run32(F::Pow, &a, &b);
-    for i in 0..a.len() {
-        let want = a[i].powf(b[i]);
-        if !special_ok32(got[i], want) {
-            failures.push(format!(
-                "pow({:e}, {:e}) = {:e}, want {want:e}",
-                a[i], b[i], got[i]
-            ));
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} failures:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    };
 }
+
+special_values_test!(
+    f64_special_values,
+    f64,
+    specials64,
+    run64,
+    ref64,
+    special_ok64
+);
+special_values_test!(
+    f32_special_values,
+    f32,
+    specials32,
+    run32,
+    ref32,
+    special_ok32
+);
 
 // ---------------------------------------------------------------------------------------------
 // Structure
