@@ -434,30 +434,20 @@ fn integer_operations_match_the_scalar_code() {
         same_bits(&k, t, t, &[], 1);
     }
     // Conversions with a vector form: i32 -> f32, i64 -> f64, f32 -> i32 (saturating).
-    let k = elementwise(
-        "simd.i32_to_f32",
-        DType::I32,
-        DType::F32,
-        &[],
-        |kb, x, _, _| kb.cast(DType::F32, x),
-    );
-    same_bits(&k, DType::I32, DType::F32, &[], 1);
-    let k = elementwise(
-        "simd.i64_to_f64",
-        DType::I64,
-        DType::F64,
-        &[],
-        |kb, x, _, _| kb.cast(DType::F64, x),
-    );
-    same_bits(&k, DType::I64, DType::F64, &[], 1);
-    let k = elementwise(
-        "simd.f32_to_i32",
-        DType::F32,
-        DType::I32,
-        &[],
-        |kb, x, _, _| kb.cast(DType::I32, x),
-    );
-    same_bits(&k, DType::F32, DType::I32, &[], 1);
+    for (from, to) in [
+        (DType::I32, DType::F32),
+        (DType::I64, DType::F64),
+        (DType::F32, DType::I32),
+    ] {
+        let k = elementwise(
+            &format!("simd.{from}_to_{to}"),
+            from,
+            to,
+            &[],
+            |kb, x, _, _| kb.cast(to, x),
+        );
+        same_bits(&k, from, to, &[], 1);
+    }
 }
 
 #[test]
