@@ -358,26 +358,38 @@ impl CsrMatrix {
 
     /// The diagonal.
     pub fn diagonal(&self) -> Array {
-        let ids = match self.ids() {
-            Ok(ids) => ids,
-            Err(e) => return self.sp.np.wrap(Err(e)),
-        };
-        let (rows, cols) = (self.rows, self.cols);
-        self.sp.one("diagonal", &ids, |g, s, l| {
+        self.array_export("diagonal", |g, s, l, rows, cols| {
             g.call_diagonal(s, b(l, 0), b(l, 1), b(l, 2), rows, cols)
         })
     }
 
     /// The dense `rows` x `cols` array (for small matrices).
     pub fn to_dense(&self) -> Array {
+        self.array_export("to-dense", |g, s, l, rows, cols| {
+            g.call_to_dense(s, b(l, 0), b(l, 1), b(l, 2), rows, cols)
+        })
+    }
+
+    /// Calls `name`, an export that takes the matrix's three stores (`pos`, `crd`, `vals`, lent
+    /// in that order) and its shape, and returns an array.
+    fn array_export(
+        &self,
+        name: &str,
+        call: impl FnOnce(
+            &Guest,
+            &mut wasmtime::Store<PluginState>,
+            &[Resource<StoreRes>],
+            u64,
+            u64,
+        )
+            -> wasmtime::Result<std::result::Result<Resource<StoreRes>, wit::Error>>,
+    ) -> Array {
         let ids = match self.ids() {
             Ok(ids) => ids,
             Err(e) => return self.sp.np.wrap(Err(e)),
         };
         let (rows, cols) = (self.rows, self.cols);
-        self.sp.one("to-dense", &ids, |g, s, l| {
-            g.call_to_dense(s, b(l, 0), b(l, 1), b(l, 2), rows, cols)
-        })
+        self.sp.one(name, &ids, |g, s, l| call(g, s, l, rows, cols))
     }
 
     /// `s * A` (same pattern, sharing this matrix's `pos` and `crd`).

@@ -473,17 +473,7 @@ fn math_functions_on_ordinary_arguments() {
     // Beyond the edge samples: a sweep where the functions do real work.
     let mut be = CpuBackend::new().unwrap();
     let xs: Vec<f64> = (0..2001).map(|i| -10.0 + f64::from(i) * 0.01).collect();
-    for op in [
-        UnaryOp::Exp,
-        UnaryOp::Log,
-        UnaryOp::Sin,
-        UnaryOp::Cos,
-        UnaryOp::Tanh,
-        UnaryOp::Erf,
-        UnaryOp::Sqrt,
-        UnaryOp::Floor,
-        UnaryOp::Ceil,
-    ] {
+    for op in UnaryOp::ALL.into_iter().filter(|op| op.is_math()) {
         let mut ins = [Col::F64(xs.clone())];
         let got = elementwise(
             &mut be,

@@ -22,6 +22,25 @@ fn lengths() -> Vec<usize> {
     v
 }
 
+/// Runs `k` (`out[i]` from `a`, both `f64` of length `n`) with `a[i] = i`, for every length of
+/// [`lengths`], and checks `out[i] == want(i, n)`.
+fn check_on_iota(k: &CompiledKernel, want: impl Fn(usize, usize) -> f64) {
+    for n in lengths() {
+        let mut av: Vec<f64> = (0..n).map(|i| i as f64).collect();
+        let mut o = vec![0.0; n];
+        run_on(
+            k,
+            &[dense(&mut av, &[n as i64]), dense(&mut o, &[n as i64])],
+            &[],
+            2,
+        )
+        .unwrap();
+        for (i, got) in o.iter().enumerate() {
+            assert_eq!(*got, want(i, n), "n = {n}, i = {i}");
+        }
+    }
+}
+
 /// Compiles `k` twice: with the vector lowering (asserting how many loops vectorize) and
 /// without.
 fn both(k: &Kernel, vectorized: usize) -> (CompiledKernel, CompiledKernel) {
@@ -777,20 +796,7 @@ fn loops_that_do_not_vectorize() {
         kb.store_to(out, &[i[0]], r[0]);
     });
     let (vk, _) = both(&kb.finish("novec.for"), 0);
-    for n in lengths() {
-        let mut av: Vec<f64> = (0..n).map(|i| i as f64).collect();
-        let mut o = vec![0.0; n];
-        run_on(
-            &vk,
-            &[dense(&mut av, &[n as i64]), dense(&mut o, &[n as i64])],
-            &[],
-            2,
-        )
-        .unwrap();
-        for (i, got) in o.iter().enumerate() {
-            assert_eq!(*got, 3.0 * i as f64);
-        }
-    }
+    check_on_iota(&vk, |i, _| 3.0 * i as f64);
 
     // out[i] = a[(i + 1) % n] (a computed, checked index).
     let mut kb = Kb::new();
@@ -805,20 +811,7 @@ fn loops_that_do_not_vectorize() {
         kb.store_to(out, &[i[0]], x);
     });
     let (vk, _) = both(&kb.finish("novec.computed_index"), 0);
-    for n in lengths() {
-        let mut av: Vec<f64> = (0..n).map(|i| i as f64).collect();
-        let mut o = vec![0.0; n];
-        run_on(
-            &vk,
-            &[dense(&mut av, &[n as i64]), dense(&mut o, &[n as i64])],
-            &[],
-            2,
-        )
-        .unwrap();
-        for (i, got) in o.iter().enumerate() {
-            assert_eq!(*got, ((i + 1) % n) as f64);
-        }
-    }
+    check_on_iota(&vk, |i, n| ((i + 1) % n) as f64);
 
     // out[i, j] = a[j, i] (the innermost index on a's first dimension: a gather).
     let mut kb = Kb::new();
@@ -1242,17 +1235,13 @@ fn black_scholes_lowered_is_identical_to_the_scalar_code() {
 /// scalar).
 #[test]
 fn lowered_math_functions_are_identical_to_the_scalar_code() {
-    let unary = [
-        UnaryOp::Exp,
-        UnaryOp::Log,
-        UnaryOp::Sin,
-        UnaryOp::Cos,
-        UnaryOp::Tanh,
-        UnaryOp::Erf,
-        UnaryOp::Sqrt,
-    ];
+    // The math functions and `sqrt` (`floor` and `ceil` are covered with the other operators).
+    let unary: Vec<UnaryOp> = UnaryOp::ALL
+        .into_iter()
+        .filter(|op| op.is_math() && !matches!(op, UnaryOp::Floor | UnaryOp::Ceil))
+        .collect();
     for t in [DType::F64, DType::F32] {
-        for op in unary {
+        for &op in &unary {
             let k = elementwise(
                 &format!("lowered.{}.{t}", op.name()),
                 t,

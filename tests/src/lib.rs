@@ -9,7 +9,7 @@
 
 pub mod reference;
 
-use weft_host::{Config, Numeric, Runtime};
+use weft_host::{Config, Numeric, Runtime, Sparse};
 
 /// The numeric plugin in a fresh runtime with two worker threads and `pieces` points per
 /// launch (more than one splits every array into tiles, to check that results do not depend
@@ -20,8 +20,20 @@ pub fn numeric(pieces: u64) -> Numeric {
         pieces,
         ..Config::from_env()
     };
+    numeric_with(config)
+}
+
+/// The numeric plugin in a fresh runtime configured by `config`.
+pub fn numeric_with(config: Config) -> Numeric {
     let rt = Runtime::new(config).expect("the runtime starts");
     Numeric::new(rt, weft_plugin_artifacts::NUMERIC).expect("the numeric plugin loads")
+}
+
+/// The numeric and sparse plugins in one fresh runtime configured by `config`.
+pub fn plugins_with(config: Config) -> (Numeric, Sparse) {
+    let np = numeric_with(config);
+    let sp = Sparse::new(&np, weft_plugin_artifacts::SPARSE).expect("the sparse plugin loads");
+    (np, sp)
 }
 
 /// Checks that `got` and `want` have the same length and that every element satisfies

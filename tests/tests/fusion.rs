@@ -1,7 +1,7 @@
 //! Task fusion through the real host and plugin: the paper's worked cases, memoization, the
 //! switches, and fused results against unfused ones.
 
-use weft_host::{Array, Config, Numeric, Range, Runtime};
+use weft_host::{Array, Config, Numeric, Range};
 use weft_ir::DType;
 
 fn numeric(fusion: bool, pieces: u64) -> Numeric {
@@ -13,11 +13,7 @@ fn numeric(fusion: bool, pieces: u64) -> Numeric {
         explain: true,
         ..Config::default()
     };
-    Numeric::new(
-        Runtime::new(config).expect("runtime"),
-        weft_plugin_artifacts::NUMERIC,
-    )
-    .expect("numeric loads")
+    weft_tests::numeric_with(config)
 }
 
 fn explanations(np: &Numeric) -> String {
@@ -202,11 +198,7 @@ fn traces_name_fused_kernels_by_their_provenance() {
         ..Config::default()
     };
     {
-        let np = Numeric::new(
-            Runtime::new(config).expect("runtime"),
-            weft_plugin_artifacts::NUMERIC,
-        )
-        .expect("numeric");
+        let np = weft_tests::numeric_with(config);
         let a = np.ones(&[100], DType::F64);
         let b = (&a * 2.0 + 1.0).sqrt();
         b.to_vec().unwrap();

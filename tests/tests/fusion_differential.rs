@@ -5,7 +5,7 @@
 
 use proptest::prelude::*;
 use weft_host::numeric::BinaryOp;
-use weft_host::{Array, Config, CsrMatrix, Numeric, Range, Runtime, Sparse};
+use weft_host::{Array, Config, CsrMatrix, Numeric, Range, Sparse};
 use weft_ir::DType;
 
 const N: u64 = 41;
@@ -70,13 +70,7 @@ fn plugins(fusion: bool) -> (Numeric, Sparse) {
         explain_to_stderr: std::env::var("WEFT_EXPLAIN").is_ok_and(|v| v == "1"),
         ..Config::default()
     };
-    let np = Numeric::new(
-        Runtime::new(config).expect("runtime"),
-        weft_plugin_artifacts::NUMERIC,
-    )
-    .expect("numeric loads");
-    let sp = Sparse::new(&np, weft_plugin_artifacts::SPARSE).expect("sparse loads");
-    (np, sp)
+    weft_tests::plugins_with(config)
 }
 
 const OPS: [BinaryOp; 5] = [

@@ -4,7 +4,7 @@
 //! that results are shown not to depend on partitioning.
 
 use weft_host::numeric::{BinaryOp, Reduction, UnaryOp};
-use weft_host::{Array, Config, Numeric, Range, Runtime};
+use weft_host::{Array, Config, Numeric, Range};
 use weft_ir::DType;
 
 fn numeric(pieces: u64) -> Numeric {
@@ -14,11 +14,7 @@ fn numeric(pieces: u64) -> Numeric {
         component_cache: None,
         ..Config::default()
     };
-    Numeric::new(
-        Runtime::new(config).expect("runtime"),
-        weft_plugin_artifacts::NUMERIC,
-    )
-    .expect("numeric loads")
+    weft_tests::numeric_with(config)
 }
 
 /// Runs `f` with one piece and with three.

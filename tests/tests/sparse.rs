@@ -16,13 +16,7 @@ fn plugins(fusion: bool, pieces: u64) -> (Numeric, Sparse) {
         explain: true,
         ..Config::default()
     };
-    let np = Numeric::new(
-        Runtime::new(config).expect("runtime"),
-        weft_plugin_artifacts::NUMERIC,
-    )
-    .expect("numeric loads");
-    let sp = Sparse::new(&np, weft_plugin_artifacts::SPARSE).expect("sparse loads");
-    (np, sp)
+    weft_tests::plugins_with(config)
 }
 
 /// A small deterministic generator (SplitMix64).

@@ -38,6 +38,7 @@ use cranelift_codegen::isa::TargetIsa;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Module, ModuleReloc};
+use weft_ir::passes::math::MathFn as IrFn;
 use weft_ir::{
     Access, BinaryOp, CmpOp, DType, ForLoop, Inst, Kernel, Op, ParallelLoop, Param, Privilege,
     ReduceOp, Scalar, UnaryOp, ValueId, validate::Types,
@@ -1454,7 +1455,7 @@ impl<'f> FnLower<'_, 'f> {
                 BinaryOp::Min => self.ins().fmin(x, y),
                 BinaryOp::Max => self.ins().fmax(x, y),
                 BinaryOp::Rem => self.call_math(MathFn::Rem, ta, &[x, y])?,
-                BinaryOp::Pow => self.call_math(MathFn::Pow, ta, &[x, y])?,
+                BinaryOp::Pow => self.call_math(MathFn::Ir(IrFn::Pow), ta, &[x, y])?,
                 BinaryOp::And | BinaryOp::Or | BinaryOp::Xor | BinaryOp::Shl | BinaryOp::Shr => {
                     return bad();
                 }
@@ -1516,13 +1517,11 @@ impl<'f> FnLower<'_, 'f> {
                 UnaryOp::Sqrt => self.b.ins().sqrt(x),
                 UnaryOp::Floor => self.b.ins().floor(x),
                 UnaryOp::Ceil => self.b.ins().ceil(x),
-                UnaryOp::Exp => self.call_math(MathFn::Exp, t, &[x])?,
-                UnaryOp::Log => self.call_math(MathFn::Log, t, &[x])?,
-                UnaryOp::Sin => self.call_math(MathFn::Sin, t, &[x])?,
-                UnaryOp::Cos => self.call_math(MathFn::Cos, t, &[x])?,
-                UnaryOp::Tanh => self.call_math(MathFn::Tanh, t, &[x])?,
-                UnaryOp::Erf => self.call_math(MathFn::Erf, t, &[x])?,
                 UnaryOp::Not => return bad(),
+                _ => match IrFn::of_unary(op) {
+                    Some(f) => self.call_math(MathFn::Ir(f), t, &[x])?,
+                    None => return bad(),
+                },
             },
             DType::I32 | DType::I64 => match op {
                 UnaryOp::Neg => self.b.ins().ineg(x),

@@ -5,18 +5,14 @@
 //! cannot unwind through JIT code).
 
 use weft_ir::DType;
+use weft_ir::passes::math::MathFn as IrFn;
 
-/// A math function that kernels reach through a call.
+/// A function that kernels reach through a call: one of the IR's math functions (those the
+/// math lowering expands, when it has not run), or the float remainder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum MathFn {
-    Exp,
-    Log,
-    Sin,
-    Cos,
-    Tanh,
-    Erf,
-    /// `pow(a, b)`.
-    Pow,
+    /// A math function of the IR.
+    Ir(IrFn),
     /// `fmod(a, b)`: the float remainder with the sign of `a`.
     Rem,
 }
@@ -24,21 +20,21 @@ pub(crate) enum MathFn {
 impl MathFn {
     /// Every function, in a fixed order.
     pub(crate) const ALL: [MathFn; 8] = [
-        MathFn::Exp,
-        MathFn::Log,
-        MathFn::Sin,
-        MathFn::Cos,
-        MathFn::Tanh,
-        MathFn::Erf,
-        MathFn::Pow,
+        MathFn::Ir(IrFn::Exp),
+        MathFn::Ir(IrFn::Log),
+        MathFn::Ir(IrFn::Sin),
+        MathFn::Ir(IrFn::Cos),
+        MathFn::Ir(IrFn::Tanh),
+        MathFn::Ir(IrFn::Erf),
+        MathFn::Ir(IrFn::Pow),
         MathFn::Rem,
     ];
 
     /// How many arguments it takes.
     pub(crate) fn arity(self) -> usize {
         match self {
-            MathFn::Pow | MathFn::Rem => 2,
-            _ => 1,
+            MathFn::Ir(IrFn::Pow) | MathFn::Rem => 2,
+            MathFn::Ir(_) => 1,
         }
     }
 
@@ -46,20 +42,20 @@ impl MathFn {
     pub(crate) fn symbol(self, dtype: DType) -> &'static str {
         let f32 = dtype == DType::F32;
         match self {
-            MathFn::Exp if f32 => "weft_cpu_exp_f32",
-            MathFn::Exp => "weft_cpu_exp_f64",
-            MathFn::Log if f32 => "weft_cpu_log_f32",
-            MathFn::Log => "weft_cpu_log_f64",
-            MathFn::Sin if f32 => "weft_cpu_sin_f32",
-            MathFn::Sin => "weft_cpu_sin_f64",
-            MathFn::Cos if f32 => "weft_cpu_cos_f32",
-            MathFn::Cos => "weft_cpu_cos_f64",
-            MathFn::Tanh if f32 => "weft_cpu_tanh_f32",
-            MathFn::Tanh => "weft_cpu_tanh_f64",
-            MathFn::Erf if f32 => "weft_cpu_erf_f32",
-            MathFn::Erf => "weft_cpu_erf_f64",
-            MathFn::Pow if f32 => "weft_cpu_pow_f32",
-            MathFn::Pow => "weft_cpu_pow_f64",
+            MathFn::Ir(IrFn::Exp) if f32 => "weft_cpu_exp_f32",
+            MathFn::Ir(IrFn::Exp) => "weft_cpu_exp_f64",
+            MathFn::Ir(IrFn::Log) if f32 => "weft_cpu_log_f32",
+            MathFn::Ir(IrFn::Log) => "weft_cpu_log_f64",
+            MathFn::Ir(IrFn::Sin) if f32 => "weft_cpu_sin_f32",
+            MathFn::Ir(IrFn::Sin) => "weft_cpu_sin_f64",
+            MathFn::Ir(IrFn::Cos) if f32 => "weft_cpu_cos_f32",
+            MathFn::Ir(IrFn::Cos) => "weft_cpu_cos_f64",
+            MathFn::Ir(IrFn::Tanh) if f32 => "weft_cpu_tanh_f32",
+            MathFn::Ir(IrFn::Tanh) => "weft_cpu_tanh_f64",
+            MathFn::Ir(IrFn::Erf) if f32 => "weft_cpu_erf_f32",
+            MathFn::Ir(IrFn::Erf) => "weft_cpu_erf_f64",
+            MathFn::Ir(IrFn::Pow) if f32 => "weft_cpu_pow_f32",
+            MathFn::Ir(IrFn::Pow) => "weft_cpu_pow_f64",
             MathFn::Rem if f32 => "weft_cpu_rem_f32",
             MathFn::Rem => "weft_cpu_rem_f64",
         }
@@ -69,20 +65,20 @@ impl MathFn {
     pub(crate) fn address(self, dtype: DType) -> *const u8 {
         let f32 = dtype == DType::F32;
         match self {
-            MathFn::Exp if f32 => exp_f32 as *const u8,
-            MathFn::Exp => exp_f64 as *const u8,
-            MathFn::Log if f32 => log_f32 as *const u8,
-            MathFn::Log => log_f64 as *const u8,
-            MathFn::Sin if f32 => sin_f32 as *const u8,
-            MathFn::Sin => sin_f64 as *const u8,
-            MathFn::Cos if f32 => cos_f32 as *const u8,
-            MathFn::Cos => cos_f64 as *const u8,
-            MathFn::Tanh if f32 => tanh_f32 as *const u8,
-            MathFn::Tanh => tanh_f64 as *const u8,
-            MathFn::Erf if f32 => erf_f32 as *const u8,
-            MathFn::Erf => erf_f64 as *const u8,
-            MathFn::Pow if f32 => pow_f32 as *const u8,
-            MathFn::Pow => pow_f64 as *const u8,
+            MathFn::Ir(IrFn::Exp) if f32 => exp_f32 as *const u8,
+            MathFn::Ir(IrFn::Exp) => exp_f64 as *const u8,
+            MathFn::Ir(IrFn::Log) if f32 => log_f32 as *const u8,
+            MathFn::Ir(IrFn::Log) => log_f64 as *const u8,
+            MathFn::Ir(IrFn::Sin) if f32 => sin_f32 as *const u8,
+            MathFn::Ir(IrFn::Sin) => sin_f64 as *const u8,
+            MathFn::Ir(IrFn::Cos) if f32 => cos_f32 as *const u8,
+            MathFn::Ir(IrFn::Cos) => cos_f64 as *const u8,
+            MathFn::Ir(IrFn::Tanh) if f32 => tanh_f32 as *const u8,
+            MathFn::Ir(IrFn::Tanh) => tanh_f64 as *const u8,
+            MathFn::Ir(IrFn::Erf) if f32 => erf_f32 as *const u8,
+            MathFn::Ir(IrFn::Erf) => erf_f64 as *const u8,
+            MathFn::Ir(IrFn::Pow) if f32 => pow_f32 as *const u8,
+            MathFn::Ir(IrFn::Pow) => pow_f64 as *const u8,
             MathFn::Rem if f32 => rem_f32 as *const u8,
             MathFn::Rem => rem_f64 as *const u8,
         }

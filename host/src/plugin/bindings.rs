@@ -17,32 +17,34 @@ pub mod base {
     });
 }
 
-/// The `numeric-plugin` world.
-pub mod numeric {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "weft:plugin/numeric-plugin",
-        with: {
-            "weft:plugin/types": super::base::weft::plugin::types,
-            "weft:plugin/host": super::base::weft::plugin::host,
-            "weft:plugin/kernel-ir": super::base::weft::plugin::kernel_ir,
-            "weft:plugin/plugin": super::base::exports::weft::plugin::plugin,
-        },
-        imports: { default: trappable },
-    });
+/// A module `$name` with the bindings of world `$world`, which extends `plugin-base`: its
+/// shared interfaces are `base`'s.
+macro_rules! plugin_world {
+    ($(#[$doc:meta])* $name:ident, $world:literal) => {
+        $(#[$doc])*
+        pub mod $name {
+            wasmtime::component::bindgen!({
+                path: "../wit",
+                world: $world,
+                with: {
+                    "weft:plugin/types": super::base::weft::plugin::types,
+                    "weft:plugin/host": super::base::weft::plugin::host,
+                    "weft:plugin/kernel-ir": super::base::weft::plugin::kernel_ir,
+                    "weft:plugin/plugin": super::base::exports::weft::plugin::plugin,
+                },
+                imports: { default: trappable },
+            });
+        }
+    };
 }
 
-/// The `sparse-plugin` world.
-pub mod sparse {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "weft:plugin/sparse-plugin",
-        with: {
-            "weft:plugin/types": super::base::weft::plugin::types,
-            "weft:plugin/host": super::base::weft::plugin::host,
-            "weft:plugin/kernel-ir": super::base::weft::plugin::kernel_ir,
-            "weft:plugin/plugin": super::base::exports::weft::plugin::plugin,
-        },
-        imports: { default: trappable },
-    });
-}
+plugin_world!(
+    /// The `numeric-plugin` world.
+    numeric,
+    "weft:plugin/numeric-plugin"
+);
+plugin_world!(
+    /// The `sparse-plugin` world.
+    sparse,
+    "weft:plugin/sparse-plugin"
+);

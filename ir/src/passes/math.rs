@@ -176,18 +176,62 @@ pub fn has_math_functions(kernel: &Kernel) -> bool {
 /// `sin`, `cos`, `tanh` or `erf`, or a `Binary` `pow` (unlike [`UnaryOp::is_math`], which also
 /// counts `sqrt`, `floor` and `ceil`).
 pub fn is_math_function(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Unary(
-            UnaryOp::Exp
-                | UnaryOp::Log
-                | UnaryOp::Sin
-                | UnaryOp::Cos
-                | UnaryOp::Tanh
-                | UnaryOp::Erf,
-            _
-        ) | Op::Binary(BinaryOp::Pow, _, _)
-    )
+    MathFn::of(op).is_some()
+}
+
+/// A math function that [`lower_math`] expands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MathFn {
+    /// `e^a` (`Unary` `exp`).
+    Exp,
+    /// The natural logarithm (`Unary` `log`).
+    Log,
+    /// Sine (`Unary` `sin`).
+    Sin,
+    /// Cosine (`Unary` `cos`).
+    Cos,
+    /// Hyperbolic tangent (`Unary` `tanh`).
+    Tanh,
+    /// The error function (`Unary` `erf`).
+    Erf,
+    /// `a^b` (`Binary` `pow`).
+    Pow,
+}
+
+impl MathFn {
+    /// Every math function, in a fixed order.
+    pub const ALL: [MathFn; 7] = [
+        MathFn::Exp,
+        MathFn::Log,
+        MathFn::Sin,
+        MathFn::Cos,
+        MathFn::Tanh,
+        MathFn::Erf,
+        MathFn::Pow,
+    ];
+
+    /// The math function `op` applies and its operands (one, or two for `pow`); `None` for
+    /// any other operation.
+    pub fn of(op: &Op) -> Option<(MathFn, Vec<ValueId>)> {
+        match op {
+            Op::Unary(u, a) => Some((MathFn::of_unary(*u)?, vec![*a])),
+            Op::Binary(BinaryOp::Pow, a, b) => Some((MathFn::Pow, vec![*a, *b])),
+            _ => None,
+        }
+    }
+
+    /// The math function the unary operator `op` is, if it is one.
+    pub fn of_unary(op: UnaryOp) -> Option<MathFn> {
+        Some(match op {
+            UnaryOp::Exp => MathFn::Exp,
+            UnaryOp::Log => MathFn::Log,
+            UnaryOp::Sin => MathFn::Sin,
+            UnaryOp::Cos => MathFn::Cos,
+            UnaryOp::Tanh => MathFn::Tanh,
+            UnaryOp::Erf => MathFn::Erf,
+            _ => return None,
+        })
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -268,22 +312,7 @@ impl Lowerer {
             id: v,
             t: DType::F64,
         };
-        let (f, args): (Func, Vec<ValueId>) = match &inst.op {
-            Op::Unary(op, a) => {
-                let f = match op {
-                    UnaryOp::Exp => Func::Exp,
-                    UnaryOp::Log => Func::Log,
-                    UnaryOp::Sin => Func::Sin,
-                    UnaryOp::Cos => Func::Cos,
-                    UnaryOp::Tanh => Func::Tanh,
-                    UnaryOp::Erf => Func::Erf,
-                    _ => return None,
-                };
-                (f, vec![*a])
-            }
-            Op::Binary(BinaryOp::Pow, a, b) => (Func::Pow, vec![*a, *b]),
-            _ => return None,
-        };
+        let (f, args) = MathFn::of(&inst.op)?;
         let t = self.types.get(*args.first()?)?;
         if !t.is_float() || args.iter().any(|&a| self.types.get(a) != Some(t)) {
             return None;
@@ -294,20 +323,20 @@ impl Lowerer {
             out: Vec::new(),
         };
         let y = match (f, t) {
-            (Func::Exp, DType::F64) => exp_f64(&mut e, args[0], None, true),
-            (Func::Exp, _) => exp_f32(&mut e, args[0], true),
-            (Func::Log, DType::F64) => log_f64(&mut e, args[0]),
-            (Func::Log, _) => log_f32(&mut e, args[0]),
-            (Func::Sin, DType::F64) => sin_cos_f64(&mut e, args[0], false),
-            (Func::Sin, _) => sin_cos_f32(&mut e, args[0], false),
-            (Func::Cos, DType::F64) => sin_cos_f64(&mut e, args[0], true),
-            (Func::Cos, _) => sin_cos_f32(&mut e, args[0], true),
-            (Func::Tanh, DType::F64) => tanh_f64(&mut e, args[0]),
-            (Func::Tanh, _) => tanh_f32(&mut e, args[0]),
-            (Func::Erf, DType::F64) => erf_f64(&mut e, args[0]),
-            (Func::Erf, _) => erf_f32(&mut e, args[0]),
-            (Func::Pow, DType::F64) => pow_f64(&mut e, args[0], args[1]),
-            (Func::Pow, _) => pow_f32(&mut e, args[0], args[1]),
+            (MathFn::Exp, DType::F64) => exp_f64(&mut e, args[0], None, true),
+            (MathFn::Exp, _) => exp_f32(&mut e, args[0], true),
+            (MathFn::Log, DType::F64) => log_f64(&mut e, args[0]),
+            (MathFn::Log, _) => log_f32(&mut e, args[0]),
+            (MathFn::Sin, DType::F64) => sin_cos_f64(&mut e, args[0], false),
+            (MathFn::Sin, _) => sin_cos_f32(&mut e, args[0], false),
+            (MathFn::Cos, DType::F64) => sin_cos_f64(&mut e, args[0], true),
+            (MathFn::Cos, _) => sin_cos_f32(&mut e, args[0], true),
+            (MathFn::Tanh, DType::F64) => tanh_f64(&mut e, args[0]),
+            (MathFn::Tanh, _) => tanh_f32(&mut e, args[0]),
+            (MathFn::Erf, DType::F64) => erf_f64(&mut e, args[0]),
+            (MathFn::Erf, _) => erf_f32(&mut e, args[0]),
+            (MathFn::Pow, DType::F64) => pow_f64(&mut e, args[0], args[1]),
+            (MathFn::Pow, _) => pow_f32(&mut e, args[0], args[1]),
         };
         let mut out = e.out;
         // Make the last instruction define the original result.
@@ -323,17 +352,6 @@ impl Lowerer {
         }
         Some(out)
     }
-}
-
-#[derive(Clone, Copy)]
-enum Func {
-    Exp,
-    Log,
-    Sin,
-    Cos,
-    Tanh,
-    Erf,
-    Pow,
 }
 
 // ---------------------------------------------------------------------------------------------

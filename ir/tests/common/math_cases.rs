@@ -5,20 +5,11 @@
 use weft_ir::builder::KernelBuilder;
 use weft_ir::{DType, Kernel, Privilege};
 
-/// A math function of the IR.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum F {
-    Exp,
-    Log,
-    Sin,
-    Cos,
-    Tanh,
-    Erf,
-    Pow,
-}
+/// A math function of the IR (the lowering's own enum).
+pub use weft_ir::passes::math::MathFn as F;
 
 /// Every function.
-pub const ALL: [F; 7] = [F::Exp, F::Log, F::Sin, F::Cos, F::Tanh, F::Erf, F::Pow];
+pub const ALL: [F; 7] = F::ALL;
 
 /// `out[i] = f(x[i])` (or `pow(x[i], y[i])`) for element type `t`: stores `x`, `y`, `out`.
 pub fn kernel(f: F, t: DType) -> Kernel {
