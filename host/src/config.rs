@@ -49,6 +49,9 @@ pub struct Config {
     /// The most bytes of freed store memory kept for reuse by new stores of the same size
     /// (`WEFT_POOL_BYTES`; 0 frees memory at once, as NumPy's arrays do).
     pub pool_bytes: u64,
+    /// Whether the CPU back end may run vectorized loops in AVX-512 code where the CPU has it
+    /// (`WEFT_AVX512=0` turns it off; the results are the same bits either way).
+    pub avx512: bool,
 }
 
 impl Default for Config {
@@ -64,6 +67,7 @@ impl Default for Config {
             explain_to_stderr: false,
             trace: None,
             pool_bytes: 1 << 30,
+            avx512: true,
         }
     }
 }
@@ -77,7 +81,8 @@ impl Config {
     /// - `WEFT_EXPLAIN=1`: print every fusion decision on standard error;
     /// - `WEFT_WINDOW`: the window's bound;
     /// - `WEFT_TRACE=FILE`: write a trace of kernel runs to FILE;
-    /// - `WEFT_POOL_BYTES`: the most freed store memory kept for reuse (0: none).
+    /// - `WEFT_POOL_BYTES`: the most freed store memory kept for reuse (0: none);
+    /// - `WEFT_AVX512=0`: no AVX-512 code in CPU kernels.
     pub fn from_env() -> Config {
         let mut config = Config::default();
         if std::env::var("WEFT_FUSION").is_ok_and(|v| v.trim() == "0") {
@@ -88,6 +93,9 @@ impl Config {
         }
         if let Some(path) = std::env::var_os("WEFT_TRACE") {
             config.trace = Some(PathBuf::from(path));
+        }
+        if std::env::var("WEFT_AVX512").is_ok_and(|v| v.trim() == "0") {
+            config.avx512 = false;
         }
         if let Some(b) = env_number("WEFT_POOL_BYTES") {
             config.pool_bytes = b;

@@ -34,6 +34,8 @@
 //! - Casts from bool give 0 or 1; casts to bool compare with zero.
 //! - Shifts (`shl`, `shr`) take the shift amount modulo the operand's bit width; `shr` is
 //!   logical (it shifts zeros in). `bitcast` keeps every bit, NaN payloads included.
+//! - The sign and payload of a NaN that arithmetic produces are unspecified: back ends (and
+//!   their optimizers) may differ there, and only there.
 //! - An out-of-bounds access stops the kernel with an error that names the kernel.
 
 #![deny(missing_docs)]

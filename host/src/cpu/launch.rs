@@ -42,6 +42,8 @@ pub(crate) struct PlanStep {
     pub func: KernelFn,
     /// Whether `func` is the vector function of a parallel step.
     pub vectorized: bool,
+    /// Whether that vector function calls an AVX-512 body.
+    pub avx512: bool,
 }
 
 /// Everything needed to run a compiled kernel.

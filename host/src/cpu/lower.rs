@@ -46,6 +46,7 @@ use weft_ir::{
 
 use super::math::MathFn;
 
+pub(crate) mod avx512;
 pub(crate) mod vector;
 
 /// The largest store rank the back end accepts.
@@ -234,6 +235,8 @@ pub(crate) struct Step {
     /// Whether `func` is the vector function of a parallel step (see [`vector`]). It then
     /// also runs, in scalar code, rows whose contiguous stores have other strides.
     pub vectorized: bool,
+    /// Whether the vector function runs the bulk of each row in an AVX-512 body.
+    pub avx512: bool,
 }
 
 /// The result of lowering a kernel.
@@ -493,6 +496,7 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
                     kind: StepKind::Sequential,
                     func,
                     vectorized: false,
+                    avx512: false,
                 });
                 continue;
             }
@@ -509,11 +513,33 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
         // A loop that vectorizes gets one function, the vector one (it runs the scalar body
         // for remainders and for strides it cannot take as vectors); any other, a scalar one.
         let plan = simd.and_then(|f| vector::analyze(pl, &layout, value_types, f).ok());
+        // Its bulk in an AVX-512 body, where the CPU has it and the body qualifies.
+        let wide = match (&plan, simd) {
+            (Some(p), Some(f)) if f.avx512 => {
+                let const_of = |v: ValueId| {
+                    let def = pl
+                        .body
+                        .iter()
+                        .find(|i| i.results.first() == Some(&v))
+                        .or_else(|| top.defs.get(&v).map(|d| d.1))?;
+                    match def.op {
+                        Op::Const(c) => Some(c),
+                        _ => None,
+                    }
+                };
+                avx512::compile(pl, p, value_types, &const_of).ok()
+            }
+            _ => None,
+        };
+        let wide = match wide {
+            Some(w) => Some(fcx.define_wide(w)?),
+            None => None,
+        };
         let mut kind = StepKind::Sequential;
         let (func, vectorized) = match plan {
             Some(plan) => {
                 let func = fcx.define(Some(vector_isa), &mut |fl| {
-                    kind = fl.build_vector(pl, pos, &plan)?;
+                    kind = fl.build_vector(pl, pos, &plan, wide.as_ref())?;
                     Ok(())
                 })?;
                 (func, true)
@@ -530,6 +556,7 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
             kind,
             func,
             vectorized,
+            avx512: vectorized && wide.is_some(),
         });
     }
     fcx.module.clear_context(fcx.ctx);
@@ -556,7 +583,33 @@ struct StepCx<'a> {
     ptr_ty: Type,
 }
 
+/// An AVX-512 body defined in the module, and what its caller passes it.
+pub(crate) struct WideCall {
+    pub func: FuncId,
+    pub args: Vec<avx512::ArgWord>,
+}
+
 impl StepCx<'_> {
+    /// Defines the machine code of `body` as a function of the module (signature
+    /// `fn(args: *const u64, steps: i64)`) and keeps its constant table.
+    fn define_wide(&mut self, body: avx512::WideBody) -> LResult<WideCall> {
+        let mut sig = self.module.make_signature();
+        sig.params.push(AbiParam::new(self.ptr_ty));
+        sig.params.push(AbiParam::new(types::I64));
+        let func = self
+            .module
+            .declare_anonymous_function(&sig)
+            .map_err(|e| format!("declare: {e}"))?;
+        self.module
+            .define_function_bytes(func, 64, &body.code, &[])
+            .map_err(|e| format!("define the AVX-512 body: {e:?}"))?;
+        self.tables.push(body.table);
+        Ok(WideCall {
+            func,
+            args: body.args,
+        })
+    }
+
     /// Declares a function, builds its body with `build` and defines it in the module,
     /// compiled by the module's ISA or by `isa`.
     fn define(

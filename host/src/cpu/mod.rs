@@ -215,6 +215,29 @@ impl CpuBackend {
         self.simd.is_some()
     }
 
+    /// Turns the AVX-512 bodies on (the default where the CPU has AVX-512 F and DQ) or off,
+    /// for the kernels compiled from now on. With them on, a vectorized loop with 64-bit lanes
+    /// whose body they take runs each row's first `8 * floor(len / 8)` iterations in 512-bit
+    /// registers; the results are the same bits either way. They are never on without the
+    /// vector lowering, nor on a CPU without AVX-512.
+    pub fn set_avx512(&mut self, enabled: bool) {
+        let detected = self.simd_detected.is_some_and(|f| f.avx512);
+        if let Some(f) = &mut self.simd {
+            f.avx512 = enabled && detected;
+        }
+    }
+
+    /// Whether kernels compiled now may use AVX-512 bodies.
+    pub fn avx512(&self) -> bool {
+        self.simd.is_some_and(|f| f.avx512)
+    }
+
+    /// Whether this CPU has what the AVX-512 bodies need (AVX-512 F and DQ, enabled by the
+    /// operating system).
+    pub fn avx512_detected() -> bool {
+        lower::avx512::detected()
+    }
+
     /// Validates `kernel` and compiles it. Any problem is an [`Error::Compile`] naming the
     /// kernel.
     pub fn compile(&mut self, kernel: &Kernel) -> Result<CompiledKernel> {
@@ -262,6 +285,7 @@ impl CpuBackend {
                     kind: s.kind,
                     func,
                     vectorized: s.vectorized,
+                    avx512: s.avx512,
                 }
             })
             .collect();
@@ -303,6 +327,7 @@ impl std::fmt::Debug for CompiledKernel {
             .field("name", &self.name())
             .field("parallel_loops", &self.parallel_loops())
             .field("vectorized_loops", &self.vectorized_loops())
+            .field("avx512_loops", &self.avx512_loops())
             .field("compile_time", &self.compile_time())
             .finish()
     }
@@ -368,6 +393,12 @@ impl CompiledKernel {
             .iter()
             .filter(|s| s.vectorized)
             .count()
+    }
+
+    /// Number of vectorized loops whose rows run their bulk, eight iterations at a time, in
+    /// AVX-512 code (see [`CpuBackend::set_avx512`]).
+    pub fn avx512_loops(&self) -> usize {
+        self.inner.plan.steps.iter().filter(|s| s.avx512).count()
     }
 
     /// Runs the kernel on one point task: `stores` are the kernel's store parameters in order,

@@ -79,11 +79,13 @@ impl Core {
             .thread_name(|i| format!("weft-worker-{i}"))
             .build()
             .map_err(|e| Error::Usage(format!("cannot start worker threads: {e}")))?;
+        let mut backend = CpuBackend::new()?;
+        backend.set_avx512(config.avx512);
         Ok(Core {
             stores: Stores::with_pool(config.pool_bytes),
             window: Vec::new(),
             kernels: HashMap::new(),
-            backend: CpuBackend::new()?,
+            backend,
             pool,
             mapping: Box::new(BlockMapping { ranks: 1 }),
             rank: 0,

@@ -31,19 +31,22 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
-    BlockArg, ConstantData, InstBuilder, MemFlagsData, Type, Value, types,
+    BlockArg, ConstantData, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Type, Value,
+    types,
 };
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_frontend::Variable;
+use cranelift_module::Module;
 use weft_ir::validate::Types;
 use weft_ir::{
     Access, BinaryOp, CmpOp, DType, Inst, Op, ParallelLoop, Privilege, ReduceOp, Scalar, UnaryOp,
     ValueId,
 };
 
+use super::avx512::{ArgWord, STEP};
 use super::{
-    FnLower, LResult, Layout, Obligation, ParSetup, RedMode, StepKind, data_flags, float_cc,
-    int_cc, operands,
+    FnLower, LResult, Layout, Obligation, ParSetup, RedMode, StepKind, WideCall, data_flags,
+    float_cc, int_cc, operands,
 };
 
 /// Whether the vector body is emitted with the vectors of a step interleaved instruction
@@ -59,6 +62,8 @@ pub(crate) struct Features {
     /// Vector `floor` and `ceil` are single instructions (on x86_64, SSE4.1's `roundpd`;
     /// without it Cranelift would call `floor` per lane, so loops using them stay scalar).
     pub round: bool,
+    /// Loops with 64-bit lanes run their bulk in AVX-512 bodies (see [`super::avx512`]).
+    pub avx512: bool,
 }
 
 impl Features {
@@ -71,9 +76,15 @@ impl Features {
                     .isa_flags()
                     .iter()
                     .any(|f| f.name == "has_sse41" && f.as_bool() == Some(true));
-                Some(Features { round: sse41 })
+                Some(Features {
+                    round: sse41,
+                    avx512: super::avx512::detected(),
+                })
             }
-            "aarch64" => Some(Features { round: true }),
+            "aarch64" => Some(Features {
+                round: true,
+                avx512: false,
+            }),
             _ => None,
         }
     }
@@ -95,6 +106,13 @@ impl Features {
 pub(crate) struct ConstTable {
     #[allow(dead_code, reason = "read by compiled code through its address")]
     entries: Box<[u128]>,
+}
+
+impl ConstTable {
+    /// A table of `entries`, whose address compiled code may hold from now on.
+    pub(crate) fn new(entries: Box<[u128]>) -> ConstTable {
+        ConstTable { entries }
+    }
 }
 
 /// How a load or store addresses its store.
@@ -451,6 +469,7 @@ impl FnLower<'_, '_> {
         pl: &ParallelLoop,
         pos: usize,
         plan: &VecPlan,
+        wide: Option<&WideCall>,
     ) -> LResult<StepKind> {
         let ParSetup {
             lo,
@@ -595,6 +614,11 @@ impl FnLower<'_, '_> {
         } else {
             (self.b.ins().iconst(types::I64, 0), over_ext[rank - 1])
         };
+        // The bulk of the row in the AVX-512 body, where there is one.
+        let start = match wide {
+            Some(w) => self.call_wide(w, &cx, start, end, unit)?,
+            None => start,
+        };
         let l = i64::from(lanes);
 
         let step = l * UNROLL as i64;
@@ -710,6 +734,62 @@ impl FnLower<'_, '_> {
         }
 
         Ok(self.parallel_step(over, reds))
+    }
+
+    /// Calls the AVX-512 body `w` for the row's iterations `start..start + STEP * steps` (`steps =
+    /// (end - start) / STEP`, or none when a contiguous store's stride is not one element, as
+    /// `unit` says); returns where the rest of the row starts.
+    fn call_wide(
+        &mut self,
+        w: &WideCall,
+        cx: &VecCx,
+        start: Value,
+        end: Value,
+        unit: Value,
+    ) -> LResult<Value> {
+        let words = u32::try_from(w.args.len().max(1) * 8).map_err(|e| e.to_string())?;
+        let slot = self.b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            words,
+            3,
+        ));
+        let left = self.b.ins().isub(end, start);
+        let steps = self
+            .b
+            .ins()
+            .sshr_imm_u(left, i64::from(STEP.trailing_zeros()));
+        let zero = self.b.ins().iconst(types::I64, 0);
+        let steps = self.b.ins().smax(steps, zero);
+        let steps = self.b.ins().select(unit, steps, zero);
+        for (k, word) in w.args.iter().enumerate() {
+            let x = match word {
+                ArgWord::RowBase(param, indices) => {
+                    let base = *cx
+                        .row_base
+                        .get(&(*param, indices.clone()))
+                        .ok_or("internal: no row base for an AVX-512 body")?;
+                    let (_, slot) = self.layout.store(*param)?;
+                    let shift = slot.dtype.size().trailing_zeros();
+                    let off = self.b.ins().ishl_imm_u(start, i64::from(shift));
+                    self.b.ins().iadd(base, off)
+                }
+                ArgWord::Uniform(v) => {
+                    let (x, t) = self.val(*v)?;
+                    match t {
+                        DType::F64 => self.b.ins().bitcast(types::I64, MemFlagsData::new(), x),
+                        DType::I64 => x,
+                        _ => return Err(format!("internal: a uniform {t} for AVX-512")),
+                    }
+                }
+            };
+            let offset = i32::try_from(k * 8).map_err(|e| e.to_string())?;
+            self.b.ins().stack_store(self.ptr_ty, x, slot, offset);
+        }
+        let args = self.b.ins().stack_addr(self.ptr_ty, slot, 0);
+        let callee = self.module.declare_func_in_func(w.func, self.b.func);
+        self.b.ins().call(callee, &[args, steps]);
+        let done = self.b.ins().imul_imm_s(steps, STEP);
+        Ok(self.b.ins().iadd(start, done))
     }
 
     /// Lane `lane` of the vector `v` of `dt` as a scalar of `dt` (a mask lane becomes a bool).

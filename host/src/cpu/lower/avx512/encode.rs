@@ -1,0 +1,507 @@
+//! x86-64 machine code for the AVX-512 loop bodies: the EVEX-encoded 512-bit instructions,
+//! the VEX-encoded mask-register instructions and the few general-purpose instructions of a
+//! loop's frame.
+//!
+//! Every memory operand is `[base + index + disp32]` (no displacement compression), so an
+//! operand's encoding never depends on its displacement's value. Register numbers are the
+//! hardware's: `zmm0..zmm31`, `k0..k7`, and the general-purpose registers below.
+
+/// General-purpose registers, by their hardware numbers.
+pub(crate) mod gpr {
+    pub const RAX: u8 = 0;
+    pub const RCX: u8 = 1;
+    pub const RDX: u8 = 2;
+    pub const RBX: u8 = 3;
+    pub const RSP: u8 = 4;
+    pub const RBP: u8 = 5;
+    pub const RSI: u8 = 6;
+    pub const RDI: u8 = 7;
+    pub const R8: u8 = 8;
+    pub const R9: u8 = 9;
+    pub const R10: u8 = 10;
+    pub const R11: u8 = 11;
+    pub const R12: u8 = 12;
+    pub const R13: u8 = 13;
+    pub const R14: u8 = 14;
+    pub const R15: u8 = 15;
+}
+
+/// A memory operand `[base + index + disp]` (general-purpose registers; `index` not `rsp`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Mem {
+    pub base: u8,
+    pub index: Option<u8>,
+    pub disp: i32,
+}
+
+impl Mem {
+    /// `[base + disp]`.
+    pub fn at(base: u8, disp: i32) -> Mem {
+        Mem {
+            base,
+            index: None,
+            disp,
+        }
+    }
+}
+
+/// The register-or-memory operand of an instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rm {
+    /// A register (a `zmm`, a `k` or a general-purpose register, by the instruction).
+    Reg(u8),
+    /// Memory: all 64 bytes, or (`bcst`) one 8-byte element broadcast to every lane.
+    Mem { mem: Mem, bcst: bool },
+}
+
+/// The opcode map of an instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Map {
+    M0f = 1,
+    M0f38 = 2,
+    M0f3a = 3,
+}
+
+/// The implied prefix of an instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pp {
+    P66 = 1,
+    Pf3 = 2,
+}
+
+/// An EVEX instruction's fixed part: map, prefix, `W` and opcode byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Evex {
+    pub map: Map,
+    pub pp: Pp,
+    pub w: bool,
+    pub opcode: u8,
+}
+
+const fn evex(map: Map, pp: Pp, opcode: u8) -> Evex {
+    Evex {
+        map,
+        pp,
+        w: true,
+        opcode,
+    }
+}
+
+/// The 512-bit instructions the bodies use (all with `W1`: 64-bit lanes).
+pub(crate) mod op {
+    use super::{Evex, Map, Pp, evex};
+
+    pub const VADDPD: Evex = evex(Map::M0f, Pp::P66, 0x58);
+    pub const VMULPD: Evex = evex(Map::M0f, Pp::P66, 0x59);
+    pub const VSUBPD: Evex = evex(Map::M0f, Pp::P66, 0x5c);
+    pub const VMINPD: Evex = evex(Map::M0f, Pp::P66, 0x5d);
+    pub const VDIVPD: Evex = evex(Map::M0f, Pp::P66, 0x5e);
+    pub const VMAXPD: Evex = evex(Map::M0f, Pp::P66, 0x5f);
+    pub const VSQRTPD: Evex = evex(Map::M0f, Pp::P66, 0x51);
+    pub const VCMPPD: Evex = evex(Map::M0f, Pp::P66, 0xc2);
+    pub const VPADDQ: Evex = evex(Map::M0f, Pp::P66, 0xd4);
+    pub const VPSUBQ: Evex = evex(Map::M0f, Pp::P66, 0xfb);
+    pub const VPANDQ: Evex = evex(Map::M0f, Pp::P66, 0xdb);
+    pub const VPORQ: Evex = evex(Map::M0f, Pp::P66, 0xeb);
+    pub const VPXORQ: Evex = evex(Map::M0f, Pp::P66, 0xef);
+    /// `vpsllq zmm, zmm/m, imm8` is `/6`, `vpsrlq` is `/2` of this opcode.
+    pub const VPSHIFTQ_IMM: Evex = evex(Map::M0f, Pp::P66, 0x73);
+    pub const VPMULLQ: Evex = evex(Map::M0f38, Pp::P66, 0x40);
+    pub const VPMINSQ: Evex = evex(Map::M0f38, Pp::P66, 0x39);
+    pub const VPMAXSQ: Evex = evex(Map::M0f38, Pp::P66, 0x3d);
+    pub const VPABSQ: Evex = evex(Map::M0f38, Pp::P66, 0x1f);
+    pub const VBLENDMPD: Evex = evex(Map::M0f38, Pp::P66, 0x65);
+    pub const VBROADCASTSD: Evex = evex(Map::M0f38, Pp::P66, 0x19);
+    pub const VPCMPQ: Evex = evex(Map::M0f3a, Pp::P66, 0x1f);
+    pub const VRNDSCALEPD: Evex = evex(Map::M0f3a, Pp::P66, 0x09);
+    pub const VCVTQQ2PD: Evex = evex(Map::M0f, Pp::Pf3, 0xe6);
+    pub const VPMOVM2Q: Evex = evex(Map::M0f38, Pp::Pf3, 0x38);
+    pub const VMOVUPD_LOAD: Evex = evex(Map::M0f, Pp::P66, 0x10);
+    pub const VMOVUPD_STORE: Evex = evex(Map::M0f, Pp::P66, 0x11);
+    pub const VMOVAPD_LOAD: Evex = evex(Map::M0f, Pp::P66, 0x28);
+    pub const VMOVAPD_STORE: Evex = evex(Map::M0f, Pp::P66, 0x29);
+}
+
+/// The mask-register instructions (VEX, map 0F, `W0`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KOp {
+    /// `kandw k, k, k`
+    And = 0x41,
+    /// `kandnw k, k, k`: `!a & b`.
+    AndN = 0x42,
+    /// `korw k, k, k`
+    Or = 0x45,
+    /// `kxorw k, k, k`
+    Xor = 0x47,
+}
+
+/// A growing buffer of machine code.
+#[derive(Default, Debug)]
+pub(crate) struct Asm {
+    pub code: Vec<u8>,
+}
+
+impl Asm {
+    fn byte(&mut self, b: u8) {
+        self.code.push(b);
+    }
+
+    fn bytes(&mut self, bs: &[u8]) {
+        self.code.extend_from_slice(bs);
+    }
+
+    /// ModRM (and SIB and displacement) for `reg` (low 3 bits) and `rm`.
+    fn modrm(&mut self, reg: u8, rm: Rm) {
+        match rm {
+            Rm::Reg(r) => self.byte(0xc0 | ((reg & 7) << 3) | (r & 7)),
+            Rm::Mem { mem, .. } => {
+                let needs_sib = mem.index.is_some() || mem.base & 7 == gpr::RSP;
+                if needs_sib {
+                    self.byte(0x80 | ((reg & 7) << 3) | 4);
+                    let index = mem.index.unwrap_or(gpr::RSP);
+                    self.byte(((index & 7) << 3) | (mem.base & 7));
+                } else {
+                    self.byte(0x80 | ((reg & 7) << 3) | (mem.base & 7));
+                }
+                self.bytes(&mem.disp.to_le_bytes());
+            }
+        }
+    }
+
+    /// An EVEX instruction, 512 bits wide: `reg` is ModRM.reg (a register number, or an opcode
+    /// extension), `vvvv` the second register operand (`None`: unused), `rm` the last operand,
+    /// `mask` the opmask register (0: none), `imm` a trailing immediate.
+    pub fn evex(
+        &mut self,
+        ins: Evex,
+        reg: u8,
+        vvvv: Option<u8>,
+        rm: Rm,
+        mask: u8,
+        imm: Option<u8>,
+    ) {
+        let (x, b, bcst) = match rm {
+            Rm::Reg(r) => ((r >> 4) & 1, (r >> 3) & 1, false),
+            Rm::Mem { mem, bcst } => ((mem.index.unwrap_or(0) >> 3) & 1, (mem.base >> 3) & 1, bcst),
+        };
+        let r = (reg >> 3) & 1;
+        let r2 = (reg >> 4) & 1;
+        let v = vvvv.unwrap_or(0);
+        self.byte(0x62);
+        self.byte(
+            ((r ^ 1) << 7) | ((x ^ 1) << 6) | ((b ^ 1) << 5) | ((r2 ^ 1) << 4) | ins.map as u8,
+        );
+        self.byte((u8::from(ins.w) << 7) | (((!v) & 0xf) << 3) | 0x04 | ins.pp as u8);
+        let v2 = (v >> 4) & 1;
+        self.byte((0b10 << 5) | (u8::from(bcst) << 4) | ((v2 ^ 1) << 3) | (mask & 7));
+        self.byte(ins.opcode);
+        self.modrm(reg, rm);
+        if let Some(i) = imm {
+            self.byte(i);
+        }
+    }
+
+    /// A three-byte VEX instruction of map 0F with `W0`: `reg`, `vvvv` (0 if unused), `rm`.
+    fn vex0f(&mut self, opcode: u8, l: bool, reg: u8, vvvv: u8, rm: Rm) {
+        let b = match rm {
+            Rm::Reg(r) => (r >> 3) & 1,
+            Rm::Mem { mem, .. } => (mem.base >> 3) & 1,
+        };
+        let x = match rm {
+            Rm::Mem { mem, .. } => (mem.index.unwrap_or(0) >> 3) & 1,
+            Rm::Reg(_) => 0,
+        };
+        let r = (reg >> 3) & 1;
+        self.byte(0xc4);
+        self.byte(((r ^ 1) << 7) | ((x ^ 1) << 6) | ((b ^ 1) << 5) | 0x01);
+        self.byte((((!vvvv) & 0xf) << 3) | (u8::from(l) << 2));
+        self.byte(opcode);
+        self.modrm(reg, rm);
+    }
+
+    /// `k{dst} = op(k{a}, k{b})` on 16-bit masks.
+    pub fn kop(&mut self, op: KOp, dst: u8, a: u8, b: u8) {
+        self.vex0f(op as u8, true, dst, a, Rm::Reg(b));
+    }
+
+    /// `knotw k{dst}, k{src}`.
+    pub fn knot(&mut self, dst: u8, src: u8) {
+        self.vex0f(0x44, false, dst, 0, Rm::Reg(src));
+    }
+
+    /// `kmovw k, m16`.
+    pub fn kload(&mut self, k: u8, mem: Mem) {
+        self.vex0f(0x90, false, k, 0, Rm::Mem { mem, bcst: false });
+    }
+
+    /// `kmovw m16, k`.
+    pub fn kstore(&mut self, mem: Mem, k: u8) {
+        self.vex0f(0x91, false, k, 0, Rm::Mem { mem, bcst: false });
+    }
+
+    /// `vzeroupper`.
+    pub fn vzeroupper(&mut self) {
+        self.bytes(&[0xc5, 0xf8, 0x77]);
+    }
+
+    /// REX.W and an opcode with ModRM for two general-purpose registers or memory.
+    fn rex_w(&mut self, opcode: u8, reg: u8, rm: Rm) {
+        let b = match rm {
+            Rm::Reg(r) => (r >> 3) & 1,
+            Rm::Mem { mem, .. } => (mem.base >> 3) & 1,
+        };
+        let x = match rm {
+            Rm::Mem { mem, .. } => (mem.index.unwrap_or(0) >> 3) & 1,
+            Rm::Reg(_) => 0,
+        };
+        self.byte(0x48 | (((reg >> 3) & 1) << 2) | (x << 1) | b);
+        self.byte(opcode);
+        self.modrm(reg, rm);
+    }
+
+    /// `push r64`.
+    pub fn push(&mut self, r: u8) {
+        if r >= 8 {
+            self.byte(0x41);
+        }
+        self.byte(0x50 | (r & 7));
+    }
+
+    /// `pop r64`.
+    pub fn pop(&mut self, r: u8) {
+        if r >= 8 {
+            self.byte(0x41);
+        }
+        self.byte(0x58 | (r & 7));
+    }
+
+    /// `mov dst, src` (64-bit registers).
+    pub fn mov_rr(&mut self, dst: u8, src: u8) {
+        self.rex_w(0x89, src, Rm::Reg(dst));
+    }
+
+    /// `mov dst, [mem]` (64 bits).
+    pub fn mov_load(&mut self, dst: u8, mem: Mem) {
+        self.rex_w(0x8b, dst, Rm::Mem { mem, bcst: false });
+    }
+
+    /// `mov dst, imm64`.
+    pub fn mov_imm64(&mut self, dst: u8, imm: u64) {
+        self.byte(0x48 | ((dst >> 3) & 1));
+        self.byte(0xb8 | (dst & 7));
+        self.bytes(&imm.to_le_bytes());
+    }
+
+    /// `add r64, imm32` (`sub` with `ext` 5, `and` with 4).
+    fn alu_imm(&mut self, ext: u8, r: u8, imm: i32) {
+        self.rex_w(0x81, ext, Rm::Reg(r));
+        self.bytes(&imm.to_le_bytes());
+    }
+
+    /// `add r64, imm32`.
+    pub fn add_imm(&mut self, r: u8, imm: i32) {
+        self.alu_imm(0, r, imm);
+    }
+
+    /// `sub r64, imm32`.
+    pub fn sub_imm(&mut self, r: u8, imm: i32) {
+        self.alu_imm(5, r, imm);
+    }
+
+    /// `and r64, imm32` (sign-extended).
+    pub fn and_imm(&mut self, r: u8, imm: i32) {
+        self.alu_imm(4, r, imm);
+    }
+
+    /// `xor r32, r32` (zeroes the 64-bit register).
+    pub fn zero(&mut self, r: u8) {
+        if r >= 8 {
+            self.byte(0x45);
+        }
+        self.byte(0x31);
+        self.byte(0xc0 | ((r & 7) << 3) | (r & 7));
+    }
+
+    /// `test r64, r64`.
+    pub fn test(&mut self, r: u8) {
+        self.rex_w(0x85, r, Rm::Reg(r));
+    }
+
+    /// `jcc rel32` to `target` (an offset in this buffer); `cc` is the condition's low nibble
+    /// (`0x5`: not zero, `0xe`: less or equal).
+    pub fn jcc(&mut self, cc: u8, target: usize) {
+        self.byte(0x0f);
+        self.byte(0x80 | cc);
+        let next = self.code.len() + 4;
+        let rel = target as i64 - next as i64;
+        self.bytes(&(rel as i32).to_le_bytes());
+    }
+
+    /// A `jcc rel32` whose target is set later by [`Asm::patch`]; returns its displacement's
+    /// offset.
+    pub fn jcc_forward(&mut self, cc: u8) -> usize {
+        self.byte(0x0f);
+        self.byte(0x80 | cc);
+        let at = self.code.len();
+        self.bytes(&[0; 4]);
+        at
+    }
+
+    /// Points the jump whose displacement is at `at` to the current end of the buffer.
+    pub fn patch(&mut self, at: usize) {
+        let rel = self.code.len() as i64 - (at as i64 + 4);
+        self.code[at..at + 4].copy_from_slice(&(rel as i32).to_le_bytes());
+    }
+
+    /// `ret`.
+    pub fn ret(&mut self) {
+        self.byte(0xc3);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Encodings checked against a disassembler's (GNU objdump's) reading of the same bytes.
+
+    use super::gpr::*;
+    use super::*;
+
+    fn enc(f: impl FnOnce(&mut Asm)) -> Vec<u8> {
+        let mut a = Asm::default();
+        f(&mut a);
+        a.code
+    }
+
+    #[test]
+    fn evex_register_forms() {
+        // vaddpd zmm1, zmm2, zmm3
+        assert_eq!(
+            enc(|a| a.evex(op::VADDPD, 1, Some(2), Rm::Reg(3), 0, None)),
+            [0x62, 0xf1, 0xed, 0x48, 0x58, 0xcb]
+        );
+        // vmulpd zmm17, zmm30, zmm9
+        assert_eq!(
+            enc(|a| a.evex(op::VMULPD, 17, Some(30), Rm::Reg(9), 0, None)),
+            [0x62, 0xc1, 0x8d, 0x40, 0x59, 0xc9]
+        );
+        // vblendmpd zmm4{k3}, zmm5, zmm28
+        assert_eq!(
+            enc(|a| a.evex(op::VBLENDMPD, 4, Some(5), Rm::Reg(28), 3, None)),
+            [0x62, 0x92, 0xd5, 0x4b, 0x65, 0xe4]
+        );
+        // vcmppd k2, zmm1, zmm20, 0x11
+        assert_eq!(
+            enc(|a| a.evex(op::VCMPPD, 2, Some(1), Rm::Reg(20), 0, Some(0x11))),
+            [0x62, 0xb1, 0xf5, 0x48, 0xc2, 0xd4, 0x11]
+        );
+        // vpsllq zmm3, zmm25, 52
+        assert_eq!(
+            enc(|a| a.evex(op::VPSHIFTQ_IMM, 6, Some(3), Rm::Reg(25), 0, Some(52))),
+            [0x62, 0x91, 0xe5, 0x48, 0x73, 0xf1, 0x34]
+        );
+        // vcvtqq2pd zmm0, zmm16
+        assert_eq!(
+            enc(|a| a.evex(op::VCVTQQ2PD, 0, None, Rm::Reg(16), 0, None)),
+            [0x62, 0xb1, 0xfe, 0x48, 0xe6, 0xc0]
+        );
+    }
+
+    #[test]
+    fn evex_memory_forms() {
+        // vaddpd zmm1, zmm2, [rdx+0x10]{1to8}
+        assert_eq!(
+            enc(|a| a.evex(
+                op::VADDPD,
+                1,
+                Some(2),
+                Rm::Mem {
+                    mem: Mem::at(RDX, 0x10),
+                    bcst: true
+                },
+                0,
+                None
+            )),
+            [0x62, 0xf1, 0xed, 0x58, 0x58, 0x8a, 0x10, 0, 0, 0]
+        );
+        // vmovupd zmm9, [r12+rax]
+        assert_eq!(
+            enc(|a| a.evex(
+                op::VMOVUPD_LOAD,
+                9,
+                None,
+                Rm::Mem {
+                    mem: Mem {
+                        base: R12,
+                        index: Some(RAX),
+                        disp: 0
+                    },
+                    bcst: false
+                },
+                0,
+                None
+            )),
+            [0x62, 0x51, 0xfd, 0x48, 0x10, 0x8c, 0x04, 0, 0, 0, 0]
+        );
+        // vmovapd [rsp+0x80], zmm31
+        assert_eq!(
+            enc(|a| a.evex(
+                op::VMOVAPD_STORE,
+                31,
+                None,
+                Rm::Mem {
+                    mem: Mem::at(RSP, 0x80),
+                    bcst: false
+                },
+                0,
+                None
+            )),
+            [0x62, 0x61, 0xfd, 0x48, 0x29, 0xbc, 0x24, 0x80, 0, 0, 0]
+        );
+    }
+
+    #[test]
+    fn mask_and_general_forms() {
+        // kandw k1, k2, k3
+        assert_eq!(
+            enc(|a| a.kop(KOp::And, 1, 2, 3)),
+            [0xc4, 0xe1, 0x6c, 0x41, 0xcb]
+        );
+        // knotw k4, k5
+        assert_eq!(enc(|a| a.knot(4, 5)), [0xc4, 0xe1, 0x78, 0x44, 0xe5]);
+        // kmovw [rsp+0x40], k6
+        assert_eq!(
+            enc(|a| a.kstore(Mem::at(RSP, 0x40), 6)),
+            [0xc4, 0xe1, 0x78, 0x91, 0xb4, 0x24, 0x40, 0, 0, 0]
+        );
+        // mov r9, [rdi+0x18]
+        assert_eq!(
+            enc(|a| a.mov_load(R9, Mem::at(RDI, 0x18))),
+            [0x4c, 0x8b, 0x8f, 0x18, 0, 0, 0]
+        );
+        // add rax, 64 ; sub rsi, 1 ; and rsp, -64
+        assert_eq!(
+            enc(|a| {
+                a.add_imm(RAX, 64);
+                a.sub_imm(RSI, 1);
+                a.and_imm(RSP, -64);
+            }),
+            [
+                0x48, 0x81, 0xc0, 64, 0, 0, 0, 0x48, 0x81, 0xee, 1, 0, 0, 0, 0x48, 0x81, 0xe4,
+                0xc0, 0xff, 0xff, 0xff
+            ]
+        );
+        // push r12 ; pop rbx ; mov rbp, rsp ; xor r11d, r11d ; test rsi, rsi
+        assert_eq!(
+            enc(|a| {
+                a.push(R12);
+                a.pop(RBX);
+                a.mov_rr(RBP, RSP);
+                a.zero(R11);
+                a.test(RSI);
+            }),
+            [
+                0x41, 0x54, 0x5b, 0x48, 0x89, 0xe5, 0x45, 0x31, 0xdb, 0x48, 0x85, 0xf6
+            ]
+        );
+    }
+}

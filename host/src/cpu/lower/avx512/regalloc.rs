@@ -1,0 +1,495 @@
+//! Register allocation and emission of a straight-line AVX-512 loop body.
+//!
+//! A body is a list of [`MInst`]s over virtual registers of two classes: 512-bit vectors
+//! (`zmm0..zmm31`) and lane masks (`k1..k7`). The body has no branches, and no value lives from
+//! one iteration to the next, so allocation is one walk in program order with Belady's rule:
+//! when a register is needed and none is free, the value whose next use is furthest away leaves
+//! its register (and is stored once, into its own 64-byte stack slot, if it is still needed).
+//! A vector operand in the last (`r/m`) position of an instruction that is in a slot is read
+//! from the slot directly; any other operand is first reloaded.
+
+use super::encode::{Asm, Evex, KOp, Mem, Rm, gpr, op};
+
+/// A virtual register.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct VReg(pub u32);
+
+/// The register class of a virtual register.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Class {
+    /// A 512-bit vector of eight 64-bit lanes.
+    Z,
+    /// A lane mask.
+    K,
+}
+
+/// A value that is the same in every lane, read from memory and broadcast.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Uniform {
+    /// Entry `i` of the loop's constant table.
+    Const(u32),
+    /// Uniform argument word `i` of the call.
+    Arg(u32),
+}
+
+/// The last operand of an instruction: a virtual register or a broadcast uniform.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Src {
+    V(VReg),
+    U(Uniform),
+}
+
+/// One machine instruction over virtual registers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MInst {
+    /// `dst = ins(a, b)`, with an immediate for comparisons (`dst` is a mask then).
+    Op3 {
+        ins: Evex,
+        dst: VReg,
+        a: VReg,
+        b: Src,
+        imm: Option<u8>,
+    },
+    /// `dst = ins(b)`, with an immediate for `vrndscalepd`. A mask `b` (`vpmovm2q`) must be
+    /// in a register.
+    Op2 {
+        ins: Evex,
+        dst: VReg,
+        b: Src,
+        imm: Option<u8>,
+    },
+    /// `vpsllq`/`vpsrlq dst, b, imm` (`ext`: the opcode extension, 6 or 2).
+    ShiftImm { ext: u8, dst: VReg, b: Src, imm: u8 },
+    /// `dst = k ? t : f`, lane by lane (`vblendmpd dst{k}, f, t`).
+    Blend { dst: VReg, k: VReg, f: VReg, t: Src },
+    /// `dst = u` in every lane (`vbroadcastsd`).
+    Bcast { dst: VReg, u: Uniform },
+    /// A mask operation.
+    KOp {
+        op: KOp,
+        dst: VReg,
+        a: VReg,
+        b: VReg,
+    },
+    /// `dst = !a` on masks.
+    KNot { dst: VReg, a: VReg },
+    /// Eight elements from pointer argument `ptr`, at the step's offset plus `disp` bytes.
+    Load { dst: VReg, ptr: u32, disp: i32 },
+    /// Eight elements into pointer argument `ptr`, at the step's offset plus `disp` bytes.
+    Store { src: VReg, ptr: u32, disp: i32 },
+}
+
+/// Whether an operand must be in a register or may be read from memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Need {
+    Reg,
+    RegOrMem,
+}
+
+impl MInst {
+    /// The virtual registers it reads, with where they may be.
+    fn uses(&self) -> Vec<(VReg, Need)> {
+        let src = |s: &Src, out: &mut Vec<(VReg, Need)>| {
+            if let Src::V(v) = s {
+                out.push((*v, Need::RegOrMem));
+            }
+        };
+        let mut out = Vec::with_capacity(3);
+        match self {
+            MInst::Op3 { a, b, .. } => {
+                out.push((*a, Need::Reg));
+                src(b, &mut out);
+            }
+            MInst::Op2 { b, .. } | MInst::ShiftImm { b, .. } => src(b, &mut out),
+            MInst::Blend { k, f, t, .. } => {
+                out.push((*k, Need::Reg));
+                out.push((*f, Need::Reg));
+                src(t, &mut out);
+            }
+            MInst::Bcast { .. } | MInst::Load { .. } => {}
+            MInst::KOp { a, b, .. } => {
+                out.push((*a, Need::Reg));
+                out.push((*b, Need::Reg));
+            }
+            MInst::KNot { a, .. } => out.push((*a, Need::Reg)),
+            MInst::Store { src, .. } => out.push((*src, Need::Reg)),
+        }
+        out
+    }
+
+    /// The virtual register it defines.
+    fn def(&self) -> Option<VReg> {
+        match self {
+            MInst::Op3 { dst, .. }
+            | MInst::Op2 { dst, .. }
+            | MInst::ShiftImm { dst, .. }
+            | MInst::Blend { dst, .. }
+            | MInst::Bcast { dst, .. }
+            | MInst::KOp { dst, .. }
+            | MInst::KNot { dst, .. }
+            | MInst::Load { dst, .. } => Some(*dst),
+            MInst::Store { .. } => None,
+        }
+    }
+}
+
+/// Where the body finds what is not in a vector register.
+#[derive(Clone, Debug)]
+pub(crate) struct Frame {
+    /// The register holding each pointer argument.
+    pub ptr_regs: Vec<u8>,
+    /// The register holding the byte offset of the iteration.
+    pub index: u8,
+    /// The register holding the constant table's address (16 bytes per entry).
+    pub consts: u8,
+    /// The register holding the argument words' address, and the first uniform word's index.
+    pub args: u8,
+    pub first_uniform: u32,
+}
+
+impl Frame {
+    fn uniform(&self, u: Uniform) -> Mem {
+        match u {
+            Uniform::Const(i) => Mem::at(self.consts, (i * 16) as i32),
+            Uniform::Arg(i) => Mem::at(self.args, ((self.first_uniform + i) * 8) as i32),
+        }
+    }
+
+    fn data(&self, ptr: u32, disp: i32) -> Result<Mem, String> {
+        let base = *self
+            .ptr_regs
+            .get(ptr as usize)
+            .ok_or("internal: no register for a pointer argument")?;
+        Ok(Mem {
+            base,
+            index: Some(self.index),
+            disp,
+        })
+    }
+}
+
+/// A body's stack slot `s`, 64 bytes each from a 64-byte aligned `rsp`.
+fn slot_mem(s: u32) -> Mem {
+    Mem::at(gpr::RSP, (s * 64) as i32)
+}
+
+/// The allocator's state.
+struct Alloc<'a> {
+    classes: &'a [Class],
+    /// Per virtual register: the positions of the instructions that read it, and how many of
+    /// them are behind.
+    uses: Vec<Vec<u32>>,
+    done: Vec<usize>,
+    reg: Vec<Option<u8>>,
+    slot: Vec<Option<u32>>,
+    /// The occupant of each vector register, and of each mask register (`k0` never used).
+    zmm: [Option<VReg>; 32],
+    kmask: [Option<VReg>; 8],
+    slots: u32,
+}
+
+/// The most stack slots a body may use (its frame stays under 1 MiB).
+const MAX_SLOTS: u32 = 1 << 14;
+
+impl Alloc<'_> {
+    fn class(&self, v: VReg) -> Class {
+        self.classes[v.0 as usize]
+    }
+
+    fn next_use(&self, v: VReg) -> u32 {
+        let i = v.0 as usize;
+        self.uses[i].get(self.done[i]).copied().unwrap_or(u32::MAX)
+    }
+
+    fn file(&mut self, c: Class) -> &mut [Option<VReg>] {
+        match c {
+            Class::Z => &mut self.zmm,
+            Class::K => &mut self.kmask[1..],
+        }
+    }
+
+    /// The hardware number of index `i` of class `c`'s register file.
+    fn hw(c: Class, i: usize) -> u8 {
+        match c {
+            Class::Z => i as u8,
+            Class::K => i as u8 + 1,
+        }
+    }
+
+    /// A free register of `c` for `v`, made free if need be by moving out the value used
+    /// furthest ahead (storing it into its slot first if it is still needed).
+    fn take(&mut self, c: Class, v: VReg, asm: &mut Asm) -> Result<u8, String> {
+        let free = self.file(c).iter().position(Option::is_none);
+        let i = match free {
+            Some(i) => i,
+            None => {
+                let file: Vec<Option<VReg>> = self.file(c).to_vec();
+                let (i, victim) = file
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, o)| o.map(|w| (i, w)))
+                    .max_by_key(|(_, w)| self.next_use(*w))
+                    .ok_or("internal: an empty register file")?;
+                let r = Self::hw(c, i);
+                if self.next_use(victim) != u32::MAX && self.slot[victim.0 as usize].is_none() {
+                    if self.slots >= MAX_SLOTS {
+                        return Err("the body needs too many stack slots".into());
+                    }
+                    let s = self.slots;
+                    self.slots += 1;
+                    self.slot[victim.0 as usize] = Some(s);
+                    match c {
+                        Class::Z => asm.evex(
+                            op::VMOVAPD_STORE,
+                            r,
+                            None,
+                            Rm::Mem {
+                                mem: slot_mem(s),
+                                bcst: false,
+                            },
+                            0,
+                            None,
+                        ),
+                        Class::K => asm.kstore(slot_mem(s), r),
+                    }
+                }
+                self.reg[victim.0 as usize] = None;
+                i
+            }
+        };
+        self.file(c)[i] = Some(v);
+        let r = Self::hw(c, i);
+        self.reg[v.0 as usize] = Some(r);
+        Ok(r)
+    }
+
+    fn free(&mut self, v: VReg) {
+        if let Some(r) = self.reg[v.0 as usize].take() {
+            let c = self.class(v);
+            let i = match c {
+                Class::Z => r as usize,
+                Class::K => r as usize - 1,
+            };
+            self.file(c)[i] = None;
+        }
+    }
+
+    /// Puts `v` in a register (reloading it from its slot).
+    fn in_reg(&mut self, v: VReg, asm: &mut Asm) -> Result<u8, String> {
+        if let Some(r) = self.reg[v.0 as usize] {
+            return Ok(r);
+        }
+        let s = self.slot[v.0 as usize].ok_or_else(|| {
+            format!(
+                "internal: virtual register {} is read before it is defined",
+                v.0
+            )
+        })?;
+        let c = self.class(v);
+        let r = self.take(c, v, asm)?;
+        match c {
+            Class::Z => asm.evex(
+                op::VMOVAPD_LOAD,
+                r,
+                None,
+                Rm::Mem {
+                    mem: slot_mem(s),
+                    bcst: false,
+                },
+                0,
+                None,
+            ),
+            Class::K => asm.kload(r, slot_mem(s)),
+        }
+        Ok(r)
+    }
+}
+
+/// Allocates registers for `insts` (virtual register `i` of class `classes[i]`) and appends
+/// their machine code to `asm`; returns how many 64-byte stack slots the code uses.
+pub(crate) fn emit_body(
+    insts: &[MInst],
+    classes: &[Class],
+    frame: &Frame,
+    asm: &mut Asm,
+) -> Result<u32, String> {
+    let n = classes.len();
+    let mut uses = vec![Vec::new(); n];
+    for (pos, inst) in insts.iter().enumerate() {
+        for (v, _) in inst.uses() {
+            let list = uses
+                .get_mut(v.0 as usize)
+                .ok_or("internal: an unknown virtual register")?;
+            if list.last() != Some(&(pos as u32)) {
+                list.push(pos as u32);
+            }
+        }
+    }
+    let mut a = Alloc {
+        classes,
+        uses,
+        done: vec![0; n],
+        reg: vec![None; n],
+        slot: vec![None; n],
+        zmm: [None; 32],
+        kmask: [None; 8],
+        slots: 0,
+    };
+    for (pos, inst) in insts.iter().enumerate() {
+        let pos = pos as u32;
+        let uses = inst.uses();
+        for &(v, need) in &uses {
+            if need == Need::Reg || a.class(v) == Class::K {
+                a.in_reg(v, asm)?;
+            }
+        }
+        // Where each operand is now, for the encoding.
+        let rm_of = |a: &Alloc<'_>, s: Src| -> Result<Rm, String> {
+            Ok(match s {
+                Src::U(u) => Rm::Mem {
+                    mem: frame.uniform(u),
+                    bcst: true,
+                },
+                Src::V(v) => match (a.reg[v.0 as usize], a.slot[v.0 as usize]) {
+                    (Some(r), _) => Rm::Reg(r),
+                    (None, Some(s)) => Rm::Mem {
+                        mem: slot_mem(s),
+                        bcst: false,
+                    },
+                    (None, None) => return Err(format!("internal: v{} has no place", v.0)),
+                },
+            })
+        };
+        let reg_of = |a: &Alloc<'_>, v: VReg| {
+            a.reg[v.0 as usize].ok_or_else(|| format!("internal: v{} is not in a register", v.0))
+        };
+        enum Enc {
+            Evex {
+                ins: Evex,
+                reg_field: Option<u8>,
+                vvvv: Option<u8>,
+                rm: Rm,
+                mask: u8,
+                imm: Option<u8>,
+                dst_in_vvvv: bool,
+            },
+            KOp(KOp, u8, u8),
+            KNot(u8),
+            Store(Mem, u8),
+            Load(Mem),
+        }
+        let enc = match *inst {
+            MInst::Op3 {
+                ins, a: x, b, imm, ..
+            } => Enc::Evex {
+                ins,
+                reg_field: None,
+                vvvv: Some(reg_of(&a, x)?),
+                rm: rm_of(&a, b)?,
+                mask: 0,
+                imm,
+                dst_in_vvvv: false,
+            },
+            MInst::Op2 { ins, b, imm, .. } => Enc::Evex {
+                ins,
+                reg_field: None,
+                vvvv: None,
+                rm: rm_of(&a, b)?,
+                mask: 0,
+                imm,
+                dst_in_vvvv: false,
+            },
+            MInst::ShiftImm { ext, b, imm, .. } => Enc::Evex {
+                ins: op::VPSHIFTQ_IMM,
+                reg_field: Some(ext),
+                vvvv: None,
+                rm: rm_of(&a, b)?,
+                mask: 0,
+                imm: Some(imm),
+                dst_in_vvvv: true,
+            },
+            MInst::Blend { k, f, t, .. } => Enc::Evex {
+                ins: op::VBLENDMPD,
+                reg_field: None,
+                vvvv: Some(reg_of(&a, f)?),
+                rm: rm_of(&a, t)?,
+                mask: reg_of(&a, k)?,
+                imm: None,
+                dst_in_vvvv: false,
+            },
+            MInst::Bcast { u, .. } => Enc::Evex {
+                ins: op::VBROADCASTSD,
+                reg_field: None,
+                vvvv: None,
+                rm: Rm::Mem {
+                    mem: frame.uniform(u),
+                    bcst: false,
+                },
+                mask: 0,
+                imm: None,
+                dst_in_vvvv: false,
+            },
+            MInst::KOp { op, a: x, b, .. } => Enc::KOp(op, reg_of(&a, x)?, reg_of(&a, b)?),
+            MInst::KNot { a: x, .. } => Enc::KNot(reg_of(&a, x)?),
+            MInst::Load { ptr, disp, .. } => Enc::Load(frame.data(ptr, disp)?),
+            MInst::Store { src, ptr, disp } => Enc::Store(frame.data(ptr, disp)?, reg_of(&a, src)?),
+        };
+        // Operands read here for the last time give up their registers (the result may take
+        // one: the instruction reads its operands before it writes).
+        for &(v, _) in &uses {
+            let i = v.0 as usize;
+            while a.uses[i].get(a.done[i]).is_some_and(|&p| p <= pos) {
+                a.done[i] += 1;
+            }
+            if a.next_use(v) == u32::MAX {
+                a.free(v);
+            }
+        }
+        let dst = match inst.def() {
+            Some(d) => Some((d, a.take(a.class(d), d, asm)?)),
+            None => None,
+        };
+        let d = dst.map_or(0, |(_, r)| r);
+        match enc {
+            Enc::Evex {
+                ins,
+                reg_field,
+                vvvv,
+                rm,
+                mask,
+                imm,
+                dst_in_vvvv,
+            } => {
+                if dst_in_vvvv {
+                    asm.evex(ins, reg_field.unwrap_or(0), Some(d), rm, mask, imm);
+                } else {
+                    asm.evex(ins, d, vvvv, rm, mask, imm);
+                }
+            }
+            Enc::KOp(op, x, y) => asm.kop(op, d, x, y),
+            Enc::KNot(x) => asm.knot(d, x),
+            Enc::Load(mem) => asm.evex(
+                op::VMOVUPD_LOAD,
+                d,
+                None,
+                Rm::Mem { mem, bcst: false },
+                0,
+                None,
+            ),
+            Enc::Store(mem, r) => asm.evex(
+                op::VMOVUPD_STORE,
+                r,
+                None,
+                Rm::Mem { mem, bcst: false },
+                0,
+                None,
+            ),
+        }
+        if let Some((d, _)) = dst
+            && a.next_use(d) == u32::MAX
+        {
+            a.free(d);
+        }
+    }
+    Ok(a.slots)
+}
