@@ -640,6 +640,9 @@ fn padded_two_dimensional_views_and_row_and_column_broadcasts() {
         });
         let k = kb.finish(&format!("simd.padded.{t}"));
         let (vk, _) = both(&k, 1);
+        // Rows of 33 f64 elements run one AVX-512 step each, where the CPU has AVX-512.
+        let wide = t == DType::F64 && CpuBackend::avx512_detected();
+        assert_eq!(vk.avx512_loops(), usize::from(wide));
         for (rows, cols) in [
             (0usize, 5usize),
             (3, 0),
@@ -1176,6 +1179,11 @@ fn black_scholes_lowered_is_identical_to_the_scalar_code() {
     let lowered = lower_math(&k);
     assert!(!has_math_functions(&lowered));
     let (vk, sk) = both(&lowered, 1);
+    assert_eq!(
+        vk.avx512_loops(),
+        usize::from(CpuBackend::avx512_detected()),
+        "Black-Scholes runs in AVX-512 code where the CPU has it"
+    );
     let mut be = CpuBackend::new().unwrap();
     let calls = be.compile(&k).unwrap();
     assert_eq!(calls.vectorized_loops(), 0, "libm calls stay scalar");

@@ -761,6 +761,15 @@ impl FnLower<'_, '_> {
         let zero = self.b.ins().iconst(types::I64, 0);
         let steps = self.b.ins().smax(steps, zero);
         let steps = self.b.ins().select(unit, steps, zero);
+        // Rows too short for one step skip the call.
+        let call = self.b.create_block();
+        let after = self.b.create_block();
+        self.b.append_block_param(after, types::I64);
+        let any = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, steps, 0);
+        self.b
+            .ins()
+            .brif(any, call, &[], after, &[BlockArg::Value(start)]);
+        self.b.switch_to_block(call);
         for (k, word) in w.args.iter().enumerate() {
             let x = match word {
                 ArgWord::RowBase(param, indices) => {
@@ -789,7 +798,10 @@ impl FnLower<'_, '_> {
         let callee = self.module.declare_func_in_func(w.func, self.b.func);
         self.b.ins().call(callee, &[args, steps]);
         let done = self.b.ins().imul_imm_s(steps, STEP);
-        Ok(self.b.ins().iadd(start, done))
+        let rest = self.b.ins().iadd(start, done);
+        self.b.ins().jump(after, &[BlockArg::Value(rest)]);
+        self.b.switch_to_block(after);
+        Ok(self.b.block_params(after)[0])
     }
 
     /// Lane `lane` of the vector `v` of `dt` as a scalar of `dt` (a mask lane becomes a bool).

@@ -188,8 +188,9 @@ struct Alloc<'a> {
     slots: u32,
 }
 
-/// The most stack slots a body may use (its frame stays under 1 MiB).
-const MAX_SLOTS: u32 = 1 << 14;
+/// The most stack slots a body may use (its frame stays within 256 KiB of the worker's
+/// stack); a body that needs more keeps the 128-bit code.
+const MAX_SLOTS: u32 = 1 << 12;
 
 impl Alloc<'_> {
     fn class(&self, v: VReg) -> Class {
