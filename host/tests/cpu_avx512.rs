@@ -74,14 +74,7 @@ const I_OPS: [BinaryOp; 8] = [
     BinaryOp::Max,
 ];
 const I_UN: [UnaryOp; 3] = [UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Not];
-const CMPS: [CmpOp; 6] = [
-    CmpOp::Eq,
-    CmpOp::Ne,
-    CmpOp::Lt,
-    CmpOp::Le,
-    CmpOp::Gt,
-    CmpOp::Ge,
-];
+const CMPS: [CmpOp; 6] = CmpOp::ALL;
 const B_OPS: [BinaryOp; 5] = [
     BinaryOp::And,
     BinaryOp::Or,

@@ -54,6 +54,17 @@ pub(crate) enum Rm {
     Mem { mem: Mem, bcst: bool },
 }
 
+impl Rm {
+    /// The REX/VEX `X` and `B` bits of a general-purpose register or memory operand: bit 3 of
+    /// the index and of the base (or of the register).
+    fn xb(self) -> (u8, u8) {
+        match self {
+            Rm::Reg(r) => (0, (r >> 3) & 1),
+            Rm::Mem { mem, .. } => ((mem.index.unwrap_or(0) >> 3) & 1, (mem.base >> 3) & 1),
+        }
+    }
+}
+
 /// The opcode map of an instruction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Map {
@@ -203,14 +214,7 @@ impl Asm {
 
     /// A three-byte VEX instruction of map 0F with `W0`: `reg`, `vvvv` (0 if unused), `rm`.
     fn vex0f(&mut self, opcode: u8, l: bool, reg: u8, vvvv: u8, rm: Rm) {
-        let b = match rm {
-            Rm::Reg(r) => (r >> 3) & 1,
-            Rm::Mem { mem, .. } => (mem.base >> 3) & 1,
-        };
-        let x = match rm {
-            Rm::Mem { mem, .. } => (mem.index.unwrap_or(0) >> 3) & 1,
-            Rm::Reg(_) => 0,
-        };
+        let (x, b) = rm.xb();
         let r = (reg >> 3) & 1;
         self.byte(0xc4);
         self.byte(((r ^ 1) << 7) | ((x ^ 1) << 6) | ((b ^ 1) << 5) | 0x01);
@@ -246,14 +250,7 @@ impl Asm {
 
     /// REX.W and an opcode with ModRM for two general-purpose registers or memory.
     fn rex_w(&mut self, opcode: u8, reg: u8, rm: Rm) {
-        let b = match rm {
-            Rm::Reg(r) => (r >> 3) & 1,
-            Rm::Mem { mem, .. } => (mem.base >> 3) & 1,
-        };
-        let x = match rm {
-            Rm::Mem { mem, .. } => (mem.index.unwrap_or(0) >> 3) & 1,
-            Rm::Reg(_) => 0,
-        };
+        let (x, b) = rm.xb();
         self.byte(0x48 | (((reg >> 3) & 1) << 2) | (x << 1) | b);
         self.byte(opcode);
         self.modrm(reg, rm);
