@@ -25,6 +25,11 @@
 //!   remainder, and for whole rows when a contiguous store's innermost stride is not one
 //!   element. Element-wise results equal the scalar code's bit for bit; rank-0 reductions
 //!   combine lanes in a fixed order, so they too are independent of the thread count.
+//! - AVX-512: where the CPU has AVX-512 F and DQ, a vector function with 64-bit lanes, no
+//!   reduction and no use of the loop index as a value first calls a body of 512-bit machine
+//!   code emitted by the back end itself (`lower::avx512`) for most of each row, 32 iterations
+//!   per step; the 128-bit and scalar loops run the rest. Same operations, same bits (up to the
+//!   sign and payload of a NaN made by arithmetic, which the IR leaves open).
 //!
 //! # Calling convention
 //! Each step (a parallel loop, or a run of top-level code with effects) is one function
