@@ -13,12 +13,14 @@
 //! interleaved instruction by instruction). `args` holds one pointer per contiguous access
 //! (the address of the first iteration's element), then the bits of each uniform value that the
 //! body reads. Constants live in a table that the function addresses directly. The vector
-//! function calls it for each row's first `STEP * floor(len / STEP)` iterations and runs the rest as
-//! before.
+//! function calls it for each row's first `STEP * floor(len / STEP)` iterations and runs the
+//! rest as before.
 //!
-//! Every operation is the one the 128-bit and scalar code perform, lane by lane: no contraction
-//! into fused multiply-adds, no reassociation, the same NaN for `min`/`max`, so results are the
-//! same bits on every path. Masks (comparison results, `bool` values) live in `k` registers.
+//! Every operation is the one the 128-bit and scalar code perform, lane by lane, in the same
+//! operand order: no contraction into fused multiply-adds, no reassociation, the scalar rules
+//! for `min`/`max`, so results are the same bits on every path (up to the sign and payload of a
+//! NaN made by arithmetic, which the IR leaves unspecified and Cranelift's optimizer changes).
+//! Masks (comparison results, `bool` values) live in `k` registers.
 //!
 //! [`compile`] selects instructions ([`regalloc::MInst`]) from the body, then
 //! [`regalloc::emit_body`] allocates registers and encodes them ([`encode`]).
