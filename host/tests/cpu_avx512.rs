@@ -13,7 +13,9 @@
 mod cpu_util;
 
 use cpu_util::*;
-use proptest::prelude::*;
+use proptest::prelude::{
+    Just, ProptestConfig, Strategy, any, prop, prop_assert, prop_oneof, proptest,
+};
 use weft_host::cpu::{CompiledKernel, CpuBackend, StoreView};
 use weft_ir::{BinaryOp, CmpOp, DType, Kernel, Privilege, Scalar, UnaryOp, ValueId};
 
@@ -48,14 +50,7 @@ enum Step {
     Cast(u8, usize),
 }
 
-const F_OPS: [BinaryOp; 6] = [
-    BinaryOp::Add,
-    BinaryOp::Sub,
-    BinaryOp::Mul,
-    BinaryOp::Div,
-    BinaryOp::Min,
-    BinaryOp::Max,
-];
+const F_OPS: [BinaryOp; 6] = FLOAT_BINARY;
 const F_UN: [UnaryOp; 5] = [
     UnaryOp::Neg,
     UnaryOp::Abs,
@@ -63,16 +58,7 @@ const F_UN: [UnaryOp; 5] = [
     UnaryOp::Floor,
     UnaryOp::Ceil,
 ];
-const I_OPS: [BinaryOp; 8] = [
-    BinaryOp::Add,
-    BinaryOp::Sub,
-    BinaryOp::Mul,
-    BinaryOp::And,
-    BinaryOp::Or,
-    BinaryOp::Xor,
-    BinaryOp::Min,
-    BinaryOp::Max,
-];
+const I_OPS: [BinaryOp; 8] = INT_VECTOR_BINARY;
 const I_UN: [UnaryOp; 3] = [UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Not];
 const CMPS: [CmpOp; 6] = CmpOp::ALL;
 const B_OPS: [BinaryOp; 5] = [
@@ -82,7 +68,53 @@ const B_OPS: [BinaryOp; 5] = [
     BinaryOp::Min,
     BinaryOp::Max,
 ];
-const CASTS: u8 = 7;
+const CASTS: u8 = CAST_KINDS.len() as u8;
+
+/// The values of each type that a program has made so far.
+struct Pools {
+    f: Vec<ValueId>,
+    i: Vec<ValueId>,
+    b: Vec<ValueId>,
+}
+
+impl Pools {
+    fn of(&self, t: DType) -> &Vec<ValueId> {
+        match t {
+            DType::F64 => &self.f,
+            DType::I64 => &self.i,
+            _ => &self.b,
+        }
+    }
+
+    /// Value `k` (modulo their number) of type `t`; `usize::MAX` picks the last one.
+    fn pick(&self, t: DType, k: usize) -> ValueId {
+        let v = self.of(t);
+        if k == usize::MAX {
+            v[v.len() - 1]
+        } else {
+            v[k % v.len()]
+        }
+    }
+
+    fn push(&mut self, t: DType, r: ValueId) {
+        match t {
+            DType::F64 => self.f.push(r),
+            DType::I64 => self.i.push(r),
+            _ => self.b.push(r),
+        }
+    }
+}
+
+/// The casts of [`Step::Cast`]: from, to, and whether it is a bitcast.
+const CAST_KINDS: [(DType, DType, bool); 7] = [
+    (DType::I64, DType::F64, false),
+    (DType::Bool, DType::F64, false),
+    (DType::Bool, DType::I64, false),
+    (DType::F64, DType::Bool, false),
+    (DType::I64, DType::Bool, false),
+    (DType::F64, DType::I64, true),
+    (DType::I64, DType::F64, true),
+];
 
 /// The kernel of `steps`: loads `a`, `b` (f64) and `n` (i64), runs the steps, and stores the
 /// last f64, the last i64 and the last bool (as 0 or 1) into three outputs. Parameters: `a`,
@@ -100,114 +132,91 @@ fn program(name: &str, steps: &[Step]) -> Kernel {
     let (pfv, piv) = (kb.param(pf), kb.param(pi));
     kb.parallel(out_f, 1, |kb, ix| {
         let i = ix[0];
-        let mut fs = vec![kb.load(a, &[i]), kb.load(b, &[i])];
-        let mut is = vec![kb.load(n, &[i])];
         let zero = kb.f64(0.0);
-        let mut bs = vec![kb.cmp(CmpOp::Lt, fs[0], zero)];
-        let pick = |v: &[ValueId], k: usize| v[k % v.len()];
+        let (fa, fb, ni) = (kb.load(a, &[i]), kb.load(b, &[i]), kb.load(n, &[i]));
+        let mask = kb.cmp(CmpOp::Lt, fa, zero);
+        let mut p = Pools {
+            f: vec![fa, fb],
+            i: vec![ni],
+            b: vec![mask],
+        };
         let uni = |kb: &mut Kb, u: Uni, t: DType| match (u, t) {
             (Uni::Param, DType::F64) => pfv,
             (Uni::Param, _) => piv,
             (Uni::Const(bits), DType::F64) => kb.f64(f64::from_bits(bits)),
             (Uni::Const(bits), _) => kb.i64(bits as i64),
         };
+        let (f, int, bool) = (DType::F64, DType::I64, DType::Bool);
         for s in steps {
-            match *s {
+            let operand = |kb: &mut Kb, p: &Pools, t: DType, y: Result<usize, Uni>| {
+                y.map_or_else(|u| uni(kb, u, t), |y| p.pick(t, y))
+            };
+            let (t, r) = match *s {
                 Step::F(op, x, y) => {
-                    let y = y.map_or_else(|u| uni(kb, u, DType::F64), |y| pick(&fs, y));
-                    let r = kb.bin(op, pick(&fs, x), y);
-                    fs.push(r);
+                    let y = operand(kb, &p, f, y);
+                    (f, kb.bin(op, p.pick(f, x), y))
                 }
                 Step::FRev(op, u, y) => {
-                    let x = uni(kb, u, DType::F64);
-                    let r = kb.bin(op, x, pick(&fs, y));
-                    fs.push(r);
+                    let x = uni(kb, u, f);
+                    (f, kb.bin(op, x, p.pick(f, y)))
                 }
-                Step::FUn(op, x) => {
-                    let r = kb.un(op, pick(&fs, x));
-                    fs.push(r);
-                }
+                Step::FUn(op, x) => (f, kb.un(op, p.pick(f, x))),
                 Step::I(op, x, y) => {
-                    let y = y.map_or_else(|u| uni(kb, u, DType::I64), |y| pick(&is, y));
-                    let r = kb.bin(op, pick(&is, x), y);
-                    is.push(r);
+                    let y = operand(kb, &p, int, y);
+                    (int, kb.bin(op, p.pick(int, x), y))
                 }
                 Step::IShift(op, x, amount) => {
                     let c = kb.i64(i64::from(amount));
-                    let r = kb.bin(op, pick(&is, x), c);
-                    is.push(r);
+                    (int, kb.bin(op, p.pick(int, x), c))
                 }
-                Step::IUn(op, x) => {
-                    let r = kb.un(op, pick(&is, x));
-                    is.push(r);
-                }
+                Step::IUn(op, x) => (int, kb.un(op, p.pick(int, x))),
                 Step::FCmp(op, x, y) => {
-                    let y = y.map_or_else(|u| uni(kb, u, DType::F64), |y| pick(&fs, y));
-                    let r = kb.cmp(op, pick(&fs, x), y);
-                    bs.push(r);
+                    let y = operand(kb, &p, f, y);
+                    (bool, kb.cmp(op, p.pick(f, x), y))
                 }
                 Step::ICmp(op, x, y) => {
-                    let y = y.map_or_else(|u| uni(kb, u, DType::I64), |y| pick(&is, y));
-                    let r = kb.cmp(op, pick(&is, x), y);
-                    bs.push(r);
+                    let y = operand(kb, &p, int, y);
+                    (bool, kb.cmp(op, p.pick(int, x), y))
                 }
-                Step::B(op, x, y) => {
-                    let r = kb.bin(op, pick(&bs, x), pick(&bs, y));
-                    bs.push(r);
-                }
-                Step::BNot(x) => {
-                    let r = kb.un(UnaryOp::Not, pick(&bs, x));
-                    bs.push(r);
-                }
+                Step::B(op, x, y) => (bool, kb.bin(op, p.pick(bool, x), p.pick(bool, y))),
+                Step::BNot(x) => (bool, kb.un(UnaryOp::Not, p.pick(bool, x))),
                 Step::FSel(c, x, y) => {
-                    let y = y.map_or_else(|u| uni(kb, u, DType::F64), |y| pick(&fs, y));
-                    let r = kb.select(pick(&bs, c), pick(&fs, x), y);
-                    fs.push(r);
+                    let y = operand(kb, &p, f, y);
+                    (f, kb.select(p.pick(bool, c), p.pick(f, x), y))
                 }
-                Step::ISel(c, x, y) => {
-                    let r = kb.select(pick(&bs, c), pick(&is, x), pick(&is, y));
-                    is.push(r);
+                Step::ISel(c, x, y) => (
+                    int,
+                    kb.select(p.pick(bool, c), p.pick(int, x), p.pick(int, y)),
+                ),
+                Step::BSel(c, x, y) => (
+                    bool,
+                    kb.select(p.pick(bool, c), p.pick(bool, x), p.pick(bool, y)),
+                ),
+                Step::Cast(kind, x) => {
+                    let (from, to, bits) = CAST_KINDS[usize::from(kind % CASTS)];
+                    // A bitcast reads only a loaded value: the sign and payload of a NaN that
+                    // arithmetic makes are not specified (see the IR's semantics), and a
+                    // bitcast would carry them into integers.
+                    let v = if bits && from == f {
+                        p.f[x % 2]
+                    } else {
+                        p.pick(from, x)
+                    };
+                    let r = if bits {
+                        kb.op(weft_ir::Op::Bitcast(to, v))
+                    } else {
+                        kb.cast(to, v)
+                    };
+                    (to, r)
                 }
-                Step::BSel(c, x, y) => {
-                    let r = kb.select(pick(&bs, c), pick(&bs, x), pick(&bs, y));
-                    bs.push(r);
-                }
-                Step::Cast(kind, x) => match kind % CASTS {
-                    0 => {
-                        let r = kb.cast(DType::F64, pick(&is, x));
-                        fs.push(r);
-                    }
-                    1 => {
-                        let r = kb.cast(DType::F64, pick(&bs, x));
-                        fs.push(r);
-                    }
-                    2 => {
-                        let r = kb.cast(DType::I64, pick(&bs, x));
-                        is.push(r);
-                    }
-                    3 => {
-                        let r = kb.cast(DType::Bool, pick(&fs, x));
-                        bs.push(r);
-                    }
-                    4 => {
-                        let r = kb.cast(DType::Bool, pick(&is, x));
-                        bs.push(r);
-                    }
-                    // Only a loaded value: the sign and payload of a NaN that arithmetic makes
-                    // are not specified (see the IR's semantics), and a bitcast would carry
-                    // them into integers.
-                    5 => {
-                        let r = kb.op(weft_ir::Op::Bitcast(DType::I64, fs[x % 2]));
-                        is.push(r);
-                    }
-                    _ => {
-                        let r = kb.op(weft_ir::Op::Bitcast(DType::F64, pick(&is, x)));
-                        fs.push(r);
-                    }
-                },
-            }
+            };
+            p.push(t, r);
         }
-        let (lf, li, lb) = (fs[fs.len() - 1], is[is.len() - 1], bs[bs.len() - 1]);
+        let (lf, li, lb) = (
+            p.pick(f, usize::MAX),
+            p.pick(int, usize::MAX),
+            p.pick(bool, usize::MAX),
+        );
         kb.store_to(out_f, &[i], lf);
         kb.store_to(out_i, &[i], li);
         let lb = kb.cast(DType::F64, lb);
@@ -216,47 +225,14 @@ fn program(name: &str, steps: &[Step]) -> Kernel {
     kb.finish(name)
 }
 
-/// Special and ordinary f64 values.
-const F_SPECIAL: [f64; 16] = [
-    0.0,
-    -0.0,
-    1.0,
-    -1.0,
-    2.5,
-    -3.75,
-    1e-310,
-    f64::MIN_POSITIVE,
-    f64::MAX,
-    -f64::MAX,
-    f64::INFINITY,
-    f64::NEG_INFINITY,
-    f64::NAN,
-    -f64::NAN,
-    1e300,
-    7.0,
-];
-
-/// Special and ordinary i64 values.
-const I_SPECIAL: [i64; 10] = [0, 1, -1, 63, 64, i64::MIN, i64::MAX, 12345, -98765, 1 << 40];
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 /// Inputs of length `len`: special values mixed with random ones, and a NaN with a payload.
 fn inputs(len: usize, seed: u64) -> (Vec<f64>, Vec<f64>, Vec<i64>) {
+    let (fsp, isp) = (specials(DType::F64), specials(DType::I64));
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let f = |rng: &mut Rng| {
         let r = rng.next();
         match r % 4 {
-            0 => F_SPECIAL[(r >> 8) as usize % F_SPECIAL.len()],
+            0 => f64::from_bits(fsp[(r >> 8) as usize % fsp.len()]),
             1 => f64::from_bits(0x7ff8_0000_0000_0123 | (r >> 60)),
             _ => ((r >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 200.0,
         }
@@ -267,7 +243,7 @@ fn inputs(len: usize, seed: u64) -> (Vec<f64>, Vec<f64>, Vec<i64>) {
         .map(|_| {
             let r = rng.next();
             if r.is_multiple_of(3) {
-                I_SPECIAL[(r >> 8) as usize % I_SPECIAL.len()]
+                isp[(r >> 8) as usize % isp.len()] as i64
             } else {
                 (r as i64) >> (r % 50)
             }
@@ -474,8 +450,8 @@ fn values_beyond_the_registers_are_spilled_and_reloaded() {
 fn arb_uni() -> impl Strategy<Value = Uni> {
     prop_oneof![
         Just(Uni::Param),
-        prop::sample::select(F_SPECIAL.to_vec()).prop_map(|x| Uni::Const(x.to_bits())),
-        prop::sample::select(I_SPECIAL.to_vec()).prop_map(|x| Uni::Const(x as u64)),
+        prop::sample::select(specials(DType::F64)).prop_map(Uni::Const),
+        prop::sample::select(specials(DType::I64)).prop_map(Uni::Const),
     ]
 }
 

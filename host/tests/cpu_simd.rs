@@ -110,123 +110,6 @@ fn bytes_mut(words: &mut [u64]) -> &mut [u8] {
     unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), words.len() * 8) }
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * ((self.next() >> 11) as f64 / (1u64 << 53) as f64)
-    }
-}
-
-/// Special and ordinary values of `dt`, as bits.
-fn specials(dt: DType) -> Vec<u64> {
-    match dt {
-        DType::F64 => [
-            0.0,
-            -0.0,
-            1.0,
-            -1.0,
-            2.5,
-            -3.75,
-            0.5,
-            1e-310,
-            -1e-310,
-            f64::MIN_POSITIVE,
-            f64::MAX,
-            -f64::MAX,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            f64::NAN,
-            -f64::NAN,
-            1e300,
-            7.0,
-            -7.25,
-            1.5,
-        ]
-        .iter()
-        .map(|x| x.to_bits())
-        .chain([
-            0x7ff8_0000_0000_0123,
-            0x7ff0_0000_0000_0001,
-            0xfff0_0000_dead_0001,
-        ])
-        .collect(),
-        DType::F32 => [
-            0.0f32,
-            -0.0,
-            1.0,
-            -1.0,
-            2.5,
-            -3.75,
-            0.5,
-            1e-40,
-            -1e-40,
-            f32::MIN_POSITIVE,
-            f32::MAX,
-            -f32::MAX,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            f32::NAN,
-            -f32::NAN,
-            1e30,
-            7.0,
-            -7.25,
-            3e9,
-        ]
-        .iter()
-        .map(|x| u64::from(x.to_bits()))
-        .chain([0x7fc0_0123, 0x7f80_0001, 0xff80_0f01])
-        .collect(),
-        DType::I64 => [
-            0i64,
-            1,
-            -1,
-            2,
-            -2,
-            63,
-            64,
-            65,
-            i64::MIN,
-            i64::MAX,
-            12345,
-            -98765,
-            1 << 40,
-            -(1 << 33),
-            0x0123_4567_89ab_cdef,
-        ]
-        .iter()
-        .map(|&x| x as u64)
-        .collect(),
-        DType::I32 => [
-            0i32,
-            1,
-            -1,
-            2,
-            -2,
-            31,
-            32,
-            33,
-            i32::MIN,
-            i32::MAX,
-            12345,
-            -98765,
-            1 << 20,
-            -(1 << 17),
-            0x0123_4567,
-        ]
-        .iter()
-        .map(|&x| u64::from(x as u32))
-        .collect(),
-        DType::Bool => vec![0, 1],
-    }
-}
-
 /// `n` input elements of `dt`: special values (in an order that depends on `seed`, so two
 /// inputs pair them up differently) mixed with random ones.
 fn inputs(dt: DType, n: usize, seed: u64) -> Vec<u64> {
@@ -300,15 +183,6 @@ fn same_bits(k: &Kernel, din: DType, dout: DType, scalars: &[Scalar], vectorized
         }
     }
 }
-
-const FLOAT_BINARY: [BinaryOp; 6] = [
-    BinaryOp::Add,
-    BinaryOp::Sub,
-    BinaryOp::Mul,
-    BinaryOp::Div,
-    BinaryOp::Min,
-    BinaryOp::Max,
-];
 
 fn int_of(t: DType) -> DType {
     if t == DType::F64 {
@@ -419,17 +293,11 @@ fn float_operations_match_the_scalar_code_bit_for_bit() {
 #[test]
 fn integer_operations_match_the_scalar_code() {
     for t in [DType::I64, DType::I32] {
-        let ops = [
-            BinaryOp::Add,
-            BinaryOp::Sub,
-            BinaryOp::Mul,
-            BinaryOp::And,
-            BinaryOp::Or,
-            BinaryOp::Xor,
-            BinaryOp::Min,
-            BinaryOp::Max,
-        ];
-        same_bits_per_operator(t, &ops, &[UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Not]);
+        same_bits_per_operator(
+            t,
+            &INT_VECTOR_BINARY,
+            &[UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Not],
+        );
         // Shifts by a scalar parameter (the same amount in every lane), modulo the width.
         for op in [BinaryOp::Shl, BinaryOp::Shr] {
             let k = elementwise(

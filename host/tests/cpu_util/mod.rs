@@ -308,3 +308,143 @@ pub fn black_scholes_ir(zero_d: bool, put: bool) -> String {
     }}"
     )
 }
+
+/// A xorshift generator for test inputs.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    pub fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * ((self.next() >> 11) as f64 / (1u64 << 53) as f64)
+    }
+}
+
+/// Special and ordinary values of `dt`, as bits.
+pub fn specials(dt: DType) -> Vec<u64> {
+    match dt {
+        DType::F64 => [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            2.5,
+            -3.75,
+            0.5,
+            1e-310,
+            -1e-310,
+            f64::MIN_POSITIVE,
+            f64::MAX,
+            -f64::MAX,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            -f64::NAN,
+            1e300,
+            7.0,
+            -7.25,
+            1.5,
+        ]
+        .iter()
+        .map(|x| x.to_bits())
+        .chain([
+            0x7ff8_0000_0000_0123,
+            0x7ff0_0000_0000_0001,
+            0xfff0_0000_dead_0001,
+        ])
+        .collect(),
+        DType::F32 => [
+            0.0f32,
+            -0.0,
+            1.0,
+            -1.0,
+            2.5,
+            -3.75,
+            0.5,
+            1e-40,
+            -1e-40,
+            f32::MIN_POSITIVE,
+            f32::MAX,
+            -f32::MAX,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            -f32::NAN,
+            1e30,
+            7.0,
+            -7.25,
+            3e9,
+        ]
+        .iter()
+        .map(|x| u64::from(x.to_bits()))
+        .chain([0x7fc0_0123, 0x7f80_0001, 0xff80_0f01])
+        .collect(),
+        DType::I64 => [
+            0i64,
+            1,
+            -1,
+            2,
+            -2,
+            63,
+            64,
+            65,
+            i64::MIN,
+            i64::MAX,
+            12345,
+            -98765,
+            1 << 40,
+            -(1 << 33),
+            0x0123_4567_89ab_cdef,
+        ]
+        .iter()
+        .map(|&x| x as u64)
+        .collect(),
+        DType::I32 => [
+            0i32,
+            1,
+            -1,
+            2,
+            -2,
+            31,
+            32,
+            33,
+            i32::MIN,
+            i32::MAX,
+            12345,
+            -98765,
+            1 << 20,
+            -(1 << 17),
+            0x0123_4567,
+        ]
+        .iter()
+        .map(|&x| u64::from(x as u32))
+        .collect(),
+        DType::Bool => vec![0, 1],
+    }
+}
+
+/// The float binary operators that have vector forms.
+pub const FLOAT_BINARY: [BinaryOp; 6] = [
+    BinaryOp::Add,
+    BinaryOp::Sub,
+    BinaryOp::Mul,
+    BinaryOp::Div,
+    BinaryOp::Min,
+    BinaryOp::Max,
+];
+
+/// The integer binary operators that have vector forms (shifts aside).
+pub const INT_VECTOR_BINARY: [BinaryOp; 8] = [
+    BinaryOp::Add,
+    BinaryOp::Sub,
+    BinaryOp::Mul,
+    BinaryOp::And,
+    BinaryOp::Or,
+    BinaryOp::Xor,
+    BinaryOp::Min,
+    BinaryOp::Max,
+];
