@@ -27,7 +27,7 @@
 //! in [0.25, 10), all f64 of `n` elements from the seed; `R` (risk-free rate) 0.02 and `V`
 //! (volatility) 0.30 as 0-d arrays that broadcast.
 
-use weft_host::{Array, Numeric};
+use weft::{Array, Numeric};
 use weft_ir::DType;
 
 /// The range of stock prices `S`.

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
 
-use weft_host::Config;
+use weft::Config;
 
 /// What values a flag accepts.
 #[derive(Clone, Copy, Debug, PartialEq)]

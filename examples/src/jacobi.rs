@@ -13,7 +13,7 @@
 //! `n - 1`, its diagonal at least `n`) and the iteration converges, by a factor of about 1/2
 //! per step; `b` is uniform in [0, 1) (n) and `x0` is zero.
 
-use weft_host::{Array, Numeric};
+use weft::{Array, Numeric};
 use weft_ir::DType;
 
 /// `A` (n x n, diagonally dominant) and `b` (n) from `seed`.

@@ -20,7 +20,7 @@
 
 use std::time::Instant;
 
-use weft_host::{Array, CsrMatrix, Result, Sparse};
+use weft::{Array, CsrMatrix, Result, Sparse};
 use weft_ir::DType;
 
 /// What a solve returns.

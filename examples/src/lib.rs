@@ -1,7 +1,7 @@
 //! Applications on Weft, and what they share.
 //!
 //! Each example is a NumPy program from the papers Weft follows, written naturally, op by op,
-//! against the typed facade of the numeric plugin ([`weft_host::numeric`]):
+//! against the typed facade of the numeric plugin ([`weft::numeric`]):
 //!
 //! - [`black_scholes`]: option pricing (Listing 1 of the Legate task-fusion paper);
 //! - [`stencil`]: the 5-point Jacobi heat iteration over aliasing views (Figure 1 of the
@@ -16,12 +16,13 @@
 //! a timing helper ([`timing`]) and the JSON result line ([`report`]).
 
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod black_scholes;
 pub mod cli;
 pub mod jacobi;
 pub mod krylov;
-pub mod npy;
+pub use weft::npy;
 pub mod report;
 pub mod solve_app;
 pub mod sparse_reference;
@@ -32,7 +33,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use weft_host::{Array, Numeric, Runtime};
+use weft::{Array, Numeric, Runtime};
 use weft_ir::DType;
 
 pub use cli::{Args, Cli, Kind};
@@ -44,7 +45,7 @@ pub type AppError = Box<dyn std::error::Error>;
 
 /// Loads the numeric plugin into a fresh runtime configured from `args` (threads) and the
 /// environment.
-pub fn load_numeric(args: &Args) -> weft_host::Result<Numeric> {
+pub fn load_numeric(args: &Args) -> weft::Result<Numeric> {
     Numeric::new(Runtime::new(args.config())?, weft_plugin_artifacts::NUMERIC)
 }
 

@@ -8,7 +8,7 @@
 //! iterations: 0 once the loop is in a steady state). Examples add their own keys.
 
 use serde_json::{Map, Value};
-use weft_host::Numeric;
+use weft::Numeric;
 
 use crate::cli::Args;
 use crate::timing::{PerIter, Timing};

@@ -22,7 +22,7 @@
 //! the left and right columns [`COLD`]. The sweeps never write the boundary. (The corners are
 //! never read by the 5-point stencil.)
 
-use weft_host::{Array, Numeric, Range};
+use weft::{Array, Numeric, Range};
 use weft_ir::DType;
 
 /// The value of the top boundary row.
@@ -39,7 +39,7 @@ fn from(start: i64) -> Range {
 }
 
 /// The initial `(n+2) x (n+2)` grid (see the module docs).
-pub fn initial_grid(np: &Numeric, n: u64, seed: u64) -> weft_host::Result<Array> {
+pub fn initial_grid(np: &Numeric, n: u64, seed: u64) -> weft::Result<Array> {
     let grid = np.random_uniform(
         &[n + 2, n + 2],
         0.0,
@@ -86,7 +86,7 @@ impl Stencil {
     }
 
     /// One sweep: `center[:] = 0.2 * (center + north + east + west + south)`.
-    pub fn step(&self) -> weft_host::Result<()> {
+    pub fn step(&self) -> weft::Result<()> {
         let avg = &self.center + &self.north + &self.east + &self.west + &self.south;
         let work = 0.2 * avg;
         self.center.assign(&work)
@@ -94,7 +94,7 @@ impl Stencil {
 }
 
 /// Runs `sweeps` sweeps on `grid` in place.
-pub fn run(grid: &Array, sweeps: usize) -> weft_host::Result<()> {
+pub fn run(grid: &Array, sweeps: usize) -> weft::Result<()> {
     let s = Stencil::new(grid);
     for _ in 0..sweeps {
         s.step()?;

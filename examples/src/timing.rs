@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use weft_host::Numeric;
+use weft::Numeric;
 
 /// The wall-clock times of the timed iterations.
 #[derive(Clone, Debug, PartialEq)]
@@ -55,6 +55,24 @@ pub fn time_iterations<E>(
     })
 }
 
+/// Runs `step` `warmup` times, flushing the runtime after each, untimed. Stateful examples
+/// (the stencil, Jacobi) warm up this way on a copy of their state, so that their timed
+/// iterations start from the initial state and `--out` holds the state after exactly `--iters`
+/// steps; the copy has the same shapes, so the timed steps reuse the warm-up's plans and
+/// kernels.
+pub fn warm_up<T>(
+    np: &Numeric,
+    warmup: usize,
+    mut step: impl FnMut() -> weft::Result<T>,
+) -> weft::Result<()> {
+    for _ in 0..warmup {
+        let kept = step()?;
+        np.runtime(|rt| rt.flush())?;
+        drop(kept);
+    }
+    Ok(())
+}
+
 /// What the runtime did during the timed iterations of [`bench()`], per iteration.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PerIter {
@@ -68,15 +86,15 @@ pub struct PerIter {
 
 /// [`time_iterations`] for Weft code: each iteration runs `step`, then flushes the runtime
 /// (so the time includes running every task the step submitted) while the step's result is
-/// still alive, then drops it. The timed iterations start with [`weft_host::Runtime::warmed_up`]
+/// still alive, then drops it. The timed iterations start with [`weft::Runtime::warmed_up`]
 /// (so `WEFT_FORBID_COMPILES_AFTER_WARMUP=1` makes a compile in them an error). Returns the timing, the runtime's work per timed iteration,
 /// and the last iteration's result.
 pub fn bench<T>(
     np: &Numeric,
     warmup: usize,
     iters: usize,
-    mut step: impl FnMut() -> weft_host::Result<T>,
-) -> weft_host::Result<(Timing, PerIter, Option<T>)> {
+    mut step: impl FnMut() -> weft::Result<T>,
+) -> weft::Result<(Timing, PerIter, Option<T>)> {
     let mut last = None;
     let mut before = np.runtime(|rt| rt.stats());
     let mut iteration = 0usize;
@@ -93,7 +111,7 @@ pub fn bench<T>(
         let kept = step()?;
         np.runtime(|rt| rt.flush())?;
         last = Some(kept);
-        Ok(())
+        Ok::<(), weft::Error>(())
     })?;
     np.runtime(|rt| rt.forbid_compiles(false));
     let after = np.runtime(|rt| rt.stats());

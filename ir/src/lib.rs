@@ -25,30 +25,25 @@
 //! - [`flat`]: the flat form, with regions by index, that crosses the WIT boundary;
 //! - [`builder`]: a builder for plugin authors;
 //! - [`passes`]: transformations of kernels (math lowering, kernel fusion, ...);
-//! - [`interp`]: a reference interpreter, the yardstick for testing passes.
+//! - [`interp`]: a reference interpreter, the yardstick for testing passes;
+//! - [`semantics`]: what every back end must keep (limits, integer and float rules, NaNs,
+//!   reduction order).
 //!
-//! # Semantics that every back end must keep
-//! - Integer division or remainder by zero gives 0, and `i64::MIN / -1` wraps; compiled code
-//!   never traps. Float remainder follows C's `fmod`.
-//! - Casts from float to integer truncate toward zero and saturate; NaN becomes 0.
-//! - Casts from bool give 0 or 1; casts to bool compare with zero.
-//! - Shifts (`shl`, `shr`) take the shift amount modulo the operand's bit width; `shr` is
-//!   logical (it shifts zeros in). `bitcast` keeps every bit, NaN payloads included.
-//! - The sign and payload of a NaN that arithmetic produces are unspecified: back ends (and
-//!   their optimizers) may differ there, and only there.
-//! - An out-of-bounds access stops the kernel with an error that names the kernel.
+//! `weft-ir` depends on nothing of Weft's and on no back end; every other crate depends on it.
 
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod builder;
 pub mod flat;
 pub mod interp;
 pub mod passes;
+pub mod semantics;
 pub mod text;
 pub mod validate;
 
 pub use builder::KernelBuilder;
-pub use validate::{ValidateError, renumber, validate};
+pub use validate::{ValidKernel, ValidateError, renumber, validate};
 
 /// The element type of a store, or the type of an SSA value.
 ///

@@ -37,14 +37,7 @@ use crate::{
     Access, BinaryOp, DType, Inst, Kernel, Op, Param, Privilege, ReduceOp, UnaryOp, ValueId,
 };
 
-/// The largest rank a store parameter may have.
-pub const MAX_RANK: u32 = 16;
-
-/// The deepest loops may nest (a parallel loop counts as one level).
-pub const MAX_LOOP_DEPTH: usize = 64;
-
-/// Value ids must be below this bound, so that a table indexed by value stays small.
-pub const MAX_VALUE_ID: u32 = 1 << 24;
+pub use crate::semantics::{MAX_LOOP_DEPTH, MAX_RANK, MAX_VALUE_ID};
 
 /// The type of every value of a validated kernel.
 #[derive(Clone, Debug, Default)]
@@ -85,6 +78,48 @@ pub fn validate(kernel: &Kernel) -> Result<Types, ValidateError> {
         kernel: kernel.name.clone(),
         message,
     })
+}
+
+/// A kernel the validator accepted, with the type of each of its values.
+///
+/// Only [`ValidKernel::new`] makes one, so a pass or a back end that takes a `ValidKernel`
+/// needs not validate it again: the runtime's kernel intake validates each kernel once, and
+/// everything after it trusts this type.
+#[derive(Clone, Debug)]
+pub struct ValidKernel {
+    kernel: Kernel,
+    types: Types,
+}
+
+impl ValidKernel {
+    /// Validates `kernel`.
+    pub fn new(kernel: Kernel) -> Result<ValidKernel, ValidateError> {
+        let types = validate(&kernel)?;
+        Ok(ValidKernel { kernel, types })
+    }
+
+    /// The kernel.
+    pub fn kernel(&self) -> &Kernel {
+        &self.kernel
+    }
+
+    /// The type of every value.
+    pub fn types(&self) -> &Types {
+        &self.types
+    }
+
+    /// The kernel, giving up the proof that it is valid.
+    pub fn into_kernel(self) -> Kernel {
+        self.kernel
+    }
+}
+
+impl std::ops::Deref for ValidKernel {
+    type Target = Kernel;
+
+    fn deref(&self) -> &Kernel {
+        &self.kernel
+    }
 }
 
 /// Renumbers the values of `kernel` into definition order: the `n`-th value defined, walking

@@ -6,10 +6,11 @@
 //! back from Weft or from `.npy` files) and compare every output element.
 
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod reference;
 
-use weft_host::{Config, Numeric, Runtime, Sparse};
+use weft::{Config, Numeric, Runtime, Sparse};
 
 /// The numeric plugin in a fresh runtime with two worker threads and `pieces` points per
 /// launch (more than one splits every array into tiles, to check that results do not depend

@@ -9,14 +9,14 @@
 use std::process::ExitCode;
 
 use rayon::prelude::*;
+use weft::{Numeric, Runtime};
 use weft_examples::black_scholes::{self, Cnd, RISK_FREE, VOLATILITY};
 use weft_examples::{AppError, Args, Cli, Report, bench, run_main, say, timing};
-use weft_host::{Numeric, Runtime};
 
 const NAME: &str = "bench_black_scholes";
 
-fn numeric(args: &Args, fusion: bool) -> weft_host::Result<Numeric> {
-    let config = weft_host::Config {
+fn numeric(args: &Args, fusion: bool) -> weft::Result<Numeric> {
+    let config = weft::Config {
         fusion,
         ..args.config()
     };
@@ -25,7 +25,7 @@ fn numeric(args: &Args, fusion: bool) -> weft_host::Result<Numeric> {
 
 /// The cumulative normal distribution through erf, as the Weft version computes it.
 fn cnd(d: f64) -> f64 {
-    0.5 + 0.5 * weft_host::cpu::math::erf(d * std::f64::consts::FRAC_1_SQRT_2)
+    0.5 + 0.5 * weft_cpu::math::erf(d * std::f64::consts::FRAC_1_SQRT_2)
 }
 
 /// Prices every option with a plain loop, split across `pool`.

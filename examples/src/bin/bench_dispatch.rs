@@ -11,23 +11,24 @@
 //! 2^20 elements, the intermediate ones temporaries. Prints one JSON line.
 
 use std::process::ExitCode;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Instant;
 
+use weft::{Numeric, Runtime};
+use weft_cpu::CpuBackend;
 use weft_examples::{AppError, Args, Cli, Report, run_main, say, timing::median};
-use weft_host::cpu::CpuBackend;
-use weft_host::fusion::Fuser;
-use weft_host::runtime::partition::{Partition, RootPartition, Tiling};
-use weft_host::runtime::stores::{StoreId, Stores};
-use weft_host::runtime::task::{IndexTask, KernelEntry, PluginId, TaskArg};
-use weft_host::{Numeric, Runtime};
+use weft_fusion::Fuser;
 use weft_ir::{DType, KernelBuilder, Privilege, Scalar};
+use weft_runtime::KernelEntry;
+use weft_runtime::partition::{Partition, RootPartition, Tiling};
+use weft_runtime::stores::{StoreId, Stores};
+use weft_runtime::task::{IndexTask, PluginId, TaskArg};
 
 const NAME: &str = "bench_dispatch";
 const ELEMENTS: u64 = 1 << 20;
 
 /// `out = a * s + 1`.
-fn kernel() -> Arc<KernelEntry> {
+fn kernel() -> Result<Arc<KernelEntry>, AppError> {
     let mut k = KernelBuilder::new("bench.axpb");
     let a = k.store(DType::F64, 1, Privilege::Read);
     let out = k.store(DType::F64, 1, Privilege::Write);
@@ -39,12 +40,7 @@ fn kernel() -> Arc<KernelEntry> {
         let z = b.add(y, one);
         b.store(out, i, z);
     });
-    Arc::new(KernelEntry {
-        id: 1,
-        name: "bench.axpb".into(),
-        ir: k.finish(),
-        compiled: OnceLock::new(),
-    })
+    Ok(Arc::new(KernelEntry::new("bench.axpb", &k.finish())?))
 }
 
 /// A chain of `len` tasks over stores of `ELEMENTS` elements, launched on `points` points.
@@ -53,7 +49,7 @@ fn window(
     len: usize,
     points: u64,
 ) -> Result<(Vec<IndexTask>, Vec<StoreId>), AppError> {
-    let entry = kernel();
+    let entry = kernel()?;
     let ids: Vec<StoreId> = (0..=len)
         .map(|_| stores.create(vec![ELEMENTS], DType::F64))
         .collect::<Result<_, _>>()?;
@@ -78,8 +74,7 @@ fn window(
         tasks.push(IndexTask {
             seq: i as u64 + 1,
             plugin: PluginId(0),
-            key: "axpb".into(),
-            kernel: Some(entry.clone()),
+            kernel: entry.clone(),
             launch: vec![points],
             args: vec![
                 arg(stores, ids[i], Privilege::Read)?,
@@ -95,7 +90,8 @@ fn window(
     }
     // The application keeps the first and the last store; the rest are temporaries.
     for &id in &ids[1..len] {
-        stores.release(id);
+        // Nothing is allocated, so no buffer comes back to free.
+        let _ = stores.release(id);
     }
     Ok((tasks, ids))
 }
@@ -114,14 +110,14 @@ fn run(args: &Args) -> Result<(), AppError> {
         for _ in 0..reps {
             let mut fuser = Fuser::default();
             let start = Instant::now();
-            let planned = fuser.plan(&tasks, &stores, &readers)?;
+            let planned = fuser.analyse(&tasks, &stores, &readers)?;
             miss.push(start.elapsed().as_secs_f64() / len as f64);
             if planned.plan.prefix != len {
                 return Err(format!("only {} of {len} tasks fused", planned.plan.prefix).into());
             }
             let start = Instant::now();
             for _ in 0..100 {
-                let again = fuser.plan(&tasks, &stores, &readers)?;
+                let again = fuser.analyse(&tasks, &stores, &readers)?;
                 if !again.hit {
                     return Err("the second plan was not a memo hit".into());
                 }
@@ -131,9 +127,9 @@ fn run(args: &Args) -> Result<(), AppError> {
                 && let Some(fused) = &planned.plan.fused
             {
                 let mut backend = CpuBackend::new()?;
-                let _ = backend.compile(&kernel().ir)?; // the module's first function
+                let _ = backend.compile(kernel()?.ir())?; // the module's first function
                 let start = Instant::now();
-                backend.compile(&fused.kernel.ir)?;
+                backend.compile(fused.kernel.ir())?;
                 compile_ms = compile_ms.max(start.elapsed().as_secs_f64() * 1e3);
             }
         }
@@ -147,7 +143,7 @@ fn run(args: &Args) -> Result<(), AppError> {
     // End to end: a steady-state loop of element-wise ops on tiny arrays.
     let np = Numeric::new(Runtime::new(args.config())?, weft_plugin_artifacts::NUMERIC)?;
     let x = np.ones(&[16], DType::F64);
-    let step = |x: &weft_host::Array| -> weft_host::Array {
+    let step = |x: &weft::Array| -> weft::Array {
         let mut y = x * 1.0001 + 1.0;
         for _ in 1..len {
             y = &y * 1.0001 + 1.0;

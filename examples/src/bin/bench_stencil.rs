@@ -5,14 +5,14 @@
 
 use std::process::ExitCode;
 
+use weft::{Numeric, Runtime};
 use weft_examples::stencil::{Stencil, initial_grid};
 use weft_examples::{AppError, Args, Cli, Kind, Report, bench, run_main, say};
-use weft_host::{Numeric, Runtime};
 
 const NAME: &str = "bench_stencil";
 
-fn numeric(args: &Args, fusion: bool) -> weft_host::Result<Numeric> {
-    let config = weft_host::Config {
+fn numeric(args: &Args, fusion: bool) -> weft::Result<Numeric> {
+    let config = weft::Config {
         fusion,
         ..args.config()
     };

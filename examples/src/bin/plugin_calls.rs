@@ -7,8 +7,8 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
+use weft::{Numeric, Runtime, Value};
 use weft_examples::{AppError, Cli, timing::median};
-use weft_host::{Numeric, Runtime, Value};
 use weft_ir::DType;
 
 fn per_call_ns(

@@ -87,7 +87,7 @@
 //!
 //! The largest errors measured against Rust's `f64` and `f32` functions (and, for `erf`,
 //! fdlibm's, as in the CPU back end's `erf`), over dense sweeps and random arguments (the tests
-//! `math_lowering.rs` in this crate and `cpu_math_lowered.rs` in `weft-host`, which assert
+//! `math_lowering.rs` in this crate and `cpu_math_lowered.rs` in `weft-cpu`, which assert
 //! 4 ulp, or 1e-15 relative for `erf`):
 //!
 //! | function | domain | `f64` | `f32` |

@@ -1,0 +1,314 @@
+//! [`CpuBackend`]: the CPU's implementation of the runtime's back-end seam.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use weft_ir::{Kernel, Scalar};
+use weft_runtime::{Backend, Binding, BufferId, KernelEntry, KernelId, MemoryStats, Prepared};
+
+use crate::compile::{CompiledKernel, Compiler, StoreView};
+use crate::memory::Memory;
+use crate::{Error, Result};
+
+/// How a CPU back end is set up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CpuOptions {
+    /// Worker threads that run kernels (0: one per core).
+    pub threads: usize,
+    /// The most bytes of freed buffers kept for reuse (0: memory is freed at once).
+    pub pool_bytes: u64,
+    /// Whether vectorized loops may run in AVX-512 code where the CPU has it (same bits
+    /// either way).
+    pub avx512: bool,
+}
+
+impl Default for CpuOptions {
+    fn default() -> Self {
+        CpuOptions {
+            threads: 0,
+            pool_bytes: 1 << 30,
+            avx512: true,
+        }
+    }
+}
+
+/// The CPU back end: host memory, a Cranelift compiler, a cache of compiled kernels by
+/// content id, and a thread pool that runs them.
+pub struct CpuBackend {
+    compiler: Compiler,
+    memory: Memory,
+    kernels: HashMap<KernelId, CompiledKernel>,
+    pool: rayon::ThreadPool,
+    /// Scratch memory of task-local temporaries, one per binding, reused across points.
+    scratch: Vec<Vec<u64>>,
+}
+
+impl std::fmt::Debug for CpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuBackend")
+            .field("kernels", &self.kernels.len())
+            .field("threads", &self.pool.current_num_threads())
+            .finish_non_exhaustive()
+    }
+}
+
+impl CpuBackend {
+    /// A back end with the default options (one thread per core).
+    pub fn new() -> Result<CpuBackend> {
+        CpuBackend::with_options(&CpuOptions::default())
+    }
+
+    /// A back end with `options`.
+    pub fn with_options(options: &CpuOptions) -> Result<CpuBackend> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(options.threads)
+            .thread_name(|i| format!("weft-worker-{i}"))
+            .build()
+            .map_err(|e| Error::Threads(e.to_string()))?;
+        let mut compiler = Compiler::new()?;
+        compiler.set_avx512(options.avx512);
+        Ok(CpuBackend {
+            compiler,
+            memory: Memory::with_pool(options.pool_bytes),
+            kernels: HashMap::new(),
+            pool,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// The compiler, to change its settings (see [`Compiler::set_simd`] and
+    /// [`Compiler::set_avx512`]).
+    pub fn compiler(&mut self) -> &mut Compiler {
+        &mut self.compiler
+    }
+
+    /// Validates `kernel` and compiles it (without caching it): see [`Compiler::compile`].
+    pub fn compile(&mut self, kernel: &Kernel) -> Result<CompiledKernel> {
+        self.compiler.compile(kernel)
+    }
+
+    /// Turns the vector lowering on or off: see [`Compiler::set_simd`].
+    pub fn set_simd(&mut self, enabled: bool) {
+        self.compiler.set_simd(enabled);
+    }
+
+    /// Turns the AVX-512 bodies on or off: see [`Compiler::set_avx512`].
+    pub fn set_avx512(&mut self, enabled: bool) {
+        self.compiler.set_avx512(enabled);
+    }
+
+    /// Whether the vector lowering is on.
+    pub fn simd(&self) -> bool {
+        self.compiler.simd()
+    }
+
+    /// Whether kernels compiled now may use AVX-512 bodies.
+    pub fn avx512(&self) -> bool {
+        self.compiler.avx512()
+    }
+
+    /// Whether this CPU has what the AVX-512 bodies need.
+    pub fn avx512_detected() -> bool {
+        Compiler::avx512_detected()
+    }
+
+    /// The compiled kernel cached for `id`.
+    pub fn compiled(&self, id: KernelId) -> Option<&CompiledKernel> {
+        self.kernels.get(&id)
+    }
+
+    /// The threads kernels run on.
+    pub fn threads(&self) -> usize {
+        self.pool.current_num_threads()
+    }
+
+    fn launch_views(
+        &mut self,
+        kernel: KernelId,
+        bindings: &[Binding],
+        scalars: &[Scalar],
+    ) -> Result<()> {
+        let compiled = self
+            .kernels
+            .get(&kernel)
+            .ok_or_else(|| Error::Memory(format!("kernel {kernel} was not prepared")))?;
+        if self.scratch.len() < bindings.len() {
+            self.scratch.resize(bindings.len(), Vec::new());
+        }
+        let mut views = Vec::with_capacity(bindings.len());
+        for (binding, scratch) in bindings.iter().zip(self.scratch.iter_mut()) {
+            views.push(match binding {
+                Binding::Buffer {
+                    buffer,
+                    offset,
+                    extents,
+                    strides,
+                    origin,
+                    element_size,
+                } => {
+                    let (base, len) = self.memory.base(*buffer)?;
+                    check_inside(
+                        compiled.name(),
+                        *offset,
+                        extents,
+                        strides,
+                        *element_size,
+                        len,
+                    )?;
+                    StoreView {
+                        // SAFETY: `check_inside` showed that every element the view reaches,
+                        // the one at `offset` included, lies inside the buffer (an empty view
+                        // may point one past its end, which `wrapping_add` keeps sound).
+                        ptr: base.wrapping_add(*offset as usize * element_size),
+                        extents: extents.clone(),
+                        strides: strides.clone(),
+                        origin: origin.clone(),
+                    }
+                }
+                Binding::Scratch {
+                    extents,
+                    origin,
+                    element_size,
+                } => {
+                    let volume = extents
+                        .iter()
+                        .try_fold(1usize, |a, &e| a.checked_mul(usize::try_from(e).ok()?))
+                        .and_then(|v| v.checked_mul(*element_size))
+                        .ok_or_else(|| {
+                            Error::Memory(format!("scratch of extents {extents:?} is too large"))
+                        })?;
+                    scratch.clear();
+                    scratch.resize(volume.div_ceil(8).max(1), 0);
+                    let mut view = StoreView::dense(scratch.as_mut_ptr().cast(), extents);
+                    view.origin = origin.clone();
+                    view
+                }
+            });
+        }
+        // SAFETY: every buffer view lies inside its buffer (checked above) with the buffer's
+        // strides, every scratch view inside a dense buffer of its volume; buffers and scratch
+        // stay alive and unmoved for the call (`self` is borrowed mutably), and the runtime
+        // never binds one buffer's element to two points that write it concurrently (a
+        // written partition's tiles are disjoint; a compiled kernel splits only its own
+        // parallel loop across threads).
+        unsafe { compiled.run(&views, scalars, &self.pool) }
+    }
+}
+
+/// Checks that a view of `extents` and `strides` (in elements) at element `offset` stays
+/// inside a buffer of `len` bytes.
+fn check_inside(
+    kernel: &str,
+    offset: u64,
+    extents: &[i64],
+    strides: &[i64],
+    element_size: usize,
+    len: usize,
+) -> Result<()> {
+    let fault = || Error::KernelFault {
+        kernel: kernel.to_string(),
+        message: format!(
+            "a binding at element {offset} with extents {extents:?} and strides {strides:?} \
+             reaches outside its buffer of {len} bytes"
+        ),
+    };
+    if extents.len() != strides.len() || extents.iter().any(|&e| e < 0) {
+        return Err(fault());
+    }
+    if extents.contains(&0) {
+        return if offset.saturating_mul(element_size as u64) <= len as u64 {
+            Ok(())
+        } else {
+            Err(fault())
+        };
+    }
+    let (mut lo, mut hi) = (i128::from(offset), i128::from(offset));
+    for (&e, &s) in extents.iter().zip(strides) {
+        let reach = i128::from(e - 1) * i128::from(s);
+        if reach < 0 {
+            lo += reach;
+        } else {
+            hi += reach;
+        }
+    }
+    let elements = (len / element_size.max(1)) as i128;
+    if lo < 0 || hi >= elements {
+        return Err(fault());
+    }
+    Ok(())
+}
+
+impl Backend for CpuBackend {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn alloc(&mut self, bytes: u64) -> weft_runtime::Result<BufferId> {
+        Ok(self.memory.alloc(bytes)?)
+    }
+
+    fn free(&mut self, buffer: BufferId) {
+        self.memory.free(buffer);
+    }
+
+    fn write(&mut self, buffer: BufferId, offset: u64, data: &[u8]) -> weft_runtime::Result<()> {
+        let bytes = self.memory.bytes_mut(buffer)?;
+        let range = byte_range(bytes.len(), offset, data.len())?;
+        bytes[range].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn read(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> weft_runtime::Result<()> {
+        let bytes = self.memory.bytes(buffer)?;
+        let range = byte_range(bytes.len(), offset, out.len())?;
+        out.copy_from_slice(&bytes[range]);
+        Ok(())
+    }
+
+    fn is_prepared(&self, kernel: KernelId) -> bool {
+        self.kernels.contains_key(&kernel)
+    }
+
+    fn prepare(&mut self, kernel: &KernelEntry) -> weft_runtime::Result<Prepared> {
+        if self.kernels.contains_key(&kernel.id()) {
+            return Ok(Prepared::Cached);
+        }
+        let compiled = self.compiler.compile_valid(kernel.ir(), Instant::now())?;
+        let time = compiled.compile_time();
+        self.kernels.insert(kernel.id(), compiled);
+        Ok(Prepared::Compiled(time))
+    }
+
+    fn launch(
+        &mut self,
+        kernel: KernelId,
+        bindings: &[Binding],
+        scalars: &[Scalar],
+    ) -> weft_runtime::Result<()> {
+        Ok(self.launch_views(kernel, bindings, scalars)?)
+    }
+
+    fn synchronize(&mut self) -> weft_runtime::Result<()> {
+        // Launches run to completion before `launch` returns.
+        Ok(())
+    }
+
+    fn memory(&self) -> MemoryStats {
+        MemoryStats {
+            allocated: self.memory.allocated(),
+            pooled: self.memory.pooled(),
+        }
+    }
+}
+
+fn byte_range(len: usize, offset: u64, n: usize) -> Result<std::ops::Range<usize>> {
+    usize::try_from(offset)
+        .ok()
+        .and_then(|start| Some(start..start.checked_add(n)?))
+        .filter(|r| r.end <= len)
+        .ok_or_else(|| {
+            Error::Memory(format!(
+                "{n} bytes at offset {offset} reach outside a buffer of {len} bytes"
+            ))
+        })
+}

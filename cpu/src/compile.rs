@@ -1,0 +1,390 @@
+//! The kernel compiler: kernel IR to native code with Cranelift, and compiled kernels that
+//! run one point task's sub-stores on a thread pool. See the crate documentation for how a
+//! kernel runs, its calling convention and its memory safety.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cranelift_codegen::Context;
+use cranelift_codegen::ir::AbiParam;
+use cranelift_codegen::isa::OwnedTargetIsa;
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{Linkage, Module, default_libcall_names};
+use weft_ir::{DType, Kernel, Scalar};
+
+use crate::launch::{KernelFn, Plan, PlanStep};
+use crate::lower;
+use crate::lower::vector::Features;
+use crate::lower::{MathDecls, StepKind, Target};
+use crate::math::MathFn;
+use crate::{Error, Result};
+use weft_ir::ValidKernel;
+
+/// The JIT module, shared by the backend and every kernel compiled in it; the code is freed
+/// when the last of them is dropped.
+struct CodeOwner {
+    module: Mutex<Option<JITModule>>,
+}
+
+impl Drop for CodeOwner {
+    fn drop(&mut self) {
+        let module = match self.module.get_mut() {
+            Ok(m) => m.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        if let Some(module) = module {
+            // SAFETY: the owner is dropped when no backend and no compiled kernel holds it, so
+            // no function of the module can run or be called afterwards.
+            unsafe { module.free_memory() };
+        }
+    }
+}
+
+/// The kernel compiler of the CPU back end: one Cranelift JIT module, to which each compiled
+/// kernel adds its functions.
+pub struct Compiler {
+    code: Arc<CodeOwner>,
+    ctx: Context,
+    math: MathDecls,
+    /// What the vector lowering may use on this CPU; `None` when it is off.
+    simd: Option<Features>,
+    /// The vector lowering's features on this CPU (`None` where it has none), whether or not
+    /// the lowering is on.
+    simd_detected: Option<Features>,
+    /// The ISA that compiles vector functions: the module's, without Cranelift's optimizer.
+    vector_isa: OwnedTargetIsa,
+}
+
+impl std::fmt::Debug for Compiler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compiler").finish_non_exhaustive()
+    }
+}
+
+/// The host's ISA with the back end's flags and Cranelift's optimization level `opt_level`.
+fn native_isa(opt_level: &str) -> Result<OwnedTargetIsa> {
+    let mut flags = settings::builder();
+    for (name, value) in [
+        ("opt_level", opt_level),
+        ("use_colocated_libcalls", "false"),
+        ("is_pic", "false"),
+        // Kernels neither unwind nor are unwound through.
+        ("unwind_info", "false"),
+        // The lowering type-checks everything it emits; the verifier would only double
+        // the compile time.
+        (
+            "enable_verifier",
+            if cfg!(debug_assertions) {
+                "true"
+            } else {
+                "false"
+            },
+        ),
+    ] {
+        flags.set(name, value).map_err(backend_error)?;
+    }
+    cranelift_native::builder()
+        .map_err(backend_error)?
+        .finish(settings::Flags::new(flags))
+        .map_err(backend_error)
+}
+
+fn backend_error(message: impl std::fmt::Display) -> Error {
+    Error::Compile {
+        kernel: "<cpu backend>".into(),
+        message: message.to_string(),
+    }
+}
+
+impl Compiler {
+    /// A compiler for the host's CPU (features detected at run time), optimizing for speed.
+    pub fn new() -> Result<Self> {
+        let isa = native_isa("speed")?;
+        // Vector functions keep the order in which they are emitted (see `lower::vector`).
+        let vector_isa = native_isa("none")?;
+        let simd_detected = Features::of(&*isa);
+        let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
+        for f in MathFn::ALL {
+            for dt in [DType::F32, DType::F64] {
+                builder.symbol(f.symbol(dt), f.address(dt));
+            }
+        }
+        let mut module = JITModule::new(builder);
+        let mut ids = HashMap::new();
+        for f in MathFn::ALL {
+            for dt in [DType::F32, DType::F64] {
+                let ty = if dt == DType::F32 {
+                    cranelift_codegen::ir::types::F32
+                } else {
+                    cranelift_codegen::ir::types::F64
+                };
+                let mut sig = module.make_signature();
+                for _ in 0..f.arity() {
+                    sig.params.push(AbiParam::new(ty));
+                }
+                sig.returns.push(AbiParam::new(ty));
+                let id = module
+                    .declare_function(f.symbol(dt), Linkage::Import, &sig)
+                    .map_err(backend_error)?;
+                ids.insert((f, dt), id);
+            }
+        }
+        let ctx = module.make_context();
+        Ok(Compiler {
+            code: Arc::new(CodeOwner {
+                module: Mutex::new(Some(module)),
+            }),
+            ctx,
+            math: MathDecls { ids },
+            simd: simd_detected,
+            simd_detected,
+            vector_isa,
+        })
+    }
+
+    /// Turns the vector lowering of parallel loops on (the default) or off, for the kernels
+    /// compiled from now on. With it off every loop runs the scalar code; the results are then
+    /// the same bits, except for the order of floating-point `sum` and `prod` reductions into
+    /// rank-0 stores (see the module documentation).
+    pub fn set_simd(&mut self, enabled: bool) {
+        self.simd = if enabled { self.simd_detected } else { None };
+    }
+
+    /// Whether the vector lowering is on (it is never on for a CPU without 128-bit vectors that
+    /// Cranelift supports).
+    pub fn simd(&self) -> bool {
+        self.simd.is_some()
+    }
+
+    /// Turns the AVX-512 bodies on (the default where the CPU has AVX-512 F and DQ) or off,
+    /// for the kernels compiled from now on. With them on, a vectorized loop with 64-bit lanes
+    /// whose body they take runs each row's first `8 * floor(len / 8)` iterations in 512-bit
+    /// registers; the results are the same bits either way. They are never on without the
+    /// vector lowering, nor on a CPU without AVX-512.
+    pub fn set_avx512(&mut self, enabled: bool) {
+        let detected = self.simd_detected.is_some_and(|f| f.avx512);
+        if let Some(f) = &mut self.simd {
+            f.avx512 = enabled && detected;
+        }
+    }
+
+    /// Whether kernels compiled now may use AVX-512 bodies.
+    pub fn avx512(&self) -> bool {
+        self.simd.is_some_and(|f| f.avx512)
+    }
+
+    /// Whether this CPU has what the AVX-512 bodies need (AVX-512 F and DQ, enabled by the
+    /// operating system).
+    pub fn avx512_detected() -> bool {
+        lower::avx512::detected()
+    }
+
+    /// Validates `kernel` and compiles it. Any problem is an [`Error::Compile`] naming the
+    /// kernel.
+    pub fn compile(&mut self, kernel: &Kernel) -> Result<CompiledKernel> {
+        let start = Instant::now();
+        let valid = ValidKernel::new(kernel.clone()).map_err(|e| Error::Compile {
+            kernel: kernel.name.clone(),
+            message: format!("invalid IR: {}", e.message),
+        })?;
+        self.compile_valid(&valid, start)
+    }
+
+    /// Compiles a validated kernel; `start` is when compiling began (for
+    /// [`CompiledKernel::compile_time`]).
+    pub fn compile_valid(&mut self, valid: &ValidKernel, start: Instant) -> Result<CompiledKernel> {
+        let kernel = valid.kernel();
+        let types = valid.types();
+        let err = |message: String| Error::Compile {
+            kernel: kernel.name.clone(),
+            message,
+        };
+        let mut guard = self
+            .code
+            .module
+            .lock()
+            .map_err(|_| err("the JIT module was poisoned by an earlier panic".into()))?;
+        let module = guard
+            .as_mut()
+            .ok_or_else(|| err("the JIT module is gone".into()))?;
+        let lowered = lower::lower_kernel(
+            kernel,
+            Target {
+                module,
+                ctx: &mut self.ctx,
+                math: &self.math,
+                types,
+                simd: self.simd,
+                vector_isa: &*self.vector_isa,
+            },
+        )
+        .map_err(err)?;
+        module
+            .finalize_definitions()
+            .map_err(|e| err(format!("finalize: {e}")))?;
+        let steps = lowered
+            .steps
+            .into_iter()
+            .map(|s| {
+                let code = module.get_finalized_function(s.func);
+                // SAFETY: `code` is a finalized function of this module, compiled with the
+                // signature that `KernelFn` spells out (see `lower`), in the default calling
+                // convention of the host, which is `extern "C"`. The module outlives every
+                // `CompiledKernel` (each holds the `CodeOwner`).
+                let func = unsafe { std::mem::transmute::<*const u8, KernelFn>(code) };
+                PlanStep {
+                    kind: s.kind,
+                    func,
+                    vectorized: s.vectorized,
+                    avx512: s.avx512,
+                }
+            })
+            .collect();
+        drop(guard);
+        Ok(CompiledKernel {
+            inner: Arc::new(KernelInner {
+                plan: Plan {
+                    name: kernel.name.clone(),
+                    layout: lowered.layout,
+                    steps,
+                    faults: lowered.faults,
+                },
+                compile_time: start.elapsed(),
+                _tables: lowered.tables,
+                _code: Arc::clone(&self.code),
+            }),
+        })
+    }
+}
+
+struct KernelInner {
+    plan: Plan,
+    compile_time: Duration,
+    /// The constant tables that the machine code reads at fixed addresses; kept alive with it.
+    _tables: Vec<lower::vector::ConstTable>,
+    /// Keeps the machine code alive.
+    _code: Arc<CodeOwner>,
+}
+
+/// A kernel compiled for the CPU. Cheap to clone; usable from any thread.
+#[derive(Clone)]
+pub struct CompiledKernel {
+    inner: Arc<KernelInner>,
+}
+
+impl std::fmt::Debug for CompiledKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledKernel")
+            .field("name", &self.name())
+            .field("parallel_loops", &self.parallel_loops())
+            .field("vectorized_loops", &self.vectorized_loops())
+            .field("avx512_loops", &self.avx512_loops())
+            .field("compile_time", &self.compile_time())
+            .finish()
+    }
+}
+
+/// One store argument of one point task: the sub-store of a store parameter.
+#[derive(Clone, Debug)]
+pub struct StoreView {
+    /// Address of the element at index 0 in every dimension.
+    pub ptr: *mut u8,
+    /// Extent of each dimension.
+    pub extents: Vec<i64>,
+    /// Stride of each dimension, in elements.
+    pub strides: Vec<i64>,
+    /// Global coordinates of the sub-store's origin (what `Op::Origin` reads).
+    pub origin: Vec<i64>,
+}
+
+impl StoreView {
+    /// A dense row-major view of `extents` at `ptr`, with origin 0.
+    pub fn dense(ptr: *mut u8, extents: &[i64]) -> StoreView {
+        let mut strides = vec![1i64; extents.len()];
+        for d in (0..extents.len().saturating_sub(1)).rev() {
+            strides[d] = strides[d + 1].saturating_mul(extents[d + 1]);
+        }
+        StoreView {
+            ptr,
+            extents: extents.to_vec(),
+            strides,
+            origin: vec![0; extents.len()],
+        }
+    }
+}
+
+impl CompiledKernel {
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.inner.plan.name
+    }
+
+    /// How long [`Compiler::compile`] took for this kernel (validation included).
+    pub fn compile_time(&self) -> Duration {
+        self.inner.compile_time
+    }
+
+    /// Number of parallel loops (each a separately launched step).
+    pub fn parallel_loops(&self) -> usize {
+        self.inner
+            .plan
+            .steps
+            .iter()
+            .filter(|s| matches!(s.kind, StepKind::Parallel { .. }))
+            .count()
+    }
+
+    /// Number of parallel loops compiled as vector functions (see the module documentation). A
+    /// vectorized loop still runs its scalar code when a store it reads or writes as contiguous
+    /// vectors has an innermost stride other than one element.
+    pub fn vectorized_loops(&self) -> usize {
+        self.inner
+            .plan
+            .steps
+            .iter()
+            .filter(|s| s.vectorized)
+            .count()
+    }
+
+    /// Number of vectorized loops whose rows run their bulk, eight iterations at a time, in
+    /// AVX-512 code (see [`Compiler::set_avx512`]).
+    pub fn avx512_loops(&self) -> usize {
+        self.inner.plan.steps.iter().filter(|s| s.avx512).count()
+    }
+
+    /// Runs the kernel on one point task: `stores` are the kernel's store parameters in order,
+    /// `scalars` its scalar parameters in order. Parallel loops are split across `pool`.
+    ///
+    /// Returns [`Error::KernelFault`] if the arguments do not match the kernel's parameters
+    /// (count, rank, scalar type, a negative extent) or an index is out of bounds. After a fault
+    /// the stores the kernel writes hold unspecified values (but nothing outside them changed).
+    ///
+    /// # Safety
+    /// Each view's `ptr` is valid for reads and writes (as its parameter's privilege allows) of
+    /// every element at offset `sum(i_d * strides_d)` elements for `0 <= i_d < extents_d`, and
+    /// no other thread touches stores written here while this runs.
+    pub unsafe fn run(
+        &self,
+        stores: &[StoreView],
+        scalars: &[Scalar],
+        pool: &rayon::ThreadPool,
+    ) -> Result<()> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.inner.plan.run(stores, scalars, pool) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernels_and_compiler_are_thread_safe() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        fn assert_send<T: Send>() {}
+        assert_send_sync::<CompiledKernel>();
+        assert_send::<Compiler>();
+    }
+}

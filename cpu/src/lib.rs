@@ -1,0 +1,88 @@
+//! The CPU back end: kernel IR compiled with Cranelift and run on a rayon pool, and host memory
+//! for stores, as an implementation of `weft-runtime`'s [`Backend`](weft_runtime::Backend)
+//! seam.
+//!
+//! - [`CpuBackend`] (`backend`) implements the seam: buffers in host memory with a pool that
+//!   reuses freed memory (`memory`), kernels compiled on first use and cached by their content
+//!   id, launches on its own thread pool.
+//! - [`Compiler`] (`compile`) lowers validated kernel IR to native code in one JIT module
+//!   (`lower`: scalar, 128-bit vector and AVX-512 code; `launch`: running the steps);
+//!   [`CompiledKernel::run`] runs one point task's sub-stores.
+//! - `math`: the scalar math functions the lowering may call.
+//!
+//! It depends on `weft-runtime` and `weft-ir`, and must not depend on the plugin host, the
+//! planner or any other back end.
+//!
+//! # How a kernel runs
+//! - Every top-level parallel loop is its own compiled function. The launcher cuts the loop's
+//!   outermost dimension into chunks of a fixed number of rows (about 16K iterations per chunk;
+//!   the number depends only on the loop's shape, never on the thread count) and runs the
+//!   chunks on the pool. Parallel loops run one after another, with a barrier between them.
+//! - Top-level code between parallel loops that has an effect (a store, a load, a `for` loop)
+//!   is compiled into sequential functions that run on the calling thread. Pure top-level
+//!   values (constants, scalar parameters, extents and arithmetic on them) are recomputed
+//!   inside each function that uses them, so they stay constants for Cranelift.
+//! - Reductions: a store with `Reduce` privilege that a parallel loop reduces into is updated in
+//!   place when every reduction into it is indexed on its dimension 0 by the loop's dimension-0
+//!   index (the chunks then touch disjoint rows). Otherwise each chunk reduces into a private
+//!   buffer (dense, initialised to the identity; for a rank-0 target, a register written once
+//!   at the end of the chunk), and the buffers are folded into the store in chunk order. The
+//!   result is bit-identical for any number of threads.
+//! - Vectors: a parallel loop whose body the vector lowering takes (element-wise arithmetic,
+//!   comparisons, selects, contiguous loads and stores, rank-0 reductions in registers; see
+//!   `lower::vector`) is compiled into one vector function instead: its innermost dimension
+//!   runs in 128-bit vectors (`f64x2`, `f32x4`, ...), with a scalar loop for each row's
+//!   remainder, and for whole rows when a contiguous store's innermost stride is not one
+//!   element. Element-wise results equal the scalar code's bit for bit; rank-0 reductions
+//!   combine lanes in a fixed order, so they too are independent of the thread count.
+//! - AVX-512: where the CPU has AVX-512 F and DQ, a vector function with 64-bit lanes, no
+//!   reduction and no use of the loop index as a value first calls a body of 512-bit machine
+//!   code emitted by the back end itself (`lower::avx512`) for most of each row, 32 iterations
+//!   per step; the 128-bit and scalar loops run the rest. Same operations, same bits (up to the
+//!   sign and payload of a NaN made by arithmetic, which the IR leaves open).
+//!
+//! # Calling convention
+//! Each step (a parallel loop, or a run of top-level code with effects) is one function
+//! `extern "C" fn(frame: *mut u64, red: *const *mut u8, lo: i64, hi: i64) -> i64`:
+//! - `frame` holds 64-bit words built by `run` for each call: per store parameter its data
+//!   pointer, extents, strides in bytes, origins and dense (row-major) strides in bytes; per
+//!   scalar parameter its value; then words where sequential steps leave values for later steps.
+//!   Base pointers, extents and strides are loaded once, in the function's entry block.
+//! - `red` holds one pointer per chunk-private reduction buffer of a parallel step.
+//! - A parallel step runs rows `lo..hi` of its loop's outermost dimension (all of the inner
+//!   ones); a sequential step is called with `0, 1`.
+//! - It returns 0, or `1 + i` for the `i`-th out-of-bounds site (a parameter and a dimension).
+//!
+//! # Memory safety
+//! Every index of every load, store and reduction is compared (unsigned) with the extent of
+//! its store's view, except an index that is directly the parallel loop's index of dimension
+//! `k`, used on dimension `d` of a store: that one is proven by checking, in
+//! [`CompiledKernel::run`] before the loop starts, that the loop's extent on `k` is at most the
+//! store's extent on `d`. (So such an access counts as executed by every iteration, even inside
+//! a sequential loop that might run zero times.) A failed check stops the kernel and `run`
+//! returns [`Error::KernelFault`] naming the kernel, the parameter and the dimension.
+//! Integer division never traps (see `weft_ir`'s semantics).
+//!
+//! # Semantics chosen here
+//! - Float `rem` is C's `fmod` (so `x rem 0.0` is NaN); integer `rem` and `div` by zero give 0.
+//! - Casts to `bool` compare with zero; NaN casts to `true`. A `bool` loaded from memory is true
+//!   when its byte is nonzero; stores write 0 or 1.
+//! - On `bool`: `min`/`and` and `max`/`or` are the logical operators; the `sum` and `max`
+//!   reductions are "any", `prod` and `min` are "all".
+//! - Float `min`/`max` (operators and reductions) give NaN if either operand is NaN, and order
+//!   `-0.0` below `+0.0`.
+
+#![deny(missing_docs)]
+
+mod backend;
+mod compile;
+mod error;
+mod launch;
+mod lower;
+pub mod math;
+mod memory;
+
+pub use backend::{CpuBackend, CpuOptions};
+pub use compile::{CompiledKernel, Compiler, StoreView};
+pub use error::{Error, Result};
+pub use memory::Memory;

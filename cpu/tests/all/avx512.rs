@@ -1,0 +1,507 @@
+//! The AVX-512 loop bodies: every operation they take, and random programs (proptest) that
+//! keep more values alive than there are registers, give the bits of the 128-bit vector code
+//! and of the scalar code, signed zeros included, on rows long and short. A NaN equals any
+//! NaN: the IR leaves the sign and payload of a NaN made by arithmetic unspecified (Cranelift's
+//! optimizer, which compiles the scalar code, rewrites `(-x) * (-y)` as `x * y`, for one).
+//! The per-operation tests of `cpu_simd` check NaN payloads too.
+//!
+//! On a CPU without AVX-512 F and DQ the same programs run, each test says so on standard
+//! error, and they check that no AVX-512 body was compiled.
+
+#![allow(clippy::unwrap_used)]
+
+use crate::util::*;
+use proptest::prelude::{
+    Just, ProptestConfig, Strategy, any, prop, prop_assert, prop_oneof, proptest,
+};
+use weft_cpu::{CompiledKernel, CpuBackend, StoreView};
+use weft_ir::{BinaryOp, CmpOp, DType, Kernel, Privilege, Scalar, UnaryOp, ValueId};
+
+/// A uniform operand: the kernel's scalar parameter of the type, or a constant.
+#[derive(Clone, Copy, Debug)]
+enum Uni {
+    Param,
+    Const(u64),
+}
+
+/// One step of a test program. Indices pick a value of the type from the values computed so
+/// far (modulo their number); every such value varies with the loop index.
+#[derive(Clone, Debug)]
+enum Step {
+    /// `f64 op f64` (the second operand a value or a uniform).
+    F(BinaryOp, usize, Result<usize, Uni>),
+    /// `uniform op f64`: a uniform first operand.
+    FRev(BinaryOp, Uni, usize),
+    FUn(UnaryOp, usize),
+    I(BinaryOp, usize, Result<usize, Uni>),
+    IShift(BinaryOp, usize, u8),
+    IUn(UnaryOp, usize),
+    FCmp(CmpOp, usize, Result<usize, Uni>),
+    ICmp(CmpOp, usize, Result<usize, Uni>),
+    B(BinaryOp, usize, usize),
+    BNot(usize),
+    FSel(usize, usize, Result<usize, Uni>),
+    ISel(usize, usize, usize),
+    BSel(usize, usize, usize),
+    /// Casts: `i64 -> f64`, `bool -> f64`, `bool -> i64`, `f64 -> bool`, `i64 -> bool`, and the
+    /// bitcasts `f64 <-> i64`.
+    Cast(u8, usize),
+}
+
+const F_OPS: [BinaryOp; 6] = FLOAT_BINARY;
+const F_UN: [UnaryOp; 5] = [
+    UnaryOp::Neg,
+    UnaryOp::Abs,
+    UnaryOp::Sqrt,
+    UnaryOp::Floor,
+    UnaryOp::Ceil,
+];
+const I_OPS: [BinaryOp; 8] = INT_VECTOR_BINARY;
+const I_UN: [UnaryOp; 3] = [UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Not];
+const CMPS: [CmpOp; 6] = CmpOp::ALL;
+const B_OPS: [BinaryOp; 5] = [
+    BinaryOp::And,
+    BinaryOp::Or,
+    BinaryOp::Xor,
+    BinaryOp::Min,
+    BinaryOp::Max,
+];
+const CASTS: u8 = CAST_KINDS.len() as u8;
+
+/// The values of each type that a program has made so far.
+struct Pools {
+    f: Vec<ValueId>,
+    i: Vec<ValueId>,
+    b: Vec<ValueId>,
+}
+
+impl Pools {
+    fn of(&self, t: DType) -> &Vec<ValueId> {
+        match t {
+            DType::F64 => &self.f,
+            DType::I64 => &self.i,
+            _ => &self.b,
+        }
+    }
+
+    /// Value `k` (modulo their number) of type `t`; `usize::MAX` picks the last one.
+    fn pick(&self, t: DType, k: usize) -> ValueId {
+        let v = self.of(t);
+        if k == usize::MAX {
+            v[v.len() - 1]
+        } else {
+            v[k % v.len()]
+        }
+    }
+
+    fn push(&mut self, t: DType, r: ValueId) {
+        match t {
+            DType::F64 => self.f.push(r),
+            DType::I64 => self.i.push(r),
+            _ => self.b.push(r),
+        }
+    }
+}
+
+/// The casts of [`Step::Cast`]: from, to, and whether it is a bitcast.
+const CAST_KINDS: [(DType, DType, bool); 7] = [
+    (DType::I64, DType::F64, false),
+    (DType::Bool, DType::F64, false),
+    (DType::Bool, DType::I64, false),
+    (DType::F64, DType::Bool, false),
+    (DType::I64, DType::Bool, false),
+    (DType::F64, DType::I64, true),
+    (DType::I64, DType::F64, true),
+];
+
+/// The kernel of `steps`: loads `a`, `b` (f64) and `n` (i64), runs the steps, and stores the
+/// last f64, the last i64 and the last bool (as 0 or 1) into three outputs. Parameters: `a`,
+/// `b`, `n`, `out_f`, `out_i`, `out_b`, then the scalars `pf: f64`, `pi: i64`.
+fn program(name: &str, steps: &[Step]) -> Kernel {
+    let mut kb = Kb::new();
+    let a = kb.store(DType::F64, 1, Privilege::Read);
+    let b = kb.store(DType::F64, 1, Privilege::Read);
+    let n = kb.store(DType::I64, 1, Privilege::Read);
+    let out_f = kb.store(DType::F64, 1, Privilege::Write);
+    let out_i = kb.store(DType::I64, 1, Privilege::Write);
+    let out_b = kb.store(DType::F64, 1, Privilege::Write);
+    let pf = kb.scalar(DType::F64);
+    let pi = kb.scalar(DType::I64);
+    let (pfv, piv) = (kb.param(pf), kb.param(pi));
+    kb.parallel(out_f, 1, |kb, ix| {
+        let i = ix[0];
+        let zero = kb.f64(0.0);
+        let (fa, fb, ni) = (kb.load(a, &[i]), kb.load(b, &[i]), kb.load(n, &[i]));
+        let mask = kb.cmp(CmpOp::Lt, fa, zero);
+        let mut p = Pools {
+            f: vec![fa, fb],
+            i: vec![ni],
+            b: vec![mask],
+        };
+        let uni = |kb: &mut Kb, u: Uni, t: DType| match (u, t) {
+            (Uni::Param, DType::F64) => pfv,
+            (Uni::Param, _) => piv,
+            (Uni::Const(bits), DType::F64) => kb.f64(f64::from_bits(bits)),
+            (Uni::Const(bits), _) => kb.i64(bits as i64),
+        };
+        let (f, int, bool) = (DType::F64, DType::I64, DType::Bool);
+        for s in steps {
+            let operand = |kb: &mut Kb, p: &Pools, t: DType, y: Result<usize, Uni>| {
+                y.map_or_else(|u| uni(kb, u, t), |y| p.pick(t, y))
+            };
+            let (t, r) = match *s {
+                Step::F(op, x, y) => {
+                    let y = operand(kb, &p, f, y);
+                    (f, kb.bin(op, p.pick(f, x), y))
+                }
+                Step::FRev(op, u, y) => {
+                    let x = uni(kb, u, f);
+                    (f, kb.bin(op, x, p.pick(f, y)))
+                }
+                Step::FUn(op, x) => (f, kb.un(op, p.pick(f, x))),
+                Step::I(op, x, y) => {
+                    let y = operand(kb, &p, int, y);
+                    (int, kb.bin(op, p.pick(int, x), y))
+                }
+                Step::IShift(op, x, amount) => {
+                    let c = kb.i64(i64::from(amount));
+                    (int, kb.bin(op, p.pick(int, x), c))
+                }
+                Step::IUn(op, x) => (int, kb.un(op, p.pick(int, x))),
+                Step::FCmp(op, x, y) => {
+                    let y = operand(kb, &p, f, y);
+                    (bool, kb.cmp(op, p.pick(f, x), y))
+                }
+                Step::ICmp(op, x, y) => {
+                    let y = operand(kb, &p, int, y);
+                    (bool, kb.cmp(op, p.pick(int, x), y))
+                }
+                Step::B(op, x, y) => (bool, kb.bin(op, p.pick(bool, x), p.pick(bool, y))),
+                Step::BNot(x) => (bool, kb.un(UnaryOp::Not, p.pick(bool, x))),
+                Step::FSel(c, x, y) => {
+                    let y = operand(kb, &p, f, y);
+                    (f, kb.select(p.pick(bool, c), p.pick(f, x), y))
+                }
+                Step::ISel(c, x, y) => (
+                    int,
+                    kb.select(p.pick(bool, c), p.pick(int, x), p.pick(int, y)),
+                ),
+                Step::BSel(c, x, y) => (
+                    bool,
+                    kb.select(p.pick(bool, c), p.pick(bool, x), p.pick(bool, y)),
+                ),
+                Step::Cast(kind, x) => {
+                    let (from, to, bits) = CAST_KINDS[usize::from(kind % CASTS)];
+                    // A bitcast reads only a loaded value: the sign and payload of a NaN that
+                    // arithmetic makes are not specified (see the IR's semantics), and a
+                    // bitcast would carry them into integers.
+                    let v = if bits && from == f {
+                        p.f[x % 2]
+                    } else {
+                        p.pick(from, x)
+                    };
+                    let r = if bits {
+                        kb.op(weft_ir::Op::Bitcast(to, v))
+                    } else {
+                        kb.cast(to, v)
+                    };
+                    (to, r)
+                }
+            };
+            p.push(t, r);
+        }
+        let (lf, li, lb) = (
+            p.pick(f, usize::MAX),
+            p.pick(int, usize::MAX),
+            p.pick(bool, usize::MAX),
+        );
+        kb.store_to(out_f, &[i], lf);
+        kb.store_to(out_i, &[i], li);
+        let lb = kb.cast(DType::F64, lb);
+        kb.store_to(out_b, &[i], lb);
+    });
+    kb.finish(name)
+}
+
+/// Inputs of length `len`: special values mixed with random ones, and a NaN with a payload.
+fn inputs(len: usize, seed: u64) -> (Vec<f64>, Vec<f64>, Vec<i64>) {
+    let (fsp, isp) = (specials(DType::F64), specials(DType::I64));
+    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let f = |rng: &mut Rng| {
+        let r = rng.next();
+        match r % 4 {
+            0 => f64::from_bits(fsp[(r >> 8) as usize % fsp.len()]),
+            1 => f64::from_bits(0x7ff8_0000_0000_0123 | (r >> 60)),
+            _ => ((r >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 200.0,
+        }
+    };
+    let a = (0..len).map(|_| f(&mut rng)).collect();
+    let b = (0..len).map(|_| f(&mut rng)).collect();
+    let n = (0..len)
+        .map(|_| {
+            let r = rng.next();
+            if r.is_multiple_of(3) {
+                isp[(r >> 8) as usize % isp.len()] as i64
+            } else {
+                (r as i64) >> (r % 50)
+            }
+        })
+        .collect();
+    (a, b, n)
+}
+
+/// `k` compiled three ways: with AVX-512 bodies (where the CPU has them), with 128-bit vectors
+/// only, and scalar.
+fn three_ways(k: &Kernel) -> [CompiledKernel; 3] {
+    let mut be = CpuBackend::new().unwrap();
+    let wide = be.compile(k).unwrap();
+    be.set_avx512(false);
+    let narrow = be.compile(k).unwrap();
+    be.set_simd(false);
+    let scalar = be.compile(k).unwrap();
+    if CpuBackend::avx512_detected() {
+        assert_eq!(wide.avx512_loops(), 1, "{}: the AVX-512 body", k.name);
+    } else {
+        eprintln!(
+            "{}: no AVX-512 on this CPU: checked the 128-bit code only",
+            k.name
+        );
+        assert_eq!(wide.avx512_loops(), 0);
+    }
+    assert_eq!(narrow.avx512_loops(), 0);
+    assert_eq!(narrow.vectorized_loops(), 1);
+    assert_eq!(scalar.vectorized_loops(), 0);
+    [wide, narrow, scalar]
+}
+
+/// Runs `k` on rows of length `len` three ways and returns the first difference from the
+/// scalar code's bits.
+fn first_difference(ks: &[CompiledKernel; 3], len: usize, seed: u64) -> Option<String> {
+    let (mut a, mut b, mut n) = inputs(len, seed);
+    let mut outs = vec![];
+    for k in ks {
+        let (mut of, mut oi, mut ob) = (vec![0.0f64; len], vec![0i64; len], vec![0.0f64; len]);
+        let m = len as i64;
+        let views: [StoreView; 6] = [
+            dense(&mut a, &[m]),
+            dense(&mut b, &[m]),
+            dense(&mut n, &[m]),
+            dense(&mut of, &[m]),
+            dense(&mut oi, &[m]),
+            dense(&mut ob, &[m]),
+        ];
+        run_on(k, &views, &[Scalar::F64(-1.5), Scalar::I64(-7)], 2).unwrap();
+        outs.push((of, oi, ob));
+    }
+    // Bits, except that every NaN is one (its sign and payload are unspecified).
+    let f = |x: f64| {
+        if x.is_nan() {
+            f64::NAN.to_bits()
+        } else {
+            x.to_bits()
+        }
+    };
+    let bits = |o: &(Vec<f64>, Vec<i64>, Vec<f64>), i: usize| [f(o.0[i]), o.1[i] as u64, f(o.2[i])];
+    for i in 0..len {
+        let want = bits(&outs[2], i);
+        for (w, name) in [(0, "AVX-512"), (1, "128-bit")] {
+            let got = bits(&outs[w], i);
+            if got != want {
+                return Some(format!(
+                    "len {len}, element {i} (a {:#x}, b {:#x}, n {}): {name} {got:x?}, scalar \
+                     {want:x?}",
+                    a[i].to_bits(),
+                    b[i].to_bits(),
+                    n[i]
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// Row lengths: short ones (no AVX-512 step, one, one and a remainder) and one over several of
+/// the launcher's chunks.
+const LENGTHS: [usize; 9] = [0, 7, 31, 32, 33, 64, 95, 130, 40_003];
+
+fn check(name: &str, steps: &[Step]) {
+    let k = program(name, steps);
+    let ks = three_ways(&k);
+    for (s, &len) in LENGTHS.iter().enumerate() {
+        if let Some(d) = first_difference(&ks, len, s as u64 + 1) {
+            panic!("{name}: {d}");
+        }
+    }
+}
+
+/// Each operation the AVX-512 bodies take, alone.
+#[test]
+fn every_operation_gives_the_scalar_bits() {
+    let unis = [
+        Uni::Param,
+        Uni::Const(2.5f64.to_bits()),
+        Uni::Const((-0.0f64).to_bits()),
+    ];
+    for op in F_OPS {
+        check(&format!("f64.{}", op.name()), &[Step::F(op, 0, Ok(1))]);
+        for u in unis {
+            check(
+                &format!("f64.{}.uniform", op.name()),
+                &[Step::F(op, 0, Err(u))],
+            );
+            check(&format!("f64.{}.rev", op.name()), &[Step::FRev(op, u, 1)]);
+        }
+    }
+    for op in F_UN {
+        check(&format!("f64.{}", op.name()), &[Step::FUn(op, 0)]);
+    }
+    for op in I_OPS {
+        check(&format!("i64.{}", op.name()), &[Step::I(op, 0, Ok(0))]);
+        check(
+            &format!("i64.{}.self", op.name()),
+            &[Step::IUn(UnaryOp::Neg, 0), Step::I(op, 0, Ok(1))],
+        );
+        check(
+            &format!("i64.{}.uniform", op.name()),
+            &[Step::I(op, 0, Err(Uni::Param))],
+        );
+        check(
+            &format!("i64.{}.const", op.name()),
+            &[Step::I(op, 0, Err(Uni::Const(0x00ff_00ff_1234_5678)))],
+        );
+    }
+    for op in [BinaryOp::Shl, BinaryOp::Shr] {
+        for amount in [0, 1, 52, 63, 64, 70] {
+            check(
+                &format!("i64.{}.{amount}", op.name()),
+                &[Step::IShift(op, 0, amount)],
+            );
+        }
+    }
+    for op in I_UN {
+        check(&format!("i64.{}", op.name()), &[Step::IUn(op, 0)]);
+    }
+    for op in CMPS {
+        check(&format!("f64.{}", op.name()), &[Step::FCmp(op, 0, Ok(1))]);
+        check(
+            &format!("f64.{}.uniform", op.name()),
+            &[Step::FCmp(op, 0, Err(Uni::Param))],
+        );
+        check(
+            &format!("i64.{}", op.name()),
+            &[Step::IUn(UnaryOp::Not, 0), Step::ICmp(op, 0, Ok(1))],
+        );
+        check(
+            &format!("i64.{}.const", op.name()),
+            &[Step::ICmp(op, 0, Err(Uni::Const(12345)))],
+        );
+    }
+    let two_masks = [Step::FCmp(CmpOp::Gt, 1, Err(Uni::Param))];
+    for op in B_OPS {
+        let mut steps = two_masks.to_vec();
+        steps.push(Step::B(op, 0, 1));
+        check(&format!("bool.{}", op.name()), &steps);
+    }
+    let mut steps = two_masks.to_vec();
+    steps.extend([Step::BNot(1), Step::BSel(0, 1, 2)]);
+    check("bool.not.select", &steps);
+    check("f64.select", &[Step::FSel(0, 0, Ok(1))]);
+    check("f64.select.uniform", &[Step::FSel(0, 1, Err(Uni::Param))]);
+    check(
+        "i64.select",
+        &[Step::IUn(UnaryOp::Neg, 0), Step::ISel(0, 0, 1)],
+    );
+    for kind in 0..CASTS {
+        check(
+            &format!("cast.{kind}"),
+            &[Step::Cast(kind, 1), Step::Cast(kind, 0)],
+        );
+    }
+}
+
+/// More values alive at once than registers: 48 vectors and 12 masks, all used at the end, so
+/// the body stores values into stack slots, reads them back and reads them from the slots as
+/// operands.
+#[test]
+fn values_beyond_the_registers_are_spilled_and_reloaded() {
+    let mut steps = vec![];
+    for k in 0..48 {
+        steps.push(Step::F(
+            BinaryOp::Mul,
+            k % 2,
+            Err(Uni::Const((1.0 + k as f64 / 8.0).to_bits())),
+        ));
+    }
+    for k in 0..12 {
+        steps.push(Step::FCmp(CmpOp::Lt, 2 + k, Ok(3 + 2 * k)));
+    }
+    // Fold every value made above: f64 values 2..50 and masks 1..13.
+    for k in 0..48 {
+        steps.push(Step::F(BinaryOp::Add, 50 + k, Ok(2 + k)));
+    }
+    for k in 0..12 {
+        steps.push(Step::B(BinaryOp::Xor, 13 + k, 1 + k));
+    }
+    check("spills", &steps);
+}
+
+fn arb_uni() -> impl Strategy<Value = Uni> {
+    prop_oneof![
+        Just(Uni::Param),
+        prop::sample::select(specials(DType::F64)).prop_map(Uni::Const),
+        prop::sample::select(specials(DType::I64)).prop_map(Uni::Const),
+    ]
+}
+
+fn arb_operand() -> impl Strategy<Value = Result<usize, Uni>> {
+    prop_oneof![3 => any::<usize>().prop_map(Ok), 1 => arb_uni().prop_map(Err)]
+}
+
+fn arb_step() -> impl Strategy<Value = Step> {
+    let i = any::<usize>;
+    prop_oneof![
+        (prop::sample::select(F_OPS.to_vec()), i(), arb_operand())
+            .prop_map(|(o, x, y)| Step::F(o, x, y)),
+        (prop::sample::select(F_OPS.to_vec()), arb_uni(), i())
+            .prop_map(|(o, u, y)| Step::FRev(o, u, y)),
+        (prop::sample::select(F_UN.to_vec()), i()).prop_map(|(o, x)| Step::FUn(o, x)),
+        (prop::sample::select(I_OPS.to_vec()), i(), arb_operand())
+            .prop_map(|(o, x, y)| Step::I(o, x, y)),
+        (
+            prop::sample::select(vec![BinaryOp::Shl, BinaryOp::Shr]),
+            i(),
+            0u8..130
+        )
+            .prop_map(|(o, x, a)| Step::IShift(o, x, a)),
+        (prop::sample::select(I_UN.to_vec()), i()).prop_map(|(o, x)| Step::IUn(o, x)),
+        (prop::sample::select(CMPS.to_vec()), i(), arb_operand())
+            .prop_map(|(o, x, y)| Step::FCmp(o, x, y)),
+        (prop::sample::select(CMPS.to_vec()), i(), arb_operand())
+            .prop_map(|(o, x, y)| Step::ICmp(o, x, y)),
+        (prop::sample::select(B_OPS.to_vec()), i(), i()).prop_map(|(o, x, y)| Step::B(o, x, y)),
+        i().prop_map(Step::BNot),
+        (i(), i(), arb_operand()).prop_map(|(c, x, y)| Step::FSel(c, x, y)),
+        (i(), i(), i()).prop_map(|(c, x, y)| Step::ISel(c, x, y)),
+        (i(), i(), i()).prop_map(|(c, x, y)| Step::BSel(c, x, y)),
+        (0..CASTS, i()).prop_map(|(k, x)| Step::Cast(k, x)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Random programs of up to 120 steps: the AVX-512 body, the 128-bit code and the scalar
+    /// code agree bit for bit.
+    #[test]
+    fn random_programs_give_the_scalar_bits(
+        steps in prop::collection::vec(arb_step(), 1..120),
+        seed in any::<u64>(),
+    ) {
+        let k = program("random", &steps);
+        let ks = three_ways(&k);
+        for len in [33usize, 200] {
+            let d = first_difference(&ks, len, seed);
+            prop_assert!(d.is_none(), "{}", d.unwrap_or_default());
+        }
+    }
+}

@@ -1,0 +1,397 @@
+//! Reductions: every operator on every type, to a 0-d store and to vectors (in place and
+//! through chunk buffers), and independence from the number of threads.
+
+#![allow(clippy::unwrap_used)]
+
+use crate::util::*;
+use weft_ir::{DType, Privilege, ReduceOp};
+
+/// Values of one type as f64 (exactly representable in every type used).
+fn values(n: usize, dt: DType, op: ReduceOp, seed: u64) -> Vec<f64> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let r = (s >> 33) % 1000;
+            match op {
+                // Products stay exact and in range: mostly 1 and -1, a few 2 and 0.5 pairs.
+                ReduceOp::Prod if dt.is_int() => {
+                    if r < 400 {
+                        -1.0
+                    } else {
+                        1.0
+                    }
+                }
+                ReduceOp::Prod => match r {
+                    0..=2 => 2.0,
+                    3..=5 => 0.5,
+                    6..=400 => -1.0,
+                    _ => 1.0,
+                },
+                _ => r as f64 - 500.0,
+            }
+        })
+        .collect()
+}
+
+fn fold_ref(op: ReduceOp, init: f64, xs: &[f64]) -> f64 {
+    xs.iter().fold(init, |a, &x| match op {
+        ReduceOp::Sum => a + x,
+        ReduceOp::Prod => a * x,
+        ReduceOp::Min => a.min(x),
+        ReduceOp::Max => a.max(x),
+    })
+}
+
+/// Typed buffer helpers: store f64 values as `dt`, read them back as f64.
+fn encode(dt: DType, xs: &[f64]) -> Vec<u8> {
+    let mut out = vec![];
+    for &x in xs {
+        match dt {
+            DType::F32 => out.extend((x as f32).to_ne_bytes()),
+            DType::F64 => out.extend(x.to_ne_bytes()),
+            DType::I32 => out.extend((x as i32).to_ne_bytes()),
+            DType::I64 => out.extend((x as i64).to_ne_bytes()),
+            DType::Bool => out.push(u8::from(x != 0.0)),
+        }
+    }
+    out
+}
+
+fn decode(dt: DType, b: &[u8]) -> Vec<f64> {
+    b.chunks(dt.size())
+        .map(|c| match dt {
+            DType::F32 => f64::from(f32::from_ne_bytes(c.try_into().unwrap())),
+            DType::F64 => f64::from_ne_bytes(c.try_into().unwrap()),
+            DType::I32 => f64::from(i32::from_ne_bytes(c.try_into().unwrap())),
+            DType::I64 => i64::from_ne_bytes(c.try_into().unwrap()) as f64,
+            DType::Bool => f64::from(c[0]),
+        })
+        .collect()
+}
+
+/// A byte buffer with 8-byte alignment holding `bytes`.
+struct Aligned(Vec<u64>, usize);
+impl Aligned {
+    fn new(bytes: &[u8]) -> Aligned {
+        let mut v = vec![0u64; bytes.len().div_ceil(8).max(1)];
+        // SAFETY: `v` holds at least `bytes.len()` bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), v.as_mut_ptr().cast(), bytes.len())
+        };
+        Aligned(v, bytes.len())
+    }
+    fn ptr(&mut self) -> *mut u8 {
+        self.0.as_mut_ptr().cast()
+    }
+    fn bytes(&self) -> Vec<u8> {
+        // SAFETY: as above.
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr().cast::<u8>(), self.1).to_vec() }
+    }
+}
+
+fn valid(dt: DType, op: ReduceOp) -> bool {
+    dt != DType::Bool || matches!(op, ReduceOp::Min | ReduceOp::Max)
+}
+
+fn bool_values(n: usize, seed: u64, density: u64) -> Vec<f64> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            f64::from(u8::from((s >> 33) % 100 < density))
+        })
+        .collect()
+}
+
+#[test]
+fn every_reduction_to_a_scalar() {
+    let n = 40_000usize; // several chunks
+    for dt in DType::ALL {
+        for op in ReduceOp::ALL {
+            if !valid(dt, op) {
+                continue;
+            }
+            let mut kb = Kb::new();
+            let x = kb.store(dt, 1, Privilege::Read);
+            let out = kb.store(dt, 0, Privilege::Reduce(op));
+            kb.parallel(x, 1, |kb, idx| {
+                let v = kb.load(x, &[idx[0]]);
+                kb.reduce(out, &[], op, v);
+            });
+            let k = compile(&kb.finish("test.reduce0"));
+            let cases: Vec<Vec<f64>> = if dt == DType::Bool {
+                vec![bool_values(n, 1, 50), bool_values(n, 2, 0), vec![1.0; n]]
+            } else {
+                vec![values(n, dt, op, 3)]
+            };
+            for xs in cases {
+                for init in [3.0, 0.0] {
+                    let init = if dt == DType::Bool {
+                        f64::from(u8::from(init != 0.0))
+                    } else {
+                        init
+                    };
+                    for threads in [1, 2] {
+                        let mut xb = Aligned::new(&encode(dt, &xs));
+                        let mut ob = Aligned::new(&encode(dt, &[init]));
+                        let views = [
+                            weft_cpu::StoreView::dense(xb.ptr(), &[n as i64]),
+                            weft_cpu::StoreView::dense(ob.ptr(), &[]),
+                        ];
+                        run_on(&k, &views, &[], threads).unwrap();
+                        let got = decode(dt, &ob.bytes())[0];
+                        let want = if dt == DType::Bool {
+                            let any = xs.iter().any(|&v| v != 0.0);
+                            let all = xs.iter().all(|&v| v != 0.0);
+                            let i = init != 0.0;
+                            f64::from(u8::from(match op {
+                                ReduceOp::Max => i || any,
+                                _ => i && all,
+                            }))
+                        } else {
+                            fold_ref(op, init, &xs)
+                        };
+                        assert_eq!(
+                            got,
+                            want,
+                            "{} on {dt}, init {init}, {threads} threads",
+                            op.name()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Reduces an m x n matrix along rows (`y[i] op= a[i,j]`, in place) or columns
+/// (`y[j] op= a[i,j]`, through chunk buffers).
+fn matrix_reduction(dt: DType, op: ReduceOp, by_row: bool, m: usize, n: usize, threads: usize) {
+    let mut kb = Kb::new();
+    let a = kb.store(dt, 2, Privilege::Read);
+    let y = kb.store(dt, 1, Privilege::Reduce(op));
+    kb.parallel(a, 2, |kb, idx| {
+        let v = kb.load(a, &[idx[0], idx[1]]);
+        let at = if by_row { idx[0] } else { idx[1] };
+        kb.reduce(y, &[at], op, v);
+    });
+    let k = compile(&kb.finish("test.reduce_vec"));
+    let xs = if dt == DType::Bool {
+        bool_values(m * n, 9, 97)
+    } else {
+        values(m * n, dt, op, 5)
+    };
+    let len = if by_row { m } else { n };
+    let init: Vec<f64> = (0..len)
+        .map(|i| {
+            if dt == DType::Bool {
+                f64::from(u8::from(i % 2 == 0))
+            } else {
+                (i % 3) as f64
+            }
+        })
+        .collect();
+    let mut ab = Aligned::new(&encode(dt, &xs));
+    let mut yb = Aligned::new(&encode(dt, &init));
+    let views = [
+        weft_cpu::StoreView::dense(ab.ptr(), &[m as i64, n as i64]),
+        weft_cpu::StoreView::dense(yb.ptr(), &[len as i64]),
+    ];
+    run_on(&k, &views, &[], threads).unwrap();
+    let got = decode(dt, &yb.bytes());
+    for t in 0..len {
+        let line: Vec<f64> = if by_row {
+            xs[t * n..(t + 1) * n].to_vec()
+        } else {
+            (0..m).map(|i| xs[i * n + t]).collect()
+        };
+        let want = if dt == DType::Bool {
+            let i = init[t] != 0.0;
+            f64::from(u8::from(match op {
+                ReduceOp::Max => i || line.iter().any(|&v| v != 0.0),
+                _ => i && line.iter().all(|&v| v != 0.0),
+            }))
+        } else {
+            fold_ref(op, init[t], &line)
+        };
+        assert_eq!(
+            got[t],
+            want,
+            "{} on {dt}, by_row {by_row}, element {t}",
+            op.name()
+        );
+    }
+}
+
+#[test]
+fn every_reduction_to_a_vector() {
+    for dt in DType::ALL {
+        for op in ReduceOp::ALL {
+            if !valid(dt, op) {
+                continue;
+            }
+            for by_row in [true, false] {
+                // 2000 x 30: several chunks of 546 rows.
+                matrix_reduction(dt, op, by_row, 2000, 30, 2);
+                matrix_reduction(dt, op, by_row, 3, 5, 1);
+            }
+        }
+    }
+}
+
+#[test]
+fn histogram_with_computed_indices() {
+    let mut kb = Kb::new();
+    let bins = kb.store(DType::I64, 1, Privilege::Read);
+    let h = kb.store(DType::I32, 1, Privilege::Reduce(ReduceOp::Sum));
+    kb.parallel(bins, 1, |kb, idx| {
+        let b = kb.load(bins, &[idx[0]]);
+        let one = kb.c(weft_ir::Scalar::I32(1));
+        kb.reduce(h, &[b], ReduceOp::Sum, one);
+    });
+    let k = compile(&kb.finish("test.hist"));
+    let n = 100_000usize;
+    let mut b: Vec<i64> = (0..n).map(|i| ((i * i) % 17) as i64).collect();
+    let mut hist = vec![10i32; 17];
+    run_on(
+        &k,
+        &[dense(&mut b, &[n as i64]), dense(&mut hist, &[17])],
+        &[],
+        2,
+    )
+    .unwrap();
+    let mut want = vec![10i32; 17];
+    for &x in &b {
+        want[x as usize] += 1;
+    }
+    assert_eq!(hist, want);
+}
+
+/// A big f64 sum, dot product and column sums give the same bits on 1, 2 and 3 threads.
+#[test]
+fn results_do_not_depend_on_the_thread_count() {
+    let n = 1 << 20;
+    let mut kb = Kb::new();
+    let x = kb.store(DType::F64, 1, Privilege::Read);
+    let y = kb.store(DType::F64, 1, Privilege::Read);
+    let sum = kb.store(DType::F64, 0, Privilege::Reduce(ReduceOp::Sum));
+    let dot = kb.store(DType::F64, 0, Privilege::Reduce(ReduceOp::Sum));
+    let mx = kb.store(DType::F64, 0, Privilege::Reduce(ReduceOp::Max));
+    kb.parallel(x, 1, |kb, idx| {
+        let a = kb.load(x, &[idx[0]]);
+        let b = kb.load(y, &[idx[0]]);
+        kb.reduce(sum, &[], ReduceOp::Sum, a);
+        let p = kb.mul(a, b);
+        kb.reduce(dot, &[], ReduceOp::Sum, p);
+        kb.reduce(mx, &[], ReduceOp::Max, p);
+    });
+    let k = compile(&kb.finish("test.dot"));
+    let mut s = 12345u64;
+    let mut rnd = || {
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((s >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 1e3
+    };
+    let mut xv: Vec<f64> = (0..n).map(|_| rnd()).collect();
+    let mut yv: Vec<f64> = (0..n).map(|_| rnd()).collect();
+    let mut results = vec![];
+    for threads in [1, 2, 3] {
+        let (mut a, mut b, mut c) = (0.0f64, 0.0f64, f64::NEG_INFINITY);
+        let views = [
+            dense(&mut xv, &[n as i64]),
+            dense(&mut yv, &[n as i64]),
+            scalar_view(&mut a),
+            scalar_view(&mut b),
+            scalar_view(&mut c),
+        ];
+        run_on(&k, &views, &[], threads).unwrap();
+        results.push((a.to_bits(), b.to_bits(), c.to_bits()));
+        // And close to a plain sequential sum.
+        let plain: f64 = xv.iter().sum();
+        assert!((a - plain).abs() <= 1e-9 * xv.iter().map(|v| v.abs()).sum::<f64>());
+        let dotp: f64 = xv.iter().zip(&yv).map(|(p, q)| p * q).sum();
+        assert!(
+            (b - dotp).abs() <= 1e-9 * xv.iter().zip(&yv).map(|(p, q)| (p * q).abs()).sum::<f64>()
+        );
+    }
+    assert!(results.windows(2).all(|w| w[0] == w[1]), "{results:?}");
+
+    // Column sums of a random matrix (chunk buffers).
+    let (m, nc) = (5000usize, 64usize);
+    let mut kb = Kb::new();
+    let a = kb.store(DType::F64, 2, Privilege::Read);
+    let cs = kb.store(DType::F64, 1, Privilege::Reduce(ReduceOp::Sum));
+    kb.parallel(a, 2, |kb, idx| {
+        let v = kb.load(a, &[idx[0], idx[1]]);
+        kb.reduce(cs, &[idx[1]], ReduceOp::Sum, v);
+    });
+    let k = compile(&kb.finish("test.colsum"));
+    let mut am: Vec<f64> = (0..m * nc).map(|_| rnd()).collect();
+    let mut outs = vec![];
+    for threads in [1, 2, 3] {
+        let mut c = vec![0.0f64; nc];
+        run_on(
+            &k,
+            &[
+                dense(&mut am, &[m as i64, nc as i64]),
+                dense(&mut c, &[nc as i64]),
+            ],
+            &[],
+            threads,
+        )
+        .unwrap();
+        outs.push(c.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    }
+    assert!(outs.windows(2).all(|w| w[0] == w[1]));
+}
+
+#[test]
+fn scalar_reduction_inside_a_sequential_loop() {
+    // total += a[i, j] for j in a for loop inside the parallel loop: the accumulator lives in a
+    // register across the loop.
+    let mut kb = Kb::new();
+    let a = kb.store(DType::I64, 2, Privilege::Read);
+    let total = kb.store(DType::I64, 0, Privilege::Reduce(ReduceOp::Sum));
+    let rows = kb.store(DType::I64, 1, Privilege::Read);
+    let z = kb.i64(0);
+    let n = kb.extent(a, 1);
+    kb.parallel(rows, 1, |kb, idx| {
+        let r = kb.load(rows, &[idx[0]]);
+        kb.for_loop(z, n, &[], |kb, j, _| {
+            let v = kb.load(a, &[r, j]);
+            kb.reduce(total, &[], ReduceOp::Sum, v);
+            vec![]
+        });
+    });
+    let k = compile(&kb.finish("test.loopreduce"));
+    let (m, n) = (40usize, 1000usize);
+    let mut av: Vec<i64> = (0..(m * n) as i64).collect();
+    let mut rv: Vec<i64> = (0..50_000).map(|i| (i * 7) % m as i64).collect();
+    let mut t = 5i64;
+    run_on(
+        &k,
+        &[
+            dense(&mut av, &[m as i64, n as i64]),
+            scalar_view(&mut t),
+            dense(&mut rv, &[50_000]),
+        ],
+        &[],
+        2,
+    )
+    .unwrap();
+    let want: i64 = 5 + rv
+        .iter()
+        .map(|&r| {
+            (0..n as i64)
+                .map(|j| av[r as usize * n + j as usize])
+                .sum::<i64>()
+        })
+        .sum::<i64>();
+    assert_eq!(t, want);
+}

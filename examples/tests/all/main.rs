@@ -1,0 +1,6 @@
+//! The examples' tests, in one test binary: command lines, `.npy` files read by NumPy, and the
+//! solvers.
+
+mod cli;
+mod numpy_compat;
+mod solvers;

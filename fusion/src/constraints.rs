@@ -1,0 +1,622 @@
+//! The four fusion constraints of the Diffuse paper (Figure 5), applied greedily to find the
+//! longest fusible prefix of a window.
+//!
+//! A *store* here is a root storage: views of one root are the same store seen through
+//! different partitions (partitions are folded into root coordinates, so two views with the
+//! same tiles are different partitions). The constraints, for tasks `T_i` before `T_j`:
+//! - **launch-domain equivalence**: every task has the first task's launch domain;
+//! - **true dependence**: if `T_i` writes `S` through `P`, `T_j` neither reads nor writes `S`
+//!   through another partition;
+//! - **anti-dependence**: if `T_i` reads `S` through `P`, `T_j` does not write `S` through
+//!   another partition;
+//! - **reduction**: if either task reduces to `S`, the other neither reads nor writes `S`.
+//!
+//! An image partition (see `runtime::partition`) also counts as a read of its source, which
+//! no earlier task of the prefix may write, through any partition: the ranges are read when
+//! the fused task starts.
+//!
+//! The analysis compares partitions for equality only (a few rank-sized vectors), and never
+//! looks at points: its cost per task does not depend on the launch domain's size.
+//!
+//! **Scalar tasks.** A task over 0-d stores only, launched on one point (`numeric`'s arithmetic
+//! on 0-d arrays, such as `alpha = rr / pq` in CG), joins any launch domain, as Legate's and
+//! Diffuse's promotion of future-only tasks does: every point of the fused task computes it
+//! again, which gives every point the same values as long as no multi-point task of the prefix
+//! writes or reduces a store the scalar task reads or writes, and as long as running the scalar
+//! tasks again changes nothing (none updates a store in place, reduces into one, or overwrites
+//! what an earlier scalar task read) when the launch has more than one point. That is checked
+//! here (the cut is reported as a launch-domain cut).
+
+use weft_ir::Privilege;
+
+use weft_runtime::partition::RootPartition;
+use weft_runtime::stores::StorageId;
+use weft_runtime::task::IndexTask;
+
+/// Which constraint cut a window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Constraint {
+    /// The next task has another launch domain.
+    LaunchDomain,
+    /// The next task reads or writes, through another partition, a store written earlier.
+    TrueDependence,
+    /// The next task writes, through another partition, a store read earlier.
+    AntiDependence,
+    /// The next task touches a store reduced earlier, or reduces a store touched earlier.
+    Reduction,
+}
+
+impl Constraint {
+    /// The constraint's name, as the paper gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Constraint::LaunchDomain => "launch-domain equivalence",
+            Constraint::TrueDependence => "true dependence",
+            Constraint::AntiDependence => "anti-dependence",
+            Constraint::Reduction => "reduction",
+        }
+    }
+}
+
+/// Why a prefix stops where it does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cut {
+    /// The constraint that failed.
+    pub constraint: Constraint,
+    /// The store it failed on (none for launch domains).
+    pub storage: Option<StorageId>,
+}
+
+/// The accesses to one store seen so far in the prefix.
+#[derive(Default)]
+struct Seen<'a> {
+    reads: Vec<&'a RootPartition>,
+    writes: Vec<&'a RootPartition>,
+    reduced: Option<weft_ir::ReduceOp>,
+    /// Written or reduced by a task that is not a scalar task.
+    changed_by_launch: bool,
+    /// Written by a scalar task.
+    written_by_scalar: bool,
+    /// Read by a task that is not a scalar task.
+    read_by_launch: bool,
+    /// Read by a scalar task.
+    read_by_scalar: bool,
+}
+
+/// Whether a scalar task, run once per point of a multi-point fused task (as its promotion
+/// does), could leave other values than running once: it updates a store in place or reduces
+/// into it, or it overwrites a store that it reads itself (through another argument) or that
+/// an earlier scalar task of the prefix read.
+fn repeats_unsafely(task: &IndexTask, seen: &[(StorageId, Seen<'_>)]) -> bool {
+    let reads_itself = |storage| {
+        task.args
+            .iter()
+            .any(|a| a.storage == storage && !matches!(a.privilege, Privilege::Write))
+    };
+    task.args.iter().any(|arg| match arg.privilege {
+        Privilege::ReadWrite | Privilege::Reduce(_) => true,
+        Privilege::Read => false,
+        Privilege::Write => {
+            reads_itself(arg.storage)
+                || seen
+                    .iter()
+                    .any(|(id, s)| *id == arg.storage && s.read_by_scalar)
+        }
+    })
+}
+
+/// Whether a task is a scalar task: one point, 0-d stores only.
+pub fn is_scalar_task(task: &IndexTask) -> bool {
+    task.launch.is_empty()
+        && task
+            .args
+            .iter()
+            .all(|a| a.root_partition.bounds.origin.is_empty())
+}
+
+/// The launch domain of a fused prefix: that of its first task that is not a scalar task (or
+/// of its first task, if all are).
+pub fn fused_launch(tasks: &[IndexTask]) -> &[u64] {
+    tasks
+        .iter()
+        .find(|t| !is_scalar_task(t))
+        .or(tasks.first())
+        .map_or(&[], |t| t.launch.as_slice())
+}
+
+/// The longest fusible prefix of `tasks` (at least one task if any), and the cut that ended it
+/// (none if the whole window fuses).
+pub fn fusible_prefix(tasks: &[IndexTask]) -> (usize, Option<Cut>) {
+    if tasks.is_empty() {
+        return (0, None);
+    }
+    // Few stores per window: a small vector beats a map here.
+    let mut seen: Vec<(StorageId, Seen<'_>)> = Vec::new();
+    let mut launch: Option<&[u64]> = None;
+    // Whether running the scalar tasks so far once per point could give other values than
+    // running them once (see `repeats_unsafely`).
+    let mut scalar_unsafe = false;
+    for (j, task) in tasks.iter().enumerate() {
+        let scalar = is_scalar_task(task);
+        let task_unsafe = scalar && repeats_unsafely(task, &seen);
+        if j > 0 {
+            let cut = |storage| {
+                Some(Cut {
+                    constraint: Constraint::LaunchDomain,
+                    storage,
+                })
+            };
+            if !scalar && launch.is_some_and(|l| l != task.launch.as_slice()) {
+                return (j, cut(None));
+            }
+            let many = |l: &[u64]| l.iter().product::<u64>() > 1;
+            if (task_unsafe && launch.is_some_and(many))
+                || (!scalar && many(&task.launch) && scalar_unsafe)
+            {
+                return (j, cut(None));
+            }
+            if let Some(s) = scalar_conflict(task, scalar, &seen) {
+                return (j, cut(Some(s)));
+            }
+            if let Some(cut) = conflict(task, &seen) {
+                return (j, Some(cut));
+            }
+        }
+        scalar_unsafe |= task_unsafe;
+        if !scalar && launch.is_none() {
+            launch = Some(&task.launch);
+        }
+        for arg in &task.args {
+            let entry = match seen.iter_mut().position(|(s, _)| *s == arg.storage) {
+                Some(i) => &mut seen[i].1,
+                None => {
+                    seen.push((arg.storage, Seen::default()));
+                    &mut seen.last_mut().expect("just pushed").1
+                }
+            };
+            if arg.privilege.mutates() {
+                if scalar {
+                    entry.written_by_scalar = true;
+                } else {
+                    entry.changed_by_launch = true;
+                }
+            }
+            if !scalar && !matches!(arg.privilege, Privilege::Write) {
+                entry.read_by_launch = true;
+            }
+            if scalar && !matches!(arg.privilege, Privilege::Write) {
+                entry.read_by_scalar = true;
+            }
+            match arg.privilege {
+                Privilege::Read => entry.reads.push(&arg.root_partition),
+                Privilege::Write => entry.writes.push(&arg.root_partition),
+                Privilege::ReadWrite => {
+                    entry.reads.push(&arg.root_partition);
+                    entry.writes.push(&arg.root_partition);
+                }
+                Privilege::Reduce(op) => entry.reduced = Some(op),
+            }
+        }
+    }
+    (tasks.len(), None)
+}
+
+/// A store on which a scalar task and the multi-point tasks of the prefix would disagree: a
+/// scalar task touching a store that a multi-point task changed (or overwriting one it read),
+/// or a multi-point task changing a store that a scalar task wrote (every point writes it
+/// again). With these excluded, the scalar tasks of a prefix can run before all the others.
+fn scalar_conflict(
+    task: &IndexTask,
+    scalar: bool,
+    seen: &[(StorageId, Seen<'_>)],
+) -> Option<StorageId> {
+    task.args.iter().find_map(|arg| {
+        let (_, s) = seen.iter().find(|(id, _)| *id == arg.storage)?;
+        let bad = if scalar {
+            // Also: a scalar task may not overwrite what a multi-point task read, so that the
+            // fused kernel can run every scalar task first.
+            s.changed_by_launch || (arg.privilege.mutates() && s.read_by_launch)
+        } else {
+            arg.privilege.mutates() && s.written_by_scalar
+        };
+        bad.then_some(arg.storage)
+    })
+}
+
+/// The first constraint that `task` breaks against the accesses in `seen`.
+fn conflict(task: &IndexTask, seen: &[(StorageId, Seen<'_>)]) -> Option<Cut> {
+    // An image partition's ranges are read from its source when the fused task starts, so the
+    // source must not be written or reduced earlier in the prefix, through any partition
+    // (a true dependence that the partitions alone do not show).
+    for arg in &task.args {
+        let Some(image) = &arg.root_partition.image else {
+            continue;
+        };
+        let changed = seen
+            .iter()
+            .find(|(id, _)| *id == image.source)
+            .is_some_and(|(_, s)| !s.writes.is_empty() || s.reduced.is_some());
+        if changed {
+            return Some(Cut {
+                constraint: Constraint::TrueDependence,
+                storage: Some(image.source),
+            });
+        }
+    }
+    for arg in &task.args {
+        let Some((_, s)) = seen.iter().find(|(id, _)| *id == arg.storage) else {
+            continue;
+        };
+        let cut = |constraint| {
+            Some(Cut {
+                constraint,
+                storage: Some(arg.storage),
+            })
+        };
+        let p = &arg.root_partition;
+        let (reads, writes, reduces) = match arg.privilege {
+            Privilege::Read => (true, false, None),
+            Privilege::Write => (false, true, None),
+            Privilege::ReadWrite => (true, true, None),
+            Privilege::Reduce(op) => (false, false, Some(op)),
+        };
+        if s.reduced.is_some() && (reads || writes) {
+            return cut(Constraint::Reduction);
+        }
+        if let Some(op) = reduces {
+            // Reductions fold in any order only with one operator.
+            let other_op = s.reduced.is_some_and(|earlier| earlier != op);
+            if other_op || !s.reads.is_empty() || !s.writes.is_empty() {
+                return cut(Constraint::Reduction);
+            }
+        }
+        if (reads || writes) && s.writes.iter().any(|w| *w != p) {
+            return cut(Constraint::TrueDependence);
+        }
+        if writes && s.reads.iter().any(|r| *r != p) {
+            return cut(Constraint::AntiDependence);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_runtime::partition::{Rect, Tiling};
+    use weft_runtime::stores::StoreId;
+    use weft_runtime::task::{PluginId, TaskArg};
+
+    /// A partition of a 1-d root of 100 elements: the view `lo..lo+len`, in 4 tiles.
+    fn part(lo: u64, len: u64) -> RootPartition {
+        RootPartition {
+            bounds: Rect {
+                origin: vec![lo],
+                extent: vec![len],
+            },
+            tiling: Some(Tiling {
+                tile: vec![len.div_ceil(4)],
+                offset: vec![lo as i64],
+                projection: vec![Some(0)],
+            }),
+            image: None,
+        }
+    }
+
+    fn arg(storage: u64, p: RootPartition, privilege: Privilege) -> TaskArg {
+        TaskArg {
+            store: StoreId(storage),
+            storage: StorageId(storage),
+            partition: weft_runtime::partition::Partition::None,
+            root_partition: p,
+            privilege,
+            local: false,
+        }
+    }
+
+    fn task(args: Vec<TaskArg>) -> IndexTask {
+        IndexTask {
+            seq: 0,
+            plugin: PluginId(0),
+            kernel: weft_runtime::testing::empty_kernel("t"),
+            launch: vec![4],
+            args,
+            scalars: Vec::new(),
+        }
+    }
+
+    const R: Privilege = Privilege::Read;
+    const W: Privilege = Privilege::Write;
+    const RW: Privilege = Privilege::ReadWrite;
+    const SUM: Privilege = Privilege::Reduce(weft_ir::ReduceOp::Sum);
+
+    fn cut_of(tasks: &[IndexTask]) -> (usize, Option<Constraint>, Option<u64>) {
+        let (n, cut) = fusible_prefix(tasks);
+        (
+            n,
+            cut.as_ref().map(|c| c.constraint),
+            cut.and_then(|c| c.storage).map(|s| s.0),
+        )
+    }
+
+    #[test]
+    fn element_wise_chains_fuse_whole() {
+        let all = part(0, 100);
+        let tasks = vec![
+            task(vec![arg(1, all.clone(), R), arg(2, all.clone(), W)]),
+            task(vec![arg(2, all.clone(), R), arg(3, all.clone(), W)]),
+            task(vec![arg(3, all.clone(), RW), arg(1, all.clone(), R)]),
+        ];
+        assert_eq!(cut_of(&tasks), (3, None, None));
+    }
+
+    #[test]
+    fn an_image_source_written_earlier_in_the_prefix_cuts() {
+        // Store 1 holds row ranges (tiled like the launch); store 2 is read through the image
+        // of store 1; store 3 is the output.
+        let ranges = RootPartition {
+            bounds: Rect::whole(&[100, 2]),
+            tiling: Some(Tiling {
+                tile: vec![25, 2],
+                offset: vec![0, 0],
+                projection: vec![Some(0), None],
+            }),
+            image: None,
+        };
+        let image = RootPartition::image(&Rect::whole(&[500]), StorageId(1), ranges.clone());
+        let spmv = || {
+            task(vec![
+                arg(1, ranges.clone(), R),
+                arg(2, image.clone(), R),
+                arg(3, part(0, 100), W),
+            ])
+        };
+        // Writing the ranges through the very partition the image uses is still a cut.
+        let tasks = vec![task(vec![arg(1, ranges.clone(), W)]), spmv()];
+        assert_eq!(
+            cut_of(&tasks),
+            (1, Some(Constraint::TrueDependence), Some(1))
+        );
+        // Reading them, or writing the values through an equal image, fuses.
+        let write_values = task(vec![arg(1, ranges.clone(), R), arg(2, image.clone(), W)]);
+        assert_eq!(cut_of(&[write_values, spmv(), spmv()]), (3, None, None));
+        // Images of other sources are other partitions.
+        let other = RootPartition::image(&Rect::whole(&[500]), StorageId(9), ranges.clone());
+        let tasks = vec![task(vec![arg(2, other, W)]), spmv()];
+        assert_eq!(
+            cut_of(&tasks),
+            (1, Some(Constraint::TrueDependence), Some(2))
+        );
+    }
+
+    #[test]
+    fn launch_domains_must_match() {
+        let all = part(0, 100);
+        let mut second = task(vec![arg(2, all.clone(), R)]);
+        second.launch = vec![2];
+        let tasks = vec![task(vec![arg(1, all.clone(), W)]), second];
+        assert_eq!(cut_of(&tasks), (1, Some(Constraint::LaunchDomain), None));
+    }
+
+    #[test]
+    fn true_dependence_cuts_a_read_through_another_partition() {
+        let tasks = vec![
+            task(vec![arg(1, part(0, 100), W)]),
+            task(vec![arg(1, part(1, 99), R), arg(2, part(0, 99), W)]),
+        ];
+        assert_eq!(
+            cut_of(&tasks),
+            (1, Some(Constraint::TrueDependence), Some(1))
+        );
+        // The same partition is fine.
+        let tasks = vec![
+            task(vec![arg(1, part(0, 100), W)]),
+            task(vec![arg(1, part(0, 100), R), arg(2, part(0, 100), W)]),
+        ];
+        assert_eq!(cut_of(&tasks).0, 2);
+    }
+
+    /// Figure 1 of the paper: reads of aliasing views of `grid` (center and north), then
+    /// `center[:] = work` writes `grid` through the center view: an anti-dependence.
+    #[test]
+    fn figure_1_the_stencil_write_back_is_not_fused() {
+        let center = part(11, 78);
+        let north = part(1, 78);
+        let tasks = vec![
+            task(vec![
+                arg(1, center.clone(), R),
+                arg(1, north, R),
+                arg(2, part(0, 78), W),
+            ]),
+            task(vec![arg(2, part(0, 78), R), arg(1, center, W)]),
+        ];
+        assert_eq!(
+            cut_of(&tasks),
+            (1, Some(Constraint::AntiDependence), Some(1))
+        );
+    }
+
+    #[test]
+    fn reductions_do_not_fuse_with_reads_or_writes_of_their_store() {
+        let all = part(0, 100);
+        let scalar = RootPartition {
+            bounds: Rect::whole(&[]),
+            tiling: None,
+            image: None,
+        };
+        let reduce = task(vec![arg(1, all.clone(), R), arg(9, scalar.clone(), SUM)]);
+        // Two reductions into one store, with one operator, fuse.
+        let tasks = vec![
+            reduce.clone(),
+            task(vec![arg(2, all.clone(), R), arg(9, scalar.clone(), SUM)]),
+        ];
+        assert_eq!(cut_of(&tasks).0, 2);
+        // Reading the partial result does not.
+        let tasks = vec![
+            reduce.clone(),
+            task(vec![arg(9, scalar.clone(), R), arg(3, all.clone(), W)]),
+        ];
+        assert_eq!(cut_of(&tasks), (1, Some(Constraint::Reduction), Some(9)));
+        // Nor does reducing a store read before.
+        let tasks = vec![
+            task(vec![arg(9, scalar.clone(), R), arg(3, all.clone(), W)]),
+            reduce,
+        ];
+        assert_eq!(cut_of(&tasks), (1, Some(Constraint::Reduction), Some(9)));
+        // Nor another operator.
+        let max = Privilege::Reduce(weft_ir::ReduceOp::Max);
+        let tasks = vec![
+            task(vec![arg(1, all.clone(), R), arg(9, scalar.clone(), SUM)]),
+            task(vec![arg(1, all, R), arg(9, scalar, max)]),
+        ];
+        assert_eq!(cut_of(&tasks).1, Some(Constraint::Reduction));
+    }
+}
+
+#[cfg(test)]
+mod scalar_task_tests {
+    use super::*;
+    use weft_runtime::partition::{Partition, Rect, Tiling};
+    use weft_runtime::stores::StoreId;
+    use weft_runtime::task::{PluginId, TaskArg};
+
+    fn arg(storage: u64, rank: usize, privilege: Privilege) -> TaskArg {
+        let root_partition = if rank == 0 {
+            RootPartition {
+                bounds: Rect::whole(&[]),
+                tiling: None,
+                image: None,
+            }
+        } else {
+            RootPartition {
+                bounds: Rect::whole(&[100]),
+                tiling: Some(Tiling {
+                    tile: vec![25],
+                    offset: vec![0],
+                    projection: vec![Some(0)],
+                }),
+                image: None,
+            }
+        };
+        TaskArg {
+            store: StoreId(storage),
+            storage: StorageId(storage),
+            partition: Partition::None,
+            root_partition,
+            privilege,
+            local: false,
+        }
+    }
+
+    fn task(launch: Vec<u64>, args: Vec<TaskArg>) -> IndexTask {
+        IndexTask {
+            seq: 0,
+            plugin: weft_runtime::task::PluginId(0),
+            kernel: weft_runtime::testing::empty_kernel("t"),
+            launch,
+            args,
+            scalars: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn scalar_tasks_join_any_launch_domain() {
+        let _ = PluginId(0);
+        // v2 = v * v (0-d), then y = x * v2 over 4 points.
+        let tasks = vec![
+            task(
+                vec![],
+                vec![arg(1, 0, Privilege::Read), arg(2, 0, Privilege::Write)],
+            ),
+            task(
+                vec![4],
+                vec![
+                    arg(3, 1, Privilege::Read),
+                    arg(2, 0, Privilege::Read),
+                    arg(4, 1, Privilege::Write),
+                ],
+            ),
+        ];
+        assert_eq!(fusible_prefix(&tasks), (2, None));
+        assert_eq!(fused_launch(&tasks), &[4]);
+    }
+
+    #[test]
+    fn a_scalar_task_that_is_not_idempotent_joins_only_one_point() {
+        // n = sqrt(n) in place (0-d), then a reduction of x into m.
+        let sum = Privilege::Reduce(weft_ir::ReduceOp::Sum);
+        let in_place = || task(vec![], vec![arg(1, 0, Privilege::ReadWrite)]);
+        let reduce =
+            |launch: Vec<u64>| task(launch, vec![arg(3, 1, Privilege::Read), arg(2, 0, sum)]);
+        let (n, cut) = fusible_prefix(&[in_place(), reduce(vec![4])]);
+        assert_eq!(n, 1, "every point would take the square root again");
+        assert_eq!(cut.map(|c| c.constraint), Some(Constraint::LaunchDomain));
+        assert_eq!(fusible_prefix(&[in_place(), reduce(vec![1])]), (2, None));
+        // The other order: the multi-point task first.
+        let (n, _) = fusible_prefix(&[reduce(vec![4]), in_place()]);
+        assert_eq!(n, 1);
+        // Overwriting what an earlier scalar task read is not idempotent either: t = s; s = 1.
+        let tasks = [
+            task(
+                vec![],
+                vec![arg(5, 0, Privilege::Read), arg(6, 0, Privilege::Write)],
+            ),
+            task(vec![], vec![arg(5, 0, Privilege::Write)]),
+            reduce(vec![4]),
+        ];
+        assert_eq!(fusible_prefix(&tasks).0, 2);
+        // A task reading and writing one store through two arguments is not: s = s + 1.
+        let tasks = [
+            task(
+                vec![],
+                vec![arg(5, 0, Privilege::Read), arg(5, 0, Privilege::Write)],
+            ),
+            reduce(vec![4]),
+        ];
+        assert_eq!(fusible_prefix(&tasks).0, 1);
+        // Pure scalar chains are: u = s * s; v = u + 1.
+        let tasks = [
+            task(
+                vec![],
+                vec![arg(5, 0, Privilege::Read), arg(6, 0, Privilege::Write)],
+            ),
+            task(
+                vec![],
+                vec![arg(6, 0, Privilege::Read), arg(7, 0, Privilege::Write)],
+            ),
+            reduce(vec![4]),
+        ];
+        assert_eq!(fusible_prefix(&tasks), (3, None));
+    }
+
+    #[test]
+    fn a_fill_then_a_reduction_into_it_is_not_fused() {
+        let sum = Privilege::Reduce(weft_ir::ReduceOp::Sum);
+        let tasks = vec![
+            task(vec![], vec![arg(9, 0, Privilege::Write)]),
+            task(vec![4], vec![arg(3, 1, Privilege::Read), arg(9, 0, sum)]),
+        ];
+        let (n, cut) = fusible_prefix(&tasks);
+        assert_eq!(n, 1);
+        assert_eq!(
+            cut,
+            Some(Cut {
+                constraint: Constraint::LaunchDomain,
+                storage: Some(StorageId(9))
+            })
+        );
+    }
+
+    #[test]
+    fn a_scalar_task_cannot_read_what_a_launch_reduced() {
+        let sum = Privilege::Reduce(weft_ir::ReduceOp::Sum);
+        let tasks = vec![
+            task(vec![4], vec![arg(3, 1, Privilege::Read), arg(9, 0, sum)]),
+            task(
+                vec![],
+                vec![arg(9, 0, Privilege::Read), arg(8, 0, Privilege::Write)],
+            ),
+        ];
+        assert_eq!(fusible_prefix(&tasks).0, 1);
+    }
+}

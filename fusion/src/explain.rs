@@ -1,0 +1,116 @@
+//! Explanations of fusion decisions: what fused, which constraint and which store cut the
+//! window, which temporaries vanished, and what the kernel passes did.
+//!
+//! An explanation is stored with its plan in canonical form (stores by canonical index), and
+//! rendered against the stores of the window it is applied to.
+
+use weft_runtime::stores::StorageId;
+use weft_runtime::task::IndexTask;
+
+use crate::canonical::Key;
+use crate::constraints::{Constraint, Cut};
+
+/// Why a prefix fused as it did.
+#[derive(Clone, Debug, Default)]
+pub struct Explanation {
+    /// Provenance (`plugin.key`) of each fused task, in order.
+    pub parts: Vec<String>,
+    /// Provenance of the task that was not fused, if the window went on.
+    pub next: Option<String>,
+    /// The cut.
+    pub cut: Option<Cut>,
+    /// The canonical index of the store the cut happened on.
+    pub cut_store: Option<usize>,
+    /// Canonical indices of the temporaries.
+    pub temporaries: Vec<usize>,
+    /// How many temporaries kept a task-local buffer after the kernel passes.
+    pub kept_local: usize,
+    /// What the kernel passes did.
+    pub passes: String,
+}
+
+impl Explanation {
+    /// The explanation of fusing `tasks`, followed by `next`, cut by `cut`.
+    pub fn new(
+        tasks: &[IndexTask],
+        next: Option<&IndexTask>,
+        cut: Option<Cut>,
+        temps: &[StorageId],
+        key: &Key,
+    ) -> Explanation {
+        let name = |t: &IndexTask| t.name().to_string();
+        Explanation {
+            parts: tasks.iter().map(name).collect(),
+            next: next.map(name),
+            cut_store: cut
+                .as_ref()
+                .and_then(|c| c.storage)
+                .and_then(|s| key.index_of(s)),
+            cut,
+            temporaries: temps.iter().filter_map(|&s| key.index_of(s)).collect(),
+            kept_local: 0,
+            passes: String::new(),
+        }
+    }
+
+    /// Records the kernel passes' report.
+    pub fn set_passes(&mut self, report: String) {
+        self.passes = report;
+    }
+
+    /// Records how many temporaries still need a task-local buffer.
+    pub fn set_vanished(&mut self, kept_local: usize) {
+        self.kept_local = kept_local;
+    }
+
+    /// The explanation as text, with stores named as in the window `key` was made from.
+    pub fn render(&self, key: &Key, memo_hit: bool) -> String {
+        let store = |i: usize| {
+            key.storages
+                .get(i)
+                .map_or_else(|| format!("#{i}"), |s| format!("store {}", s.0))
+        };
+        let mut out = format!(
+            "weft fusion: {} task(s) {}{}\n",
+            self.parts.len(),
+            if self.parts.len() > 1 {
+                "fused"
+            } else {
+                "run alone"
+            },
+            if memo_hit { " (memo hit)" } else { "" }
+        );
+        for p in &self.parts {
+            out.push_str(&format!("  - {p}\n"));
+        }
+        match (&self.cut, &self.next) {
+            (Some(cut), Some(next)) => {
+                let on = match (cut.constraint, self.cut_store) {
+                    (Constraint::LaunchDomain, _) => String::new(),
+                    (_, Some(i)) => format!(" on {}", store(i)),
+                    _ => String::new(),
+                };
+                out.push_str(&format!(
+                    "  cut before {next}: {}{on}\n",
+                    cut.constraint.name()
+                ));
+            }
+            _ => out.push_str("  the whole window fused\n"),
+        }
+        if !self.temporaries.is_empty() {
+            let names: Vec<String> = self.temporaries.iter().map(|&i| store(i)).collect();
+            out.push_str(&format!(
+                "  temporaries: {} ({} vanished, {} kept a task-local buffer)\n",
+                names.join(", "),
+                self.temporaries.len().saturating_sub(self.kept_local),
+                self.kept_local
+            ));
+        }
+        if !self.passes.is_empty() {
+            for line in self.passes.lines() {
+                out.push_str(&format!("  {line}\n"));
+            }
+        }
+        out
+    }
+}

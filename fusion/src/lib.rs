@@ -1,0 +1,428 @@
+//! Task fusion (Diffuse, sections 4 and 5), as a [`Planner`] of `weft-runtime`: the longest fusible prefix of a window, temporary
+//! stores, the fused task, and memoization of all of it.
+//!
+//! [`Fuser::analyse`] looks at a window of pending tasks and returns a [`Plan`]: how many tasks
+//! at the front fuse, why the window was cut there, which stores become task-local, and (for
+//! more than one task) the fused kernel and where each of its arguments comes from. Its
+//! [`Planner`] implementation turns that into the fused task the runtime runs. Plans are
+//! memoized by the window's canonical form ([`canonical`]), so a loop in steady state neither
+//! analyses nor compiles anything: a hit costs a hash of the window and a table look-up.
+//!
+//! It depends on `weft-runtime` (whose seam it implements) and `weft-ir`, never on a back end
+//! or the plugin host. Its errors are the runtime's: composing a fused kernel fails only on a
+//! bug in Weft.
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod canonical;
+pub mod constraints;
+pub mod explain;
+pub mod temporaries;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use weft_ir::passes::compose::{Part, compose};
+use weft_ir::passes::{FusionFacts, optimize};
+use weft_ir::{Param, Privilege};
+use weft_runtime::kernel::id_of_words;
+use weft_runtime::partition::RootPartition;
+use weft_runtime::planner::{Plan, PlanContext, Planner, PlannerStats};
+use weft_runtime::stores::{StorageId, Stores};
+use weft_runtime::task::{IndexTask, TaskArg};
+use weft_runtime::{Error, KernelEntry, Result};
+
+use constraints::{Cut, fusible_prefix};
+use explain::Explanation;
+
+/// The planner's counters (the runtime's [`PlannerStats`]).
+pub type FusionStats = PlannerStats;
+
+/// Where one argument of a fused task comes from.
+#[derive(Clone, Debug)]
+pub struct ArgSource {
+    /// Index of the task in the prefix.
+    pub task: usize,
+    /// Index of the argument in that task.
+    pub arg: usize,
+    /// The merged privilege.
+    pub privilege: Privilege,
+    /// Whether the argument is a temporary (task-local scratch).
+    pub local: bool,
+}
+
+/// The fused task of a prefix of more than one task.
+#[derive(Debug)]
+pub struct Fused {
+    /// Store arguments, in kernel-parameter order.
+    pub args: Vec<ArgSource>,
+    /// Scalar arguments: (task, scalar index), in kernel-parameter order.
+    pub scalars: Vec<(usize, usize)>,
+    /// The fused kernel (compiled on first use).
+    pub kernel: Arc<KernelEntry>,
+}
+
+/// What to do with the front of a window.
+#[derive(Debug)]
+pub struct FusionPlan {
+    /// How many tasks at the front fuse (at least one).
+    pub prefix: usize,
+    /// The fused task, when `prefix > 1`.
+    pub fused: Option<Fused>,
+    /// Why the window was cut, for explanations.
+    pub explanation: Explanation,
+}
+
+/// A plan and how it was found.
+pub struct Planned {
+    /// The plan.
+    pub plan: Arc<FusionPlan>,
+    /// The prefix's canonical key (it names the stores of this window).
+    pub key: canonical::Key,
+    /// Whether the plan came from the memo.
+    pub hit: bool,
+}
+
+/// The fusion layer's state: the memo of plans.
+#[derive(Default)]
+pub struct Fuser {
+    memo: HashMap<Vec<u64>, Arc<FusionPlan>>,
+    /// Counters.
+    pub stats: FusionStats,
+}
+
+impl Fuser {
+    /// The plan for the front of `window` (which must not be empty). `readers` gives, per
+    /// storage, how many arguments of pending tasks (anywhere, the prefix's included) read or
+    /// reduce it.
+    ///
+    /// The constraint check runs on every call (it is linear in the prefix and never looks at
+    /// points); everything after it (temporaries, the fused task and kernel, compilation) is
+    /// memoized by the prefix's canonical form.
+    pub fn analyse(
+        &mut self,
+        window: &[IndexTask],
+        stores: &Stores,
+        readers: &HashMap<StorageId, u32>,
+    ) -> Result<Planned> {
+        let (prefix, cut) = fusible_prefix(window);
+        let prefix = prefix.clamp(1, window.len().max(1)).min(window.len());
+        let tasks = &window[..prefix];
+        // A store is read after the prefix if pending tasks outside it read it (they may be
+        // earlier in program order, after a partial flush, or later).
+        let mut inside: HashMap<StorageId, u32> = HashMap::new();
+        for a in tasks.iter().flat_map(|t| &t.args) {
+            if !matches!(a.privilege, Privilege::Write) {
+                *inside.entry(a.storage).or_insert(0) += 1;
+            }
+        }
+        let read_after = |s: StorageId| {
+            readers.get(&s).copied().unwrap_or(0) > inside.get(&s).copied().unwrap_or(0)
+        };
+        let key = canonical::key(tasks, cut.as_ref(), stores, read_after);
+        if let Some(plan) = self.memo.get(&key.words) {
+            self.stats.memo_hits += 1;
+            return Ok(Planned {
+                plan: plan.clone(),
+                key,
+                hit: true,
+            });
+        }
+        let start = Instant::now();
+        let temps = temporaries::temporaries(
+            tasks,
+            |s| stores.storage_live(s),
+            read_after,
+            |s| stores.storage(s).map(|st| st.shape.as_slice()),
+        );
+        let mut explanation = Explanation::new(tasks, window.get(prefix), cut, &temps, &key);
+        let fused = if prefix > 1 {
+            let fused = self.build(tasks, &temps, &key.words, &mut explanation)?;
+            self.stats.kernels_fused += 1;
+            Some(fused)
+        } else {
+            None
+        };
+        let plan = Arc::new(FusionPlan {
+            prefix,
+            fused,
+            explanation,
+        });
+        self.stats.analyses += 1;
+        self.stats.analysis_seconds += start.elapsed().as_secs_f64();
+        self.memo.insert(key.words.clone(), plan.clone());
+        Ok(Planned {
+            plan,
+            key,
+            hit: false,
+        })
+    }
+
+    /// Builds the fused task of `tasks`: deduplicated arguments with merged privileges, the
+    /// composed kernel, and the kernel passes.
+    fn build(
+        &mut self,
+        tasks: &[IndexTask],
+        temps: &[StorageId],
+        key: &[u64],
+        explanation: &mut Explanation,
+    ) -> Result<Fused> {
+        // One fused argument per distinct (storage, partition, reduction-or-not).
+        let mut args: Vec<ArgSource> = Vec::new();
+        let mut arg_keys: Vec<(StorageId, &RootPartition, bool)> = Vec::new();
+        let mut parts_params: Vec<Vec<u32>> = Vec::with_capacity(tasks.len());
+        for (t, task) in tasks.iter().enumerate() {
+            let mut map = Vec::new();
+            for (a, arg) in task.args.iter().enumerate() {
+                let reduces = matches!(arg.privilege, Privilege::Reduce(_));
+                let k = (arg.storage, &arg.root_partition, reduces);
+                let index = match arg_keys.iter().position(|x| *x == k) {
+                    Some(i) => {
+                        args[i].privilege = merge(args[i].privilege, arg.privilege);
+                        i
+                    }
+                    None => {
+                        arg_keys.push(k);
+                        args.push(ArgSource {
+                            task: t,
+                            arg: a,
+                            privilege: arg.privilege,
+                            local: temps.contains(&arg.storage),
+                        });
+                        args.len() - 1
+                    }
+                };
+                map.push(index as u32);
+            }
+            parts_params.push(map);
+        }
+        // Scalars follow the stores, part by part.
+        let mut scalars = Vec::new();
+        for (t, task) in tasks.iter().enumerate() {
+            for s in 0..task.scalars.len() {
+                parts_params[t].push((args.len() + scalars.len()) as u32);
+                scalars.push((t, s));
+            }
+        }
+        let entries: Vec<&KernelEntry> = tasks.iter().map(|t| &*t.kernel).collect();
+        let mut params: Vec<Param> = args
+            .iter()
+            .map(|src| {
+                let arg = &tasks[src.task].args[src.arg];
+                let (dtype, rank) = store_param(entries[src.task], src.arg).unwrap_or((
+                    weft_ir::DType::F64,
+                    arg.root_partition.bounds.origin.len() as u32,
+                ));
+                Param::Store {
+                    dtype,
+                    rank,
+                    privilege: src.privilege,
+                }
+            })
+            .collect();
+        for &(t, s) in &scalars {
+            params.push(Param::Scalar {
+                dtype: tasks[t].scalars[s].dtype(),
+            });
+        }
+        let name = fused_name(&entries);
+        // Scalar tasks first (the constraints allow it), so that the loops of the multi-point
+        // tasks end up adjacent and can fuse.
+        let mut order: Vec<usize> = (0..tasks.len()).collect();
+        order.sort_by_key(|&t| !constraints::is_scalar_task(&tasks[t]));
+        let parts: Vec<Part<'_>> = order
+            .iter()
+            .map(|&t| Part {
+                kernel: entries[t].ir(),
+                params: parts_params[t].clone(),
+            })
+            .collect();
+        let composed = compose(name.clone(), params, &parts).map_err(|e| Error::Compile {
+            kernel: name.clone(),
+            message: format!("composing the fused kernel: {e}"),
+        })?;
+        let facts = FusionFacts {
+            class: iteration_classes(tasks, &args, scalars.len()),
+            local: args
+                .iter()
+                .map(|a| a.local)
+                .chain(std::iter::repeat_n(false, scalars.len()))
+                .collect(),
+            // Arguments on one root storage may overlap; others never do.
+            alias: arg_keys
+                .iter()
+                .map(|(storage, _, _)| {
+                    arg_keys
+                        .iter()
+                        .position(|(s, _, _)| s == storage)
+                        .map(|i| i as u32)
+                })
+                .chain(std::iter::repeat_n(None, scalars.len()))
+                .collect(),
+        };
+        let optimized = optimize(&composed, &facts);
+        explanation.set_passes(optimized.report.to_string());
+        let ir = weft_ir::passes::math::lower_math(&optimized.kernel);
+        // The memo key determines the fused kernel, so its hash is the kernel's content id.
+        let kernel = KernelEntry::from_passes(ir, id_of_words(b"weft-fused", key))?;
+        // Keep only the arguments whose parameters survived the passes.
+        let map = &optimized.param_map;
+        let kept_args: Vec<ArgSource> = args
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| map.get(*i).copied().flatten().is_some())
+            .map(|(_, a)| a)
+            .collect();
+        let store_count = map.len() - scalars.len();
+        let kept_scalars: Vec<(usize, usize)> = scalars
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| map.get(store_count + *i).copied().flatten().is_some())
+            .map(|(_, s)| s)
+            .collect();
+        explanation.set_vanished(kept_args.iter().filter(|a| a.local).count());
+        Ok(Fused {
+            args: kept_args,
+            scalars: kept_scalars,
+            kernel: Arc::new(kernel),
+        })
+    }
+}
+
+/// The dtype and rank of a kernel's `index`-th store parameter.
+fn store_param(entry: &KernelEntry, index: usize) -> Option<(weft_ir::DType, u32)> {
+    entry
+        .ir()
+        .params
+        .iter()
+        .filter_map(|p| match p {
+            Param::Store { dtype, rank, .. } => Some((*dtype, *rank)),
+            Param::Scalar { .. } => None,
+        })
+        .nth(index)
+}
+
+/// The privilege of an argument seen with `a` and then `b`.
+fn merge(a: Privilege, b: Privilege) -> Privilege {
+    match (a, b) {
+        (x, y) if x == y => x,
+        (Privilege::Reduce(op), _) | (_, Privilege::Reduce(op)) => Privilege::Reduce(op),
+        _ => Privilege::ReadWrite,
+    }
+}
+
+/// `fused(part+part+...)`, with the parts' provenance.
+fn fused_name(entries: &[&KernelEntry]) -> String {
+    const SHOWN: usize = 12;
+    let mut names: Vec<&str> = entries.iter().take(SHOWN).map(|e| e.name()).collect();
+    let more;
+    if entries.len() > SHOWN {
+        more = format!("{} more", entries.len() - SHOWN);
+        names.push(&more);
+    }
+    format!("fused({})", names.join("+"))
+}
+
+/// What decides a partition's sub-store extents at every point: the view's extent, the tile,
+/// offset relative to the view, and projection of its tiling, and an image's source.
+type ExtentShape = (
+    Vec<u64>,
+    Option<(Vec<u64>, Vec<i64>, Vec<Option<u32>>)>,
+    Option<weft_runtime::partition::Image>,
+);
+
+/// Arguments with equal sub-store extents at every point share a class: same tile, projection
+/// and offset relative to the view, same view extent, and the same image source (images of
+/// one source through one partition give equal ranges to every point).
+fn iteration_classes(tasks: &[IndexTask], args: &[ArgSource], scalars: usize) -> Vec<Option<u32>> {
+    let mut shapes: Vec<ExtentShape> = Vec::new();
+    let mut classes = Vec::with_capacity(args.len() + scalars);
+    for src in args {
+        let p = &tasks[src.task].args[src.arg].root_partition;
+        let shape = (
+            p.bounds.extent.clone(),
+            p.tiling.as_ref().map(|t| {
+                let rel: Vec<i64> = t
+                    .offset
+                    .iter()
+                    .zip(&p.bounds.origin)
+                    .map(|(&o, &b)| o - b as i64)
+                    .collect();
+                (t.tile.clone(), rel, t.projection.clone())
+            }),
+            p.image.as_deref().cloned(),
+        );
+        let class = match shapes.iter().position(|s| *s == shape) {
+            Some(i) => i,
+            None => {
+                shapes.push(shape);
+                shapes.len() - 1
+            }
+        };
+        classes.push(Some(class as u32));
+    }
+    classes.extend(std::iter::repeat_n(None, scalars));
+    classes
+}
+
+/// The fused task of `plan` over the tasks it was made for.
+pub fn instantiate(plan: &FusionPlan, tasks: &[IndexTask]) -> Option<IndexTask> {
+    let fused = plan.fused.as_ref()?;
+    let first = tasks.first()?;
+    let args = fused
+        .args
+        .iter()
+        .map(|src| {
+            let arg = &tasks[src.task].args[src.arg];
+            TaskArg {
+                privilege: src.privilege,
+                local: src.local,
+                ..arg.clone()
+            }
+        })
+        .collect();
+    let scalars = fused
+        .scalars
+        .iter()
+        .map(|&(t, s)| tasks[t].scalars[s])
+        .collect();
+    Some(IndexTask {
+        seq: first.seq,
+        plugin: first.plugin,
+        kernel: fused.kernel.clone(),
+        launch: constraints::fused_launch(tasks).to_vec(),
+        args,
+        scalars,
+    })
+}
+
+/// The cut of a plan, if any (for tests and explanations).
+pub fn cut_of(plan: &FusionPlan) -> Option<&Cut> {
+    plan.explanation.cut.as_ref()
+}
+
+impl Planner for Fuser {
+    fn fusible_prefix(&self, window: &[IndexTask]) -> usize {
+        fusible_prefix(window).0
+    }
+
+    fn plan(&mut self, window: &[IndexTask], context: &PlanContext<'_>) -> Result<Plan> {
+        let planned = self.analyse(window, context.stores, context.readers)?;
+        let prefix = planned.plan.prefix;
+        let fused = instantiate(&planned.plan, &window[..prefix]);
+        let explanation = context
+            .explain
+            .then(|| planned.plan.explanation.render(&planned.key, planned.hit));
+        Ok(Plan {
+            prefix,
+            fused,
+            explanation,
+        })
+    }
+
+    fn stats(&self) -> PlannerStats {
+        self.stats
+    }
+}

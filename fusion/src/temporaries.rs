@@ -1,0 +1,133 @@
+//! Temporary stores (Definition 4 of the Diffuse paper).
+//!
+//! A store `S` is temporary in the fusion of a prefix `T_1..T_f` of a window when
+//! 1. every read of `S` in the prefix, through a partition `P`, follows a write of `S` through
+//!    the same `P` that covers all of `S` (so the prefix produces every value it reads);
+//! 2. no pending task after the prefix reads or reduces `S`;
+//! 3. nobody holds a handle to `S` (nor to any view of it): neither the application nor a
+//!    plugin can name it again.
+//!
+//! A temporary becomes task-local: the executor gives each point a scratch buffer the size of
+//! its tile, and the kernel passes usually make even that disappear. Its storage is never
+//! allocated.
+
+use weft_ir::Privilege;
+
+use weft_runtime::partition::{Rect, RootPartition};
+use weft_runtime::stores::StorageId;
+use weft_runtime::task::IndexTask;
+
+/// Whether partition `p` of a launch over `launch` covers every element of a root of `shape`.
+/// An image never does as far as this analysis knows (its ranges are data).
+pub fn covers(p: &RootPartition, shape: &[u64], launch: &[u64]) -> bool {
+    if p.bounds != Rect::whole(shape) || p.image.is_some() {
+        return false;
+    }
+    let Some(t) = &p.tiling else {
+        return true;
+    };
+    (0..shape.len()).all(|d| {
+        let reach = match t.projection[d] {
+            Some(k) => launch
+                .get(k as usize)
+                .map_or(0, |&n| t.tile[d].saturating_mul(n)),
+            None => t.tile[d],
+        };
+        t.offset[d] <= 0 && (t.offset[d] as i128 + reach as i128) >= shape[d] as i128
+    })
+}
+
+/// The storages that are temporary in the fusion of `inside`, given which storages have live
+/// handles, which are read by a pending task after `inside`, and their root shapes. The answer
+/// is sorted by storage id.
+pub fn temporaries<'s>(
+    inside: &[IndexTask],
+    live: impl Fn(StorageId) -> bool,
+    read_after: impl Fn(StorageId) -> bool,
+    shape: impl Fn(StorageId) -> Option<&'s [u64]>,
+) -> Vec<StorageId> {
+    // Candidates: written inside the prefix, not live.
+    let mut candidates: Vec<StorageId> = inside
+        .iter()
+        .flat_map(|t| t.args.iter())
+        .filter(|a| a.privilege.mutates() && !live(a.storage))
+        .map(|a| a.storage)
+        .collect();
+    candidates.sort();
+    candidates.dedup();
+    candidates.retain(|&s| {
+        let Some(shape) = shape(s) else {
+            return false;
+        };
+        !read_after(s) && produced_inside(inside, s, shape)
+    });
+    candidates
+}
+
+/// Whether every read of `s` in `tasks` follows a covering write through the same partition.
+fn produced_inside(tasks: &[IndexTask], s: StorageId, shape: &[u64]) -> bool {
+    let mut covered: Vec<&RootPartition> = Vec::new();
+    for task in tasks {
+        let args = task.args.iter().filter(|a| a.storage == s);
+        // Reads of this task see only writes of earlier tasks.
+        for a in args.clone() {
+            let reads = matches!(
+                a.privilege,
+                Privilege::Read | Privilege::ReadWrite | Privilege::Reduce(_)
+            );
+            if reads && !covered.contains(&&a.root_partition) {
+                return false;
+            }
+        }
+        for a in args {
+            let full_write = matches!(a.privilege, Privilege::Write | Privilege::ReadWrite);
+            if full_write && covers(&a.root_partition, shape, &task.launch) {
+                covered.push(&a.root_partition);
+            }
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_runtime::partition::Tiling;
+
+    fn tiled(shape: &[u64], tile: u64, offset: i64) -> RootPartition {
+        RootPartition {
+            bounds: Rect::whole(shape),
+            tiling: Some(Tiling {
+                tile: vec![tile],
+                offset: vec![offset],
+                projection: vec![Some(0)],
+            }),
+            image: None,
+        }
+    }
+
+    #[test]
+    fn covering_needs_the_whole_root_and_enough_tiles() {
+        assert!(covers(&tiled(&[10], 4, 0), &[10], &[3]));
+        assert!(!covers(&tiled(&[10], 4, 0), &[10], &[2]));
+        assert!(!covers(&tiled(&[10], 4, 1), &[10], &[3]));
+        let view = RootPartition {
+            bounds: Rect {
+                origin: vec![1],
+                extent: vec![8],
+            },
+            tiling: None,
+            image: None,
+        };
+        assert!(!covers(&view, &[10], &[]));
+        assert!(covers(
+            &RootPartition {
+                bounds: Rect::whole(&[10]),
+                tiling: None,
+                image: None,
+            },
+            &[10],
+            &[]
+        ));
+    }
+}

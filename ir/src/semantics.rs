@@ -1,0 +1,72 @@
+//! The semantics every back end keeps: the one place that states them.
+//!
+//! A kernel means the same thing on every back end (the Cranelift CPU back end today, the PTX
+//! back end and every MPI rank later). Where a back end cannot give the same bits, this module
+//! says so; nothing else may differ. The validator ([`crate::validate()`]) enforces the limits,
+//! the reference interpreter ([`crate::interp`]) implements the rest, and back-end tests compare
+//! against it.
+//!
+//! # Limits
+//! - A store parameter has rank at most [`MAX_RANK`]; a task's launch domain has rank at most
+//!   [`MAX_LAUNCH_RANK`].
+//! - Loops nest at most [`MAX_LOOP_DEPTH`] deep; value ids are below [`MAX_VALUE_ID`].
+//!
+//! # Integers
+//! - Integer arithmetic wraps (two's complement). Division or remainder by zero gives 0, and
+//!   `i64::MIN / -1` wraps; compiled code never traps.
+//! - Shifts (`shl`, `shr`) take the shift amount modulo the operand's bit width; `shr` is
+//!   logical (it shifts zeros in).
+//!
+//! # Floats
+//! - Arithmetic is IEEE 754 with round-to-nearest-even, one rounding per operation: no fused
+//!   multiply-add, no reassociation, no flush of subnormals.
+//! - Float remainder follows C's `fmod` (`x rem 0.0` is NaN).
+//! - Float `min`/`max` (operators and reductions) give NaN if either operand is NaN and order
+//!   `-0.0` below `+0.0`.
+//! - The sign and payload of a NaN that arithmetic produces are unspecified: back ends (and
+//!   their optimizers) may differ there, and only there. An operation on a single NaN that
+//!   passes it on (`neg`, `abs`, `select`, a load and store, `bitcast`) keeps its payload.
+//! - Math functions (`exp`, `log`, `erf`, ...) are lowered to plain arithmetic by
+//!   [`crate::passes::math::lower_math`] before any back end sees them, so every back end
+//!   computes them with the same operations.
+//!
+//! # Conversions
+//! - Casts from float to integer truncate toward zero and saturate; NaN becomes 0.
+//! - Casts from bool give 0 or 1; casts to bool compare with zero (NaN is true). A `bool` in
+//!   memory is true when its byte is nonzero; stores write 0 or 1.
+//! - `bitcast` keeps every bit, NaN payloads included.
+//!
+//! # Bools
+//! - `min`/`and` and `max`/`or` are the logical operators; the `sum` and `max` reductions are
+//!   "any", `prod` and `min` are "all".
+//!
+//! # Memory
+//! - Every index is checked against the extent of its store's sub-store (or proven in bounds).
+//!   An out-of-bounds access stops the kernel with an error that names the kernel; it never
+//!   touches memory outside the stores handed to the task. After such a fault the stores the
+//!   kernel writes hold unspecified values.
+//!
+//! # Reduction order
+//! Today's order, which every back end keeps:
+//! - A reduction into an element that the parallel loop's rows own (indexed on dimension 0 by
+//!   the loop's dimension-0 index) is performed in iteration order.
+//! - Otherwise the loop's rows are cut into chunks whose size depends only on the loop's shape
+//!   (never on the thread count); each chunk reduces in iteration order (in vector code, in a
+//!   fixed number of interleaved lanes combined in a fixed order), and the chunks' partial
+//!   results are combined in chunk order.
+//! - So results do not depend on the number of threads. They may depend on whether a loop is
+//!   vectorized (float `sum` and `prod` into rank-0 stores) and on the number of pieces a launch
+//!   is cut into. A canonical order that is independent of both (fixed blocks, fixed lanes,
+//!   fixed trees) is the next step; when it lands, this section states it.
+
+/// The largest rank a store parameter (and so a store) may have.
+pub const MAX_RANK: u32 = 16;
+
+/// The largest rank of a task's launch domain.
+pub const MAX_LAUNCH_RANK: usize = 8;
+
+/// The deepest loops may nest (a parallel loop counts as one level).
+pub const MAX_LOOP_DEPTH: usize = 64;
+
+/// Value ids must be below this bound, so that a table indexed by value stays small.
+pub const MAX_VALUE_ID: u32 = 1 << 24;

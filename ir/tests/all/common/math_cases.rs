@@ -1,0 +1,87 @@
+//! What the math-function tests of several crates share: the functions, their one-loop
+//! kernels, ulp distances and a deterministic random stream. Included by path (`#[path]`) from
+//! `weft-ir`'s and `weft-cpu`'s tests.
+
+use weft_ir::builder::KernelBuilder;
+use weft_ir::{DType, Kernel, Privilege};
+
+/// A math function of the IR (the lowering's own enum).
+pub use weft_ir::passes::math::MathFn as F;
+
+/// Every function.
+pub const ALL: [F; 7] = F::ALL;
+
+/// `out[i] = f(x[i])` (or `pow(x[i], y[i])`) for element type `t`: stores `x`, `y`, `out`.
+pub fn kernel(f: F, t: DType) -> Kernel {
+    let mut k = KernelBuilder::new(format!("math.{f:?}.{t}").to_lowercase());
+    let x = k.store(t, 1, Privilege::Read);
+    let y = k.store(t, 1, Privilege::Read);
+    let out = k.store(t, 1, Privilege::Write);
+    k.parallel(out, |b, i| {
+        let a = b.load(x, i);
+        let r = match f {
+            F::Exp => b.exp(a),
+            F::Log => b.log(a),
+            F::Sin => b.sin(a),
+            F::Cos => b.cos(a),
+            F::Tanh => b.tanh(a),
+            F::Erf => b.erf(a),
+            F::Pow => {
+                let c = b.load(y, i);
+                b.pow(a, c)
+            }
+        };
+        b.store(out, i, r);
+    });
+    k.finish_validated().expect("a valid kernel")
+}
+
+/// Distance in ulps between two floats (0 for two NaNs or for ±0; infinite if only one is NaN).
+pub fn ulps64(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        return if a.is_nan() && b.is_nan() {
+            0.0
+        } else {
+            f64::INFINITY
+        };
+    }
+    let key = |x: f64| {
+        let b = x.to_bits() as i64;
+        if b < 0 { i64::MIN - b } else { b }
+    };
+    (i128::from(key(a)) - i128::from(key(b))).unsigned_abs() as f64
+}
+
+/// [`ulps64`] for `f32`.
+pub fn ulps32(a: f32, b: f32) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        return if a.is_nan() && b.is_nan() {
+            0.0
+        } else {
+            f64::INFINITY
+        };
+    }
+    let key = |x: f32| {
+        let b = x.to_bits() as i32;
+        if b < 0 { i32::MIN - b } else { b }
+    };
+    (i64::from(key(a)) - i64::from(key(b))).unsigned_abs() as f64
+}
+
+/// A deterministic pseudo-random stream (xorshift).
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 64 random bits.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A uniform float in `[lo, hi)`.
+    pub fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * ((self.next() >> 11) as f64 / (1u64 << 53) as f64)
+    }
+}

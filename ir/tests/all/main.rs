@@ -1,0 +1,14 @@
+//! The integration tests of `weft-ir`, in one test binary: the text filetests, the flat form,
+//! math lowering, parse errors, the passes, round trips and the validator's table.
+
+mod common;
+mod filetests;
+mod flat;
+mod interp_support;
+#[path = "common/math_cases.rs"]
+mod math_cases;
+mod math_lowering;
+mod parse_errors;
+mod passes;
+mod roundtrip;
+mod validate_table;

@@ -1,0 +1,106 @@
+//! The back-end seam: what the runtime needs of a machine that holds memory and runs kernels.
+//!
+//! A back end owns both the memory of stores and the code of kernels. The runtime decides what
+//! runs where and with which data; the back end only allocates, copies, compiles and launches.
+//! So a GPU back end can keep every buffer on the device and move bytes only when the host
+//! reads them, and an MPI rank can allocate only the pieces of a store that its points use.
+//!
+//! The CPU back end (`weft-cpu`) implements this trait; the executor (see
+//! [`crate::executor`]) works only through it.
+
+use std::time::Duration;
+
+use weft_ir::Scalar;
+
+use crate::Result;
+use crate::kernel::{KernelEntry, KernelId};
+
+/// A buffer of a back end: the memory of one storage (or of a piece of it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BufferId(pub u64);
+
+/// One store argument of one point task, as the back end sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Binding {
+    /// A rectangle of a buffer.
+    Buffer {
+        /// The buffer.
+        buffer: BufferId,
+        /// The element at index 0 in every dimension, in elements from the buffer's start.
+        offset: u64,
+        /// Extent of each dimension.
+        extents: Vec<i64>,
+        /// Stride of each dimension, in elements.
+        strides: Vec<i64>,
+        /// Global coordinates of the sub-store's origin (what `Op::Origin` reads).
+        origin: Vec<i64>,
+        /// Bytes per element.
+        element_size: usize,
+    },
+    /// A task-local temporary of a fused task: zeroed scratch memory of the rectangle's size,
+    /// dense and row-major, that lives only for this point.
+    Scratch {
+        /// Extent of each dimension.
+        extents: Vec<i64>,
+        /// Global coordinates of the sub-store's origin.
+        origin: Vec<i64>,
+        /// Bytes per element.
+        element_size: usize,
+    },
+}
+
+/// What preparing a kernel did.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Prepared {
+    /// The kernel was compiled already.
+    Cached,
+    /// The kernel was compiled now, in this much time.
+    Compiled(Duration),
+}
+
+/// Counters that a back end keeps of its memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Bytes in buffers allocated now.
+    pub allocated: u64,
+    /// Bytes of freed buffers kept for reuse.
+    pub pooled: u64,
+}
+
+/// A machine that holds memory and runs kernels (see the module documentation).
+///
+/// Every method is safe: a back end must check what it is given (a binding outside its buffer,
+/// an unknown buffer or kernel) and return an error rather than touch memory it should not.
+pub trait Backend {
+    /// The back end's name, for errors ("cpu", "ptx").
+    fn name(&self) -> &'static str;
+
+    /// A new buffer of `bytes` bytes, zeroed.
+    fn alloc(&mut self, bytes: u64) -> Result<BufferId>;
+
+    /// Frees a buffer. Freeing an unknown buffer does nothing.
+    fn free(&mut self, buffer: BufferId);
+
+    /// Copies `data` into a buffer at byte `offset`.
+    fn write(&mut self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<()>;
+
+    /// Copies bytes of a buffer, from byte `offset`, into `out`.
+    fn read(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<()>;
+
+    /// Whether `kernel` is compiled and cached.
+    fn is_prepared(&self, kernel: KernelId) -> bool;
+
+    /// Compiles a kernel unless it is cached (by its id), and caches it.
+    fn prepare(&mut self, kernel: &KernelEntry) -> Result<Prepared>;
+
+    /// Runs a prepared kernel on one point task: `bindings` are its store parameters in order,
+    /// `scalars` its scalar parameters in order. It may run asynchronously; a later call on
+    /// the same back end sees its effects.
+    fn launch(&mut self, kernel: KernelId, bindings: &[Binding], scalars: &[Scalar]) -> Result<()>;
+
+    /// Waits until every launch and copy issued so far has finished.
+    fn synchronize(&mut self) -> Result<()>;
+
+    /// The back end's memory counters.
+    fn memory(&self) -> MemoryStats;
+}

@@ -1,0 +1,394 @@
+//! The runtime core: the state that plugin calls and the application share (stores, the
+//! window, kernels), and the back end and planner it works through.
+//!
+//! During a plugin call the core moves into the plugin's wasmtime store (so that host imports
+//! reach it without locks or reference counting) and moves back when the call returns; see
+//! `weft-plugin`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, Sender, channel};
+
+use weft_ir::DType;
+use weft_ir::flat::FlatKernel;
+
+use crate::backend::{Backend, BufferId};
+use crate::executor::{ExecStats, Executor};
+use crate::handle::StoreHandle;
+use crate::kernel::{self, KernelEntry};
+use crate::mapping::{BlockMapping, Mapping};
+use crate::partition::{Rect, Tiling, points};
+use crate::planner::{Planner, PlannerStats};
+use crate::stores::{StoreId, Stores};
+use crate::task::PluginId;
+use crate::trace::Trace;
+use crate::window::Window;
+use crate::{Error, Result};
+
+/// How a core is set up. `weft::Config` fills it from the application's configuration and the
+/// environment; the core reads no environment of its own.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Points per launch that the host prefers (1 on one process; more splits arrays into
+    /// more tiles).
+    pub pieces: u64,
+    /// The most tasks the window holds before it runs them (the window starts smaller and
+    /// grows while whole windows fuse).
+    pub window_bound: usize,
+    /// Whether planners' explanations are gathered for [`Core::take_explanations`].
+    pub explain: bool,
+    /// Whether planners' explanations are printed on standard error as they are made.
+    pub explain_to_stderr: bool,
+    /// Where to write a trace of kernel runs (Chrome trace-event JSON) when the core is
+    /// dropped.
+    pub trace: Option<PathBuf>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            pieces: 1,
+            window_bound: 256,
+            explain: false,
+            explain_to_stderr: false,
+            trace: None,
+        }
+    }
+}
+
+/// Counters of what the runtime did.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Stats {
+    /// Tasks plugins submitted.
+    pub tasks_submitted: u64,
+    /// What the executor did.
+    pub exec: ExecStats,
+}
+
+/// The runtime core (see the module documentation).
+pub struct Core {
+    pub(crate) stores: Stores,
+    pub(crate) window: Window,
+    /// Kernels by plugin and key.
+    kernels: HashMap<(PluginId, String), Arc<KernelEntry>>,
+    pub(crate) backend: Box<dyn Backend>,
+    pub(crate) planner: Box<dyn Planner>,
+    pub(crate) mapping: Box<dyn Mapping>,
+    pub(crate) rank: usize,
+    pub(crate) settings: Settings,
+    pub(crate) stats: Stats,
+    pub(crate) forbid_compiles: bool,
+    pub(crate) explain_log: Vec<String>,
+    pub(crate) trace: Option<Trace>,
+    released: (Sender<StoreId>, Receiver<StoreId>),
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        // Run what is still pending, so that the trace is whole; errors have no one to go to
+        // now.
+        let _ = self.flush();
+        if let Some(trace) = &self.trace
+            && let Err(e) = trace.write()
+        {
+            eprintln!("weft: cannot write the trace: {e}");
+        }
+    }
+}
+
+impl Core {
+    /// A core that keeps memory and runs kernels on `backend`, and asks `planner` what runs
+    /// together.
+    pub fn new(settings: Settings, backend: Box<dyn Backend>, planner: Box<dyn Planner>) -> Core {
+        Core {
+            stores: Stores::default(),
+            window: Window::new(settings.window_bound),
+            kernels: HashMap::new(),
+            backend,
+            planner,
+            mapping: Box::new(BlockMapping { ranks: 1 }),
+            rank: 0,
+            trace: settings.trace.clone().map(Trace::new),
+            settings,
+            stats: Stats::default(),
+            forbid_compiles: false,
+            explain_log: Vec::new(),
+            released: channel(),
+        }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The store table, to look at.
+    pub fn stores(&self) -> &Stores {
+        &self.stores
+    }
+
+    /// The back end's name.
+    pub fn backend_name(&self) -> &'static str {
+        self.backend.name()
+    }
+
+    /// Counters of what the runtime did.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// The planner's counters.
+    pub fn planner_stats(&self) -> PlannerStats {
+        self.planner.stats()
+    }
+
+    /// Replaces the planner, after running every pending task; returns the old one.
+    pub fn set_planner(&mut self, planner: Box<dyn Planner>) -> Result<Box<dyn Planner>> {
+        self.flush()?;
+        Ok(std::mem::replace(&mut self.planner, planner))
+    }
+
+    /// Turns the gathering of explanations on or off.
+    pub fn set_explain(&mut self, on: bool) {
+        self.settings.explain = on;
+    }
+
+    /// The explanations gathered since the last call (with [`Settings::explain`] on).
+    pub fn take_explanations(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.explain_log)
+    }
+
+    /// Makes compiling any kernel an error from now on (or allows it again).
+    pub fn forbid_compiles(&mut self, forbid: bool) {
+        self.forbid_compiles = forbid;
+    }
+
+    /// How many submitted tasks are waiting in the window.
+    pub fn pending_tasks(&mut self) -> usize {
+        self.collect_released();
+        self.window.len()
+    }
+
+    /// Number of stores alive, and bytes of storage allocated.
+    pub fn memory(&mut self) -> (usize, u64) {
+        self.collect_released();
+        (self.stores.len(), self.stores.allocated_bytes())
+    }
+
+    /// A handle for a store the caller already counted (one handle).
+    pub fn adopt(&self, id: StoreId) -> StoreHandle {
+        StoreHandle::new(id, self.released.0.clone())
+    }
+
+    /// Frees the stores whose last application handle was dropped.
+    pub fn collect_released(&mut self) {
+        let ids: Vec<StoreId> = self.released.1.try_iter().collect();
+        for id in ids {
+            self.release(id);
+        }
+    }
+
+    pub(crate) fn free(&mut self, buffer: Option<BufferId>) {
+        if let Some(b) = buffer {
+            self.backend.free(b);
+        }
+    }
+
+    /// Creates a root store with one handle.
+    pub fn create_store(&mut self, shape: Vec<u64>, dtype: DType) -> Result<StoreId> {
+        self.stores.create(shape, dtype)
+    }
+
+    /// Creates a view of `parent`'s rectangle `start..stop`, with one handle.
+    pub fn slice(&mut self, parent: StoreId, start: &[u64], stop: &[u64]) -> Result<StoreId> {
+        self.stores.slice(parent, start, stop)
+    }
+
+    /// Counts one more handle on a store.
+    pub fn retain(&mut self, id: StoreId) -> Result<()> {
+        self.stores.retain(id)
+    }
+
+    /// Drops a handle to a store (freeing it once nothing needs it).
+    pub fn release(&mut self, id: StoreId) {
+        let freed = self.stores.release(id);
+        self.free(freed);
+    }
+
+    /// Creates a store from host data (little-endian bytes in row-major order), with one
+    /// handle.
+    pub fn store_from_bytes(
+        &mut self,
+        shape: Vec<u64>,
+        dtype: DType,
+        data: &[u8],
+    ) -> Result<StoreId> {
+        self.collect_released();
+        let id = self.stores.create(shape, dtype)?;
+        if let Err(e) = self.write_bytes(id, data) {
+            self.release(id);
+            return Err(e);
+        }
+        Ok(id)
+    }
+
+    /// The launch domain and tiling the host prefers for an array of `shape`: dimension 0 is
+    /// split into at most `pieces` tiles, the others stay whole.
+    pub fn preferred_tiling(&self, shape: &[u64]) -> (Vec<u64>, Tiling) {
+        let Some(&rows) = shape.first() else {
+            return (
+                Vec::new(),
+                Tiling {
+                    tile: Vec::new(),
+                    offset: Vec::new(),
+                    projection: Vec::new(),
+                },
+            );
+        };
+        let pieces = self.settings.pieces.clamp(1, rows.max(1));
+        let tile_rows = rows.div_ceil(pieces).max(1);
+        let launch = rows.div_ceil(tile_rows);
+        let mut tile = shape.to_vec();
+        tile[0] = tile_rows;
+        let mut projection = vec![None; shape.len()];
+        projection[0] = Some(0);
+        (
+            vec![launch],
+            Tiling {
+                tile,
+                offset: vec![0; shape.len()],
+                projection,
+            },
+        )
+    }
+
+    /// The kernel `key` of plugin `plugin` (named `plugin_name`): from the cache, or through
+    /// the kernel intake from the flat IR that `fetch` gets from the plugin.
+    pub fn kernel(
+        &mut self,
+        plugin: PluginId,
+        plugin_name: &str,
+        key: &str,
+        fetch: impl FnOnce() -> std::result::Result<FlatKernel, String>,
+    ) -> Result<Arc<KernelEntry>> {
+        if let Some(k) = self.kernels.get(&(plugin, key.to_string())) {
+            return Ok(k.clone());
+        }
+        let flat = fetch().map_err(|message| Error::KernelSource {
+            plugin: plugin_name.to_string(),
+            key: key.to_string(),
+            message,
+        })?;
+        let entry = Arc::new(kernel::plugin_kernel(plugin_name, key, &flat)?);
+        self.kernels
+            .insert((plugin, key.to_string()), entry.clone());
+        Ok(entry)
+    }
+
+    pub(crate) fn execute(&mut self, task: &crate::task::IndexTask) -> Result<()> {
+        let start = std::time::Instant::now();
+        let points_before = self.stats.exec.points_executed;
+        let result = Executor {
+            stores: &mut self.stores,
+            backend: self.backend.as_mut(),
+            mapping: self.mapping.as_ref(),
+            rank: self.rank,
+            stats: &mut self.stats.exec,
+            forbid_compiles: self.forbid_compiles,
+        }
+        .run(task);
+        if let Some(trace) = &mut self.trace {
+            trace.record(
+                task.name(),
+                start,
+                self.stats.exec.points_executed - points_before,
+            );
+        }
+        result
+    }
+
+    /// The elements of a store, as little-endian bytes in row-major order, after running the
+    /// tasks pending before the read.
+    pub fn read_bytes(&mut self, id: StoreId) -> Result<Vec<u8>> {
+        self.collect_released();
+        let storage = self.stores.get(id)?.storage;
+        self.flush_for(storage, false)?;
+        self.backend.synchronize()?;
+        let info = self.stores.get(id)?;
+        let (rect, size) = (info.rect.clone(), info.dtype.size());
+        let s = self
+            .stores
+            .storage(storage)
+            .ok_or_else(|| Error::Internal(format!("storage of store {} vanished", id.0)))?;
+        let mut out = vec![0u8; rect.volume() as usize * size];
+        // Never written: zeros, without allocating the storage for a read.
+        let Some(buffer) = s.buffer() else {
+            return Ok(out);
+        };
+        let strides = s.strides();
+        let mut at = 0;
+        for (offset, len) in runs(&rect, &strides, size) {
+            self.backend.read(buffer, offset, &mut out[at..at + len])?;
+            at += len;
+        }
+        Ok(out)
+    }
+
+    /// Overwrites a store's elements with little-endian bytes in row-major order.
+    pub fn write_bytes(&mut self, id: StoreId, data: &[u8]) -> Result<()> {
+        let storage = self.stores.get(id)?.storage;
+        self.flush_for(storage, true)?;
+        let info = self.stores.get(id)?;
+        let (rect, dtype) = (info.rect.clone(), info.dtype);
+        let size = dtype.size();
+        let expected = rect.volume() as usize * size;
+        if data.len() != expected {
+            return Err(Error::Usage(format!(
+                "{} bytes given for a store of shape {:?} and type {dtype} ({expected} bytes)",
+                data.len(),
+                rect.extent
+            )));
+        }
+        if dtype == DType::Bool && data.iter().any(|&b| b > 1) {
+            return Err(Error::Usage("bool data must be 0 or 1".into()));
+        }
+        let buffer = self.stores.ensure_buffer(storage, self.backend.as_mut())?;
+        let strides = self
+            .stores
+            .storage(storage)
+            .ok_or_else(|| Error::Internal(format!("storage of store {} vanished", id.0)))?
+            .strides();
+        let mut at = 0;
+        for (offset, len) in runs(&rect, &strides, size) {
+            self.backend.write(buffer, offset, &data[at..at + len])?;
+            at += len;
+        }
+        Ok(())
+    }
+}
+
+/// The contiguous runs `(byte_offset, byte_len)` of `rect` in a row-major storage with
+/// `strides` (in elements), in row-major order.
+fn runs(rect: &Rect, strides: &[i64], size: usize) -> Vec<(u64, usize)> {
+    let rank = rect.origin.len();
+    if rank == 0 {
+        return vec![(0, size)];
+    }
+    if rect.volume() == 0 {
+        return Vec::new();
+    }
+    let inner = rect.extent[rank - 1] as usize * size;
+    let outer = &rect.extent[..rank - 1];
+    points(outer)
+        .map(|point| {
+            let offset: u64 = (0..rank)
+                .map(|d| {
+                    let i = if d < rank - 1 { point[d] } else { 0 };
+                    (rect.origin[d] + i) * strides[d] as u64
+                })
+                .sum();
+            (offset * size as u64, inner)
+        })
+        .collect()
+}

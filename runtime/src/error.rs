@@ -1,0 +1,83 @@
+//! The runtime's one error type.
+
+/// What can go wrong in the runtime core. Errors caused by a plugin's task or kernel name the
+/// plugin and the kernel; errors in a running kernel name the kernel, whose name carries its
+/// provenance.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A plugin handed the host kernel IR that does not validate.
+    #[error("plugin `{plugin}`, kernel `{key}`: {message}")]
+    InvalidIr {
+        /// The plugin's name.
+        plugin: String,
+        /// The kernel key.
+        key: String,
+        /// What the flat form's decoder or the validator found.
+        message: String,
+    },
+    /// A plugin could not produce the body of a kernel it submitted a task for.
+    #[error("plugin `{plugin}`, kernel `{key}`: {message}")]
+    KernelSource {
+        /// The plugin's name.
+        plugin: String,
+        /// The kernel key.
+        key: String,
+        /// What happened.
+        message: String,
+    },
+    /// A task was malformed (argument count, a partition that does not fit, ...).
+    #[error("plugin `{plugin}`, task `{kernel}`: {message}")]
+    InvalidTask {
+        /// The plugin's name.
+        plugin: String,
+        /// The task's kernel.
+        kernel: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A back end could not compile a kernel.
+    #[error("kernel `{kernel}`: compile failed: {message}")]
+    Compile {
+        /// The kernel's name.
+        kernel: String,
+        /// Why.
+        message: String,
+    },
+    /// A kernel would have been compiled while compiling is forbidden
+    /// (`Core::forbid_compiles`).
+    #[error(
+        "kernel `{kernel}` would be compiled, but compiling is forbidden now \
+         (Runtime::forbid_compiles)"
+    )]
+    CompileForbidden {
+        /// The kernel's name.
+        kernel: String,
+    },
+    /// A compiled kernel stopped at run time (for example an index out of bounds).
+    #[error("kernel `{kernel}`: {message}")]
+    KernelFault {
+        /// The kernel's name.
+        kernel: String,
+        /// What happened.
+        message: String,
+    },
+    /// A back end failed at something other than a kernel (memory, a device).
+    #[error("{backend} back end: {message}")]
+    Backend {
+        /// The back end's name.
+        backend: &'static str,
+        /// What happened.
+        message: String,
+    },
+    /// The caller used the runtime wrongly: a store that does not exist, data of the wrong
+    /// size, a store too large.
+    #[error("{0}")]
+    Usage(String),
+    /// An invariant of the runtime itself broke: a bug in Weft, not in a plugin or an
+    /// application.
+    #[error("internal error (a bug in Weft): {0}")]
+    Internal(String),
+}
+
+/// The runtime's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

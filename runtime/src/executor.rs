@@ -1,0 +1,179 @@
+//! Running one index task: the points this process owns, through a back end.
+
+use crate::backend::{Backend, Binding, BufferId, Prepared};
+use crate::mapping::Mapping;
+use crate::partition::points;
+use crate::stores::{StorageId, Stores};
+use crate::task::IndexTask;
+use crate::{Error, Result};
+
+/// Counters of what the executor did.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ExecStats {
+    /// Tasks run.
+    pub tasks_executed: u64,
+    /// Point tasks run on this process.
+    pub points_executed: u64,
+    /// Kernels compiled.
+    pub kernels_compiled: u64,
+    /// Seconds spent compiling kernels, in all.
+    pub compile_seconds: f64,
+    /// The longest compile of one kernel, in seconds.
+    pub compile_seconds_max: f64,
+}
+
+/// What the executor needs besides the task.
+pub struct Executor<'a> {
+    /// The store table.
+    pub stores: &'a mut Stores,
+    /// The back end that holds memory and runs kernels.
+    pub backend: &'a mut dyn Backend,
+    /// Who owns which point.
+    pub mapping: &'a dyn Mapping,
+    /// This process's rank.
+    pub rank: usize,
+    /// Counters to bump.
+    pub stats: &'a mut ExecStats,
+    /// Whether compiling a kernel is an error.
+    pub forbid_compiles: bool,
+}
+
+/// The storage facts of one argument that every point needs.
+struct ArgBase {
+    buffer: Option<BufferId>,
+    strides: Vec<i64>,
+    element_size: usize,
+    view_origin: Vec<u64>,
+}
+
+impl Executor<'_> {
+    /// Runs the points of `task` that this process owns.
+    pub fn run(&mut self, task: &IndexTask) -> Result<()> {
+        let kernel = &task.kernel;
+        if !self.backend.is_prepared(kernel.id()) {
+            if self.forbid_compiles {
+                return Err(Error::CompileForbidden {
+                    kernel: kernel.name().to_string(),
+                });
+            }
+            if let Prepared::Compiled(time) = self.backend.prepare(kernel)? {
+                let seconds = time.as_secs_f64();
+                self.stats.kernels_compiled += 1;
+                self.stats.compile_seconds += seconds;
+                self.stats.compile_seconds_max = self.stats.compile_seconds_max.max(seconds);
+            }
+        }
+        // Every storage gets its buffer before any point runs; task-local temporaries get no
+        // storage, only scratch memory per point.
+        let mut bases = Vec::with_capacity(task.args.len());
+        for arg in &task.args {
+            let info = self.stores.get(arg.store)?;
+            let (storage, view_origin, element_size) =
+                (info.storage, info.rect.origin.clone(), info.dtype.size());
+            if arg.local {
+                bases.push(ArgBase {
+                    buffer: None,
+                    strides: Vec::new(),
+                    element_size,
+                    view_origin,
+                });
+                continue;
+            }
+            let buffer = self.stores.ensure_buffer(storage, self.backend)?;
+            let strides = self
+                .stores
+                .storage(storage)
+                .ok_or_else(|| Error::Internal(format!("storage {} vanished", storage.0)))?
+                .strides();
+            bases.push(ArgBase {
+                buffer: Some(buffer),
+                strides,
+                element_size,
+                view_origin,
+            });
+        }
+        let mut bindings = Vec::with_capacity(task.args.len());
+        for point in points(&task.launch) {
+            if self.mapping.owner(&point, &task.launch) != self.rank {
+                continue;
+            }
+            bindings.clear();
+            for (arg, base) in task.args.iter().zip(&bases) {
+                let rect = match &arg.root_partition.image {
+                    None => arg.root_partition.sub_rect(&point),
+                    Some(image) => {
+                        let (stores, backend) = (&*self.stores, &mut *self.backend);
+                        arg.root_partition.sub_rect_with(&point, |r, c| {
+                            read_index(stores, backend, image.source, &[r, c])
+                        })
+                    }
+                };
+                let origin: Vec<i64> = rect
+                    .origin
+                    .iter()
+                    .zip(&base.view_origin)
+                    .map(|(&o, &v)| o as i64 - v as i64)
+                    .collect();
+                let extents = rect.extent.iter().map(|&e| e as i64).collect();
+                bindings.push(match base.buffer {
+                    None => Binding::Scratch {
+                        extents,
+                        origin,
+                        element_size: base.element_size,
+                    },
+                    Some(buffer) => Binding::Buffer {
+                        buffer,
+                        offset: rect
+                            .origin
+                            .iter()
+                            .zip(&base.strides)
+                            .map(|(&o, &s)| o * s as u64)
+                            .sum(),
+                        extents,
+                        strides: base.strides.clone(),
+                        origin,
+                        element_size: base.element_size,
+                    },
+                });
+            }
+            self.backend.launch(kernel.id(), &bindings, &task.scalars)?;
+            self.stats.points_executed += 1;
+        }
+        self.stats.tasks_executed += 1;
+        Ok(())
+    }
+}
+
+/// The integer element (`i32` or `i64`) at `index` (root coordinates) of a storage, if the
+/// storage holds integers, has its buffer and has that element.
+pub fn read_index(
+    stores: &Stores,
+    backend: &mut dyn Backend,
+    storage: StorageId,
+    index: &[u64],
+) -> Option<i64> {
+    let s = stores.storage(storage)?;
+    if index.len() != s.shape.len() || index.iter().zip(&s.shape).any(|(i, n)| i >= n) {
+        return None;
+    }
+    let linear: u64 = index
+        .iter()
+        .zip(s.strides())
+        .map(|(&i, st)| i * st as u64)
+        .sum();
+    let buffer = s.buffer()?;
+    let size = s.dtype.size();
+    let mut bytes = [0u8; 8];
+    backend
+        .read(buffer, linear * size as u64, &mut bytes[..size])
+        .ok()?;
+    match s.dtype {
+        weft_ir::DType::I64 => Some(i64::from_le_bytes(bytes)),
+        weft_ir::DType::I32 => {
+            let mut half = [0u8; 4];
+            half.copy_from_slice(&bytes[..4]);
+            Some(i64::from(i32::from_le_bytes(half)))
+        }
+        _ => None,
+    }
+}

@@ -1,0 +1,178 @@
+//! Kernels as the runtime keeps them, and the one kernel intake.
+//!
+//! Every kernel, a plugin's or a fused one, enters through this module and leaves it as a
+//! [`KernelEntry`]: IR that is validated once ([`ValidKernel`]), with math lowered to plain
+//! arithmetic, a name that carries its provenance, and a [`KernelId`] that is a hash of its
+//! content. Passes and back ends trust an entry and never validate it again.
+
+use std::hash::{Hash, Hasher};
+
+use weft_ir::flat::FlatKernel;
+use weft_ir::{Kernel, ValidKernel};
+
+use crate::{Error, Result};
+
+/// The name of a kernel across the runtime: a hash of its content (its IR and its name), so
+/// that the same kernel has the same id in every run and on every rank, and back ends can
+/// cache compiled code by it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KernelId(pub u64);
+
+impl std::fmt::Display for KernelId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+/// A kernel ready for back ends: validated, math lowered, named and identified.
+#[derive(Debug)]
+pub struct KernelEntry {
+    id: KernelId,
+    ir: ValidKernel,
+}
+
+impl KernelEntry {
+    /// The kernel's id.
+    pub fn id(&self) -> KernelId {
+        self.id
+    }
+
+    /// Its name: `plugin.key` for a plugin's kernel, `fused(...)` for a fused one. Errors and
+    /// traces show it.
+    pub fn name(&self) -> &str {
+        &self.ir.name
+    }
+
+    /// The validated IR.
+    pub fn ir(&self) -> &ValidKernel {
+        &self.ir
+    }
+
+    /// An entry for IR that Weft built itself (a fused kernel), with math already lowered.
+    /// `id` must be determined by the kernel's content (for a fused kernel: a hash of the
+    /// fusion plan's canonical key, see [`id_of_words`]). Validation failing here is a bug in
+    /// the passes, not in a plugin.
+    pub fn from_passes(ir: Kernel, id: KernelId) -> Result<KernelEntry> {
+        let name = ir.name.clone();
+        let ir = ValidKernel::new(ir).map_err(|e| {
+            Error::Internal(format!("the passes made an invalid kernel `{name}`: {e}"))
+        })?;
+        Ok(KernelEntry { id, ir })
+    }
+
+    /// An entry for a kernel that a test or a benchmark builds directly: validated, math
+    /// lowered and named `name`, as a plugin's kernel would be.
+    pub fn new(name: &str, ir: &Kernel) -> Result<KernelEntry> {
+        intake(name, ir).map_err(|message| Error::Usage(format!("kernel `{name}`: {message}")))
+    }
+}
+
+/// The kernel intake for a plugin's kernel body: flat form to IR, validation, math lowering,
+/// naming (`plugin.key`) and the content id.
+pub fn plugin_kernel(plugin: &str, key: &str, flat: &FlatKernel) -> Result<KernelEntry> {
+    let invalid = |message: String| Error::InvalidIr {
+        plugin: plugin.to_string(),
+        key: key.to_string(),
+        message,
+    };
+    let ir = weft_ir::flat::from_flat(flat).map_err(|e| invalid(e.to_string()))?;
+    intake(&format!("{plugin}.{key}"), &ir).map_err(invalid)
+}
+
+fn intake(name: &str, ir: &Kernel) -> std::result::Result<KernelEntry, String> {
+    weft_ir::validate(ir).map_err(|e| e.to_string())?;
+    // Math functions become plain arithmetic in every kernel, fused or not, so results do not
+    // depend on fusion or on the back end.
+    let mut lowered = weft_ir::passes::math::lower_math(ir);
+    lowered.name = name.to_string();
+    let ir = ValidKernel::new(lowered)
+        .map_err(|e| format!("internal error: math lowering made an invalid kernel: {e}"))?;
+    Ok(KernelEntry {
+        id: content_id(&ir),
+        ir,
+    })
+}
+
+/// The content id of a kernel.
+fn content_id(ir: &Kernel) -> KernelId {
+    let mut h = ContentHasher(blake3::Hasher::new());
+    h.0.update(b"weft-kernel");
+    ir.hash(&mut h);
+    KernelId(h.finish())
+}
+
+/// The id of a kernel that `words` (a canonical description, such as a fusion plan's memo
+/// key) determine entirely. Cheaper than hashing the kernel, and just as stable.
+pub fn id_of_words(domain: &[u8], words: &[u64]) -> KernelId {
+    let mut h = blake3::Hasher::new();
+    h.update(domain);
+    for w in words {
+        h.update(&w.to_le_bytes());
+    }
+    let bytes = h.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&bytes.as_bytes()[..8]);
+    KernelId(u64::from_le_bytes(first))
+}
+
+/// A [`Hasher`] that feeds BLAKE3: deterministic across processes of one binary, unlike the
+/// standard library's randomly seeded hasher.
+struct ContentHasher(blake3::Hasher);
+
+impl Hasher for ContentHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    fn finish(&self) -> u64 {
+        let bytes = self.0.finalize();
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&bytes.as_bytes()[..8]);
+        u64::from_le_bytes(first)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_ir::{DType, KernelBuilder, Privilege};
+
+    fn scale(name: &str, factor: f64) -> Kernel {
+        let mut k = KernelBuilder::new(name);
+        let a = k.store(DType::F64, 1, Privilege::Read);
+        let out = k.store(DType::F64, 1, Privilege::Write);
+        k.body().parallel(out, |b, i| {
+            let x = b.load(a, i);
+            let f = b.const_f64(factor);
+            let y = b.mul(x, f);
+            b.store(out, i, y);
+        });
+        k.finish()
+    }
+
+    #[test]
+    fn ids_are_content_hashes() {
+        let a = KernelEntry::new("p.scale", &scale("x", 2.0)).unwrap();
+        let b = KernelEntry::new("p.scale", &scale("y", 2.0)).unwrap();
+        let c = KernelEntry::new("p.scale", &scale("x", 3.0)).unwrap();
+        let d = KernelEntry::new("q.scale", &scale("x", 2.0)).unwrap();
+        assert_eq!(a.id(), b.id(), "same content, same name: same id");
+        assert_ne!(a.id(), c.id(), "another constant");
+        assert_ne!(a.id(), d.id(), "another name");
+        assert_eq!(a.name(), "p.scale");
+    }
+
+    #[test]
+    fn plugin_kernels_are_validated_and_named() {
+        let flat = weft_ir::flat::to_flat(&scale("whatever", 2.0));
+        let entry = plugin_kernel("numeric", "scale", &flat).unwrap();
+        assert_eq!(entry.name(), "numeric.scale");
+        let mut bad = flat.clone();
+        bad.params.clear();
+        let e = plugin_kernel("numeric", "scale", &bad).unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidIr { plugin, key, .. } if plugin == "numeric" && key == "scale"),
+            "{e}"
+        );
+    }
+}

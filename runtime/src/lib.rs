@@ -1,0 +1,53 @@
+//! Weft's runtime core: stores, partitions, index tasks, the window and the executor, and the
+//! seams that the rest of Weft plugs into.
+//!
+//! What it owns:
+//! - [`stores`]: stores, views and their split reference counts (no memory: a storage names a
+//!   back end's buffer);
+//! - [`partition`]: partitions of stores folded into root coordinates, with constant-time
+//!   equality;
+//! - [`task`]: index tasks as the window keeps them;
+//! - [`kernel`]: the one kernel intake (flat IR to a validated, math-lowered, named kernel
+//!   with a content id);
+//! - [`window`]: the window's policy (grow, run the front, run what a read needs);
+//! - [`executor`]: running a task's points through a back end;
+//! - [`mapping`]: which rank owns which point;
+//! - [`core`]: the state plugin calls and the application share.
+//!
+//! The seams:
+//! - [`Backend`] (memory, compile, launch, synchronize): `weft-cpu` implements it, and later
+//!   the PTX back end;
+//! - [`Planner`] (what runs together): `weft-fusion` implements it; [`NoFusion`] runs every
+//!   task alone.
+//!
+//! It must not depend on wasmtime, Cranelift, or any back end or plugin host: they depend on
+//! it. [`testing`] has an interpreting back end for tests without Cranelift.
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod backend;
+pub mod core;
+pub mod error;
+pub mod executor;
+pub mod handle;
+pub mod kernel;
+pub mod mapping;
+pub mod partition;
+pub mod planner;
+pub mod stores;
+pub mod task;
+pub mod testing;
+pub mod trace;
+pub mod window;
+
+pub use backend::{Backend, Binding, BufferId, MemoryStats, Prepared};
+pub use core::{Core, Settings, Stats};
+pub use error::{Error, Result};
+pub use executor::ExecStats;
+pub use handle::StoreHandle;
+pub use kernel::{KernelEntry, KernelId};
+pub use partition::{Partition, Rect, RootPartition, Tiling};
+pub use planner::{NoFusion, Plan, PlanContext, Planner, PlannerStats};
+pub use stores::{StorageId, StoreId, Stores};
+pub use task::{IndexTask, PluginId, TaskArg};

@@ -1,0 +1,411 @@
+//! Partitions of stores over launch domains, and rectangles.
+//!
+//! A partition is stated on a store (a view); the runtime folds the view into it, so that every
+//! partition it keeps is a partition of *root storage* ([`RootPartition`]). Two views of one
+//! root with the same tiles are then different partitions of the same root, and equality is a
+//! comparison of a few small vectors: constant time in the size of the launch domain.
+//!
+//! An *image* partition (sparse matrices' column indices and values, tiled by rows) is named by
+//! its source store and the source's partition, never by the ranges it yields: equality stays
+//! a constant-time comparison, and the ranges are read from the source's data only when a
+//! point task runs ([`RootPartition::sub_rect_with`]).
+
+use crate::stores::StorageId;
+
+/// A rectangle `origin .. origin + extent` in some store's coordinates.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Rect {
+    /// First index per dimension.
+    pub origin: Vec<u64>,
+    /// Extent per dimension.
+    pub extent: Vec<u64>,
+}
+
+impl Rect {
+    /// The rectangle `0..shape`.
+    pub fn whole(shape: &[u64]) -> Rect {
+        Rect {
+            origin: vec![0; shape.len()],
+            extent: shape.to_vec(),
+        }
+    }
+
+    /// Number of elements.
+    pub fn volume(&self) -> u64 {
+        self.extent.iter().product()
+    }
+
+    /// Whether the two rectangles share an element.
+    pub fn overlaps(&self, other: &Rect) -> bool {
+        self.origin.len() == other.origin.len()
+            && (0..self.origin.len()).all(|d| {
+                let (a0, a1) = (self.origin[d], self.origin[d] + self.extent[d]);
+                let (b0, b1) = (other.origin[d], other.origin[d] + other.extent[d]);
+                a0 < b1 && b0 < a1
+            })
+            && self.volume() > 0
+            && other.volume() > 0
+    }
+}
+
+/// A tiling as a plugin states it on a store: point `p` sees the rectangle starting at
+/// `offset[d] + tile[d] * p[projection[d]]` with extent `tile[d]`, clipped to the store.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Tiling {
+    /// Tile extent per store dimension.
+    pub tile: Vec<u64>,
+    /// Offset of tile 0 per store dimension.
+    pub offset: Vec<i64>,
+    /// Which launch dimension moves the tile along each store dimension (none: it does not).
+    pub projection: Vec<Option<u32>>,
+}
+
+/// How a task argument is split across the points of its launch, on the store it names.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Partition {
+    /// Every point sees the whole store.
+    None,
+    /// Each point sees one tile.
+    Tiling(Tiling),
+    /// For a rank-1 store: the image of the task argument with this index (an `(n, 2)` store
+    /// of sorted, disjoint index ranges) through that argument's own partition.
+    Image(u32),
+}
+
+impl Partition {
+    /// Checks the partition against a store's rank and a launch's rank.
+    pub fn check(&self, store_rank: usize, launch_rank: usize) -> Result<(), String> {
+        let t = match self {
+            Partition::None => return Ok(()),
+            Partition::Image(_) if store_rank == 1 => return Ok(()),
+            Partition::Image(_) => {
+                return Err(format!(
+                    "an image partition needs a store of rank 1, not {store_rank}"
+                ));
+            }
+            Partition::Tiling(t) => t,
+        };
+        if t.tile.len() != store_rank
+            || t.offset.len() != store_rank
+            || t.projection.len() != store_rank
+        {
+            return Err(format!(
+                "tiling has {} tile, {} offset and {} projection entries for a store of rank {store_rank}",
+                t.tile.len(),
+                t.offset.len(),
+                t.projection.len()
+            ));
+        }
+        if let Some(d) = t
+            .projection
+            .iter()
+            .flatten()
+            .find(|&&d| d as usize >= launch_rank)
+        {
+            return Err(format!(
+                "tiling projects launch dimension {d}, but the launch has rank {launch_rank}"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A partition folded into root-storage coordinates: what fusion compares.
+///
+/// `bounds` is the view's rectangle in the root; tiles are clipped to it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RootPartition {
+    /// The view's rectangle in root coordinates.
+    pub bounds: Rect,
+    /// The tiling, with offsets in root coordinates; `None` when every point sees `bounds`
+    /// (or, for an image, the part of it that the image gives).
+    pub tiling: Option<Tiling>,
+    /// For an image partition: where its ranges come from.
+    pub image: Option<Box<Image>>,
+}
+
+/// The source of an image partition.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Image {
+    /// The root storage of the `(n, 2)` store of ranges.
+    pub source: StorageId,
+    /// The source's partition: point `p` takes the ranges of the source rows it sees.
+    pub source_partition: RootPartition,
+}
+
+impl RootPartition {
+    /// Folds a partition of a view whose rectangle in its root is `bounds`. A tiling that
+    /// gives every point the whole view (no dimension moves, one tile covers it) becomes
+    /// `None`, so that equal partitions compare equal however they were written.
+    pub fn fold(partition: &Partition, bounds: &Rect) -> RootPartition {
+        let whole = |t: &Tiling| {
+            t.projection.iter().all(Option::is_none)
+                && t.offset.iter().all(|&o| o == 0)
+                && t.tile
+                    .iter()
+                    .zip(&bounds.extent)
+                    .all(|(&tile, &e)| tile >= e)
+        };
+        let tiling = match partition {
+            Partition::None | Partition::Image(_) => None,
+            Partition::Tiling(t) if whole(t) => None,
+            Partition::Tiling(t) => Some(Tiling {
+                tile: t.tile.clone(),
+                offset: t
+                    .offset
+                    .iter()
+                    .zip(&bounds.origin)
+                    .map(|(&o, &b)| o + b as i64)
+                    .collect(),
+                projection: t.projection.clone(),
+            }),
+        };
+        RootPartition {
+            bounds: bounds.clone(),
+            tiling,
+            image: None,
+        }
+    }
+
+    /// Drops a tiling that gives the one point of a one-point launch the whole view: it is
+    /// then the same partition as `None`, and compares equal to it (so that a task that tiles
+    /// a vector over one point fuses with one that reads the vector whole).
+    pub fn normalize_for(&mut self, launch: &[u64]) {
+        if self.tiling.is_none() || launch.iter().product::<u64>() != 1 {
+            return;
+        }
+        if self.sub_rect(&vec![0; launch.len()]) == self.bounds {
+            self.tiling = None;
+        }
+    }
+
+    /// The image partition of a rank-1 view whose rectangle in its root is `bounds`, with
+    /// ranges from `source` (its root storage) seen through `source_partition`.
+    pub fn image(bounds: &Rect, source: StorageId, source_partition: RootPartition) -> Self {
+        RootPartition {
+            bounds: bounds.clone(),
+            tiling: None,
+            image: Some(Box::new(Image {
+                source,
+                source_partition,
+            })),
+        }
+    }
+
+    /// The rectangle, in root coordinates, that point `point` of the launch sees. For an
+    /// image, `read(r, c)` reads element `(r, c)` (root coordinates) of the source: the point
+    /// sees `read(first, 0) .. read(last, 1)` of the view, for the first and the last source
+    /// row it sees (nothing if it sees none), clipped to the view. `read` returning `None`
+    /// (an element that cannot be read) gives an empty range.
+    pub fn sub_rect_with(
+        &self,
+        point: &[u64],
+        mut read: impl FnMut(u64, u64) -> Option<i64>,
+    ) -> Rect {
+        let Some(image) = &self.image else {
+            return self.sub_rect(point);
+        };
+        let origin = self.bounds.origin.first().copied().unwrap_or(0);
+        let extent = self.bounds.extent.first().copied().unwrap_or(0);
+        let rows = image.source_partition.sub_rect(point);
+        let (Some(&r0), Some(&n), Some(&c0)) =
+            (rows.origin.first(), rows.extent.first(), rows.origin.get(1))
+        else {
+            return Rect {
+                origin: vec![origin],
+                extent: vec![0],
+            };
+        };
+        let range = if n == 0 {
+            None
+        } else {
+            read(r0, c0).zip(read(r0 + n - 1, c0 + 1))
+        };
+        let (lo, hi) = match range {
+            Some((lo, hi)) => {
+                let lo = lo.clamp(0, extent as i64) as u64;
+                (lo, (hi.max(0) as u64).clamp(lo, extent))
+            }
+            None => (0, 0),
+        };
+        Rect {
+            origin: vec![origin + lo],
+            extent: vec![hi - lo],
+        }
+    }
+
+    /// The rectangle, in root coordinates, that point `point` of the launch sees; for an image
+    /// partition, the whole view (a superset: [`Self::sub_rect_with`] gives the exact one).
+    pub fn sub_rect(&self, point: &[u64]) -> Rect {
+        let Some(t) = &self.tiling else {
+            return self.bounds.clone();
+        };
+        let rank = self.bounds.origin.len();
+        let mut origin = Vec::with_capacity(rank);
+        let mut extent = Vec::with_capacity(rank);
+        for d in 0..rank {
+            let lo_bound = self.bounds.origin[d] as i64;
+            let hi_bound = lo_bound + self.bounds.extent[d] as i64;
+            let step = t.projection[d]
+                .and_then(|k| point.get(k as usize))
+                .copied()
+                .unwrap_or(0);
+            let start = t.offset[d].saturating_add((t.tile[d] as i64).saturating_mul(step as i64));
+            let end = start.saturating_add(t.tile[d] as i64);
+            let (lo, hi) = (
+                start.clamp(lo_bound, hi_bound),
+                end.clamp(lo_bound, hi_bound),
+            );
+            origin.push(lo as u64);
+            extent.push((hi - lo) as u64);
+        }
+        Rect { origin, extent }
+    }
+}
+
+/// The points of a launch domain `0..extents`, in row-major order.
+pub fn points(extents: &[u64]) -> impl Iterator<Item = Vec<u64>> + '_ {
+    let total: u64 = extents.iter().product();
+    (0..total).map(move |mut linear| {
+        let mut point = vec![0; extents.len()];
+        for d in (0..extents.len()).rev() {
+            point[d] = linear % extents[d];
+            linear /= extents[d];
+        }
+        point
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn views_fold_into_distinct_root_partitions() {
+        // grid is 6x6; center = grid[1:-1, 1:-1], north = grid[0:-2, 1:-1], tiles of 2 rows.
+        let tiling = Partition::Tiling(Tiling {
+            tile: vec![2, 4],
+            offset: vec![0, 0],
+            projection: vec![Some(0), None],
+        });
+        let center = RootPartition::fold(
+            &tiling,
+            &Rect {
+                origin: vec![1, 1],
+                extent: vec![4, 4],
+            },
+        );
+        let north = RootPartition::fold(
+            &tiling,
+            &Rect {
+                origin: vec![0, 1],
+                extent: vec![4, 4],
+            },
+        );
+        assert_ne!(center, north);
+        assert_eq!(center.sub_rect(&[1]).origin, vec![3, 1]);
+        assert_eq!(north.sub_rect(&[1]).origin, vec![2, 1]);
+        assert_eq!(north.sub_rect(&[1]).extent, vec![2, 4]);
+    }
+
+    #[test]
+    fn a_tiling_that_gives_every_point_everything_is_none() {
+        let scalar = Partition::Tiling(Tiling {
+            tile: vec![],
+            offset: vec![],
+            projection: vec![],
+        });
+        assert_eq!(
+            RootPartition::fold(&scalar, &Rect::whole(&[])),
+            RootPartition::fold(&Partition::None, &Rect::whole(&[]))
+        );
+        let rows = Partition::Tiling(Tiling {
+            tile: vec![4],
+            offset: vec![0],
+            projection: vec![Some(0)],
+        });
+        assert!(
+            RootPartition::fold(&rows, &Rect::whole(&[4]))
+                .tiling
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn a_tiling_of_one_point_that_covers_the_view_is_none() {
+        let rows = Partition::Tiling(Tiling {
+            tile: vec![10],
+            offset: vec![0],
+            projection: vec![Some(0)],
+        });
+        let mut p = RootPartition::fold(&rows, &Rect::whole(&[10]));
+        p.normalize_for(&[2]);
+        assert!(p.tiling.is_some(), "two points see different tiles");
+        p.normalize_for(&[1]);
+        assert_eq!(
+            p,
+            RootPartition::fold(&Partition::None, &Rect::whole(&[10]))
+        );
+        // A tile smaller than the view stays a tiling.
+        let half = Partition::Tiling(Tiling {
+            tile: vec![5],
+            offset: vec![0],
+            projection: vec![Some(0)],
+        });
+        let mut p = RootPartition::fold(&half, &Rect::whole(&[10]));
+        p.normalize_for(&[1]);
+        assert!(p.tiling.is_some());
+    }
+
+    #[test]
+    fn tiles_are_clipped_to_the_view() {
+        let tiling = Partition::Tiling(Tiling {
+            tile: vec![4],
+            offset: vec![0],
+            projection: vec![Some(0)],
+        });
+        let p = RootPartition::fold(&tiling, &Rect::whole(&[10]));
+        assert_eq!(p.sub_rect(&[2]).extent, vec![2]);
+        assert_eq!(p.sub_rect(&[3]).extent, vec![0]);
+    }
+
+    #[test]
+    fn an_image_takes_the_ranges_of_the_source_rows_a_point_sees() {
+        // Source: 4 rows of ranges [0,2) [2,2) [2,5) [5,6), tiled 2 rows per point; target: a
+        // view at root offset 10 of length 6.
+        let ranges = [[0i64, 2], [2, 2], [2, 5], [5, 6]];
+        let rows = Partition::Tiling(Tiling {
+            tile: vec![2, 2],
+            offset: vec![0, 0],
+            projection: vec![Some(0), None],
+        });
+        let source = RootPartition::fold(&rows, &Rect::whole(&[4, 2]));
+        let bounds = Rect {
+            origin: vec![10],
+            extent: vec![6],
+        };
+        let p = RootPartition::image(&bounds, StorageId(7), source.clone());
+        let read = |r: u64, c: u64| ranges.get(r as usize).map(|row| row[c as usize]);
+        assert_eq!(p.sub_rect_with(&[0], read).origin, vec![10]);
+        assert_eq!(p.sub_rect_with(&[0], read).extent, vec![2]);
+        assert_eq!(p.sub_rect_with(&[1], read).origin, vec![12]);
+        assert_eq!(p.sub_rect_with(&[1], read).extent, vec![4]);
+        // Equal sources and partitions give equal images; another source does not.
+        assert_eq!(
+            p,
+            RootPartition::image(&bounds, StorageId(7), source.clone())
+        );
+        assert_ne!(p, RootPartition::image(&bounds, StorageId(8), source));
+        // Ranges past the view are clipped to it.
+        let wild = |_: u64, c: u64| Some(if c == 0 { -5 } else { 100 });
+        assert_eq!(p.sub_rect_with(&[0], wild).extent, vec![6]);
+    }
+
+    #[test]
+    fn points_are_row_major() {
+        let all: Vec<_> = points(&[2, 3]).collect();
+        assert_eq!(all.len(), 6);
+        assert_eq!(all[4], vec![1, 1]);
+        assert_eq!(points(&[]).count(), 1);
+    }
+}

@@ -1,0 +1,168 @@
+//! Index tasks as the runtime keeps them.
+
+use std::sync::Arc;
+
+use weft_ir::{Kernel, Param, Privilege, Scalar};
+
+use crate::kernel::KernelEntry;
+use crate::partition::{Partition, RootPartition};
+use crate::stores::{StorageId, StoreId, StoreInfo};
+
+/// The index of a loaded plugin in its runtime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PluginId(pub u32);
+
+/// One store argument of a task.
+#[derive(Clone, Debug)]
+pub struct TaskArg {
+    /// The store (a root or a view).
+    pub store: StoreId,
+    /// The root storage the store lives in.
+    pub storage: StorageId,
+    /// The partition, as the plugin stated it on the store.
+    pub partition: Partition,
+    /// The partition folded into root-storage coordinates.
+    pub root_partition: RootPartition,
+    /// What the task does to the store.
+    pub privilege: Privilege,
+    /// Whether the store is a temporary of a fused task: each point gets a scratch buffer the
+    /// size of its tile, and the store's storage is never touched.
+    pub local: bool,
+}
+
+impl TaskArg {
+    /// An argument as a plugin states it: the runtime folds the partition into root
+    /// coordinates when the task is submitted.
+    pub fn new(store: StoreId, partition: Partition, privilege: Privilege) -> TaskArg {
+        TaskArg {
+            store,
+            storage: StorageId(0),
+            partition,
+            root_partition: RootPartition {
+                bounds: crate::partition::Rect::whole(&[]),
+                tiling: None,
+                image: None,
+            },
+            privilege,
+            local: false,
+        }
+    }
+}
+
+/// An index task in the window.
+#[derive(Clone, Debug)]
+pub struct IndexTask {
+    /// Its place in program order (unique, increasing).
+    pub seq: u64,
+    /// The plugin that submitted it.
+    pub plugin: PluginId,
+    /// The kernel it runs.
+    pub kernel: Arc<KernelEntry>,
+    /// The launch domain `0..launch[d]`.
+    pub launch: Vec<u64>,
+    /// Store arguments.
+    pub args: Vec<TaskArg>,
+    /// Scalar arguments.
+    pub scalars: Vec<Scalar>,
+}
+
+impl IndexTask {
+    /// A task of `plugin` running `kernel` over `launch`, before submission (the runtime gives
+    /// it its sequence number).
+    pub fn new(
+        plugin: PluginId,
+        kernel: Arc<KernelEntry>,
+        launch: Vec<u64>,
+        args: Vec<TaskArg>,
+        scalars: Vec<Scalar>,
+    ) -> IndexTask {
+        IndexTask {
+            seq: 0,
+            plugin,
+            kernel,
+            launch,
+            args,
+            scalars,
+        }
+    }
+
+    /// The name of its kernel (its provenance).
+    pub fn name(&self) -> &str {
+        self.kernel.name()
+    }
+}
+
+/// Checks that a task's arguments match its kernel's parameters.
+pub fn check_against_kernel(
+    task: &IndexTask,
+    kernel: &Kernel,
+    info: impl Fn(StoreId) -> Option<(usize, weft_ir::DType)>,
+) -> Result<(), String> {
+    let stores: Vec<_> = kernel
+        .params
+        .iter()
+        .filter_map(|p| match p {
+            Param::Store {
+                dtype,
+                rank,
+                privilege,
+            } => Some((*dtype, *rank as usize, *privilege)),
+            Param::Scalar { .. } => None,
+        })
+        .collect();
+    let scalars: Vec<_> = kernel
+        .params
+        .iter()
+        .filter_map(|p| match p {
+            Param::Scalar { dtype } => Some(*dtype),
+            Param::Store { .. } => None,
+        })
+        .collect();
+    if stores.len() != task.args.len() {
+        return Err(format!(
+            "kernel `{}` takes {} stores, the task passes {}",
+            kernel.name,
+            stores.len(),
+            task.args.len()
+        ));
+    }
+    if scalars.len() != task.scalars.len() {
+        return Err(format!(
+            "kernel `{}` takes {} scalars, the task passes {}",
+            kernel.name,
+            scalars.len(),
+            task.scalars.len()
+        ));
+    }
+    for (i, ((dtype, rank, privilege), arg)) in stores.iter().zip(&task.args).enumerate() {
+        let (arg_rank, arg_dtype) =
+            info(arg.store).ok_or_else(|| format!("store argument {i} does not exist"))?;
+        if arg_rank != *rank || arg_dtype != *dtype {
+            return Err(format!(
+                "store argument {i} is {arg_dtype} of rank {arg_rank}, kernel `{}` expects {dtype} of rank {rank}",
+                kernel.name
+            ));
+        }
+        if arg.privilege != *privilege {
+            return Err(format!(
+                "store argument {i} is passed with privilege {:?}, kernel `{}` declares {privilege:?}",
+                arg.privilege, kernel.name
+            ));
+        }
+    }
+    for (i, (want, got)) in scalars.iter().zip(&task.scalars).enumerate() {
+        if *want != got.dtype() {
+            return Err(format!(
+                "scalar argument {i} is {}, kernel `{}` expects {want}",
+                got.dtype(),
+                kernel.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Shape facts of a store argument that a task check needs.
+pub fn arg_info(info: &StoreInfo) -> (usize, weft_ir::DType) {
+    (info.shape.len(), info.dtype)
+}

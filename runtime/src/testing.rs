@@ -1,0 +1,262 @@
+//! A back end for tests of the runtime and of planners: host memory, kernels run by
+//! `weft-ir`'s reference interpreter, and a log of what was asked of it. No Cranelift, no
+//! Wasm: window-policy and planner tests use it to check what runs, in which order and with
+//! which results.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use weft_ir::interp::{self, Arg, View};
+use weft_ir::{DType, Param, Scalar};
+
+use crate::backend::{Backend, Binding, BufferId, MemoryStats, Prepared};
+use crate::kernel::{KernelEntry, KernelId};
+use crate::{Error, Result};
+
+/// What a [`FakeBackend`] was asked to do, shared with the test that made it (the back end
+/// itself moves into the runtime core).
+#[derive(Debug, Default)]
+pub struct Log {
+    /// Names of the kernels compiled, in order.
+    pub compiled: Vec<String>,
+    /// Names of the kernels launched, once per point, in order.
+    pub launched: Vec<String>,
+    /// Buffers freed, in order.
+    pub freed: Vec<BufferId>,
+    /// Kernels whose launch fails with a fault, by name (set by the test).
+    pub faulty: HashSet<String>,
+}
+
+/// An interpreting back end with host memory (see the module documentation).
+#[derive(Debug, Default)]
+pub struct FakeBackend {
+    buffers: HashMap<BufferId, Vec<u8>>,
+    next: u64,
+    kernels: HashMap<KernelId, KernelEntry>,
+    log: Arc<Mutex<Log>>,
+}
+
+impl FakeBackend {
+    /// The log of what this back end does, to read while the core owns the back end.
+    pub fn log(&self) -> Arc<Mutex<Log>> {
+        self.log.clone()
+    }
+
+    fn logged(&self) -> MutexGuard<'_, Log> {
+        // A test that panicked while holding the log poisons it; the log is still readable.
+        self.log.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The bytes of a buffer.
+    pub fn bytes(&self, buffer: BufferId) -> Option<&[u8]> {
+        self.buffers.get(&buffer).map(Vec::as_slice)
+    }
+
+    fn buffer(&mut self, buffer: BufferId) -> Result<&mut Vec<u8>> {
+        self.buffers.get_mut(&buffer).ok_or_else(|| Error::Backend {
+            backend: "fake",
+            message: format!("no buffer {}", buffer.0),
+        })
+    }
+}
+
+fn range(len: usize, offset: u64, n: usize) -> Result<std::ops::Range<usize>> {
+    let start = usize::try_from(offset).ok().filter(|&s| s <= len);
+    match start.and_then(|s| s.checked_add(n).filter(|&e| e <= len).map(|e| s..e)) {
+        Some(r) => Ok(r),
+        None => Err(Error::Backend {
+            backend: "fake",
+            message: format!("{n} bytes at {offset} outside a buffer of {len}"),
+        }),
+    }
+}
+
+fn decode(bytes: &[u8], dtype: DType) -> Vec<Scalar> {
+    bytes
+        .chunks_exact(dtype.size())
+        .map(|c| {
+            let mut word = [0u8; 8];
+            word[..c.len()].copy_from_slice(c);
+            Scalar::from_bits(dtype, u64::from_le_bytes(word))
+        })
+        .collect()
+}
+
+fn encode(values: &[Scalar], dtype: DType, out: &mut [u8]) {
+    for (v, chunk) in values.iter().zip(out.chunks_exact_mut(dtype.size())) {
+        let bytes = v.to_bits().to_le_bytes();
+        chunk.copy_from_slice(&bytes[..chunk.len()]);
+    }
+}
+
+impl Backend for FakeBackend {
+    fn name(&self) -> &'static str {
+        "fake"
+    }
+
+    fn alloc(&mut self, bytes: u64) -> Result<BufferId> {
+        let len = usize::try_from(bytes).map_err(|_| Error::Backend {
+            backend: "fake",
+            message: format!("{bytes} bytes"),
+        })?;
+        self.next += 1;
+        self.buffers.insert(BufferId(self.next), vec![0; len]);
+        Ok(BufferId(self.next))
+    }
+
+    fn free(&mut self, buffer: BufferId) {
+        if self.buffers.remove(&buffer).is_some() {
+            self.logged().freed.push(buffer);
+        }
+    }
+
+    fn write(&mut self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<()> {
+        let b = self.buffer(buffer)?;
+        let r = range(b.len(), offset, data.len())?;
+        b[r].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn read(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<()> {
+        let b = self.buffer(buffer)?;
+        let r = range(b.len(), offset, out.len())?;
+        out.copy_from_slice(&b[r]);
+        Ok(())
+    }
+
+    fn is_prepared(&self, kernel: KernelId) -> bool {
+        self.kernels.contains_key(&kernel)
+    }
+
+    fn prepare(&mut self, kernel: &KernelEntry) -> Result<Prepared> {
+        if self.kernels.contains_key(&kernel.id()) {
+            return Ok(Prepared::Cached);
+        }
+        self.logged().compiled.push(kernel.name().to_string());
+        let copy = KernelEntry::from_passes(kernel.ir().kernel().clone(), kernel.id())?;
+        self.kernels.insert(kernel.id(), copy);
+        Ok(Prepared::Compiled(std::time::Duration::ZERO))
+    }
+
+    fn launch(&mut self, kernel: KernelId, bindings: &[Binding], scalars: &[Scalar]) -> Result<()> {
+        let entry = self.kernels.get(&kernel).ok_or_else(|| Error::Backend {
+            backend: "fake",
+            message: format!("kernel {kernel} was not prepared"),
+        })?;
+        let name = entry.name().to_string();
+        let ir = entry.ir().kernel().clone();
+        let faulty = {
+            let mut log = self.logged();
+            log.launched.push(name.clone());
+            log.faulty.contains(&name)
+        };
+        if faulty {
+            return Err(Error::KernelFault {
+                kernel: name,
+                message: "a fault the test asked for".into(),
+            });
+        }
+        let dtypes: Vec<DType> = ir
+            .params
+            .iter()
+            .filter_map(|p| match p {
+                Param::Store { dtype, .. } => Some(*dtype),
+                Param::Scalar { .. } => None,
+            })
+            .collect();
+        // One interpreter storage per distinct buffer (views of one buffer alias), and one per
+        // scratch binding.
+        let mut storages: Vec<interp::Storage> = Vec::new();
+        let mut sources: Vec<Option<BufferId>> = Vec::new();
+        let mut views = Vec::new();
+        for (binding, &dtype) in bindings.iter().zip(&dtypes) {
+            let view = match binding {
+                Binding::Buffer {
+                    buffer,
+                    offset,
+                    extents,
+                    strides,
+                    origin,
+                    ..
+                } => {
+                    let index = match sources.iter().position(|s| *s == Some(*buffer)) {
+                        Some(i) => i,
+                        None => {
+                            let bytes = self.buffer(*buffer)?;
+                            storages.push(interp::Storage {
+                                dtype,
+                                data: decode(bytes, dtype),
+                            });
+                            sources.push(Some(*buffer));
+                            storages.len() - 1
+                        }
+                    };
+                    View {
+                        storage: index,
+                        offset: *offset as i64,
+                        strides: strides.clone(),
+                        extents: extents.clone(),
+                        origin: origin.clone(),
+                    }
+                }
+                Binding::Scratch {
+                    extents, origin, ..
+                } => {
+                    let len: i64 = extents.iter().product();
+                    storages.push(interp::Storage::zeros(dtype, len.max(0) as usize));
+                    sources.push(None);
+                    let mut view = View::dense(storages.len() - 1, extents);
+                    view.origin = origin.clone();
+                    view
+                }
+            };
+            views.push(view);
+        }
+        // The interpreter takes arguments in parameter order.
+        let (mut views, mut scalars) = (views.into_iter(), scalars.iter());
+        let args: Vec<Arg> = ir
+            .params
+            .iter()
+            .filter_map(|p| match p {
+                Param::Store { .. } => views.next().map(Arg::Store),
+                Param::Scalar { .. } => scalars.next().map(|&s| Arg::Scalar(s)),
+            })
+            .collect();
+        interp::run(&ir, &args, &mut storages).map_err(|e| Error::KernelFault {
+            kernel: name,
+            message: e.message,
+        })?;
+        for (storage, source) in storages.iter().zip(&sources) {
+            if let Some(buffer) = source {
+                let bytes = self.buffer(*buffer)?;
+                encode(&storage.data, storage.dtype, bytes);
+            }
+        }
+        Ok(())
+    }
+
+    fn synchronize(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    fn memory(&self) -> MemoryStats {
+        MemoryStats {
+            allocated: self.buffers.values().map(|b| b.len() as u64).sum(),
+            pooled: 0,
+        }
+    }
+}
+
+/// A kernel with no parameters and an empty body, named `name`: for tasks whose kernel a test
+/// never runs (planner tests look only at arguments).
+pub fn empty_kernel(name: &str) -> std::sync::Arc<KernelEntry> {
+    let ir = weft_ir::Kernel {
+        name: name.to_string(),
+        params: Vec::new(),
+        body: Vec::new(),
+    };
+    match KernelEntry::new(name, &ir) {
+        Ok(k) => std::sync::Arc::new(k),
+        Err(e) => unreachable!("an empty kernel is valid: {e}"),
+    }
+}

@@ -1,0 +1,356 @@
+//! The window: pending tasks in program order, and the policy that decides when they run.
+//!
+//! - **Submitting** checks a task's partitions against its stores, folds them into root
+//!   coordinates, numbers the task and appends it.
+//! - **Growing**: the window starts at [`INITIAL_WINDOW`] tasks. When it is full and the
+//!   planner would run all of it together, it doubles (up to the bound) instead of running, so
+//!   that fusion is not cut at an arbitrary place; otherwise its front runs.
+//! - **Running the front**: the planner says how many tasks at the front run together and
+//!   gives the task that runs them; the executor runs it, and the tasks are retired.
+//! - **Reads**: a read of a storage runs only the tasks it needs (its writers, what they read,
+//!   and the earlier tasks that touch what they write); the others stay pending. A write by the
+//!   host also runs the pending readers of the storage first.
+//! - **Faults**: when a task fails, the tasks planned after it in the same flush are dropped
+//!   (their effects are undefined once an earlier task failed), and the error is returned.
+//!
+//! The policy knows nothing of how the planner decides or how the back end runs: its tests
+//! use fake planners and the interpreting [`crate::testing::FakeBackend`].
+
+use std::collections::HashMap;
+
+use weft_ir::Privilege;
+use weft_ir::semantics::MAX_LAUNCH_RANK;
+
+use crate::core::Core;
+use crate::partition::{Partition, RootPartition};
+use crate::planner::PlanContext;
+use crate::stores::StorageId;
+use crate::task::{IndexTask, TaskArg};
+use crate::{Error, Result};
+
+/// The window's size before it has grown.
+pub const INITIAL_WINDOW: usize = 16;
+
+/// Pending tasks and what the policy keeps about them.
+pub struct Window {
+    tasks: Vec<IndexTask>,
+    /// Per storage, how many arguments of pending tasks read or reduce it.
+    readers: HashMap<StorageId, u32>,
+    /// The last sequence number given to a task.
+    last_seq: u64,
+    /// The current size: it starts small and doubles (up to `bound`) each time a full window
+    /// could run together.
+    size: usize,
+    bound: usize,
+}
+
+impl Window {
+    /// An empty window that grows up to `bound` tasks.
+    pub fn new(bound: usize) -> Window {
+        let bound = bound.max(1);
+        Window {
+            tasks: Vec::new(),
+            readers: HashMap::new(),
+            last_seq: 0,
+            size: INITIAL_WINDOW.min(bound),
+            bound,
+        }
+    }
+
+    /// Pending tasks.
+    pub fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// Whether no task is pending.
+    pub fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+
+    /// The window's current size (it grows while whole windows run together).
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The pending tasks, in program order.
+    pub fn tasks(&self) -> &[IndexTask] {
+        &self.tasks
+    }
+}
+
+impl Core {
+    /// Checks a task's partitions and adds it to the window; runs the front of the window if
+    /// it is full.
+    pub fn submit(&mut self, mut task: IndexTask) -> Result<()> {
+        let kernel_name = task.name().to_string();
+        let invalid = |message: String| Error::InvalidTask {
+            plugin: kernel_name
+                .split('.')
+                .next()
+                .unwrap_or_default()
+                .to_string(),
+            kernel: kernel_name.clone(),
+            message,
+        };
+        if task.launch.len() > MAX_LAUNCH_RANK {
+            return Err(invalid(format!(
+                "launch domain of rank {} (at most {MAX_LAUNCH_RANK})",
+                task.launch.len()
+            )));
+        }
+        let stores = &self.stores;
+        crate::task::check_against_kernel(&task, task.kernel.ir(), |id| {
+            stores.get(id).ok().map(|i| (i.shape.len(), i.dtype))
+        })
+        .map_err(&invalid)?;
+        for (i, arg) in task.args.iter_mut().enumerate() {
+            let info = self.stores.get(arg.store)?;
+            arg.partition
+                .check(info.shape.len(), task.launch.len())
+                .map_err(|m| invalid(format!("argument {i}: {m}")))?;
+            if matches!(arg.privilege, Privilege::Write | Privilege::ReadWrite)
+                && let Some(d) = overlapping_launch_dim(&arg.partition, &task.launch)
+            {
+                return Err(invalid(format!(
+                    "argument {i} is written through a partition whose tiles overlap: \
+                     points that differ in launch dimension {d} see the same elements"
+                )));
+            }
+            arg.storage = info.storage;
+            arg.root_partition = RootPartition::fold(&arg.partition, &info.rect);
+            arg.root_partition.normalize_for(&task.launch);
+        }
+        // Image partitions, now that their sources are folded.
+        for i in 0..task.args.len() {
+            let Partition::Image(k) = task.args[i].partition else {
+                continue;
+            };
+            let source = self.image_source(&task, i, k as usize).map_err(&invalid)?;
+            if task.args[i].privilege.mutates()
+                && let Some(d) =
+                    overlapping_launch_dim(&task.args[k as usize].partition, &task.launch)
+            {
+                return Err(invalid(format!(
+                    "argument {i} is written through an image of argument {k}, whose partition \
+                     gives points that differ in launch dimension {d} the same rows"
+                )));
+            }
+            let bounds = self.stores.get(task.args[i].store)?.rect.clone();
+            task.args[i].root_partition = RootPartition::image(&bounds, source.0, source.1);
+        }
+        self.window.last_seq += 1;
+        task.seq = self.window.last_seq;
+        for arg in &task.args {
+            self.stores.add_pending(arg.store);
+            if !matches!(arg.privilege, Privilege::Write) {
+                *self.window.readers.entry(arg.storage).or_insert(0) += 1;
+            }
+        }
+        self.stats.tasks_submitted += 1;
+        self.window.tasks.push(task);
+        while self.window.tasks.len() >= self.window.size {
+            self.munch()?;
+        }
+        Ok(())
+    }
+
+    /// The source storage and partition of argument `i`'s image of argument `k`, checked: `k`
+    /// is another argument, read-only, an `(n, 2)` store of `i32` or `i64` whose partition
+    /// keeps both columns together.
+    fn image_source(
+        &self,
+        task: &IndexTask,
+        i: usize,
+        k: usize,
+    ) -> std::result::Result<(StorageId, RootPartition), String> {
+        let bad = |m: String| format!("argument {i}: image of argument {k}: {m}");
+        let src = task
+            .args
+            .get(k)
+            .filter(|_| k != i)
+            .ok_or_else(|| bad("no such other argument".into()))?;
+        if src.privilege != Privilege::Read {
+            return Err(bad("the source must be passed read-only".into()));
+        }
+        if matches!(src.partition, Partition::Image(_)) {
+            return Err(bad("the source is itself an image".into()));
+        }
+        let info = self.stores.get(src.store).map_err(|e| bad(e.to_string()))?;
+        if info.shape.len() != 2 || info.shape[1] != 2 {
+            return Err(bad(format!(
+                "the source must have shape (n, 2), not {:?}",
+                info.shape
+            )));
+        }
+        if !matches!(info.dtype, weft_ir::DType::I32 | weft_ir::DType::I64) {
+            return Err(bad(format!(
+                "the source must hold i32 or i64, not {}",
+                info.dtype
+            )));
+        }
+        if let Some(t) = &src.root_partition.tiling
+            && (t.projection[1].is_some()
+                || t.tile[1] < 2
+                || t.offset[1] != info.rect.origin[1] as i64)
+        {
+            return Err(bad("the source's partition splits its two columns".into()));
+        }
+        Ok((src.storage, src.root_partition.clone()))
+    }
+
+    /// The sequence number the next submitted task will get.
+    pub fn next_seq(&self) -> u64 {
+        self.window.last_seq + 1
+    }
+
+    /// Deals with a full window: if all of it would run together, the window grows (up to its
+    /// bound) and nothing runs yet; otherwise its front runs.
+    fn munch(&mut self) -> Result<()> {
+        if self.window.size < self.window.bound
+            && self.planner.fusible_prefix(&self.window.tasks) == self.window.tasks.len()
+        {
+            self.window.size = (self.window.size * 2).min(self.window.bound);
+            return Ok(());
+        }
+        let mut tasks = std::mem::take(&mut self.window.tasks);
+        let result = self.run_front(&mut tasks);
+        self.window.tasks = tasks;
+        result
+    }
+
+    /// Runs the front of `tasks` (what the planner puts together) and removes it from `tasks`.
+    fn run_front(&mut self, tasks: &mut Vec<IndexTask>) -> Result<()> {
+        if tasks.is_empty() {
+            return Ok(());
+        }
+        let explain = self.settings.explain || self.settings.explain_to_stderr;
+        let plan = self.planner.plan(
+            tasks,
+            &PlanContext {
+                stores: &self.stores,
+                readers: &self.window.readers,
+                explain,
+            },
+        )?;
+        if let Some(text) = plan.explanation {
+            if self.settings.explain_to_stderr {
+                eprint!("{text}");
+            }
+            if self.settings.explain {
+                self.explain_log.push(text);
+            }
+        }
+        let prefix = plan.prefix.clamp(1, tasks.len());
+        let done: Vec<IndexTask> = tasks.drain(..prefix).collect();
+        let result = match &plan.fused {
+            Some(task) => self.execute(task),
+            None => done.iter().try_for_each(|t| self.execute(t)),
+        };
+        for task in &done {
+            self.retire(task);
+        }
+        result
+    }
+
+    /// Runs every pending task, in order. On an error the rest of the window is dropped.
+    pub fn flush(&mut self) -> Result<()> {
+        self.collect_released();
+        let mut tasks = std::mem::take(&mut self.window.tasks);
+        self.run_all(&mut tasks)
+    }
+
+    /// Runs all of `tasks`; on an error drops the rest.
+    fn run_all(&mut self, tasks: &mut Vec<IndexTask>) -> Result<()> {
+        while !tasks.is_empty() {
+            if let Err(e) = self.run_front(tasks) {
+                for task in std::mem::take(tasks) {
+                    self.retire(&task);
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the pending tasks that a read of `storage` needs: its writers, what they read, and
+    /// the earlier tasks that read or write what they write (so the rest can run later in
+    /// program order). The others stay in the window. With `for_write`, the pending readers
+    /// of `storage` run too (the caller overwrites it).
+    pub fn flush_for(&mut self, storage: StorageId, for_write: bool) -> Result<()> {
+        let window = std::mem::take(&mut self.window.tasks);
+        let mut need_values = vec![storage];
+        let mut will_write: Vec<StorageId> = if for_write { vec![storage] } else { Vec::new() };
+        let mut needed = vec![false; window.len()];
+        for (i, task) in window.iter().enumerate().rev() {
+            let writes = |a: &TaskArg| a.privilege.mutates();
+            let hit = task.args.iter().any(|a| {
+                (writes(a) && need_values.contains(&a.storage)) || will_write.contains(&a.storage)
+            });
+            if hit {
+                needed[i] = true;
+                for a in &task.args {
+                    if writes(a) && !will_write.contains(&a.storage) {
+                        will_write.push(a.storage);
+                    }
+                    if !matches!(a.privilege, Privilege::Write) && !need_values.contains(&a.storage)
+                    {
+                        need_values.push(a.storage);
+                    }
+                }
+            }
+        }
+        let (now, later): (Vec<_>, Vec<_>) = window.into_iter().zip(needed).partition(|(_, n)| *n);
+        self.window.tasks = later.into_iter().map(|(t, _)| t).collect();
+        let mut tasks: Vec<IndexTask> = now.into_iter().map(|(t, _)| t).collect();
+        self.run_all(&mut tasks)
+    }
+
+    /// Drops the pending tasks numbered `first_seq` or later (a failed plugin call's tasks).
+    pub fn truncate_window(&mut self, first_seq: u64) {
+        let Some(mark) = self.window.tasks.iter().position(|t| t.seq >= first_seq) else {
+            return;
+        };
+        for task in self.window.tasks.split_off(mark) {
+            self.retire(&task);
+            self.stats.tasks_submitted = self.stats.tasks_submitted.saturating_sub(1);
+        }
+    }
+
+    /// Forgets a task that ran (or was dropped): its stores' pending counts and its reads.
+    fn retire(&mut self, task: &IndexTask) {
+        for arg in &task.args {
+            let freed = self.stores.remove_pending(arg.store);
+            self.free(freed);
+            if !matches!(arg.privilege, Privilege::Write)
+                && let Some(n) = self.window.readers.get_mut(&arg.storage)
+            {
+                *n -= 1;
+                if *n == 0 {
+                    self.window.readers.remove(&arg.storage);
+                }
+            }
+        }
+    }
+
+    /// The pending tasks.
+    pub fn window(&self) -> &Window {
+        &self.window
+    }
+}
+
+/// A launch dimension along which the tiles of `partition` overlap (two points that differ
+/// only in it see the same elements), if the launch has more than one point.
+fn overlapping_launch_dim(partition: &Partition, launch: &[u64]) -> Option<usize> {
+    let points: u64 = launch.iter().product();
+    if points <= 1 {
+        return None;
+    }
+    match partition {
+        Partition::None => launch.iter().position(|&e| e > 1),
+        // The ranges of an image's source are disjoint (its contract): so are the images.
+        Partition::Image(_) => None,
+        Partition::Tiling(t) => {
+            (0..launch.len()).find(|&d| launch[d] > 1 && !t.projection.contains(&Some(d as u32)))
+        }
+    }
+}

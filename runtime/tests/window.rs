@@ -1,0 +1,461 @@
+//! The window's policy, tested without Wasm and without Cranelift: fake planners decide what
+//! runs together, and the interpreting `FakeBackend` runs kernels and logs what it was asked.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::{Arc, Mutex};
+
+use weft_ir::{DType, KernelBuilder, Privilege, Scalar};
+use weft_runtime::testing::{FakeBackend, Log};
+use weft_runtime::window::INITIAL_WINDOW;
+use weft_runtime::{
+    Core, Error, IndexTask, KernelEntry, NoFusion, Partition, Plan, PlanContext, Planner,
+    PlannerStats, PluginId, Settings, StoreId, TaskArg, Tiling,
+};
+
+/// A planner that would run the whole window together, and runs `group` tasks at a time
+/// (each on its own kernel: the policy, not fusion, is under test).
+struct Together {
+    group: usize,
+}
+
+impl Planner for Together {
+    fn fusible_prefix(&self, window: &[IndexTask]) -> usize {
+        window.len()
+    }
+
+    fn plan(
+        &mut self,
+        window: &[IndexTask],
+        context: &PlanContext<'_>,
+    ) -> weft_runtime::Result<Plan> {
+        let prefix = self.group.min(window.len());
+        Ok(Plan {
+            prefix,
+            fused: None,
+            explanation: context
+                .explain
+                .then(|| format!("{prefix} of {} together\n", window.len())),
+        })
+    }
+
+    fn stats(&self) -> PlannerStats {
+        PlannerStats::default()
+    }
+}
+
+fn core_with(planner: Box<dyn Planner>, bound: usize) -> (Core, Arc<Mutex<Log>>) {
+    let backend = FakeBackend::default();
+    let log = backend.log();
+    let settings = Settings {
+        window_bound: bound,
+        ..Settings::default()
+    };
+    (Core::new(settings, Box::new(backend), planner), log)
+}
+
+fn launched(log: &Arc<Mutex<Log>>) -> Vec<String> {
+    log.lock().unwrap().launched.clone()
+}
+
+/// `out = a * k + c`, element-wise over one dimension.
+fn affine(name: &str, k: f64, c: f64) -> Arc<KernelEntry> {
+    let mut b = KernelBuilder::new(name);
+    let a = b.store(DType::F64, 1, Privilege::Read);
+    let out = b.store(DType::F64, 1, Privilege::Write);
+    b.body().parallel(out, |b, i| {
+        let x = b.load(a, i);
+        let kk = b.const_f64(k);
+        let cc = b.const_f64(c);
+        let y = b.mul(x, kk);
+        let z = b.add(y, cc);
+        b.store(out, i, z);
+    });
+    Arc::new(KernelEntry::new(name, &b.finish()).unwrap())
+}
+
+fn vector(core: &mut Core, values: &[f64]) -> StoreId {
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    core.store_from_bytes(vec![values.len() as u64], DType::F64, &bytes)
+        .unwrap()
+}
+
+fn values(core: &mut Core, s: StoreId) -> Vec<f64> {
+    core.read_bytes(s)
+        .unwrap()
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+fn whole(n: u64) -> Partition {
+    Partition::Tiling(Tiling {
+        tile: vec![n],
+        offset: vec![0],
+        projection: vec![Some(0)],
+    })
+}
+
+/// A task `kernel(a -> out)` over one point.
+fn task(kernel: &Arc<KernelEntry>, a: StoreId, out: StoreId, n: u64) -> IndexTask {
+    IndexTask::new(
+        PluginId(0),
+        kernel.clone(),
+        vec![1],
+        vec![
+            TaskArg::new(a, whole(n), Privilege::Read),
+            TaskArg::new(out, whole(n), Privilege::Write),
+        ],
+        Vec::new(),
+    )
+}
+
+#[test]
+fn a_window_that_would_run_together_grows_instead_of_running() {
+    let (mut core, log) = core_with(Box::new(Together { group: usize::MAX }), 256);
+    let k = affine("t.inc", 1.0, 1.0);
+    let src = vector(&mut core, &[0.0; 4]);
+    let outs: Vec<StoreId> = (0..40)
+        .map(|_| core.create_store(vec![4], DType::F64).unwrap())
+        .collect();
+    for &o in &outs {
+        core.submit(task(&k, src, o, 4)).unwrap();
+    }
+    assert!(
+        launched(&log).is_empty(),
+        "nothing ran while the window grew"
+    );
+    assert_eq!(core.window().size(), 64, "16 -> 32 -> 64");
+    assert_eq!(core.pending_tasks(), 40);
+    core.flush().unwrap();
+    assert_eq!(launched(&log).len(), 40);
+    assert_eq!(values(&mut core, outs[39]), vec![1.0; 4]);
+}
+
+#[test]
+fn a_window_grows_only_up_to_its_bound() {
+    let (mut core, log) = core_with(Box::new(Together { group: 5 }), 20);
+    let k = affine("t.inc", 1.0, 1.0);
+    let src = vector(&mut core, &[0.0; 2]);
+    for _ in 0..20 {
+        let o = core.create_store(vec![2], DType::F64).unwrap();
+        core.submit(task(&k, src, o, 2)).unwrap();
+    }
+    assert_eq!(core.window().size(), 20);
+    // The window reached its bound full: its front (one group of 5) ran.
+    assert_eq!(launched(&log).len(), 5);
+    assert_eq!(core.pending_tasks(), 15);
+}
+
+#[test]
+fn without_fusion_the_window_runs_its_front_when_full() {
+    let (mut core, log) = core_with(Box::new(NoFusion), 256);
+    let k = affine("t.inc", 1.0, 1.0);
+    let src = vector(&mut core, &[0.0; 2]);
+    for _ in 0..INITIAL_WINDOW {
+        let o = core.create_store(vec![2], DType::F64).unwrap();
+        core.submit(task(&k, src, o, 2)).unwrap();
+    }
+    assert_eq!(core.window().size(), INITIAL_WINDOW, "it never grows");
+    assert_eq!(launched(&log).len(), 1);
+    assert_eq!(core.pending_tasks(), INITIAL_WINDOW - 1);
+}
+
+#[test]
+fn a_read_runs_only_the_tasks_it_needs_in_program_order() {
+    let (mut core, log) = core_with(Box::new(Together { group: 1 }), 256);
+    let double = affine("t.double", 2.0, 0.0);
+    let inc = affine("t.inc", 1.0, 1.0);
+    let a = vector(&mut core, &[1.0, 2.0]);
+    let b = core.create_store(vec![2], DType::F64).unwrap();
+    let c = core.create_store(vec![2], DType::F64).unwrap();
+    let unrelated = core.create_store(vec![2], DType::F64).unwrap();
+    core.submit(task(&double, a, b, 2)).unwrap(); // b = 2a
+    core.submit(task(&inc, a, unrelated, 2)).unwrap(); // not needed for c
+    core.submit(task(&inc, b, c, 2)).unwrap(); // c = b + 1
+    core.submit(task(&double, c, a, 2)).unwrap(); // a = 2c, after c's read: stays pending
+    assert_eq!(values(&mut core, c), vec![3.0, 5.0]);
+    assert_eq!(launched(&log), vec!["t.double", "t.inc"]);
+    assert_eq!(core.pending_tasks(), 2);
+    // The rest runs later, in program order.
+    assert_eq!(values(&mut core, a), vec![6.0, 10.0]);
+    assert_eq!(
+        values(&mut core, unrelated),
+        vec![2.0, 3.0],
+        "it read a before a changed"
+    );
+}
+
+#[test]
+fn a_host_write_runs_the_pending_readers_first() {
+    let (mut core, _log) = core_with(Box::new(Together { group: 1 }), 256);
+    let copy = affine("t.copy", 1.0, 0.0);
+    let a = vector(&mut core, &[1.0, 2.0]);
+    let b = core.create_store(vec![2], DType::F64).unwrap();
+    core.submit(task(&copy, a, b, 2)).unwrap();
+    let new: Vec<u8> = [7.0f64, 8.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    core.write_bytes(a, &new).unwrap();
+    assert_eq!(values(&mut core, b), vec![1.0, 2.0]);
+    assert_eq!(values(&mut core, a), vec![7.0, 8.0]);
+}
+
+#[test]
+fn a_fault_drops_the_rest_of_the_flush_and_the_core_keeps_working() {
+    let (mut core, log) = core_with(Box::new(Together { group: 1 }), 256);
+    let bad = affine("t.bad", 1.0, 0.0);
+    let good = affine("t.good", 1.0, 5.0);
+    log.lock().unwrap().faulty.insert("t.bad".into());
+    let a = vector(&mut core, &[1.0]);
+    let b = core.create_store(vec![1], DType::F64).unwrap();
+    let c = core.create_store(vec![1], DType::F64).unwrap();
+    core.submit(task(&bad, a, b, 1)).unwrap();
+    core.submit(task(&good, a, c, 1)).unwrap();
+    let e = core.flush().unwrap_err();
+    assert!(
+        matches!(&e, Error::KernelFault { kernel, .. } if kernel == "t.bad"),
+        "{e}"
+    );
+    assert_eq!(core.pending_tasks(), 0, "the rest was dropped");
+    assert_eq!(launched(&log), vec!["t.bad"]);
+    core.submit(task(&good, a, c, 1)).unwrap();
+    assert_eq!(values(&mut core, c), vec![6.0]);
+}
+
+#[test]
+fn truncating_drops_a_calls_tasks_and_frees_what_only_they_held() {
+    let (mut core, log) = core_with(Box::new(Together { group: 1 }), 256);
+    let copy = affine("t.copy", 1.0, 0.0);
+    let a = vector(&mut core, &[1.0]);
+    let kept = core.create_store(vec![1], DType::F64).unwrap();
+    core.submit(task(&copy, a, kept, 1)).unwrap();
+    let mark = core.next_seq();
+    let temp = core.create_store(vec![1], DType::F64).unwrap();
+    core.submit(task(&copy, a, temp, 1)).unwrap();
+    core.release(temp);
+    assert_eq!(
+        core.memory().0,
+        3,
+        "the dropped store lives while a task names it"
+    );
+    core.truncate_window(mark);
+    assert_eq!(core.pending_tasks(), 1);
+    assert_eq!(core.memory().0, 2);
+    assert_eq!(core.stats().tasks_submitted, 1);
+    core.flush().unwrap();
+    assert_eq!(launched(&log), vec!["t.copy"]);
+}
+
+#[test]
+fn a_store_dropped_while_pending_is_freed_after_its_last_task() {
+    let (mut core, log) = core_with(Box::new(Together { group: 1 }), 256);
+    let copy = affine("t.copy", 1.0, 0.0);
+    let a = vector(&mut core, &[1.0, 2.0]);
+    let t = core.create_store(vec![2], DType::F64).unwrap();
+    core.submit(task(&copy, a, t, 2)).unwrap();
+    core.release(t);
+    assert!(log.lock().unwrap().freed.is_empty());
+    core.flush().unwrap();
+    assert_eq!(
+        log.lock().unwrap().freed.len(),
+        1,
+        "its buffer went back to the back end"
+    );
+    assert_eq!(core.memory(), (1, 16));
+}
+
+#[test]
+fn explanations_are_gathered_when_asked_for() {
+    let (mut core, _log) = core_with(Box::new(Together { group: 2 }), 256);
+    let copy = affine("t.copy", 1.0, 0.0);
+    let a = vector(&mut core, &[1.0]);
+    let b = core.create_store(vec![1], DType::F64).unwrap();
+    core.submit(task(&copy, a, b, 1)).unwrap();
+    core.flush().unwrap();
+    assert!(core.take_explanations().is_empty(), "off by default");
+    core.set_explain(true);
+    core.submit(task(&copy, a, b, 1)).unwrap();
+    core.submit(task(&copy, a, b, 1)).unwrap();
+    core.flush().unwrap();
+    assert_eq!(
+        core.take_explanations(),
+        vec!["2 of 2 together\n".to_string()]
+    );
+}
+
+#[test]
+fn a_kernel_compiles_once_and_compiling_can_be_forbidden() {
+    let (mut core, log) = core_with(Box::new(Together { group: 1 }), 256);
+    let copy = affine("t.copy", 1.0, 0.0);
+    let same = affine("t.copy", 1.0, 0.0);
+    let other = affine("t.other", 2.0, 0.0);
+    let a = vector(&mut core, &[1.0]);
+    let b = core.create_store(vec![1], DType::F64).unwrap();
+    core.submit(task(&copy, a, b, 1)).unwrap();
+    core.submit(task(&same, a, b, 1)).unwrap();
+    core.flush().unwrap();
+    assert_eq!(
+        log.lock().unwrap().compiled,
+        vec!["t.copy"],
+        "same content, same id"
+    );
+    assert_eq!(core.stats().exec.kernels_compiled, 1);
+    core.forbid_compiles(true);
+    core.submit(task(&copy, a, b, 1)).unwrap();
+    core.flush().unwrap();
+    core.submit(task(&other, a, b, 1)).unwrap();
+    let e = core.flush().unwrap_err();
+    assert!(
+        matches!(&e, Error::CompileForbidden { kernel } if kernel == "t.other"),
+        "{e}"
+    );
+}
+
+#[test]
+fn submit_checks_tasks_against_their_kernels_and_partitions() {
+    let (mut core, _log) = core_with(Box::new(NoFusion), 256);
+    let copy = affine("t.copy", 1.0, 0.0);
+    let a = vector(&mut core, &[1.0, 2.0]);
+    let m = core.create_store(vec![2, 2], DType::F64).unwrap();
+    let i = core.create_store(vec![2], DType::I64).unwrap();
+    for (t, needle) in [
+        (task(&copy, a, m, 2), "rank 2"),
+        (task(&copy, a, i, 2), "i64"),
+        (
+            IndexTask::new(
+                PluginId(0),
+                copy.clone(),
+                vec![1; 9],
+                vec![
+                    TaskArg::new(a, Partition::None, Privilege::Read),
+                    TaskArg::new(a, Partition::None, Privilege::Write),
+                ],
+                Vec::new(),
+            ),
+            "launch domain of rank 9",
+        ),
+        (
+            IndexTask::new(
+                PluginId(0),
+                copy.clone(),
+                vec![2],
+                vec![
+                    TaskArg::new(a, Partition::None, Privilege::Read),
+                    TaskArg::new(a, Partition::None, Privilege::Write),
+                ],
+                Vec::new(),
+            ),
+            "tiles overlap",
+        ),
+        (
+            IndexTask::new(
+                PluginId(0),
+                copy.clone(),
+                vec![1],
+                vec![TaskArg::new(a, Partition::None, Privilege::Read)],
+                vec![Scalar::F64(1.0)],
+            ),
+            "takes 2 stores",
+        ),
+    ] {
+        let e = core.submit(t).unwrap_err();
+        let text = e.to_string();
+        assert!(matches!(e, Error::InvalidTask { .. }), "{text}");
+        assert!(
+            text.contains(needle) && text.contains("t.copy"),
+            "{needle}: {text}"
+        );
+    }
+    assert_eq!(core.pending_tasks(), 0);
+}
+
+#[test]
+fn reading_a_store_never_written_gives_zeros_and_allocates_nothing() {
+    let (mut core, _log) = core_with(Box::new(NoFusion), 256);
+    let s = core.create_store(vec![3], DType::I32).unwrap();
+    assert_eq!(core.read_bytes(s).unwrap(), vec![0u8; 12]);
+    assert_eq!(core.memory(), (1, 0));
+    core.release(s);
+    assert_eq!(core.memory(), (0, 0));
+}
+
+#[test]
+fn image_partitions_are_checked_at_submit() {
+    let (mut core, _log) = core_with(Box::new(NoFusion), 256);
+    // A kernel of the right shape: an (n, 2) source of ranges and a rank-1 store.
+    let mut b = KernelBuilder::new("t.image");
+    let _pos = b.store(DType::I64, 2, Privilege::Read);
+    let _vals = b.store(DType::F64, 1, Privilege::Write);
+    let write = Arc::new(KernelEntry::new("t.image", &b.finish()).unwrap());
+    let mut b = KernelBuilder::new("t.image_read");
+    let _pos = b.store(DType::I64, 2, Privilege::Read);
+    let _vals = b.store(DType::F64, 1, Privilege::Read);
+    let read = Arc::new(KernelEntry::new("t.image_read", &b.finish()).unwrap());
+    let pos = core.create_store(vec![4, 2], DType::I64).unwrap();
+    let vals = core.create_store(vec![10], DType::F64).unwrap();
+    let rows = Partition::Tiling(Tiling {
+        tile: vec![2, 2],
+        offset: vec![0, 0],
+        projection: vec![Some(0), None],
+    });
+    let image_task = |kernel: &Arc<KernelEntry>, args: Vec<TaskArg>| {
+        IndexTask::new(PluginId(0), kernel.clone(), vec![2], args, Vec::new())
+    };
+    // Written through an image of a source every point sees whole: two points would write
+    // the same entries.
+    let e = core
+        .submit(image_task(
+            &write,
+            vec![
+                TaskArg::new(pos, Partition::None, Privilege::Read),
+                TaskArg::new(vals, Partition::Image(0), Privilege::Write),
+            ],
+        ))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("image of argument 0") && e.contains("same rows"),
+        "{e}"
+    );
+    // A source that is not read-only, not (n, 2), or not an argument.
+    let pos_rw = {
+        let mut b = KernelBuilder::new("t.image_rw");
+        let _pos = b.store(DType::I64, 2, Privilege::ReadWrite);
+        let _vals = b.store(DType::F64, 1, Privilege::Read);
+        Arc::new(KernelEntry::new("t.image_rw", &b.finish()).unwrap())
+    };
+    let vals_src = {
+        let mut b = KernelBuilder::new("t.image_flat");
+        let _src = b.store(DType::F64, 1, Privilege::Read);
+        let _vals = b.store(DType::F64, 1, Privilege::Read);
+        Arc::new(KernelEntry::new("t.image_flat", &b.finish()).unwrap())
+    };
+    for (kernel, source, partition, privilege, image) in [
+        (&pos_rw, pos, rows.clone(), Privilege::ReadWrite, 0),
+        (&vals_src, vals, Partition::None, Privilege::Read, 0),
+        (&read, pos, rows.clone(), Privilege::Read, 5),
+    ] {
+        let e = core
+            .submit(image_task(
+                kernel,
+                vec![
+                    TaskArg::new(source, partition, privilege),
+                    TaskArg::new(vals, Partition::Image(image), Privilege::Read),
+                ],
+            ))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("image of argument"), "{e}");
+    }
+    // Rows tiled like the launch: accepted, and the image names the source's storage.
+    core.submit(image_task(
+        &write,
+        vec![
+            TaskArg::new(pos, rows, Privilege::Read),
+            TaskArg::new(vals, Partition::Image(0), Privilege::Write),
+        ],
+    ))
+    .unwrap();
+    let queued = core.window().tasks().last().unwrap();
+    let image = queued.args[1].root_partition.image.as_ref().unwrap();
+    assert_eq!(image.source, core.stores().get(pos).unwrap().storage);
+}

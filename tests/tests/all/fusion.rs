@@ -1,0 +1,215 @@
+//! Task fusion through the real host and plugin: the paper's worked cases, memoization, the
+//! switches, and fused results against unfused ones.
+
+use weft::{Array, Config, Numeric, Range};
+use weft_ir::DType;
+
+fn numeric(fusion: bool, pieces: u64) -> Numeric {
+    let config = Config {
+        fusion,
+        pieces,
+        threads: 2,
+        component_cache: None,
+        explain: true,
+        ..Config::default()
+    };
+    weft_tests::numeric_with(config)
+}
+
+fn explanations(np: &Numeric) -> String {
+    np.runtime(|rt| rt.take_explanations()).join("")
+}
+
+/// Figure 1 of the Diffuse paper: the five-point stencil. The sums over the aliasing views
+/// fuse; `center[:] = work` writes `grid` through the center view after other views of `grid`
+/// were read, so it is cut off by the anti-dependence constraint, on `grid`.
+#[test]
+fn figure_1_stencil_write_back_is_cut_by_anti_dependence() {
+    let np = numeric(true, 2);
+    let n = 8u64;
+    let grid = np.random_uniform(&[n + 2, n + 2], 0.0, 1.0, 7, DType::F64);
+    grid.check().unwrap();
+    np.runtime(|rt| rt.flush()).unwrap();
+    explanations(&np);
+    let view =
+        |r: i64, c: i64| grid.slice(&[Range::new(r, r + n as i64), Range::new(c, c + n as i64)]);
+    let (center, north, east, west, south) =
+        (view(1, 1), view(0, 1), view(1, 2), view(1, 0), view(2, 1));
+    let work = (&center + &north + &east + &west + &south) * 0.2;
+    center.assign(&work).unwrap();
+    drop(work);
+    np.runtime(|rt| rt.flush()).unwrap();
+    let text = explanations(&np);
+    let grid_store = grid.handle().unwrap().id().0;
+    assert!(
+        text.contains(&format!("anti-dependence on store {grid_store}")),
+        "expected an anti-dependence cut on the grid (store {grid_store}):\n{text}"
+    );
+    assert!(
+        text.contains("5 task(s) fused"),
+        "the four adds and the scale fuse:\n{text}"
+    );
+}
+
+/// Figure 6 of the Diffuse paper: `z = 2x; w = y + z; v = w**2; norm(w[n/2:])`, then
+/// `del x, y, z, w`. The three element-wise tasks fuse (with the norm's first task, which
+/// fills its 0-d result: a scalar task joins any launch), and the norm's reduction, over
+/// another launch domain, does not. Only `z` is temporary: the application still holds `v`,
+/// and the pending norm reads `w`.
+#[test]
+fn figure_6_only_z_is_temporary() {
+    let np = numeric(true, 1);
+    let n = 64u64;
+    let x = np.zeros(&[n], DType::F64);
+    let y = np.ones(&[n], DType::F64);
+    np.runtime(|rt| rt.flush()).unwrap();
+    explanations(&np);
+    let z = &x * 2.0;
+    let w = &y + &z;
+    let v = w.pow(2.0);
+    let norm = w.slice(&[Range::new(n as i64 / 2, n as i64)]).norm();
+    let (zid, wid, vid) = (
+        z.handle().unwrap().id().0,
+        w.handle().unwrap().id().0,
+        v.handle().unwrap().id().0,
+    );
+    drop((x, y, z, w));
+    np.runtime(|rt| rt.flush()).unwrap();
+    let text = explanations(&np);
+    let first = text.split("weft fusion:").nth(1).unwrap_or_default();
+    for op in ["binary.mul", "binary.add", "binary.pow"] {
+        assert!(
+            first.contains(op),
+            "{op} is in the first fused task:\n{text}"
+        );
+    }
+    assert!(!first.contains("reduce"), "the reduction is not:\n{text}");
+    let temps = first
+        .lines()
+        .find(|l| l.contains("temporaries:"))
+        .unwrap_or_else(|| panic!("no temporaries line:\n{text}"));
+    let named = |id: u64| {
+        temps
+            .split(|c: char| !c.is_ascii_alphanumeric() && c != ' ')
+            .any(|part| part.trim() == format!("store {id}"))
+    };
+    assert!(named(zid), "z is temporary: {temps}");
+    assert!(!named(wid), "w is not: {temps}");
+    assert!(!named(vid), "v is not: {temps}");
+    // And the values are right: v = (1 + 0)^2, norm = sqrt(n/2).
+    assert!(v.to_vec().unwrap().iter().all(|&e| e == 1.0));
+    assert!((norm.item().unwrap() - (n as f64 / 2.0).sqrt()).abs() < 1e-12);
+}
+
+/// A chain of element-wise operations becomes one task and one kernel, and its temporaries
+/// are never allocated.
+#[test]
+fn element_wise_chains_fuse_and_temporaries_are_never_allocated() {
+    let n = 1 << 16;
+    let np = numeric(true, 1);
+    let a = np.random_uniform(&[n], 1.0, 2.0, 1, DType::F64);
+    np.runtime(|rt| rt.flush()).unwrap();
+    let before = np.runtime(|rt| rt.stats());
+    let (_, bytes_before) = np.runtime(|rt| rt.memory());
+    let r = ((&a * 3.0 + 1.0).sqrt() - &a) / 2.0;
+    let out = r.to_vec().unwrap();
+    let after = np.runtime(|rt| rt.stats());
+    assert_eq!(
+        after.exec.tasks_executed - before.exec.tasks_executed,
+        1,
+        "one fused task"
+    );
+    let (_, bytes_after) = np.runtime(|rt| rt.memory());
+    // Only `r` itself was allocated: 8 bytes per element.
+    assert_eq!(bytes_after - bytes_before, 8 * n);
+    let want: Vec<f64> = a
+        .to_vec()
+        .unwrap()
+        .iter()
+        .map(|&x| ((x * 3.0 + 1.0).sqrt() - x) / 2.0)
+        .collect();
+    assert_eq!(out, want);
+}
+
+/// A loop in steady state compiles nothing: after two iterations, compiling is forbidden and
+/// more iterations still run.
+#[test]
+fn a_steady_state_loop_compiles_nothing() {
+    let np = numeric(true, 2);
+    let x = np.random_uniform(&[1000], 0.0, 1.0, 3, DType::F64);
+    let step = |x: &Array| -> Array {
+        let y = (x * 0.5 + 0.25).sqrt();
+        let s = y.sum();
+        &y / &s
+    };
+    let mut x = step(&x);
+    x.to_vec().unwrap();
+    x = step(&x);
+    x.to_vec().unwrap();
+    let compiled = np.runtime(|rt| rt.stats().exec.kernels_compiled);
+    np.runtime(|rt| rt.forbid_compiles(true));
+    for _ in 0..5 {
+        x = step(&x);
+        x.to_vec().unwrap();
+    }
+    assert_eq!(np.runtime(|rt| rt.stats().exec.kernels_compiled), compiled);
+    let hits = np.runtime(|rt| rt.fusion_stats().memo_hits);
+    assert!(hits >= 5, "memo hits: {hits}");
+    // And a new kind of operation is refused while compiling is forbidden.
+    let err = (&x * &x).exp().to_vec().unwrap_err().to_string();
+    assert!(err.contains("compiling is forbidden"), "{err}");
+}
+
+/// `WEFT_FUSION=0` and the API switch turn fusion off, and results are the same: element-wise
+/// results bit for bit, reductions within 1e-12 relative (a fused kernel may add the same
+/// terms in another order).
+#[test]
+fn fusion_can_be_switched_off_and_results_agree() {
+    let run = |np: &Numeric| {
+        let a = np.random_uniform(&[500], -1.0, 1.0, 5, DType::F64);
+        let b = np.random_uniform(&[500], -1.0, 1.0, 6, DType::F64);
+        let c = (&a * &b + 1.0).exp() - a.abs().sqrt();
+        (c.to_vec().unwrap(), c.sum().item().unwrap())
+    };
+    let fused = numeric(true, 3);
+    let unfused = numeric(false, 3);
+    let (f, fs) = run(&fused);
+    let (u, us) = run(&unfused);
+    assert_eq!(f, u);
+    assert!((fs - us).abs() <= 1e-12 * us.abs(), "{fs} vs {us}");
+    let tasks = |np: &Numeric| np.runtime(|rt| rt.stats().exec.tasks_executed);
+    assert!(tasks(&fused) < tasks(&unfused));
+    // The API switch.
+    let np = numeric(true, 3);
+    np.runtime(|rt| rt.set_fusion(false)).unwrap();
+    let (s, ss) = run(&np);
+    assert_eq!(s, u);
+    assert_eq!(ss, us, "unfused runs agree bit for bit");
+}
+
+/// `WEFT_TRACE` (here `Config::trace`) writes a Chrome trace whose events are named by the
+/// kernels' provenance: a fused kernel names the plugin operations it came from.
+#[test]
+fn traces_name_fused_kernels_by_their_provenance() {
+    let path = std::env::temp_dir().join(format!("weft-trace-{}.json", std::process::id()));
+    let config = Config {
+        trace: Some(path.clone()),
+        component_cache: None,
+        ..Config::default()
+    };
+    {
+        let np = weft_tests::numeric_with(config);
+        let a = np.ones(&[100], DType::F64);
+        let b = (&a * 2.0 + 1.0).sqrt();
+        b.to_vec().unwrap();
+    }
+    let text = std::fs::read_to_string(&path).expect("trace written");
+    let _ = std::fs::remove_file(&path);
+    assert!(text.starts_with("{\"traceEvents\":["), "{text}");
+    assert!(
+        text.contains("\"name\":\"fused(numeric.")
+            && text.contains("numeric.binary.mul")
+            && text.contains("numeric.unary.sqrt"),
+        "{text}"
+    );
+}

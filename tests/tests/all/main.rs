@@ -1,0 +1,11 @@
+//! The cross-crate tests, in one test binary: the examples against plain-Rust references,
+//! fusion (fused against unfused), numeric operations, sandboxing and sparse matrices.
+
+mod examples_black_scholes;
+mod examples_jacobi;
+mod examples_stencil;
+mod fusion;
+mod fusion_differential;
+mod numeric_ops;
+mod sandbox;
+mod sparse;

@@ -1,0 +1,488 @@
+//! Every numeric op through the real host and plugin, against plain-Rust references.
+//!
+//! Each test runs twice: with one point per launch, and with arrays split into 3 tiles, so
+//! that results are shown not to depend on partitioning.
+
+use weft::numeric::{BinaryOp, Reduction, UnaryOp};
+use weft::{Array, Config, Numeric, Range};
+use weft_ir::DType;
+
+fn numeric(pieces: u64) -> Numeric {
+    let config = Config {
+        pieces,
+        threads: 2,
+        component_cache: None,
+        ..Config::default()
+    };
+    weft_tests::numeric_with(config)
+}
+
+/// Runs `f` with one piece and with three.
+fn both(f: impl Fn(&Numeric)) {
+    for pieces in [1, 3] {
+        f(&numeric(pieces));
+    }
+}
+
+fn close(got: &[f64], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len(), "lengths differ: {got:?} vs {want:?}");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ok = (g.is_nan() && w.is_nan()) || (g - w).abs() <= tol * (1.0 + w.abs());
+        assert!(ok, "element {i}: got {g}, want {w}");
+    }
+}
+
+/// Deterministic test data: a simple LCG, independent of the plugin's generator.
+fn data(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            lo + (hi - lo) * ((s >> 11) as f64 / (1u64 << 53) as f64)
+        })
+        .collect()
+}
+
+type Bin = fn(f64, f64) -> f64;
+type Cmp = fn(f64, f64) -> bool;
+type Un = fn(f64) -> f64;
+
+fn arr(np: &Numeric, shape: &[u64], v: &[f64]) -> Array {
+    np.from_f64s(shape, v, DType::F64)
+}
+
+#[test]
+fn creation() {
+    both(|np| {
+        close(
+            &np.zeros(&[5], DType::F64).to_vec().unwrap(),
+            &[0.0; 5],
+            0.0,
+        );
+        close(
+            &np.ones(&[2, 3], DType::F32).to_vec().unwrap(),
+            &[1.0; 6],
+            0.0,
+        );
+        close(
+            &np.full(&[4], 2.5, DType::F64).to_vec().unwrap(),
+            &[2.5; 4],
+            0.0,
+        );
+        close(
+            &np.arange(1.0, 2.0, 0.25, DType::F64).to_vec().unwrap(),
+            &[1.0, 1.25, 1.5, 1.75],
+            1e-15,
+        );
+        close(
+            &np.arange(0.0, 5.0, 1.0, DType::I64).to_vec().unwrap(),
+            &[0.0, 1.0, 2.0, 3.0, 4.0],
+            0.0,
+        );
+        close(
+            &np.linspace(0.0, 1.0, 5, DType::F64).to_vec().unwrap(),
+            &[0.0, 0.25, 0.5, 0.75, 1.0],
+            1e-15,
+        );
+        close(
+            &np.linspace(3.0, 9.0, 1, DType::F64).to_vec().unwrap(),
+            &[3.0],
+            0.0,
+        );
+        close(
+            &np.from_f64s(&[3], &[1.7, -2.2, 0.0], DType::I64)
+                .to_vec()
+                .unwrap(),
+            &[1.0, -2.0, 0.0],
+            0.0,
+        );
+        close(
+            &np.from_f64s(&[3], &[1.0, 0.0, 2.0], DType::Bool)
+                .to_vec()
+                .unwrap(),
+            &[1.0, 0.0, 1.0],
+            0.0,
+        );
+    });
+}
+
+#[test]
+fn random_is_seeded_in_range_and_independent_of_partitioning() {
+    let one = numeric(1)
+        .random_uniform(&[1000], -2.0, 3.0, 42, DType::F64)
+        .to_vec()
+        .unwrap();
+    let three = numeric(3)
+        .random_uniform(&[1000], -2.0, 3.0, 42, DType::F64)
+        .to_vec()
+        .unwrap();
+    assert_eq!(one, three);
+    assert!(one.iter().all(|&x| (-2.0..3.0).contains(&x)));
+    let mean = one.iter().sum::<f64>() / one.len() as f64;
+    assert!((mean - 0.5).abs() < 0.2, "mean {mean}");
+    let other = numeric(1)
+        .random_uniform(&[1000], -2.0, 3.0, 43, DType::F64)
+        .to_vec()
+        .unwrap();
+    assert_ne!(one, other);
+}
+
+#[test]
+fn binary_ops_against_reference() {
+    both(|np| {
+        let a = data(37, 1, 0.5, 4.0);
+        let b = data(37, 2, 0.5, 4.0);
+        let (x, y) = (arr(np, &[37], &a), arr(np, &[37], &b));
+        let cases: [(BinaryOp, Bin); 7] = [
+            (BinaryOp::Add, |p, q| p + q),
+            (BinaryOp::Sub, |p, q| p - q),
+            (BinaryOp::Mul, |p, q| p * q),
+            (BinaryOp::Div, |p, q| p / q),
+            (BinaryOp::Pow, f64::powf),
+            (BinaryOp::Minimum, f64::min),
+            (BinaryOp::Maximum, f64::max),
+        ];
+        for (op, f) in cases {
+            let want: Vec<f64> = a.iter().zip(&b).map(|(&p, &q)| f(p, q)).collect();
+            close(&x.binary(op, &y).to_vec().unwrap(), &want, 1e-14);
+            // With a scalar on either side.
+            let want: Vec<f64> = a.iter().map(|&p| f(p, 1.5)).collect();
+            close(&x.binary(op, 1.5).to_vec().unwrap(), &want, 1e-14);
+        }
+        let cmps: [(BinaryOp, Cmp); 6] = [
+            (BinaryOp::Equal, |p, q| p == q),
+            (BinaryOp::NotEqual, |p, q| p != q),
+            (BinaryOp::Less, |p, q| p < q),
+            (BinaryOp::LessEqual, |p, q| p <= q),
+            (BinaryOp::Greater, |p, q| p > q),
+            (BinaryOp::GreaterEqual, |p, q| p >= q),
+        ];
+        for (op, f) in cmps {
+            let r = x.binary(op, &y);
+            assert_eq!(r.dtype().unwrap(), DType::Bool);
+            let want: Vec<f64> = a
+                .iter()
+                .zip(&b)
+                .map(|(&p, &q)| f64::from(u8::from(f(p, q))))
+                .collect();
+            close(&r.to_vec().unwrap(), &want, 0.0);
+        }
+        // Operators and scalars on the left.
+        let want: Vec<f64> = a
+            .iter()
+            .zip(&b)
+            .map(|(&p, &q)| 2.0 - p * q / (q + 1.0))
+            .collect();
+        close(
+            &(2.0 - &x * &y / (&y + 1.0)).to_vec().unwrap(),
+            &want,
+            1e-14,
+        );
+        let want: Vec<f64> = a.iter().map(|&p| -p).collect();
+        close(&(-&x).to_vec().unwrap(), &want, 0.0);
+    });
+}
+
+#[test]
+fn logical_ops_on_bools() {
+    both(|np| {
+        let p = [1.0, 1.0, 0.0, 0.0];
+        let q = [1.0, 0.0, 1.0, 0.0];
+        let (x, y) = (
+            np.from_f64s(&[4], &p, DType::Bool),
+            np.from_f64s(&[4], &q, DType::Bool),
+        );
+        close(
+            &x.binary(BinaryOp::LogicalAnd, &y).to_vec().unwrap(),
+            &[1.0, 0.0, 0.0, 0.0],
+            0.0,
+        );
+        close(
+            &x.binary(BinaryOp::LogicalOr, &y).to_vec().unwrap(),
+            &[1.0, 1.0, 1.0, 0.0],
+            0.0,
+        );
+        close(
+            &x.unary(UnaryOp::LogicalNot).to_vec().unwrap(),
+            &[0.0, 0.0, 1.0, 1.0],
+            0.0,
+        );
+    });
+}
+
+#[test]
+fn unary_ops_against_reference() {
+    both(|np| {
+        let a = data(29, 3, 0.1, 2.0);
+        let x = arr(np, &[29], &a);
+        let cases: [(UnaryOp, Un); 8] = [
+            (UnaryOp::Neg, |v| -v),
+            (UnaryOp::Abs, f64::abs),
+            (UnaryOp::Sqrt, f64::sqrt),
+            (UnaryOp::Exp, f64::exp),
+            (UnaryOp::Log, f64::ln),
+            (UnaryOp::Sin, f64::sin),
+            (UnaryOp::Cos, f64::cos),
+            (UnaryOp::Tanh, f64::tanh),
+        ];
+        for (op, f) in cases {
+            let want: Vec<f64> = a.iter().map(|&v| f(v)).collect();
+            close(&x.unary(op).to_vec().unwrap(), &want, 1e-14);
+        }
+        // erf against a series independent of the host's implementation.
+        let want: Vec<f64> = a.iter().map(|&v| erf_series(v)).collect();
+        close(&x.erf().to_vec().unwrap(), &want, 1e-13);
+        let neg = arr(np, &[3], &[-3.0, -1.0, -0.5]);
+        let want: Vec<f64> = [-3.0, -1.0, -0.5].iter().map(|&v| erf_series(v)).collect();
+        close(&neg.erf().to_vec().unwrap(), &want, 1e-13);
+    });
+}
+
+/// erf by its Taylor series (converges for the small arguments used here).
+fn erf_series(x: f64) -> f64 {
+    let mut sum: f64 = 0.0;
+    let mut term = x;
+    let mut n = 0.0;
+    while term.abs() > 1e-18 * sum.abs().max(1e-300) || n < 3.0 {
+        sum += term / (2.0 * n + 1.0);
+        n += 1.0;
+        term *= -x * x / n;
+        if n > 200.0 {
+            break;
+        }
+    }
+    sum * 2.0 / std::f64::consts::PI.sqrt()
+}
+
+#[test]
+fn f32_and_integer_dtypes() {
+    both(|np| {
+        let a = np.from_f64s(&[4], &[1.5, 2.5, -3.5, 4.0], DType::F32);
+        let r = (&a * &a).to_vec().unwrap();
+        close(&r, &[2.25, 6.25, 12.25, 16.0], 1e-6);
+        assert_eq!((&a * 2.0).dtype().unwrap(), DType::F32);
+        let i = np.from_f64s(&[4], &[7.0, -7.0, 9.0, 0.0], DType::I64);
+        close(&(&i / 2.0).to_vec().unwrap(), &[3.0, -3.0, 4.0, 0.0], 0.0);
+        close(&(&i / 0.0).to_vec().unwrap(), &[0.0; 4], 0.0);
+        close(&i.sum().to_vec().unwrap(), &[9.0], 0.0);
+        close(
+            &a.astype(DType::I64).to_vec().unwrap(),
+            &[1.0, 2.0, -3.0, 4.0],
+            0.0,
+        );
+        close(
+            &i.astype(DType::F64).to_vec().unwrap(),
+            &[7.0, -7.0, 9.0, 0.0],
+            0.0,
+        );
+    });
+}
+
+#[test]
+fn select_where() {
+    both(|np| {
+        let a = data(20, 4, -1.0, 1.0);
+        let x = arr(np, &[20], &a);
+        let r = x.gt(0.0).select(&x, 0.0);
+        let want: Vec<f64> = a.iter().map(|&v| if v > 0.0 { v } else { 0.0 }).collect();
+        close(&r.to_vec().unwrap(), &want, 0.0);
+    });
+}
+
+#[test]
+fn reductions_against_reference() {
+    both(|np| {
+        let a = data(101, 5, 0.5, 1.5);
+        let b = data(101, 6, -1.0, 1.0);
+        let (x, y) = (arr(np, &[101], &a), arr(np, &[101], &b));
+        let sum: f64 = a.iter().sum();
+        close(&[x.sum().item().unwrap()], &[sum], 1e-13);
+        close(
+            &[x.reduce(Reduction::Prod).item().unwrap()],
+            &[a.iter().product()],
+            1e-12,
+        );
+        close(
+            &[x.min().item().unwrap()],
+            &[a.iter().copied().fold(f64::INFINITY, f64::min)],
+            0.0,
+        );
+        close(
+            &[x.max().item().unwrap()],
+            &[a.iter().copied().fold(f64::NEG_INFINITY, f64::max)],
+            0.0,
+        );
+        let dot: f64 = a.iter().zip(&b).map(|(p, q)| p * q).sum();
+        close(&[x.dot(&y).item().unwrap()], &[dot], 1e-12);
+        let norm = b.iter().map(|v| v * v).sum::<f64>().sqrt();
+        close(&[y.norm().item().unwrap()], &[norm], 1e-13);
+        assert!(
+            x.sum().shape().unwrap().is_empty(),
+            "reductions give 0-d arrays"
+        );
+        // A 2-D reduction.
+        let m = arr(np, &[7, 3], &data(21, 7, 0.0, 1.0));
+        close(
+            &[m.sum().item().unwrap()],
+            &[data(21, 7, 0.0, 1.0).iter().sum()],
+            1e-13,
+        );
+    });
+}
+
+#[test]
+fn zero_d_arrays_broadcast_against_arrays() {
+    both(|np| {
+        let a = data(10, 8, 0.0, 1.0);
+        let x = arr(np, &[10], &a);
+        let s = x.sum();
+        let want: Vec<f64> = a.iter().map(|v| v / a.iter().sum::<f64>()).collect();
+        close(&(&x / &s).to_vec().unwrap(), &want, 1e-14);
+    });
+}
+
+#[test]
+fn dense_linear_algebra() {
+    both(|np| {
+        let (m, n, k) = (7usize, 5usize, 4usize);
+        let a = data(m * n, 9, -1.0, 1.0);
+        let v = data(n, 10, -1.0, 1.0);
+        let b = data(n * k, 11, -1.0, 1.0);
+        let am = arr(np, &[m as u64, n as u64], &a);
+        let want: Vec<f64> = (0..m)
+            .map(|i| (0..n).map(|j| a[i * n + j] * v[j]).sum())
+            .collect();
+        close(
+            &am.matvec(&arr(np, &[n as u64], &v)).to_vec().unwrap(),
+            &want,
+            1e-14,
+        );
+        let want: Vec<f64> = (0..m * k)
+            .map(|ij| {
+                (0..n)
+                    .map(|l| a[(ij / k) * n + l] * b[l * k + ij % k])
+                    .sum()
+            })
+            .collect();
+        close(
+            &am.matmul(&arr(np, &[n as u64, k as u64], &b))
+                .to_vec()
+                .unwrap(),
+            &want,
+            1e-14,
+        );
+        let want: Vec<f64> = (0..n.min(m)).map(|i| a[i * n + i]).collect();
+        close(&am.diag().to_vec().unwrap(), &want, 0.0);
+        let d = arr(np, &[3], &[1.0, 2.0, 3.0]).diag();
+        assert_eq!(d.shape().unwrap(), vec![3, 3]);
+        close(
+            &d.to_vec().unwrap(),
+            &[1.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.0, 0.0, 3.0],
+            0.0,
+        );
+    });
+}
+
+#[test]
+fn views_slices_and_aliasing() {
+    both(|np| {
+        let n = 6usize;
+        let g: Vec<f64> = (0..n * n).map(|i| i as f64).collect();
+        let grid = arr(np, &[n as u64, n as u64], &g);
+        let center = grid.slice(&[Range::new(1, -1), Range::new(1, -1)]);
+        let north = grid.slice(&[Range::new(0, -2), Range::new(1, -1)]);
+        assert_eq!(center.shape().unwrap(), vec![4, 4]);
+        let want: Vec<f64> = (1..n - 1)
+            .flat_map(|i| (1..n - 1).map(move |j| (i * n + j) as f64))
+            .collect();
+        close(&center.to_vec().unwrap(), &want, 0.0);
+        // center + north reads two aliasing views of one storage.
+        let want: Vec<f64> = (1..n - 1)
+            .flat_map(|i| (1..n - 1).map(move |j| ((i * n + j) + ((i - 1) * n + j)) as f64))
+            .collect();
+        close(&(&center + &north).to_vec().unwrap(), &want, 0.0);
+        // Writing through a view changes the parent.
+        center.assign(-1.0).unwrap();
+        let after = grid.to_vec().unwrap();
+        for i in 0..n {
+            for j in 0..n {
+                let inside = (1..n - 1).contains(&i) && (1..n - 1).contains(&j);
+                let want = if inside { -1.0 } else { (i * n + j) as f64 };
+                assert_eq!(after[i * n + j], want, "({i},{j})");
+            }
+        }
+        // Overlapping in-place copy behaves like NumPy: v[1:] = v[:-1].
+        let v = arr(np, &[5], &[1.0, 2.0, 3.0, 4.0, 5.0]);
+        v.slice(&[Range::new(1, 5)])
+            .assign(&v.slice(&[Range::new(0, 4)]))
+            .unwrap();
+        close(&v.to_vec().unwrap(), &[1.0, 1.0, 2.0, 3.0, 4.0], 0.0);
+        // Open and negative bounds, and empty slices.
+        let w = arr(np, &[5], &[0.0, 1.0, 2.0, 3.0, 4.0]);
+        let tail = w.slice(&[Range {
+            start: Some(-2),
+            stop: None,
+        }]);
+        close(&tail.to_vec().unwrap(), &[3.0, 4.0], 0.0);
+        assert_eq!(w.slice(&[Range::new(3, 1)]).shape().unwrap(), vec![0]);
+        // A copy does not alias.
+        let c = w.copy();
+        w.assign(7.0).unwrap();
+        close(&c.to_vec().unwrap(), &[0.0, 1.0, 2.0, 3.0, 4.0], 0.0);
+    });
+}
+
+#[test]
+fn shape_and_dtype_errors_are_clear() {
+    let np = numeric(1);
+    let a = np.zeros(&[3, 4], DType::F64);
+    let b = np.zeros(&[4], DType::F64);
+    let err = (&a + &b).check().unwrap_err().to_string();
+    assert!(
+        err.contains("numeric") && err.contains("[3, 4]") && err.contains("[4]"),
+        "{err}"
+    );
+    let f = np.zeros(&[4], DType::F32);
+    let err = (&b * &f).check().unwrap_err().to_string();
+    assert!(err.contains("f64") && err.contains("f32"), "{err}");
+    let i = np.zeros(&[4], DType::I64);
+    let err = i.sqrt().check().unwrap_err().to_string();
+    assert!(err.contains("sqrt"), "{err}");
+    let err = a
+        .matvec(&np.zeros(&[3], DType::F64))
+        .check()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("matvec"), "{err}");
+    let err = b
+        .slice(&[Range::all(), Range::all()])
+        .check()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("slice"), "{err}");
+    // An error poisons what is built on it, and the runtime keeps working.
+    let poisoned = (&a + &b) * 2.0;
+    assert!(poisoned.check().is_err());
+    close(&(&b + 1.0).to_vec().unwrap(), &[1.0; 4], 0.0);
+}
+
+#[test]
+fn dropped_arrays_free_their_storage() {
+    let np = numeric(1);
+    let keep = np.ones(&[1000], DType::F64);
+    keep.to_vec().unwrap();
+    let (_, before) = np.runtime(|rt| rt.memory());
+    for _ in 0..20 {
+        let t = &keep * 2.0 + 1.0;
+        t.sum().item().unwrap();
+    }
+    let (stores, after) = np.runtime(|rt| rt.memory());
+    assert_eq!(
+        after, before,
+        "temporaries were freed ({stores} stores alive)"
+    );
+}

@@ -1,0 +1,247 @@
+//! Sandboxing: malformed components, trapping, runaway and memory-hungry plugins, and invalid
+//! IR all give errors that name the plugin and the call, and the host (and the plugin) keep
+//! working afterwards.
+
+use std::time::{Duration, Instant};
+
+use weft::{Config, Error, Fault, PluginLimits, Runtime, Value};
+use weft_plugin::Error as PluginError;
+
+const MISBEHAVE: &str = "weft:testing/misbehave#";
+
+fn runtime() -> Runtime {
+    let config = Config {
+        component_cache: None,
+        ..Config::default()
+    };
+    Runtime::new(config).expect("runtime starts")
+}
+
+fn limits() -> PluginLimits {
+    PluginLimits {
+        memory_bytes: 32 << 20,
+        time: Duration::from_millis(200),
+    }
+}
+
+fn call(rt: &mut Runtime, p: weft::PluginId, f: &str, args: &[Value]) -> weft::Result<Vec<Value>> {
+    rt.call(p, &format!("{MISBEHAVE}{f}"), args)
+}
+
+fn still_works(rt: &mut Runtime, p: weft::PluginId) {
+    let out = call(rt, p, "ok", &[Value::U32(41)]).expect("plugin usable again");
+    assert!(matches!(out.as_slice(), [Value::U32(42)]), "got {out:?}");
+}
+
+#[test]
+fn garbage_bytes_are_rejected_with_a_clear_error() {
+    let mut rt = runtime();
+    let err = rt.load(b"definitely not wasm").unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(err, Error::Plugin(PluginError::Load { .. })),
+        "{text}"
+    );
+    assert!(text.contains("not a valid Wasm component"), "{text}");
+    // The runtime still loads a real plugin afterwards.
+    rt.load(weft_plugin_artifacts::TEST_MISBEHAVE)
+        .expect("loads");
+}
+
+#[test]
+fn a_core_module_is_not_a_component() {
+    let mut rt = runtime();
+    // The smallest core module: magic and version 1.
+    let err = rt.load(b"\0asm\x01\0\0\0").unwrap_err().to_string();
+    assert!(err.contains("cannot load plugin"), "{err}");
+}
+
+#[test]
+fn a_component_without_the_plugin_export_is_rejected() {
+    let mut rt = runtime();
+    // An empty component: magic, component-model version and layer.
+    let err = rt.load(b"\0asm\x0d\0\x01\0").unwrap_err().to_string();
+    assert!(err.contains("weft:plugin/plugin"), "{err}");
+}
+
+#[test]
+fn a_trap_names_the_plugin_and_call_and_the_plugin_recovers() {
+    let mut rt = runtime();
+    let p = rt
+        .load_with_limits(weft_plugin_artifacts::TEST_MISBEHAVE, limits())
+        .expect("loads");
+    let err = call(&mut rt, p, "trap", &[]).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(
+            err,
+            Error::Plugin(PluginError::Fault {
+                fault: Fault::Panic,
+                ..
+            })
+        ),
+        "a panic is told apart by its trap code: {text}"
+    );
+    assert!(text.contains("plugin `misbehave`"), "{text}");
+    assert!(text.contains("trap"), "{text}");
+    still_works(&mut rt, p);
+}
+
+#[test]
+fn a_runaway_plugin_is_stopped_at_its_time_limit() {
+    let mut rt = runtime();
+    let p = rt
+        .load_with_limits(weft_plugin_artifacts::TEST_MISBEHAVE, limits())
+        .expect("loads");
+    let start = Instant::now();
+    let err = call(&mut rt, p, "spin", &[]).unwrap_err();
+    let took = start.elapsed();
+    assert!(
+        matches!(
+            err,
+            Error::Plugin(PluginError::Fault {
+                fault: Fault::Timeout { limit },
+                ..
+            }) if limit == Duration::from_millis(200)
+        ),
+        "{err}"
+    );
+    let err = err.to_string();
+    assert!(err.contains("plugin `misbehave`"), "{err}");
+    assert!(err.contains("spin"), "{err}");
+    assert!(err.contains("time limit of 200 ms"), "{err}");
+    assert!(took < Duration::from_secs(10), "stopped after {took:?}");
+    still_works(&mut rt, p);
+}
+
+#[test]
+fn a_memory_hog_hits_its_cap_and_the_plugin_recovers() {
+    let mut rt = runtime();
+    let p = rt
+        .load_with_limits(weft_plugin_artifacts::TEST_MISBEHAVE, limits())
+        .expect("loads");
+    // Within the cap: fine.
+    let ok = call(&mut rt, p, "hog", &[Value::U32(4)]).expect("4 MiB fits");
+    assert!(matches!(ok.as_slice(), [Value::U64(n)] if *n == 4 << 20));
+    let err = call(&mut rt, p, "hog", &[Value::U32(64)]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Plugin(PluginError::Fault {
+                fault: Fault::MemoryCap { cap, desired },
+                ..
+            }) if cap == 32 << 20 && desired > cap
+        ),
+        "the cap is told apart by its error type: {err}"
+    );
+    let err = err.to_string();
+    assert!(err.contains("plugin `misbehave`"), "{err}");
+    assert!(err.contains("hog"), "{err}");
+    assert!(err.contains("memory"), "{err}");
+    still_works(&mut rt, p);
+}
+
+#[test]
+fn invalid_ir_is_rejected_with_plugin_kernel_and_problem() {
+    let mut rt = runtime();
+    let p = rt
+        .load(weft_plugin_artifacts::TEST_MISBEHAVE)
+        .expect("loads");
+    let out = call(
+        &mut rt,
+        p,
+        "submit",
+        &[Value::String("load-from-write-only".into())],
+    )
+    .expect("the call itself succeeds");
+    let Some(Value::Result(Err(Some(message)))) = out.first() else {
+        panic!("expected an error result, got {out:?}");
+    };
+    let Value::String(message) = message.as_ref() else {
+        panic!("expected a string, got {message:?}");
+    };
+    assert!(
+        message.contains("misbehave.load-from-write-only"),
+        "{message}"
+    );
+    assert!(
+        message.contains("write-only")
+            || message.contains("cannot be read")
+            || message.contains("load"),
+        "{message}"
+    );
+    // A valid kernel from the same plugin still runs.
+    let out = call(&mut rt, p, "submit", &[Value::String("fill-one".into())]).expect("ok");
+    assert!(
+        matches!(out.first(), Some(Value::Result(Ok(None)))),
+        "{out:?}"
+    );
+    rt.flush().expect("runs");
+    assert_eq!(rt.stats().exec.tasks_executed, 1);
+}
+
+#[test]
+fn a_trap_while_producing_a_kernel_body_is_an_error_not_a_crash() {
+    let mut rt = runtime();
+    let p = rt
+        .load_with_limits(weft_plugin_artifacts::TEST_MISBEHAVE, limits())
+        .expect("loads");
+    let out = call(
+        &mut rt,
+        p,
+        "submit",
+        &[Value::String("trap-in-kernel-body".into())],
+    )
+    .expect("the call itself succeeds");
+    let text = format!("{out:?}");
+    assert!(
+        text.contains("trapped while producing kernel `trap-in-kernel-body`"),
+        "{text}"
+    );
+    let out = call(&mut rt, p, "submit", &[Value::String("fill-one".into())]).expect("ok");
+    assert!(
+        matches!(out.first(), Some(Value::Result(Ok(None)))),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn unknown_exports_and_bad_arguments_are_usage_errors() {
+    let mut rt = runtime();
+    let p = rt
+        .load(weft_plugin_artifacts::TEST_MISBEHAVE)
+        .expect("loads");
+    let err = call(&mut rt, p, "nope", &[]).unwrap_err().to_string();
+    assert!(err.contains("nope"), "{err}");
+    let err = call(&mut rt, p, "ok", &[Value::String("x".into())])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("does not fit"), "{err}");
+    still_works(&mut rt, p);
+}
+
+#[test]
+fn compiled_components_are_cached_on_disk() {
+    let dir = std::env::temp_dir().join(format!("weft-cache-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = |dir: &std::path::Path| Config {
+        component_cache: Some(dir.to_path_buf()),
+        ..Config::default()
+    };
+    let mut first = Runtime::new(config(&dir)).expect("runtime");
+    first
+        .load(weft_plugin_artifacts::TEST_MISBEHAVE)
+        .expect("loads");
+    assert_eq!(first.components_compiled(), 1);
+    let mut second = Runtime::new(config(&dir)).expect("runtime");
+    let p = second
+        .load(weft_plugin_artifacts::TEST_MISBEHAVE)
+        .expect("loads");
+    assert_eq!(
+        second.components_compiled(),
+        0,
+        "the second runtime reads the cache"
+    );
+    still_works(&mut second, p);
+    let _ = std::fs::remove_dir_all(&dir);
+}

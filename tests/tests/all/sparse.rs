@@ -1,0 +1,443 @@
+//! The sparse plugin through the real host: every operation against the plain-Rust CSR
+//! reference (`weft_examples::sparse_reference`), with 1 and 3 pieces, both value types and
+//! both index types; bad input; and fusion with the numeric plugin.
+
+use weft::{Config, CsrMatrix, Numeric, Runtime, Sparse};
+use weft_examples::sparse_reference::Csr;
+use weft_ir::DType;
+use weft_tests::assert_close;
+
+fn plugins(fusion: bool, pieces: u64) -> (Numeric, Sparse) {
+    let config = Config {
+        fusion,
+        pieces,
+        threads: 2,
+        component_cache: None,
+        explain: true,
+        ..Config::default()
+    };
+    weft_tests::plugins_with(config)
+}
+
+/// A small deterministic generator (SplitMix64).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Random COO triplets on `rows` x `cols`: some rows empty, some entries repeated.
+fn random_coo(rows: u64, cols: u64, seed: u64) -> (Vec<u64>, Vec<u64>, Vec<f64>) {
+    let mut rng = Rng(seed);
+    let (mut r, mut c, mut v) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..rows {
+        if i % 4 == 1 {
+            continue; // an empty row
+        }
+        for _ in 0..rng.below(6) {
+            let j = rng.below(cols);
+            let x = rng.unit() * 2.0 - 1.0;
+            r.push(i);
+            c.push(j);
+            v.push(x);
+            if rng.below(3) == 0 {
+                r.push(i);
+                c.push(j);
+                v.push(0.5); // a duplicate, summed
+            }
+        }
+    }
+    (r, c, v)
+}
+
+fn reference(rows: u64, cols: u64, (r, c, v): &(Vec<u64>, Vec<u64>, Vec<f64>)) -> Csr {
+    let r: Vec<usize> = r.iter().map(|&x| x as usize).collect();
+    let c: Vec<usize> = c.iter().map(|&x| x as usize).collect();
+    Csr::from_coo(rows as usize, cols as usize, &r, &c, v).expect("valid triplets")
+}
+
+/// `pos` as SciPy's `indptr`.
+fn indptr(m: &CsrMatrix) -> Vec<usize> {
+    let pos = m.pos().to_vec().expect("pos reads");
+    let mut out = vec![0usize];
+    for row in pos.chunks(2) {
+        assert_eq!(
+            row[0] as usize,
+            *out.last().expect("indptr starts with 0"),
+            "rows are contiguous"
+        );
+        out.push(row[1] as usize);
+    }
+    out
+}
+
+fn check_structure(what: &str, got: &CsrMatrix, want: &Csr) {
+    assert_eq!(got.shape(), (want.rows as u64, want.cols as u64), "{what}");
+    assert_eq!(indptr(got), want.indptr, "{what}: row pointers");
+    let crd: Vec<usize> = got
+        .crd()
+        .to_vec()
+        .expect("crd reads")
+        .iter()
+        .map(|&x| x as usize)
+        .collect();
+    assert_eq!(crd, want.indices, "{what}: columns");
+}
+
+const CASES: [(DType, DType, u64); 4] = [
+    (DType::F64, DType::I64, 1),
+    (DType::F64, DType::I32, 3),
+    (DType::F32, DType::I64, 3),
+    (DType::F32, DType::I32, 1),
+];
+
+fn tol(v: DType) -> f64 {
+    if v == DType::F32 { 1e-5 } else { 1e-13 }
+}
+
+#[test]
+fn every_operation_matches_the_reference_on_random_matrices() {
+    for (v, i, pieces) in CASES {
+        let (np, sp) = plugins(true, pieces);
+        let (rows, cols) = (37u64, 23u64);
+        let coo = random_coo(rows, cols, 11);
+        let want = reference(rows, cols, &coo);
+        let a = sp
+            .from_triplets((rows, cols), (&coo.0, &coo.1, &coo.2), v, i)
+            .unwrap();
+        let what = format!("{v} values, {i} indices, {pieces} pieces");
+        check_structure(&what, &a, &want);
+        assert_close(&what, &a.vals().to_vec().unwrap(), &want.data, tol(v), 1e-6);
+
+        // SpMV.
+        let xs: Vec<f64> = (0..cols).map(|k| (k as f64 * 0.37).sin()).collect();
+        let x = np.from_f64s(&[cols], &xs, v);
+        let mut y = vec![0.0; rows as usize];
+        want.spmv(&xs, &mut y);
+        assert_close(&what, &a.matvec(&x).to_vec().unwrap(), &y, tol(v), 1e-6);
+
+        // Diagonal, scaling, sums, dense form, transpose.
+        assert_close(
+            &what,
+            &a.diagonal().to_vec().unwrap(),
+            &want.diagonal(),
+            tol(v),
+            1e-6,
+        );
+        let scaled = a.scale(-2.5).unwrap();
+        assert_close(
+            &what,
+            &scaled.to_dense().to_vec().unwrap(),
+            &want.scale(-2.5).to_dense(),
+            tol(v),
+            1e-6,
+        );
+        let sum = a.add(&scaled).unwrap();
+        assert_close(
+            &what,
+            &sum.to_dense().to_vec().unwrap(),
+            &want.add(&want.scale(-2.5)).unwrap().to_dense(),
+            tol(v),
+            1e-6,
+        );
+        assert_close(
+            &what,
+            &a.to_dense().to_vec().unwrap(),
+            &want.to_dense(),
+            tol(v),
+            1e-6,
+        );
+        let t = a.transpose().unwrap();
+        let wt = want.transpose();
+        check_structure(&format!("{what}, transposed"), &t, &wt);
+        assert_close(&what, &t.vals().to_vec().unwrap(), &wt.data, tol(v), 1e-6);
+        assert_eq!(
+            t.diagonal().to_vec().unwrap().len(),
+            cols.min(rows) as usize
+        );
+    }
+}
+
+#[test]
+fn poisson_generators_match_the_reference() {
+    for (v, i, pieces) in CASES {
+        let (_, sp) = plugins(true, pieces);
+        for g in [1u64, 2, 5, 8] {
+            let what = format!("poisson2d({g}), {v}, {i}, {pieces} pieces");
+            let a = sp.poisson2d(g, v, i).unwrap();
+            let want = Csr::poisson2d(g as usize);
+            check_structure(&what, &a, &want);
+            assert_close(&what, &a.vals().to_vec().unwrap(), &want.data, 0.0, 0.0);
+        }
+        for g in [1u64, 2, 4] {
+            let what = format!("poisson3d({g}), {v}, {i}, {pieces} pieces");
+            let a = sp.poisson3d(g, v, i).unwrap();
+            let want = Csr::poisson3d(g as usize);
+            check_structure(&what, &a, &want);
+            assert_close(&what, &a.vals().to_vec().unwrap(), &want.data, 0.0, 0.0);
+        }
+    }
+}
+
+#[test]
+fn csr_arrays_are_taken_as_given_and_checked() {
+    let (np, sp) = plugins(true, 1);
+    let indptr = np.from_f64s(&[4], &[0.0, 2.0, 2.0, 3.0], DType::I64);
+    let indices = np.from_f64s(&[3], &[1.0, 0.0, 2.0], DType::I64);
+    let data = np.from_f64s(&[3], &[1.0, 2.0, 3.0], DType::F64);
+    let a = sp
+        .from_csr_arrays((3, 3), &indptr, &indices, &data)
+        .unwrap();
+    let dense = a.to_dense().to_vec().unwrap();
+    assert_eq!(dense, vec![2.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 3.0]);
+
+    let bad_ptr = np.from_f64s(&[4], &[0.0, 2.0, 1.0, 3.0], DType::I64);
+    let e = sp
+        .from_csr_arrays((3, 3), &bad_ptr, &indices, &data)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("sparse") && e.contains("from-csr-arrays") && e.contains("not monotone"),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_input_is_a_clear_error_and_the_host_keeps_running() {
+    let (np, sp) = plugins(true, 1);
+    // An index out of range in COO.
+    let e = sp
+        .from_triplets(
+            (3, 3),
+            (&[0, 3], &[0, 1], &[1.0, 2.0]),
+            DType::F64,
+            DType::I64,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("from-coo") && e.contains("entry 1 at (3, 1)") && e.contains("outside"),
+        "{e}"
+    );
+    // Triplets of different lengths.
+    let e = sp
+        .from_triplets((3, 3), (&[0, 1], &[0], &[1.0, 2.0]), DType::F64, DType::I64)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("lengths"), "{e}");
+    // A vector of the wrong length.
+    let a = sp.poisson2d(3, DType::F64, DType::I64).unwrap();
+    let x = np.ones(&[8], DType::F64);
+    let e = a.matvec(&x).check().unwrap_err().to_string();
+    assert!(e.contains("spmv") && e.contains("9 columns"), "{e}");
+    // Different patterns.
+    let b = sp
+        .from_triplets((9, 9), (&[0], &[0], &[1.0]), DType::F64, DType::I64)
+        .unwrap();
+    let e = a.add(&b).unwrap_err().to_string();
+    assert!(e.contains("add") && e.contains("differ"), "{e}");
+    let c = sp.poisson2d(3, DType::F64, DType::I64).unwrap();
+    assert!(a.add(&c).is_ok(), "equal patterns in other stores add");
+    // The host still works.
+    let y = a.matvec(&np.ones(&[9], DType::F64));
+    assert_eq!(y.sum().item().unwrap(), 12.0);
+}
+
+/// `q = A @ p` followed by `dot(p, q)`: one fused task whose kernel's provenance names both
+/// plugins, with the same result as unfused.
+#[test]
+fn spmv_fuses_with_the_dot_product_after_it() {
+    let mut results = Vec::new();
+    for fusion in [true, false] {
+        let (np, sp) = plugins(fusion, 1);
+        let a = sp.poisson2d(20, DType::F64, DType::I64).unwrap();
+        let p = np.random_uniform(&[400], 0.0, 1.0, 3, DType::F64);
+        np.runtime(|rt| rt.flush()).unwrap();
+        np.runtime(|rt| rt.take_explanations());
+        let before = np.runtime(|rt| rt.stats()).exec.tasks_executed;
+        let q = a.matvec(&p);
+        let pq = p.dot(&q).item().unwrap();
+        let ran = np.runtime(|rt| rt.stats()).exec.tasks_executed - before;
+        let text = np.runtime(|rt| rt.take_explanations()).join("");
+        if fusion {
+            assert!(
+                text.contains("sparse.spmv") && text.contains("numeric.dot"),
+                "explain shows both plugins:\n{text}"
+            );
+            assert!(
+                text.contains("loop 2 fused into loop 1"),
+                "the SpMV loop and the dot loop become one loop:\n{text}"
+            );
+            assert_eq!(ran, 1, "SpMV and dot ran as one task\n{text}");
+        } else {
+            assert_eq!(ran, 2, "unfused: each ran alone");
+        }
+        let reference = {
+            let want = Csr::poisson2d(20);
+            let ps = p.to_vec().unwrap();
+            let mut qs = vec![0.0; 400];
+            want.spmv(&ps, &mut qs);
+            ps.iter().zip(&qs).map(|(a, b)| a * b).sum::<f64>()
+        };
+        assert!(
+            (pq - reference).abs() <= 1e-12 * reference.abs(),
+            "{pq} vs {reference}"
+        );
+        results.push((pq, q.to_vec().unwrap()));
+    }
+    assert_eq!(
+        results[0].1, results[1].1,
+        "fused SpMV equals unfused bit for bit"
+    );
+    assert!((results[0].0 - results[1].0).abs() <= 1e-12 * results[1].0.abs());
+}
+
+#[test]
+fn matrix_market_files_load_into_the_plugin() {
+    let dir = std::env::temp_dir().join(format!("weft-sparse-mm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("a.mtx");
+    std::fs::write(
+        &path,
+        "%%MatrixMarket matrix coordinate real symmetric\n% a comment\n3 3 4\n1 1 2.0\n2 1 -1.0\n3 3 5.5\n3 2 0.25\n",
+    )
+    .unwrap();
+    let (_, sp) = plugins(true, 1);
+    let a = sp
+        .from_matrix_market(&path, DType::F64, DType::I32)
+        .unwrap();
+    let dense = a.to_dense().to_vec().unwrap();
+    assert_eq!(dense, vec![2.0, -1.0, 0.0, -1.0, 0.0, 0.25, 0.0, 0.25, 5.5]);
+    std::fs::write(
+        &path,
+        "%%MatrixMarket matrix coordinate real general\n2 2 1\n1 x 1.0\n",
+    )
+    .unwrap();
+    let e = sp
+        .from_matrix_market(&path, DType::F64, DType::I32)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("line 3"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_index_type_can_be_narrowed_and_widened() {
+    let (np, sp) = plugins(true, 3);
+    let a = sp.poisson2d(6, DType::F64, DType::I64).unwrap();
+    let x = np.from_f64s(
+        &[36],
+        &(0..36).map(f64::from).collect::<Vec<_>>(),
+        DType::F64,
+    );
+    let narrow = a.with_index_type(DType::I32).unwrap();
+    assert_eq!(narrow.pos().dtype().unwrap(), DType::I32);
+    assert_eq!(narrow.crd().dtype().unwrap(), DType::I32);
+    assert_eq!(
+        narrow.matvec(&x).to_vec().unwrap(),
+        a.matvec(&x).to_vec().unwrap()
+    );
+    let wide = narrow.with_index_type(DType::I64).unwrap();
+    assert_eq!(wide.crd().to_vec().unwrap(), a.crd().to_vec().unwrap());
+    let e = a.with_index_type(DType::F32).unwrap_err().to_string();
+    assert!(e.contains("i32 or i64"), "{e}");
+}
+
+/// The sparse plugin through the dynamic call API (no typed bindings), as an application that
+/// does not link its interface would call it: a Poisson matrix comes back as a record of three
+/// store handles, and a product of it runs.
+#[test]
+fn the_dynamic_api_reaches_the_sparse_plugin() {
+    let config = Config {
+        threads: 2,
+        component_cache: None,
+        ..Config::default()
+    };
+    let mut rt = Runtime::new(config).unwrap();
+    let sp = rt.load(weft_plugin_artifacts::SPARSE).unwrap();
+    run_dynamic(&mut rt, sp);
+    // Lending handles for the calls kept nothing alive: once the application has dropped its
+    // values, every store is gone.
+    rt.flush().unwrap();
+    assert_eq!(rt.memory().0, 0, "stores left alive");
+}
+
+fn run_dynamic(rt: &mut Runtime, sp: weft::PluginId) {
+    use weft::Value;
+    let np = rt
+        .load(weft_plugin_artifacts::NUMERIC)
+        .expect("the call runs");
+    let out = rt
+        .call(
+            sp,
+            "weft:plugin/sparse@0.1.0#poisson2d",
+            &[
+                Value::U64(3),
+                Value::Enum("f64".into()),
+                Value::Enum("i32".into()),
+            ],
+        )
+        .expect("the call runs");
+    let Some(Value::Result(Ok(Some(csr)))) = out.first() else {
+        panic!("expected a matrix, got {out:?}");
+    };
+    let Value::Record(fields) = csr.as_ref() else {
+        panic!("expected a record, got {csr:?}");
+    };
+    let field = |name: &str| {
+        fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+            .expect("the field exists")
+    };
+    assert!(matches!(field("rows"), Value::U64(9)));
+    let ones = rt
+        .call(
+            np,
+            "weft:plugin/numeric@0.1.0#ones",
+            &[Value::List(vec![Value::U64(9)]), Value::Enum("f64".into())],
+        )
+        .expect("the call runs");
+    let Some(Value::Result(Ok(Some(x)))) = ones.first() else {
+        panic!("expected an array, got {ones:?}");
+    };
+    let y = rt
+        .call(
+            sp,
+            "weft:plugin/sparse@0.1.0#spmv",
+            &[
+                field("pos"),
+                field("crd"),
+                field("vals"),
+                Value::U64(9),
+                x.as_ref().clone(),
+            ],
+        )
+        .expect("the call runs");
+    let Some(Value::Result(Ok(Some(y)))) = y.first() else {
+        panic!("expected a vector, got {y:?}");
+    };
+    let Value::Store(h) = y.as_ref() else {
+        panic!("expected a store, got {y:?}");
+    };
+    let bytes = rt.read_bytes(h).expect("the call runs");
+    let got: Vec<f64> = bytes
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect();
+    // Row sums of the 5-point Laplacian on 3x3: corners 2, edges 1, center 0.
+    assert_eq!(got, vec![2.0, 1.0, 2.0, 1.0, 0.0, 1.0, 2.0, 1.0, 2.0]);
+}

@@ -1,0 +1,690 @@
+//! A typed, NumPy-like facade over the numeric plugin: [`Numeric`] and [`Array`].
+//!
+//! ```no_run
+//! # use weft::{Config, Numeric, Runtime};
+//! # use weft_ir::DType;
+//! # fn demo(numeric_component: &[u8]) -> weft::Result<f64> {
+//! // `numeric_component`: the plugin's bytes, e.g. `weft_plugin_artifacts::NUMERIC`.
+//! let np = Numeric::new(Runtime::new(Config::from_env())?, numeric_component)?;
+//! let x = np.linspace(0.0, 1.0, 1000, DType::F64);
+//! let y = (&x * &x + 1.0).sqrt();
+//! let total = y.sum().item()?;
+//! # Ok(total)
+//! # }
+//! ```
+//!
+//! Operators return an [`Array`] directly. An operation that fails (mismatched shapes, a
+//! dtype the operation does not take) returns a *poisoned* array that carries the error; every
+//! operation on it passes the error on, and the first read ([`Array::to_vec`], [`Array::item`],
+//! [`Array::check`]) returns it. The `try_` methods return the error at once.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use wasmtime::component::Resource;
+use weft_ir::DType;
+
+use crate::runtime::Runtime;
+use crate::typed_exports::TypedExports;
+use crate::{Error, Result};
+use weft_plugin::bindings::base::weft::plugin::types as wit;
+use weft_plugin::bindings::numeric::exports::weft::plugin::numeric::{
+    self as api, Guest, GuestIndices,
+};
+use weft_plugin::convert;
+use weft_plugin::imports::{PluginState, StoreRes};
+use weft_runtime::StoreHandle;
+
+pub use api::{BinaryOp, Reduction, UnaryOp};
+
+/// The numeric plugin, loaded in a runtime of its own or shared with other plugins.
+#[derive(Clone)]
+pub struct Numeric {
+    inner: Rc<Inner>,
+}
+
+struct Inner {
+    rt: RefCell<Runtime>,
+    exports: TypedExports<GuestIndices>,
+}
+
+/// One operand of an element-wise operation.
+#[derive(Clone, Debug)]
+pub enum Operand<'a> {
+    /// An array.
+    Array(&'a Array),
+    /// A scalar (converted to the array's element type).
+    Scalar(f64),
+}
+
+impl<'a> From<&'a Array> for Operand<'a> {
+    fn from(a: &'a Array) -> Self {
+        Operand::Array(a)
+    }
+}
+
+impl From<f64> for Operand<'_> {
+    fn from(v: f64) -> Self {
+        Operand::Scalar(v)
+    }
+}
+
+/// A slice of one dimension, as in NumPy: `None` bounds are open, negative ones count from
+/// the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Range {
+    /// First index.
+    pub start: Option<i64>,
+    /// One past the last index.
+    pub stop: Option<i64>,
+}
+
+impl Range {
+    /// `start:stop`.
+    pub fn new(start: i64, stop: i64) -> Range {
+        Range {
+            start: Some(start),
+            stop: Some(stop),
+        }
+    }
+
+    /// `:` (the whole dimension).
+    pub fn all() -> Range {
+        Range {
+            start: None,
+            stop: None,
+        }
+    }
+}
+
+/// An n-d array of the numeric plugin (or a view of one), or the error that made it.
+#[derive(Clone)]
+pub struct Array {
+    np: Numeric,
+    value: std::result::Result<StoreHandle, Rc<Error>>,
+}
+
+impl std::fmt::Debug for Array {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.value {
+            Ok(h) => write!(f, "Array({h:?})"),
+            Err(e) => write!(f, "Array(poisoned: {e})"),
+        }
+    }
+}
+
+fn shared(e: &Rc<Error>) -> Error {
+    Error::Usage(e.to_string())
+}
+
+impl Numeric {
+    /// Loads the numeric plugin (the bytes of its component) into `rt`.
+    pub fn new(mut rt: Runtime, component: &[u8]) -> Result<Numeric> {
+        let exports = TypedExports::load(&mut rt, component, "numeric")?;
+        Ok(Numeric {
+            inner: Rc::new(Inner {
+                rt: RefCell::new(rt),
+                exports,
+            }),
+        })
+    }
+
+    /// The runtime, for another plugin's facade that shares it.
+    pub(crate) fn runtime_cell(&self) -> &RefCell<Runtime> {
+        &self.inner.rt
+    }
+
+    /// An array of this plugin's runtime around a store handle (or an error).
+    pub(crate) fn wrap(&self, value: Result<StoreHandle>) -> Array {
+        Array {
+            np: self.clone(),
+            value: value.map_err(Rc::new),
+        }
+    }
+
+    /// Runs `f` on the runtime (to load other plugins, read statistics, flush, ...).
+    pub fn runtime<R>(&self, f: impl FnOnce(&mut Runtime) -> R) -> R {
+        f(&mut self.inner.rt.borrow_mut())
+    }
+
+    /// Calls a numeric export; `f` gets the typed exports and the plugin's store.
+    fn call<R>(
+        &self,
+        name: &str,
+        f: impl FnOnce(
+            &Guest,
+            &mut wasmtime::Store<PluginState>,
+        ) -> wasmtime::Result<std::result::Result<R, wit::Error>>,
+    ) -> Result<R> {
+        let inner = &*self.inner;
+        inner.exports.call(&mut inner.rt.borrow_mut(), name, f)
+    }
+
+    /// Calls an export that returns a new store, and wraps it.
+    fn make(
+        &self,
+        name: &str,
+        f: impl FnOnce(
+            &Guest,
+            &mut wasmtime::Store<PluginState>,
+        ) -> wasmtime::Result<std::result::Result<Resource<StoreRes>, wit::Error>>,
+    ) -> Array {
+        let result = self.call(name, |guest, store| {
+            Ok(match f(guest, store)? {
+                Ok(r) => Ok(store.data_mut().take(&r)?),
+                Err(e) => Err(e),
+            })
+        });
+        let value = result.and_then(|id| self.inner.rt.borrow().adopt(id));
+        Array {
+            np: self.clone(),
+            value: value.map_err(Rc::new),
+        }
+    }
+
+    /// An array of `shape` filled with `value`.
+    pub fn full(&self, shape: &[u64], value: f64, dtype: DType) -> Array {
+        let scalar = convert::wit_scalar(weft_ir::Scalar::F64(value));
+        self.make("full", |g, s| {
+            g.call_full(s, shape, scalar, convert::wit_dtype(dtype))
+        })
+    }
+
+    /// An array of zeros.
+    pub fn zeros(&self, shape: &[u64], dtype: DType) -> Array {
+        self.make("zeros", |g, s| {
+            g.call_zeros(s, shape, convert::wit_dtype(dtype))
+        })
+    }
+
+    /// An array of ones.
+    pub fn ones(&self, shape: &[u64], dtype: DType) -> Array {
+        self.make("ones", |g, s| {
+            g.call_ones(s, shape, convert::wit_dtype(dtype))
+        })
+    }
+
+    /// `start, start + step, ...` below `stop`.
+    pub fn arange(&self, start: f64, stop: f64, step: f64, dtype: DType) -> Array {
+        self.make("arange", |g, s| {
+            g.call_arange(s, start, stop, step, convert::wit_dtype(dtype))
+        })
+    }
+
+    /// `num` evenly spaced values from `start` to `stop`, inclusive.
+    pub fn linspace(&self, start: f64, stop: f64, num: u64, dtype: DType) -> Array {
+        self.make("linspace", |g, s| {
+            g.call_linspace(s, start, stop, num, convert::wit_dtype(dtype))
+        })
+    }
+
+    /// Uniform random numbers in `[low, high)`, determined by `seed` alone.
+    pub fn random_uniform(
+        &self,
+        shape: &[u64],
+        low: f64,
+        high: f64,
+        seed: u64,
+        dtype: DType,
+    ) -> Array {
+        self.make("random-uniform", |g, s| {
+            g.call_random_uniform(s, shape, low, high, seed, convert::wit_dtype(dtype))
+        })
+    }
+
+    /// An array from host values, converted to `dtype` by the plugin.
+    pub fn from_f64s(&self, shape: &[u64], values: &[f64], dtype: DType) -> Array {
+        self.make("from-f64s", |g, s| {
+            g.call_from_f64s(s, shape, values, convert::wit_dtype(dtype))
+        })
+    }
+
+    /// An array of f64 from host data, copied straight into a store (no trip through the
+    /// plugin: the fast path for large inputs).
+    pub fn from_vec(&self, shape: &[u64], values: &[f64]) -> Array {
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let value = self
+            .inner
+            .rt
+            .borrow_mut()
+            .store_from_bytes(shape, DType::F64, &bytes);
+        Array {
+            np: self.clone(),
+            value: value.map_err(Rc::new),
+        }
+    }
+}
+
+/// Converts an operand to its WIT form, lending arrays to the plugin for the call.
+fn operand(store: &mut wasmtime::Store<PluginState>, o: &OperandRef) -> api::Operand {
+    match o {
+        OperandRef::Store(id) => api::Operand::Array(store.data_mut().lend(*id)),
+        OperandRef::Scalar(v) => api::Operand::Scalar(wit::Scalar::F64(*v)),
+    }
+}
+
+/// An operand whose array is known to be healthy.
+enum OperandRef {
+    Store(weft_runtime::StoreId),
+    Scalar(f64),
+}
+
+impl Operand<'_> {
+    fn resolve(&self) -> std::result::Result<OperandRef, Rc<Error>> {
+        match self {
+            Operand::Array(a) => a
+                .value
+                .as_ref()
+                .map(|h| OperandRef::Store(h.id()))
+                .map_err(Rc::clone),
+            Operand::Scalar(v) => Ok(OperandRef::Scalar(*v)),
+        }
+    }
+}
+
+impl Array {
+    /// The runtime's handle to the store, or the error that poisoned this array.
+    pub fn handle(&self) -> Result<&StoreHandle> {
+        self.value.as_ref().map_err(shared)
+    }
+
+    /// Returns the error that poisoned this array, if any.
+    pub fn check(&self) -> Result<()> {
+        self.handle().map(|_| ())
+    }
+
+    /// The numeric plugin this array belongs to.
+    pub fn numeric(&self) -> &Numeric {
+        &self.np
+    }
+
+    fn derive(
+        &self,
+        name: &str,
+        f: impl FnOnce(
+            &Guest,
+            &mut wasmtime::Store<PluginState>,
+            weft_runtime::StoreId,
+        ) -> wasmtime::Result<std::result::Result<Resource<StoreRes>, wit::Error>>,
+    ) -> Array {
+        match &self.value {
+            Ok(h) => {
+                let id = h.id();
+                self.np.make(name, |g, s| f(g, s, id))
+            }
+            Err(e) => Array {
+                np: self.np.clone(),
+                value: Err(e.clone()),
+            },
+        }
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> Result<Vec<u64>> {
+        let h = self.handle()?;
+        self.np.inner.rt.borrow_mut().shape(h)
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> Result<DType> {
+        let h = self.handle()?;
+        self.np.inner.rt.borrow_mut().dtype(h)
+    }
+
+    /// The elements in row-major order, converted to f64. This runs the pending tasks.
+    pub fn to_vec(&self) -> Result<Vec<f64>> {
+        let h = self.handle()?;
+        let mut rt = self.np.inner.rt.borrow_mut();
+        let dtype = rt.dtype(h)?;
+        let bytes = rt.read_bytes(h)?;
+        Ok(decode(&bytes, dtype))
+    }
+
+    /// The single element of a 0-d (or one-element) array.
+    pub fn item(&self) -> Result<f64> {
+        let v = self.to_vec()?;
+        match v.as_slice() {
+            [x] => Ok(*x),
+            _ => Err(Error::Usage(format!(
+                "item() needs an array of one element, this one has {}",
+                v.len()
+            ))),
+        }
+    }
+
+    /// A view `self[ranges]` sharing this array's storage.
+    pub fn slice(&self, ranges: &[Range]) -> Array {
+        let ranges: Vec<api::Range> = ranges
+            .iter()
+            .map(|r| api::Range {
+                start: r.start,
+                stop: r.stop,
+            })
+            .collect();
+        self.derive("slice", |g, s, id| {
+            let a = s.data_mut().lend(id);
+            g.call_slice(s, a, &ranges)
+        })
+    }
+
+    /// An element-wise binary operation.
+    pub fn binary<'a>(&self, op: BinaryOp, other: impl Into<Operand<'a>>) -> Array {
+        let other = other.into();
+        let rhs = match other.resolve() {
+            Ok(r) => r,
+            Err(e) => {
+                return Array {
+                    np: self.np.clone(),
+                    value: Err(e),
+                };
+            }
+        };
+        self.derive(op_name(op), |g, s, id| {
+            let a = api::Operand::Array(s.data_mut().lend(id));
+            let b = operand(s, &rhs);
+            g.call_binary(s, op, a, b)
+        })
+    }
+
+    /// `scalar op self`, for operators with a scalar on the left.
+    pub fn binary_rev(&self, op: BinaryOp, scalar: f64) -> Array {
+        self.derive(op_name(op), |g, s, id| {
+            let b = api::Operand::Array(s.data_mut().lend(id));
+            g.call_binary(s, op, api::Operand::Scalar(wit::Scalar::F64(scalar)), b)
+        })
+    }
+
+    /// An element-wise unary operation.
+    pub fn unary(&self, op: UnaryOp) -> Array {
+        self.derive("unary", |g, s, id| {
+            let a = s.data_mut().lend(id);
+            g.call_unary(s, op, a)
+        })
+    }
+
+    /// `self ? a : b`, element-wise (NumPy's `where`); `self` is a bool array.
+    pub fn select<'a, 'b>(&self, a: impl Into<Operand<'a>>, b: impl Into<Operand<'b>>) -> Array {
+        let (a, b) = match (a.into().resolve(), b.into().resolve()) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(e), _) | (_, Err(e)) => {
+                return Array {
+                    np: self.np.clone(),
+                    value: Err(e),
+                };
+            }
+        };
+        self.derive("select", |g, s, id| {
+            let cond = s.data_mut().lend(id);
+            let (a, b) = (operand(s, &a), operand(s, &b));
+            g.call_select(s, cond, a, b)
+        })
+    }
+
+    /// A copy converted to `dtype`.
+    pub fn astype(&self, dtype: DType) -> Array {
+        self.derive("astype", |g, s, id| {
+            let a = s.data_mut().lend(id);
+            g.call_astype(s, a, convert::wit_dtype(dtype))
+        })
+    }
+
+    /// A fresh copy.
+    pub fn copy(&self) -> Array {
+        self.derive("copy", |g, s, id| {
+            let a = s.data_mut().lend(id);
+            g.call_copy(s, a)
+        })
+    }
+
+    /// `self[...] = src`: an array of the same shape, or a scalar.
+    pub fn assign<'a>(&self, src: impl Into<Operand<'a>>) -> Result<()> {
+        let dst = self.handle()?.id();
+        let src = src.into().resolve().map_err(|e| shared(&e))?;
+        self.np.call("assign", |g, s| {
+            let d = s.data_mut().lend(dst);
+            let src = operand(s, &src);
+            g.call_assign(s, d, src)
+        })
+    }
+
+    /// A reduction of all elements to a 0-d array.
+    pub fn reduce(&self, op: Reduction) -> Array {
+        self.derive("reduce", |g, s, id| {
+            let a = s.data_mut().lend(id);
+            g.call_reduce(s, op, a)
+        })
+    }
+
+    /// The sum of all elements (0-d).
+    pub fn sum(&self) -> Array {
+        self.reduce(Reduction::Sum)
+    }
+
+    /// The product of all elements (0-d).
+    pub fn prod(&self) -> Array {
+        self.reduce(Reduction::Prod)
+    }
+
+    /// The smallest element (0-d).
+    pub fn min(&self) -> Array {
+        self.reduce(Reduction::Min)
+    }
+
+    /// The largest element (0-d).
+    pub fn max(&self) -> Array {
+        self.reduce(Reduction::Max)
+    }
+
+    /// The dot product with another vector (0-d).
+    pub fn dot(&self, other: &Array) -> Array {
+        self.pair("dot", other, |g, s, a, b| g.call_dot(s, a, b))
+    }
+
+    /// The 2-norm of all elements (0-d).
+    pub fn norm(&self) -> Array {
+        self.derive("norm", |g, s, id| {
+            let a = s.data_mut().lend(id);
+            g.call_norm(s, a)
+        })
+    }
+
+    /// `self @ x` for a matrix and a vector.
+    pub fn matvec(&self, x: &Array) -> Array {
+        self.pair("matvec", x, |g, s, a, b| g.call_matvec(s, a, b))
+    }
+
+    /// `self @ b` for two matrices.
+    pub fn matmul(&self, b: &Array) -> Array {
+        self.pair("matmul", b, |g, s, a, b| g.call_matmul(s, a, b))
+    }
+
+    /// The diagonal of a matrix, or a matrix with this vector on its diagonal.
+    pub fn diag(&self) -> Array {
+        self.derive("diag", |g, s, id| {
+            let a = s.data_mut().lend(id);
+            g.call_diag(s, a)
+        })
+    }
+
+    fn pair(
+        &self,
+        name: &str,
+        other: &Array,
+        f: impl FnOnce(
+            &Guest,
+            &mut wasmtime::Store<PluginState>,
+            Resource<StoreRes>,
+            Resource<StoreRes>,
+        ) -> wasmtime::Result<std::result::Result<Resource<StoreRes>, wit::Error>>,
+    ) -> Array {
+        let other = match &other.value {
+            Ok(h) => h.id(),
+            Err(e) => {
+                return Array {
+                    np: self.np.clone(),
+                    value: Err(e.clone()),
+                };
+            }
+        };
+        self.derive(name, |g, s, id| {
+            let a = s.data_mut().lend(id);
+            let b = s.data_mut().lend(other);
+            f(g, s, a, b)
+        })
+    }
+
+    /// `sqrt(self)`.
+    pub fn sqrt(&self) -> Array {
+        self.unary(UnaryOp::Sqrt)
+    }
+
+    /// `exp(self)`.
+    pub fn exp(&self) -> Array {
+        self.unary(UnaryOp::Exp)
+    }
+
+    /// `log(self)`.
+    pub fn log(&self) -> Array {
+        self.unary(UnaryOp::Log)
+    }
+
+    /// `erf(self)`.
+    pub fn erf(&self) -> Array {
+        self.unary(UnaryOp::Erf)
+    }
+
+    /// `|self|`.
+    pub fn abs(&self) -> Array {
+        self.unary(UnaryOp::Abs)
+    }
+
+    /// `self ** p`.
+    pub fn pow<'a>(&self, p: impl Into<Operand<'a>>) -> Array {
+        self.binary(BinaryOp::Pow, p)
+    }
+
+    /// Element-wise minimum.
+    pub fn minimum<'a>(&self, other: impl Into<Operand<'a>>) -> Array {
+        self.binary(BinaryOp::Minimum, other)
+    }
+
+    /// Element-wise maximum.
+    pub fn maximum<'a>(&self, other: impl Into<Operand<'a>>) -> Array {
+        self.binary(BinaryOp::Maximum, other)
+    }
+
+    /// Element-wise `self < other` (bool).
+    pub fn lt<'a>(&self, other: impl Into<Operand<'a>>) -> Array {
+        self.binary(BinaryOp::Less, other)
+    }
+
+    /// Element-wise `self > other` (bool).
+    pub fn gt<'a>(&self, other: impl Into<Operand<'a>>) -> Array {
+        self.binary(BinaryOp::Greater, other)
+    }
+}
+
+fn op_name(op: BinaryOp) -> &'static str {
+    match op {
+        BinaryOp::Add => "add",
+        BinaryOp::Sub => "sub",
+        BinaryOp::Mul => "mul",
+        BinaryOp::Div => "div",
+        BinaryOp::Pow => "pow",
+        BinaryOp::Minimum => "minimum",
+        BinaryOp::Maximum => "maximum",
+        BinaryOp::Equal => "equal",
+        BinaryOp::NotEqual => "not-equal",
+        BinaryOp::Less => "less",
+        BinaryOp::LessEqual => "less-equal",
+        BinaryOp::Greater => "greater",
+        BinaryOp::GreaterEqual => "greater-equal",
+        BinaryOp::LogicalAnd => "logical-and",
+        BinaryOp::LogicalOr => "logical-or",
+    }
+}
+
+/// Little-endian elements of `dtype`, as f64.
+pub fn decode(bytes: &[u8], dtype: DType) -> Vec<f64> {
+    let size = dtype.size();
+    bytes
+        .chunks_exact(size)
+        .map(|c| {
+            let mut word = [0u8; 8];
+            word[..size].copy_from_slice(c);
+            weft_ir::Scalar::from_bits(dtype, u64::from_le_bytes(word)).as_f64()
+        })
+        .collect()
+}
+
+macro_rules! binary_operator {
+    ($trait:ident, $method:ident, $op:expr) => {
+        impl std::ops::$trait<&Array> for &Array {
+            type Output = Array;
+            fn $method(self, rhs: &Array) -> Array {
+                self.binary($op, rhs)
+            }
+        }
+        impl std::ops::$trait<Array> for &Array {
+            type Output = Array;
+            fn $method(self, rhs: Array) -> Array {
+                self.binary($op, &rhs)
+            }
+        }
+        impl std::ops::$trait<&Array> for Array {
+            type Output = Array;
+            fn $method(self, rhs: &Array) -> Array {
+                self.binary($op, rhs)
+            }
+        }
+        impl std::ops::$trait<Array> for Array {
+            type Output = Array;
+            fn $method(self, rhs: Array) -> Array {
+                self.binary($op, &rhs)
+            }
+        }
+        impl std::ops::$trait<f64> for &Array {
+            type Output = Array;
+            fn $method(self, rhs: f64) -> Array {
+                self.binary($op, rhs)
+            }
+        }
+        impl std::ops::$trait<f64> for Array {
+            type Output = Array;
+            fn $method(self, rhs: f64) -> Array {
+                self.binary($op, rhs)
+            }
+        }
+        impl std::ops::$trait<&Array> for f64 {
+            type Output = Array;
+            fn $method(self, rhs: &Array) -> Array {
+                rhs.binary_rev($op, self)
+            }
+        }
+        impl std::ops::$trait<Array> for f64 {
+            type Output = Array;
+            fn $method(self, rhs: Array) -> Array {
+                rhs.binary_rev($op, self)
+            }
+        }
+    };
+}
+
+binary_operator!(Add, add, BinaryOp::Add);
+binary_operator!(Sub, sub, BinaryOp::Sub);
+binary_operator!(Mul, mul, BinaryOp::Mul);
+binary_operator!(Div, div, BinaryOp::Div);
+
+impl std::ops::Neg for &Array {
+    type Output = Array;
+    fn neg(self) -> Array {
+        self.unary(UnaryOp::Neg)
+    }
+}
+
+impl std::ops::Neg for Array {
+    type Output = Array;
+    fn neg(self) -> Array {
+        self.unary(UnaryOp::Neg)
+    }
+}

@@ -1,0 +1,252 @@
+//! [`Runtime`]: what an application holds. It assembles the parts: a runtime core with the CPU
+//! back end and the fusion planner (or none), and the plugin host.
+
+use wasmtime::Store;
+use wasmtime::component::Instance;
+use weft_cpu::CpuBackend;
+use weft_fusion::Fuser;
+use weft_plugin::bindings::base::PluginBase;
+use weft_plugin::{CoreSlot, PluginHost, PluginLimits, PluginState, Value};
+use weft_runtime::{Core, NoFusion, Planner, PlannerStats, PluginId, Stats, StoreHandle, StoreId};
+
+use crate::config::Config;
+use crate::{Error, Result};
+
+/// A Weft runtime: the plugins it loaded, their stores, and the window of pending tasks.
+///
+/// The core moves into a plugin's store during a call and back when it returns; only a panic
+/// inside a call could leave it out, and then the counters read as zero and every operation
+/// that needs the core returns an error.
+pub struct Runtime {
+    plugins: PluginHost,
+    core: CoreSlot,
+    /// The planner not in use, while fusion is switched off (or on) by
+    /// [`Runtime::set_fusion`]; it keeps its memo.
+    parked: Option<Box<dyn Planner>>,
+    config: Config,
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        // The core flushes what is pending and writes the trace when it is dropped; drop it
+        // before the plugins, whose handles it may still count.
+        self.core.take();
+    }
+}
+
+impl Runtime {
+    /// A runtime with this configuration: the CPU back end, and the fusion planner unless
+    /// `config.fusion` is off.
+    pub fn new(config: Config) -> Result<Runtime> {
+        let backend = CpuBackend::with_options(&config.cpu_options())?;
+        let (planner, parked): (Box<dyn Planner>, Box<dyn Planner>) = if config.fusion {
+            (Box::new(Fuser::default()), Box::new(NoFusion))
+        } else {
+            (Box::new(NoFusion), Box::new(Fuser::default()))
+        };
+        let core = Core::new(config.core_settings(), Box::new(backend), planner);
+        let plugins =
+            PluginHost::new(config.component_cache.clone(), config.plugin_limits.clone())?;
+        Ok(Runtime {
+            plugins,
+            core: Some(Box::new(core)),
+            parked: Some(parked),
+            config,
+        })
+    }
+
+    fn core(&mut self) -> Result<&mut Core> {
+        // The core is out only during a plugin call, which holds `&mut self`.
+        self.core.as_deref_mut().ok_or_else(|| {
+            Error::Usage("the runtime core is missing (a plugin call panicked)".into())
+        })
+    }
+
+    /// Loads a plugin from the bytes of a Wasm component, with the configured limits.
+    pub fn load(&mut self, bytes: &[u8]) -> Result<PluginId> {
+        Ok(self.plugins.load(bytes)?)
+    }
+
+    /// Loads a plugin with its own limits. Names must be unique.
+    pub fn load_with_limits(&mut self, bytes: &[u8], limits: PluginLimits) -> Result<PluginId> {
+        Ok(self.plugins.load_with_limits(bytes, limits)?)
+    }
+
+    /// The id of the loaded plugin with this name.
+    pub fn plugin(&self, name: &str) -> Option<PluginId> {
+        self.plugins.plugin(name)
+    }
+
+    /// A loaded plugin's name and version.
+    pub fn plugin_info(&self, id: PluginId) -> Option<(&str, &str)> {
+        self.plugins.plugin_info(id)
+    }
+
+    /// How many components were compiled rather than found in the cache.
+    pub fn components_compiled(&self) -> u64 {
+        self.plugins.components_compiled()
+    }
+
+    /// Calls into a plugin: `f` gets the plugin's store (whose state lends and takes store
+    /// handles), its instance and its `plugin` exports. `call` names the export in errors.
+    pub fn with_plugin<R>(
+        &mut self,
+        id: PluginId,
+        call: &str,
+        f: impl FnOnce(&mut Store<PluginState>, &Instance, &PluginBase) -> wasmtime::Result<R>,
+    ) -> Result<R> {
+        Ok(self.plugins.with_plugin(&mut self.core, id, call, f)?)
+    }
+
+    /// Calls export `name` of a plugin with dynamic values: `"interface#function"` for a
+    /// function of an exported interface (for example `"weft:plugin/numeric@0.1.0#zeros"`), or
+    /// a plain name for a function the component exports directly.
+    pub fn call(&mut self, plugin: PluginId, name: &str, args: &[Value]) -> Result<Vec<Value>> {
+        Ok(self.plugins.call(&mut self.core, plugin, name, args)?)
+    }
+
+    /// How many times a plugin's instance was remade after a fault.
+    pub fn plugin_generation(&self, id: PluginId) -> u64 {
+        self.plugins.plugin_generation(id)
+    }
+
+    /// The name of a plugin, for errors.
+    pub fn plugin_name(&self, id: PluginId) -> String {
+        self.plugins.plugin_name(id)
+    }
+
+    /// A handle for a store the caller already counted (one handle).
+    pub fn adopt(&self, id: StoreId) -> Result<StoreHandle> {
+        self.core
+            .as_deref()
+            .map(|c| c.adopt(id))
+            .ok_or_else(|| Error::Usage("the runtime core is missing".into()))
+    }
+
+    /// Counts one more handle on a store, for handing it to a plugin as an owned handle.
+    pub fn retain(&mut self, id: StoreId) -> Result<()> {
+        Ok(self.core()?.retain(id)?)
+    }
+
+    /// Creates a store from host data (little-endian bytes in row-major order), without any
+    /// plugin.
+    pub fn store_from_bytes(
+        &mut self,
+        shape: &[u64],
+        dtype: weft_ir::DType,
+        data: &[u8],
+    ) -> Result<StoreHandle> {
+        let core = self.core()?;
+        let id = core.store_from_bytes(shape.to_vec(), dtype, data)?;
+        Ok(core.adopt(id))
+    }
+
+    /// A store's shape.
+    pub fn shape(&mut self, s: &StoreHandle) -> Result<Vec<u64>> {
+        Ok(self.core()?.stores().get(s.id())?.shape.clone())
+    }
+
+    /// A store's element type.
+    pub fn dtype(&mut self, s: &StoreHandle) -> Result<weft_ir::DType> {
+        Ok(self.core()?.stores().get(s.id())?.dtype)
+    }
+
+    /// A store's elements as little-endian bytes in row-major order. This runs the pending
+    /// tasks it needs first.
+    pub fn read_bytes(&mut self, s: &StoreHandle) -> Result<Vec<u8>> {
+        Ok(self.core()?.read_bytes(s.id())?)
+    }
+
+    /// Runs every pending task.
+    pub fn flush(&mut self) -> Result<()> {
+        Ok(self.core()?.flush()?)
+    }
+
+    /// Counters of what the runtime did.
+    pub fn stats(&mut self) -> Stats {
+        self.core.as_deref().map(Core::stats).unwrap_or_default()
+    }
+
+    /// Number of stores alive, and bytes of storage allocated.
+    pub fn memory(&mut self) -> (usize, u64) {
+        self.core
+            .as_deref_mut()
+            .map(Core::memory)
+            .unwrap_or_default()
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Turns fusion on or off (pending tasks are run first).
+    pub fn set_fusion(&mut self, on: bool) -> Result<()> {
+        if on == self.config.fusion {
+            return self.flush();
+        }
+        let parked = self
+            .parked
+            .take()
+            .ok_or_else(|| Error::Usage("no planner to switch to".into()))?;
+        let previous = self.core()?.set_planner(parked);
+        match previous {
+            Ok(p) => {
+                self.parked = Some(p);
+                self.config.fusion = on;
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Turns the gathering of fusion explanations on or off; see
+    /// [`Runtime::take_explanations`].
+    pub fn set_explain(&mut self, on: bool) {
+        self.config.explain = on;
+        if let Some(core) = self.core.as_deref_mut() {
+            core.set_explain(on);
+        }
+    }
+
+    /// The fusion explanations gathered since the last call: one text per window prefix run.
+    pub fn take_explanations(&mut self) -> Vec<String> {
+        self.core
+            .as_deref_mut()
+            .map(Core::take_explanations)
+            .unwrap_or_default()
+    }
+
+    /// Makes compiling any kernel an error from now on (or allows it again). Tests use it to
+    /// show that a loop in steady state compiles nothing.
+    pub fn forbid_compiles(&mut self, forbid: bool) {
+        if let Some(core) = self.core.as_deref_mut() {
+            core.forbid_compiles(forbid);
+        }
+    }
+
+    /// Marks the end of an application's warm-up: with
+    /// [`Config::forbid_compiles_after_warmup`] (`WEFT_FORBID_COMPILES_AFTER_WARMUP=1`),
+    /// compiling a kernel after this point is an error.
+    pub fn warmed_up(&mut self) {
+        if self.config.forbid_compiles_after_warmup {
+            self.forbid_compiles(true);
+        }
+    }
+
+    /// How many submitted tasks are waiting in the window.
+    pub fn pending_tasks(&mut self) -> usize {
+        self.core
+            .as_deref_mut()
+            .map(Core::pending_tasks)
+            .unwrap_or_default()
+    }
+
+    /// Counters of the planner (fusion analyses, memo hits, fused kernels).
+    pub fn fusion_stats(&mut self) -> PlannerStats {
+        self.core
+            .as_deref()
+            .map(Core::planner_stats)
+            .unwrap_or_default()
+    }
+}
