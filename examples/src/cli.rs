@@ -1,15 +1,22 @@
-//! A tiny command-line flag parser (no dependencies) shared by the example binaries.
+//! The command line shared by the example binaries, parsed by `clap`.
 //!
 //! Every example takes the common flags `--n N --iters K --warmup W --threads T --seed S
 //! --out DIR` plus its own extras. Flags are written `--name value` or `--name=value`. A bad
 //! command line (an unknown flag, a missing or malformed value, zero where zero makes no
 //! sense) prints a message and the usage to stderr and exits with code 2; `--help` (or `-h`)
 //! prints the usage to stdout and exits with code 0. Nothing here panics on user input.
+//!
+//! [`Cli`] describes the flags (a builder the binaries share: `range`, `help`, `extra`);
+//! [`Cli::command`] turns the description into a `clap::Command`, which does the parsing and
+//! the usage text.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
+
+use clap::builder::ValueParser;
+use clap::error::ErrorKind;
+use clap::{Arg, ArgAction, Command};
 
 use weft::Config;
 
@@ -210,32 +217,37 @@ impl Cli {
         self
     }
 
-    /// The usage message.
-    pub fn usage(&self) -> String {
-        let mut s = format!(
-            "Usage: {} [OPTIONS]\n\n{}\n\nOptions:\n",
-            self.program, self.about
-        );
-        let width = self
-            .flags
-            .iter()
-            .map(|f| f.name.len() + f.metavar.len() + 3)
-            .max()
-            .unwrap_or(0)
-            .max(6);
+    /// The `clap` command of this description.
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(self.program)
+            .about(self.about)
+            .disable_version_flag(true)
+            .help_template("Usage: {usage}\n\n{about}\n\nOptions:\n{options}\n");
         for f in &self.flags {
-            let head = format!("--{} {}", f.name, f.metavar);
             let mut help = f.help.to_string();
             if let Kind::Choice(words) = f.kind {
-                let _ = write!(help, " (one of: {})", words.join(", "));
+                help.push_str(&format!(" (one of: {})", words.join(", ")));
             }
-            if let Some(d) = &f.default {
-                let _ = write!(help, " [default: {d}]");
+            if let Some(d) = f.default.as_ref().filter(|d| !d.is_empty()) {
+                help.push_str(&format!(" [default: {d}]"));
             }
-            let _ = writeln!(s, "  {head:<width$}  {help}");
+            let arg = Arg::new(f.name).long(f.name).help(help);
+            let arg = match f.kind {
+                Kind::Switch => arg.action(ArgAction::SetTrue),
+                kind => arg
+                    .action(ArgAction::Set)
+                    .allow_negative_numbers(true)
+                    .value_name(f.metavar)
+                    .value_parser(checker(f.name, kind)),
+            };
+            cmd = cmd.arg(arg);
         }
-        let _ = writeln!(s, "  {:<width$}  print this message and exit", "--help");
-        s
+        cmd
+    }
+
+    /// The usage message.
+    pub fn usage(&self) -> String {
+        self.command().render_help().to_string()
     }
 
     /// Parses the arguments (without the program name).
@@ -244,47 +256,28 @@ impl Cli {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
+        let argv =
+            std::iter::once(self.program.to_string()).chain(args.into_iter().map(Into::into));
+        let matches = self
+            .command()
+            .try_get_matches_from(argv)
+            .map_err(|e| match e.kind() {
+                ErrorKind::DisplayHelp => ParseError::Help,
+                _ => ParseError::Bad(clean(&e.to_string())),
+            })?;
         let mut values: BTreeMap<&'static str, String> = self
             .flags
             .iter()
             .filter_map(|f| f.default.clone().map(|d| (f.name, d)))
             .collect();
-        let mut args = args.into_iter().map(Into::into);
-        while let Some(arg) = args.next() {
-            if arg == "--help" || arg == "-h" {
-                return Err(ParseError::Help);
-            }
-            let Some(body) = arg.strip_prefix("--") else {
-                return Err(ParseError::Bad(format!("unexpected argument `{arg}`")));
-            };
-            let (name, inline) = match body.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_string())),
-                None => (body, None),
-            };
-            let Some(flag) = self.flags.iter().find(|f| f.name == name) else {
-                return Err(ParseError::Bad(format!("unknown flag `--{name}`")));
-            };
-            if flag.kind == Kind::Switch {
-                if inline.is_some() {
-                    return Err(ParseError::Bad(format!("flag `--{name}` takes no value")));
+        for f in &self.flags {
+            if f.kind == Kind::Switch {
+                if matches.get_flag(f.name) {
+                    values.insert(f.name, "1".into());
                 }
-                values.insert(flag.name, "1".into());
-                continue;
+            } else if let Some(v) = matches.get_one::<String>(f.name) {
+                values.insert(f.name, v.clone());
             }
-            let value = match inline {
-                Some(v) => v,
-                None => match args.next() {
-                    Some(v) if !v.starts_with("--") => v,
-                    _ => {
-                        return Err(ParseError::Bad(format!(
-                            "flag `--{name}` needs a value ({})",
-                            flag.metavar
-                        )));
-                    }
-                },
-            };
-            check(flag, &value)?;
-            values.insert(flag.name, value);
         }
         let count = |name: &str| -> Result<u64, ParseError> {
             values
@@ -332,7 +325,7 @@ impl Cli {
                 std::process::exit(0);
             }
             Err(ParseError::Bad(message)) => {
-                let text = format!("{}: error: {message}\n\n{}", self.program, self.usage());
+                let text = format!("{}: {message}\n\n{}", self.program, self.usage());
                 let _ = std::io::stderr().lock().write_all(text.as_bytes());
                 std::process::exit(2);
             }
@@ -340,49 +333,59 @@ impl Cli {
     }
 }
 
+/// clap's message without its own usage and hint lines (the usage follows in full).
+fn clean(message: &str) -> String {
+    message
+        .lines()
+        .take_while(|l| !l.starts_with("Usage:") && !l.trim_start().starts_with("tip:"))
+        .filter(|l| !l.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A value parser that checks a value against its flag's kind and keeps it as text.
+fn checker(name: &'static str, kind: Kind) -> ValueParser {
+    ValueParser::new(move |value: &str| check(name, kind, value).map(|()| value.to_string()))
+}
+
 /// Checks one value against its flag's kind.
-fn check(flag: &Flag, value: &str) -> Result<(), ParseError> {
-    let name = flag.name;
-    match flag.kind {
+fn check(name: &str, kind: Kind, value: &str) -> Result<(), String> {
+    match kind {
         Kind::Count { min, max } => match value.parse::<u64>() {
             Ok(v) if (min..=max).contains(&v) => Ok(()),
-            Ok(v) if v < min => Err(ParseError::Bad(format!(
-                "flag `--{name}` must be at least {min}, got {v}"
-            ))),
-            Ok(v) => Err(ParseError::Bad(format!(
-                "flag `--{name}` must be at most {max}, got {v}"
-            ))),
-            Err(_) => Err(ParseError::Bad(format!(
+            Ok(v) if v < min => Err(format!("flag `--{name}` must be at least {min}, got {v}")),
+            Ok(v) => Err(format!("flag `--{name}` must be at most {max}, got {v}")),
+            Err(_) => Err(format!(
                 "flag `--{name}` needs a non-negative integer, got `{value}`"
-            ))),
+            )),
         },
         Kind::Float { min } => match value.parse::<f64>() {
             Ok(v) if v.is_finite() && v >= min => Ok(()),
-            Ok(v) if v.is_finite() => Err(ParseError::Bad(format!(
-                "flag `--{name}` must be at least {min}, got {v}"
-            ))),
-            _ => Err(ParseError::Bad(format!(
+            Ok(v) if v.is_finite() => {
+                Err(format!("flag `--{name}` must be at least {min}, got {v}"))
+            }
+            _ => Err(format!(
                 "flag `--{name}` needs a finite number, got `{value}`"
-            ))),
+            )),
         },
         Kind::Choice(words) => {
             if words.contains(&value) {
                 Ok(())
             } else {
-                Err(ParseError::Bad(format!(
+                Err(format!(
                     "flag `--{name}` must be one of {}, got `{value}`",
                     words.join(", ")
-                )))
+                ))
             }
         }
         Kind::Path => {
             if value.is_empty() {
-                Err(ParseError::Bad(format!("flag `--{name}` needs a path")))
+                Err(format!("flag `--{name}` needs a path"))
             } else {
                 Ok(())
             }
         }
-        Kind::Switch => Err(ParseError::Bad(format!("flag `--{name}` takes no value"))),
+        Kind::Switch => Err(format!("flag `--{name}` takes no value")),
     }
 }
 
@@ -460,9 +463,9 @@ mod tests {
 
     #[test]
     fn bad_command_lines() {
-        assert!(bad(&["--bogus", "1"]).contains("unknown flag `--bogus`"));
-        assert!(bad(&["--n"]).contains("needs a value"));
-        assert!(bad(&["--n", "--iters", "2"]).contains("needs a value"));
+        assert!(bad(&["--bogus", "1"]).contains("unexpected argument '--bogus'"));
+        assert!(bad(&["--n"]).contains("a value is required for '--n <N>'"));
+        assert!(bad(&["--n", "--iters", "2"]).contains("a value is required"));
         assert!(bad(&["--n", "ten"]).contains("non-negative integer"));
         assert!(bad(&["--n", "-3"]).contains("non-negative integer"));
         assert!(bad(&["--n=-3"]).contains("non-negative integer"));
@@ -488,10 +491,10 @@ mod tests {
         assert!(u.contains("grid size [default: 100]"), "{u}");
         for word in [
             "Usage: demo",
-            "--n N",
-            "--iters K",
-            "--out DIR",
-            "--cnd KIND",
+            "--n <N>",
+            "--iters <K>",
+            "--out <DIR>",
+            "--cnd <KIND>",
             "--help",
         ] {
             assert!(u.contains(word), "usage lacks {word}:\n{u}");

@@ -144,7 +144,7 @@ fn give_back(
 ) -> wasmtime::Result<()> {
     for any in lent {
         let r: Resource<StoreRes> = any.try_into_resource(&mut *store)?;
-        store.data_mut().drop_owned(&r)?;
+        store.data_mut().drop_owned(r)?;
     }
     Ok(())
 }
@@ -264,7 +264,7 @@ fn to_val(
                 .ok_or("no runtime during this call")?
                 .retain(h.id())
                 .map_err(|e| e.to_string())?;
-            let r: Resource<StoreRes> = store.data_mut().own(h.id());
+            let r: Resource<StoreRes> = store.data_mut().own(h.id()).map_err(|e| e.to_string())?;
             Val::Resource(
                 r.try_into_resource_any(&mut *store)
                     .map_err(|e| e.to_string())?,

@@ -1,10 +1,9 @@
 //! The host's side of the `host` interface that plugins import, and the per-instance state
 //! those imports work on.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use wasmtime::component::Resource;
+use wasmtime::component::{Resource, ResourceTable};
 use wasmtime::format_err;
 use weft_runtime::{Core, IndexTask, KernelEntry, PluginId, StoreId, TaskArg};
 
@@ -13,9 +12,13 @@ use crate::bindings::base::weft::plugin::{host, kernel_ir, types};
 use crate::convert;
 use crate::limits::{Limiter, PluginLimits};
 
-/// The host-side representative of a plugin's `store` handle; its `rep` keys the plugin's
-/// handle table ([`PluginState::handles`]).
-pub struct StoreRes;
+/// The entry of a plugin's `store` handle in its [`ResourceTable`]
+/// ([`PluginState::handles`]): the store it names.
+#[derive(Debug)]
+pub struct StoreRes {
+    /// The store.
+    pub id: StoreId,
+}
 
 /// A second instance of a plugin, used only to ask for kernel bodies while the first one is in
 /// the middle of a call (the component model forbids re-entering an instance).
@@ -61,9 +64,8 @@ pub struct PluginState {
     pub id: PluginId,
     /// The plugin's name.
     pub name: String,
-    /// The plugin's store handles: resource rep to store.
-    pub handles: HashMap<u32, StoreId>,
-    next_rep: u32,
+    /// The plugin's store handles.
+    pub handles: ResourceTable,
     /// The memory cap.
     pub limits: Limiter,
     /// Where kernel bodies come from.
@@ -81,8 +83,7 @@ impl PluginState {
             core: None,
             id,
             name,
-            handles: HashMap::new(),
-            next_rep: 0,
+            handles: ResourceTable::new(),
             limits,
             kernels: None,
             deadline_ticks,
@@ -91,23 +92,29 @@ impl PluginState {
     }
 
     /// A new owned handle to `id` for the plugin (the caller has already counted it).
-    pub fn own(&mut self, id: StoreId) -> Resource<StoreRes> {
-        Resource::new_own(self.insert(id))
+    pub fn own(&mut self, id: StoreId) -> wasmtime::Result<Resource<StoreRes>> {
+        self.handles.push(StoreRes { id }).map_err(|e| {
+            format_err!(
+                "plugin `{}`: no room for another store handle: {e}",
+                self.name
+            )
+        })
     }
 
     /// A borrowed handle to `id` for the length of one call; remove it with
     /// [`PluginState::forget_lent`] afterwards.
-    pub fn lend(&mut self, id: StoreId) -> Resource<StoreRes> {
-        let rep = self.insert(id);
-        self.lent.push(rep);
-        Resource::new_borrow(rep)
+    pub fn lend(&mut self, id: StoreId) -> wasmtime::Result<Resource<StoreRes>> {
+        let owned = self.own(id)?;
+        self.lent.push(owned.rep());
+        Ok(Resource::new_borrow(owned.rep()))
     }
 
-    /// Drops an owned handle the host made (as the plugin's `drop` of it would): its entry goes
-    /// and its store loses the handle's count.
-    pub fn drop_owned(&mut self, r: &Resource<StoreRes>) -> wasmtime::Result<()> {
-        if let Some(id) = self.handles.remove(&r.rep()) {
-            self.core()?.release(id);
+    /// Drops an owned handle (as the plugin's `drop` of it, or the host's after lending it):
+    /// its entry goes and its store loses the handle's count.
+    pub fn drop_owned(&mut self, r: Resource<StoreRes>) -> wasmtime::Result<()> {
+        let rep = r.rep();
+        if let Ok(entry) = self.handles.delete(Resource::<StoreRes>::new_own(rep)) {
+            self.core()?.release(entry.id);
         }
         Ok(())
     }
@@ -116,33 +123,33 @@ impl PluginState {
     /// counts are untouched).
     pub fn forget_lent(&mut self) {
         for rep in std::mem::take(&mut self.lent) {
-            self.handles.remove(&rep);
+            // An entry the plugin already dropped is gone; nothing else to do.
+            let _ = self.handles.delete(Resource::<StoreRes>::new_own(rep));
         }
     }
 
     /// Takes an owned handle the plugin returned: the handle's count moves to the caller.
     pub fn take(&mut self, r: &Resource<StoreRes>) -> wasmtime::Result<StoreId> {
         self.handles
-            .remove(&r.rep())
-            .ok_or_else(|| format_err!("plugin `{}` returned an unknown store handle", self.name))
+            .delete(Resource::<StoreRes>::new_own(r.rep()))
+            .map(|entry| entry.id)
+            .map_err(|_| format_err!("plugin `{}` returned an unknown store handle", self.name))
     }
 
-    fn insert(&mut self, id: StoreId) -> u32 {
-        loop {
-            self.next_rep = self.next_rep.wrapping_add(1);
-            if !self.handles.contains_key(&self.next_rep) {
-                break;
-            }
-        }
-        self.handles.insert(self.next_rep, id);
-        self.next_rep
+    /// Every store an entry of the handle table names (to release them when the instance is
+    /// thrown away).
+    pub fn held_stores(&mut self) -> Vec<StoreId> {
+        self.handles
+            .iter_mut()
+            .filter_map(|entry| entry.downcast_mut::<StoreRes>().map(|e| e.id))
+            .collect()
     }
 
     fn store_of(&self, r: &Resource<StoreRes>) -> wasmtime::Result<StoreId> {
         self.handles
-            .get(&r.rep())
-            .copied()
-            .ok_or_else(|| format_err!("plugin `{}` used an unknown store handle", self.name))
+            .get(r)
+            .map(|entry| entry.id)
+            .map_err(|_| format_err!("plugin `{}` used an unknown store handle", self.name))
     }
 
     fn core(&mut self) -> wasmtime::Result<&mut Core> {
@@ -197,7 +204,7 @@ impl host::HostStore for PluginState {
     ) -> wasmtime::Result<Result<Resource<StoreRes>, types::Error>> {
         let id = self.store_of(&s)?;
         match self.core()?.slice(id, &start, &stop) {
-            Ok(view) => Ok(Ok(self.own(view))),
+            Ok(view) => Ok(Ok(self.own(view)?)),
             Err(e) => Ok(Err(err(e.to_string()))),
         }
     }
@@ -213,7 +220,7 @@ impl host::HostStore for PluginState {
     }
 
     fn drop(&mut self, s: Resource<StoreRes>) -> wasmtime::Result<()> {
-        self.drop_owned(&s)
+        self.drop_owned(s)
     }
 }
 
@@ -224,7 +231,7 @@ impl host::Host for PluginState {
         dtype: types::Dtype,
     ) -> wasmtime::Result<Result<Resource<StoreRes>, types::Error>> {
         match self.core()?.create_store(shape, convert::dtype(dtype)) {
-            Ok(id) => Ok(Ok(self.own(id))),
+            Ok(id) => Ok(Ok(self.own(id)?)),
             Err(e) => Ok(Err(err(e.to_string()))),
         }
     }
@@ -239,7 +246,7 @@ impl host::Host for PluginState {
             .core()?
             .store_from_bytes(shape, convert::dtype(dtype), &data)
         {
-            Ok(id) => Ok(Ok(self.own(id))),
+            Ok(id) => Ok(Ok(self.own(id)?)),
             Err(e) => Ok(Err(err(e.to_string()))),
         }
     }

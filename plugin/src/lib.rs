@@ -148,6 +148,8 @@ impl PluginHost {
             .plugins
             .get_mut(id.0 as usize)
             .ok_or_else(|| Error::Usage(format!("no plugin with id {}", id.0)))?;
+        let span = tracing::info_span!("plugin call", plugin = plugin.name.as_str(), call);
+        let _entered = span.enter();
         plugin.call(core, call, f)
     }
 }

@@ -215,8 +215,8 @@ impl Plugin {
         let old = std::mem::replace(&mut self.store, store);
         let mut old_state = old.into_data();
         if let Some(core) = core {
-            for id in old_state.handles.values() {
-                core.release(*id);
+            for id in old_state.held_stores() {
+                core.release(id);
             }
         }
         // The kernel source only answers pure `kernel` calls; keep it unless it is the one that

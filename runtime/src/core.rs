@@ -6,7 +6,6 @@
 //! `weft-plugin`.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
 
@@ -22,7 +21,6 @@ use crate::partition::{Rect, Tiling, points};
 use crate::planner::{Planner, PlannerStats};
 use crate::stores::{StoreId, Stores};
 use crate::task::PluginId;
-use crate::trace::Trace;
 use crate::window::Window;
 use crate::{Error, Result};
 
@@ -36,14 +34,14 @@ pub struct Settings {
     /// The most tasks the window holds before it runs them (the window starts smaller and
     /// grows while whole windows fuse).
     pub window_bound: usize,
-    /// Whether planners' explanations are gathered for [`Core::take_explanations`].
+    /// Whether planners' explanations are gathered for [`Core::take_explanations`]. They
+    /// are also emitted as `tracing` events of target [`EXPLAIN_TARGET`] whenever a
+    /// subscriber listens to that target.
     pub explain: bool,
-    /// Whether planners' explanations are printed on standard error as they are made.
-    pub explain_to_stderr: bool,
-    /// Where to write a trace of kernel runs (Chrome trace-event JSON) when the core is
-    /// dropped.
-    pub trace: Option<PathBuf>,
 }
+
+/// The `tracing` target of the planner's explanations (`WEFT_EXPLAIN` prints them).
+pub const EXPLAIN_TARGET: &str = "weft::explain";
 
 impl Default for Settings {
     fn default() -> Self {
@@ -51,8 +49,6 @@ impl Default for Settings {
             pieces: 1,
             window_bound: 256,
             explain: false,
-            explain_to_stderr: false,
-            trace: None,
         }
     }
 }
@@ -80,20 +76,14 @@ pub struct Core {
     pub(crate) stats: Stats,
     pub(crate) forbid_compiles: bool,
     pub(crate) explain_log: Vec<String>,
-    pub(crate) trace: Option<Trace>,
     released: (Sender<StoreId>, Receiver<StoreId>),
 }
 
 impl Drop for Core {
     fn drop(&mut self) {
-        // Run what is still pending, so that the trace is whole; errors have no one to go to
+        // Run what is still pending, so that traces are whole; errors have no one to go to
         // now.
         let _ = self.flush();
-        if let Some(trace) = &self.trace
-            && let Err(e) = trace.write()
-        {
-            eprintln!("weft: cannot write the trace: {e}");
-        }
     }
 }
 
@@ -109,7 +99,6 @@ impl Core {
             planner,
             mapping: Box::new(BlockMapping { ranks: 1 }),
             rank: 0,
-            trace: settings.trace.clone().map(Trace::new),
             settings,
             stats: Stats::default(),
             forbid_compiles: false,
@@ -286,10 +275,11 @@ impl Core {
         Ok(entry)
     }
 
+    /// Runs one task, in a `tracing` span named by its kernel (its provenance).
     pub(crate) fn execute(&mut self, task: &crate::task::IndexTask) -> Result<()> {
-        let start = std::time::Instant::now();
-        let points_before = self.stats.exec.points_executed;
-        let result = Executor {
+        let span = tracing::info_span!("kernel", kernel = task.name());
+        let _entered = span.enter();
+        Executor {
             stores: &mut self.stores,
             backend: self.backend.as_mut(),
             mapping: self.mapping.as_ref(),
@@ -297,15 +287,7 @@ impl Core {
             stats: &mut self.stats.exec,
             forbid_compiles: self.forbid_compiles,
         }
-        .run(task);
-        if let Some(trace) = &mut self.trace {
-            trace.record(
-                task.name(),
-                start,
-                self.stats.exec.points_executed - points_before,
-            );
-        }
-        result
+        .run(task)
     }
 
     /// The elements of a store, as little-endian bytes in row-major order, after running the

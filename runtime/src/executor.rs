@@ -56,6 +56,8 @@ impl Executor<'_> {
                     kernel: kernel.name().to_string(),
                 });
             }
+            let span = tracing::info_span!("compile", kernel = kernel.name());
+            let _entered = span.enter();
             if let Prepared::Compiled(time) = self.backend.prepare(kernel)? {
                 let seconds = time.as_secs_f64();
                 self.stats.kernels_compiled += 1;

@@ -14,6 +14,10 @@
 //! - [`mapping`]: which rank owns which point;
 //! - [`core`]: the state plugin calls and the application share.
 //!
+//! It reports through `tracing`: a span per kernel run (`kernel`, with the kernel's name) and
+//! per compile, and the planner's explanations as events of target [`EXPLAIN_TARGET`]. It
+//! installs no subscriber; the application (`weft`) does.
+//!
 //! The seams:
 //! - [`Backend`] (memory, compile, launch, synchronize): `weft-cpu` implements it, and later
 //!   the PTX back end;
@@ -38,11 +42,10 @@ pub mod planner;
 pub mod stores;
 pub mod task;
 pub mod testing;
-pub mod trace;
 pub mod window;
 
 pub use backend::{Backend, Binding, BufferId, MemoryStats, Prepared};
-pub use core::{Core, Settings, Stats};
+pub use core::{Core, EXPLAIN_TARGET, Settings, Stats};
 pub use error::{Error, Result};
 pub use executor::ExecStats;
 pub use handle::StoreHandle;

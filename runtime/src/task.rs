@@ -47,6 +47,30 @@ impl TaskArg {
             local: false,
         }
     }
+
+    /// An argument with its partition already folded into root coordinates for a launch over
+    /// `launch`, as [`Core::submit`](crate::Core::submit) folds it: for planners' tests and
+    /// benchmarks that build windows without a core. (A tiling's fit is checked at submit, not
+    /// here.)
+    pub fn folded(
+        stores: &crate::Stores,
+        store: StoreId,
+        partition: Partition,
+        privilege: Privilege,
+        launch: &[u64],
+    ) -> crate::Result<TaskArg> {
+        let info = stores.get(store)?;
+        let mut root_partition = RootPartition::fold(&partition, &info.rect);
+        root_partition.normalize_for(launch);
+        Ok(TaskArg {
+            store,
+            storage: info.storage,
+            partition,
+            root_partition,
+            privilege,
+            local: false,
+        })
+    }
 }
 
 /// An index task in the window.

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use weft_ir::Privilege;
 use weft_ir::semantics::MAX_LAUNCH_RANK;
 
-use crate::core::Core;
+use crate::core::{Core, EXPLAIN_TARGET};
 use crate::partition::{Partition, RootPartition};
 use crate::planner::PlanContext;
 use crate::stores::StorageId;
@@ -223,7 +223,8 @@ impl Core {
         if tasks.is_empty() {
             return Ok(());
         }
-        let explain = self.settings.explain || self.settings.explain_to_stderr;
+        let explain = self.settings.explain
+            || tracing::enabled!(target: EXPLAIN_TARGET, tracing::Level::INFO);
         let plan = self.planner.plan(
             tasks,
             &PlanContext {
@@ -233,9 +234,7 @@ impl Core {
             },
         )?;
         if let Some(text) = plan.explanation {
-            if self.settings.explain_to_stderr {
-                eprint!("{text}");
-            }
+            tracing::info!(target: EXPLAIN_TARGET, "{text}");
             if self.settings.explain {
                 self.explain_log.push(text);
             }

@@ -27,7 +27,8 @@ pub struct Config {
     pub explain: bool,
     /// Whether fusion decisions are printed on standard error as they are taken.
     pub explain_to_stderr: bool,
-    /// Where to write a trace of kernel runs (Chrome trace-event JSON) when the runtime is
+    /// Where to write a trace (Chrome/Perfetto JSON, by `tracing-chrome`) of plugin calls,
+    /// compiles and kernel runs, named by provenance, finished when the runtime is
     /// dropped (`WEFT_TRACE=FILE`).
     pub trace: Option<PathBuf>,
     /// The most bytes of freed store memory kept for reuse by new stores of the same size
@@ -68,7 +69,7 @@ impl Config {
     /// - `WEFT_FUSION=0`: no fusion;
     /// - `WEFT_EXPLAIN=1`: print every fusion decision on standard error;
     /// - `WEFT_WINDOW`: the window's bound;
-    /// - `WEFT_TRACE=FILE`: write a trace of kernel runs to FILE;
+    /// - `WEFT_TRACE=FILE`: write a trace of plugin calls, compiles and kernel runs to FILE;
     /// - `WEFT_POOL_BYTES`: the most freed store memory kept for reuse (0: none);
     /// - `WEFT_AVX512=0`: no AVX-512 code in CPU kernels;
     /// - `WEFT_FORBID_COMPILES_AFTER_WARMUP=1`: compiling after the warm-up is an error.
@@ -112,8 +113,6 @@ impl Config {
             pieces: self.pieces,
             window_bound: self.window_bound,
             explain: self.explain,
-            explain_to_stderr: self.explain_to_stderr,
-            trace: self.trace.clone(),
         }
     }
 

@@ -27,6 +27,7 @@ pub mod error;
 pub mod numeric;
 pub mod runtime;
 pub mod sparse;
+mod tracing_setup;
 mod typed_exports;
 
 pub use config::{Config, PluginLimits};

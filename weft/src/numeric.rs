@@ -256,11 +256,14 @@ impl Numeric {
 }
 
 /// Converts an operand to its WIT form, lending arrays to the plugin for the call.
-fn operand(store: &mut wasmtime::Store<PluginState>, o: &OperandRef) -> api::Operand {
-    match o {
-        OperandRef::Store(id) => api::Operand::Array(store.data_mut().lend(*id)),
+fn operand(
+    store: &mut wasmtime::Store<PluginState>,
+    o: &OperandRef,
+) -> wasmtime::Result<api::Operand> {
+    Ok(match o {
+        OperandRef::Store(id) => api::Operand::Array(store.data_mut().lend(*id)?),
         OperandRef::Scalar(v) => api::Operand::Scalar(wit::Scalar::F64(*v)),
-    }
+    })
 }
 
 /// An operand whose array is known to be healthy.
@@ -362,7 +365,7 @@ impl Array {
             })
             .collect();
         self.derive("slice", |g, s, id| {
-            let a = s.data_mut().lend(id);
+            let a = s.data_mut().lend(id)?;
             g.call_slice(s, a, &ranges)
         })
     }
@@ -380,8 +383,8 @@ impl Array {
             }
         };
         self.derive(op_name(op), |g, s, id| {
-            let a = api::Operand::Array(s.data_mut().lend(id));
-            let b = operand(s, &rhs);
+            let a = api::Operand::Array(s.data_mut().lend(id)?);
+            let b = operand(s, &rhs)?;
             g.call_binary(s, op, a, b)
         })
     }
@@ -389,7 +392,7 @@ impl Array {
     /// `scalar op self`, for operators with a scalar on the left.
     pub fn binary_rev(&self, op: BinaryOp, scalar: f64) -> Array {
         self.derive(op_name(op), |g, s, id| {
-            let b = api::Operand::Array(s.data_mut().lend(id));
+            let b = api::Operand::Array(s.data_mut().lend(id)?);
             g.call_binary(s, op, api::Operand::Scalar(wit::Scalar::F64(scalar)), b)
         })
     }
@@ -397,7 +400,7 @@ impl Array {
     /// An element-wise unary operation.
     pub fn unary(&self, op: UnaryOp) -> Array {
         self.derive("unary", |g, s, id| {
-            let a = s.data_mut().lend(id);
+            let a = s.data_mut().lend(id)?;
             g.call_unary(s, op, a)
         })
     }
@@ -414,8 +417,8 @@ impl Array {
             }
         };
         self.derive("select", |g, s, id| {
-            let cond = s.data_mut().lend(id);
-            let (a, b) = (operand(s, &a), operand(s, &b));
+            let cond = s.data_mut().lend(id)?;
+            let (a, b) = (operand(s, &a)?, operand(s, &b)?);
             g.call_select(s, cond, a, b)
         })
     }
@@ -423,7 +426,7 @@ impl Array {
     /// A copy converted to `dtype`.
     pub fn astype(&self, dtype: DType) -> Array {
         self.derive("astype", |g, s, id| {
-            let a = s.data_mut().lend(id);
+            let a = s.data_mut().lend(id)?;
             g.call_astype(s, a, convert::wit_dtype(dtype))
         })
     }
@@ -431,7 +434,7 @@ impl Array {
     /// A fresh copy.
     pub fn copy(&self) -> Array {
         self.derive("copy", |g, s, id| {
-            let a = s.data_mut().lend(id);
+            let a = s.data_mut().lend(id)?;
             g.call_copy(s, a)
         })
     }
@@ -441,8 +444,8 @@ impl Array {
         let dst = self.handle()?.id();
         let src = src.into().resolve().map_err(|e| shared(&e))?;
         self.np.call("assign", |g, s| {
-            let d = s.data_mut().lend(dst);
-            let src = operand(s, &src);
+            let d = s.data_mut().lend(dst)?;
+            let src = operand(s, &src)?;
             g.call_assign(s, d, src)
         })
     }
@@ -450,7 +453,7 @@ impl Array {
     /// A reduction of all elements to a 0-d array.
     pub fn reduce(&self, op: Reduction) -> Array {
         self.derive("reduce", |g, s, id| {
-            let a = s.data_mut().lend(id);
+            let a = s.data_mut().lend(id)?;
             g.call_reduce(s, op, a)
         })
     }
@@ -483,7 +486,7 @@ impl Array {
     /// The 2-norm of all elements (0-d).
     pub fn norm(&self) -> Array {
         self.derive("norm", |g, s, id| {
-            let a = s.data_mut().lend(id);
+            let a = s.data_mut().lend(id)?;
             g.call_norm(s, a)
         })
     }
@@ -501,7 +504,7 @@ impl Array {
     /// The diagonal of a matrix, or a matrix with this vector on its diagonal.
     pub fn diag(&self) -> Array {
         self.derive("diag", |g, s, id| {
-            let a = s.data_mut().lend(id);
+            let a = s.data_mut().lend(id)?;
             g.call_diag(s, a)
         })
     }
@@ -527,8 +530,8 @@ impl Array {
             }
         };
         self.derive(name, |g, s, id| {
-            let a = s.data_mut().lend(id);
-            let b = s.data_mut().lend(other);
+            let a = s.data_mut().lend(id)?;
+            let b = s.data_mut().lend(other)?;
             f(g, s, a, b)
         })
     }

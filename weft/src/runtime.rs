@@ -10,6 +10,7 @@ use weft_plugin::{CoreSlot, PluginHost, PluginLimits, PluginState, Value};
 use weft_runtime::{Core, NoFusion, Planner, PlannerStats, PluginId, Stats, StoreHandle, StoreId};
 
 use crate::config::Config;
+use crate::tracing_setup::Tracing;
 use crate::{Error, Result};
 
 /// A Weft runtime: the plugins it loaded, their stores, and the window of pending tasks.
@@ -24,13 +25,17 @@ pub struct Runtime {
     /// [`Runtime::set_fusion`]; it keeps its memo.
     parked: Option<Box<dyn Planner>>,
     config: Config,
+    /// Where `tracing` output goes (`WEFT_TRACE`, `WEFT_EXPLAIN`), if anywhere.
+    tracing: Option<Tracing>,
 }
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        // The core flushes what is pending and writes the trace when it is dropped; drop it
-        // before the plugins, whose handles it may still count.
-        self.core.take();
+        // The core runs what is pending when it is dropped: drop it under the runtime's
+        // subscriber (so the trace is whole) and before the plugins, whose handles it may
+        // still count. The trace file is finished when `tracing` is dropped, after this.
+        let core = self.core.take();
+        self.traced(move |_| drop(core));
     }
 }
 
@@ -47,12 +52,22 @@ impl Runtime {
         let core = Core::new(config.core_settings(), Box::new(backend), planner);
         let plugins =
             PluginHost::new(config.component_cache.clone(), config.plugin_limits.clone())?;
+        let tracing = Tracing::new(config.trace.as_deref(), config.explain_to_stderr)?;
         Ok(Runtime {
             plugins,
             core: Some(Box::new(core)),
             parked: Some(parked),
             config,
+            tracing,
         })
+    }
+
+    /// Runs `f` with the runtime's subscriber as the current one, if it has one.
+    fn traced<R>(&mut self, f: impl FnOnce(&mut Runtime) -> R) -> R {
+        match self.tracing.as_ref().map(|t| t.dispatch.clone()) {
+            Some(dispatch) => tracing::dispatcher::with_default(&dispatch, || f(self)),
+            None => f(self),
+        }
     }
 
     fn core(&mut self) -> Result<&mut Core> {
@@ -95,14 +110,14 @@ impl Runtime {
         call: &str,
         f: impl FnOnce(&mut Store<PluginState>, &Instance, &PluginBase) -> wasmtime::Result<R>,
     ) -> Result<R> {
-        Ok(self.plugins.with_plugin(&mut self.core, id, call, f)?)
+        self.traced(|rt| Ok(rt.plugins.with_plugin(&mut rt.core, id, call, f)?))
     }
 
     /// Calls export `name` of a plugin with dynamic values: `"interface#function"` for a
     /// function of an exported interface (for example `"weft:plugin/numeric@0.1.0#zeros"`), or
     /// a plain name for a function the component exports directly.
     pub fn call(&mut self, plugin: PluginId, name: &str, args: &[Value]) -> Result<Vec<Value>> {
-        Ok(self.plugins.call(&mut self.core, plugin, name, args)?)
+        self.traced(|rt| Ok(rt.plugins.call(&mut rt.core, plugin, name, args)?))
     }
 
     /// How many times a plugin's instance was remade after a fault.
@@ -136,9 +151,11 @@ impl Runtime {
         dtype: weft_ir::DType,
         data: &[u8],
     ) -> Result<StoreHandle> {
-        let core = self.core()?;
-        let id = core.store_from_bytes(shape.to_vec(), dtype, data)?;
-        Ok(core.adopt(id))
+        self.traced(|rt| {
+            let core = rt.core()?;
+            let id = core.store_from_bytes(shape.to_vec(), dtype, data)?;
+            Ok(core.adopt(id))
+        })
     }
 
     /// A store's shape.
@@ -154,12 +171,12 @@ impl Runtime {
     /// A store's elements as little-endian bytes in row-major order. This runs the pending
     /// tasks it needs first.
     pub fn read_bytes(&mut self, s: &StoreHandle) -> Result<Vec<u8>> {
-        Ok(self.core()?.read_bytes(s.id())?)
+        self.traced(|rt| Ok(rt.core()?.read_bytes(s.id())?))
     }
 
     /// Runs every pending task.
     pub fn flush(&mut self) -> Result<()> {
-        Ok(self.core()?.flush()?)
+        self.traced(|rt| Ok(rt.core()?.flush()?))
     }
 
     /// Counters of what the runtime did.
@@ -189,7 +206,7 @@ impl Runtime {
             .parked
             .take()
             .ok_or_else(|| Error::Usage("no planner to switch to".into()))?;
-        let previous = self.core()?.set_planner(parked);
+        let previous = self.traced(|rt| rt.core().map(|c| c.set_planner(parked)))?;
         match previous {
             Ok(p) => {
                 self.parked = Some(p);

@@ -112,7 +112,10 @@ impl Sparse {
     ) -> Result<Vec<StoreHandle>> {
         let mut rt = self.np.runtime_cell().borrow_mut();
         let ids = self.exports.call(&mut rt, name, |guest, store| {
-            let lent: Vec<_> = ids.iter().map(|&id| store.data_mut().lend(id)).collect();
+            let lent = ids
+                .iter()
+                .map(|&id| store.data_mut().lend(id))
+                .collect::<wasmtime::Result<Vec<_>>>()?;
             Ok(match f(guest, store, &lent)? {
                 Ok(r) => Ok(finish(store, r)?),
                 Err(e) => Err(e),

@@ -15,12 +15,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use weft::{Numeric, Runtime};
-use weft_cpu::CpuBackend;
+use weft_cpu::Compiler;
 use weft_examples::{AppError, Args, Cli, Report, run_main, say, timing::median};
 use weft_fusion::Fuser;
 use weft_ir::{DType, KernelBuilder, Privilege, Scalar};
 use weft_runtime::KernelEntry;
-use weft_runtime::partition::{Partition, RootPartition, Tiling};
+use weft_runtime::partition::{Partition, Tiling};
 use weft_runtime::stores::{StoreId, Stores};
 use weft_runtime::task::{IndexTask, PluginId, TaskArg};
 
@@ -59,29 +59,26 @@ fn window(
         projection: vec![Some(0)],
     });
     let arg = |stores: &Stores, id: StoreId, privilege| -> Result<TaskArg, AppError> {
-        let info = stores.get(id)?;
-        Ok(TaskArg {
-            store: id,
-            storage: info.storage,
-            partition: partition.clone(),
-            root_partition: RootPartition::fold(&partition, &info.rect),
+        Ok(TaskArg::folded(
+            stores,
+            id,
+            partition.clone(),
             privilege,
-            local: false,
-        })
+            &[points],
+        )?)
     };
     let mut tasks = Vec::with_capacity(len);
     for i in 0..len {
-        tasks.push(IndexTask {
-            seq: i as u64 + 1,
-            plugin: PluginId(0),
-            kernel: entry.clone(),
-            launch: vec![points],
-            args: vec![
+        tasks.push(IndexTask::new(
+            PluginId(0),
+            entry.clone(),
+            vec![points],
+            vec![
                 arg(stores, ids[i], Privilege::Read)?,
                 arg(stores, ids[i + 1], Privilege::Write)?,
             ],
-            scalars: vec![Scalar::F64(1.0001)],
-        });
+            vec![Scalar::F64(1.0001)],
+        ));
     }
     for t in &tasks {
         for a in &t.args {
@@ -126,7 +123,7 @@ fn run(args: &Args) -> Result<(), AppError> {
             if points == 1
                 && let Some(fused) = &planned.plan.fused
             {
-                let mut backend = CpuBackend::new()?;
+                let mut backend = Compiler::new()?;
                 let _ = backend.compile(kernel()?.ir())?; // the module's first function
                 let start = Instant::now();
                 backend.compile(fused.kernel.ir())?;

@@ -260,7 +260,13 @@ fn help_prints_the_usage_and_exits_with_0() {
             assert_eq!(out.status.code(), Some(0), "{name} {flag}");
             let stdout = text(&out.stdout);
             assert!(stdout.contains(&format!("Usage: {name}")), "{stdout}");
-            for f in ["--n N", "--iters K", "--threads T", "--seed S", "--out DIR"] {
+            for f in [
+                "--n <N>",
+                "--iters <K>",
+                "--threads <T>",
+                "--seed <S>",
+                "--out <DIR>",
+            ] {
                 assert!(stdout.contains(f), "{name}: usage lacks {f}:\n{stdout}");
             }
         }
@@ -311,4 +317,25 @@ fn every_example_compiles_nothing_in_its_timed_loop() {
             assert_eq!(v["fusion"], extra.is_none(), "{bin} {extra:?}");
         }
     }
+}
+
+/// `WEFT_EXPLAIN=1` prints every fusion decision on stderr (the planner's explanations are
+/// `tracing` events; the runtime's subscriber prints them), and nothing without it.
+#[test]
+fn weft_explain_prints_fusion_decisions_on_stderr() {
+    let explained = Command::new(STENCIL)
+        .args(["--n", "16", "--iters", "1", "--warmup", "0"])
+        .env("WEFT_EXPLAIN", "1")
+        .output()
+        .expect("runs");
+    let stderr = text(&explained.stderr);
+    assert!(explained.status.success(), "{stderr}");
+    assert!(stderr.contains("weft fusion:"), "{stderr}");
+    assert!(stderr.contains("task(s) fused"), "{stderr}");
+    let quiet = Command::new(STENCIL)
+        .args(["--n", "16", "--iters", "1", "--warmup", "0"])
+        .env_remove("WEFT_EXPLAIN")
+        .output()
+        .expect("runs");
+    assert!(!text(&quiet.stderr).contains("weft fusion:"));
 }

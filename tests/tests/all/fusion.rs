@@ -187,8 +187,9 @@ fn fusion_can_be_switched_off_and_results_agree() {
     assert_eq!(ss, us, "unfused runs agree bit for bit");
 }
 
-/// `WEFT_TRACE` (here `Config::trace`) writes a Chrome trace whose events are named by the
-/// kernels' provenance: a fused kernel names the plugin operations it came from.
+/// `WEFT_TRACE` (here `Config::trace`) writes a Chrome trace (through `tracing-chrome`) whose
+/// spans are named by provenance: a fused kernel names the plugin operations it came from, a
+/// plugin call names the plugin and the export; the planner's explanations are in it too.
 #[test]
 fn traces_name_fused_kernels_by_their_provenance() {
     let path = std::env::temp_dir().join(format!("weft-trace-{}.json", std::process::id()));
@@ -205,11 +206,24 @@ fn traces_name_fused_kernels_by_their_provenance() {
     }
     let text = std::fs::read_to_string(&path).expect("trace written");
     let _ = std::fs::remove_file(&path);
-    assert!(text.starts_with("{\"traceEvents\":["), "{text}");
+    let events: serde_json::Value = serde_json::from_str(&text).expect("the trace is JSON");
+    let events = events.as_array().expect("an array of trace events");
+    let names: Vec<&str> = events.iter().filter_map(|e| e["name"].as_str()).collect();
     assert!(
-        text.contains("\"name\":\"fused(numeric.")
-            && text.contains("numeric.binary.mul")
-            && text.contains("numeric.unary.sqrt"),
-        "{text}"
+        names.iter().any(|n| n.starts_with("fused(numeric.")
+            && n.contains("numeric.binary.mul")
+            && n.contains("numeric.unary.sqrt")),
+        "{names:?}"
+    );
+    assert!(names.contains(&"numeric.ones"), "a plugin call: {names:?}");
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("compile: fused(numeric.")),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"weft::explain"),
+        "an explanation: {names:?}"
     );
 }
