@@ -41,6 +41,9 @@ pub struct CpuBackend {
     pool: rayon::ThreadPool,
     /// Scratch memory of task-local temporaries, one per binding, reused across points.
     scratch: Vec<Vec<u64>>,
+    /// The extents, strides and origins of earlier launches' views, reused so that a launch
+    /// allocates nothing per binding.
+    spare: Vec<[Vec<i64>; 3]>,
 }
 
 impl std::fmt::Debug for CpuBackend {
@@ -73,6 +76,7 @@ impl CpuBackend {
             kernels: HashMap::new(),
             pool,
             scratch: Vec::new(),
+            spare: Vec::new(),
         })
     }
 
@@ -137,6 +141,7 @@ impl CpuBackend {
         }
         let mut views = Vec::with_capacity(bindings.len());
         for (binding, scratch) in bindings.iter().zip(self.scratch.iter_mut()) {
+            let [mut e, mut s, mut o] = self.spare.pop().unwrap_or_default();
             views.push(match binding {
                 Binding::Buffer {
                     buffer,
@@ -155,14 +160,17 @@ impl CpuBackend {
                         *element_size,
                         len,
                     )?;
+                    e.clone_from(extents);
+                    s.clone_from(strides);
+                    o.clone_from(origin);
                     StoreView {
                         // SAFETY: `check_inside` showed that every element the view reaches,
                         // the one at `offset` included, lies inside the buffer (an empty view
                         // may point one past its end, which `wrapping_add` keeps sound).
                         ptr: base.wrapping_add(*offset as usize * element_size),
-                        extents: extents.clone(),
-                        strides: strides.clone(),
-                        origin: origin.clone(),
+                        extents: e,
+                        strides: s,
+                        origin: o,
                     }
                 }
                 Binding::Scratch {
@@ -179,9 +187,19 @@ impl CpuBackend {
                         })?;
                     scratch.clear();
                     scratch.resize(volume.div_ceil(8).max(1), 0);
-                    let mut view = StoreView::dense(scratch.as_mut_ptr().cast(), extents);
-                    view.origin = origin.clone();
-                    view
+                    e.clone_from(extents);
+                    s.clear();
+                    s.resize(extents.len(), 1);
+                    for d in (0..extents.len().saturating_sub(1)).rev() {
+                        s[d] = s[d + 1].saturating_mul(extents[d + 1]);
+                    }
+                    o.clone_from(origin);
+                    StoreView {
+                        ptr: scratch.as_mut_ptr().cast(),
+                        extents: e,
+                        strides: s,
+                        origin: o,
+                    }
                 }
             });
         }
@@ -191,7 +209,10 @@ impl CpuBackend {
         // never binds one buffer's element to two points that write it concurrently (a
         // written partition's tiles are disjoint; a compiled kernel splits only its own
         // parallel loop across threads).
-        unsafe { compiled.run(&views, scalars, &self.pool) }
+        let result = unsafe { compiled.run(&views, scalars, &self.pool) };
+        self.spare
+            .extend(views.into_iter().map(|v| [v.extents, v.strides, v.origin]));
+        result
     }
 }
 

@@ -130,9 +130,9 @@ impl PluginHost {
             Ok(Ok(out))
         });
         let values = outcome?.map_err(usage)?;
-        let core = core
-            .as_deref()
-            .ok_or_else(|| Error::Usage("the runtime core is missing after a call".into()))?;
+        let core = core.as_deref().ok_or_else(|| {
+            weft_runtime::Error::Internal("the runtime core is missing after a call".into())
+        })?;
         Ok(values.into_iter().map(|v| v.into_value(core)).collect())
     }
 }

@@ -72,9 +72,9 @@ impl Runtime {
 
     fn core(&mut self) -> Result<&mut Core> {
         // The core is out only during a plugin call, which holds `&mut self`.
-        self.core.as_deref_mut().ok_or_else(|| {
-            Error::Usage("the runtime core is missing (a plugin call panicked)".into())
-        })
+        self.core
+            .as_deref_mut()
+            .ok_or_else(|| internal("the runtime core is missing (a plugin call panicked)"))
     }
 
     /// Loads a plugin from the bytes of a Wasm component, with the configured limits.
@@ -135,7 +135,7 @@ impl Runtime {
         self.core
             .as_deref()
             .map(|c| c.adopt(id))
-            .ok_or_else(|| Error::Usage("the runtime core is missing".into()))
+            .ok_or_else(|| internal("the runtime core is missing (a plugin call panicked)"))
     }
 
     /// Counts one more handle on a store, for handing it to a plugin as an owned handle.
@@ -205,7 +205,7 @@ impl Runtime {
         let parked = self
             .parked
             .take()
-            .ok_or_else(|| Error::Usage("no planner to switch to".into()))?;
+            .ok_or_else(|| internal("no planner to switch to"))?;
         let previous = self.traced(|rt| rt.core().map(|c| c.set_planner(parked)))?;
         match previous {
             Ok(p) => {
@@ -266,4 +266,9 @@ impl Runtime {
             .map(Core::planner_stats)
             .unwrap_or_default()
     }
+}
+
+/// An error for a broken invariant of the runtime (a bug in Weft, not a misuse).
+fn internal(message: &str) -> Error {
+    Error::Runtime(weft_runtime::Error::Internal(message.to_string()))
 }
