@@ -55,14 +55,9 @@ impl Memory {
                 data.fill(0);
                 data
             }
-            None => {
-                let mut v: Vec<u64> = Vec::new();
-                v.try_reserve_exact(words).map_err(|e| {
-                    Error::Memory(format!("cannot allocate a buffer of {bytes} bytes: {e}"))
-                })?;
-                v.resize(words, 0);
-                v.into_boxed_slice()
-            }
+            None => zeroed_words(words).ok_or_else(|| {
+                Error::Memory(format!("cannot allocate a buffer of {bytes} bytes"))
+            })?,
         };
         self.next += 1;
         let id = BufferId(self.next);
@@ -131,6 +126,24 @@ impl Memory {
     pub fn pooled(&self) -> u64 {
         self.pooled
     }
+}
+
+/// `words` zeroed words from the allocator's zeroed allocation (`calloc`: large buffers get
+/// fresh zero pages from the system, touched only when used), or `None` when memory is short.
+fn zeroed_words(words: usize) -> Option<Box<[u64]>> {
+    if words == 0 {
+        return Some(Box::new([]));
+    }
+    let layout = std::alloc::Layout::array::<u64>(words).ok()?;
+    // SAFETY: the layout has a non-zero size (`words > 0`).
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<u64>();
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: `ptr` was allocated by the global allocator with the layout of `[u64; words]`
+    // (the layout `Box<[u64]>` frees with), every byte is zero (a valid `u64`), and nothing
+    // else owns it.
+    Some(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, words)) })
 }
 
 fn bytemuck_bytes(words: &[u64]) -> &[u8] {
