@@ -36,5 +36,5 @@ pub use numeric::{Array, Numeric, Range};
 pub use runtime::Runtime;
 pub use sparse::{CsrMatrix, Sparse};
 pub use weft_io::{matrix_market, npy};
-pub use weft_plugin::{Fault, Value};
+pub use weft_plugin::{Error as PluginError, Fault, Value};
 pub use weft_runtime::{PlannerStats, PluginId, Stats, StoreHandle, StoreId};

@@ -4,8 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use weft::{Config, Error, Fault, PluginLimits, Runtime, Value};
-use weft_plugin::Error as PluginError;
+use weft::{Config, Error, Fault, PluginError, PluginLimits, Runtime, Value};
 
 const MISBEHAVE: &str = "weft:testing/misbehave#";
 
