@@ -2,9 +2,9 @@
 //! `tracing-chrome`) and the planner's explanations on standard error (`WEFT_EXPLAIN`).
 //!
 //! The runtime, the planner and the plugin host report through `tracing` spans (a plugin call,
-//! a kernel run, a compile) and events (explanations) and install nothing. A [`Runtime`]
-//! (crate::Runtime) whose configuration asks for either output builds one subscriber for
-//! itself and makes it the current one only while it works, so two runtimes in one process
+//! a kernel run, a compile) and events (explanations) and install nothing. A
+//! [`Runtime`](crate::Runtime) whose configuration asks for either output builds one subscriber
+//! for itself and makes it the current one only while it works, so two runtimes in one process
 //! (or an application's own subscriber) do not mix.
 
 use std::fmt::Write as _;
