@@ -9,6 +9,9 @@
 //! A plugin generates bindings for its own world (which includes `weft:plugin/plugin-base`) and
 //! points the shared interfaces at this crate with `with`, so that its types and this crate's
 //! are the same. See `sdk/GUIDE.md` for a whole plugin, step by step.
+//!
+//! It compiles to wasm32 inside every plugin, so it depends only on `weft-ir` and
+//! `wit-bindgen`: never on the runtime, a back end, wasmtime or Cranelift.
 
 #![deny(missing_docs)]
 
