@@ -74,6 +74,19 @@ fn affine(name: &str, k: f64, c: f64) -> Arc<KernelEntry> {
     Arc::new(KernelEntry::new(name, &b.finish()).unwrap())
 }
 
+/// A kernel with two store parameters and an empty body: for tasks that submit checks reject
+/// or that never run.
+fn signature(
+    name: &str,
+    a: (DType, u32, Privilege),
+    b: (DType, u32, Privilege),
+) -> Arc<KernelEntry> {
+    let mut k = KernelBuilder::new(name);
+    let _a = k.store(a.0, a.1, a.2);
+    let _b = k.store(b.0, b.1, b.2);
+    Arc::new(KernelEntry::new(name, &k.finish()).unwrap())
+}
+
 fn vector(core: &mut Core, values: &[f64]) -> StoreId {
     let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
     core.store_from_bytes(vec![values.len() as u64], DType::F64, &bytes)
@@ -381,15 +394,10 @@ fn reading_a_store_never_written_gives_zeros_and_allocates_nothing() {
 #[test]
 fn image_partitions_are_checked_at_submit() {
     let (mut core, _log) = core_with(Box::new(NoFusion), 256);
-    // A kernel of the right shape: an (n, 2) source of ranges and a rank-1 store.
-    let mut b = KernelBuilder::new("t.image");
-    let _pos = b.store(DType::I64, 2, Privilege::Read);
-    let _vals = b.store(DType::F64, 1, Privilege::Write);
-    let write = Arc::new(KernelEntry::new("t.image", &b.finish()).unwrap());
-    let mut b = KernelBuilder::new("t.image_read");
-    let _pos = b.store(DType::I64, 2, Privilege::Read);
-    let _vals = b.store(DType::F64, 1, Privilege::Read);
-    let read = Arc::new(KernelEntry::new("t.image_read", &b.finish()).unwrap());
+    // Kernels of the right shape: an (n, 2) source of ranges and a rank-1 store.
+    let ranges = (DType::I64, 2, Privilege::Read);
+    let write = signature("t.image", ranges, (DType::F64, 1, Privilege::Write));
+    let read = signature("t.image_read", ranges, (DType::F64, 1, Privilege::Read));
     let pos = core.create_store(vec![4, 2], DType::I64).unwrap();
     let vals = core.create_store(vec![10], DType::F64).unwrap();
     let rows = Partition::Tiling(Tiling {
@@ -417,18 +425,13 @@ fn image_partitions_are_checked_at_submit() {
         "{e}"
     );
     // A source that is not read-only, not (n, 2), or not an argument.
-    let pos_rw = {
-        let mut b = KernelBuilder::new("t.image_rw");
-        let _pos = b.store(DType::I64, 2, Privilege::ReadWrite);
-        let _vals = b.store(DType::F64, 1, Privilege::Read);
-        Arc::new(KernelEntry::new("t.image_rw", &b.finish()).unwrap())
-    };
-    let vals_src = {
-        let mut b = KernelBuilder::new("t.image_flat");
-        let _src = b.store(DType::F64, 1, Privilege::Read);
-        let _vals = b.store(DType::F64, 1, Privilege::Read);
-        Arc::new(KernelEntry::new("t.image_flat", &b.finish()).unwrap())
-    };
+    let read_f64 = (DType::F64, 1, Privilege::Read);
+    let pos_rw = signature(
+        "t.image_rw",
+        (DType::I64, 2, Privilege::ReadWrite),
+        read_f64,
+    );
+    let vals_src = signature("t.image_flat", read_f64, read_f64);
     for (kernel, source, partition, privilege, image) in [
         (&pos_rw, pos, rows.clone(), Privilege::ReadWrite, 0),
         (&vals_src, vals, Partition::None, Privilege::Read, 0),
