@@ -41,9 +41,10 @@ fn name(storages: &mut Vec<StorageId>, s: StorageId) -> usize {
 }
 
 fn partition_words(p: &RootPartition, words: &mut Vec<u64>, storages: &mut Vec<StorageId>) {
-    words.push(p.bounds.origin.len() as u64);
-    words.extend(&p.bounds.origin);
-    words.extend(&p.bounds.extent);
+    words.push(p.view.rank() as u64);
+    words.push(p.view.offset);
+    words.extend(&p.view.shape);
+    words.extend(p.view.strides.iter().map(|&s| s as u64));
     match &p.tiling {
         None => words.push(0),
         Some(t) => {

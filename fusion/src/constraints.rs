@@ -107,11 +107,7 @@ fn repeats_unsafely(task: &IndexTask, seen: &[(StorageId, Seen<'_>)]) -> bool {
 
 /// Whether a task is a scalar task: one point, 0-d stores only.
 pub fn is_scalar_task(task: &IndexTask) -> bool {
-    task.launch.is_empty()
-        && task
-            .args
-            .iter()
-            .all(|a| a.root_partition.bounds.origin.is_empty())
+    task.launch.is_empty() && task.args.iter().all(|a| a.root_partition.rank() == 0)
 }
 
 /// The launch domain of a fused prefix: that of its first task that is not a scalar task (or
@@ -283,20 +279,18 @@ fn conflict(task: &IndexTask, seen: &[(StorageId, Seen<'_>)]) -> Option<Cut> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use weft_runtime::partition::{Rect, Tiling};
+    use weft_runtime::partition::Tiling;
     use weft_runtime::stores::StoreId;
     use weft_runtime::task::{PluginId, TaskArg};
+    use weft_runtime::view::ViewMap;
 
     /// A partition of a 1-d root of 100 elements: the view `lo..lo+len`, in 4 tiles.
     fn part(lo: u64, len: u64) -> RootPartition {
         RootPartition {
-            bounds: Rect {
-                origin: vec![lo],
-                extent: vec![len],
-            },
+            view: ViewMap::whole(&[100]).slice(&[lo], &[lo + len]).unwrap(),
             tiling: Some(Tiling {
                 tile: vec![len.div_ceil(4)],
-                offset: vec![lo as i64],
+                offset: vec![0],
                 projection: vec![Some(0)],
             }),
             image: None,
@@ -355,7 +349,7 @@ mod tests {
         // Store 1 holds row ranges (tiled like the launch); store 2 is read through the image
         // of store 1; store 3 is the output.
         let ranges = RootPartition {
-            bounds: Rect::whole(&[100, 2]),
+            view: ViewMap::whole(&[100, 2]),
             tiling: Some(Tiling {
                 tile: vec![25, 2],
                 offset: vec![0, 0],
@@ -363,7 +357,7 @@ mod tests {
             }),
             image: None,
         };
-        let image = RootPartition::image(&Rect::whole(&[500]), StorageId(1), ranges.clone());
+        let image = RootPartition::image(&ViewMap::whole(&[500]), StorageId(1), ranges.clone());
         let spmv = || {
             task(vec![
                 arg(1, ranges.clone(), R),
@@ -381,7 +375,7 @@ mod tests {
         let write_values = task(vec![arg(1, ranges.clone(), R), arg(2, image.clone(), W)]);
         assert_eq!(cut_of(&[write_values, spmv(), spmv()]), (3, None, None));
         // Images of other sources are other partitions.
-        let other = RootPartition::image(&Rect::whole(&[500]), StorageId(9), ranges.clone());
+        let other = RootPartition::image(&ViewMap::whole(&[500]), StorageId(9), ranges.clone());
         let tasks = vec![task(vec![arg(2, other, W)]), spmv()];
         assert_eq!(
             cut_of(&tasks),
@@ -439,11 +433,7 @@ mod tests {
     #[test]
     fn reductions_do_not_fuse_with_reads_or_writes_of_their_store() {
         let all = part(0, 100);
-        let scalar = RootPartition {
-            bounds: Rect::whole(&[]),
-            tiling: None,
-            image: None,
-        };
+        let scalar = RootPartition::scalar();
         let reduce = task(vec![arg(1, all.clone(), R), arg(9, scalar.clone(), SUM)]);
         // Two reductions into one store, with one operator, fuse.
         let tasks = vec![
@@ -476,20 +466,17 @@ mod tests {
 #[cfg(test)]
 mod scalar_task_tests {
     use super::*;
-    use weft_runtime::partition::{Partition, Rect, Tiling};
+    use weft_runtime::partition::{Partition, Tiling};
     use weft_runtime::stores::StoreId;
     use weft_runtime::task::{PluginId, TaskArg};
+    use weft_runtime::view::ViewMap;
 
     fn arg(storage: u64, rank: usize, privilege: Privilege) -> TaskArg {
         let root_partition = if rank == 0 {
-            RootPartition {
-                bounds: Rect::whole(&[]),
-                tiling: None,
-                image: None,
-            }
+            RootPartition::scalar()
         } else {
             RootPartition {
-                bounds: Rect::whole(&[100]),
+                view: ViewMap::whole(&[100]),
                 tiling: Some(Tiling {
                     tile: vec![25],
                     offset: vec![0],

@@ -211,10 +211,8 @@ impl Fuser {
             .iter()
             .map(|src| {
                 let arg = &tasks[src.task].args[src.arg];
-                let (dtype, rank) = store_param(entries[src.task], src.arg).unwrap_or((
-                    weft_ir::DType::F64,
-                    arg.root_partition.bounds.origin.len() as u32,
-                ));
+                let (dtype, rank) = store_param(entries[src.task], src.arg)
+                    .unwrap_or((weft_ir::DType::F64, arg.root_partition.rank() as u32));
                 Param::Store {
                     dtype,
                     rank,
@@ -329,29 +327,21 @@ fn fused_name(entries: &[&KernelEntry]) -> String {
 /// offset relative to the view, and projection of its tiling, and an image's source.
 type ExtentShape = (
     Vec<u64>,
-    Option<(Vec<u64>, Vec<i64>, Vec<Option<u32>>)>,
+    Option<weft_runtime::partition::Tiling>,
     Option<weft_runtime::partition::Image>,
 );
 
-/// Arguments with equal sub-store extents at every point share a class: same tile, projection
-/// and offset relative to the view, same view extent, and the same image source (images of
-/// one source through one partition give equal ranges to every point).
+/// Arguments with equal sub-store extents at every point share a class: same view shape, same
+/// tiling of it, and the same image source (images of one source through one partition give
+/// equal ranges to every point).
 fn iteration_classes(tasks: &[IndexTask], args: &[ArgSource], scalars: usize) -> Vec<Option<u32>> {
     let mut shapes: Vec<ExtentShape> = Vec::new();
     let mut classes = Vec::with_capacity(args.len() + scalars);
     for src in args {
         let p = &tasks[src.task].args[src.arg].root_partition;
         let shape = (
-            p.bounds.extent.clone(),
-            p.tiling.as_ref().map(|t| {
-                let rel: Vec<i64> = t
-                    .offset
-                    .iter()
-                    .zip(&p.bounds.origin)
-                    .map(|(&o, &b)| o - b as i64)
-                    .collect();
-                (t.tile.clone(), rel, t.projection.clone())
-            }),
+            p.view.shape.clone(),
+            p.tiling.clone(),
             p.image.as_deref().cloned(),
         );
         let class = match shapes.iter().position(|s| *s == shape) {

@@ -13,14 +13,14 @@
 
 use weft_ir::Privilege;
 
-use weft_runtime::partition::{Rect, RootPartition};
+use weft_runtime::partition::RootPartition;
 use weft_runtime::stores::StorageId;
 use weft_runtime::task::IndexTask;
 
 /// Whether partition `p` of a launch over `launch` covers every element of a root of `shape`.
 /// An image never does as far as this analysis knows (its ranges are data).
 pub fn covers(p: &RootPartition, shape: &[u64], launch: &[u64]) -> bool {
-    if p.bounds != Rect::whole(shape) || p.image.is_some() {
+    if !p.view.is_whole(shape) || p.image.is_some() {
         return false;
     }
     let Some(t) = &p.tiling else {
@@ -93,10 +93,11 @@ fn produced_inside(tasks: &[IndexTask], s: StorageId, shape: &[u64]) -> bool {
 mod tests {
     use super::*;
     use weft_runtime::partition::Tiling;
+    use weft_runtime::view::ViewMap;
 
     fn tiled(shape: &[u64], tile: u64, offset: i64) -> RootPartition {
         RootPartition {
-            bounds: Rect::whole(shape),
+            view: ViewMap::whole(shape),
             tiling: Some(Tiling {
                 tile: vec![tile],
                 offset: vec![offset],
@@ -112,17 +113,14 @@ mod tests {
         assert!(!covers(&tiled(&[10], 4, 0), &[10], &[2]));
         assert!(!covers(&tiled(&[10], 4, 1), &[10], &[3]));
         let view = RootPartition {
-            bounds: Rect {
-                origin: vec![1],
-                extent: vec![8],
-            },
+            view: ViewMap::whole(&[10]).slice(&[1], &[9]).unwrap(),
             tiling: None,
             image: None,
         };
         assert!(!covers(&view, &[10], &[]));
         assert!(covers(
             &RootPartition {
-                bounds: Rect::whole(&[10]),
+                view: ViewMap::whole(&[10]),
                 tiling: None,
                 image: None,
             },

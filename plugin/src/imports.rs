@@ -209,6 +209,63 @@ impl host::HostStore for PluginState {
         }
     }
 
+    fn strided(
+        &mut self,
+        s: Resource<StoreRes>,
+        start: Vec<u64>,
+        step: Vec<i64>,
+        shape: Vec<u64>,
+    ) -> wasmtime::Result<Result<Resource<StoreRes>, types::Error>> {
+        let id = self.store_of(&s)?;
+        let made = self.core()?.view(id, |m| m.strided(&start, &step, &shape));
+        self.own_view(made)
+    }
+
+    fn permute(
+        &mut self,
+        s: Resource<StoreRes>,
+        axes: Vec<u32>,
+    ) -> wasmtime::Result<Result<Resource<StoreRes>, types::Error>> {
+        let id = self.store_of(&s)?;
+        let made = self.core()?.view(id, |m| m.permute(&axes));
+        self.own_view(made)
+    }
+
+    fn broadcast_to(
+        &mut self,
+        s: Resource<StoreRes>,
+        shape: Vec<u64>,
+    ) -> wasmtime::Result<Result<Resource<StoreRes>, types::Error>> {
+        let id = self.store_of(&s)?;
+        let made = self.core()?.view(id, |m| m.broadcast_to(&shape));
+        self.own_view(made)
+    }
+
+    fn reshape(
+        &mut self,
+        s: Resource<StoreRes>,
+        shape: Vec<u64>,
+    ) -> wasmtime::Result<Result<Option<Resource<StoreRes>>, types::Error>> {
+        let id = self.store_of(&s)?;
+        match self.core()?.reshape(id, &shape) {
+            Ok(Some(view)) => Ok(Ok(Some(self.own(view)?))),
+            Ok(None) => Ok(Ok(None)),
+            Err(e) => Ok(Err(err(e.to_string()))),
+        }
+    }
+
+    fn may_overlap(
+        &mut self,
+        a: Resource<StoreRes>,
+        b: Resource<StoreRes>,
+    ) -> wasmtime::Result<bool> {
+        let (a, b) = (self.store_of(&a)?, self.store_of(&b)?);
+        let stores = self.core()?.stores();
+        let (a, b) = (stores.get(a)?, stores.get(b)?);
+        let root = stores.storage(a.storage).map(|s| s.shape.as_slice());
+        Ok(a.storage == b.storage && root.is_none_or(|root| a.map.may_overlap(&b.map, root)))
+    }
+
     fn same_root(
         &mut self,
         a: Resource<StoreRes>,
@@ -221,6 +278,19 @@ impl host::HostStore for PluginState {
 
     fn drop(&mut self, s: Resource<StoreRes>) -> wasmtime::Result<()> {
         self.drop_owned(s)
+    }
+}
+
+impl PluginState {
+    /// A new view's handle, or the error that made it impossible.
+    fn own_view(
+        &mut self,
+        made: weft_runtime::Result<weft_runtime::StoreId>,
+    ) -> wasmtime::Result<Result<Resource<StoreRes>, types::Error>> {
+        match made {
+            Ok(view) => Ok(Ok(self.own(view)?)),
+            Err(e) => Ok(Err(err(e.to_string()))),
+        }
     }
 }
 

@@ -17,10 +17,11 @@ use crate::executor::{ExecStats, Executor};
 use crate::handle::StoreHandle;
 use crate::kernel::{self, KernelEntry};
 use crate::mapping::{BlockMapping, Mapping};
-use crate::partition::{Rect, Tiling, points};
+use crate::partition::{Tiling, points};
 use crate::planner::{Planner, PlannerStats};
 use crate::stores::{StoreId, Stores};
 use crate::task::PluginId;
+use crate::view::ViewMap;
 use crate::window::Window;
 use crate::{Error, Result};
 
@@ -194,6 +195,22 @@ impl Core {
         self.stores.slice(parent, start, stop)
     }
 
+    /// Creates a view of `parent` whose map `make` derives from the parent's (a slice with
+    /// steps, a permutation of axes, a broadcast), with one handle.
+    pub fn view(
+        &mut self,
+        parent: StoreId,
+        make: impl FnOnce(&ViewMap) -> std::result::Result<ViewMap, crate::ViewError>,
+    ) -> Result<StoreId> {
+        self.stores.view(parent, make)
+    }
+
+    /// Creates a view of `parent` reshaped to `shape` where its strides allow it, with one
+    /// handle; `None` where only a copy can reshape it.
+    pub fn reshape(&mut self, parent: StoreId, shape: &[u64]) -> Result<Option<StoreId>> {
+        self.stores.reshape(parent, shape)
+    }
+
     /// Counts one more handle on a store.
     pub fn retain(&mut self, id: StoreId) -> Result<()> {
         self.stores.retain(id)
@@ -298,19 +315,35 @@ impl Core {
         self.flush_for(storage, false)?;
         self.backend.synchronize()?;
         let info = self.stores.get(id)?;
-        let (rect, size) = (info.rect.clone(), info.dtype.size());
+        let (map, size) = (info.map.clone(), info.dtype.size());
         let s = self
             .stores
             .storage(storage)
             .ok_or_else(|| Error::Internal(format!("storage of store {} vanished", id.0)))?;
-        let mut out = vec![0u8; rect.volume() as usize * size];
+        let mut out = vec![0u8; map.volume() as usize * size];
         // Never written: zeros, without allocating the storage for a read.
         let Some(buffer) = s.buffer() else {
             return Ok(out);
         };
-        let strides = s.strides();
+        let Some((lo, hi)) = map.span() else {
+            return Ok(out);
+        };
+        let runs = runs(&map, size);
+        let span = (hi - lo + 1) * size as u64;
+        if runs.len() > 1 && span <= 4 * out.len() as u64 {
+            // A strided view (a transpose, a column): one read of the span, then a gather.
+            let mut whole = vec![0u8; span as usize];
+            self.backend.read(buffer, lo * size as u64, &mut whole)?;
+            let mut at = 0;
+            for (offset, len) in runs {
+                let from = (offset - lo * size as u64) as usize;
+                out[at..at + len].copy_from_slice(&whole[from..from + len]);
+                at += len;
+            }
+            return Ok(out);
+        }
         let mut at = 0;
-        for (offset, len) in runs(&rect, &strides, size) {
+        for (offset, len) in runs {
             self.backend.read(buffer, offset, &mut out[at..at + len])?;
             at += len;
         }
@@ -322,27 +355,28 @@ impl Core {
         let storage = self.stores.get(id)?.storage;
         self.flush_for(storage, true)?;
         let info = self.stores.get(id)?;
-        let (rect, dtype) = (info.rect.clone(), info.dtype);
+        let (map, dtype) = (info.map.clone(), info.dtype);
         let size = dtype.size();
-        let expected = rect.volume() as usize * size;
+        let expected = map.volume() as usize * size;
         if data.len() != expected {
             return Err(Error::Usage(format!(
-                "{} bytes given for a store of shape {:?} and type {dtype} ({expected} bytes)",
+                "{} bytes given for a store of shape {} and type {dtype} ({expected} bytes)",
                 data.len(),
-                rect.extent
+                crate::view::shape_text(&map.shape)
+            )));
+        }
+        if map.overlaps_itself() {
+            return Err(Error::Usage(format!(
+                "cannot write a broadcast view of shape {}: its elements repeat",
+                crate::view::shape_text(&map.shape)
             )));
         }
         if dtype == DType::Bool && data.iter().any(|&b| b > 1) {
             return Err(Error::Usage("bool data must be 0 or 1".into()));
         }
         let buffer = self.stores.ensure_buffer(storage, self.backend.as_mut())?;
-        let strides = self
-            .stores
-            .storage(storage)
-            .ok_or_else(|| Error::Internal(format!("storage of store {} vanished", id.0)))?
-            .strides();
         let mut at = 0;
-        for (offset, len) in runs(&rect, &strides, size) {
+        for (offset, len) in runs(&map, size) {
             self.backend.write(buffer, offset, &data[at..at + len])?;
             at += len;
         }
@@ -350,27 +384,29 @@ impl Core {
     }
 }
 
-/// The contiguous runs `(byte_offset, byte_len)` of `rect` in a row-major storage with
-/// `strides` (in elements), in row-major order.
-fn runs(rect: &Rect, strides: &[i64], size: usize) -> Vec<(u64, usize)> {
-    let rank = rect.origin.len();
-    if rank == 0 {
-        return vec![(0, size)];
-    }
-    if rect.volume() == 0 {
+/// The runs `(byte_offset, byte_len)` of storage that the view's elements occupy, in the
+/// view's row-major order: one run per row where rows are dense, one per element otherwise,
+/// and one in all for a dense view.
+fn runs(map: &ViewMap, size: usize) -> Vec<(u64, usize)> {
+    let rank = map.rank();
+    let volume = map.volume();
+    if volume == 0 {
         return Vec::new();
     }
-    let inner = rect.extent[rank - 1] as usize * size;
-    let outer = &rect.extent[..rank - 1];
-    points(outer)
-        .map(|point| {
-            let offset: u64 = (0..rank)
-                .map(|d| {
-                    let i = if d < rank - 1 { point[d] } else { 0 };
-                    (rect.origin[d] + i) * strides[d] as u64
-                })
-                .sum();
-            (offset * size as u64, inner)
-        })
+    if map.is_contiguous() {
+        return vec![(map.offset * size as u64, volume as usize * size)];
+    }
+    let inner = map.shape[rank - 1];
+    if map.strides[rank - 1] == 1 {
+        let outer = &map.shape[..rank - 1];
+        return points(outer)
+            .map(|mut point| {
+                point.push(0);
+                (map.element(&point) * size as u64, inner as usize * size)
+            })
+            .collect();
+    }
+    points(&map.shape)
+        .map(|point| (map.element(&point) * size as u64, size))
         .collect()
 }

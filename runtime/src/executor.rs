@@ -1,6 +1,6 @@
 //! Running one index task: the points this process owns, through a back end.
 
-use crate::backend::{Backend, Binding, BufferId, Prepared};
+use crate::backend::{Backend, Binding, Prepared};
 use crate::mapping::Mapping;
 use crate::partition::points;
 use crate::stores::{StorageId, Stores};
@@ -38,14 +38,6 @@ pub struct Executor<'a> {
     pub forbid_compiles: bool,
 }
 
-/// The storage facts of one argument that every point needs.
-struct ArgBase {
-    buffer: Option<BufferId>,
-    strides: Vec<i64>,
-    element_size: usize,
-    view_origin: Vec<u64>,
-}
-
 impl Executor<'_> {
     /// Runs the points of `task` that this process owns.
     pub fn run(&mut self, task: &IndexTask) -> Result<()> {
@@ -67,32 +59,16 @@ impl Executor<'_> {
         }
         // Every storage gets its buffer before any point runs; task-local temporaries get no
         // storage, only scratch memory per point.
-        let mut bases = Vec::with_capacity(task.args.len());
+        let mut buffers = Vec::with_capacity(task.args.len());
         for arg in &task.args {
             let info = self.stores.get(arg.store)?;
-            let (storage, view_origin, element_size) =
-                (info.storage, info.rect.origin.clone(), info.dtype.size());
-            if arg.local {
-                bases.push(ArgBase {
-                    buffer: None,
-                    strides: Vec::new(),
-                    element_size,
-                    view_origin,
-                });
-                continue;
-            }
-            let buffer = self.stores.ensure_buffer(storage, self.backend)?;
-            let strides = self
-                .stores
-                .storage(storage)
-                .ok_or_else(|| Error::Internal(format!("storage {} vanished", storage.0)))?
-                .strides();
-            bases.push(ArgBase {
-                buffer: Some(buffer),
-                strides,
-                element_size,
-                view_origin,
-            });
+            let (storage, element_size) = (info.storage, info.dtype.size());
+            let buffer = if arg.local {
+                None
+            } else {
+                Some(self.stores.ensure_buffer(storage, self.backend)?)
+            };
+            buffers.push((buffer, element_size));
         }
         let mut bindings = Vec::with_capacity(task.args.len());
         for point in points(&task.launch) {
@@ -100,41 +76,36 @@ impl Executor<'_> {
                 continue;
             }
             bindings.clear();
-            for (arg, base) in task.args.iter().zip(&bases) {
-                let rect = match &arg.root_partition.image {
-                    None => arg.root_partition.sub_rect(&point),
+            for (arg, &(buffer, element_size)) in task.args.iter().zip(&buffers) {
+                let p = &arg.root_partition;
+                let rect = match &p.image {
+                    None => p.sub_rect(&point),
                     Some(image) => {
                         let (stores, backend) = (&*self.stores, &mut *self.backend);
-                        arg.root_partition.sub_rect_with(&point, |r, c| {
-                            read_index(stores, backend, image.source, &[r, c])
+                        p.sub_rect_with(&point, |element| {
+                            read_index(stores, backend, image.source, element)
                         })
                     }
                 };
-                let origin: Vec<i64> = rect
-                    .origin
-                    .iter()
-                    .zip(&base.view_origin)
-                    .map(|(&o, &v)| o as i64 - v as i64)
-                    .collect();
+                let origin: Vec<i64> = rect.origin.iter().map(|&o| o as i64).collect();
                 let extents = rect.extent.iter().map(|&e| e as i64).collect();
-                bindings.push(match base.buffer {
+                bindings.push(match buffer {
                     None => Binding::Scratch {
                         extents,
                         origin,
-                        element_size: base.element_size,
+                        element_size,
                     },
                     Some(buffer) => Binding::Buffer {
                         buffer,
-                        offset: rect
-                            .origin
-                            .iter()
-                            .zip(&base.strides)
-                            .map(|(&o, &s)| o * s as u64)
-                            .sum(),
+                        offset: if rect.volume() == 0 {
+                            p.view.offset
+                        } else {
+                            p.view.element(&rect.origin)
+                        },
                         extents,
-                        strides: base.strides.clone(),
+                        strides: p.view.strides.clone(),
                         origin,
-                        element_size: base.element_size,
+                        element_size,
                     },
                 });
             }
@@ -146,28 +117,23 @@ impl Executor<'_> {
     }
 }
 
-/// The integer element (`i32` or `i64`) at `index` (root coordinates) of a storage, if the
+/// The integer element (`i32` or `i64`) at storage element `element` of a storage, if the
 /// storage holds integers, has its buffer and has that element.
 pub fn read_index(
     stores: &Stores,
     backend: &mut dyn Backend,
     storage: StorageId,
-    index: &[u64],
+    element: u64,
 ) -> Option<i64> {
     let s = stores.storage(storage)?;
-    if index.len() != s.shape.len() || index.iter().zip(&s.shape).any(|(i, n)| i >= n) {
+    if element >= s.len() {
         return None;
     }
-    let linear: u64 = index
-        .iter()
-        .zip(s.strides())
-        .map(|(&i, st)| i * st as u64)
-        .sum();
     let buffer = s.buffer()?;
     let size = s.dtype.size();
     let mut bytes = [0u8; 8];
     backend
-        .read(buffer, linear * size as u64, &mut bytes[..size])
+        .read(buffer, element * size as u64, &mut bytes[..size])
         .ok()?;
     match s.dtype {
         weft_ir::DType::I64 => Some(i64::from_le_bytes(bytes)),

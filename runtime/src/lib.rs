@@ -42,6 +42,7 @@ pub mod planner;
 pub mod stores;
 pub mod task;
 pub mod testing;
+pub mod view;
 pub mod window;
 
 pub use backend::{Backend, Binding, BufferId, MemoryStats, Prepared};
@@ -54,3 +55,4 @@ pub use partition::{Partition, Rect, RootPartition, Tiling};
 pub use planner::{NoFusion, Plan, PlanContext, Planner, PlannerStats};
 pub use stores::{StorageId, StoreId, Stores};
 pub use task::{IndexTask, PluginId, TaskArg};
+pub use view::{ViewError, ViewMap, shape_text};

@@ -1,9 +1,10 @@
 //! Partitions of stores over launch domains, and rectangles.
 //!
-//! A partition is stated on a store (a view); the runtime folds the view into it, so that every
-//! partition it keeps is a partition of *root storage* ([`RootPartition`]). Two views of one
-//! root with the same tiles are then different partitions of the same root, and equality is a
-//! comparison of a few small vectors: constant time in the size of the launch domain.
+//! A partition is stated on a store (a view); the runtime folds the view's map onto its root
+//! storage into it, so that every partition it keeps is a partition of *root storage*
+//! ([`RootPartition`]). Two views of one root with the same tiles are then different
+//! partitions of the same root, and equality is a comparison of a few small vectors: constant
+//! time in the size of the launch domain.
 //!
 //! An *image* partition (sparse matrices' column indices and values, tiled by rows) is named by
 //! its source store and the source's partition, never by the ranges it yields: equality stays
@@ -11,6 +12,7 @@
 //! point task runs ([`RootPartition::sub_rect_with`]).
 
 use crate::stores::StorageId;
+use crate::view::ViewMap;
 
 /// A rectangle `origin .. origin + extent` in some store's coordinates.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -33,18 +35,6 @@ impl Rect {
     /// Number of elements.
     pub fn volume(&self) -> u64 {
         self.extent.iter().product()
-    }
-
-    /// Whether the two rectangles share an element.
-    pub fn overlaps(&self, other: &Rect) -> bool {
-        self.origin.len() == other.origin.len()
-            && (0..self.origin.len()).all(|d| {
-                let (a0, a1) = (self.origin[d], self.origin[d] + self.extent[d]);
-                let (b0, b1) = (other.origin[d], other.origin[d] + other.extent[d]);
-                a0 < b1 && b0 < a1
-            })
-            && self.volume() > 0
-            && other.volume() > 0
     }
 }
 
@@ -110,14 +100,18 @@ impl Partition {
     }
 }
 
-/// A partition folded into root-storage coordinates: what fusion compares.
+/// A partition folded onto root storage: what fusion compares.
 ///
-/// `bounds` is the view's rectangle in the root; tiles are clipped to it.
+/// It is the view's map onto its root ([`ViewMap`]) together with the tiling of the view's
+/// index space (tiles are clipped to the view). Two arguments see the same elements of a root
+/// at every point, at the same indices, when their folded partitions are equal; the test is a
+/// comparison of a few rank-sized vectors, whatever the view (a slice with steps, a
+/// transpose, a broadcast, a reshape).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RootPartition {
-    /// The view's rectangle in root coordinates.
-    pub bounds: Rect,
-    /// The tiling, with offsets in root coordinates; `None` when every point sees `bounds`
+    /// The view's map onto its root storage.
+    pub view: ViewMap,
+    /// The tiling, in the view's coordinates; `None` when every point sees the whole view
     /// (or, for an image, the part of it that the image gives).
     pub tiling: Option<Tiling>,
     /// For an image partition: where its ranges come from.
@@ -129,42 +123,45 @@ pub struct RootPartition {
 pub struct Image {
     /// The root storage of the `(n, 2)` store of ranges.
     pub source: StorageId,
-    /// The source's partition: point `p` takes the ranges of the source rows it sees.
+    /// The source's partition (its view included): point `p` takes the ranges of the source
+    /// rows it sees.
     pub source_partition: RootPartition,
 }
 
 impl RootPartition {
-    /// Folds a partition of a view whose rectangle in its root is `bounds`. A tiling that
-    /// gives every point the whole view (no dimension moves, one tile covers it) becomes
-    /// `None`, so that equal partitions compare equal however they were written.
-    pub fn fold(partition: &Partition, bounds: &Rect) -> RootPartition {
+    /// The partition of a 0-d store that every point sees whole.
+    pub fn scalar() -> RootPartition {
+        RootPartition {
+            view: ViewMap::whole(&[]),
+            tiling: None,
+            image: None,
+        }
+    }
+
+    /// Folds a partition of a view with map `view`. A tiling that gives every point the whole
+    /// view (no dimension moves, one tile covers it) becomes `None`, so that equal partitions
+    /// compare equal however they were written.
+    pub fn fold(partition: &Partition, view: &ViewMap) -> RootPartition {
         let whole = |t: &Tiling| {
             t.projection.iter().all(Option::is_none)
                 && t.offset.iter().all(|&o| o == 0)
-                && t.tile
-                    .iter()
-                    .zip(&bounds.extent)
-                    .all(|(&tile, &e)| tile >= e)
+                && t.tile.iter().zip(&view.shape).all(|(&tile, &e)| tile >= e)
         };
         let tiling = match partition {
             Partition::None | Partition::Image(_) => None,
             Partition::Tiling(t) if whole(t) => None,
-            Partition::Tiling(t) => Some(Tiling {
-                tile: t.tile.clone(),
-                offset: t
-                    .offset
-                    .iter()
-                    .zip(&bounds.origin)
-                    .map(|(&o, &b)| o + b as i64)
-                    .collect(),
-                projection: t.projection.clone(),
-            }),
+            Partition::Tiling(t) => Some(t.clone()),
         };
         RootPartition {
-            bounds: bounds.clone(),
+            view: view.clone(),
             tiling,
             image: None,
         }
+    }
+
+    /// The rank of the view.
+    pub fn rank(&self) -> usize {
+        self.view.rank()
     }
 
     /// Drops a tiling that gives the one point of a one-point launch the whole view: it is
@@ -174,16 +171,16 @@ impl RootPartition {
         if self.tiling.is_none() || launch.iter().product::<u64>() != 1 {
             return;
         }
-        if self.sub_rect(&vec![0; launch.len()]) == self.bounds {
+        if self.sub_rect(&vec![0; launch.len()]) == Rect::whole(&self.view.shape) {
             self.tiling = None;
         }
     }
 
-    /// The image partition of a rank-1 view whose rectangle in its root is `bounds`, with
-    /// ranges from `source` (its root storage) seen through `source_partition`.
-    pub fn image(bounds: &Rect, source: StorageId, source_partition: RootPartition) -> Self {
+    /// The image partition of a rank-1 view with map `view`, with ranges from `source` (its
+    /// root storage) seen through `source_partition`.
+    pub fn image(view: &ViewMap, source: StorageId, source_partition: RootPartition) -> Self {
         RootPartition {
-            bounds: bounds.clone(),
+            view: view.clone(),
             tiling: None,
             image: Some(Box::new(Image {
                 source,
@@ -192,34 +189,31 @@ impl RootPartition {
         }
     }
 
-    /// The rectangle, in root coordinates, that point `point` of the launch sees. For an
-    /// image, `read(r, c)` reads element `(r, c)` (root coordinates) of the source: the point
-    /// sees `read(first, 0) .. read(last, 1)` of the view, for the first and the last source
+    /// The rectangle, in the view's coordinates, that point `point` of the launch sees. For
+    /// an image, `read(e)` reads storage element `e` of the source: the point sees
+    /// `source[first, 0] .. source[last, 1]` of the view, for the first and the last source
     /// row it sees (nothing if it sees none), clipped to the view. `read` returning `None`
     /// (an element that cannot be read) gives an empty range.
-    pub fn sub_rect_with(
-        &self,
-        point: &[u64],
-        mut read: impl FnMut(u64, u64) -> Option<i64>,
-    ) -> Rect {
+    pub fn sub_rect_with(&self, point: &[u64], mut read: impl FnMut(u64) -> Option<i64>) -> Rect {
         let Some(image) = &self.image else {
             return self.sub_rect(point);
         };
-        let origin = self.bounds.origin.first().copied().unwrap_or(0);
-        let extent = self.bounds.extent.first().copied().unwrap_or(0);
-        let rows = image.source_partition.sub_rect(point);
+        let extent = self.view.shape.first().copied().unwrap_or(0);
+        let source = &image.source_partition;
+        let rows = source.sub_rect(point);
         let (Some(&r0), Some(&n), Some(&c0)) =
             (rows.origin.first(), rows.extent.first(), rows.origin.get(1))
         else {
             return Rect {
-                origin: vec![origin],
+                origin: vec![0],
                 extent: vec![0],
             };
         };
         let range = if n == 0 {
             None
         } else {
-            read(r0, c0).zip(read(r0 + n - 1, c0 + 1))
+            read(source.view.element(&[r0, c0]))
+                .zip(read(source.view.element(&[r0 + n - 1, c0 + 1])))
         };
         let (lo, hi) = match range {
             Some((lo, hi)) => {
@@ -229,33 +223,34 @@ impl RootPartition {
             None => (0, 0),
         };
         Rect {
-            origin: vec![origin + lo],
+            origin: vec![lo],
             extent: vec![hi - lo],
         }
     }
 
-    /// The rectangle, in root coordinates, that point `point` of the launch sees; for an image
-    /// partition, the whole view (a superset: [`Self::sub_rect_with`] gives the exact one).
+    /// The rectangle, in the view's coordinates, that point `point` of the launch sees; for an
+    /// image partition, the whole view (a superset: [`Self::sub_rect_with`] gives the exact
+    /// one).
     pub fn sub_rect(&self, point: &[u64]) -> Rect {
         let Some(t) = &self.tiling else {
-            return self.bounds.clone();
+            return Rect::whole(&self.view.shape);
         };
-        let rank = self.bounds.origin.len();
+        let rank = self.view.rank();
         let mut origin = Vec::with_capacity(rank);
         let mut extent = Vec::with_capacity(rank);
         for d in 0..rank {
-            let lo_bound = self.bounds.origin[d] as i64;
-            let hi_bound = lo_bound + self.bounds.extent[d] as i64;
+            let hi_bound = i64::try_from(self.view.shape[d]).unwrap_or(i64::MAX);
             let step = t.projection[d]
                 .and_then(|k| point.get(k as usize))
                 .copied()
                 .unwrap_or(0);
-            let start = t.offset[d].saturating_add((t.tile[d] as i64).saturating_mul(step as i64));
-            let end = start.saturating_add(t.tile[d] as i64);
-            let (lo, hi) = (
-                start.clamp(lo_bound, hi_bound),
-                end.clamp(lo_bound, hi_bound),
+            let start = t.offset[d].saturating_add(
+                i64::try_from(t.tile[d])
+                    .unwrap_or(i64::MAX)
+                    .saturating_mul(i64::try_from(step).unwrap_or(i64::MAX)),
             );
+            let end = start.saturating_add(i64::try_from(t.tile[d]).unwrap_or(i64::MAX));
+            let (lo, hi) = (start.clamp(0, hi_bound), end.clamp(0, hi_bound));
             origin.push(lo as u64);
             extent.push((hi - lo) as u64);
         }
@@ -280,6 +275,14 @@ pub fn points(extents: &[u64]) -> impl Iterator<Item = Vec<u64>> + '_ {
 mod tests {
     use super::*;
 
+    fn rows(tile: u64) -> Partition {
+        Partition::Tiling(Tiling {
+            tile: vec![tile],
+            offset: vec![0],
+            projection: vec![Some(0)],
+        })
+    }
+
     #[test]
     fn views_fold_into_distinct_root_partitions() {
         // grid is 6x6; center = grid[1:-1, 1:-1], north = grid[0:-2, 1:-1], tiles of 2 rows.
@@ -288,24 +291,20 @@ mod tests {
             offset: vec![0, 0],
             projection: vec![Some(0), None],
         });
-        let center = RootPartition::fold(
-            &tiling,
-            &Rect {
-                origin: vec![1, 1],
-                extent: vec![4, 4],
-            },
-        );
-        let north = RootPartition::fold(
-            &tiling,
-            &Rect {
-                origin: vec![0, 1],
-                extent: vec![4, 4],
-            },
-        );
+        let grid = ViewMap::whole(&[6, 6]);
+        let center = RootPartition::fold(&tiling, &grid.slice(&[1, 1], &[5, 5]).unwrap());
+        let north = RootPartition::fold(&tiling, &grid.slice(&[0, 1], &[4, 5]).unwrap());
         assert_ne!(center, north);
-        assert_eq!(center.sub_rect(&[1]).origin, vec![3, 1]);
-        assert_eq!(north.sub_rect(&[1]).origin, vec![2, 1]);
+        assert_eq!(center.sub_rect(&[1]).origin, vec![2, 0]);
+        assert_eq!(center.view.element(&[2, 0]), 19);
+        assert_eq!(north.view.element(&[2, 0]), 13);
         assert_eq!(north.sub_rect(&[1]).extent, vec![2, 4]);
+        // A transpose of the same elements is another partition.
+        let t = grid.permute(&[1, 0]).unwrap();
+        assert_ne!(
+            RootPartition::fold(&Partition::None, &t),
+            RootPartition::fold(&Partition::None, &grid)
+        );
     }
 
     #[test]
@@ -316,16 +315,11 @@ mod tests {
             projection: vec![],
         });
         assert_eq!(
-            RootPartition::fold(&scalar, &Rect::whole(&[])),
-            RootPartition::fold(&Partition::None, &Rect::whole(&[]))
+            RootPartition::fold(&scalar, &ViewMap::whole(&[])),
+            RootPartition::scalar()
         );
-        let rows = Partition::Tiling(Tiling {
-            tile: vec![4],
-            offset: vec![0],
-            projection: vec![Some(0)],
-        });
         assert!(
-            RootPartition::fold(&rows, &Rect::whole(&[4]))
+            RootPartition::fold(&rows(4), &ViewMap::whole(&[4]))
                 .tiling
                 .is_some()
         );
@@ -333,71 +327,61 @@ mod tests {
 
     #[test]
     fn a_tiling_of_one_point_that_covers_the_view_is_none() {
-        let rows = Partition::Tiling(Tiling {
-            tile: vec![10],
-            offset: vec![0],
-            projection: vec![Some(0)],
-        });
-        let mut p = RootPartition::fold(&rows, &Rect::whole(&[10]));
+        let mut p = RootPartition::fold(&rows(10), &ViewMap::whole(&[10]));
         p.normalize_for(&[2]);
         assert!(p.tiling.is_some(), "two points see different tiles");
         p.normalize_for(&[1]);
         assert_eq!(
             p,
-            RootPartition::fold(&Partition::None, &Rect::whole(&[10]))
+            RootPartition::fold(&Partition::None, &ViewMap::whole(&[10]))
         );
         // A tile smaller than the view stays a tiling.
-        let half = Partition::Tiling(Tiling {
-            tile: vec![5],
-            offset: vec![0],
-            projection: vec![Some(0)],
-        });
-        let mut p = RootPartition::fold(&half, &Rect::whole(&[10]));
+        let mut p = RootPartition::fold(&rows(5), &ViewMap::whole(&[10]));
         p.normalize_for(&[1]);
         assert!(p.tiling.is_some());
     }
 
     #[test]
     fn tiles_are_clipped_to_the_view() {
-        let tiling = Partition::Tiling(Tiling {
-            tile: vec![4],
-            offset: vec![0],
-            projection: vec![Some(0)],
-        });
-        let p = RootPartition::fold(&tiling, &Rect::whole(&[10]));
+        let p = RootPartition::fold(&rows(4), &ViewMap::whole(&[10]));
         assert_eq!(p.sub_rect(&[2]).extent, vec![2]);
         assert_eq!(p.sub_rect(&[3]).extent, vec![0]);
+        // Huge tiles and offsets saturate instead of overflowing.
+        let huge = Partition::Tiling(Tiling {
+            tile: vec![u64::MAX],
+            offset: vec![i64::MAX],
+            projection: vec![Some(0)],
+        });
+        let p = RootPartition::fold(&huge, &ViewMap::whole(&[10]));
+        assert_eq!(p.sub_rect(&[u64::MAX]).extent, vec![0]);
     }
 
     #[test]
     fn an_image_takes_the_ranges_of_the_source_rows_a_point_sees() {
         // Source: 4 rows of ranges [0,2) [2,2) [2,5) [5,6), tiled 2 rows per point; target: a
         // view at root offset 10 of length 6.
-        let ranges = [[0i64, 2], [2, 2], [2, 5], [5, 6]];
-        let rows = Partition::Tiling(Tiling {
+        let ranges = [0i64, 2, 2, 2, 2, 5, 5, 6];
+        let two_rows = Partition::Tiling(Tiling {
             tile: vec![2, 2],
             offset: vec![0, 0],
             projection: vec![Some(0), None],
         });
-        let source = RootPartition::fold(&rows, &Rect::whole(&[4, 2]));
-        let bounds = Rect {
-            origin: vec![10],
-            extent: vec![6],
-        };
-        let p = RootPartition::image(&bounds, StorageId(7), source.clone());
-        let read = |r: u64, c: u64| ranges.get(r as usize).map(|row| row[c as usize]);
-        assert_eq!(p.sub_rect_with(&[0], read).origin, vec![10]);
+        let source = RootPartition::fold(&two_rows, &ViewMap::whole(&[4, 2]));
+        let target = ViewMap::whole(&[16]).slice(&[10], &[16]).unwrap();
+        let p = RootPartition::image(&target, StorageId(7), source.clone());
+        let read = |e: u64| ranges.get(e as usize).copied();
+        assert_eq!(p.sub_rect_with(&[0], read).origin, vec![0]);
         assert_eq!(p.sub_rect_with(&[0], read).extent, vec![2]);
-        assert_eq!(p.sub_rect_with(&[1], read).origin, vec![12]);
+        assert_eq!(p.sub_rect_with(&[1], read).origin, vec![2]);
         assert_eq!(p.sub_rect_with(&[1], read).extent, vec![4]);
         // Equal sources and partitions give equal images; another source does not.
         assert_eq!(
             p,
-            RootPartition::image(&bounds, StorageId(7), source.clone())
+            RootPartition::image(&target, StorageId(7), source.clone())
         );
-        assert_ne!(p, RootPartition::image(&bounds, StorageId(8), source));
+        assert_ne!(p, RootPartition::image(&target, StorageId(8), source));
         // Ranges past the view are clipped to it.
-        let wild = |_: u64, c: u64| Some(if c == 0 { -5 } else { 100 });
+        let wild = |e: u64| Some(if e.is_multiple_of(2) { -5 } else { 100 });
         assert_eq!(p.sub_rect_with(&[0], wild).extent, vec![6]);
     }
 

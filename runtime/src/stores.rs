@@ -1,7 +1,8 @@
 //! Stores, views and their storage, with split reference counts.
 //!
 //! A *store* is what plugins and applications hold: an n-d array of one element type. A store
-//! is either a root, which owns its *storage*, or a view: a sub-rectangle of a root's storage.
+//! is either a root, which owns its *storage*, or a view: an affine map onto a root's storage
+//! (a [`ViewMap`]: a slice with steps, a transpose, a broadcast, a reshape).
 //! Storage is allocated (as a back end's buffer) when a task or a write first touches it, and
 //! freed when no store refers to it.
 //!
@@ -17,7 +18,9 @@ use weft_ir::DType;
 use weft_ir::semantics::MAX_RANK;
 
 use crate::backend::{Backend, BufferId};
-use crate::partition::Rect;
+use crate::view::{ViewError, ViewMap};
+
+pub use crate::view::row_major_strides;
 use crate::{Error, Result};
 
 /// The id of a store (a root or a view). Ids are never reused within a runtime.
@@ -33,12 +36,12 @@ pub struct StorageId(pub u64);
 pub struct StoreInfo {
     /// The storage it lives in.
     pub storage: StorageId,
-    /// Its shape.
+    /// Its shape (the map's shape).
     pub shape: Vec<u64>,
     /// Its element type.
     pub dtype: DType,
-    /// Its rectangle in the root storage (the whole root for a root store).
-    pub rect: Rect,
+    /// Its map onto the root storage (the identity for a root store).
+    pub map: ViewMap,
     /// Live handles (application and plugins).
     pub handles: u32,
     /// Pending tasks that name it.
@@ -86,15 +89,6 @@ impl Storage {
     }
 }
 
-/// Row-major strides (in elements) of a shape.
-pub fn row_major_strides(shape: &[u64]) -> Vec<i64> {
-    let mut strides = vec![1i64; shape.len()];
-    for d in (0..shape.len().saturating_sub(1)).rev() {
-        strides[d] = strides[d + 1] * shape[d + 1] as i64;
-    }
-    strides
-}
-
 /// The table of stores and storages of one runtime: what exists, its shape and its reference
 /// counts. Memory belongs to the back end; a storage only names its buffer.
 #[derive(Debug, Default)]
@@ -137,58 +131,33 @@ impl Stores {
                 handles: 1,
             },
         );
-        let rect = Rect::whole(&shape);
-        self.insert_view(id, storage, shape, dtype, rect);
+        self.insert_view(id, storage, dtype, ViewMap::whole(&shape));
         Ok(id)
     }
 
-    /// Records store `id`: a view of `storage` as `shape` at `rect`, with one handle.
-    fn insert_view(
-        &mut self,
-        id: StoreId,
-        storage: StorageId,
-        shape: Vec<u64>,
-        dtype: DType,
-        rect: Rect,
-    ) {
+    /// Records store `id`: a view of `storage` through `map`, with one handle.
+    fn insert_view(&mut self, id: StoreId, storage: StorageId, dtype: DType, map: ViewMap) {
         self.stores.insert(
             id,
             StoreInfo {
                 storage,
-                shape,
+                shape: map.shape.clone(),
                 dtype,
-                rect,
+                map,
                 handles: 1,
                 pending: 0,
             },
         );
     }
 
-    /// Creates a view of `parent`'s rectangle `start..stop` (in the parent's coordinates), with
-    /// one handle.
-    pub fn slice(&mut self, parent: StoreId, start: &[u64], stop: &[u64]) -> Result<StoreId> {
+    /// Creates a view of `parent` whose map `make` derives from the parent's, with one handle.
+    pub fn view(
+        &mut self,
+        parent: StoreId,
+        make: impl FnOnce(&ViewMap) -> std::result::Result<ViewMap, ViewError>,
+    ) -> Result<StoreId> {
         let info = self.get(parent)?;
-        let rank = info.shape.len();
-        if start.len() != rank || stop.len() != rank {
-            return Err(Error::Usage(format!(
-                "slice of a rank-{rank} store needs {rank} bounds, got {} and {}",
-                start.len(),
-                stop.len()
-            )));
-        }
-        for d in 0..rank {
-            if start[d] > stop[d] || stop[d] > info.shape[d] {
-                return Err(Error::Usage(format!(
-                    "slice {}..{} is out of range for dimension {d} of extent {}",
-                    start[d], stop[d], info.shape[d]
-                )));
-            }
-        }
-        let shape: Vec<u64> = (0..rank).map(|d| stop[d] - start[d]).collect();
-        let rect = Rect {
-            origin: (0..rank).map(|d| info.rect.origin[d] + start[d]).collect(),
-            extent: shape.clone(),
-        };
+        let map = make(&info.map).map_err(|e| Error::Usage(e.0))?;
         let (storage, dtype) = (info.storage, info.dtype);
         self.next += 1;
         let id = StoreId(self.next);
@@ -196,8 +165,24 @@ impl Stores {
             s.stores += 1;
             s.handles += 1;
         }
-        self.insert_view(id, storage, shape, dtype, rect);
+        self.insert_view(id, storage, dtype, map);
         Ok(id)
+    }
+
+    /// Creates a view of `parent`'s rectangle `start..stop` (in the parent's coordinates), with
+    /// one handle.
+    pub fn slice(&mut self, parent: StoreId, start: &[u64], stop: &[u64]) -> Result<StoreId> {
+        self.view(parent, |m| m.slice(start, stop))
+    }
+
+    /// Creates a view of `parent` as NumPy reshapes it without a copy, with one handle; `None`
+    /// when the parent's strides allow no such view (the caller copies).
+    pub fn reshape(&mut self, parent: StoreId, shape: &[u64]) -> Result<Option<StoreId>> {
+        let info = self.get(parent)?;
+        match info.map.reshape(shape).map_err(|e| Error::Usage(e.0))? {
+            None => Ok(None),
+            Some(map) => self.view(parent, |_| Ok(map)).map(Some),
+        }
     }
 
     /// The store's information.
@@ -367,14 +352,14 @@ mod tests {
     }
 
     #[test]
-    fn slices_compose_into_root_rectangles() {
+    fn slices_compose_into_root_maps() {
         let mut stores = Stores::default();
         let root = stores.create(vec![10, 10], DType::F32).unwrap();
         let a = stores.slice(root, &[2, 3], &[8, 9]).unwrap();
         let b = stores.slice(a, &[1, 1], &[2, 5]).unwrap();
-        let rect = &stores.get(b).unwrap().rect;
-        assert_eq!(rect.origin, vec![3, 4]);
-        assert_eq!(rect.extent, vec![1, 4]);
+        let map = &stores.get(b).unwrap().map;
+        assert_eq!(map.offset, 34);
+        assert_eq!(map.shape, vec![1, 4]);
         assert!(stores.slice(a, &[0, 0], &[7, 1]).is_err());
     }
 

@@ -38,11 +38,7 @@ impl TaskArg {
             store,
             storage: StorageId(0),
             partition,
-            root_partition: RootPartition {
-                bounds: crate::partition::Rect::whole(&[]),
-                tiling: None,
-                image: None,
-            },
+            root_partition: RootPartition::scalar(),
             privilege,
             local: false,
         }
@@ -60,7 +56,7 @@ impl TaskArg {
         launch: &[u64],
     ) -> crate::Result<TaskArg> {
         let info = stores.get(store)?;
-        let mut root_partition = RootPartition::fold(&partition, &info.rect);
+        let mut root_partition = RootPartition::fold(&partition, &info.map);
         root_partition.normalize_for(launch);
         Ok(TaskArg {
             store,

@@ -108,6 +108,14 @@ impl Core {
             arg.partition
                 .check(info.shape.len(), task.launch.len())
                 .map_err(|m| invalid(format!("argument {i}: {m}")))?;
+            if arg.privilege.mutates() && info.map.overlaps_itself() {
+                return Err(invalid(format!(
+                    "argument {i} is written through a broadcast view of shape {}, whose \
+                     elements repeat (strides {:?}); broadcast views are read-only",
+                    crate::view::shape_text(&info.shape),
+                    info.map.strides
+                )));
+            }
             if matches!(arg.privilege, Privilege::Write | Privilege::ReadWrite)
                 && let Some(d) = overlapping_launch_dim(&arg.partition, &task.launch)
             {
@@ -117,7 +125,7 @@ impl Core {
                 )));
             }
             arg.storage = info.storage;
-            arg.root_partition = RootPartition::fold(&arg.partition, &info.rect);
+            arg.root_partition = RootPartition::fold(&arg.partition, &info.map);
             arg.root_partition.normalize_for(&task.launch);
         }
         // Image partitions, now that their sources are folded.
@@ -135,8 +143,8 @@ impl Core {
                      gives points that differ in launch dimension {d} the same rows"
                 )));
             }
-            let bounds = self.stores.get(task.args[i].store)?.rect.clone();
-            task.args[i].root_partition = RootPartition::image(&bounds, source.0, source.1);
+            let view = self.stores.get(task.args[i].store)?.map.clone();
+            task.args[i].root_partition = RootPartition::image(&view, source.0, source.1);
         }
         self.window.last_seq += 1;
         task.seq = self.window.last_seq;
@@ -189,9 +197,7 @@ impl Core {
             )));
         }
         if let Some(t) = &src.root_partition.tiling
-            && (t.projection[1].is_some()
-                || t.tile[1] < 2
-                || t.offset[1] != info.rect.origin[1] as i64)
+            && (t.projection[1].is_some() || t.tile[1] < 2 || t.offset[1] != 0)
         {
             return Err(bad("the source's partition splits its two columns".into()));
         }
