@@ -30,14 +30,6 @@ pub const HOT: f64 = 1.0;
 /// The value of the other three boundary edges.
 pub const COLD: f64 = 0.0;
 
-/// `start:` (from `start` to the end).
-fn from(start: i64) -> Range {
-    Range {
-        start: Some(start),
-        stop: None,
-    }
-}
-
 /// The initial `(n+2) x (n+2)` grid (see the module docs).
 pub fn initial_grid(np: &Numeric, n: u64, seed: u64) -> weft::Result<Array> {
     let grid = np.random_uniform(
@@ -47,9 +39,9 @@ pub fn initial_grid(np: &Numeric, n: u64, seed: u64) -> weft::Result<Array> {
         crate::sub_seed(seed, 0),
         DType::F64,
     );
-    grid.slice(&[from(-1), Range::all()]).assign(COLD)?; // bottom row
+    grid.slice(&[Range::from(-1), Range::all()]).assign(COLD)?; // bottom row
     grid.slice(&[Range::all(), Range::new(0, 1)]).assign(COLD)?; // left column
-    grid.slice(&[Range::all(), from(-1)]).assign(COLD)?; // right column
+    grid.slice(&[Range::all(), Range::from(-1)]).assign(COLD)?; // right column
     grid.slice(&[Range::new(0, 1), Range::all()]).assign(HOT)?; // top row
     Ok(grid)
 }
@@ -79,9 +71,9 @@ impl Stencil {
             grid: grid.clone(),
             center: grid.slice(&[inner, inner]),
             north: grid.slice(&[Range::new(0, -2), inner]),
-            east: grid.slice(&[inner, from(2)]),
+            east: grid.slice(&[inner, Range::from(2)]),
             west: grid.slice(&[inner, Range::new(0, -2)]),
-            south: grid.slice(&[from(2), inner]),
+            south: grid.slice(&[Range::from(2), inner]),
         }
     }
 

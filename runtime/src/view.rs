@@ -399,7 +399,10 @@ impl Progression {
             return false;
         }
         let g = gcd(self.step, other.step);
-        g <= 1 || (self.lo - other.lo).unsigned_abs().is_multiple_of(u128::from(g))
+        g <= 1
+            || (self.lo - other.lo)
+                .unsigned_abs()
+                .is_multiple_of(u128::from(g))
     }
 }
 

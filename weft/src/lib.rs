@@ -32,7 +32,7 @@ mod typed_exports;
 
 pub use config::{Config, PluginLimits};
 pub use error::{Error, Result};
-pub use numeric::{Array, Numeric, Range};
+pub use numeric::{Array, Ix, Numeric, Operand, Range};
 pub use runtime::Runtime;
 pub use sparse::{CsrMatrix, Sparse};
 pub use weft_io::{matrix_market, npy};

@@ -24,6 +24,8 @@ use std::rc::Rc;
 use wasmtime::component::Resource;
 use weft_ir::DType;
 
+mod shape_ops;
+
 use crate::runtime::Runtime;
 use crate::typed_exports::TypedExports;
 use crate::{Error, Result};
@@ -53,8 +55,23 @@ struct Inner {
 pub enum Operand<'a> {
     /// An array.
     Array(&'a Array),
-    /// A scalar (converted to the array's element type).
+    /// A float scalar (NumPy's Python `float`: it takes a float array's type, and makes an
+    /// integer array's result `f64`).
     Scalar(f64),
+    /// An integer scalar (NumPy's Python `int`: it takes the array's type).
+    Int(i64),
+}
+
+impl From<i64> for Operand<'_> {
+    fn from(v: i64) -> Self {
+        Operand::Int(v)
+    }
+}
+
+impl From<i32> for Operand<'_> {
+    fn from(v: i32) -> Self {
+        Operand::Int(i64::from(v))
+    }
 }
 
 impl<'a> From<&'a Array> for Operand<'a> {
@@ -69,14 +86,17 @@ impl From<f64> for Operand<'_> {
     }
 }
 
-/// A slice of one dimension, as in NumPy: `None` bounds are open, negative ones count from
-/// the end.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A slice `start:stop:step` of one dimension, as in NumPy: `None` bounds are open (in the
+/// step's direction), negative ones count from the end, and the step (1 when `None`) may be
+/// negative.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Range {
     /// First index.
     pub start: Option<i64>,
-    /// One past the last index.
+    /// Where to stop (not included).
     pub stop: Option<i64>,
+    /// The step.
+    pub step: Option<i64>,
 }
 
 impl Range {
@@ -85,16 +105,49 @@ impl Range {
         Range {
             start: Some(start),
             stop: Some(stop),
+            step: None,
         }
     }
 
     /// `:` (the whole dimension).
     pub fn all() -> Range {
+        Range::default()
+    }
+
+    /// `start:` (from `start` to the end).
+    pub fn from(start: i64) -> Range {
         Range {
-            start: None,
-            stop: None,
+            start: Some(start),
+            ..Range::default()
         }
     }
+
+    /// `:stop` (from the start to `stop`).
+    pub fn to(stop: i64) -> Range {
+        Range {
+            stop: Some(stop),
+            ..Range::default()
+        }
+    }
+
+    /// The same range with a step: `Range::all().step(-1)` is `::-1`.
+    pub fn step(self, step: i64) -> Range {
+        Range {
+            step: Some(step),
+            ..self
+        }
+    }
+}
+
+/// One entry of NumPy's basic indexing, for [`Array::index`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ix {
+    /// One position (negative counts from the end); the dimension goes away.
+    At(i64),
+    /// A slice; the dimension stays.
+    Slice(Range),
+    /// `np.newaxis`: a new dimension of extent 1.
+    NewAxis,
 }
 
 /// An n-d array of the numeric plugin (or a view of one), or the error that made it.
@@ -263,6 +316,7 @@ fn operand(
     Ok(match o {
         OperandRef::Store(id) => api::Operand::Array(store.data_mut().lend(*id)?),
         OperandRef::Scalar(v) => api::Operand::Scalar(wit::Scalar::F64(*v)),
+        OperandRef::Int(v) => api::Operand::Scalar(wit::Scalar::I64(*v)),
     })
 }
 
@@ -270,6 +324,7 @@ fn operand(
 enum OperandRef {
     Store(weft_runtime::StoreId),
     Scalar(f64),
+    Int(i64),
 }
 
 impl Operand<'_> {
@@ -281,6 +336,7 @@ impl Operand<'_> {
                 .map(|h| OperandRef::Store(h.id()))
                 .map_err(Rc::clone),
             Operand::Scalar(v) => Ok(OperandRef::Scalar(*v)),
+            Operand::Int(v) => Ok(OperandRef::Int(*v)),
         }
     }
 }
@@ -301,7 +357,7 @@ impl Array {
         &self.np
     }
 
-    fn derive(
+    pub(crate) fn derive(
         &self,
         name: &str,
         f: impl FnOnce(
@@ -362,6 +418,7 @@ impl Array {
             .map(|r| api::Range {
                 start: r.start,
                 stop: r.stop,
+                step: r.step,
             })
             .collect();
         self.derive("slice", |g, s, id| {
@@ -509,7 +566,7 @@ impl Array {
         })
     }
 
-    fn pair(
+    pub(crate) fn pair(
         &self,
         name: &str,
         other: &Array,
@@ -655,6 +712,18 @@ macro_rules! binary_operator {
         impl std::ops::$trait<f64> for Array {
             type Output = Array;
             fn $method(self, rhs: f64) -> Array {
+                self.binary($op, rhs)
+            }
+        }
+        impl std::ops::$trait<i64> for &Array {
+            type Output = Array;
+            fn $method(self, rhs: i64) -> Array {
+                self.binary($op, rhs)
+            }
+        }
+        impl std::ops::$trait<i64> for Array {
+            type Output = Array;
+            fn $method(self, rhs: i64) -> Array {
                 self.binary($op, rhs)
             }
         }

@@ -68,6 +68,19 @@ pub fn build(key: &Key) -> Result<Kernel, String> {
             })
         }
         Key::Reduce { op, dtype, rank } => reduce(name, op, dtype, rank, |_, a| a),
+        Key::ReduceAxes {
+            op,
+            dtype,
+            rank,
+            mask,
+        } => reduce_axes(name, op, dtype, rank, mask),
+        Key::ReduceRows {
+            op,
+            dtype,
+            kept,
+            reduced,
+        } => reduce_rows(name, op, dtype, kept, reduced),
+        Key::Vecmat { dtype } => vecmat(name, dtype),
         Key::Dot { dtype } => dot(name, dtype),
         Key::SumSquares { dtype, rank } => {
             reduce(name, ReduceOp::Sum, dtype, rank, |b, a| b.mul(a, a))
@@ -283,6 +296,100 @@ fn reduce(
         let x = b.load(a, idx);
         let v = f(b, x);
         b.reduce(out, &[], v);
+    });
+    k
+}
+
+/// The binary operator that combines two partial results of reduction `op`.
+fn combine(b: &mut BodyBuilder, op: ReduceOp, x: Value, y: Value) -> Value {
+    let bin = match op {
+        ReduceOp::Sum => weft_sdk::ir::BinaryOp::Add,
+        ReduceOp::Prod => weft_sdk::ir::BinaryOp::Mul,
+        ReduceOp::Min => weft_sdk::ir::BinaryOp::Min,
+        ReduceOp::Max => weft_sdk::ir::BinaryOp::Max,
+    };
+    b.binary(bin, x, y)
+}
+
+/// `out[j] op= a[i]`, `j` being `i`'s global index with the dimensions of `mask` set to 0;
+/// `out` (whole, of `a`'s rank) has extent 1 in those dimensions.
+fn reduce_axes(name: String, op: ReduceOp, dtype: DType, rank: u32, mask: u32) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let a = k.store(dtype, rank, Privilege::Read);
+    let out = k.store(dtype, rank, Privilege::Reduce(op));
+    k.parallel(a, |b, idx| {
+        let x = b.load(a, idx);
+        let zero = b.const_i64(0);
+        let mut at = Vec::with_capacity(idx.len());
+        for (d, &i) in (0u32..).zip(idx) {
+            at.push(if mask >> d & 1 == 1 {
+                zero
+            } else {
+                global(b, a, d, i)
+            });
+        }
+        b.reduce(out, &at, x);
+    });
+    k
+}
+
+/// `out[i] = op over j of a[i, j]`, `i` the `kept` leading dimensions (tiled like `out`) and
+/// `j` the `reduced` trailing ones (whole), in row-major order of `j`.
+fn reduce_rows(name: String, op: ReduceOp, dtype: DType, kept: u32, reduced: u32) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let a = k.store(dtype, kept + reduced, Privilege::Read);
+    let out = k.store(dtype, kept, Privilege::Write);
+    let extents: Vec<Value> = (kept..kept + reduced).map(|d| k.extent(a, d)).collect();
+    k.parallel(out, |b, idx| {
+        let init = b.constant(op.identity(dtype));
+        let mut at = idx.to_vec();
+        let acc = reduce_nest(b, op, a, &extents, &mut at, init);
+        b.store(out, idx, acc);
+    });
+    k
+}
+
+/// Nested `for` loops over `extents` (the dimensions after `at`'s), combining `a[at, j]`
+/// into `acc` with `op`.
+fn reduce_nest(
+    b: &mut BodyBuilder,
+    op: ReduceOp,
+    a: StoreParam,
+    extents: &[Value],
+    at: &mut Vec<Value>,
+    acc: Value,
+) -> Value {
+    let Some((&n, rest)) = extents.split_first() else {
+        let x = b.load(a, at);
+        return combine(b, op, acc, x);
+    };
+    let lo = b.const_i64(0);
+    let out = b.for_loop(lo, n, &[acc], |b, j, carried| {
+        at.push(j);
+        let v = reduce_nest(b, op, a, rest, at, carried[0]);
+        at.pop();
+        vec![v]
+    });
+    out[0]
+}
+
+/// `y[r] += A[r, i] * x[i]` for every row `r`: `A` tiled by columns like `x`, `y` whole.
+fn vecmat(name: String, dtype: DType) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let a = k.store(dtype, 2, Privilege::Read);
+    let x = k.store(dtype, 1, Privilege::Read);
+    let y = k.store(dtype, 1, Privilege::Reduce(ReduceOp::Sum));
+    let m = k.extent(a, 0);
+    k.parallel(x, |b, idx| {
+        let i = idx[0];
+        let xi = b.load(x, &[i]);
+        let lo = b.const_i64(0);
+        b.for_loop(lo, m, &[], |b, r, _| {
+            let ari = b.load(a, &[r, i]);
+            let p = b.mul(ari, xi);
+            b.reduce(y, &[r], p);
+            vec![]
+        });
     });
     k
 }

@@ -25,7 +25,10 @@
 //! | `dot.<dt>` | `out[] += a[i] * b[i]` |
 //! | `norm.sumsq.<dt>.r<k>` | `out[] += a[i] * a[i]` |
 //! | `norm.sqrt.<dt>` | `out[] = sqrt(out[])` |
+//! | `reduceaxes.<op>.<dt>.r<k>.m<mask>` | `out[i with masked dims 0] op= a[i]` |
+//! | `reducerows.<op>.<dt>.r<k>.q<q>` | `out[i] = op over the q trailing dims of a[i, ...]` |
 //! | `matvec.<dt>` | `y[i] = sum_j A[i,j] * x[j]` |
+//! | `vecmat.<dt>` | `y[r] += A[r,i] * x[i]`, launched over `i` |
 //! | `matmul.<dt>` | `C[i,j] = sum_p A[i,p] * B[p,j]` |
 //! | `diag.extract.<dt>` | `out[i] = A[g,g]` |
 //! | `diag.embed.<dt>` | `out[i,j] = i == j ? v[i] : 0` (global indices) |
@@ -160,6 +163,36 @@ pub enum Key {
         /// Rank of the array reduced.
         rank: u32,
     },
+    /// A reduction over the dimensions in `mask` (bit `d` for dimension `d`) into an output of
+    /// the input's rank with extent 1 there, launched over the input.
+    ReduceAxes {
+        /// The operator.
+        op: ReduceOp,
+        /// The dtype.
+        dtype: DType,
+        /// The input's rank.
+        rank: u32,
+        /// The reduced dimensions.
+        mask: u32,
+    },
+    /// A reduction over the `reduced` trailing dimensions of the input, one output element
+    /// per point of the `kept` leading ones, launched over the output.
+    ReduceRows {
+        /// The operator.
+        op: ReduceOp,
+        /// The dtype.
+        dtype: DType,
+        /// The output's rank (the input's leading dimensions).
+        kept: u32,
+        /// The number of reduced trailing dimensions.
+        reduced: u32,
+    },
+    /// `A @ x` launched over `x` (a wide `A`, such as a transpose): each point reduces its
+    /// columns' contributions into the whole `y`.
+    Vecmat {
+        /// The dtype.
+        dtype: DType,
+    },
     /// The dot product of two vectors, reduced into a 0-d array.
     Dot {
         /// Element type (a float).
@@ -222,7 +255,20 @@ impl fmt::Display for Key {
             Key::Dot { dtype } => write!(f, "dot.{dtype}"),
             Key::SumSquares { dtype, rank } => write!(f, "norm.sumsq.{dtype}.r{rank}"),
             Key::SqrtInPlace { dtype } => write!(f, "norm.sqrt.{dtype}"),
+            Key::ReduceAxes {
+                op,
+                dtype,
+                rank,
+                mask,
+            } => write!(f, "reduceaxes.{}.{dtype}.r{rank}.m{mask}", op.name()),
+            Key::ReduceRows {
+                op,
+                dtype,
+                kept,
+                reduced,
+            } => write!(f, "reducerows.{}.{dtype}.r{kept}.q{reduced}", op.name()),
             Key::Matvec { dtype } => write!(f, "matvec.{dtype}"),
+            Key::Vecmat { dtype } => write!(f, "vecmat.{dtype}"),
             Key::Matmul { dtype } => write!(f, "matmul.{dtype}"),
             Key::DiagExtract { dtype } => write!(f, "diag.extract.{dtype}"),
             Key::DiagEmbed { dtype } => write!(f, "diag.embed.{dtype}"),
@@ -349,6 +395,38 @@ fn parse(s: &str) -> Result<Key, String> {
                 rank: t.rank()?,
             }
         }
+        "reduceaxes" | "reducerows" => {
+            let name = t.next("operator")?;
+            let op =
+                ReduceOp::from_name(name).ok_or_else(|| format!("unknown reduction `{name}`"))?;
+            let (dtype, rank) = (t.dtype()?, t.rank()?);
+            let (letter, what) = if family == "reduceaxes" {
+                ('m', "mask")
+            } else {
+                ('q', "reduced rank")
+            };
+            let tok = t.next(what)?;
+            let n = tok
+                .strip_prefix(letter)
+                .and_then(|n| n.parse::<u32>().ok())
+                .ok_or_else(|| format!("bad {what} `{tok}` (expected {letter}<n>)"))?;
+            if family == "reduceaxes" {
+                Key::ReduceAxes {
+                    op,
+                    dtype,
+                    rank,
+                    mask: n,
+                }
+            } else {
+                Key::ReduceRows {
+                    op,
+                    dtype,
+                    kept: rank,
+                    reduced: n,
+                }
+            }
+        }
+        "vecmat" => Key::Vecmat { dtype: t.dtype()? },
         "dot" => Key::Dot { dtype: t.dtype()? },
         "norm" => match t.next("norm step")? {
             "sumsq" => Key::SumSquares {
@@ -383,7 +461,9 @@ impl Key {
             | Key::Unary { rank, .. }
             | Key::Select { rank, .. }
             | Key::Reduce { rank, .. }
+            | Key::ReduceAxes { rank, .. }
             | Key::SumSquares { rank, .. } => rank,
+            Key::ReduceRows { kept, reduced, .. } => kept.saturating_add(reduced),
             _ => 0,
         }
     }
@@ -432,7 +512,29 @@ impl Key {
             Key::SumSquares { dtype, .. } | Key::SqrtInPlace { dtype } => {
                 catalog::LINALG_RULE.check("norm", dtype)
             }
+            Key::ReduceAxes {
+                op,
+                dtype,
+                rank,
+                mask,
+            } => {
+                if rank >= 32 || mask >> rank != 0 || mask == 0 {
+                    return Err(format!(
+                        "mask {mask} does not name dimensions of rank {rank}"
+                    ));
+                }
+                catalog::reduce_rule(op).check(op.name(), dtype)
+            }
+            Key::ReduceRows {
+                op, dtype, reduced, ..
+            } => {
+                if reduced == 0 {
+                    return Err("a row reduction reduces at least one dimension".to_string());
+                }
+                catalog::reduce_rule(op).check(op.name(), dtype)
+            }
             Key::Matvec { dtype } => catalog::LINALG_RULE.check("matvec", dtype),
+            Key::Vecmat { dtype } => catalog::LINALG_RULE.check("matvec", dtype),
             Key::Matmul { dtype } => catalog::LINALG_RULE.check("matmul", dtype),
         }
     }

@@ -29,7 +29,7 @@ use weft_sdk::ir::ReduceOp;
 use weft_sdk::{Dtype, Error, Scalar, Store, ir_dtype, ir_scalar};
 
 use bindings::exports::weft::plugin::numeric::{
-    self, BinaryOp, Operand, Range, Reduction, UnaryOp,
+    self, BinaryOp, Operand, Range, Reduction, Subscript, UnaryOp,
 };
 use bindings::exports::weft::plugin::plugin;
 use catalog::{BinOp, UnOp};
@@ -108,8 +108,41 @@ impl numeric::Guest for Numeric {
     }
 
     fn slice(a: &Store, ranges: Vec<Range>) -> Result<Store, Error> {
-        let ranges: Vec<_> = ranges.iter().map(|r| (r.start, r.stop)).collect();
+        let ranges: Vec<_> = ranges.iter().map(|r| (r.start, r.stop, r.step)).collect();
         ops::views::slice(&Array::new(a), &ranges)
+    }
+
+    fn index(a: &Store, indices: Vec<Subscript>) -> Result<Store, Error> {
+        let indices: Vec<ops::views::Index> = indices
+            .iter()
+            .map(|i| match *i {
+                Subscript::At(at) => ops::views::Index::At(at),
+                Subscript::Range(r) => ops::views::Index::Range(r.start, r.stop, r.step),
+                Subscript::NewAxis => ops::views::Index::NewAxis,
+            })
+            .collect();
+        ops::views::index(&Array::new(a), &indices)
+    }
+
+    fn permute(a: &Store, axes: Vec<u32>) -> Result<Store, Error> {
+        ops::views::permute(&Array::new(a), &axes)
+    }
+
+    fn reshape(a: &Store, shape: Vec<i64>) -> Result<Store, Error> {
+        ops::views::reshape(&Array::new(a), &shape)
+    }
+
+    fn broadcast_to(a: &Store, shape: Vec<u64>) -> Result<Store, Error> {
+        ops::views::broadcast_to(&Array::new(a), &shape)
+    }
+
+    fn reduce_axes(
+        op: Reduction,
+        a: &Store,
+        axes: Option<Vec<i64>>,
+        keepdims: bool,
+    ) -> Result<Store, Error> {
+        ops::reductions::reduce_axes(reduce_op(op), &Array::new(a), axes.as_deref(), keepdims)
     }
 
     fn binary(op: BinaryOp, a: Operand<'_>, b: Operand<'_>) -> Result<Store, Error> {

@@ -14,21 +14,82 @@ pub fn volume(shape: &[u64]) -> Option<u64> {
     shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
 }
 
-/// The shape of an element-wise result over operands of these shapes, with NumPy's
-/// broadcasting of 0-d arrays: every operand has the result's shape or is 0-d. The error
-/// names the first two shapes that disagree (`"shapes [3, 4] and [4] do not match"`).
+/// A shape as NumPy's error messages print it: `(10,1)`, `(8,)`, `()`.
+pub fn tuple(shape: &[u64]) -> String {
+    match shape {
+        [one] => format!("({one},)"),
+        _ => format!(
+            "({})",
+            shape
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+    }
+}
+
+/// The shape of an element-wise result over operands of these shapes, by NumPy's
+/// broadcasting rules: shapes align at their last dimension, missing leading dimensions count
+/// as 1, and in each dimension every extent is 1 or the result's. The error is NumPy's
+/// (`"operands could not be broadcast together with shapes (10,1) (8,)"`).
 pub fn broadcast(shapes: &[&[u64]]) -> Result<Vec<u64>, String> {
-    let mut result: Option<&[u64]> = None;
-    for &s in shapes.iter().filter(|s| !s.is_empty()) {
-        match result {
-            None => result = Some(s),
-            Some(r) if r == s => {}
-            Some(r) => {
-                return Err(format!("shapes {} and {} do not match", show(r), show(s)));
+    let rank = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
+    let mut out = vec![1u64; rank];
+    for s in shapes {
+        let lead = rank - s.len();
+        for (d, &e) in s.iter().enumerate() {
+            let r = &mut out[lead + d];
+            if *r == 1 {
+                *r = e;
+            } else if e != 1 && e != *r {
+                let all: Vec<String> = shapes.iter().map(|s| tuple(s)).collect();
+                return Err(format!(
+                    "operands could not be broadcast together with shapes {}",
+                    all.join(" ")
+                ));
             }
         }
     }
-    Ok(result.unwrap_or_default().to_vec())
+    Ok(out)
+}
+
+/// The start, step and length of NumPy's slice `start:stop:step` of a dimension of
+/// `extent` (missing bounds as NumPy takes them, negative ones counted from the end, out of
+/// range ones clipped). A step of 0 is an error.
+pub fn slice_indices(
+    start: Option<i64>,
+    stop: Option<i64>,
+    step: Option<i64>,
+    extent: u64,
+) -> Result<(u64, i64, u64), String> {
+    let step = step.unwrap_or(1);
+    if step == 0 {
+        return Err("slice step cannot be zero".to_string());
+    }
+    let n = i128::from(extent);
+    let (step_w, neg) = (i128::from(step), step < 0);
+    let adjust = |b: i64, lo: i128, hi: i128| {
+        let b = i128::from(b);
+        let b = if b < 0 { b + n } else { b };
+        b.clamp(lo, hi)
+    };
+    let (lo, hi) = if neg { (-1, n - 1) } else { (0, n) };
+    let first = start.map_or(if neg { n - 1 } else { 0 }, |b| adjust(b, lo, hi));
+    let last = stop.map_or(if neg { -1 } else { n }, |b| adjust(b, lo, hi));
+    let len = if neg {
+        if first > last {
+            (first - last - 1) / -step_w + 1
+        } else {
+            0
+        }
+    } else if last > first {
+        (last - first - 1) / step_w + 1
+    } else {
+        0
+    };
+    let first = if len == 0 { 0 } else { first };
+    Ok((first as u64, step, len as u64))
 }
 
 /// How an array operand of shape `shape` reaches a kernel whose output has shape `out`
@@ -40,22 +101,6 @@ pub fn kind(shape: &[u64], out: &[u64]) -> Kind {
     } else {
         Kind::Zero
     }
-}
-
-/// NumPy's bounds of the slice `start:stop` of a dimension of extent `extent`: a missing start
-/// is 0 and a missing stop is the extent, negative bounds count from the end, both are
-/// clamped to `0..=extent`, and a stop before the start gives an empty range.
-pub fn slice_bounds(start: Option<i64>, stop: Option<i64>, extent: u64) -> (u64, u64) {
-    let resolve = |b: i64| -> u64 {
-        let b = i128::from(b);
-        let e = i128::from(extent);
-        let b = if b < 0 { b + e } else { b };
-        // Clamped to 0..=extent, so the value fits u64.
-        b.clamp(0, e) as u64
-    };
-    let lo = start.map_or(0, resolve);
-    let hi = stop.map_or(extent, resolve);
-    (lo, hi.max(lo))
 }
 
 /// The length of `arange(start, stop, step)`: `ceil((stop - start) / step)`, at least 0.
@@ -97,15 +142,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn broadcasting_accepts_equal_and_0d_shapes() {
+    fn broadcasting_follows_numpy() {
         assert_eq!(broadcast(&[&[3, 4], &[3, 4]]), Ok(vec![3, 4]));
         assert_eq!(broadcast(&[&[], &[3, 4]]), Ok(vec![3, 4]));
         assert_eq!(broadcast(&[&[3, 4], &[]]), Ok(vec![3, 4]));
         assert_eq!(broadcast(&[&[], &[]]), Ok(vec![]));
         assert_eq!(broadcast(&[]), Ok(vec![]));
+        assert_eq!(broadcast(&[&[3, 4], &[4]]), Ok(vec![3, 4]));
+        assert_eq!(broadcast(&[&[3, 1], &[1, 5]]), Ok(vec![3, 5]));
+        assert_eq!(broadcast(&[&[2, 1, 4], &[3, 1]]), Ok(vec![2, 3, 4]));
+        assert_eq!(broadcast(&[&[0, 1], &[1, 5]]), Ok(vec![0, 5]));
         assert_eq!(
-            broadcast(&[&[3, 4], &[4]]),
-            Err("shapes [3, 4] and [4] do not match".to_string())
+            broadcast(&[&[10, 1], &[8]]),
+            Ok(vec![10, 8]),
+            "a column and a row make a matrix"
+        );
+        assert_eq!(
+            broadcast(&[&[10, 2], &[8]]),
+            Err("operands could not be broadcast together with shapes (10,2) (8,)".to_string())
         );
         assert!(broadcast(&[&[2], &[], &[3]]).is_err());
         assert_eq!(kind(&[], &[3]), Kind::Zero);
@@ -114,16 +168,18 @@ mod tests {
     }
 
     #[test]
-    fn slice_bounds_follow_numpy() {
-        assert_eq!(slice_bounds(None, None, 10), (0, 10));
-        assert_eq!(slice_bounds(Some(2), Some(5), 10), (2, 5));
-        assert_eq!(slice_bounds(Some(-3), None, 10), (7, 10));
-        assert_eq!(slice_bounds(Some(1), Some(-1), 10), (1, 9));
-        assert_eq!(slice_bounds(Some(-20), Some(20), 10), (0, 10));
-        assert_eq!(slice_bounds(Some(5), Some(2), 10), (5, 5));
-        assert_eq!(slice_bounds(Some(12), None, 10), (10, 10));
-        assert_eq!(slice_bounds(Some(i64::MIN), Some(i64::MAX), 10), (0, 10));
-        assert_eq!(slice_bounds(None, Some(-1), 0), (0, 0));
+    fn slices_with_steps_follow_numpy() {
+        // Checked against Python's slice(start, stop, step).indices(n) and len(range(...)).
+        let s = |a, b, c, n| slice_indices(a, b, c, n).unwrap();
+        assert_eq!(s(None, None, Some(-1), 5), (4, -1, 5));
+        assert_eq!(s(None, None, Some(2), 5), (0, 2, 3));
+        assert_eq!(s(Some(-1), None, Some(-2), 6), (5, -2, 3));
+        assert_eq!(s(Some(3), Some(0), Some(-1), 6), (3, -1, 3));
+        assert_eq!(s(Some(10), None, Some(-3), 6), (5, -3, 2));
+        assert_eq!(s(Some(1), Some(1), Some(1), 6), (0, 1, 0));
+        assert_eq!(s(None, None, Some(-1), 0), (0, -1, 0));
+        assert_eq!(s(Some(-20), Some(-10), Some(-1), 6), (0, -1, 0));
+        assert!(slice_indices(None, None, Some(0), 3).is_err());
     }
 
     #[test]

@@ -3,22 +3,31 @@
 use weft_sdk::ir::DType;
 use weft_sdk::{Error, Store};
 
-use super::{Arg, Array, Input, create, fail, fill, rank, same_dtype, submit_map};
+use super::{Arg, Array, Input, create, fail, fill, rank, submit_map};
 use crate::catalog::{BinOp, UnOp};
 use crate::keys::{Key, Kind};
 use crate::shapes;
 
-/// `a op b`, with NumPy's broadcasting of 0-d arrays and scalars. Array operands must share
-/// one dtype; scalars are converted to it.
+/// `a op b`, with NumPy's broadcasting and type promotion (see [`promote`]); `div` is true
+/// division, as NumPy's `/`.
 pub fn binary(op: BinOp, a: Arg<'_>, b: Arg<'_>) -> Result<Store, Error> {
     let name = op.name();
     let args = [a, b];
-    let arrays: Vec<&Array<'_>> = args.iter().filter_map(Arg::array).collect();
-    let dtype = array_dtype(name, &arrays)?
-        .ok_or_else(|| fail(name, "needs at least one array operand"))?;
+    let mut dtype = promote(name, &args)?;
+    if op == BinOp::Div && !matches!(dtype, DType::F32 | DType::F64) {
+        // NumPy's `/` is true division: integer and bool operands divide as f64.
+        dtype = DType::F64;
+    }
     op.rule().check(name, dtype).map_err(weft_sdk::error)?;
-    let shape = broadcast(name, &arrays)?;
-    let inputs = [args[0].input(&shape, dtype), args[1].input(&shape, dtype)];
+    let shape = broadcast(
+        name,
+        &args.iter().filter_map(Arg::array).collect::<Vec<_>>(),
+    )?;
+    let prepared = prepare(name, &args, &shape, dtype)?;
+    let inputs = [
+        prepared[0].input(&args[0], &shape, dtype),
+        prepared[1].input(&args[1], &shape, dtype),
+    ];
     let key = Key::Binary {
         op,
         dtype,
@@ -27,6 +36,55 @@ pub fn binary(op: BinOp, a: Arg<'_>, b: Arg<'_>) -> Result<Store, Error> {
     };
     let out = create(name, &shape, op.result_dtype(dtype))?;
     submit_map(name, &key, &out, &shape, &inputs)?;
+    Ok(out)
+}
+
+/// An operand made ready for an element-wise kernel of some shape and dtype: converted to
+/// the dtype and broadcast to the shape where it needs to be (a new store or view), or used
+/// as it is.
+struct Prepared(Option<Store>);
+
+impl Prepared {
+    /// How the operand reaches the kernel.
+    fn input<'a>(&'a self, arg: &Arg<'a>, out: &[u64], dtype: DType) -> Input<'a> {
+        match &self.0 {
+            Some(store) => Input::Store(store, Kind::Array),
+            None => arg.input(out, dtype),
+        }
+    }
+}
+
+/// Converts each array operand to `dtype` (a cast task, which fuses) and broadcasts it to
+/// `shape` (a read-only view); a 0-d array stays whole and is loaded at `[]`.
+fn prepare(
+    name: &str,
+    args: &[Arg<'_>],
+    shape: &[u64],
+    dtype: DType,
+) -> Result<Vec<Prepared>, Error> {
+    let mut out = Vec::with_capacity(args.len());
+    for arg in args {
+        let Arg::Array(a) = arg else {
+            out.push(Prepared(None));
+            continue;
+        };
+        let cast = if a.dtype == dtype {
+            None
+        } else {
+            Some(astype(a, dtype)?)
+        };
+        let store = cast.as_ref().unwrap_or(a.store);
+        let needs_view = !a.shape.is_empty() && a.shape != shape;
+        out.push(Prepared(if needs_view {
+            Some(
+                store
+                    .broadcast_to(shape)
+                    .map_err(|e| fail(name, e.message))?,
+            )
+        } else {
+            cast
+        }));
+    }
     Ok(out)
 }
 
@@ -62,18 +120,21 @@ pub fn select(cond: &Array<'_>, a: Arg<'_>, b: Arg<'_>) -> Result<Store, Error> 
         ));
     }
     let arms = [a, b];
-    let arrays: Vec<&Array<'_>> = arms.iter().filter_map(Arg::array).collect();
-    let dtype = match array_dtype(name, &arrays)? {
-        Some(d) => d,
-        None => scalar_dtype(name, &arms)?,
-    };
+    let dtype = promote(name, &arms)?;
     let mut all = vec![cond];
-    all.extend(&arrays);
+    all.extend(arms.iter().filter_map(Arg::array));
     let shape = broadcast(name, &all)?;
+    let cond_arg = [Arg::Array(Array {
+        store: cond.store,
+        shape: cond.shape.clone(),
+        dtype: cond.dtype,
+    })];
+    let cond_prepared = prepare(name, &cond_arg, &shape, DType::Bool)?;
+    let prepared = prepare(name, &arms, &shape, dtype)?;
     let inputs = [
-        Input::Store(cond.store, shapes::kind(&cond.shape, &shape)),
-        arms[0].input(&shape, dtype),
-        arms[1].input(&shape, dtype),
+        cond_prepared[0].input(&cond_arg[0], &shape, DType::Bool),
+        prepared[0].input(&arms[0], &shape, dtype),
+        prepared[1].input(&arms[1], &shape, dtype),
     ];
     let key = Key::Select {
         dtype,
@@ -124,36 +185,51 @@ fn copy_as(op: &str, a: &Array<'_>) -> Result<Store, Error> {
     Ok(out)
 }
 
-/// `dst[...] = src`: `src` is an array of `dst`'s shape and dtype, a 0-d array of its dtype,
-/// or a scalar (converted to its dtype). When `src` and `dst` share storage, `src` is copied
-/// to a temporary first, so that overlapping views behave as in NumPy.
+/// `dst[...] = src`: `src` is an array that broadcasts to `dst`'s shape (converted to its
+/// dtype), or a scalar. When `src` may share elements with `dst`, it is copied to a
+/// temporary first, so that overlapping views behave as in NumPy.
 pub fn assign(dst: &Array<'_>, src: Arg<'_>) -> Result<(), Error> {
     let name = "assign";
     let src = match src {
         Arg::Scalar(v) => return fill(name, dst.store, &dst.shape, dst.dtype, v),
         Arg::Array(src) => src,
     };
-    if src.shape != dst.shape && !src.shape.is_empty() {
+    let shape = shapes::broadcast(&[&dst.shape, &src.shape]).map_err(|m| fail(name, m))?;
+    if shape != dst.shape {
         return Err(fail(
             name,
             format!(
-                "shapes {} and {} do not match",
-                shapes::show(&dst.shape),
-                shapes::show(&src.shape)
+                "could not broadcast input array from shape {} into shape {}",
+                shapes::tuple(&src.shape),
+                shapes::tuple(&dst.shape)
             ),
         ));
     }
-    same_dtype(name, dst, &src)?;
-    if !dst.store.same_root(src.store) {
-        return copy_into(name, dst, &src);
-    }
-    let tmp = create(name, &src.shape, src.dtype)?;
-    let tmp = Array {
-        store: &tmp,
+    let args = [Arg::Array(Array {
+        store: src.store,
         shape: src.shape.clone(),
         dtype: src.dtype,
+    })];
+    let prepared = prepare(name, &args, &dst.shape, dst.dtype)?;
+    let (store, shape) = match &prepared[0].0 {
+        Some(s) => (s, dst.shape.clone()),
+        None => (src.store, src.shape.clone()),
     };
-    copy_into(name, &tmp, &src)?;
+    let ready = Array {
+        store,
+        shape,
+        dtype: dst.dtype,
+    };
+    if !dst.store.may_overlap(ready.store) {
+        return copy_into(name, dst, &ready);
+    }
+    let tmp = create(name, &ready.shape, ready.dtype)?;
+    let tmp = Array {
+        store: &tmp,
+        shape: ready.shape.clone(),
+        dtype: ready.dtype,
+    };
+    copy_into(name, &tmp, &ready)?;
     copy_into(name, dst, &tmp)
 }
 
@@ -174,33 +250,44 @@ fn copy_into(op: &str, dst: &Array<'_>, src: &Array<'_>) -> Result<(), Error> {
     )
 }
 
-/// The dtype the arrays share (`None` if there are none); the error names the first two that
-/// differ.
-fn array_dtype(op: &str, arrays: &[&Array<'_>]) -> Result<Option<DType>, Error> {
-    let Some(first) = arrays.first() else {
-        return Ok(None);
-    };
-    for other in &arrays[1..] {
-        same_dtype(op, first, other)?;
-    }
-    Ok(Some(first.dtype))
-}
-
-/// The dtype of two scalar operands, which must agree.
-fn scalar_dtype(op: &str, args: &[Arg<'_>]) -> Result<DType, Error> {
-    let dtypes: Vec<DType> = args
+/// The dtype of an element-wise operation over these operands, by NumPy's promotion rules
+/// (NEP 50): arrays promote among themselves (`bool` < integers < floats; `i32` with `i64`
+/// is `i64`, `f32` with `f64` is `f64`, an integer with `f32` is `f64`); scalars are weak and
+/// take the arrays' type, except that a float scalar makes integer or bool arrays `f64`. With
+/// no array, the scalars promote among themselves.
+pub fn promote(op: &str, args: &[Arg<'_>]) -> Result<DType, Error> {
+    let arrays: Vec<DType> = args
+        .iter()
+        .filter_map(Arg::array)
+        .map(|a| a.dtype)
+        .collect();
+    let scalars: Vec<DType> = args
         .iter()
         .filter_map(|a| match a {
             Arg::Scalar(s) => Some(s.dtype()),
             Arg::Array(_) => None,
         })
         .collect();
-    match dtypes.as_slice() {
-        [first, rest @ ..] => match rest.iter().find(|d| *d != first) {
-            None => Ok(*first),
-            Some(other) => Err(fail(op, format!("dtype mismatch {first} and {other}"))),
-        },
-        [] => Err(fail(op, "needs at least one operand")),
+    let strong = if arrays.is_empty() { &scalars } else { &arrays };
+    let Some(mut dtype) = strong.iter().copied().reduce(promote_pair) else {
+        return Err(fail(op, "needs at least one operand"));
+    };
+    let is_float = |d: DType| matches!(d, DType::F32 | DType::F64);
+    if !arrays.is_empty() && !is_float(dtype) && scalars.iter().any(|&d| is_float(d)) {
+        dtype = DType::F64;
+    }
+    Ok(dtype)
+}
+
+/// NumPy's promotion of two array dtypes.
+fn promote_pair(a: DType, b: DType) -> DType {
+    use DType::*;
+    match (a, b) {
+        _ if a == b => a,
+        (Bool, x) | (x, Bool) => x,
+        (I32, I64) | (I64, I32) => I64,
+        (F32, F64) | (F64, F32) => F64,
+        _ => F64,
     }
 }
 

@@ -30,6 +30,9 @@ pub fn matvec(a: &Array<'_>, x: &Array<'_>) -> Result<Store, Error> {
     catalog::LINALG_RULE
         .check(name, dtype)
         .map_err(weft_sdk::error)?;
+    if m < n {
+        return vecmat(a, x, dtype);
+    }
     let y = create(name, &[m], dtype)?;
     let launch = Launch::preferred(&[m]);
     Task::new(Key::Matvec { dtype }.to_string(), &launch)
@@ -41,8 +44,32 @@ pub fn matvec(a: &Array<'_>, x: &Array<'_>) -> Result<Store, Error> {
     Ok(y)
 }
 
-/// `A @ B` for an `(m, k)` and a `(k, n)` matrix of one float dtype: an `(m, n)` matrix.
+/// `a @ b` with NumPy's rules for 1-d and 2-d operands: two vectors give their dot product
+/// (0-d), a matrix and a vector a vector, a vector and a matrix `b.T @ a`, two matrices a
+/// matrix. Transposed operands are read in place through their strides.
 pub fn matmul(a: &Array<'_>, b: &Array<'_>) -> Result<Store, Error> {
+    let name = "matmul";
+    match (a.shape.len(), b.shape.len()) {
+        (1, 1) => super::reductions::dot(a, b),
+        (2, 1) => matvec(a, b),
+        (1, 2) => {
+            let bt = b.store.permute(&[1, 0]).map_err(host_error(name))?;
+            matvec(&Array::new(&bt), a)
+        }
+        (2, 2) => matmul_2d(a, b),
+        _ => Err(fail(
+            name,
+            format!(
+                "operands of shapes {} and {}: only 1-d and 2-d operands are supported",
+                shapes::tuple(&a.shape),
+                shapes::tuple(&b.shape)
+            ),
+        )),
+    }
+}
+
+/// `A @ B` for an `(m, k)` and a `(k, n)` matrix of one float dtype: an `(m, n)` matrix.
+fn matmul_2d(a: &Array<'_>, b: &Array<'_>) -> Result<Store, Error> {
     let name = "matmul";
     let (&[m, k], &[k2, n]) = (a.shape.as_slice(), b.shape.as_slice()) else {
         return Err(fail(
@@ -70,6 +97,39 @@ pub fn matmul(a: &Array<'_>, b: &Array<'_>) -> Result<Store, Error> {
         .submit()
         .map_err(host_error(name))?;
     Ok(c)
+}
+
+/// `A @ x` for a wide `(m, n)` matrix (`m < n`, such as the transpose of a tall one): a task
+/// over `x`'s tiling, each point adding its columns' share `A[:, i] * x[i]` into the whole
+/// of `y`. Its launch is that of the element-wise tasks over `x`, so it fuses with the task
+/// that produced `x`.
+fn vecmat(a: &Array<'_>, x: &Array<'_>, dtype: weft_sdk::ir::DType) -> Result<Store, Error> {
+    let name = "matvec";
+    let m = a.shape[0];
+    let zero = weft_sdk::ir::ReduceOp::Sum
+        .identity(dtype)
+        .to_bits()
+        .to_le_bytes();
+    let one = zero.get(..dtype.size()).unwrap_or(&zero);
+    let bytes: Vec<u8> = (0..m).flat_map(|_| one.iter().copied()).collect();
+    let y = weft_sdk::host::store_from_bytes(&[m], weft_sdk::wit_dtype(dtype), &bytes)
+        .map_err(host_error(name))?;
+    let launch = Launch::preferred(&x.shape);
+    let mut columns = launch.tiling.clone();
+    columns.tile.insert(0, m);
+    columns.offset.insert(0, 0);
+    columns.projection.insert(0, None);
+    Task::new(Key::Vecmat { dtype }.to_string(), &launch)
+        .arg(a.store, Partition::Tiling(columns), Privilege::Read)
+        .arg(x.store, launch.tiled(), Privilege::Read)
+        .arg(
+            &y,
+            Partition::None,
+            Privilege::Reduce(weft_sdk::wit_reduce_op(weft_sdk::ir::ReduceOp::Sum)),
+        )
+        .submit()
+        .map_err(host_error(name))?;
+    Ok(y)
 }
 
 /// The diagonal of an `(m, n)` matrix as a vector of length `min(m, n)`, or, for a vector

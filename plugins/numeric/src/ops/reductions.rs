@@ -111,3 +111,110 @@ fn zero_d(name: &str, dtype: DType, op: ReduceOp) -> Result<Store, Error> {
 fn reduce_privilege(op: ReduceOp) -> Privilege {
     Privilege::Reduce(weft_sdk::wit_reduce_op(op))
 }
+
+/// The reduction of `a` with `op` over `axes` (negative ones count from the end; `None`: all
+/// of them), keeping the reduced dimensions with extent 1 when `keepdims`, as NumPy's
+/// `a.sum(axis=..., keepdims=...)`.
+///
+/// Two plans, chosen by shape: when the result has at least as many elements as each of them
+/// reduces, one task over the result computes each element with a loop over the reduced
+/// dimensions (a transposed view puts them last); otherwise one task over `a` reduces every
+/// point's part into the whole (small) result, and fuses with the tasks over `a`.
+pub fn reduce_axes(
+    op: ReduceOp,
+    a: &Array<'_>,
+    axes: Option<&[i64]>,
+    keepdims: bool,
+) -> Result<Store, Error> {
+    let name = op.name();
+    catalog::reduce_rule(op)
+        .check(name, a.dtype)
+        .map_err(weft_sdk::error)?;
+    let rank_a = a.shape.len();
+    let mut reduced = vec![false; rank_a];
+    match axes {
+        None => reduced.iter_mut().for_each(|r| *r = true),
+        Some(axes) => {
+            for &axis in axes {
+                let d = if axis < 0 { axis + rank_a as i64 } else { axis };
+                if d < 0 || d >= rank_a as i64 {
+                    return Err(fail(
+                        name,
+                        format!("axis {axis} is out of bounds for array of dimension {rank_a}"),
+                    ));
+                }
+                if std::mem::replace(&mut reduced[d as usize], true) {
+                    return Err(fail(name, format!("duplicate value {axis} in axis")));
+                }
+            }
+        }
+    }
+    let kept: Vec<usize> = (0..rank_a).filter(|&d| !reduced[d]).collect();
+    let gone: Vec<usize> = (0..rank_a).filter(|&d| reduced[d]).collect();
+    let kept_shape: Vec<u64> = kept.iter().map(|&d| a.shape[d]).collect();
+    let keep_shape: Vec<u64> = (0..rank_a)
+        .map(|d| if reduced[d] { 1 } else { a.shape[d] })
+        .collect();
+    let final_shape = if keepdims { &keep_shape } else { &kept_shape };
+    let as_final = |out: Store, shape: &[u64]| -> Result<Store, Error> {
+        if shape == final_shape.as_slice() {
+            return Ok(out);
+        }
+        out.reshape(final_shape)
+            .map_err(host_error(name))?
+            .ok_or_else(|| fail(name, "the host could not add or drop axes of extent 1"))
+    };
+    if gone.is_empty() {
+        return as_final(super::elementwise::copy(a)?, &a.shape);
+    }
+    if kept.is_empty() {
+        return as_final(reduce(op, a)?, &[]);
+    }
+    let out_volume: u64 = kept_shape.iter().product();
+    let reduced_volume: u64 = gone.iter().map(|&d| a.shape[d]).product();
+    if out_volume >= reduced_volume {
+        // One element per point of the result, the reduced dimensions last.
+        let order: Vec<u32> = kept.iter().chain(&gone).map(|&d| d as u32).collect();
+        let view = a.store.permute(&order).map_err(host_error(name))?;
+        let out = super::create(name, &kept_shape, a.dtype)?;
+        let launch = Launch::preferred(&kept_shape);
+        let mut tiling = launch.tiling.clone();
+        for &d in &gone {
+            tiling.tile.push(a.shape[d]);
+            tiling.offset.push(0);
+            tiling.projection.push(None);
+        }
+        let key = Key::ReduceRows {
+            op,
+            dtype: a.dtype,
+            kept: rank(name, &kept_shape)?,
+            reduced: gone.len() as u32,
+        };
+        Task::new(key.to_string(), &launch)
+            .arg(&view, Partition::Tiling(tiling), Privilege::Read)
+            .arg(&out, launch.tiled(), Privilege::Write)
+            .submit()
+            .map_err(host_error(name))?;
+        return as_final(out, &kept_shape);
+    }
+    // A small result: every point reduces into all of it.
+    let identity = op.identity(a.dtype).to_bits().to_le_bytes();
+    let one = identity.get(..a.dtype.size()).unwrap_or(&identity);
+    let bytes: Vec<u8> = (0..out_volume).flat_map(|_| one.iter().copied()).collect();
+    let out = weft_sdk::host::store_from_bytes(&keep_shape, weft_sdk::wit_dtype(a.dtype), &bytes)
+        .map_err(host_error(name))?;
+    let mask = gone.iter().fold(0u32, |m, &d| m | 1 << d);
+    let key = Key::ReduceAxes {
+        op,
+        dtype: a.dtype,
+        rank: rank(name, &a.shape)?,
+        mask,
+    };
+    let launch = Launch::preferred(&a.shape);
+    Task::new(key.to_string(), &launch)
+        .arg(a.store, launch.tiled(), Privilege::Read)
+        .arg(&out, Partition::None, reduce_privilege(op))
+        .submit()
+        .map_err(host_error(name))?;
+    as_final(out, &keep_shape)
+}

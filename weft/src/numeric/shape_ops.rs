@@ -1,0 +1,283 @@
+//! The facade's views, axis reductions, named element-wise methods and in-place operators.
+
+use super::{Array, BinaryOp, Ix, Operand, Reduction, UnaryOp, api};
+
+impl Array {
+    /// The view `self[i0, i1, ...]` of NumPy's basic indexing: positions drop their dimension,
+    /// slices keep it, [`Ix::NewAxis`] adds one; missing trailing dimensions are whole.
+    pub fn index(&self, indices: &[Ix]) -> Array {
+        let indices: Vec<api::Subscript> = indices
+            .iter()
+            .map(|i| match *i {
+                Ix::At(at) => api::Subscript::At(at),
+                Ix::Slice(r) => api::Subscript::Range(api::Range {
+                    start: r.start,
+                    stop: r.stop,
+                    step: r.step,
+                }),
+                Ix::NewAxis => api::Subscript::NewAxis,
+            })
+            .collect();
+        self.derive("index", |g, s, id| {
+            let a = s.data_mut().lend(id)?;
+            g.call_index(s, a, &indices)
+        })
+    }
+
+    /// The view with axes permuted: dimension `d` of the result is dimension `axes[d]` of
+    /// `self` (NumPy's `transpose(a, axes)`).
+    pub fn permute(&self, axes: &[u32]) -> Array {
+        self.derive("permute", |g, s, id| {
+            let a = s.data_mut().lend(id)?;
+            g.call_permute(s, a, axes)
+        })
+    }
+
+    /// The transpose (axes reversed), a view: NumPy's `a.T`.
+    pub fn t(&self) -> Array {
+        match self.shape() {
+            Ok(shape) => {
+                let axes: Vec<u32> = (0..shape.len() as u32).rev().collect();
+                self.permute(&axes)
+            }
+            Err(e) => self.np.wrap(Err(e)),
+        }
+    }
+
+    /// `self` with another shape (one extent may be -1): a view where the layout allows it,
+    /// a copy otherwise, as NumPy's `reshape`.
+    pub fn reshape(&self, shape: &[i64]) -> Array {
+        self.derive("reshape", |g, s, id| {
+            let a = s.data_mut().lend(id)?;
+            g.call_reshape(s, a, shape)
+        })
+    }
+
+    /// The read-only view broadcast to `shape` (NumPy's `broadcast_to`).
+    pub fn broadcast_to(&self, shape: &[u64]) -> Array {
+        self.derive("broadcast_to", |g, s, id| {
+            let a = s.data_mut().lend(id)?;
+            g.call_broadcast_to(s, a, shape)
+        })
+    }
+
+    /// A view with a new dimension of extent 1 at `axis` (negative counts from the end of
+    /// the result), as NumPy's `expand_dims`.
+    pub fn expand_dims(&self, axis: i64) -> Array {
+        self.with_shape(|shape| {
+            let rank = shape.len() as i64 + 1;
+            let at = if axis < 0 { axis + rank } else { axis };
+            if !(0..rank).contains(&at) {
+                return Err(format!(
+                    "expand_dims: axis {axis} is out of bounds for array of dimension {rank}"
+                ));
+            }
+            let mut out: Vec<i64> = shape.iter().map(|&e| e as i64).collect();
+            out.insert(at as usize, 1);
+            Ok(out)
+        })
+    }
+
+    /// A view without the dimensions of extent 1 (NumPy's `squeeze()`).
+    pub fn squeeze(&self) -> Array {
+        self.with_shape(|shape| {
+            Ok(shape
+                .iter()
+                .filter(|&&e| e != 1)
+                .map(|&e| e as i64)
+                .collect())
+        })
+    }
+
+    /// The reshape to the shape `f` derives from this array's shape.
+    fn with_shape(&self, f: impl FnOnce(&[u64]) -> Result<Vec<i64>, String>) -> Array {
+        match self.shape() {
+            Ok(shape) => match f(&shape) {
+                Ok(out) => self.reshape(&out),
+                Err(m) => self.np.wrap(Err(crate::Error::Usage(m))),
+            },
+            Err(e) => self.np.wrap(Err(e)),
+        }
+    }
+
+    /// The reduction over `axes` (negative ones count from the end; `None`: every axis),
+    /// keeping them with extent 1 when `keepdims`: NumPy's `a.sum(axis=..., keepdims=...)`.
+    pub fn reduce_axes(&self, op: Reduction, axes: Option<&[i64]>, keepdims: bool) -> Array {
+        self.derive("reduce-axes", |g, s, id| {
+            let a = s.data_mut().lend(id)?;
+            g.call_reduce_axes(s, op, a, axes, keepdims)
+        })
+    }
+
+    /// The sum over one axis.
+    pub fn sum_axis(&self, axis: i64) -> Array {
+        self.reduce_axes(Reduction::Sum, Some(&[axis]), false)
+    }
+
+    /// The product over one axis.
+    pub fn prod_axis(&self, axis: i64) -> Array {
+        self.reduce_axes(Reduction::Prod, Some(&[axis]), false)
+    }
+
+    /// The minimum over one axis.
+    pub fn min_axis(&self, axis: i64) -> Array {
+        self.reduce_axes(Reduction::Min, Some(&[axis]), false)
+    }
+
+    /// The maximum over one axis.
+    pub fn max_axis(&self, axis: i64) -> Array {
+        self.reduce_axes(Reduction::Max, Some(&[axis]), false)
+    }
+
+    /// The mean over `axes` (`None`: all), as NumPy's `mean`: the sum divided by the number
+    /// of elements reduced (an integer array's mean is `f64`).
+    pub fn mean_axes(&self, axes: Option<&[i64]>, keepdims: bool) -> Array {
+        let count = match self.reduced_count(axes) {
+            Ok(n) => n,
+            Err(e) => return self.np.wrap(Err(e)),
+        };
+        self.reduce_axes(Reduction::Sum, axes, keepdims) / count as f64
+    }
+
+    /// The mean of all elements (0-d).
+    pub fn mean(&self) -> Array {
+        self.mean_axes(None, false)
+    }
+
+    /// The variance over `axes` (`None`: all) with `ddof` degrees of freedom removed, as
+    /// NumPy's `var`: the mean of the squared deviations from the mean.
+    pub fn var_axes(&self, axes: Option<&[i64]>, keepdims: bool, ddof: u64) -> Array {
+        let count = match self.reduced_count(axes) {
+            Ok(n) => n,
+            Err(e) => return self.np.wrap(Err(e)),
+        };
+        let deviation = self - &self.mean_axes(axes, true);
+        let squares = &deviation * &deviation;
+        squares.reduce_axes(Reduction::Sum, axes, keepdims) / count.saturating_sub(ddof) as f64
+    }
+
+    /// The variance of all elements (0-d).
+    pub fn var(&self) -> Array {
+        self.var_axes(None, false, 0)
+    }
+
+    /// The standard deviation over `axes`, the square root of [`Array::var_axes`].
+    pub fn std_axes(&self, axes: Option<&[i64]>, keepdims: bool, ddof: u64) -> Array {
+        self.var_axes(axes, keepdims, ddof).sqrt()
+    }
+
+    /// The standard deviation of all elements (0-d).
+    pub fn std(&self) -> Array {
+        self.std_axes(None, false, 0)
+    }
+
+    /// The number of elements a reduction over `axes` combines into each result.
+    fn reduced_count(&self, axes: Option<&[i64]>) -> crate::Result<u64> {
+        let shape = self.shape()?;
+        let rank = shape.len() as i64;
+        Ok(match axes {
+            None => shape.iter().product(),
+            Some(axes) => axes
+                .iter()
+                .map(|&a| {
+                    let d = if a < 0 { a + rank } else { a };
+                    usize::try_from(d)
+                        .ok()
+                        .and_then(|d| shape.get(d))
+                        .copied()
+                        .unwrap_or(1)
+                })
+                .product(),
+        })
+    }
+
+    /// `sin(self)`.
+    pub fn sin(&self) -> Array {
+        self.unary(UnaryOp::Sin)
+    }
+
+    /// `cos(self)`.
+    pub fn cos(&self) -> Array {
+        self.unary(UnaryOp::Cos)
+    }
+
+    /// `tanh(self)`.
+    pub fn tanh(&self) -> Array {
+        self.unary(UnaryOp::Tanh)
+    }
+
+    /// `not self`, element-wise, for a bool array.
+    pub fn logical_not(&self) -> Array {
+        self.unary(UnaryOp::LogicalNot)
+    }
+
+    /// Element-wise `self == other` (bool).
+    pub fn eq<'a>(&self, other: impl Into<Operand<'a>>) -> Array {
+        self.binary(BinaryOp::Equal, other)
+    }
+
+    /// Element-wise `self != other` (bool).
+    pub fn ne<'a>(&self, other: impl Into<Operand<'a>>) -> Array {
+        self.binary(BinaryOp::NotEqual, other)
+    }
+
+    /// Element-wise `self <= other` (bool).
+    pub fn le<'a>(&self, other: impl Into<Operand<'a>>) -> Array {
+        self.binary(BinaryOp::LessEqual, other)
+    }
+
+    /// Element-wise `self >= other` (bool).
+    pub fn ge<'a>(&self, other: impl Into<Operand<'a>>) -> Array {
+        self.binary(BinaryOp::GreaterEqual, other)
+    }
+
+    /// Element-wise `self and other` (bool arrays).
+    pub fn logical_and<'a>(&self, other: impl Into<Operand<'a>>) -> Array {
+        self.binary(BinaryOp::LogicalAnd, other)
+    }
+
+    /// Element-wise `self or other` (bool arrays).
+    pub fn logical_or<'a>(&self, other: impl Into<Operand<'a>>) -> Array {
+        self.binary(BinaryOp::LogicalOr, other)
+    }
+
+    /// `min(max(self, lo), hi)`, element-wise (NumPy's `clip`).
+    pub fn clip<'a, 'b>(&self, lo: impl Into<Operand<'a>>, hi: impl Into<Operand<'b>>) -> Array {
+        self.maximum(lo).minimum(hi)
+    }
+
+    /// `self[...] = self op rhs`, the in-place form of a binary operator: the result is
+    /// written into this array's elements (through a view, into its root), as NumPy's `+=`.
+    /// An error poisons `self`.
+    pub fn update<'a>(&mut self, op: BinaryOp, rhs: impl Into<Operand<'a>>) {
+        let result = self.binary(op, rhs);
+        if let Err(e) = self.assign(&result) {
+            *self = self.np.wrap(Err(e));
+        }
+    }
+}
+
+macro_rules! assign_operator {
+    ($trait:ident, $method:ident, $op:expr) => {
+        impl std::ops::$trait<&Array> for Array {
+            fn $method(&mut self, rhs: &Array) {
+                self.update($op, rhs);
+            }
+        }
+        impl std::ops::$trait<Array> for Array {
+            fn $method(&mut self, rhs: Array) {
+                self.update($op, &rhs);
+            }
+        }
+        impl std::ops::$trait<f64> for Array {
+            fn $method(&mut self, rhs: f64) {
+                self.update($op, rhs);
+            }
+        }
+    };
+}
+
+assign_operator!(AddAssign, add_assign, BinaryOp::Add);
+assign_operator!(SubAssign, sub_assign, BinaryOp::Sub);
+assign_operator!(MulAssign, mul_assign, BinaryOp::Mul);
+assign_operator!(DivAssign, div_assign, BinaryOp::Div);
