@@ -22,6 +22,7 @@ pub mod black_scholes;
 pub mod cli;
 pub mod jacobi;
 pub mod krylov;
+pub mod logreg;
 pub use weft::npy;
 pub mod report;
 pub mod solve_app;

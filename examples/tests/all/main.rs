@@ -2,5 +2,6 @@
 //! solvers.
 
 mod cli;
+mod logreg;
 mod numpy_compat;
 mod solvers;
