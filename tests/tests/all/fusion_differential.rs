@@ -1,14 +1,18 @@
 //! Property-based differential tests of fusion: random programs over numeric ops and sparse
-//! matrix-vector products (whose matrix is split by image partitions), with aliasing views,
-//! in-place updates, reductions, reads in the middle and dropped handles, run fused and
-//! unfused; every array the program still holds must agree.
+//! matrix-vector products (whose matrix is split by image partitions), with aliasing views of
+//! every kind (slices with positive and negative steps, transposes, broadcasts, reshapes),
+//! in-place updates, reductions over all and over one axis, reads in the middle and dropped
+//! handles, run fused and unfused; every array the program still holds must agree.
 
 use proptest::prelude::*;
 use weft::numeric::BinaryOp;
-use weft::{Array, Config, CsrMatrix, Numeric, Range, Sparse};
+use weft::{Array, Config, CsrMatrix, Ix, Numeric, Range, Sparse};
 use weft_ir::DType;
 
-const N: u64 = 41;
+const N: u64 = 42;
+/// Every pool array of `N` elements is also seen as a `ROWS` x `COLS` matrix.
+const ROWS: i64 = 6;
+const COLS: i64 = 7;
 
 /// One step of a random program. Indices pick arrays from the live pool (modulo its size).
 #[derive(Clone, Debug)]
@@ -34,6 +38,18 @@ enum Step {
     Spmv(usize),
     /// `pool[a][...] = A @ pool[b]` (in place when `a == b`: the product reads all of `b`).
     SpmvInto(usize, usize),
+    /// `pool[a] op pool[b][::-1]`.
+    Reversed(usize, usize, u8),
+    /// `pool[a][s::k] = pool[b][s2::k]` over `c` elements (strided views that may alias).
+    AssignStrided(usize, usize, u64, u64, u64, u64),
+    /// `(pool[a].reshape(6, 7) op pool[b].reshape(7, 6).T).reshape(-1)`.
+    Transposed(usize, usize, u8),
+    /// `(pool[a].reshape(6, 7) op pool[b].reshape(6, 7)[r]).reshape(-1)`: a row broadcast.
+    Broadcast(usize, usize, u8, i64),
+    /// `pool[a].reshape(6, 7)[...] = pool[b].reshape(7, 6).T` (in place when `a == b`).
+    AssignTransposed(usize, usize),
+    /// `pool[a]` as a matrix minus its mean over axis 0 (kept), or over axis 1 (kept).
+    Center(usize, bool),
     /// Reads `pool[a]` now (a flush of what it needs).
     Read(usize),
     /// Drops `pool[a]`'s handle.
@@ -52,6 +68,14 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (0..8usize, 0..8usize).prop_map(|(a, b)| Step::Norm(a, b)),
         2 => (0..8usize).prop_map(Step::Spmv),
         1 => (0..8usize, 0..8usize).prop_map(|(a, b)| Step::SpmvInto(a, b)),
+        2 => (0..8usize, 0..8usize, 0..5u8).prop_map(|(a, b, o)| Step::Reversed(a, b, o)),
+        2 => (0..8usize, 0..8usize, 0..N, 0..N, 1..N, 1..4u64)
+            .prop_map(|(a, b, s, s2, c, k)| Step::AssignStrided(a, b, s, s2, c, k)),
+        2 => (0..8usize, 0..8usize, 0..5u8).prop_map(|(a, b, o)| Step::Transposed(a, b, o)),
+        2 => (0..8usize, 0..8usize, 0..5u8, -ROWS..ROWS)
+            .prop_map(|(a, b, o, r)| Step::Broadcast(a, b, o, r)),
+        1 => (0..8usize, 0..8usize).prop_map(|(a, b)| Step::AssignTransposed(a, b)),
+        1 => (0..8usize, any::<bool>()).prop_map(|(a, rows)| Step::Center(a, rows)),
         1 => (0..8usize).prop_map(Step::Read),
         2 => (0..8usize).prop_map(Step::Drop),
     ]
@@ -143,6 +167,43 @@ fn run((np, sp): &(Numeric, Sparse), program: &[Step]) -> (Vec<Vec<f64>>, Vec<Ve
                 let y = a.matvec(&pick(&pool, x));
                 pick(&pool, dst).assign(&y).expect("assign the product");
             }
+            Step::Reversed(a, b, o) => {
+                let rev = pick(&pool, b).index(&[Ix::Slice(Range::all().step(-1))]);
+                pool.push(pick(&pool, a).binary(OPS[o as usize % OPS.len()], &rev));
+            }
+            Step::AssignStrided(a, b, s, s2, c, k) => {
+                // `c` elements `k` apart from `s` and `s2`, cut to fit.
+                let fit = |start: u64| (N - 1 - start.min(N - 1)) / k + 1;
+                let (s, s2) = (s.min(N - 1), s2.min(N - 1));
+                let c = c.min(fit(s)).min(fit(s2)).max(1);
+                let view = |x: &Array, start: u64| {
+                    let stop = (start + k * (c - 1) + 1) as i64;
+                    x.index(&[Ix::Slice(Range::new(start as i64, stop).step(k as i64))])
+                };
+                let (dst, src) = (view(&pick(&pool, a), s), view(&pick(&pool, b), s2));
+                dst.assign(&src).expect("strided assign");
+            }
+            Step::Transposed(a, b, o) => {
+                let m = pick(&pool, a).reshape(&[ROWS, COLS]);
+                let t = pick(&pool, b).reshape(&[COLS, ROWS]).t();
+                pool.push(m.binary(OPS[o as usize % OPS.len()], &t).reshape(&[-1]));
+            }
+            Step::Broadcast(a, b, o, r) => {
+                let m = pick(&pool, a).reshape(&[ROWS, COLS]);
+                let row = pick(&pool, b).reshape(&[ROWS, COLS]).index(&[Ix::At(r)]);
+                pool.push(m.binary(OPS[o as usize % OPS.len()], &row).reshape(&[-1]));
+            }
+            Step::AssignTransposed(a, b) => {
+                let dst = pick(&pool, a).reshape(&[ROWS, COLS]);
+                let src = pick(&pool, b).reshape(&[COLS, ROWS]).t();
+                dst.assign(&src).expect("transposed assign");
+            }
+            Step::Center(a, rows) => {
+                let m = pick(&pool, a).reshape(&[ROWS, COLS]);
+                let axis: &[i64] = if rows { &[0] } else { &[1] };
+                let centered = &m - &m.mean_axes(Some(axis), true);
+                pool.push(centered.reshape(&[-1]));
+            }
             Step::Read(a) => reads.push(pick(&pool, a).to_vec().expect("read")),
             Step::Drop(a) => {
                 if pool.len() > 2 {
@@ -172,7 +233,7 @@ fn agree(label: &str, fused: &[Vec<f64>], unfused: &[Vec<f64>]) -> Result<(), Te
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 40, .. ProptestConfig::default() })]
 
     #[test]
     fn fused_programs_equal_unfused_ones(program in proptest::collection::vec(step(), 1..40)) {
