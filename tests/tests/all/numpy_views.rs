@@ -140,6 +140,14 @@ fn cases() -> Vec<Case> {
         ("F + 1.5", |x| &x.f + 1.5),
         ("F + M[:2, :3]", |x| &x.f + x.m.index(&[s(0, 2), s(0, 3)])),
         ("np.clip(M, -1.0, 2.0)", |x| x.m.clip(-1.0, 2.0)),
+        ("np.outer(v, M[1])", |x| x.v.outer(&x.m.index(&[Ix::At(1)]))),
+        ("np.outer(M[:2, :2], v[:3])", |x| {
+            x.m.index(&[s(0, 2), s(0, 2)]).outer(&x.v.index(&[s(0, 3)]))
+        }),
+        ("np.eye(4)", |x| x.m.numeric().eye(4, DType::F64)),
+        ("np.zeros_like(I)", |x| x.i.zeros_like()),
+        ("np.ones_like(F)", |x| x.f.ones_like()),
+        ("np.full_like(M, 2.5)", |x| x.m.full_like(2.5)),
         ("X = M.copy(); X[1:, :] += X[:-1, :]; r = X", |x| {
             let out = x.m.copy();
             let mut lower = out.index(&[s(1, 5)]);

@@ -281,3 +281,40 @@ assign_operator!(AddAssign, add_assign, BinaryOp::Add);
 assign_operator!(SubAssign, sub_assign, BinaryOp::Sub);
 assign_operator!(MulAssign, mul_assign, BinaryOp::Mul);
 assign_operator!(DivAssign, div_assign, BinaryOp::Div);
+
+impl super::Numeric {
+    /// The `n` x `n` identity matrix (NumPy's `eye`).
+    pub fn eye(&self, n: u64, dtype: weft_ir::DType) -> Array {
+        self.ones(&[n], dtype).diag()
+    }
+}
+
+impl Array {
+    /// An array of this array's shape and dtype filled with `value` (NumPy's `full_like`).
+    pub fn full_like(&self, value: f64) -> Array {
+        match (self.shape(), self.dtype()) {
+            (Ok(shape), Ok(dtype)) => self.np.full(&shape, value, dtype),
+            (Err(e), _) | (_, Err(e)) => self.np.wrap(Err(e)),
+        }
+    }
+
+    /// Zeros of this array's shape and dtype (NumPy's `zeros_like`).
+    pub fn zeros_like(&self) -> Array {
+        self.full_like(0.0)
+    }
+
+    /// Ones of this array's shape and dtype (NumPy's `ones_like`).
+    pub fn ones_like(&self) -> Array {
+        self.full_like(1.0)
+    }
+
+    /// The outer product of two vectors, `self[:, None] * other[None, :]` (NumPy's `outer`,
+    /// which flattens its operands first).
+    pub fn outer(&self, other: &Array) -> Array {
+        let a = self
+            .reshape(&[-1])
+            .index(&[Ix::Slice(super::Range::all()), Ix::NewAxis]);
+        let b = other.reshape(&[-1]).index(&[Ix::NewAxis]);
+        a * b
+    }
+}
