@@ -106,14 +106,7 @@ fn matmul_2d(a: &Array<'_>, b: &Array<'_>) -> Result<Store, Error> {
 fn vecmat(a: &Array<'_>, x: &Array<'_>, dtype: weft_sdk::ir::DType) -> Result<Store, Error> {
     let name = "matvec";
     let m = a.shape[0];
-    let zero = weft_sdk::ir::ReduceOp::Sum
-        .identity(dtype)
-        .to_bits()
-        .to_le_bytes();
-    let one = zero.get(..dtype.size()).unwrap_or(&zero);
-    let bytes: Vec<u8> = (0..m).flat_map(|_| one.iter().copied()).collect();
-    let y = weft_sdk::host::store_from_bytes(&[m], weft_sdk::wit_dtype(dtype), &bytes)
-        .map_err(host_error(name))?;
+    let y = super::reductions::identity_store(name, &[m], dtype, weft_sdk::ir::ReduceOp::Sum)?;
     let launch = Launch::preferred(&x.shape);
     let mut columns = launch.tiling.clone();
     columns.tile.insert(0, m);

@@ -23,13 +23,25 @@ pub fn reduce(op: ReduceOp, a: &Array<'_>) -> Result<Store, Error> {
         rank: rank(name, &a.shape)?,
     };
     let out = zero_d(name, a.dtype, op)?;
+    submit_into(name, &key, a, &out, op)?;
+    Ok(out)
+}
+
+/// Submits the task of `key`, over `a`'s tiling, that reduces with `op` into the whole of
+/// `out`.
+fn submit_into(
+    name: &str,
+    key: &Key,
+    a: &Array<'_>,
+    out: &Store,
+    op: ReduceOp,
+) -> Result<(), Error> {
     let launch = Launch::preferred(&a.shape);
     Task::new(key.to_string(), &launch)
         .arg(a.store, launch.tiled(), Privilege::Read)
-        .arg(&out, Partition::None, reduce_privilege(op))
+        .arg(out, Partition::None, reduce_privilege(op))
         .submit()
-        .map_err(host_error(name))?;
-    Ok(out)
+        .map_err(host_error(name))
 }
 
 /// The dot product of two 1-d float arrays of one length and dtype, as a 0-d array.
@@ -81,12 +93,7 @@ pub fn norm(a: &Array<'_>) -> Result<Store, Error> {
         rank: rank(name, &a.shape)?,
     };
     let out = zero_d(name, a.dtype, ReduceOp::Sum)?;
-    let launch = Launch::preferred(&a.shape);
-    Task::new(key.to_string(), &launch)
-        .arg(a.store, launch.tiled(), Privilege::Read)
-        .arg(&out, Partition::None, reduce_privilege(ReduceOp::Sum))
-        .submit()
-        .map_err(host_error(name))?;
+    submit_into(name, &key, a, &out, ReduceOp::Sum)?;
     let single = Launch::preferred(&[]);
     Task::new(Key::SqrtInPlace { dtype: a.dtype }.to_string(), &single)
         .arg(&out, single.tiled(), Privilege::ReadWrite)
@@ -101,9 +108,23 @@ pub fn norm(a: &Array<'_>) -> Result<Store, Error> {
 /// reduction task is then the store's only writer, and fuses with the tasks before it (a fill
 /// and a reduction into one store may not share a fused task).
 fn zero_d(name: &str, dtype: DType, op: ReduceOp) -> Result<Store, Error> {
+    identity_store(name, &[], dtype, op)
+}
+
+/// A new array of `shape` and `dtype` holding `op`'s identity in every element, written by
+/// the host when it creates the store (so a reduction task is its only writer: see
+/// [`zero_d`]). For small results only: the elements cross from the plugin to the host.
+pub fn identity_store(
+    name: &str,
+    shape: &[u64],
+    dtype: DType,
+    op: ReduceOp,
+) -> Result<Store, Error> {
     let bits = op.identity(dtype).to_bits().to_le_bytes();
-    let bytes = bits.get(..dtype.size()).unwrap_or(&bits);
-    weft_sdk::host::store_from_bytes(&[], weft_sdk::wit_dtype(dtype), bytes)
+    let one = bits.get(..dtype.size()).unwrap_or(&bits);
+    let count = shapes::volume(shape).ok_or_else(|| fail(name, "the result is too large"))?;
+    let bytes: Vec<u8> = (0..count).flat_map(|_| one.iter().copied()).collect();
+    weft_sdk::host::store_from_bytes(shape, weft_sdk::wit_dtype(dtype), &bytes)
         .map_err(host_error(name))
 }
 
@@ -198,11 +219,7 @@ pub fn reduce_axes(
         return as_final(out, &kept_shape);
     }
     // A small result: every point reduces into all of it.
-    let identity = op.identity(a.dtype).to_bits().to_le_bytes();
-    let one = identity.get(..a.dtype.size()).unwrap_or(&identity);
-    let bytes: Vec<u8> = (0..out_volume).flat_map(|_| one.iter().copied()).collect();
-    let out = weft_sdk::host::store_from_bytes(&keep_shape, weft_sdk::wit_dtype(a.dtype), &bytes)
-        .map_err(host_error(name))?;
+    let out = identity_store(name, &keep_shape, a.dtype, op)?;
     let mask = gone.iter().fold(0u32, |m, &d| m | 1 << d);
     let key = Key::ReduceAxes {
         op,
@@ -210,11 +227,6 @@ pub fn reduce_axes(
         rank: rank(name, &a.shape)?,
         mask,
     };
-    let launch = Launch::preferred(&a.shape);
-    Task::new(key.to_string(), &launch)
-        .arg(a.store, launch.tiled(), Privilege::Read)
-        .arg(&out, Partition::None, reduce_privilege(op))
-        .submit()
-        .map_err(host_error(name))?;
+    submit_into(name, &key, a, &out, op)?;
     as_final(out, &keep_shape)
 }
