@@ -19,12 +19,14 @@
 #![forbid(unsafe_code)]
 
 pub mod black_scholes;
+pub mod cfd;
 pub mod cli;
 pub mod jacobi;
 pub mod krylov;
 pub mod logreg;
 pub use weft::npy;
 pub mod report;
+pub mod side_by_side;
 pub mod solve_app;
 pub mod sparse_reference;
 pub mod stencil;

@@ -13,13 +13,15 @@ use weft_tests::{assert_close, reference};
 const BLACK_SCHOLES: &str = env!("CARGO_BIN_EXE_black_scholes");
 const STENCIL: &str = env!("CARGO_BIN_EXE_stencil");
 const JACOBI: &str = env!("CARGO_BIN_EXE_jacobi");
-const ALL: [(&str, &str); 6] = [
+const ALL: [(&str, &str); 8] = [
     ("black_scholes", BLACK_SCHOLES),
     ("stencil", STENCIL),
     ("jacobi", JACOBI),
     ("cg", env!("CARGO_BIN_EXE_cg")),
     ("bicgstab", env!("CARGO_BIN_EXE_bicgstab")),
     ("gmg", env!("CARGO_BIN_EXE_gmg")),
+    ("logreg", env!("CARGO_BIN_EXE_logreg")),
+    ("cfd", env!("CARGO_BIN_EXE_cfd")),
 ];
 
 fn run(bin: &str, args: &[&str]) -> Output {

@@ -1,7 +1,9 @@
 //! The examples' tests, in one test binary: command lines, `.npy` files read by NumPy, and the
 //! solvers.
 
+mod cfd;
 mod cli;
 mod logreg;
 mod numpy_compat;
+mod program;
 mod solvers;
