@@ -30,6 +30,7 @@ pub mod side_by_side;
 pub mod solve_app;
 pub mod sparse_reference;
 pub mod stencil;
+pub mod swe;
 pub mod timing;
 
 use std::io::Write as _;

@@ -13,7 +13,7 @@ use weft_tests::{assert_close, reference};
 const BLACK_SCHOLES: &str = env!("CARGO_BIN_EXE_black_scholes");
 const STENCIL: &str = env!("CARGO_BIN_EXE_stencil");
 const JACOBI: &str = env!("CARGO_BIN_EXE_jacobi");
-const ALL: [(&str, &str); 8] = [
+const ALL: [(&str, &str); 9] = [
     ("black_scholes", BLACK_SCHOLES),
     ("stencil", STENCIL),
     ("jacobi", JACOBI),
@@ -22,6 +22,7 @@ const ALL: [(&str, &str); 8] = [
     ("gmg", env!("CARGO_BIN_EXE_gmg")),
     ("logreg", env!("CARGO_BIN_EXE_logreg")),
     ("cfd", env!("CARGO_BIN_EXE_cfd")),
+    ("swe", env!("CARGO_BIN_EXE_swe")),
 ];
 
 fn run(bin: &str, args: &[&str]) -> Output {

@@ -7,3 +7,4 @@ mod logreg;
 mod numpy_compat;
 mod program;
 mod solvers;
+mod swe;
