@@ -24,6 +24,10 @@ use std::rc::Rc;
 use wasmtime::component::Resource;
 use weft_ir::DType;
 
+mod joining;
+mod products;
+mod random;
+mod search;
 mod shape_ops;
 
 use crate::runtime::Runtime;
@@ -553,8 +557,19 @@ impl Array {
         self.pair("matvec", x, |g, s, a, b| g.call_matvec(s, a, b))
     }
 
-    /// `self @ b` for two matrices.
+    /// `self @ b` with NumPy's rules: 1-d and 2-d operands as the plugin's `matmul` (a
+    /// transposed operand is read in place), more dimensions as a stack of matrices whose
+    /// batch dimensions broadcast.
     pub fn matmul(&self, b: &Array) -> Array {
+        let stacked = match (self.shape(), b.shape()) {
+            (Ok(sa), Ok(sb)) => sa.len() > 2 || sb.len() > 2,
+            _ => false,
+        };
+        if stacked {
+            return self
+                .stacked_matmul(b)
+                .unwrap_or_else(|e| self.np.wrap(Err(e)));
+        }
         self.pair("matmul", b, |g, s, a, b| g.call_matmul(s, a, b))
     }
 
@@ -661,6 +676,17 @@ fn op_name(op: BinaryOp) -> &'static str {
         BinaryOp::GreaterEqual => "greater-equal",
         BinaryOp::LogicalAnd => "logical-and",
         BinaryOp::LogicalOr => "logical-or",
+    }
+}
+
+/// A shape as NumPy prints it: `(3, 4)`, `(5,)`, `()`.
+pub(crate) fn shape_text(shape: &[u64]) -> String {
+    match shape {
+        [one] => format!("({one},)"),
+        _ => {
+            let parts: Vec<String> = shape.iter().map(u64::to_string).collect();
+            format!("({})", parts.join(", "))
+        }
     }
 }
 

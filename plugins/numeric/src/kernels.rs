@@ -20,6 +20,8 @@
 //! | `matmul` | `A` (read, rank 2, rows), `B` (read, rank 2, whole), `C` (write, rank 2) | |
 //! | `diag.extract` | `A` (read, rank 2, whole), `out` (write, rank 1) | |
 //! | `diag.embed` | `v` (read, rank 1, whole), `out` (write, rank 2) | |
+//! | `cumsum` | `domain` (read, rank k, tiled: `a[..., 0]`), `a` (read, rank k+1), `out` (write, rank k+1), both tiled with the last dim whole | |
+//! | `take` | `a` (read, whole), `idx` (read, rank 1, whole), `out` (write, tiled) | |
 
 use weft_sdk::KernelBuilder;
 use weft_sdk::ir::builder::{BodyBuilder, StoreParam, Value};
@@ -90,6 +92,13 @@ pub fn build(key: &Key) -> Result<Kernel, String> {
         Key::Matmul { dtype } => matmul(name, dtype),
         Key::DiagExtract { dtype } => diag_extract(name, dtype),
         Key::DiagEmbed { dtype } => diag_embed(name, dtype),
+        Key::Cumsum { dtype, kept } => cumsum(name, dtype, kept),
+        Key::Take {
+            dtype,
+            index,
+            rank,
+            axis,
+        } => take(name, dtype, index, rank, axis),
     };
     k.finish_validated().map_err(|e| e.to_string())
 }
@@ -373,6 +382,61 @@ fn reduce_nest(
     out[0]
 }
 
+/// `out[i, j] = a[i, 0] + ... + a[i, j]`: `i` the `kept` leading dimensions, iterated over
+/// `domain` (a view of `a[..., 0]` tiled like the launch), `j` the last one (whole), summed
+/// in order.
+fn cumsum(name: String, dtype: DType, kept: u32) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let domain = k.store(dtype, kept, Privilege::Read);
+    let a = k.store(dtype, kept + 1, Privilege::Read);
+    let out = k.store(dtype, kept + 1, Privilege::Write);
+    let n = k.extent(a, kept);
+    k.parallel(domain, |b, idx| {
+        let zero = b.constant(ReduceOp::Sum.identity(dtype));
+        let lo = b.const_i64(0);
+        let mut at = idx.to_vec();
+        b.for_loop(lo, n, &[zero], |b, j, acc| {
+            at.push(j);
+            let x = b.load(a, &at);
+            let sum = b.add(acc[0], x);
+            b.store(out, &at, sum);
+            at.pop();
+            vec![sum]
+        });
+    });
+    k
+}
+
+/// `out[i] = a[i with dimension axis replaced by p]` where `p = idx[i_axis]`, plus `a`'s
+/// extent there if negative (an out-of-range position faults, as every access is checked).
+fn take(name: String, dtype: DType, index: DType, rank: u32, axis: u32) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let a = k.store(dtype, rank, Privilege::Read);
+    let idx = k.store(index, 1, Privilege::Read);
+    let out = k.store(dtype, rank, Privilege::Write);
+    let n = k.extent(a, axis);
+    k.parallel(out, |b, i| {
+        // `a` and `idx` are whole: they are read at global coordinates.
+        let mut at: Vec<Value> = (0..rank)
+            .map(|d| global(b, out, d, i[d as usize]))
+            .collect();
+        let raw = b.load(idx, &[at[axis as usize]]);
+        let p = if index == DType::I64 {
+            raw
+        } else {
+            b.cast(DType::I64, raw)
+        };
+        let zero = b.const_i64(0);
+        let negative = b.cmp(CmpOp::Lt, p, zero);
+        let wrapped = b.add(p, n);
+        let p = b.select(negative, wrapped, p);
+        at[axis as usize] = p;
+        let x = b.load(a, &at);
+        b.store(out, i, x);
+    });
+    k
+}
+
 /// `y[r] += A[r, i] * x[i]` for every row `r`: `A` tiled by columns like `x`, `y` whole.
 fn vecmat(name: String, dtype: DType) -> KernelBuilder {
     let mut k = KernelBuilder::new(name);
@@ -544,6 +608,15 @@ mod tests {
                     rank,
                 }));
                 keys.extend(UnOp::ALL.map(|op| Key::Unary { op, dtype, rank }));
+                keys.push(Key::Cumsum { dtype, kept: rank });
+                for index in DType::ALL {
+                    keys.extend((0..rank).map(|axis| Key::Take {
+                        dtype,
+                        index,
+                        rank,
+                        axis,
+                    }));
+                }
                 keys.extend(ReduceOp::ALL.map(|op| Key::Reduce { op, dtype, rank }));
                 for k0 in KINDS {
                     for k1 in KINDS {

@@ -32,6 +32,8 @@
 //! | `matmul.<dt>` | `C[i,j] = sum_p A[i,p] * B[p,j]` |
 //! | `diag.extract.<dt>` | `out[i] = A[g,g]` |
 //! | `diag.embed.<dt>` | `out[i,j] = i == j ? v[i] : 0` (global indices) |
+//! | `cumsum.<dt>.r<k>` | `out[i, j] = sum over l <= j of a[i, l]`, launched over the `k` leading dims |
+//! | `take.<dt>.<it>.r<k>.d<d>` | `out[i] = a[i with dim d replaced by idx[i_d]]` (negative wraps) |
 //!
 //! For example `binary.add.f64.r2.as` adds a scalar to a 2-d `f64` array. Decoding accepts
 //! exactly the keys that encoding produces: a key must re-encode to itself, use a combination
@@ -187,6 +189,26 @@ pub enum Key {
         /// The number of reduced trailing dimensions.
         reduced: u32,
     },
+    /// The running sum along the last dimension, one sequential loop per point of the `kept`
+    /// leading dimensions (the launch's).
+    Cumsum {
+        /// The dtype.
+        dtype: DType,
+        /// The rank of the launch (the input's rank minus one).
+        kept: u32,
+    },
+    /// `a` gathered along dimension `axis` at the positions of a 1-d integer array, launched
+    /// over the output (of `a`'s rank).
+    Take {
+        /// The element type.
+        dtype: DType,
+        /// The positions' type (`i32` or `i64`).
+        index: DType,
+        /// The rank of `a` and of the output.
+        rank: u32,
+        /// The gathered dimension.
+        axis: u32,
+    },
     /// `A @ x` launched over `x` (a wide `A`, such as a transpose): each point reduces its
     /// columns' contributions into the whole `y`.
     Vecmat {
@@ -272,6 +294,13 @@ impl fmt::Display for Key {
             Key::Matmul { dtype } => write!(f, "matmul.{dtype}"),
             Key::DiagExtract { dtype } => write!(f, "diag.extract.{dtype}"),
             Key::DiagEmbed { dtype } => write!(f, "diag.embed.{dtype}"),
+            Key::Cumsum { dtype, kept } => write!(f, "cumsum.{dtype}.r{kept}"),
+            Key::Take {
+                dtype,
+                index,
+                rank,
+                axis,
+            } => write!(f, "take.{dtype}.{index}.r{rank}.d{axis}"),
         }
     }
 }
@@ -443,6 +472,24 @@ fn parse(s: &str) -> Result<Key, String> {
             "embed" => Key::DiagEmbed { dtype: t.dtype()? },
             other => return Err(format!("unknown diag form `{other}`")),
         },
+        "cumsum" => Key::Cumsum {
+            dtype: t.dtype()?,
+            kept: t.rank()?,
+        },
+        "take" => {
+            let (dtype, index, rank) = (t.dtype()?, t.dtype()?, t.rank()?);
+            let tok = t.next("axis")?;
+            let axis = tok
+                .strip_prefix('d')
+                .and_then(|n| n.parse::<u32>().ok())
+                .ok_or_else(|| format!("bad axis `{tok}` (expected d<n>)"))?;
+            Key::Take {
+                dtype,
+                index,
+                rank,
+                axis,
+            }
+        }
         other => return Err(format!("unknown kernel family `{other}`")),
     };
     t.end()?;
@@ -464,6 +511,8 @@ impl Key {
             | Key::ReduceAxes { rank, .. }
             | Key::SumSquares { rank, .. } => rank,
             Key::ReduceRows { kept, reduced, .. } => kept.saturating_add(reduced),
+            Key::Cumsum { kept, .. } => kept.saturating_add(1),
+            Key::Take { rank, .. } => rank,
             _ => 0,
         }
     }
@@ -536,6 +585,23 @@ impl Key {
             Key::Matvec { dtype } => catalog::LINALG_RULE.check("matvec", dtype),
             Key::Vecmat { dtype } => catalog::LINALG_RULE.check("matvec", dtype),
             Key::Matmul { dtype } => catalog::LINALG_RULE.check("matmul", dtype),
+            Key::Cumsum { dtype, kept } => {
+                if kept == 0 {
+                    return Err("a running sum is launched over at least one dimension".into());
+                }
+                catalog::reduce_rule(ReduceOp::Sum).check("cumsum", dtype)
+            }
+            Key::Take {
+                index, rank, axis, ..
+            } => {
+                if !matches!(index, DType::I32 | DType::I64) {
+                    return Err(format!("positions must be integers, not {index}"));
+                }
+                if axis >= rank {
+                    return Err(format!("axis {axis} is not a dimension of rank {rank}"));
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -597,6 +663,10 @@ mod tests {
             "matmul.f32",
             "diag.extract.i64",
             "diag.embed.bool",
+            "cumsum.f64.r1",
+            "cumsum.i64.r3",
+            "take.f64.i64.r1.d0",
+            "take.bool.i32.r3.d2",
         ] {
             round_trip(s);
         }
@@ -658,6 +728,11 @@ mod tests {
             "norm.cube.f64",
             "matmul.bool",
             "diag.flip.f64",
+            "cumsum.f64.r0",
+            "cumsum.bool.r1",
+            "take.f64.f64.r1.d0",
+            "take.f64.i64.r2.d2",
+            "take.f64.i64.r1.x0",
             "binary.add.f64.r2.as.",
             ".binary.add.f64.r2.as",
             "binary..add.f64.r2.as",

@@ -192,6 +192,14 @@ impl numeric::Guest for Numeric {
     fn diag(a: &Store) -> Result<Store, Error> {
         ops::linalg::diag(&Array::new(a))
     }
+
+    fn take(a: &Store, indices: &Store, axis: Option<i64>) -> Result<Store, Error> {
+        ops::indexing::take(&Array::new(a), &Array::new(indices), axis)
+    }
+
+    fn cumsum(a: &Store, axis: Option<i64>) -> Result<Store, Error> {
+        ops::indexing::cumsum(&Array::new(a), axis)
+    }
 }
 
 /// An operand as the operations take it.

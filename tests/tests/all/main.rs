@@ -7,6 +7,7 @@ mod examples_stencil;
 mod fusion;
 mod fusion_differential;
 mod numeric_ops;
+mod numpy_ops;
 mod numpy_views;
 mod sandbox;
 mod sparse;

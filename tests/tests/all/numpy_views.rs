@@ -23,15 +23,15 @@ L = np.arange(6, dtype=np.int64).reshape(2, 3)
 F = (np.arange(6, dtype=np.float32) * 0.5).reshape(2, 3)
 "#;
 
-struct Inputs {
-    a: Array,
-    m: Array,
-    v: Array,
-    b: Array,
-    e: Array,
-    i: Array,
-    l: Array,
-    f: Array,
+pub(crate) struct Inputs {
+    pub(crate) a: Array,
+    pub(crate) m: Array,
+    pub(crate) v: Array,
+    pub(crate) b: Array,
+    pub(crate) e: Array,
+    pub(crate) i: Array,
+    pub(crate) l: Array,
+    pub(crate) f: Array,
 }
 
 fn inputs(np: &Numeric) -> Inputs {
@@ -53,13 +53,13 @@ fn inputs(np: &Numeric) -> Inputs {
     }
 }
 
-type Case = (&'static str, fn(&Inputs) -> Array);
+pub(crate) type Case = (&'static str, fn(&Inputs) -> Array);
 
-fn s(start: i64, stop: i64) -> Ix {
+pub(crate) fn s(start: i64, stop: i64) -> Ix {
     Ix::Slice(Range::new(start, stop))
 }
 
-fn all() -> Ix {
+pub(crate) fn all() -> Ix {
     Ix::Slice(Range::all())
 }
 
@@ -236,8 +236,13 @@ fn numpy_name(d: DType) -> &'static str {
 
 #[test]
 fn views_broadcasting_and_axis_reductions_match_numpy() {
-    let cases = cases();
-    let want = numpy_results(&cases);
+    check_against_numpy(&cases());
+}
+
+/// Runs every case through NumPy and through Weft (one piece, then three) and compares
+/// shapes, dtypes and values.
+pub(crate) fn check_against_numpy(cases: &[Case]) {
+    let want = numpy_results(cases);
     assert_eq!(want.len(), cases.len());
     for pieces in [1, 3] {
         let np = weft_tests::numeric_with(Config {

@@ -13,6 +13,7 @@
 
 pub mod creation;
 pub mod elementwise;
+pub mod indexing;
 pub mod linalg;
 pub mod reductions;
 pub mod views;

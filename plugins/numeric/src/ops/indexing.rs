@@ -1,0 +1,162 @@
+//! Integer-array indexing: `take`, and the running sum `cumsum` (both read along one axis at
+//! positions that are not the launch's own point).
+
+use weft_sdk::ir::DType;
+use weft_sdk::{Error, Launch, Partition, Privilege, Store, Task};
+
+use super::elementwise::astype;
+use super::views::reshape;
+use super::{Array, create, fail, host_error, rank};
+use crate::keys::Key;
+
+/// `axis` of a rank-`rank` array as an index (negative counts from the end), or NumPy's error.
+fn axis_index(op: &str, axis: i64, rank: usize) -> Result<usize, Error> {
+    let d = if axis < 0 { axis + rank as i64 } else { axis };
+    usize::try_from(d)
+        .ok()
+        .filter(|&d| d < rank)
+        .ok_or_else(|| {
+            fail(
+                op,
+                format!("axis {axis} is out of bounds for array of dimension {rank}"),
+            )
+        })
+}
+
+/// `a` flattened when `axis` is `None` (a view where the layout allows, else a copy), with
+/// the axis to work along.
+fn along(op: &str, a: &Array<'_>, axis: Option<i64>) -> Result<(Store, usize), Error> {
+    match axis {
+        None => Ok((reshape(a, &[-1])?, 0)),
+        Some(axis) => {
+            let d = axis_index(op, axis, a.shape.len())?;
+            let view = a
+                .store
+                .permute(&(0..a.shape.len() as u32).collect::<Vec<_>>());
+            Ok((view.map_err(host_error(op))?, d))
+        }
+    }
+}
+
+/// The elements of `a` at the positions `indices` along `axis` (`None`: of the flattened
+/// array), as NumPy's `take`: the result's shape is `a`'s with that dimension replaced by
+/// `indices`' shape. Negative positions count from the end; a position out of range is an
+/// error when the task runs (every load is checked), and nothing is read out of bounds.
+pub fn take(a: &Array<'_>, indices: &Array<'_>, axis: Option<i64>) -> Result<Store, Error> {
+    let op = "take";
+    if !matches!(indices.dtype, DType::I32 | DType::I64) {
+        return Err(fail(
+            op,
+            format!(
+                "arrays used as indices must be of integer type, not {}",
+                indices.dtype
+            ),
+        ));
+    }
+    let (source, d) = along(op, a, axis)?;
+    let source = Array::new(&source);
+    if source.shape.is_empty() {
+        return Err(fail(op, "cannot take from a 0-d array"));
+    }
+    let flat_idx = reshape(indices, &[-1])?;
+    let count: u64 = indices.shape.iter().product();
+    if source.shape[d] == 0 && count > 0 {
+        return Err(fail(op, "cannot do a non-empty take from an empty axes."));
+    }
+    let mut gathered_shape = source.shape.clone();
+    gathered_shape[d] = count;
+    let out = create(op, &gathered_shape, a.dtype)?;
+    if count > 0 && gathered_shape.iter().all(|&e| e > 0) {
+        let launch = Launch::preferred(&gathered_shape);
+        let key = Key::Take {
+            dtype: a.dtype,
+            index: indices.dtype,
+            rank: rank(op, &gathered_shape)?,
+            axis: d as u32,
+        };
+        Task::new(key.to_string(), &launch)
+            .arg(source.store, Partition::None, Privilege::Read)
+            .arg(&flat_idx, Partition::None, Privilege::Read)
+            .arg(&out, launch.tiled(), Privilege::Write)
+            .submit()
+            .map_err(host_error(op))?;
+    }
+    // The positions' dimensions stand where `axis` was.
+    let mut shape: Vec<i64> = source.shape[..d].iter().map(|&e| e as i64).collect();
+    shape.extend(indices.shape.iter().map(|&e| e as i64));
+    shape.extend(source.shape[d + 1..].iter().map(|&e| e as i64));
+    reshape(&Array::new(&out), &shape)
+}
+
+/// The running sum along `axis` (`None`: of the flattened array), as NumPy's `cumsum`: bool
+/// and `i32` arrays sum as `i64`, as NumPy's default integer. One task over the other
+/// dimensions; each point sums its line in order.
+pub fn cumsum(a: &Array<'_>, axis: Option<i64>) -> Result<Store, Error> {
+    let op = "cumsum";
+    let dtype = match a.dtype {
+        DType::Bool | DType::I32 => DType::I64,
+        d => d,
+    };
+    let widened;
+    let a = if dtype == a.dtype {
+        a
+    } else {
+        widened = astype(a, dtype)?;
+        &Array::new(&widened)
+    };
+    let (source, d) = along(op, a, axis)?;
+    let source = Array::new(&source);
+    let shape = source.shape.clone();
+    let out = create(op, &shape, dtype)?;
+    if shape.is_empty() || shape.contains(&0) {
+        return Ok(out);
+    }
+    // The summed dimension last; a vector becomes a single row.
+    let r = shape.len();
+    let order: Vec<u32> = (0..r)
+        .filter(|&k| k != d)
+        .chain([d])
+        .map(|k| k as u32)
+        .collect();
+    let line = |s: &Store| -> Result<Store, Error> {
+        let moved = s.permute(&order).map_err(host_error(op))?;
+        if r > 1 {
+            return Ok(moved);
+        }
+        moved
+            .reshape(&[1, shape[0]])
+            .map_err(host_error(op))?
+            .ok_or_else(|| fail(op, "the host could not add an axis of extent 1"))
+    };
+    let (src, dst) = (line(source.store)?, line(&out)?);
+    let lines = src.shape();
+    let kept = &lines[..lines.len() - 1];
+    let n = lines[lines.len() - 1];
+    // The launch's domain: `src[..., 0]`, a view tiled like the launch.
+    let first = src
+        .strided(
+            &vec![0; lines.len()],
+            &vec![1; lines.len()],
+            &[kept, &[1]].concat(),
+        )
+        .map_err(host_error(op))?
+        .reshape(kept)
+        .map_err(host_error(op))?
+        .ok_or_else(|| fail(op, "the host could not drop an axis of extent 1"))?;
+    let launch = Launch::preferred(kept);
+    let mut rows = launch.tiling.clone();
+    rows.tile.push(n);
+    rows.offset.push(0);
+    rows.projection.push(None);
+    let key = Key::Cumsum {
+        dtype,
+        kept: rank(op, kept)?,
+    };
+    Task::new(key.to_string(), &launch)
+        .arg(&first, launch.tiled(), Privilege::Read)
+        .arg(&src, Partition::Tiling(rows.clone()), Privilege::Read)
+        .arg(&dst, Partition::Tiling(rows), Privilege::Write)
+        .submit()
+        .map_err(host_error(op))?;
+    Ok(out)
+}

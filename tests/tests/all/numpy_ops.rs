@@ -1,0 +1,239 @@
+//! Searching, masks, integer indexing, running sums, joining and stacked products against
+//! NumPy itself, with the harness of `numpy_views` (one piece and three), plus their errors
+//! and the normal generator's independence of the partitioning.
+
+use weft::{Array, Config, Ix, Range};
+use weft_ir::DType;
+
+use crate::numpy_views::{Case, Inputs, all, check_against_numpy, s};
+
+fn ints(x: &Inputs, values: &[f64], shape: &[u64]) -> Array {
+    x.m.numeric().from_f64s(shape, values, DType::I64)
+}
+
+fn ok(r: weft::Result<Array>) -> Array {
+    r.unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn cases() -> Vec<Case> {
+    vec![
+        ("np.argmax(M)", |x| x.m.argmax(None)),
+        ("np.argmin(M.T)", |x| x.m.t().argmin(None)),
+        ("np.argmax(A, axis=1)", |x| x.a.argmax(Some(1))),
+        ("np.argmin(B, axis=0)", |x| x.b.argmin(Some(0))),
+        ("np.argmax(B % 2.0 == 0.0, axis=1)", |x| {
+            // B is integral: B % 2 == 0 where B - 2 * trunc(B / 2) == 0.
+            let half = (&x.b / 2.0).astype(DType::I64).astype(DType::F64);
+            (&x.b - half * 2.0).eq(0.0).argmax(Some(1))
+        }),
+        ("np.argmax(np.array([1.0, np.nan, 3.0, np.nan]))", |x| {
+            x.m.numeric()
+                .from_vec(&[4], &[1.0, f64::NAN, 3.0, f64::NAN])
+                .argmax(None)
+        }),
+        ("np.argmin(I, axis=-1)", |x| x.i.argmin(Some(-1))),
+        ("np.any(M > 2.0, axis=0)", |x| {
+            x.m.gt(2.0).any(Some(&[0]), false)
+        }),
+        ("np.all(M > -3.5)", |x| x.m.gt(-3.5).all(None, false)),
+        ("np.all(A, axis=(0, 2), keepdims=True)", |x| {
+            x.a.all(Some(&[0, 2]), true)
+        }),
+        ("np.any(E, axis=1)", |x| x.e.any(Some(&[1]), false)),
+        ("np.all(E, axis=0)", |x| x.e.all(Some(&[0]), false)),
+        ("np.cumsum(A, axis=1)", |x| x.a.cumsum(Some(1))),
+        ("np.cumsum(M)", |x| x.m.cumsum(None)),
+        ("np.cumsum(I, axis=0)", |x| x.i.cumsum(Some(0))),
+        ("np.cumsum(M[::-1, ::2], axis=-1)", |x| {
+            x.m.index(&[
+                Ix::Slice(Range::all().step(-1)),
+                Ix::Slice(Range::all().step(2)),
+            ])
+            .cumsum(Some(-1))
+        }),
+        ("np.cumsum(v)", |x| x.v.cumsum(Some(0))),
+        ("np.cumsum(B, axis=0)", |x| x.b.cumsum(Some(0))),
+        ("np.cumsum(E, axis=0)", |x| x.e.cumsum(Some(0))),
+        ("np.take(M, np.array([4, 0, -1]), axis=0)", |x| {
+            x.m.take(&ints(x, &[4.0, 0.0, -1.0], &[3]), Some(0))
+        }),
+        ("np.take(A, np.array([[3, 0], [1, 1]]), axis=2)", |x| {
+            x.a.take(&ints(x, &[3.0, 0.0, 1.0, 1.0], &[2, 2]), Some(2))
+        }),
+        ("np.take(M, np.array([29, 0, 7]))", |x| {
+            x.m.take(&ints(x, &[29.0, 0.0, 7.0], &[3]), None)
+        }),
+        (
+            "np.take(M.T, np.array([1, 2], dtype=np.int32), axis=1)",
+            |x| {
+                let idx = x.m.numeric().from_f64s(&[2], &[1.0, 2.0], DType::I32);
+                x.m.t().take(&idx, Some(1))
+            },
+        ),
+        ("M[M > 1.0]", |x| ok(x.m.masked(&x.m.gt(1.0)))),
+        ("A[:, 1][A[:, 1] < -1.0]", |x| {
+            let col = x.a.index(&[all(), Ix::At(1)]);
+            ok(col.masked(&col.lt(-1.0)))
+        }),
+        ("np.nonzero(M > 1.0)[1]", |x| {
+            x.m.gt(1.0)
+                .nonzero()
+                .map(|mut p| p.swap_remove(1))
+                .unwrap_or_else(|e| panic!("{e}"))
+        }),
+        ("np.nonzero(v)[0]", |x| {
+            x.v.nonzero()
+                .map(|mut p| p.swap_remove(0))
+                .unwrap_or_else(|e| panic!("{e}"))
+        }),
+        ("X = M.copy(); X[X > 1.0] = 0.5; r = X", |x| {
+            let out = x.m.copy();
+            out.assign_where(&out.gt(1.0), 0.5)
+                .map(|()| out)
+                .unwrap_or_else(|e| panic!("{e}"))
+        }),
+        ("X = M.copy(); np.copyto(X, v, where=M < 0.0); r = X", |x| {
+            let out = x.m.copy();
+            out.assign_where(&x.m.lt(0.0), &x.v)
+                .map(|()| out)
+                .unwrap_or_else(|e| panic!("{e}"))
+        }),
+        ("np.concatenate([M, M[:2]], axis=0)", |x| {
+            let top = x.m.index(&[s(0, 2)]);
+            x.m.numeric().concatenate(&[&x.m, &top], 0)
+        }),
+        ("np.concatenate([A, A[:, :1]], axis=1)", |x| {
+            let first = x.a.index(&[all(), s(0, 1)]);
+            x.a.numeric().concatenate(&[&x.a, &first], 1)
+        }),
+        ("np.concatenate([I, F], axis=-1)", |x| {
+            x.i.numeric().concatenate(&[&x.i, &x.f], -1)
+        }),
+        ("np.stack([v, v * 2.0])", |x| {
+            let twice = &x.v * 2.0;
+            x.v.numeric().stack(&[&x.v, &twice], 0)
+        }),
+        ("np.stack([M, M], axis=2)", |x| {
+            x.m.numeric().stack(&[&x.m, &x.m], 2)
+        }),
+        ("np.tensordot(A, M[:4, :3], axes=([2], [0]))", |x| {
+            x.a.tensordot(&x.m.index(&[s(0, 4), s(0, 3)]), (2, 0))
+        }),
+        ("np.tensordot(M[:3], A, axes=([0], [1]))", |x| {
+            x.m.index(&[s(0, 3)]).tensordot(&x.a, (0, 1))
+        }),
+        ("A @ M[:4, :2]", |x| {
+            x.a.matmul(&x.m.index(&[s(0, 4), s(0, 2)]))
+        }),
+        ("A @ v[:4]", |x| x.a.matmul(&x.v.index(&[s(0, 4)]))),
+        ("v[:3] @ A", |x| x.v.index(&[s(0, 3)]).matmul(&x.a)),
+        ("M[:3, :2] @ A[:, :2, :]", |x| {
+            x.m.index(&[s(0, 3), s(0, 2)])
+                .matmul(&x.a.index(&[all(), s(0, 2)]))
+        }),
+        ("A.transpose(0, 2, 1) @ A", |x| {
+            x.a.permute(&[0, 2, 1]).matmul(&x.a)
+        }),
+    ]
+}
+
+#[test]
+fn searching_indexing_joining_and_stacked_products_match_numpy() {
+    check_against_numpy(&cases());
+}
+
+#[test]
+fn errors_name_the_operation_and_the_problem() {
+    let np = weft_tests::numeric(1);
+    let m = np.zeros(&[3, 4], DType::F64);
+    let e = m.argmax(Some(2)).check().unwrap_err().to_string();
+    assert!(
+        e.contains("axis 2 is out of bounds for array of dimension 2"),
+        "{e}"
+    );
+    let empty = np.zeros(&[0], DType::F64);
+    let e = empty.argmin(None).check().unwrap_err().to_string();
+    assert!(
+        e.contains("attempt to get argmin of an empty sequence"),
+        "{e}"
+    );
+    let e = np
+        .concatenate(&[&m, &np.zeros(&[3, 5], DType::F64)], 0)
+        .check()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(
+            "along dimension 1, the array at index 0 has size 4 and the array at index 1 has size 5"
+        ),
+        "{e}"
+    );
+    let e = np.stack(&[&m, &m.t()], 0).check().unwrap_err().to_string();
+    assert!(
+        e.contains("all input arrays must have the same shape"),
+        "{e}"
+    );
+    let e = m.tensordot(&m, (0, 0)).check();
+    assert!(e.is_ok(), "(3,4) with (3,4) over axis 0 is fine");
+    let e = m.tensordot(&m, (1, 0)).check().unwrap_err().to_string();
+    assert!(e.contains("shape-mismatch for sum"), "{e}");
+    let floats = np.zeros(&[2], DType::F64);
+    let e = m.take(&floats, Some(0)).check().unwrap_err().to_string();
+    assert!(e.contains("take") && e.contains("integer type"), "{e}");
+    let e = m
+        .matmul(&np.zeros(&[2, 5, 3], DType::F64))
+        .check()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("mismatch in its core dimension"), "{e}");
+    let e = m
+        .masked(&np.zeros(&[3], DType::Bool))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("boolean index did not match"), "{e}");
+    // A position out of range is an error when the gather runs, and nothing breaks.
+    let idx = np.from_f64s(&[2], &[1.0, 7.0], DType::I64);
+    let gathered = np.arange(0.0, 5.0, 1.0, DType::F64).take(&idx, None);
+    assert!(gathered.to_vec().is_err(), "position 7 of 5 elements");
+    assert_eq!((&m + 1.0).sum().item().unwrap(), 12.0);
+}
+
+#[test]
+fn normal_numbers_do_not_depend_on_the_partitioning_and_are_normal() {
+    let n = 200_000u64;
+    let mut runs = Vec::new();
+    for pieces in [1, 3] {
+        let np = weft_tests::numeric_with(Config {
+            pieces,
+            threads: 2,
+            component_cache: None,
+            ..Config::default()
+        });
+        let z = np
+            .random_normal(&[n], 1.5, 2.0, 7, DType::F64)
+            .to_vec()
+            .unwrap();
+        let (u1, u2) = np.random_normal_sources(&[n], 7, DType::F64);
+        let (u1, u2) = (u1.to_vec().unwrap(), u2.to_vec().unwrap());
+        // Box-Muller recomputed on the host from the same uniforms.
+        for k in (0..n as usize).step_by(997) {
+            let want = 1.5
+                + 2.0
+                    * (-2.0 * (1.0 - u1[k]).ln()).sqrt()
+                    * (2.0 * std::f64::consts::PI * u2[k]).cos();
+            assert!((z[k] - want).abs() < 1e-9 * want.abs().max(1.0), "z[{k}]");
+        }
+        let f32s = np.random_normal(&[1000], 0.0, 1.0, 7, DType::F32);
+        assert_eq!(f32s.dtype().unwrap(), DType::F32);
+        runs.push(z);
+    }
+    assert_eq!(runs[0], runs[1], "one piece and three give the same bits");
+    let z = &runs[0];
+    let mean = z.iter().sum::<f64>() / n as f64;
+    let var = z.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n as f64;
+    assert!((mean - 1.5).abs() < 0.02, "mean {mean}");
+    assert!((var.sqrt() - 2.0).abs() < 0.02, "std {}", var.sqrt());
+    // About 68.3% within one standard deviation.
+    let inside = z.iter().filter(|v| (*v - 1.5).abs() < 2.0).count() as f64 / n as f64;
+    assert!((inside - 0.6827).abs() < 0.01, "{inside}");
+}

@@ -1,0 +1,51 @@
+//! Normal random numbers: the Box-Muller transform of two counter-based uniform arrays, so
+//! that element `i` depends only on the seed and `i`, never on tiling, threads or ranks.
+
+use weft_ir::DType;
+
+use super::{Array, Numeric};
+
+/// The seeds of the two uniform streams a normal array is made from (SplitMix64 steps of
+/// `seed`, so that the streams are unrelated to each other and to `random_uniform(seed)`).
+fn stream_seeds(seed: u64) -> (u64, u64) {
+    let mix = |mut z: u64| {
+        z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let a = mix(seed ^ 0x6E6F_726D_616C_0001);
+    (a, mix(a))
+}
+
+impl Numeric {
+    /// Normal random numbers with mean `loc` and standard deviation `scale` (NumPy's
+    /// `normal`), from a counter-based generator keyed by `seed`: `loc + scale * sqrt(-2
+    /// ln(1 - u1)) * cos(2 pi u2)` with `u1`, `u2` from [`Numeric::random_uniform`] on two
+    /// streams derived from the seed. The same seed gives the same array whatever the
+    /// partitioning. `dtype` is `f32` or `f64`.
+    pub fn random_normal(
+        &self,
+        shape: &[u64],
+        loc: f64,
+        scale: f64,
+        seed: u64,
+        dtype: DType,
+    ) -> Array {
+        let (s1, s2) = stream_seeds(seed);
+        let u1 = self.random_uniform(shape, 0.0, 1.0, s1, dtype);
+        let u2 = self.random_uniform(shape, 0.0, 1.0, s2, dtype);
+        let radius = (-2.0 * (1.0 - u1).log()).sqrt();
+        let z = radius * (2.0 * std::f64::consts::PI * u2).cos();
+        loc + scale * z
+    }
+
+    /// The two uniform arrays [`Numeric::random_normal`] transforms, for checking it.
+    pub fn random_normal_sources(&self, shape: &[u64], seed: u64, dtype: DType) -> (Array, Array) {
+        let (s1, s2) = stream_seeds(seed);
+        (
+            self.random_uniform(shape, 0.0, 1.0, s1, dtype),
+            self.random_uniform(shape, 0.0, 1.0, s2, dtype),
+        )
+    }
+}
