@@ -77,6 +77,11 @@ pub struct Core {
     pub(crate) stats: Stats,
     pub(crate) forbid_compiles: bool,
     pub(crate) explain_log: Vec<String>,
+    /// Where in the application the tasks submitted now come from (see
+    /// [`Core::set_call_site`]).
+    pub(crate) call_site: Option<Arc<str>>,
+    /// The call site of each pending task that has one, by sequence number.
+    pub(crate) sites: HashMap<u64, Arc<str>>,
     released: (Sender<StoreId>, Receiver<StoreId>),
 }
 
@@ -104,6 +109,8 @@ impl Core {
             stats: Stats::default(),
             forbid_compiles: false,
             explain_log: Vec::new(),
+            call_site: None,
+            sites: HashMap::new(),
             released: channel(),
         }
     }
@@ -152,6 +159,19 @@ impl Core {
     /// Makes compiling any kernel an error from now on (or allows it again).
     pub fn forbid_compiles(&mut self, forbid: bool) {
         self.forbid_compiles = forbid;
+    }
+
+    /// Names where in the application the tasks submitted from now on come from (for
+    /// example `src/main.rs:12:5`, a facade's `#[track_caller]` location), or stops naming
+    /// it. An error of a task that has a call site ends with `(from the call at SITE)`, also
+    /// when it surfaces later, at a read or a flush.
+    pub fn set_call_site(&mut self, site: Option<Arc<str>>) {
+        self.call_site = site;
+    }
+
+    /// The call site set by [`Core::set_call_site`], if any.
+    pub fn call_site(&self) -> Option<&Arc<str>> {
+        self.call_site.as_ref()
     }
 
     /// How many submitted tasks are waiting in the window.

@@ -81,3 +81,56 @@ pub enum Error {
 
 /// The runtime's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The same error, its message ending with `(from the call at SITES)`: where in the
+    /// application the failing work was asked for (`sites` lists them, comma-separated,
+    /// when tasks of several calls ran together).
+    pub fn from_call_at(self, sites: &str) -> Error {
+        let add = |m: String| format!("{m} (from the call at {sites})");
+        match self {
+            Error::InvalidIr {
+                plugin,
+                key,
+                message,
+            } => Error::InvalidIr {
+                plugin,
+                key,
+                message: add(message),
+            },
+            Error::KernelSource {
+                plugin,
+                key,
+                message,
+            } => Error::KernelSource {
+                plugin,
+                key,
+                message: add(message),
+            },
+            Error::InvalidTask {
+                plugin,
+                kernel,
+                message,
+            } => Error::InvalidTask {
+                plugin,
+                kernel,
+                message: add(message),
+            },
+            Error::Compile { kernel, message } => Error::Compile {
+                kernel,
+                message: add(message),
+            },
+            Error::KernelFault { kernel, message } => Error::KernelFault {
+                kernel,
+                message: add(message),
+            },
+            Error::Backend { backend, message } => Error::Backend {
+                backend,
+                message: add(message),
+            },
+            Error::Usage(message) => Error::Usage(add(message)),
+            Error::Internal(message) => Error::Internal(add(message)),
+            other @ Error::CompileForbidden { .. } => other,
+        }
+    }
+}

@@ -148,6 +148,9 @@ impl Core {
         }
         self.window.last_seq += 1;
         task.seq = self.window.last_seq;
+        if let Some(site) = &self.call_site {
+            self.sites.insert(task.seq, site.clone());
+        }
         for arg in &task.args {
             self.stores.add_pending(arg.store);
             if !matches!(arg.privilege, Privilege::Write) {
@@ -251,6 +254,21 @@ impl Core {
             Some(task) => self.execute(task),
             None => done.iter().try_for_each(|t| self.execute(t)),
         };
+        // An error names where the application asked for the work (every call site of the
+        // tasks that ran together, in program order).
+        let result = result.map_err(|e| {
+            let mut sites: Vec<&str> = Vec::new();
+            for site in done.iter().filter_map(|t| self.sites.get(&t.seq)) {
+                if !sites.contains(&&**site) {
+                    sites.push(site);
+                }
+            }
+            if sites.is_empty() {
+                e
+            } else {
+                e.from_call_at(&sites.join(", "))
+            }
+        });
         for task in &done {
             self.retire(task);
         }
@@ -323,6 +341,7 @@ impl Core {
 
     /// Forgets a task that ran (or was dropped): its stores' pending counts and its reads.
     fn retire(&mut self, task: &IndexTask) {
+        self.sites.remove(&task.seq);
         for arg in &task.args {
             let freed = self.stores.remove_pending(arg.store);
             self.free(freed);

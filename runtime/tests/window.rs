@@ -235,6 +235,31 @@ fn a_fault_drops_the_rest_of_the_flush_and_the_core_keeps_working() {
 }
 
 #[test]
+fn a_faults_error_names_the_call_site_its_task_was_submitted_from() {
+    let (mut core, log) = core_with(Box::new(Together { group: 1 }), 256);
+    let bad = affine("t.bad", 1.0, 0.0);
+    let good = affine("t.good", 1.0, 5.0);
+    log.lock().unwrap().faulty.insert("t.bad".into());
+    let a = vector(&mut core, &[1.0]);
+    let b = core.create_store(vec![1], DType::F64).unwrap();
+    core.set_call_site(Some("app.rs:7:3".into()));
+    core.submit(task(&bad, a, b, 1)).unwrap();
+    core.set_call_site(Some("app.rs:9:1".into()));
+    core.submit(task(&good, a, b, 1)).unwrap();
+    core.set_call_site(None);
+    let e = core.flush().unwrap_err();
+    assert!(
+        matches!(&e, Error::KernelFault { kernel, message }
+            if kernel == "t.bad" && message.ends_with("(from the call at app.rs:7:3)")),
+        "{e}"
+    );
+    // Without a call site, errors are as they were.
+    core.submit(task(&bad, a, b, 1)).unwrap();
+    let e = core.flush().unwrap_err().to_string();
+    assert!(!e.contains("from the call"), "{e}");
+}
+
+#[test]
 fn truncating_drops_a_calls_tasks_and_frees_what_only_they_held() {
     let (mut core, log) = core_with(Box::new(Together { group: 1 }), 256);
     let copy = affine("t.copy", 1.0, 0.0);

@@ -21,6 +21,15 @@ pub enum Error {
     /// `item()` of an array of many elements, an array poisoned by an earlier error).
     #[error("{0}")]
     Usage(String),
+    /// An error of a facade call, with the application's source line that made the call
+    /// (the facade's methods are `#[track_caller]`).
+    #[error("{source} (at {site})")]
+    At {
+        /// `file:line:column` of the call.
+        site: String,
+        /// What went wrong.
+        source: Box<Error>,
+    },
 }
 
 /// The facade's result type.

@@ -154,6 +154,23 @@ pub enum Ix {
     NewAxis,
 }
 
+/// Keeps a facade call's source location as the runtime's call site while it lives (see
+/// [`Numeric::site_guard`]).
+pub(crate) struct SiteGuard<'a> {
+    np: &'a Numeric,
+    set: bool,
+}
+
+impl Drop for SiteGuard<'_> {
+    fn drop(&mut self) {
+        if self.set
+            && let Ok(mut rt) = self.np.inner.rt.try_borrow_mut()
+        {
+            rt.set_call_site(None);
+        }
+    }
+}
+
 /// An n-d array of the numeric plugin (or a view of one), or the error that made it.
 #[derive(Clone)]
 pub struct Array {
@@ -192,10 +209,11 @@ impl Numeric {
     }
 
     /// An array of this plugin's runtime around a store handle (or an error).
+    #[track_caller]
     pub(crate) fn wrap(&self, value: Result<StoreHandle>) -> Array {
         Array {
             np: self.clone(),
-            value: value.map_err(Rc::new),
+            value: value.map_err(|e| Rc::new(self.located(e))),
         }
     }
 
@@ -205,6 +223,7 @@ impl Numeric {
     }
 
     /// Calls a numeric export; `f` gets the typed exports and the plugin's store.
+    #[track_caller]
     fn call<R>(
         &self,
         name: &str,
@@ -213,11 +232,56 @@ impl Numeric {
             &mut wasmtime::Store<PluginState>,
         ) -> wasmtime::Result<std::result::Result<R, wit::Error>>,
     ) -> Result<R> {
+        let _site = self.site_guard(std::panic::Location::caller());
         let inner = &*self.inner;
-        inner.exports.call(&mut inner.rt.borrow_mut(), name, f)
+        let result = inner.exports.call(&mut inner.rt.borrow_mut(), name, f);
+        result.map_err(|e| self.located(e))
+    }
+
+    /// Names `caller` as the runtime's call site (so that the tasks submitted meanwhile, and
+    /// the errors they raise later, name it), unless an outer facade call already did; the
+    /// guard clears what it set when dropped.
+    pub(crate) fn site_guard(
+        &self,
+        caller: &'static std::panic::Location<'static>,
+    ) -> SiteGuard<'_> {
+        let mut rt = self.inner.rt.borrow_mut();
+        if rt.call_site().is_some() {
+            return SiteGuard {
+                np: self,
+                set: false,
+            };
+        }
+        let site = format!("{}:{}:{}", caller.file(), caller.line(), caller.column());
+        rt.set_call_site(Some(site.into()));
+        SiteGuard {
+            np: self,
+            set: true,
+        }
+    }
+
+    /// `e` with the current call site, if one is set and `e` does not carry one yet.
+    fn located(&self, e: Error) -> Error {
+        if matches!(e, Error::At { .. }) {
+            return e;
+        }
+        match self
+            .inner
+            .rt
+            .try_borrow()
+            .ok()
+            .and_then(|rt| rt.call_site())
+        {
+            Some(site) => Error::At {
+                site: site.to_string(),
+                source: Box::new(e),
+            },
+            None => e,
+        }
     }
 
     /// Calls an export that returns a new store, and wraps it.
+    #[track_caller]
     fn make(
         &self,
         name: &str,
@@ -240,6 +304,7 @@ impl Numeric {
     }
 
     /// An array of `shape` filled with `value`.
+    #[track_caller]
     pub fn full(&self, shape: &[u64], value: f64, dtype: DType) -> Array {
         let scalar = convert::wit_scalar(weft_ir::Scalar::F64(value));
         self.make("full", |g, s| {
@@ -248,6 +313,7 @@ impl Numeric {
     }
 
     /// An array of zeros.
+    #[track_caller]
     pub fn zeros(&self, shape: &[u64], dtype: DType) -> Array {
         self.make("zeros", |g, s| {
             g.call_zeros(s, shape, convert::wit_dtype(dtype))
@@ -255,6 +321,7 @@ impl Numeric {
     }
 
     /// An array of ones.
+    #[track_caller]
     pub fn ones(&self, shape: &[u64], dtype: DType) -> Array {
         self.make("ones", |g, s| {
             g.call_ones(s, shape, convert::wit_dtype(dtype))
@@ -262,6 +329,7 @@ impl Numeric {
     }
 
     /// `start, start + step, ...` below `stop`.
+    #[track_caller]
     pub fn arange(&self, start: f64, stop: f64, step: f64, dtype: DType) -> Array {
         self.make("arange", |g, s| {
             g.call_arange(s, start, stop, step, convert::wit_dtype(dtype))
@@ -269,6 +337,7 @@ impl Numeric {
     }
 
     /// `num` evenly spaced values from `start` to `stop`, inclusive.
+    #[track_caller]
     pub fn linspace(&self, start: f64, stop: f64, num: u64, dtype: DType) -> Array {
         self.make("linspace", |g, s| {
             g.call_linspace(s, start, stop, num, convert::wit_dtype(dtype))
@@ -276,6 +345,7 @@ impl Numeric {
     }
 
     /// Uniform random numbers in `[low, high)`, determined by `seed` alone.
+    #[track_caller]
     pub fn random_uniform(
         &self,
         shape: &[u64],
@@ -290,6 +360,7 @@ impl Numeric {
     }
 
     /// An array from host values, converted to `dtype` by the plugin.
+    #[track_caller]
     pub fn from_f64s(&self, shape: &[u64], values: &[f64], dtype: DType) -> Array {
         self.make("from-f64s", |g, s| {
             g.call_from_f64s(s, shape, values, convert::wit_dtype(dtype))
@@ -298,6 +369,7 @@ impl Numeric {
 
     /// An array of f64 from host data, copied straight into a store (no trip through the
     /// plugin: the fast path for large inputs).
+    #[track_caller]
     pub fn from_vec(&self, shape: &[u64], values: &[f64]) -> Array {
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         let value = self
@@ -352,6 +424,7 @@ impl Array {
     }
 
     /// Returns the error that poisoned this array, if any.
+    #[track_caller]
     pub fn check(&self) -> Result<()> {
         self.handle().map(|_| ())
     }
@@ -361,6 +434,7 @@ impl Array {
         &self.np
     }
 
+    #[track_caller]
     pub(crate) fn derive(
         &self,
         name: &str,
@@ -383,18 +457,21 @@ impl Array {
     }
 
     /// The shape.
+    #[track_caller]
     pub fn shape(&self) -> Result<Vec<u64>> {
         let h = self.handle()?;
         self.np.inner.rt.borrow_mut().shape(h)
     }
 
     /// The element type.
+    #[track_caller]
     pub fn dtype(&self) -> Result<DType> {
         let h = self.handle()?;
         self.np.inner.rt.borrow_mut().dtype(h)
     }
 
     /// The elements in row-major order, converted to f64. This runs the pending tasks.
+    #[track_caller]
     pub fn to_vec(&self) -> Result<Vec<f64>> {
         let h = self.handle()?;
         let mut rt = self.np.inner.rt.borrow_mut();
@@ -404,6 +481,7 @@ impl Array {
     }
 
     /// The single element of a 0-d (or one-element) array.
+    #[track_caller]
     pub fn item(&self) -> Result<f64> {
         let v = self.to_vec()?;
         match v.as_slice() {
@@ -416,6 +494,7 @@ impl Array {
     }
 
     /// A view `self[ranges]` sharing this array's storage.
+    #[track_caller]
     pub fn slice(&self, ranges: &[Range]) -> Array {
         let ranges: Vec<api::Range> = ranges
             .iter()
@@ -432,6 +511,7 @@ impl Array {
     }
 
     /// An element-wise binary operation.
+    #[track_caller]
     pub fn binary<'a>(&self, op: BinaryOp, other: impl Into<Operand<'a>>) -> Array {
         let other = other.into();
         let rhs = match other.resolve() {
@@ -451,6 +531,7 @@ impl Array {
     }
 
     /// `scalar op self`, for operators with a scalar on the left.
+    #[track_caller]
     pub fn binary_rev(&self, op: BinaryOp, scalar: f64) -> Array {
         self.derive(op_name(op), |g, s, id| {
             let b = api::Operand::Array(s.data_mut().lend(id)?);
@@ -459,6 +540,7 @@ impl Array {
     }
 
     /// An element-wise unary operation.
+    #[track_caller]
     pub fn unary(&self, op: UnaryOp) -> Array {
         self.derive("unary", |g, s, id| {
             let a = s.data_mut().lend(id)?;
@@ -467,6 +549,7 @@ impl Array {
     }
 
     /// `self ? a : b`, element-wise (NumPy's `where`); `self` is a bool array.
+    #[track_caller]
     pub fn select<'a, 'b>(&self, a: impl Into<Operand<'a>>, b: impl Into<Operand<'b>>) -> Array {
         let (a, b) = match (a.into().resolve(), b.into().resolve()) {
             (Ok(a), Ok(b)) => (a, b),
@@ -485,6 +568,7 @@ impl Array {
     }
 
     /// A copy converted to `dtype`.
+    #[track_caller]
     pub fn astype(&self, dtype: DType) -> Array {
         self.derive("astype", |g, s, id| {
             let a = s.data_mut().lend(id)?;
@@ -493,6 +577,7 @@ impl Array {
     }
 
     /// A fresh copy.
+    #[track_caller]
     pub fn copy(&self) -> Array {
         self.derive("copy", |g, s, id| {
             let a = s.data_mut().lend(id)?;
@@ -501,6 +586,7 @@ impl Array {
     }
 
     /// `self[...] = src`: an array of the same shape, or a scalar.
+    #[track_caller]
     pub fn assign<'a>(&self, src: impl Into<Operand<'a>>) -> Result<()> {
         let dst = self.handle()?.id();
         let src = src.into().resolve().map_err(|e| shared(&e))?;
@@ -512,6 +598,7 @@ impl Array {
     }
 
     /// A reduction of all elements to a 0-d array.
+    #[track_caller]
     pub fn reduce(&self, op: Reduction) -> Array {
         self.derive("reduce", |g, s, id| {
             let a = s.data_mut().lend(id)?;
@@ -520,31 +607,37 @@ impl Array {
     }
 
     /// The sum of all elements (0-d).
+    #[track_caller]
     pub fn sum(&self) -> Array {
         self.reduce(Reduction::Sum)
     }
 
     /// The product of all elements (0-d).
+    #[track_caller]
     pub fn prod(&self) -> Array {
         self.reduce(Reduction::Prod)
     }
 
     /// The smallest element (0-d).
+    #[track_caller]
     pub fn min(&self) -> Array {
         self.reduce(Reduction::Min)
     }
 
     /// The largest element (0-d).
+    #[track_caller]
     pub fn max(&self) -> Array {
         self.reduce(Reduction::Max)
     }
 
     /// The dot product with another vector (0-d).
+    #[track_caller]
     pub fn dot(&self, other: &Array) -> Array {
         self.pair("dot", other, |g, s, a, b| g.call_dot(s, a, b))
     }
 
     /// The 2-norm of all elements (0-d).
+    #[track_caller]
     pub fn norm(&self) -> Array {
         self.derive("norm", |g, s, id| {
             let a = s.data_mut().lend(id)?;
@@ -553,6 +646,7 @@ impl Array {
     }
 
     /// `self @ x` for a matrix and a vector.
+    #[track_caller]
     pub fn matvec(&self, x: &Array) -> Array {
         self.pair("matvec", x, |g, s, a, b| g.call_matvec(s, a, b))
     }
@@ -560,6 +654,7 @@ impl Array {
     /// `self @ b` with NumPy's rules: 1-d and 2-d operands as the plugin's `matmul` (a
     /// transposed operand is read in place), more dimensions as a stack of matrices whose
     /// batch dimensions broadcast.
+    #[track_caller]
     pub fn matmul(&self, b: &Array) -> Array {
         let stacked = match (self.shape(), b.shape()) {
             (Ok(sa), Ok(sb)) => sa.len() > 2 || sb.len() > 2,
@@ -574,6 +669,7 @@ impl Array {
     }
 
     /// The diagonal of a matrix, or a matrix with this vector on its diagonal.
+    #[track_caller]
     pub fn diag(&self) -> Array {
         self.derive("diag", |g, s, id| {
             let a = s.data_mut().lend(id)?;
@@ -581,6 +677,7 @@ impl Array {
         })
     }
 
+    #[track_caller]
     pub(crate) fn pair(
         &self,
         name: &str,
@@ -609,51 +706,61 @@ impl Array {
     }
 
     /// `sqrt(self)`.
+    #[track_caller]
     pub fn sqrt(&self) -> Array {
         self.unary(UnaryOp::Sqrt)
     }
 
     /// `exp(self)`.
+    #[track_caller]
     pub fn exp(&self) -> Array {
         self.unary(UnaryOp::Exp)
     }
 
     /// `log(self)`.
+    #[track_caller]
     pub fn log(&self) -> Array {
         self.unary(UnaryOp::Log)
     }
 
     /// `erf(self)`.
+    #[track_caller]
     pub fn erf(&self) -> Array {
         self.unary(UnaryOp::Erf)
     }
 
     /// `|self|`.
+    #[track_caller]
     pub fn abs(&self) -> Array {
         self.unary(UnaryOp::Abs)
     }
 
     /// `self ** p`.
+    #[track_caller]
     pub fn pow<'a>(&self, p: impl Into<Operand<'a>>) -> Array {
         self.binary(BinaryOp::Pow, p)
     }
 
     /// Element-wise minimum.
+    #[track_caller]
     pub fn minimum<'a>(&self, other: impl Into<Operand<'a>>) -> Array {
         self.binary(BinaryOp::Minimum, other)
     }
 
     /// Element-wise maximum.
+    #[track_caller]
     pub fn maximum<'a>(&self, other: impl Into<Operand<'a>>) -> Array {
         self.binary(BinaryOp::Maximum, other)
     }
 
     /// Element-wise `self < other` (bool).
+    #[track_caller]
     pub fn lt<'a>(&self, other: impl Into<Operand<'a>>) -> Array {
         self.binary(BinaryOp::Less, other)
     }
 
     /// Element-wise `self > other` (bool).
+    #[track_caller]
     pub fn gt<'a>(&self, other: impl Into<Operand<'a>>) -> Array {
         self.binary(BinaryOp::Greater, other)
     }
@@ -707,60 +814,70 @@ macro_rules! binary_operator {
     ($trait:ident, $method:ident, $op:expr) => {
         impl std::ops::$trait<&Array> for &Array {
             type Output = Array;
+            #[track_caller]
             fn $method(self, rhs: &Array) -> Array {
                 self.binary($op, rhs)
             }
         }
         impl std::ops::$trait<Array> for &Array {
             type Output = Array;
+            #[track_caller]
             fn $method(self, rhs: Array) -> Array {
                 self.binary($op, &rhs)
             }
         }
         impl std::ops::$trait<&Array> for Array {
             type Output = Array;
+            #[track_caller]
             fn $method(self, rhs: &Array) -> Array {
                 self.binary($op, rhs)
             }
         }
         impl std::ops::$trait<Array> for Array {
             type Output = Array;
+            #[track_caller]
             fn $method(self, rhs: Array) -> Array {
                 self.binary($op, &rhs)
             }
         }
         impl std::ops::$trait<f64> for &Array {
             type Output = Array;
+            #[track_caller]
             fn $method(self, rhs: f64) -> Array {
                 self.binary($op, rhs)
             }
         }
         impl std::ops::$trait<f64> for Array {
             type Output = Array;
+            #[track_caller]
             fn $method(self, rhs: f64) -> Array {
                 self.binary($op, rhs)
             }
         }
         impl std::ops::$trait<i64> for &Array {
             type Output = Array;
+            #[track_caller]
             fn $method(self, rhs: i64) -> Array {
                 self.binary($op, rhs)
             }
         }
         impl std::ops::$trait<i64> for Array {
             type Output = Array;
+            #[track_caller]
             fn $method(self, rhs: i64) -> Array {
                 self.binary($op, rhs)
             }
         }
         impl std::ops::$trait<&Array> for f64 {
             type Output = Array;
+            #[track_caller]
             fn $method(self, rhs: &Array) -> Array {
                 rhs.binary_rev($op, self)
             }
         }
         impl std::ops::$trait<Array> for f64 {
             type Output = Array;
+            #[track_caller]
             fn $method(self, rhs: Array) -> Array {
                 rhs.binary_rev($op, self)
             }
@@ -775,6 +892,7 @@ binary_operator!(Div, div, BinaryOp::Div);
 
 impl std::ops::Neg for &Array {
     type Output = Array;
+    #[track_caller]
     fn neg(self) -> Array {
         self.unary(UnaryOp::Neg)
     }
@@ -782,6 +900,7 @@ impl std::ops::Neg for &Array {
 
 impl std::ops::Neg for Array {
     type Output = Array;
+    #[track_caller]
     fn neg(self) -> Array {
         self.unary(UnaryOp::Neg)
     }

@@ -77,6 +77,20 @@ impl Runtime {
             .ok_or_else(|| internal("the runtime core is missing (a plugin call panicked)"))
     }
 
+    /// Names where in the application the tasks submitted from now on come from, or stops
+    /// naming it (see `weft_runtime::Core::set_call_site`): a task's error then ends with
+    /// `(from the call at SITE)`, also when it surfaces at a later read.
+    pub fn set_call_site(&mut self, site: Option<std::sync::Arc<str>>) {
+        if let Some(core) = self.core.as_deref_mut() {
+            core.set_call_site(site);
+        }
+    }
+
+    /// The call site set by [`Runtime::set_call_site`], if any.
+    pub fn call_site(&self) -> Option<std::sync::Arc<str>> {
+        self.core.as_deref().and_then(|c| c.call_site().cloned())
+    }
+
     /// Loads a plugin from the bytes of a Wasm component, with the configured limits.
     pub fn load(&mut self, bytes: &[u8]) -> Result<PluginId> {
         Ok(self.plugins.load(bytes)?)

@@ -237,3 +237,44 @@ fn normal_numbers_do_not_depend_on_the_partitioning_and_are_normal() {
     let inside = z.iter().filter(|v| (*v - 1.5).abs() < 2.0).count() as f64 / n as f64;
     assert!((inside - 0.6827).abs() < 0.01, "{inside}");
 }
+
+#[test]
+fn errors_name_the_applications_source_line() {
+    let np = weft_tests::numeric(1);
+    let a = np.zeros(&[10, 2], DType::F64);
+    let b = np.zeros(&[8], DType::F64);
+    let here = |line: u32| format!("{}:{line}:", file!());
+
+    // An operation that fails at once: the error names the line of the operator.
+    let line = line!() + 1;
+    let sum = &a + &b;
+    let e = sum.check().unwrap_err().to_string();
+    assert!(e.contains("could not be broadcast together"), "{e}");
+    assert!(e.contains(&here(line)), "{e}");
+    // An array poisoned by it passes the same error (and line) on.
+    let e = (sum * 2.0).to_vec().unwrap_err().to_string();
+    assert!(e.contains(&here(line)), "{e}");
+
+    // A composed operation names the application's line, not the facade's.
+    let line = line!() + 1;
+    let joined = np.concatenate(&[&a, &b], 0);
+    let e = joined.check().unwrap_err().to_string();
+    assert!(e.contains(&here(line)), "{e}");
+
+    // An error that surfaces later, at a read, names the call that asked for the work.
+    let idx = np.from_f64s(&[2], &[1.0, 7.0], DType::I64);
+    let source = np.arange(0.0, 5.0, 1.0, DType::F64);
+    let line = line!() + 1;
+    let gathered = source.take(&idx, None);
+    let doubled = &gathered * 2.0;
+    let e = doubled.to_vec().unwrap_err().to_string();
+    // (The gather may run fused with its neighbours; the error lists every call's line.)
+    let sites = e.split("(from the call at ").nth(1).unwrap_or_default();
+    assert!(sites.contains(&here(line)), "{e}");
+
+    // The host keeps working, and later errors name their own lines.
+    assert_eq!((&a + 1.0).sum().item().unwrap(), 20.0);
+    let line = line!() + 1;
+    let e = a.sum_axis(5).check().unwrap_err().to_string();
+    assert!(e.contains(&here(line)), "{e}");
+}

@@ -25,13 +25,17 @@ pub(crate) fn result_type(a: DType, b: DType) -> DType {
 impl Numeric {
     /// The arrays joined along an existing `axis` (NumPy's `concatenate`): every other
     /// extent must match; the type is their common type.
+    #[track_caller]
     pub fn concatenate(&self, arrays: &[&Array], axis: i64) -> Array {
+        let _site = self.site_guard(std::panic::Location::caller());
         self.join("concatenate", arrays, axis)
             .unwrap_or_else(|e| self.wrap(Err(e)))
     }
 
     /// The arrays, all of one shape, joined along a new `axis` (NumPy's `stack`).
+    #[track_caller]
     pub fn stack(&self, arrays: &[&Array], axis: i64) -> Array {
+        let _site = self.site_guard(std::panic::Location::caller());
         let result = (|| -> Result<Array> {
             let first = arrays
                 .first()

@@ -28,7 +28,9 @@ impl Array {
     /// and the others a stack of them, broadcast against each other; a 1-d operand is a row
     /// on the left or a column on the right, and that dimension is dropped. One 2-d product
     /// per matrix of the result.
+    #[track_caller]
     pub(crate) fn stacked_matmul(&self, b: &Array) -> Result<Array> {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         let (sa, sb) = (self.shape()?, b.shape()?);
         let (a, a_vec) = if sa.len() == 1 {
             (self.index(&[Ix::NewAxis]), true)
@@ -96,7 +98,9 @@ impl Array {
     /// `b`'s others. Computed as one 2-d product of `self` with that axis moved last and `b`
     /// with it moved first (each a view, reshaped as NumPy reshapes: a copy where the layout
     /// needs one).
+    #[track_caller]
     pub fn tensordot(&self, b: &Array, axes: (i64, i64)) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         let result = (|| -> Result<Array> {
             let (sa, sb) = (self.shape()?, b.shape()?);
             let i = normalize_axis(axes.0, sa.len())?;

@@ -24,6 +24,7 @@ impl Numeric {
     /// ln(1 - u1)) * cos(2 pi u2)` with `u1`, `u2` from [`Numeric::random_uniform`] on two
     /// streams derived from the seed. The same seed gives the same array whatever the
     /// partitioning. `dtype` is `f32` or `f64`.
+    #[track_caller]
     pub fn random_normal(
         &self,
         shape: &[u64],
@@ -32,6 +33,7 @@ impl Numeric {
         seed: u64,
         dtype: DType,
     ) -> Array {
+        let _site = self.site_guard(std::panic::Location::caller());
         let (s1, s2) = stream_seeds(seed);
         let u1 = self.random_uniform(shape, 0.0, 1.0, s1, dtype);
         let u2 = self.random_uniform(shape, 0.0, 1.0, s2, dtype);
@@ -41,7 +43,9 @@ impl Numeric {
     }
 
     /// The two uniform arrays [`Numeric::random_normal`] transforms, for checking it.
+    #[track_caller]
     pub fn random_normal_sources(&self, shape: &[u64], seed: u64, dtype: DType) -> (Array, Array) {
+        let _site = self.site_guard(std::panic::Location::caller());
         let (s1, s2) = stream_seeds(seed);
         (
             self.random_uniform(shape, 0.0, 1.0, s1, dtype),

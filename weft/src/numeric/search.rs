@@ -26,13 +26,17 @@ impl Array {
     /// array), as NumPy's `take`: the result's shape is this one with that dimension replaced
     /// by `indices`' shape. Negative positions count from the end; one out of range is an
     /// error (when the gather runs), and nothing is read out of bounds.
+    #[track_caller]
     pub fn take(&self, indices: &Array, axis: Option<i64>) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.pair("take", indices, |g, s, a, i| g.call_take(s, a, i, axis))
     }
 
     /// The running sum along `axis` (`None`: of the flattened array), as NumPy's `cumsum`
     /// (bool and `i32` arrays sum as `i64`).
+    #[track_caller]
     pub fn cumsum(&self, axis: Option<i64>) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.derive("cumsum", |g, s, id| {
             let a = s.data_mut().lend(id)?;
             g.call_cumsum(s, a, axis)
@@ -42,13 +46,17 @@ impl Array {
     /// The position of the largest element along `axis` (`None`: of the flattened array), as
     /// `int64`; the first one on ties, and the first NaN where there is one (NumPy's
     /// `argmax`).
+    #[track_caller]
     pub fn argmax(&self, axis: Option<i64>) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.arg_extreme("argmax", Reduction::Max, axis)
     }
 
     /// The position of the smallest element along `axis` (NumPy's `argmin`; see
     /// [`Array::argmax`]).
+    #[track_caller]
     pub fn argmin(&self, axis: Option<i64>) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.arg_extreme("argmin", Reduction::Min, axis)
     }
 
@@ -82,17 +90,23 @@ impl Array {
     }
 
     /// Whether any element over `axes` (`None`: all) is nonzero (NumPy's `any`), as bool.
+    #[track_caller]
     pub fn any(&self, axes: Option<&[i64]>, keepdims: bool) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.truth().reduce_axes(Reduction::Max, axes, keepdims)
     }
 
     /// Whether every element over `axes` (`None`: all) is nonzero (NumPy's `all`), as bool.
+    #[track_caller]
     pub fn all(&self, axes: Option<&[i64]>, keepdims: bool) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.truth().reduce_axes(Reduction::Min, axes, keepdims)
     }
 
     /// `self != 0` as bool (`self` itself where it is bool already).
+    #[track_caller]
     fn truth(&self) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         match self.dtype() {
             Ok(DType::Bool) => self.clone(),
             Ok(_) => self.ne(Operand::Int(0)),
@@ -103,7 +117,9 @@ impl Array {
     /// The positions of the nonzero elements, one `int64` array per dimension, in row-major
     /// order (NumPy's `nonzero`, and `where` with one argument). How many there are depends on
     /// the values, so this reads the array on the host and builds the positions there.
+    #[track_caller]
     pub fn nonzero(&self) -> Result<Vec<Array>> {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         let shape = self.shape()?;
         let values = self.to_vec()?;
         let mut positions: Vec<Vec<f64>> = vec![Vec::new(); shape.len().max(1)];
@@ -127,7 +143,9 @@ impl Array {
     /// The elements where `mask` (a bool array of this shape) is true, in row-major order, as
     /// a 1-d array (NumPy's `a[mask]`). The count depends on the mask, which is read on the
     /// host; the elements are gathered by a task.
+    #[track_caller]
     pub fn masked(&self, mask: &Array) -> Result<Array> {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         let (shape, mask_shape) = (self.shape()?, mask.shape()?);
         if mask.dtype()? != DType::Bool {
             return Err(Error::Usage(
@@ -153,7 +171,9 @@ impl Array {
     /// `self[mask] = value` where `value` broadcasts to this shape (NumPy's
     /// `np.copyto(a, value, where=mask)`, and `a[mask] = scalar`): elements where `mask` is
     /// true take `value`'s, the others keep theirs.
+    #[track_caller]
     pub fn assign_where<'a>(&self, mask: &Array, value: impl Into<Operand<'a>>) -> Result<()> {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         let merged = mask.select(value, self);
         self.assign(&merged)
     }

@@ -5,7 +5,9 @@ use super::{Array, BinaryOp, Ix, Operand, Reduction, UnaryOp, api};
 impl Array {
     /// The view `self[i0, i1, ...]` of NumPy's basic indexing: positions drop their dimension,
     /// slices keep it, [`Ix::NewAxis`] adds one; missing trailing dimensions are whole.
+    #[track_caller]
     pub fn index(&self, indices: &[Ix]) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         let indices: Vec<api::Subscript> = indices
             .iter()
             .map(|i| match *i {
@@ -26,7 +28,9 @@ impl Array {
 
     /// The view with axes permuted: dimension `d` of the result is dimension `axes[d]` of
     /// `self` (NumPy's `transpose(a, axes)`).
+    #[track_caller]
     pub fn permute(&self, axes: &[u32]) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.derive("permute", |g, s, id| {
             let a = s.data_mut().lend(id)?;
             g.call_permute(s, a, axes)
@@ -34,7 +38,9 @@ impl Array {
     }
 
     /// The transpose (axes reversed), a view: NumPy's `a.T`.
+    #[track_caller]
     pub fn t(&self) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         match self.shape() {
             Ok(shape) => {
                 let axes: Vec<u32> = (0..shape.len() as u32).rev().collect();
@@ -46,7 +52,9 @@ impl Array {
 
     /// `self` with another shape (one extent may be -1): a view where the layout allows it,
     /// a copy otherwise, as NumPy's `reshape`.
+    #[track_caller]
     pub fn reshape(&self, shape: &[i64]) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.derive("reshape", |g, s, id| {
             let a = s.data_mut().lend(id)?;
             g.call_reshape(s, a, shape)
@@ -54,7 +62,9 @@ impl Array {
     }
 
     /// The read-only view broadcast to `shape` (NumPy's `broadcast_to`).
+    #[track_caller]
     pub fn broadcast_to(&self, shape: &[u64]) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.derive("broadcast_to", |g, s, id| {
             let a = s.data_mut().lend(id)?;
             g.call_broadcast_to(s, a, shape)
@@ -63,7 +73,9 @@ impl Array {
 
     /// A view with a new dimension of extent 1 at `axis` (negative counts from the end of
     /// the result), as NumPy's `expand_dims`.
+    #[track_caller]
     pub fn expand_dims(&self, axis: i64) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.with_shape(|shape| {
             let rank = shape.len() as i64 + 1;
             let at = if axis < 0 { axis + rank } else { axis };
@@ -79,7 +91,9 @@ impl Array {
     }
 
     /// A view without the dimensions of extent 1 (NumPy's `squeeze()`).
+    #[track_caller]
     pub fn squeeze(&self) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.with_shape(|shape| {
             Ok(shape
                 .iter()
@@ -102,7 +116,9 @@ impl Array {
 
     /// The reduction over `axes` (negative ones count from the end; `None`: every axis),
     /// keeping them with extent 1 when `keepdims`: NumPy's `a.sum(axis=..., keepdims=...)`.
+    #[track_caller]
     pub fn reduce_axes(&self, op: Reduction, axes: Option<&[i64]>, keepdims: bool) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.derive("reduce-axes", |g, s, id| {
             let a = s.data_mut().lend(id)?;
             g.call_reduce_axes(s, op, a, axes, keepdims)
@@ -110,28 +126,38 @@ impl Array {
     }
 
     /// The sum over one axis.
+    #[track_caller]
     pub fn sum_axis(&self, axis: i64) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.reduce_axes(Reduction::Sum, Some(&[axis]), false)
     }
 
     /// The product over one axis.
+    #[track_caller]
     pub fn prod_axis(&self, axis: i64) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.reduce_axes(Reduction::Prod, Some(&[axis]), false)
     }
 
     /// The minimum over one axis.
+    #[track_caller]
     pub fn min_axis(&self, axis: i64) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.reduce_axes(Reduction::Min, Some(&[axis]), false)
     }
 
     /// The maximum over one axis.
+    #[track_caller]
     pub fn max_axis(&self, axis: i64) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.reduce_axes(Reduction::Max, Some(&[axis]), false)
     }
 
     /// The mean over `axes` (`None`: all), as NumPy's `mean`: the sum divided by the number
     /// of elements reduced (an integer array's mean is `f64`).
+    #[track_caller]
     pub fn mean_axes(&self, axes: Option<&[i64]>, keepdims: bool) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         let count = match self.reduced_count(axes) {
             Ok(n) => n,
             Err(e) => return self.np.wrap(Err(e)),
@@ -140,13 +166,17 @@ impl Array {
     }
 
     /// The mean of all elements (0-d).
+    #[track_caller]
     pub fn mean(&self) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.mean_axes(None, false)
     }
 
     /// The variance over `axes` (`None`: all) with `ddof` degrees of freedom removed, as
     /// NumPy's `var`: the mean of the squared deviations from the mean.
+    #[track_caller]
     pub fn var_axes(&self, axes: Option<&[i64]>, keepdims: bool, ddof: u64) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         let count = match self.reduced_count(axes) {
             Ok(n) => n,
             Err(e) => return self.np.wrap(Err(e)),
@@ -157,22 +187,30 @@ impl Array {
     }
 
     /// The variance of all elements (0-d).
+    #[track_caller]
     pub fn var(&self) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.var_axes(None, false, 0)
     }
 
     /// The standard deviation over `axes`, the square root of [`Array::var_axes`].
+    #[track_caller]
     pub fn std_axes(&self, axes: Option<&[i64]>, keepdims: bool, ddof: u64) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.var_axes(axes, keepdims, ddof).sqrt()
     }
 
     /// The standard deviation of all elements (0-d).
+    #[track_caller]
     pub fn std(&self) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.std_axes(None, false, 0)
     }
 
     /// The number of elements a reduction over `axes` combines into each result.
+    #[track_caller]
     fn reduced_count(&self, axes: Option<&[i64]>) -> crate::Result<u64> {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         let shape = self.shape()?;
         let rank = shape.len() as i64;
         Ok(match axes {
@@ -192,64 +230,89 @@ impl Array {
     }
 
     /// `sin(self)`.
+    #[track_caller]
     pub fn sin(&self) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.unary(UnaryOp::Sin)
     }
 
     /// `cos(self)`.
+    #[track_caller]
     pub fn cos(&self) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.unary(UnaryOp::Cos)
     }
 
     /// `tanh(self)`.
+    #[track_caller]
     pub fn tanh(&self) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.unary(UnaryOp::Tanh)
     }
 
     /// `not self`, element-wise, for a bool array.
+    #[track_caller]
     pub fn logical_not(&self) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.unary(UnaryOp::LogicalNot)
     }
 
     /// Element-wise `self == other` (bool).
+    #[track_caller]
     pub fn eq<'a>(&self, other: impl Into<Operand<'a>>) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.binary(BinaryOp::Equal, other)
     }
 
     /// Element-wise `self != other` (bool).
+    #[track_caller]
     pub fn ne<'a>(&self, other: impl Into<Operand<'a>>) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.binary(BinaryOp::NotEqual, other)
     }
 
     /// Element-wise `self <= other` (bool).
+    #[track_caller]
     pub fn le<'a>(&self, other: impl Into<Operand<'a>>) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.binary(BinaryOp::LessEqual, other)
     }
 
     /// Element-wise `self >= other` (bool).
+    #[track_caller]
     pub fn ge<'a>(&self, other: impl Into<Operand<'a>>) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.binary(BinaryOp::GreaterEqual, other)
     }
 
     /// Element-wise `self and other` (bool arrays).
+    #[track_caller]
     pub fn logical_and<'a>(&self, other: impl Into<Operand<'a>>) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.binary(BinaryOp::LogicalAnd, other)
     }
 
     /// Element-wise `self or other` (bool arrays).
+    #[track_caller]
     pub fn logical_or<'a>(&self, other: impl Into<Operand<'a>>) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.binary(BinaryOp::LogicalOr, other)
     }
 
     /// `min(max(self, lo), hi)`, element-wise (NumPy's `clip`).
+    #[track_caller]
     pub fn clip<'a, 'b>(&self, lo: impl Into<Operand<'a>>, hi: impl Into<Operand<'b>>) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.maximum(lo).minimum(hi)
     }
 
     /// `self[...] = self op rhs`, the in-place form of a binary operator: the result is
     /// written into this array's elements (through a view, into its root), as NumPy's `+=`.
     /// An error poisons `self`.
+    #[track_caller]
     pub fn update<'a>(&mut self, op: BinaryOp, rhs: impl Into<Operand<'a>>) {
+        let np = self.np.clone();
+        let _site = np.site_guard(std::panic::Location::caller());
         let result = self.binary(op, rhs);
         if let Err(e) = self.assign(&result) {
             *self = self.np.wrap(Err(e));
@@ -260,16 +323,19 @@ impl Array {
 macro_rules! assign_operator {
     ($trait:ident, $method:ident, $op:expr) => {
         impl std::ops::$trait<&Array> for Array {
+            #[track_caller]
             fn $method(&mut self, rhs: &Array) {
                 self.update($op, rhs);
             }
         }
         impl std::ops::$trait<Array> for Array {
+            #[track_caller]
             fn $method(&mut self, rhs: Array) {
                 self.update($op, &rhs);
             }
         }
         impl std::ops::$trait<f64> for Array {
+            #[track_caller]
             fn $method(&mut self, rhs: f64) {
                 self.update($op, rhs);
             }
@@ -284,14 +350,18 @@ assign_operator!(DivAssign, div_assign, BinaryOp::Div);
 
 impl super::Numeric {
     /// The `n` x `n` identity matrix (NumPy's `eye`).
+    #[track_caller]
     pub fn eye(&self, n: u64, dtype: weft_ir::DType) -> Array {
+        let _site = self.site_guard(std::panic::Location::caller());
         self.ones(&[n], dtype).diag()
     }
 }
 
 impl Array {
     /// An array of this array's shape and dtype filled with `value` (NumPy's `full_like`).
+    #[track_caller]
     pub fn full_like(&self, value: f64) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         match (self.shape(), self.dtype()) {
             (Ok(shape), Ok(dtype)) => self.np.full(&shape, value, dtype),
             (Err(e), _) | (_, Err(e)) => self.np.wrap(Err(e)),
@@ -299,18 +369,24 @@ impl Array {
     }
 
     /// Zeros of this array's shape and dtype (NumPy's `zeros_like`).
+    #[track_caller]
     pub fn zeros_like(&self) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.full_like(0.0)
     }
 
     /// Ones of this array's shape and dtype (NumPy's `ones_like`).
+    #[track_caller]
     pub fn ones_like(&self) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         self.full_like(1.0)
     }
 
     /// The outer product of two vectors, `self[:, None] * other[None, :]` (NumPy's `outer`,
     /// which flattens its operands first).
+    #[track_caller]
     pub fn outer(&self, other: &Array) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
         let a = self
             .reshape(&[-1])
             .index(&[Ix::Slice(super::Range::all()), Ix::NewAxis]);
