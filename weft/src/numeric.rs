@@ -783,6 +783,7 @@ fn op_name(op: BinaryOp) -> &'static str {
         BinaryOp::GreaterEqual => "greater-equal",
         BinaryOp::LogicalAnd => "logical-and",
         BinaryOp::LogicalOr => "logical-or",
+        BinaryOp::Remainder => "remainder",
     }
 }
 
@@ -889,6 +890,7 @@ binary_operator!(Add, add, BinaryOp::Add);
 binary_operator!(Sub, sub, BinaryOp::Sub);
 binary_operator!(Mul, mul, BinaryOp::Mul);
 binary_operator!(Div, div, BinaryOp::Div);
+binary_operator!(Rem, rem, BinaryOp::Remainder);
 
 impl std::ops::Neg for &Array {
     type Output = Array;

@@ -79,11 +79,13 @@ pub enum BinOp {
     LogicalAnd,
     /// `a || b` (bools).
     LogicalOr,
+    /// NumPy's `%`: the remainder with the divisor's sign.
+    Remainder,
 }
 
 impl BinOp {
     /// Every operator, in a fixed order.
-    pub const ALL: [BinOp; 15] = [
+    pub const ALL: [BinOp; 16] = [
         BinOp::Add,
         BinOp::Sub,
         BinOp::Mul,
@@ -99,6 +101,7 @@ impl BinOp {
         BinOp::GreaterEqual,
         BinOp::LogicalAnd,
         BinOp::LogicalOr,
+        BinOp::Remainder,
     ];
 
     /// The operator's name, as the WIT interface spells it; used in keys and errors.
@@ -119,6 +122,7 @@ impl BinOp {
             BinOp::GreaterEqual => "greater-equal",
             BinOp::LogicalAnd => "logical-and",
             BinOp::LogicalOr => "logical-or",
+            BinOp::Remainder => "remainder",
         }
     }
 
@@ -183,11 +187,15 @@ pub enum UnOp {
     Erf,
     /// `!a` (bools).
     LogicalNot,
+    /// Rounding down (floats).
+    Floor,
+    /// Rounding up (floats).
+    Ceil,
 }
 
 impl UnOp {
     /// Every operator, in a fixed order.
-    pub const ALL: [UnOp; 10] = [
+    pub const ALL: [UnOp; 12] = [
         UnOp::Neg,
         UnOp::Abs,
         UnOp::Sqrt,
@@ -198,6 +206,8 @@ impl UnOp {
         UnOp::Tanh,
         UnOp::Erf,
         UnOp::LogicalNot,
+        UnOp::Floor,
+        UnOp::Ceil,
     ];
 
     /// The operator's name, as the WIT interface spells it; used in keys and errors.
@@ -213,6 +223,8 @@ impl UnOp {
             UnOp::Tanh => "tanh",
             UnOp::Erf => "erf",
             UnOp::LogicalNot => "logical-not",
+            UnOp::Floor => "floor",
+            UnOp::Ceil => "ceil",
         }
     }
 

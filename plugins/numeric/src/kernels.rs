@@ -162,6 +162,19 @@ fn binary(b: &mut BodyBuilder, op: BinOp, x: Value, y: Value) -> Value {
     match lower(op) {
         Lowered::Binary(o) => b.binary(o, x, y),
         Lowered::Cmp(c) => b.cmp(c, x, y),
+        Lowered::FloorRemainder => {
+            // NumPy's `%`: C's remainder (`fmod` for floats), moved by `y` where it is
+            // nonzero and its sign differs from `y`'s, so that it takes the divisor's sign.
+            let r = b.binary(BinaryOp::Rem, x, y);
+            let zero = b.const_like(r, 0.0);
+            let nonzero = b.cmp(CmpOp::Ne, r, zero);
+            let r_neg = b.cmp(CmpOp::Lt, r, zero);
+            let y_neg = b.cmp(CmpOp::Lt, y, zero);
+            let signs_differ = b.cmp(CmpOp::Ne, r_neg, y_neg);
+            let adjust = b.binary(BinaryOp::And, nonzero, signs_differ);
+            let moved = b.binary(BinaryOp::Add, r, y);
+            b.select(adjust, moved, r)
+        }
     }
 }
 
@@ -171,6 +184,8 @@ enum Lowered {
     Binary(BinaryOp),
     /// A comparison (the result is a bool).
     Cmp(CmpOp),
+    /// NumPy's remainder (the sign of the divisor), from the IR's truncated remainder.
+    FloorRemainder,
 }
 
 /// The IR operation of a binary operator.
@@ -191,6 +206,7 @@ fn lower(op: BinOp) -> Lowered {
         BinOp::LessEqual => Lowered::Cmp(CmpOp::Le),
         BinOp::Greater => Lowered::Cmp(CmpOp::Gt),
         BinOp::GreaterEqual => Lowered::Cmp(CmpOp::Ge),
+        BinOp::Remainder => Lowered::FloorRemainder,
     }
 }
 
@@ -207,6 +223,8 @@ fn unary_op(op: UnOp) -> UnaryOp {
         UnOp::Tanh => UnaryOp::Tanh,
         UnOp::Erf => UnaryOp::Erf,
         UnOp::LogicalNot => UnaryOp::Not,
+        UnOp::Floor => UnaryOp::Floor,
+        UnOp::Ceil => UnaryOp::Ceil,
     }
 }
 

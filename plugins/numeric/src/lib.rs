@@ -228,6 +228,7 @@ fn bin_op(op: BinaryOp) -> BinOp {
         BinaryOp::GreaterEqual => BinOp::GreaterEqual,
         BinaryOp::LogicalAnd => BinOp::LogicalAnd,
         BinaryOp::LogicalOr => BinOp::LogicalOr,
+        BinaryOp::Remainder => BinOp::Remainder,
     }
 }
 
@@ -244,6 +245,8 @@ fn un_op(op: UnaryOp) -> UnOp {
         UnaryOp::Tanh => UnOp::Tanh,
         UnaryOp::Erf => UnOp::Erf,
         UnaryOp::LogicalNot => UnOp::LogicalNot,
+        UnaryOp::Floor => UnOp::Floor,
+        UnaryOp::Ceil => UnOp::Ceil,
     }
 }
 

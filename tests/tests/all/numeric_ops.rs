@@ -461,8 +461,10 @@ fn shape_and_dtype_errors_are_clear() {
     let f = np.zeros(&[4], DType::F32);
     assert_eq!((&b * &f).dtype().unwrap(), DType::F64);
     let i = np.zeros(&[4], DType::I64);
-    let err = i.sqrt().check().unwrap_err().to_string();
-    assert!(err.contains("sqrt"), "{err}");
+    // A float operator takes integers as f64, as NumPy's `np.sqrt`; a bool one refuses them.
+    assert_eq!(i.sqrt().dtype().unwrap(), DType::F64);
+    let err = i.logical_not().check().unwrap_err().to_string();
+    assert!(err.contains("logical-not") && err.contains("bool"), "{err}");
     let err = a
         .matvec(&np.zeros(&[3], DType::F64))
         .check()

@@ -229,6 +229,24 @@ impl Array {
         })
     }
 
+    /// `floor(self)` (integers stay as they are, as in NumPy 2).
+    #[track_caller]
+    pub fn floor(&self) -> Array {
+        self.unary(UnaryOp::Floor)
+    }
+
+    /// `ceil(self)` (integers stay as they are, as in NumPy 2).
+    #[track_caller]
+    pub fn ceil(&self) -> Array {
+        self.unary(UnaryOp::Ceil)
+    }
+
+    /// NumPy's `remainder` (`self % other`): the remainder with the divisor's sign.
+    #[track_caller]
+    pub fn remainder<'a>(&self, other: impl Into<Operand<'a>>) -> Array {
+        self.binary(BinaryOp::Remainder, other)
+    }
+
     /// `sin(self)`.
     #[track_caller]
     pub fn sin(&self) -> Array {
@@ -347,6 +365,7 @@ assign_operator!(AddAssign, add_assign, BinaryOp::Add);
 assign_operator!(SubAssign, sub_assign, BinaryOp::Sub);
 assign_operator!(MulAssign, mul_assign, BinaryOp::Mul);
 assign_operator!(DivAssign, div_assign, BinaryOp::Div);
+assign_operator!(RemAssign, rem_assign, BinaryOp::Remainder);
 
 impl super::Numeric {
     /// The `n` x `n` identity matrix (NumPy's `eye`).

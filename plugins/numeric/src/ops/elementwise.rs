@@ -88,9 +88,21 @@ fn prepare(
     Ok(out)
 }
 
-/// `op a`, element-wise.
+/// `op a`, element-wise. An operator defined on floats only takes an integer or bool array
+/// as `f64`, as NumPy does (`np.sqrt` of `int64` is `float64`), except `floor` and `ceil`,
+/// which leave integers as they are (NumPy 2).
 pub fn unary(op: UnOp, a: &Array<'_>) -> Result<Store, Error> {
     let name = op.name();
+    if matches!(op, UnOp::Floor | UnOp::Ceil) && matches!(a.dtype, DType::I32 | DType::I64) {
+        return copy(a);
+    }
+    let widened;
+    let a = if op.rule() == crate::catalog::Rule::Float && !a.dtype.is_float() {
+        widened = astype(a, DType::F64)?;
+        &Array::new(&widened)
+    } else {
+        a
+    };
     op.rule().check(name, a.dtype).map_err(weft_sdk::error)?;
     let key = Key::Unary {
         op,
