@@ -23,6 +23,10 @@ pub struct Explanation {
     pub cut_store: Option<usize>,
     /// Canonical indices of the temporaries.
     pub temporaries: Vec<usize>,
+    /// What names each store the explanation mentions, by canonical index: the first task
+    /// argument on it (`argument 1 of numeric.binary.add.f64.r1`), so that a reader finds it
+    /// in the program.
+    pub roles: Vec<(usize, String)>,
     /// How many temporaries kept a task-local buffer after the kernel passes.
     pub kept_local: usize,
     /// What the kernel passes did.
@@ -39,7 +43,24 @@ impl Explanation {
         key: &Key,
     ) -> Explanation {
         let name = |t: &IndexTask| t.name().to_string();
+        let mentioned: Vec<StorageId> = cut
+            .as_ref()
+            .and_then(|c| c.storage)
+            .into_iter()
+            .chain(temps.iter().copied())
+            .collect();
+        let roles = mentioned
+            .iter()
+            .filter_map(|&s| {
+                let role = tasks.iter().chain(next).find_map(|t| {
+                    let k = t.args.iter().position(|a| a.storage == s)?;
+                    Some(format!("argument {k} of {}", t.name()))
+                })?;
+                Some((key.index_of(s)?, role))
+            })
+            .collect();
         Explanation {
+            roles,
             parts: tasks.iter().map(name).collect(),
             next: next.map(name),
             cut_store: cut
@@ -66,9 +87,14 @@ impl Explanation {
     /// The explanation as text, with stores named as in the window `key` was made from.
     pub fn render(&self, key: &Key, memo_hit: bool) -> String {
         let store = |i: usize| {
-            key.storages
+            let id = key
+                .storages
                 .get(i)
-                .map_or_else(|| format!("#{i}"), |s| format!("store {}", s.0))
+                .map_or_else(|| format!("#{i}"), |s| format!("store {}", s.0));
+            match self.roles.iter().find(|(j, _)| *j == i) {
+                Some((_, role)) => format!("{id} ({role})"),
+                None => id,
+            }
         };
         let mut out = format!(
             "weft fusion: {} task(s) {}{}\n",

@@ -68,7 +68,8 @@ impl KernelEntry {
 }
 
 /// The kernel intake for a plugin's kernel body: flat form to IR, validation, math lowering,
-/// naming (`plugin.key`) and the content id.
+/// naming and the content id. The kernel is named `plugin.key`, or `key` itself where the
+/// author already began it with the plugin's name (`stats.mean.f64` stays as written).
 pub fn plugin_kernel(plugin: &str, key: &str, flat: &FlatKernel) -> Result<KernelEntry> {
     let invalid = |message: String| Error::InvalidIr {
         plugin: plugin.to_string(),
@@ -76,7 +77,16 @@ pub fn plugin_kernel(plugin: &str, key: &str, flat: &FlatKernel) -> Result<Kerne
         message,
     };
     let ir = weft_ir::flat::from_flat(flat).map_err(|e| invalid(e.to_string()))?;
-    intake(&format!("{plugin}.{key}"), &ir).map_err(invalid)
+    intake(&kernel_name(plugin, key), &ir).map_err(invalid)
+}
+
+/// The name of `plugin`'s kernel `key`: the key the author wrote, prefixed with the plugin's
+/// name unless it starts with it.
+pub fn kernel_name(plugin: &str, key: &str) -> String {
+    match key.strip_prefix(plugin) {
+        Some(rest) if rest.starts_with('.') => key.to_string(),
+        _ => format!("{plugin}.{key}"),
+    }
 }
 
 fn intake(name: &str, ir: &Kernel) -> std::result::Result<KernelEntry, String> {
@@ -167,6 +177,10 @@ mod tests {
         let flat = weft_ir::flat::to_flat(&scale("whatever", 2.0));
         let entry = plugin_kernel("numeric", "scale", &flat).unwrap();
         assert_eq!(entry.name(), "numeric.scale");
+        // A key the author began with the plugin's name keeps the name once.
+        let entry = plugin_kernel("stats", "stats.mean.f64", &flat).unwrap();
+        assert_eq!(entry.name(), "stats.mean.f64");
+        assert_eq!(kernel_name("stats", "statsx.mean"), "stats.statsx.mean");
         let mut bad = flat.clone();
         bad.params.clear();
         let e = plugin_kernel("numeric", "scale", &bad).unwrap_err();

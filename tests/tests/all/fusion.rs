@@ -49,6 +49,13 @@ fn figure_1_stencil_write_back_is_cut_by_anti_dependence() {
         text.contains("5 task(s) fused"),
         "the four adds and the scale fuse:\n{text}"
     );
+    // The store is named by what the program did with it: the first task argument on it.
+    assert!(
+        text.contains(&format!(
+            "anti-dependence on store {grid_store} (argument 0 of numeric.binary.add.f64.r2.aa)"
+        )),
+        "{text}"
+    );
 }
 
 /// Figure 6 of the Diffuse paper: `z = 2x; w = y + z; v = w**2; norm(w[n/2:])`, then
