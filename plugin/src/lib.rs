@@ -26,6 +26,7 @@ pub mod imports;
 mod limits;
 mod plugin;
 mod ticker;
+mod value_conversions;
 
 use std::path::PathBuf;
 

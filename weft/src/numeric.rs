@@ -24,6 +24,7 @@ use std::rc::Rc;
 use wasmtime::component::Resource;
 use weft_ir::DType;
 
+mod interop;
 mod joining;
 mod products;
 mod random;

@@ -134,6 +134,29 @@ impl Runtime {
         self.traced(|rt| Ok(rt.plugins.call(&mut rt.core, plugin, name, args)?))
     }
 
+    /// Calls a plugin function that returns `result<T, error>`, as [`Runtime::call`] does, and
+    /// unwraps it: `Some(payload)` (`None` for `result<_, error>`), or the plugin's own error
+    /// as [`weft_plugin::Error::Plugin`], naming the plugin, the call and the message.
+    pub fn invoke(
+        &mut self,
+        plugin: PluginId,
+        name: &str,
+        args: &[Value],
+    ) -> Result<Option<Value>> {
+        let results = self.call(plugin, name, args)?;
+        let plugin_name = self
+            .plugin_info(plugin)
+            .map_or_else(|| format!("{plugin:?}"), |(n, _)| n.to_string());
+        let mut results = results.into_iter();
+        match (results.next(), results.next()) {
+            (Some(v), None) => Ok(v.into_plugin_result(&plugin_name, name)?),
+            (None, _) => Ok(None),
+            (Some(_), Some(_)) => Err(Error::Usage(format!(
+                "plugin `{plugin_name}`, call `{name}`: returns several values; use Runtime::call"
+            ))),
+        }
+    }
+
     /// How many times a plugin's instance was remade after a fault.
     pub fn plugin_generation(&self, id: PluginId) -> u64 {
         self.plugins.plugin_generation(id)

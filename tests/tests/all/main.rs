@@ -6,6 +6,7 @@ mod examples_jacobi;
 mod examples_stencil;
 mod fusion;
 mod fusion_differential;
+mod interop;
 mod numeric_ops;
 mod numpy_ops;
 mod numpy_views;
