@@ -31,43 +31,15 @@ use weft_sdk::{Dtype, Error, Scalar, Store, ir_dtype, ir_scalar};
 use bindings::exports::weft::plugin::numeric::{
     self, BinaryOp, Operand, Range, Reduction, Subscript, UnaryOp,
 };
-use bindings::exports::weft::plugin::plugin;
 use catalog::{BinOp, UnOp};
 use ops::{Arg, Array};
 
-/// Bindings of the `numeric-plugin` world; the shared interfaces are the SDK's.
-#[allow(missing_docs)]
-mod bindings {
-    wit_bindgen::generate!({
-        path: "../../wit",
-        world: "weft:plugin/numeric-plugin",
-        with: {
-            "weft:plugin/types@0.1.0": weft_sdk::bindings::weft::plugin::types,
-            "weft:plugin/host@0.1.0": weft_sdk::bindings::weft::plugin::host,
-            "weft:plugin/kernel-ir@0.1.0": weft_sdk::bindings::weft::plugin::kernel_ir,
-        },
-    });
-}
-
-/// The plugin: it has no state of its own (the host owns every store).
-pub struct Numeric;
-
-bindings::export!(Numeric with_types_in bindings);
-
-impl plugin::Guest for Numeric {
-    fn name() -> String {
-        "numeric".to_string()
-    }
-
-    fn version() -> String {
-        env!("CARGO_PKG_VERSION").to_string()
-    }
-
-    fn kernel_body(key: String) -> Result<weft_sdk::kernel_ir::Kernel, Error> {
-        let key: keys::Key = key.parse().map_err(weft_sdk::error)?;
-        let kernel = kernels::build(&key).map_err(weft_sdk::error)?;
-        Ok(weft_sdk::kernel_to_wit(&kernel))
-    }
+weft_sdk::plugin! {
+    plugin: Numeric,
+    name: "numeric",
+    wit: "../../wit",
+    world: "weft:plugin/numeric-plugin",
+    kernels: |key| kernels::build(&key.parse()?),
 }
 
 impl numeric::Guest for Numeric {

@@ -23,42 +23,14 @@ mod tasks;
 
 use weft_sdk::{Dtype, Error, Store, ir_dtype};
 
-use bindings::exports::weft::plugin::plugin;
 use bindings::exports::weft::plugin::sparse::{self, Csr};
 
-/// Bindings of the `sparse-plugin` world; the shared interfaces are the SDK's.
-#[allow(missing_docs)]
-mod bindings {
-    wit_bindgen::generate!({
-        path: "../../wit",
-        world: "weft:plugin/sparse-plugin",
-        with: {
-            "weft:plugin/types@0.1.0": weft_sdk::bindings::weft::plugin::types,
-            "weft:plugin/host@0.1.0": weft_sdk::bindings::weft::plugin::host,
-            "weft:plugin/kernel-ir@0.1.0": weft_sdk::bindings::weft::plugin::kernel_ir,
-        },
-    });
-}
-
-/// The plugin: it has no state of its own (the host owns every store).
-pub struct Sparse;
-
-bindings::export!(Sparse with_types_in bindings);
-
-impl plugin::Guest for Sparse {
-    fn name() -> String {
-        "sparse".to_string()
-    }
-
-    fn version() -> String {
-        env!("CARGO_PKG_VERSION").to_string()
-    }
-
-    fn kernel_body(key: String) -> Result<weft_sdk::kernel_ir::Kernel, Error> {
-        let key: kernels::Key = key.parse().map_err(weft_sdk::error)?;
-        let kernel = kernels::build(&key).map_err(weft_sdk::error)?;
-        Ok(weft_sdk::kernel_to_wit(&kernel))
-    }
+weft_sdk::plugin! {
+    plugin: Sparse,
+    name: "sparse",
+    wit: "../../wit",
+    world: "weft:plugin/sparse-plugin",
+    kernels: |key| kernels::build(&key.parse()?),
 }
 
 /// The three stores and the shape of a matrix the plugin made.
