@@ -61,6 +61,7 @@ fn run() -> Result<(), String> {
             package: p.package.clone(),
             target_dir: target_dir.clone(),
             profile: Profile::Named("plugin".into()),
+            offline: false,
         };
         let component = build.component().map_err(|e| e.to_string())?;
         let file = p.package.replace('-', "_");

@@ -113,6 +113,8 @@ pub struct Build {
     pub target_dir: PathBuf,
     /// The profile.
     pub profile: Profile,
+    /// Whether cargo may not use the network (every dependency must be in its cache).
+    pub offline: bool,
 }
 
 impl Build {
@@ -127,6 +129,9 @@ impl Build {
             .arg(&self.target_dir)
             .args(["-p", &self.package])
             .args(self.profile.args());
+        if self.offline {
+            cmd.arg("--offline");
+        }
         // An outer build's flags are for the host, not for wasm.
         for var in [
             "CARGO_ENCODED_RUSTFLAGS",
@@ -288,4 +293,65 @@ pub fn ensure_wasm_target(rustc: &str) -> Result<()> {
              add {TARGET}"
         )))
     }
+}
+
+/// The files of a new plugin crate made from the SDK's template (`sdk/template/`), with
+/// `{{name}}`, `{{module}}` and `{{sdk}}` to fill in: (path in the crate, contents).
+const TEMPLATE: &[(&str, &str)] = &[
+    ("Cargo.toml", include_str!("../../template/Cargo.toml.in")),
+    ("src/lib.rs", include_str!("../../template/src/lib.rs.in")),
+    (
+        "wit/plugin.wit",
+        include_str!("../../template/wit/plugin.wit.in"),
+    ),
+    // The weft:plugin package the plugin's world includes.
+    (
+        "wit/deps/weft-plugin/weft.wit",
+        include_str!("../../../wit/weft.wit"),
+    ),
+];
+
+/// Writes a new plugin crate named `name` (lowercase letters, digits and `-`, starting with a
+/// letter) into `dir`, from the SDK's template: one element-wise operation (`scale`), one
+/// reduction (`total`), its WIT, and the `weft:plugin` WIT it depends on. The crate depends
+/// on the SDK at `sdk` (this checkout's `sdk/` directory). Returns the crate's manifest.
+pub fn new_plugin(dir: &Path, name: &str, sdk: &Path) -> Result<PathBuf> {
+    let valid = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.ends_with('-')
+        && !name.contains("--");
+    if !valid {
+        return Err(Error::Failed(format!(
+            "`{name}` is not a plugin name: use lowercase letters, digits and single dashes, \
+             starting with a letter"
+        )));
+    }
+    if dir.join("Cargo.toml").exists() {
+        return Err(Error::Failed(format!(
+            "{} already holds a crate",
+            dir.display()
+        )));
+    }
+    let sdk = sdk.canonicalize().map_err(|source| Error::Io {
+        path: sdk.to_path_buf(),
+        source,
+    })?;
+    let sdk = sdk.to_string_lossy().replace('\\', "/");
+    for (file, text) in TEMPLATE {
+        let path = dir.join(file);
+        let text = text
+            .replace("{{name}}", name)
+            .replace("{{module}}", &name.replace('-', "_"))
+            .replace("{{sdk}}", &sdk);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|source| Error::Io {
+                path: parent.to_path_buf(),
+                source,
+            })?;
+        }
+        std::fs::write(&path, text).map_err(|source| Error::Io { path, source })?;
+    }
+    Ok(dir.join("Cargo.toml"))
 }

@@ -2,8 +2,12 @@
 //!
 //! ```text
 //! weft-plugin-build --manifest-path PATH [--package NAME] [--profile NAME]
-//!                   [--target-dir DIR] --out FILE
+//!                   [--target-dir DIR] [--offline] --out FILE
+//! weft-plugin-build new DIR --name NAME
 //! ```
+//!
+//! `new` writes a plugin crate from the SDK's template into `DIR` (see
+//! `weft_plugin_build::new_plugin`).
 //!
 //! `--profile` names a profile the plugin's workspace defines; without it the plugin is built
 //! with release settings for small code (see `weft_plugin_build::Profile::Small`). Exits
@@ -12,22 +16,25 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use weft_plugin_build::{Build, Profile, ensure_wasm_target, package_name};
+use weft_plugin_build::{Build, Profile, ensure_wasm_target, new_plugin, package_name};
 
 const USAGE: &str = "usage: weft-plugin-build --manifest-path PATH [--package NAME] \
-                     [--profile NAME] [--target-dir DIR] --out FILE";
+                     [--profile NAME] [--target-dir DIR] [--offline] --out FILE\n       \
+                     weft-plugin-build new DIR --name NAME";
 
 struct Options {
     manifest: PathBuf,
     package: Option<String>,
     profile: Profile,
     target_dir: Option<PathBuf>,
+    offline: bool,
     out: PathBuf,
 }
 
 fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
     let (mut manifest, mut package, mut profile, mut target_dir, mut out) =
         (None, None, Profile::Small, None, None);
+    let mut offline = false;
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value"));
         match flag.as_str() {
@@ -36,6 +43,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
             "--profile" => profile = Profile::Named(value()?),
             "--target-dir" => target_dir = Some(PathBuf::from(value()?)),
             "--out" => out = Some(PathBuf::from(value()?)),
+            "--offline" => offline = true,
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
@@ -44,6 +52,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
         package,
         profile,
         target_dir,
+        offline,
         out: out.ok_or("--out is required")?,
     })
 }
@@ -68,6 +77,7 @@ fn run(o: Options) -> Result<(), String> {
         package,
         target_dir,
         profile: o.profile,
+        offline: o.offline,
     };
     let component = build.component().map_err(|e| e.to_string())?;
     std::fs::write(&o.out, &component).map_err(|e| format!("{}: {e}", o.out.display()))?;
@@ -80,8 +90,45 @@ fn run(o: Options) -> Result<(), String> {
     Ok(())
 }
 
+/// `new DIR --name NAME`.
+fn new(mut args: impl Iterator<Item = String>) -> Result<(), (u8, String)> {
+    let bad = |m: &str| (2, m.to_string());
+    let dir = args.next().ok_or_else(|| bad("new needs a directory"))?;
+    let (flag, name) = (args.next(), args.next());
+    let name = match (flag.as_deref(), name) {
+        (Some("--name"), Some(name)) => name,
+        _ => return Err(bad("new needs --name NAME")),
+    };
+    if let Some(extra) = args.next() {
+        return Err(bad(&format!("unknown argument `{extra}`")));
+    }
+    // This checkout's SDK: the crate directory's parent.
+    let sdk = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let manifest = new_plugin(&PathBuf::from(&dir), &name, &sdk).map_err(|e| (1, e.to_string()))?;
+    println!(
+        "{}: a new plugin `{name}`; build it with\n    weft-plugin-build --manifest-path {} --out {name}.component.wasm",
+        dir,
+        manifest.display()
+    );
+    Ok(())
+}
+
 fn main() -> ExitCode {
-    let options = match parse(std::env::args().skip(1)) {
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().map(String::as_str) == Some("new") {
+        args.next();
+        return match new(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err((code, e)) => {
+                eprintln!("weft-plugin-build: {e}");
+                if code == 2 {
+                    eprintln!("{USAGE}");
+                }
+                ExitCode::from(code)
+            }
+        };
+    }
+    let options = match parse(args) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("weft-plugin-build: {e}\n{USAGE}");

@@ -55,3 +55,49 @@ fn a_bad_command_line_exits_with_2() {
         assert!(String::from_utf8_lossy(&run.stderr).contains("usage:"));
     }
 }
+
+#[test]
+fn new_refuses_bad_names_and_existing_crates() {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("new-{}", std::process::id()));
+    for name in ["Bad", "9lives", "a_b", "trailing-", "dou--ble"] {
+        let run = Command::new(BIN)
+            .args(["new"])
+            .arg(tmp.join(name))
+            .args(["--name", name])
+            .output()
+            .expect("runs");
+        assert_eq!(run.status.code(), Some(1), "{name}");
+        assert!(
+            String::from_utf8_lossy(&run.stderr).contains("is not a plugin name"),
+            "{name}"
+        );
+    }
+    let dir = tmp.join("fine");
+    let make = || {
+        Command::new(BIN)
+            .args(["new"])
+            .arg(&dir)
+            .args(["--name", "fine-1"])
+            .output()
+            .expect("runs")
+    };
+    assert!(make().status.success());
+    for file in [
+        "Cargo.toml",
+        "src/lib.rs",
+        "wit/plugin.wit",
+        "wit/deps/weft-plugin/weft.wit",
+    ] {
+        let text = std::fs::read_to_string(dir.join(file)).expect(file);
+        assert!(!text.contains("{{"), "{file} has an unfilled placeholder");
+    }
+    let lib = std::fs::read_to_string(dir.join("src/lib.rs")).expect("lib.rs");
+    assert!(
+        lib.contains("plugin::fine_1::ops::Guest"),
+        "the module name is snake case"
+    );
+    let again = make();
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already holds a crate"));
+    let _ = std::fs::remove_dir_all(&tmp);
+}

@@ -12,3 +12,4 @@ mod numpy_ops;
 mod numpy_views;
 mod sandbox;
 mod sparse;
+mod template;
