@@ -5,6 +5,8 @@
 //! - [`ir`] and [`KernelBuilder`]: the kernel IR and a builder for it, and [`kernel_to_wit`],
 //!   which turns a built kernel into the WIT form the `plugin.kernel-body` export returns;
 //! - [`Task`] and [`Launch`]: helpers to declare index tasks and launch them over partitions;
+//! - [`KernelDef`]: a kernel's key, parameters and body defined once, for [`Task::of`] and
+//!   [`body_of`];
 //! - [`plugin!`]: a plugin's bindings, type and `plugin` exports in one invocation.
 //!
 //! A plugin generates bindings for its own world (which includes `weft:plugin/plugin-base`) and
@@ -17,10 +19,12 @@
 #![deny(missing_docs)]
 
 mod convert;
+mod kernel_def;
 mod plugin_macro;
 mod task;
 
 pub use convert::kernel_to_wit;
+pub use kernel_def::{KernelDef, KernelSet, body_of};
 pub use task::{Launch, Task};
 pub use weft_ir as ir;
 pub use weft_ir::builder::KernelBuilder;
@@ -106,6 +110,16 @@ pub fn ir_reduce_op(op: ReduceOp) -> ir::ReduceOp {
         ReduceOp::Prod => ir::ReduceOp::Prod,
         ReduceOp::Min => ir::ReduceOp::Min,
         ReduceOp::Max => ir::ReduceOp::Max,
+    }
+}
+
+/// The IR privilege of a WIT one.
+pub fn ir_privilege(p: Privilege) -> ir::Privilege {
+    match p {
+        Privilege::Read => ir::Privilege::Read,
+        Privilege::Write => ir::Privilege::Write,
+        Privilege::ReadWrite => ir::Privilege::ReadWrite,
+        Privilege::Reduce(op) => ir::Privilege::Reduce(ir_reduce_op(op)),
     }
 }
 

@@ -4,7 +4,7 @@
 /// mapped to this crate's), its type, and the `plugin` interface every plugin exports (its
 /// name, its version from Cargo, and the kernel bodies, from a function of the key).
 ///
-/// ```ignore
+/// ```text
 /// weft_sdk::plugin! {
 ///     plugin: Stats,                      // the type the exports are implemented on
 ///     name: "stats",                      // the name the host shows in errors and traces

@@ -77,6 +77,8 @@ pub struct Task<'a> {
     launch: Vec<u64>,
     args: Vec<TaskArg<'a>>,
     scalars: Vec<Scalar>,
+    /// The parameters of the kernel's definition, when the task was made with [`Task::of`].
+    expected: Option<Result<Vec<weft_ir::Param>, String>>,
 }
 
 impl<'a> Task<'a> {
@@ -88,7 +90,18 @@ impl<'a> Task<'a> {
             launch: launch.domain.clone(),
             args: Vec::new(),
             scalars: Vec::new(),
+            expected: None,
         }
+    }
+
+    /// A task running the kernel `def` defines, once per point of `launch`: its key comes
+    /// from the definition, and [`Task::submit`] checks the arguments against the
+    /// definition's parameters (count, dtype, rank, privilege, scalar types) and names the
+    /// first that differs.
+    pub fn of(def: &impl crate::KernelDef, launch: &Launch) -> Task<'a> {
+        let mut task = Task::new(def.key(), launch);
+        task.expected = Some(def.params());
+        task
     }
 
     /// Adds a store argument; the kernel's store parameters follow the order of these calls.
@@ -109,11 +122,156 @@ impl<'a> Task<'a> {
 
     /// Submits the task to the host's window.
     pub fn submit(self) -> Result<(), Error> {
+        if let Some(expected) = &self.expected {
+            let params = expected.as_ref().map_err(|e| crate::error(e.clone()))?;
+            self.check(params)
+                .map_err(|why| crate::error(format!("task `{}`: {why}", self.kernel)))?;
+        }
         host::submit(&IndexTask {
             kernel: self.kernel,
             launch: self.launch,
             args: self.args,
             scalars: self.scalars,
         })
+    }
+
+    /// Whether the arguments fit `params`, or the first that does not.
+    fn check(&self, params: &[weft_ir::Param]) -> Result<(), String> {
+        let stores: Vec<_> = self
+            .args
+            .iter()
+            .map(|a| {
+                (
+                    crate::ir_dtype(a.store.dtype()),
+                    a.store.shape().len() as u32,
+                    crate::ir_privilege(a.privilege),
+                )
+            })
+            .collect();
+        let scalars: Vec<_> = self
+            .scalars
+            .iter()
+            .map(|s| crate::ir_scalar(*s).dtype())
+            .collect();
+        check_args(params, &stores, &scalars)
+    }
+}
+
+/// Whether store arguments (dtype, rank, privilege) and scalar arguments (dtype) fit a
+/// kernel's `params`, or the first that does not.
+fn check_args(
+    params: &[weft_ir::Param],
+    stores: &[(weft_ir::DType, u32, weft_ir::Privilege)],
+    scalars: &[weft_ir::DType],
+) -> Result<(), String> {
+    use weft_ir::Param;
+    let want_stores: Vec<_> = params
+        .iter()
+        .filter_map(|p| match p {
+            Param::Store {
+                dtype,
+                rank,
+                privilege,
+            } => Some((*dtype, *rank, *privilege)),
+            Param::Scalar { .. } => None,
+        })
+        .collect();
+    let want_scalars: Vec<_> = params
+        .iter()
+        .filter_map(|p| match p {
+            Param::Scalar { dtype } => Some(*dtype),
+            Param::Store { .. } => None,
+        })
+        .collect();
+    if want_stores.len() != stores.len() || want_scalars.len() != scalars.len() {
+        return Err(format!(
+            "the kernel takes {} stores and {} scalars, the task passes {} and {}",
+            want_stores.len(),
+            want_scalars.len(),
+            stores.len(),
+            scalars.len()
+        ));
+    }
+    for (i, (got, want)) in stores.iter().zip(&want_stores).enumerate() {
+        if got != want {
+            let ((gd, gr, gp), (wd, wr, wp)) = (got, want);
+            return Err(format!(
+                "store argument {i} is a rank-{gr} {gd} store with {gp:?}, the kernel's \
+                 parameter is a rank-{wr} {wd} store with {wp:?}"
+            ));
+        }
+    }
+    for (i, (got, want)) in scalars.iter().zip(&want_scalars).enumerate() {
+        if got != want {
+            return Err(format!(
+                "scalar argument {i} is {got}, the kernel's parameter is {want}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use weft_ir::{DType, Param, Privilege, ReduceOp};
+
+    use super::check_args;
+
+    fn params() -> Vec<Param> {
+        vec![
+            Param::Store {
+                dtype: DType::F64,
+                rank: 2,
+                privilege: Privilege::Read,
+            },
+            Param::Store {
+                dtype: DType::F64,
+                rank: 0,
+                privilege: Privilege::Reduce(ReduceOp::Sum),
+            },
+            Param::Scalar { dtype: DType::F64 },
+        ]
+    }
+
+    #[test]
+    fn arguments_that_fit_pass() {
+        let stores = [
+            (DType::F64, 2, Privilege::Read),
+            (DType::F64, 0, Privilege::Reduce(ReduceOp::Sum)),
+        ];
+        assert_eq!(check_args(&params(), &stores, &[DType::F64]), Ok(()));
+    }
+
+    #[test]
+    fn the_first_argument_that_differs_is_named() {
+        let stores = [
+            (DType::F64, 2, Privilege::Read),
+            (DType::F32, 0, Privilege::Reduce(ReduceOp::Sum)),
+        ];
+        let e = check_args(&params(), &stores, &[DType::F64]).unwrap_err();
+        assert!(e.contains("store argument 1 is a rank-0 f32"), "{e}");
+        let stores = [
+            (DType::F64, 1, Privilege::Read),
+            (DType::F64, 0, Privilege::Reduce(ReduceOp::Sum)),
+        ];
+        let e = check_args(&params(), &stores, &[DType::F64]).unwrap_err();
+        assert!(e.contains("store argument 0 is a rank-1"), "{e}");
+        let stores = [
+            (DType::F64, 2, Privilege::Read),
+            (DType::F64, 0, Privilege::Write),
+        ];
+        let e = check_args(&params(), &stores, &[DType::F64]).unwrap_err();
+        assert!(e.contains("Write") && e.contains("Reduce"), "{e}");
+        let e = check_args(&params(), &stores[..1], &[DType::F64]).unwrap_err();
+        assert!(
+            e.contains("takes 2 stores and 1 scalars, the task passes 1 and 1"),
+            "{e}"
+        );
+        let stores = [
+            (DType::F64, 2, Privilege::Read),
+            (DType::F64, 0, Privilege::Reduce(ReduceOp::Sum)),
+        ];
+        let e = check_args(&params(), &stores, &[DType::I64]).unwrap_err();
+        assert!(e.contains("scalar argument 0 is i64"), "{e}");
     }
 }
