@@ -295,6 +295,34 @@ pub enum Param {
     },
 }
 
+impl Param {
+    /// The store parameters of `params`, in order: (dtype, rank, privilege).
+    pub fn stores(params: &[Param]) -> Vec<(DType, u32, Privilege)> {
+        params
+            .iter()
+            .filter_map(|p| match *p {
+                Param::Store {
+                    dtype,
+                    rank,
+                    privilege,
+                } => Some((dtype, rank, privilege)),
+                Param::Scalar { .. } => None,
+            })
+            .collect()
+    }
+
+    /// The scalar parameters of `params`, in order: their dtypes.
+    pub fn scalars(params: &[Param]) -> Vec<DType> {
+        params
+            .iter()
+            .filter_map(|p| match *p {
+                Param::Scalar { dtype } => Some(dtype),
+                Param::Store { .. } => None,
+            })
+            .collect()
+    }
+}
+
 /// An SSA value, unique within its kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ValueId(pub u32);

@@ -118,26 +118,11 @@ pub fn check_against_kernel(
     kernel: &Kernel,
     info: impl Fn(StoreId) -> Option<(usize, weft_ir::DType)>,
 ) -> Result<(), String> {
-    let stores: Vec<_> = kernel
-        .params
-        .iter()
-        .filter_map(|p| match p {
-            Param::Store {
-                dtype,
-                rank,
-                privilege,
-            } => Some((*dtype, *rank as usize, *privilege)),
-            Param::Scalar { .. } => None,
-        })
+    let stores: Vec<_> = Param::stores(&kernel.params)
+        .into_iter()
+        .map(|(dtype, rank, privilege)| (dtype, rank as usize, privilege))
         .collect();
-    let scalars: Vec<_> = kernel
-        .params
-        .iter()
-        .filter_map(|p| match p {
-            Param::Scalar { dtype } => Some(*dtype),
-            Param::Store { .. } => None,
-        })
-        .collect();
+    let scalars = Param::scalars(&kernel.params);
     if stores.len() != task.args.len() {
         return Err(format!(
             "kernel `{}` takes {} stores, the task passes {}",

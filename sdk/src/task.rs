@@ -164,25 +164,8 @@ fn check_args(
     stores: &[(weft_ir::DType, u32, weft_ir::Privilege)],
     scalars: &[weft_ir::DType],
 ) -> Result<(), String> {
-    use weft_ir::Param;
-    let want_stores: Vec<_> = params
-        .iter()
-        .filter_map(|p| match p {
-            Param::Store {
-                dtype,
-                rank,
-                privilege,
-            } => Some((*dtype, *rank, *privilege)),
-            Param::Scalar { .. } => None,
-        })
-        .collect();
-    let want_scalars: Vec<_> = params
-        .iter()
-        .filter_map(|p| match p {
-            Param::Scalar { dtype } => Some(*dtype),
-            Param::Store { .. } => None,
-        })
-        .collect();
+    let want_stores = weft_ir::Param::stores(params);
+    let want_scalars = weft_ir::Param::scalars(params);
     if want_stores.len() != stores.len() || want_scalars.len() != scalars.len() {
         return Err(format!(
             "the kernel takes {} stores and {} scalars, the task passes {} and {}",

@@ -60,3 +60,15 @@ pub fn load(dir: &Path, name: &str) -> Vec<f64> {
         .data
         .to_f64()
 }
+
+/// The tasks run per iteration fused and unfused, from a side-by-side result line; checks
+/// that fusion ran at least `factor` times fewer.
+pub fn assert_fewer_tasks(report: &Value, factor: f64) {
+    let (fused, unfused) = (
+        report["tasks_executed_per_iter"].as_f64().expect("tasks"),
+        report["unfused_tasks_executed_per_iter"]
+            .as_f64()
+            .expect("unfused tasks"),
+    );
+    assert!(fused * factor < unfused, "fusion merged tasks: {report}");
+}
