@@ -1,0 +1,52 @@
+//! `sdk/GUIDE.md` cannot drift from code that builds: every block the guide marks
+//! `<!-- excerpt: FILE -->` must appear word for word in that file of a plugin made from the
+//! template (named `my-stats`), and the test suite builds and runs such a plugin
+//! (`tests/tests/all/template.rs`).
+
+use std::path::Path;
+
+use weft_plugin_build::new_plugin;
+
+/// The guide's excerpts: (file, the block's text).
+fn excerpts(guide: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut lines = guide.lines();
+    while let Some(line) = lines.next() {
+        let Some(file) = line
+            .strip_prefix("<!-- excerpt: ")
+            .and_then(|l| l.strip_suffix(" -->"))
+        else {
+            continue;
+        };
+        let fence = lines.next().unwrap_or_default();
+        assert!(
+            fence.starts_with("```"),
+            "an excerpt of {file} is a fenced block"
+        );
+        let body: Vec<&str> = lines.by_ref().take_while(|l| *l != "```").collect();
+        out.push((file.to_string(), body.join("\n")));
+    }
+    out
+}
+
+#[test]
+fn the_guides_code_is_the_templates() {
+    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let guide = std::fs::read_to_string(manifest_dir.join("../GUIDE.md")).expect("GUIDE.md");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("guide-{}", std::process::id()))
+        .join("my-stats");
+    let _ = std::fs::remove_dir_all(&dir);
+    new_plugin(&dir, "my-stats", &manifest_dir.join("..")).expect("the template is written");
+    let found = excerpts(&guide);
+    assert!(found.len() >= 4, "the guide shows the template: {found:?}");
+    for (file, block) in &found {
+        let text =
+            std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(
+            text.contains(block.as_str()),
+            "GUIDE.md's excerpt of {file} is not in the template:\n{block}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir.parent().expect("temp dir"));
+}
