@@ -39,6 +39,7 @@ pub mod flat;
 pub mod interp;
 pub mod passes;
 pub mod semantics;
+pub mod shape;
 pub mod text;
 pub mod validate;
 

@@ -216,9 +216,7 @@ impl host::HostStore for PluginState {
         step: Vec<i64>,
         shape: Vec<u64>,
     ) -> wasmtime::Result<Result<Resource<StoreRes>, types::Error>> {
-        let id = self.store_of(&s)?;
-        let made = self.core()?.view(id, |m| m.strided(&start, &step, &shape));
-        self.own_view(made)
+        self.view_of(&s, |m| m.strided(&start, &step, &shape))
     }
 
     fn permute(
@@ -226,9 +224,7 @@ impl host::HostStore for PluginState {
         s: Resource<StoreRes>,
         axes: Vec<u32>,
     ) -> wasmtime::Result<Result<Resource<StoreRes>, types::Error>> {
-        let id = self.store_of(&s)?;
-        let made = self.core()?.view(id, |m| m.permute(&axes));
-        self.own_view(made)
+        self.view_of(&s, |m| m.permute(&axes))
     }
 
     fn broadcast_to(
@@ -236,9 +232,7 @@ impl host::HostStore for PluginState {
         s: Resource<StoreRes>,
         shape: Vec<u64>,
     ) -> wasmtime::Result<Result<Resource<StoreRes>, types::Error>> {
-        let id = self.store_of(&s)?;
-        let made = self.core()?.view(id, |m| m.broadcast_to(&shape));
-        self.own_view(made)
+        self.view_of(&s, |m| m.broadcast_to(&shape))
     }
 
     fn reshape(
@@ -282,12 +276,17 @@ impl host::HostStore for PluginState {
 }
 
 impl PluginState {
-    /// A new view's handle, or the error that made it impossible.
-    fn own_view(
+    /// A handle to the view `make` makes of `s`'s map, or the error that made it impossible.
+    fn view_of(
         &mut self,
-        made: weft_runtime::Result<weft_runtime::StoreId>,
+        s: &Resource<StoreRes>,
+        make: impl FnOnce(
+            &weft_runtime::ViewMap,
+        )
+            -> std::result::Result<weft_runtime::ViewMap, weft_runtime::ViewError>,
     ) -> wasmtime::Result<Result<Resource<StoreRes>, types::Error>> {
-        match made {
+        let id = self.store_of(s)?;
+        match self.core()?.view(id, make) {
             Ok(view) => Ok(Ok(self.own(view)?)),
             Err(e) => Ok(Err(err(e.to_string()))),
         }

@@ -412,17 +412,7 @@ fn gcd(a: u64, b: u64) -> u64 {
 
 /// A shape as NumPy prints it: `(3,)`, `(10, 1)`, `()`.
 pub fn shape_text(shape: &[u64]) -> String {
-    match shape {
-        [one] => format!("({one},)"),
-        _ => format!(
-            "({})",
-            shape
-                .iter()
-                .map(u64::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
+    weft_ir::shape::tuple(shape)
 }
 
 #[cfg(test)]

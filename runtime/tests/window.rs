@@ -212,14 +212,31 @@ fn a_host_write_runs_the_pending_readers_first() {
     assert_eq!(values(&mut core, a), vec![7.0, 8.0]);
 }
 
-#[test]
-fn a_fault_drops_the_rest_of_the_flush_and_the_core_keeps_working() {
+/// What [`faulty_setup`] makes: the core, its log, the kernels `t.bad` and `t.good`, `a`, `b`.
+type FaultySetup = (
+    Core,
+    Arc<Mutex<Log>>,
+    Arc<KernelEntry>,
+    Arc<KernelEntry>,
+    StoreId,
+    StoreId,
+);
+
+/// A core whose kernel `t.bad` faults and `t.good` adds 5, an input `a = [1]` and an
+/// output `b` of one element.
+fn faulty_setup() -> FaultySetup {
     let (mut core, log) = core_with(Box::new(Together { group: 1 }), 256);
     let bad = affine("t.bad", 1.0, 0.0);
     let good = affine("t.good", 1.0, 5.0);
     log.lock().unwrap().faulty.insert("t.bad".into());
     let a = vector(&mut core, &[1.0]);
     let b = core.create_store(vec![1], DType::F64).unwrap();
+    (core, log, bad, good, a, b)
+}
+
+#[test]
+fn a_fault_drops_the_rest_of_the_flush_and_the_core_keeps_working() {
+    let (mut core, log, bad, good, a, b) = faulty_setup();
     let c = core.create_store(vec![1], DType::F64).unwrap();
     core.submit(task(&bad, a, b, 1)).unwrap();
     core.submit(task(&good, a, c, 1)).unwrap();
@@ -236,12 +253,7 @@ fn a_fault_drops_the_rest_of_the_flush_and_the_core_keeps_working() {
 
 #[test]
 fn a_faults_error_names_the_call_site_its_task_was_submitted_from() {
-    let (mut core, log) = core_with(Box::new(Together { group: 1 }), 256);
-    let bad = affine("t.bad", 1.0, 0.0);
-    let good = affine("t.good", 1.0, 5.0);
-    log.lock().unwrap().faulty.insert("t.bad".into());
-    let a = vector(&mut core, &[1.0]);
-    let b = core.create_store(vec![1], DType::F64).unwrap();
+    let (mut core, _log, bad, good, a, b) = faulty_setup();
     core.set_call_site(Some("app.rs:7:3".into()));
     core.submit(task(&bad, a, b, 1)).unwrap();
     core.set_call_site(Some("app.rs:9:1".into()));

@@ -790,13 +790,7 @@ fn op_name(op: BinaryOp) -> &'static str {
 
 /// A shape as NumPy prints it: `(3, 4)`, `(5,)`, `()`.
 pub(crate) fn shape_text(shape: &[u64]) -> String {
-    match shape {
-        [one] => format!("({one},)"),
-        _ => {
-            let parts: Vec<String> = shape.iter().map(u64::to_string).collect();
-            format!("({})", parts.join(", "))
-        }
-    }
+    weft_ir::shape::tuple(shape)
 }
 
 /// Little-endian elements of `dtype`, as f64.

@@ -16,17 +16,7 @@ pub fn volume(shape: &[u64]) -> Option<u64> {
 
 /// A shape as NumPy's error messages print it: `(10,1)`, `(8,)`, `()`.
 pub fn tuple(shape: &[u64]) -> String {
-    match shape {
-        [one] => format!("({one},)"),
-        _ => format!(
-            "({})",
-            shape
-                .iter()
-                .map(u64::to_string)
-                .collect::<Vec<_>>()
-                .join(",")
-        ),
-    }
+    weft_sdk::ir::shape::tuple_compact(shape)
 }
 
 /// The shape of an element-wise result over operands of these shapes, by NumPy's

@@ -2,10 +2,10 @@
 //! NumPy itself, with the harness of `numpy_views` (one piece and three), plus their errors
 //! and the normal generator's independence of the partitioning.
 
-use weft::{Array, Config, Ix, Range};
+use weft::{Array, Ix, Range};
 use weft_ir::DType;
 
-use crate::numpy_views::{Case, Inputs, all, check_against_numpy, s};
+use crate::numpy_views::{Case, Inputs, all, check_against_numpy, numeric_in_pieces, s};
 
 fn ints(x: &Inputs, values: &[f64], shape: &[u64]) -> Array {
     x.m.numeric().from_f64s(shape, values, DType::I64)
@@ -203,12 +203,7 @@ fn normal_numbers_do_not_depend_on_the_partitioning_and_are_normal() {
     let n = 200_000u64;
     let mut runs = Vec::new();
     for pieces in [1, 3] {
-        let np = weft_tests::numeric_with(Config {
-            pieces,
-            threads: 2,
-            component_cache: None,
-            ..Config::default()
-        });
+        let np = numeric_in_pieces(pieces);
         let z = np
             .random_normal(&[n], 1.5, 2.0, 7, DType::F64)
             .to_vec()

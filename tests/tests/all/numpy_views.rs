@@ -239,18 +239,23 @@ fn views_broadcasting_and_axis_reductions_match_numpy() {
     check_against_numpy(&cases());
 }
 
+/// The numeric plugin on two threads, splitting arrays into `pieces` tiles.
+pub(crate) fn numeric_in_pieces(pieces: u64) -> Numeric {
+    weft_tests::numeric_with(Config {
+        pieces,
+        threads: 2,
+        component_cache: None,
+        ..Config::default()
+    })
+}
+
 /// Runs every case through NumPy and through Weft (one piece, then three) and compares
 /// shapes, dtypes and values.
 pub(crate) fn check_against_numpy(cases: &[Case]) {
     let want = numpy_results(cases);
     assert_eq!(want.len(), cases.len());
     for pieces in [1, 3] {
-        let np = weft_tests::numeric_with(Config {
-            pieces,
-            threads: 2,
-            component_cache: None,
-            ..Config::default()
-        });
+        let np = numeric_in_pieces(pieces);
         let x = inputs(&np);
         for ((expr, make), (shape, dtype, values)) in cases.iter().zip(&want) {
             let got = make(&x);
