@@ -31,6 +31,9 @@ pub struct Explanation {
     pub kept_local: usize,
     /// What the kernel passes did.
     pub passes: String,
+    /// What each store parameter of the fused kernel is (the passes' report names them by
+    /// number): the first task argument it stands for, `argument 0 of numeric.linspace.f64`.
+    pub params: Vec<String>,
 }
 
 impl Explanation {
@@ -71,12 +74,15 @@ impl Explanation {
             temporaries: temps.iter().filter_map(|&s| key.index_of(s)).collect(),
             kept_local: 0,
             passes: String::new(),
+            params: Vec::new(),
         }
     }
 
-    /// Records the kernel passes' report.
-    pub fn set_passes(&mut self, report: String) {
+    /// Records the kernel passes' report, and what each store parameter of the fused kernel
+    /// stands for.
+    pub fn set_passes(&mut self, report: String, params: Vec<String>) {
         self.passes = report;
+        self.params = params;
     }
 
     /// Records how many temporaries still need a task-local buffer.
@@ -135,6 +141,12 @@ impl Explanation {
         if !self.passes.is_empty() {
             for line in self.passes.lines() {
                 out.push_str(&format!("  {line}\n"));
+            }
+            if self.passes.contains("param") {
+                out.push_str("  where the fused kernel's params are:\n");
+                for (i, role) in self.params.iter().enumerate() {
+                    out.push_str(&format!("    {i}: {role}\n"));
+                }
             }
         }
         out

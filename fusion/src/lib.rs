@@ -261,7 +261,11 @@ impl Fuser {
                 .collect(),
         };
         let optimized = optimize(&composed, &facts);
-        explanation.set_passes(optimized.report.to_string());
+        let roles = args
+            .iter()
+            .map(|a| format!("argument {} of {}", a.arg, tasks[a.task].name()))
+            .collect();
+        explanation.set_passes(optimized.report.to_string(), roles);
         let ir = weft_ir::passes::math::lower_math(&optimized.kernel);
         // The memo key determines the fused kernel, so its hash is the kernel's content id.
         let kernel = KernelEntry::from_passes(ir, id_of_words(b"weft-fused", key))?;

@@ -4,7 +4,8 @@
 //! [`BodyBuilder`], which has one method per operation and appends to the block being built;
 //! loops take a closure that builds their body on the same [`BodyBuilder`]. Values are
 //! [`Value`] handles that remember their type, so the builder infers result types; it does not
-//! check them: [`KernelBuilder::finish_validated`] runs the validator.
+//! check them: [`KernelBuilder::finish_validated`] runs the validator. The value methods take
+//! `&self`, so expressions nest: `b.store(out, i, b.mul(b.load(a, i), factor))`.
 //!
 //! ```
 //! use weft_ir::builder::KernelBuilder;
@@ -57,6 +58,7 @@
 //! k.finish_validated().unwrap();
 //! ```
 
+use std::cell::{Cell, RefCell};
 use std::ops::{Deref, DerefMut};
 
 use crate::validate::{ValidateError, validate};
@@ -130,8 +132,8 @@ impl KernelBuilder {
             name: name.into(),
             body: BodyBuilder {
                 params: Vec::new(),
-                next: 0,
-                blocks: vec![Vec::new()],
+                next: Cell::new(0),
+                blocks: RefCell::new(vec![Vec::new()]),
             },
         }
     }
@@ -167,7 +169,7 @@ impl KernelBuilder {
 
     /// Returns the kernel, without validating it.
     pub fn finish(self) -> Kernel {
-        let mut blocks = self.body.blocks;
+        let mut blocks = self.body.blocks.into_inner();
         Kernel {
             name: self.name,
             params: self.body.params,
@@ -206,16 +208,18 @@ impl DerefMut for KernelBuilder {
 #[derive(Clone, Debug)]
 pub struct BodyBuilder {
     params: Vec<Param>,
-    next: u32,
+    /// The next value id (a cell, so that the value methods take `&self` and nest:
+    /// `b.store(out, i, b.add(x, y))`).
+    next: Cell<u32>,
     /// The blocks being built: the top-level body, then the bodies of the open loops.
-    blocks: Vec<Vec<Inst>>,
+    blocks: RefCell<Vec<Vec<Inst>>>,
 }
 
 macro_rules! binary_methods {
     ($($(#[$doc:meta])* $name:ident => $op:ident;)*) => {
         $(
             $(#[$doc])*
-            pub fn $name(&mut self, a: Value, b: Value) -> Value {
+            pub fn $name(&self, a: Value, b: Value) -> Value {
                 self.binary(BinaryOp::$op, a, b)
             }
         )*
@@ -226,7 +230,7 @@ macro_rules! unary_methods {
     ($($(#[$doc:meta])* $name:ident => $op:ident;)*) => {
         $(
             $(#[$doc])*
-            pub fn $name(&mut self, a: Value) -> Value {
+            pub fn $name(&self, a: Value) -> Value {
                 self.unary(UnaryOp::$op, a)
             }
         )*
@@ -237,7 +241,7 @@ macro_rules! cmp_methods {
     ($($(#[$doc:meta])* $name:ident => $op:ident;)*) => {
         $(
             $(#[$doc])*
-            pub fn $name(&mut self, a: Value, b: Value) -> Value {
+            pub fn $name(&self, a: Value, b: Value) -> Value {
                 self.cmp(CmpOp::$op, a, b)
             }
         )*
@@ -245,19 +249,19 @@ macro_rules! cmp_methods {
 }
 
 impl BodyBuilder {
-    fn fresh(&mut self) -> ValueId {
-        let v = ValueId(self.next);
-        self.next += 1;
+    fn fresh(&self) -> ValueId {
+        let v = ValueId(self.next.get());
+        self.next.set(v.0 + 1);
         v
     }
 
-    fn push(&mut self, inst: Inst) {
-        if let Some(block) = self.blocks.last_mut() {
+    fn push(&self, inst: Inst) {
+        if let Some(block) = self.blocks.borrow_mut().last_mut() {
             block.push(inst);
         }
     }
 
-    fn push_value(&mut self, op: Op, dtype: DType) -> Value {
+    fn push_value(&self, op: Op, dtype: DType) -> Value {
         let id = self.fresh();
         self.push(Inst {
             results: vec![id],
@@ -276,38 +280,38 @@ impl BodyBuilder {
     }
 
     /// A constant.
-    pub fn constant(&mut self, c: Scalar) -> Value {
+    pub fn constant(&self, c: Scalar) -> Value {
         self.push_value(Op::Const(c), c.dtype())
     }
 
     /// An `f64` constant.
-    pub fn const_f64(&mut self, c: f64) -> Value {
+    pub fn const_f64(&self, c: f64) -> Value {
         self.constant(Scalar::F64(c))
     }
 
     /// An `f32` constant.
-    pub fn const_f32(&mut self, c: f32) -> Value {
+    pub fn const_f32(&self, c: f32) -> Value {
         self.constant(Scalar::F32(c))
     }
 
     /// An `i64` constant (the type of indices).
-    pub fn const_i64(&mut self, c: i64) -> Value {
+    pub fn const_i64(&self, c: i64) -> Value {
         self.constant(Scalar::I64(c))
     }
 
     /// An `i32` constant.
-    pub fn const_i32(&mut self, c: i32) -> Value {
+    pub fn const_i32(&self, c: i32) -> Value {
         self.constant(Scalar::I32(c))
     }
 
     /// A `bool` constant.
-    pub fn const_bool(&mut self, c: bool) -> Value {
+    pub fn const_bool(&self, c: bool) -> Value {
         self.constant(Scalar::Bool(c))
     }
 
     /// A constant of `dtype` with value `c`, converted as a cast would (`as` in Rust:
     /// truncating and saturating to integers, non-zero to `true`).
-    pub fn const_of(&mut self, dtype: DType, c: f64) -> Value {
+    pub fn const_of(&self, dtype: DType, c: f64) -> Value {
         self.constant(match dtype {
             DType::F32 => Scalar::F32(c as f32),
             DType::F64 => Scalar::F64(c),
@@ -327,12 +331,12 @@ impl BodyBuilder {
     /// let half = k.const_like(x, 0.5);
     /// assert_eq!(half.dtype(), DType::F32);
     /// ```
-    pub fn const_like(&mut self, like: Value, c: f64) -> Value {
+    pub fn const_like(&self, like: Value, c: f64) -> Value {
         self.const_of(like.dtype, c)
     }
 
     /// A binary operation; the result has `a`'s type.
-    pub fn binary(&mut self, op: BinaryOp, a: Value, b: Value) -> Value {
+    pub fn binary(&self, op: BinaryOp, a: Value, b: Value) -> Value {
         self.push_value(Op::Binary(op, a.id, b.id), a.dtype)
     }
 
@@ -366,7 +370,7 @@ impl BodyBuilder {
     }
 
     /// A unary operation; the result has `a`'s type.
-    pub fn unary(&mut self, op: UnaryOp, a: Value) -> Value {
+    pub fn unary(&self, op: UnaryOp, a: Value) -> Value {
         self.push_value(Op::Unary(op, a.id), a.dtype)
     }
 
@@ -398,7 +402,7 @@ impl BodyBuilder {
     }
 
     /// A comparison; the result is a `bool`.
-    pub fn cmp(&mut self, op: CmpOp, a: Value, b: Value) -> Value {
+    pub fn cmp(&self, op: CmpOp, a: Value, b: Value) -> Value {
         self.push_value(Op::Cmp(op, a.id, b.id), DType::Bool)
     }
 
@@ -418,12 +422,12 @@ impl BodyBuilder {
     }
 
     /// `cond ? a : b`; the result has `a`'s type.
-    pub fn select(&mut self, cond: Value, a: Value, b: Value) -> Value {
+    pub fn select(&self, cond: Value, a: Value, b: Value) -> Value {
         self.push_value(Op::Select(cond.id, a.id, b.id), a.dtype)
     }
 
     /// `a` converted to `dtype`.
-    pub fn cast(&mut self, dtype: DType, a: Value) -> Value {
+    pub fn cast(&self, dtype: DType, a: Value) -> Value {
         self.push_value(Op::Cast(dtype, a.id), dtype)
     }
 
@@ -438,13 +442,13 @@ impl BodyBuilder {
     /// assert_eq!(bits.dtype(), DType::I64);
     /// k.finish_validated().unwrap();
     /// ```
-    pub fn bitcast(&mut self, dtype: DType, a: Value) -> Value {
+    pub fn bitcast(&self, dtype: DType, a: Value) -> Value {
         self.push_value(Op::Bitcast(dtype, a.id), dtype)
     }
 
     /// The value of scalar parameter `index` (normally [`KernelBuilder::scalar`] does this).
     /// Its type is the parameter's, or `i64` if `index` is not a scalar parameter.
-    pub fn param(&mut self, index: u32) -> Value {
+    pub fn param(&self, index: u32) -> Value {
         let dtype = match self.params.get(index as usize) {
             Some(Param::Scalar { dtype }) => *dtype,
             _ => DType::I64,
@@ -460,12 +464,12 @@ impl BodyBuilder {
     }
 
     /// Loads `store[indices]`.
-    pub fn load(&mut self, store: StoreParam, indices: &[Value]) -> Value {
+    pub fn load(&self, store: StoreParam, indices: &[Value]) -> Value {
         self.push_value(Op::Load(Self::access(store, indices)), store.dtype)
     }
 
     /// Stores `value` at `store[indices]`.
-    pub fn store(&mut self, store: StoreParam, indices: &[Value], value: Value) {
+    pub fn store(&self, store: StoreParam, indices: &[Value], value: Value) {
         self.push(Inst {
             results: Vec::new(),
             op: Op::Store(Self::access(store, indices), value.id),
@@ -474,7 +478,7 @@ impl BodyBuilder {
 
     /// Reduces `value` into `store[indices]` with the operator of the store's privilege
     /// (`sum` if its privilege is not a reduction, which the validator rejects).
-    pub fn reduce(&mut self, store: StoreParam, indices: &[Value], value: Value) {
+    pub fn reduce(&self, store: StoreParam, indices: &[Value], value: Value) {
         let op = match store.privilege {
             Privilege::Reduce(op) => op,
             _ => ReduceOp::Sum,
@@ -483,13 +487,7 @@ impl BodyBuilder {
     }
 
     /// Reduces `value` into `store[indices]` with `op`.
-    pub fn reduce_with(
-        &mut self,
-        store: StoreParam,
-        op: ReduceOp,
-        indices: &[Value],
-        value: Value,
-    ) {
+    pub fn reduce_with(&self, store: StoreParam, op: ReduceOp, indices: &[Value], value: Value) {
         self.push(Inst {
             results: Vec::new(),
             op: Op::Reduce(Self::access(store, indices), op, value.id),
@@ -497,7 +495,7 @@ impl BodyBuilder {
     }
 
     /// The extent (`i64`) of the point task's sub-store of `store` along `dim`.
-    pub fn extent(&mut self, store: StoreParam, dim: u32) -> Value {
+    pub fn extent(&self, store: StoreParam, dim: u32) -> Value {
         self.push_value(
             Op::Extent {
                 param: store.index,
@@ -509,7 +507,7 @@ impl BodyBuilder {
 
     /// The global coordinate (`i64`) of the origin of the point task's sub-store of `store`
     /// along `dim`.
-    pub fn origin(&mut self, store: StoreParam, dim: u32) -> Value {
+    pub fn origin(&self, store: StoreParam, dim: u32) -> Value {
         self.push_value(
             Op::Origin {
                 param: store.index,
@@ -533,9 +531,9 @@ impl BodyBuilder {
                 dtype: DType::I64,
             })
             .collect();
-        self.blocks.push(Vec::new());
+        self.blocks.borrow_mut().push(Vec::new());
         let r = body(self, &indices);
-        let block = self.blocks.pop().unwrap_or_default();
+        let block = self.blocks.borrow_mut().pop().unwrap_or_default();
         self.push(Inst {
             results: Vec::new(),
             op: Op::Parallel(ParallelLoop {
@@ -582,9 +580,9 @@ impl BodyBuilder {
                 dtype: v.dtype,
             })
             .collect();
-        self.blocks.push(Vec::new());
+        self.blocks.borrow_mut().push(Vec::new());
         let yields = body(self, induction, &carried);
-        let block = self.blocks.pop().unwrap_or_default();
+        let block = self.blocks.borrow_mut().pop().unwrap_or_default();
         let results: Vec<Value> = init
             .iter()
             .map(|v| Value {

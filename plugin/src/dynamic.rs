@@ -63,6 +63,35 @@ pub enum Value {
 }
 
 impl PluginHost {
+    /// The functions a plugin exports, as [`PluginHost::call`] names them: `"interface#function"`
+    /// for a function of an exported interface, a plain name for one the component exports
+    /// directly. The `plugin` interface every plugin exports is left out.
+    pub fn exports(&self, plugin: PluginId) -> Result<Vec<String>> {
+        use wasmtime::component::types::ComponentItem;
+        let loaded = self
+            .plugins
+            .get(plugin.0 as usize)
+            .ok_or_else(|| Error::Usage(format!("no plugin with id {}", plugin.0)))?;
+        let engine = self.linker.engine();
+        let mut names = Vec::new();
+        for (name, export) in loaded.component.component_type().exports(engine) {
+            match export.ty {
+                ComponentItem::ComponentFunc(_) => names.push(name.to_string()),
+                ComponentItem::ComponentInstance(instance)
+                    if !name.starts_with("weft:plugin/plugin") =>
+                {
+                    for (function, item) in instance.exports(engine) {
+                        if matches!(item.ty, ComponentItem::ComponentFunc(_)) {
+                            names.push(format!("{name}#{function}"));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(names)
+    }
+
     /// Calls export `name` of a plugin: `"interface#function"` for a function of an exported
     /// interface (for example `"weft:plugin/numeric@0.1.0#zeros"`), or a plain name for a
     /// function the component exports directly.

@@ -7,6 +7,7 @@
 //! - [`Task`] and [`Launch`]: helpers to declare index tasks and launch them over partitions;
 //! - [`KernelDef`]: a kernel's key, parameters and body defined once, for [`Task::of`] and
 //!   [`body_of`];
+//! - [`kernel!`]: a kernel declared once, giving its [`KernelDef`] and a typed `task` method;
 //! - [`plugin!`]: a plugin's bindings, type and `plugin` exports in one invocation.
 //!
 //! A plugin generates bindings for its own world (which includes `weft:plugin/plugin-base`) and
@@ -20,11 +21,17 @@
 
 mod convert;
 mod kernel_def;
+mod kernel_macro;
 mod plugin_macro;
+mod store_helpers;
 mod task;
 
 pub use convert::kernel_to_wit;
 pub use kernel_def::{KernelDef, KernelSet, body_of};
+pub use kernel_macro::KernelScalar;
+#[doc(hidden)]
+pub use kernel_macro::private as __kernel_private;
+pub use store_helpers::scalar_store;
 pub use task::{Launch, Task};
 pub use weft_ir as ir;
 pub use weft_ir::builder::KernelBuilder;

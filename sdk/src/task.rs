@@ -79,6 +79,8 @@ pub struct Task<'a> {
     scalars: Vec<Scalar>,
     /// The parameters of the kernel's definition, when the task was made with [`Task::of`].
     expected: Option<Result<Vec<weft_ir::Param>, String>>,
+    /// Whether [`Task::declared_arg`] found no declared privilege for a store.
+    undeclared: bool,
 }
 
 impl<'a> Task<'a> {
@@ -91,6 +93,7 @@ impl<'a> Task<'a> {
             args: Vec::new(),
             scalars: Vec::new(),
             expected: None,
+            undeclared: false,
         }
     }
 
@@ -114,6 +117,23 @@ impl<'a> Task<'a> {
         self
     }
 
+    /// Adds a store argument with the privilege the kernel's definition declares for it (a
+    /// task made with [`Task::of`]; the [`kernel!`](crate::kernel) macro's `task` method
+    /// uses this). Without a definition, or past its last store, [`Task::submit`] fails.
+    pub fn declared_arg(self, store: &'a Store, partition: Partition) -> Self {
+        let declared = match &self.expected {
+            Some(Ok(params)) => weft_ir::Param::stores(params)
+                .get(self.args.len())
+                .map(|&(_, _, privilege)| crate::wit_privilege(privilege)),
+            _ => None,
+        };
+        let mut task = self.arg(store, partition, declared.unwrap_or(Privilege::Read));
+        if declared.is_none() {
+            task.undeclared = true;
+        }
+        task
+    }
+
     /// Adds a scalar argument; the kernel's scalar parameters follow the order of these calls.
     pub fn scalar(mut self, value: Scalar) -> Self {
         self.scalars.push(value);
@@ -122,6 +142,13 @@ impl<'a> Task<'a> {
 
     /// Submits the task to the host's window.
     pub fn submit(self) -> Result<(), Error> {
+        if self.undeclared && self.expected.as_ref().is_none_or(|e| e.is_ok()) {
+            return Err(crate::error(format!(
+                "task `{}`: a store argument has no declared privilege (the task has no \
+                 kernel definition, or more stores than it declares)",
+                self.kernel
+            )));
+        }
         if let Some(expected) = &self.expected {
             let params = expected.as_ref().map_err(|e| crate::error(e.clone()))?;
             self.check(params)

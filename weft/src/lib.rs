@@ -36,5 +36,6 @@ pub use numeric::{Array, Ix, Numeric, Operand, Range};
 pub use runtime::Runtime;
 pub use sparse::{CsrMatrix, Sparse};
 pub use weft_io::{matrix_market, npy};
+pub use weft_ir::DType;
 pub use weft_plugin::{Error as PluginError, Fault, Value};
 pub use weft_runtime::{PlannerStats, PluginId, Stats, StoreHandle, StoreId};

@@ -134,6 +134,12 @@ impl Runtime {
         self.traced(|rt| Ok(rt.plugins.call(&mut rt.core, plugin, name, args)?))
     }
 
+    /// The functions a plugin exports, as [`Runtime::call`] names them (`"interface#function"`,
+    /// or a plain name for a function the component exports directly).
+    pub fn exports(&self, plugin: PluginId) -> Result<Vec<String>> {
+        Ok(self.plugins.exports(plugin)?)
+    }
+
     /// Calls a plugin function that returns `result<T, error>`, as [`Runtime::call`] does, and
     /// unwraps it: `Some(payload)` (`None` for `result<_, error>`), or the plugin's own error
     /// as [`weft_plugin::Error::Plugin`], naming the plugin, the call and the message.

@@ -301,6 +301,10 @@ const TEMPLATE: &[(&str, &str)] = &[
     ("Cargo.toml", include_str!("../../template/Cargo.toml.in")),
     ("src/lib.rs", include_str!("../../template/src/lib.rs.in")),
     (
+        "tests/plugin.rs",
+        include_str!("../../template/tests/plugin.rs.in"),
+    ),
+    (
         "wit/plugin.wit",
         include_str!("../../template/wit/plugin.wit.in"),
     ),
@@ -313,7 +317,7 @@ const TEMPLATE: &[(&str, &str)] = &[
 
 /// Writes a new plugin crate named `name` (lowercase letters, digits and `-`, starting with a
 /// letter) into `dir`, from the SDK's template: one element-wise operation (`scale`), one
-/// reduction (`total`), its WIT, and the `weft:plugin` WIT it depends on. The crate depends
+/// reduction (`total`), a test that runs them in the real host, its WIT, and the `weft:plugin` WIT it depends on. The crate depends
 /// on the SDK at `sdk` (this checkout's `sdk/` directory). Returns the crate's manifest.
 pub fn new_plugin(dir: &Path, name: &str, sdk: &Path) -> Result<PathBuf> {
     let valid = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())

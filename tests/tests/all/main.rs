@@ -12,4 +12,5 @@ mod numpy_ops;
 mod numpy_views;
 mod sandbox;
 mod sparse;
+mod stats;
 mod template;

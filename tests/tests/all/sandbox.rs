@@ -244,3 +244,56 @@ fn compiled_components_are_cached_on_disk() {
     still_works(&mut second, p);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `component` with every `weft:plugin/...@0.1.0` name changed to `version` (of the same
+/// length): the component a plugin built against another version of the contract would be.
+fn with_contract_version(component: &[u8], version: &str) -> Vec<u8> {
+    let (from, to) = (b"@0.1.0".as_slice(), format!("@{version}"));
+    assert_eq!(from.len(), to.len(), "the patch keeps lengths");
+    let mut out = component.to_vec();
+    let mut patched = 0;
+    for i in 0..out.len().saturating_sub(from.len()) {
+        let name_start = i.saturating_sub(24);
+        let names_contract = out[name_start..i].windows(12).any(|w| w == b"weft:plugin/");
+        if &out[i..i + from.len()] == from && names_contract {
+            out[i..i + from.len()].copy_from_slice(to.as_bytes());
+            patched += 1;
+        }
+    }
+    assert!(patched > 0, "the component names the contract's version");
+    out
+}
+
+#[test]
+fn a_plugin_built_for_an_incompatible_contract_version_is_refused_naming_the_import() {
+    let mut rt = runtime();
+    for version in ["0.2.0", "1.1.0"] {
+        let other = with_contract_version(weft_plugin_artifacts::STATS, version);
+        let err = rt.load(&other).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(err, Error::Plugin(PluginError::Load { .. })),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("weft:plugin/host@{version}")),
+            "{version}: {text}"
+        );
+    }
+    // A semver-compatible version (0.1.x) links against the host's 0.1.0 and works.
+    let patch = with_contract_version(weft_plugin_artifacts::STATS, "0.1.9");
+    let stats = rt.load(&patch).expect("0.1.9 is compatible with 0.1.0");
+    let x = rt
+        .store_from_bytes(
+            &[2],
+            weft::DType::F64,
+            &[1f64.to_le_bytes(), 3f64.to_le_bytes()].concat(),
+        )
+        .expect("a store");
+    let m = rt
+        .invoke(stats, "plugin:stats/ops#mean", &[Value::Store(x)])
+        .expect("mean runs")
+        .expect("a store");
+    let Value::Store(m) = m else { panic!("{m:?}") };
+    assert_eq!(rt.read_bytes(&m).expect("read"), 2f64.to_le_bytes());
+}
