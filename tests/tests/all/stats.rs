@@ -167,3 +167,30 @@ fn the_plugin_is_at_most_100_lines() {
     let lines = source.lines().count();
     assert!(lines <= 100, "plugins/stats/src/lib.rs has {lines} lines");
 }
+
+/// The guide's section on loading a plugin in an application, as it is written there.
+#[test]
+fn an_application_loads_the_component_from_its_file_and_calls_it() -> weft::Result<()> {
+    let path = weft_plugin_artifacts::STATS_PATH;
+    let np = weft::Numeric::new(
+        weft::Runtime::new(weft::Config::from_env())?,
+        weft_plugin_artifacts::NUMERIC,
+    )?;
+    let bytes = std::fs::read(path).map_err(|e| weft::Error::Usage(format!("{path}: {e}")))?;
+    let stats = np.runtime(|rt| rt.load(&bytes))?;
+    let x = np.linspace(-2.0, 2.0, 1000, DType::F64);
+    // `invoke` unwraps the function's `result<T, error>`: a plugin's error arrives as
+    // `weft::Error::Plugin(PluginError::Plugin { plugin, call, message })`.
+    let out = np.runtime(|rt| {
+        rt.invoke(
+            stats,
+            "plugin:stats/ops#clip",
+            &[weft::Value::try_from(&x)?, (-1.0).into(), 1.0.into()],
+        )
+    })?;
+    // The returned store as a numeric array, its dtype and shape checked.
+    let clipped = np.from_value(out.expect("a store"), DType::F64, &[1000])?;
+    let want: Vec<f64> = x.to_vec()?.iter().map(|v| v.clamp(-1.0, 1.0)).collect();
+    assert_eq!(clipped.to_vec()?, want);
+    Ok(())
+}
