@@ -18,9 +18,11 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod bandwidth;
 pub mod black_scholes;
 pub mod cfd;
 pub mod cli;
+pub mod hand_written;
 pub mod jacobi;
 pub mod krylov;
 pub mod logreg;

@@ -5,7 +5,8 @@
 //! over the whole run: `tasks_submitted`, `tasks_executed`, `points_executed`,
 //! `kernels_compiled`; and per timed iteration: `tasks_submitted_per_iter`,
 //! `tasks_executed_per_iter`, and `kernels_compiled_timed` (kernels compiled during the timed
-//! iterations: 0 once the loop is in a steady state). Examples add their own keys.
+//! iterations: 0 once the loop is in a steady state). Examples add their own keys; the
+//! benchmarks add the bandwidth floor ([`Report::floor`]).
 
 use serde_json::{Map, Value};
 use weft::Numeric;
@@ -63,6 +64,18 @@ impl Report {
     pub fn set(&mut self, key: &str, value: impl Into<Value>) -> &mut Report {
         self.fields.insert(key.to_string(), value.into());
         self
+    }
+
+    /// The memory-bandwidth floor of a workload measured at `seconds`: `read_gbs` (the
+    /// probe's rate, [`crate::bandwidth::read_gbs`]), `{prefix}compulsory_bytes`,
+    /// `{prefix}floor_seconds` (those bytes at that rate) and `{prefix}floor_ratio`
+    /// (`seconds` over the floor: 1 is the floor, and lower is impossible).
+    pub fn floor(&mut self, prefix: &str, seconds: f64, bytes: f64, read_gbs: f64) -> &mut Report {
+        let floor = crate::bandwidth::floor_seconds(bytes, read_gbs);
+        self.set("read_gbs", read_gbs)
+            .set(&format!("{prefix}compulsory_bytes"), bytes)
+            .set(&format!("{prefix}floor_seconds"), floor)
+            .set(&format!("{prefix}floor_ratio"), seconds / floor)
     }
 
     /// Records the timing and the work per timed iteration.

@@ -3,13 +3,15 @@
 //! host's `erf`) on a rayon pool of the same size. All three price the same inputs.
 //!
 //! Prints one JSON line: the median seconds per iteration of each, the ratios
-//! `unfused / fused` and `rust_loop / fused`, and each run's memory-bandwidth floor (bytes the
-//! fused kernel must move: 3 arrays in, 2 out).
+//! `unfused / fused` and `rust_loop / fused`, and the memory-bandwidth floor: the compulsory
+//! bytes (3 arrays in, 2 out) at the read bandwidth the probe measures in this process
+//! (`read_gbs`, `floor_ratio`, `rust_loop_floor_ratio`).
 
 use std::process::ExitCode;
 
 use rayon::prelude::*;
 use weft::{Numeric, Runtime};
+use weft_examples::bandwidth::{PROBE_BYTES, floor_seconds, read_gbs};
 use weft_examples::black_scholes::{self, Cnd, RISK_FREE, VOLATILITY};
 use weft_examples::{AppError, Args, Cli, Report, bench, run_main, say, timing};
 
@@ -100,7 +102,9 @@ fn run(args: &Args) -> Result<(), AppError> {
 
     let (fused, fused_tasks, fused_compiled) = medians[0];
     let (unfused, unfused_tasks, _) = medians[1];
+    // Compulsory bytes: three inputs read, two outputs written.
     let bytes = 5.0 * 8.0 * args.n as f64;
+    let gbs = read_gbs(args.threads, PROBE_BYTES);
     let mut report = Report::new(NAME, args);
     report
         .set("seconds_per_iter", fused)
@@ -115,6 +119,11 @@ fn run(args: &Args) -> Result<(), AppError> {
         .set("kernels_compiled_timed", fused_compiled)
         .set("max_rel_diff_vs_unfused", diff_unfused)
         .set("max_rel_diff_vs_rust_loop", diff_rust)
+        .floor("", fused, bytes, gbs)
+        .set(
+            "rust_loop_floor_ratio",
+            rust.median / floor_seconds(bytes, gbs),
+        )
         .runtime_stats(&fused_np);
     say(&format!(
         "{NAME}: n={} threads={}: fused {:.1} ms, unfused {:.1} ms ({:.2}x), rust loop {:.1} ms ({:.2}x)",

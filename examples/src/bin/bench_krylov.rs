@@ -7,11 +7,20 @@
 //! early); `--rounds` rounds each run the fused and the unfused solve, one after the other, and
 //! the result is the median over all their timed iterations. The plain-Rust solves run the same
 //! number of iterations once per round; the result is the median of their mean seconds per
-//! iteration. Prints one JSON line.
+//! iteration. The hand-written plain-Rust solvers of `weft_examples::hand_written` (vector
+//! updates and dot products sharing passes with the CSR products, 32-bit indices) are timed
+//! per iteration like the Weft solves.
+//!
+//! Prints one JSON line, with each solver's memory-bandwidth floor: compulsory bytes per
+//! iteration are, for CG, the matrix once as stored (row ranges, 32-bit columns, values) plus
+//! x, r and p each read once and written once; for BiCGSTAB, the matrix twice plus ten vector
+//! passes; timed against the read bandwidth the probe measures in this process.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
+use weft_examples::bandwidth::{PROBE_BYTES, floor_seconds, read_gbs};
+use weft_examples::hand_written::{self, Csr32};
 use weft_examples::krylov;
 use weft_examples::solve_app::load_sparse;
 use weft_examples::sparse_reference::{self as reference, Csr};
@@ -88,6 +97,12 @@ fn run(args: &Args) -> Result<(), AppError> {
         .num_threads(args.threads)
         .build()?;
     let rounds = args.extra_u64("rounds").unwrap_or(3) as usize;
+    let fast_a = Csr32::new(&rust_a).ok_or("the matrix's indices do not fit 32 bits")?;
+    let gbs = read_gbs(args.threads, PROBE_BYTES);
+    let n = (g * g) as f64;
+    let nnz = a.nnz()? as f64;
+    // The matrix as stored: pos as (rows, 2) i32, crd i32, vals f64.
+    let matrix_bytes = 8.0 * n + 4.0 * nnz + 8.0 * nnz;
     for solver in ["cg", "bicgstab"] {
         // Per mode (fused, unfused): every timed iteration of every round, and tasks run.
         let mut samples = [Vec::new(), Vec::new()];
@@ -123,6 +138,28 @@ fn run(args: &Args) -> Result<(), AppError> {
             rust.push(start.elapsed().as_secs_f64() / solve.iterations.max(1) as f64);
         }
         let rust = median(&rust);
+        // Like the Weft solves: the median over every round's timed iterations.
+        let mut hand = Vec::new();
+        let mut hand_residuals = Vec::new();
+        for _ in 0..rounds {
+            let h = pool.install(|| match solver {
+                "cg" => hand_written::cg(&fast_a, &rust_b, total),
+                _ => hand_written::bicgstab(&fast_a, &rust_b, total),
+            });
+            hand.extend_from_slice(h.seconds.get(args.warmup..).unwrap_or_default());
+            hand_residuals = h.residuals;
+        }
+        let hand = median(&hand);
+        let hand_agree = histories[0]
+            .iter()
+            .zip(&hand_residuals)
+            .map(|(f, h)| (f - h).abs() / h.abs().max(f64::MIN_POSITIVE))
+            .fold(0.0f64, f64::max);
+        let bytes = match solver {
+            "cg" => matrix_bytes + 6.0 * 8.0 * n,
+            _ => 2.0 * matrix_bytes + 10.0 * 8.0 * n,
+        };
+        let floor = floor_seconds(bytes, gbs);
         let (fused, unfused) = (per_iter[0], per_iter[1]);
         report
             .set(&format!("{solver}_fused_seconds_per_iter"), fused)
@@ -135,14 +172,32 @@ fn run(args: &Args) -> Result<(), AppError> {
             .set(&format!("{solver}_speedup_fused_vs_rust"), rust / fused)
             .set(&format!("{solver}_fused_tasks_per_iter"), tasks[0])
             .set(&format!("{solver}_unfused_tasks_per_iter"), tasks[1])
-            .set(&format!("{solver}_max_rel_diff_residuals"), agree);
+            .set(&format!("{solver}_max_rel_diff_residuals"), agree)
+            .set(&format!("{solver}_hand_written_seconds_per_iter"), hand)
+            .set(
+                &format!("{solver}_speedup_fused_vs_hand_written"),
+                hand / fused,
+            )
+            .set(
+                &format!("{solver}_max_rel_diff_residuals_hand_written"),
+                hand_agree,
+            )
+            .floor(&format!("{solver}_"), fused, bytes, gbs)
+            .set(&format!("{solver}_hand_written_floor_ratio"), hand / floor);
         lines.push(format!(
-            "{solver}: fused {:.2} ms, unfused {:.2} ms ({:.2}x), rust {:.2} ms ({:.2}x) per iteration",
+            "{solver}: fused {:.2} ms, unfused {:.2} ms ({:.2}x), rust {:.2} ms ({:.2}x), \
+             hand-written {:.2} ms ({:.2}x) per iteration; floor {:.2} ms (fused {:.2}x, \
+             hand-written {:.2}x)",
             fused * 1e3,
             unfused * 1e3,
             unfused / fused,
             rust * 1e3,
-            rust / fused
+            rust / fused,
+            hand * 1e3,
+            hand / fused,
+            floor * 1e3,
+            fused / floor,
+            hand / floor
         ));
         if solver == "cg" {
             report.set("seconds_per_iter", fused);
@@ -153,7 +208,10 @@ fn run(args: &Args) -> Result<(), AppError> {
         .set("unknowns", g * g)
         .set("nnz", a.nnz()?)
         .runtime_stats(&np);
-    say(&format!("{NAME}: {g}x{g} grid: {}", lines.join("; ")))?;
+    say(&format!(
+        "{NAME}: {g}x{g} grid, read bandwidth {gbs:.1} GB/s: {}",
+        lines.join("; ")
+    ))?;
     report.print()?;
     Ok(())
 }

@@ -1,12 +1,20 @@
-//! The 5-point stencil side by side in one process: Weft with fusion and without, on grids
-//! from the same seed. Each timed iteration is `--sweeps` sweeps followed by a flush.
+//! The 5-point stencil side by side in one process: Weft with fusion and without, and the
+//! hand-written plain-Rust sweep (double-buffered, one pass per sweep, on a rayon pool at the
+//! same thread count), on grids from the same seed. Each timed iteration is `--sweeps` sweeps
+//! followed by a flush.
 //!
-//! Prints one JSON line with the median seconds per sweep of each and their ratio.
+//! Prints one JSON line with the median seconds per sweep of each, their ratios, and the
+//! memory-bandwidth floor: compulsory bytes per sweep are the `(N+2)^2` grid read once and
+//! the `N^2` interior written once, timed against the read bandwidth the probe measures in
+//! this process ([`weft_examples::bandwidth`]).
 
 use std::process::ExitCode;
 
 use weft::{Numeric, Runtime};
+use weft_examples::bandwidth::{PROBE_BYTES, read_gbs};
+use weft_examples::hand_written;
 use weft_examples::stencil::{Stencil, initial_grid};
+use weft_examples::timing::time_iterations;
 use weft_examples::{AppError, Args, Cli, Kind, Report, bench, run_main, say};
 
 const NAME: &str = "bench_stencil";
@@ -25,9 +33,11 @@ fn run(args: &Args) -> Result<(), AppError> {
     let mut grids = Vec::new();
     let mut tasks = Vec::new();
     let mut fused_np = None;
+    let mut initial = Vec::new();
     for fusion in [true, false] {
         let np = numeric(args, fusion)?;
         let grid = initial_grid(&np, args.n, args.seed)?;
+        initial = grid.to_vec()?;
         let stencil = Stencil::new(&grid);
         np.runtime(|rt| rt.flush())?;
         let (t, per, _) = bench(&np, args.warmup, args.iters, || {
@@ -46,6 +56,21 @@ fn run(args: &Args) -> Result<(), AppError> {
     let np = fused_np.ok_or("no fused run")?;
     let same = grids[0] == grids[1];
     let (fused, unfused) = (per_sweep[0], per_sweep[1]);
+
+    // The hand-written sweep, from the same grid, for as many sweeps.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(args.threads)
+        .build()?;
+    let mut rust_grid = initial;
+    let n = args.n as usize;
+    let rust = time_iterations(args.warmup, args.iters, || {
+        pool.install(|| hand_written::stencil(&mut rust_grid, n, sweeps));
+        Ok::<(), AppError>(())
+    })?;
+    let rust = rust.median / sweeps as f64;
+    let rust_same = rust_grid == grids[0];
+    let gbs = read_gbs(args.threads, PROBE_BYTES);
+    let bytes = 8.0 * ((args.n + 2) * (args.n + 2) + args.n * args.n) as f64;
     let mut report = Report::new(NAME, args);
     report
         .set("sweeps_per_iter", sweeps as u64)
@@ -56,19 +81,42 @@ fn run(args: &Args) -> Result<(), AppError> {
         .set("fused_tasks_per_sweep", tasks[0])
         .set("unfused_tasks_per_sweep", tasks[1])
         .set("fused_equals_unfused", same)
+        .set("rust_seconds_per_sweep", rust)
+        .set("speedup_fused_vs_rust", rust / fused)
+        .set("fused_equals_rust", rust_same)
+        .floor("", fused, bytes, gbs)
+        .set(
+            "rust_floor_ratio",
+            rust / weft_examples::bandwidth::floor_seconds(bytes, gbs),
+        )
         .runtime_stats(&np);
+    let floor = weft_examples::bandwidth::floor_seconds(bytes, gbs);
     say(&format!(
-        "{NAME}: {}x{} grid: fused {:.2} ms per sweep, unfused {:.2} ms ({:.2}x); results {}",
+        "{NAME}: {}x{} grid: fused {:.2} ms per sweep, unfused {:.2} ms ({:.2}x), hand-written \
+         Rust {:.2} ms ({:.2}x); floor {:.2} ms at {gbs:.1} GB/s (fused {:.2}x, Rust {:.2}x); \
+         results {}",
         args.n + 2,
         args.n + 2,
         fused * 1e3,
         unfused * 1e3,
         unfused / fused,
-        if same { "identical" } else { "DIFFER" }
+        rust * 1e3,
+        rust / fused,
+        floor * 1e3,
+        fused / floor,
+        rust / floor,
+        if same && rust_same {
+            "identical"
+        } else {
+            "DIFFER"
+        }
     ))?;
     report.print()?;
     if !same {
         return Err("fused and unfused grids differ".into());
+    }
+    if !rust_same {
+        return Err("Weft's grid and the hand-written loop's differ".into());
     }
     Ok(())
 }

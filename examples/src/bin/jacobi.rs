@@ -3,12 +3,14 @@
 //! [`weft_examples::jacobi`].
 //!
 //! Runs `--warmup` steps from a copy of `x0 = 0`, then `--iters` timed steps from `x0`; the
-//! result line reports the median time of one timed step and the final relative residual
-//! `|A x - b| / |b|`. `--out DIR` writes `A.npy b.npy x0.npy x.npy` (`x` after exactly
+//! result line reports the median time of one timed step, its ratio to the memory-bandwidth
+//! floor (the matrix read once, at the rate [`weft_examples::bandwidth`] measures in this
+//! process) and the final relative residual `|A x - b| / |b|`. `--out DIR` writes `A.npy b.npy x0.npy x.npy` (`x` after exactly
 //! `--iters` steps).
 
 use std::process::ExitCode;
 
+use weft_examples::bandwidth::{PROBE_BYTES, read_gbs};
 use weft_examples::jacobi::{self, Jacobi};
 use weft_examples::{
     AppError, Args, Cli, Report, bench, load_numeric, out_dir, run_main, save, say, timing::warm_up,
@@ -70,19 +72,24 @@ fn run(args: &Args) -> Result<(), AppError> {
     }
 
     let steps = args.iters;
+    // Compulsory bytes per step: the n x n matrix read once.
+    let bytes = 8.0 * (args.n * args.n) as f64;
+    let gbs = read_gbs(args.threads, PROBE_BYTES);
     let mut report = Report::new(NAME, args);
     report
         .timing(&timing, &per_iter)
+        .floor("", timing.median, bytes, gbs)
         .set("steps", steps as u64)
         .set("warmup_steps", args.warmup as u64)
         .set("relative_residual", residual)
         .runtime_stats(&np);
     say(&format!(
-        "{NAME}: n={}, {steps} steps, {:.3} ms per step (median of {}), relative residual \
-         {residual:.3e}",
+        "{NAME}: n={}, {steps} steps, {:.3} ms per step (median of {}), {:.2}x the floor at \
+         {gbs:.1} GB/s, relative residual {residual:.3e}",
         args.n,
         timing.median * 1e3,
-        args.iters
+        args.iters,
+        timing.median / weft_examples::bandwidth::floor_seconds(bytes, gbs)
     ))?;
     report.print()?;
     Ok(())

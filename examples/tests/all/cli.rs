@@ -25,7 +25,7 @@ const ALL: [(&str, &str); 9] = [
     ("swe", env!("CARGO_BIN_EXE_swe")),
 ];
 
-fn run(bin: &str, args: &[&str]) -> Output {
+pub(crate) fn run(bin: &str, args: &[&str]) -> Output {
     Command::new(bin)
         .args(args)
         .output()
@@ -46,7 +46,7 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 /// Checks a successful run and returns its JSON result line (the last line of stdout).
-fn result_line(out: &Output, example: &str) -> Value {
+pub(crate) fn result_line(out: &Output, example: &str) -> Value {
     let stdout = text(&out.stdout);
     assert!(
         out.status.success(),

@@ -1,0 +1,104 @@
+//! The memory-bandwidth floor: a plain-Rust read probe, run in the benchmark's own process at
+//! its thread count, and the ratio of a measured time to the time the workload's compulsory
+//! bytes take at that bandwidth.
+//!
+//! The probe allocates a buffer far larger than the caches, touches it once, and then has
+//! `threads` threads each sum their share of it with four independent streams (four cursors
+//! a quarter of the share apart), five times; the result is the median rate. Summing integers
+//! with wrapping adds keeps the arithmetic off the critical path, so the loop is bound by the
+//! reads alone.
+
+use std::time::Instant;
+
+/// Bytes the probe reads per pass: well above the last-level cache of the machines we run on.
+pub const PROBE_BYTES: usize = 256 << 20;
+
+/// How many times the probe reads the buffer (the median counts).
+const PASSES: usize = 5;
+
+/// The median read bandwidth, in GB/s (1e9 bytes per second), of `threads` threads reading
+/// `bytes` bytes with four streams each.
+pub fn read_gbs(threads: usize, bytes: usize) -> f64 {
+    let threads = threads.max(1);
+    let words = (bytes / 8).max(threads * 4 * 64);
+    // Each thread first-touches its own share, so its pages lie near it.
+    let mut buffer = vec![0u64; words];
+    let share = words.div_ceil(threads);
+    std::thread::scope(|s| {
+        for (t, part) in buffer.chunks_mut(share).enumerate() {
+            s.spawn(move || {
+                for (i, w) in part.iter_mut().enumerate() {
+                    *w = (t * share + i) as u64;
+                }
+            });
+        }
+    });
+    let mut rates = Vec::with_capacity(PASSES);
+    for _ in 0..PASSES {
+        let start = Instant::now();
+        let sums: u64 = std::thread::scope(|s| {
+            let handles: Vec<_> = buffer
+                .chunks(share)
+                .map(|part| s.spawn(move || four_streams(part)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or(0))
+                .fold(0u64, u64::wrapping_add)
+        });
+        let seconds = start.elapsed().as_secs_f64();
+        std::hint::black_box(sums);
+        rates.push((words * 8) as f64 / seconds / 1e9);
+    }
+    crate::timing::median(&rates)
+}
+
+/// The wrapping sum of `part`, read as four streams a quarter of `part` apart.
+fn four_streams(part: &[u64]) -> u64 {
+    let quarter = part.len() / 4;
+    let (a, rest) = part.split_at(quarter);
+    let (b, rest) = rest.split_at(quarter);
+    let (c, rest) = rest.split_at(quarter);
+    let (d, tail) = rest.split_at(quarter);
+    let mut acc = [0u64; 4];
+    for i in 0..quarter {
+        acc[0] = acc[0].wrapping_add(a[i]);
+        acc[1] = acc[1].wrapping_add(b[i]);
+        acc[2] = acc[2].wrapping_add(c[i]);
+        acc[3] = acc[3].wrapping_add(d[i]);
+    }
+    tail.iter()
+        .fold(acc.iter().fold(0u64, |x, &y| x.wrapping_add(y)), |x, &y| {
+            x.wrapping_add(y)
+        })
+}
+
+/// The time `bytes` compulsory bytes take at `gbs` GB/s, in seconds.
+pub fn floor_seconds(bytes: f64, gbs: f64) -> f64 {
+    bytes / (gbs * 1e9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn four_streams_sums_every_word() {
+        for len in [0usize, 1, 7, 64, 1001] {
+            let part: Vec<u64> = (0..len as u64).collect();
+            let want = part.iter().fold(0u64, |a, &b| a.wrapping_add(b));
+            assert_eq!(four_streams(&part), want, "len {len}");
+        }
+    }
+
+    #[test]
+    fn the_probe_measures_a_positive_finite_rate() {
+        let gbs = read_gbs(2, 8 << 20);
+        assert!(gbs.is_finite() && gbs > 0.0, "{gbs}");
+    }
+
+    #[test]
+    fn the_floor_is_bytes_over_bandwidth() {
+        assert_eq!(floor_seconds(2e9, 4.0), 0.5);
+    }
+}

@@ -1,0 +1,125 @@
+//! The benchmarks' memory-bandwidth floors: every benchmark's JSON line has the probe's
+//! `read_gbs`, the workload's compulsory bytes (by the formulas of issue 13), and
+//! `floor_ratio` = seconds over those bytes at that rate; the stencil and Krylov benchmarks
+//! also time the hand-written plain-Rust loops, whose results agree with Weft's.
+
+use serde_json::Value;
+
+use crate::cli::{result_line, run};
+
+/// Checks `read_gbs`, `{prefix}compulsory_bytes` (against `bytes`) and
+/// `{prefix}floor_ratio` (against `seconds` at that rate).
+fn check_floor(v: &Value, prefix: &str, seconds: f64, bytes: f64) {
+    let gbs = v["read_gbs"].as_f64().expect("read_gbs");
+    assert!(gbs.is_finite() && gbs > 0.0, "read_gbs {gbs}");
+    let got = v[format!("{prefix}compulsory_bytes")]
+        .as_f64()
+        .expect("bytes");
+    assert_eq!(got, bytes, "{prefix}compulsory_bytes");
+    let ratio = v[format!("{prefix}floor_ratio")].as_f64().expect("ratio");
+    let want = seconds / (bytes / (gbs * 1e9));
+    assert!((ratio - want).abs() <= 1e-9 * want, "{ratio} vs {want}");
+}
+
+fn f(v: &Value, key: &str) -> f64 {
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no number `{key}` in {v}"))
+}
+
+#[test]
+fn bench_stencil_reports_its_floor_and_matches_the_hand_written_loop() {
+    let out = run(
+        env!("CARGO_BIN_EXE_bench_stencil"),
+        &[
+            "--n",
+            "60",
+            "--iters",
+            "2",
+            "--warmup",
+            "1",
+            "--sweeps",
+            "3",
+            "--threads",
+            "2",
+        ],
+    );
+    let v = result_line(&out, "bench_stencil");
+    let n = 60.0;
+    let bytes = 8.0 * ((n + 2.0) * (n + 2.0) + n * n);
+    check_floor(&v, "", f(&v, "fused_seconds_per_sweep"), bytes);
+    assert_eq!(v["fused_equals_rust"], true, "{v}");
+    assert!(f(&v, "rust_seconds_per_sweep") > 0.0);
+}
+
+#[test]
+fn bench_krylov_reports_both_floors_and_the_hand_written_solvers_agree() {
+    let out = run(
+        env!("CARGO_BIN_EXE_bench_krylov"),
+        &[
+            "--grid",
+            "40",
+            "--iters",
+            "3",
+            "--warmup",
+            "1",
+            "--rounds",
+            "1",
+            "--threads",
+            "2",
+        ],
+    );
+    let v = result_line(&out, "bench_krylov");
+    let (n, nnz) = (1600.0, f(&v, "nnz"));
+    let matrix = 8.0 * n + 12.0 * nnz;
+    check_floor(
+        &v,
+        "cg_",
+        f(&v, "cg_fused_seconds_per_iter"),
+        matrix + 48.0 * n,
+    );
+    check_floor(
+        &v,
+        "bicgstab_",
+        f(&v, "bicgstab_fused_seconds_per_iter"),
+        2.0 * matrix + 80.0 * n,
+    );
+    for solver in ["cg", "bicgstab"] {
+        let diff = f(&v, &format!("{solver}_max_rel_diff_residuals_hand_written"));
+        assert!(diff < 1e-10, "{solver}: residuals differ by {diff}");
+    }
+}
+
+#[test]
+fn black_scholes_and_jacobi_report_their_floors() {
+    let out = run(
+        env!("CARGO_BIN_EXE_bench_black_scholes"),
+        &[
+            "--n",
+            "1000",
+            "--iters",
+            "2",
+            "--warmup",
+            "1",
+            "--threads",
+            "2",
+        ],
+    );
+    let v = result_line(&out, "bench_black_scholes");
+    check_floor(&v, "", f(&v, "fused_seconds"), 5.0 * 8.0 * 1000.0);
+    let out = run(
+        env!("CARGO_BIN_EXE_jacobi"),
+        &[
+            "--n",
+            "100",
+            "--iters",
+            "2",
+            "--warmup",
+            "1",
+            "--threads",
+            "2",
+        ],
+    );
+    let v = result_line(&out, "jacobi");
+    check_floor(&v, "", f(&v, "seconds_per_iter"), 8.0 * 100.0 * 100.0);
+}
