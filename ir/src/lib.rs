@@ -38,6 +38,7 @@ pub mod builder;
 pub mod flat;
 pub mod interp;
 pub mod passes;
+pub mod reduction;
 pub mod semantics;
 pub mod shape;
 pub mod text;

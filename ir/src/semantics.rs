@@ -47,7 +47,16 @@
 //!   kernel writes hold unspecified values.
 //!
 //! # Reduction order
-//! Today's order, which every back end keeps:
+//! **The canonical order** is defined in [`crate::reduction`]: for each reduced element, the
+//! points' contributions (each point's reductions into it folded in execution order) are
+//! combined by a fixed aligned pairwise tree over the points' coordinates in the task's view,
+//! one tree per dimension from the innermost out, padded with the operator's exact identity;
+//! the result is `old op tree`. Because the tree depends only on coordinates, any split of
+//! the points (lanes, threads, pieces, GPU blocks, ranks) can compute complete subtrees and
+//! merge them ([`crate::reduction::Partial`]) into the same bits. It is the order every back
+//! end is to keep; `weft-ir`'s tests check the merging against the definition.
+//!
+//! **What the CPU back end does today** (it does not yet keep the canonical order):
 //! - A reduction into an element that the parallel loop's rows own (indexed on dimension 0 by
 //!   the loop's dimension-0 index) is performed in iteration order.
 //! - Otherwise the loop's rows are cut into chunks whose size depends only on the loop's shape
@@ -56,8 +65,7 @@
 //!   results are combined in chunk order.
 //! - So results do not depend on the number of threads. They may depend on whether a loop is
 //!   vectorized (float `sum` and `prod` into rank-0 stores) and on the number of pieces a launch
-//!   is cut into. A canonical order that is independent of both (fixed blocks, fixed lanes,
-//!   fixed trees) is the next step; when it lands, this section states it.
+//!   is cut into.
 
 /// The largest rank a store parameter (and so a store) may have.
 pub const MAX_RANK: u32 = 16;

@@ -10,5 +10,6 @@ mod math_cases;
 mod math_lowering;
 mod parse_errors;
 mod passes;
+mod reduction_order;
 mod roundtrip;
 mod validate_table;

@@ -1,0 +1,388 @@
+//! The canonical reduction order: one fixed combination tree per reduced element, defined on
+//! the global coordinates of the loop's points, so that any split of the points (SIMD lanes,
+//! threads, the pieces of a launch, GPU thread blocks, MPI ranks) gives the same bits.
+//!
+//! # The order
+//! A parallel loop over a store of rank `r` visits points `p = (c_0, .., c_{r-1})`, their
+//! coordinates in the view the task was given (a point task's sub-store origin plus the local
+//! index), `0 <= c_d < extent_d`. For a reduced element `e`, each point contributes one value
+//! (the point's reductions into `e`, folded in execution order), and the result is
+//! `old(e) op T_0()`, where
+//!
+//! - `T_d(c_0, .., c_{d-1})` is the *aligned pairwise tree* over `c_d` of the values
+//!   `T_{d+1}(c_0, .., c_d)` (at `d = r - 1`, of the points' contributions): the node at level
+//!   `k` and index `m` covers `c_d` in `[m 2^k, (m+1) 2^k)` and is `left op right` of its two
+//!   children; leaves outside `[0, extent_d)`, and points that do not reduce into `e`, are the
+//!   operator's exact identity;
+//! - the tree's value is its node at the first level `K` with `2^K >= extent_d`.
+//!
+//! The exact identity leaves every value's bits unchanged (`-0.0` for float sums, `1` for
+//! products, `+inf`/`-inf` or the integer extremes for `min`/`max`), so a node whose sibling
+//! lies wholly outside the extent passes its value up unchanged, and padding never changes a
+//! result.
+//!
+//! # Computing it in parts
+//! A worker that owns some of the points adds them (or whole subtrees it computed itself, such
+//! as a SIMD block: [`Partial::add_node`]) to a [`Partial`], which keeps only complete nodes
+//! and merges siblings as they meet. Partials of disjoint point sets merge in any order into
+//! the same result: every node is a complete subtree of the one canonical tree.
+
+use std::collections::BTreeMap;
+
+use crate::interp::reduce;
+use crate::{DType, ReduceOp, Scalar};
+
+/// What can go wrong building a canonical reduction.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ReductionError {
+    /// A point or node lies outside the reduced space.
+    #[error("reduction: {0} lies outside the reduced space {1:?}")]
+    Outside(String, Vec<u64>),
+    /// Two parts covered the same point.
+    #[error("reduction: {0} was added twice")]
+    Twice(String),
+    /// A value of another type than the reduction's, or one the operator does not take.
+    #[error("reduction: {op} of {dtype} cannot take {value:?}")]
+    Type {
+        /// The operator.
+        op: &'static str,
+        /// The reduction's type.
+        dtype: DType,
+        /// The value.
+        value: Scalar,
+    },
+    /// Two partials of different reductions were merged.
+    #[error("reduction: merging partials of different reductions")]
+    Mismatch,
+}
+
+/// The identity of `op` for `dtype` that leaves every value's bits unchanged: as
+/// [`ReduceOp::identity`], but `-0.0` for float sums (`+0.0 + -0.0` is `+0.0`, and
+/// `-0.0 + -0.0` is `-0.0`).
+pub fn exact_identity(op: ReduceOp, dtype: DType) -> Scalar {
+    match (op, dtype) {
+        (ReduceOp::Sum, DType::F32) => Scalar::F32(-0.0),
+        (ReduceOp::Sum, DType::F64) => Scalar::F64(-0.0),
+        _ => op.identity(dtype),
+    }
+}
+
+/// A node of the canonical tree: the tree of dimension `prefix.len()` under the coordinates
+/// `prefix`, at `level`, covering indices `[index 2^level, (index+1) 2^level)`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Node {
+    prefix: Vec<u64>,
+    level: u32,
+    index: u64,
+}
+
+/// Part of a canonical reduction: the complete subtrees of the points added so far.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Partial {
+    op: ReduceOp,
+    dtype: DType,
+    extents: Vec<u64>,
+    /// Per dimension, the level of its tree's root.
+    tops: Vec<u32>,
+    nodes: BTreeMap<Node, Scalar>,
+    /// The root, once every point is in.
+    root: Option<Scalar>,
+}
+
+impl Partial {
+    /// An empty part of the reduction `op` of `dtype` values over the points `0 <= c_d <
+    /// extents[d]` (no extents: the single point of a rank-0 loop).
+    pub fn new(op: ReduceOp, dtype: DType, extents: &[u64]) -> Partial {
+        Partial {
+            op,
+            dtype,
+            extents: extents.to_vec(),
+            tops: extents
+                .iter()
+                .map(|&e| e.max(1).next_power_of_two().trailing_zeros())
+                .collect(),
+            nodes: BTreeMap::new(),
+            root: None,
+        }
+    }
+
+    /// Adds the contribution of the point `point`.
+    pub fn add(&mut self, point: &[u64], value: Scalar) -> Result<(), ReductionError> {
+        let outside = || ReductionError::Outside(format!("point {point:?}"), self.extents.clone());
+        if point.len() != self.extents.len() || point.iter().zip(&self.extents).any(|(c, e)| c >= e)
+        {
+            return Err(outside());
+        }
+        match point.split_last() {
+            None => self.insert(
+                Node {
+                    prefix: Vec::new(),
+                    level: 0,
+                    index: 0,
+                },
+                value,
+                true,
+            ),
+            Some((&last, prefix)) => self.add_node(prefix, 0, last, value),
+        }
+    }
+
+    /// Adds a complete subtree a worker computed itself: the node of dimension
+    /// `prefix.len()`'s tree under `prefix`, at `level`, with `index` (it covers that
+    /// dimension's coordinates `[index 2^level, (index+1) 2^level)`, clipped to the extent).
+    pub fn add_node(
+        &mut self,
+        prefix: &[u64],
+        level: u32,
+        index: u64,
+        value: Scalar,
+    ) -> Result<(), ReductionError> {
+        let d = prefix.len();
+        let fits = d < self.extents.len()
+            && level <= self.tops[d]
+            && prefix.iter().zip(&self.extents).all(|(c, e)| c < e)
+            && index
+                .checked_shl(level)
+                .is_some_and(|start| start < self.extents[d]);
+        if !fits {
+            return Err(ReductionError::Outside(
+                format!("node {index} at level {level} under {prefix:?}"),
+                self.extents.clone(),
+            ));
+        }
+        let node = Node {
+            prefix: prefix.to_vec(),
+            level,
+            index,
+        };
+        self.insert(node, value, false)
+    }
+
+    /// Adds every node of `other`, a part over points disjoint from this one's.
+    pub fn merge(&mut self, other: Partial) -> Result<(), ReductionError> {
+        if (other.op, other.dtype, &other.extents) != (self.op, self.dtype, &self.extents) {
+            return Err(ReductionError::Mismatch);
+        }
+        if let Some(root) = other.root {
+            self.insert(
+                Node {
+                    prefix: Vec::new(),
+                    level: 0,
+                    index: 0,
+                },
+                root,
+                true,
+            )?;
+        }
+        for (node, value) in other.nodes {
+            self.insert(node, value, false)?;
+        }
+        Ok(())
+    }
+
+    /// The reduction of every point, once all are in; `None` while some are missing (and for
+    /// a space without points, whose result leaves the element as it was).
+    pub fn result(&self) -> Option<Scalar> {
+        self.root
+    }
+
+    /// `old op result`, the element's new value, once all points are in (`old` itself for a
+    /// space without points).
+    pub fn fold_into(&self, old: Scalar) -> Option<Scalar> {
+        if self.extents.contains(&0) {
+            return Some(old);
+        }
+        reduce(self.op, old, self.root?)
+    }
+
+    fn combine(&self, left: Scalar, right: Scalar) -> Result<Scalar, ReductionError> {
+        reduce(self.op, left, right).ok_or(ReductionError::Type {
+            op: self.op.name(),
+            dtype: self.dtype,
+            value: right,
+        })
+    }
+
+    /// Inserts a complete node, merging it with its sibling (or passing it up, when the
+    /// sibling lies outside the extent) and lifting a finished dimension's tree into a leaf of
+    /// the dimension above, as far as it goes. `is_root` marks the whole reduction's value.
+    fn insert(
+        &mut self,
+        mut node: Node,
+        mut value: Scalar,
+        is_root: bool,
+    ) -> Result<(), ReductionError> {
+        if value.dtype() != self.dtype {
+            return Err(ReductionError::Type {
+                op: self.op.name(),
+                dtype: self.dtype,
+                value,
+            });
+        }
+        if is_root || self.extents.is_empty() {
+            if self.root.is_some() {
+                return Err(ReductionError::Twice("the whole space".into()));
+            }
+            self.root = Some(value);
+            return Ok(());
+        }
+        loop {
+            let d = node.prefix.len();
+            if node.level == self.tops[d] {
+                // The tree of dimension d under `prefix` is complete.
+                match node.prefix.pop() {
+                    None => {
+                        if self.root.is_some() {
+                            return Err(ReductionError::Twice("the whole space".into()));
+                        }
+                        self.root = Some(value);
+                        return Ok(());
+                    }
+                    Some(c) => {
+                        node = Node {
+                            prefix: node.prefix,
+                            level: 0,
+                            index: c,
+                        };
+                        continue;
+                    }
+                }
+            }
+            let sibling = Node {
+                index: node.index ^ 1,
+                ..node.clone()
+            };
+            let beyond = sibling
+                .index
+                .checked_shl(sibling.level)
+                .is_none_or(|start| start >= self.extents[d]);
+            if !beyond {
+                match self.nodes.remove(&sibling) {
+                    None => {
+                        if self.nodes.contains_key(&node) {
+                            return Err(ReductionError::Twice(format!("{node:?}")));
+                        }
+                        self.nodes.insert(node, value);
+                        return Ok(());
+                    }
+                    Some(other) => {
+                        value = if node.index.is_multiple_of(2) {
+                            self.combine(value, other)?
+                        } else {
+                            self.combine(other, value)?
+                        };
+                    }
+                }
+            }
+            // The parent: this node with its sibling, or alone (its sibling is the identity).
+            node = Node {
+                prefix: node.prefix,
+                level: node.level + 1,
+                index: node.index / 2,
+            };
+        }
+    }
+}
+
+/// The canonical reduction of the values `value(point)` over the points `0 <= c_d <
+/// extents[d]`, computed straight from the definition (recursively, with identity padding):
+/// the reference the parts are tested against. `None` for a space without points.
+pub fn canonical(
+    op: ReduceOp,
+    dtype: DType,
+    extents: &[u64],
+    value: &dyn Fn(&[u64]) -> Scalar,
+) -> Option<Scalar> {
+    if extents.contains(&0) {
+        return None;
+    }
+    let identity = exact_identity(op, dtype);
+    let mut point = Vec::with_capacity(extents.len());
+    Some(tree(op, identity, extents, &mut point, value))
+}
+
+/// `T_d` under the coordinates in `point`.
+fn tree(
+    op: ReduceOp,
+    identity: Scalar,
+    extents: &[u64],
+    point: &mut Vec<u64>,
+    value: &dyn Fn(&[u64]) -> Scalar,
+) -> Scalar {
+    let d = point.len();
+    if d == extents.len() {
+        return value(point);
+    }
+    let top = extents[d].max(1).next_power_of_two();
+    let mut level: Vec<Scalar> = (0..top)
+        .map(|c| {
+            if c < extents[d] {
+                point.push(c);
+                let v = tree(op, identity, extents, point, value);
+                point.pop();
+                v
+            } else {
+                identity
+            }
+        })
+        .collect();
+    while level.len() > 1 {
+        level = level
+            .chunks(2)
+            .map(|pair| reduce(op, pair[0], pair[1]).unwrap_or(identity))
+            .collect();
+    }
+    level[0]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f64s(r: &Option<Scalar>) -> Option<u64> {
+        match r {
+            Some(Scalar::F64(v)) => Some(v.to_bits()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_sum_of_eight_is_the_pairwise_tree() {
+        let xs = [1e16, 1.0, -1e16, 1.0, 3.0, 0.5, 0.25, -7.0];
+        let want = ((xs[0] + xs[1]) + (xs[2] + xs[3])) + ((xs[4] + xs[5]) + (xs[6] + xs[7]));
+        let got = canonical(ReduceOp::Sum, DType::F64, &[8], &|p| {
+            Scalar::F64(xs[p[0] as usize])
+        });
+        assert_eq!(f64s(&got), Some(want.to_bits()));
+        // Not the sequential sum: the order is visible.
+        let sequential: f64 = xs.iter().sum();
+        assert_ne!(want.to_bits(), sequential.to_bits());
+    }
+
+    #[test]
+    fn padding_keeps_negative_zero() {
+        let got = canonical(ReduceOp::Sum, DType::F64, &[3], &|_| Scalar::F64(-0.0));
+        assert_eq!(f64s(&got), Some((-0.0f64).to_bits()));
+    }
+
+    #[test]
+    fn parts_complain_about_points_outside_and_twice() {
+        let mut p = Partial::new(ReduceOp::Sum, DType::F64, &[4]);
+        assert!(p.add(&[4], Scalar::F64(1.0)).is_err());
+        assert!(p.add(&[0, 0], Scalar::F64(1.0)).is_err());
+        assert!(p.add(&[1], Scalar::I64(1)).is_err());
+        p.add(&[1], Scalar::F64(1.0)).unwrap();
+        assert!(p.add(&[1], Scalar::F64(1.0)).is_err());
+        let other = Partial::new(ReduceOp::Max, DType::F64, &[4]);
+        assert_eq!(p.merge(other), Err(ReductionError::Mismatch));
+    }
+
+    #[test]
+    fn a_rank_zero_loop_is_its_one_value_and_an_empty_space_leaves_the_element() {
+        let mut p = Partial::new(ReduceOp::Prod, DType::I64, &[]);
+        p.add(&[], Scalar::I64(6)).unwrap();
+        assert_eq!(p.fold_into(Scalar::I64(7)), Some(Scalar::I64(42)));
+        let empty = Partial::new(ReduceOp::Sum, DType::F64, &[3, 0]);
+        assert_eq!(empty.fold_into(Scalar::F64(2.5)), Some(Scalar::F64(2.5)));
+    }
+}
