@@ -8,7 +8,7 @@ use weft_runtime::{Backend, Binding, BufferId, KernelEntry, KernelId, MemoryStat
 
 use crate::compile::{CompiledKernel, Compiler, StoreView};
 use crate::memory::Memory;
-use crate::{Error, Result};
+use crate::{Error, Result, SimdPath};
 
 /// How a CPU back end is set up.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,9 +17,9 @@ pub struct CpuOptions {
     pub threads: usize,
     /// The most bytes of freed buffers kept for reuse (0: memory is freed at once).
     pub pool_bytes: u64,
-    /// Whether vectorized loops may run in AVX-512 code where the CPU has it (same bits
-    /// either way).
-    pub avx512: bool,
+    /// The code path of vectorized loops (`None`: the widest this CPU runs). A path the CPU
+    /// cannot run is an error when the back end starts.
+    pub simd: Option<SimdPath>,
 }
 
 impl Default for CpuOptions {
@@ -27,7 +27,7 @@ impl Default for CpuOptions {
         CpuOptions {
             threads: 0,
             pool_bytes: 1 << 30,
-            avx512: true,
+            simd: None,
         }
     }
 }
@@ -69,7 +69,9 @@ impl CpuBackend {
             .build()
             .map_err(|e| Error::Threads(e.to_string()))?;
         let mut compiler = Compiler::new()?;
-        compiler.set_avx512(options.avx512);
+        if let Some(path) = options.simd {
+            compiler.set_path(path)?;
+        }
         Ok(CpuBackend {
             compiler,
             memory: Memory::with_pool(options.pool_bytes),

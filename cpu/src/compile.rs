@@ -19,7 +19,7 @@ use crate::lower;
 use crate::lower::vector::Features;
 use crate::lower::{MathDecls, StepKind, Target};
 use crate::math::MathFn;
-use crate::{Error, Result};
+use crate::{Error, Result, SimdPath};
 use weft_ir::ValidKernel;
 
 /// The JIT module, shared by the backend and every kernel compiled in it; the code is freed
@@ -173,6 +173,50 @@ impl Compiler {
     /// Whether kernels compiled now may use AVX-512 bodies.
     pub fn avx512(&self) -> bool {
         self.simd.is_some_and(|f| f.avx512)
+    }
+
+    /// The paths this CPU can run, narrowest first (`avx2` is not among them until its bodies
+    /// are built).
+    pub fn available_paths(&self) -> Vec<SimdPath> {
+        let mut paths = vec![SimdPath::Scalar];
+        if let Some(f) = self.simd_detected {
+            paths.push(SimdPath::Sse);
+            if f.avx512 {
+                paths.push(SimdPath::Avx512);
+            }
+        }
+        paths
+    }
+
+    /// Compiles the kernels from now on for `path`: scalar code, 128-bit vectors, or 128-bit
+    /// vectors with AVX-512 bodies. A path this CPU cannot run (or `avx2`, not built yet) is
+    /// an error that names the paths it can.
+    pub fn set_path(&mut self, path: SimdPath) -> Result<()> {
+        let available = self.available_paths();
+        if !available.contains(&path) {
+            let names: Vec<&str> = available.iter().map(|p| p.name()).collect();
+            let why = if path == SimdPath::Avx2 {
+                "its 256-bit bodies are not built yet"
+            } else {
+                "this CPU does not have it"
+            };
+            return Err(Error::Simd(format!(
+                "SIMD path `{path}` cannot run: {why} (this CPU runs {})",
+                names.join(", ")
+            )));
+        }
+        self.set_simd(path != SimdPath::Scalar);
+        self.set_avx512(path == SimdPath::Avx512);
+        Ok(())
+    }
+
+    /// The path kernels compiled now use.
+    pub fn path(&self) -> SimdPath {
+        match self.simd {
+            None => SimdPath::Scalar,
+            Some(f) if f.avx512 => SimdPath::Avx512,
+            Some(_) => SimdPath::Sse,
+        }
     }
 
     /// Whether this CPU has what the AVX-512 bodies need (AVX-512 F and DQ, enabled by the

@@ -28,6 +28,9 @@ pub enum Error {
     /// The worker threads could not be started.
     #[error("cpu back end: cannot start worker threads: {0}")]
     Threads(String),
+    /// A SIMD path this CPU (or this build) cannot run was chosen.
+    #[error("cpu back end: {0}")]
+    Simd(String),
 }
 
 /// The CPU back end's result type.
@@ -40,10 +43,12 @@ impl From<Error> for weft_runtime::Error {
             Error::KernelFault { kernel, message } => {
                 weft_runtime::Error::KernelFault { kernel, message }
             }
-            Error::Memory(message) | Error::Threads(message) => weft_runtime::Error::Backend {
-                backend: "cpu",
-                message,
-            },
+            Error::Memory(message) | Error::Threads(message) | Error::Simd(message) => {
+                weft_runtime::Error::Backend {
+                    backend: "cpu",
+                    message,
+                }
+            }
         }
     }
 }

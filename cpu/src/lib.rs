@@ -81,8 +81,10 @@ mod launch;
 mod lower;
 pub mod math;
 mod memory;
+mod simd_path;
 
 pub use backend::{CpuBackend, CpuOptions};
 pub use compile::{CompiledKernel, Compiler, StoreView};
 pub use error::{Error, Result};
 pub use memory::Memory;
+pub use simd_path::SimdPath;

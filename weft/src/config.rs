@@ -34,9 +34,14 @@ pub struct Config {
     /// The most bytes of freed store memory kept for reuse by new stores of the same size
     /// (`WEFT_POOL_BYTES`; 0 frees memory at once, as NumPy's arrays do).
     pub pool_bytes: u64,
-    /// Whether the CPU back end may run vectorized loops in AVX-512 code where the CPU has it
-    /// (`WEFT_AVX512=0` turns it off; the results are the same bits either way).
-    pub avx512: bool,
+    /// The CPU back end's code path for vectorized loops (`None`: the widest the CPU runs):
+    /// `WEFT_SIMD=scalar|sse|avx2|avx512` (`WEFT_AVX512=0` is `sse`). A path the CPU cannot
+    /// run makes [`Runtime::new`](crate::Runtime::new) fail with an error that says which
+    /// paths it can.
+    pub simd: Option<weft_cpu::SimdPath>,
+    /// Problems found reading the environment (a value a variable cannot take), which make
+    /// [`Runtime::new`](crate::Runtime::new) fail naming the variable.
+    pub env_errors: Vec<String>,
     /// Whether compiling a kernel after [`Runtime::warmed_up`](crate::Runtime::warmed_up) is
     /// an error (`WEFT_FORBID_COMPILES_AFTER_WARMUP=1`).
     pub forbid_compiles_after_warmup: bool,
@@ -55,7 +60,8 @@ impl Default for Config {
             explain_to_stderr: false,
             trace: None,
             pool_bytes: 1 << 30,
-            avx512: true,
+            simd: None,
+            env_errors: Vec::new(),
             forbid_compiles_after_warmup: false,
         }
     }
@@ -71,7 +77,8 @@ impl Config {
     /// - `WEFT_WINDOW`: the window's bound;
     /// - `WEFT_TRACE=FILE`: write a trace of plugin calls, compiles and kernel runs to FILE;
     /// - `WEFT_POOL_BYTES`: the most freed store memory kept for reuse (0: none);
-    /// - `WEFT_AVX512=0`: no AVX-512 code in CPU kernels;
+    /// - `WEFT_SIMD=scalar|sse|avx2|avx512`: the CPU code path of vectorized loops (another
+    ///   value is an error when the runtime starts); `WEFT_AVX512=0` is `sse`;
     /// - `WEFT_FORBID_COMPILES_AFTER_WARMUP=1`: compiling after the warm-up is an error.
     pub fn from_env() -> Config {
         let mut config = Config::default();
@@ -85,7 +92,10 @@ impl Config {
             config.trace = Some(PathBuf::from(path));
         }
         if std::env::var("WEFT_AVX512").is_ok_and(|v| v.trim() == "0") {
-            config.avx512 = false;
+            config.simd = Some(weft_cpu::SimdPath::Sse);
+        }
+        if let Ok(v) = std::env::var("WEFT_SIMD") {
+            config.read_simd(&v);
         }
         if std::env::var("WEFT_FORBID_COMPILES_AFTER_WARMUP").is_ok_and(|v| v.trim() == "1") {
             config.forbid_compiles_after_warmup = true;
@@ -107,6 +117,16 @@ impl Config {
 }
 
 impl Config {
+    /// Takes `WEFT_SIMD`'s value `v`: a path's name, or an entry in `env_errors`.
+    fn read_simd(&mut self, v: &str) {
+        match weft_cpu::SimdPath::from_name(v) {
+            Some(path) => self.simd = Some(path),
+            None => self.env_errors.push(format!(
+                "WEFT_SIMD={v}: not a SIMD path (scalar, sse, avx2 or avx512)"
+            )),
+        }
+    }
+
     /// The runtime core's part of the configuration.
     pub fn core_settings(&self) -> weft_runtime::Settings {
         weft_runtime::Settings {
@@ -121,7 +141,7 @@ impl Config {
         weft_cpu::CpuOptions {
             threads: self.threads,
             pool_bytes: self.pool_bytes,
-            avx512: self.avx512,
+            simd: self.simd,
         }
     }
 }
@@ -141,4 +161,26 @@ fn default_cache_dir() -> Option<PathBuf> {
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
     Some(base.join("weft"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weft_simd_takes_path_names_and_reports_anything_else() {
+        let mut config = Config::default();
+        config.read_simd("scalar");
+        assert_eq!(config.simd, Some(weft_cpu::SimdPath::Scalar));
+        config.read_simd(" avx2 ");
+        assert_eq!(config.simd, Some(weft_cpu::SimdPath::Avx2));
+        config.read_simd("avx1024");
+        assert_eq!(config.simd, Some(weft_cpu::SimdPath::Avx2));
+        assert_eq!(config.env_errors.len(), 1);
+        assert!(
+            config.env_errors[0].contains("WEFT_SIMD=avx1024"),
+            "{:?}",
+            config.env_errors
+        );
+    }
 }

@@ -35,6 +35,7 @@ pub use error::{Error, Result};
 pub use numeric::{Array, Ix, Numeric, Operand, Range};
 pub use runtime::Runtime;
 pub use sparse::{CsrMatrix, Sparse};
+pub use weft_cpu::SimdPath;
 pub use weft_io::{matrix_market, npy};
 pub use weft_ir::DType;
 pub use weft_plugin::{Error as PluginError, Fault, Value};

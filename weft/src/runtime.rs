@@ -41,8 +41,15 @@ impl Drop for Runtime {
 
 impl Runtime {
     /// A runtime with this configuration: the CPU back end, and the fusion planner unless
-    /// `config.fusion` is off.
+    /// `config.fusion` is off. Fails on a problem [`Config::from_env`] found, and on a SIMD
+    /// path the CPU cannot run.
     pub fn new(config: Config) -> Result<Runtime> {
+        if !config.env_errors.is_empty() {
+            return Err(Error::Usage(format!(
+                "the environment: {}",
+                config.env_errors.join("; ")
+            )));
+        }
         let backend = CpuBackend::with_options(&config.cpu_options())?;
         let (planner, parked): (Box<dyn Planner>, Box<dyn Planner>) = if config.fusion {
             (Box::new(Fuser::default()), Box::new(NoFusion))

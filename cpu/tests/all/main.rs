@@ -10,6 +10,7 @@ mod loops;
 mod math_cases;
 mod math_lowered;
 mod ops;
+mod paths;
 mod reduce;
 mod simd;
 mod util;

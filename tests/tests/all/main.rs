@@ -11,6 +11,7 @@ mod numeric_ops;
 mod numpy_ops;
 mod numpy_views;
 mod sandbox;
+mod simd_paths;
 mod sparse;
 mod stats;
 mod template;
