@@ -106,8 +106,9 @@ fn new(mut args: impl Iterator<Item = String>) -> Result<(), (u8, String)> {
     let sdk = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let manifest = new_plugin(&PathBuf::from(&dir), &name, &sdk).map_err(|e| (1, e.to_string()))?;
     println!(
-        "{}: a new plugin `{name}`; build it with\n    weft-plugin-build --manifest-path {} --out {name}.component.wasm",
-        dir,
+        "{dir}: a new plugin `{name}`; test it in the real host with\n    (cd {dir} && cargo test \
+         --release)\nand build its component with\n    weft-plugin-build --manifest-path {} --out \
+         {name}.component.wasm",
         manifest.display()
     );
     Ok(())
