@@ -32,8 +32,9 @@ pub struct Explanation {
     /// What the kernel passes did.
     pub passes: String,
     /// What each store parameter of the fused kernel is (the passes' report names them by
-    /// number): the first task argument it stands for, `argument 0 of numeric.linspace.f64`.
-    pub params: Vec<String>,
+    /// number): the canonical index of its store and the first task argument it stands for,
+    /// `argument 0 of numeric.linspace.f64`.
+    pub params: Vec<(Option<usize>, String)>,
 }
 
 impl Explanation {
@@ -80,7 +81,7 @@ impl Explanation {
 
     /// Records the kernel passes' report, and what each store parameter of the fused kernel
     /// stands for.
-    pub fn set_passes(&mut self, report: String, params: Vec<String>) {
+    pub fn set_passes(&mut self, report: String, params: Vec<(Option<usize>, String)>) {
         self.passes = report;
         self.params = params;
     }
@@ -90,17 +91,26 @@ impl Explanation {
         self.kept_local = kept_local;
     }
 
-    /// The explanation as text, with stores named as in the window `key` was made from.
-    pub fn render(&self, key: &Key, memo_hit: bool) -> String {
-        let store = |i: usize| {
-            let id = key
-                .storages
-                .get(i)
-                .map_or_else(|| format!("#{i}"), |s| format!("store {}", s.0));
-            match self.roles.iter().find(|(j, _)| *j == i) {
-                Some((_, role)) => format!("{id} ({role})"),
-                None => id,
-            }
+    /// The explanation as text, with stores named as in the window `key` was made from, and
+    /// by the names the application gave them (`label`).
+    pub fn render(
+        &self,
+        key: &Key,
+        memo_hit: bool,
+        label: &dyn Fn(StorageId) -> Option<String>,
+    ) -> String {
+        let id = |i: usize| {
+            key.storages.get(i).map_or_else(
+                || format!("#{i}"),
+                |&s| match label(s) {
+                    Some(name) => format!("store {} \"{name}\"", s.0),
+                    None => format!("store {}", s.0),
+                },
+            )
+        };
+        let store = |i: usize| match self.roles.iter().find(|(j, _)| *j == i) {
+            Some((_, role)) => format!("{} ({role})", id(i)),
+            None => id(i),
         };
         let mut out = format!(
             "weft fusion: {} task(s) {}{}\n",
@@ -144,8 +154,11 @@ impl Explanation {
             }
             if self.passes.contains("param") {
                 out.push_str("  where the fused kernel's params are:\n");
-                for (i, role) in self.params.iter().enumerate() {
-                    out.push_str(&format!("    {i}: {role}\n"));
+                for (i, (storage, role)) in self.params.iter().enumerate() {
+                    match storage {
+                        Some(s) => out.push_str(&format!("    {i}: {}, {role}\n", id(*s))),
+                        None => out.push_str(&format!("    {i}: {role}\n")),
+                    }
                 }
             }
         }

@@ -139,7 +139,7 @@ impl Fuser {
         );
         let mut explanation = Explanation::new(tasks, window.get(prefix), cut, &temps, &key);
         let fused = if prefix > 1 {
-            let fused = self.build(tasks, &temps, &key.words, &mut explanation)?;
+            let fused = self.build(tasks, &temps, &key, &mut explanation)?;
             self.stats.kernels_fused += 1;
             Some(fused)
         } else {
@@ -166,7 +166,7 @@ impl Fuser {
         &mut self,
         tasks: &[IndexTask],
         temps: &[StorageId],
-        key: &[u64],
+        key: &canonical::Key,
         explanation: &mut Explanation,
     ) -> Result<Fused> {
         // One fused argument per distinct (storage, partition, reduction-or-not).
@@ -263,12 +263,18 @@ impl Fuser {
         let optimized = optimize(&composed, &facts);
         let roles = args
             .iter()
-            .map(|a| format!("argument {} of {}", a.arg, tasks[a.task].name()))
+            .map(|a| {
+                let arg = &tasks[a.task].args[a.arg];
+                (
+                    key.index_of(arg.storage),
+                    format!("argument {} of {}", a.arg, tasks[a.task].name()),
+                )
+            })
             .collect();
         explanation.set_passes(optimized.report.to_string(), roles);
         let ir = weft_ir::passes::math::lower_math(&optimized.kernel);
         // The memo key determines the fused kernel, so its hash is the kernel's content id.
-        let kernel = KernelEntry::from_passes(ir, id_of_words(b"weft-fused", key))?;
+        let kernel = KernelEntry::from_passes(ir, id_of_words(b"weft-fused", &key.words))?;
         // Keep only the arguments whose parameters survived the passes.
         let map = &optimized.param_map;
         let kept_args: Vec<ArgSource> = args
@@ -406,9 +412,18 @@ impl Planner for Fuser {
         let planned = self.analyse(window, context.stores, context.readers)?;
         let prefix = planned.plan.prefix;
         let fused = instantiate(&planned.plan, &window[..prefix]);
-        let explanation = context
-            .explain
-            .then(|| planned.plan.explanation.render(&planned.key, planned.hit));
+        let explanation = context.explain.then(|| {
+            let label = |s| {
+                context
+                    .stores
+                    .storage(s)
+                    .and_then(|st| st.label.as_deref().map(str::to_string))
+            };
+            planned
+                .plan
+                .explanation
+                .render(&planned.key, planned.hit, &label)
+        });
         Ok(Plan {
             prefix,
             fused,

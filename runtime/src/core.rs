@@ -231,6 +231,11 @@ impl Core {
         self.stores.reshape(parent, shape)
     }
 
+    /// Names the storage of store `id` in fusion explanations (`store 8 "grid" (...)`).
+    pub fn set_label(&mut self, id: StoreId, label: std::sync::Arc<str>) -> Result<()> {
+        self.stores.set_label(id, label)
+    }
+
     /// Counts one more handle on a store.
     pub fn retain(&mut self, id: StoreId) -> Result<()> {
         self.stores.retain(id)

@@ -60,6 +60,8 @@ pub struct Storage {
     stores: u32,
     /// Handles to the root and its views, together.
     handles: u32,
+    /// The name the application gave it (`Array::named`), for explanations.
+    pub label: Option<std::sync::Arc<str>>,
 }
 
 impl Storage {
@@ -129,6 +131,7 @@ impl Stores {
                 buffer: None,
                 stores: 1,
                 handles: 1,
+                label: None,
             },
         );
         self.insert_view(id, storage, dtype, ViewMap::whole(&shape));
@@ -195,6 +198,15 @@ impl Stores {
     /// A storage.
     pub fn storage(&self, id: StorageId) -> Option<&Storage> {
         self.storages.get(&id)
+    }
+
+    /// Names the storage of store `id` (for a view, the storage it views) in explanations.
+    pub fn set_label(&mut self, id: StoreId, label: std::sync::Arc<str>) -> Result<()> {
+        let storage = self.get(id)?.storage;
+        if let Some(s) = self.storages.get_mut(&storage) {
+            s.label = Some(label);
+        }
+        Ok(())
     }
 
     /// The buffer of a storage, allocating it (zeroed) through `backend` on first use.

@@ -435,6 +435,18 @@ impl Array {
         &self.np
     }
 
+    /// This array, with `name` as the name fusion explanations (`WEFT_EXPLAIN=1`) give its
+    /// storage: `store 8 "grid" (argument 0 of ...)`. For a view, the name goes to the storage
+    /// it views, which all its views share. A poisoned array stays as it is.
+    pub fn named(self, name: &str) -> Array {
+        if let Ok(h) = &self.value {
+            let id = h.id();
+            // Naming is for explanations only: an array whose store is gone keeps no name.
+            let _ = self.np.runtime(|rt| rt.set_label(id, name));
+        }
+        self
+    }
+
     #[track_caller]
     pub(crate) fn derive(
         &self,

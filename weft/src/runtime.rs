@@ -188,6 +188,12 @@ impl Runtime {
             .ok_or_else(|| internal("the runtime core is missing (a plugin call panicked)"))
     }
 
+    /// Names a store's storage (for a view, the storage it views) in fusion explanations:
+    /// `store 8 "grid" (argument 0 of ...)`.
+    pub fn set_label(&mut self, id: StoreId, label: &str) -> Result<()> {
+        Ok(self.core()?.set_label(id, label.into())?)
+    }
+
     /// Counts one more handle on a store, for handing it to a plugin as an owned handle.
     pub fn retain(&mut self, id: StoreId) -> Result<()> {
         Ok(self.core()?.retain(id)?)

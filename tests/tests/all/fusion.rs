@@ -58,6 +58,38 @@ fn figure_1_stencil_write_back_is_cut_by_anti_dependence() {
     );
 }
 
+/// Arrays the application names (`Array::named`) are named in explanations: the stencil's cut
+/// on the grid, and the fused kernel's parameters, say `"grid"`; a view's name goes to the
+/// storage it views.
+#[test]
+fn named_arrays_are_named_in_explanations() {
+    let np = numeric(true, 1);
+    let n = 8i64;
+    let grid = np
+        .random_uniform(&[10, 10], 0.0, 1.0, 7, DType::F64)
+        .named("grid");
+    let view = |r: i64, c: i64| grid.slice(&[Range::new(r, r + n), Range::new(c, c + n)]);
+    let center = view(1, 1);
+    let work = (&center + &view(0, 1) + &view(1, 2) + &view(1, 0) + &view(2, 1)) * 0.2;
+    let work = work.named("work");
+    center.assign(&work).unwrap();
+    drop(work);
+    np.runtime(|rt| rt.flush()).unwrap();
+    let text = explanations(&np);
+    let grid_store = grid.handle().unwrap().id().0;
+    assert!(
+        text.contains(&format!(
+            "anti-dependence on store {grid_store} \"grid\" (argument 0 of"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("store {grid_store} \"grid\", argument 0 of")),
+        "the fused kernel's parameters name the grid:\n{text}"
+    );
+    assert!(text.contains("\"work\""), "{text}");
+}
+
 /// Figure 6 of the Diffuse paper: `z = 2x; w = y + z; v = w**2; norm(w[n/2:])`, then
 /// `del x, y, z, w`. The three element-wise tasks fuse (with the norm's first task, which
 /// fills its 0-d result: a scalar task joins any launch), and the norm's reduction, over
