@@ -21,6 +21,14 @@ fn check_floor(v: &Value, prefix: &str, seconds: f64, bytes: f64) {
     assert!((ratio - want).abs() <= 1e-9 * want, "{ratio} vs {want}");
 }
 
+/// Runs `bin` briefly (two timed iterations after one warm-up, two threads) with `args`, and
+/// returns its JSON line, checked as every example's is.
+fn run_briefly(bin: &str, example: &str, args: &[&str]) -> Value {
+    let mut all = vec!["--iters", "2", "--warmup", "1", "--threads", "2"];
+    all.extend_from_slice(args);
+    result_line(&run(bin, &all), example)
+}
+
 fn f(v: &Value, key: &str) -> f64 {
     v[key]
         .as_f64()
@@ -29,22 +37,11 @@ fn f(v: &Value, key: &str) -> f64 {
 
 #[test]
 fn bench_stencil_reports_its_floor_and_matches_the_hand_written_loop() {
-    let out = run(
+    let v = run_briefly(
         env!("CARGO_BIN_EXE_bench_stencil"),
-        &[
-            "--n",
-            "60",
-            "--iters",
-            "2",
-            "--warmup",
-            "1",
-            "--sweeps",
-            "3",
-            "--threads",
-            "2",
-        ],
+        "bench_stencil",
+        &["--n", "60", "--sweeps", "3"],
     );
-    let v = result_line(&out, "bench_stencil");
     let n = 60.0;
     let bytes = 8.0 * ((n + 2.0) * (n + 2.0) + n * n);
     check_floor(&v, "", f(&v, "fused_seconds_per_sweep"), bytes);
@@ -54,22 +51,11 @@ fn bench_stencil_reports_its_floor_and_matches_the_hand_written_loop() {
 
 #[test]
 fn bench_krylov_reports_both_floors_and_the_hand_written_solvers_agree() {
-    let out = run(
+    let v = run_briefly(
         env!("CARGO_BIN_EXE_bench_krylov"),
-        &[
-            "--grid",
-            "40",
-            "--iters",
-            "3",
-            "--warmup",
-            "1",
-            "--rounds",
-            "1",
-            "--threads",
-            "2",
-        ],
+        "bench_krylov",
+        &["--grid", "40", "--rounds", "1"],
     );
-    let v = result_line(&out, "bench_krylov");
     let (n, nnz) = (1600.0, f(&v, "nnz"));
     let matrix = 8.0 * n + 12.0 * nnz;
     check_floor(
@@ -92,34 +78,12 @@ fn bench_krylov_reports_both_floors_and_the_hand_written_solvers_agree() {
 
 #[test]
 fn black_scholes_and_jacobi_report_their_floors() {
-    let out = run(
+    let v = run_briefly(
         env!("CARGO_BIN_EXE_bench_black_scholes"),
-        &[
-            "--n",
-            "1000",
-            "--iters",
-            "2",
-            "--warmup",
-            "1",
-            "--threads",
-            "2",
-        ],
+        "bench_black_scholes",
+        &["--n", "1000"],
     );
-    let v = result_line(&out, "bench_black_scholes");
     check_floor(&v, "", f(&v, "fused_seconds"), 5.0 * 8.0 * 1000.0);
-    let out = run(
-        env!("CARGO_BIN_EXE_jacobi"),
-        &[
-            "--n",
-            "100",
-            "--iters",
-            "2",
-            "--warmup",
-            "1",
-            "--threads",
-            "2",
-        ],
-    );
-    let v = result_line(&out, "jacobi");
+    let v = run_briefly(env!("CARGO_BIN_EXE_jacobi"), "jacobi", &["--n", "100"]);
     check_floor(&v, "", f(&v, "seconds_per_iter"), 8.0 * 100.0 * 100.0);
 }

@@ -20,6 +20,23 @@ fn explanations(np: &Numeric) -> String {
     np.runtime(|rt| rt.take_explanations()).join("")
 }
 
+/// One sweep of Figure 1's stencil on the `(n+2) x (n+2)` `grid`: `work`, the five views'
+/// sum times 0.2 (named `work_name` if given), written back through the center view; then
+/// the window runs and its explanations are returned.
+fn stencil_sweep(grid: &Array, n: i64, work_name: Option<&str>) -> String {
+    let np = grid.numeric();
+    let view = |r: i64, c: i64| grid.slice(&[Range::new(r, r + n), Range::new(c, c + n)]);
+    let center = view(1, 1);
+    let mut work = (&center + &view(0, 1) + &view(1, 2) + &view(1, 0) + &view(2, 1)) * 0.2;
+    if let Some(name) = work_name {
+        work = work.named(name);
+    }
+    center.assign(&work).expect("the write-back");
+    drop(work);
+    np.runtime(|rt| rt.flush()).expect("the window runs");
+    explanations(np)
+}
+
 /// Figure 1 of the Diffuse paper: the five-point stencil. The sums over the aliasing views
 /// fuse; `center[:] = work` writes `grid` through the center view after other views of `grid`
 /// were read, so it is cut off by the anti-dependence constraint, on `grid`.
@@ -31,15 +48,7 @@ fn figure_1_stencil_write_back_is_cut_by_anti_dependence() {
     grid.check().unwrap();
     np.runtime(|rt| rt.flush()).unwrap();
     explanations(&np);
-    let view =
-        |r: i64, c: i64| grid.slice(&[Range::new(r, r + n as i64), Range::new(c, c + n as i64)]);
-    let (center, north, east, west, south) =
-        (view(1, 1), view(0, 1), view(1, 2), view(1, 0), view(2, 1));
-    let work = (&center + &north + &east + &west + &south) * 0.2;
-    center.assign(&work).unwrap();
-    drop(work);
-    np.runtime(|rt| rt.flush()).unwrap();
-    let text = explanations(&np);
+    let text = stencil_sweep(&grid, n as i64, None);
     let grid_store = grid.handle().unwrap().id().0;
     assert!(
         text.contains(&format!("anti-dependence on store {grid_store}")),
@@ -68,14 +77,7 @@ fn named_arrays_are_named_in_explanations() {
     let grid = np
         .random_uniform(&[10, 10], 0.0, 1.0, 7, DType::F64)
         .named("grid");
-    let view = |r: i64, c: i64| grid.slice(&[Range::new(r, r + n), Range::new(c, c + n)]);
-    let center = view(1, 1);
-    let work = (&center + &view(0, 1) + &view(1, 2) + &view(1, 0) + &view(2, 1)) * 0.2;
-    let work = work.named("work");
-    center.assign(&work).unwrap();
-    drop(work);
-    np.runtime(|rt| rt.flush()).unwrap();
-    let text = explanations(&np);
+    let text = stencil_sweep(&grid, n, Some("work"));
     let grid_store = grid.handle().unwrap().id().0;
     assert!(
         text.contains(&format!(
