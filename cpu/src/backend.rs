@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
+use weft_ir::reduction::LoopPartial;
 use weft_ir::{Kernel, Scalar};
 use weft_runtime::{Backend, Binding, BufferId, KernelEntry, KernelId, MemoryStats, Prepared};
 
@@ -44,6 +45,9 @@ pub struct CpuBackend {
     /// The extents, strides and origins of earlier launches' views, reused so that a launch
     /// allocates nothing per binding.
     spare: Vec<[Vec<i64>; 3]>,
+    /// Reductions held back by launches (see `Backend::launch`), their targets named by store
+    /// argument.
+    held: Vec<LoopPartial>,
 }
 
 impl std::fmt::Debug for CpuBackend {
@@ -79,6 +83,7 @@ impl CpuBackend {
             pool,
             scratch: Vec::new(),
             spare: Vec::new(),
+            held: Vec::new(),
         })
     }
 
@@ -152,6 +157,7 @@ impl CpuBackend {
                     strides,
                     origin,
                     element_size,
+                    ..
                 } => {
                     let (base, len) = self.memory.base(*buffer)?;
                     check_inside(
@@ -179,6 +185,7 @@ impl CpuBackend {
                     extents,
                     origin,
                     element_size,
+                    ..
                 } => {
                     let volume = extents
                         .iter()
@@ -211,10 +218,20 @@ impl CpuBackend {
         // never binds one buffer's element to two points that write it concurrently (a
         // written partition's tiles are disjoint; a compiled kernel splits only its own
         // parallel loop across threads).
-        let result = unsafe { compiled.run(&views, scalars, &self.pool) };
+        let view_extents: Vec<Vec<u64>> = bindings.iter().map(|b| b.view().to_vec()).collect();
+        let result = unsafe { compiled.run_task(&views, scalars, &self.pool, Some(&view_extents)) };
         self.spare
             .extend(views.into_iter().map(|v| [v.extents, v.strides, v.origin]));
-        result
+        for mut part in result? {
+            part.param = compiled
+                .store_argument(part.param)
+                .ok_or_else(|| Error::KernelFault {
+                    kernel: compiled.name().to_string(),
+                    message: format!("a reduction into parameter {}, not a store", part.param),
+                })?;
+            self.held.push(part);
+        }
+        Ok(())
     }
 }
 
@@ -309,6 +326,10 @@ impl Backend for CpuBackend {
         scalars: &[Scalar],
     ) -> weft_runtime::Result<()> {
         Ok(self.launch_views(kernel, bindings, scalars)?)
+    }
+
+    fn take_reductions(&mut self) -> weft_runtime::Result<Vec<LoopPartial>> {
+        Ok(std::mem::take(&mut self.held))
     }
 
     fn synchronize(&mut self) -> weft_runtime::Result<()> {

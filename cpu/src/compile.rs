@@ -12,9 +12,11 @@ use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{Linkage, Module, default_libcall_names};
+use weft_ir::reduction::LoopPartial;
 use weft_ir::{DType, Kernel, Scalar};
 
 use crate::launch::{KernelFn, Plan, PlanStep};
+use crate::leaves;
 use crate::lower;
 use crate::lower::vector::Features;
 use crate::lower::{MathDecls, StepKind, Target};
@@ -145,9 +147,8 @@ impl Compiler {
     }
 
     /// Turns the vector lowering of parallel loops on (the default) or off, for the kernels
-    /// compiled from now on. With it off every loop runs the scalar code; the results are then
-    /// the same bits, except for the order of floating-point `sum` and `prod` reductions into
-    /// rank-0 stores (see the module documentation).
+    /// compiled from now on. With it off every loop runs the scalar code; the results are the
+    /// same bits either way (up to the sign and payload of a NaN made by arithmetic).
     pub fn set_simd(&mut self, enabled: bool) {
         self.simd = if enabled { self.simd_detected } else { None };
     }
@@ -239,12 +240,25 @@ impl Compiler {
     /// Compiles a validated kernel; `start` is when compiling began (for
     /// [`CompiledKernel::compile_time`]).
     pub fn compile_valid(&mut self, valid: &ValidKernel, start: Instant) -> Result<CompiledKernel> {
-        let kernel = valid.kernel();
-        let types = valid.types();
         let err = |message: String| Error::Compile {
-            kernel: kernel.name.clone(),
+            kernel: valid.kernel().name.clone(),
             message,
         };
+        // Reductions into 0-d stores go through leaf stores (see `leaves`).
+        let (rewritten, leaves) = leaves::rewrite(valid.kernel());
+        let with_leaves = if leaves.is_empty() {
+            None
+        } else {
+            Some(ValidKernel::new(rewritten).map_err(|e| {
+                err(format!(
+                    "internal: the leaf-store rewrite is invalid: {}",
+                    e.message
+                ))
+            })?)
+        };
+        let valid = with_leaves.as_ref().unwrap_or(valid);
+        let kernel = valid.kernel();
+        let types = valid.types();
         let mut guard = self
             .code
             .module
@@ -294,6 +308,7 @@ impl Compiler {
                     layout: lowered.layout,
                     steps,
                     faults: lowered.faults,
+                    leaves,
                 },
                 compile_time: start.elapsed(),
                 _tables: lowered.tables,
@@ -417,6 +432,36 @@ impl CompiledKernel {
     ) -> Result<()> {
         // SAFETY: forwarded from the caller.
         unsafe { self.inner.plan.run(stores, scalars, pool) }
+    }
+
+    /// Runs the kernel on one point task of a larger launch: as [`CompiledKernel::run`], but
+    /// the float sums and products of parallel loops into 0-d stores are handed back as
+    /// canonical partials ([`weft_ir::reduction`]) instead of folded, for the caller to merge
+    /// with the other points' and fold once. `views` gives, per store argument, the extents of
+    /// the view its sub-store is cut from (the coordinates of the canonical order run over it);
+    /// `None` takes each sub-store's origin plus its extents. Each partial names its target by
+    /// its kernel parameter.
+    ///
+    /// # Safety
+    /// As for [`CompiledKernel::run`].
+    pub unsafe fn run_task(
+        &self,
+        stores: &[StoreView],
+        scalars: &[Scalar],
+        pool: &rayon::ThreadPool,
+        views: Option<&[Vec<u64>]>,
+    ) -> Result<Vec<LoopPartial>> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.inner.plan.run_deferring(stores, scalars, pool, views) }
+    }
+
+    /// The store argument (its position among the store parameters) of kernel parameter
+    /// `param`, if it is a store.
+    pub fn store_argument(&self, param: u32) -> Option<u32> {
+        match self.inner.plan.layout.slots.get(param as usize)? {
+            lower::Slot::Store(i) => u32::try_from(*i).ok(),
+            lower::Slot::Scalar(_) => None,
+        }
     }
 }
 

@@ -7,13 +7,19 @@
 //! either updated in place (when every reduction's first index is the loop's first index, so
 //! chunks touch disjoint rows) or through one private buffer per chunk, initialised to the
 //! operator's identity and folded into the store element by element in chunk order. Either way
-//! the result is the same bits for any number of threads.
+//! the result is the same bits for any number of threads. Float sums and products into 0-d
+//! stores go through leaf stores instead ([`crate::leaves`]): each chunk gets its own leaf
+//! buffers (through its own copy of the frame) and returns their canonical nodes, which merge
+//! into the same bits in any order.
 
 use rayon::ThreadPool;
 use rayon::prelude::*;
 use weft_ir::{DType, ReduceOp, Scalar};
 
+use weft_ir::reduction::{LoopPartial, Partial};
+
 use crate::compile::StoreView;
+use crate::leaves::{ChunkShape, Leaf, chunk_nodes, fill_exact_identity};
 use crate::lower::{FaultSite, Layout, Obligation, RedBuf, RedMode, StepKind};
 use crate::{Error, Result};
 
@@ -52,6 +58,18 @@ pub(crate) struct Plan {
     pub layout: Layout,
     pub steps: Vec<PlanStep>,
     pub faults: Vec<FaultSite>,
+    /// The hidden leaf stores of reductions into 0-d stores (see [`crate::leaves`]), whose
+    /// parameters follow the kernel's own.
+    pub leaves: Vec<Leaf>,
+}
+
+/// A leaf store as one parallel step runs it.
+struct LeafRun<'a> {
+    leaf: &'a Leaf,
+    /// The frame word of its data pointer.
+    word: usize,
+    /// The extents of the view its loop runs over.
+    view: Vec<u64>,
 }
 
 /// A raw pointer shared by the tasks of one parallel step.
@@ -187,7 +205,100 @@ impl Plan {
         scalars: &[Scalar],
         pool: &ThreadPool,
     ) -> Result<()> {
-        let mut frame = self.frame(stores, scalars)?;
+        // SAFETY: forwarded from the caller.
+        let parts = unsafe { self.run_deferring(stores, scalars, pool, None)? };
+        for p in parts {
+            // SAFETY: as above; the target is a 0-d store with Reduce privilege.
+            unsafe { self.fold_partial(stores, p)? };
+        }
+        Ok(())
+    }
+
+    /// Folds a loop's finished canonical partial into its 0-d target: `old op result`.
+    ///
+    /// # Safety
+    /// `stores` is valid as for [`crate::CompiledKernel::run`].
+    pub(crate) unsafe fn fold_partial(
+        &self,
+        stores: &[StoreView],
+        mut part: LoopPartial,
+    ) -> Result<()> {
+        let fault = |m: String| self.fault(m);
+        let Some(result) = part.partial.finish().map_err(|e| fault(e.to_string()))? else {
+            return Ok(());
+        };
+        let view = match self.layout.slots.get(part.param as usize) {
+            Some(crate::lower::Slot::Store(i)) => &stores[*i],
+            _ => return Err(fault(format!("no store parameter {}", part.param))),
+        };
+        let dtype = result.dtype();
+        let mut bytes = [0u8; 8];
+        let size = dtype.size();
+        // SAFETY: the 0-d store's one element is valid for reads and writes (the caller's
+        // contract), `size` bytes of its type.
+        unsafe { std::ptr::copy_nonoverlapping(view.ptr, bytes.as_mut_ptr(), size) };
+        let old = Scalar::from_bits(dtype, u64::from_ne_bytes(bytes));
+        let new = weft_ir::interp::reduce(part.partial.op(), old, result)
+            .ok_or_else(|| fault(format!("cannot fold into parameter {}", part.param)))?;
+        let out = match new {
+            Scalar::Bool(b) => u64::from(b),
+            other => other.to_bits(),
+        };
+        // SAFETY: as above.
+        unsafe { std::ptr::copy_nonoverlapping(out.to_ne_bytes().as_ptr(), view.ptr, size) };
+        Ok(())
+    }
+
+    /// Runs the kernel, but hands back the canonical partials of its reductions into 0-d stores
+    /// instead of folding them (see [`crate::leaves`]). `views` gives, per store parameter,
+    /// the extents of the view its sub-store is cut from (`None`: the sub-store's origin plus
+    /// its extents, as when one point task is the whole launch).
+    ///
+    /// # Safety
+    /// As for [`crate::CompiledKernel::run`].
+    pub(crate) unsafe fn run_deferring(
+        &self,
+        stores: &[StoreView],
+        scalars: &[Scalar],
+        pool: &ThreadPool,
+        views: Option<&[Vec<u64>]>,
+    ) -> Result<Vec<LoopPartial>> {
+        let given = self.layout.stores.len() - self.leaves.len();
+        if stores.len() != given {
+            return Err(self.fault(format!(
+                "expected {given} store arguments, got {}",
+                stores.len()
+            )));
+        }
+        // The leaf stores: shaped like their loop's sub-store, dense; each chunk points them
+        // at its own buffer.
+        let mut all = stores.to_vec();
+        let mut runs = Vec::with_capacity(self.leaves.len());
+        for leaf in &self.leaves {
+            let over = self.store_index(leaf.over)?;
+            let sub = &stores[over];
+            all.push(StoreView {
+                ptr: std::ptr::NonNull::<u64>::dangling().as_ptr().cast(),
+                ..StoreView::dense(std::ptr::null_mut(), &sub.extents)
+            });
+            let view = match views.and_then(|v| v.get(over)) {
+                Some(v) if v.len() == sub.extents.len() => v.clone(),
+                _ => sub
+                    .origin
+                    .iter()
+                    .zip(&sub.extents)
+                    .map(|(&o, &e)| u64::try_from(o.saturating_add(e)).unwrap_or(0))
+                    .collect(),
+            };
+            let word = match self.layout.slots.get(leaf.param as usize) {
+                Some(crate::lower::Slot::Store(i)) => self.layout.stores[*i].ptr(),
+                _ => return Err(self.fault("internal: a leaf store without a slot")),
+            };
+            runs.push(LeafRun { leaf, word, view });
+        }
+        let mut frame = self.frame(&all, scalars)?;
+        let mut parts = Vec::new();
+        let mut loop_index = 0u32;
         for step in &self.steps {
             match &step.kind {
                 StepKind::Sequential => {
@@ -206,14 +317,33 @@ impl Plan {
                     reds,
                 } => {
                     let func = step.func;
-                    // SAFETY: forwarded from the caller; see `parallel`.
-                    unsafe {
-                        self.parallel(func, &mut frame, stores, *over, obligations, reds, pool)?
+                    let leaves: Vec<&LeafRun<'_>> = runs
+                        .iter()
+                        .filter(|r| r.leaf.loop_index == loop_index)
+                        .collect();
+                    loop_index += 1;
+                    let cx = StepCx {
+                        func,
+                        over: *over,
+                        obligations,
+                        reds,
+                        leaves: &leaves,
                     };
+                    // SAFETY: forwarded from the caller; see `parallel`.
+                    let step_parts = unsafe { self.parallel(&cx, &mut frame, &all, pool)? };
+                    parts.extend(step_parts);
                 }
             }
         }
-        Ok(())
+        Ok(parts)
+    }
+
+    /// The index in [`Layout::stores`] of store parameter `param`.
+    fn store_index(&self, param: u32) -> Result<usize> {
+        match self.layout.slots.get(param as usize) {
+            Some(crate::lower::Slot::Store(i)) => Ok(*i),
+            _ => Err(self.fault(format!("internal: no store parameter {param}"))),
+        }
     }
 
     /// Runs one parallel step.
@@ -221,17 +351,20 @@ impl Plan {
     /// # Safety
     /// As for [`crate::CompiledKernel::run`]; `frame` was built by [`Plan::frame`] from
     /// `stores`.
-    #[allow(clippy::too_many_arguments)]
     unsafe fn parallel(
         &self,
-        func: KernelFn,
+        cx: &StepCx<'_, '_>,
         frame: &mut [u64],
         stores: &[StoreView],
-        over: usize,
-        obligations: &[Obligation],
-        reds: &[RedBuf],
         pool: &ThreadPool,
-    ) -> Result<()> {
+    ) -> Result<Vec<LoopPartial>> {
+        let StepCx {
+            func,
+            over,
+            obligations,
+            reds,
+            leaves,
+        } = *cx;
         let ext = &stores[over].extents;
         // The accesses indexed directly by loop indices are unchecked: prove them here.
         for ob in obligations {
@@ -251,41 +384,104 @@ impl Plan {
             None => (1, 1),
             Some((&r, rest)) => (r, rest.iter().fold(1i64, |a, &b| a.saturating_mul(b))),
         };
+        // The step's canonical partials, one per leaf store, over its loop's view.
+        let mut parts: Vec<Partial> = leaves
+            .iter()
+            .map(|r| Partial::new(r.leaf.op, r.leaf.dtype, &r.view))
+            .collect();
         if rows == 0 || inner == 0 {
-            return Ok(());
+            return self.loop_partials(leaves, parts);
         }
         let per = chunk_rows(inner);
         let nchunks = (rows - 1) / per + 1;
+        let frame_len = frame.len();
         let frame_ptr = Shared(frame.as_mut_ptr());
-        let call = move |c: i64, red: *const *mut u8| -> i64 {
+        let (sub_extents, sub_origin) = (&stores[over].extents, &stores[over].origin);
+        // Runs chunk `c`; with leaf stores, on a copy of the frame that points them at the
+        // chunk's own leaf buffers, whose nodes it returns.
+        let call = move |c: i64, red: *const *mut u8| -> std::result::Result<Vec<Partial>, Error> {
             let lo = c * per;
             let hi = lo.saturating_add(per).min(rows);
-            // SAFETY: the frame matches the function's layout and is only read while
-            // parallel tasks run. Chunks cover disjoint rows `lo..hi` of the loop; every access
-            // is bounds-checked or proven in bounds by the obligations checked above; `red`
-            // holds one valid buffer per reduction buffer of the step, private to this chunk.
-            unsafe { func(frame_ptr.get(), red, lo, hi) }
+            if leaves.is_empty() {
+                // SAFETY: the frame matches the function's layout and is only read while
+                // parallel tasks run. Chunks cover disjoint rows `lo..hi` of the loop; every
+                // access is bounds-checked or proven in bounds by the obligations checked
+                // above; `red` holds one valid buffer per reduction buffer of the step,
+                // private to this chunk.
+                let s = unsafe { func(frame_ptr.get(), red, lo, hi) };
+                return if s == 0 {
+                    Ok(Vec::new())
+                } else {
+                    Err(self.status_error(s))
+                };
+            }
+            // SAFETY: the frame holds `frame_len` words and is only read while tasks run.
+            let mut own =
+                unsafe { std::slice::from_raw_parts(frame_ptr.get(), frame_len) }.to_vec();
+            let points = usize::try_from((hi - lo).saturating_mul(inner))
+                .map_err(|_| self.fault("a chunk too large"))?;
+            let mut bufs: Vec<Vec<u64>> = Vec::with_capacity(leaves.len());
+            for r in leaves {
+                let size = r.leaf.dtype.size();
+                let mut buf = vec![0u64; (points * size).div_ceil(8).max(1)];
+                // SAFETY: `buf` holds `points` elements of the leaf's type, 8-byte aligned.
+                unsafe {
+                    fill_exact_identity(buf.as_mut_ptr().cast(), points, r.leaf.dtype, r.leaf.op)
+                };
+                // Row `lo` of the leaf store is the buffer's start: the compiled code adds
+                // `i * stride` to this address only for rows `lo..hi`.
+                let row_bytes = (inner as u64).wrapping_mul(size as u64);
+                own[r.word] =
+                    (buf.as_mut_ptr() as u64).wrapping_sub((lo as u64).wrapping_mul(row_bytes));
+                bufs.push(buf);
+            }
+            // SAFETY: as above, with the chunk's own frame, whose leaf pointers address rows
+            // `lo..hi` of buffers private to this chunk (the leaf stores' accesses are at the
+            // loop's indices, proven in bounds by the obligations).
+            let s = unsafe { func(own.as_mut_ptr(), red, lo, hi) };
+            if s != 0 {
+                return Err(self.status_error(s));
+            }
+            let mut out = Vec::with_capacity(leaves.len());
+            for (r, buf) in leaves.iter().zip(&mut bufs) {
+                let mut part = Partial::new(r.leaf.op, r.leaf.dtype, &r.view);
+                let shape = ChunkShape {
+                    lo,
+                    hi,
+                    extents: sub_extents,
+                    origin: sub_origin,
+                    view: &r.view,
+                };
+                // SAFETY: `buf` holds the chunk's points as the leaf's type, written above.
+                unsafe { chunk_nodes(buf.as_mut_ptr().cast(), &shape, &mut part) }
+                    .map_err(|e| self.fault(e.to_string()))?;
+                out.push(part);
+            }
+            Ok(out)
+        };
+        let mut merge = |chunk: Vec<Partial>| -> Result<()> {
+            for (all, part) in parts.iter_mut().zip(chunk) {
+                all.merge(part).map_err(|e| self.fault(e.to_string()))?;
+            }
+            Ok(())
         };
 
         if reds.is_empty() {
-            let failed = if nchunks == 1 {
-                let s = call(0, std::ptr::null());
-                (s != 0).then_some((0, s))
+            let results: Vec<std::result::Result<Vec<Partial>, Error>> = if nchunks == 1 {
+                vec![call(0, std::ptr::null())]
             } else {
                 pool.install(|| {
                     (0..nchunks)
                         .into_par_iter()
-                        .filter_map(|c| {
-                            let s = call(c, std::ptr::null());
-                            (s != 0).then_some((c, s))
-                        })
-                        .min()
+                        .map(|c| call(c, std::ptr::null()))
+                        .collect()
                 })
             };
-            return match failed {
-                Some((_, s)) => Err(self.status_error(s)),
-                None => Ok(()),
-            };
+            // The first failing chunk's error, as a serial run would stop there.
+            for r in results {
+                merge(r?)?;
+            }
+            return self.loop_partials(leaves, parts);
         }
 
         // Reduction buffers: per chunk, one region per buffer, 8-byte aligned.
@@ -345,32 +541,32 @@ impl Plan {
             let n = wave.min(nchunks_u - start);
             let region = &mut storage[..n * chunk_words];
             let bufs_ref = &bufs;
-            let run_chunk = |j: usize, mem: &mut [u64]| -> Option<(usize, i64)> {
-                let mut ptrs = Vec::with_capacity(bufs_ref.len());
-                for b in bufs_ref {
-                    let p = mem[b.word..].as_mut_ptr();
-                    // SAFETY: the region from `b.word` holds at least `b.elems` elements of
-                    // `b.dtype` (sized above) and is 8-byte aligned.
-                    unsafe { fill_identity(p.cast(), b.elems, b.dtype, b.op) };
-                    ptrs.push(p.cast::<u8>());
-                }
-                let c = start + j;
-                let s = call(c as i64, ptrs.as_ptr());
-                (s != 0).then_some((c, s))
-            };
-            let failed = if n == 1 {
-                run_chunk(0, region)
+            let run_chunk =
+                |j: usize, mem: &mut [u64]| -> std::result::Result<Vec<Partial>, Error> {
+                    let mut ptrs = Vec::with_capacity(bufs_ref.len());
+                    for b in bufs_ref {
+                        let p = mem[b.word..].as_mut_ptr();
+                        // SAFETY: the region from `b.word` holds at least `b.elems` elements of
+                        // `b.dtype` (sized above) and is 8-byte aligned.
+                        unsafe { fill_identity(p.cast(), b.elems, b.dtype, b.op) };
+                        ptrs.push(p.cast::<u8>());
+                    }
+                    let c = start + j;
+                    call(c as i64, ptrs.as_ptr())
+                };
+            let results: Vec<std::result::Result<Vec<Partial>, Error>> = if n == 1 {
+                vec![run_chunk(0, region)]
             } else {
                 pool.install(|| {
                     region
                         .par_chunks_mut(chunk_words)
                         .enumerate()
-                        .filter_map(|(j, mem)| run_chunk(j, mem))
-                        .min()
+                        .map(|(j, mem)| run_chunk(j, mem))
+                        .collect()
                 })
             };
-            if let Some((_, s)) = failed {
-                return Err(self.status_error(s));
+            for r in results {
+                merge(r?)?;
             }
             // Fold the partials into the stores, in chunk order.
             for (b, r) in bufs.iter().zip(reds) {
@@ -385,8 +581,36 @@ impl Plan {
             }
             start += n;
         }
-        Ok(())
+        self.loop_partials(leaves, parts)
     }
+
+    /// The step's partials, labelled with their loops and targets.
+    fn loop_partials(
+        &self,
+        leaves: &[&LeafRun<'_>],
+        parts: Vec<Partial>,
+    ) -> Result<Vec<LoopPartial>> {
+        Ok(leaves
+            .iter()
+            .zip(parts)
+            .map(|(r, partial)| LoopPartial {
+                loop_index: r.leaf.loop_index,
+                param: r.leaf.target,
+                partial,
+            })
+            .collect())
+    }
+}
+
+/// What one parallel step runs.
+#[derive(Clone, Copy)]
+struct StepCx<'a, 'b> {
+    func: KernelFn,
+    /// Index in [`Layout::stores`] of the store the loop runs over.
+    over: usize,
+    obligations: &'a [Obligation],
+    reds: &'a [RedBuf],
+    leaves: &'a [&'a LeafRun<'b>],
 }
 
 /// One reduction buffer's place in a chunk's region.

@@ -22,19 +22,23 @@
 //!   is compiled into sequential functions that run on the calling thread. Pure top-level
 //!   values (constants, scalar parameters, extents and arithmetic on them) are recomputed
 //!   inside each function that uses them, so they stay constants for Cranelift.
-//! - Reductions: a store with `Reduce` privilege that a parallel loop reduces into is updated in
-//!   place when every reduction into it is indexed on its dimension 0 by the loop's dimension-0
-//!   index (the chunks then touch disjoint rows). Otherwise each chunk reduces into a private
-//!   buffer (dense, initialised to the identity; for a rank-0 target, a register written once
-//!   at the end of the chunk), and the buffers are folded into the store in chunk order. The
-//!   result is bit-identical for any number of threads.
+//! - Reductions: float sums and products into 0-d stores keep the canonical order of
+//!   `weft_ir::reduction` (see `leaves`): each point leaves its contribution in a chunk-private
+//!   leaf buffer, which the launcher reduces into complete subtrees; the parts are folded once
+//!   per run, or handed back per point task ([`CompiledKernel::run_task`]) for the executor to
+//!   merge across points. Any other store with `Reduce` privilege is updated in place when
+//!   every reduction into it is indexed on its dimension 0 by the loop's dimension-0 index
+//!   (the chunks then touch disjoint rows); otherwise each chunk reduces into a private buffer
+//!   (dense, initialised to the identity; for a rank-0 target, a register written once at the
+//!   end of the chunk), and the buffers are folded into the store in chunk order. The result
+//!   is bit-identical for any number of threads.
 //! - Vectors: a parallel loop whose body the vector lowering takes (element-wise arithmetic,
-//!   comparisons, selects, contiguous loads and stores, rank-0 reductions in registers; see
+//!   comparisons, selects, contiguous loads and stores, exact rank-0 reductions in registers; see
 //!   `lower::vector`) is compiled into one vector function instead: its innermost dimension
 //!   runs in 128-bit vectors (`f64x2`, `f32x4`, ...), with a scalar loop for each row's
 //!   remainder, and for whole rows when a contiguous store's innermost stride is not one
-//!   element. Element-wise results equal the scalar code's bit for bit; rank-0 reductions
-//!   combine lanes in a fixed order, so they too are independent of the thread count.
+//!   element. Element-wise results equal the scalar code's bit for bit, and so do the leaf
+//!   buffers of float sums and products; the other rank-0 reductions are exact in any order.
 //! - AVX-512: where the CPU has AVX-512 F and DQ, a vector function with 64-bit lanes, no
 //!   reduction and no use of the loop index as a value first calls a body of 512-bit machine
 //!   code emitted by the back end itself (`lower::avx512`) for most of each row, 32 iterations
@@ -78,6 +82,7 @@ mod backend;
 mod compile;
 mod error;
 mod launch;
+mod leaves;
 mod lower;
 pub mod math;
 mod memory;

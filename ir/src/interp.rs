@@ -6,7 +6,9 @@
 //! wraps, division and remainder by zero give 0, float-to-integer casts saturate (NaN gives 0),
 //! shifts take their amount modulo the bit width and `shr` is logical, float `min` and `max`
 //! give NaN when either operand is NaN, and reductions fold into the existing contents.
-//! Parallel loops run their points one after another in row-major order. The math functions
+//! Parallel loops run their points one after another in row-major order; their reductions into
+//! 0-d stores combine the points' contributions in the canonical order ([`crate::reduction`])
+//! and fold into the store when the run ends ([`run_deferring`] hands them back instead). The math functions
 //! use Rust's `std` (and, for `erf`, [`erf`]); they are a reference, not bit-for-bit what every
 //! back end computes.
 //!
@@ -41,6 +43,9 @@
 //! assert_eq!(storages[1].to_f64(), vec![12.0, 24.0, 36.0]);
 //! ```
 
+use std::collections::BTreeMap;
+
+use crate::reduction::{LoopPartial, Partial, exact_identity};
 use crate::{
     BinaryOp, CmpOp, DType, Inst, Kernel, Op, Param, ReduceOp, Scalar, UnaryOp, ValueId, validate,
 };
@@ -202,6 +207,38 @@ pub fn run_with_limit(
         kernel: kernel.name.clone(),
         message,
     };
+    let pending = run_deferring_with_limit(kernel, args, storages, max_steps)?;
+    for p in pending {
+        fold_loop_partial(kernel, args, storages, p).map_err(err)?;
+    }
+    Ok(())
+}
+
+/// [`run`], except that the reductions of parallel loops into 0-d stores are not folded into
+/// their stores: each loop's canonical partial result over this run's points is returned, for
+/// the caller to merge with other point tasks' and fold once (see
+/// [`crate::reduction::LoopPartial`]).
+///
+/// # Errors
+/// As for [`run`].
+pub fn run_deferring(
+    kernel: &Kernel,
+    args: &[Arg],
+    storages: &mut [Storage],
+) -> Result<Vec<LoopPartial>, InterpError> {
+    run_deferring_with_limit(kernel, args, storages, DEFAULT_STEP_LIMIT)
+}
+
+fn run_deferring_with_limit(
+    kernel: &Kernel,
+    args: &[Arg],
+    storages: &mut [Storage],
+    max_steps: u64,
+) -> Result<Vec<LoopPartial>, InterpError> {
+    let err = |message: String| InterpError {
+        kernel: kernel.name.clone(),
+        message,
+    };
     validate(kernel).map_err(|e| err(format!("invalid kernel: {}", e.message)))?;
     check_args(kernel, args, storages).map_err(err)?;
     let mut m = Machine {
@@ -210,8 +247,41 @@ pub fn run_with_limit(
         env: vec![None; kernel.value_bound() as usize],
         steps: 0,
         max_steps,
+        point: None,
+        loops: 0,
+        pending: Vec::new(),
     };
-    m.block(&kernel.body).map_err(err)
+    m.block(&kernel.body).map_err(err)?;
+    Ok(m.pending)
+}
+
+/// Folds a loop's finished partial into its 0-d store: `old op result`.
+fn fold_loop_partial(
+    kernel: &Kernel,
+    args: &[Arg],
+    storages: &mut [Storage],
+    mut p: LoopPartial,
+) -> Result<(), String> {
+    let Some(result) = p.partial.finish().map_err(|e| e.to_string())? else {
+        return Ok(());
+    };
+    let Some(Arg::Store(view)) = args.get(p.param as usize) else {
+        return Err(format!("parameter {} is not a store", p.param));
+    };
+    let at = view
+        .address(&[])
+        .ok_or_else(|| format!("parameter {} is not a 0-d store", p.param))?;
+    let slot = storages
+        .get_mut(view.storage)
+        .and_then(|s| s.data.get_mut(at))
+        .ok_or_else(|| format!("parameter {}: element outside its storage", p.param))?;
+    *slot = reduce(p.partial.op(), *slot, result).ok_or_else(|| {
+        format!(
+            "kernel `{}`: cannot fold the reduction into parameter {}",
+            kernel.name, p.param
+        )
+    })?;
+    Ok(())
 }
 
 fn check_args(kernel: &Kernel, args: &[Arg], storages: &[Storage]) -> Result<(), String> {
@@ -266,6 +336,13 @@ struct Machine<'a> {
     env: Vec<Option<Scalar>>,
     steps: u64,
     max_steps: u64,
+    /// Inside a parallel loop: the current point's contribution to each 0-d store it reduces
+    /// into, its reductions folded in execution order.
+    point: Option<BTreeMap<u32, (ReduceOp, Scalar)>>,
+    /// Top-level parallel loops run so far.
+    loops: u32,
+    /// The canonical partials of the loops run so far.
+    pending: Vec<LoopPartial>,
 }
 
 type Res<T> = Result<T, String>;
@@ -364,6 +441,16 @@ impl Machine<'_> {
                 self.storages[s].data[at] = self.get(*v)?;
                 return Ok(());
             }
+            Op::Reduce(a, op, v) if a.indices.is_empty() && self.point.is_some() => {
+                let v = self.get(*v)?;
+                let contrib = self.point.as_mut().ok_or_else(bad)?;
+                let now = match contrib.get(&a.param) {
+                    Some(&(_, c)) => reduce(*op, c, v).ok_or_else(bad)?,
+                    None => reduce(*op, exact_identity(*op, v.dtype()), v).ok_or_else(bad)?,
+                };
+                contrib.insert(a.param, (*op, now));
+                return Ok(());
+            }
             Op::Reduce(a, op, v) => {
                 let (s, at) = self.element(a.param, &a.indices)?;
                 let old = self.storages[s].data[at];
@@ -385,31 +472,63 @@ impl Machine<'_> {
                     .ok_or_else(bad)?,
             ),
             Op::Parallel(p) => {
-                let extents = self.view(p.over)?.extents.clone();
+                let ordinal = self.loops;
+                self.loops += 1;
+                let (extents, origin) = {
+                    let view = self.view(p.over)?;
+                    (view.extents.clone(), view.origin.clone())
+                };
                 if extents.iter().any(|&e| e <= 0) {
                     return Ok(());
                 }
+                let mut partials: BTreeMap<u32, Partial> = BTreeMap::new();
                 let mut point = vec![0i64; extents.len()];
+                let mut coords = vec![0u64; extents.len()];
                 loop {
                     self.tick()?;
                     for (&v, &i) in p.indices.iter().zip(&point) {
                         self.set(v, Scalar::I64(i));
                     }
-                    self.block(&p.body)?;
+                    self.point = Some(BTreeMap::new());
+                    let ran = self.block(&p.body);
+                    let contrib = self.point.take().unwrap_or_default();
+                    ran?;
+                    // The point's contributions, at its coordinates in the task's view.
+                    for ((c, &o), &i) in coords.iter_mut().zip(&origin).zip(&point) {
+                        *c = u64::try_from(o + i)
+                            .map_err(|_| format!("point {point:?} lies before its view"))?;
+                    }
+                    for (param, (op, value)) in contrib {
+                        partials
+                            .entry(param)
+                            .or_insert_with(|| Partial::unbounded(op, value.dtype(), coords.len()))
+                            .add(&coords, value)
+                            .map_err(|e| e.to_string())?;
+                    }
                     // Next point in row-major order.
                     let mut d = point.len();
-                    loop {
+                    let done = loop {
                         if d == 0 {
-                            return Ok(());
+                            break true;
                         }
                         d -= 1;
                         point[d] += 1;
                         if point[d] < extents[d] {
-                            break;
+                            break false;
                         }
                         point[d] = 0;
+                    };
+                    if done {
+                        break;
                     }
                 }
+                self.pending
+                    .extend(partials.into_iter().map(|(param, partial)| LoopPartial {
+                        loop_index: ordinal,
+                        param,
+                        partial,
+                    }));
+                return Ok(());
             }
             Op::For(l) => {
                 let (lo, hi) = (self.i64_of(l.lo)?, self.i64_of(l.hi)?);

@@ -106,6 +106,24 @@ impl Partial {
         }
     }
 
+    /// An empty part of the reduction `op` of `dtype` values over a space of rank `rank` whose
+    /// extents the worker does not know: every dimension is taken to extend to `2^62`, which
+    /// the identity padding makes equal to any extent that holds the points. Its value is
+    /// [`Partial::finish`]ed once every point is in.
+    pub fn unbounded(op: ReduceOp, dtype: DType, rank: usize) -> Partial {
+        Partial::new(op, dtype, &vec![1 << UNBOUNDED_LEVEL; rank])
+    }
+
+    /// The reduction's operator.
+    pub fn op(&self) -> ReduceOp {
+        self.op
+    }
+
+    /// The reduction's element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
     /// Adds the contribution of the point `point`.
     pub fn add(&mut self, point: &[u64], value: Scalar) -> Result<(), ReductionError> {
         let outside = || ReductionError::Outside(format!("point {point:?}"), self.extents.clone());
@@ -184,6 +202,81 @@ impl Partial {
     /// a space without points, whose result leaves the element as it was).
     pub fn result(&self) -> Option<Scalar> {
         self.root
+    }
+
+    /// The reduction of every point, computed from the nodes present as though every point
+    /// that was never added contributed the identity: the result once all points are in,
+    /// whether or not the extents are known (see [`Partial::unbounded`]). `None` when no point
+    /// was added.
+    ///
+    /// The nodes left are closed deepest dimension first: in each tree, the node of lowest
+    /// level has no other node inside its ancestors' siblings below the next lowest level
+    /// present, so it passes up to that level unchanged and merges there (or rises to the
+    /// tree's root, which becomes a leaf of the dimension above).
+    pub fn finish(&mut self) -> Result<Option<Scalar>, ReductionError> {
+        for depth in (0..self.extents.len()).rev() {
+            // The trees of this dimension, by prefix.
+            let mut groups: BTreeMap<Vec<u64>, BTreeMap<(u32, u64), Scalar>> = BTreeMap::new();
+            let nodes = std::mem::take(&mut self.nodes);
+            for (node, value) in nodes {
+                if node.prefix.len() == depth {
+                    groups
+                        .entry(node.prefix)
+                        .or_default()
+                        .insert((node.level, node.index), value);
+                } else {
+                    self.nodes.insert(node, value);
+                }
+            }
+            for (mut prefix, mut tree) in groups {
+                let root = self.close(&mut tree)?;
+                match prefix.pop() {
+                    None => {
+                        if self.root.is_some() {
+                            return Err(ReductionError::Twice("the whole space".into()));
+                        }
+                        self.root = Some(root);
+                    }
+                    Some(c) => self.insert(
+                        Node {
+                            prefix,
+                            level: 0,
+                            index: c,
+                        },
+                        root,
+                        false,
+                    )?,
+                }
+            }
+        }
+        Ok(self.root)
+    }
+
+    /// The root of one tree from its nodes (keyed by level and index; at least one): the node
+    /// of lowest level rises (unchanged: its ancestors' siblings below the next level present
+    /// hold no point) to that level, or one above its own, and merges with its sibling there
+    /// if present, until one node is left.
+    fn close(&self, tree: &mut BTreeMap<(u32, u64), Scalar>) -> Result<Scalar, ReductionError> {
+        while tree.len() > 1 {
+            let Some(((level, index), mut value)) = tree.pop_first() else {
+                break;
+            };
+            let next = tree.keys().next().map_or(level + 1, |k| k.0).max(level + 1);
+            let mut node = (next, index >> (next - level));
+            while let Some(other) = tree.remove(&(node.0, node.1 ^ 1)) {
+                value = if node.1.is_multiple_of(2) {
+                    self.combine(value, other)?
+                } else {
+                    self.combine(other, value)?
+                };
+                node = (node.0 + 1, node.1 / 2);
+            }
+            tree.insert(node, value);
+        }
+        match tree.pop_first() {
+            Some((_, v)) => Ok(v),
+            None => Err(ReductionError::Mismatch),
+        }
     }
 
     /// `old op result`, the element's new value, once all points are in (`old` itself for a
@@ -281,6 +374,55 @@ impl Partial {
                 index: node.index / 2,
             };
         }
+    }
+}
+
+/// One parallel loop's canonical partial result for one 0-d store it reduces into, over the
+/// points a worker ran: what a back end hands the executor after a point task, so that the
+/// parts of every point (and, later, of every rank) merge into one fold per task.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoopPartial {
+    /// The loop: its position among the kernel's top-level parallel loops.
+    pub loop_index: u32,
+    /// The kernel parameter reduced into.
+    pub param: u32,
+    /// The complete subtrees of the points run.
+    pub partial: Partial,
+}
+
+/// The level of the roots of [`Partial::unbounded`]'s trees.
+const UNBOUNDED_LEVEL: u32 = 62;
+
+/// The complete aligned nodes of one dimension's tree that the contributions of the
+/// consecutive coordinates `start .. start + values.len()` form: the fewest aligned blocks
+/// covering the range, largest first where they fit, each reduced by the pairwise tree.
+/// `emit(level, index, value)` receives each node in coordinate order; `values` is used as
+/// scratch. The fast path of workers that hold dense contributions (the CPU back end's
+/// per-chunk buffers): the nodes go to [`Partial::add_node`].
+pub fn aligned_nodes<T: Copy>(
+    start: u64,
+    values: &mut [T],
+    op: impl Fn(T, T) -> T,
+    mut emit: impl FnMut(u32, u64, T),
+) {
+    let mut pos = start;
+    let mut rest = values;
+    while !rest.is_empty() {
+        let left = rest.len() as u64;
+        let aligned = if pos == 0 { 63 } else { pos.trailing_zeros() };
+        let level = aligned.min(63 - left.leading_zeros());
+        let size = 1usize << level;
+        let (block, tail) = rest.split_at_mut(size);
+        let mut n = size;
+        while n > 1 {
+            n /= 2;
+            for i in 0..n {
+                block[i] = op(block[2 * i], block[2 * i + 1]);
+            }
+        }
+        emit(level, pos >> level, block[0]);
+        pos += size as u64;
+        rest = tail;
     }
 }
 

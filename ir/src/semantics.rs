@@ -56,16 +56,29 @@
 //! merge them ([`crate::reduction::Partial`]) into the same bits. It is the order every back
 //! end is to keep; `weft-ir`'s tests check the merging against the definition.
 //!
-//! **What the CPU back end does today** (it does not yet keep the canonical order):
-//! - A reduction into an element that the parallel loop's rows own (indexed on dimension 0 by
-//!   the loop's dimension-0 index) is performed in iteration order.
-//! - Otherwise the loop's rows are cut into chunks whose size depends only on the loop's shape
-//!   (never on the thread count); each chunk reduces in iteration order (in vector code, in a
-//!   fixed number of interleaved lanes combined in a fixed order), and the chunks' partial
-//!   results are combined in chunk order.
-//! - So results do not depend on the number of threads. They may depend on whether a loop is
-//!   vectorized (float `sum` and `prod` into rank-0 stores) and on the number of pieces a launch
-//!   is cut into.
+//! **Which reductions keep it, and how.** The order matters only for float `sum` and `prod`:
+//! integer operators wrap, and `min`, `max` and the `bool` operators are exact, so every order
+//! gives the same bits (up to the payload of a NaN, unspecified as everywhere).
+//! - *Float sums and products into 0-d stores* (`sum`, `prod`, `dot`, `norm`, `mean`): every
+//!   back end keeps the canonical order, whatever the thread count, the number of pieces a
+//!   launch is cut into, the SIMD path (scalar, 128-bit, AVX-512) or, later, the GPU and the
+//!   number of MPI ranks. The CPU back end (`weft-cpu`'s `leaves` module) has each point leave
+//!   its contribution in a chunk-private buffer, reduces the buffers into complete subtrees,
+//!   and hands those to the executor, which merges the parts of every point and folds once
+//!   per task; the reference interpreter computes the definition directly. So each loop's
+//!   result is folded into its store when the task ends (a kernel cannot read a store it
+//!   reduces into, and fusion never puts a reader of it in the same task).
+//! - Two parallel loops whose float sums or products may reach one element do not fuse into
+//!   one loop ([`crate::passes::fuse`]): each keeps its own tree.
+//! - **Not yet:** float sums and products into stores of rank 1 or more (axis reductions
+//!   through a chunk buffer, `vecmat`), and reductions carried by a sequential `for` loop (a
+//!   `matvec` row, a CSR row: there each point's contribution is the loop's fold in iteration
+//!   order, as the definition says, and the loop is not vectorized). On the CPU back end a
+//!   reduction into an element that the parallel loop's rows own (indexed on dimension 0 by
+//!   the loop's dimension-0 index) is performed in iteration order; otherwise the loop's rows
+//!   are cut into chunks whose size depends only on the loop's shape, each chunk reduces in
+//!   iteration order, and the chunks' results are combined in chunk order: the bits do not
+//!   depend on the thread count or SIMD path, but may depend on the number of pieces.
 
 /// The largest rank a store parameter (and so a store) may have.
 pub const MAX_RANK: u32 = 16;

@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use weft_ir::Scalar;
+use weft_ir::reduction::LoopPartial;
 
 use crate::Result;
 use crate::kernel::{KernelEntry, KernelId};
@@ -34,6 +35,9 @@ pub enum Binding {
         strides: Vec<i64>,
         /// Global coordinates of the sub-store's origin (what `Op::Origin` reads).
         origin: Vec<i64>,
+        /// Extents of the whole view the sub-store is cut from: the coordinates of the
+        /// canonical reduction order ([`weft_ir::reduction`]) run over it.
+        view: Vec<u64>,
         /// Bytes per element.
         element_size: usize,
     },
@@ -44,9 +48,20 @@ pub enum Binding {
         extents: Vec<i64>,
         /// Global coordinates of the sub-store's origin.
         origin: Vec<i64>,
+        /// Extents of the whole view the sub-store is cut from.
+        view: Vec<u64>,
         /// Bytes per element.
         element_size: usize,
     },
+}
+
+impl Binding {
+    /// The extents of the whole view the sub-store is cut from.
+    pub fn view(&self) -> &[u64] {
+        match self {
+            Binding::Buffer { view, .. } | Binding::Scratch { view, .. } => view,
+        }
+    }
 }
 
 /// What preparing a kernel did.
@@ -96,7 +111,19 @@ pub trait Backend {
     /// Runs a prepared kernel on one point task: `bindings` are its store parameters in order,
     /// `scalars` its scalar parameters in order. It may run asynchronously; a later call on
     /// the same back end sees its effects.
+    ///
+    /// A back end may hold back the float sums and products of parallel loops into 0-d stores:
+    /// instead of folding them into the store, it keeps their canonical partial results
+    /// ([`weft_ir::reduction::LoopPartial`], over the coordinates of the loop's view) for
+    /// [`Backend::take_reductions`], so that the executor folds the merged parts of every
+    /// point (and, across processes, of every rank) once per task, in the same bits however
+    /// the launch was split.
     fn launch(&mut self, kernel: KernelId, bindings: &[Binding], scalars: &[Scalar]) -> Result<()>;
+
+    /// Hands over the partial results held back by the launches since the last call (see
+    /// [`Backend::launch`]), in launch order. Each names its target by the index of its store
+    /// argument (its position in `bindings`), not by its kernel parameter.
+    fn take_reductions(&mut self) -> Result<Vec<LoopPartial>>;
 
     /// Waits until every launch and copy issued so far has finished.
     fn synchronize(&mut self) -> Result<()>;

@@ -1,5 +1,11 @@
 //! Running one index task: the points this process owns, through a back end.
 
+use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
+
+use weft_ir::Scalar;
+use weft_ir::reduction::{LoopPartial, Partial};
+
 use crate::backend::{Backend, Binding, Prepared};
 use crate::mapping::Mapping;
 use crate::partition::points;
@@ -70,6 +76,8 @@ impl Executor<'_> {
             };
             buffers.push((buffer, element_size));
         }
+        // Whatever an earlier task that failed part-way held back is not this task's.
+        drop(self.backend.take_reductions()?);
         let mut bindings = Vec::with_capacity(task.args.len());
         for point in points(&task.launch) {
             if self.mapping.owner(&point, &task.launch) != self.rank {
@@ -93,6 +101,7 @@ impl Executor<'_> {
                     None => Binding::Scratch {
                         extents,
                         origin,
+                        view: p.view.shape.clone(),
                         element_size,
                     },
                     Some(buffer) => Binding::Buffer {
@@ -105,6 +114,7 @@ impl Executor<'_> {
                         extents,
                         strides: p.view.strides.clone(),
                         origin,
+                        view: p.view.shape.clone(),
                         element_size,
                     },
                 });
@@ -112,9 +122,63 @@ impl Executor<'_> {
             self.backend.launch(kernel.id(), &bindings, &task.scalars)?;
             self.stats.points_executed += 1;
         }
+        let held = self.backend.take_reductions()?;
+        if !held.is_empty() {
+            fold_reductions(&mut *self.backend, kernel.name(), &bindings, held)?;
+        }
         self.stats.tasks_executed += 1;
         Ok(())
     }
+}
+
+/// Merges the partial results that the points of one task held back (see
+/// [`Backend::launch`]), per loop and 0-d target, and folds each into its target once, the
+/// loops into one target in loop order: `old op result`. `bindings` are the last point's (a
+/// 0-d store's binding is the same for every point). A target bound to scratch memory (a
+/// temporary) is never read, and is skipped.
+fn fold_reductions(
+    backend: &mut dyn Backend,
+    kernel: &str,
+    bindings: &[Binding],
+    held: Vec<LoopPartial>,
+) -> Result<()> {
+    let fault = |message: String| Error::KernelFault {
+        kernel: kernel.to_string(),
+        message,
+    };
+    let mut merged: BTreeMap<(u32, u32), Partial> = BTreeMap::new();
+    for part in held {
+        match merged.entry((part.param, part.loop_index)) {
+            Entry::Vacant(v) => {
+                v.insert(part.partial);
+            }
+            Entry::Occupied(mut o) => o
+                .get_mut()
+                .merge(part.partial)
+                .map_err(|e| fault(e.to_string()))?,
+        }
+    }
+    for ((param, _), mut partial) in merged {
+        let Some(result) = partial.finish().map_err(|e| fault(e.to_string()))? else {
+            continue;
+        };
+        let Some(Binding::Buffer { buffer, offset, .. }) = bindings.get(param as usize) else {
+            continue;
+        };
+        let dtype = result.dtype();
+        let at = offset.saturating_mul(dtype.size() as u64);
+        let mut bytes = [0u8; 8];
+        backend.read(*buffer, at, &mut bytes[..dtype.size()])?;
+        let old = Scalar::from_bits(dtype, u64::from_le_bytes(bytes));
+        let new = weft_ir::interp::reduce(partial.op(), old, result)
+            .ok_or_else(|| fault(format!("cannot fold a reduction into parameter {param}")))?;
+        let bits = match new {
+            Scalar::Bool(b) => u64::from(b),
+            other => other.to_bits(),
+        };
+        backend.write(*buffer, at, &bits.to_le_bytes()[..dtype.size()])?;
+    }
+    Ok(())
 }
 
 /// The integer element (`i32` or `i64`) at storage element `element` of a storage, if the

@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use weft_ir::interp::{self, Arg, View};
+use weft_ir::reduction::LoopPartial;
 use weft_ir::{DType, Param, Scalar};
 
 use crate::backend::{Backend, Binding, BufferId, MemoryStats, Prepared};
@@ -34,6 +35,8 @@ pub struct FakeBackend {
     next: u64,
     kernels: HashMap<KernelId, KernelEntry>,
     log: Arc<Mutex<Log>>,
+    /// Reductions held back by launches (see [`Backend::launch`]).
+    held: Vec<LoopPartial>,
 }
 
 impl FakeBackend {
@@ -222,10 +225,19 @@ impl Backend for FakeBackend {
                 Param::Scalar { .. } => scalars.next().map(|&s| Arg::Scalar(s)),
             })
             .collect();
-        interp::run(&ir, &args, &mut storages).map_err(|e| Error::KernelFault {
-            kernel: name,
-            message: e.message,
-        })?;
+        let held =
+            interp::run_deferring(&ir, &args, &mut storages).map_err(|e| Error::KernelFault {
+                kernel: name,
+                message: e.message,
+            })?;
+        // Held-back reductions name their target by its store argument.
+        for mut part in held {
+            part.param = ir.params[..part.param as usize]
+                .iter()
+                .filter(|p| matches!(p, Param::Store { .. }))
+                .count() as u32;
+            self.held.push(part);
+        }
         for (storage, source) in storages.iter().zip(&sources) {
             if let Some(buffer) = source {
                 let bytes = self.buffer(*buffer)?;
@@ -233,6 +245,10 @@ impl Backend for FakeBackend {
             }
         }
         Ok(())
+    }
+
+    fn take_reductions(&mut self) -> Result<Vec<LoopPartial>> {
+        Ok(std::mem::take(&mut self.held))
     }
 
     fn synchronize(&mut self) -> Result<()> {

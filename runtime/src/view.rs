@@ -81,10 +81,13 @@ impl ViewMap {
 
     /// Whether two different indices of the view reach the same element (a broadcast view).
     pub fn overlaps_itself(&self) -> bool {
-        self.shape
-            .iter()
-            .zip(&self.strides)
-            .any(|(&e, &s)| e > 1 && s == 0)
+        // An empty view has no elements to repeat.
+        self.volume() > 1
+            && self
+                .shape
+                .iter()
+                .zip(&self.strides)
+                .any(|(&e, &s)| e > 1 && s == 0)
     }
 
     /// Whether the view is dense and row-major: its elements are one run of the storage.

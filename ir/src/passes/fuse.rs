@@ -16,8 +16,10 @@
 //!    *conflict* when at least one of them writes (a store or a reduction) and their
 //!    parameters may overlap. For every conflict:
 //!    - if both are reductions with the same operator, it is fine, at any indices: reductions
-//!      commute, and the IR already lets a back end fold contributions in any order (this is how
-//!      several reductions, into different or the same rank-0 stores, live in one fused loop);
+//!      commute (this is how several reductions into different rank-0 stores live in one fused
+//!      loop), unless they are float sums or products: those follow the canonical order
+//!      ([`crate::reduction`]), one tree per loop, and fused into one loop each point would
+//!      fold its two contributions before the tree, in other bits;
 //!    - otherwise both must name the *same* parameter `X` (two distinct parameters that may
 //!      overlap, such as a stencil's shifted views of one grid, refuse fusion), and then every
 //!      access to `X` in both loops, loads included and wherever it sits (nested `for` loops
@@ -45,7 +47,7 @@ use std::fmt;
 
 use crate::passes::pipeline::FusionFacts;
 use crate::passes::util::{AccessKind, for_each_access, index_list, map_uses};
-use crate::{Inst, Kernel, Op, ParallelLoop, ValueId};
+use crate::{DType, Inst, Kernel, Op, ParallelLoop, Param, ReduceOp, ValueId};
 
 /// What loop fusion decided for one pair of adjacent parallel loops.
 ///
@@ -106,7 +108,15 @@ pub fn fuse_loops(kernel: &Kernel, facts: &FusionFacts) -> (Kernel, Vec<FusionDe
             }) = out.get(pos)
             && inst.results.is_empty()
         {
-            match legality(facts, first, first_number, &pending, second, number) {
+            match legality(
+                facts,
+                &kernel.params,
+                first,
+                first_number,
+                &pending,
+                second,
+                number,
+            ) {
                 Ok(reason) => {
                     let merged = merge(first, second);
                     let hoisted = pending.len();
@@ -186,6 +196,7 @@ fn accesses(l: &ParallelLoop, number: usize) -> Vec<Acc<'_>> {
 /// Checks the fusion rule; `Ok` carries the reason for fusing, `Err` the reason not to.
 fn legality(
     facts: &FusionFacts,
+    params: &[Param],
     first: &ParallelLoop,
     n1: usize,
     between: &[Inst],
@@ -237,6 +248,29 @@ fn legality(
             if let (AccessKind::Reduce(p), AccessKind::Reduce(q)) = (x.kind, y.kind)
                 && p == q
             {
+                // Each loop's float sum or product is one canonical tree over its points;
+                // fused, each point would fold both contributions first, in other bits.
+                let float = |param: u32| {
+                    matches!(
+                        params.get(param as usize),
+                        Some(Param::Store {
+                            dtype: DType::F32 | DType::F64,
+                            ..
+                        })
+                    )
+                };
+                if matches!(p, ReduceOp::Sum | ReduceOp::Prod) && (float(x.param) || float(y.param))
+                {
+                    return Err(format!(
+                        "param {} {} may be param {} {}: float {} reductions keep one \
+                         canonical order per loop",
+                        x.param,
+                        x.describe(),
+                        y.param,
+                        y.describe(),
+                        p.name()
+                    ));
+                }
                 continue;
             }
             if x.param != y.param {

@@ -428,7 +428,7 @@ fn fusion_refuses_distinct_params_of_one_alias_set() {
 #[test]
 fn fusion_refuses_different_reduction_targets_that_may_overlap_with_different_ops() {
     // Two rank-0 reduction targets in one alias set, different operators: refused. The same
-    // operator: fine (reductions commute).
+    // exact operator: fine (it commutes). Float sums: refused (one canonical tree per loop).
     let src = |op1: &str, op2: &str| {
         format!(
             "kernel @k(%x: store<f64, 1, read>, %a: store<f64, 0, reduce({op1})>,
@@ -445,12 +445,15 @@ fn fusion_refuses_different_reduction_targets_that_may_overlap_with_different_op
     );
     let (out, report) = fuse_report(&parse(&src("sum", "max")), &f);
     assert_eq!(parallel_loops(&out), 2, "{report:?}");
-    let (out, report) = fuse_report(&parse(&src("sum", "sum")), &f);
+    let (out, report) = fuse_report(&parse(&src("max", "max")), &f);
     assert_eq!(parallel_loops(&out), 1, "{report:?}");
+    let (out, report) = fuse_report(&parse(&src("sum", "sum")), &f);
+    assert_eq!(parallel_loops(&out), 2, "{report:?}");
+    assert!(report[0].contains("canonical order"), "{report:?}");
 }
 
 #[test]
-fn fusion_allows_reductions_into_one_target_and_into_several() {
+fn fusion_allows_exact_reductions_into_one_target_and_float_sums_into_several() {
     let k = parse(
         "kernel @k(%p: store<f64, 1, read>, %q: store<f64, 1, read>,
                    %dot: store<f64, 0, reduce(sum)>, %norm: store<f64, 0, reduce(max)>) {
@@ -464,6 +467,18 @@ fn fusion_allows_reductions_into_one_target_and_into_several() {
         &[Some(0), Some(1), Some(2), Some(3)],
         &[false; 4],
     );
+    // The max joins the first loop; the second float sum into `dot` keeps its own loop.
+    let o = optimize(&k, &f);
+    assert_eq!(parallel_loops(&o.kernel), 2, "{}", o.report);
+    assert_same(&k, &o.kernel, &o.param_map, &f);
+    // Integer sums into one target fuse.
+    let k = parse(
+        "kernel @k(%p: store<i64, 1, read>, %n: store<i64, 0, reduce(sum)>) {
+           parallel %p (%i) { %a = load %p[%i]  reduce sum %n[], %a }
+           parallel %p (%i) { %a = load %p[%i]  %b = mul %a, %a  reduce sum %n[], %b }
+         }",
+    );
+    let f = facts(&[Some(0), None], &[Some(0), Some(1)], &[false; 2]);
     let o = optimize(&k, &f);
     assert_eq!(parallel_loops(&o.kernel), 1, "{}", o.report);
     assert_same(&k, &o.kernel, &o.param_map, &f);

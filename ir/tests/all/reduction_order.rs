@@ -4,7 +4,8 @@
 //! powers of two (and empty ones).
 
 use proptest::prelude::*;
-use weft_ir::reduction::{Partial, canonical};
+use weft_ir::interp::reduce;
+use weft_ir::reduction::{Partial, aligned_nodes, canonical};
 use weft_ir::{DType, ReduceOp, Scalar};
 
 /// Values whose sums depend on the order: mixed magnitudes, signed zeros and infinities.
@@ -139,5 +140,50 @@ proptest! {
             all.merge(part).unwrap();
         }
         prop_assert_eq!(bits(all.result()), bits(want));
+    }
+
+    /// Workers that do not know the extents (`Partial::unbounded`) and add whole lines of the
+    /// innermost dimension as `aligned_nodes` makes them, over any cuts of the lines: once
+    /// `finish`ed, the definition's bits.
+    #[test]
+    fn unbounded_parts_of_dense_lines_finish_to_the_definitions_bits(
+        extents in prop::collection::vec(1u64..11, 1..4),
+        (op, dtype) in ops_and_types(),
+        seed in any::<u64>(),
+        cut in any::<u64>(),
+    ) {
+        let want = canonical(op, dtype, &extents, &|p| value(seed, p, dtype));
+        let rank = extents.len();
+        let inner = extents[rank - 1];
+        let mut all = Partial::unbounded(op, dtype, rank);
+        for line in points(&extents[..rank - 1]) {
+            // Each line cut once, its two parts from different workers.
+            let at = cut.wrapping_add(line.iter().sum::<u64>()) % (inner + 1);
+            for (a, b) in [(0, at), (at, inner)] {
+                let mut part = Partial::unbounded(op, dtype, rank);
+                let mut vals: Vec<Scalar> = (a..b)
+                    .map(|c| {
+                        let mut p = line.clone();
+                        p.push(c);
+                        value(seed, &p, dtype)
+                    })
+                    .collect();
+                let mut nodes = Vec::new();
+                aligned_nodes(a, &mut vals, |x, y| reduce(op, x, y).unwrap(), |l, i, v| {
+                    nodes.push((l, i, v))
+                });
+                for (l, i, v) in nodes {
+                    part.add_node(&line, l, i, v).unwrap();
+                }
+                all.merge(part).unwrap();
+            }
+        }
+        prop_assert_eq!(bits(all.finish().unwrap()), bits(want));
+        // A bounded part with every point finishes to the same bits too.
+        let mut bounded = Partial::new(op, dtype, &extents);
+        for p in points(&extents) {
+            bounded.add(&p, value(seed, &p, dtype)).unwrap();
+        }
+        prop_assert_eq!(bits(bounded.finish().unwrap()), bits(want));
     }
 }

@@ -1,0 +1,403 @@
+//! Reductions into 0-d stores in the canonical order ([`weft_ir::reduction`]).
+//!
+//! Before lowering, each top-level parallel loop's float sums and products into a 0-d store
+//! `P` (the reductions whose bits depend on the order; see [`order_matters`]) become
+//! updates of a hidden *leaf store* `L` with the loop's rank, indexed by the loop's indices:
+//! `reduce P[], op, v` becomes `L[i] = L[i] op v`. The launcher gives each chunk of the loop
+//! its own leaf buffer (the chunk's rows, dense, filled with the operator's exact identity), so
+//! the compiled code (scalar, 128-bit or AVX-512, all made from the same loads and stores)
+//! leaves each point's contribution, its reductions folded in execution order, where the
+//! launcher finds it. The launcher then reduces the buffer into the complete aligned nodes of
+//! the canonical tree ([`chunk_nodes`]) and merges those of every chunk and every point task.
+//! Compiled code never combines two points, so every path, thread count, chunking and number
+//! of pieces gives the same bits.
+
+use weft_ir::ValueId;
+use weft_ir::reduction::{Partial, ReductionError, aligned_nodes, exact_identity};
+#[cfg(test)]
+use weft_ir::visit_defs;
+use weft_ir::{Access, BinaryOp, DType, Inst, Kernel, Op, Param, Privilege, ReduceOp, Scalar};
+
+/// A hidden leaf store of the rewritten kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Leaf {
+    /// The leaf store's parameter in the rewritten kernel.
+    pub param: u32,
+    /// The 0-d store parameter reduced into.
+    pub target: u32,
+    /// The reduction's operator and element type.
+    pub op: ReduceOp,
+    pub dtype: DType,
+    /// The loop: its position among the kernel's top-level parallel loops.
+    pub loop_index: u32,
+    /// The store parameter the loop runs over.
+    pub over: u32,
+}
+
+/// Whether the result of `op` on `dtype` depends on the order of its operands' combination:
+/// float sums and products. Integer operators wrap and `min`, `max` and the `bool` operators
+/// are exact, so any order gives the canonical order's bits, and those reductions keep their
+/// register accumulators.
+pub(crate) fn order_matters(op: ReduceOp, dtype: DType) -> bool {
+    matches!(op, ReduceOp::Sum | ReduceOp::Prod) && matches!(dtype, DType::F32 | DType::F64)
+}
+
+/// The binary operation that folds two contributions of `op` on `dtype`.
+fn binary_of(op: ReduceOp, dtype: DType) -> BinaryOp {
+    match (op, dtype) {
+        (ReduceOp::Sum | ReduceOp::Max, DType::Bool) => BinaryOp::Max,
+        (ReduceOp::Prod | ReduceOp::Min, DType::Bool) => BinaryOp::Min,
+        (ReduceOp::Sum, _) => BinaryOp::Add,
+        (ReduceOp::Prod, _) => BinaryOp::Mul,
+        (ReduceOp::Min, _) => BinaryOp::Min,
+        (ReduceOp::Max, _) => BinaryOp::Max,
+    }
+}
+
+/// `kernel` with every top-level parallel loop's reductions into 0-d stores turned into
+/// updates of hidden leaf stores (appended to the parameters), and those stores.
+pub(crate) fn rewrite(kernel: &Kernel) -> (Kernel, Vec<Leaf>) {
+    let mut out = kernel.clone();
+    let mut leaves = Vec::new();
+    let mut next = kernel.value_bound();
+    let mut loop_index = 0u32;
+    for inst in &mut out.body {
+        let Op::Parallel(pl) = &mut inst.op else {
+            continue;
+        };
+        let this_loop = loop_index;
+        loop_index += 1;
+        let mut cx = Rewrite {
+            params: &mut out.params,
+            leaves: &mut leaves,
+            loop_index: this_loop,
+            over: pl.over,
+            indices: pl.indices.clone(),
+            next: &mut next,
+        };
+        cx.body(&mut pl.body);
+    }
+    (out, leaves)
+}
+
+struct Rewrite<'a> {
+    params: &'a mut Vec<Param>,
+    leaves: &'a mut Vec<Leaf>,
+    loop_index: u32,
+    over: u32,
+    indices: Vec<ValueId>,
+    next: &'a mut u32,
+}
+
+impl Rewrite<'_> {
+    fn fresh(&mut self) -> ValueId {
+        let v = ValueId(*self.next);
+        *self.next += 1;
+        v
+    }
+
+    /// The leaf store of this loop for the 0-d target `param`, if `param` is one.
+    fn leaf(&mut self, target: u32, op: ReduceOp) -> Option<u32> {
+        let dtype = match self.params.get(target as usize)? {
+            Param::Store {
+                dtype,
+                rank: 0,
+                privilege: Privilege::Reduce(p),
+            } if *p == op && order_matters(op, *dtype) => *dtype,
+            _ => return None,
+        };
+        if let Some(l) = self
+            .leaves
+            .iter()
+            .find(|l| l.loop_index == self.loop_index && l.target == target)
+        {
+            return Some(l.param);
+        }
+        let param = u32::try_from(self.params.len()).ok()?;
+        self.params.push(Param::Store {
+            dtype,
+            rank: u32::try_from(self.indices.len()).ok()?,
+            privilege: Privilege::ReadWrite,
+        });
+        self.leaves.push(Leaf {
+            param,
+            target,
+            op,
+            dtype,
+            loop_index: self.loop_index,
+            over: self.over,
+        });
+        Some(param)
+    }
+
+    fn body(&mut self, body: &mut Vec<Inst>) {
+        let old = std::mem::take(body);
+        for mut inst in old {
+            match &mut inst.op {
+                Op::For(f) => self.body(&mut f.body),
+                Op::Reduce(acc, op, v) if acc.indices.is_empty() => {
+                    let (target, op, v) = (acc.param, *op, *v);
+                    if let Some(leaf) = self.leaf(target, op) {
+                        let dtype = self
+                            .leaves
+                            .iter()
+                            .find(|l| l.param == leaf)
+                            .map(|l| l.dtype);
+                        let at = Access {
+                            param: leaf,
+                            indices: self.indices.clone(),
+                        };
+                        let (old_v, new_v) = (self.fresh(), self.fresh());
+                        let bop = binary_of(op, dtype.unwrap_or(DType::F64));
+                        body.push(Inst {
+                            results: vec![old_v],
+                            op: Op::Load(at.clone()),
+                        });
+                        body.push(Inst {
+                            results: vec![new_v],
+                            op: Op::Binary(bop, old_v, v),
+                        });
+                        body.push(Inst {
+                            results: vec![],
+                            op: Op::Store(at, new_v),
+                        });
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+            body.push(inst);
+        }
+    }
+}
+
+/// Whether the kernel defines a value numbered at least `bound` (a check that the rewrite's
+/// fresh values are fresh).
+#[cfg(test)]
+fn defines_from(kernel: &Kernel, bound: u32) -> bool {
+    let mut any = false;
+    visit_defs(&kernel.body, &mut |v| any |= v.0 >= bound);
+    any
+}
+
+/// A leaf buffer's elements, typed.
+pub(crate) trait LeafValue: Copy {
+    fn to_scalar(self) -> Scalar;
+}
+
+impl LeafValue for f64 {
+    fn to_scalar(self) -> Scalar {
+        Scalar::F64(self)
+    }
+}
+impl LeafValue for f32 {
+    fn to_scalar(self) -> Scalar {
+        Scalar::F32(self)
+    }
+}
+
+/// Fills `n` elements at `p` with the exact identity of `op` on `dtype`.
+///
+/// # Safety
+/// `p` is valid for writes of `n` elements of `dtype` and aligned for them.
+pub(crate) unsafe fn fill_exact_identity(p: *mut u8, n: usize, dtype: DType, op: ReduceOp) {
+    let id = exact_identity(op, dtype);
+    // SAFETY: forwarded from the caller, per type.
+    unsafe {
+        match id {
+            Scalar::F64(x) => std::slice::from_raw_parts_mut(p.cast::<f64>(), n).fill(x),
+            Scalar::F32(x) => std::slice::from_raw_parts_mut(p.cast::<f32>(), n).fill(x),
+            Scalar::I64(x) => std::slice::from_raw_parts_mut(p.cast::<i64>(), n).fill(x),
+            Scalar::I32(x) => std::slice::from_raw_parts_mut(p.cast::<i32>(), n).fill(x),
+            Scalar::Bool(x) => std::slice::from_raw_parts_mut(p, n).fill(u8::from(x)),
+        }
+    }
+}
+
+/// The shape of one chunk's leaves: the loop's rows `lo..hi` of a sub-store with extents
+/// `extents` whose origin lies at `origin` of a view with extents `view`.
+pub(crate) struct ChunkShape<'a> {
+    pub lo: i64,
+    pub hi: i64,
+    pub extents: &'a [i64],
+    pub origin: &'a [i64],
+    pub view: &'a [u64],
+}
+
+/// Adds the canonical nodes of one chunk's dense leaf buffer (`buf`, the chunk's points in
+/// row-major order, as `shape` says) to `part`, a partial over the view's extents. Lines of
+/// the innermost dimension become aligned nodes; a line that spans the view's whole extent
+/// (and so the whole tree of that dimension) is closed at once, and so on outwards, so a chunk
+/// of whole rows adds a handful of nodes.
+///
+/// # Safety
+/// `buf` is valid for reads and writes of the chunk's points as elements of `part`'s type,
+/// aligned for them.
+pub(crate) unsafe fn chunk_nodes(
+    buf: *mut u8,
+    shape: &ChunkShape<'_>,
+    part: &mut Partial,
+) -> Result<(), ReductionError> {
+    let op = part.op();
+    let rows = usize::try_from(shape.hi - shape.lo).unwrap_or(0);
+    let inner: usize = shape.extents[1..]
+        .iter()
+        .map(|&e| usize::try_from(e).unwrap_or(0))
+        .product();
+    let n = rows * inner;
+    // SAFETY: forwarded from the caller, per type.
+    unsafe {
+        match (part.dtype(), op) {
+            (DType::F64, ReduceOp::Sum) => typed(f64s(buf, n), shape, part, |a, b| a + b),
+            (DType::F64, ReduceOp::Prod) => typed(f64s(buf, n), shape, part, |a, b| a * b),
+            (DType::F32, ReduceOp::Sum) => typed(f32s(buf, n), shape, part, |a, b| a + b),
+            (DType::F32, ReduceOp::Prod) => typed(f32s(buf, n), shape, part, |a, b| a * b),
+            (dtype, _) => Err(ReductionError::Type {
+                op: op.name(),
+                dtype,
+                value: exact_identity(op, dtype),
+            }),
+        }
+    }
+}
+
+/// `n` `f64`s at `p`.
+///
+/// # Safety
+/// As for [`chunk_nodes`].
+unsafe fn f64s<'a>(p: *mut u8, n: usize) -> &'a mut [f64] {
+    // SAFETY: forwarded from the caller.
+    unsafe { std::slice::from_raw_parts_mut(p.cast::<f64>(), n) }
+}
+
+/// `n` `f32`s at `p`.
+///
+/// # Safety
+/// As for [`chunk_nodes`].
+unsafe fn f32s<'a>(p: *mut u8, n: usize) -> &'a mut [f32] {
+    // SAFETY: forwarded from the caller.
+    unsafe { std::slice::from_raw_parts_mut(p.cast::<f32>(), n) }
+}
+
+/// The nodes of a chunk's leaves `v` (see [`chunk_nodes`]).
+fn typed<T: LeafValue>(
+    v: &mut [T],
+    shape: &ChunkShape<'_>,
+    part: &mut Partial,
+    op: impl Fn(T, T) -> T + Copy,
+) -> Result<(), ReductionError> {
+    let rank = shape.extents.len();
+    if rank == 0 {
+        return match v.first() {
+            Some(x) => part.add(&[], x.to_scalar()),
+            None => Ok(()),
+        };
+    }
+    let coord = |d: usize, i: i64| u64::try_from(shape.origin[d] + i).unwrap_or(u64::MAX);
+    // Dimension d spans the view's whole extent: its trees close inside the chunk.
+    let whole = |d: usize| shape.origin[d] == 0 && coord(d, shape.extents[d]) == shape.view[d];
+    // The innermost dimensions that close inside the chunk, from the innermost out: `k` is the
+    // first of them (all of `k..rank` are whole).
+    let mut k = rank;
+    while k > 1 && whole(k - 1) {
+        k -= 1;
+    }
+    // Each block of the dimensions `k..rank` (row-major, contiguous) reduces to one value:
+    // line by line, the innermost dimension first.
+    let block: usize = shape.extents[k..]
+        .iter()
+        .map(|&e| usize::try_from(e).unwrap_or(0))
+        .product();
+    if k < rank {
+        let mut len = v.len();
+        let mut dims = rank;
+        while dims > k {
+            let e = usize::try_from(shape.extents[dims - 1]).unwrap_or(0);
+            let lines = len / e.max(1);
+            for l in 0..lines {
+                let line = &mut v[l * e..(l + 1) * e];
+                let mut root = None;
+                close_line(line, op, &mut root);
+                if let Some(r) = root {
+                    v[l] = r;
+                }
+            }
+            len = lines;
+            dims -= 1;
+        }
+    }
+    // Now `v[..count]` holds one value per point of the dimensions `0..k` (row-major); the
+    // last of them, `k - 1`, is a line in the tree of its dimension.
+    let outer: usize = v.len() / block.max(1);
+    let e = if k == 1 {
+        usize::try_from(shape.hi - shape.lo).unwrap_or(0)
+    } else {
+        usize::try_from(shape.extents[k - 1]).unwrap_or(0)
+    };
+    let first = if k == 1 { shape.lo } else { 0 };
+    let lines = outer / e.max(1);
+    let mut prefix = vec![0u64; k - 1];
+    for l in 0..lines {
+        // The coordinates of the line's outer dimensions (`0..k-1`).
+        let mut rest = l;
+        for d in (0..k - 1).rev() {
+            let ext = usize::try_from(if d == 0 {
+                shape.hi - shape.lo
+            } else {
+                shape.extents[d]
+            })
+            .unwrap_or(1)
+            .max(1);
+            let i = (rest % ext) as i64 + if d == 0 { shape.lo } else { 0 };
+            prefix[d] = coord(d, i);
+            rest /= ext;
+        }
+        let line = &mut v[l * e..(l + 1) * e];
+        let start = coord(k - 1, first);
+        let mut err = Ok(());
+        aligned_nodes(start, line, op, |level, index, x| {
+            if err.is_ok() {
+                err = part.add_node(&prefix, level, index, x.to_scalar());
+            }
+        });
+        err?;
+    }
+    Ok(())
+}
+
+/// The root of a whole line's tree (the line holds every coordinate of its dimension): its
+/// aligned nodes, largest first, combined right to left, the identity padding the rest.
+fn close_line<T: Copy>(line: &mut [T], op: impl Fn(T, T) -> T + Copy, root: &mut Option<T>) {
+    let mut nodes: Vec<T> = Vec::new();
+    aligned_nodes(0, line, op, |_, _, x| nodes.push(x));
+    *root = nodes
+        .into_iter()
+        .rev()
+        .reduce(|right, left| op(left, right));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_ir::text;
+
+    #[test]
+    fn reductions_into_0d_stores_become_leaf_updates() {
+        let k = text::parse(
+            "kernel @dot(%a: store<f64, 1, read>, %out: store<f64, 0, reduce(sum)>) {
+               parallel %a (%i) { %0 = load %a[%i]  %1 = mul %0, %0  reduce sum %out[], %1 }
+             }",
+        )
+        .unwrap();
+        let (r, leaves) = rewrite(&k);
+        assert_eq!(leaves.len(), 1);
+        assert_eq!(leaves[0].param, 2);
+        assert_eq!(leaves[0].target, 1);
+        assert!(defines_from(&r, k.value_bound()));
+        let text = text::print(&r);
+        assert!(text.contains("store<f64, 1, readwrite>"), "{text}");
+        assert!(!text.contains("reduce sum"), "{text}");
+        assert!(text.contains("store %arg2[%"), "{text}");
+        weft_ir::validate(&r).unwrap();
+    }
+}
