@@ -29,6 +29,10 @@ pub(crate) type KernelFn = unsafe extern "C" fn(*mut u64, *const *mut u8, i64, i
 /// About how many loop iterations one chunk of a parallel loop runs.
 pub(crate) const CHUNK_ITERS: i64 = 16 * 1024;
 
+/// About how many loop iterations one slice of a chunk with leaf stores runs (see
+/// [`crate::leaves`]): their leaves stay in the first-level cache.
+const LEAF_ITERS: i64 = 4096;
+
 /// The memory that the reduction buffers of one wave of chunks may take (more when needed to
 /// give every thread a chunk).
 const PARTIAL_BUDGET: usize = 64 << 20;
@@ -399,7 +403,10 @@ impl Plan {
         let (sub_extents, sub_origin) = (&stores[over].extents, &stores[over].origin);
         // Runs chunk `c`; with leaf stores, on a copy of the frame that points them at the
         // chunk's own leaf buffers, whose nodes it returns.
-        let call = move |c: i64, red: *const *mut u8| -> std::result::Result<Vec<Partial>, Error> {
+        let call = move |c: i64,
+                         red: *const *mut u8,
+                         bufs: &mut Vec<Vec<u64>>|
+              -> std::result::Result<Vec<Partial>, Error> {
             let lo = c * per;
             let hi = lo.saturating_add(per).min(rows);
             if leaves.is_empty() {
@@ -418,44 +425,69 @@ impl Plan {
             // SAFETY: the frame holds `frame_len` words and is only read while tasks run.
             let mut own =
                 unsafe { std::slice::from_raw_parts(frame_ptr.get(), frame_len) }.to_vec();
-            let points = usize::try_from((hi - lo).saturating_mul(inner))
+            // The chunk runs in slices of about LEAF_ITERS points, so that each slice's leaves
+            // stay in the first-level cache between the loop that writes them and the tree that
+            // reads them. A step that also keeps register accumulators (which each call
+            // writes out once) runs the chunk in one slice.
+            let slice_rows = if reds.iter().any(|r| r.mode == RedMode::Register) {
+                hi - lo
+            } else {
+                (LEAF_ITERS / inner.max(1)).max(1)
+            };
+            let points = usize::try_from(slice_rows.min(hi - lo).saturating_mul(inner))
                 .map_err(|_| self.fault("a chunk too large"))?;
-            let mut bufs: Vec<Vec<u64>> = Vec::with_capacity(leaves.len());
-            for r in leaves {
-                let size = r.leaf.dtype.size();
-                let mut buf = vec![0u64; (points * size).div_ceil(8).max(1)];
-                // SAFETY: `buf` holds `points` elements of the leaf's type, 8-byte aligned.
-                unsafe {
-                    fill_exact_identity(buf.as_mut_ptr().cast(), points, r.leaf.dtype, r.leaf.op)
-                };
-                // Row `lo` of the leaf store is the buffer's start: the compiled code adds
-                // `i * stride` to this address only for rows `lo..hi`.
-                let row_bytes = (inner as u64).wrapping_mul(size as u64);
-                own[r.word] =
-                    (buf.as_mut_ptr() as u64).wrapping_sub((lo as u64).wrapping_mul(row_bytes));
-                bufs.push(buf);
+            // The worker's leaf buffers, reused from slice to slice and chunk to chunk.
+            bufs.resize_with(leaves.len(), Vec::new);
+            for (r, buf) in leaves.iter().zip(bufs.iter_mut()) {
+                let words = (points * r.leaf.dtype.size()).div_ceil(8).max(1);
+                if buf.len() < words {
+                    buf.resize(words, 0);
+                }
             }
-            // SAFETY: as above, with the chunk's own frame, whose leaf pointers address rows
-            // `lo..hi` of buffers private to this chunk (the leaf stores' accesses are at the
-            // loop's indices, proven in bounds by the obligations).
-            let s = unsafe { func(own.as_mut_ptr(), red, lo, hi) };
-            if s != 0 {
-                return Err(self.status_error(s));
-            }
-            let mut out = Vec::with_capacity(leaves.len());
-            for (r, buf) in leaves.iter().zip(&mut bufs) {
-                let mut part = Partial::new(r.leaf.op, r.leaf.dtype, &r.view);
-                let shape = ChunkShape {
-                    lo,
-                    hi,
-                    extents: sub_extents,
-                    origin: sub_origin,
-                    view: &r.view,
-                };
-                // SAFETY: `buf` holds the chunk's points as the leaf's type, written above.
-                unsafe { chunk_nodes(buf.as_mut_ptr().cast(), &shape, &mut part) }
-                    .map_err(|e| self.fault(e.to_string()))?;
-                out.push(part);
+            let mut out: Vec<Partial> = leaves
+                .iter()
+                .map(|r| Partial::new(r.leaf.op, r.leaf.dtype, &r.view))
+                .collect();
+            let mut start = lo;
+            while start < hi {
+                let end = start.saturating_add(slice_rows).min(hi);
+                let n = usize::try_from((end - start).saturating_mul(inner)).unwrap_or(0);
+                for (r, buf) in leaves.iter().zip(bufs.iter_mut()) {
+                    let size = r.leaf.dtype.size();
+                    if r.leaf.fill {
+                        // SAFETY: `buf` holds at least `n` elements of the leaf's type,
+                        // 8-byte aligned.
+                        unsafe {
+                            fill_exact_identity(buf.as_mut_ptr().cast(), n, r.leaf.dtype, r.leaf.op)
+                        };
+                    }
+                    // Row `start` of the leaf store is the buffer's start: the compiled code
+                    // adds `i * stride` to this address only for rows `start..end`.
+                    let row_bytes = (inner as u64).wrapping_mul(size as u64);
+                    own[r.word] = (buf.as_mut_ptr() as u64)
+                        .wrapping_sub((start as u64).wrapping_mul(row_bytes));
+                }
+                // SAFETY: as above, with the chunk's own frame, whose leaf pointers address
+                // rows `start..end` of buffers private to this chunk (the leaf stores'
+                // accesses are at the loop's indices, proven in bounds by the obligations).
+                let s = unsafe { func(own.as_mut_ptr(), red, start, end) };
+                if s != 0 {
+                    return Err(self.status_error(s));
+                }
+                for ((r, buf), part) in leaves.iter().zip(bufs.iter_mut()).zip(&mut out) {
+                    let shape = ChunkShape {
+                        lo: start,
+                        hi: end,
+                        extents: sub_extents,
+                        origin: sub_origin,
+                        view: &r.view,
+                    };
+                    // SAFETY: `buf` holds the slice's points as the leaf's type, written
+                    // above.
+                    unsafe { chunk_nodes(buf.as_mut_ptr().cast(), &shape, part) }
+                        .map_err(|e| self.fault(e.to_string()))?;
+                }
+                start = end;
             }
             Ok(out)
         };
@@ -468,12 +500,12 @@ impl Plan {
 
         if reds.is_empty() {
             let results: Vec<std::result::Result<Vec<Partial>, Error>> = if nchunks == 1 {
-                vec![call(0, std::ptr::null())]
+                vec![call(0, std::ptr::null(), &mut Vec::new())]
             } else {
                 pool.install(|| {
                     (0..nchunks)
                         .into_par_iter()
-                        .map(|c| call(c, std::ptr::null()))
+                        .map_init(Vec::new, |bufs, c| call(c, std::ptr::null(), bufs))
                         .collect()
                 })
             };
@@ -541,27 +573,29 @@ impl Plan {
             let n = wave.min(nchunks_u - start);
             let region = &mut storage[..n * chunk_words];
             let bufs_ref = &bufs;
-            let run_chunk =
-                |j: usize, mem: &mut [u64]| -> std::result::Result<Vec<Partial>, Error> {
-                    let mut ptrs = Vec::with_capacity(bufs_ref.len());
-                    for b in bufs_ref {
-                        let p = mem[b.word..].as_mut_ptr();
-                        // SAFETY: the region from `b.word` holds at least `b.elems` elements of
-                        // `b.dtype` (sized above) and is 8-byte aligned.
-                        unsafe { fill_identity(p.cast(), b.elems, b.dtype, b.op) };
-                        ptrs.push(p.cast::<u8>());
-                    }
-                    let c = start + j;
-                    call(c as i64, ptrs.as_ptr())
-                };
+            let run_chunk = |j: usize,
+                             mem: &mut [u64],
+                             leaf_bufs: &mut Vec<Vec<u64>>|
+             -> std::result::Result<Vec<Partial>, Error> {
+                let mut ptrs = Vec::with_capacity(bufs_ref.len());
+                for b in bufs_ref {
+                    let p = mem[b.word..].as_mut_ptr();
+                    // SAFETY: the region from `b.word` holds at least `b.elems` elements of
+                    // `b.dtype` (sized above) and is 8-byte aligned.
+                    unsafe { fill_identity(p.cast(), b.elems, b.dtype, b.op) };
+                    ptrs.push(p.cast::<u8>());
+                }
+                let c = start + j;
+                call(c as i64, ptrs.as_ptr(), leaf_bufs)
+            };
             let results: Vec<std::result::Result<Vec<Partial>, Error>> = if n == 1 {
-                vec![run_chunk(0, region)]
+                vec![run_chunk(0, region, &mut Vec::new())]
             } else {
                 pool.install(|| {
                     region
                         .par_chunks_mut(chunk_words)
                         .enumerate()
-                        .map(|(j, mem)| run_chunk(j, mem))
+                        .map_init(Vec::new, |bufs, (j, mem)| run_chunk(j, mem, bufs))
                         .collect()
                 })
             };

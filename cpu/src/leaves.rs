@@ -3,7 +3,8 @@
 //! Before lowering, each top-level parallel loop's float sums and products into a 0-d store
 //! `P` (the reductions whose bits depend on the order; see [`order_matters`]) become
 //! updates of a hidden *leaf store* `L` with the loop's rank, indexed by the loop's indices:
-//! `reduce P[], op, v` becomes `L[i] = L[i] op v`. The launcher gives each chunk of the loop
+//! `reduce P[], op, v` becomes `L[i] = v` where each point reduces into `P` exactly once (the
+//! usual case), else `L[i] = L[i] op v`. The launcher gives each chunk of the loop
 //! its own leaf buffer (the chunk's rows, dense, filled with the operator's exact identity), so
 //! the compiled code (scalar, 128-bit or AVX-512, all made from the same loads and stores)
 //! leaves each point's contribution, its reductions folded in execution order, where the
@@ -32,6 +33,10 @@ pub(crate) struct Leaf {
     pub loop_index: u32,
     /// The store parameter the loop runs over.
     pub over: u32,
+    /// Whether each point may leave its element untouched or reduce into it more than once
+    /// (then the buffer starts as the identity, and the point updates it in place); otherwise
+    /// each point stores its one contribution.
+    pub fill: bool,
 }
 
 /// Whether the result of `op` on `dtype` depends on the order of its operands' combination:
@@ -67,6 +72,15 @@ pub(crate) fn rewrite(kernel: &Kernel) -> (Kernel, Vec<Leaf>) {
         };
         let this_loop = loop_index;
         loop_index += 1;
+        // Targets reduced into once per point: exactly one reduction, at the body's top level.
+        let mut once = Vec::new();
+        let mut nested = Vec::new();
+        count_reductions(&pl.body, false, &mut once, &mut nested);
+        let single: Vec<u32> = once
+            .iter()
+            .copied()
+            .filter(|t| once.iter().filter(|&u| u == t).count() == 1 && !nested.contains(t))
+            .collect();
         let mut cx = Rewrite {
             params: &mut out.params,
             leaves: &mut leaves,
@@ -74,10 +88,29 @@ pub(crate) fn rewrite(kernel: &Kernel) -> (Kernel, Vec<Leaf>) {
             over: pl.over,
             indices: pl.indices.clone(),
             next: &mut next,
+            single,
         };
-        cx.body(&mut pl.body);
+        cx.body(&mut pl.body, true);
     }
     (out, leaves)
+}
+
+/// The 0-d targets of the reductions in `body`: those at its top level into `top`, those in
+/// `for` loops into `nested` (once per reduction).
+fn count_reductions(body: &[Inst], in_for: bool, top: &mut Vec<u32>, nested: &mut Vec<u32>) {
+    for inst in body {
+        match &inst.op {
+            Op::For(f) => count_reductions(&f.body, true, top, nested),
+            Op::Reduce(acc, _, _) if acc.indices.is_empty() => {
+                if in_for {
+                    nested.push(acc.param);
+                } else {
+                    top.push(acc.param);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 struct Rewrite<'a> {
@@ -87,6 +120,8 @@ struct Rewrite<'a> {
     over: u32,
     indices: Vec<ValueId>,
     next: &'a mut u32,
+    /// Targets each point reduces into exactly once.
+    single: Vec<u32>,
 }
 
 impl Rewrite<'_> {
@@ -126,15 +161,16 @@ impl Rewrite<'_> {
             dtype,
             loop_index: self.loop_index,
             over: self.over,
+            fill: !self.single.contains(&target),
         });
         Some(param)
     }
 
-    fn body(&mut self, body: &mut Vec<Inst>) {
+    fn body(&mut self, body: &mut Vec<Inst>, top: bool) {
         let old = std::mem::take(body);
         for mut inst in old {
             match &mut inst.op {
-                Op::For(f) => self.body(&mut f.body),
+                Op::For(f) => self.body(&mut f.body, false),
                 Op::Reduce(acc, op, v) if acc.indices.is_empty() => {
                     let (target, op, v) = (acc.param, *op, *v);
                     if let Some(leaf) = self.leaf(target, op) {
@@ -147,6 +183,14 @@ impl Rewrite<'_> {
                             param: leaf,
                             indices: self.indices.clone(),
                         };
+                        if top && self.single.contains(&target) {
+                            // The point's one contribution is its leaf.
+                            body.push(Inst {
+                                results: vec![],
+                                op: Op::Store(at, v),
+                            });
+                            continue;
+                        }
                         let (old_v, new_v) = (self.fresh(), self.fresh());
                         let bop = binary_of(op, dtype.unwrap_or(DType::F64));
                         body.push(Inst {
@@ -383,6 +427,7 @@ mod tests {
 
     #[test]
     fn reductions_into_0d_stores_become_leaf_updates() {
+        // One float sum per point: a plain store of the contribution.
         let k = text::parse(
             "kernel @dot(%a: store<f64, 1, read>, %out: store<f64, 0, reduce(sum)>) {
                parallel %a (%i) { %0 = load %a[%i]  %1 = mul %0, %0  reduce sum %out[], %1 }
@@ -391,13 +436,30 @@ mod tests {
         .unwrap();
         let (r, leaves) = rewrite(&k);
         assert_eq!(leaves.len(), 1);
-        assert_eq!(leaves[0].param, 2);
-        assert_eq!(leaves[0].target, 1);
-        assert!(defines_from(&r, k.value_bound()));
+        assert_eq!((leaves[0].param, leaves[0].target), (2, 1));
+        assert!(!leaves[0].fill);
+        assert!(!defines_from(&r, k.value_bound()));
         let text = text::print(&r);
         assert!(text.contains("store<f64, 1, readwrite>"), "{text}");
         assert!(!text.contains("reduce sum"), "{text}");
         assert!(text.contains("store %arg2[%"), "{text}");
+        weft_ir::validate(&r).unwrap();
+        // Two per point (and an exact max, left alone): an update of an identity-filled leaf.
+        let k = text::parse(
+            "kernel @two(%a: store<f64, 1, read>, %out: store<f64, 0, reduce(sum)>,
+                         %top: store<f64, 0, reduce(max)>) {
+               parallel %a (%i) { %0 = load %a[%i]  reduce sum %out[], %0  reduce sum %out[], %0
+                                  reduce max %top[], %0 }
+             }",
+        )
+        .unwrap();
+        let (r, leaves) = rewrite(&k);
+        assert_eq!(leaves.len(), 1);
+        assert!(leaves[0].fill);
+        assert!(defines_from(&r, k.value_bound()));
+        let text = text::print(&r);
+        assert!(text.contains("reduce max"), "{text}");
+        assert!(!text.contains("reduce sum"), "{text}");
         weft_ir::validate(&r).unwrap();
     }
 }

@@ -402,28 +402,71 @@ const UNBOUNDED_LEVEL: u32 = 62;
 pub fn aligned_nodes<T: Copy>(
     start: u64,
     values: &mut [T],
-    op: impl Fn(T, T) -> T,
+    op: impl Fn(T, T) -> T + Copy,
+    emit: impl FnMut(u32, u64, T),
+) {
+    aligned_nodes_with(start, values, &mut Vec::new(), op, emit);
+}
+
+/// [`aligned_nodes`] with a scratch buffer that the caller keeps from call to call.
+pub fn aligned_nodes_with<T: Copy>(
+    start: u64,
+    values: &mut [T],
+    scratch: &mut Vec<T>,
+    op: impl Fn(T, T) -> T + Copy,
     mut emit: impl FnMut(u32, u64, T),
 ) {
     let mut pos = start;
     let mut rest = values;
-    while !rest.is_empty() {
+    while let Some(&first) = rest.first() {
         let left = rest.len() as u64;
         let aligned = if pos == 0 { 63 } else { pos.trailing_zeros() };
         let level = aligned.min(63 - left.leading_zeros());
         let size = 1usize << level;
         let (block, tail) = rest.split_at_mut(size);
-        let mut n = size;
-        while n > 1 {
-            n /= 2;
-            for i in 0..n {
-                block[i] = op(block[2 * i], block[2 * i + 1]);
-            }
+        let need = if size >= 8 { size / 8 } else { size / 2 };
+        if scratch.len() < need {
+            scratch.resize(need, first);
         }
-        emit(level, pos >> level, block[0]);
+        emit(level, pos >> level, block_tree(block, scratch, op));
         pos += size as u64;
         rest = tail;
     }
+}
+
+/// The pairwise tree of a block of `2^k` values (destroyed), through `scratch` (at least an
+/// eighth of the block). The bottom three levels go in one pass (each aligned eight values to
+/// one), the rest level by level from one buffer into the other: no pass writes where it
+/// reads, so the compiler vectorizes them.
+fn block_tree<T: Copy>(block: &mut [T], scratch: &mut [T], op: impl Fn(T, T) -> T + Copy) -> T {
+    let tree8 = |c: &[T]| {
+        op(
+            op(op(c[0], c[1]), op(c[2], c[3])),
+            op(op(c[4], c[5]), op(c[6], c[7])),
+        )
+    };
+    let mut n = block.len();
+    let mut in_block = true;
+    if n >= 8 {
+        n /= 8;
+        for (d, c) in scratch[..n].iter_mut().zip(block.chunks_exact(8)) {
+            *d = tree8(c);
+        }
+        in_block = false;
+    }
+    while n > 1 {
+        n /= 2;
+        let (src, dst) = if in_block {
+            (&block[..2 * n], &mut scratch[..n])
+        } else {
+            (&scratch[..2 * n], &mut block[..n])
+        };
+        for (d, pair) in dst.iter_mut().zip(src.chunks_exact(2)) {
+            *d = op(pair[0], pair[1]);
+        }
+        in_block = !in_block;
+    }
+    if in_block { block[0] } else { scratch[0] }
 }
 
 /// The canonical reduction of the values `value(point)` over the points `0 <= c_d <

@@ -395,3 +395,81 @@ fn scalar_reduction_inside_a_sequential_loop() {
         .sum::<i64>();
     assert_eq!(t, want);
 }
+
+/// Float sums into 0-d stores keep the canonical order on the harder shapes: a point that
+/// reduces several times (in a `for` loop: its contribution is that loop's fold), beside a
+/// max in a register in the same loop, over rank-2 loops whose rows cross the chunk size.
+/// Scalar and vector code, 1 and 2 threads: the bits of the reference interpreter (which
+/// computes the order's definition).
+#[test]
+fn float_sums_with_several_reductions_per_point_keep_the_canonical_order() {
+    use weft_ir::interp::{self, Arg, Storage, View};
+    let mut kb = Kb::new();
+    let a = kb.store(DType::F64, 2, Privilege::Read);
+    let sum = kb.store(DType::F64, 0, Privilege::Reduce(ReduceOp::Sum));
+    let top = kb.store(DType::F64, 0, Privilege::Reduce(ReduceOp::Max));
+    kb.parallel(a, 2, |kb, i| {
+        let x = kb.load(a, &[i[0], i[1]]);
+        kb.reduce(sum, &[], ReduceOp::Sum, x);
+        kb.reduce(top, &[], ReduceOp::Max, x);
+        let lo = kb.i64(0);
+        let hi = kb.i64(3);
+        kb.for_loop(lo, hi, &[], |kb, j, _| {
+            let jf = kb.cast(DType::F64, j);
+            let y = kb.mul(x, jf);
+            kb.reduce(sum, &[], ReduceOp::Sum, y);
+            vec![]
+        });
+    });
+    let k = kb.finish("reduce.canonical_for");
+    let mut be = weft_cpu::CpuBackend::new().unwrap();
+    let vector = be.compile(&k).unwrap();
+    be.set_simd(false);
+    let scalar = be.compile(&k).unwrap();
+    for (rows, cols) in [(3usize, 7usize), (5, 9000), (40, 1)] {
+        let n = rows * cols;
+        let xs: Vec<f64> = values(n, DType::F64, ReduceOp::Sum, rows as u64)
+            .iter()
+            .enumerate()
+            .map(|(i, v)| v * 1e-3 + if i % 3 == 0 { 1e12 } else { 0.0 })
+            .collect();
+        let ext = [rows as i64, cols as i64];
+        let mut want = Storage::from_f64(DType::F64, &[0.25]);
+        let mut storages = vec![
+            Storage::from_f64(DType::F64, &xs),
+            want.clone(),
+            Storage::from_f64(DType::F64, &[f64::NEG_INFINITY]),
+        ];
+        let args = [
+            Arg::Store(View::dense(0, &ext)),
+            Arg::Store(View::dense(1, &[])),
+            Arg::Store(View::dense(2, &[])),
+        ];
+        interp::run(&k, &args, &mut storages).unwrap();
+        want = storages[1].clone();
+        let want = want.to_f64()[0];
+        for c in [&vector, &scalar] {
+            for threads in [1, 2] {
+                let mut av = xs.clone();
+                let (mut s, mut t) = (0.25f64, f64::NEG_INFINITY);
+                run_on(
+                    c,
+                    &[
+                        dense(&mut av, &ext),
+                        scalar_view(&mut s),
+                        scalar_view(&mut t),
+                    ],
+                    &[],
+                    threads,
+                )
+                .unwrap();
+                assert_eq!(
+                    s.to_bits(),
+                    want.to_bits(),
+                    "{rows}x{cols}, {threads} threads"
+                );
+                assert_eq!(t, xs.iter().cloned().fold(f64::NEG_INFINITY, f64::max));
+            }
+        }
+    }
+}
