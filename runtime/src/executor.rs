@@ -132,8 +132,8 @@ impl Executor<'_> {
 }
 
 /// Merges the partial results that the points of one task held back (see
-/// [`Backend::launch`]), per loop and 0-d target, and folds each into its target once, the
-/// loops into one target in loop order: `old op result`. `bindings` are the last point's (a
+/// [`Backend::launch`]), per loop and 0-d target, and folds each into its target once, in
+/// loop order (as the unfused tasks would): `old op result`. `bindings` are the last point's (a
 /// 0-d store's binding is the same for every point). A target bound to scratch memory (a
 /// temporary) is never read, and is skipped.
 fn fold_reductions(
@@ -148,7 +148,7 @@ fn fold_reductions(
     };
     let mut merged: BTreeMap<(u32, u32), Partial> = BTreeMap::new();
     for part in held {
-        match merged.entry((part.param, part.loop_index)) {
+        match merged.entry((part.loop_index, part.param)) {
             Entry::Vacant(v) => {
                 v.insert(part.partial);
             }
@@ -158,7 +158,7 @@ fn fold_reductions(
                 .map_err(|e| fault(e.to_string()))?,
         }
     }
-    for ((param, _), mut partial) in merged {
+    for ((_, param), mut partial) in merged {
         let Some(result) = partial.finish().map_err(|e| fault(e.to_string()))? else {
             continue;
         };
