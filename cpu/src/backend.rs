@@ -287,6 +287,10 @@ impl Backend for CpuBackend {
         Ok(self.memory.alloc(bytes)?)
     }
 
+    fn alloc_uninit(&mut self, bytes: u64) -> weft_runtime::Result<BufferId> {
+        Ok(self.memory.alloc_uninit(bytes)?)
+    }
+
     fn free(&mut self, buffer: BufferId) {
         self.memory.free(buffer);
     }

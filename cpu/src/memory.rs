@@ -4,7 +4,9 @@
 //! Loops that free and allocate arrays of one size every iteration (every NumPy-style
 //! program's temporaries) get the same memory back instead of fresh pages, which spares the
 //! page faults of fresh memory. Reused memory is zeroed again, so nothing of another store
-//! shows through.
+//! shows through, unless the runtime asks for it uncleared ([`Memory::alloc_uninit`]) for a
+//! store that its first task writes whole before reading: the fill would be a pass over
+//! memory for nothing.
 
 use std::collections::HashMap;
 
@@ -45,6 +47,16 @@ impl Memory {
 
     /// A new zeroed buffer of `bytes` bytes.
     pub fn alloc(&mut self, bytes: u64) -> Result<BufferId> {
+        self.alloc_with(bytes, true)
+    }
+
+    /// A new buffer of `bytes` bytes that may hold what a freed buffer of this memory held
+    /// (fresh memory is zeroed all the same): for a store its first task writes whole.
+    pub fn alloc_uninit(&mut self, bytes: u64) -> Result<BufferId> {
+        self.alloc_with(bytes, false)
+    }
+
+    fn alloc_with(&mut self, bytes: u64, zero: bool) -> Result<BufferId> {
         let len = usize::try_from(bytes)
             .map_err(|_| Error::Memory(format!("a buffer of {bytes} bytes")))?;
         let words = len.div_ceil(8);
@@ -52,7 +64,9 @@ impl Memory {
             Some(k) => {
                 let mut data = self.pool.swap_remove(k);
                 self.pooled -= words as u64 * 8;
-                data.fill(0);
+                if zero {
+                    data.fill(0);
+                }
                 data
             }
             None => zeroed_words(words).ok_or_else(|| {

@@ -35,6 +35,7 @@
 #![forbid(unsafe_code)]
 
 pub mod builder;
+pub mod coverage;
 pub mod flat;
 pub mod interp;
 pub mod passes;

@@ -93,6 +93,15 @@ pub trait Backend {
     /// A new buffer of `bytes` bytes, zeroed.
     fn alloc(&mut self, bytes: u64) -> Result<BufferId>;
 
+    /// A new buffer of `bytes` bytes whose contents are unspecified: the executor asks for one
+    /// only for a store that the task about to run writes whole before reading any of it, so
+    /// a back end may skip the zero fill (a pass over memory). It may hold what a freed buffer
+    /// of this back end held; it must never hold another back end's (another tenant's) memory.
+    /// The default zeroes it anyway.
+    fn alloc_uninit(&mut self, bytes: u64) -> Result<BufferId> {
+        self.alloc(bytes)
+    }
+
     /// Frees a buffer. Freeing an unknown buffer does nothing.
     fn free(&mut self, buffer: BufferId);
 

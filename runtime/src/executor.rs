@@ -6,9 +6,11 @@ use std::collections::btree_map::Entry;
 use weft_ir::Scalar;
 use weft_ir::reduction::{LoopPartial, Partial};
 
-use crate::backend::{Backend, Binding, Prepared};
+use weft_ir::Param;
+
+use crate::backend::{Backend, Binding, BufferId, Prepared};
 use crate::mapping::Mapping;
-use crate::partition::points;
+use crate::partition::{Rect, points};
 use crate::stores::{StorageId, Stores};
 use crate::task::IndexTask;
 use crate::{Error, Result};
@@ -64,18 +66,49 @@ impl Executor<'_> {
             }
         }
         // Every storage gets its buffer before any point runs; task-local temporaries get no
-        // storage, only scratch memory per point.
+        // storage, only scratch memory per point. A fresh storage that the task writes whole
+        // before reading it gets a buffer without the zero fill.
+        let overwritten = overwritten_args(self.stores, self.mapping, self.rank, task);
         let mut buffers = Vec::with_capacity(task.args.len());
-        for arg in &task.args {
+        let mut uncleared = Vec::new();
+        for (arg, &uninit) in task.args.iter().zip(&overwritten) {
             let info = self.stores.get(arg.store)?;
             let (storage, element_size) = (info.storage, info.dtype.size());
             let buffer = if arg.local {
                 None
             } else {
-                Some(self.stores.ensure_buffer(storage, self.backend)?)
+                if uninit {
+                    uncleared.push(storage);
+                }
+                Some(
+                    self.stores
+                        .ensure_buffer_with(storage, self.backend, uninit)?,
+                )
             };
             buffers.push((buffer, element_size));
         }
+        let ran = self.run_points(task, &buffers);
+        if ran.is_err() {
+            // The task may have stopped before writing all of an uncleared buffer: what it
+            // did not write must never be read, so the storage starts again from zeros.
+            for storage in uncleared {
+                if let Some(buffer) = self.stores.discard_buffer(storage) {
+                    self.backend.free(buffer);
+                }
+            }
+        }
+        ran
+    }
+
+    /// Runs the points this process owns, each with its bindings into `buffers` (one per
+    /// argument: its buffer, or `None` for a task-local temporary, and its element size), and
+    /// folds the reductions the back end held back.
+    fn run_points(
+        &mut self,
+        task: &IndexTask,
+        buffers: &[(Option<BufferId>, usize)],
+    ) -> Result<()> {
+        let kernel = &task.kernel;
         // Whatever an earlier task that failed part-way held back is not this task's.
         drop(self.backend.take_reductions()?);
         let mut bindings = Vec::with_capacity(task.args.len());
@@ -84,7 +117,7 @@ impl Executor<'_> {
                 continue;
             }
             bindings.clear();
-            for (arg, &(buffer, element_size)) in task.args.iter().zip(&buffers) {
+            for (arg, &(buffer, element_size)) in task.args.iter().zip(buffers) {
                 let p = &arg.root_partition;
                 let rect = match &p.image {
                     None => p.sub_rect(&point),
@@ -129,6 +162,108 @@ impl Executor<'_> {
         self.stats.tasks_executed += 1;
         Ok(())
     }
+}
+
+/// Per argument of `task`, whether its storage may get an uncleared buffer
+/// ([`Backend::alloc_uninit`]): the storage has no buffer yet, no other argument of the task
+/// names it, the argument's view is the whole storage (contiguous, from element 0), this
+/// process runs every point, the points' sub-stores of the argument cover the view exactly
+/// (no image partition), and the kernel's parallel loop over some argument `q` writes every
+/// element of the argument before reading it, with `q`'s sub-store the same extents at every
+/// point (see [`weft_ir::coverage`]).
+fn overwritten_args(
+    stores: &Stores,
+    mapping: &dyn Mapping,
+    rank: usize,
+    task: &IndexTask,
+) -> Vec<bool> {
+    /// More points than this are not checked (the cover test is quadratic); their stores
+    /// are zeroed.
+    const MAX_POINTS: usize = 64;
+    let mut result = vec![false; task.args.len()];
+    let kernel = &task.kernel;
+    let store_params: Vec<usize> = kernel
+        .ir()
+        .params
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| matches!(p, Param::Store { .. }))
+        .map(|(i, _)| i)
+        .collect();
+    if store_params.len() != task.args.len() {
+        return result;
+    }
+    let launch: Vec<Vec<u64>> = points(&task.launch).take(MAX_POINTS + 1).collect();
+    if launch.len() > MAX_POINTS
+        || launch
+            .iter()
+            .any(|p| mapping.owner(p, &task.launch) != rank)
+    {
+        return result;
+    }
+    for (k, arg) in task.args.iter().enumerate() {
+        let Some(over) = kernel.overwritten_by(store_params[k]) else {
+            continue;
+        };
+        let Some(q) = store_params.iter().position(|&p| p == over as usize) else {
+            continue;
+        };
+        let over_arg = &task.args[q];
+        let Some(storage) = stores.storage(arg.storage) else {
+            continue;
+        };
+        let view = &arg.root_partition.view;
+        let fresh = storage.buffer().is_none()
+            && task
+                .args
+                .iter()
+                .filter(|a| a.storage == arg.storage)
+                .count()
+                == 1;
+        let whole = view.offset == 0 && view.volume() == storage.len() && view.is_contiguous();
+        if arg.local
+            || !fresh
+            || !whole
+            || arg.root_partition.image.is_some()
+            || over_arg.root_partition.image.is_some()
+        {
+            continue;
+        }
+        let rects: Vec<Rect> = launch
+            .iter()
+            .map(|p| arg.root_partition.sub_rect(p))
+            .collect();
+        let same_extents = launch
+            .iter()
+            .zip(&rects)
+            .all(|(p, r)| over_arg.root_partition.sub_rect(p).extent == r.extent);
+        result[k] = same_extents && covers_exactly(&rects, &view.shape);
+    }
+    result
+}
+
+/// Whether `rects` lie inside `0..shape`, overlap nowhere, and so, with as many elements as
+/// the shape, cover it.
+fn covers_exactly(rects: &[Rect], shape: &[u64]) -> bool {
+    let inside = |r: &Rect| {
+        r.origin.len() == shape.len()
+            && r.extent.len() == shape.len()
+            && (0..shape.len()).all(|d| r.origin[d].saturating_add(r.extent[d]) <= shape[d])
+    };
+    let disjoint = |a: &Rect, b: &Rect| {
+        a.volume() == 0
+            || b.volume() == 0
+            || (0..shape.len()).any(|d| {
+                a.origin[d] + a.extent[d] <= b.origin[d] || b.origin[d] + b.extent[d] <= a.origin[d]
+            })
+    };
+    let total: u64 = rects.iter().map(Rect::volume).sum();
+    rects.iter().all(inside)
+        && total == shape.iter().product::<u64>()
+        && rects
+            .iter()
+            .enumerate()
+            .all(|(i, a)| rects[i + 1..].iter().all(|b| disjoint(a, b)))
 }
 
 /// Merges the partial results that the points of one task held back (see

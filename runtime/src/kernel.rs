@@ -29,6 +29,9 @@ impl std::fmt::Display for KernelId {
 pub struct KernelEntry {
     id: KernelId,
     ir: ValidKernel,
+    /// Per parameter, the store parameter whose parallel loop overwrites it before anything
+    /// reads it ([`weft_ir::coverage::overwritten_by`]).
+    overwritten_by: Vec<Option<u32>>,
 }
 
 impl KernelEntry {
@@ -48,6 +51,22 @@ impl KernelEntry {
         &self.ir
     }
 
+    /// For kernel parameter `param`, the store parameter whose parallel loop writes every
+    /// element of `param`'s sub-store before anything reads it, when both sub-stores have the
+    /// same extents (see [`weft_ir::coverage`]); `None` when the kernel may read it first.
+    pub fn overwritten_by(&self, param: usize) -> Option<u32> {
+        self.overwritten_by.get(param).copied().flatten()
+    }
+
+    fn from_valid(id: KernelId, ir: ValidKernel) -> KernelEntry {
+        let overwritten_by = weft_ir::coverage::overwritten_by(&ir);
+        KernelEntry {
+            id,
+            ir,
+            overwritten_by,
+        }
+    }
+
     /// An entry for IR that Weft built itself (a fused kernel), with math already lowered.
     /// `id` must be determined by the kernel's content (for a fused kernel: a hash of the
     /// fusion plan's canonical key, see [`id_of_words`]). Validation failing here is a bug in
@@ -57,7 +76,7 @@ impl KernelEntry {
         let ir = ValidKernel::new(ir).map_err(|e| {
             Error::Internal(format!("the passes made an invalid kernel `{name}`: {e}"))
         })?;
-        Ok(KernelEntry { id, ir })
+        Ok(KernelEntry::from_valid(id, ir))
     }
 
     /// An entry for a kernel that a test or a benchmark builds directly: validated, math
@@ -97,10 +116,7 @@ fn intake(name: &str, ir: &Kernel) -> std::result::Result<KernelEntry, String> {
     lowered.name = name.to_string();
     let ir = ValidKernel::new(lowered)
         .map_err(|e| format!("internal error: math lowering made an invalid kernel: {e}"))?;
-    Ok(KernelEntry {
-        id: content_id(&ir),
-        ir,
-    })
+    Ok(KernelEntry::from_valid(content_id(&ir), ir))
 }
 
 /// The content id of a kernel.

@@ -211,6 +211,18 @@ impl Stores {
 
     /// The buffer of a storage, allocating it (zeroed) through `backend` on first use.
     pub fn ensure_buffer(&mut self, id: StorageId, backend: &mut dyn Backend) -> Result<BufferId> {
+        self.ensure_buffer_with(id, backend, false)
+    }
+
+    /// As [`Stores::ensure_buffer`], but a buffer allocated now is left uncleared when
+    /// `uninit` ([`Backend::alloc_uninit`]): for a storage that the next task writes whole
+    /// before it reads any of it.
+    pub fn ensure_buffer_with(
+        &mut self,
+        id: StorageId,
+        backend: &mut dyn Backend,
+        uninit: bool,
+    ) -> Result<BufferId> {
         let storage = self
             .storages
             .get_mut(&id)
@@ -219,10 +231,25 @@ impl Stores {
             return Ok(b);
         }
         let bytes = storage.bytes();
-        let buffer = backend.alloc(bytes)?;
+        let buffer = if uninit {
+            backend.alloc_uninit(bytes)?
+        } else {
+            backend.alloc(bytes)?
+        };
         storage.buffer = Some(buffer);
         self.allocated += bytes;
         Ok(buffer)
+    }
+
+    /// Takes a storage's buffer back (the storage gets a fresh, zeroed one on its next use):
+    /// for a buffer left uncleared for a task that then failed before writing all of it.
+    /// Returns the buffer, for the caller to free.
+    #[must_use = "a discarded buffer must be freed"]
+    pub fn discard_buffer(&mut self, id: StorageId) -> Option<BufferId> {
+        let storage = self.storages.get_mut(&id)?;
+        let buffer = storage.buffer.take()?;
+        self.allocated = self.allocated.saturating_sub(storage.bytes());
+        Some(buffer)
     }
 
     /// Adds a handle to a store.

@@ -26,6 +26,8 @@ pub struct Log {
     pub freed: Vec<BufferId>,
     /// Kernels whose launch fails with a fault, by name (set by the test).
     pub faulty: HashSet<String>,
+    /// Buffers allocated uncleared ([`Backend::alloc_uninit`]), in order.
+    pub uncleared: Vec<BufferId>,
 }
 
 /// An interpreting back end with host memory (see the module documentation).
@@ -105,6 +107,17 @@ impl Backend for FakeBackend {
         self.next += 1;
         self.buffers.insert(BufferId(self.next), vec![0; len]);
         Ok(BufferId(self.next))
+    }
+
+    /// Fills the buffer with the byte `0xA5` instead of zeros, so that a test reading
+    /// memory the task did not write sees values no program computes.
+    fn alloc_uninit(&mut self, bytes: u64) -> Result<BufferId> {
+        let id = self.alloc(bytes)?;
+        if let Some(b) = self.buffers.get_mut(&id) {
+            b.fill(0xA5);
+        }
+        self.logged().uncleared.push(id);
+        Ok(id)
     }
 
     fn free(&mut self, buffer: BufferId) {
@@ -275,4 +288,21 @@ pub fn empty_kernel(name: &str) -> std::sync::Arc<KernelEntry> {
         Ok(k) => std::sync::Arc::new(k),
         Err(e) => unreachable!("an empty kernel is valid: {e}"),
     }
+}
+
+/// A new 1-d `f64` store of `core` holding `values`.
+pub fn f64_store(core: &mut crate::Core, values: &[f64]) -> Result<crate::StoreId> {
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    core.store_from_bytes(vec![values.len() as u64], DType::F64, &bytes)
+}
+
+/// The elements of an `f64` store of `core`, in row-major order.
+pub fn f64_values(core: &mut crate::Core, store: crate::StoreId) -> Result<Vec<f64>> {
+    let mut out = Vec::new();
+    for c in core.read_bytes(store)?.chunks_exact(8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(c);
+        out.push(f64::from_le_bytes(word));
+    }
+    Ok(out)
 }

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use weft_ir::{DType, KernelBuilder, Privilege, Scalar};
-use weft_runtime::testing::{FakeBackend, Log};
+use weft_runtime::testing::{FakeBackend, Log, f64_store, f64_values};
 use weft_runtime::window::INITIAL_WINDOW;
 use weft_runtime::{
     Core, Error, IndexTask, KernelEntry, NoFusion, Partition, Plan, PlanContext, Planner,
@@ -88,17 +88,11 @@ fn signature(
 }
 
 fn vector(core: &mut Core, values: &[f64]) -> StoreId {
-    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    core.store_from_bytes(vec![values.len() as u64], DType::F64, &bytes)
-        .unwrap()
+    f64_store(core, values).unwrap()
 }
 
 fn values(core: &mut Core, s: StoreId) -> Vec<f64> {
-    core.read_bytes(s)
-        .unwrap()
-        .chunks_exact(8)
-        .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
-        .collect()
+    f64_values(core, s).unwrap()
 }
 
 fn whole(n: u64) -> Partition {
