@@ -219,7 +219,16 @@ impl CpuBackend {
         // written partition's tiles are disjoint; a compiled kernel splits only its own
         // parallel loop across threads).
         let view_extents: Vec<Vec<u64>> = bindings.iter().map(|b| b.view().to_vec()).collect();
-        let result = unsafe { compiled.run_task(&views, scalars, &self.pool, Some(&view_extents)) };
+        let deferred: Vec<Option<u32>> = bindings
+            .iter()
+            .map(|b| match b {
+                Binding::Buffer { deferred, .. } => *deferred,
+                Binding::Scratch { .. } => None,
+            })
+            .collect();
+        let result = unsafe {
+            compiled.run_task(&views, scalars, &self.pool, Some(&view_extents), &deferred)
+        };
         self.spare
             .extend(views.into_iter().map(|v| [v.extents, v.strides, v.origin]));
         for mut part in result? {

@@ -309,6 +309,7 @@ impl Compiler {
                     steps,
                     faults: lowered.faults,
                     leaves,
+                    deferrable: crate::deferred::deferrable_by_loop(kernel),
                 },
                 compile_time: start.elapsed(),
                 _tables: lowered.tables,
@@ -440,7 +441,10 @@ impl CompiledKernel {
     /// with the other points' and fold once. `views` gives, per store argument, the extents of
     /// the view its sub-store is cut from (the coordinates of the canonical order run over it);
     /// `None` takes each sub-store's origin plus its extents. Each partial names its target by
-    /// its kernel parameter.
+    /// its kernel parameter. `deferred` gives, per store argument (or none), `Some(halo)` for
+    /// an argument whose stores are deferred: each parallel loop that stores it (at its own
+    /// index only) lands them when it ends, holding back the first and last `halo` rows of
+    /// each chunk until every chunk has run (see `weft_runtime::Binding`).
     ///
     /// # Safety
     /// As for [`CompiledKernel::run`].
@@ -450,9 +454,14 @@ impl CompiledKernel {
         scalars: &[Scalar],
         pool: &rayon::ThreadPool,
         views: Option<&[Vec<u64>]>,
+        deferred: &[Option<u32>],
     ) -> Result<Vec<LoopPartial>> {
         // SAFETY: forwarded from the caller.
-        unsafe { self.inner.plan.run_deferring(stores, scalars, pool, views) }
+        unsafe {
+            self.inner
+                .plan
+                .run_deferring(stores, scalars, pool, views, deferred)
+        }
     }
 
     /// The store argument (its position among the store parameters) of kernel parameter

@@ -65,6 +65,9 @@ pub(crate) struct Plan {
     /// The hidden leaf stores of reductions into 0-d stores (see [`crate::leaves`]), whose
     /// parameters follow the kernel's own.
     pub leaves: Vec<Leaf>,
+    /// Per top-level parallel loop, the store parameters whose stores it can defer (see
+    /// [`crate::deferred`]).
+    pub deferrable: Vec<Vec<u32>>,
 }
 
 /// A leaf store as one parallel step runs it.
@@ -78,7 +81,7 @@ struct LeafRun<'a> {
 
 /// A raw pointer shared by the tasks of one parallel step.
 #[derive(Clone, Copy)]
-struct Shared<T>(*mut T);
+pub(crate) struct Shared<T>(pub(crate) *mut T);
 // SAFETY: the pointers wrapped here are the frame (only read while tasks run) and stores
 // whose elements the tasks touch disjointly; the launcher guarantees both (see the uses).
 unsafe impl<T> Send for Shared<T> {}
@@ -87,7 +90,7 @@ unsafe impl<T> Sync for Shared<T> {}
 
 impl<T> Shared<T> {
     /// The pointer. A method (not a field access) so that closures capture the whole wrapper.
-    fn get(self) -> *mut T {
+    pub(crate) fn get(self) -> *mut T {
         self.0
     }
 }
@@ -107,14 +110,14 @@ fn scalar_word(s: Scalar) -> u64 {
 }
 
 impl Plan {
-    fn fault(&self, message: impl Into<String>) -> Error {
+    pub(crate) fn fault(&self, message: impl Into<String>) -> Error {
         Error::KernelFault {
             kernel: self.name.clone(),
             message: message.into(),
         }
     }
 
-    fn status_error(&self, status: i64) -> Error {
+    pub(crate) fn status_error(&self, status: i64) -> Error {
         match usize::try_from(status - 1)
             .ok()
             .and_then(|i| self.faults.get(i))
@@ -210,7 +213,7 @@ impl Plan {
         pool: &ThreadPool,
     ) -> Result<()> {
         // SAFETY: forwarded from the caller.
-        let parts = unsafe { self.run_deferring(stores, scalars, pool, None)? };
+        let parts = unsafe { self.run_deferring(stores, scalars, pool, None, &[])? };
         for p in parts {
             // SAFETY: as above; the target is a 0-d store with Reduce privilege.
             unsafe { self.fold_partial(stores, p)? };
@@ -256,7 +259,9 @@ impl Plan {
     /// Runs the kernel, but hands back the canonical partials of its reductions into 0-d stores
     /// instead of folding them (see [`crate::leaves`]). `views` gives, per store parameter,
     /// the extents of the view its sub-store is cut from (`None`: the sub-store's origin plus
-    /// its extents, as when one point task is the whole launch).
+    /// its extents, as when one point task is the whole launch). `deferred` gives, per store
+    /// argument (or none), the halo of an argument whose stores are deferred (see
+    /// [`crate::deferred`]).
     ///
     /// # Safety
     /// As for [`crate::CompiledKernel::run`].
@@ -266,6 +271,7 @@ impl Plan {
         scalars: &[Scalar],
         pool: &ThreadPool,
         views: Option<&[Vec<u64>]>,
+        deferred: &[Option<u32>],
     ) -> Result<Vec<LoopPartial>> {
         let given = self.layout.stores.len() - self.leaves.len();
         if stores.len() != given {
@@ -325,7 +331,22 @@ impl Plan {
                         .iter()
                         .filter(|r| r.leaf.loop_index == loop_index)
                         .collect();
+                    let defer = self.deferred_in(loop_index, deferred)?;
                     loop_index += 1;
+                    if !defer.is_empty() {
+                        if !reds.is_empty() || !leaves.is_empty() {
+                            return Err(
+                                self.fault("deferred stores in a parallel loop that also reduces")
+                            );
+                        }
+                        self.check_obligations(*over, obligations, &all)?;
+                        // SAFETY: forwarded from the caller; every access of this loop to a
+                        // deferred argument is at the loop's index (`deferred_in` checked).
+                        unsafe {
+                            self.parallel_deferred(func, *over, &mut frame, &all, pool, &defer)?
+                        };
+                        continue;
+                    }
                     let cx = StepCx {
                         func,
                         over: *over,
@@ -340,6 +361,58 @@ impl Plan {
             }
         }
         Ok(parts)
+    }
+
+    /// The deferred arguments that parallel loop `loop_index` stores: each must be one the
+    /// loop can defer (every access of it at the loop's index).
+    fn deferred_in(
+        &self,
+        loop_index: u32,
+        deferred: &[Option<u32>],
+    ) -> Result<Vec<crate::deferred::Deferred>> {
+        let deferrable = self
+            .deferrable
+            .get(loop_index as usize)
+            .map_or(&[][..], Vec::as_slice);
+        let mut out = Vec::new();
+        for (store, halo) in deferred.iter().enumerate() {
+            let Some(halo) = halo else { continue };
+            let Some(slot) = self.layout.stores.get(store) else {
+                return Err(self.fault(format!("no store argument {store} to defer")));
+            };
+            if deferrable.contains(&slot.param) {
+                out.push(crate::deferred::Deferred {
+                    store,
+                    halo: i64::from(*halo),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Proves the accesses of a parallel loop over layout store `over` that are indexed
+    /// directly by loop indices, which the compiled code does not check.
+    fn check_obligations(
+        &self,
+        over: usize,
+        obligations: &[Obligation],
+        stores: &[StoreView],
+    ) -> Result<()> {
+        let ext = &stores[over].extents;
+        for ob in obligations {
+            let (e, lim) = (ext[ob.loop_dim], stores[ob.store].extents[ob.dim]);
+            if e > lim {
+                return Err(self.fault(format!(
+                    "index out of bounds in store parameter {} (dim {}): the parallel loop over \
+                     parameter {} runs to {e} on its dim {}, past the extent {lim}",
+                    self.layout.stores[ob.store].param,
+                    ob.dim,
+                    self.layout.stores[over].param,
+                    ob.loop_dim
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// The index in [`Layout::stores`] of store parameter `param`.
@@ -371,19 +444,7 @@ impl Plan {
         } = *cx;
         let ext = &stores[over].extents;
         // The accesses indexed directly by loop indices are unchecked: prove them here.
-        for ob in obligations {
-            let (e, lim) = (ext[ob.loop_dim], stores[ob.store].extents[ob.dim]);
-            if e > lim {
-                return Err(self.fault(format!(
-                    "index out of bounds in store parameter {} (dim {}): the parallel loop over \
-                     parameter {} runs to {e} on its dim {}, past the extent {lim}",
-                    self.layout.stores[ob.store].param,
-                    ob.dim,
-                    self.layout.stores[over].param,
-                    ob.loop_dim
-                )));
-            }
-        }
+        self.check_obligations(over, obligations, stores)?;
         let (rows, inner) = match ext.split_first() {
             None => (1, 1),
             Some((&r, rest)) => (r, rest.iter().fold(1i64, |a, &b| a.saturating_mul(b))),

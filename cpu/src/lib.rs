@@ -32,6 +32,11 @@
 //!   (dense, initialised to the identity; for a rank-0 target, a register written once at the
 //!   end of the chunk), and the buffers are folded into the store in chunk order. The result
 //!   is bit-identical for any number of threads.
+//! - Deferred stores (see `deferred`): a store argument bound with a halo
+//!   ([`CompiledKernel::run_task`]'s `deferred`, from fusion through a bounded
+//!   anti-dependence) is written, by each parallel loop that stores it, into small slice
+//!   buffers that the launcher copies to the store once no point of the chunk still reads
+//!   those rows; the rows that neighbouring chunks read are written after the loop.
 //! - Vectors: a parallel loop whose body the vector lowering takes (element-wise arithmetic,
 //!   comparisons, selects, contiguous loads and stores, exact rank-0 reductions in registers; see
 //!   `lower::vector`) is compiled into one vector function instead: its innermost dimension
@@ -80,6 +85,7 @@
 
 mod backend;
 mod compile;
+mod deferred;
 mod error;
 mod launch;
 mod leaves;

@@ -15,6 +15,17 @@
 //! no earlier task of the prefix may write, through any partition: the ranges are read when
 //! the fused task starts.
 //!
+//! **Bounded anti-dependence (beyond Diffuse).** A task that writes `S` through `W` where
+//! earlier tasks read `S` through other partitions still joins the prefix when the launch has
+//! one point, every earlier access to `S` is a read, touched only at the reading loop's own
+//! index ([`weft_runtime::KernelEntry::pointwise`]), through a view that is `W`'s shifted by
+//! at most [`MAX_HALO`] along each dimension (a stencil's neighbours), and the task's kernel
+//! writes all of `W` before reading it ([`weft_runtime::KernelEntry::overwritten_by`]). Its
+//! writes to `S` are then *deferred* ([`Deferral`]): they land when the fused loop ends, and the
+//! back end holds back the rows that other chunks still read. Nothing after it in the prefix
+//! may touch `S`, and no task of such a prefix reduces (a deferred loop keeps no reduction
+//! buffers). The other constraints stay as they are.
+//!
 //! The analysis compares partitions for equality only (a few rank-sized vectors), and never
 //! looks at points: its cost per task does not depend on the launch domain's size.
 //!
@@ -32,6 +43,23 @@ use weft_ir::Privilege;
 use weft_runtime::partition::RootPartition;
 use weft_runtime::stores::StorageId;
 use weft_runtime::task::IndexTask;
+
+/// The most elements by which a read through a shifted view may reach away from the deferred
+/// write it is fused with, along each dimension.
+pub const MAX_HALO: u32 = 4;
+
+/// A write that fuses through a bounded anti-dependence: argument `arg` of task `task` of the
+/// prefix, whose stores are deferred, with reads of its storage reaching at most `halo` rows
+/// (dimension 0 of its view) away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deferral {
+    /// The task, by its index in the prefix.
+    pub task: usize,
+    /// The argument, by its index in the task.
+    pub arg: usize,
+    /// Rows of dimension 0 that the reads reach away from each written row.
+    pub halo: u32,
+}
 
 /// Which constraint cut a window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -81,6 +109,10 @@ struct Seen<'a> {
     read_by_launch: bool,
     /// Read by a scalar task.
     read_by_scalar: bool,
+    /// Read somewhere other than at a reading loop's own index.
+    read_elsewhere: bool,
+    /// Written by a deferred write: nothing later in the prefix may touch it.
+    deferred: bool,
 }
 
 /// Whether a scalar task, run once per point of a multi-point fused task (as its promotion
@@ -123,8 +155,16 @@ pub fn fused_launch(tasks: &[IndexTask]) -> &[u64] {
 /// The longest fusible prefix of `tasks` (at least one task if any), and the cut that ended it
 /// (none if the whole window fuses).
 pub fn fusible_prefix(tasks: &[IndexTask]) -> (usize, Option<Cut>) {
+    let (n, cut, _) = fusible_prefix_deferring(tasks);
+    (n, cut)
+}
+
+/// As [`fusible_prefix`], with the writes of the prefix that fuse through a bounded
+/// anti-dependence (see the module documentation).
+pub fn fusible_prefix_deferring(tasks: &[IndexTask]) -> (usize, Option<Cut>, Vec<Deferral>) {
+    let mut deferrals = Vec::new();
     if tasks.is_empty() {
-        return (0, None);
+        return (0, None, deferrals);
     }
     // Few stores per window: a small vector beats a map here.
     let mut seen: Vec<(StorageId, Seen<'_>)> = Vec::new();
@@ -143,26 +183,46 @@ pub fn fusible_prefix(tasks: &[IndexTask]) -> (usize, Option<Cut>) {
                 })
             };
             if !scalar && launch.is_some_and(|l| l != task.launch.as_slice()) {
-                return (j, cut(None));
+                return (j, cut(None), deferrals);
             }
             let many = |l: &[u64]| l.iter().product::<u64>() > 1;
             if (task_unsafe && launch.is_some_and(many))
                 || (!scalar && many(&task.launch) && scalar_unsafe)
             {
-                return (j, cut(None));
+                return (j, cut(None), deferrals);
             }
             if let Some(s) = scalar_conflict(task, scalar, &seen) {
-                return (j, cut(Some(s)));
+                return (j, cut(Some(s)), deferrals);
             }
-            if let Some(cut) = conflict(task, &seen) {
-                return (j, Some(cut));
+            let deferral =
+                bounded_anti_dependence(task, &seen, &task.launch, !deferrals.is_empty());
+            if let Some(cut) = conflict(task, &seen, deferral.map(|(arg, _)| arg)) {
+                return (j, Some(cut), deferrals);
+            }
+            if let Some((arg, halo)) = deferral {
+                deferrals.push(Deferral { task: j, arg, halo });
+            }
+            if !deferrals.is_empty()
+                && let Some(a) = task
+                    .args
+                    .iter()
+                    .find(|a| matches!(a.privilege, Privilege::Reduce(_)))
+            {
+                return (
+                    j,
+                    Some(Cut {
+                        constraint: Constraint::Reduction,
+                        storage: Some(a.storage),
+                    }),
+                    deferrals,
+                );
             }
         }
         scalar_unsafe |= task_unsafe;
         if !scalar && launch.is_none() {
             launch = Some(&task.launch);
         }
-        for arg in &task.args {
+        for (a, arg) in task.args.iter().enumerate() {
             let entry = match seen.iter_mut().position(|(s, _)| *s == arg.storage) {
                 Some(i) => &mut seen[i].1,
                 None => {
@@ -183,6 +243,17 @@ pub fn fusible_prefix(tasks: &[IndexTask]) -> (usize, Option<Cut>) {
             if scalar && !matches!(arg.privilege, Privilege::Write) {
                 entry.read_by_scalar = true;
             }
+            if !matches!(arg.privilege, Privilege::Write)
+                && !task
+                    .kernel
+                    .store_param(a)
+                    .is_some_and(|p| task.kernel.pointwise(p))
+            {
+                entry.read_elsewhere = true;
+            }
+            if deferrals.last().is_some_and(|d| d.task == j && d.arg == a) {
+                entry.deferred = true;
+            }
             match arg.privilege {
                 Privilege::Read => entry.reads.push(&arg.root_partition),
                 Privilege::Write => entry.writes.push(&arg.root_partition),
@@ -194,7 +265,7 @@ pub fn fusible_prefix(tasks: &[IndexTask]) -> (usize, Option<Cut>) {
             }
         }
     }
-    (tasks.len(), None)
+    (tasks.len(), None, deferrals)
 }
 
 /// A store on which a scalar task and the multi-point tasks of the prefix would disagree: a
@@ -219,8 +290,114 @@ fn scalar_conflict(
     })
 }
 
-/// The first constraint that `task` breaks against the accesses in `seen`.
-fn conflict(task: &IndexTask, seen: &[(StorageId, Seen<'_>)]) -> Option<Cut> {
+/// Whether `task` may join the prefix through a bounded anti-dependence (see the module
+/// documentation): the argument whose writes are deferred and the halo in rows. `launch` is
+/// the prefix's launch domain; `deferring` says whether the prefix already defers a write.
+fn bounded_anti_dependence(
+    task: &IndexTask,
+    seen: &[(StorageId, Seen<'_>)],
+    launch: &[u64],
+    deferring: bool,
+) -> Option<(usize, u32)> {
+    let one_point = launch.iter().product::<u64>() == 1;
+    let reduces = |t: &IndexTask| {
+        t.args
+            .iter()
+            .any(|a| matches!(a.privilege, Privilege::Reduce(_)))
+    };
+    if !one_point || deferring || reduces(task) || seen.iter().any(|(_, s)| s.reduced.is_some()) {
+        return None;
+    }
+    task.args.iter().enumerate().find_map(|(a, arg)| {
+        let (_, s) = seen.iter().find(|(id, _)| *id == arg.storage)?;
+        let p = &arg.root_partition;
+        let anti = s.reads.iter().any(|r| *r != p);
+        let alone = task
+            .args
+            .iter()
+            .filter(|b| b.storage == arg.storage)
+            .count()
+            == 1;
+        let overwrites = task
+            .kernel
+            .store_param(a)
+            .and_then(|param| task.kernel.overwritten_by(param))
+            .is_some();
+        if !matches!(arg.privilege, Privilege::Write)
+            || !anti
+            || !alone
+            || !overwrites
+            || !s.writes.is_empty()
+            || s.read_elsewhere
+            || s.deferred
+        {
+            return None;
+        }
+        let halos: Option<Vec<u32>> = s.reads.iter().map(|r| bounded_shift(r, p)).collect();
+        Some((a, halos?.into_iter().max().unwrap_or(0)))
+    })
+}
+
+/// If the view of `read` is that of `write` shifted by at most [`MAX_HALO`] along each
+/// dimension, the number of rows (dimension 0 of `write`) by which an element read at some
+/// index may lie away from the element written at that index; else `None`. Both must be
+/// tiled alike, without images, and `write`'s view must nest row-major (positive strides,
+/// each dimension's step spanning the whole of the next), so that a shift along the inner
+/// dimensions smaller than one row moves at most one row further.
+pub fn bounded_shift(read: &RootPartition, write: &RootPartition) -> Option<u32> {
+    let (r, w) = (&read.view, &write.view);
+    let rank = w.shape.len();
+    if rank == 0
+        || read.image.is_some()
+        || write.image.is_some()
+        || read.tiling != write.tiling
+        || r.shape != w.shape
+        || r.strides != w.strides
+    {
+        return None;
+    }
+    let nested = (0..rank).all(|d| {
+        w.strides[d] > 0
+            && (d + 1 == rank
+                || w.strides[d] as u128
+                    >= u128::from(w.shape[d + 1]).saturating_mul(w.strides[d + 1] as u128))
+    });
+    if !nested {
+        return None;
+    }
+    // The shift along each dimension, outermost first.
+    let mut rest = i128::from(r.offset) - i128::from(w.offset);
+    let shift: Vec<i128> = w
+        .strides
+        .iter()
+        .map(|&stride| {
+            let s = i128::from(stride);
+            let q = (2 * rest + s).div_euclid(2 * s);
+            rest -= q * s;
+            q
+        })
+        .collect();
+    let halo = i128::from(MAX_HALO);
+    if rest != 0 || shift.iter().any(|q| q.abs() > halo) {
+        return None;
+    }
+    let inner: i128 = (1..rank)
+        .map(|d| shift[d].abs() * i128::from(w.strides[d]))
+        .sum();
+    if inner >= i128::from(w.strides[0]) {
+        return None;
+    }
+    let rows = shift[0].abs() + i128::from(inner > 0);
+    u32::try_from(rows).ok()
+}
+
+/// The first constraint that `task` breaks against the accesses in `seen`; the anti-dependence
+/// of argument `deferred` (a deferred write) is allowed.
+fn conflict(
+    task: &IndexTask,
+    seen: &[(StorageId, Seen<'_>)],
+    deferred: Option<usize>,
+) -> Option<Cut> {
     // An image partition's ranges are read from its source when the fused task starts, so the
     // source must not be written or reduced earlier in the prefix, through any partition
     // (a true dependence that the partitions alone do not show).
@@ -239,7 +416,7 @@ fn conflict(task: &IndexTask, seen: &[(StorageId, Seen<'_>)]) -> Option<Cut> {
             });
         }
     }
-    for arg in &task.args {
+    for (a, arg) in task.args.iter().enumerate() {
         let Some((_, s)) = seen.iter().find(|(id, _)| *id == arg.storage) else {
             continue;
         };
@@ -269,8 +446,12 @@ fn conflict(task: &IndexTask, seen: &[(StorageId, Seen<'_>)]) -> Option<Cut> {
         if (reads || writes) && s.writes.iter().any(|w| *w != p) {
             return cut(Constraint::TrueDependence);
         }
-        if writes && s.reads.iter().any(|r| *r != p) {
+        if writes && deferred != Some(a) && s.reads.iter().any(|r| *r != p) {
             return cut(Constraint::AntiDependence);
+        }
+        if s.deferred {
+            // A deferred write's stores land when the fused loop ends.
+            return cut(Constraint::TrueDependence);
         }
     }
     None
@@ -305,6 +486,7 @@ mod tests {
             root_partition: p,
             privilege,
             local: false,
+            deferred: None,
         }
     }
 
@@ -492,6 +674,7 @@ mod scalar_task_tests {
             root_partition,
             privilege,
             local: false,
+            deferred: None,
         }
     }
 
@@ -605,5 +788,159 @@ mod scalar_task_tests {
             ),
         ];
         assert_eq!(fusible_prefix(&tasks).0, 1);
+    }
+}
+
+#[cfg(test)]
+mod deferral_tests {
+    use super::*;
+    use weft_runtime::stores::StoreId;
+    use weft_runtime::task::{PluginId, TaskArg};
+    use weft_runtime::view::ViewMap;
+
+    const R: Privilege = Privilege::Read;
+    const W: Privilege = Privilege::Write;
+
+    fn arg(storage: u64, p: RootPartition, privilege: Privilege) -> TaskArg {
+        TaskArg {
+            store: StoreId(storage),
+            storage: StorageId(storage),
+            partition: weft_runtime::partition::Partition::None,
+            root_partition: p,
+            privilege,
+            local: false,
+            deferred: None,
+        }
+    }
+
+    fn task(args: Vec<TaskArg>) -> IndexTask {
+        IndexTask {
+            seq: 0,
+            plugin: PluginId(0),
+            kernel: weft_runtime::testing::empty_kernel("t"),
+            launch: vec![1],
+            args,
+            scalars: Vec::new(),
+        }
+    }
+
+    fn cut_of(tasks: &[IndexTask]) -> (usize, Option<Constraint>, Option<u64>) {
+        let (n, cut) = fusible_prefix(tasks);
+        (
+            n,
+            cut.as_ref().map(|c| c.constraint),
+            cut.and_then(|c| c.storage).map(|s| s.0),
+        )
+    }
+
+    /// `out[i] = a[i]` (both touched pointwise, `out` written whole) or, with `gather`,
+    /// `out[i] = a[0]` (`a` read elsewhere than at the loop's index).
+    fn copy_kernel(gather: bool) -> std::sync::Arc<weft_runtime::KernelEntry> {
+        let name = if gather { "t.gather" } else { "t.copy" };
+        let mut k = weft_ir::KernelBuilder::new(name);
+        let a = k.store(weft_ir::DType::F64, 1, R);
+        let out = k.store(weft_ir::DType::F64, 1, W);
+        k.parallel(out, |b, idx| {
+            let v = if gather {
+                let zero = b.const_i64(0);
+                b.load(a, &[zero])
+            } else {
+                b.load(a, idx)
+            };
+            b.store(out, idx, v);
+        });
+        let ir = k.finish_validated().expect("valid");
+        std::sync::Arc::new(weft_runtime::KernelEntry::new(name, &ir).expect("valid"))
+    }
+
+    /// The view `lo..lo+len` of a 1-d root of 100 elements, seen whole by one point.
+    fn whole(lo: u64, len: u64) -> RootPartition {
+        RootPartition {
+            view: ViewMap::whole(&[100]).slice(&[lo], &[lo + len]).unwrap(),
+            tiling: None,
+            image: None,
+        }
+    }
+
+    /// `t = grid[lo..lo+90]` then `grid[1..91] = t`, on `points` points.
+    fn shifted_copy(lo: u64, points: u64, gather: bool) -> Vec<IndexTask> {
+        let mut read = task(vec![arg(1, whole(lo, 90), R), arg(2, whole(0, 90), W)]);
+        read.kernel = copy_kernel(gather);
+        let mut write = task(vec![arg(2, whole(0, 90), R), arg(1, whole(1, 90), W)]);
+        write.kernel = copy_kernel(false);
+        for t in [&mut read, &mut write] {
+            t.launch = vec![points];
+        }
+        vec![read, write]
+    }
+
+    #[test]
+    fn a_write_over_what_was_read_a_few_rows_away_fuses_deferred() {
+        let (n, cut, deferrals) = fusible_prefix_deferring(&shifted_copy(0, 1, false));
+        assert_eq!((n, cut), (2, None));
+        assert_eq!(
+            deferrals,
+            vec![Deferral {
+                task: 1,
+                arg: 1,
+                halo: 1
+            }]
+        );
+        let (n, _, deferrals) = fusible_prefix_deferring(&shifted_copy(5, 1, false));
+        assert_eq!((n, deferrals[0].halo), (2, 4));
+    }
+
+    #[test]
+    fn a_bounded_anti_dependence_still_cuts_otherwise() {
+        // Several points, a shift past the halo, a read elsewhere than at the loop's index.
+        for tasks in [
+            shifted_copy(0, 4, false),
+            shifted_copy(6, 1, false),
+            shifted_copy(0, 1, true),
+        ] {
+            assert_eq!(
+                cut_of(&tasks),
+                (1, Some(Constraint::AntiDependence), Some(1))
+            );
+        }
+        // Nothing after the deferred write may touch its store.
+        let mut tasks = shifted_copy(0, 1, false);
+        let mut after = task(vec![arg(1, whole(0, 90), R), arg(3, whole(0, 90), W)]);
+        after.launch = vec![1];
+        tasks.push(after);
+        assert_eq!(
+            cut_of(&tasks),
+            (2, Some(Constraint::TrueDependence), Some(1))
+        );
+    }
+
+    #[test]
+    fn bounded_shifts_count_rows_of_the_written_view() {
+        // The interior (8 x 10) of a 10 x 12 grid, and views of it shifted by (di, dj).
+        let grid = ViewMap::whole(&[10, 12]);
+        let view = |di: i64, dj: i64| RootPartition {
+            view: grid
+                .slice(
+                    &[(1 + di) as u64, (1 + dj) as u64],
+                    &[(9 + di) as u64, (11 + dj) as u64],
+                )
+                .unwrap(),
+            tiling: None,
+            image: None,
+        };
+        let w = view(0, 0);
+        assert_eq!(bounded_shift(&view(0, 0), &w), Some(0));
+        assert_eq!(bounded_shift(&view(-1, 0), &w), Some(1));
+        assert_eq!(bounded_shift(&view(1, 0), &w), Some(1));
+        // A column shift may reach into the next row.
+        assert_eq!(bounded_shift(&view(0, 1), &w), Some(1));
+        assert_eq!(bounded_shift(&view(-1, -1), &w), Some(2));
+        // Transposed: not a shift.
+        let t = RootPartition {
+            view: w.view.permute(&[1, 0]).unwrap(),
+            tiling: None,
+            image: None,
+        };
+        assert_eq!(bounded_shift(&t, &w), None);
     }
 }

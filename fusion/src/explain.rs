@@ -8,7 +8,7 @@ use weft_runtime::stores::StorageId;
 use weft_runtime::task::IndexTask;
 
 use crate::canonical::Key;
-use crate::constraints::{Constraint, Cut};
+use crate::constraints::{Constraint, Cut, Deferral};
 
 /// Why a prefix fused as it did.
 #[derive(Clone, Debug, Default)]
@@ -35,6 +35,9 @@ pub struct Explanation {
     /// number): the canonical index of its store and the first task argument it stands for,
     /// `argument 0 of numeric.linspace.f64`.
     pub params: Vec<(Option<usize>, String)>,
+    /// The writes fused through a bounded anti-dependence: the canonical index of the store,
+    /// the argument, and the halo in rows.
+    pub deferred: Vec<(Option<usize>, String, u32)>,
 }
 
 impl Explanation {
@@ -76,7 +79,24 @@ impl Explanation {
             kept_local: 0,
             passes: String::new(),
             params: Vec::new(),
+            deferred: Vec::new(),
         }
+    }
+
+    /// Records the writes of `tasks` that fuse through a bounded anti-dependence.
+    pub fn set_deferred(&mut self, tasks: &[IndexTask], deferrals: &[Deferral], key: &Key) {
+        self.deferred = deferrals
+            .iter()
+            .filter_map(|d| {
+                let task = tasks.get(d.task)?;
+                let arg = task.args.get(d.arg)?;
+                Some((
+                    key.index_of(arg.storage),
+                    format!("argument {} of {}", d.arg, task.name()),
+                    d.halo,
+                ))
+            })
+            .collect();
     }
 
     /// Records the kernel passes' report, and what each store parameter of the fused kernel
@@ -138,6 +158,15 @@ impl Explanation {
                 ));
             }
             _ => out.push_str("  the whole window fused\n"),
+        }
+        for (s, role, halo) in &self.deferred {
+            let on = s.map_or_else(|| "a store".to_string(), id);
+            out.push_str(&format!(
+                "  fused through a bounded anti-dependence on {on}: {role} overwrites what \
+                 earlier tasks read through views shifted by at most {halo} row(s); its \
+                 writes are deferred to the end of the loop (the rows that other chunks read \
+                 are held back)\n"
+            ));
         }
         if !self.temporaries.is_empty() {
             let names: Vec<String> = self.temporaries.iter().map(|&i| store(i)).collect();

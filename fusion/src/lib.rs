@@ -34,7 +34,7 @@ use weft_runtime::stores::{StorageId, Stores};
 use weft_runtime::task::{IndexTask, TaskArg};
 use weft_runtime::{Error, KernelEntry, Result};
 
-use constraints::{Cut, fusible_prefix};
+use constraints::{Cut, Deferral, fusible_prefix, fusible_prefix_deferring};
 use explain::Explanation;
 
 /// The planner's counters (the runtime's [`PlannerStats`]).
@@ -51,6 +51,9 @@ pub struct ArgSource {
     pub privilege: Privilege,
     /// Whether the argument is a temporary (task-local scratch).
     pub local: bool,
+    /// `Some(halo)` when its stores are deferred (fused through a bounded anti-dependence,
+    /// see [`constraints::Deferral`]).
+    pub deferred: Option<u32>,
 }
 
 /// The fused task of a prefix of more than one task.
@@ -107,7 +110,7 @@ impl Fuser {
         stores: &Stores,
         readers: &HashMap<StorageId, u32>,
     ) -> Result<Planned> {
-        let (prefix, cut) = fusible_prefix(window);
+        let (prefix, cut, deferrals) = fusible_prefix_deferring(window);
         let prefix = prefix.clamp(1, window.len().max(1)).min(window.len());
         let tasks = &window[..prefix];
         // A store is read after the prefix if pending tasks outside it read it (they may be
@@ -138,8 +141,14 @@ impl Fuser {
             |s| stores.storage(s).map(|st| st.shape.as_slice()),
         );
         let mut explanation = Explanation::new(tasks, window.get(prefix), cut, &temps, &key);
+        let deferrals: Vec<Deferral> = if prefix > 1 {
+            deferrals.into_iter().filter(|d| d.task < prefix).collect()
+        } else {
+            Vec::new()
+        };
+        explanation.set_deferred(tasks, &deferrals, &key);
         let fused = if prefix > 1 {
-            let fused = self.build(tasks, &temps, &key, &mut explanation)?;
+            let fused = self.build(tasks, &temps, &deferrals, &key, &mut explanation)?;
             self.stats.kernels_fused += 1;
             Some(fused)
         } else {
@@ -166,18 +175,22 @@ impl Fuser {
         &mut self,
         tasks: &[IndexTask],
         temps: &[StorageId],
+        deferrals: &[Deferral],
         key: &canonical::Key,
         explanation: &mut Explanation,
     ) -> Result<Fused> {
-        // One fused argument per distinct (storage, partition, reduction-or-not).
+        // One fused argument per distinct (storage, partition, reduction-or-not), and one of
+        // its own for each deferred write (its stores land apart from every load).
         let mut args: Vec<ArgSource> = Vec::new();
-        let mut arg_keys: Vec<(StorageId, &RootPartition, bool)> = Vec::new();
+        let mut arg_keys: Vec<(StorageId, &RootPartition, bool, Option<usize>)> = Vec::new();
         let mut parts_params: Vec<Vec<u32>> = Vec::with_capacity(tasks.len());
         for (t, task) in tasks.iter().enumerate() {
             let mut map = Vec::new();
             for (a, arg) in task.args.iter().enumerate() {
                 let reduces = matches!(arg.privilege, Privilege::Reduce(_));
-                let k = (arg.storage, &arg.root_partition, reduces);
+                let deferral = deferrals.iter().position(|d| d.task == t && d.arg == a);
+                let local = temps.contains(&arg.storage);
+                let k = (arg.storage, &arg.root_partition, reduces, deferral);
                 let index = match arg_keys.iter().position(|x| *x == k) {
                     Some(i) => {
                         args[i].privilege = merge(args[i].privilege, arg.privilege);
@@ -189,7 +202,8 @@ impl Fuser {
                             task: t,
                             arg: a,
                             privilege: arg.privilege,
-                            local: temps.contains(&arg.storage),
+                            local,
+                            deferred: deferral.filter(|_| !local).map(|d| deferrals[d].halo),
                         });
                         args.len() - 1
                     }
@@ -251,13 +265,18 @@ impl Fuser {
             // Arguments on one root storage may overlap; others never do.
             alias: arg_keys
                 .iter()
-                .map(|(storage, _, _)| {
+                .map(|(storage, _, _, _)| {
                     arg_keys
                         .iter()
-                        .position(|(s, _, _)| s == storage)
+                        .position(|(s, _, _, _)| s == storage)
                         .map(|i| i as u32)
                 })
                 .chain(std::iter::repeat_n(None, scalars.len()))
+                .collect(),
+            deferred: args
+                .iter()
+                .map(|a| a.deferred.is_some())
+                .chain(std::iter::repeat_n(false, scalars.len()))
                 .collect(),
         };
         let optimized = optimize(&composed, &facts);
@@ -379,6 +398,7 @@ pub fn instantiate(plan: &FusionPlan, tasks: &[IndexTask]) -> Option<IndexTask> 
             TaskArg {
                 privilege: src.privilege,
                 local: src.local,
+                deferred: src.deferred,
                 ..arg.clone()
             }
         })

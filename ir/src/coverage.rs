@@ -43,6 +43,47 @@ pub fn overwritten_by(kernel: &Kernel) -> Vec<Option<u32>> {
     result
 }
 
+/// For each parameter of `kernel`, whether the kernel touches it only *pointwise*: every
+/// load, store and reduction of it sits in a top-level parallel loop (at any depth inside it)
+/// at exactly that loop's index tuple. Then a point reads and writes only its own element of
+/// the parameter's sub-store. `false` for scalars.
+pub fn pointwise(kernel: &Kernel) -> Vec<bool> {
+    let mut result: Vec<bool> = kernel
+        .params
+        .iter()
+        .map(|p| matches!(p, Param::Store { .. }))
+        .collect();
+    for inst in &kernel.body {
+        match &inst.op {
+            Op::Parallel(p) => visit_accesses(&p.body, &mut |a| {
+                if a.indices != p.indices
+                    && let Some(r) = result.get_mut(a.param as usize)
+                {
+                    *r = false;
+                }
+            }),
+            _ => visit_accesses(std::slice::from_ref(inst), &mut |a| {
+                if let Some(r) = result.get_mut(a.param as usize) {
+                    *r = false;
+                }
+            }),
+        }
+    }
+    result
+}
+
+/// Calls `f` on every access (load, store, reduction) in `body`, at any depth.
+fn visit_accesses(body: &[Inst], f: &mut impl FnMut(&crate::Access)) {
+    for inst in body {
+        match &inst.op {
+            Op::Load(a) | Op::Store(a, _) | Op::Reduce(a, _, _) => f(a),
+            Op::Parallel(p) => visit_accesses(&p.body, f),
+            Op::For(l) => visit_accesses(&l.body, f),
+            _ => {}
+        }
+    }
+}
+
 /// Whether `body` loads `param` or reduces into it, at any depth.
 fn reads(body: &[Inst], param: u32) -> bool {
     body.iter().any(|inst| match &inst.op {
@@ -55,23 +96,16 @@ fn reads(body: &[Inst], param: u32) -> bool {
 
 /// Marks every store parameter that `body` loads, stores or reduces into, at any depth.
 fn mark_touched(body: &[Inst], touched: &mut [bool]) {
-    for inst in body {
-        match &inst.op {
-            Op::Load(a) | Op::Store(a, _) | Op::Reduce(a, _, _) => {
-                if let Some(t) = touched.get_mut(a.param as usize) {
-                    *t = true;
-                }
-            }
-            Op::Parallel(p) => mark_touched(&p.body, touched),
-            Op::For(l) => mark_touched(&l.body, touched),
-            _ => {}
+    visit_accesses(body, &mut |a| {
+        if let Some(t) = touched.get_mut(a.param as usize) {
+            *t = true;
         }
-    }
+    });
 }
 
 #[cfg(test)]
 mod tests {
-    use super::overwritten_by;
+    use super::{overwritten_by, pointwise};
     use crate::text::parse;
 
     fn over(src: &str) -> Vec<Option<u32>> {
@@ -93,6 +127,24 @@ mod tests {
              }",
         );
         assert_eq!(k, vec![None, None, Some(1)]);
+    }
+
+    #[test]
+    fn pointwise_parameters_are_touched_only_at_the_loop_index() {
+        let kernel = parse(
+            "kernel @k(%arg0: store<f64, 1, read>, %arg1: store<f64, 1, read>, %arg2: store<f64, 1, write>, %arg3: store<f64, 0, read>) {
+               %0 = const i64 0
+               %1 = load %arg3[]
+               parallel %arg2 (%2) {
+                 %3 = load %arg0[%2]
+                 %4 = load %arg1[%0]
+                 %5 = add %3, %4
+                 store %arg2[%2], %5
+               }
+             }",
+        )
+        .expect("parses");
+        assert_eq!(pointwise(&kernel), vec![true, false, true, false]);
     }
 
     #[test]

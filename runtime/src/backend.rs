@@ -40,6 +40,15 @@ pub enum Binding {
         view: Vec<u64>,
         /// Bytes per element.
         element_size: usize,
+        /// `Some(h)`: the kernel's stores to this argument are *deferred*. Each parallel loop
+        /// that stores it (only ever at exactly the loop's own index; it never loads it) must
+        /// behave as if its stores landed when the loop ends, after every point's loads; the
+        /// kernel reads the same storage elsewhere through other arguments, shifted by at most
+        /// `h` rows of dimension 0. A back end may keep rows it has computed in a small buffer
+        /// and write each once no point that still runs reads it, and must hold back the first
+        /// and last `h` rows of every block of rows that runs apart (a chunk, a point task)
+        /// until the launch ends. Only for launches of one point.
+        deferred: Option<u32>,
     },
     /// A task-local temporary of a fused task: zeroed scratch memory of the rectangle's size,
     /// dense and row-major, that lives only for this point.

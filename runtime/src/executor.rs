@@ -149,6 +149,7 @@ impl Executor<'_> {
                         origin,
                         view: p.view.shape.clone(),
                         element_size,
+                        deferred: arg.deferred,
                     },
                 });
             }

@@ -32,6 +32,9 @@ pub struct KernelEntry {
     /// Per parameter, the store parameter whose parallel loop overwrites it before anything
     /// reads it ([`weft_ir::coverage::overwritten_by`]).
     overwritten_by: Vec<Option<u32>>,
+    /// Per parameter, whether the kernel touches it only at its loops' own indices
+    /// ([`weft_ir::coverage::pointwise`]).
+    pointwise: Vec<bool>,
 }
 
 impl KernelEntry {
@@ -58,12 +61,32 @@ impl KernelEntry {
         self.overwritten_by.get(param).copied().flatten()
     }
 
+    /// Whether the kernel touches parameter `param` only at the indices of the parallel loop
+    /// it runs in, so that each point reads and writes only its own element of the
+    /// parameter's sub-store (see [`weft_ir::coverage::pointwise`]).
+    pub fn pointwise(&self, param: usize) -> bool {
+        self.pointwise.get(param).copied().unwrap_or(false)
+    }
+
+    /// The kernel parameter of store argument `arg` (the `arg`-th store parameter).
+    pub fn store_param(&self, arg: usize) -> Option<usize> {
+        self.ir
+            .params
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| matches!(p, weft_ir::Param::Store { .. }))
+            .nth(arg)
+            .map(|(i, _)| i)
+    }
+
     fn from_valid(id: KernelId, ir: ValidKernel) -> KernelEntry {
         let overwritten_by = weft_ir::coverage::overwritten_by(&ir);
+        let pointwise = weft_ir::coverage::pointwise(&ir);
         KernelEntry {
             id,
             ir,
             overwritten_by,
+            pointwise,
         }
     }
 

@@ -28,6 +28,10 @@ pub struct TaskArg {
     /// Whether the store is a temporary of a fused task: each point gets a scratch buffer the
     /// size of its tile, and the store's storage is never touched.
     pub local: bool,
+    /// `Some(h)` when the task's stores to this argument are deferred (see
+    /// [`crate::Binding`]'s `deferred`): fusion through a bounded anti-dependence sets it, with
+    /// `h` the most rows (dimension 0) by which the task reads the same storage shifted.
+    pub deferred: Option<u32>,
 }
 
 impl TaskArg {
@@ -41,6 +45,7 @@ impl TaskArg {
             root_partition: RootPartition::scalar(),
             privilege,
             local: false,
+            deferred: None,
         }
     }
 
@@ -65,6 +70,7 @@ impl TaskArg {
             root_partition,
             privilege,
             local: false,
+            deferred: None,
         })
     }
 }

@@ -184,6 +184,8 @@ impl Backend for FakeBackend {
         // scratch binding.
         let mut storages: Vec<interp::Storage> = Vec::new();
         let mut sources: Vec<Option<BufferId>> = Vec::new();
+        let mut deferred_copy: Vec<bool> = Vec::new();
+        let mut deferred_views: Vec<View> = Vec::new();
         let mut views = Vec::new();
         for (binding, &dtype) in bindings.iter().zip(&dtypes) {
             let view = match binding {
@@ -193,11 +195,19 @@ impl Backend for FakeBackend {
                     extents,
                     strides,
                     origin,
+                    deferred,
                     ..
                 } => {
-                    let index = match sources.iter().position(|s| *s == Some(*buffer)) {
+                    // A deferred argument's stores go to a copy of its own, written back
+                    // after the kernel: no load of the kernel sees them.
+                    let shared = sources
+                        .iter()
+                        .zip(&deferred_copy)
+                        .position(|(s, &d)| *s == Some(*buffer) && !d);
+                    let index = match shared.filter(|_| deferred.is_none()) {
                         Some(i) => i,
                         None => {
+                            deferred_copy.push(deferred.is_some());
                             let bytes = self.buffer(*buffer)?;
                             storages.push(interp::Storage {
                                 dtype,
@@ -221,11 +231,21 @@ impl Backend for FakeBackend {
                     let len: i64 = extents.iter().product();
                     storages.push(interp::Storage::zeros(dtype, len.max(0) as usize));
                     sources.push(None);
+                    deferred_copy.push(false);
                     let mut view = View::dense(storages.len() - 1, extents);
                     view.origin = origin.clone();
                     view
                 }
             };
+            if matches!(
+                binding,
+                Binding::Buffer {
+                    deferred: Some(_),
+                    ..
+                }
+            ) {
+                deferred_views.push(view.clone());
+            }
             views.push(view);
         }
         // The interpreter takes arguments in parameter order.
@@ -251,10 +271,29 @@ impl Backend for FakeBackend {
                 .count() as u32;
             self.held.push(part);
         }
-        for (storage, source) in storages.iter().zip(&sources) {
-            if let Some(buffer) = source {
+        for ((storage, source), &d) in storages.iter().zip(&sources).zip(&deferred_copy) {
+            if let Some(buffer) = source
+                && !d
+            {
                 let bytes = self.buffer(*buffer)?;
                 encode(&storage.data, storage.dtype, bytes);
+            }
+        }
+        // Deferred stores land last, and only in their argument's view.
+        for view in &deferred_views {
+            let (storage, Some(buffer)) = (&storages[view.storage], sources[view.storage]) else {
+                continue;
+            };
+            let size = storage.dtype.size();
+            let bytes = self.buffer(buffer)?;
+            for element in view_elements(view) {
+                let Some(value) = storage.data.get(element) else {
+                    continue;
+                };
+                let start = element * size;
+                if let Some(chunk) = bytes.get_mut(start..start + size) {
+                    encode(std::slice::from_ref(value), storage.dtype, chunk);
+                }
             }
         }
         Ok(())
@@ -272,6 +311,36 @@ impl Backend for FakeBackend {
         MemoryStats {
             allocated: self.buffers.values().map(|b| b.len() as u64).sum(),
             pooled: 0,
+        }
+    }
+}
+
+/// The storage elements of a view, in row-major order of its indices.
+fn view_elements(view: &View) -> Vec<usize> {
+    let mut out = Vec::new();
+    if view.extents.iter().any(|&e| e <= 0) {
+        return out;
+    }
+    let mut index = vec![0i64; view.extents.len()];
+    loop {
+        let at = index
+            .iter()
+            .zip(&view.strides)
+            .fold(view.offset, |a, (&i, &s)| a + i * s);
+        if let Ok(at) = usize::try_from(at) {
+            out.push(at);
+        }
+        let mut d = view.extents.len();
+        loop {
+            if d == 0 {
+                return out;
+            }
+            d -= 1;
+            index[d] += 1;
+            if index[d] < view.extents[d] {
+                break;
+            }
+            index[d] = 0;
         }
     }
 }

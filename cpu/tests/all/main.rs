@@ -4,6 +4,7 @@
 
 mod api;
 mod avx512;
+mod deferred;
 mod errors;
 mod loops;
 #[path = "../../../ir/tests/all/common/math_cases.rs"]

@@ -26,6 +26,13 @@
 //!      included), must be at exactly its loop's index tuple: `X[I]` in `L1`, `X[J]` in `L2`,
 //!      the loop's index values themselves, in order.
 //!
+//! One exception to rule 3: a load in `L1` and a store in `L2` to *distinct* parameters that
+//! may overlap do not conflict when `L2`'s parameter is deferred ([`FusionFacts::deferred`]):
+//! its stores land when the fused loop ends, so every load of `L1` still reads what it read
+//! unfused. This is how a stencil's sweep (`work = f(shifted views of grid)`, then
+//! `center[:] = work`) becomes one loop. The reverse (a deferred store in `L1`, a load in
+//! `L2`) still conflicts: unfused, `L2` would read the new values.
+//!
 //! The fused loop is `L1`'s, with `L2`'s body appended and `J` replaced by `I`.
 //!
 //! **Why this is sound.** The fused loop runs, for each point `p`, `L1`'s body at `p` and then
@@ -243,6 +250,15 @@ fn legality(
     for x in &a1 {
         for y in &a2 {
             if !(x.kind.writes() || y.kind.writes()) || !facts.may_alias(x.param, y.param) {
+                continue;
+            }
+            // A deferred store of the second loop lands after the fused loop ends, so the
+            // first loop's loads of what it overwrites still read the old values.
+            if x.param != y.param
+                && matches!(x.kind, AccessKind::Load)
+                && matches!(y.kind, AccessKind::Store)
+                && facts.is_deferred(y.param)
+            {
                 continue;
             }
             if let (AccessKind::Reduce(p), AccessKind::Reduce(q)) = (x.kind, y.kind)

@@ -49,6 +49,13 @@ pub struct FusionFacts {
     /// `None` means unknown: the parameter may overlap any other store parameter. The host
     /// gives the id of the root storage (a scratch buffer, such as a local's, is its own root).
     pub alias: Vec<Option<u32>>,
+    /// Whether each store parameter's stores are *deferred*: they take effect when the
+    /// parallel loop that makes them ends, after every point of it has run (the back end holds
+    /// them back, see `Binding`'s `deferred` in `weft-runtime`). The kernel never loads such a
+    /// parameter or reduces into it. So a loop that loads a parameter that may overlap it can
+    /// fuse with a later loop that stores it: the fused loop's loads still see the old values.
+    /// `false` for scalars.
+    pub deferred: Vec<bool>,
 }
 
 impl FusionFacts {
@@ -60,6 +67,7 @@ impl FusionFacts {
             class: vec![None; n],
             local: vec![false; n],
             alias: vec![None; n],
+            deferred: vec![false; n],
         }
     }
 
@@ -83,6 +91,11 @@ impl FusionFacts {
     /// Whether parameter `p` is a local temporary.
     pub fn is_local(&self, p: u32) -> bool {
         self.local.get(p as usize).copied().unwrap_or(false)
+    }
+
+    /// Whether parameter `p`'s stores are deferred.
+    pub fn is_deferred(&self, p: u32) -> bool {
+        self.deferred.get(p as usize).copied().unwrap_or(false)
     }
 
     /// The alias set of parameter `p`.
@@ -122,6 +135,7 @@ impl FusionFacts {
                 out.class[new] = self.class_of(old);
                 out.local[new] = self.is_local(old);
                 out.alias[new] = self.alias_of(old);
+                out.deferred[new] = self.is_deferred(old);
             }
         }
         out

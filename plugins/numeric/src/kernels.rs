@@ -503,7 +503,15 @@ fn sqrt_in_place(name: String, dtype: DType) -> KernelBuilder {
     k
 }
 
-/// The sum of `term(p)` for `p` in `0..n`, as a `for` loop carrying the sum.
+/// Partial sums of an inner product (see [`inner_product`]).
+const INNER_LANES: usize = 8;
+
+/// The sum of `term(p)` for `p` in `0..n`, in this fixed order: term `p < 8 floor(n/8)` goes
+/// to partial sum `p mod 8` (eight `for`-loop-carried sums, each in increasing `p`, from
+/// zero), the terms after them to a ninth sum, and the result is
+/// `(((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))) + tail`. Eight independent chains of
+/// additions instead of one keep the adder busy (a single chain waits out each addition's
+/// latency), and every back end, fused or not, computes exactly this order.
 fn inner_product(
     b: &mut BodyBuilder,
     dtype: DType,
@@ -512,11 +520,32 @@ fn inner_product(
 ) -> Value {
     let zero = b.const_of(dtype, 0.0);
     let lo = b.const_i64(0);
-    let sum = b.for_loop(lo, n, &[zero], |b, p, acc| {
+    let lanes = b.const_i64(INNER_LANES as i64);
+    let blocks = b.div(n, lanes);
+    let sums = b.for_loop(lo, blocks, &[zero; INNER_LANES], |b, q, acc| {
+        let base = b.mul(q, lanes);
+        (0..INNER_LANES)
+            .map(|k| {
+                let offset = b.const_i64(k as i64);
+                let p = b.add(base, offset);
+                let t = term(b, p);
+                b.add(acc[k], t)
+            })
+            .collect()
+    });
+    let start = b.mul(blocks, lanes);
+    let tail = b.for_loop(start, n, &[zero], |b, p, acc| {
         let t = term(b, p);
         vec![b.add(acc[0], t)]
     });
-    sum[0]
+    let mut level = sums;
+    while level.len() > 1 {
+        level = level
+            .chunks(2)
+            .map(|pair| b.add(pair[0], pair[1]))
+            .collect();
+    }
+    b.add(level[0], tail[0])
 }
 
 /// `y[i] = sum_j A[i, j] * x[j]`: `A` tiled by rows like `y`, `x` whole.

@@ -27,9 +27,9 @@
 //! | `norm.sqrt.<dt>` | `out[] = sqrt(out[])` |
 //! | `reduceaxes.<op>.<dt>.r<k>.m<mask>` | `out[i with masked dims 0] op= a[i]` |
 //! | `reducerows.<op>.<dt>.r<k>.q<q>` | `out[i] = op over the q trailing dims of a[i, ...]` |
-//! | `matvec.<dt>` | `y[i] = sum_j A[i,j] * x[j]` |
+//! | `matvec.<dt>` | `y[i] = sum_j A[i,j] * x[j]` (in eight interleaved partial sums) |
 //! | `vecmat.<dt>` | `y[r] += A[r,i] * x[i]`, launched over `i` |
-//! | `matmul.<dt>` | `C[i,j] = sum_p A[i,p] * B[p,j]` |
+//! | `matmul.<dt>` | `C[i,j] = sum_p A[i,p] * B[p,j]` (in eight interleaved partial sums) |
 //! | `diag.extract.<dt>` | `out[i] = A[g,g]` |
 //! | `diag.embed.<dt>` | `out[i,j] = i == j ? v[i] : 0` (global indices) |
 //! | `cumsum.<dt>.r<k>` | `out[i, j] = sum over l <= j of a[i, l]`, launched over the `k` leading dims |

@@ -15,4 +15,5 @@ mod sandbox;
 mod simd_paths;
 mod sparse;
 mod stats;
+mod stencil_fusion;
 mod template;
