@@ -1,5 +1,6 @@
 //! [`CpuBackend`]: the CPU's implementation of the runtime's back-end seam.
 
+use crate::HeldRow;
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -48,6 +49,58 @@ pub struct CpuBackend {
     /// Reductions held back by launches (see `Backend::launch`), their targets named by store
     /// argument.
     held: Vec<LoopPartial>,
+    /// Rows of deferred bindings held back until the task's last point has run.
+    held_rows: Vec<PendingRow>,
+}
+
+/// A held row of a deferred binding and where it goes.
+#[derive(Debug)]
+struct PendingRow {
+    buffer: BufferId,
+    /// The binding's element at index 0, in elements from the buffer's start.
+    offset: u64,
+    extents: Vec<i64>,
+    strides: Vec<i64>,
+    element_size: usize,
+    row: HeldRow,
+}
+
+impl PendingRow {
+    /// Writes the row into its buffer, element by element, each checked against the buffer.
+    fn commit(&self, memory: &mut Memory) -> Result<()> {
+        let bytes = memory.bytes_mut(self.buffer)?;
+        let size = self.element_size;
+        let (inner, strides) = (
+            self.extents.get(1..).unwrap_or(&[]),
+            self.strides.get(1..).unwrap_or(&[]),
+        );
+        let row_at = i128::from(self.offset)
+            + i128::from(self.row.row) * i128::from(self.strides.first().copied().unwrap_or(0));
+        let mut index = vec![0i64; inner.len()];
+        for chunk in self.row.bytes.chunks_exact(size) {
+            let at = index
+                .iter()
+                .zip(strides)
+                .fold(row_at, |a, (&i, &s)| a + i128::from(i) * i128::from(s));
+            let range = usize::try_from(at)
+                .ok()
+                .and_then(|e| e.checked_mul(size))
+                .and_then(|b| Some(b..b.checked_add(size)?))
+                .filter(|r| r.end <= bytes.len())
+                .ok_or_else(|| {
+                    Error::Memory(format!("a held row outside buffer {}", self.buffer.0))
+                })?;
+            bytes[range].copy_from_slice(chunk);
+            for d in (0..inner.len()).rev() {
+                index[d] += 1;
+                if index[d] < inner[d] {
+                    break;
+                }
+                index[d] = 0;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for CpuBackend {
@@ -84,6 +137,7 @@ impl CpuBackend {
             scratch: Vec::new(),
             spare: Vec::new(),
             held: Vec::new(),
+            held_rows: Vec::new(),
         })
     }
 
@@ -231,7 +285,32 @@ impl CpuBackend {
         };
         self.spare
             .extend(views.into_iter().map(|v| [v.extents, v.strides, v.origin]));
-        for mut part in result? {
+        let out = result?;
+        for h in out.held_rows {
+            let Some(Binding::Buffer {
+                buffer,
+                offset,
+                extents,
+                strides,
+                element_size,
+                ..
+            }) = bindings.get(h.store)
+            else {
+                return Err(Error::Memory(format!(
+                    "a held row of store argument {}, not a buffer",
+                    h.store
+                )));
+            };
+            self.held_rows.push(PendingRow {
+                buffer: *buffer,
+                offset: *offset,
+                extents: extents.clone(),
+                strides: strides.clone(),
+                element_size: *element_size,
+                row: h,
+            });
+        }
+        for mut part in out.partials {
             part.param = compiled
                 .store_argument(part.param)
                 .ok_or_else(|| Error::KernelFault {
@@ -343,6 +422,15 @@ impl Backend for CpuBackend {
 
     fn take_reductions(&mut self) -> weft_runtime::Result<Vec<LoopPartial>> {
         Ok(std::mem::take(&mut self.held))
+    }
+
+    fn finish_deferred(&mut self, commit: bool) -> weft_runtime::Result<()> {
+        for row in std::mem::take(&mut self.held_rows) {
+            if commit {
+                row.commit(&mut self.memory)?;
+            }
+        }
+        Ok(())
     }
 
     fn synchronize(&mut self) -> weft_runtime::Result<()> {

@@ -12,7 +12,6 @@ use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{Linkage, Module, default_libcall_names};
-use weft_ir::reduction::LoopPartial;
 use weft_ir::{DType, Kernel, Scalar};
 
 use crate::launch::{KernelFn, Plan, PlanStep};
@@ -443,8 +442,9 @@ impl CompiledKernel {
     /// `None` takes each sub-store's origin plus its extents. Each partial names its target by
     /// its kernel parameter. `deferred` gives, per store argument (or none), `Some(halo)` for
     /// an argument whose stores are deferred: each parallel loop that stores it (at its own
-    /// index only) lands them when it ends, holding back the first and last `halo` rows of
-    /// each chunk until every chunk has run (see `weft_runtime::Binding`).
+    /// index only) writes the rows nothing else reads as it goes, and hands back the first
+    /// and last `halo` rows of each chunk ([`crate::TaskOutput::held_rows`]), for the caller
+    /// to write once every point task of the launch has run (see `weft_runtime::Binding`).
     ///
     /// # Safety
     /// As for [`CompiledKernel::run`].
@@ -455,7 +455,7 @@ impl CompiledKernel {
         pool: &rayon::ThreadPool,
         views: Option<&[Vec<u64>]>,
         deferred: &[Option<u32>],
-    ) -> Result<Vec<LoopPartial>> {
+    ) -> Result<crate::TaskOutput> {
         // SAFETY: forwarded from the caller.
         unsafe {
             self.inner

@@ -10,8 +10,8 @@
 //! shifted along dimension 0), row `q` is read only by rows `q - h ..= q + h`; once the slice
 //! holding row `q + h` has run, row `q` is copied to the store, since nothing in the chunk
 //! still reads it. The first and last `h` rows of each chunk are read by the neighbouring
-//! chunks, which run in any order: they are held back and written after every chunk has
-//! finished. So each row is computed into a buffer that stays in cache and written to memory
+//! chunks and point tasks, which run in any order: they are handed back
+//! ([`crate::TaskOutput::held_rows`]) and written after the last point task of the launch. So each row is computed into a buffer that stays in cache and written to memory
 //! once: the sweep is one pass over the grid, as a hand-written double-buffered loop is, but
 //! without a second grid.
 
@@ -91,17 +91,22 @@ struct RowTarget {
     strides: Vec<i64>,
 }
 
-/// A row held back until every chunk has run: its index and its elements, dense.
-struct HeldRow {
-    row: i64,
-    store: usize,
-    bytes: Vec<u8>,
+/// A row of a deferred store argument that other chunks or point tasks may still read: it is
+/// written only when the whole launch (every point task) has run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeldRow {
+    /// The store argument (its position among the store parameters).
+    pub store: usize,
+    /// The row: its index along dimension 0 of the argument's sub-store.
+    pub row: i64,
+    /// Its elements, dense and row-major.
+    pub bytes: Vec<u8>,
 }
 
 impl Plan {
     /// Runs one parallel step (over layout store `over`, with `obligations` already proven)
-    /// whose stores to the `defer` arguments are deferred, as the module documentation says.
-    /// The step has no reductions.
+    /// whose stores to the `defer` arguments are deferred, as the module documentation says,
+    /// and returns the rows it held back. The step has no reductions.
     ///
     /// # Safety
     /// As for [`crate::CompiledKernel::run`]; `frame` was built by [`Plan::frame`] from
@@ -115,7 +120,7 @@ impl Plan {
         stores: &[StoreView],
         pool: &ThreadPool,
         defer: &[Deferred],
-    ) -> Result<()> {
+    ) -> Result<Vec<HeldRow>> {
         let ext = &stores[over].extents;
         let (rows, inner) = match ext.split_first() {
             None => (1, 1),
@@ -130,7 +135,7 @@ impl Plan {
             }
         }
         if rows == 0 || inner == 0 {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let halo = defer.iter().map(|d| d.halo).max().unwrap_or(0).max(0);
         let slice = (SLICE_ITERS / inner.max(1)).max(1).max(halo);
@@ -247,14 +252,29 @@ impl Plan {
         };
         let mut held = Vec::new();
         for r in results {
-            held.push(r?);
+            held.extend(r?);
         }
-        for h in held.iter().flatten() {
-            // SAFETY: every chunk has finished; the row is valid for writes (the caller's
-            // contract) and `h.bytes` holds its elements, dense.
-            unsafe { write_row(&targets[h.store], h.row, h.bytes.as_ptr(), h.bytes.len()) };
-        }
-        Ok(())
+        Ok(held)
+    }
+}
+
+/// Writes held rows into their store arguments.
+///
+/// # Safety
+/// Each row's store argument in `stores` is valid for writes of that row, and no thread is
+/// running a step of the kernel.
+pub(crate) unsafe fn write_held(stores: &[StoreView], rows: &[HeldRow]) {
+    for h in rows {
+        let Some(view) = stores.get(h.store) else {
+            continue;
+        };
+        let target = RowTarget {
+            ptr: Shared(view.ptr),
+            extents: view.extents.clone(),
+            strides: view.strides.clone(),
+        };
+        // SAFETY: the caller's contract; `h.bytes` holds the row's elements, dense.
+        unsafe { write_row(&target, h.row, h.bytes.as_ptr(), h.bytes.len()) };
     }
 }
 

@@ -46,6 +46,17 @@ pub(crate) fn chunk_rows(inner: i64) -> i64 {
     (CHUNK_ITERS / inner.max(1)).max(1)
 }
 
+/// What running a kernel on one point task hands back (see
+/// [`crate::CompiledKernel::run_task`]).
+#[derive(Debug, Default)]
+pub struct TaskOutput {
+    /// The canonical partials of its float sums and products into 0-d stores.
+    pub partials: Vec<LoopPartial>,
+    /// The rows of deferred store arguments that other point tasks may still read: the caller
+    /// writes them once every point task of the launch has run.
+    pub held_rows: Vec<crate::deferred::HeldRow>,
+}
+
 /// One finalized step.
 pub(crate) struct PlanStep {
     pub kind: StepKind,
@@ -213,8 +224,10 @@ impl Plan {
         pool: &ThreadPool,
     ) -> Result<()> {
         // SAFETY: forwarded from the caller.
-        let parts = unsafe { self.run_deferring(stores, scalars, pool, None, &[])? };
-        for p in parts {
+        let out = unsafe { self.run_deferring(stores, scalars, pool, None, &[])? };
+        // SAFETY: as above; every step has finished.
+        unsafe { crate::deferred::write_held(stores, &out.held_rows) };
+        for p in out.partials {
             // SAFETY: as above; the target is a 0-d store with Reduce privilege.
             unsafe { self.fold_partial(stores, p)? };
         }
@@ -272,7 +285,7 @@ impl Plan {
         pool: &ThreadPool,
         views: Option<&[Vec<u64>]>,
         deferred: &[Option<u32>],
-    ) -> Result<Vec<LoopPartial>> {
+    ) -> Result<TaskOutput> {
         let given = self.layout.stores.len() - self.leaves.len();
         if stores.len() != given {
             return Err(self.fault(format!(
@@ -308,6 +321,7 @@ impl Plan {
         }
         let mut frame = self.frame(&all, scalars)?;
         let mut parts = Vec::new();
+        let mut held_rows = Vec::new();
         let mut loop_index = 0u32;
         for step in &self.steps {
             match &step.kind {
@@ -342,9 +356,10 @@ impl Plan {
                         self.check_obligations(*over, obligations, &all)?;
                         // SAFETY: forwarded from the caller; every access of this loop to a
                         // deferred argument is at the loop's index (`deferred_in` checked).
-                        unsafe {
+                        let held = unsafe {
                             self.parallel_deferred(func, *over, &mut frame, &all, pool, &defer)?
                         };
+                        held_rows.extend(held);
                         continue;
                     }
                     let cx = StepCx {
@@ -360,7 +375,10 @@ impl Plan {
                 }
             }
         }
-        Ok(parts)
+        Ok(TaskOutput {
+            partials: parts,
+            held_rows,
+        })
     }
 
     /// The deferred arguments that parallel loop `loop_index` stores: each must be one the

@@ -96,6 +96,8 @@ mod simd_path;
 
 pub use backend::{CpuBackend, CpuOptions};
 pub use compile::{CompiledKernel, Compiler, StoreView};
+pub use deferred::HeldRow;
 pub use error::{Error, Result};
+pub use launch::TaskOutput;
 pub use memory::Memory;
 pub use simd_path::SimdPath;

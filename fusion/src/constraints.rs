@@ -16,8 +16,8 @@
 //! the fused task starts.
 //!
 //! **Bounded anti-dependence (beyond Diffuse).** A task that writes `S` through `W` where
-//! earlier tasks read `S` through other partitions still joins the prefix when the launch has
-//! one point, every earlier access to `S` is a read, touched only at the reading loop's own
+//! earlier tasks read `S` through other partitions still joins the prefix when `W`'s tiles
+//! split only its dimension 0, every earlier access to `S` is a read, touched only at the reading loop's own
 //! index ([`weft_runtime::KernelEntry::pointwise`]), through a view that is `W`'s shifted by
 //! at most [`MAX_HALO`] along each dimension (a stencil's neighbours), and the task's kernel
 //! writes all of `W` before reading it ([`weft_runtime::KernelEntry::overwritten_by`]). Its
@@ -194,8 +194,7 @@ pub fn fusible_prefix_deferring(tasks: &[IndexTask]) -> (usize, Option<Cut>, Vec
             if let Some(s) = scalar_conflict(task, scalar, &seen) {
                 return (j, cut(Some(s)), deferrals);
             }
-            let deferral =
-                bounded_anti_dependence(task, &seen, &task.launch, !deferrals.is_empty());
+            let deferral = bounded_anti_dependence(task, &seen, !deferrals.is_empty());
             if let Some(cut) = conflict(task, &seen, deferral.map(|(arg, _)| arg)) {
                 return (j, Some(cut), deferrals);
             }
@@ -291,21 +290,19 @@ fn scalar_conflict(
 }
 
 /// Whether `task` may join the prefix through a bounded anti-dependence (see the module
-/// documentation): the argument whose writes are deferred and the halo in rows. `launch` is
-/// the prefix's launch domain; `deferring` says whether the prefix already defers a write.
+/// documentation): the argument whose writes are deferred and the halo in rows. `deferring`
+/// says whether the prefix already defers a write.
 fn bounded_anti_dependence(
     task: &IndexTask,
     seen: &[(StorageId, Seen<'_>)],
-    launch: &[u64],
     deferring: bool,
 ) -> Option<(usize, u32)> {
-    let one_point = launch.iter().product::<u64>() == 1;
     let reduces = |t: &IndexTask| {
         t.args
             .iter()
             .any(|a| matches!(a.privilege, Privilege::Reduce(_)))
     };
-    if !one_point || deferring || reduces(task) || seen.iter().any(|(_, s)| s.reduced.is_some()) {
+    if deferring || reduces(task) || seen.iter().any(|(_, s)| s.reduced.is_some()) {
         return None;
     }
     task.args.iter().enumerate().find_map(|(a, arg)| {
@@ -888,16 +885,15 @@ mod deferral_tests {
         );
         let (n, _, deferrals) = fusible_prefix_deferring(&shifted_copy(5, 1, false));
         assert_eq!((n, deferrals[0].halo), (2, 4));
+        // On several points too: each holds its tile's boundary rows back.
+        let (n, _, deferrals) = fusible_prefix_deferring(&shifted_copy(0, 4, false));
+        assert_eq!((n, deferrals.len()), (2, 1));
     }
 
     #[test]
     fn a_bounded_anti_dependence_still_cuts_otherwise() {
-        // Several points, a shift past the halo, a read elsewhere than at the loop's index.
-        for tasks in [
-            shifted_copy(0, 4, false),
-            shifted_copy(6, 1, false),
-            shifted_copy(0, 1, true),
-        ] {
+        // A shift past the halo, a read elsewhere than at the loop's index.
+        for tasks in [shifted_copy(6, 1, false), shifted_copy(0, 1, true)] {
             assert_eq!(
                 cut_of(&tasks),
                 (1, Some(Constraint::AntiDependence), Some(1))

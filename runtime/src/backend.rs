@@ -44,10 +44,11 @@ pub enum Binding {
         /// that stores it (only ever at exactly the loop's own index; it never loads it) must
         /// behave as if its stores landed when the loop ends, after every point's loads; the
         /// kernel reads the same storage elsewhere through other arguments, shifted by at most
-        /// `h` rows of dimension 0. A back end may keep rows it has computed in a small buffer
-        /// and write each once no point that still runs reads it, and must hold back the first
-        /// and last `h` rows of every block of rows that runs apart (a chunk, a point task)
-        /// until the launch ends. Only for launches of one point.
+        /// `h` rows of dimension 0, and nothing after the store in the task touches it. A back
+        /// end may keep rows it has computed in a small buffer and write each once nothing
+        /// that still runs reads it, and must hold back the first and last `h` rows of every
+        /// block of rows that runs apart (a chunk, a point task) until
+        /// [`Backend::finish_deferred`].
         deferred: Option<u32>,
     },
     /// A task-local temporary of a fused task: zeroed scratch memory of the rectangle's size,
@@ -142,6 +143,15 @@ pub trait Backend {
     /// [`Backend::launch`]), in launch order. Each names its target by the index of its store
     /// argument (its position in `bindings`), not by its kernel parameter.
     fn take_reductions(&mut self) -> Result<Vec<LoopPartial>>;
+
+    /// Writes (`commit`) or drops the rows of deferred bindings that the launches since the
+    /// last call held back (see [`Binding`]'s `deferred`): the executor commits them once
+    /// every point task of a launch has run, and drops whatever a failed task left. A back end
+    /// that holds nothing back does nothing.
+    fn finish_deferred(&mut self, commit: bool) -> Result<()> {
+        let _ = commit;
+        Ok(())
+    }
 
     /// Waits until every launch and copy issued so far has finished.
     fn synchronize(&mut self) -> Result<()>;

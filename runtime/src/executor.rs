@@ -111,6 +111,7 @@ impl Executor<'_> {
         let kernel = &task.kernel;
         // Whatever an earlier task that failed part-way held back is not this task's.
         drop(self.backend.take_reductions()?);
+        self.backend.finish_deferred(false)?;
         let mut bindings = Vec::with_capacity(task.args.len());
         for point in points(&task.launch) {
             if self.mapping.owner(&point, &task.launch) != self.rank {
@@ -156,6 +157,8 @@ impl Executor<'_> {
             self.backend.launch(kernel.id(), &bindings, &task.scalars)?;
             self.stats.points_executed += 1;
         }
+        // Deferred stores' held rows land once every point has run.
+        self.backend.finish_deferred(true)?;
         let held = self.backend.take_reductions()?;
         if !held.is_empty() {
             fold_reductions(&mut *self.backend, kernel.name(), &bindings, held)?;

@@ -39,6 +39,9 @@ pub struct FakeBackend {
     log: Arc<Mutex<Log>>,
     /// Reductions held back by launches (see [`Backend::launch`]).
     held: Vec<LoopPartial>,
+    /// Elements stored through deferred bindings (buffer, byte offset, bytes), written at
+    /// [`Backend::finish_deferred`].
+    deferred_writes: Vec<(BufferId, usize, Vec<u8>)>,
 }
 
 impl FakeBackend {
@@ -279,21 +282,19 @@ impl Backend for FakeBackend {
                 encode(&storage.data, storage.dtype, bytes);
             }
         }
-        // Deferred stores land last, and only in their argument's view.
+        // Deferred stores land when the task's last point has run, only in their view.
         for view in &deferred_views {
             let (storage, Some(buffer)) = (&storages[view.storage], sources[view.storage]) else {
                 continue;
             };
             let size = storage.dtype.size();
-            let bytes = self.buffer(buffer)?;
             for element in view_elements(view) {
                 let Some(value) = storage.data.get(element) else {
                     continue;
                 };
-                let start = element * size;
-                if let Some(chunk) = bytes.get_mut(start..start + size) {
-                    encode(std::slice::from_ref(value), storage.dtype, chunk);
-                }
+                let mut bytes = vec![0u8; size];
+                encode(std::slice::from_ref(value), storage.dtype, &mut bytes);
+                self.deferred_writes.push((buffer, element * size, bytes));
             }
         }
         Ok(())
@@ -301,6 +302,17 @@ impl Backend for FakeBackend {
 
     fn take_reductions(&mut self) -> Result<Vec<LoopPartial>> {
         Ok(std::mem::take(&mut self.held))
+    }
+
+    fn finish_deferred(&mut self, commit: bool) -> Result<()> {
+        for (buffer, at, bytes) in std::mem::take(&mut self.deferred_writes) {
+            if commit {
+                let b = self.buffer(buffer)?;
+                let r = range(b.len(), at as u64, bytes.len())?;
+                b[r].copy_from_slice(&bytes);
+            }
+        }
+        Ok(())
     }
 
     fn synchronize(&mut self) -> Result<()> {
