@@ -475,7 +475,7 @@ mod tests {
         }
     }
 
-    fn arg(storage: u64, p: RootPartition, privilege: Privilege) -> TaskArg {
+    pub(super) fn arg(storage: u64, p: RootPartition, privilege: Privilege) -> TaskArg {
         TaskArg {
             store: StoreId(storage),
             storage: StorageId(storage),
@@ -487,7 +487,7 @@ mod tests {
         }
     }
 
-    fn task(args: Vec<TaskArg>) -> IndexTask {
+    pub(super) fn task(args: Vec<TaskArg>) -> IndexTask {
         IndexTask {
             seq: 0,
             plugin: PluginId(0),
@@ -498,12 +498,12 @@ mod tests {
         }
     }
 
-    const R: Privilege = Privilege::Read;
-    const W: Privilege = Privilege::Write;
+    pub(super) const R: Privilege = Privilege::Read;
+    pub(super) const W: Privilege = Privilege::Write;
     const RW: Privilege = Privilege::ReadWrite;
     const SUM: Privilege = Privilege::Reduce(weft_ir::ReduceOp::Sum);
 
-    fn cut_of(tasks: &[IndexTask]) -> (usize, Option<Constraint>, Option<u64>) {
+    pub(super) fn cut_of(tasks: &[IndexTask]) -> (usize, Option<Constraint>, Option<u64>) {
         let (n, cut) = fusible_prefix(tasks);
         (
             n,
@@ -791,44 +791,9 @@ mod scalar_task_tests {
 #[cfg(test)]
 mod deferral_tests {
     use super::*;
-    use weft_runtime::stores::StoreId;
-    use weft_runtime::task::{PluginId, TaskArg};
     use weft_runtime::view::ViewMap;
 
-    const R: Privilege = Privilege::Read;
-    const W: Privilege = Privilege::Write;
-
-    fn arg(storage: u64, p: RootPartition, privilege: Privilege) -> TaskArg {
-        TaskArg {
-            store: StoreId(storage),
-            storage: StorageId(storage),
-            partition: weft_runtime::partition::Partition::None,
-            root_partition: p,
-            privilege,
-            local: false,
-            deferred: None,
-        }
-    }
-
-    fn task(args: Vec<TaskArg>) -> IndexTask {
-        IndexTask {
-            seq: 0,
-            plugin: PluginId(0),
-            kernel: weft_runtime::testing::empty_kernel("t"),
-            launch: vec![1],
-            args,
-            scalars: Vec::new(),
-        }
-    }
-
-    fn cut_of(tasks: &[IndexTask]) -> (usize, Option<Constraint>, Option<u64>) {
-        let (n, cut) = fusible_prefix(tasks);
-        (
-            n,
-            cut.as_ref().map(|c| c.constraint),
-            cut.and_then(|c| c.storage).map(|s| s.0),
-        )
-    }
+    use super::tests::{R, W, arg, cut_of, task};
 
     /// `out[i] = a[i]` (both touched pointwise, `out` written whole) or, with `gather`,
     /// `out[i] = a[0]` (`a` read elsewhere than at the loop's index).
