@@ -141,8 +141,8 @@ impl CpuBackend {
         })
     }
 
-    /// The compiler, to change its settings (see [`Compiler::set_simd`] and
-    /// [`Compiler::set_avx512`]).
+    /// The compiler, to change its settings (see [`Compiler::set_simd`],
+    /// [`Compiler::set_path`] and [`Compiler::set_avx512`]).
     pub fn compiler(&mut self) -> &mut Compiler {
         &mut self.compiler
     }
@@ -175,6 +175,21 @@ impl CpuBackend {
     /// Whether this CPU has what the AVX-512 bodies need.
     pub fn avx512_detected() -> bool {
         Compiler::avx512_detected()
+    }
+
+    /// Turns the AVX2 bodies on or off: see [`Compiler::set_avx2`].
+    pub fn set_avx2(&mut self, enabled: bool) {
+        self.compiler.set_avx2(enabled);
+    }
+
+    /// Whether kernels compiled now may use AVX2 bodies.
+    pub fn avx2(&self) -> bool {
+        self.compiler.avx2()
+    }
+
+    /// Whether this CPU has what the AVX2 bodies need.
+    pub fn avx2_detected() -> bool {
+        Compiler::avx2_detected()
     }
 
     /// The compiled kernel cached for `id`.

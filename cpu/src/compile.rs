@@ -18,6 +18,7 @@ use crate::launch::{KernelFn, Plan, PlanStep};
 use crate::leaves;
 use crate::lower;
 use crate::lower::vector::Features;
+use crate::lower::wide::Isa;
 use crate::lower::{MathDecls, StepKind, Target};
 use crate::math::MathFn;
 use crate::{Error, Result, SimdPath};
@@ -160,53 +161,81 @@ impl Compiler {
 
     /// Turns the AVX-512 bodies on (the default where the CPU has AVX-512 F and DQ) or off,
     /// for the kernels compiled from now on. With them on, a vectorized loop with 64-bit lanes
-    /// whose body they take runs each row's first `8 * floor(len / 8)` iterations in 512-bit
+    /// whose body they take runs each row's first `32 * floor(len / 32)` iterations in 512-bit
     /// registers; the results are the same bits either way. They are never on without the
-    /// vector lowering, nor on a CPU without AVX-512.
+    /// vector lowering, nor on a CPU without AVX-512. Turning them off leaves 128-bit vectors
+    /// only (as the `sse` path); turning them on replaces AVX2 bodies.
     pub fn set_avx512(&mut self, enabled: bool) {
-        let detected = self.simd_detected.is_some_and(|f| f.avx512);
-        if let Some(f) = &mut self.simd {
-            f.avx512 = enabled && detected;
-        }
+        self.set_wide(Isa::Avx512, enabled);
     }
 
     /// Whether kernels compiled now may use AVX-512 bodies.
     pub fn avx512(&self) -> bool {
-        self.simd.is_some_and(|f| f.avx512)
+        self.wide() == Some(Isa::Avx512)
     }
 
-    /// The paths this CPU can run, narrowest first (`avx2` is not among them until its bodies
-    /// are built).
+    /// Turns the AVX2 bodies on (the default where the CPU has AVX2 but not AVX-512) or off,
+    /// for the kernels compiled from now on: as [`Compiler::set_avx512`], with 256-bit
+    /// registers and `16 * floor(len / 16)` iterations per row.
+    pub fn set_avx2(&mut self, enabled: bool) {
+        self.set_wide(Isa::Avx2, enabled);
+    }
+
+    /// Whether kernels compiled now may use AVX2 bodies.
+    pub fn avx2(&self) -> bool {
+        self.wide() == Some(Isa::Avx2)
+    }
+
+    fn wide(&self) -> Option<Isa> {
+        self.simd.and_then(|f| f.wide)
+    }
+
+    /// Turns the bodies of `isa` on (where the CPU has it and the vector lowering is on) or
+    /// off (leaving 128-bit vectors, if they were the bodies in use).
+    fn set_wide(&mut self, isa: Isa, enabled: bool) {
+        if let Some(f) = &mut self.simd {
+            if enabled && isa.detected() {
+                f.wide = Some(isa);
+            } else if f.wide == Some(isa) {
+                f.wide = None;
+            }
+        }
+    }
+
+    /// The paths this CPU can run, narrowest first.
     pub fn available_paths(&self) -> Vec<SimdPath> {
         let mut paths = vec![SimdPath::Scalar];
-        if let Some(f) = self.simd_detected {
+        if self.simd_detected.is_some() {
             paths.push(SimdPath::Sse);
-            if f.avx512 {
-                paths.push(SimdPath::Avx512);
+            for wide in [SimdPath::Avx2, SimdPath::Avx512] {
+                if wide.detected() {
+                    paths.push(wide);
+                }
             }
         }
         paths
     }
 
     /// Compiles the kernels from now on for `path`: scalar code, 128-bit vectors, or 128-bit
-    /// vectors with AVX-512 bodies. A path this CPU cannot run (or `avx2`, not built yet) is
-    /// an error that names the paths it can.
+    /// vectors with AVX2 or AVX-512 bodies. A path this CPU cannot run is an error that names
+    /// the paths it can.
     pub fn set_path(&mut self, path: SimdPath) -> Result<()> {
         let available = self.available_paths();
         if !available.contains(&path) {
             let names: Vec<&str> = available.iter().map(|p| p.name()).collect();
-            let why = if path == SimdPath::Avx2 {
-                "its 256-bit bodies are not built yet"
-            } else {
-                "this CPU does not have it"
-            };
             return Err(Error::Simd(format!(
-                "SIMD path `{path}` cannot run: {why} (this CPU runs {})",
+                "SIMD path `{path}` cannot run: this CPU does not have it (this CPU runs {})",
                 names.join(", ")
             )));
         }
         self.set_simd(path != SimdPath::Scalar);
-        self.set_avx512(path == SimdPath::Avx512);
+        if let Some(f) = &mut self.simd {
+            f.wide = match path {
+                SimdPath::Avx2 => Some(Isa::Avx2),
+                SimdPath::Avx512 => Some(Isa::Avx512),
+                SimdPath::Scalar | SimdPath::Sse => None,
+            };
+        }
         Ok(())
     }
 
@@ -214,15 +243,24 @@ impl Compiler {
     pub fn path(&self) -> SimdPath {
         match self.simd {
             None => SimdPath::Scalar,
-            Some(f) if f.avx512 => SimdPath::Avx512,
-            Some(_) => SimdPath::Sse,
+            Some(f) => match f.wide {
+                Some(Isa::Avx512) => SimdPath::Avx512,
+                Some(Isa::Avx2) => SimdPath::Avx2,
+                None => SimdPath::Sse,
+            },
         }
     }
 
     /// Whether this CPU has what the AVX-512 bodies need (AVX-512 F and DQ, enabled by the
     /// operating system).
     pub fn avx512_detected() -> bool {
-        lower::avx512::detected()
+        Isa::Avx512.detected()
+    }
+
+    /// Whether this CPU has what the AVX2 bodies need (AVX2, enabled by the operating
+    /// system).
+    pub fn avx2_detected() -> bool {
+        Isa::Avx2.detected()
     }
 
     /// Validates `kernel` and compiles it. Any problem is an [`Error::Compile`] naming the
@@ -295,7 +333,8 @@ impl Compiler {
                     kind: s.kind,
                     func,
                     vectorized: s.vectorized,
-                    avx512: s.avx512,
+                    wide: s.wide,
+                    wide_refusal: s.wide_refusal,
                 }
             })
             .collect();
@@ -339,6 +378,7 @@ impl std::fmt::Debug for CompiledKernel {
             .field("name", &self.name())
             .field("parallel_loops", &self.parallel_loops())
             .field("vectorized_loops", &self.vectorized_loops())
+            .field("avx2_loops", &self.avx2_loops())
             .field("avx512_loops", &self.avx512_loops())
             .field("compile_time", &self.compile_time())
             .finish()
@@ -410,7 +450,29 @@ impl CompiledKernel {
     /// Number of vectorized loops whose rows run their bulk, eight iterations at a time, in
     /// AVX-512 code (see [`Compiler::set_avx512`]).
     pub fn avx512_loops(&self) -> usize {
-        self.inner.plan.steps.iter().filter(|s| s.avx512).count()
+        self.wide_loops(Isa::Avx512)
+    }
+
+    /// Number of vectorized loops whose rows run their bulk, four iterations at a time, in
+    /// AVX2 code (see [`Compiler::set_avx2`]).
+    pub fn avx2_loops(&self) -> usize {
+        self.wide_loops(Isa::Avx2)
+    }
+
+    /// Why each vectorized loop that runs without a wide body on a path that has them (AVX2 or
+    /// AVX-512) was refused one, in loop order: the first operation the body's instruction
+    /// selector has no form for, say.
+    pub fn wide_refusals(&self) -> Vec<&str> {
+        let steps = &self.inner.plan.steps;
+        steps
+            .iter()
+            .filter_map(|s| s.wide_refusal.as_deref())
+            .collect()
+    }
+
+    fn wide_loops(&self, isa: Isa) -> usize {
+        let steps = &self.inner.plan.steps;
+        steps.iter().filter(|s| s.wide == Some(isa)).count()
     }
 
     /// Runs the kernel on one point task: `stores` are the kernel's store parameters in order,

@@ -20,6 +20,7 @@ use weft_ir::reduction::{LoopPartial, Partial};
 
 use crate::compile::StoreView;
 use crate::leaves::{ChunkShape, Leaf, chunk_nodes, fill_exact_identity};
+use crate::lower::wide::Isa;
 use crate::lower::{FaultSite, Layout, Obligation, RedBuf, RedMode, StepKind};
 use crate::{Error, Result};
 
@@ -63,8 +64,10 @@ pub(crate) struct PlanStep {
     pub func: KernelFn,
     /// Whether `func` is the vector function of a parallel step.
     pub vectorized: bool,
-    /// Whether that vector function calls an AVX-512 body.
-    pub avx512: bool,
+    /// The instruction set of the wide body that vector function calls, if any.
+    pub wide: Option<Isa>,
+    /// Why that vector function calls no wide body on a path that has them.
+    pub wide_refusal: Option<String>,
 }
 
 /// Everything needed to run a compiled kernel.

@@ -6,7 +6,7 @@
 //!   reuses freed memory (`memory`), kernels compiled on first use and cached by their content
 //!   id, launches on its own thread pool.
 //! - [`Compiler`] (`compile`) lowers validated kernel IR to native code in one JIT module
-//!   (`lower`: scalar, 128-bit vector and AVX-512 code; `launch`: running the steps);
+//!   (`lower`: scalar, 128-bit vector, AVX2 and AVX-512 code; `launch`: running the steps);
 //!   [`CompiledKernel::run`] runs one point task's sub-stores.
 //! - `math`: the scalar math functions the lowering may call.
 //!
@@ -44,11 +44,15 @@
 //!   remainder, and for whole rows when a contiguous store's innermost stride is not one
 //!   element. Element-wise results equal the scalar code's bit for bit, and so do the leaf
 //!   buffers of float sums and products; the other rank-0 reductions are exact in any order.
-//! - AVX-512: where the CPU has AVX-512 F and DQ, a vector function with 64-bit lanes, no
-//!   reduction and no use of the loop index as a value first calls a body of 512-bit machine
-//!   code emitted by the back end itself (`lower::avx512`) for most of each row, 32 iterations
-//!   per step; the 128-bit and scalar loops run the rest. Same operations, same bits (up to the
-//!   sign and payload of a NaN made by arithmetic, which the IR leaves open).
+//! - Wide bodies: on the `avx512` path (the default where the CPU has AVX-512 F and DQ) and
+//!   the `avx2` path (the default where it has AVX2 but not AVX-512; see [`SimdPath`]), a
+//!   vector function with 64-bit lanes, no reduction and no use of the loop index as a value
+//!   first calls a body of machine code emitted by the back end itself (`lower::wide`) for most
+//!   of each row: 32 iterations per step in 512-bit registers, or 16 in 256-bit ones; the
+//!   128-bit and scalar loops run the rest. AVX2 bodies do not take 64-bit integer `mul` nor
+//!   `i64 -> f64` casts: such loops keep the 128-bit code
+//!   ([`CompiledKernel::wide_refusals`] says why). Same operations, same bits (up to the sign
+//!   and payload of a NaN made by arithmetic, which the IR leaves open).
 //!
 //! # Calling convention
 //! Each step (a parallel loop, or a run of top-level code with effects) is one function

@@ -46,8 +46,8 @@ use weft_ir::{
 
 use crate::math::MathFn;
 
-pub(crate) mod avx512;
 pub(crate) mod vector;
+pub(crate) mod wide;
 
 /// The largest store rank the back end accepts: the IR's.
 use weft_ir::semantics::MAX_RANK;
@@ -235,8 +235,11 @@ pub(crate) struct Step {
     /// Whether `func` is the vector function of a parallel step (see [`vector`]). It then
     /// also runs, in scalar code, rows whose contiguous stores have other strides.
     pub vectorized: bool,
-    /// Whether the vector function runs the bulk of each row in an AVX-512 body.
-    pub avx512: bool,
+    /// The instruction set of the wide body in which the vector function runs the bulk of
+    /// each row, if it has one.
+    pub wide: Option<wide::Isa>,
+    /// Why a vectorized loop has no wide body on a path that has them.
+    pub wide_refusal: Option<String>,
 }
 
 /// The result of lowering a kernel.
@@ -496,7 +499,8 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
                     kind: StepKind::Sequential,
                     func,
                     vectorized: false,
-                    avx512: false,
+                    wide: None,
+                    wide_refusal: None,
                 });
                 continue;
             }
@@ -513,9 +517,9 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
         // A loop that vectorizes gets one function, the vector one (it runs the scalar body
         // for remainders and for strides it cannot take as vectors); any other, a scalar one.
         let plan = simd.and_then(|f| vector::analyze(pl, &layout, value_types, f).ok());
-        // Its bulk in an AVX-512 body, where the CPU has it and the body qualifies.
-        let wide = match (&plan, simd) {
-            (Some(p), Some(f)) if f.avx512 => {
+        // Its bulk in a wide body, where the path has one and the body qualifies.
+        let wide = match (&plan, simd.and_then(|f| f.wide)) {
+            (Some(p), Some(isa)) => {
                 let const_of = |v: ValueId| {
                     let def = pl
                         .body
@@ -527,13 +531,14 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
                         _ => None,
                     }
                 };
-                avx512::compile(pl, p, value_types, &const_of).ok()
+                Some(wide::compile(isa, pl, p, value_types, &const_of))
             }
             _ => None,
         };
-        let wide = match wide {
-            Some(w) => Some(fcx.define_wide(w)?),
-            None => None,
+        let (wide, wide_refusal) = match wide {
+            Some(Ok(w)) => (Some(fcx.define_wide(w)?), None),
+            Some(Err(why)) => (None, Some(why)),
+            None => (None, None),
         };
         let mut kind = StepKind::Sequential;
         let (func, vectorized) = match plan {
@@ -556,7 +561,8 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
             kind,
             func,
             vectorized,
-            avx512: vectorized && wide.is_some(),
+            wide: wide.as_ref().filter(|_| vectorized).map(|w| w.isa),
+            wide_refusal,
         });
     }
     fcx.module.clear_context(fcx.ctx);
@@ -583,16 +589,17 @@ struct StepCx<'a> {
     ptr_ty: Type,
 }
 
-/// An AVX-512 body defined in the module, and what its caller passes it.
+/// A wide body defined in the module, and what its caller passes it.
 pub(crate) struct WideCall {
+    pub isa: wide::Isa,
     pub func: FuncId,
-    pub args: Vec<avx512::ArgWord>,
+    pub args: Vec<wide::ArgWord>,
 }
 
 impl StepCx<'_> {
     /// Defines the machine code of `body` as a function of the module (signature
     /// `fn(args: *const u64, steps: i64)`) and keeps its constant table.
-    fn define_wide(&mut self, body: avx512::WideBody) -> LResult<WideCall> {
+    fn define_wide(&mut self, body: wide::WideBody) -> LResult<WideCall> {
         let mut sig = self.module.make_signature();
         sig.params.push(AbiParam::new(self.ptr_ty));
         sig.params.push(AbiParam::new(types::I64));
@@ -602,9 +609,10 @@ impl StepCx<'_> {
             .map_err(|e| format!("declare: {e}"))?;
         self.module
             .define_function_bytes(func, 64, &body.code, &[])
-            .map_err(|e| format!("define the AVX-512 body: {e:?}"))?;
+            .map_err(|e| format!("define the {} body: {e:?}", body.isa.name()))?;
         self.tables.push(body.table);
         Ok(WideCall {
+            isa: body.isa,
             func,
             args: body.args,
         })

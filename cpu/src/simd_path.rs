@@ -4,6 +4,8 @@
 //! order of float `sum` and `prod` reductions into rank-0 stores between the scalar path and
 //! the vector paths (see `weft_ir::semantics`).
 
+use crate::lower::wide::Isa;
+
 /// A code path for vectorized loops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SimdPath {
@@ -11,7 +13,7 @@ pub enum SimdPath {
     Scalar,
     /// 128-bit vectors (SSE on x86-64).
     Sse,
-    /// 256-bit AVX2 bodies (not built yet: choosing it is an error that says so).
+    /// 256-bit AVX2 bodies for the loops they take, 128-bit vectors for the rest.
     Avx2,
     /// 512-bit AVX-512 bodies for the loops they take, 128-bit vectors for the rest.
     Avx512,
@@ -33,6 +35,18 @@ impl SimdPath {
             SimdPath::Sse => "sse",
             SimdPath::Avx2 => "avx2",
             SimdPath::Avx512 => "avx512",
+        }
+    }
+
+    /// Whether this CPU has the instructions the path needs (enabled by the operating
+    /// system): every target the back end vectorizes for has 128-bit vectors (x86-64 and
+    /// aarch64); the AVX2 and AVX-512 bodies run on x86-64 Unix.
+    pub fn detected(self) -> bool {
+        match self {
+            SimdPath::Scalar => true,
+            SimdPath::Sse => cfg!(any(target_arch = "x86_64", target_arch = "aarch64")),
+            SimdPath::Avx2 => Isa::Avx2.detected(),
+            SimdPath::Avx512 => Isa::Avx512.detected(),
         }
     }
 

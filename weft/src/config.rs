@@ -35,9 +35,10 @@ pub struct Config {
     /// (`WEFT_POOL_BYTES`; 0 frees memory at once, as NumPy's arrays do).
     pub pool_bytes: u64,
     /// The CPU back end's code path for vectorized loops (`None`: the widest the CPU runs):
-    /// `WEFT_SIMD=scalar|sse|avx2|avx512` (`WEFT_AVX512=0` is `sse`). A path the CPU cannot
-    /// run makes [`Runtime::new`](crate::Runtime::new) fail with an error that says which
-    /// paths it can.
+    /// `WEFT_SIMD=scalar|sse|avx2|avx512` (`WEFT_AVX512=0` is `sse`): scalar code, 128-bit
+    /// vectors, or 128-bit vectors with AVX2 or AVX-512 bodies for the loops those take. A
+    /// path the CPU cannot run makes [`Runtime::new`](crate::Runtime::new) fail with an error
+    /// that says which paths it can.
     pub simd: Option<weft_cpu::SimdPath>,
     /// Problems found reading the environment (a value a variable cannot take), which make
     /// [`Runtime::new`](crate::Runtime::new) fail naming the variable.

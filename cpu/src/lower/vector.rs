@@ -43,7 +43,7 @@ use weft_ir::{
     ValueId,
 };
 
-use super::avx512::{ArgWord, STEP};
+use super::wide::{ArgWord, Isa};
 use super::{
     FnLower, LResult, Layout, Obligation, ParSetup, RedMode, StepKind, WideCall, data_flags,
     float_cc, int_cc, operands,
@@ -62,8 +62,9 @@ pub(crate) struct Features {
     /// Vector `floor` and `ceil` are single instructions (on x86_64, SSE4.1's `roundpd`;
     /// without it Cranelift would call `floor` per lane, so loops using them stay scalar).
     pub round: bool,
-    /// Loops with 64-bit lanes run their bulk in AVX-512 bodies (see [`super::avx512`]).
-    pub avx512: bool,
+    /// Loops with 64-bit lanes run their bulk in bodies of this instruction set (see
+    /// [`super::wide`]), where it takes them.
+    pub wide: Option<Isa>,
 }
 
 impl Features {
@@ -78,12 +79,12 @@ impl Features {
                     .any(|f| f.name == "has_sse41" && f.as_bool() == Some(true));
                 Some(Features {
                     round: sse41,
-                    avx512: super::avx512::detected(),
+                    wide: Isa::widest_detected(),
                 })
             }
             "aarch64" => Some(Features {
                 round: true,
-                avx512: false,
+                wide: None,
             }),
             _ => None,
         }
@@ -614,7 +615,7 @@ impl FnLower<'_, '_> {
         } else {
             (self.b.ins().iconst(types::I64, 0), over_ext[rank - 1])
         };
-        // The bulk of the row in the AVX-512 body, where there is one.
+        // The bulk of the row in the wide body, where there is one.
         let start = match wide {
             Some(w) => self.call_wide(w, &cx, start, end, unit)?,
             None => start,
@@ -736,8 +737,8 @@ impl FnLower<'_, '_> {
         Ok(self.parallel_step(over, reds))
     }
 
-    /// Calls the AVX-512 body `w` for the row's iterations `start..start + STEP * steps` (`steps =
-    /// (end - start) / STEP`, or none when a contiguous store's stride is not one element, as
+    /// Calls the wide body `w` for the row's iterations `start..start + step * steps` (`steps =
+    /// (end - start) / step`, or none when a contiguous store's stride is not one element, as
     /// `unit` says); returns where the rest of the row starts.
     fn call_wide(
         &mut self,
@@ -753,11 +754,15 @@ impl FnLower<'_, '_> {
             words,
             3,
         ));
+        let step = w.isa.step();
+        if !(step as u64).is_power_of_two() {
+            return Err("internal: a wide step that is not a power of two".into());
+        }
         let left = self.b.ins().isub(end, start);
         let steps = self
             .b
             .ins()
-            .sshr_imm_u(left, i64::from(STEP.trailing_zeros()));
+            .sshr_imm_u(left, i64::from(step.trailing_zeros()));
         let zero = self.b.ins().iconst(types::I64, 0);
         let steps = self.b.ins().smax(steps, zero);
         let steps = self.b.ins().select(unit, steps, zero);
@@ -776,7 +781,7 @@ impl FnLower<'_, '_> {
                     let base = *cx
                         .row_base
                         .get(&(*param, indices.clone()))
-                        .ok_or("internal: no row base for an AVX-512 body")?;
+                        .ok_or("internal: no row base for a wide body")?;
                     let (_, slot) = self.layout.store(*param)?;
                     let shift = slot.dtype.size().trailing_zeros();
                     let off = self.b.ins().ishl_imm_u(start, i64::from(shift));
@@ -787,7 +792,7 @@ impl FnLower<'_, '_> {
                     match t {
                         DType::F64 => self.b.ins().bitcast(types::I64, MemFlagsData::new(), x),
                         DType::I64 => x,
-                        _ => return Err(format!("internal: a uniform {t} for AVX-512")),
+                        _ => return Err(format!("internal: a uniform {t} for a wide body")),
                     }
                 }
             };
@@ -797,7 +802,7 @@ impl FnLower<'_, '_> {
         let args = self.b.ins().stack_addr(self.ptr_ty, slot, 0);
         let callee = self.module.declare_func_in_func(w.func, self.b.func);
         self.b.ins().call(callee, &[args, steps]);
-        let done = self.b.ins().imul_imm_s(steps, STEP);
+        let done = self.b.ins().imul_imm_s(steps, step);
         let rest = self.b.ins().iadd(start, done);
         self.b.ins().jump(after, &[BlockArg::Value(rest)]);
         self.b.switch_to_block(after);

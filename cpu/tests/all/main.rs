@@ -1,9 +1,8 @@
-//! The integration tests of `weft-cpu`, in one test binary: the public API, AVX-512 bodies,
-//! errors, loops, lowered math, operators, reductions and vector code, each against an
-//! independent reference.
+//! The integration tests of `weft-cpu`, in one test binary: the public API, errors, loops,
+//! lowered math, operators, SIMD paths, reductions, deferred stores, vector code and the wide
+//! (AVX2 and AVX-512) bodies, each against an independent reference.
 
 mod api;
-mod avx512;
 mod deferred;
 mod errors;
 mod loops;
@@ -15,3 +14,4 @@ mod paths;
 mod reduce;
 mod simd;
 mod util;
+mod wide;

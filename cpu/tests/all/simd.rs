@@ -506,9 +506,12 @@ fn padded_two_dimensional_views_and_row_and_column_broadcasts() {
         });
         let k = kb.finish(&format!("simd.padded.{t}"));
         let (vk, _) = both(&k, 1);
-        // Rows of 33 f64 elements run one AVX-512 step each, where the CPU has AVX-512.
-        let wide = t == DType::F64 && CpuBackend::avx512_detected();
-        assert_eq!(vk.avx512_loops(), usize::from(wide));
+        // Rows of 33 f64 elements run one AVX-512 step each, where the CPU has AVX-512, else
+        // two AVX2 steps, where it has AVX2 (the default path is the widest).
+        let avx512 = t == DType::F64 && CpuBackend::avx512_detected();
+        let avx2 = t == DType::F64 && !avx512 && CpuBackend::avx2_detected();
+        assert_eq!(vk.avx512_loops(), usize::from(avx512));
+        assert_eq!(vk.avx2_loops(), usize::from(avx2));
         for (rows, cols) in [
             (0usize, 5usize),
             (3, 0),
@@ -1045,10 +1048,17 @@ fn black_scholes_lowered_is_identical_to_the_scalar_code() {
     let lowered = lower_math(&k);
     assert!(!has_math_functions(&lowered));
     let (vk, sk) = both(&lowered, 1);
+    let avx512 = CpuBackend::avx512_detected();
     assert_eq!(
         vk.avx512_loops(),
-        usize::from(CpuBackend::avx512_detected()),
+        usize::from(avx512),
         "Black-Scholes runs in AVX-512 code where the CPU has it"
+    );
+    assert_eq!(
+        vk.avx2_loops(),
+        usize::from(!avx512 && CpuBackend::avx2_detected()),
+        "else in AVX2 code where the CPU has it: {:?}",
+        vk.wide_refusals()
     );
     let mut be = CpuBackend::new().unwrap();
     let calls = be.compile(&k).unwrap();

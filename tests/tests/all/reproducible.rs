@@ -124,7 +124,7 @@ fn reductions_give_the_canonical_bits_on_any_threads_pieces_and_path() {
         assert!(run(config(threads, pieces, None)) == base);
     }
     let mut paths = 0;
-    for path in [SimdPath::Scalar, SimdPath::Sse, SimdPath::Avx512] {
+    for path in SimdPath::ALL {
         if weft::Runtime::new(config(2, 3, Some(path))).is_ok() {
             assert!(run(config(2, 3, Some(path))) == base, "{path}");
             paths += 1;

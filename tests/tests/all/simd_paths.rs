@@ -1,8 +1,8 @@
 //! Whole programs on every SIMD path this CPU runs (`Config::simd`, `WEFT_SIMD`): the stencil
 //! (aliasing views, element-wise arithmetic) and Black-Scholes (math-lowered `exp`, `log`,
-//! `erf`, `where`), with a max reduction, give the same bits on each; a path the CPU cannot
-//! run, and a `WEFT_SIMD` value that names no path, stop the runtime from starting with an
-//! error that says why.
+//! `erf`, `where`), with a max reduction, give the same bits on each; every path the CPU has
+//! instructions for runs, one it cannot run and a `WEFT_SIMD` value that names no path stop
+//! the runtime from starting with an error that says why.
 
 use weft::{Config, DType, Error, SimdPath};
 use weft_examples::black_scholes::{self, Cnd};
@@ -48,15 +48,26 @@ fn programs_give_the_same_bits_on_every_available_path() {
         ran.contains(&SimdPath::Sse),
         "x86-64 runs 128-bit vectors: {ran:?}"
     );
+    for path in SimdPath::ALL {
+        assert_eq!(ran.contains(&path), path.detected(), "{path}: {ran:?}");
+    }
 }
 
 #[test]
 fn paths_the_cpu_cannot_run_and_bad_environment_values_stop_the_runtime() {
-    let e = weft::Runtime::new(config(Some(SimdPath::Avx2)))
-        .err()
-        .expect("avx2 is refused")
-        .to_string();
-    assert!(e.contains("avx2") && e.contains("not built yet"), "{e}");
+    for path in SimdPath::ALL {
+        match weft::Runtime::new(config(Some(path))) {
+            Ok(_) => assert!(path.detected(), "{path} starts"),
+            Err(e) => {
+                let e = e.to_string();
+                assert!(!path.detected(), "{path}: {e}");
+                assert!(
+                    e.contains(path.name()) && e.contains("this CPU does not have it"),
+                    "{e}"
+                );
+            }
+        }
+    }
     let mut bad = config(None);
     bad.env_errors
         .push("WEFT_SIMD=avx1024: not a SIMD path (scalar, sse, avx2 or avx512)".into());

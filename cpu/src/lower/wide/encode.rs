@@ -1,10 +1,13 @@
-//! x86-64 machine code for the AVX-512 loop bodies: the EVEX-encoded 512-bit instructions,
-//! the VEX-encoded mask-register instructions and the few general-purpose instructions of a
-//! loop's frame.
+//! x86-64 machine code for the wide loop bodies: the 512-bit EVEX and 256-bit VEX vector
+//! instructions, the VEX-encoded mask-register instructions and the few general-purpose
+//! instructions of a loop's frame.
 //!
 //! Every memory operand is `[base + index + disp32]` (no displacement compression), so an
 //! operand's encoding never depends on its displacement's value. Register numbers are the
-//! hardware's: `zmm0..zmm31`, `k0..k7`, and the general-purpose registers below.
+//! hardware's: `zmm0..zmm31` (`ymm0..ymm15`), `k0..k7`, and the general-purpose registers
+//! below.
+
+use super::Isa;
 
 /// General-purpose registers, by their hardware numbers.
 pub(crate) mod gpr {
@@ -76,61 +79,76 @@ pub(crate) enum Map {
 /// The implied prefix of an instruction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Pp {
+    /// None.
+    Np = 0,
     P66 = 1,
     Pf3 = 2,
 }
 
-/// An EVEX instruction's fixed part: map, prefix, `W` and opcode byte.
+/// A vector instruction's fixed part: map, prefix and opcode byte. Its `W` bit comes from the
+/// encoding: every EVEX form used here is `W1` (64-bit lanes), every VEX form `W0` or `WIG`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Evex {
+pub(crate) struct VecOp {
     pub map: Map,
     pub pp: Pp,
-    pub w: bool,
     pub opcode: u8,
 }
 
-const fn evex(map: Map, pp: Pp, opcode: u8) -> Evex {
-    Evex {
-        map,
-        pp,
-        w: true,
-        opcode,
-    }
+const fn vop(map: Map, pp: Pp, opcode: u8) -> VecOp {
+    VecOp { map, pp, opcode }
 }
 
-/// The 512-bit instructions the bodies use (all with `W1`: 64-bit lanes).
+/// The vector instructions of the bodies, on 64-bit lanes. Most have the same map, prefix and
+/// opcode in their VEX (256-bit) and EVEX (512-bit) forms; the others say which form they
+/// have.
 pub(crate) mod op {
-    use super::{Evex, Map, Pp, evex};
+    use super::{Map, Pp, VecOp, vop};
 
-    pub const VADDPD: Evex = evex(Map::M0f, Pp::P66, 0x58);
-    pub const VMULPD: Evex = evex(Map::M0f, Pp::P66, 0x59);
-    pub const VSUBPD: Evex = evex(Map::M0f, Pp::P66, 0x5c);
-    pub const VMINPD: Evex = evex(Map::M0f, Pp::P66, 0x5d);
-    pub const VDIVPD: Evex = evex(Map::M0f, Pp::P66, 0x5e);
-    pub const VMAXPD: Evex = evex(Map::M0f, Pp::P66, 0x5f);
-    pub const VSQRTPD: Evex = evex(Map::M0f, Pp::P66, 0x51);
-    pub const VCMPPD: Evex = evex(Map::M0f, Pp::P66, 0xc2);
-    pub const VPADDQ: Evex = evex(Map::M0f, Pp::P66, 0xd4);
-    pub const VPSUBQ: Evex = evex(Map::M0f, Pp::P66, 0xfb);
-    pub const VPANDQ: Evex = evex(Map::M0f, Pp::P66, 0xdb);
-    pub const VPORQ: Evex = evex(Map::M0f, Pp::P66, 0xeb);
-    pub const VPXORQ: Evex = evex(Map::M0f, Pp::P66, 0xef);
-    /// `vpsllq zmm, zmm/m, imm8` is `/6`, `vpsrlq` is `/2` of this opcode.
-    pub const VPSHIFTQ_IMM: Evex = evex(Map::M0f, Pp::P66, 0x73);
-    pub const VPMULLQ: Evex = evex(Map::M0f38, Pp::P66, 0x40);
-    pub const VPMINSQ: Evex = evex(Map::M0f38, Pp::P66, 0x39);
-    pub const VPMAXSQ: Evex = evex(Map::M0f38, Pp::P66, 0x3d);
-    pub const VPABSQ: Evex = evex(Map::M0f38, Pp::P66, 0x1f);
-    pub const VBLENDMPD: Evex = evex(Map::M0f38, Pp::P66, 0x65);
-    pub const VBROADCASTSD: Evex = evex(Map::M0f38, Pp::P66, 0x19);
-    pub const VPCMPQ: Evex = evex(Map::M0f3a, Pp::P66, 0x1f);
-    pub const VRNDSCALEPD: Evex = evex(Map::M0f3a, Pp::P66, 0x09);
-    pub const VCVTQQ2PD: Evex = evex(Map::M0f, Pp::Pf3, 0xe6);
-    pub const VPMOVM2Q: Evex = evex(Map::M0f38, Pp::Pf3, 0x38);
-    pub const VMOVUPD_LOAD: Evex = evex(Map::M0f, Pp::P66, 0x10);
-    pub const VMOVUPD_STORE: Evex = evex(Map::M0f, Pp::P66, 0x11);
-    pub const VMOVAPD_LOAD: Evex = evex(Map::M0f, Pp::P66, 0x28);
-    pub const VMOVAPD_STORE: Evex = evex(Map::M0f, Pp::P66, 0x29);
+    pub const VADDPD: VecOp = vop(Map::M0f, Pp::P66, 0x58);
+    pub const VMULPD: VecOp = vop(Map::M0f, Pp::P66, 0x59);
+    pub const VSUBPD: VecOp = vop(Map::M0f, Pp::P66, 0x5c);
+    pub const VMINPD: VecOp = vop(Map::M0f, Pp::P66, 0x5d);
+    pub const VDIVPD: VecOp = vop(Map::M0f, Pp::P66, 0x5e);
+    pub const VMAXPD: VecOp = vop(Map::M0f, Pp::P66, 0x5f);
+    pub const VSQRTPD: VecOp = vop(Map::M0f, Pp::P66, 0x51);
+    /// `vcmppd`: a mask register (EVEX) or a vector of lane masks (VEX).
+    pub const VCMPPD: VecOp = vop(Map::M0f, Pp::P66, 0xc2);
+    pub const VPADDQ: VecOp = vop(Map::M0f, Pp::P66, 0xd4);
+    pub const VPSUBQ: VecOp = vop(Map::M0f, Pp::P66, 0xfb);
+    /// `vpand` (`vpandq` in EVEX), and the same for the three below.
+    pub const VPAND: VecOp = vop(Map::M0f, Pp::P66, 0xdb);
+    /// `!a & b`.
+    pub const VPANDN: VecOp = vop(Map::M0f, Pp::P66, 0xdf);
+    pub const VPOR: VecOp = vop(Map::M0f, Pp::P66, 0xeb);
+    pub const VPXOR: VecOp = vop(Map::M0f, Pp::P66, 0xef);
+    /// `vpsllq v, v/m, imm8` is `/6`, `vpsrlq` is `/2` of this opcode.
+    pub const VPSHIFTQ_IMM: VecOp = vop(Map::M0f, Pp::P66, 0x73);
+    /// `vbroadcastsd v, m64`.
+    pub const VBROADCASTSD: VecOp = vop(Map::M0f38, Pp::P66, 0x19);
+    /// `vrndscalepd` (EVEX) and `vroundpd` (VEX) share the opcode and the meaning of the
+    /// immediate's low four bits.
+    pub const VROUNDPD: VecOp = vop(Map::M0f3a, Pp::P66, 0x09);
+    pub const VMOVUPD_LOAD: VecOp = vop(Map::M0f, Pp::P66, 0x10);
+    pub const VMOVUPD_STORE: VecOp = vop(Map::M0f, Pp::P66, 0x11);
+    pub const VMOVAPD_LOAD: VecOp = vop(Map::M0f, Pp::P66, 0x28);
+    pub const VMOVAPD_STORE: VecOp = vop(Map::M0f, Pp::P66, 0x29);
+
+    // EVEX only.
+    pub const VPMULLQ: VecOp = vop(Map::M0f38, Pp::P66, 0x40);
+    pub const VPMINSQ: VecOp = vop(Map::M0f38, Pp::P66, 0x39);
+    pub const VPMAXSQ: VecOp = vop(Map::M0f38, Pp::P66, 0x3d);
+    pub const VPABSQ: VecOp = vop(Map::M0f38, Pp::P66, 0x1f);
+    /// `vblendmpd v{k}, f, t`.
+    pub const VBLENDMPD: VecOp = vop(Map::M0f38, Pp::P66, 0x65);
+    pub const VPCMPQ: VecOp = vop(Map::M0f3a, Pp::P66, 0x1f);
+    pub const VCVTQQ2PD: VecOp = vop(Map::M0f, Pp::Pf3, 0xe6);
+    pub const VPMOVM2Q: VecOp = vop(Map::M0f38, Pp::Pf3, 0x38);
+
+    // VEX only.
+    /// `vblendvpd v, f, t, mask`: the mask register in the immediate's high four bits.
+    pub const VBLENDVPD: VecOp = vop(Map::M0f3a, Pp::P66, 0x4b);
+    pub const VPCMPEQQ: VecOp = vop(Map::M0f38, Pp::P66, 0x29);
+    pub const VPCMPGTQ: VecOp = vop(Map::M0f38, Pp::P66, 0x37);
 }
 
 /// The mask-register instructions (VEX, map 0F, `W0`).
@@ -146,13 +164,23 @@ pub(crate) enum KOp {
     Xor = 0x47,
 }
 
-/// A growing buffer of machine code.
-#[derive(Default, Debug)]
+/// A growing buffer of machine code for bodies of one instruction set.
+#[derive(Debug)]
 pub(crate) struct Asm {
     pub code: Vec<u8>,
+    /// The width and encoding of its vector instructions.
+    pub isa: Isa,
 }
 
 impl Asm {
+    /// An empty buffer.
+    pub fn new(isa: Isa) -> Asm {
+        Asm {
+            code: Vec::new(),
+            isa,
+        }
+    }
+
     fn byte(&mut self, b: u8) {
         self.code.push(b);
     }
@@ -179,18 +207,33 @@ impl Asm {
         }
     }
 
-    /// An EVEX instruction, 512 bits wide: `reg` is ModRM.reg (a register number, or an opcode
-    /// extension), `vvvv` the second register operand (`None`: unused), `rm` the last operand,
-    /// `mask` the opmask register (0: none), `imm` a trailing immediate.
-    pub fn evex(
+    /// A vector instruction of the buffer's width and encoding: `reg` is ModRM.reg (a register
+    /// number, or an opcode extension), `vvvv` the second register operand (`None`: unused),
+    /// `rm` the last operand, `mask` the opmask register (EVEX only; 0: none), `imm` a
+    /// trailing immediate.
+    pub fn vector(
         &mut self,
-        ins: Evex,
+        ins: VecOp,
         reg: u8,
         vvvv: Option<u8>,
         rm: Rm,
         mask: u8,
         imm: Option<u8>,
     ) {
+        match self.isa {
+            Isa::Avx512 => self.evex(ins, reg, vvvv, rm, mask, imm),
+            Isa::Avx2 => {
+                debug_assert!(mask == 0 && !matches!(rm, Rm::Mem { bcst: true, .. }));
+                self.vex(ins, true, reg, vvvv.unwrap_or(0), rm);
+                if let Some(i) = imm {
+                    self.byte(i);
+                }
+            }
+        }
+    }
+
+    /// An EVEX instruction, 512 bits wide, `W1`: operands as for [`Asm::vector`].
+    fn evex(&mut self, ins: VecOp, reg: u8, vvvv: Option<u8>, rm: Rm, mask: u8, imm: Option<u8>) {
         let (x, b, bcst) = match rm {
             Rm::Reg(r) => ((r >> 4) & 1, (r >> 3) & 1, false),
             Rm::Mem { mem, bcst } => ((mem.index.unwrap_or(0) >> 3) & 1, (mem.base >> 3) & 1, bcst),
@@ -202,7 +245,7 @@ impl Asm {
         self.byte(
             ((r ^ 1) << 7) | ((x ^ 1) << 6) | ((b ^ 1) << 5) | ((r2 ^ 1) << 4) | ins.map as u8,
         );
-        self.byte((u8::from(ins.w) << 7) | (((!v) & 0xf) << 3) | 0x04 | ins.pp as u8);
+        self.byte(0x80 | (((!v) & 0xf) << 3) | 0x04 | ins.pp as u8);
         let v2 = (v >> 4) & 1;
         self.byte((0b10 << 5) | (u8::from(bcst) << 4) | ((v2 ^ 1) << 3) | (mask & 7));
         self.byte(ins.opcode);
@@ -212,15 +255,21 @@ impl Asm {
         }
     }
 
-    /// A three-byte VEX instruction of map 0F with `W0`: `reg`, `vvvv` (0 if unused), `rm`.
-    fn vex0f(&mut self, opcode: u8, l: bool, reg: u8, vvvv: u8, rm: Rm) {
+    /// A three-byte VEX instruction with `W0`: `l` picks 256 bits (or `L1` for the mask
+    /// instructions); `reg`, `vvvv` (0 if unused) and `rm` as for [`Asm::vector`].
+    fn vex(&mut self, ins: VecOp, l: bool, reg: u8, vvvv: u8, rm: Rm) {
         let (x, b) = rm.xb();
         let r = (reg >> 3) & 1;
         self.byte(0xc4);
-        self.byte(((r ^ 1) << 7) | ((x ^ 1) << 6) | ((b ^ 1) << 5) | 0x01);
-        self.byte((((!vvvv) & 0xf) << 3) | (u8::from(l) << 2));
-        self.byte(opcode);
+        self.byte(((r ^ 1) << 7) | ((x ^ 1) << 6) | ((b ^ 1) << 5) | ins.map as u8);
+        self.byte((((!vvvv) & 0xf) << 3) | (u8::from(l) << 2) | ins.pp as u8);
+        self.byte(ins.opcode);
         self.modrm(reg, rm);
+    }
+
+    /// A mask-register instruction (VEX map 0F, no prefix, `W0`).
+    fn vex0f(&mut self, opcode: u8, l: bool, reg: u8, vvvv: u8, rm: Rm) {
+        self.vex(vop(Map::M0f, Pp::Np, opcode), l, reg, vvvv, rm);
     }
 
     /// `k{dst} = op(k{a}, k{b})` on 16-bit masks.
@@ -364,7 +413,7 @@ mod tests {
     use super::*;
 
     fn enc(f: impl FnOnce(&mut Asm)) -> Vec<u8> {
-        let mut a = Asm::default();
+        let mut a = Asm::new(Isa::Avx512);
         f(&mut a);
         a.code
     }
@@ -499,6 +548,110 @@ mod tests {
             [
                 0x41, 0x54, 0x5b, 0x48, 0x89, 0xe5, 0x45, 0x31, 0xdb, 0x48, 0x85, 0xf6
             ]
+        );
+    }
+
+    fn vex(f: impl FnOnce(&mut Asm)) -> Vec<u8> {
+        let mut a = Asm::new(Isa::Avx2);
+        f(&mut a);
+        a.code
+    }
+
+    #[test]
+    fn vex_forms() {
+        let m = |base, index, disp| Rm::Mem {
+            mem: Mem { base, index, disp },
+            bcst: false,
+        };
+        // vaddpd ymm1, ymm2, ymm3
+        assert_eq!(
+            vex(|a| a.vector(op::VADDPD, 1, Some(2), Rm::Reg(3), 0, None)),
+            [0xc4, 0xe1, 0x6d, 0x58, 0xcb]
+        );
+        // vmulpd ymm9, ymm14, ymm11
+        assert_eq!(
+            vex(|a| a.vector(op::VMULPD, 9, Some(14), Rm::Reg(11), 0, None)),
+            [0xc4, 0x41, 0x0d, 0x59, 0xcb]
+        );
+        // vblendvpd ymm4, ymm5, ymm12, ymm7
+        assert_eq!(
+            vex(|a| a.vector(op::VBLENDVPD, 4, Some(5), Rm::Reg(12), 0, Some(7 << 4))),
+            [0xc4, 0xc3, 0x55, 0x4b, 0xe4, 0x70]
+        );
+        // vcmppd ymm2, ymm1, [rdx+0x40], 0x11
+        assert_eq!(
+            vex(|a| a.vector(op::VCMPPD, 2, Some(1), m(RDX, None, 0x40), 0, Some(0x11))),
+            [0xc4, 0xe1, 0x75, 0xc2, 0x92, 0x40, 0x00, 0x00, 0x00, 0x11]
+        );
+        // vpsllq ymm3, ymm10, 52
+        assert_eq!(
+            vex(|a| a.vector(op::VPSHIFTQ_IMM, 6, Some(3), Rm::Reg(10), 0, Some(52))),
+            [0xc4, 0xc1, 0x65, 0x73, 0xf2, 0x34]
+        );
+        // vpsrlq ymm13, ymm1, 3
+        assert_eq!(
+            vex(|a| a.vector(op::VPSHIFTQ_IMM, 2, Some(13), Rm::Reg(1), 0, Some(3))),
+            [0xc4, 0xe1, 0x15, 0x73, 0xd1, 0x03]
+        );
+        // vpcmpgtq ymm15, ymm8, ymm0
+        assert_eq!(
+            vex(|a| a.vector(op::VPCMPGTQ, 15, Some(8), Rm::Reg(0), 0, None)),
+            [0xc4, 0x62, 0x3d, 0x37, 0xf8]
+        );
+        // vpcmpeqq ymm0, ymm1, [rsp+0x20]
+        assert_eq!(
+            vex(|a| a.vector(op::VPCMPEQQ, 0, Some(1), m(RSP, None, 0x20), 0, None)),
+            [0xc4, 0xe2, 0x75, 0x29, 0x84, 0x24, 0x20, 0x00, 0x00, 0x00]
+        );
+        // vroundpd ymm3, ymm4, 9
+        assert_eq!(
+            vex(|a| a.vector(op::VROUNDPD, 3, None, Rm::Reg(4), 0, Some(0x09))),
+            [0xc4, 0xe3, 0x7d, 0x09, 0xdc, 0x09]
+        );
+        // vbroadcastsd ymm12, [rdi+0x18]
+        assert_eq!(
+            vex(|a| a.vector(op::VBROADCASTSD, 12, None, m(RDI, None, 0x18), 0, None)),
+            [0xc4, 0x62, 0x7d, 0x19, 0xa7, 0x18, 0x00, 0x00, 0x00]
+        );
+        // vmovupd ymm9, [r12+rax+0x20]
+        assert_eq!(
+            vex(|a| a.vector(op::VMOVUPD_LOAD, 9, None, m(R12, Some(RAX), 0x20), 0, None)),
+            [0xc4, 0x41, 0x7d, 0x10, 0x8c, 0x04, 0x20, 0x00, 0x00, 0x00]
+        );
+        // vmovupd [r15+rax+0x60], ymm2
+        assert_eq!(
+            vex(|a| a.vector(op::VMOVUPD_STORE, 2, None, m(R15, Some(RAX), 0x60), 0, None)),
+            [0xc4, 0xc1, 0x7d, 0x11, 0x94, 0x07, 0x60, 0x00, 0x00, 0x00]
+        );
+        // vmovapd [rsp+0x80], ymm15
+        assert_eq!(
+            vex(|a| a.vector(op::VMOVAPD_STORE, 15, None, m(RSP, None, 0x80), 0, None)),
+            [0xc4, 0x61, 0x7d, 0x29, 0xbc, 0x24, 0x80, 0x00, 0x00, 0x00]
+        );
+        // vpandn ymm7, ymm6, ymm5
+        assert_eq!(
+            vex(|a| a.vector(op::VPANDN, 7, Some(6), Rm::Reg(5), 0, None)),
+            [0xc4, 0xe1, 0x4d, 0xdf, 0xfd]
+        );
+        // vpxor ymm7, ymm6, [rdx+0x20]
+        assert_eq!(
+            vex(|a| a.vector(op::VPXOR, 7, Some(6), m(RDX, None, 0x20), 0, None)),
+            [0xc4, 0xe1, 0x4d, 0xef, 0xba, 0x20, 0x00, 0x00, 0x00]
+        );
+        // vpsubq ymm7, ymm6, ymm5
+        assert_eq!(
+            vex(|a| a.vector(op::VPSUBQ, 7, Some(6), Rm::Reg(5), 0, None)),
+            [0xc4, 0xe1, 0x4d, 0xfb, 0xfd]
+        );
+        // vsqrtpd ymm7, ymm8
+        assert_eq!(
+            vex(|a| a.vector(op::VSQRTPD, 7, None, Rm::Reg(8), 0, None)),
+            [0xc4, 0xc1, 0x7d, 0x51, 0xf8]
+        );
+        // vmaxpd ymm7, ymm9, ymm8
+        assert_eq!(
+            vex(|a| a.vector(op::VMAXPD, 7, Some(9), Rm::Reg(8), 0, None)),
+            [0xc4, 0xc1, 0x35, 0x5f, 0xf8]
         );
     }
 }

@@ -1,12 +1,16 @@
-//! The AVX-512 loop bodies: every operation they take, and random programs (proptest) that
-//! keep more values alive than there are registers, give the bits of the 128-bit vector code
-//! and of the scalar code, signed zeros included, on rows long and short. A NaN equals any
-//! NaN: the IR leaves the sign and payload of a NaN made by arithmetic unspecified (Cranelift's
+//! The wide loop bodies, AVX2 and AVX-512: every operation each takes, and random programs
+//! (proptest) that keep more values alive than there are registers, give the bits of the
+//! 128-bit vector code and of the scalar code, signed zeros included, on rows long and short
+//! (not multiples of the step, and several of the launcher's chunks). A NaN equals any NaN:
+//! the IR leaves the sign and payload of a NaN made by arithmetic unspecified (Cranelift's
 //! optimizer, which compiles the scalar code, rewrites `(-x) * (-y)` as `x * y`, for one).
-//! The per-operation tests of `cpu_simd` check NaN payloads too.
+//! The per-operation tests of `simd` check NaN payloads too. A loop whose body an instruction
+//! set does not take (AVX2 has no 64-bit `mul` nor `i64 -> f64` conversion) keeps its 128-bit
+//! code, says why, and gives the same bits.
 //!
-//! On a CPU without AVX-512 F and DQ the same programs run, each test says so on standard
-//! error, and they check that no AVX-512 body was compiled.
+//! On a CPU without an instruction set the same programs run on the widest path it has, each
+//! test says so on standard error, and they check that the path is refused and that no body
+//! of that instruction set was compiled.
 
 #![allow(clippy::unwrap_used)]
 
@@ -14,7 +18,7 @@ use crate::util::*;
 use proptest::prelude::{
     Just, ProptestConfig, Strategy, any, prop, prop_assert, prop_oneof, proptest,
 };
-use weft_cpu::{CompiledKernel, CpuBackend, StoreView};
+use weft_cpu::{CompiledKernel, CpuBackend, SimdPath, StoreView};
 use weft_ir::{BinaryOp, CmpOp, DType, Kernel, Privilege, Scalar, UnaryOp, ValueId};
 
 /// A uniform operand: the kernel's scalar parameter of the type, or a constant.
@@ -250,25 +254,60 @@ fn inputs(len: usize, seed: u64) -> (Vec<f64>, Vec<f64>, Vec<i64>) {
     (a, b, n)
 }
 
-/// `k` compiled three ways: with AVX-512 bodies (where the CPU has them), with 128-bit vectors
-/// only, and scalar.
-fn three_ways(k: &Kernel) -> [CompiledKernel; 3] {
+/// Whether `path`'s bodies take the operations of `steps` (AVX-512 takes them all).
+fn takes(path: SimdPath, steps: &[Step]) -> bool {
+    path != SimdPath::Avx2
+        || !steps.iter().any(|s| match *s {
+            Step::I(op, ..) => op == BinaryOp::Mul,
+            Step::Cast(kind, _) => CAST_KINDS[usize::from(kind % CASTS)] == CAST_KINDS[0],
+            _ => false,
+        })
+}
+
+/// The loops of `k` that run bodies of `path`.
+fn wide_loops(k: &CompiledKernel, path: SimdPath) -> usize {
+    match path {
+        SimdPath::Avx2 => k.avx2_loops(),
+        SimdPath::Avx512 => k.avx512_loops(),
+        _ => 0,
+    }
+}
+
+/// `k` compiled three ways: on `path` (where the CPU has it; else on the widest path it has),
+/// with 128-bit vectors only, and scalar. `takes`: whether `path`'s bodies take the loop.
+fn three_ways(k: &Kernel, path: SimdPath, takes: bool) -> [CompiledKernel; 3] {
     let mut be = CpuBackend::new().unwrap();
+    let available = be.compiler().set_path(path).is_ok();
     let wide = be.compile(k).unwrap();
-    be.set_avx512(false);
+    be.compiler().set_path(SimdPath::Sse).unwrap();
     let narrow = be.compile(k).unwrap();
-    be.set_simd(false);
+    be.compiler().set_path(SimdPath::Scalar).unwrap();
     let scalar = be.compile(k).unwrap();
-    if CpuBackend::avx512_detected() {
-        assert_eq!(wide.avx512_loops(), 1, "{}: the AVX-512 body", k.name);
-    } else {
-        eprintln!(
-            "{}: no AVX-512 on this CPU: checked the 128-bit code only",
+    if available {
+        assert_eq!(
+            wide_loops(&wide, path),
+            usize::from(takes),
+            "{}: the {path} body",
             k.name
         );
-        assert_eq!(wide.avx512_loops(), 0);
+        if !takes {
+            let why = wide.wide_refusals();
+            assert!(
+                why.len() == 1 && why[0].contains("AVX2"),
+                "{}: {why:?}",
+                k.name
+            );
+        }
+    } else {
+        eprintln!(
+            "{}: no {path} on this CPU: checked the 128-bit code only",
+            k.name
+        );
+        assert!(!be.compiler().available_paths().contains(&path));
+        assert_eq!(wide_loops(&wide, path), 0);
     }
-    assert_eq!(narrow.avx512_loops(), 0);
+    assert_eq!(wide_loops(&narrow, SimdPath::Avx2), 0);
+    assert_eq!(wide_loops(&narrow, SimdPath::Avx512), 0);
     assert_eq!(narrow.vectorized_loops(), 1);
     assert_eq!(scalar.vectorized_loops(), 0);
     [wide, narrow, scalar]
@@ -304,7 +343,7 @@ fn first_difference(ks: &[CompiledKernel; 3], len: usize, seed: u64) -> Option<S
     let bits = |o: &(Vec<f64>, Vec<i64>, Vec<f64>), i: usize| [f(o.0[i]), o.1[i] as u64, f(o.2[i])];
     for i in 0..len {
         let want = bits(&outs[2], i);
-        for (w, name) in [(0, "AVX-512"), (1, "128-bit")] {
+        for (w, name) in [(0, "wide"), (1, "128-bit")] {
             let got = bits(&outs[w], i);
             if got != want {
                 return Some(format!(
@@ -320,23 +359,30 @@ fn first_difference(ks: &[CompiledKernel; 3], len: usize, seed: u64) -> Option<S
     None
 }
 
-/// Row lengths: short ones (no AVX-512 step, one, one and a remainder) and one over several of
-/// the launcher's chunks.
-const LENGTHS: [usize; 9] = [0, 7, 31, 32, 33, 64, 95, 130, 40_003];
+/// Row lengths: short ones (no step, one, one and a remainder, around a multiple of the step)
+/// and one over several of the launcher's chunks: AVX2 steps are 16 iterations, AVX-512 steps
+/// 32.
+fn lengths(path: SimdPath) -> &'static [usize] {
+    match path {
+        SimdPath::Avx2 => &[0, 1, 15, 16, 17, 100, 1000, 40_003],
+        _ => &[0, 7, 31, 32, 33, 64, 95, 130, 40_003],
+    }
+}
 
-fn check(name: &str, steps: &[Step]) {
+fn check(path: SimdPath, name: &str, steps: &[Step]) {
     let k = program(name, steps);
-    let ks = three_ways(&k);
-    for (s, &len) in LENGTHS.iter().enumerate() {
+    let ks = three_ways(&k, path, takes(path, steps));
+    for (s, &len) in lengths(path).iter().enumerate() {
         if let Some(d) = first_difference(&ks, len, s as u64 + 1) {
-            panic!("{name}: {d}");
+            panic!("{path} {name}: {d}");
         }
     }
 }
 
-/// Each operation the AVX-512 bodies take, alone.
-#[test]
-fn every_operation_gives_the_scalar_bits() {
+/// Each operation, alone: those `path`'s bodies take give the scalar bits in them, the others
+/// in the 128-bit code.
+fn every_operation_gives_the_scalar_bits(path: SimdPath) {
+    let check = |name: &str, steps: &[Step]| check(path, name, steps);
     let unis = [
         Uni::Param,
         Uni::Const(2.5f64.to_bits()),
@@ -419,11 +465,20 @@ fn every_operation_gives_the_scalar_bits() {
     }
 }
 
+#[test]
+fn avx2_every_operation_gives_the_scalar_bits() {
+    every_operation_gives_the_scalar_bits(SimdPath::Avx2);
+}
+
+#[test]
+fn avx512_every_operation_gives_the_scalar_bits() {
+    every_operation_gives_the_scalar_bits(SimdPath::Avx512);
+}
+
 /// More values alive at once than registers: 48 vectors and 12 masks, all used at the end, so
 /// the body stores values into stack slots, reads them back and reads them from the slots as
 /// operands.
-#[test]
-fn values_beyond_the_registers_are_spilled_and_reloaded() {
+fn values_beyond_the_registers_are_spilled_and_reloaded(path: SimdPath) {
     let mut steps = vec![];
     for k in 0..48 {
         steps.push(Step::F(
@@ -442,7 +497,17 @@ fn values_beyond_the_registers_are_spilled_and_reloaded() {
     for k in 0..12 {
         steps.push(Step::B(BinaryOp::Xor, 13 + k, 1 + k));
     }
-    check("spills", &steps);
+    check(path, "spills", &steps);
+}
+
+#[test]
+fn avx2_values_beyond_the_registers_are_spilled_and_reloaded() {
+    values_beyond_the_registers_are_spilled_and_reloaded(SimdPath::Avx2);
+}
+
+#[test]
+fn avx512_values_beyond_the_registers_are_spilled_and_reloaded() {
+    values_beyond_the_registers_are_spilled_and_reloaded(SimdPath::Avx512);
 }
 
 fn arb_uni() -> impl Strategy<Value = Uni> {
@@ -487,21 +552,38 @@ fn arb_step() -> impl Strategy<Value = Step> {
     ]
 }
 
+/// Random programs of up to 120 steps: the body of `path`, the 128-bit code and the scalar
+/// code agree bit for bit.
+fn random_program_gives_the_scalar_bits(
+    path: SimdPath,
+    steps: &[Step],
+    seed: u64,
+) -> Result<(), proptest::test_runner::TestCaseError> {
+    let k = program("random", steps);
+    let ks = three_ways(&k, path, takes(path, steps));
+    for len in [33usize, 200] {
+        let d = first_difference(&ks, len, seed);
+        prop_assert!(d.is_none(), "{path}: {}", d.unwrap_or_default());
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
-    /// Random programs of up to 120 steps: the AVX-512 body, the 128-bit code and the scalar
-    /// code agree bit for bit.
     #[test]
-    fn random_programs_give_the_scalar_bits(
+    fn avx2_random_programs_give_the_scalar_bits(
         steps in prop::collection::vec(arb_step(), 1..120),
         seed in any::<u64>(),
     ) {
-        let k = program("random", &steps);
-        let ks = three_ways(&k);
-        for len in [33usize, 200] {
-            let d = first_difference(&ks, len, seed);
-            prop_assert!(d.is_none(), "{}", d.unwrap_or_default());
-        }
+        random_program_gives_the_scalar_bits(SimdPath::Avx2, &steps, seed)?;
+    }
+
+    #[test]
+    fn avx512_random_programs_give_the_scalar_bits(
+        steps in prop::collection::vec(arb_step(), 1..120),
+        seed in any::<u64>(),
+    ) {
+        random_program_gives_the_scalar_bits(SimdPath::Avx512, &steps, seed)?;
     }
 }

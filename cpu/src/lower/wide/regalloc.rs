@@ -1,14 +1,16 @@
-//! Register allocation and emission of a straight-line AVX-512 loop body.
+//! Register allocation and emission of a straight-line wide loop body.
 //!
-//! A body is a list of [`MInst`]s over virtual registers of two classes: 512-bit vectors
-//! (`zmm0..zmm31`) and lane masks (`k1..k7`). The body has no branches, and no value lives from
-//! one iteration to the next, so allocation is one walk in program order with Belady's rule:
-//! when a register is needed and none is free, the value whose next use is furthest away leaves
-//! its register (and is stored once, into its own 64-byte stack slot, if it is still needed).
-//! A vector operand in the last (`r/m`) position of an instruction that is in a slot is read
-//! from the slot directly; any other operand is first reloaded.
+//! A body is a list of [`MInst`]s over virtual registers of two classes: vectors (AVX-512:
+//! `zmm0..zmm31`; AVX2: `ymm0..ymm15`) and lane masks (AVX-512 only: `k1..k7`; AVX2 keeps masks
+//! in vectors). The body has no branches, and no value lives from one iteration to the next,
+//! so allocation is one walk in program order with Belady's rule: when a register is needed
+//! and none is free, the value whose next use is furthest away leaves its register (and is
+//! stored once, into its own 64-byte stack slot, if it is still needed). A vector operand in
+//! the last (`r/m`) position of an instruction that is in a slot is read from the slot
+//! directly; any other operand is first reloaded.
 
-use super::encode::{Asm, Evex, KOp, Mem, Rm, gpr, op};
+use super::Isa;
+use super::encode::{Asm, KOp, Mem, Rm, VecOp, gpr, op};
 
 /// A virtual register.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -17,9 +19,9 @@ pub(crate) struct VReg(pub u32);
 /// The register class of a virtual register.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Class {
-    /// A 512-bit vector of eight 64-bit lanes.
-    Z,
-    /// A lane mask.
+    /// A vector of 64-bit lanes (of lane masks too, on AVX2).
+    V,
+    /// An AVX-512 lane mask.
     K,
 }
 
@@ -44,23 +46,30 @@ pub(crate) enum Src {
 pub(crate) enum MInst {
     /// `dst = ins(a, b)`, with an immediate for comparisons (`dst` is a mask then).
     Op3 {
-        ins: Evex,
+        ins: VecOp,
         dst: VReg,
         a: VReg,
         b: Src,
         imm: Option<u8>,
     },
-    /// `dst = ins(b)`, with an immediate for `vrndscalepd`. A mask `b` (`vpmovm2q`) must be
-    /// in a register.
+    /// `dst = ins(b)`, with an immediate for `vrndscalepd`/`vroundpd`. A mask `b`
+    /// (`vpmovm2q`) must be in a register.
     Op2 {
-        ins: Evex,
+        ins: VecOp,
         dst: VReg,
         b: Src,
         imm: Option<u8>,
     },
-    /// `vpsllq`/`vpsrlq dst, b, imm` (`ext`: the opcode extension, 6 or 2).
-    ShiftImm { ext: u8, dst: VReg, b: Src, imm: u8 },
-    /// `dst = k ? t : f`, lane by lane (`vblendmpd dst{k}, f, t`).
+    /// `vpsllq`/`vpsrlq dst, b, imm` (`ext`: the opcode extension, 6 or 2; `b` in a register,
+    /// as the VEX form requires).
+    ShiftImm {
+        ext: u8,
+        dst: VReg,
+        b: VReg,
+        imm: u8,
+    },
+    /// `dst = k ? t : f`, lane by lane (`vblendmpd dst{k}, f, t`; on AVX2
+    /// `vblendvpd dst, f, t, k`, which reads each lane's sign bit of `k`).
     Blend { dst: VReg, k: VReg, f: VReg, t: Src },
     /// `dst = u` in every lane (`vbroadcastsd`).
     Bcast { dst: VReg, u: Uniform },
@@ -73,9 +82,11 @@ pub(crate) enum MInst {
     },
     /// `dst = !a` on masks.
     KNot { dst: VReg, a: VReg },
-    /// Eight elements from pointer argument `ptr`, at the step's offset plus `disp` bytes.
+    /// A vector of elements from pointer argument `ptr`, at the step's offset plus `disp`
+    /// bytes.
     Load { dst: VReg, ptr: u32, disp: i32 },
-    /// Eight elements into pointer argument `ptr`, at the step's offset plus `disp` bytes.
+    /// A vector of elements into pointer argument `ptr`, at the step's offset plus `disp`
+    /// bytes.
     Store { src: VReg, ptr: u32, disp: i32 },
 }
 
@@ -100,7 +111,8 @@ impl MInst {
                 out.push((*a, Need::Reg));
                 src(b, &mut out);
             }
-            MInst::Op2 { b, .. } | MInst::ShiftImm { b, .. } => src(b, &mut out),
+            MInst::Op2 { b, .. } => src(b, &mut out),
+            MInst::ShiftImm { b, .. } => out.push((*b, Need::Reg)),
             MInst::Blend { k, f, t, .. } => {
                 out.push((*k, Need::Reg));
                 out.push((*f, Need::Reg));
@@ -136,6 +148,8 @@ impl MInst {
 /// Where the body finds what is not in a vector register.
 #[derive(Clone, Debug)]
 pub(crate) struct Frame {
+    /// The instruction set of the body.
+    pub isa: Isa,
     /// The register holding each pointer argument.
     pub ptr_regs: Vec<u8>,
     /// The register holding the byte offset of the iteration.
@@ -145,14 +159,31 @@ pub(crate) struct Frame {
     /// The register holding the argument words' address, and the first uniform word's index.
     pub args: u8,
     pub first_uniform: u32,
+    /// The bytes below the stack slots, from a 64-byte aligned `rsp`: on AVX2, where the
+    /// frame leaves the uniform arguments broadcast (32 bytes each).
+    pub slots_at: u32,
 }
 
 impl Frame {
-    fn uniform(&self, u: Uniform) -> Mem {
-        match u {
-            Uniform::Const(i) => Mem::at(self.consts, (i * 16) as i32),
-            Uniform::Arg(i) => Mem::at(self.args, ((self.first_uniform + i) * 8) as i32),
-        }
+    /// A uniform operand: on AVX-512 one element broadcast (a table entry is 16 bytes, an
+    /// argument word 8), on AVX2 a whole vector (of the table's 32-byte entries, or of the
+    /// copies the frame broadcasts on the stack).
+    fn uniform(&self, u: Uniform) -> Rm {
+        let (mem, bcst) = match (self.isa, u) {
+            (Isa::Avx512, Uniform::Const(i)) => (Mem::at(self.consts, (i * 16) as i32), true),
+            (Isa::Avx512, Uniform::Arg(i)) => (
+                Mem::at(self.args, ((self.first_uniform + i) * 8) as i32),
+                true,
+            ),
+            (Isa::Avx2, Uniform::Const(i)) => (Mem::at(self.consts, (i * 32) as i32), false),
+            (Isa::Avx2, Uniform::Arg(i)) => (Mem::at(gpr::RSP, (i * 32) as i32), false),
+        };
+        Rm::Mem { mem, bcst }
+    }
+
+    /// Stack slot `s`: 64 bytes each, above the broadcast uniforms.
+    fn slot(&self, s: u32) -> Mem {
+        Mem::at(gpr::RSP, (self.slots_at + s * 64) as i32)
     }
 
     fn data(&self, ptr: u32, disp: i32) -> Result<Mem, String> {
@@ -168,13 +199,9 @@ impl Frame {
     }
 }
 
-/// A body's stack slot `s`, 64 bytes each from a 64-byte aligned `rsp`.
-fn slot_mem(s: u32) -> Mem {
-    Mem::at(gpr::RSP, (s * 64) as i32)
-}
-
 /// The allocator's state.
 struct Alloc<'a> {
+    frame: &'a Frame,
     classes: &'a [Class],
     /// Per virtual register: the positions of the instructions that read it, and how many of
     /// them are behind.
@@ -183,7 +210,7 @@ struct Alloc<'a> {
     reg: Vec<Option<u8>>,
     slot: Vec<Option<u32>>,
     /// The occupant of each vector register, and of each mask register (`k0` never used).
-    zmm: [Option<VReg>; 32],
+    vecs: Vec<Option<VReg>>,
     kmask: [Option<VReg>; 8],
     slots: u32,
 }
@@ -204,7 +231,7 @@ impl Alloc<'_> {
 
     fn file(&mut self, c: Class) -> &mut [Option<VReg>] {
         match c {
-            Class::Z => &mut self.zmm,
+            Class::V => &mut self.vecs,
             Class::K => &mut self.kmask[1..],
         }
     }
@@ -212,7 +239,7 @@ impl Alloc<'_> {
     /// The hardware number of index `i` of class `c`'s register file.
     fn hw(c: Class, i: usize) -> u8 {
         match c {
-            Class::Z => i as u8,
+            Class::V => i as u8,
             Class::K => i as u8 + 1,
         }
     }
@@ -240,18 +267,18 @@ impl Alloc<'_> {
                     self.slots += 1;
                     self.slot[victim.0 as usize] = Some(s);
                     match c {
-                        Class::Z => asm.evex(
+                        Class::V => asm.vector(
                             op::VMOVAPD_STORE,
                             r,
                             None,
                             Rm::Mem {
-                                mem: slot_mem(s),
+                                mem: self.frame.slot(s),
                                 bcst: false,
                             },
                             0,
                             None,
                         ),
-                        Class::K => asm.kstore(slot_mem(s), r),
+                        Class::K => asm.kstore(self.frame.slot(s), r),
                     }
                 }
                 self.reg[victim.0 as usize] = None;
@@ -268,7 +295,7 @@ impl Alloc<'_> {
         if let Some(r) = self.reg[v.0 as usize].take() {
             let c = self.class(v);
             let i = match c {
-                Class::Z => r as usize,
+                Class::V => r as usize,
                 Class::K => r as usize - 1,
             };
             self.file(c)[i] = None;
@@ -289,18 +316,18 @@ impl Alloc<'_> {
         let c = self.class(v);
         let r = self.take(c, v, asm)?;
         match c {
-            Class::Z => asm.evex(
+            Class::V => asm.vector(
                 op::VMOVAPD_LOAD,
                 r,
                 None,
                 Rm::Mem {
-                    mem: slot_mem(s),
+                    mem: self.frame.slot(s),
                     bcst: false,
                 },
                 0,
                 None,
             ),
-            Class::K => asm.kload(r, slot_mem(s)),
+            Class::K => asm.kload(r, self.frame.slot(s)),
         }
         Ok(r)
     }
@@ -327,12 +354,13 @@ pub(crate) fn emit_body(
         }
     }
     let mut a = Alloc {
+        frame,
         classes,
         uses,
         done: vec![0; n],
         reg: vec![None; n],
         slot: vec![None; n],
-        zmm: [None; 32],
+        vecs: vec![None; frame.isa.vector_registers()],
         kmask: [None; 8],
         slots: 0,
     };
@@ -347,14 +375,11 @@ pub(crate) fn emit_body(
         // Where each operand is now, for the encoding.
         let rm_of = |a: &Alloc<'_>, s: Src| -> Result<Rm, String> {
             Ok(match s {
-                Src::U(u) => Rm::Mem {
-                    mem: frame.uniform(u),
-                    bcst: true,
-                },
+                Src::U(u) => frame.uniform(u),
                 Src::V(v) => match (a.reg[v.0 as usize], a.slot[v.0 as usize]) {
                     (Some(r), _) => Rm::Reg(r),
                     (None, Some(s)) => Rm::Mem {
-                        mem: slot_mem(s),
+                        mem: frame.slot(s),
                         bcst: false,
                     },
                     (None, None) => return Err(format!("internal: v{} has no place", v.0)),
@@ -365,8 +390,8 @@ pub(crate) fn emit_body(
             a.reg[v.0 as usize].ok_or_else(|| format!("internal: v{} is not in a register", v.0))
         };
         enum Enc {
-            Evex {
-                ins: Evex,
+            Vector {
+                ins: VecOp,
                 reg_field: Option<u8>,
                 vvvv: Option<u8>,
                 rm: Rm,
@@ -382,7 +407,7 @@ pub(crate) fn emit_body(
         let enc = match *inst {
             MInst::Op3 {
                 ins, a: x, b, imm, ..
-            } => Enc::Evex {
+            } => Enc::Vector {
                 ins,
                 reg_field: None,
                 vvvv: Some(reg_of(&a, x)?),
@@ -391,7 +416,7 @@ pub(crate) fn emit_body(
                 imm,
                 dst_in_vvvv: false,
             },
-            MInst::Op2 { ins, b, imm, .. } => Enc::Evex {
+            MInst::Op2 { ins, b, imm, .. } => Enc::Vector {
                 ins,
                 reg_field: None,
                 vvvv: None,
@@ -400,31 +425,38 @@ pub(crate) fn emit_body(
                 imm,
                 dst_in_vvvv: false,
             },
-            MInst::ShiftImm { ext, b, imm, .. } => Enc::Evex {
+            MInst::ShiftImm { ext, b, imm, .. } => Enc::Vector {
                 ins: op::VPSHIFTQ_IMM,
                 reg_field: Some(ext),
                 vvvv: None,
-                rm: rm_of(&a, b)?,
+                rm: Rm::Reg(reg_of(&a, b)?),
                 mask: 0,
                 imm: Some(imm),
                 dst_in_vvvv: true,
             },
-            MInst::Blend { k, f, t, .. } => Enc::Evex {
-                ins: op::VBLENDMPD,
-                reg_field: None,
-                vvvv: Some(reg_of(&a, f)?),
-                rm: rm_of(&a, t)?,
-                mask: reg_of(&a, k)?,
-                imm: None,
-                dst_in_vvvv: false,
-            },
-            MInst::Bcast { u, .. } => Enc::Evex {
+            MInst::Blend { k, f, t, .. } => {
+                let k = reg_of(&a, k)?;
+                let (ins, mask, imm) = match frame.isa {
+                    Isa::Avx512 => (op::VBLENDMPD, k, None),
+                    Isa::Avx2 => (op::VBLENDVPD, 0, Some(k << 4)),
+                };
+                Enc::Vector {
+                    ins,
+                    reg_field: None,
+                    vvvv: Some(reg_of(&a, f)?),
+                    rm: rm_of(&a, t)?,
+                    mask,
+                    imm,
+                    dst_in_vvvv: false,
+                }
+            }
+            MInst::Bcast { u, .. } => Enc::Vector {
                 ins: op::VBROADCASTSD,
                 reg_field: None,
                 vvvv: None,
-                rm: Rm::Mem {
-                    mem: frame.uniform(u),
-                    bcst: false,
+                rm: match frame.uniform(u) {
+                    Rm::Mem { mem, .. } => Rm::Mem { mem, bcst: false },
+                    rm => rm,
                 },
                 mask: 0,
                 imm: None,
@@ -452,7 +484,7 @@ pub(crate) fn emit_body(
         };
         let d = dst.map_or(0, |(_, r)| r);
         match enc {
-            Enc::Evex {
+            Enc::Vector {
                 ins,
                 reg_field,
                 vvvv,
@@ -462,14 +494,14 @@ pub(crate) fn emit_body(
                 dst_in_vvvv,
             } => {
                 if dst_in_vvvv {
-                    asm.evex(ins, reg_field.unwrap_or(0), Some(d), rm, mask, imm);
+                    asm.vector(ins, reg_field.unwrap_or(0), Some(d), rm, mask, imm);
                 } else {
-                    asm.evex(ins, d, vvvv, rm, mask, imm);
+                    asm.vector(ins, d, vvvv, rm, mask, imm);
                 }
             }
             Enc::KOp(op, x, y) => asm.kop(op, d, x, y),
             Enc::KNot(x) => asm.knot(d, x),
-            Enc::Load(mem) => asm.evex(
+            Enc::Load(mem) => asm.vector(
                 op::VMOVUPD_LOAD,
                 d,
                 None,
@@ -477,7 +509,7 @@ pub(crate) fn emit_body(
                 0,
                 None,
             ),
-            Enc::Store(mem, r) => asm.evex(
+            Enc::Store(mem, r) => asm.vector(
                 op::VMOVUPD_STORE,
                 r,
                 None,

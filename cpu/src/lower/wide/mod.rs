@@ -1,0 +1,331 @@
+//! Wide loop bodies: the varying part of a vectorizable loop with 64-bit lanes, as machine code
+//! of its own in registers wider than Cranelift's: 256-bit `ymm` registers (AVX2, four lanes)
+//! or 512-bit `zmm` registers (AVX-512, eight lanes).
+//!
+//! Cranelift 0.135's x86-64 back end has 128-bit vectors only. For a loop that
+//! [`super::vector`] takes, with `f64`/`i64` lanes, no reduction and no use of the loop index as
+//! a value, this module emits a function
+//!
+//! ```text
+//! extern "C" fn(args: *const u64, steps: i64)
+//! ```
+//!
+//! that runs `steps` steps of [`Isa::step`] iterations (a vector's lanes times
+//! [`Isa::unroll`] vectors interleaved instruction by instruction). `args` holds one pointer per
+//! contiguous access (the address of the first iteration's element), then the bits of each
+//! uniform value that the body reads. Constants live in a table that the function addresses
+//! directly. The vector function calls it for each row's first `step * floor(len / step)`
+//! iterations and runs the rest as before.
+//!
+//! Every operation is the one the 128-bit and scalar code perform, lane by lane, in the same
+//! operand order: no contraction into fused multiply-adds, no reassociation, the scalar rules
+//! for `min`/`max`, so results are the same bits on every path (up to the sign and payload of a
+//! NaN made by arithmetic, which the IR leaves unspecified and Cranelift's optimizer changes).
+//! Masks (comparison results, `bool` values) live in `k` registers on AVX-512 and in vectors of
+//! all-ones or all-zeros lanes on AVX2.
+//!
+//! [`compile`] selects instructions ([`regalloc::MInst`], by [`select`]) from the body, then
+//! [`regalloc::emit_body`] allocates registers and encodes them ([`encode`]), and the function
+//! around them is assembled here.
+
+mod encode;
+mod regalloc;
+mod select;
+
+use weft_ir::validate::Types;
+use weft_ir::{Op, ParallelLoop, Scalar, ValueId};
+
+use self::encode::{Asm, Mem, Rm, gpr, op};
+use self::regalloc::Frame;
+use self::select::Select;
+use super::vector::{ConstTable, VecPlan};
+
+/// The instruction set of a wide body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Isa {
+    /// AVX2 (VEX-encoded, 256 bits, 16 registers).
+    Avx2,
+    /// AVX-512 F and DQ (EVEX-encoded, 512 bits, 32 registers and mask registers).
+    Avx512,
+}
+
+impl Isa {
+    /// Whether this CPU runs bodies of this instruction set (enabled by the OS).
+    pub(crate) fn detected(self) -> bool {
+        #[cfg(all(target_arch = "x86_64", unix))]
+        {
+            match self {
+                Isa::Avx2 => std::is_x86_feature_detected!("avx2"),
+                Isa::Avx512 => {
+                    std::is_x86_feature_detected!("avx512f")
+                        && std::is_x86_feature_detected!("avx512dq")
+                }
+            }
+        }
+        #[cfg(not(all(target_arch = "x86_64", unix)))]
+        {
+            false
+        }
+    }
+
+    /// The widest instruction set this CPU runs, if any.
+    pub(crate) fn widest_detected() -> Option<Isa> {
+        [Isa::Avx512, Isa::Avx2].into_iter().find(|i| i.detected())
+    }
+
+    /// Its name in messages.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Isa::Avx2 => "AVX2",
+            Isa::Avx512 => "AVX-512",
+        }
+    }
+
+    /// 64-bit lanes per vector.
+    pub(crate) fn lanes(self) -> i64 {
+        match self {
+            Isa::Avx2 => 4,
+            Isa::Avx512 => 8,
+        }
+    }
+
+    /// Vectors per step, interleaved instruction by instruction.
+    pub(crate) fn unroll(self) -> usize {
+        4
+    }
+
+    /// Iterations per step of the function.
+    pub(crate) fn step(self) -> i64 {
+        self.lanes() * self.unroll() as i64
+    }
+
+    /// Vector registers.
+    pub(crate) fn vector_registers(self) -> usize {
+        match self {
+            Isa::Avx2 => 16,
+            Isa::Avx512 => 32,
+        }
+    }
+
+    /// Bytes per constant-table entry (one element on AVX-512, which broadcasts it from
+    /// memory; a whole vector of copies on AVX2, which cannot).
+    fn const_bytes(self) -> usize {
+        match self {
+            Isa::Avx2 => 32,
+            Isa::Avx512 => 16,
+        }
+    }
+}
+
+/// One word of a call's argument array.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ArgWord {
+    /// The address of the row's element at the first iteration of the call, for the
+    /// contiguous access of store parameter `.0` at indices `.1`.
+    RowBase(u32, Vec<ValueId>),
+    /// The bits of a uniform value (a `f64` or an `i64`).
+    Uniform(ValueId),
+}
+
+/// A compiled wide body.
+#[derive(Debug)]
+pub(crate) struct WideBody {
+    /// Its instruction set.
+    pub isa: Isa,
+    /// The machine code of the function.
+    pub code: Vec<u8>,
+    /// The constants it reads (at a fixed address): must live as long as the code.
+    pub table: ConstTable,
+    /// What the caller puts in each word of the argument array.
+    pub args: Vec<ArgWord>,
+}
+
+/// Registers for pointer arguments: caller-saved first, then callee-saved (saved by the
+/// function).
+const PTR_REGS: [u8; 10] = [
+    gpr::RCX,
+    gpr::R8,
+    gpr::R9,
+    gpr::R10,
+    gpr::R11,
+    gpr::RBX,
+    gpr::R12,
+    gpr::R13,
+    gpr::R14,
+    gpr::R15,
+];
+
+/// Compiles the varying part of `pl` (as `plan` splits it) into a function of `isa`, or says
+/// why it does not qualify. `const_of` gives the value of each uniform value that is a
+/// constant.
+pub(crate) fn compile(
+    isa: Isa,
+    pl: &ParallelLoop,
+    plan: &VecPlan,
+    types: &Types,
+    const_of: &dyn Fn(ValueId) -> Option<Scalar>,
+) -> Result<WideBody, String> {
+    if plan.lanes != 2 {
+        return Err("not 64-bit lanes".into());
+    }
+    if plan.uses_iota {
+        return Err("uses the loop index as a value".into());
+    }
+    let mut s = Select::new(isa, plan, types, const_of);
+    let mut ptrs: Vec<(u32, Vec<ValueId>)> = Vec::new();
+    let mut ptr_of = |param: u32, indices: &[ValueId]| -> u32 {
+        match ptrs
+            .iter()
+            .position(|(p, ix)| *p == param && ix.as_slice() == indices)
+        {
+            Some(i) => i as u32,
+            None => {
+                ptrs.push((param, indices.to_vec()));
+                ptrs.len() as u32 - 1
+            }
+        }
+    };
+    for (inst, &at_row) in pl.body.iter().zip(&plan.row_level) {
+        if at_row {
+            continue;
+        }
+        if matches!(inst.op, Op::Reduce(..)) {
+            return Err("a reduction".into());
+        }
+        for copy in 0..isa.unroll() {
+            s.inst(copy, inst, &mut ptr_of)?;
+        }
+    }
+    if ptrs.len() > PTR_REGS.len() {
+        return Err(format!("{} contiguous accesses", ptrs.len()));
+    }
+    assemble(s, ptrs)
+}
+
+/// The constant table of `consts` for `isa`, and the address of its first entry (entries of
+/// [`Isa::const_bytes`], 32-byte aligned on AVX2).
+fn const_table(isa: Isa, consts: &[u64]) -> (ConstTable, u64) {
+    let per = isa.const_bytes() / 16;
+    // One spare entry to align to 32 bytes.
+    let mut entries = vec![0u128; consts.len().max(1) * per + per - 1].into_boxed_slice();
+    let skip = match isa {
+        Isa::Avx2 => (entries.as_ptr() as usize % 32) / 16,
+        Isa::Avx512 => 0,
+    };
+    for (k, &c) in consts.iter().enumerate() {
+        let e = match isa {
+            Isa::Avx2 => u128::from(c) | (u128::from(c) << 64),
+            Isa::Avx512 => u128::from(c),
+        };
+        entries[skip + k * per..skip + (k + 1) * per].fill(e);
+    }
+    let at = entries[skip..].as_ptr() as u64;
+    (ConstTable::new(entries), at)
+}
+
+/// The function around the body: saves what it uses, loads the pointers (on AVX2, broadcasts
+/// the uniform arguments onto the stack), runs the steps.
+fn assemble(s: Select<'_>, ptrs: Vec<(u32, Vec<ValueId>)>) -> Result<WideBody, String> {
+    let isa = s.isa;
+    let (table, table_at) = const_table(isa, &s.consts);
+    let ptr_regs = PTR_REGS[..ptrs.len()].to_vec();
+    let first_uniform = ptrs.len() as u32;
+    let broadcast = match isa {
+        Isa::Avx2 => s.uniforms.len() as u32,
+        Isa::Avx512 => 0,
+    };
+    let frame = Frame {
+        isa,
+        ptr_regs: ptr_regs.clone(),
+        index: gpr::RAX,
+        consts: gpr::RDX,
+        args: gpr::RDI,
+        first_uniform,
+        slots_at: (broadcast * 32).next_multiple_of(64),
+    };
+    let mut body = Asm::new(isa);
+    let slots = regalloc::emit_body(&s.insts, &s.classes, &frame, &mut body)?;
+    let saved: Vec<u8> = ptr_regs
+        .iter()
+        .copied()
+        .filter(|r| matches!(*r, gpr::RBX | gpr::R12 | gpr::R13 | gpr::R14 | gpr::R15))
+        .collect();
+
+    let mut a = Asm::new(isa);
+    a.push(gpr::RBP);
+    a.mov_rr(gpr::RBP, gpr::RSP);
+    for &r in &saved {
+        a.push(r);
+    }
+    a.and_imm(gpr::RSP, -64);
+    let bytes = u64::from(frame.slots_at) + u64::from(slots) * 64;
+    if bytes > 0 {
+        let bytes = i32::try_from(bytes).map_err(|e| e.to_string())?;
+        a.sub_imm(gpr::RSP, bytes);
+    }
+    a.mov_imm64(gpr::RDX, table_at);
+    for (i, &r) in ptr_regs.iter().enumerate() {
+        a.mov_load(r, Mem::at(gpr::RDI, (i * 8) as i32));
+    }
+    // AVX2 reads uniform operands as whole vectors: copy `i` at `rsp + 32 * i`.
+    for i in 0..broadcast {
+        let word = Mem::at(gpr::RDI, ((first_uniform + i) * 8) as i32);
+        let copy = Mem::at(gpr::RSP, (i * 32) as i32);
+        a.vector(
+            op::VBROADCASTSD,
+            0,
+            None,
+            Rm::Mem {
+                mem: word,
+                bcst: false,
+            },
+            0,
+            None,
+        );
+        a.vector(
+            op::VMOVAPD_STORE,
+            0,
+            None,
+            Rm::Mem {
+                mem: copy,
+                bcst: false,
+            },
+            0,
+            None,
+        );
+    }
+    a.zero(gpr::RAX);
+    a.test(gpr::RSI);
+    // jle: no steps.
+    let skip = a.jcc_forward(0xe);
+    let top = a.code.len();
+    a.code.extend_from_slice(&body.code);
+    a.add_imm(gpr::RAX, (isa.step() * 8) as i32);
+    a.sub_imm(gpr::RSI, 1);
+    // jnz top
+    a.jcc(0x5, top);
+    a.patch(skip);
+    // rsp = rbp - 8 * saved, then restore.
+    a.mov_rr(gpr::RSP, gpr::RBP);
+    if !saved.is_empty() {
+        a.sub_imm(gpr::RSP, (saved.len() * 8) as i32);
+    }
+    for &r in saved.iter().rev() {
+        a.pop(r);
+    }
+    a.pop(gpr::RBP);
+    a.vzeroupper();
+    a.ret();
+
+    let mut args: Vec<ArgWord> = ptrs
+        .into_iter()
+        .map(|(p, ix)| ArgWord::RowBase(p, ix))
+        .collect();
+    args.extend(s.uniforms.into_iter().map(ArgWord::Uniform));
+    Ok(WideBody {
+        isa,
+        code: a.code,
+        table,
+        args,
+    })
+}

@@ -1,0 +1,595 @@
+//! Instruction selection of the wide loop bodies: the varying part of a loop body, one
+//! vector of the step at a time, as [`MInst`]s over virtual registers.
+//!
+//! One selector serves both instruction sets. They differ in where masks live (AVX-512: `k`
+//! registers; AVX2: vectors of all-ones or all-zeros lanes, so mask operations are the bitwise
+//! vector instructions and a bool `select` is a blend) and in what AVX2 lacks: 64-bit integer
+//! `mul`, `min`, `max`, `abs`, integer comparisons other than `eq` and `gt`, and the conversion
+//! from `i64` to `f64`. `min`, `max`, `abs` and the comparisons are built from what it has (a
+//! compare and a blend; a subtraction and a blend; swapped operands and a NOT); `mul` and the
+//! conversion make the loop keep its 128-bit code.
+
+use std::collections::HashMap;
+
+use weft_ir::validate::Types;
+use weft_ir::{BinaryOp, CmpOp, DType, Inst, Op, Scalar, UnaryOp, ValueId};
+
+use super::Isa;
+use super::encode::{KOp, VecOp, op};
+use super::regalloc::{Class, MInst, Src, Uniform, VReg};
+use crate::lower::vector::VecPlan;
+
+/// The instruction selector's state.
+pub(super) struct Select<'a> {
+    pub isa: Isa,
+    plan: &'a VecPlan,
+    types: &'a Types,
+    const_of: &'a dyn Fn(ValueId) -> Option<Scalar>,
+    /// The selected instructions, and the class of each virtual register.
+    pub insts: Vec<MInst>,
+    pub classes: Vec<Class>,
+    /// The registers of the varying values, per vector of the step.
+    vals: Vec<HashMap<ValueId, VReg>>,
+    /// The vector of the step being selected.
+    copy: usize,
+    /// The constants the body reads (their bits), and the uniform values it takes as
+    /// arguments.
+    pub consts: Vec<u64>,
+    const_index: HashMap<u64, u32>,
+    pub uniforms: Vec<ValueId>,
+    uniform_index: HashMap<ValueId, u32>,
+}
+
+type R<T> = Result<T, String>;
+
+impl<'a> Select<'a> {
+    /// A selector for `isa`; `const_of` gives the value of each uniform value that is a
+    /// constant.
+    pub fn new(
+        isa: Isa,
+        plan: &'a VecPlan,
+        types: &'a Types,
+        const_of: &'a dyn Fn(ValueId) -> Option<Scalar>,
+    ) -> Self {
+        Select {
+            isa,
+            plan,
+            types,
+            const_of,
+            insts: Vec::new(),
+            classes: Vec::new(),
+            vals: vec![HashMap::new(); isa.unroll()],
+            copy: 0,
+            consts: Vec::new(),
+            const_index: HashMap::new(),
+            uniforms: Vec::new(),
+            uniform_index: HashMap::new(),
+        }
+    }
+
+    fn new_reg(&mut self, c: Class) -> VReg {
+        self.classes.push(c);
+        VReg(self.classes.len() as u32 - 1)
+    }
+
+    /// The byte offset of the current vector's elements from the step's first.
+    fn disp(&self) -> i32 {
+        (self.copy as i64 * self.isa.lanes() * 8) as i32
+    }
+
+    fn push(&mut self, i: MInst) {
+        self.insts.push(i);
+    }
+
+    fn ty(&self, v: ValueId) -> R<DType> {
+        if let Some(&t) = self.plan.varying.get(&v) {
+            return Ok(t);
+        }
+        self.types
+            .get(v)
+            .ok_or_else(|| format!("no type for value {v}"))
+    }
+
+    fn constant(&mut self, bits: u64) -> Uniform {
+        let next = self.consts.len() as u32;
+        let i = *self.const_index.entry(bits).or_insert(next);
+        if i == next {
+            self.consts.push(bits);
+        }
+        Uniform::Const(i)
+    }
+
+    /// The operand for `v`: its register if it varies, else a broadcast constant or argument.
+    fn src(&mut self, v: ValueId) -> R<Src> {
+        if let Some(&r) = self.vals[self.copy].get(&v) {
+            return Ok(Src::V(r));
+        }
+        if self.plan.varying.contains_key(&v) {
+            return Err(format!("internal: value {v} used before it is computed"));
+        }
+        match self.ty(v)? {
+            DType::F64 | DType::I64 => {}
+            t => return Err(format!("a uniform {t} operand")),
+        }
+        if let Some(c) = (self.const_of)(v) {
+            return Ok(Src::U(self.constant(c.to_bits())));
+        }
+        let next = self.uniforms.len() as u32;
+        let i = *self.uniform_index.entry(v).or_insert(next);
+        if i == next {
+            self.uniforms.push(v);
+        }
+        Ok(Src::U(Uniform::Arg(i)))
+    }
+
+    /// `v` in a vector register (a uniform is broadcast into a fresh one).
+    fn reg(&mut self, v: ValueId) -> R<VReg> {
+        match self.src(v)? {
+            Src::V(r) => Ok(r),
+            Src::U(u) => {
+                let dst = self.new_reg(Class::V);
+                self.push(MInst::Bcast { dst, u });
+                Ok(dst)
+            }
+        }
+    }
+
+    /// A mask operand: a varying `bool` (masks never come from uniform values here).
+    fn mask(&mut self, v: ValueId) -> R<VReg> {
+        match self.vals[self.copy].get(&v) {
+            Some(&r) if self.plan.varying.get(&v) == Some(&DType::Bool) => Ok(r),
+            _ => Err(format!("the mask {v} is not a varying comparison result")),
+        }
+    }
+
+    /// The register class of masks.
+    fn mask_class(&self) -> Class {
+        match self.isa {
+            Isa::Avx512 => Class::K,
+            Isa::Avx2 => Class::V,
+        }
+    }
+
+    fn op3(&mut self, ins: VecOp, a: VReg, b: Src, imm: Option<u8>, class: Class) -> VReg {
+        let dst = self.new_reg(class);
+        self.push(MInst::Op3 {
+            ins,
+            dst,
+            a,
+            b,
+            imm,
+        });
+        dst
+    }
+
+    fn op2(&mut self, ins: VecOp, b: Src, imm: Option<u8>) -> VReg {
+        let dst = self.new_reg(Class::V);
+        self.push(MInst::Op2 { ins, dst, b, imm });
+        dst
+    }
+
+    /// `k ? t : f`, lane by lane; on AVX2 of masks too.
+    fn blend(&mut self, k: VReg, f: VReg, t: Src) -> VReg {
+        let dst = self.new_reg(self.classes[f.0 as usize]);
+        self.push(MInst::Blend { dst, k, f, t });
+        dst
+    }
+
+    /// A mask operation (on AVX2, the bitwise one on vectors).
+    fn kop(&mut self, op: KOp, a: VReg, b: VReg) -> VReg {
+        match self.isa {
+            Isa::Avx512 => {
+                let dst = self.new_reg(Class::K);
+                self.push(MInst::KOp { op, dst, a, b });
+                dst
+            }
+            Isa::Avx2 => {
+                let ins = match op {
+                    KOp::And => op::VPAND,
+                    KOp::AndN => op::VPANDN,
+                    KOp::Or => op::VPOR,
+                    KOp::Xor => op::VPXOR,
+                };
+                self.op3(ins, a, Src::V(b), None, Class::V)
+            }
+        }
+    }
+
+    /// `!a` on masks (on AVX2, `a ^ all ones`).
+    fn knot(&mut self, a: VReg) -> VReg {
+        match self.isa {
+            Isa::Avx512 => {
+                let dst = self.new_reg(Class::K);
+                self.push(MInst::KNot { dst, a });
+                dst
+            }
+            Isa::Avx2 => {
+                let ones = self.constant(u64::MAX);
+                self.op3(op::VPXOR, a, Src::U(ones), None, Class::V)
+            }
+        }
+    }
+
+    /// `ins(x, y)` for a commutative integer operation: a uniform `x` goes last. (Float
+    /// operations keep their order: of two NaN operands, the first one's is the result.)
+    fn commutative(&mut self, ins: VecOp, x: ValueId, y: ValueId, class: Class) -> R<VReg> {
+        let (x, y) = if self.vals[self.copy].contains_key(&x) {
+            (x, y)
+        } else {
+            (y, x)
+        };
+        let a = self.reg(x)?;
+        let b = self.src(y)?;
+        Ok(self.op3(ins, a, b, None, class))
+    }
+
+    fn ordered(&mut self, ins: VecOp, x: ValueId, y: ValueId) -> R<VReg> {
+        let a = self.reg(x)?;
+        let b = self.src(y)?;
+        Ok(self.op3(ins, a, b, None, Class::V))
+    }
+
+    /// Float `min` or `max` with the scalar code's results (see `vector::vfminmax`): the
+    /// native instruction, `x | y` (`x & y`) where the operands are equal, `y + x` where either
+    /// is NaN.
+    fn fminmax(&mut self, min: bool, x: ValueId, y: ValueId) -> R<VReg> {
+        let (xa, yb) = (self.reg(x)?, self.src(y)?);
+        let r = self.op3(
+            if min { op::VMINPD } else { op::VMAXPD },
+            xa,
+            yb,
+            None,
+            Class::V,
+        );
+        let mask = self.mask_class();
+        let eq = self.op3(op::VCMPPD, xa, yb, Some(FCMP_EQ), mask);
+        let both = self.op3(
+            if min { op::VPOR } else { op::VPAND },
+            xa,
+            yb,
+            None,
+            Class::V,
+        );
+        let r = self.blend(eq, r, Src::V(both));
+        let nan = self.op3(op::VCMPPD, xa, yb, Some(FCMP_UNORD), mask);
+        let ya = self.reg(y)?;
+        let sum = self.op3(op::VADDPD, ya, Src::V(xa), None, Class::V);
+        Ok(self.blend(nan, r, Src::V(sum)))
+    }
+
+    /// Integer `min` or `max` on AVX2: `x > y`, then a blend.
+    fn iminmax(&mut self, min: bool, x: ValueId, y: ValueId) -> R<VReg> {
+        let gt = self.icmp_gt(x, y)?;
+        let (xa, ya) = (self.reg(x)?, self.reg(y)?);
+        Ok(if min {
+            self.blend(gt, xa, Src::V(ya))
+        } else {
+            self.blend(gt, ya, Src::V(xa))
+        })
+    }
+
+    /// The AVX2 mask of `x > y` on `i64`.
+    fn icmp_gt(&mut self, x: ValueId, y: ValueId) -> R<VReg> {
+        let a = self.reg(x)?;
+        let b = self.src(y)?;
+        Ok(self.op3(op::VPCMPGTQ, a, b, None, Class::V))
+    }
+
+    /// The mask of `x op y`.
+    fn cmp(&mut self, cop: CmpOp, x: ValueId, y: ValueId) -> R<VReg> {
+        let t = self.ty(x)?;
+        let mask = self.mask_class();
+        match (t, self.isa) {
+            (DType::F64, _) => {
+                let a = self.reg(x)?;
+                let b = self.src(y)?;
+                Ok(self.op3(op::VCMPPD, a, b, Some(fcmp_imm(cop)), mask))
+            }
+            (DType::I64, Isa::Avx512) => {
+                let a = self.reg(x)?;
+                let b = self.src(y)?;
+                Ok(self.op3(op::VPCMPQ, a, b, Some(icmp_imm(cop)), mask))
+            }
+            // `eq` and `gt`, with swapped operands and a NOT for the others.
+            (DType::I64, Isa::Avx2) => match cop {
+                CmpOp::Eq => self.commutative(op::VPCMPEQQ, x, y, Class::V),
+                CmpOp::Ne => {
+                    let eq = self.commutative(op::VPCMPEQQ, x, y, Class::V)?;
+                    Ok(self.knot(eq))
+                }
+                CmpOp::Gt => self.icmp_gt(x, y),
+                CmpOp::Lt => self.icmp_gt(y, x),
+                CmpOp::Le => {
+                    let gt = self.icmp_gt(x, y)?;
+                    Ok(self.knot(gt))
+                }
+                CmpOp::Ge => {
+                    let lt = self.icmp_gt(y, x)?;
+                    Ok(self.knot(lt))
+                }
+            },
+            (t, _) => Err(format!("a comparison of {t}")),
+        }
+    }
+
+    /// Selects the instructions of one body instruction, for the current vector of the step;
+    /// `ptr_of` numbers the contiguous accesses.
+    pub fn inst(
+        &mut self,
+        copy: usize,
+        inst: &Inst,
+        ptr_of: &mut dyn FnMut(u32, &[ValueId]) -> u32,
+    ) -> R<()> {
+        self.copy = copy;
+        let result = inst.results.first().copied();
+        let r = match &inst.op {
+            Op::Load(acc) => {
+                let r = result.ok_or("a load without a result")?;
+                self.need_64(self.ty(r)?)?;
+                let ptr = ptr_of(acc.param, &acc.indices);
+                let dst = self.new_reg(Class::V);
+                self.push(MInst::Load {
+                    dst,
+                    ptr,
+                    disp: self.disp(),
+                });
+                dst
+            }
+            Op::Store(acc, v) => {
+                self.need_64(self.ty(*v)?)?;
+                let src = self.reg(*v)?;
+                let ptr = ptr_of(acc.param, &acc.indices);
+                self.push(MInst::Store {
+                    src,
+                    ptr,
+                    disp: self.disp(),
+                });
+                return Ok(());
+            }
+            Op::Binary(bop, x, y) => self.binary(*bop, *x, *y)?,
+            Op::Unary(uop, x) => self.unary(*uop, *x)?,
+            Op::Cmp(cop, x, y) => self.cmp(*cop, *x, *y)?,
+            Op::Select(c, x, y) => {
+                let k = self.mask(*c)?;
+                match (
+                    self.ty(result.ok_or("a select without a result")?)?,
+                    self.isa,
+                ) {
+                    (DType::Bool, Isa::Avx512) => {
+                        let (a, b) = (self.mask(*x)?, self.mask(*y)?);
+                        let t = self.kop(KOp::And, k, a);
+                        let f = self.kop(KOp::AndN, k, b);
+                        self.kop(KOp::Or, t, f)
+                    }
+                    (DType::Bool, Isa::Avx2) => {
+                        let (a, b) = (self.mask(*x)?, self.mask(*y)?);
+                        self.blend(k, b, Src::V(a))
+                    }
+                    _ => {
+                        let f = self.reg(*y)?;
+                        let t = self.src(*x)?;
+                        self.blend(k, f, t)
+                    }
+                }
+            }
+            Op::Cast(to, x) => self.cast(*to, *x)?,
+            Op::Bitcast(to, x) => {
+                let from = self.ty(*x)?;
+                if from.size() != to.size() || from == DType::Bool || *to == DType::Bool {
+                    return Err(format!("a bitcast from {from} to {to}"));
+                }
+                self.reg(*x)?
+            }
+            other => return Err(format!("no {} form of {other:?}", self.isa.name())),
+        };
+        let result = result.ok_or("an operation without a result")?;
+        self.vals[self.copy].insert(result, r);
+        Ok(())
+    }
+
+    /// Loads and stores move whole vectors of 64-bit elements.
+    fn need_64(&self, t: DType) -> R<()> {
+        match t {
+            DType::F64 | DType::I64 => Ok(()),
+            t => Err(format!("a vector access to {t} elements")),
+        }
+    }
+
+    fn binary(&mut self, bop: BinaryOp, x: ValueId, y: ValueId) -> R<VReg> {
+        use BinaryOp::*;
+        let t = self.ty(x)?;
+        let avx512 = self.isa == Isa::Avx512;
+        let v = Class::V;
+        match (t, bop) {
+            (DType::F64, Add) => self.ordered(op::VADDPD, x, y),
+            (DType::F64, Mul) => self.ordered(op::VMULPD, x, y),
+            (DType::F64, Sub) => self.ordered(op::VSUBPD, x, y),
+            (DType::F64, Div) => self.ordered(op::VDIVPD, x, y),
+            (DType::F64, Min) => self.fminmax(true, x, y),
+            (DType::F64, Max) => self.fminmax(false, x, y),
+            (DType::I64, Add) => self.commutative(op::VPADDQ, x, y, v),
+            (DType::I64, Sub) => self.ordered(op::VPSUBQ, x, y),
+            (DType::I64, Mul) if avx512 => self.commutative(op::VPMULLQ, x, y, v),
+            (DType::I64, And) => self.commutative(op::VPAND, x, y, v),
+            (DType::I64, Or) => self.commutative(op::VPOR, x, y, v),
+            (DType::I64, Xor) => self.commutative(op::VPXOR, x, y, v),
+            (DType::I64, Min) if avx512 => self.commutative(op::VPMINSQ, x, y, v),
+            (DType::I64, Max) if avx512 => self.commutative(op::VPMAXSQ, x, y, v),
+            (DType::I64, Min) => self.iminmax(true, x, y),
+            (DType::I64, Max) => self.iminmax(false, x, y),
+            (DType::I64, Shl | Shr) => {
+                // The amount is taken modulo 64, as the IR says.
+                let amount = (self.const_of)(y)
+                    .map(|c| c.to_bits() & 63)
+                    .ok_or("a shift by a non-constant amount")?;
+                let b = self.reg(x)?;
+                let dst = self.new_reg(Class::V);
+                let ext = if bop == Shl { 6 } else { 2 };
+                self.push(MInst::ShiftImm {
+                    ext,
+                    dst,
+                    b,
+                    imm: amount as u8,
+                });
+                Ok(dst)
+            }
+            (DType::Bool, And | Min) => {
+                let (a, b) = (self.mask(x)?, self.mask(y)?);
+                Ok(self.kop(KOp::And, a, b))
+            }
+            (DType::Bool, Or | Max) => {
+                let (a, b) = (self.mask(x)?, self.mask(y)?);
+                Ok(self.kop(KOp::Or, a, b))
+            }
+            (DType::Bool, Xor) => {
+                let (a, b) = (self.mask(x)?, self.mask(y)?);
+                Ok(self.kop(KOp::Xor, a, b))
+            }
+            _ => Err(format!(
+                "no {} form of {} on {t}",
+                self.isa.name(),
+                bop.name()
+            )),
+        }
+    }
+
+    /// A vector of zeros.
+    fn zeros(&mut self) -> VReg {
+        let zero = self.constant(0);
+        let z = self.new_reg(Class::V);
+        self.push(MInst::Bcast { dst: z, u: zero });
+        z
+    }
+
+    fn unary(&mut self, uop: UnaryOp, x: ValueId) -> R<VReg> {
+        let t = self.ty(x)?;
+        match (t, uop) {
+            (DType::F64, UnaryOp::Neg) => {
+                let sign = self.constant(1 << 63);
+                let a = self.reg(x)?;
+                Ok(self.op3(op::VPXOR, a, Src::U(sign), None, Class::V))
+            }
+            (DType::F64, UnaryOp::Abs) => {
+                let magnitude = self.constant(!(1 << 63));
+                let a = self.reg(x)?;
+                Ok(self.op3(op::VPAND, a, Src::U(magnitude), None, Class::V))
+            }
+            (DType::F64, UnaryOp::Sqrt) => {
+                let b = self.src(x)?;
+                Ok(self.op2(op::VSQRTPD, b, None))
+            }
+            // Round down or up (precision exceptions suppressed; none are unmasked).
+            (DType::F64, UnaryOp::Floor) => {
+                let b = self.src(x)?;
+                Ok(self.op2(op::VROUNDPD, b, Some(0x09)))
+            }
+            (DType::F64, UnaryOp::Ceil) => {
+                let b = self.src(x)?;
+                Ok(self.op2(op::VROUNDPD, b, Some(0x0a)))
+            }
+            (DType::I64, UnaryOp::Neg) => {
+                let z = self.zeros();
+                let b = self.src(x)?;
+                Ok(self.op3(op::VPSUBQ, z, b, None, Class::V))
+            }
+            (DType::I64, UnaryOp::Abs) => match self.isa {
+                Isa::Avx512 => {
+                    let b = self.src(x)?;
+                    Ok(self.op2(op::VPABSQ, b, None))
+                }
+                // `0 - x` in the lanes whose sign bit is set (`vblendvpd` reads only that).
+                Isa::Avx2 => {
+                    let z = self.zeros();
+                    let a = self.reg(x)?;
+                    let neg = self.op3(op::VPSUBQ, z, Src::V(a), None, Class::V);
+                    Ok(self.blend(a, a, Src::V(neg)))
+                }
+            },
+            (DType::I64, UnaryOp::Not) => {
+                let ones = self.constant(u64::MAX);
+                let a = self.reg(x)?;
+                Ok(self.op3(op::VPXOR, a, Src::U(ones), None, Class::V))
+            }
+            (DType::Bool, UnaryOp::Not) => {
+                let a = self.mask(x)?;
+                Ok(self.knot(a))
+            }
+            _ => Err(format!(
+                "no {} form of {} on {t}",
+                self.isa.name(),
+                uop.name()
+            )),
+        }
+    }
+
+    fn cast(&mut self, to: DType, x: ValueId) -> R<VReg> {
+        use DType::*;
+        let from = self.ty(x)?;
+        let mask = self.mask_class();
+        match (from, to, self.isa) {
+            _ if from == to => self.reg(x),
+            (I64, F64, Isa::Avx512) => {
+                let b = self.src(x)?;
+                Ok(self.op2(op::VCVTQQ2PD, b, None))
+            }
+            // A mask's lanes are all ones or zeros: ANDed with the bits of 1.
+            (Bool, F64 | I64, _) => {
+                let k = self.mask(x)?;
+                let ones = match self.isa {
+                    Isa::Avx512 => self.op2(op::VPMOVM2Q, Src::V(k), None),
+                    Isa::Avx2 => k,
+                };
+                let one = if to == F64 { 1f64.to_bits() } else { 1 };
+                let one = self.constant(one);
+                Ok(self.op3(op::VPAND, ones, Src::U(one), None, Class::V))
+            }
+            // Unordered or not equal: NaN is true, as in the scalar code.
+            (F64, Bool, _) => {
+                let zero = self.constant(0);
+                let a = self.reg(x)?;
+                Ok(self.op3(op::VCMPPD, a, Src::U(zero), Some(FCMP_NEQ_U), mask))
+            }
+            (I64, Bool, Isa::Avx512) => {
+                let zero = self.constant(0);
+                let a = self.reg(x)?;
+                Ok(self.op3(op::VPCMPQ, a, Src::U(zero), Some(4), mask))
+            }
+            (I64, Bool, Isa::Avx2) => {
+                let zero = self.constant(0);
+                let a = self.reg(x)?;
+                let eq = self.op3(op::VPCMPEQQ, a, Src::U(zero), None, Class::V);
+                Ok(self.knot(eq))
+            }
+            _ => Err(format!("no {} cast from {from} to {to}", self.isa.name())),
+        }
+    }
+}
+
+/// `vcmppd` predicates: equal (ordered, quiet), unordered, not equal (unordered, quiet).
+const FCMP_EQ: u8 = 0x00;
+const FCMP_UNORD: u8 = 0x03;
+const FCMP_NEQ_U: u8 = 0x04;
+
+/// The `vcmppd` predicate of `op`: ordered and quiet, except `ne` (true when unordered).
+fn fcmp_imm(op: CmpOp) -> u8 {
+    match op {
+        CmpOp::Eq => FCMP_EQ,
+        CmpOp::Ne => FCMP_NEQ_U,
+        CmpOp::Lt => 0x11,
+        CmpOp::Le => 0x12,
+        CmpOp::Gt => 0x1e,
+        CmpOp::Ge => 0x1d,
+    }
+}
+
+/// The `vpcmpq` predicate of `op` (signed).
+fn icmp_imm(op: CmpOp) -> u8 {
+    match op {
+        CmpOp::Eq => 0,
+        CmpOp::Lt => 1,
+        CmpOp::Le => 2,
+        CmpOp::Ne => 4,
+        CmpOp::Ge => 5,
+        CmpOp::Gt => 6,
+    }
+}
