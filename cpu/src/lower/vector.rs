@@ -801,6 +801,9 @@ impl FnLower<'_, '_> {
         }
         let args = self.b.ins().stack_addr(self.ptr_ty, slot, 0);
         let callee = self.module.declare_func_in_func(w.func, self.b.func);
+        // The body's bytes may land anywhere in the address space, further than a 32-bit
+        // displacement reaches from the caller: call it through its absolute address.
+        self.b.func.dfg.ext_funcs[callee].colocated = false;
         self.b.ins().call(callee, &[args, steps]);
         let done = self.b.ins().imul_imm_s(steps, step);
         let rest = self.b.ins().iadd(start, done);

@@ -5,7 +5,9 @@
 //! Prints one JSON line: the median seconds per iteration of each, the ratios
 //! `unfused / fused` and `rust_loop / fused`, and the memory-bandwidth floor: the compulsory
 //! bytes (3 arrays in, 2 out) at the read bandwidth the probe measures in this process
-//! (`read_gbs`, `floor_ratio`, `rust_loop_floor_ratio`).
+//! (`read_gbs`, `floor_ratio`, `rust_loop_floor_ratio`), the SIMD path of the CPU back end
+//! (`simd_path`) and a hash of the bits of the fused outputs (`fused_output_bits`, FNV-1a over
+//! every call and then every put price), to compare paths run by run.
 
 use std::process::ExitCode;
 
@@ -100,6 +102,20 @@ fn run(args: &Args) -> Result<(), AppError> {
     let diff_unfused = worst(&results[0].0, &results[1].0).max(worst(&results[0].1, &results[1].1));
     let diff_rust = worst(&results[0].0, &call).max(worst(&results[0].1, &put));
 
+    // FNV-1a over the bits of the fused outputs.
+    let hash = results[0]
+        .0
+        .iter()
+        .chain(&results[0].1)
+        .flat_map(|v| v.to_bits().to_le_bytes())
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    // The configured path, else the widest this CPU runs (the back end's default).
+    let path = args
+        .config()
+        .simd
+        .or_else(|| weft::SimdPath::ALL.into_iter().rev().find(|p| p.detected()));
     let (fused, fused_tasks, fused_compiled) = medians[0];
     let (unfused, unfused_tasks, _) = medians[1];
     // Compulsory bytes: three inputs read, two outputs written.
@@ -119,6 +135,8 @@ fn run(args: &Args) -> Result<(), AppError> {
         .set("kernels_compiled_timed", fused_compiled)
         .set("max_rel_diff_vs_unfused", diff_unfused)
         .set("max_rel_diff_vs_rust_loop", diff_rust)
+        .set("simd_path", path.map_or("none", |p| p.name()))
+        .set("fused_output_bits", format!("{hash:016x}"))
         .floor("", fused, bytes, gbs)
         .set(
             "rust_loop_floor_ratio",

@@ -223,6 +223,21 @@ impl<'a> Select<'a> {
         Ok(self.op3(ins, a, b, None, class))
     }
 
+    /// Float `add` or `mul`. On AVX2 a first operand that is a constant other than NaN goes
+    /// last, as a memory operand, instead of taking a register: the result is the same bits
+    /// (the sum or product is; a NaN result then comes from `y`, which the instruction
+    /// propagates from either position, or is the default NaN of an invalid operation).
+    /// AVX-512 keeps the order, reading the constant with a broadcast.
+    fn fcommutative(&mut self, ins: VecOp, x: ValueId, y: ValueId) -> R<VReg> {
+        let non_nan_const = !self.vals[self.copy].contains_key(&x)
+            && (self.const_of)(x).is_some_and(|c| !f64::from_bits(c.to_bits()).is_nan());
+        if self.isa == Isa::Avx2 && non_nan_const && self.vals[self.copy].contains_key(&y) {
+            self.ordered(ins, y, x)
+        } else {
+            self.ordered(ins, x, y)
+        }
+    }
+
     fn ordered(&mut self, ins: VecOp, x: ValueId, y: ValueId) -> R<VReg> {
         let a = self.reg(x)?;
         let b = self.src(y)?;
@@ -401,8 +416,8 @@ impl<'a> Select<'a> {
         let avx512 = self.isa == Isa::Avx512;
         let v = Class::V;
         match (t, bop) {
-            (DType::F64, Add) => self.ordered(op::VADDPD, x, y),
-            (DType::F64, Mul) => self.ordered(op::VMULPD, x, y),
+            (DType::F64, Add) => self.fcommutative(op::VADDPD, x, y),
+            (DType::F64, Mul) => self.fcommutative(op::VMULPD, x, y),
             (DType::F64, Sub) => self.ordered(op::VSUBPD, x, y),
             (DType::F64, Div) => self.ordered(op::VDIVPD, x, y),
             (DType::F64, Min) => self.fminmax(true, x, y),
