@@ -350,6 +350,7 @@ impl Compiler {
                     deferrable: crate::deferred::deferrable_by_loop(kernel),
                 },
                 compile_time: start.elapsed(),
+                lane_loops: lowered.lane_loops,
                 _tables: lowered.tables,
                 _code: Arc::clone(&self.code),
             }),
@@ -360,6 +361,7 @@ impl Compiler {
 struct KernelInner {
     plan: Plan,
     compile_time: Duration,
+    lane_loops: usize,
     /// The constant tables that the machine code reads at fixed addresses; kept alive with it.
     _tables: Vec<lower::vector::ConstTable>,
     /// Keeps the machine code alive.
@@ -445,6 +447,14 @@ impl CompiledKernel {
             .iter()
             .filter(|s| s.vectorized)
             .count()
+    }
+
+    /// Number of `for` loops compiled as vectors of lanes: loops whose carried values form
+    /// lanes, as `weft_ir::builder::BodyBuilder::fold_lanes` writes a row reduction (see the
+    /// `lower::lanes` module). A parallel step compiles such a loop as vectors in the copy of
+    /// its loop nest for unit innermost strides, and as scalar code in the other.
+    pub fn lane_loops(&self) -> usize {
+        self.inner.lane_loops
     }
 
     /// Number of vectorized loops whose rows run their bulk, eight iterations at a time, in

@@ -3,7 +3,9 @@
 //!
 //! # Determinism
 //! The outermost dimension of a parallel loop is cut into chunks of [`chunk_rows`] rows, a
-//! number that depends only on the loop's shape. A store reduced into by a parallel loop is
+//! number that depends only on the loop's shape (a loop whose points run `for` loops and that
+//! sends no float sum or product through chunk buffers may be cut finer, by the thread count:
+//! its results do not depend on the chunks). A store reduced into by a parallel loop is
 //! either updated in place (when every reduction's first index is the loop's first index, so
 //! chunks touch disjoint rows) or through one private buffer per chunk, initialised to the
 //! operator's identity and folded into the store element by element in chunk order. Either way
@@ -29,6 +31,9 @@ pub(crate) type KernelFn = unsafe extern "C" fn(*mut u64, *const *mut u8, i64, i
 
 /// About how many loop iterations one chunk of a parallel loop runs.
 pub(crate) const CHUNK_ITERS: i64 = 16 * 1024;
+
+/// Chunks per thread, at least, of a loop whose points run `for` loops.
+const SPREAD: i64 = 4;
 
 /// About how many loop iterations one slice of a chunk with leaf stores runs (see
 /// [`crate::leaves`]): their leaves stay in the first-level cache.
@@ -342,6 +347,7 @@ impl Plan {
                     over,
                     obligations,
                     reds,
+                    spread,
                 } => {
                     let func = step.func;
                     let leaves: Vec<&LeafRun<'_>> = runs
@@ -371,6 +377,7 @@ impl Plan {
                         obligations,
                         reds,
                         leaves: &leaves,
+                        spread: *spread,
                     };
                     // SAFETY: forwarded from the caller; see `parallel`.
                     let step_parts = unsafe { self.parallel(&cx, &mut frame, &all, pool)? };
@@ -462,6 +469,7 @@ impl Plan {
             obligations,
             reds,
             leaves,
+            spread,
         } = *cx;
         let ext = &stores[over].extents;
         // The accesses indexed directly by loop indices are unchecked: prove them here.
@@ -478,7 +486,15 @@ impl Plan {
         if rows == 0 || inner == 0 {
             return self.loop_partials(leaves, parts);
         }
-        let per = chunk_rows(inner);
+        let mut per = chunk_rows(inner);
+        if spread {
+            // Points with `for` loops inside: at least `SPREAD` chunks per thread, whatever
+            // the shape says (a `matvec` has few rows, each of much work).
+            let threads = i64::try_from(pool.current_num_threads())
+                .unwrap_or(1)
+                .max(1);
+            per = per.min((rows - 1) / (SPREAD * threads) + 1);
+        }
         let nchunks = (rows - 1) / per + 1;
         let frame_len = frame.len();
         let frame_ptr = Shared(frame.as_mut_ptr());
@@ -727,6 +743,8 @@ struct StepCx<'a, 'b> {
     obligations: &'a [Obligation],
     reds: &'a [RedBuf],
     leaves: &'a [&'a LeafRun<'b>],
+    /// See `StepKind::Parallel`.
+    spread: bool,
 }
 
 /// One reduction buffer's place in a chunk's region.

@@ -46,6 +46,7 @@ use weft_ir::{
 
 use crate::math::MathFn;
 
+pub(crate) mod lanes;
 pub(crate) mod vector;
 pub(crate) mod wide;
 
@@ -224,6 +225,11 @@ pub(crate) enum StepKind {
         over: usize,
         obligations: Vec<Obligation>,
         reds: Vec<RedBuf>,
+        /// Whether the launcher may cut the loop into chunks by the thread count as well as
+        /// by its shape: its points run `for` loops (so a point may be much work), and no
+        /// float sum or product goes through a chunk buffer (whose result depends on the
+        /// chunks).
+        spread: bool,
     },
 }
 
@@ -251,6 +257,8 @@ pub(crate) struct Lowered {
     /// Constant tables that the compiled code reads at fixed addresses (see
     /// [`vector::ConstTable`]): they must live as long as the code may run.
     pub tables: Vec<vector::ConstTable>,
+    /// How many `for` loops were lowered as vectors of lanes (see [`lanes`]).
+    pub lane_loops: usize,
 }
 
 /// The imported math shims, declared once per module.
@@ -476,6 +484,7 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
     let mut fctx = FunctionBuilderContext::new();
     let mut spill_types = HashMap::new();
     let mut tables = Vec::new();
+    let mut lane_loops = 0;
     let mut fcx = StepCx {
         tables: &mut tables,
         module,
@@ -488,6 +497,9 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
         faults: &mut faults,
         spill_types: &mut spill_types,
         ptr_ty,
+        types: value_types,
+        lanes: simd.is_some(),
+        lane_loops: &mut lane_loops,
     };
     for item in items {
         let (pl, pos) = match item {
@@ -557,6 +569,14 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
                 (func, false)
             }
         };
+        if let StepKind::Parallel { reds, spread, .. } = &mut kind {
+            let ordered = reds.iter().any(|r| {
+                r.mode == RedMode::Buffer
+                    && matches!(r.op, ReduceOp::Sum | ReduceOp::Prod)
+                    && layout.stores[r.store].dtype.is_float()
+            });
+            *spread = has_for_loop(&pl.body) && !ordered;
+        }
         steps.push(Step {
             kind,
             func,
@@ -571,6 +591,7 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
         steps,
         faults: faults.sites,
         tables,
+        lane_loops,
     })
 }
 
@@ -587,6 +608,9 @@ struct StepCx<'a> {
     faults: &'a mut Faults,
     spill_types: &'a mut HashMap<ValueId, DType>,
     ptr_ty: Type,
+    types: &'a Types,
+    lanes: bool,
+    lane_loops: &'a mut usize,
 }
 
 /// A wide body defined in the module, and what its caller passes it.
@@ -653,6 +677,10 @@ impl StepCx<'_> {
                 par: None,
                 tables: self.tables,
                 for_proven: HashSet::new(),
+                types: self.types,
+                lanes: self.lanes,
+                consts: HashMap::new(),
+                lane_loops: self.lane_loops,
             };
             build(&mut fl)?;
             // Resets `fctx` for the next function.
@@ -791,6 +819,8 @@ struct View {
     stride: Vec<Value>,
     /// For a rank-0 reduction in a register: the accumulator.
     acc: Option<Variable>,
+    /// Whether the last stride is known to be one element (it is then a constant).
+    unit_inner: bool,
 }
 
 /// A cold block that returns the code of the first out-of-bounds index of one access.
@@ -842,6 +872,14 @@ struct FnLower<'a, 'f> {
     /// induction value of an enclosing `for` loop, was checked for the loop's whole range
     /// before the loop (see `lower_for`).
     for_proven: HashSet<(ValueId, u32, usize)>,
+    /// The types of the kernel's values.
+    types: &'a Types,
+    /// Whether `for` loops whose carried values form lanes run as vectors (see [`lanes`]).
+    lanes: bool,
+    /// The constants lowered so far (value ids are unique in a kernel).
+    consts: HashMap<ValueId, Scalar>,
+    /// How many `for` loops of the kernel were lowered as vectors of lanes.
+    lane_loops: &'a mut usize,
 }
 
 impl<'f> FnLower<'_, 'f> {
@@ -1036,6 +1074,7 @@ impl<'f> FnLower<'_, 'f> {
                     let ok = self.b.ins().icmp_imm_s(IntCC::Equal, *inner, size);
                     unit = self.b.ins().band(unit, ok);
                     *inner = self.b.ins().iconst(types::I64, size);
+                    view.unit_inner = true;
                 }
                 let (fast, slow) = (self.b.create_block(), self.b.create_block());
                 self.b.ins().brif(unit, fast, &[], slow, &[]);
@@ -1063,6 +1102,7 @@ impl<'f> FnLower<'_, 'f> {
             over,
             obligations,
             reds,
+            spread: false,
         }
     }
 
@@ -1278,6 +1318,7 @@ impl<'f> FnLower<'_, 'f> {
                     .collect(),
                 ext,
                 acc: None,
+                unit_inner: false,
             },
             Some((i, RedMode::Buffer)) => View {
                 base: self
@@ -1289,6 +1330,7 @@ impl<'f> FnLower<'_, 'f> {
                     .collect(),
                 ext,
                 acc: None,
+                unit_inner: false,
             },
             Some((_, RedMode::Register)) => {
                 let Privilege::Reduce(op) = slot.privilege else {
@@ -1302,6 +1344,7 @@ impl<'f> FnLower<'_, 'f> {
                     stride: vec![],
                     ext,
                     acc: Some(var),
+                    unit_inner: false,
                 }
             }
         };
@@ -1396,7 +1439,12 @@ impl<'f> FnLower<'_, 'f> {
 
     fn lower_inst(&mut self, inst: &Inst) -> LResult<()> {
         let (val, ty) = match &inst.op {
-            Op::Const(s) => (self.constant(*s), s.dtype()),
+            Op::Const(s) => {
+                if let [r] = inst.results[..] {
+                    self.consts.insert(r, *s);
+                }
+                (self.constant(*s), s.dtype())
+            }
             Op::Param(p) => match self.layout.slots.get(*p as usize) {
                 Some(Slot::Scalar(s)) => {
                     let slot = &self.layout.scalars[*s];
@@ -1662,22 +1710,7 @@ impl<'f> FnLower<'_, 'f> {
         let mut offset: Option<Value> = None;
         for (d, &iv) in acc.indices.iter().enumerate() {
             let idx = self.typed(iv, DType::I64, "index")?;
-            let proven = self.for_proven.contains(&(iv, acc.param, d))
-                || match &mut self.par {
-                    Some(p) => match p.loop_dims.get(&iv) {
-                        Some(&k) => {
-                            p.obligations.insert(Obligation {
-                                loop_dim: k,
-                                store,
-                                dim: d,
-                            });
-                            true
-                        }
-                        None => false,
-                    },
-                    None => false,
-                };
-            if !proven {
+            if !self.index_proven(iv, store, acc.param, d) {
                 let code = self.faults.code(FaultSite {
                     param: acc.param,
                     dim: d as u32,
@@ -1699,6 +1732,27 @@ impl<'f> FnLower<'_, 'f> {
             None => base,
             Some(o) => self.b.ins().iadd(base, o),
         })
+    }
+
+    /// Whether index `iv` on dimension `d` of store parameter `param` (layout store `store`)
+    /// needs no check here: an enclosing `for` loop checked its range, or it is a parallel
+    /// loop's own index (the launcher checks those ranges, recorded as an obligation).
+    fn index_proven(&mut self, iv: ValueId, store: usize, param: u32, d: usize) -> bool {
+        if self.for_proven.contains(&(iv, param, d)) {
+            return true;
+        }
+        let Some(p) = &mut self.par else {
+            return false;
+        };
+        let Some(&loop_dim) = p.loop_dims.get(&iv) else {
+            return false;
+        };
+        p.obligations.insert(Obligation {
+            loop_dim,
+            store,
+            dim: d,
+        });
+        true
     }
 
     fn combine(&mut self, op: ReduceOp, dt: DType, a: Value, b: Value) -> Value {
@@ -1781,6 +1835,16 @@ impl<'f> FnLower<'_, 'f> {
     /// `for i in lo..hi` as a guarded do-while loop with the carried values as block
     /// parameters.
     fn lower_for(&mut self, inst: &Inst, l: &ForLoop) -> LResult<()> {
+        if self.lanes {
+            let views = &self.views;
+            let unit = |param: u32| views.get(&param).is_some_and(|v| v.unit_inner);
+            let consts = &self.consts;
+            let konst = |v: ValueId| consts.get(&v).copied();
+            if let Ok(plan) = lanes::plan(l, self.layout, self.types, &unit, &konst) {
+                *self.lane_loops += 1;
+                return self.lower_for_lanes(inst, l, &plan);
+            }
+        }
         let n = l.init.len();
         if l.carried.len() != n || l.yields.len() != n || inst.results.len() != n {
             return Err(format!(

@@ -604,4 +604,92 @@ impl BodyBuilder {
         });
         results
     }
+
+    /// `op` over `term(p)` for `p` in `lo..hi`, in the *lane order* of a sequential reduction
+    /// (`weft_ir::semantics`, *Reduction order*): with `n = hi - lo` (none if negative),
+    /// term `p - lo < FOLD_LANES * floor(n / FOLD_LANES)` goes to partial result
+    /// `(p - lo) mod FOLD_LANES`, each partial combining its terms in increasing `p` from
+    /// `op`'s identity ([`ReduceOp::identity`]); the terms after them go to one more partial
+    /// (the tail); and the result is the partials combined by a fixed tree,
+    /// `(((s0 op s1) op (s2 op s3)) op ((s4 op s5) op (s6 op s7))) op tail`.
+    ///
+    /// The [`FOLD_LANES`] partials are independent chains, so the body keeps the arithmetic
+    /// units busy, and a back end may run them as vector lanes of any width that divides
+    /// [`FOLD_LANES`] (the CPU back end does, in 128-bit vectors) with the same bits: the order is
+    /// written out in the IR. `term` is called once per lane (so `FOLD_LANES` times) in the
+    /// main loop's body, with `p` as `lo + FOLD_LANES q + k`, and once in the tail's body.
+    ///
+    /// ```
+    /// use weft_ir::builder::KernelBuilder;
+    /// use weft_ir::{DType, Privilege, ReduceOp};
+    ///
+    /// // y[i] = sum over j of A[i, j] * x[j]
+    /// let mut k = KernelBuilder::new("matvec");
+    /// let a = k.store(DType::F64, 2, Privilege::Read);
+    /// let x = k.store(DType::F64, 1, Privilege::Read);
+    /// let y = k.store(DType::F64, 1, Privilege::Write);
+    /// let n = k.extent(a, 1);
+    /// k.parallel(y, |b, i| {
+    ///     let lo = b.const_i64(0);
+    ///     let sum = b.fold_lanes(ReduceOp::Sum, DType::F64, lo, n, |b, j| {
+    ///         b.mul(b.load(a, &[i[0], j]), b.load(x, &[j]))
+    ///     });
+    ///     b.store(y, i, sum);
+    /// });
+    /// k.finish_validated().unwrap();
+    /// ```
+    pub fn fold_lanes(
+        &mut self,
+        op: ReduceOp,
+        dtype: DType,
+        lo: Value,
+        hi: Value,
+        mut term: impl FnMut(&mut BodyBuilder, Value) -> Value,
+    ) -> Value {
+        let combine = |b: &BodyBuilder, x: Value, y: Value| {
+            let bin = match op {
+                ReduceOp::Sum => BinaryOp::Add,
+                ReduceOp::Prod => BinaryOp::Mul,
+                ReduceOp::Min => BinaryOp::Min,
+                ReduceOp::Max => BinaryOp::Max,
+            };
+            b.binary(bin, x, y)
+        };
+        let identity = self.constant(op.identity(dtype));
+        let zero = self.const_i64(0);
+        let lanes = self.const_i64(FOLD_LANES as i64);
+        let span = self.sub(hi, lo);
+        let span = self.max(span, zero);
+        let blocks = self.div(span, lanes);
+        let partials = self.for_loop(zero, blocks, &[identity; FOLD_LANES], |b, q, acc| {
+            let step = b.mul(q, lanes);
+            let base = b.add(lo, step);
+            (0..FOLD_LANES)
+                .map(|k| {
+                    let offset = b.const_i64(k as i64);
+                    let p = b.add(base, offset);
+                    let t = term(b, p);
+                    combine(b, acc[k], t)
+                })
+                .collect()
+        });
+        let done = self.mul(blocks, lanes);
+        let start = self.add(lo, done);
+        let tail = self.for_loop(start, hi, &[identity], |b, p, acc| {
+            let t = term(b, p);
+            vec![combine(b, acc[0], t)]
+        });
+        let mut level = partials;
+        while level.len() > 1 {
+            level = level
+                .chunks(2)
+                .map(|pair| combine(self, pair[0], pair[1]))
+                .collect();
+        }
+        combine(self, level[0], tail[0])
+    }
 }
+
+/// The number of interleaved partial results of [`BodyBuilder::fold_lanes`]: every vector
+/// width a back end uses for lanes of 32 or 64 bits divides it.
+pub const FOLD_LANES: usize = 8;

@@ -70,13 +70,25 @@
 //!   reduces into, and fusion never puts a reader of it in the same task).
 //! - Two parallel loops whose float sums or products may reach one element do not fuse into
 //!   one loop ([`crate::passes::fuse`]): each keeps its own tree.
-//! - **Not yet:** float sums and products into stores of rank 1 or more (axis reductions
-//!   through a chunk buffer, `vecmat`), and reductions carried by a sequential `for` loop (a
-//!   `matvec` row, a CSR row: there each point's contribution is the loop's fold in iteration
-//!   order, as the definition says, and the loop is not vectorized). On the CPU back end a
-//!   reduction into an element that the parallel loop's rows own (indexed on dimension 0 by
-//!   the loop's dimension-0 index) is performed in iteration order; otherwise the loop's rows
-//!   are cut into chunks whose size depends only on the loop's shape, each chunk reduces in
+//! - *Reductions carried by a sequential `for` loop* (a `matvec` row, a reduction over the
+//!   last dimension of a store) are written out in the IR, so every back end computes exactly
+//!   the order written. The order to write is the **lane order** that
+//!   [`crate::builder::BodyBuilder::fold_lanes`] emits: the terms in
+//!   [`crate::builder::FOLD_LANES`] (8) interleaved partial results, each folded in index
+//!   order from the operator's identity, the terms after the last whole block of 8 in a ninth,
+//!   and the partials combined by the fixed tree
+//!   `(((s0 op s1) op (s2 op s3)) op ((s4 op s5) op (s6 op s7))) op tail`. Every vector width
+//!   that back ends use for 32- and 64-bit lanes (2, 4, 8) divides 8, so a back end may run
+//!   the partials as vector lanes (the CPU back end does, in 128-bit vectors: `weft-cpu`'s
+//!   `lanes` module) and a GPU may give each partial its own thread, with the same bits. A
+//!   row is never split between threads, pieces or ranks, so neither changes the result.
+//!   `numeric`'s `matvec`, `matmul` and reductions over one trailing dimension use it.
+//! - **Not yet:** float sums and products into stores of rank 1 or more through a parallel
+//!   loop (axis reductions through a chunk buffer, `vecmat`), and CSR rows (written as one
+//!   partial, folded in iteration order, not vectorized). On the CPU back end a reduction
+//!   into an element that the parallel loop's rows own (indexed on dimension 0 by the loop's
+//!   dimension-0 index) is performed in iteration order; otherwise the loop's rows are cut
+//!   into chunks whose size depends only on the loop's shape, each chunk reduces in
 //!   iteration order, and the chunks' results are combined in chunk order: the bits do not
 //!   depend on the thread count or SIMD path, but may depend on the number of pieces.
 

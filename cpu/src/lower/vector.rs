@@ -813,7 +813,7 @@ impl FnLower<'_, '_> {
     }
 
     /// Lane `lane` of the vector `v` of `dt` as a scalar of `dt` (a mask lane becomes a bool).
-    fn lane(&mut self, v: Value, lane: u8, dt: DType) -> Value {
+    pub(super) fn lane(&mut self, v: Value, lane: u8, dt: DType) -> Value {
         let x = self.b.ins().extractlane(v, lane);
         if dt == DType::Bool {
             self.b.ins().icmp_imm_s(IntCC::NotEqual, x, 0)
@@ -823,7 +823,7 @@ impl FnLower<'_, '_> {
     }
 
     /// The scalar `s` of type `t` in every lane (a bool becomes a mask).
-    fn splat(&mut self, s: Value, t: DType, lanes: u8) -> Value {
+    pub(super) fn splat(&mut self, s: Value, t: DType, lanes: u8) -> Value {
         let vt = vec_type(t, lanes);
         if t == DType::Bool {
             let lane = vt.lane_type();
@@ -1074,7 +1074,14 @@ impl FnLower<'_, '_> {
         }
     }
 
-    fn vbinary(&mut self, op: BinaryOp, t: DType, x: Value, y: Value, lanes: u8) -> LResult<Value> {
+    pub(super) fn vbinary(
+        &mut self,
+        op: BinaryOp,
+        t: DType,
+        x: Value,
+        y: Value,
+        lanes: u8,
+    ) -> LResult<Value> {
         let ins = self.b.ins();
         Ok(match (t, op) {
             (DType::F32 | DType::F64, BinaryOp::Add) => ins.fadd(x, y),
@@ -1105,7 +1112,7 @@ impl FnLower<'_, '_> {
     /// bit: the smaller (larger) of ordered unequal operands; `x | y` (`x & y`) of equal ones
     /// (so `-0` is below `+0`); `y + x` when either is NaN (so the NaN is the one the scalar
     /// sequence propagates, quieted).
-    fn vfminmax(&mut self, min: bool, x: Value, y: Value, t: DType, lanes: u8) -> Value {
+    pub(super) fn vfminmax(&mut self, min: bool, x: Value, y: Value, t: DType, lanes: u8) -> Value {
         let vt = vec_type(t, lanes);
         // `x < y ? x : y` (minpd) or `y < x ? x : y` (maxpd).
         let pick = if min {
@@ -1137,7 +1144,7 @@ impl FnLower<'_, '_> {
         })
     }
 
-    fn vcast(&mut self, x: Value, from: DType, to: DType, lanes: u8) -> LResult<Value> {
+    pub(super) fn vcast(&mut self, x: Value, from: DType, to: DType, lanes: u8) -> LResult<Value> {
         use DType::*;
         let vt = vec_type(to, lanes);
         Ok(match (from, to) {

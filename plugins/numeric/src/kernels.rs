@@ -361,16 +361,28 @@ fn reduce_axes(name: String, op: ReduceOp, dtype: DType, rank: u32, mask: u32) -
 }
 
 /// `out[i] = op over j of a[i, j]`, `i` the `kept` leading dimensions (tiled like `out`) and
-/// `j` the `reduced` trailing ones (whole), in row-major order of `j`.
+/// `j` the `reduced` trailing ones (whole): one reduced dimension in the lane order of
+/// [`BodyBuilder::fold_lanes`] (vector code on back ends that take it), several in
+/// row-major order of `j`.
 fn reduce_rows(name: String, op: ReduceOp, dtype: DType, kept: u32, reduced: u32) -> KernelBuilder {
     let mut k = KernelBuilder::new(name);
     let a = k.store(dtype, kept + reduced, Privilege::Read);
     let out = k.store(dtype, kept, Privilege::Write);
     let extents: Vec<Value> = (kept..kept + reduced).map(|d| k.extent(a, d)).collect();
     k.parallel(out, |b, idx| {
-        let init = b.constant(op.identity(dtype));
         let mut at = idx.to_vec();
-        let acc = reduce_nest(b, op, a, &extents, &mut at, init);
+        let acc = if let [n] = extents[..] {
+            let lo = b.const_i64(0);
+            b.fold_lanes(op, dtype, lo, n, |b, j| {
+                at.push(j);
+                let x = b.load(a, &at);
+                at.pop();
+                x
+            })
+        } else {
+            let init = b.constant(op.identity(dtype));
+            reduce_nest(b, op, a, &extents, &mut at, init)
+        };
         b.store(out, idx, acc);
     });
     k
@@ -503,51 +515,6 @@ fn sqrt_in_place(name: String, dtype: DType) -> KernelBuilder {
     k
 }
 
-/// Partial sums of an inner product (see [`inner_product`]).
-const INNER_LANES: usize = 8;
-
-/// The sum of `term(p)` for `p` in `0..n`, in this fixed order: term `p < 8 floor(n/8)` goes
-/// to partial sum `p mod 8` (eight `for`-loop-carried sums, each in increasing `p`, from
-/// zero), the terms after them to a ninth sum, and the result is
-/// `(((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))) + tail`. Eight independent chains of
-/// additions instead of one keep the adder busy (a single chain waits out each addition's
-/// latency), and every back end, fused or not, computes exactly this order.
-fn inner_product(
-    b: &mut BodyBuilder,
-    dtype: DType,
-    n: Value,
-    mut term: impl FnMut(&mut BodyBuilder, Value) -> Value,
-) -> Value {
-    let zero = b.const_of(dtype, 0.0);
-    let lo = b.const_i64(0);
-    let lanes = b.const_i64(INNER_LANES as i64);
-    let blocks = b.div(n, lanes);
-    let sums = b.for_loop(lo, blocks, &[zero; INNER_LANES], |b, q, acc| {
-        let base = b.mul(q, lanes);
-        (0..INNER_LANES)
-            .map(|k| {
-                let offset = b.const_i64(k as i64);
-                let p = b.add(base, offset);
-                let t = term(b, p);
-                b.add(acc[k], t)
-            })
-            .collect()
-    });
-    let start = b.mul(blocks, lanes);
-    let tail = b.for_loop(start, n, &[zero], |b, p, acc| {
-        let t = term(b, p);
-        vec![b.add(acc[0], t)]
-    });
-    let mut level = sums;
-    while level.len() > 1 {
-        level = level
-            .chunks(2)
-            .map(|pair| b.add(pair[0], pair[1]))
-            .collect();
-    }
-    b.add(level[0], tail[0])
-}
-
 /// `y[i] = sum_j A[i, j] * x[j]`: `A` tiled by rows like `y`, `x` whole.
 fn matvec(name: String, dtype: DType) -> KernelBuilder {
     let mut k = KernelBuilder::new(name);
@@ -557,7 +524,8 @@ fn matvec(name: String, dtype: DType) -> KernelBuilder {
     let n = k.extent(a, 1);
     k.parallel(y, |b, idx| {
         let i = idx[0];
-        let sum = inner_product(b, dtype, n, |b, j| {
+        let lo = b.const_i64(0);
+        let sum = b.fold_lanes(ReduceOp::Sum, dtype, lo, n, |b, j| {
             let aij = b.load(a, &[i, j]);
             let xj = b.load(x, &[j]);
             b.mul(aij, xj)
@@ -578,7 +546,8 @@ fn matmul(name: String, dtype: DType) -> KernelBuilder {
     k.parallel(c, |b, idx| {
         let (i, j) = (idx[0], idx[1]);
         let col = global(b, c, 1, j);
-        let sum = inner_product(b, dtype, n, |b, p| {
+        let lo = b.const_i64(0);
+        let sum = b.fold_lanes(ReduceOp::Sum, dtype, lo, n, |b, p| {
             let aip = b.load(a, &[i, p]);
             let bpj = b.load(bm, &[p, col]);
             b.mul(aip, bpj)

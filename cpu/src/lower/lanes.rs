@@ -1,0 +1,823 @@
+//! Vector code for `for` loops whose carried values form *lanes*: the inner loops of row
+//! reductions (a `matvec` row, a reduction over the last dimension of a store) written in the
+//! form `weft_ir::builder::BodyBuilder::fold_lanes` emits.
+//!
+//! A loop qualifies when its `K` carried values split into groups of `L` consecutive ones (`L`
+//! the lanes of a 128-bit vector of their type, `K` a multiple of `L`) and, for each group,
+//! the `L` yielded values are computed by *isomorphic* expressions: the same operations, lane
+//! `l` reading carried value `g L + l`, values the lanes share, constants, and elements of a
+//! store at consecutive indices of its last dimension (`base + c + l`, `base` shared by the
+//! lanes, `c` a constant). Each group then runs as one vector: its expression becomes vector
+//! operations, the loads become vector loads, and lane `l` of every vector holds exactly the
+//! value the scalar code computes for carried value `g L + l`, by the same operations in the
+//! same order (no reassociation, no contraction), so the results are the same bits.
+//!
+//! This is superword-level parallelism over the lanes a plugin wrote out, not a reordering of
+//! one chain of additions: the IR's order is kept, and the order is the plugin's to choose
+//! (see `weft_ir::semantics`, *Reduction order*).
+//!
+//! [`plan`] decides and says why not; [`FnLower::lower_for_lanes`] emits the loop.
+//!
+//! # Bounds
+//! Loads of one store at one `base` (and the same indices on the other dimensions) form a
+//! *site*; each iteration checks the site's lowest and highest index once, before any of its
+//! loads, and the other dimensions as the scalar code does (a parallel loop's own indices are
+//! proven by the launcher). A fault therefore stops the kernel in the iteration where the
+//! scalar code would, naming a dimension of a store it would name.
+
+use std::collections::{HashMap, HashSet};
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{BlockArg, ConstantData, InstBuilder, Value, types};
+use weft_ir::validate::Types;
+use weft_ir::{BinaryOp, DType, ForLoop, Inst, Op, Scalar, UnaryOp, ValueId};
+
+use super::vector::vec_type;
+use super::{FaultSite, FnLower, LResult, Layout, data_flags, operands};
+
+/// Lanes of a 128-bit vector of `t` (`None` for `bool`, which this lowering does not take).
+fn lanes_of(t: DType) -> Option<u8> {
+    match t {
+        DType::F64 | DType::I64 => Some(2),
+        DType::F32 | DType::I32 => Some(4),
+        DType::Bool => None,
+    }
+}
+
+/// One vector value of the loop body, lane `l` holding the value of lane `l`'s expression.
+#[derive(Clone, Debug, PartialEq)]
+enum Node {
+    /// A value every lane shares, computed by the scalar code and splat.
+    Splat(ValueId, DType),
+    /// A constant per lane.
+    Consts(DType, Vec<Scalar>),
+    /// The carried values of group `.0`.
+    Carried(usize),
+    /// `op` of two nodes whose lanes have type `.1`.
+    Binary(BinaryOp, DType, usize, usize),
+    /// `op` of a node whose lanes have type `.1`.
+    Unary(UnaryOp, DType, usize),
+    /// A conversion of a node from `.0` to `.1`.
+    Cast(DType, DType, usize),
+    /// `L` consecutive elements of a site, the first at the site's base plus `offset`.
+    Load {
+        site: usize,
+        offset: i64,
+        dtype: DType,
+    },
+}
+
+/// The loads of one store at one shared base index of its last dimension.
+#[derive(Clone, Debug, PartialEq)]
+struct Site {
+    param: u32,
+    /// The indices of the dimensions before the last (shared by the lanes).
+    outer: Vec<ValueId>,
+    /// The shared part of the last index (`None`: a constant index).
+    base: Option<ValueId>,
+    /// The lowest and highest constant added to `base` over the site's lanes.
+    min: i64,
+    max: i64,
+}
+
+/// How a qualifying loop is lowered (the result of [`plan`]).
+#[derive(Clone, Debug)]
+pub(crate) struct LanePlan {
+    lanes: u8,
+    /// The type of each group's lanes.
+    groups: Vec<DType>,
+    /// In an order where operands come first.
+    nodes: Vec<Node>,
+    /// Per group, the node of its yielded values.
+    roots: Vec<usize>,
+    sites: Vec<Site>,
+    /// Per body instruction: lowered by the scalar code (every instruction whose value a
+    /// lane does not own, and constants).
+    scalar: Vec<bool>,
+}
+
+/// Where a value of the body comes from, as the analysis sees it.
+struct Analysis<'a> {
+    layout: &'a Layout,
+    types: &'a Types,
+    lanes: u8,
+    /// Body value -> its instruction.
+    defs: HashMap<ValueId, &'a Inst>,
+    /// Carried value -> its position.
+    carried: HashMap<ValueId, usize>,
+    nodes: Vec<Node>,
+    memo: HashMap<Vec<ValueId>, usize>,
+    sites: Vec<Site>,
+    /// Values a lane owns: computed only as vector lanes.
+    owned: HashSet<ValueId>,
+    /// Constants defined before the loop.
+    outer_const: &'a dyn Fn(ValueId) -> Option<Scalar>,
+}
+
+/// Decides whether the `for` loop `l` runs as vectors of lanes, and how; the error says why
+/// not. `unit_inner(param)` says whether store parameter `param`'s last stride is known to
+/// be one element in the function being lowered; `outer_const(v)` is the value of `v` if it
+/// is a constant defined before the loop.
+pub(crate) fn plan(
+    l: &ForLoop,
+    layout: &Layout,
+    types: &Types,
+    unit_inner: &dyn Fn(u32) -> bool,
+    outer_const: &dyn Fn(ValueId) -> Option<Scalar>,
+) -> Result<LanePlan, String> {
+    let n = l.carried.len();
+    let first = l.carried.first().ok_or("carries no values")?;
+    let t = types.get(*first).ok_or("an untyped carried value")?;
+    let lanes = lanes_of(t).ok_or("carries bools")?;
+    if n < usize::from(lanes) || !n.is_multiple_of(usize::from(lanes)) {
+        return Err(format!(
+            "carries {n} values, not a multiple of {lanes} lanes"
+        ));
+    }
+    if l.carried.iter().any(|&c| types.get(c) != Some(t)) {
+        return Err("carries values of several types".into());
+    }
+    if l.yields.len() != n || l.init.len() != n {
+        return Err("malformed loop".into());
+    }
+    let mut defs = HashMap::new();
+    for inst in &l.body {
+        match &inst.op {
+            Op::Store(..) | Op::Reduce(..) | Op::For(_) | Op::Parallel(_) => {
+                return Err(format!("its body holds a {}", super::op_name(&inst.op)));
+            }
+            _ => {}
+        }
+        for &r in &inst.results {
+            defs.insert(r, inst);
+        }
+    }
+    let mut a = Analysis {
+        layout,
+        types,
+        lanes,
+        defs,
+        carried: l.carried.iter().enumerate().map(|(k, &v)| (v, k)).collect(),
+        nodes: Vec::new(),
+        memo: HashMap::new(),
+        sites: Vec::new(),
+        owned: HashSet::new(),
+        outer_const,
+    };
+    let mut roots = Vec::new();
+    let groups = n / usize::from(lanes);
+    for g in 0..groups {
+        let tuple = l.yields[g * usize::from(lanes)..(g + 1) * usize::from(lanes)].to_vec();
+        roots.push(a.node(&tuple)?);
+    }
+    for site in &a.sites {
+        if !unit_inner(site.param) {
+            return Err(format!(
+                "store parameter {} may not have a unit last stride here",
+                site.param
+            ));
+        }
+    }
+    // The scalar code computes every value no lane owns; it must not need one a lane owns.
+    let scalar: Vec<bool> = l
+        .body
+        .iter()
+        .map(|inst| {
+            matches!(inst.op, Op::Const(_)) || inst.results.iter().all(|r| !a.owned.contains(r))
+        })
+        .collect();
+    let mut needed: Vec<ValueId> = Vec::new();
+    for (inst, &s) in l.body.iter().zip(&scalar) {
+        if s {
+            needed.extend(operands(&inst.op));
+        }
+    }
+    for node in &a.nodes {
+        if let Node::Splat(v, _) = node {
+            needed.push(*v);
+        }
+    }
+    for site in &a.sites {
+        needed.extend(site.outer.iter().copied());
+        needed.extend(site.base);
+    }
+    if let Some(v) = needed.into_iter().find(|v| a.owned.contains(v)) {
+        return Err(format!("the scalar value {v} is needed outside the lanes"));
+    }
+    Ok(LanePlan {
+        lanes,
+        groups: vec![t; groups],
+        nodes: a.nodes,
+        roots,
+        sites: a.sites,
+        scalar,
+    })
+}
+
+impl Analysis<'_> {
+    fn ty(&self, v: ValueId) -> Result<DType, String> {
+        self.types
+            .get(v)
+            .ok_or_else(|| format!("no type for value {v}"))
+    }
+
+    /// Requires vectors of `t` to have the loop's lane count.
+    fn need(&self, t: DType) -> Result<(), String> {
+        if lanes_of(t) == Some(self.lanes) {
+            Ok(())
+        } else {
+            Err(format!("mixes {t} with lanes of another width"))
+        }
+    }
+
+    /// Adds `node`, the node of `tuple`, whose values the lanes own if `owned`.
+    fn push(&mut self, tuple: &[ValueId], node: Node, owned: bool) -> usize {
+        let i = self.add(node);
+        self.memo.insert(tuple.to_vec(), i);
+        if owned {
+            self.owned.extend(tuple.iter().copied());
+        }
+        i
+    }
+
+    /// Adds `node`, which stands for no tuple of body values.
+    fn add(&mut self, node: Node) -> usize {
+        self.nodes.push(node);
+        self.nodes.len() - 1
+    }
+
+    /// The node whose lane `l` is `tuple[l]`.
+    fn node(&mut self, tuple: &[ValueId]) -> Result<usize, String> {
+        if let Some(&i) = self.memo.get(tuple) {
+            return Ok(i);
+        }
+        let v0 = tuple[0];
+        // One value in every lane: the scalar code computes it.
+        if tuple.iter().all(|&v| v == v0) {
+            if self.carried.contains_key(&v0) {
+                return Err(format!("carried value {v0} is read by every lane"));
+            }
+            let t = self.ty(v0)?;
+            self.need(t)?;
+            return Ok(self.push(tuple, Node::Splat(v0, t), false));
+        }
+        // A group's carried values.
+        if let Some(&k0) = self.carried.get(&v0) {
+            let lanes = usize::from(self.lanes);
+            let ok = k0 % lanes == 0
+                && tuple
+                    .iter()
+                    .enumerate()
+                    .all(|(l, v)| self.carried.get(v) == Some(&(k0 + l)));
+            if !ok {
+                return Err("carried values out of lane order".into());
+            }
+            return Ok(self.push(tuple, Node::Carried(k0 / lanes), false));
+        }
+        let insts: Vec<&Inst> = tuple
+            .iter()
+            .map(|v| {
+                self.defs
+                    .get(v)
+                    .copied()
+                    .ok_or_else(|| format!("value {v} differs between lanes but is not the body's"))
+            })
+            .collect::<Result<_, _>>()?;
+        match self.isomorphic(tuple, &insts) {
+            Ok(i) => Ok(i),
+            // Index arithmetic written differently per lane (`base` and `base + 1`).
+            Err(why) => match self.affine_tuple(tuple) {
+                Some((base, cs)) => {
+                    let consts = cs.into_iter().map(Scalar::I64).collect();
+                    let c = self.add(Node::Consts(DType::I64, consts));
+                    let node = match base {
+                        None => c,
+                        Some(b) => {
+                            let s = self.node(&vec![b; tuple.len()])?;
+                            self.add(Node::Binary(BinaryOp::Add, DType::I64, s, c))
+                        }
+                    };
+                    self.memo.insert(tuple.to_vec(), node);
+                    self.owned.extend(tuple.iter().copied());
+                    Ok(node)
+                }
+                None => Err(why),
+            },
+        }
+    }
+
+    /// The node of lanes computed by the same operation.
+    fn isomorphic(&mut self, tuple: &[ValueId], insts: &[&Inst]) -> Result<usize, String> {
+        let same = |f: &dyn Fn(&Op) -> bool| insts.iter().all(|i| f(&i.op));
+        let node = match &insts[0].op {
+            Op::Const(c0) if same(&|op| matches!(op, Op::Const(c) if c.dtype() == c0.dtype())) => {
+                self.need(c0.dtype())?;
+                let consts = insts
+                    .iter()
+                    .filter_map(|i| match i.op {
+                        Op::Const(c) => Some(c),
+                        _ => None,
+                    })
+                    .collect();
+                Node::Consts(c0.dtype(), consts)
+            }
+            Op::Binary(op, ..) if same(&|o| matches!(o, Op::Binary(p, ..) if p == op)) => {
+                let (xs, ys): (Vec<ValueId>, Vec<ValueId>) = insts
+                    .iter()
+                    .filter_map(|i| match i.op {
+                        Op::Binary(_, x, y) => Some((x, y)),
+                        _ => None,
+                    })
+                    .unzip();
+                let t = self.ty(xs[0])?;
+                self.need(t)?;
+                let ok = match t {
+                    DType::F32 | DType::F64 => matches!(
+                        op,
+                        BinaryOp::Add
+                            | BinaryOp::Sub
+                            | BinaryOp::Mul
+                            | BinaryOp::Div
+                            | BinaryOp::Min
+                            | BinaryOp::Max
+                    ),
+                    DType::I32 | DType::I64 => matches!(
+                        op,
+                        BinaryOp::Add
+                            | BinaryOp::Sub
+                            | BinaryOp::Mul
+                            | BinaryOp::And
+                            | BinaryOp::Or
+                            | BinaryOp::Xor
+                            | BinaryOp::Min
+                            | BinaryOp::Max
+                    ),
+                    DType::Bool => false,
+                };
+                if !ok {
+                    return Err(format!("{} on {t} has no vector form here", op.name()));
+                }
+                let x = self.node(&xs)?;
+                let y = self.node(&ys)?;
+                Node::Binary(*op, t, x, y)
+            }
+            Op::Unary(op, _) if same(&|o| matches!(o, Op::Unary(p, _) if p == op)) => {
+                let xs: Vec<ValueId> = insts
+                    .iter()
+                    .filter_map(|i| match i.op {
+                        Op::Unary(_, x) => Some(x),
+                        _ => None,
+                    })
+                    .collect();
+                let t = self.ty(xs[0])?;
+                self.need(t)?;
+                let ok = match t {
+                    DType::F32 | DType::F64 => {
+                        matches!(op, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sqrt)
+                    }
+                    DType::I32 | DType::I64 => {
+                        matches!(op, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Not)
+                    }
+                    DType::Bool => false,
+                };
+                if !ok {
+                    return Err(format!("{} on {t} has no vector form here", op.name()));
+                }
+                let x = self.node(&xs)?;
+                Node::Unary(*op, t, x)
+            }
+            Op::Cast(to, _) if same(&|o| matches!(o, Op::Cast(p, _) if p == to)) => {
+                let xs: Vec<ValueId> = insts
+                    .iter()
+                    .filter_map(|i| match i.op {
+                        Op::Cast(_, x) => Some(x),
+                        _ => None,
+                    })
+                    .collect();
+                let from = self.ty(xs[0])?;
+                self.need(from)?;
+                self.need(*to)?;
+                use DType::*;
+                if !(from == *to || matches!((from, *to), (I32, F32) | (I64, F64) | (F32, I32))) {
+                    return Err(format!(
+                        "a cast from {from} to {to} has no vector form here"
+                    ));
+                }
+                let x = self.node(&xs)?;
+                Node::Cast(from, *to, x)
+            }
+            Op::Load(acc0) if same(&|o| matches!(o, Op::Load(a) if a.param == acc0.param)) => {
+                let (_, slot) = self.layout.store(acc0.param)?;
+                let dtype = slot.dtype;
+                self.need(dtype)?;
+                if !slot.privilege.can_read() {
+                    return Err(format!(
+                        "loads store parameter {}, not readable",
+                        acc0.param
+                    ));
+                }
+                let rank = acc0.indices.len();
+                if rank == 0 || rank != slot.rank {
+                    return Err(format!("loads store parameter {} of rank 0", acc0.param));
+                }
+                let outer = acc0.indices[..rank - 1].to_vec();
+                let mut lasts = Vec::with_capacity(insts.len());
+                for inst in insts {
+                    let Op::Load(acc) = &inst.op else {
+                        return Err("internal: not a load".into());
+                    };
+                    if acc.indices[..rank - 1] != outer[..] {
+                        return Err("lanes load different rows".into());
+                    }
+                    lasts.push(acc.indices[rank - 1]);
+                }
+                let (base, cs) = self
+                    .affine_tuple(&lasts)
+                    .ok_or("lanes load elements that are not consecutive")?;
+                let step = cs.windows(2).all(|w| w[1].checked_sub(w[0]) == Some(1));
+                let first = cs[0];
+                let last = cs[cs.len() - 1];
+                let size = i64::try_from(dtype.size()).map_err(|e| e.to_string())?;
+                if !step
+                    || first
+                        .checked_mul(size)
+                        .and_then(|o| i32::try_from(o).ok())
+                        .is_none()
+                    || last.checked_mul(size).is_none()
+                {
+                    return Err("lanes load elements that are not consecutive".into());
+                }
+                let key = |s: &Site| s.param == acc0.param && s.outer == outer && s.base == base;
+                let site = match self.sites.iter().position(key) {
+                    Some(i) => {
+                        let s = &mut self.sites[i];
+                        s.min = s.min.min(first);
+                        s.max = s.max.max(last);
+                        i
+                    }
+                    None => {
+                        self.sites.push(Site {
+                            param: acc0.param,
+                            outer,
+                            base,
+                            min: first,
+                            max: last,
+                        });
+                        self.sites.len() - 1
+                    }
+                };
+                Node::Load {
+                    site,
+                    offset: first,
+                    dtype,
+                }
+            }
+            _ => return Err("lanes compute their values differently".into()),
+        };
+        Ok(self.push(tuple, node, true))
+    }
+
+    /// `tuple[l] = base + c_l` for a value `base` the lanes share (or none) and constants
+    /// `c_l`, where the values are `i64` arithmetic of that form written in the body.
+    fn affine_tuple(&self, tuple: &[ValueId]) -> Option<(Option<ValueId>, Vec<i64>)> {
+        let forms: Vec<(Option<ValueId>, i64)> = tuple
+            .iter()
+            .map(|&v| self.affine(v))
+            .collect::<Option<_>>()?;
+        let base = forms[0].0;
+        if forms.iter().any(|f| f.0 != base) || self.ty(tuple[0]).ok()? != DType::I64 {
+            return None;
+        }
+        Some((base, forms.into_iter().map(|f| f.1).collect()))
+    }
+
+    /// `v` as `base + c`: a constant, a value no lane owns (`c = 0`), or the sum or
+    /// difference of such a value and a constant.
+    fn affine(&self, v: ValueId) -> Option<(Option<ValueId>, i64)> {
+        let konst = |v: ValueId| match self.defs.get(&v).map(|i| &i.op) {
+            Some(Op::Const(Scalar::I64(c))) => Some(*c),
+            Some(_) => None,
+            None => match (self.outer_const)(v) {
+                Some(Scalar::I64(c)) => Some(c),
+                _ => None,
+            },
+        };
+        if let Some(c) = konst(v) {
+            return Some((None, c));
+        }
+        let plain = |v: ValueId| !self.carried.contains_key(&v) && !self.owned.contains(&v);
+        match self.defs.get(&v).map(|i| &i.op) {
+            Some(Op::Binary(BinaryOp::Add, x, y)) => match (konst(*x), konst(*y)) {
+                (_, Some(c)) if plain(*x) => Some((Some(*x), c)),
+                (Some(c), _) if plain(*y) => Some((Some(*y), c)),
+                _ => None,
+            },
+            Some(Op::Binary(BinaryOp::Sub, x, y)) => match konst(*y) {
+                Some(c) if plain(*x) => Some((Some(*x), c.checked_neg()?)),
+                _ => None,
+            },
+            _ if plain(v) => Some((Some(v), 0)),
+            _ => None,
+        }
+    }
+}
+
+impl FnLower<'_, '_> {
+    /// The `for` loop `l` (instruction `inst`) as vectors of lanes, by `plan`.
+    pub(super) fn lower_for_lanes(
+        &mut self,
+        inst: &Inst,
+        l: &ForLoop,
+        plan: &LanePlan,
+    ) -> LResult<()> {
+        let lanes = plan.lanes;
+        let w = usize::from(lanes);
+        let lo = self.typed(l.lo, DType::I64, "loop bound")?;
+        let hi = self.typed(l.hi, DType::I64, "loop bound")?;
+        let mut init = Vec::with_capacity(plan.groups.len());
+        for (g, &t) in plan.groups.iter().enumerate() {
+            let first = self.typed(l.init[g * w], t, "initial value")?;
+            let mut v = self.b.ins().splat(vec_type(t, lanes), first);
+            for lane in 1..lanes {
+                let x = self.typed(l.init[g * w + usize::from(lane)], t, "initial value")?;
+                v = self.b.ins().insertlane(v, x, lane);
+            }
+            init.push(v);
+        }
+        let body = self.b.create_block();
+        let exit = self.b.create_block();
+        self.b.append_block_param(body, types::I64);
+        for &t in &plan.groups {
+            self.b.append_block_param(body, vec_type(t, lanes));
+            self.b.append_block_param(exit, vec_type(t, lanes));
+        }
+        let go = self.b.ins().icmp(IntCC::SignedLessThan, lo, hi);
+        let mut body_args = vec![BlockArg::Value(lo)];
+        body_args.extend(init.iter().map(|&v| BlockArg::Value(v)));
+        let exit_args: Vec<BlockArg> = init.iter().map(|&v| BlockArg::Value(v)).collect();
+        self.b.ins().brif(go, body, &body_args, exit, &exit_args);
+
+        self.b.switch_to_block(body);
+        let params = self.b.block_params(body).to_vec();
+        let mark = self.env.mark();
+        self.env.define(l.induction, params[0], DType::I64);
+        for (inst, &scalar) in l.body.iter().zip(&plan.scalar) {
+            if scalar {
+                self.lower_inst(inst)?;
+            }
+        }
+        let addrs = self.site_addresses(&plan.sites)?;
+        let mut vals: Vec<Value> = Vec::with_capacity(plan.nodes.len());
+        for node in &plan.nodes {
+            let v = match *node {
+                Node::Splat(v, t) => {
+                    let x = self.typed(v, t, "lane operand")?;
+                    self.splat(x, t, lanes)
+                }
+                Node::Consts(t, ref cs) => {
+                    let mut bytes = Vec::with_capacity(16);
+                    for c in cs {
+                        let bits = c.to_bits().to_le_bytes();
+                        bytes.extend_from_slice(&bits[..t.size()]);
+                    }
+                    let c = self.b.func.dfg.constants.insert(ConstantData::from(bytes));
+                    self.b.ins().vconst(vec_type(t, lanes), c)
+                }
+                Node::Carried(g) => params[1 + g],
+                Node::Binary(op, t, x, y) => self.vbinary(op, t, vals[x], vals[y], lanes)?,
+                Node::Unary(op, t, x) => {
+                    let x = vals[x];
+                    let ins = self.b.ins();
+                    match (t, op) {
+                        (DType::F32 | DType::F64, UnaryOp::Neg) => ins.fneg(x),
+                        (DType::F32 | DType::F64, UnaryOp::Abs) => ins.fabs(x),
+                        (DType::F32 | DType::F64, UnaryOp::Sqrt) => ins.sqrt(x),
+                        (DType::I32 | DType::I64, UnaryOp::Neg) => ins.ineg(x),
+                        (DType::I32 | DType::I64, UnaryOp::Abs) => ins.iabs(x),
+                        (DType::I32 | DType::I64, UnaryOp::Not) => ins.bnot(x),
+                        _ => return Err(format!("internal: no lane form of {} on {t}", op.name())),
+                    }
+                }
+                Node::Cast(from, to, x) => self.vcast(vals[x], from, to, lanes)?,
+                Node::Load {
+                    site,
+                    offset,
+                    dtype,
+                } => {
+                    let size = i64::try_from(dtype.size()).map_err(|e| e.to_string())?;
+                    let off = i32::try_from(offset * size).map_err(|e| e.to_string())?;
+                    self.b
+                        .ins()
+                        .load(vec_type(dtype, lanes), data_flags(), addrs[site], off)
+                }
+            };
+            vals.push(v);
+        }
+        let ys: Vec<Value> = plan.roots.iter().map(|&r| vals[r]).collect();
+        self.env.pop_to(mark);
+        let next = self.b.ins().iadd_imm_s(params[0], 1);
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, hi);
+        let mut back = vec![BlockArg::Value(next)];
+        back.extend(ys.iter().map(|&v| BlockArg::Value(v)));
+        let out: Vec<BlockArg> = ys.iter().map(|&v| BlockArg::Value(v)).collect();
+        self.b.ins().brif(more, body, &back, exit, &out);
+
+        self.b.switch_to_block(exit);
+        let results = self.b.block_params(exit).to_vec();
+        for (g, &t) in plan.groups.iter().enumerate() {
+            for lane in 0..lanes {
+                let k = g * w + usize::from(lane);
+                let x = self.lane(results[g], lane, t);
+                self.env.define(inst.results[k], x, t);
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks every site's indices for this iteration and returns the address of each
+    /// site's element at `base` (offset 0 of its last dimension).
+    fn site_addresses(&mut self, sites: &[Site]) -> LResult<Vec<Value>> {
+        let mut checks = Vec::new();
+        let mut addrs = Vec::with_capacity(sites.len());
+        // Checks first, in site order; addresses after, once every check passed.
+        let mut parts = Vec::with_capacity(sites.len());
+        for site in sites {
+            let (store, slot) = self.layout.store(site.param)?;
+            let (dtype, rank) = (slot.dtype, slot.rank);
+            let view = self
+                .views
+                .get(&site.param)
+                .ok_or_else(|| format!("internal: store parameter {} not loaded", site.param))?;
+            let (base_ptr, ext, stride) = (view.base, view.ext.clone(), view.stride.clone());
+            let mut offset: Option<Value> = None;
+            for (d, &iv) in site.outer.iter().enumerate() {
+                let idx = self.typed(iv, DType::I64, "index")?;
+                if !self.index_proven(iv, store, site.param, d) {
+                    let code = self.faults.code(FaultSite {
+                        param: site.param,
+                        dim: d as u32,
+                    });
+                    checks.push((idx, ext[d], code));
+                }
+                let term = self.b.ins().imul(idx, stride[d]);
+                offset = Some(match offset {
+                    None => term,
+                    Some(o) => self.b.ins().iadd(o, term),
+                });
+            }
+            let last = rank - 1;
+            let base = match site.base {
+                Some(b) => self.typed(b, DType::I64, "index")?,
+                None => self.b.ins().iconst(types::I64, 0),
+            };
+            let code = self.faults.code(FaultSite {
+                param: site.param,
+                dim: last as u32,
+            });
+            let low = self.b.ins().iadd_imm_s(base, site.min);
+            let high = self.b.ins().iadd_imm_s(base, site.max);
+            checks.push((low, ext[last], code));
+            checks.push((high, ext[last], code));
+            parts.push((base_ptr, offset, base, dtype));
+        }
+        if !checks.is_empty() {
+            let cont = self.b.create_block();
+            self.check_or_fault(checks, cont, &[]);
+            self.b.switch_to_block(cont);
+        }
+        for (base_ptr, offset, base, dtype) in parts {
+            // The last stride is one element (the plan requires it).
+            let shift = i64::from(dtype.size().trailing_zeros());
+            let last = self.b.ins().ishl_imm_u(base, shift);
+            let off = match offset {
+                None => last,
+                Some(o) => self.b.ins().iadd(o, last),
+            };
+            addrs.push(self.b.ins().iadd(base_ptr, off));
+        }
+        Ok(addrs)
+    }
+}
+
+/// How many vector loads a plan makes per iteration.
+#[cfg(test)]
+fn loads(plan: &LanePlan) -> usize {
+    plan.nodes
+        .iter()
+        .filter(|n| matches!(n, Node::Load { .. }))
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(src: &str) -> (weft_ir::Kernel, Types) {
+        let k = weft_ir::text::parse(src).expect("parses");
+        let v = weft_ir::validate(&k).expect("valid");
+        (k, v)
+    }
+
+    fn first_for(body: &[Inst]) -> Option<&ForLoop> {
+        body.iter().find_map(|i| match &i.op {
+            Op::For(l) => Some(l),
+            Op::Parallel(p) => first_for(&p.body),
+            _ => None,
+        })
+    }
+
+    fn plan_of(src: &str) -> Result<LanePlan, String> {
+        let (k, types) = parse(src);
+        let layout = Layout::new(&k)?;
+        let l = first_for(&k.body).expect("a for loop");
+        plan(l, &layout, &types, &|_| true, &|_| None)
+    }
+
+    const ROW: &str = "
+kernel @row(%a: store<f64, 2, read>, %x: store<f64, 1, read>, %y: store<f64, 1, write>) {
+  %n = extent %a, 1
+  parallel %y (%i) {
+    %zero = const f64 0.0
+    %lo = const i64 0
+    %two = const i64 2
+    %blocks = div %n, %two
+    %s0, %s1 = for %q = %lo to %blocks iter(%c0 = %zero, %c1 = %zero) {
+      %p0 = mul %q, %two
+      %one = const i64 1
+      %p1 = add %p0, %one
+      %a0 = load %a[%i, %p0]
+      %x0 = load %x[%p0]
+      %t0 = mul %a0, %x0
+      %n0 = add %c0, %t0
+      %a1 = load %a[%i, %p1]
+      %x1 = load %x[%p1]
+      %t1 = mul %a1, %x1
+      %n1 = add %c1, %t1
+      yield %n0, %n1
+    }
+    %s = add %s0, %s1
+    store %y[%i], %s
+  }
+}
+";
+
+    #[test]
+    fn a_two_lane_row_product_runs_as_one_vector() {
+        let plan = plan_of(ROW).expect("qualifies");
+        assert_eq!(plan.lanes, 2);
+        assert_eq!(plan.groups, vec![DType::F64]);
+        assert_eq!(loads(&plan), 2);
+        assert_eq!(plan.sites.len(), 2);
+        assert!(plan.sites.iter().all(|s| (s.min, s.max) == (0, 1)));
+    }
+
+    #[test]
+    fn lanes_out_of_order_do_not_qualify() {
+        // Lane 1 reads element `2q`, lane 0 element `2q + 1`.
+        let swapped = ROW
+            .replace("%a0 = load %a[%i, %p0]", "%a0 = load %a[%i, %p1]")
+            .replace("%a1 = load %a[%i, %p1]", "%a1 = load %a[%i, %p0]");
+        let why = plan_of(&swapped).expect_err("does not qualify");
+        assert!(why.contains("consecutive"), "{why}");
+    }
+
+    #[test]
+    fn a_lane_value_used_by_the_scalar_code_does_not_qualify() {
+        let leaky = ROW.replace(
+            "%n1 = add %c1, %t1",
+            "%n1 = add %c1, %t1\n      %u = add %t0, %t0",
+        );
+        let why = plan_of(&leaky).expect_err("does not qualify");
+        assert!(why.contains("needed outside"), "{why}");
+    }
+
+    #[test]
+    fn a_store_in_the_body_does_not_qualify() {
+        let storing = ROW.replace(
+            "%x0 = load %x[%p0]",
+            "%x0 = load %x[%p0]\n      store %y[%i], %x0",
+        );
+        assert!(plan_of(&storing).is_err());
+    }
+
+    #[test]
+    fn an_odd_lane_count_does_not_qualify() {
+        let src = "
+kernel @odd(%a: store<f64, 1, read>, %y: store<f64, 1, write>) {
+  %n = extent %a, 0
+  parallel %y (%i) {
+    %zero = const f64 0.0
+    %lo = const i64 0
+    %s = for %j = %lo to %n iter(%c = %zero) {
+      %v = load %a[%j]
+      %next = add %c, %v
+      yield %next
+    }
+    store %y[%i], %s
+  }
+}
+";
+        let why = plan_of(src).expect_err("does not qualify");
+        assert!(why.contains("multiple"), "{why}");
+    }
+}

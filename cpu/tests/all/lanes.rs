@@ -1,0 +1,282 @@
+//! `for` loops whose carried values form lanes (`BodyBuilder::fold_lanes`) compiled as 128-bit
+//! vectors: the same bits as the scalar code for every operator and element type, on rows of
+//! every length around the lane and block boundaries, with special values (NaN, signed zeros,
+//! infinities, subnormals); views whose last stride is not one element take the scalar code;
+//! an index out of bounds faults as in the scalar code; and a row sum equals a plain-Rust
+//! reference of the lane order.
+
+#![allow(clippy::unwrap_used)]
+
+use crate::util::*;
+use weft_cpu::{CompiledKernel, CpuBackend, StoreView};
+use weft_ir::builder::{FOLD_LANES, KernelBuilder};
+use weft_ir::{DType, Kernel, Privilege, ReduceOp};
+
+/// `y[i] = op over j of term(a[i, j], x[j])`, the term a product for sums and products and
+/// `a[i, j]` itself for `min` and `max`; `cast` converts `a`'s elements (of type `from`) to
+/// `dtype` first.
+fn row_kernel(op: ReduceOp, dtype: DType, from: DType) -> Kernel {
+    let mut k = KernelBuilder::new(format!("rows.{}.{dtype}.{from}", op.name()));
+    let a = k.store(from, 2, Privilege::Read);
+    let x = k.store(dtype, 1, Privilege::Read);
+    let y = k.store(dtype, 1, Privilege::Write);
+    let n = k.extent(a, 1);
+    k.parallel(y, |b, i| {
+        let lo = b.const_i64(0);
+        let r = b.fold_lanes(op, dtype, lo, n, |b, j| {
+            let v = b.load(a, &[i[0], j]);
+            let v = if from == dtype { v } else { b.cast(dtype, v) };
+            match op {
+                ReduceOp::Sum | ReduceOp::Prod => {
+                    let xj = b.load(x, &[j]);
+                    b.mul(v, xj)
+                }
+                ReduceOp::Min | ReduceOp::Max => v,
+            }
+        });
+        b.store(y, i, r);
+    });
+    k.finish_validated().unwrap()
+}
+
+/// Compiles `k` with the vector lowering (asserting that `lanes` loops run as lanes) and
+/// without.
+fn both(k: &Kernel, lanes: usize) -> (CompiledKernel, CompiledKernel) {
+    let mut be = CpuBackend::new().unwrap();
+    assert!(be.simd(), "this test needs a CPU with 128-bit vectors");
+    let v = be.compile(k).unwrap();
+    be.set_simd(false);
+    let s = be.compile(k).unwrap();
+    assert_eq!(v.lane_loops(), lanes, "lane loops of {}", k.name);
+    assert_eq!(s.lane_loops(), 0);
+    (v, s)
+}
+
+/// Deterministic values of `dt` as bits: specials and a spread of ordinary values, small
+/// enough that products and sums of integers wrap only sometimes.
+fn values(dt: DType, count: usize, seed: u64) -> Vec<u64> {
+    let sp = specials(dt);
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..count)
+        .map(|i| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            if dt.is_float() && state.is_multiple_of(5) {
+                return sp[i % sp.len()];
+            }
+            let m = (state >> 11) as f64 / (1u64 << 53) as f64 * 8.0 - 4.0;
+            match dt {
+                DType::F64 => m.to_bits(),
+                DType::F32 => u64::from((m as f32).to_bits()),
+                DType::I64 => (state >> 3) as i64 as u64,
+                DType::I32 => u64::from((state >> 5) as u32),
+                DType::Bool => state & 1,
+            }
+        })
+        .collect()
+}
+
+/// A buffer of `bits`, each element of `dt` in native byte order, 8-byte aligned.
+fn buffer(dt: DType, bits: &[u64]) -> Vec<u64> {
+    let mut bytes = Vec::with_capacity(bits.len() * dt.size());
+    for b in bits {
+        bytes.extend_from_slice(&b.to_le_bytes()[..dt.size()]);
+    }
+    let mut out = vec![0u64; bytes.len().div_ceil(8).max(1)];
+    for (i, byte) in bytes.iter().enumerate() {
+        out[i / 8] |= u64::from(*byte) << (8 * (i % 8));
+    }
+    out
+}
+
+/// Element `i` of a buffer of `dt` as bits, NaNs made canonical (the IR leaves their payload
+/// and sign unspecified).
+fn element(dt: DType, buf: &[u64], i: usize) -> u64 {
+    let size = dt.size();
+    let mut b = [0u8; 8];
+    for (k, byte) in b.iter_mut().enumerate().take(size) {
+        let at = i * size + k;
+        *byte = (buf[at / 8] >> (8 * (at % 8))) as u8;
+    }
+    let bits = u64::from_le_bytes(b);
+    match dt {
+        DType::F64 if f64::from_bits(bits).is_nan() => f64::NAN.to_bits(),
+        DType::F32 if f32::from_bits(bits as u32).is_nan() => u64::from(f32::NAN.to_bits()),
+        _ => bits,
+    }
+}
+
+/// Runs `k` on an `m x n` matrix `a` (of `from`) and a vector `x` of `n` (of `dt`), with
+/// `a` seen through a view whose last stride is `step` elements; returns `y` as bits.
+fn run_rows(
+    k: &CompiledKernel,
+    (dt, from): (DType, DType),
+    (m, n, step): (usize, usize, usize),
+    threads: usize,
+) -> weft_cpu::Result<Vec<u64>> {
+    let mut a = buffer(from, &values(from, m * n * step, (m * 31 + n) as u64));
+    let mut x = buffer(dt, &values(dt, n, (n * 17 + m) as u64 + 1));
+    let mut y = vec![0u64; (m * dt.size()).div_ceil(8).max(1)];
+    let a_view = StoreView {
+        ptr: a.as_mut_ptr().cast(),
+        extents: vec![m as i64, n as i64],
+        strides: vec![(n * step) as i64, step as i64],
+        origin: vec![0, 0],
+    };
+    let x_view = StoreView::dense(x.as_mut_ptr().cast(), &[n as i64]);
+    let y_view = StoreView::dense(y.as_mut_ptr().cast(), &[m as i64]);
+    run_on(k, &[a_view, x_view, y_view], &[], threads)?;
+    Ok((0..m).map(|i| element(dt, &y, i)).collect())
+}
+
+/// Row lengths around every lane and block boundary, and a long one with a tail.
+fn lengths() -> Vec<usize> {
+    let mut v: Vec<usize> = (0..=2 * FOLD_LANES + 3).collect();
+    v.extend([63, 64, 65, 1003]);
+    v
+}
+
+#[test]
+fn row_reductions_in_lanes_give_the_scalar_bits() {
+    let cases = [
+        (DType::F64, DType::F64),
+        (DType::F32, DType::F32),
+        (DType::I64, DType::I64),
+        (DType::I32, DType::I32),
+        (DType::F64, DType::I64),
+        (DType::F32, DType::I32),
+    ];
+    for (dt, from) in cases {
+        for op in ReduceOp::ALL {
+            let k = row_kernel(op, dt, from);
+            let (v, s) = both(&k, 1);
+            for n in lengths() {
+                for (m, threads) in [(3, 1), (37, 2)] {
+                    let got = run_rows(&v, (dt, from), (m, n, 1), threads).unwrap();
+                    let want = run_rows(&s, (dt, from), (m, n, 1), 1).unwrap();
+                    assert_eq!(got, want, "{} n={n} m={m} threads={threads}", k.name);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_view_with_a_wider_last_stride_takes_the_scalar_code_with_the_same_bits() {
+    for dt in [DType::F64, DType::F32] {
+        let k = row_kernel(ReduceOp::Sum, dt, dt);
+        let (v, s) = both(&k, 1);
+        for n in [0, 7, 8, 9, 33] {
+            let got = run_rows(&v, (dt, dt), (5, n, 3), 2).unwrap();
+            let want = run_rows(&s, (dt, dt), (5, n, 3), 1).unwrap();
+            assert_eq!(got, want, "{dt} n={n}");
+        }
+    }
+}
+
+/// The lane order of `fold_lanes` for sums, written directly.
+fn lane_sum(terms: &[f64]) -> f64 {
+    let blocks = terms.len() / FOLD_LANES;
+    let mut s = [0.0f64; FOLD_LANES];
+    for q in 0..blocks {
+        for (k, acc) in s.iter_mut().enumerate() {
+            *acc += terms[q * FOLD_LANES + k];
+        }
+    }
+    let tail = terms[blocks * FOLD_LANES..]
+        .iter()
+        .fold(0.0f64, |acc, t| acc + t);
+    (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))) + tail
+}
+
+#[test]
+fn a_matvec_row_in_lanes_equals_the_lane_order_written_in_rust() {
+    let k = row_kernel(ReduceOp::Sum, DType::F64, DType::F64);
+    let (v, _) = both(&k, 1);
+    let (m, n) = (9, 1003);
+    let mut a: Vec<f64> = (0..m * n)
+        .map(|i| ((i * 7919) % 1013) as f64 / 97.0 - 5.0)
+        .collect();
+    let mut x: Vec<f64> = (0..n).map(|j| 1.0 / (j as f64 + 1.5)).collect();
+    let mut y = vec![0.0f64; m];
+    let stores = [
+        dense(&mut a, &[m as i64, n as i64]),
+        dense(&mut x, &[n as i64]),
+        dense(&mut y, &[m as i64]),
+    ];
+    run_on(&v, &stores, &[], 2).unwrap();
+    for (i, got) in y.iter().enumerate() {
+        let terms: Vec<f64> = (0..n).map(|j| a[i * n + j] * x[j]).collect();
+        assert_eq!(got.to_bits(), lane_sum(&terms).to_bits(), "row {i}");
+    }
+}
+
+#[test]
+fn an_index_past_the_end_in_a_lane_loop_faults_as_the_scalar_code_does() {
+    // `x` is shorter than `a`'s rows: the lanes read past its end.
+    let k = row_kernel(ReduceOp::Sum, DType::F64, DType::F64);
+    let (v, s) = both(&k, 1);
+    for n in [8, 13, 40] {
+        let mut a = vec![1.0f64; 2 * n];
+        let mut x = vec![1.0f64; n - 3];
+        let mut y = vec![0.0f64; 2];
+        let stores = |a: &mut Vec<f64>, x: &mut Vec<f64>, y: &mut Vec<f64>| {
+            [
+                dense(a, &[2, n as i64]),
+                dense(x, &[(n - 3) as i64]),
+                dense(y, &[2]),
+            ]
+        };
+        let got = run_on(&v, &stores(&mut a, &mut x, &mut y), &[], 2).unwrap_err();
+        let want = run_on(&s, &stores(&mut a, &mut x, &mut y), &[], 1).unwrap_err();
+        assert_eq!(got.to_string(), want.to_string(), "n={n}");
+        assert!(got.to_string().contains("rows.sum.f64.f64"), "{got}");
+    }
+}
+
+/// `y[i] = sum over j of f(a[i, j], x[j])` with every operation lanes take on `dt`, so each
+/// one's vector form is checked against the scalar code (operand order included).
+fn mixed_kernel(dt: DType) -> Kernel {
+    use weft_ir::{BinaryOp as B, UnaryOp as U};
+    let mut k = KernelBuilder::new(format!("rows.mixed.{dt}"));
+    let a = k.store(dt, 2, Privilege::Read);
+    let x = k.store(dt, 1, Privilege::Read);
+    let y = k.store(dt, 1, Privilege::Write);
+    let n = k.extent(a, 1);
+    k.parallel(y, |b, i| {
+        let lo = b.const_i64(0);
+        let r = b.fold_lanes(ReduceOp::Sum, dt, lo, n, |b, j| {
+            let u = b.load(a, &[i[0], j]);
+            let v = b.load(x, &[j]);
+            let c = b.const_of(dt, 3.0);
+            let d = b.binary(B::Sub, u, v);
+            let e = b.binary(B::Min, d, c);
+            let f = b.binary(B::Max, e, v);
+            if dt.is_float() {
+                let g = b.binary(B::Div, f, b.binary(B::Add, u, c));
+                let h = b.unary(U::Sqrt, b.unary(U::Abs, g));
+                b.unary(U::Neg, b.binary(B::Sub, h, u))
+            } else {
+                let g = b.binary(B::Xor, b.binary(B::And, f, u), b.binary(B::Or, v, c));
+                let h = b.unary(U::Abs, b.unary(U::Neg, g));
+                b.binary(B::Mul, b.unary(U::Not, h), c)
+            }
+        });
+        b.store(y, i, r);
+    });
+    k.finish_validated().unwrap()
+}
+
+#[test]
+fn every_lane_operation_gives_the_scalar_bits() {
+    for dt in [DType::F64, DType::F32, DType::I64, DType::I32] {
+        let k = mixed_kernel(dt);
+        let (v, s) = both(&k, 1);
+        for n in lengths() {
+            let got = run_rows(&v, (dt, dt), (4, n, 1), 2).unwrap();
+            let want = run_rows(&s, (dt, dt), (4, n, 1), 1).unwrap();
+            assert_eq!(got, want, "{} n={n}", k.name);
+        }
+    }
+}
