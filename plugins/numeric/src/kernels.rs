@@ -83,6 +83,7 @@ pub fn build(key: &Key) -> Result<Kernel, String> {
             reduced,
         } => reduce_rows(name, op, dtype, kept, reduced),
         Key::Vecmat { dtype } => vecmat(name, dtype),
+        Key::VecmatRows { dtype } => vecmat_rows(name, dtype),
         Key::Dot { dtype } => dot(name, dtype),
         Key::SumSquares { dtype, rank } => {
             reduce(name, ReduceOp::Sum, dtype, rank, |b, a| b.mul(a, a))
@@ -488,6 +489,28 @@ fn vecmat(name: String, dtype: DType) -> KernelBuilder {
     k
 }
 
+/// `y[r] += B[i, r] * x[i]` for every `r`: `B` (the transpose of `vecmat`'s `A`) tiled by
+/// rows like `x`, `y` whole; the same operations in the same order as `vecmat`.
+fn vecmat_rows(name: String, dtype: DType) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let bm = k.store(dtype, 2, Privilege::Read);
+    let x = k.store(dtype, 1, Privilege::Read);
+    let y = k.store(dtype, 1, Privilege::Reduce(ReduceOp::Sum));
+    let m = k.extent(bm, 1);
+    k.parallel(x, |b, idx| {
+        let i = idx[0];
+        let xi = b.load(x, &[i]);
+        let lo = b.const_i64(0);
+        b.for_loop(lo, m, &[], |b, r, _| {
+            let bir = b.load(bm, &[i, r]);
+            let p = b.mul(bir, xi);
+            b.reduce(y, &[r], p);
+            vec![]
+        });
+    });
+    k
+}
+
 /// `out[] += a[i] * b[i]`.
 fn dot(name: String, dtype: DType) -> KernelBuilder {
     let mut k = KernelBuilder::new(name);
@@ -607,6 +630,8 @@ mod tests {
                 Key::Dot { dtype },
                 Key::SqrtInPlace { dtype },
                 Key::Matvec { dtype },
+                Key::Vecmat { dtype },
+                Key::VecmatRows { dtype },
                 Key::Matmul { dtype },
                 Key::DiagExtract { dtype },
                 Key::DiagEmbed { dtype },

@@ -29,6 +29,7 @@
 //! | `reducerows.<op>.<dt>.r<k>.q<q>` | `out[i] = op over the q trailing dims of a[i, ...]` |
 //! | `matvec.<dt>` | `y[i] = sum_j A[i,j] * x[j]` (in eight interleaved partial sums) |
 //! | `vecmat.<dt>` | `y[r] += A[r,i] * x[i]`, launched over `i` |
+//! | `vecmat_rows.<dt>` | `y[r] += B[i,r] * x[i]` (`B = A.T`, read by rows), launched over `i` |
 //! | `matmul.<dt>` | `C[i,j] = sum_p A[i,p] * B[p,j]` (in eight interleaved partial sums) |
 //! | `diag.extract.<dt>` | `out[i] = A[g,g]` |
 //! | `diag.embed.<dt>` | `out[i,j] = i == j ? v[i] : 0` (global indices) |
@@ -215,6 +216,13 @@ pub enum Key {
         /// The dtype.
         dtype: DType,
     },
+    /// `A @ x` launched over `x` for a wide `A` whose transpose `B` is stored by rows (the
+    /// transpose of a tall matrix): each point reduces `B[i, :] * x[i]` into the whole `y`,
+    /// reading its row of `B` contiguously.
+    VecmatRows {
+        /// The dtype.
+        dtype: DType,
+    },
     /// The dot product of two vectors, reduced into a 0-d array.
     Dot {
         /// Element type (a float).
@@ -291,6 +299,7 @@ impl fmt::Display for Key {
             } => write!(f, "reducerows.{}.{dtype}.r{kept}.q{reduced}", op.name()),
             Key::Matvec { dtype } => write!(f, "matvec.{dtype}"),
             Key::Vecmat { dtype } => write!(f, "vecmat.{dtype}"),
+            Key::VecmatRows { dtype } => write!(f, "vecmat_rows.{dtype}"),
             Key::Matmul { dtype } => write!(f, "matmul.{dtype}"),
             Key::DiagExtract { dtype } => write!(f, "diag.extract.{dtype}"),
             Key::DiagEmbed { dtype } => write!(f, "diag.embed.{dtype}"),
@@ -456,6 +465,7 @@ fn parse(s: &str) -> Result<Key, String> {
             }
         }
         "vecmat" => Key::Vecmat { dtype: t.dtype()? },
+        "vecmat_rows" => Key::VecmatRows { dtype: t.dtype()? },
         "dot" => Key::Dot { dtype: t.dtype()? },
         "norm" => match t.next("norm step")? {
             "sumsq" => Key::SumSquares {
@@ -583,7 +593,9 @@ impl Key {
                 catalog::reduce_rule(op).check(op.name(), dtype)
             }
             Key::Matvec { dtype } => catalog::LINALG_RULE.check("matvec", dtype),
-            Key::Vecmat { dtype } => catalog::LINALG_RULE.check("matvec", dtype),
+            Key::Vecmat { dtype } | Key::VecmatRows { dtype } => {
+                catalog::LINALG_RULE.check("matvec", dtype)
+            }
             Key::Matmul { dtype } => catalog::LINALG_RULE.check("matmul", dtype),
             Key::Cumsum { dtype, kept } => {
                 if kept == 0 {

@@ -128,6 +128,10 @@ fn cases() -> Vec<Case> {
         ("B[:, 1] @ B", |x| {
             x.b.index(&[all(), Ix::At(1)]).matmul(&x.b)
         }),
+        // A wide matrix stored by rows (not a transpose): `vecmat` reads its columns.
+        ("B.T.copy() @ B[:, 2]", |x| {
+            x.b.t().copy().matmul(&x.b.index(&[all(), Ix::At(2)]))
+        }),
         ("M.T @ M[:, 0]", |x| {
             x.m.t().matmul(&x.m.index(&[all(), Ix::At(0)]))
         }),

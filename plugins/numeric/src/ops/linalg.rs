@@ -103,11 +103,33 @@ fn matmul_2d(a: &Array<'_>, b: &Array<'_>) -> Result<Store, Error> {
 /// over `x`'s tiling, each point adding its columns' share `A[:, i] * x[i]` into the whole
 /// of `y`. Its launch is that of the element-wise tasks over `x`, so it fuses with the task
 /// that produced `x`.
+///
+/// When `A`'s transpose is stored by rows (`A` is the transpose of a tall matrix, as in
+/// `X.T @ r`), the task reads that transpose instead, a row per point (`vecmat_rows`): the
+/// same sums in the same order, from contiguous memory.
 fn vecmat(a: &Array<'_>, x: &Array<'_>, dtype: weft_sdk::ir::DType) -> Result<Store, Error> {
     let name = "matvec";
-    let m = a.shape[0];
+    let (m, n) = (a.shape[0], a.shape[1]);
     let y = super::reductions::identity_store(name, &[m], dtype, weft_sdk::ir::ReduceOp::Sum)?;
     let launch = Launch::preferred(&x.shape);
+    let b = a.store.permute(&[1, 0]).map_err(host_error(name))?;
+    let by_rows = b
+        .reshape(&[m.saturating_mul(n)])
+        .map_err(host_error(name))?
+        .is_some();
+    if by_rows {
+        Task::new(Key::VecmatRows { dtype }.to_string(), &launch)
+            .arg(&b, launch.rows(&[n, m]), Privilege::Read)
+            .arg(x.store, launch.tiled(), Privilege::Read)
+            .arg(
+                &y,
+                Partition::None,
+                Privilege::Reduce(weft_sdk::wit_reduce_op(weft_sdk::ir::ReduceOp::Sum)),
+            )
+            .submit()
+            .map_err(host_error(name))?;
+        return Ok(y);
+    }
     let mut columns = launch.tiling.clone();
     columns.tile.insert(0, m);
     columns.offset.insert(0, 0);
