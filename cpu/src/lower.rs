@@ -1707,12 +1707,39 @@ impl<'f> FnLower<'_, 'f> {
             .ok_or_else(|| format!("internal: store parameter {} not loaded", acc.param))?;
         let (base, ext, stride) = (view.base, view.ext.clone(), view.stride.clone());
         let mut checks = Vec::new();
+        let offset = self.index_offset(
+            (acc.param, store),
+            &acc.indices,
+            (&ext, &stride),
+            &mut checks,
+        )?;
+        if !checks.is_empty() {
+            let cont = self.b.create_block();
+            self.check_or_fault(checks, cont, &[]);
+            self.b.switch_to_block(cont);
+        }
+        Ok(match offset {
+            None => base,
+            Some(o) => self.b.ins().iadd(base, o),
+        })
+    }
+
+    /// The byte offset of the element at `indices` on the first dimensions of store parameter
+    /// `param` (layout store `store`), whose view has extents and strides `ext` and `stride`
+    /// (`None` for no indices); the bounds checks these indices need are added to `checks`.
+    fn index_offset(
+        &mut self,
+        (param, store): (u32, usize),
+        indices: &[ValueId],
+        (ext, stride): (&[Value], &[Value]),
+        checks: &mut Vec<(Value, Value, i64)>,
+    ) -> LResult<Option<Value>> {
         let mut offset: Option<Value> = None;
-        for (d, &iv) in acc.indices.iter().enumerate() {
+        for (d, &iv) in indices.iter().enumerate() {
             let idx = self.typed(iv, DType::I64, "index")?;
-            if !self.index_proven(iv, store, acc.param, d) {
+            if !self.index_proven(iv, store, param, d) {
                 let code = self.faults.code(FaultSite {
-                    param: acc.param,
+                    param,
                     dim: d as u32,
                 });
                 checks.push((idx, ext[d], code));
@@ -1723,15 +1750,7 @@ impl<'f> FnLower<'_, 'f> {
                 Some(o) => self.b.ins().iadd(o, term),
             });
         }
-        if !checks.is_empty() {
-            let cont = self.b.create_block();
-            self.check_or_fault(checks, cont, &[]);
-            self.b.switch_to_block(cont);
-        }
-        Ok(match offset {
-            None => base,
-            Some(o) => self.b.ins().iadd(base, o),
-        })
+        Ok(offset)
     }
 
     /// Whether index `iv` on dimension `d` of store parameter `param` (layout store `store`)

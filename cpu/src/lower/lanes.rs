@@ -585,19 +585,7 @@ impl FnLower<'_, '_> {
                 }
                 Node::Carried(g) => params[1 + g],
                 Node::Binary(op, t, x, y) => self.vbinary(op, t, vals[x], vals[y], lanes)?,
-                Node::Unary(op, t, x) => {
-                    let x = vals[x];
-                    let ins = self.b.ins();
-                    match (t, op) {
-                        (DType::F32 | DType::F64, UnaryOp::Neg) => ins.fneg(x),
-                        (DType::F32 | DType::F64, UnaryOp::Abs) => ins.fabs(x),
-                        (DType::F32 | DType::F64, UnaryOp::Sqrt) => ins.sqrt(x),
-                        (DType::I32 | DType::I64, UnaryOp::Neg) => ins.ineg(x),
-                        (DType::I32 | DType::I64, UnaryOp::Abs) => ins.iabs(x),
-                        (DType::I32 | DType::I64, UnaryOp::Not) => ins.bnot(x),
-                        _ => return Err(format!("internal: no lane form of {} on {t}", op.name())),
-                    }
-                }
+                Node::Unary(op, t, x) => self.vunary(op, t, vals[x])?,
                 Node::Cast(from, to, x) => self.vcast(vals[x], from, to, lanes)?,
                 Node::Load {
                     site,
@@ -649,22 +637,12 @@ impl FnLower<'_, '_> {
                 .get(&site.param)
                 .ok_or_else(|| format!("internal: store parameter {} not loaded", site.param))?;
             let (base_ptr, ext, stride) = (view.base, view.ext.clone(), view.stride.clone());
-            let mut offset: Option<Value> = None;
-            for (d, &iv) in site.outer.iter().enumerate() {
-                let idx = self.typed(iv, DType::I64, "index")?;
-                if !self.index_proven(iv, store, site.param, d) {
-                    let code = self.faults.code(FaultSite {
-                        param: site.param,
-                        dim: d as u32,
-                    });
-                    checks.push((idx, ext[d], code));
-                }
-                let term = self.b.ins().imul(idx, stride[d]);
-                offset = Some(match offset {
-                    None => term,
-                    Some(o) => self.b.ins().iadd(o, term),
-                });
-            }
+            let offset = self.index_offset(
+                (site.param, store),
+                &site.outer,
+                (&ext, &stride),
+                &mut checks,
+            )?;
             let last = rank - 1;
             let base = match site.base {
                 Some(b) => self.typed(b, DType::I64, "index")?,

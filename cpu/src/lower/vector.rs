@@ -1011,18 +1011,7 @@ impl FnLower<'_, '_> {
             Op::Unary(op, a) => {
                 let t = self.types_of(*a, plan, cx)?;
                 let x = self.vval(*a, k, cx)?;
-                let ins = self.b.ins();
-                match (t, op) {
-                    (DType::F32 | DType::F64, UnaryOp::Neg) => ins.fneg(x),
-                    (DType::F32 | DType::F64, UnaryOp::Abs) => ins.fabs(x),
-                    (DType::F32 | DType::F64, UnaryOp::Sqrt) => ins.sqrt(x),
-                    (DType::F32 | DType::F64, UnaryOp::Floor) => ins.floor(x),
-                    (DType::F32 | DType::F64, UnaryOp::Ceil) => ins.ceil(x),
-                    (DType::I32 | DType::I64, UnaryOp::Neg) => ins.ineg(x),
-                    (DType::I32 | DType::I64, UnaryOp::Abs) => ins.iabs(x),
-                    (DType::I32 | DType::I64 | DType::Bool, UnaryOp::Not) => ins.bnot(x),
-                    _ => return Err(format!("internal: no vector {} on {t}", op.name())),
-                }
+                self.vunary(*op, t, x)?
             }
             Op::Cmp(op, a, b) => {
                 let t = self.types_of(*a, plan, cx)?;
@@ -1072,6 +1061,22 @@ impl FnLower<'_, '_> {
         } else {
             self.b.ins().bitcast(ty, MemFlagsData::new(), x)
         }
+    }
+
+    /// `op` of the vector `x` of `t`, lane by lane.
+    pub(super) fn vunary(&mut self, op: UnaryOp, t: DType, x: Value) -> LResult<Value> {
+        let ins = self.b.ins();
+        Ok(match (t, op) {
+            (DType::F32 | DType::F64, UnaryOp::Neg) => ins.fneg(x),
+            (DType::F32 | DType::F64, UnaryOp::Abs) => ins.fabs(x),
+            (DType::F32 | DType::F64, UnaryOp::Sqrt) => ins.sqrt(x),
+            (DType::F32 | DType::F64, UnaryOp::Floor) => ins.floor(x),
+            (DType::F32 | DType::F64, UnaryOp::Ceil) => ins.ceil(x),
+            (DType::I32 | DType::I64, UnaryOp::Neg) => ins.ineg(x),
+            (DType::I32 | DType::I64, UnaryOp::Abs) => ins.iabs(x),
+            (DType::I32 | DType::I64 | DType::Bool, UnaryOp::Not) => ins.bnot(x),
+            _ => return Err(format!("internal: no vector {} on {t}", op.name())),
+        })
     }
 
     pub(super) fn vbinary(

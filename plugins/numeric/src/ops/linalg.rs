@@ -117,25 +117,17 @@ fn vecmat(a: &Array<'_>, x: &Array<'_>, dtype: weft_sdk::ir::DType) -> Result<St
         .reshape(&[m.saturating_mul(n)])
         .map_err(host_error(name))?
         .is_some();
-    if by_rows {
-        Task::new(Key::VecmatRows { dtype }.to_string(), &launch)
-            .arg(&b, launch.rows(&[n, m]), Privilege::Read)
-            .arg(x.store, launch.tiled(), Privilege::Read)
-            .arg(
-                &y,
-                Partition::None,
-                Privilege::Reduce(weft_sdk::wit_reduce_op(weft_sdk::ir::ReduceOp::Sum)),
-            )
-            .submit()
-            .map_err(host_error(name))?;
-        return Ok(y);
-    }
-    let mut columns = launch.tiling.clone();
-    columns.tile.insert(0, m);
-    columns.offset.insert(0, 0);
-    columns.projection.insert(0, None);
-    Task::new(Key::Vecmat { dtype }.to_string(), &launch)
-        .arg(a.store, Partition::Tiling(columns), Privilege::Read)
+    let (key, matrix, partition) = if by_rows {
+        (Key::VecmatRows { dtype }, &b, launch.rows(&[n, m]))
+    } else {
+        let mut columns = launch.tiling.clone();
+        columns.tile.insert(0, m);
+        columns.offset.insert(0, 0);
+        columns.projection.insert(0, None);
+        (Key::Vecmat { dtype }, a.store, Partition::Tiling(columns))
+    };
+    Task::new(key.to_string(), &launch)
+        .arg(matrix, partition, Privilege::Read)
         .arg(x.store, launch.tiled(), Privilege::Read)
         .arg(
             &y,
