@@ -274,6 +274,43 @@ impl Compiler {
         self.compile_valid(&valid, start)
     }
 
+    /// `valid` with its loops cut into segments where that lets a long straight run vectorize
+    /// (see [`crate::strips`]), and the groups; `None` and no groups where no loop is cut
+    /// (always so without the vector lowering).
+    fn cut_into_segments(
+        &self,
+        valid: &ValidKernel,
+    ) -> std::result::Result<(Option<ValidKernel>, Vec<crate::strips::Group>), String> {
+        let Some(features) = self.simd else {
+            return Ok((None, Vec::new()));
+        };
+        let mut skip = std::collections::HashSet::new();
+        loop {
+            let (kernel, groups) = crate::strips::rewrite(valid.kernel(), valid.types(), &skip);
+            if groups.is_empty() {
+                return Ok((None, groups));
+            }
+            let cut = ValidKernel::new(kernel).map_err(|e| {
+                format!(
+                    "internal: a loop cut into segments is invalid: {}",
+                    e.message
+                )
+            })?;
+            // A cut pays only if its straight run vectorizes.
+            let failed: Vec<usize> = groups
+                .iter()
+                .filter(|g| {
+                    !lower::vectorizes(cut.kernel(), g.first + g.heavy, cut.types(), features)
+                })
+                .map(|g| g.source)
+                .collect();
+            if failed.is_empty() {
+                return Ok((Some(cut), groups));
+            }
+            skip.extend(failed);
+        }
+    }
+
     /// Compiles a validated kernel; `start` is when compiling began (for
     /// [`CompiledKernel::compile_time`]).
     pub fn compile_valid(&mut self, valid: &ValidKernel, start: Instant) -> Result<CompiledKernel> {
@@ -294,6 +331,11 @@ impl Compiler {
             })?)
         };
         let valid = with_leaves.as_ref().unwrap_or(valid);
+        // Deferral is decided per loop of the kernel as the runtime knows it, before any loop
+        // is cut into segments (a group runs as one step).
+        let deferrable = crate::deferred::deferrable_by_loop(valid.kernel());
+        let (cut, groups) = self.cut_into_segments(valid).map_err(err)?;
+        let valid = cut.as_ref().unwrap_or(valid);
         let kernel = valid.kernel();
         let types = valid.types();
         let mut guard = self
@@ -313,6 +355,7 @@ impl Compiler {
                 types,
                 simd: self.simd,
                 vector_isa: &*self.vector_isa,
+                groups: &groups,
             },
         )
         .map_err(err)?;
@@ -347,10 +390,15 @@ impl Compiler {
                     steps,
                     faults: lowered.faults,
                     leaves,
-                    deferrable: crate::deferred::deferrable_by_loop(kernel),
+                    scratch: groups
+                        .iter()
+                        .flat_map(|g| g.scratch.iter().map(|&p| (p, g.over)))
+                        .collect(),
+                    deferrable,
                 },
                 compile_time: start.elapsed(),
                 lane_loops: lowered.lane_loops,
+                cut_loops: groups.len(),
                 _tables: lowered.tables,
                 _code: Arc::clone(&self.code),
             }),
@@ -362,6 +410,7 @@ struct KernelInner {
     plan: Plan,
     compile_time: Duration,
     lane_loops: usize,
+    cut_loops: usize,
     /// The constant tables that the machine code reads at fixed addresses; kept alive with it.
     _tables: Vec<lower::vector::ConstTable>,
     /// Keeps the machine code alive.
@@ -451,10 +500,18 @@ impl CompiledKernel {
 
     /// Number of `for` loops compiled as vectors of lanes: loops whose carried values form
     /// lanes, as `weft_ir::builder::BodyBuilder::fold_lanes` writes a row reduction (see the
-    /// `lower::lanes` module). A parallel step compiles such a loop as vectors in the copy of
+    /// `lower::lanes` module), and loops whose iterations reduce into distinct elements of a
+    /// chunk buffer, run a vector of iterations at a time (the `lower::iterations` module). A parallel step compiles such a loop as vectors in the copy of
     /// its loop nest for unit innermost strides, and as scalar code in the other.
     pub fn lane_loops(&self) -> usize {
         self.inner.lane_loops
+    }
+
+    /// Number of parallel loops cut into segments so that a long straight run of arithmetic
+    /// between their `for` loops runs as vector code (see the `strips` module); each runs as
+    /// one step, whose vectorized flag is its straight run's.
+    pub fn cut_loops(&self) -> usize {
+        self.inner.cut_loops
     }
 
     /// Number of vectorized loops whose rows run their bulk, eight iterations at a time, in

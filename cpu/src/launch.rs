@@ -84,6 +84,10 @@ pub(crate) struct Plan {
     /// The hidden leaf stores of reductions into 0-d stores (see [`crate::leaves`]), whose
     /// parameters follow the kernel's own.
     pub leaves: Vec<Leaf>,
+    /// The hidden scratch stores of loops cut into segments (see [`crate::strips`]), whose
+    /// parameters follow the leaf stores': (parameter, the store parameter its loop runs
+    /// over).
+    pub scratch: Vec<(u32, u32)>,
     /// Per top-level parallel loop, the store parameters whose stores it can defer (see
     /// [`crate::deferred`]).
     pub deferrable: Vec<Vec<u32>>,
@@ -294,7 +298,7 @@ impl Plan {
         views: Option<&[Vec<u64>]>,
         deferred: &[Option<u32>],
     ) -> Result<TaskOutput> {
-        let given = self.layout.stores.len() - self.leaves.len();
+        let given = self.layout.stores.len() - self.leaves.len() - self.scratch.len();
         if stores.len() != given {
             return Err(self.fault(format!(
                 "expected {given} store arguments, got {}",
@@ -326,6 +330,15 @@ impl Plan {
                 _ => return Err(self.fault("internal: a leaf store without a slot")),
             };
             runs.push(LeafRun { leaf, word, view });
+        }
+        // The scratch stores: shaped like their loop's sub-store, dense; the group's driver
+        // points them at its own buffers.
+        for &(_, over) in &self.scratch {
+            let sub = &stores[self.store_index(over)?];
+            all.push(StoreView {
+                ptr: std::ptr::NonNull::<u64>::dangling().as_ptr().cast(),
+                ..StoreView::dense(std::ptr::null_mut(), &sub.extents)
+            });
         }
         let mut frame = self.frame(&all, scalars)?;
         let mut parts = Vec::new();

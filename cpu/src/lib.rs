@@ -97,6 +97,7 @@ mod lower;
 pub mod math;
 mod memory;
 mod simd_path;
+mod strips;
 
 pub use backend::{CpuBackend, CpuOptions};
 pub use compile::{CompiledKernel, Compiler, StoreView};

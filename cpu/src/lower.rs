@@ -46,6 +46,8 @@ use weft_ir::{
 
 use crate::math::MathFn;
 
+mod driver;
+mod iterations;
 pub(crate) mod lanes;
 pub(crate) mod vector;
 pub(crate) mod wide;
@@ -277,6 +279,22 @@ pub(crate) struct Target<'a> {
     pub simd: Option<vector::Features>,
     /// The ISA that compiles vector functions (see [`vector`]).
     pub vector_isa: &'a dyn TargetIsa,
+    /// The loops cut into segments (see [`crate::strips`]): each compiles to one step.
+    pub groups: &'a [crate::strips::Group],
+}
+
+/// Whether the top-level parallel loop at position `pos` of `kernel` has a vector variant
+/// (see [`vector::analyze`]) with `features`.
+pub(crate) fn vectorizes(
+    kernel: &Kernel,
+    pos: usize,
+    types: &Types,
+    features: vector::Features,
+) -> bool {
+    let Some(Op::Parallel(pl)) = kernel.body.get(pos).map(|i| &i.op) else {
+        return false;
+    };
+    Layout::new(kernel).is_ok_and(|layout| vector::analyze(pl, &layout, types, features).is_ok())
 }
 
 fn cl_type(d: DType) -> Type {
@@ -471,6 +489,7 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
         types: value_types,
         simd,
         vector_isa,
+        groups,
     } = target;
     let fconfig = module.target_config();
     let ptr_ty = fconfig.pointer_type();
@@ -526,64 +545,29 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
                 (pl, pos)
             }
         };
-        // A loop that vectorizes gets one function, the vector one (it runs the scalar body
-        // for remainders and for strides it cannot take as vectors); any other, a scalar one.
-        let plan = simd.and_then(|f| vector::analyze(pl, &layout, value_types, f).ok());
-        // Its bulk in a wide body, where the path has one and the body qualifies.
-        let wide = match (&plan, simd.and_then(|f| f.wide)) {
-            (Some(p), Some(isa)) => {
-                let const_of = |v: ValueId| {
-                    let def = pl
-                        .body
-                        .iter()
-                        .find(|i| i.results.first() == Some(&v))
-                        .or_else(|| top.defs.get(&v).map(|d| d.1))?;
-                    match def.op {
-                        Op::Const(c) => Some(c),
-                        _ => None,
-                    }
-                };
-                Some(wide::compile(isa, pl, p, value_types, &const_of))
-            }
-            _ => None,
-        };
-        let (wide, wide_refusal) = match wide {
-            Some(Ok(w)) => (Some(fcx.define_wide(w)?), None),
-            Some(Err(why)) => (None, Some(why)),
-            None => (None, None),
-        };
-        let mut kind = StepKind::Sequential;
-        let (func, vectorized) = match plan {
-            Some(plan) => {
-                let func = fcx.define(Some(vector_isa), &mut |fl| {
-                    kind = fl.build_vector(pl, pos, &plan, wide.as_ref())?;
-                    Ok(())
-                })?;
-                (func, true)
+        match groups.iter().find(|g| g.first == pos) {
+            Some(g) => {
+                let mut segs = Vec::with_capacity(g.loops);
+                let mut loops = Vec::with_capacity(g.loops);
+                for (p, inst) in body.iter().enumerate().skip(g.first).take(g.loops) {
+                    let Op::Parallel(seg) = &inst.op else {
+                        return Err("internal: a segment is not a parallel loop".into());
+                    };
+                    segs.push(fcx.lower_loop(seg, p, simd, vector_isa)?);
+                    loops.push(seg);
+                }
+                steps.push(fcx.lower_group(&loops, g, segs)?);
             }
             None => {
-                let func = fcx.define(None, &mut |fl| {
-                    kind = fl.build_parallel(pl, pos)?;
-                    Ok(())
-                })?;
-                (func, false)
+                if groups
+                    .iter()
+                    .any(|g| (g.first + 1..g.first + g.loops).contains(&pos))
+                {
+                    continue;
+                }
+                steps.push(fcx.lower_loop(pl, pos, simd, vector_isa)?);
             }
-        };
-        if let StepKind::Parallel { reds, spread, .. } = &mut kind {
-            let ordered = reds.iter().any(|r| {
-                r.mode == RedMode::Buffer
-                    && matches!(r.op, ReduceOp::Sum | ReduceOp::Prod)
-                    && layout.stores[r.store].dtype.is_float()
-            });
-            *spread = has_for_loop(&pl.body) && !ordered;
         }
-        steps.push(Step {
-            kind,
-            func,
-            vectorized,
-            wide: wide.as_ref().filter(|_| vectorized).map(|w| w.isa),
-            wide_refusal,
-        });
     }
     fcx.module.clear_context(fcx.ctx);
     Ok(Lowered {
@@ -621,6 +605,76 @@ pub(crate) struct WideCall {
 }
 
 impl StepCx<'_> {
+    /// Compiles the top-level parallel loop `pl` at position `pos` into one step: the vector
+    /// function where the loop vectorizes (it runs the scalar body for remainders and for
+    /// strides it cannot take as vectors), else a scalar one.
+    fn lower_loop(
+        &mut self,
+        pl: &ParallelLoop,
+        pos: usize,
+        simd: Option<vector::Features>,
+        vector_isa: &dyn TargetIsa,
+    ) -> LResult<Step> {
+        // A loop that vectorizes gets one function, the vector one (it runs the scalar body
+        // for remainders and for strides it cannot take as vectors); any other, a scalar one.
+        let plan = simd.and_then(|f| vector::analyze(pl, self.layout, self.types, f).ok());
+        // Its bulk in a wide body, where the path has one and the body qualifies.
+        let wide = match (&plan, simd.and_then(|f| f.wide)) {
+            (Some(p), Some(isa)) => {
+                let const_of = |v: ValueId| {
+                    let def = pl
+                        .body
+                        .iter()
+                        .find(|i| i.results.first() == Some(&v))
+                        .or_else(|| self.top.defs.get(&v).map(|d| d.1))?;
+                    match def.op {
+                        Op::Const(c) => Some(c),
+                        _ => None,
+                    }
+                };
+                Some(wide::compile(isa, pl, p, self.types, &const_of))
+            }
+            _ => None,
+        };
+        let (wide, wide_refusal) = match wide {
+            Some(Ok(w)) => (Some(self.define_wide(w)?), None),
+            Some(Err(why)) => (None, Some(why)),
+            None => (None, None),
+        };
+        let mut kind = StepKind::Sequential;
+        let (func, vectorized) = match plan {
+            Some(plan) => {
+                let func = self.define(Some(vector_isa), &mut |fl| {
+                    kind = fl.build_vector(pl, pos, &plan, wide.as_ref())?;
+                    Ok(())
+                })?;
+                (func, true)
+            }
+            None => {
+                let func = self.define(None, &mut |fl| {
+                    kind = fl.build_parallel(pl, pos)?;
+                    Ok(())
+                })?;
+                (func, false)
+            }
+        };
+        if let StepKind::Parallel { reds, spread, .. } = &mut kind {
+            let ordered = reds.iter().any(|r| {
+                r.mode == RedMode::Buffer
+                    && matches!(r.op, ReduceOp::Sum | ReduceOp::Prod)
+                    && self.layout.stores[r.store].dtype.is_float()
+            });
+            *spread = has_for_loop(&pl.body) && !ordered;
+        }
+        Ok(Step {
+            kind,
+            func,
+            vectorized,
+            wide: wide.as_ref().filter(|_| vectorized).map(|w| w.isa),
+            wide_refusal,
+        })
+    }
+
     /// Defines the machine code of `body` as a function of the module (signature
     /// `fn(args: *const u64, steps: i64)`) and keeps its constant table.
     fn define_wide(&mut self, body: wide::WideBody) -> LResult<WideCall> {
@@ -821,6 +875,8 @@ struct View {
     acc: Option<Variable>,
     /// Whether the last stride is known to be one element (it is then a constant).
     unit_inner: bool,
+    /// Whether the view is a chunk-private reduction buffer (which aliases no other view).
+    private: bool,
 }
 
 /// A cold block that returns the code of the first out-of-bounds index of one access.
@@ -1319,6 +1375,7 @@ impl<'f> FnLower<'_, 'f> {
                 ext,
                 acc: None,
                 unit_inner: false,
+                private: false,
             },
             Some((i, RedMode::Buffer)) => View {
                 base: self
@@ -1331,6 +1388,7 @@ impl<'f> FnLower<'_, 'f> {
                 ext,
                 acc: None,
                 unit_inner: false,
+                private: true,
             },
             Some((_, RedMode::Register)) => {
                 let Privilege::Reduce(op) = slot.privilege else {
@@ -1345,6 +1403,7 @@ impl<'f> FnLower<'_, 'f> {
                     ext,
                     acc: Some(var),
                     unit_inner: false,
+                    private: true,
                 }
             }
         };
@@ -1863,7 +1922,18 @@ impl<'f> FnLower<'_, 'f> {
                 *self.lane_loops += 1;
                 return self.lower_for_lanes(inst, l, &plan);
             }
+            if let Ok(plan) = iterations::plan(l, self.layout, self.types, &self.views) {
+                *self.lane_loops += 1;
+                return self.lower_for_iterations(inst, l, &plan);
+            }
         }
+        let lo = self.typed(l.lo, DType::I64, "loop bound")?;
+        let hi = self.typed(l.hi, DType::I64, "loop bound")?;
+        self.lower_for_scalar(inst, l, lo, hi)
+    }
+
+    /// The scalar code of `l` from iteration `lo` to `hi` (excluded).
+    fn lower_for_scalar(&mut self, inst: &Inst, l: &ForLoop, lo: Value, hi: Value) -> LResult<()> {
         let n = l.init.len();
         if l.carried.len() != n || l.yields.len() != n || inst.results.len() != n {
             return Err(format!(
@@ -1873,8 +1943,6 @@ impl<'f> FnLower<'_, 'f> {
                 inst.results.len()
             ));
         }
-        let lo = self.typed(l.lo, DType::I64, "loop bound")?;
-        let hi = self.typed(l.hi, DType::I64, "loop bound")?;
         let mut init = Vec::with_capacity(n);
         let mut tys = Vec::with_capacity(n);
         for &v in &l.init {

@@ -14,5 +14,6 @@ mod ops;
 mod paths;
 mod reduce;
 mod simd;
+mod strips;
 mod util;
 mod wide;

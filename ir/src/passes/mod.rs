@@ -25,6 +25,8 @@ pub mod pipeline;
 pub mod scalar;
 mod util;
 
+pub use util::{map_op_uses, map_uses, op_uses};
+
 pub use pipeline::{
     FusionFacts, Optimized, PASS_NAMES, PassFn, PassOutput, PassReport, by_name, optimize,
 };

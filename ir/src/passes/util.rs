@@ -8,7 +8,7 @@ use crate::{Access, ForLoop, Inst, Kernel, Op, ParallelLoop, ValueId};
 
 /// Calls `f` on the values `op` uses directly: not those of a loop's body, nor a `for` loop's
 /// yielded values (which belong to its body).
-pub(crate) fn op_uses(op: &Op, f: &mut impl FnMut(ValueId)) {
+pub fn op_uses(op: &Op, f: &mut impl FnMut(ValueId)) {
     match op {
         Op::Const(_) | Op::Param(_) | Op::Extent { .. } | Op::Origin { .. } => {}
         Op::Binary(_, a, b) | Op::Cmp(_, a, b) => {
@@ -36,7 +36,7 @@ pub(crate) fn op_uses(op: &Op, f: &mut impl FnMut(ValueId)) {
 }
 
 /// Rewrites the values `op` uses directly (as [`op_uses`] lists them) through `f`.
-pub(crate) fn map_op_uses(op: &mut Op, f: &mut impl FnMut(ValueId) -> ValueId) {
+pub fn map_op_uses(op: &mut Op, f: &mut impl FnMut(ValueId) -> ValueId) {
     let mut m = |v: &mut ValueId| *v = f(*v);
     match op {
         Op::Const(_) | Op::Param(_) | Op::Extent { .. } | Op::Origin { .. } => {}
@@ -66,7 +66,7 @@ pub(crate) fn map_op_uses(op: &mut Op, f: &mut impl FnMut(ValueId) -> ValueId) {
 
 /// Rewrites every value *used* in `body` through `f`, recursing into loop bodies (definitions
 /// are left alone).
-pub(crate) fn map_uses(body: &mut [Inst], f: &mut impl FnMut(ValueId) -> ValueId) {
+pub fn map_uses(body: &mut [Inst], f: &mut impl FnMut(ValueId) -> ValueId) {
     for inst in body {
         map_op_uses(&mut inst.op, f);
         match &mut inst.op {

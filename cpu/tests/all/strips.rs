@@ -1,0 +1,259 @@
+//! Loops cut into segments (the `strips` module) and `for` loops whose iterations reduce into
+//! distinct elements of a chunk buffer (the `lower::iterations` module): the same bits as the
+//! scalar code, which neither cuts nor vectorizes, and as the reference interpreter, on row
+//! counts around the strip and chunk sizes and row lengths around the vector widths, on one
+//! and two threads; an index out of bounds in a later segment faults as the scalar code does.
+
+#![allow(clippy::unwrap_used)]
+
+use crate::util::*;
+use weft_cpu::{CompiledKernel, CpuBackend, StoreView};
+use weft_ir::builder::KernelBuilder;
+use weft_ir::interp::{self, Arg, Storage, View};
+use weft_ir::{BinaryOp as B, DType, Kernel, Privilege, ReduceOp, UnaryOp as U};
+
+/// A gradient step's row loop, as logistic regression fuses it: `z = a[i, :] @ w` (in lanes),
+/// a long straight run on `z` (a polynomial with `min`, `max`, a division, `sqrt`), minus
+/// `y[i]`, then `g[r] += a[i, r] * s` for every `r`.
+fn gradient_kernel() -> Kernel {
+    let mut k = KernelBuilder::new("strips.gradient");
+    let a = k.store(DType::F64, 2, Privilege::Read);
+    let w = k.store(DType::F64, 1, Privilege::Read);
+    let y = k.store(DType::F64, 1, Privilege::Read);
+    let g = k.store(DType::F64, 1, Privilege::Reduce(ReduceOp::Sum));
+    let n = k.extent(a, 1);
+    k.parallel(y, |b, i| {
+        let lo = b.const_i64(0);
+        let z = b.fold_lanes(ReduceOp::Sum, DType::F64, lo, n, |b, j| {
+            let aij = b.load(a, &[i[0], j]);
+            let wj = b.load(w, &[j]);
+            b.mul(aij, wj)
+        });
+        let mut t = z;
+        for c in [0.5, -1.25, 2.0, 0.75, -0.125] {
+            let k = b.const_of(DType::F64, c);
+            let lim = b.const_of(DType::F64, 40.0);
+            let u = b.binary(B::Min, t, lim);
+            let u = b.binary(B::Max, u, b.unary(U::Neg, lim));
+            let v = b.binary(B::Mul, u, k);
+            let v = b.binary(B::Add, v, u);
+            let v = b.binary(B::Mul, v, v);
+            let one = b.const_of(DType::F64, 1.0);
+            let d = b.binary(B::Add, b.unary(U::Abs, v), one);
+            t = b.binary(B::Div, b.unary(U::Sqrt, d), b.binary(B::Add, one, u));
+        }
+        let yi = b.load(y, &[i[0]]);
+        let s = b.binary(B::Sub, t, yi);
+        let hi = b.extent(a, 1);
+        b.for_loop(lo, hi, &[], |b, r, _| {
+            let air = b.load(a, &[i[0], r]);
+            let p = b.mul(air, s);
+            b.reduce(g, &[r], p);
+            vec![]
+        });
+    });
+    k.finish_validated().unwrap()
+}
+
+/// `g[r] += a[i, r] * x[i]` for every `r` (numeric's `vecmat_rows`).
+fn vecmat_rows_kernel(dt: DType) -> Kernel {
+    let mut k = KernelBuilder::new(format!("strips.vecmat_rows.{dt}"));
+    let a = k.store(dt, 2, Privilege::Read);
+    let x = k.store(dt, 1, Privilege::Read);
+    let g = k.store(dt, 1, Privilege::Reduce(ReduceOp::Sum));
+    k.parallel(x, |b, i| {
+        let xi = b.load(x, &[i[0]]);
+        let lo = b.const_i64(0);
+        let n = b.extent(a, 1);
+        b.for_loop(lo, n, &[], |b, r, _| {
+            let air = b.load(a, &[i[0], r]);
+            let p = b.mul(air, xi);
+            b.reduce(g, &[r], p);
+            vec![]
+        });
+    });
+    k.finish_validated().unwrap()
+}
+
+/// Compiles `k` with the vector lowering and without.
+fn both(k: &Kernel) -> (CompiledKernel, CompiledKernel) {
+    let mut be = CpuBackend::new().unwrap();
+    assert!(be.simd(), "this test needs a CPU with 128-bit vectors");
+    let v = be.compile(k).unwrap();
+    be.set_simd(false);
+    let s = be.compile(k).unwrap();
+    (v, s)
+}
+
+/// Deterministic inputs with a spread of magnitudes and signs.
+fn inputs(len: usize, seed: u64) -> Vec<f64> {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            ((state >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 4.0
+        })
+        .collect()
+}
+
+/// Runs the gradient kernel on `m` rows of `n`, with `a`'s last stride `step` elements;
+/// returns `g`'s bits.
+fn run_gradient(
+    k: &CompiledKernel,
+    (m, n, step): (usize, usize, usize),
+    threads: usize,
+) -> Vec<u64> {
+    let mut a = inputs(m * n * step, (m * 7 + n) as u64);
+    let mut w = inputs(n, 3);
+    let mut y = inputs(m, 5);
+    let mut g = vec![0.0f64; n];
+    let a_view = StoreView {
+        ptr: a.as_mut_ptr().cast(),
+        extents: vec![m as i64, n as i64],
+        strides: vec![(n * step) as i64, step as i64],
+        origin: vec![0, 0],
+    };
+    let stores = [
+        a_view,
+        dense(&mut w, &[n as i64]),
+        dense(&mut y, &[m as i64]),
+        dense(&mut g, &[n as i64]),
+    ];
+    run_on(k, &stores, &[], threads).unwrap();
+    g.iter().map(|v| v.to_bits()).collect()
+}
+
+/// The reference interpreter's `g` for the gradient kernel on `m` rows of `n` (dense).
+fn interpreted_gradient(k: &Kernel, m: usize, n: usize) -> Vec<u64> {
+    let (mi, ni) = (m as i64, n as i64);
+    let mut storages = vec![
+        Storage::from_f64(DType::F64, &inputs(m * n, (m * 7 + n) as u64)),
+        Storage::from_f64(DType::F64, &inputs(n, 3)),
+        Storage::from_f64(DType::F64, &inputs(m, 5)),
+        Storage::from_f64(DType::F64, &vec![0.0; n]),
+    ];
+    let args = [
+        Arg::Store(View::dense(0, &[mi, ni])),
+        Arg::Store(View::dense(1, &[ni])),
+        Arg::Store(View::dense(2, &[mi])),
+        Arg::Store(View::dense(3, &[ni])),
+    ];
+    interp::run_with_limit(k, &args, &mut storages, u64::MAX).unwrap();
+    storages[3].to_f64().iter().map(|v| v.to_bits()).collect()
+}
+
+#[test]
+fn a_cut_loop_gives_the_bits_of_the_whole_loop_and_of_the_interpreter() {
+    let k = gradient_kernel();
+    let (v, s) = both(&k);
+    assert_eq!(v.cut_loops(), 1, "the row loop is cut");
+    assert_eq!(v.vectorized_loops(), 1, "its straight run vectorizes");
+    assert_eq!(s.cut_loops(), 0);
+    // Row counts around the strip (512 points) and one past a chunk (16384 rows).
+    for m in [1, 3, 511, 512, 513, 1500, 16385] {
+        for n in [0, 1, 3, 8, 11] {
+            let want = run_gradient(&s, (m, n, 1), 1);
+            for threads in [1, 2] {
+                let got = run_gradient(&v, (m, n, 1), threads);
+                assert_eq!(got, want, "m={m} n={n} threads={threads}");
+            }
+            if m <= 1500 {
+                // One chunk into a store of zeros: the interpreter's order is the chunk's.
+                assert_eq!(want, interpreted_gradient(&k, m, n), "m={m} n={n}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_cut_loop_over_a_view_with_a_wider_last_stride_gives_the_same_bits() {
+    let k = gradient_kernel();
+    let (v, s) = both(&k);
+    for (m, n) in [(7, 5), (600, 9)] {
+        let got = run_gradient(&v, (m, n, 3), 2);
+        let want = run_gradient(&s, (m, n, 3), 1);
+        assert_eq!(got, want, "m={m} n={n}");
+    }
+}
+
+#[test]
+fn an_index_past_the_end_in_a_later_segment_faults_as_the_whole_loop_does() {
+    // `g` is shorter than `a`'s rows: the last segment's reduction reaches past its end.
+    let k = gradient_kernel();
+    let (v, s) = both(&k);
+    let (m, n) = (700, 6);
+    let run = |c: &CompiledKernel| {
+        let mut a = inputs(m * n, 1);
+        let mut w = inputs(n, 2);
+        let mut y = inputs(m, 3);
+        let mut g = vec![0.0f64; n - 2];
+        let stores = [
+            dense(&mut a, &[m as i64, n as i64]),
+            dense(&mut w, &[n as i64]),
+            dense(&mut y, &[m as i64]),
+            dense(&mut g, &[(n - 2) as i64]),
+        ];
+        run_on(c, &stores, &[], 2).unwrap_err().to_string()
+    };
+    let (got, want) = (run(&v), run(&s));
+    assert_eq!(got, want);
+    assert!(got.contains("strips.gradient"), "{got}");
+}
+
+/// Runs `vecmat_rows` on `m` rows of `n` of `dt`; returns `g` as f64 bits.
+fn run_vecmat_rows(
+    k: &CompiledKernel,
+    dt: DType,
+    (m, n): (usize, usize),
+    threads: usize,
+) -> Vec<u64> {
+    let a = inputs(m * n, (m + 31 * n) as u64);
+    let x = inputs(m, 11);
+    match dt {
+        DType::F64 => {
+            let (mut a, mut x, mut g) = (a, x, vec![0.5f64; n]);
+            let stores = [
+                dense(&mut a, &[m as i64, n as i64]),
+                dense(&mut x, &[m as i64]),
+                dense(&mut g, &[n as i64]),
+            ];
+            run_on(k, &stores, &[], threads).unwrap();
+            g.iter().map(|v| v.to_bits()).collect()
+        }
+        _ => {
+            let mut a: Vec<f32> = a.iter().map(|v| *v as f32).collect();
+            let mut x: Vec<f32> = x.iter().map(|v| *v as f32).collect();
+            let mut g = vec![0.5f32; n];
+            let stores = [
+                dense(&mut a, &[m as i64, n as i64]),
+                dense(&mut x, &[m as i64]),
+                dense(&mut g, &[n as i64]),
+            ];
+            run_on(k, &stores, &[], threads).unwrap();
+            g.iter().map(|v| u64::from(v.to_bits())).collect()
+        }
+    }
+}
+
+#[test]
+fn reductions_into_distinct_elements_run_as_vectors_with_the_scalar_bits() {
+    for dt in [DType::F64, DType::F32] {
+        let k = vecmat_rows_kernel(dt);
+        let (v, s) = both(&k);
+        assert_eq!(
+            v.lane_loops(),
+            1,
+            "{dt}: the reduction loop runs as vectors"
+        );
+        assert_eq!(s.lane_loops(), 0);
+        for n in (0..=19).chain([63, 64, 65, 1003]) {
+            for (m, threads) in [(3, 1), (40, 2)] {
+                let got = run_vecmat_rows(&v, dt, (m, n), threads);
+                let want = run_vecmat_rows(&s, dt, (m, n), 1);
+                assert_eq!(got, want, "{dt} n={n} m={m} threads={threads}");
+            }
+        }
+    }
+}
