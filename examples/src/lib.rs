@@ -44,7 +44,7 @@ use weft_ir::DType;
 
 pub use cli::{Args, Cli, Kind};
 pub use report::Report;
-pub use timing::{Timing, bench, time_iterations};
+pub use timing::{Timing, bench, bench_then, time_iterations, time_iterations_then};
 
 /// The error type of the example binaries.
 pub type AppError = Box<dyn std::error::Error>;

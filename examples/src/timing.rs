@@ -35,16 +35,30 @@ pub fn median(samples: &[f64]) -> f64 {
 pub fn time_iterations<E>(
     warmup: usize,
     iters: usize,
+    step: impl FnMut() -> Result<(), E>,
+) -> Result<Timing, E> {
+    time_iterations_then(warmup, iters, step, |_| Ok(()))
+}
+
+/// [`time_iterations`], calling `after(timed)` once after each iteration, outside the timed
+/// region (`timed` says whether that iteration was timed): a baseline timed there runs in
+/// alternation with `step`, so both see the machine in the same state.
+pub fn time_iterations_then<E>(
+    warmup: usize,
+    iters: usize,
     mut step: impl FnMut() -> Result<(), E>,
+    mut after: impl FnMut(bool) -> Result<(), E>,
 ) -> Result<Timing, E> {
     for _ in 0..warmup {
         step()?;
+        after(false)?;
     }
     let mut samples = Vec::with_capacity(iters);
     for _ in 0..iters {
         let start = Instant::now();
         step()?;
         samples.push(start.elapsed().as_secs_f64());
+        after(true)?;
     }
     Ok(Timing {
         median: median(&samples),
@@ -93,26 +107,43 @@ pub fn bench<T>(
     np: &Numeric,
     warmup: usize,
     iters: usize,
+    step: impl FnMut() -> weft::Result<T>,
+) -> weft::Result<(Timing, PerIter, Option<T>)> {
+    bench_then(np, warmup, iters, step, |_| Ok(()))
+}
+
+/// [`bench`], calling `after(timed)` after each iteration as [`time_iterations_then`] does:
+/// a baseline that `after` times runs in alternation with the Weft iterations.
+pub fn bench_then<T>(
+    np: &Numeric,
+    warmup: usize,
+    iters: usize,
     mut step: impl FnMut() -> weft::Result<T>,
+    after: impl FnMut(bool) -> weft::Result<()>,
 ) -> weft::Result<(Timing, PerIter, Option<T>)> {
     let mut last = None;
     let mut before = np.runtime(|rt| rt.stats());
     let mut iteration = 0usize;
-    let timing = time_iterations(warmup, iters, || {
-        if iteration == warmup {
-            before = np.runtime(|rt| rt.stats());
-            // With WEFT_FORBID_COMPILES_AFTER_WARMUP=1, a compile in the timed loop is an error.
-            np.runtime(|rt| rt.warmed_up());
-        }
-        iteration += 1;
-        // The previous iteration's results are dropped before this one runs, as a loop that
-        // reassigns its results would: both are never alive at once.
-        last = None;
-        let kept = step()?;
-        np.runtime(|rt| rt.flush())?;
-        last = Some(kept);
-        Ok::<(), weft::Error>(())
-    })?;
+    let timing = time_iterations_then(
+        warmup,
+        iters,
+        || {
+            if iteration == warmup {
+                before = np.runtime(|rt| rt.stats());
+                // With WEFT_FORBID_COMPILES_AFTER_WARMUP=1, a compile in the timed loop is an error.
+                np.runtime(|rt| rt.warmed_up());
+            }
+            iteration += 1;
+            // The previous iteration's results are dropped before this one runs, as a loop that
+            // reassigns its results would: both are never alive at once.
+            last = None;
+            let kept = step()?;
+            np.runtime(|rt| rt.flush())?;
+            last = Some(kept);
+            Ok::<(), weft::Error>(())
+        },
+        after,
+    )?;
     np.runtime(|rt| rt.forbid_compiles(false));
     let after = np.runtime(|rt| rt.stats());
     let per = |a: u64, b: u64| a.saturating_sub(b) as f64 / iters.max(1) as f64;
@@ -151,6 +182,41 @@ mod tests {
         assert_eq!(t.samples.len(), 3);
         assert_eq!(t.warmup, 2);
         assert!(t.min <= t.median && t.median <= t.max);
+    }
+
+    #[test]
+    fn the_baseline_runs_after_every_iteration_outside_the_timed_region() {
+        let mut log = Vec::new();
+        let log_ref = std::cell::RefCell::new(&mut log);
+        let t = time_iterations_then::<()>(
+            1,
+            2,
+            || {
+                log_ref.borrow_mut().push("step");
+                Ok(())
+            },
+            |timed| {
+                log_ref.borrow_mut().push(if timed {
+                    "after timed"
+                } else {
+                    "after warm-up"
+                });
+                Ok(())
+            },
+        )
+        .expect("no error");
+        assert_eq!(t.samples.len(), 2);
+        assert_eq!(
+            log,
+            [
+                "step",
+                "after warm-up",
+                "step",
+                "after timed",
+                "step",
+                "after timed"
+            ]
+        );
     }
 
     #[test]

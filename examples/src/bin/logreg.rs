@@ -2,9 +2,10 @@
 //! - y) / n`, on `--n` samples of `--d` features (see [`weft_examples::logreg`]).
 //!
 //! Each iteration is one gradient step; `--warmup` steps run first, untimed, so `w` is the
-//! result of `warmup + iters` steps from zeros. The same steps then run as a plain-Rust rayon
-//! loop over the same data with `--threads` threads, timed the same way in the same process;
-//! the result line reports both and the largest difference of the weights. `--out DIR` writes
+//! result of `warmup + iters` steps from zeros. The same steps run as a plain-Rust rayon loop
+//! over the same data with `--threads` threads, in the same process, one rayon step after
+//! each Weft step (so both see the machine alike), timed the same way; the result line
+//! reports both and the largest difference of the weights. `--out DIR` writes
 //! `X.npy y.npy w.npy` (`examples/numpy/logreg.py` runs the NumPy original on them).
 
 use std::process::ExitCode;
@@ -13,7 +14,7 @@ use std::time::Instant;
 use weft_examples::logreg;
 use weft_examples::timing::median;
 use weft_examples::{
-    AppError, Args, Cli, Kind, Report, bench, load_numeric, out_dir, run_main, save, say,
+    AppError, Args, Cli, Kind, Report, bench_then, load_numeric, out_dir, run_main, save, say,
 };
 
 const NAME: &str = "logreg";
@@ -57,28 +58,36 @@ fn run(args: &Args) -> Result<(), AppError> {
     problem.y.check()?;
     np.runtime(|rt| rt.flush())?;
 
-    let mut w = np.zeros(&[d], weft_ir::DType::F64);
-    let (timing, per_iter, _) = bench(&np, args.warmup, args.iters, || {
-        w = logreg::step(&problem, &w, lr, n);
-        w.check()?;
-        Ok(())
-    })?;
-    let w_weft = w.to_vec()?;
-
-    // The same steps as a rayon loop over the same data, timed step by step.
+    // The same steps as a rayon loop over the same data, on a copy of the arrays, each step
+    // timed right after a Weft step (in alternation, so both see the machine alike).
     let x = problem.x.to_vec()?;
     let y = problem.y.to_vec()?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(args.threads)
         .build()?;
     let mut w_ref = vec![0.0; d as usize];
-    logreg::reference_steps(&x, &y, d as usize, &mut w_ref, lr, args.warmup, &pool);
     let mut samples = Vec::with_capacity(args.iters);
-    for _ in 0..args.iters {
-        let start = Instant::now();
-        logreg::reference_steps(&x, &y, d as usize, &mut w_ref, lr, 1, &pool);
-        samples.push(start.elapsed().as_secs_f64());
-    }
+
+    let mut w = np.zeros(&[d], weft_ir::DType::F64);
+    let (timing, per_iter, _) = bench_then(
+        &np,
+        args.warmup,
+        args.iters,
+        || {
+            w = logreg::step(&problem, &w, lr, n);
+            w.check()?;
+            Ok(())
+        },
+        |timed| {
+            let start = Instant::now();
+            logreg::reference_steps(&x, &y, d as usize, &mut w_ref, lr, 1, &pool);
+            if timed {
+                samples.push(start.elapsed().as_secs_f64());
+            }
+            Ok(())
+        },
+    )?;
+    let w_weft = w.to_vec()?;
     let rayon_median = median(&samples);
     let max_diff = w_weft
         .iter()
