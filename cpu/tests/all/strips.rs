@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used)]
 
 use crate::util::*;
+use proptest::prelude::*;
 use weft_cpu::{CompiledKernel, CpuBackend, StoreView};
 use weft_ir::builder::KernelBuilder;
 use weft_ir::interp::{self, Arg, Storage, View};
@@ -254,6 +255,138 @@ fn reductions_into_distinct_elements_run_as_vectors_with_the_scalar_bits() {
                 let want = run_vecmat_rows(&s, dt, (m, n), 1);
                 assert_eq!(got, want, "{dt} n={n} m={m} threads={threads}");
             }
+        }
+    }
+}
+
+/// One step of a random straight run: an operation on two earlier values of the pool.
+#[derive(Clone, Debug)]
+struct RunStep {
+    op: u8,
+    a: usize,
+    b: usize,
+}
+
+/// A random row loop: a dot product in lanes and a running max in a plain `for` loop, a
+/// straight run of `steps` on them, `y[i]` and constants, an optional store of one run value
+/// at the loop's index, then `g[r] += a[i, r] * (sum of the run values in uses)`.
+fn random_row_kernel(steps: &[RunStep], uses: &[usize], out_at: Option<(usize, usize)>) -> Kernel {
+    let mut k = KernelBuilder::new("strips.random");
+    let a = k.store(DType::F64, 2, Privilege::Read);
+    let w = k.store(DType::F64, 1, Privilege::Read);
+    let y = k.store(DType::F64, 1, Privilege::Read);
+    let g = k.store(DType::F64, 1, Privilege::Reduce(ReduceOp::Sum));
+    let out = k.store(DType::F64, 1, Privilege::Write);
+    let n = k.extent(a, 1);
+    k.parallel(y, |b, i| {
+        let lo = b.const_i64(0);
+        let z = b.fold_lanes(ReduceOp::Sum, DType::F64, lo, n, |b, j| {
+            let aij = b.load(a, &[i[0], j]);
+            let wj = b.load(w, &[j]);
+            b.mul(aij, wj)
+        });
+        let start = b.const_of(DType::F64, -1.0);
+        let mx = b.for_loop(lo, n, &[start], |b, j, acc| {
+            let aij = b.load(a, &[i[0], j]);
+            vec![b.binary(B::Max, acc[0], aij)]
+        })[0];
+        let yi = b.load(y, &[i[0]]);
+        let mut pool = vec![
+            z,
+            mx,
+            yi,
+            b.const_of(DType::F64, 0.5),
+            b.const_of(DType::F64, -1.5),
+        ];
+        for (pos, s) in steps.iter().enumerate() {
+            let (x, v) = (pool[s.a % pool.len()], pool[s.b % pool.len()]);
+            let r = match s.op % 8 {
+                0 => b.binary(B::Add, x, v),
+                1 => b.binary(B::Sub, x, v),
+                2 => b.binary(B::Mul, x, v),
+                3 => b.binary(B::Min, x, v),
+                4 => b.binary(B::Max, x, v),
+                5 => {
+                    let one = b.const_of(DType::F64, 1.0);
+                    let d = b.binary(B::Add, b.unary(U::Abs, v), one);
+                    b.binary(B::Div, x, d)
+                }
+                6 => b.unary(U::Neg, x),
+                _ => b.unary(U::Sqrt, b.unary(U::Abs, x)),
+            };
+            pool.push(r);
+            if let Some((at, which)) = out_at
+                && at == pos
+            {
+                b.store(out, i, pool[which % pool.len()]);
+            }
+        }
+        let terms: Vec<_> = uses
+            .iter()
+            .map(|u| pool[pool.len() - 1 - u % pool.len()])
+            .collect();
+        let hi = b.extent(a, 1);
+        b.for_loop(lo, hi, &[], |b, r, _| {
+            let mut s = terms[0];
+            for &t in &terms[1..] {
+                s = b.binary(B::Add, s, t);
+            }
+            let air = b.load(a, &[i[0], r]);
+            b.reduce(g, &[r], b.mul(air, s));
+            vec![]
+        });
+    });
+    k.finish_validated().unwrap()
+}
+
+/// `g` and `out` of a random row kernel on `m` rows of `n`, NaNs made canonical.
+fn run_random(k: &CompiledKernel, m: usize, n: usize, threads: usize) -> Vec<u64> {
+    let mut a = inputs(m * n, (m * 13 + n) as u64);
+    let mut w = inputs(n, 7);
+    let mut y = inputs(m, 9);
+    let mut g = vec![0.0f64; n];
+    let mut out = vec![0.0f64; m];
+    let stores = [
+        dense(&mut a, &[m as i64, n as i64]),
+        dense(&mut w, &[n as i64]),
+        dense(&mut y, &[m as i64]),
+        dense(&mut g, &[n as i64]),
+        dense(&mut out, &[m as i64]),
+    ];
+    run_on(k, &stores, &[], threads).unwrap();
+    g.iter()
+        .chain(&out)
+        .map(|v| {
+            if v.is_nan() {
+                f64::NAN.to_bits()
+            } else {
+                v.to_bits()
+            }
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Random row loops, cut or not (by the number of values crossing and the run's length):
+    /// the vector code gives the scalar code's bits.
+    #[test]
+    fn random_row_loops_give_the_scalar_bits(
+        steps in prop::collection::vec(
+            (0u8..8, 0usize..64, 0usize..64).prop_map(|(op, a, b)| RunStep { op, a, b }),
+            8..40,
+        ),
+        uses in prop::collection::vec(0usize..6, 1..4),
+        out_at in prop::option::of((0usize..40, 0usize..64)),
+    ) {
+        let k = random_row_kernel(&steps, &uses, out_at);
+        let (v, s) = both(&k);
+        prop_assert_eq!(s.cut_loops(), 0);
+        for (m, n) in [(5usize, 3usize), (600, 9)] {
+            let want = run_random(&s, m, n, 1);
+            let got = run_random(&v, m, n, 2);
+            prop_assert_eq!(got, want, "m={} n={} cut={}", m, n, v.cut_loops());
         }
     }
 }
