@@ -1910,6 +1910,30 @@ impl<'f> FnLower<'_, 'f> {
         out
     }
 
+    /// The checks of `lo` and `hi - 1` against the extents of `hoisted` (from
+    /// [`Self::hoistable_checks`] of `l`), which prove those accesses in bounds for every
+    /// iteration of `l` from `lo` to `hi` (at least one); records them as proven.
+    fn induction_range_checks(
+        &mut self,
+        l: &ForLoop,
+        hoisted: &[(u32, usize, Value)],
+        lo: Value,
+        hi: Value,
+    ) -> Vec<(Value, Value, i64)> {
+        let last = self.b.ins().iadd_imm_s(hi, -1);
+        let mut checks = Vec::new();
+        for &(param, d, ext) in hoisted {
+            let code = self.faults.code(FaultSite {
+                param,
+                dim: d as u32,
+            });
+            checks.push((lo, ext, code));
+            checks.push((last, ext, code));
+            self.for_proven.insert((l.induction, param, d));
+        }
+        checks
+    }
+
     /// `for i in lo..hi` as a guarded do-while loop with the carried values as block
     /// parameters.
     fn lower_for(&mut self, inst: &Inst, l: &ForLoop) -> LResult<()> {
@@ -1972,17 +1996,7 @@ impl<'f> FnLower<'_, 'f> {
             let checked = self.b.create_block();
             self.b.ins().brif(go, checked, &[], exit, &exit_args);
             self.b.switch_to_block(checked);
-            let last = self.b.ins().iadd_imm_s(hi, -1);
-            let mut checks = Vec::new();
-            for &(param, d, ext) in &hoisted {
-                let code = self.faults.code(FaultSite {
-                    param,
-                    dim: d as u32,
-                });
-                checks.push((lo, ext, code));
-                checks.push((last, ext, code));
-                self.for_proven.insert((l.induction, param, d));
-            }
+            let checks = self.induction_range_checks(l, &hoisted, lo, hi);
             self.check_or_fault(checks, body, &body_args);
         }
 

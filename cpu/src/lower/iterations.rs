@@ -31,8 +31,8 @@ use cranelift_codegen::ir::{BlockArg, InstBuilder, Value, types};
 use weft_ir::validate::Types;
 use weft_ir::{BinaryOp, DType, ForLoop, Inst, Op, UnaryOp, ValueId};
 
-use super::vector::vec_type;
-use super::{FaultSite, FnLower, LResult, Layout, View, data_flags, operands};
+use super::vector::{float_vector_binary, vec_type};
+use super::{FnLower, LResult, Layout, View, data_flags, operands};
 
 /// Vectors per step of the main vector loop.
 const UNROLL: usize = 2;
@@ -57,15 +57,7 @@ fn lanes_of(t: DType) -> Option<u8> {
 /// Whether `op` on lanes of `t` has a vector form here.
 fn vector_form(op: &Op, t: DType) -> bool {
     match op {
-        Op::Binary(b, ..) if t.is_float() => matches!(
-            b,
-            BinaryOp::Add
-                | BinaryOp::Sub
-                | BinaryOp::Mul
-                | BinaryOp::Div
-                | BinaryOp::Min
-                | BinaryOp::Max
-        ),
+        Op::Binary(b, ..) if t.is_float() => float_vector_binary(*b),
         Op::Binary(b, ..) if t.is_int() => matches!(
             b,
             BinaryOp::Add | BinaryOp::Sub | BinaryOp::And | BinaryOp::Or | BinaryOp::Xor
@@ -202,17 +194,8 @@ impl FnLower<'_, '_> {
         self.b.ins().brif(go, checked, &[], done, &[]);
         self.b.switch_to_block(checked);
         // The induction value's range, once, as the scalar code checks it.
-        let last = self.b.ins().iadd_imm_s(hi, -1);
-        let mut checks = Vec::new();
-        for (param, d, ext) in self.hoistable_checks(l) {
-            let code = self.faults.code(FaultSite {
-                param,
-                dim: d as u32,
-            });
-            checks.push((lo, ext, code));
-            checks.push((last, ext, code));
-            self.for_proven.insert((l.induction, param, d));
-        }
+        let hoisted = self.hoistable_checks(l);
+        let checks = self.induction_range_checks(l, &hoisted, lo, hi);
         if checks.is_empty() {
             self.b.ins().jump(head, &[BlockArg::Value(lo)]);
         } else {

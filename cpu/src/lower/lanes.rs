@@ -32,7 +32,7 @@ use cranelift_codegen::ir::{BlockArg, ConstantData, InstBuilder, Value, types};
 use weft_ir::validate::Types;
 use weft_ir::{BinaryOp, DType, ForLoop, Inst, Op, Scalar, UnaryOp, ValueId};
 
-use super::vector::vec_type;
+use super::vector::{float_vector_binary, vec_type};
 use super::{FaultSite, FnLower, LResult, Layout, data_flags, operands};
 
 /// Lanes of a 128-bit vector of `t` (`None` for `bool`, which this lowering does not take).
@@ -332,15 +332,7 @@ impl Analysis<'_> {
                 let t = self.ty(xs[0])?;
                 self.need(t)?;
                 let ok = match t {
-                    DType::F32 | DType::F64 => matches!(
-                        op,
-                        BinaryOp::Add
-                            | BinaryOp::Sub
-                            | BinaryOp::Mul
-                            | BinaryOp::Div
-                            | BinaryOp::Min
-                            | BinaryOp::Max
-                    ),
+                    DType::F32 | DType::F64 => float_vector_binary(*op),
                     DType::I32 | DType::I64 => matches!(
                         op,
                         BinaryOp::Add

@@ -242,20 +242,26 @@ impl Analysis<'_> {
     }
 }
 
+/// Whether `op` on floats is one of the arithmetic operations every 128-bit lowering
+/// (vector loops, lanes, iterations) takes as a vector operation.
+pub(crate) fn float_vector_binary(op: BinaryOp) -> bool {
+    matches!(
+        op,
+        BinaryOp::Add
+            | BinaryOp::Sub
+            | BinaryOp::Mul
+            | BinaryOp::Div
+            | BinaryOp::Min
+            | BinaryOp::Max
+    )
+}
+
 /// Whether a varying operation has a vector form.
 fn vector_op(op: &Op, a: &Analysis<'_>, features: Features) -> Result<(), String> {
     let ty = |v: ValueId| a.ty(v);
     let ok = match op {
         Op::Binary(bop, x, y) => match ty(*x)? {
-            DType::F32 | DType::F64 => matches!(
-                bop,
-                BinaryOp::Add
-                    | BinaryOp::Sub
-                    | BinaryOp::Mul
-                    | BinaryOp::Div
-                    | BinaryOp::Min
-                    | BinaryOp::Max
-            ),
+            DType::F32 | DType::F64 => float_vector_binary(*bop),
             DType::I32 | DType::I64 => match bop {
                 BinaryOp::Add
                 | BinaryOp::Sub
