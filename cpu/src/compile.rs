@@ -501,8 +501,9 @@ impl CompiledKernel {
     /// Number of `for` loops compiled as vectors of lanes: loops whose carried values form
     /// lanes, as `weft_ir::builder::BodyBuilder::fold_lanes` writes a row reduction (see the
     /// `lower::lanes` module), and loops whose iterations reduce into distinct elements of a
-    /// chunk buffer, run a vector of iterations at a time (the `lower::iterations` module). A parallel step compiles such a loop as vectors in the copy of
-    /// its loop nest for unit innermost strides, and as scalar code in the other.
+    /// chunk buffer, run a vector of iterations at a time (the `lower::iterations` module).
+    /// A parallel step compiles such a loop as vectors in the copy of its loop nest for unit
+    /// innermost strides, and as scalar code in the other.
     pub fn lane_loops(&self) -> usize {
         self.inner.lane_loops
     }

@@ -54,6 +54,16 @@
 //!   ([`CompiledKernel::wide_refusals`] says why). Same operations, same bits (up to the sign
 //!   and payload of a NaN made by arithmetic, which the IR leaves open).
 //!
+//! - Loops cut into segments (see `strips`): on the vector paths, a rank-1 parallel loop
+//!   whose points run `for` loops and a long straight run of arithmetic is cut into
+//!   consecutive loops over the same points (values crossing a cut pass through hidden
+//!   scratch stores), so the straight run vectorizes; one driver function (`lower::driver`)
+//!   runs the segments strip by strip and is the one step the launcher sees.
+//! - Lanes and iterations: in a loop nest with unit innermost strides, a `for` loop whose
+//!   carried values form lanes (`lower::lanes`), or whose iterations reduce into distinct
+//!   elements of a chunk buffer (`lower::iterations`), runs as 128-bit vectors with the
+//!   scalar code's bits.
+//!
 //! # Calling convention
 //! Each step (a parallel loop, or a run of top-level code with effects) is one function
 //! `extern "C" fn(frame: *mut u64, red: *const *mut u8, lo: i64, hi: i64) -> i64`:

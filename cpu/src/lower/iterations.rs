@@ -1,7 +1,8 @@
 //! Vector code for `for` loops whose iterations touch distinct elements: the inner loop of
 //! `vecmat_rows` (`for r: y[r] += B[i, r] * x[i]`), which adds a row's share into every element
-//! of a chunk's reduction buffer, runs `L` iterations at a time (`L` the lanes of a 128-bit
-//! vector of its type), with scalar code for the remainder.
+//! of a chunk's reduction buffer, runs [`UNROLL`] vectors of `L` iterations per step (`L` the
+//! lanes of a 128-bit vector of its type), then one vector if `L` iterations remain, then
+//! scalar code for the rest.
 //!
 //! A loop qualifies when
 //! - it carries no values;
@@ -169,8 +170,8 @@ pub(crate) fn plan(
 }
 
 impl FnLower<'_, '_> {
-    /// Lowers the qualifying loop `l` (see [`plan`]): vector steps of `L` iterations while
-    /// `L` remain, then the scalar loop for the rest.
+    /// Lowers the qualifying loop `l` (see [`plan`]): steps of [`UNROLL`] vectors while they
+    /// fit, one step of a vector if it fits, then the scalar loop for the rest.
     pub(super) fn lower_for_iterations(
         &mut self,
         inst: &Inst,
