@@ -21,7 +21,8 @@
 //! # Bounds
 //! Loads of one store at one `base` (and the same indices on the other dimensions) form a
 //! *site*; each iteration checks the site's lowest and highest index once, before any of its
-//! loads, and the other dimensions as the scalar code does (a parallel loop's own indices are
+//! loads (one unsigned comparison of the lowest index with the extent less the site's span),
+//! and the other dimensions as the scalar code does (a parallel loop's own indices are
 //! proven by the launcher). A fault therefore stops the kernel in the iteration where the
 //! scalar code would, naming a dimension of a store it would name.
 
@@ -644,10 +645,17 @@ impl FnLower<'_, '_> {
                 param: site.param,
                 dim: last as u32,
             });
+            // `low..=low + span` lies in `0..ext` exactly when `low`, taken unsigned, is below
+            // `max(ext - span, 0)`: one comparison per site.
             let low = self.b.ins().iadd_imm_s(base, site.min);
-            let high = self.b.ins().iadd_imm_s(base, site.max);
-            checks.push((low, ext[last], code));
-            checks.push((high, ext[last], code));
+            let span = site
+                .max
+                .checked_sub(site.min)
+                .ok_or("a site's span overflows")?;
+            let room = self.b.ins().iadd_imm_s(ext[last], -span);
+            let zero = self.b.ins().iconst(types::I64, 0);
+            let limit = self.b.ins().smax(room, zero);
+            checks.push((low, limit, code));
             parts.push((base_ptr, offset, base, dtype));
         }
         if !checks.is_empty() {

@@ -280,3 +280,31 @@ fn every_lane_operation_gives_the_scalar_bits() {
         }
     }
 }
+
+#[test]
+fn a_negative_index_in_a_lane_loop_faults_as_the_scalar_code_does() {
+    // The row sums start at column -3: the first block's lowest index is below 0.
+    let mut k = KernelBuilder::new("rows.from_minus_three");
+    let a = k.store(DType::F64, 2, Privilege::Read);
+    let y = k.store(DType::F64, 1, Privilege::Write);
+    let n = k.extent(a, 1);
+    k.parallel(y, |b, i| {
+        let lo = b.const_i64(-3);
+        let r = b.fold_lanes(ReduceOp::Sum, DType::F64, lo, n, |b, j| {
+            b.load(a, &[i[0], j])
+        });
+        b.store(y, i, r);
+    });
+    let k = k.finish_validated().unwrap();
+    let (v, s) = both(&k, 1);
+    for n in [8usize, 13, 40] {
+        let mut av = vec![1.0f64; 2 * n];
+        let mut yv = vec![0.0f64; 2];
+        let stores =
+            |a: &mut Vec<f64>, y: &mut Vec<f64>| [dense(a, &[2, n as i64]), dense(y, &[2])];
+        let got = run_on(&v, &stores(&mut av, &mut yv), &[], 2).unwrap_err();
+        let want = run_on(&s, &stores(&mut av, &mut yv), &[], 1).unwrap_err();
+        assert_eq!(got.to_string(), want.to_string(), "n={n}");
+        assert!(got.to_string().contains("rows.from_minus_three"), "{got}");
+    }
+}
