@@ -49,6 +49,10 @@ pub(crate) const HEAVY: usize = 16;
 /// The most values that may cross one cut.
 pub(crate) const MAX_CROSSING: usize = 4;
 
+/// More fresh value ids than one cut takes (three segment indices and a load in each
+/// segment per crossing value).
+const FRESH_IDS: u32 = 64;
+
 /// A loop cut into segments, as the rewritten kernel holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Group {
@@ -89,7 +93,10 @@ pub(crate) fn rewrite(
         };
         let source = loop_index;
         loop_index += 1;
-        let split = if skip.contains(&source) {
+        // A cut takes a few fresh value ids (an index per segment, a load per crossing value):
+        // a kernel near the limit keeps its loop.
+        let room = next.saturating_add(FRESH_IDS) < weft_ir::semantics::MAX_VALUE_ID;
+        let split = if skip.contains(&source) || !room {
             None
         } else {
             plan(pl, &kernel.params, types)
