@@ -83,8 +83,14 @@
 //!   `lanes` module) and a GPU may give each partial its own thread, with the same bits. A
 //!   row is never split between threads, pieces or ranks, so neither changes the result.
 //!   `numeric`'s `matvec`, `matmul` and reductions over one trailing dimension use it.
+//! - *Reductions written as trees*: a plugin may also write the canonical tree itself, as
+//!   plain arithmetic. `numeric`'s float sums and products over axes whose result is small
+//!   (smaller than what each element reduces) do: tasks `treeblocks` each compute one level
+//!   of 16-leaf aligned subtrees along one dimension (elements past the end count as the
+//!   exact identity), the innermost reduced dimension first, and the result is
+//!   `identity op tree`, as for a 0-d store; so they give the canonical bits everywhere.
 //! - **Not yet:** float sums and products into stores of rank 1 or more through a parallel
-//!   loop (axis reductions through a chunk buffer, `vecmat`), and CSR rows (written as one
+//!   loop (`vecmat` and `vecmat_rows`, `A @ x` for a wide `A`), and CSR rows (written as one
 //!   partial, folded in iteration order, not vectorized). On the CPU back end a reduction
 //!   into an element that the parallel loop's rows own (indexed on dimension 0 by the loop's
 //!   dimension-0 index) is performed in iteration order; otherwise the loop's rows are cut

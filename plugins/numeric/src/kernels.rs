@@ -22,6 +22,7 @@
 //! | `diag.embed` | `v` (read, rank 1, whole), `out` (write, rank 2) | |
 //! | `cumsum` | `domain` (read, rank k, tiled: `a[..., 0]`), `a` (read, rank k+1), `out` (write, rank k+1), both tiled with the last dim whole | |
 //! | `take` | `a` (read, whole), `idx` (read, rank 1, whole), `out` (write, tiled) | |
+//! | `treeblocks` | `a` (read, whole), `out` (write, tiled; dimension 0 a sixteenth of `a`'s, rounded up) | |
 
 use weft_sdk::KernelBuilder;
 use weft_sdk::ir::builder::{BodyBuilder, StoreParam, Value};
@@ -82,6 +83,7 @@ pub fn build(key: &Key) -> Result<Kernel, String> {
             kept,
             reduced,
         } => reduce_rows(name, op, dtype, kept, reduced),
+        Key::TreeBlocks { op, dtype, rank } => tree_blocks(name, op, dtype, rank),
         Key::Vecmat { dtype } => vecmat(name, dtype),
         Key::VecmatRows { dtype } => vecmat_rows(name, dtype),
         Key::Dot { dtype } => dot(name, dtype),
@@ -357,6 +359,49 @@ fn reduce_axes(name: String, op: ReduceOp, dtype: DType, rank: u32, mask: u32) -
             });
         }
         b.reduce(out, &at, x);
+    });
+    k
+}
+
+/// Leaves per subtree of [`tree_blocks`]: four levels of the canonical tree per pass.
+pub const TREE_BLOCK: u64 = 16;
+
+/// `out[b, i] = ` the aligned pairwise tree (`weft_ir::reduction`'s canonical order) of
+/// `a[16 g + k, i]` for `k` in `0..16`, `g` being `b`'s global index: a complete subtree
+/// four levels up of dimension 0's tree; elements past `a`'s end count as the operator's
+/// exact identity. `a` is whole and read at global indices; `out` is tiled like the launch.
+fn tree_blocks(name: String, op: ReduceOp, dtype: DType, rank: u32) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let a = k.store(dtype, rank, Privilege::Read);
+    let out = k.store(dtype, rank, Privilege::Write);
+    let m = k.extent(a, 0);
+    k.parallel(out, |b, idx| {
+        let mut at: Vec<Value> = (0..rank)
+            .map(|d| global(b, out, d, idx[d as usize]))
+            .collect();
+        let block = b.const_i64(TREE_BLOCK as i64);
+        let first = b.mul(at[0], block);
+        let one = b.const_i64(1);
+        let last = b.sub(m, one);
+        let pad = b.constant(weft_sdk::ir::reduction::exact_identity(op, dtype));
+        let mut level: Vec<Value> = (0..TREE_BLOCK)
+            .map(|k| {
+                let offset = b.const_i64(k as i64);
+                let row = b.add(first, offset);
+                let inside = b.cmp(CmpOp::Lt, row, m);
+                // A row past the end loads the last row (never out of bounds) and is padded.
+                at[0] = b.binary(BinaryOp::Min, row, last);
+                let x = b.load(a, &at);
+                b.select(inside, x, pad)
+            })
+            .collect();
+        while level.len() > 1 {
+            level = level
+                .chunks(2)
+                .map(|pair| combine(b, op, pair[0], pair[1]))
+                .collect();
+        }
+        b.store(out, idx, level[0]);
     });
     k
 }

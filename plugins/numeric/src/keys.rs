@@ -27,6 +27,7 @@
 //! | `norm.sqrt.<dt>` | `out[] = sqrt(out[])` |
 //! | `reduceaxes.<op>.<dt>.r<k>.m<mask>` | `out[i with masked dims 0] op= a[i]` |
 //! | `reducerows.<op>.<dt>.r<k>.q<q>` | `out[i] = op over the q trailing dims of a[i, ...]` |
+//! | `treeblocks.<op>.<dt>.r<k>` | `out[b, ...]` = the aligned pairwise tree of `a[16b .. 16b+16, ...]` (past the end: the exact identity) |
 //! | `matvec.<dt>` | `y[i] = sum_j A[i,j] * x[j]` (in eight interleaved partial sums) |
 //! | `vecmat.<dt>` | `y[r] += A[r,i] * x[i]`, launched over `i` |
 //! | `vecmat_rows.<dt>` | `y[r] += B[i,r] * x[i]` (`B = A.T`, read by rows), launched over `i` |
@@ -190,6 +191,18 @@ pub enum Key {
         /// The number of reduced trailing dimensions.
         reduced: u32,
     },
+    /// One level of 16-leaf subtrees of the canonical reduction order along
+    /// dimension 0: each output element is the aligned pairwise tree of 16
+    /// consecutive input elements along dimension 0 (those past the end counting as the
+    /// operator's exact identity), launched over the output.
+    TreeBlocks {
+        /// The operator (a float sum or product).
+        op: ReduceOp,
+        /// The dtype.
+        dtype: DType,
+        /// The rank of the input and the output.
+        rank: u32,
+    },
     /// The running sum along the last dimension, one sequential loop per point of the `kept`
     /// leading dimensions (the launch's).
     Cumsum {
@@ -297,6 +310,9 @@ impl fmt::Display for Key {
                 kept,
                 reduced,
             } => write!(f, "reducerows.{}.{dtype}.r{kept}.q{reduced}", op.name()),
+            Key::TreeBlocks { op, dtype, rank } => {
+                write!(f, "treeblocks.{}.{dtype}.r{rank}", op.name())
+            }
             Key::Matvec { dtype } => write!(f, "matvec.{dtype}"),
             Key::Vecmat { dtype } => write!(f, "vecmat.{dtype}"),
             Key::VecmatRows { dtype } => write!(f, "vecmat_rows.{dtype}"),
@@ -464,6 +480,16 @@ fn parse(s: &str) -> Result<Key, String> {
                 }
             }
         }
+        "treeblocks" => {
+            let name = t.next("operator")?;
+            let op =
+                ReduceOp::from_name(name).ok_or_else(|| format!("unknown reduction `{name}`"))?;
+            Key::TreeBlocks {
+                op,
+                dtype: t.dtype()?,
+                rank: t.rank()?,
+            }
+        }
         "vecmat" => Key::Vecmat { dtype: t.dtype()? },
         "vecmat_rows" => Key::VecmatRows { dtype: t.dtype()? },
         "dot" => Key::Dot { dtype: t.dtype()? },
@@ -519,6 +545,7 @@ impl Key {
             | Key::Select { rank, .. }
             | Key::Reduce { rank, .. }
             | Key::ReduceAxes { rank, .. }
+            | Key::TreeBlocks { rank, .. }
             | Key::SumSquares { rank, .. } => rank,
             Key::ReduceRows { kept, reduced, .. } => kept.saturating_add(reduced),
             Key::Cumsum { kept, .. } => kept.saturating_add(1),
@@ -591,6 +618,16 @@ impl Key {
                     return Err("a row reduction reduces at least one dimension".to_string());
                 }
                 catalog::reduce_rule(op).check(op.name(), dtype)
+            }
+            Key::TreeBlocks { op, dtype, rank } => {
+                if rank == 0 || !matches!(op, ReduceOp::Sum | ReduceOp::Prod) {
+                    return Err(format!(
+                        "a tree level needs a sum or product over rank 1 or more, got {} over \
+                         rank {rank}",
+                        op.name()
+                    ));
+                }
+                catalog::LINALG_RULE.check(op.name(), dtype)
             }
             Key::Matvec { dtype } => catalog::LINALG_RULE.check("matvec", dtype),
             Key::Vecmat { dtype } | Key::VecmatRows { dtype } => {

@@ -1,4 +1,5 @@
-//! Reductions are reproducible: `sum`, `prod`, `dot` and `norm` of 1-d and 2-d arrays give
+//! Reductions are reproducible: `sum`, `prod`, `dot` and `norm` of 1-d and 2-d arrays, and
+//! sums and products over axes whose result is small, give
 //! the bits of the canonical order (`weft_ir::reduction::canonical`, an independent
 //! recursive implementation of the definition) for 1 and 2 threads, 1 and 3 pieces and every
 //! SIMD path this CPU runs, on lengths that are not multiples of any lane count, that cross
@@ -103,6 +104,85 @@ fn run(config: Config) -> Vec<u64> {
         });
         assert_eq!(fused, want, "fused sum of {shape:?} ({label})");
         out.push(fused);
+    }
+    out.extend(axis_reductions(&np, &label));
+    out
+}
+
+/// Axis reductions whose result is smaller than what each element reduces (the plan that
+/// reduces in `treeblocks` levels): each element is `init op` the canonical tree of its
+/// reduced sub-box, the innermost reduced dimension first.
+const AXES: [(&[u64], &[i64]); 5] = [
+    (&[1000, 7], &[0]),
+    (&[7, 1000], &[1]),
+    (&[16_384 + 77, 3], &[0]),
+    (&[40, 3, 50], &[0, 2]),
+    (&[33, 2, 17], &[2, 0]),
+];
+
+fn axis_reductions(np: &weft::Numeric, label: &str) -> Vec<u64> {
+    use weft::numeric::Reduction;
+    let mut out = Vec::new();
+    for (k, &(shape, axes)) in AXES.iter().enumerate() {
+        let n = shape.iter().product::<u64>() as usize;
+        let xs = values(n, 300 + k as u64);
+        let fs = factors(n, 400 + k as u64);
+        let flat = |p: &[u64]| -> usize {
+            p.iter()
+                .zip(shape.iter())
+                .fold(0u64, |a, (&c, &e)| a * e + c) as usize
+        };
+        let gone: Vec<usize> = axes
+            .iter()
+            .map(|&a| if a < 0 { a + shape.len() as i64 } else { a } as usize)
+            .collect();
+        let kept: Vec<usize> = (0..shape.len()).filter(|d| !gone.contains(d)).collect();
+        let mut sorted_gone = gone.clone();
+        sorted_gone.sort_unstable();
+        let sub: Vec<u64> = sorted_gone.iter().map(|&d| shape[d]).collect();
+        let kept_shape: Vec<u64> = kept.iter().map(|&d| shape[d]).collect();
+        let a = np.from_vec(shape, &xs);
+        let f = np.from_vec(shape, &fs);
+        let got_sum = a
+            .reduce_axes(Reduction::Sum, Some(axes), false)
+            .to_vec()
+            .expect("sum");
+        let got_prod = f
+            .reduce_axes(Reduction::Prod, Some(axes), false)
+            .to_vec()
+            .expect("prod");
+        let elements: usize = kept_shape.iter().product::<u64>() as usize;
+        assert_eq!(got_sum.len(), elements);
+        for e in 0..elements {
+            // The element's kept coordinates, row-major.
+            let mut rest = e as u64;
+            let mut coords = vec![0u64; shape.len()];
+            for (&d, &ext) in kept.iter().zip(&kept_shape).rev() {
+                coords[d] = rest % ext;
+                rest /= ext;
+            }
+            let at = |p: &[u64], c: &mut Vec<u64>| {
+                for (&d, &x) in sorted_gone.iter().zip(p) {
+                    c[d] = x;
+                }
+                flat(c)
+            };
+            let mut c1 = coords.clone();
+            let want_sum = reference(ReduceOp::Sum, 0.0, &sub, &|p| xs[at(p, &mut c1.clone())]);
+            let want_prod = reference(ReduceOp::Prod, 1.0, &sub, &|p| fs[at(p, &mut c1.clone())]);
+            c1.clear();
+            assert_eq!(
+                got_sum[e].to_bits(),
+                want_sum,
+                "sum over {axes:?} of {shape:?}, element {e} ({label})"
+            );
+            assert_eq!(
+                got_prod[e].to_bits(),
+                want_prod,
+                "prod over {axes:?} of {shape:?}, element {e} ({label})"
+            );
+            out.extend([want_sum, want_prod]);
+        }
     }
     out
 }

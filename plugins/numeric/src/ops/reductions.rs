@@ -1,7 +1,8 @@
-//! Reductions to 0-d arrays: `reduce`, `dot` and `norm`.
+//! Reductions: to 0-d arrays (`reduce`, `dot` and `norm`) and over axes (`reduce_axes`).
 //!
-//! Each fills its 0-d output with the operator's identity, then reduces into it from a task
-//! over the input's tiling, the output passed whole with privilege `reduce(op)`.
+//! Each reduction to a 0-d array fills its output with the operator's identity, then
+//! reduces into it from a task over the input's tiling, the output passed whole with
+//! privilege `reduce(op)`; [`reduce_axes`] says how reductions over axes are planned.
 
 use weft_sdk::ir::{DType, ReduceOp};
 use weft_sdk::{Error, Launch, Partition, Privilege, Store, Task};
@@ -137,10 +138,13 @@ fn reduce_privilege(op: ReduceOp) -> Privilege {
 /// of them), keeping the reduced dimensions with extent 1 when `keepdims`, as NumPy's
 /// `a.sum(axis=..., keepdims=...)`.
 ///
-/// Two plans, chosen by shape: when the result has at least as many elements as each of them
-/// reduces, one task over the result computes each element with a loop over the reduced
-/// dimensions (a transposed view puts them last); otherwise one task over `a` reduces every
-/// point's part into the whole (small) result, and fuses with the tasks over `a`.
+/// Plans, chosen by shape and operator: when the result has at least as many elements as
+/// each of them reduces, one task over the result computes each element with a loop over the
+/// reduced dimensions (a transposed view puts them last; one dimension in the lane order).
+/// Otherwise, a float sum or product is computed as the canonical tree, level by level
+/// ([`tree_axes`]), and any other reduction (exact in any order) by one task over `a` that
+/// reduces every point's part into the whole (small) result, and fuses with the tasks over
+/// `a`.
 pub fn reduce_axes(
     op: ReduceOp,
     a: &Array<'_>,
@@ -218,7 +222,12 @@ pub fn reduce_axes(
             .map_err(host_error(name))?;
         return as_final(out, &kept_shape);
     }
-    // A small result: every point reduces into all of it.
+    if matches!(op, ReduceOp::Sum | ReduceOp::Prod) && a.dtype.is_float() {
+        // Float sums and products follow the canonical order: see `tree_axes`.
+        let tree = tree_axes(name, op, a, &gone)?;
+        return as_final(tree, &keep_shape);
+    }
+    // A small result, exact in any order: every point reduces into all of it.
     let out = identity_store(name, &keep_shape, a.dtype, op)?;
     let mask = gone.iter().fold(0u32, |m, &d| m | 1 << d);
     let key = Key::ReduceAxes {
@@ -229,4 +238,68 @@ pub fn reduce_axes(
     };
     submit_into(name, &key, a, &out, op)?;
     as_final(out, &keep_shape)
+}
+
+/// The float sum or product of `a` over the dimensions `gone` (ascending), in the canonical
+/// order of `weft_ir::reduction` (the aligned pairwise tree of each dimension, the innermost
+/// first), as an array of `a`'s rank with extent 1 on `gone`, folded into the operator's
+/// identity as a reduction into a fresh store is (`identity op tree`).
+///
+/// Each reduced dimension, innermost first, is brought to the front of a view and reduced by
+/// tasks that each compute one level of 16-leaf subtrees (`treeblocks`), until its extent
+/// is 1. Every back end computes the same additions in the same order, so the bits depend on
+/// no thread count, piece count, SIMD path or rank count. The result's elements are few
+/// (this is the plan for results smaller than what each element reduces); the first task
+/// reads the input once, each later one a sixteenth of what the one before read.
+fn tree_axes(name: &str, op: ReduceOp, a: &Array<'_>, gone: &[usize]) -> Result<Store, Error> {
+    let rank_a = a.shape.len();
+    let key = Key::TreeBlocks {
+        op,
+        dtype: a.dtype,
+        rank: rank(name, &a.shape)?,
+    };
+    let mut cur: Store = super::views::permute(a, &(0..rank_a as u32).collect::<Vec<_>>())?;
+    let mut shape = a.shape.clone();
+    for &d in gone.iter().rev() {
+        // Dimension `d` first, the others in order.
+        let order: Vec<u32> = std::iter::once(d as u32)
+            .chain((0..rank_a as u32).filter(|&e| e != d as u32))
+            .collect();
+        let mut front = cur.permute(&order).map_err(host_error(name))?;
+        let mut fshape: Vec<u64> = order.iter().map(|&e| shape[e as usize]).collect();
+        while fshape[0] > 1 {
+            let mut next = fshape.clone();
+            next[0] = fshape[0].div_ceil(crate::kernels::TREE_BLOCK);
+            let out = super::create(name, &next, a.dtype)?;
+            let launch = Launch::preferred(&next);
+            Task::new(key.to_string(), &launch)
+                .arg(&front, Partition::None, Privilege::Read)
+                .arg(&out, launch.tiled(), Privilege::Write)
+                .submit()
+                .map_err(host_error(name))?;
+            front = out;
+            fshape = next;
+        }
+        // Back to `a`'s order of dimensions.
+        let mut inverse = vec![0u32; rank_a];
+        for (pos, &e) in order.iter().enumerate() {
+            inverse[e as usize] = pos as u32;
+        }
+        cur = front.permute(&inverse).map_err(host_error(name))?;
+        shape[d] = 1;
+    }
+    // `identity op tree`, as the reduction into a fresh identity-filled store folds.
+    let identity = match op {
+        ReduceOp::Prod => weft_sdk::ir::Scalar::F64(1.0),
+        _ => weft_sdk::ir::Scalar::F64(0.0),
+    };
+    let bin = match op {
+        ReduceOp::Prod => crate::catalog::BinOp::Mul,
+        _ => crate::catalog::BinOp::Add,
+    };
+    super::elementwise::binary(
+        bin,
+        super::Arg::Scalar(identity),
+        super::Arg::Array(Array::new(&cur)),
+    )
 }
