@@ -9,7 +9,7 @@
 use crate::util::*;
 use proptest::prelude::*;
 use weft_cpu::{CompiledKernel, CpuBackend, StoreView};
-use weft_ir::builder::KernelBuilder;
+use weft_ir::builder::{BodyBuilder, KernelBuilder, StoreParam, Value};
 use weft_ir::interp::{self, Arg, Storage, View};
 use weft_ir::{BinaryOp as B, DType, Kernel, Privilege, ReduceOp, UnaryOp as U};
 
@@ -24,12 +24,7 @@ fn gradient_kernel() -> Kernel {
     let g = k.store(DType::F64, 1, Privilege::Reduce(ReduceOp::Sum));
     let n = k.extent(a, 1);
     k.parallel(y, |b, i| {
-        let lo = b.const_i64(0);
-        let z = b.fold_lanes(ReduceOp::Sum, DType::F64, lo, n, |b, j| {
-            let aij = b.load(a, &[i[0], j]);
-            let wj = b.load(w, &[j]);
-            b.mul(aij, wj)
-        });
+        let z = row_dot(b, (a, w), i[0], n);
         let mut t = z;
         for c in [0.5, -1.25, 2.0, 0.75, -0.125] {
             let k = b.const_of(DType::F64, c);
@@ -45,15 +40,31 @@ fn gradient_kernel() -> Kernel {
         }
         let yi = b.load(y, &[i[0]]);
         let s = b.binary(B::Sub, t, yi);
-        let hi = b.extent(a, 1);
-        b.for_loop(lo, hi, &[], |b, r, _| {
-            let air = b.load(a, &[i[0], r]);
-            let p = b.mul(air, s);
-            b.reduce(g, &[r], p);
-            vec![]
-        });
+        gradient_row(b, (a, g), i[0], s);
     });
     k.finish_validated().unwrap()
+}
+
+/// `a[i, :] @ w` in the lane order (`fold_lanes`), over `n` columns.
+fn row_dot(b: &mut BodyBuilder, (a, w): (StoreParam, StoreParam), i: Value, n: Value) -> Value {
+    let lo = b.const_i64(0);
+    b.fold_lanes(ReduceOp::Sum, DType::F64, lo, n, |b, j| {
+        let aij = b.load(a, &[i, j]);
+        let wj = b.load(w, &[j]);
+        b.mul(aij, wj)
+    })
+}
+
+/// `g[r] += a[i, r] * s` for every `r` of row `i` (the inner loop of `vecmat_rows`).
+fn gradient_row(b: &mut BodyBuilder, (a, g): (StoreParam, StoreParam), i: Value, s: Value) {
+    let lo = b.const_i64(0);
+    let hi = b.extent(a, 1);
+    b.for_loop(lo, hi, &[], |b, r, _| {
+        let air = b.load(a, &[i, r]);
+        let p = b.mul(air, s);
+        b.reduce(g, &[r], p);
+        vec![]
+    });
 }
 
 /// `g[r] += a[i, r] * x[i]` for every `r` (numeric's `vecmat_rows`).
@@ -64,14 +75,7 @@ fn vecmat_rows_kernel(dt: DType) -> Kernel {
     let g = k.store(dt, 1, Privilege::Reduce(ReduceOp::Sum));
     k.parallel(x, |b, i| {
         let xi = b.load(x, &[i[0]]);
-        let lo = b.const_i64(0);
-        let n = b.extent(a, 1);
-        b.for_loop(lo, n, &[], |b, r, _| {
-            let air = b.load(a, &[i[0], r]);
-            let p = b.mul(air, xi);
-            b.reduce(g, &[r], p);
-            vec![]
-        });
+        gradient_row(b, (a, g), i[0], xi);
     });
     k.finish_validated().unwrap()
 }
@@ -280,11 +284,7 @@ fn random_row_kernel(steps: &[RunStep], uses: &[usize], out_at: Option<(usize, u
     let n = k.extent(a, 1);
     k.parallel(y, |b, i| {
         let lo = b.const_i64(0);
-        let z = b.fold_lanes(ReduceOp::Sum, DType::F64, lo, n, |b, j| {
-            let aij = b.load(a, &[i[0], j]);
-            let wj = b.load(w, &[j]);
-            b.mul(aij, wj)
-        });
+        let z = row_dot(b, (a, w), i[0], n);
         let start = b.const_of(DType::F64, -1.0);
         let mx = b.for_loop(lo, n, &[start], |b, j, acc| {
             let aij = b.load(a, &[i[0], j]);

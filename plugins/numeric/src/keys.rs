@@ -361,6 +361,11 @@ impl<'a> Tokens<'a> {
         self.rest.next().ok_or_else(|| format!("missing {what}"))
     }
 
+    fn reduce_op(&mut self) -> Result<ReduceOp, String> {
+        let name = self.next("operator")?;
+        ReduceOp::from_name(name).ok_or_else(|| format!("unknown reduction `{name}`"))
+    }
+
     fn dtype(&mut self) -> Result<DType, String> {
         let t = self.next("dtype")?;
         DType::from_name(t).ok_or_else(|| format!("unknown dtype `{t}`"))
@@ -440,9 +445,7 @@ fn parse(s: &str) -> Result<Key, String> {
             kinds: t.kinds()?,
         },
         "reduce" => {
-            let name = t.next("operator")?;
-            let op =
-                ReduceOp::from_name(name).ok_or_else(|| format!("unknown reduction `{name}`"))?;
+            let op = t.reduce_op()?;
             Key::Reduce {
                 op,
                 dtype: t.dtype()?,
@@ -450,9 +453,7 @@ fn parse(s: &str) -> Result<Key, String> {
             }
         }
         "reduceaxes" | "reducerows" => {
-            let name = t.next("operator")?;
-            let op =
-                ReduceOp::from_name(name).ok_or_else(|| format!("unknown reduction `{name}`"))?;
+            let op = t.reduce_op()?;
             let (dtype, rank) = (t.dtype()?, t.rank()?);
             let (letter, what) = if family == "reduceaxes" {
                 ('m', "mask")
@@ -481,9 +482,7 @@ fn parse(s: &str) -> Result<Key, String> {
             }
         }
         "treeblocks" => {
-            let name = t.next("operator")?;
-            let op =
-                ReduceOp::from_name(name).ok_or_else(|| format!("unknown reduction `{name}`"))?;
+            let op = t.reduce_op()?;
             Key::TreeBlocks {
                 op,
                 dtype: t.dtype()?,
