@@ -356,6 +356,7 @@ impl Compiler {
                 simd: self.simd,
                 vector_isa: &*self.vector_isa,
                 groups: &groups,
+                private: &leaves.iter().map(|l| l.param).collect::<Vec<u32>>(),
             },
         )
         .map_err(err)?;

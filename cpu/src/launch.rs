@@ -18,10 +18,10 @@ use rayon::ThreadPool;
 use rayon::prelude::*;
 use weft_ir::{DType, ReduceOp, Scalar};
 
-use weft_ir::reduction::{LoopPartial, Partial};
+use weft_ir::reduction::{ELEMENT_BLOCK_LEVEL, LoopPartial};
 
 use crate::compile::StoreView;
-use crate::leaves::{ChunkShape, Leaf, chunk_nodes, fill_exact_identity};
+use crate::leaves::{ChunkShape, Leaf, LeafPart, Rows, chunk_nodes, fill_exact_identity};
 use crate::lower::wide::Isa;
 use crate::lower::{FaultSite, Layout, Obligation, RedBuf, RedMode, StepKind};
 use crate::{Error, Result};
@@ -96,10 +96,16 @@ pub(crate) struct Plan {
 /// A leaf store as one parallel step runs it.
 struct LeafRun<'a> {
     leaf: &'a Leaf,
-    /// The frame word of its data pointer.
+    /// The frame words of its data pointer and of its dimension-0 stride.
     word: usize,
+    stride_word: usize,
     /// The extents of the view its loop runs over.
     view: Vec<u64>,
+    /// An element tree's target's extents and origin (empty for a 0-d target), and the
+    /// extents' product: the leaves per point.
+    shape: Vec<i64>,
+    origin: Vec<i64>,
+    width: usize,
 }
 
 /// A raw pointer shared by the tasks of one parallel step.
@@ -246,7 +252,8 @@ impl Plan {
         Ok(())
     }
 
-    /// Folds a loop's finished canonical partial into its 0-d target: `old op result`.
+    /// Folds a loop's finished canonical partial into its element (of a 0-d target, or of an
+    /// element tree's): `old op result`.
     ///
     /// # Safety
     /// `stores` is valid as for [`crate::CompiledKernel::run`].
@@ -266,9 +273,36 @@ impl Plan {
         let dtype = result.dtype();
         let mut bytes = [0u8; 8];
         let size = dtype.size();
-        // SAFETY: the 0-d store's one element is valid for reads and writes (the caller's
-        // contract), `size` bytes of its type.
-        unsafe { std::ptr::copy_nonoverlapping(view.ptr, bytes.as_mut_ptr(), size) };
+        // The element: its index in the sub-store, checked against its extents, and its
+        // offset through the strides.
+        let local: Vec<i64> = part
+            .element
+            .iter()
+            .zip(&view.origin)
+            .map(|(&e, &o)| i64::try_from(e).map_or(-1, |e| e - o))
+            .collect();
+        let inside = local.len() == view.extents.len()
+            && local
+                .iter()
+                .zip(&view.extents)
+                .all(|(&e, &x)| 0 <= e && e < x);
+        if !inside {
+            return Err(fault(format!(
+                "element {:?} of parameter {} lies outside its store",
+                part.element, part.param
+            )));
+        }
+        let offset: isize = local
+            .iter()
+            .zip(&view.strides)
+            .map(|(&e, &st)| e as isize * st as isize)
+            .sum::<isize>()
+            * size as isize;
+        // SAFETY: the element lies inside the view (checked above), valid for reads and
+        // writes (the caller's contract), `size` bytes of its type.
+        let at = unsafe { view.ptr.offset(offset) };
+        // SAFETY: as above.
+        unsafe { std::ptr::copy_nonoverlapping(at, bytes.as_mut_ptr(), size) };
         let old = Scalar::from_bits(dtype, u64::from_ne_bytes(bytes));
         let new = weft_ir::interp::reduce(part.partial.op(), old, result)
             .ok_or_else(|| fault(format!("cannot fold into parameter {}", part.param)))?;
@@ -277,7 +311,7 @@ impl Plan {
             other => other.to_bits(),
         };
         // SAFETY: as above.
-        unsafe { std::ptr::copy_nonoverlapping(out.to_ne_bytes().as_ptr(), view.ptr, size) };
+        unsafe { std::ptr::copy_nonoverlapping(out.to_ne_bytes().as_ptr(), at, size) };
         Ok(())
     }
 
@@ -312,9 +346,24 @@ impl Plan {
         for leaf in &self.leaves {
             let over = self.store_index(leaf.over)?;
             let sub = &stores[over];
+            // An element tree's leaves: a row of the target's elements per point.
+            let (shape, origin) = if leaf.elements == 0 {
+                (Vec::new(), Vec::new())
+            } else {
+                let t = &stores[self.store_index(leaf.target)?];
+                (t.extents.clone(), t.origin.clone())
+            };
+            let width = shape
+                .iter()
+                .try_fold(1usize, |a, &e| {
+                    usize::try_from(e).ok().and_then(|e| a.checked_mul(e))
+                })
+                .ok_or_else(|| self.fault("reduction target too large"))?;
+            let mut extents = sub.extents.clone();
+            extents.extend(&shape);
             all.push(StoreView {
                 ptr: std::ptr::NonNull::<u64>::dangling().as_ptr().cast(),
-                ..StoreView::dense(std::ptr::null_mut(), &sub.extents)
+                ..StoreView::dense(std::ptr::null_mut(), &extents)
             });
             let view = match views.and_then(|v| v.get(over)) {
                 Some(v) if v.len() == sub.extents.len() => v.clone(),
@@ -325,11 +374,22 @@ impl Plan {
                     .map(|(&o, &e)| u64::try_from(o.saturating_add(e)).unwrap_or(0))
                     .collect(),
             };
-            let word = match self.layout.slots.get(leaf.param as usize) {
-                Some(crate::lower::Slot::Store(i)) => self.layout.stores[*i].ptr(),
+            let (word, stride_word) = match self.layout.slots.get(leaf.param as usize) {
+                Some(crate::lower::Slot::Store(i)) => (
+                    self.layout.stores[*i].ptr(),
+                    self.layout.stores[*i].stride(0),
+                ),
                 _ => return Err(self.fault("internal: a leaf store without a slot")),
             };
-            runs.push(LeafRun { leaf, word, view });
+            runs.push(LeafRun {
+                leaf,
+                word,
+                stride_word,
+                view,
+                shape,
+                origin,
+                width,
+            });
         }
         // The scratch stores: shaped like their loop's sub-store, dense; the group's driver
         // points them at its own buffers.
@@ -492,9 +552,9 @@ impl Plan {
             Some((&r, rest)) => (r, rest.iter().fold(1i64, |a, &b| a.saturating_mul(b))),
         };
         // The step's canonical partials, one per leaf store, over its loop's view.
-        let mut parts: Vec<Partial> = leaves
+        let mut parts: Vec<LeafPart> = leaves
             .iter()
-            .map(|r| Partial::new(r.leaf.op, r.leaf.dtype, &r.view))
+            .map(|r| LeafPart::new(r.leaf, &r.view, r.width))
             .collect();
         if rows == 0 || inner == 0 {
             return self.loop_partials(leaves, parts);
@@ -508,7 +568,17 @@ impl Plan {
                 .max(1);
             per = per.min((rows - 1) / (SPREAD * threads) + 1);
         }
-        let nchunks = (rows - 1) / per + 1;
+        // With element trees, chunks of whole blocks, their bounds on the blocks' (in the
+        // view's coordinates), so that only a point task's first and last blocks may be split.
+        let origin0 = stores[over].origin.first().copied().unwrap_or(0);
+        let block = 1i64 << ELEMENT_BLOCK_LEVEL;
+        let shift = if leaves.iter().any(|r| r.leaf.elements > 0) && per >= block {
+            per = per / block * block;
+            origin0.rem_euclid(per)
+        } else {
+            0
+        };
+        let nchunks = (rows + shift - 1) / per + 1;
         let frame_len = frame.len();
         let frame_ptr = Shared(frame.as_mut_ptr());
         let (sub_extents, sub_origin) = (&stores[over].extents, &stores[over].origin);
@@ -517,9 +587,9 @@ impl Plan {
         let call = move |c: i64,
                          red: *const *mut u8,
                          bufs: &mut Vec<Vec<u64>>|
-              -> std::result::Result<Vec<Partial>, Error> {
-            let lo = c * per;
-            let hi = lo.saturating_add(per).min(rows);
+              -> std::result::Result<Vec<LeafPart>, Error> {
+            let lo = (c * per - shift).max(0);
+            let hi = ((c + 1) * per - shift).min(rows);
             if leaves.is_empty() {
                 // SAFETY: the frame matches the function's layout and is only read while
                 // parallel tasks run. Chunks cover disjoint rows `lo..hi` of the loop; every
@@ -536,73 +606,139 @@ impl Plan {
             // SAFETY: the frame holds `frame_len` words and is only read while tasks run.
             let mut own =
                 unsafe { std::slice::from_raw_parts(frame_ptr.get(), frame_len) }.to_vec();
-            // The chunk runs in slices of about LEAF_ITERS points, so that each slice's leaves
-            // stay in the first-level cache between the loop that writes them and the tree that
-            // reads them. A step that also keeps register accumulators (which each call
-            // writes out once) runs the chunk in one slice.
-            let slice_rows = if reds.iter().any(|r| r.mode == RedMode::Register) {
-                hi - lo
-            } else {
-                (LEAF_ITERS / inner.max(1)).max(1)
-            };
-            let points = usize::try_from(slice_rows.min(hi - lo).saturating_mul(inner))
-                .map_err(|_| self.fault("a chunk too large"))?;
-            // The worker's leaf buffers, reused from slice to slice and chunk to chunk.
+            // The chunk runs in calls of about LEAF_ITERS points, so that each call's leaves
+            // stay in the first-level cache between the loop that writes them and the code
+            // that reduces them; an element tree's whole blocks run one call each, into one
+            // row of leaves (see `crate::leaves`).
+            let widest = leaves.iter().map(|r| r.width).max().unwrap_or(1).max(1);
+            let per_row = inner
+                .max(1)
+                .saturating_mul(i64::try_from(widest).unwrap_or(i64::MAX));
+            let slice_rows = (LEAF_ITERS / per_row).max(1);
+            let trees = leaves.iter().any(|r| r.leaf.elements > 0);
+            let calls = leaf_calls(
+                lo,
+                hi,
+                slice_rows,
+                trees.then(|| tree_space(sub_origin, leaves)),
+            );
+            let longest = calls.iter().map(|c| c.1 - c.0).max().unwrap_or(0);
+            // The worker's leaf buffers, reused from call to call and chunk to chunk.
             bufs.resize_with(leaves.len(), Vec::new);
             for (r, buf) in leaves.iter().zip(bufs.iter_mut()) {
-                let words = (points * r.leaf.dtype.size()).div_ceil(8).max(1);
+                let points = if r.leaf.elements == 0 {
+                    longest.saturating_mul(inner)
+                } else {
+                    slice_rows.min(longest)
+                };
+                let words = usize::try_from(points.max(1))
+                    .ok()
+                    .and_then(|n| n.checked_mul(r.width.max(1)))
+                    .and_then(|n| n.checked_mul(r.leaf.dtype.size()))
+                    .ok_or_else(|| self.fault("reduction leaves too large"))?
+                    .div_ceil(8);
                 if buf.len() < words {
+                    buf.try_reserve_exact(words - buf.len()).map_err(|_| {
+                        self.fault(format!(
+                            "cannot allocate {} bytes of reduction leaves",
+                            words.saturating_mul(8)
+                        ))
+                    })?;
                     buf.resize(words, 0);
                 }
             }
-            let mut out: Vec<Partial> = leaves
+            let mut out: Vec<LeafPart> = leaves
                 .iter()
-                .map(|r| Partial::new(r.leaf.op, r.leaf.dtype, &r.view))
+                .map(|r| LeafPart::new(r.leaf, &r.view, r.width))
                 .collect();
-            let mut start = lo;
-            while start < hi {
-                let end = start.saturating_add(slice_rows).min(hi);
+            for &(start, end, block) in &calls {
                 let n = usize::try_from((end - start).saturating_mul(inner)).unwrap_or(0);
                 for (r, buf) in leaves.iter().zip(bufs.iter_mut()) {
-                    let size = r.leaf.dtype.size();
+                    let size = r.leaf.dtype.size() as u64;
+                    // Rows of leaves: a point's (of a 0-d target, or of an element tree's
+                    // loose points), or one for a whole block, which every point updates.
+                    let (rows, row_bytes) = match (r.leaf.elements, block) {
+                        (0, _) => (n, (inner as u64).wrapping_mul(size)),
+                        (_, None) => (n, (r.width as u64).wrapping_mul(size)),
+                        (_, Some(_)) => (1, 0),
+                    };
                     if r.leaf.fill {
-                        // SAFETY: `buf` holds at least `n` elements of the leaf's type,
-                        // 8-byte aligned.
+                        // SAFETY: `buf` holds at least `rows` rows of `width` elements of the
+                        // leaf's type (sized above), 8-byte aligned.
                         unsafe {
-                            fill_exact_identity(buf.as_mut_ptr().cast(), n, r.leaf.dtype, r.leaf.op)
+                            fill_exact_identity(
+                                buf.as_mut_ptr().cast(),
+                                rows * r.width.max(1),
+                                r.leaf.dtype,
+                                r.leaf.op,
+                            )
                         };
                     }
                     // Row `start` of the leaf store is the buffer's start: the compiled code
                     // adds `i * stride` to this address only for rows `start..end`.
-                    let row_bytes = (inner as u64).wrapping_mul(size as u64);
                     own[r.word] = (buf.as_mut_ptr() as u64)
                         .wrapping_sub((start as u64).wrapping_mul(row_bytes));
+                    if r.leaf.elements > 0 {
+                        own[r.stride_word] = row_bytes;
+                    }
                 }
                 // SAFETY: as above, with the chunk's own frame, whose leaf pointers address
-                // rows `start..end` of buffers private to this chunk (the leaf stores'
-                // accesses are at the loop's indices, proven in bounds by the obligations).
+                // rows `start..end` of buffers private to this chunk, or one row that every
+                // point of a block updates in turn (the leaf stores' accesses are at the
+                // loop's indices, proven in bounds by the obligations, and an element tree's
+                // are inside `for` loops, which run each point's iterations in order).
                 let s = unsafe { func(own.as_mut_ptr(), red, start, end) };
                 if s != 0 {
                     return Err(self.status_error(s));
                 }
                 for ((r, buf), part) in leaves.iter().zip(bufs.iter_mut()).zip(&mut out) {
-                    let shape = ChunkShape {
-                        lo: start,
-                        hi: end,
-                        extents: sub_extents,
-                        origin: sub_origin,
-                        view: &r.view,
+                    let done = match part {
+                        LeafPart::Scalar(part) => {
+                            let shape = ChunkShape {
+                                lo: start,
+                                hi: end,
+                                extents: sub_extents,
+                                origin: sub_origin,
+                                view: &r.view,
+                            };
+                            // SAFETY: `buf` holds the call's points as the leaf's type,
+                            // written above.
+                            unsafe { chunk_nodes(buf.as_mut_ptr().cast(), &shape, part) }
+                        }
+                        LeafPart::Rows(rows) => {
+                            // A rank-1 loop: the call's first point's coordinate in the view.
+                            let first = u64::try_from(
+                                sub_origin
+                                    .first()
+                                    .copied()
+                                    .unwrap_or(0)
+                                    .saturating_add(start),
+                            )
+                            .unwrap_or(u64::MAX);
+                            let len = if block.is_some() {
+                                r.width
+                            } else {
+                                n * r.width
+                            };
+                            match rows {
+                                // SAFETY: `buf` holds `len` leaves of the leaf's type, written
+                                // above, 8-byte aligned.
+                                Rows::F64(p) => p.add(first, block, unsafe {
+                                    std::slice::from_raw_parts(buf.as_ptr().cast(), len)
+                                }),
+                                // SAFETY: as above.
+                                Rows::F32(p) => p.add(first, block, unsafe {
+                                    std::slice::from_raw_parts(buf.as_ptr().cast(), len)
+                                }),
+                            }
+                        }
                     };
-                    // SAFETY: `buf` holds the slice's points as the leaf's type, written
-                    // above.
-                    unsafe { chunk_nodes(buf.as_mut_ptr().cast(), &shape, part) }
-                        .map_err(|e| self.fault(e.to_string()))?;
+                    done.map_err(|e| self.fault(e.to_string()))?;
                 }
-                start = end;
             }
             Ok(out)
         };
-        let mut merge = |chunk: Vec<Partial>| -> Result<()> {
+        let mut merge = |chunk: Vec<LeafPart>| -> Result<()> {
             for (all, part) in parts.iter_mut().zip(chunk) {
                 all.merge(part).map_err(|e| self.fault(e.to_string()))?;
             }
@@ -610,7 +746,7 @@ impl Plan {
         };
 
         if reds.is_empty() {
-            let results: Vec<std::result::Result<Vec<Partial>, Error>> = if nchunks == 1 {
+            let results: Vec<std::result::Result<Vec<LeafPart>, Error>> = if nchunks == 1 {
                 vec![call(0, std::ptr::null(), &mut Vec::new())]
             } else {
                 pool.install(|| {
@@ -687,7 +823,7 @@ impl Plan {
             let run_chunk = |j: usize,
                              mem: &mut [u64],
                              leaf_bufs: &mut Vec<Vec<u64>>|
-             -> std::result::Result<Vec<Partial>, Error> {
+             -> std::result::Result<Vec<LeafPart>, Error> {
                 let mut ptrs = Vec::with_capacity(bufs_ref.len());
                 for b in bufs_ref {
                     let p = mem[b.word..].as_mut_ptr();
@@ -699,7 +835,7 @@ impl Plan {
                 let c = start + j;
                 call(c as i64, ptrs.as_ptr(), leaf_bufs)
             };
-            let results: Vec<std::result::Result<Vec<Partial>, Error>> = if n == 1 {
+            let results: Vec<std::result::Result<Vec<LeafPart>, Error>> = if n == 1 {
                 vec![run_chunk(0, region, &mut Vec::new())]
             } else {
                 pool.install(|| {
@@ -733,17 +869,21 @@ impl Plan {
     fn loop_partials(
         &self,
         leaves: &[&LeafRun<'_>],
-        parts: Vec<Partial>,
+        parts: Vec<LeafPart>,
     ) -> Result<Vec<LoopPartial>> {
-        Ok(leaves
-            .iter()
-            .zip(parts)
-            .map(|(r, partial)| LoopPartial {
+        let mut out = Vec::new();
+        for (r, part) in leaves.iter().zip(parts) {
+            let elements = part
+                .into_partials(r.leaf, &r.shape, &r.origin)
+                .map_err(|e| self.fault(e.to_string()))?;
+            out.extend(elements.into_iter().map(|(element, partial)| LoopPartial {
                 loop_index: r.leaf.loop_index,
                 param: r.leaf.target,
+                element,
                 partial,
-            })
-            .collect())
+            }));
+        }
+        Ok(out)
     }
 }
 
@@ -946,5 +1086,104 @@ unsafe fn fold_typed<T: Copy>(
                 .into_par_iter()
                 .for_each(|t| range(t * FOLD_GRAIN, ((t + 1) * FOLD_GRAIN).min(elems)))
         });
+    }
+}
+
+/// Where an element tree's blocks lie: the view coordinate of the loop's row 0, and the
+/// extent of the loop's view (the last block ends there).
+fn tree_space(sub_origin: &[i64], leaves: &[&LeafRun<'_>]) -> (i64, i64) {
+    let origin = sub_origin.first().copied().unwrap_or(0);
+    let view = leaves
+        .iter()
+        .find(|r| r.leaf.elements > 0)
+        .and_then(|r| r.view.first())
+        .map_or(i64::MAX, |&v| i64::try_from(v).unwrap_or(i64::MAX));
+    (origin, view)
+}
+
+/// The calls that run rows `lo..hi` of a loop with leaf stores: `(start, end, block)`. With
+/// element trees (`tree`: see [`tree_space`]), each block of
+/// `2^`[`ELEMENT_BLOCK_LEVEL`] points that lies wholly in `lo..hi` is one call with its block
+/// index, and the other rows (a block's part) run in calls of at most `slice` rows; without,
+/// every call has at most `slice` rows.
+pub(crate) fn leaf_calls(
+    lo: i64,
+    hi: i64,
+    slice: i64,
+    tree: Option<(i64, i64)>,
+) -> Vec<(i64, i64, Option<u64>)> {
+    let mut out = Vec::new();
+    let loose = |out: &mut Vec<(i64, i64, Option<u64>)>, a: i64, b: i64| {
+        let mut s = a;
+        while s < b {
+            let e = s.saturating_add(slice.max(1)).min(b);
+            out.push((s, e, None));
+            s = e;
+        }
+    };
+    let Some((origin, view)) = tree else {
+        loose(&mut out, lo, hi);
+        return out;
+    };
+    let size = 1i64 << ELEMENT_BLOCK_LEVEL;
+    let mut pos = lo;
+    while pos < hi {
+        let v = origin.saturating_add(pos);
+        let b = v.div_euclid(size);
+        let block_start = b * size - origin;
+        let block_end = (b.saturating_add(1).saturating_mul(size)).min(view) - origin;
+        if block_start == pos && block_end <= hi && block_end > pos {
+            out.push((pos, block_end, u64::try_from(b).ok()));
+            pos = block_end;
+        } else {
+            let end = block_end.min(hi).max(pos + 1);
+            loose(&mut out, pos, end);
+            pos = end;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::leaf_calls;
+
+    #[test]
+    fn leaf_calls_cover_the_rows_and_run_whole_blocks_alone() {
+        let b = 4096i64;
+        // (lo, hi, slice, view origin of row 0, view extent)
+        for (lo, hi, slice, origin, view) in [
+            (0, 3 * b + 17, 512, 0, 3 * b + 17),
+            (5, 2 * b + 9, 700, 300, 10 * b),
+            (0, 100, 32, 4000, 4100),
+            (0, 0, 8, 0, 0),
+        ] {
+            let calls = leaf_calls(lo, hi, slice, Some((origin, view)));
+            let mut at = lo;
+            for &(s, e, block) in &calls {
+                assert_eq!(s, at, "the calls follow each other");
+                assert!(e > s);
+                match block {
+                    Some(k) => {
+                        let k = k as i64;
+                        assert_eq!(origin + s, k * b, "a block call starts at its block");
+                        assert_eq!(origin + e, ((k + 1) * b).min(view), "and ends at its end");
+                    }
+                    None => {
+                        assert!(e - s <= slice);
+                        // Loose rows: no whole block of the view lies inside lo..hi here.
+                        let first = origin + s;
+                        let k = first.div_euclid(b);
+                        let whole = k * b - origin >= lo && ((k + 1) * b).min(view) - origin <= hi;
+                        assert!(!whole, "rows {s}..{e} belong to a whole block");
+                    }
+                }
+                at = e;
+            }
+            assert_eq!(at, hi.max(lo));
+        }
+        // Without element trees: slices only.
+        let calls = leaf_calls(3, 20, 8, None);
+        assert_eq!(calls, vec![(3, 11, None), (11, 19, None), (19, 20, None)]);
     }
 }

@@ -12,9 +12,24 @@
 //! the canonical tree ([`chunk_nodes`]) and merges those of every chunk and every point task.
 //! Compiled code never combines two points, so every path, thread count, chunking and number
 //! of pieces gives the same bits.
+//!
+//! **Element trees** ([`weft_ir::reduction::element_trees`]: a rank-1 loop's float sums and
+//! products into a store of rank 1 or more, once per point and element, such as `vecmat`'s
+//! `y[r] += A[r, i] * x[i]` over `r`) become updates `L[i, r] = L[i, r] op v` of a leaf store
+//! with the loop's dimension followed by the target's. For a whole block of the canonical
+//! order (aligned, `2^`[`ELEMENT_BLOCK_LEVEL`] points) the launcher sets the leaf's
+//! dimension-0 stride to zero, so the block's points fold in order into one row, as the order
+//! says; the points of a block that a chunk or a point task holds only part of get a row each
+//! (loose points), folded in order once the block's points meet. The launcher merges blocks
+//! and loose points per chunk and step as [`RowPartial`]s (a row per node: every element at
+//! once) and hands the executor one canonical partial per element.
+
+use std::collections::BTreeMap;
 
 use weft_ir::ValueId;
-use weft_ir::reduction::{Partial, ReductionError, aligned_nodes, exact_identity};
+use weft_ir::reduction::{
+    ELEMENT_BLOCK_LEVEL, Partial, ReductionError, aligned_nodes, element_trees, exact_identity,
+};
 #[cfg(test)]
 use weft_ir::visit_defs;
 use weft_ir::{Access, BinaryOp, DType, Inst, Kernel, Op, Param, Privilege, ReduceOp, Scalar};
@@ -24,8 +39,12 @@ use weft_ir::{Access, BinaryOp, DType, Inst, Kernel, Op, Param, Privilege, Reduc
 pub(crate) struct Leaf {
     /// The leaf store's parameter in the rewritten kernel.
     pub param: u32,
-    /// The 0-d store parameter reduced into.
+    /// The store parameter reduced into: a 0-d store, or one of rank `elements` whose
+    /// elements are each reduced by their own tree.
     pub target: u32,
+    /// The target's rank: 0, or the number of trailing dimensions of the leaf store that index
+    /// the target's elements (an element tree).
+    pub elements: u32,
     /// The reduction's operator and element type.
     pub op: ReduceOp,
     pub dtype: DType,
@@ -72,6 +91,7 @@ pub(crate) fn rewrite(kernel: &Kernel) -> (Kernel, Vec<Leaf>) {
         };
         let this_loop = loop_index;
         loop_index += 1;
+        let trees = element_trees(&kernel.params, pl);
         // Targets reduced into once per point: exactly one reduction, at the body's top level.
         let mut once = Vec::new();
         let mut nested = Vec::new();
@@ -89,6 +109,7 @@ pub(crate) fn rewrite(kernel: &Kernel) -> (Kernel, Vec<Leaf>) {
             indices: pl.indices.clone(),
             next: &mut next,
             single,
+            trees,
         };
         cx.body(&mut pl.body, true);
     }
@@ -122,6 +143,8 @@ struct Rewrite<'a> {
     next: &'a mut u32,
     /// Targets each point reduces into exactly once.
     single: Vec<u32>,
+    /// The loop's element-tree targets.
+    trees: Vec<u32>,
 }
 
 impl Rewrite<'_> {
@@ -131,14 +154,19 @@ impl Rewrite<'_> {
         v
     }
 
-    /// The leaf store of this loop for the 0-d target `param`, if `param` is one.
+    /// The leaf store of this loop for `target`, if it is a 0-d target or an element tree.
     fn leaf(&mut self, target: u32, op: ReduceOp) -> Option<u32> {
-        let dtype = match self.params.get(target as usize)? {
+        let (dtype, elements) = match self.params.get(target as usize)? {
             Param::Store {
                 dtype,
-                rank: 0,
+                rank,
                 privilege: Privilege::Reduce(p),
-            } if *p == op && order_matters(op, *dtype) => *dtype,
+            } if *p == op
+                && order_matters(op, *dtype)
+                && (*rank == 0 || self.trees.contains(&target)) =>
+            {
+                (*dtype, *rank)
+            }
             _ => return None,
         };
         if let Some(l) = self
@@ -151,17 +179,21 @@ impl Rewrite<'_> {
         let param = u32::try_from(self.params.len()).ok()?;
         self.params.push(Param::Store {
             dtype,
-            rank: u32::try_from(self.indices.len()).ok()?,
+            rank: u32::try_from(self.indices.len())
+                .ok()?
+                .checked_add(elements)?,
             privilege: Privilege::ReadWrite,
         });
         self.leaves.push(Leaf {
             param,
             target,
+            elements,
             op,
             dtype,
             loop_index: self.loop_index,
             over: self.over,
-            fill: !self.single.contains(&target),
+            // A point of an element tree may leave elements untouched.
+            fill: elements > 0 || !self.single.contains(&target),
         });
         Some(param)
     }
@@ -171,19 +203,27 @@ impl Rewrite<'_> {
         for mut inst in old {
             match &mut inst.op {
                 Op::For(f) => self.body(&mut f.body, false),
-                Op::Reduce(acc, op, v) if acc.indices.is_empty() => {
+                Op::Reduce(acc, op, v)
+                    if acc.indices.is_empty() || self.trees.contains(&acc.param) =>
+                {
                     let (target, op, v) = (acc.param, *op, *v);
+                    let element = acc.indices.clone();
                     if let Some(leaf) = self.leaf(target, op) {
                         let dtype = self
                             .leaves
                             .iter()
                             .find(|l| l.param == leaf)
                             .map(|l| l.dtype);
+                        let mut indices = self.indices.clone();
+                        indices.extend(element);
                         let at = Access {
                             param: leaf,
-                            indices: self.indices.clone(),
+                            indices,
                         };
-                        if top && self.single.contains(&target) {
+                        if top
+                            && self.single.contains(&target)
+                            && at.indices.len() == self.indices.len()
+                        {
                             // The point's one contribution is its leaf.
                             body.push(Inst {
                                 results: vec![],
@@ -227,16 +267,38 @@ fn defines_from(kernel: &Kernel, bound: u32) -> bool {
 /// A leaf buffer's elements, typed.
 pub(crate) trait LeafValue: Copy {
     fn to_scalar(self) -> Scalar;
+    fn add(self, other: Self) -> Self;
+    fn mul(self, other: Self) -> Self;
+    /// The exact identity of `prod` (`product`) or `sum`.
+    fn exact_identity(product: bool) -> Self;
 }
 
 impl LeafValue for f64 {
     fn to_scalar(self) -> Scalar {
         Scalar::F64(self)
     }
+    fn add(self, other: f64) -> f64 {
+        self + other
+    }
+    fn mul(self, other: f64) -> f64 {
+        self * other
+    }
+    fn exact_identity(product: bool) -> f64 {
+        if product { 1.0 } else { -0.0 }
+    }
 }
 impl LeafValue for f32 {
     fn to_scalar(self) -> Scalar {
         Scalar::F32(self)
+    }
+    fn add(self, other: f32) -> f32 {
+        self + other
+    }
+    fn mul(self, other: f32) -> f32 {
+        self * other
+    }
+    fn exact_identity(product: bool) -> f32 {
+        if product { 1.0 } else { -0.0 }
     }
 }
 
@@ -418,6 +480,238 @@ fn close_line<T: Copy>(line: &mut [T], op: impl Fn(T, T) -> T + Copy, root: &mut
         .into_iter()
         .rev()
         .reduce(|right, left| op(left, right));
+}
+
+/// What a chunk or a step has of one leaf store's canonical reduction.
+pub(crate) enum LeafPart {
+    /// A 0-d target's partial.
+    Scalar(Partial),
+    /// An element tree's partials, every element's at once.
+    Rows(Rows),
+}
+
+impl LeafPart {
+    /// An empty part for `leaf`, whose loop runs over a view of extents `view`.
+    pub(crate) fn new(leaf: &Leaf, view: &[u64], width: usize) -> LeafPart {
+        if leaf.elements == 0 {
+            return LeafPart::Scalar(Partial::new(leaf.op, leaf.dtype, view));
+        }
+        let extent = view.first().copied().unwrap_or(1);
+        let product = leaf.op == ReduceOp::Prod;
+        match leaf.dtype {
+            DType::F32 => LeafPart::Rows(Rows::F32(RowPartial::new(width, extent, product))),
+            _ => LeafPart::Rows(Rows::F64(RowPartial::new(width, extent, product))),
+        }
+    }
+
+    /// Adds every node of `other`, a part over other points of the same leaf.
+    pub(crate) fn merge(&mut self, other: LeafPart) -> Result<(), ReductionError> {
+        match (self, other) {
+            (LeafPart::Scalar(a), LeafPart::Scalar(b)) => a.merge(b),
+            (LeafPart::Rows(Rows::F64(a)), LeafPart::Rows(Rows::F64(b))) => a.merge(b),
+            (LeafPart::Rows(Rows::F32(a)), LeafPart::Rows(Rows::F32(b))) => a.merge(b),
+            _ => Err(ReductionError::Mismatch),
+        }
+    }
+
+    /// One canonical partial per element reduced into: `(element, partial)`, the element
+    /// empty for a 0-d target; `shape` and `origin` are an element tree's target's extents and
+    /// origin, and the element is its coordinates in the target's view (see
+    /// [`weft_ir::reduction::LoopPartial::element`]).
+    pub(crate) fn into_partials(
+        self,
+        leaf: &Leaf,
+        shape: &[i64],
+        origin: &[i64],
+    ) -> Result<Vec<(Vec<u64>, Partial)>, ReductionError> {
+        match self {
+            LeafPart::Scalar(p) => Ok(vec![(Vec::new(), p)]),
+            LeafPart::Rows(Rows::F64(r)) => r.into_partials(leaf, shape, origin),
+            LeafPart::Rows(Rows::F32(r)) => r.into_partials(leaf, shape, origin),
+        }
+    }
+}
+
+/// An element tree's complete nodes, typed.
+pub(crate) enum Rows {
+    F64(RowPartial<f64>),
+    F32(RowPartial<f32>),
+}
+
+/// The complete nodes of a rank-1 loop's element trees ([`Partial::blocked`]) for every
+/// element at once (each node holds a row: one value per element, all elements' trees having
+/// the same shape), and the points of blocks not yet complete.
+pub(crate) struct RowPartial<T> {
+    width: usize,
+    extent: u64,
+    /// The level of the tree's root.
+    top: u32,
+    /// Whether the operator is `prod` (else `sum`).
+    product: bool,
+    nodes: BTreeMap<(u32, u64), Vec<T>>,
+    /// Rows of points of blocks not yet complete, by block and coordinate.
+    loose: BTreeMap<u64, BTreeMap<u64, Vec<T>>>,
+}
+
+impl<T: LeafValue> RowPartial<T> {
+    fn new(width: usize, extent: u64, product: bool) -> RowPartial<T> {
+        RowPartial {
+            width,
+            extent,
+            top: extent.max(1).next_power_of_two().trailing_zeros(),
+            product,
+            nodes: BTreeMap::new(),
+            loose: BTreeMap::new(),
+        }
+    }
+
+    /// The operator.
+    fn combine(&self, a: T, b: T) -> T {
+        if self.product { a.mul(b) } else { a.add(b) }
+    }
+
+    /// Adds what one call left: with `block`, the row of that whole block (its points' folds
+    /// in order); without, the rows of the consecutive points `first ..`.
+    pub(crate) fn add(
+        &mut self,
+        first: u64,
+        block: Option<u64>,
+        rows: &[T],
+    ) -> Result<(), ReductionError> {
+        let w = self.width;
+        if let Some(b) = block {
+            return self.add_block(b, rows.to_vec());
+        }
+        if w == 0 {
+            return Ok(());
+        }
+        for (p, row) in rows.chunks_exact(w).enumerate() {
+            self.add_loose(first.saturating_add(p as u64), row.to_vec())?;
+        }
+        Ok(())
+    }
+
+    /// Adds block `b`'s row at the level where blocks enter the tree.
+    fn add_block(&mut self, b: u64, row: Vec<T>) -> Result<(), ReductionError> {
+        let level = ELEMENT_BLOCK_LEVEL.min(self.top);
+        self.insert(level, b >> (ELEMENT_BLOCK_LEVEL - level), row)
+    }
+
+    /// Adds one point's row; once its block's points are all in, folds them in order.
+    fn add_loose(&mut self, c: u64, row: Vec<T>) -> Result<(), ReductionError> {
+        let b = c >> ELEMENT_BLOCK_LEVEL;
+        let start = b << ELEMENT_BLOCK_LEVEL;
+        let end = start
+            .saturating_add(1 << ELEMENT_BLOCK_LEVEL)
+            .min(self.extent);
+        let points = self.loose.entry(b).or_default();
+        if points.insert(c, row).is_some() {
+            return Err(ReductionError::Twice(format!("point [{c}]")));
+        }
+        if points.len() as u64 == end.saturating_sub(start) {
+            let points = self.loose.remove(&b).unwrap_or_default();
+            let mut acc = vec![T::exact_identity(self.product); self.width];
+            for row in points.into_values() {
+                for (a, &x) in acc.iter_mut().zip(&row) {
+                    *a = self.combine(*a, x);
+                }
+            }
+            self.add_block(b, acc)?;
+        }
+        Ok(())
+    }
+
+    /// Inserts a complete node, merging it with its sibling (or passing it up, when the
+    /// sibling lies past the extent), as [`Partial`] does.
+    fn insert(
+        &mut self,
+        mut level: u32,
+        mut index: u64,
+        mut row: Vec<T>,
+    ) -> Result<(), ReductionError> {
+        if row.len() != self.width {
+            return Err(ReductionError::Mismatch);
+        }
+        while level < self.top {
+            let sibling = index ^ 1;
+            let beyond = sibling
+                .checked_shl(level)
+                .is_none_or(|start| start >= self.extent);
+            if !beyond {
+                let Some(other) = self.nodes.remove(&(level, sibling)) else {
+                    if self.nodes.contains_key(&(level, index)) {
+                        return Err(ReductionError::Twice(format!(
+                            "node {index} at level {level}"
+                        )));
+                    }
+                    self.nodes.insert((level, index), row);
+                    return Ok(());
+                };
+                let (l, r) = if index.is_multiple_of(2) {
+                    (row, other)
+                } else {
+                    (other, row)
+                };
+                row = l
+                    .iter()
+                    .zip(&r)
+                    .map(|(&a, &b)| self.combine(a, b))
+                    .collect();
+            }
+            level += 1;
+            index /= 2;
+        }
+        if self.nodes.insert((level, 0), row).is_some() {
+            return Err(ReductionError::Twice("the whole space".into()));
+        }
+        Ok(())
+    }
+
+    fn merge(&mut self, other: RowPartial<T>) -> Result<(), ReductionError> {
+        if (other.width, other.extent) != (self.width, self.extent) {
+            return Err(ReductionError::Mismatch);
+        }
+        for ((level, index), row) in other.nodes {
+            self.insert(level, index, row)?;
+        }
+        for (c, row) in other.loose.into_values().flatten() {
+            self.add_loose(c, row)?;
+        }
+        Ok(())
+    }
+
+    fn into_partials(
+        self,
+        leaf: &Leaf,
+        shape: &[i64],
+        origin: &[i64],
+    ) -> Result<Vec<(Vec<u64>, Partial)>, ReductionError> {
+        let mut out: Vec<(Vec<u64>, Partial)> = Vec::with_capacity(self.width);
+        for e in 0..self.width {
+            // The element's index in the target (row-major), plus the target's origin.
+            let mut element = vec![0u64; shape.len()];
+            let mut rest = e as u64;
+            for (d, &ext) in shape.iter().enumerate().rev() {
+                let ext = u64::try_from(ext).unwrap_or(1).max(1);
+                let o = origin.get(d).copied().unwrap_or(0);
+                element[d] = (rest % ext).saturating_add_signed(o);
+                rest /= ext;
+            }
+            let part = Partial::blocked(leaf.op, leaf.dtype, self.extent, ELEMENT_BLOCK_LEVEL);
+            out.push((element, part));
+        }
+        for ((level, index), row) in self.nodes {
+            for ((_, part), x) in out.iter_mut().zip(row) {
+                part.add_node(&[], level, index, x.to_scalar())?;
+            }
+        }
+        for (c, row) in self.loose.into_values().flatten() {
+            for ((_, part), x) in out.iter_mut().zip(row) {
+                part.add(&[c], x.to_scalar())?;
+            }
+        }
+        Ok(out)
+    }
 }
 
 #[cfg(test)]

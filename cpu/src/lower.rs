@@ -73,6 +73,9 @@ pub(crate) struct StoreSlot {
     pub rank: usize,
     pub privilege: Privilege,
     pub off: usize,
+    /// A hidden store private to each chunk of its loop, dense, that aliases no other store
+    /// (a leaf store of [`crate::leaves`]).
+    pub private: bool,
 }
 
 impl StoreSlot {
@@ -154,6 +157,7 @@ impl Layout {
                         rank,
                         privilege,
                         off,
+                        private: false,
                     });
                     off += StoreSlot::words(rank);
                 }
@@ -281,6 +285,8 @@ pub(crate) struct Target<'a> {
     pub vector_isa: &'a dyn TargetIsa,
     /// The loops cut into segments (see [`crate::strips`]): each compiles to one step.
     pub groups: &'a [crate::strips::Group],
+    /// The hidden store parameters private to each chunk (see [`StoreSlot::private`]).
+    pub private: &'a [u32],
 }
 
 /// Whether the top-level parallel loop at position `pos` of `kernel` has a vector variant
@@ -490,7 +496,11 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
         simd,
         vector_isa,
         groups,
+        private,
     } = target;
+    for slot in &mut layout.stores {
+        slot.private = private.contains(&slot.param);
+    }
     let fconfig = module.target_config();
     let ptr_ty = fconfig.pointer_type();
     let mut sig = module.make_signature();
@@ -1375,7 +1385,7 @@ impl<'f> FnLower<'_, 'f> {
                 ext,
                 acc: None,
                 unit_inner: false,
-                private: false,
+                private: slot.private,
             },
             Some((i, RedMode::Buffer)) => View {
                 base: self
@@ -1390,13 +1400,25 @@ impl<'f> FnLower<'_, 'f> {
                 unit_inner: false,
                 private: true,
             },
-            Some((_, RedMode::Register)) => {
+            Some((i, RedMode::Register)) => {
                 let Privilege::Reduce(op) = slot.privilege else {
                     return Err(format!("store parameter {param} is not a reduction target"));
                 };
                 let var = self.b.declare_var(cl_type(slot.dtype));
+                // The accumulator starts from the one-element buffer, which the launcher fills
+                // with the identity for each chunk: a chunk run in several calls (as with
+                // leaf stores) carries it from call to call. Register accumulators are exact
+                // operators, so the order of the calls' partials does not change the bits.
+                let ptr = self
+                    .b
+                    .ins()
+                    .load(self.ptr_ty, frame_flags(), self.red, (i * 8) as i32);
+                let first = self
+                    .b
+                    .ins()
+                    .load(cl_type(slot.dtype), MemFlagsData::trusted(), ptr, 0);
+                self.b.def_var(var, first);
                 let id = self.constant(op.identity(slot.dtype));
-                self.b.def_var(var, id);
                 View {
                     base: id,
                     stride: vec![],

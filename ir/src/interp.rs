@@ -7,8 +7,9 @@
 //! shifts take their amount modulo the bit width and `shr` is logical, float `min` and `max`
 //! give NaN when either operand is NaN, and reductions fold into the existing contents.
 //! Parallel loops run their points one after another in row-major order; their reductions into
-//! 0-d stores combine the points' contributions in the canonical order ([`crate::reduction`])
-//! and fold into the store when the run ends ([`run_deferring`] hands them back instead). The math functions
+//! 0-d stores, and into the elements of their element trees
+//! ([`crate::reduction::element_trees`]), combine the points' contributions in the canonical
+//! order ([`crate::reduction`]) and fold into the store when the run ends ([`run_deferring`] hands them back instead). The math functions
 //! use Rust's `std` (and, for `erf`, [`erf`]); they are a reference, not bit-for-bit what every
 //! back end computes.
 //!
@@ -242,12 +243,14 @@ fn run_deferring_with_limit(
     validate(kernel).map_err(|e| err(format!("invalid kernel: {}", e.message)))?;
     check_args(kernel, args, storages).map_err(err)?;
     let mut m = Machine {
+        params: &kernel.params,
         args,
         storages,
         env: vec![None; kernel.value_bound() as usize],
         steps: 0,
         max_steps,
         point: None,
+        trees: Vec::new(),
         loops: 0,
         pending: Vec::new(),
     };
@@ -268,9 +271,18 @@ fn fold_loop_partial(
     let Some(Arg::Store(view)) = args.get(p.param as usize) else {
         return Err(format!("parameter {} is not a store", p.param));
     };
-    let at = view
-        .address(&[])
-        .ok_or_else(|| format!("parameter {} is not a 0-d store", p.param))?;
+    let element = p
+        .element
+        .iter()
+        .zip(&view.origin)
+        .map(|(&e, &o)| i64::try_from(e).map_or(i64::MAX, |e| e - o))
+        .collect::<Vec<i64>>();
+    let at = view.address(&element).ok_or_else(|| {
+        format!(
+            "parameter {}: element {:?} of a reduction lies outside the store",
+            p.param, p.element
+        )
+    })?;
     let slot = storages
         .get_mut(view.storage)
         .and_then(|s| s.data.get_mut(at))
@@ -330,15 +342,25 @@ fn check_args(kernel: &Kernel, args: &[Arg], storages: &[Storage]) -> Result<(),
     Ok(())
 }
 
+/// A reduced element: its parameter, and its coordinates in the parameter's view (none for a
+/// 0-d store).
+type ElementKey = (u32, Vec<u64>);
+
 struct Machine<'a> {
+    /// The kernel's parameters.
+    params: &'a [Param],
     args: &'a [Arg],
     storages: &'a mut [Storage],
     env: Vec<Option<Scalar>>,
     steps: u64,
     max_steps: u64,
-    /// Inside a parallel loop: the current point's contribution to each 0-d store it reduces
-    /// into, its reductions folded in execution order.
-    point: Option<BTreeMap<u32, (ReduceOp, Scalar)>>,
+    /// Inside a parallel loop: the current point's contribution to each element it reduces
+    /// into by a canonical tree (a 0-d store's, and the elements of the loop's element trees,
+    /// [`crate::reduction::element_trees`]), keyed by parameter and element, its reductions
+    /// folded in execution order.
+    point: Option<BTreeMap<ElementKey, (ReduceOp, Scalar)>>,
+    /// The current parallel loop's element-tree parameters.
+    trees: Vec<u32>,
     /// Top-level parallel loops run so far.
     loops: u32,
     /// The canonical partials of the loops run so far.
@@ -441,14 +463,27 @@ impl Machine<'_> {
                 self.storages[s].data[at] = self.get(*v)?;
                 return Ok(());
             }
-            Op::Reduce(a, op, v) if a.indices.is_empty() && self.point.is_some() => {
+            Op::Reduce(a, op, v)
+                if self.point.is_some()
+                    && (a.indices.is_empty() || self.trees.contains(&a.param)) =>
+            {
+                // Checked against the store's extents as any access is.
+                self.element(a.param, &a.indices)?;
+                let origin = self.view(a.param)?.origin.clone();
+                let element = a
+                    .indices
+                    .iter()
+                    .zip(&origin)
+                    .map(|(&i, &o)| u64::try_from(self.i64_of(i)? + o).map_err(|_| bad()))
+                    .collect::<Res<Vec<u64>>>()?;
                 let v = self.get(*v)?;
                 let contrib = self.point.as_mut().ok_or_else(bad)?;
-                let now = match contrib.get(&a.param) {
+                let key = (a.param, element);
+                let now = match contrib.get(&key) {
                     Some(&(_, c)) => reduce(*op, c, v).ok_or_else(bad)?,
                     None => reduce(*op, exact_identity(*op, v.dtype()), v).ok_or_else(bad)?,
                 };
-                contrib.insert(a.param, (*op, now));
+                contrib.insert(key, (*op, now));
                 return Ok(());
             }
             Op::Reduce(a, op, v) => {
@@ -481,7 +516,8 @@ impl Machine<'_> {
                 if extents.iter().any(|&e| e <= 0) {
                     return Ok(());
                 }
-                let mut partials: BTreeMap<u32, Partial> = BTreeMap::new();
+                let mut partials: BTreeMap<ElementKey, Partial> = BTreeMap::new();
+                self.trees = crate::reduction::element_trees(self.params, p);
                 let mut point = vec![0i64; extents.len()];
                 let mut coords = vec![0u64; extents.len()];
                 loop {
@@ -498,10 +534,21 @@ impl Machine<'_> {
                         *c = u64::try_from(o + i)
                             .map_err(|_| format!("point {point:?} lies before its view"))?;
                     }
-                    for (param, (op, value)) in contrib {
+                    for (key, (op, value)) in contrib {
+                        let tree = !key.1.is_empty();
                         partials
-                            .entry(param)
-                            .or_insert_with(|| Partial::unbounded(op, value.dtype(), coords.len()))
+                            .entry(key)
+                            .or_insert_with(|| {
+                                if tree {
+                                    Partial::unbounded_blocked(
+                                        op,
+                                        value.dtype(),
+                                        crate::reduction::ELEMENT_BLOCK_LEVEL,
+                                    )
+                                } else {
+                                    Partial::unbounded(op, value.dtype(), coords.len())
+                                }
+                            })
                             .add(&coords, value)
                             .map_err(|e| e.to_string())?;
                     }
@@ -522,12 +569,18 @@ impl Machine<'_> {
                         break;
                     }
                 }
+                self.trees.clear();
                 self.pending
-                    .extend(partials.into_iter().map(|(param, partial)| LoopPartial {
-                        loop_index: ordinal,
-                        param,
-                        partial,
-                    }));
+                    .extend(
+                        partials
+                            .into_iter()
+                            .map(|((param, element), partial)| LoopPartial {
+                                loop_index: ordinal,
+                                param,
+                                element,
+                                partial,
+                            }),
+                    );
                 return Ok(());
             }
             Op::For(l) => {

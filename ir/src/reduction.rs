@@ -30,7 +30,7 @@
 use std::collections::BTreeMap;
 
 use crate::interp::reduce;
-use crate::{DType, ReduceOp, Scalar};
+use crate::{DType, Inst, Op, ParallelLoop, Param, Privilege, ReduceOp, Scalar, ValueId};
 
 /// What can go wrong building a canonical reduction.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -87,6 +87,11 @@ pub struct Partial {
     nodes: BTreeMap<Node, Scalar>,
     /// The root, once every point is in.
     root: Option<Scalar>,
+    /// For an element tree ([`Partial::blocked`]): the level of its blocks, whose points fold
+    /// in order; 0 otherwise.
+    block: u32,
+    /// The points of blocks not yet complete (an element tree's), by block and coordinate.
+    loose: BTreeMap<u64, BTreeMap<u64, Scalar>>,
 }
 
 impl Partial {
@@ -103,7 +108,92 @@ impl Partial {
                 .collect(),
             nodes: BTreeMap::new(),
             root: None,
+            block: 0,
+            loose: BTreeMap::new(),
         }
+    }
+
+    /// An empty part of an element tree's reduction ([`element_trees`]) over the points
+    /// `0 <= c < extent` of a rank-1 loop: the points are cut into aligned blocks of
+    /// `2^block` (the last one clipped to the extent), each block's contributions fold in
+    /// point order from the exact identity, and the blocks combine by the aligned pairwise
+    /// tree (a block is the node at level `block`, or the root when the extent fits in one).
+    pub fn blocked(op: ReduceOp, dtype: DType, extent: u64, block: u32) -> Partial {
+        Partial {
+            block,
+            ..Partial::new(op, dtype, &[extent])
+        }
+    }
+
+    /// [`Partial::blocked`] over an extent the worker does not know (see
+    /// [`Partial::unbounded`]).
+    pub fn unbounded_blocked(op: ReduceOp, dtype: DType, block: u32) -> Partial {
+        Partial::blocked(op, dtype, 1 << UNBOUNDED_LEVEL, block)
+    }
+
+    /// The level at which an element tree's blocks enter the tree: its block level, or the
+    /// root's when the extent fits in one block.
+    fn block_level(&self) -> u32 {
+        self.block.min(self.tops.first().copied().unwrap_or(0))
+    }
+
+    /// Adds a complete block of an element tree ([`Partial::blocked`]): the fold, in point
+    /// order from the exact identity, of the contributions of every point of block `index`.
+    pub fn add_block(&mut self, index: u64, value: Scalar) -> Result<(), ReductionError> {
+        if self.block == 0 || self.extents.len() != 1 {
+            return Err(ReductionError::Mismatch);
+        }
+        if index
+            .checked_shl(self.block)
+            .is_none_or(|start| start >= self.extents[0])
+        {
+            return Err(ReductionError::Outside(
+                format!("block {index}"),
+                self.extents.clone(),
+            ));
+        }
+        let level = self.block_level();
+        self.insert(
+            Node {
+                prefix: Vec::new(),
+                level,
+                index: index >> (self.block - level),
+            },
+            value,
+            false,
+        )
+    }
+
+    /// Adds one point of an element tree's block; once the block's points are all in, folds
+    /// them in order into the block.
+    fn add_loose(&mut self, c: u64, value: Scalar) -> Result<(), ReductionError> {
+        if value.dtype() != self.dtype {
+            return Err(ReductionError::Type {
+                op: self.op.name(),
+                dtype: self.dtype,
+                value,
+            });
+        }
+        let b = c >> self.block;
+        let points = self.loose.entry(b).or_default();
+        if points.insert(c, value).is_some() {
+            return Err(ReductionError::Twice(format!("point [{c}]")));
+        }
+        let start = b << self.block;
+        let end = start.saturating_add(1 << self.block).min(self.extents[0]);
+        if points.len() as u64 == end - start {
+            self.close_block(b)?;
+        }
+        Ok(())
+    }
+
+    /// Folds the points present of block `b` in order and adds the block.
+    fn close_block(&mut self, b: u64) -> Result<(), ReductionError> {
+        let mut acc = exact_identity(self.op, self.dtype);
+        for (_, v) in self.loose.remove(&b).unwrap_or_default() {
+            acc = self.combine(acc, v)?;
+        }
+        self.add_block(b, acc)
     }
 
     /// An empty part of the reduction `op` of `dtype` values over a space of rank `rank` whose
@@ -131,6 +221,9 @@ impl Partial {
         {
             return Err(outside());
         }
+        if self.block > 0 {
+            return self.add_loose(point[0], value);
+        }
         match point.split_last() {
             None => self.insert(
                 Node {
@@ -157,6 +250,7 @@ impl Partial {
     ) -> Result<(), ReductionError> {
         let d = prefix.len();
         let fits = d < self.extents.len()
+            && (self.block == 0 || level >= self.block_level())
             && level <= self.tops[d]
             && prefix.iter().zip(&self.extents).all(|(c, e)| c < e)
             && index
@@ -178,8 +272,13 @@ impl Partial {
 
     /// Adds every node of `other`, a part over points disjoint from this one's.
     pub fn merge(&mut self, other: Partial) -> Result<(), ReductionError> {
-        if (other.op, other.dtype, &other.extents) != (self.op, self.dtype, &self.extents) {
+        if (other.op, other.dtype, &other.extents, other.block)
+            != (self.op, self.dtype, &self.extents, self.block)
+        {
             return Err(ReductionError::Mismatch);
+        }
+        for (c, v) in other.loose.into_values().flatten() {
+            self.add_loose(c, v)?;
         }
         if let Some(root) = other.root {
             self.insert(
@@ -214,6 +313,12 @@ impl Partial {
     /// present, so it passes up to that level unchanged and merges there (or rises to the
     /// tree's root, which becomes a leaf of the dimension above).
     pub fn finish(&mut self) -> Result<Option<Scalar>, ReductionError> {
+        // An element tree's blocks not complete: their points fold as they are (the points
+        // missing lie past the extent, and count as the identity).
+        let blocks: Vec<u64> = self.loose.keys().copied().collect();
+        for b in blocks {
+            self.close_block(b)?;
+        }
         for depth in (0..self.extents.len()).rev() {
             // The trees of this dimension, by prefix.
             let mut groups: BTreeMap<Vec<u64>, BTreeMap<(u32, u64), Scalar>> = BTreeMap::new();
@@ -386,9 +491,89 @@ pub struct LoopPartial {
     pub loop_index: u32,
     /// The kernel parameter reduced into.
     pub param: u32,
+    /// The element of that store reduced into, in the coordinates of the view the store's
+    /// sub-store is cut from (the sub-store's origin plus the element's index), so that the
+    /// parts of points with different sub-stores meet: empty for a 0-d store; for a store of
+    /// rank 1 or more, see [`element_trees`].
+    pub element: Vec<u64>,
     /// The complete subtrees of the points run.
     pub partial: Partial,
 }
+
+/// The store parameters of rank 1 or more that the parallel loop `pl` reduces into by
+/// **element trees**: one canonical reduction per element over the loop's points, in aligned
+/// blocks of `2^`[`ELEMENT_BLOCK_LEVEL`] points folded in point order, the blocks combined by
+/// the aligned pairwise tree ([`Partial::blocked`]). A parameter qualifies when
+/// - the loop has rank 1, and the parameter is a float store of rank at least 1 with
+///   `Reduce(sum)` or `Reduce(prod)` privilege;
+/// - the loop's body reduces into it exactly once, by its own operator, inside one or more
+///   `for` loops, at indices that include the induction value of every `for` loop around the
+///   reduction and are otherwise values defined outside the parallel loop. So each point adds
+///   at most one contribution to each element, and no index depends on the point or on loaded
+///   data: `y[r] += A[r, i] * x[i]` over `r`, as `vecmat` does.
+///
+/// Other reductions into stores of rank 1 or more (at a row the point owns, at loaded data,
+/// or more than once per point) are not element trees; see the semantics
+/// (`weft_ir::semantics`).
+pub fn element_trees(params: &[Param], pl: &ParallelLoop) -> Vec<u32> {
+    if pl.indices.len() != 1 {
+        return Vec::new();
+    }
+    let mut inside = std::collections::BTreeSet::new();
+    crate::visit_defs(&pl.body, &mut |v| {
+        inside.insert(v);
+    });
+    inside.extend(pl.indices.iter().copied());
+    // Per reduced parameter: how many reductions, and whether every one qualifies.
+    let mut seen: BTreeMap<u32, (u32, bool)> = BTreeMap::new();
+    let mut around = Vec::new();
+    visit_reductions(&pl.body, &mut around, &mut |param, op, indices, around| {
+        let store_ok = matches!(
+            params.get(param as usize),
+            Some(Param::Store {
+                dtype: DType::F32 | DType::F64,
+                rank: 1..,
+                privilege: Privilege::Reduce(p),
+            }) if *p == op && matches!(op, ReduceOp::Sum | ReduceOp::Prod)
+        );
+        let indices_ok = !around.is_empty()
+            && around.iter().all(|v| indices.contains(v))
+            && indices
+                .iter()
+                .all(|v| around.contains(v) || !inside.contains(v));
+        let e = seen.entry(param).or_insert((0, true));
+        e.0 += 1;
+        e.1 &= store_ok && indices_ok;
+    });
+    seen.into_iter()
+        .filter_map(|(param, (count, ok))| (ok && count == 1).then_some(param))
+        .collect()
+}
+
+/// Calls `f(param, op, indices, around)` for every reduction in `body`, at any depth, `around`
+/// holding the induction values of the `for` loops around it.
+fn visit_reductions(
+    body: &[Inst],
+    around: &mut Vec<ValueId>,
+    f: &mut impl FnMut(u32, ReduceOp, &[ValueId], &[ValueId]),
+) {
+    for inst in body {
+        match &inst.op {
+            Op::Reduce(acc, op, _) => f(acc.param, *op, &acc.indices, around),
+            Op::For(l) => {
+                around.push(l.induction);
+                visit_reductions(&l.body, around, f);
+                around.pop();
+            }
+            Op::Parallel(p) => visit_reductions(&p.body, around, f),
+            _ => {}
+        }
+    }
+}
+
+/// The level of an element tree's blocks ([`Partial::blocked`]): 4096 points, each block's
+/// contributions folded in point order.
+pub const ELEMENT_BLOCK_LEVEL: u32 = 12;
 
 /// The level of the roots of [`Partial::unbounded`]'s trees.
 const UNBOUNDED_LEVEL: u32 = 62;
@@ -569,5 +754,98 @@ mod tests {
         assert_eq!(p.fold_into(Scalar::I64(7)), Some(Scalar::I64(42)));
         let empty = Partial::new(ReduceOp::Sum, DType::F64, &[3, 0]);
         assert_eq!(empty.fold_into(Scalar::F64(2.5)), Some(Scalar::F64(2.5)));
+    }
+
+    #[test]
+    fn element_trees_are_reductions_at_indices_that_do_not_depend_on_the_point() {
+        let k = crate::text::parse(
+            "kernel @vecmat(%a: store<f64, 2, read>, %x: store<f64, 1, read>,
+                            %y: store<f64, 1, reduce(sum)>, %z: store<f64, 1, reduce(sum)>,
+                            %c: store<i64, 1, read>, %w: store<f64, 1, reduce(sum)>,
+                            %q: store<i64, 1, reduce(sum)>, %u: store<f64, 2, reduce(sum)>,
+                            %v: store<f64, 1, reduce(sum)>) {
+               %0 = extent %a, 0
+               %1 = const i64 0
+               parallel %x (%i) {
+                 %2 = load %x[%i]
+                 for %r = %1 to %0 {
+                   %3 = load %a[%r, %i]  %4 = mul %3, %2
+                   reduce sum %y[%r], %4
+                   %5 = load %c[%i]  reduce sum %w[%5], %4
+                 }
+                 reduce sum %z[%i], %2
+                 for %s = %1 to %0 {
+                   reduce sum %u[%1, %s], %2
+                   reduce sum %v[%s], %2
+                 }
+                 reduce sum %v[%1], %2
+                 %6 = const i64 1
+                 reduce sum %q[%1], %6
+               }
+             }",
+        )
+        .unwrap();
+        let Op::Parallel(pl) = &k.body[2].op else {
+            panic!("the loop");
+        };
+        // y: at the induction value. u: at a value from outside the loop and the induction
+        // value. z: at the point's own index (a row it owns). w: at loaded data (a scatter).
+        // q: an integer sum. v: twice per point.
+        assert_eq!(element_trees(&k.params, pl), vec![2, 7]);
+    }
+
+    #[test]
+    fn element_trees_fold_blocks_in_order_and_merge_in_any_split() {
+        // 3 blocks of 4096 points and a clipped fourth: each block folds in order, the blocks
+        // by the pairwise tree.
+        let n: u64 = 3 * 4096 + 1000;
+        let v =
+            |c: u64| Scalar::F64(((c * 7919) % 1013) as f64 * 1e-3 - 0.4 + (c % 3) as f64 * 1e9);
+        let f = |s: Scalar| match s {
+            Scalar::F64(x) => x,
+            _ => f64::NAN,
+        };
+        let blocks: Vec<f64> = (0..4u64)
+            .map(|b| (b * 4096..((b + 1) * 4096).min(n)).fold(-0.0, |a, c| a + f(v(c))))
+            .collect();
+        let want = (blocks[0] + blocks[1]) + (blocks[2] + blocks[3]);
+        // Split into parts at awkward places; some parts hand whole blocks, others points.
+        let cuts = [0u64, 5, 4096, 7000, 8192, 12_288, n];
+        let mut parts = Vec::new();
+        for w in cuts.windows(2) {
+            let mut p = Partial::blocked(ReduceOp::Sum, DType::F64, n, ELEMENT_BLOCK_LEVEL);
+            if w[0] % 4096 == 0 && (w[1] - w[0] == 4096 || w[1] == n) {
+                let b = w[0] / 4096;
+                p.add_block(b, Scalar::F64(blocks[b as usize])).unwrap();
+            } else {
+                for c in w[0]..w[1] {
+                    p.add(&[c], v(c)).unwrap();
+                }
+            }
+            parts.push(p);
+        }
+        for order in [[0usize, 1, 2, 3, 4, 5], [5, 3, 1, 0, 4, 2]] {
+            let mut all = Partial::blocked(ReduceOp::Sum, DType::F64, n, ELEMENT_BLOCK_LEVEL);
+            for &k in &order {
+                all.merge(parts[k].clone()).unwrap();
+            }
+            assert_eq!(
+                f64s(&all.finish().unwrap()),
+                Some(want.to_bits()),
+                "{order:?}"
+            );
+        }
+        // A space that fits in one block is that block's fold; unbounded, the same.
+        let mut one = Partial::unbounded_blocked(ReduceOp::Sum, DType::F64, ELEMENT_BLOCK_LEVEL);
+        for c in 0..10 {
+            one.add(&[c], v(c)).unwrap();
+        }
+        let seq = (0..10).fold(-0.0, |a, c| a + f(v(c)));
+        assert_eq!(f64s(&one.finish().unwrap()), Some(seq.to_bits()));
+        // A point twice, and a node below the blocks, are errors.
+        let mut p = Partial::blocked(ReduceOp::Sum, DType::F64, n, ELEMENT_BLOCK_LEVEL);
+        p.add(&[3], v(3)).unwrap();
+        assert!(p.add(&[3], v(3)).is_err());
+        assert!(p.add_node(&[], 0, 5, v(5)).is_err());
     }
 }

@@ -89,14 +89,27 @@
 //!   of 16-leaf aligned subtrees along one dimension (elements past the end count as the
 //!   exact identity), the innermost reduced dimension first, and the result is
 //!   `identity op tree`, as for a 0-d store; so they give the canonical bits everywhere.
-//! - **Not yet:** float sums and products into stores of rank 1 or more through a parallel
-//!   loop (`vecmat` and `vecmat_rows`, `A @ x` for a wide `A`), and CSR rows (written as one
-//!   partial, folded in iteration order, not vectorized). On the CPU back end a reduction
-//!   into an element that the parallel loop's rows own (indexed on dimension 0 by the loop's
-//!   dimension-0 index) is performed in iteration order; otherwise the loop's rows are cut
-//!   into chunks whose size depends only on the loop's shape, each chunk reduces in
-//!   iteration order, and the chunks' results are combined in chunk order: the bits do not
-//!   depend on the thread count or SIMD path, but may depend on the number of pieces.
+//! - *Element trees*: float sums and products of a rank-1 parallel loop into a store of rank
+//!   1 or more, made once per point and element, inside `for` loops whose induction values
+//!   index the element ([`crate::reduction::element_trees`]: `vecmat`'s and `vecmat_rows`'
+//!   `y[r] += A[r, i] * x[i]`, so `X.T @ r` and `A @ x` for a wide `A`). Each element's
+//!   points are cut into aligned blocks of `2^`[`crate::reduction::ELEMENT_BLOCK_LEVEL`]
+//!   (4096) points in the view's coordinates; a block's contributions fold in point order
+//!   from the exact identity, and the blocks combine by the aligned pairwise tree, the
+//!   result folded into the element as for a 0-d store ([`crate::reduction::Partial::blocked`]).
+//!   Blocks keep the hot loop a sequential fold into one row (the CPU back end runs a whole
+//!   block as one call whose points all update the same row of leaves), while any split of
+//!   the points still gives the same bits: a block that a piece, a chunk or (later) a rank
+//!   holds only part of travels as its points' contributions, folded once they meet.
+//! - **Not yet:** other float sums and products into stores of rank 1 or more through a
+//!   parallel loop (at an index the point owns, at loaded data, or more than once per point
+//!   and element), and CSR rows (written as one partial, folded in iteration order, not
+//!   vectorized). On the CPU back end a reduction into an element that the parallel loop's
+//!   rows own (indexed on dimension 0 by the loop's dimension-0 index) is performed in
+//!   iteration order; otherwise the loop's rows are cut into chunks whose size depends only
+//!   on the loop's shape, each chunk reduces in iteration order, and the chunks' results are
+//!   combined in chunk order: the bits do not depend on the thread count or SIMD path, but
+//!   may depend on the number of pieces.
 
 /// The largest rank a store parameter (and so a store) may have.
 pub const MAX_RANK: u32 = 16;

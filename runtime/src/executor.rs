@@ -271,7 +271,7 @@ fn covers_exactly(rects: &[Rect], shape: &[u64]) -> bool {
 }
 
 /// Merges the partial results that the points of one task held back (see
-/// [`Backend::launch`]), per loop and 0-d target, and folds each into its target once, in
+/// [`Backend::launch`]), per loop and element reduced into, and folds each into it once, in
 /// loop order (as the unfused tasks would): `old op result`. `bindings` are the last point's (a
 /// 0-d store's binding is the same for every point). A target bound to scratch memory (a
 /// temporary) is never read, and is skipped.
@@ -285,9 +285,9 @@ fn fold_reductions(
         kernel: kernel.to_string(),
         message,
     };
-    let mut merged: BTreeMap<(u32, u32), Partial> = BTreeMap::new();
+    let mut merged: BTreeMap<(u32, u32, Vec<u64>), Partial> = BTreeMap::new();
     for part in held {
-        match merged.entry((part.loop_index, part.param)) {
+        match merged.entry((part.loop_index, part.param, part.element)) {
             Entry::Vacant(v) => {
                 v.insert(part.partial);
             }
@@ -297,12 +297,41 @@ fn fold_reductions(
                 .map_err(|e| fault(e.to_string()))?,
         }
     }
-    for ((_, param), mut partial) in merged {
+    for ((_, param, element), mut partial) in merged {
         let Some(result) = partial.finish().map_err(|e| fault(e.to_string()))? else {
             continue;
         };
-        let Some(Binding::Buffer { buffer, offset, .. }) = bindings.get(param as usize) else {
+        let Some(Binding::Buffer {
+            buffer,
+            offset,
+            strides,
+            origin,
+            view,
+            ..
+        }) = bindings.get(param as usize)
+        else {
             continue;
+        };
+        // The element of an element tree (none for a 0-d store), in the view's coordinates:
+        // the same view for every point, so any point's binding reaches it.
+        let inside = element.len() == view.len()
+            && element.iter().zip(view).all(|(e, x)| e < x)
+            && origin.len() == view.len();
+        if !inside {
+            return Err(fault(format!(
+                "element {element:?} of parameter {param} lies outside its view {view:?}"
+            )));
+        }
+        let delta: i64 = element
+            .iter()
+            .zip(origin)
+            .zip(strides)
+            .map(|((&e, &o), &st)| (e as i64 - o).saturating_mul(st))
+            .sum();
+        let Some(offset) = offset.checked_add_signed(delta) else {
+            return Err(fault(format!(
+                "element {element:?} of parameter {param} lies outside its buffer"
+            )));
         };
         let dtype = result.dtype();
         let at = offset.saturating_mul(dtype.size() as u64);

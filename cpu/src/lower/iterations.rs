@@ -6,9 +6,10 @@
 //!
 //! A loop qualifies when
 //! - it carries no values;
-//! - it writes only by reductions into chunk-private reduction buffers (which alias nothing
-//!   else the loop reads), each at an index whose last component is the loop's induction value
-//!   and whose others do not depend on it, every access to such a store at that one index;
+//! - it writes only to chunk-private stores (reduction buffers, and the leaf stores of element
+//!   trees, [`crate::leaves`]: they alias nothing else the loop reads), by reductions or
+//!   stores, each at an index whose last component is the loop's induction value and whose
+//!   others do not depend on it, every access to such a store at that one index;
 //! - every load that depends on the induction value is indexed by it on the last dimension
 //!   only (others independent of it), of a store whose last stride is one element in the
 //!   function being lowered;
@@ -99,25 +100,25 @@ pub(crate) fn plan(
         let depends =
             |v: &ValueId, varying: &HashMap<ValueId, DType>| *v == j || varying.contains_key(v);
         match &inst.op {
-            Op::For(_) | Op::Parallel(_) | Op::Store(..) => {
-                return Err("a loop or a store in the body".into());
+            Op::For(_) | Op::Parallel(_) => {
+                return Err("a loop in the body".into());
             }
-            Op::Load(acc) | Op::Reduce(acc, ..) => {
+            Op::Load(acc) | Op::Reduce(acc, ..) | Op::Store(acc, _) => {
                 let (_, slot) = layout.store(acc.param)?;
                 if acc.indices.iter().any(|v| varying.contains_key(v)) {
                     return Err("an index computed from the induction value".into());
                 }
                 let at_j = acc.indices.last() == Some(&j)
                     && acc.indices.iter().filter(|&&v| v == j).count() == 1;
-                let reduce = matches!(inst.op, Op::Reduce(..));
+                let writes = matches!(inst.op, Op::Reduce(..) | Op::Store(..));
                 let e = accesses.entry(acc.param).or_default();
                 e.0.push(&acc.indices);
-                e.1 |= reduce;
-                if reduce {
+                e.1 |= writes;
+                if writes {
                     let private = views.get(&acc.param).is_some_and(|v| v.private);
                     if !private || !at_j {
                         return Err(
-                            "a reduction outside a chunk buffer or not at the induction value"
+                            "a write outside a chunk-private store or not at the induction value"
                                 .into(),
                         );
                     }
@@ -157,11 +158,11 @@ pub(crate) fn plan(
     }
     for (lists, written) in accesses.values() {
         if *written && lists.windows(2).any(|w| w[0] != w[1]) {
-            return Err("a reduction buffer accessed at two indices".into());
+            return Err("a chunk-private store accessed at two indices".into());
         }
     }
     if !accesses.values().any(|(_, w)| *w) {
-        return Err("no reduction".into());
+        return Err("no write".into());
     }
     Ok(IterPlan {
         lanes: lanes.ok_or("no vector value")?,
@@ -277,8 +278,8 @@ impl FnLower<'_, '_> {
         let lanes = plan.lanes;
         let result = inst.results.first().copied();
         let vary = result.and_then(|r| plan.varying.get(&r).copied());
-        let is_reduce = matches!(inst.op, Op::Reduce(..));
-        if vary.is_none() && !is_reduce {
+        let writes = matches!(inst.op, Op::Reduce(..) | Op::Store(..));
+        if vary.is_none() && !writes {
             // Independent of the induction value: the scalar code, once per step.
             return self.lower_inst(inst);
         }
@@ -299,6 +300,11 @@ impl FnLower<'_, '_> {
                     let old = self.b.ins().load(vec_type(t, lanes), data_flags(), addr, 0);
                     let new = self.combine(*op, t, old, x);
                     self.b.ins().store(data_flags(), new, addr, 0);
+                }
+                (Op::Store(acc, v), _) => {
+                    let x = self.lane_vector(*v, lanes, vk)?;
+                    let addr = self.address(acc)?;
+                    self.b.ins().store(data_flags(), x, addr, 0);
                 }
                 (Op::Binary(op, a, b), Some(t)) => {
                     let x = self.lane_vector(*a, lanes, vk)?;

@@ -1,5 +1,8 @@
-//! Reductions are reproducible: `sum`, `prod`, `dot` and `norm` of 1-d and 2-d arrays, and
-//! sums and products over axes whose result is small, give
+//! Reductions are reproducible: `sum`, `prod`, `dot` and `norm` of 1-d and 2-d arrays,
+//! sums and products over axes whose result is small, and the products of a wide matrix with a
+//! vector (`X.T @ r`, through `vecmat_rows`, and `A @ x` for a wide `A`, through `vecmat`:
+//! each element an element tree over the long dimension, blocks of 4096 points folded in
+//! order and the blocks by the canonical tree) give
 //! the bits of the canonical order (`weft_ir::reduction::canonical`, an independent
 //! recursive implementation of the definition) for 1 and 2 threads, 1 and 3 pieces and every
 //! SIMD path this CPU runs, on lengths that are not multiples of any lane count, that cross
@@ -106,6 +109,64 @@ fn run(config: Config) -> Vec<u64> {
         out.push(fused);
     }
     out.extend(axis_reductions(&np, &label));
+    out.extend(wide_products(&np, &label));
+    out
+}
+
+/// `init + ` an element tree's reduction of `value(i)` for `i < n`
+/// (`weft_ir::reduction::ELEMENT_BLOCK_LEVEL`): aligned blocks of 4096 points, each summed in
+/// order from `-0.0`, the blocks combined by the canonical tree.
+fn element_tree_sum(n: u64, value: &dyn Fn(u64) -> f64) -> u64 {
+    let block = 1u64 << weft_ir::reduction::ELEMENT_BLOCK_LEVEL;
+    let blocks: Vec<f64> = (0..n.div_ceil(block))
+        .map(|b| (b * block..((b + 1) * block).min(n)).fold(-0.0, |a, i| a + value(i)))
+        .collect();
+    reference(ReduceOp::Sum, 0.0, &[blocks.len() as u64], &|p| {
+        blocks[p[0] as usize]
+    })
+}
+
+/// Tall `(n, d)` matrices: `X.T @ r` reads `X` by rows (`vecmat_rows`); the `(d, n)` matrix
+/// with the same values, stored wide, gives `A @ x` by columns (`vecmat`).
+const TALL: [(u64, u64); 4] = [(9, 2), (1000, 7), (16_384 + 77, 3), (70_001, 2)];
+
+fn wide_products(np: &weft::Numeric, label: &str) -> Vec<u64> {
+    let mut out = Vec::new();
+    for (k, &(n, d)) in TALL.iter().enumerate() {
+        let (nu, du) = (n as usize, d as usize);
+        let xs = values(nu * du, 500 + k as u64);
+        let rs = values(nu, 600 + k as u64);
+        let bs = values(nu, 700 + k as u64);
+        let x = np.from_vec(&[n, d], &xs);
+        let r = np.from_vec(&[n], &rs);
+        let b = np.from_vec(&[n], &bs);
+        // The same matrix stored wide: a[c, i] = x[i, c].
+        let wide: Vec<f64> = (0..du)
+            .flat_map(|c| (0..nu).map(move |i| (i, c)))
+            .map(|(i, c)| xs[i * du + c])
+            .collect();
+        let a = np.from_vec(&[d, n], &wide);
+        let by_rows = x.t().matvec(&r).to_vec().expect("X.T @ r");
+        let by_columns = a.matvec(&r).to_vec().expect("A @ r");
+        // Fused with the element-wise task that makes the vector.
+        let fused = x
+            .t()
+            .matvec(&(&r * 2.0 + &b))
+            .to_vec()
+            .expect("X.T @ (2r + b)");
+        for c in 0..du {
+            let want = element_tree_sum(n, &|i| xs[i as usize * du + c] * rs[i as usize]);
+            let want_fused = element_tree_sum(n, &|i| {
+                let i = i as usize;
+                xs[i * du + c] * (rs[i] * 2.0 + bs[i])
+            });
+            let at = format!("({n}, {d}), element {c} ({label})");
+            assert_eq!(by_rows[c].to_bits(), want, "X.T @ r of {at}");
+            assert_eq!(by_columns[c].to_bits(), want, "A @ r of {at}");
+            assert_eq!(fused[c].to_bits(), want_fused, "X.T @ (2r + b) of {at}");
+            out.extend([want, want_fused]);
+        }
+    }
     out
 }
 
