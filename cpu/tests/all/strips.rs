@@ -165,7 +165,7 @@ fn a_cut_loop_gives_the_bits_of_the_whole_loop_and_of_the_interpreter() {
                 assert_eq!(got, want, "m={m} n={n} threads={threads}");
             }
             if m <= 1500 {
-                // One chunk into a store of zeros: the interpreter's order is the chunk's.
+                // `g` is an element tree (one block here): the interpreter's order.
                 assert_eq!(want, interpreted_gradient(&k, m, n), "m={m} n={n}");
             }
         }
@@ -261,6 +261,62 @@ fn reductions_into_distinct_elements_run_as_vectors_with_the_scalar_bits() {
             }
         }
     }
+}
+
+/// The reference interpreter's `g` for `vecmat_rows` (f64) on `m` rows of `n`.
+fn interpreted_vecmat_rows(k: &Kernel, m: usize, n: usize) -> Vec<u64> {
+    let (mi, ni) = (m as i64, n as i64);
+    let mut storages = vec![
+        Storage::from_f64(DType::F64, &inputs(m * n, (m + 31 * n) as u64)),
+        Storage::from_f64(DType::F64, &inputs(m, 11)),
+        Storage::from_f64(DType::F64, &vec![0.5; n]),
+    ];
+    let args = [
+        Arg::Store(View::dense(0, &[mi, ni])),
+        Arg::Store(View::dense(1, &[mi])),
+        Arg::Store(View::dense(2, &[ni])),
+    ];
+    interp::run_with_limit(k, &args, &mut storages, u64::MAX).unwrap();
+    storages[2].to_f64().iter().map(|v| v.to_bits()).collect()
+}
+
+#[test]
+fn element_trees_give_the_interpreters_bits_across_blocks_and_chunks() {
+    // `g` is an element tree (blocks of 4096 rows folded in order, the blocks by the pairwise
+    // tree): rows around one block, several, and enough for chunks of whole blocks (at two
+    // threads a loop of 40007 rows runs chunks of 4096-row blocks; shorter ones split blocks
+    // between chunks, whose rows then meet as loose points).
+    let k = vecmat_rows_kernel(DType::F64);
+    let (v, s) = both(&k);
+    for m in [0, 1, 5, 4095, 4096, 4097, 9000, 40_007] {
+        for n in [1, 3, 8, 11] {
+            let want = interpreted_vecmat_rows(&k, m, n);
+            for threads in [1, 2] {
+                assert_eq!(
+                    run_vecmat_rows(&v, DType::F64, (m, n), threads),
+                    want,
+                    "m={m} n={n} t={threads}"
+                );
+                assert_eq!(
+                    run_vecmat_rows(&s, DType::F64, (m, n), threads),
+                    want,
+                    "scalar m={m} n={n}"
+                );
+            }
+        }
+    }
+    // Not the sequential order: the test would see a chunk-order fold.
+    let (m, n) = (9000, 3);
+    let a = inputs(m * n, (m + 31 * n) as u64);
+    let x = inputs(m, 11);
+    let sequential: Vec<u64> = (0..n)
+        .map(|r| {
+            (0..m)
+                .fold(0.5f64, |g, i| g + a[i * n + r] * x[i])
+                .to_bits()
+        })
+        .collect();
+    assert_ne!(sequential, interpreted_vecmat_rows(&k, m, n));
 }
 
 /// One step of a random straight run: an operation on two earlier values of the pool.

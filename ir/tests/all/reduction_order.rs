@@ -5,7 +5,7 @@
 
 use proptest::prelude::*;
 use weft_ir::interp::reduce;
-use weft_ir::reduction::{Partial, aligned_nodes, canonical};
+use weft_ir::reduction::{Partial, aligned_nodes, canonical, exact_identity};
 use weft_ir::{DType, ReduceOp, Scalar};
 
 /// Values whose sums depend on the order: mixed magnitudes, signed zeros and infinities.
@@ -140,6 +140,63 @@ proptest! {
             all.merge(part).unwrap();
         }
         prop_assert_eq!(bits(all.result()), bits(want));
+    }
+
+    /// Element trees (`Partial::blocked`): the points of a rank-1 loop dealt to parts in
+    /// contiguous ranges at random cuts, each part adding the whole blocks it holds as blocks
+    /// (folded in order here) and the rest as points, the parts merged in a random order: the
+    /// bits of the definition computed directly (each block folded in order from the exact
+    /// identity, the blocks by the canonical tree).
+    #[test]
+    fn element_trees_split_anywhere_give_the_definitions_bits(
+        extent in 0u64..40,
+        block in 1u32..4,
+        cuts in prop::collection::vec(0u64..40, 0..5),
+        (op, dtype) in ops_and_types().prop_filter("float sums and products", |(o, d)| {
+            matches!(o, ReduceOp::Sum | ReduceOp::Prod) && matches!(d, DType::F32 | DType::F64)
+        }),
+        seed in any::<u64>(),
+        shuffle in any::<u64>(),
+    ) {
+        let size = 1u64 << block;
+        let fold = |a: u64, b: u64| {
+            (a..b).fold(exact_identity(op, dtype), |acc, c| {
+                reduce(op, acc, value(seed, &[c], dtype)).unwrap()
+            })
+        };
+        let blocks: Vec<Scalar> = (0..extent.div_ceil(size))
+            .map(|b| fold(b * size, ((b + 1) * size).min(extent)))
+            .collect();
+        let want = canonical(op, dtype, &[blocks.len() as u64], &|p| blocks[p[0] as usize]);
+        let mut bounds: Vec<u64> = cuts.into_iter().map(|c| c % extent.max(1)).collect();
+        bounds.extend([0, extent]);
+        bounds.sort_unstable();
+        bounds.dedup();
+        let mut parts = Vec::new();
+        for w in bounds.windows(2) {
+            let mut part = Partial::blocked(op, dtype, extent, block);
+            let mut c = w[0];
+            while c < w[1] {
+                let end = ((c / size + 1) * size).min(extent);
+                if c.is_multiple_of(size) && end <= w[1] {
+                    part.add_block(c / size, fold(c, end)).unwrap();
+                    c = end;
+                } else {
+                    part.add(&[c], value(seed, &[c], dtype)).unwrap();
+                    c += 1;
+                }
+            }
+            parts.push(part);
+        }
+        let mut all = Partial::blocked(op, dtype, extent, block);
+        if !parts.is_empty() {
+            let k = shuffle as usize % parts.len();
+            parts.rotate_left(k);
+        }
+        for part in parts {
+            all.merge(part).unwrap();
+        }
+        prop_assert_eq!(bits(all.finish().unwrap()), bits(want));
     }
 
     /// Workers that do not know the extents (`Partial::unbounded`) and add whole lines of the
