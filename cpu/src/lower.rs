@@ -1269,8 +1269,17 @@ impl<'f> FnLower<'_, 'f> {
         cont: Block,
         cont_args: &[BlockArg],
     ) {
-        let mut bad: Option<Value> = None;
+        // One comparison per index: against the least of its extents (the fault block finds
+        // which one failed). Extents are loop-invariant, so their minimum leaves the loop.
+        let mut by_index: Vec<(Value, Value)> = Vec::new();
         for &(idx, e, _) in &checks {
+            match by_index.iter_mut().find(|(i, _)| *i == idx) {
+                Some((_, m)) => *m = self.b.ins().umin(*m, e),
+                None => by_index.push((idx, e)),
+            }
+        }
+        let mut bad: Option<Value> = None;
+        for (idx, e) in by_index {
             let c = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, idx, e);
             bad = Some(match bad {
                 None => c,
