@@ -1373,9 +1373,14 @@ impl<'f> FnLower<'_, 'f> {
     // ---- frame and views -----------------------------------------------------------------
 
     fn frame_word(&mut self, ty: Type, word: usize) -> Value {
-        self.b
-            .ins()
-            .load(ty, frame_flags(), self.frame, (word * 8) as i32)
+        // A store's words and the scalars never change while a function runs (only spill
+        // words do, and those are read elsewhere): Cranelift may move the load out of loops.
+        self.b.ins().load(
+            ty,
+            frame_flags().with_can_move(),
+            self.frame,
+            (word * 8) as i32,
+        )
     }
 
     /// Loads the registers of store parameter `param` for the accesses of this function.

@@ -31,10 +31,16 @@ use std::collections::HashMap;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{BlockArg, InstBuilder, Value, types};
 use weft_ir::validate::Types;
-use weft_ir::{BinaryOp, DType, ForLoop, Inst, Op, UnaryOp, ValueId};
+use weft_ir::{Access, BinaryOp, DType, ForLoop, Inst, Op, UnaryOp, ValueId};
 
 use super::vector::{float_vector_binary, vec_type};
 use super::{FnLower, LResult, Layout, View, data_flags, operands};
+
+/// The addresses [`FnLower::row_addresses`] found, at iteration `lo`.
+struct Rows<'a> {
+    lo: Value,
+    rows: &'a HashMap<(u32, Vec<ValueId>), Value>,
+}
 
 /// Vectors per step of the main vector loop.
 const UNROLL: usize = 2;
@@ -198,6 +204,9 @@ impl FnLower<'_, '_> {
         // The induction value's range, once, as the scalar code checks it.
         let hoisted = self.hoistable_checks(l);
         let checks = self.induction_range_checks(l, &hoisted, lo, hi);
+        // The address of iteration `lo`'s element of every access at the induction value,
+        // once: a step's is that plus its distance from `lo` (the last stride is one element).
+        let rows = self.row_addresses(l, plan, lo)?;
         if checks.is_empty() {
             self.b.ins().jump(head, &[BlockArg::Value(lo)]);
         } else {
@@ -230,8 +239,9 @@ impl FnLower<'_, '_> {
                 .collect();
             let mark = self.env.mark();
             let mut vecs: Vec<HashMap<ValueId, Value>> = vec![HashMap::new(); unroll];
+            let at = Rows { lo, rows: &rows };
             for inst in &l.body {
-                self.iteration_inst(inst, l.induction, plan, &starts, &mut vecs)?;
+                self.iteration_inst(inst, l.induction, plan, (&starts, &at), &mut vecs)?;
             }
             self.env.pop_to(mark);
             let next = self.b.ins().iadd_imm_s(j, width);
@@ -249,6 +259,50 @@ impl FnLower<'_, '_> {
         self.b.ins().jump(done, &[]);
         self.b.switch_to_block(done);
         Ok(())
+    }
+
+    /// The addresses at iteration `lo` of the accesses of `l`'s body at the induction value
+    /// whose other indices are defined before the loop, keyed by parameter and indices.
+    fn row_addresses(
+        &mut self,
+        l: &ForLoop,
+        plan: &IterPlan,
+        lo: Value,
+    ) -> LResult<HashMap<(u32, Vec<ValueId>), Value>> {
+        let mut out = HashMap::new();
+        let mark = self.env.mark();
+        self.env.define(l.induction, lo, DType::I64);
+        for inst in &l.body {
+            let acc = match &inst.op {
+                Op::Load(acc) | Op::Reduce(acc, ..) | Op::Store(acc, _) => acc,
+                _ => continue,
+            };
+            let at_j = acc.indices.last() == Some(&l.induction);
+            let key = (acc.param, acc.indices.clone());
+            let ready = acc.indices.iter().all(|&v| {
+                v == l.induction || (!plan.varying.contains_key(&v) && self.val(v).is_ok())
+            });
+            if !at_j || !ready || out.contains_key(&key) {
+                continue;
+            }
+            let a = self.address(acc)?;
+            out.insert(key, a);
+        }
+        self.env.pop_to(mark);
+        Ok(out)
+    }
+
+    /// The address of `acc` in the step whose vector starts at iteration `start`: from its
+    /// address at `lo` where [`Self::row_addresses`] has it, else computed.
+    fn step_address(&mut self, acc: &Access, start: Value, at: &Rows<'_>) -> LResult<Value> {
+        let Some(&base) = at.rows.get(&(acc.param, acc.indices.clone())) else {
+            return self.address(acc);
+        };
+        let (_, slot) = self.layout.store(acc.param)?;
+        let size = i64::try_from(slot.dtype.size()).map_err(|e| e.to_string())?;
+        let distance = self.b.ins().isub(start, at.lo);
+        let bytes = self.b.ins().imul_imm_s(distance, size);
+        Ok(self.b.ins().iadd(base, bytes))
     }
 
     /// The vector of `v` for lanes of `t`: a varying value's, or the scalar's splat.
@@ -272,7 +326,7 @@ impl FnLower<'_, '_> {
         inst: &Inst,
         induction: ValueId,
         plan: &IterPlan,
-        starts: &[Value],
+        (starts, at): (&[Value], &Rows<'_>),
         vecs: &mut [HashMap<ValueId, Value>],
     ) -> LResult<()> {
         let lanes = plan.lanes;
@@ -288,7 +342,7 @@ impl FnLower<'_, '_> {
             let vk = &mut vecs[k];
             match (&inst.op, vary) {
                 (Op::Load(acc), Some(t)) => {
-                    let addr = self.address(acc)?;
+                    let addr = self.step_address(acc, start, at)?;
                     let x = self.b.ins().load(vec_type(t, lanes), data_flags(), addr, 0);
                     vk.insert(result.ok_or("a load without a result")?, x);
                 }
@@ -296,14 +350,14 @@ impl FnLower<'_, '_> {
                     let (_, slot) = self.layout.store(acc.param)?;
                     let t = slot.dtype;
                     let x = self.lane_vector(*v, lanes, vk)?;
-                    let addr = self.address(acc)?;
+                    let addr = self.step_address(acc, start, at)?;
                     let old = self.b.ins().load(vec_type(t, lanes), data_flags(), addr, 0);
                     let new = self.combine(*op, t, old, x);
                     self.b.ins().store(data_flags(), new, addr, 0);
                 }
                 (Op::Store(acc, v), _) => {
                     let x = self.lane_vector(*v, lanes, vk)?;
-                    let addr = self.address(acc)?;
+                    let addr = self.step_address(acc, start, at)?;
                     self.b.ins().store(data_flags(), x, addr, 0);
                 }
                 (Op::Binary(op, a, b), Some(t)) => {
