@@ -10,9 +10,11 @@
 //! chunks touch disjoint rows) or through one private buffer per chunk, initialised to the
 //! operator's identity and folded into the store element by element in chunk order. Either way
 //! the result is the same bits for any number of threads. Float sums and products into 0-d
-//! stores go through leaf stores instead ([`crate::leaves`]): each chunk gets its own leaf
-//! buffers (through its own copy of the frame) and returns their canonical nodes, which merge
-//! into the same bits in any order.
+//! stores, and element trees, go through leaf stores instead ([`crate::leaves`]): each chunk
+//! gets its own leaf buffers (through its own copy of the frame) and returns their canonical
+//! nodes, which merge into the same bits in any order. A chunk with leaf stores runs in
+//! several calls ([`leaf_calls`]): slices of about [`LEAF_ITERS`] points, and each whole block
+//! of an element tree alone (chunks of such loops are cut on the blocks' bounds).
 
 use rayon::ThreadPool;
 use rayon::prelude::*;
