@@ -319,6 +319,59 @@ fn element_trees_give_the_interpreters_bits_across_blocks_and_chunks() {
     assert_ne!(sequential, interpreted_vecmat_rows(&k, m, n));
 }
 
+#[test]
+fn a_register_accumulator_carries_across_the_calls_of_an_element_trees_blocks() {
+    // `top[] max= x[i]` (an exact operator: a register accumulator) in the loop that reduces
+    // `g` by element trees, whose chunks run a call per 4096-row block: the maximum must see
+    // every call's rows, and `g` the interpreter's bits.
+    let mut kb = KernelBuilder::new("strips.vecmat_rows_and_max");
+    let a = kb.store(DType::F64, 2, Privilege::Read);
+    let x = kb.store(DType::F64, 1, Privilege::Read);
+    let g = kb.store(DType::F64, 1, Privilege::Reduce(ReduceOp::Sum));
+    let top = kb.store(DType::F64, 0, Privilege::Reduce(ReduceOp::Max));
+    kb.parallel(x, |b, i| {
+        let xi = b.load(x, &[i[0]]);
+        b.reduce(top, &[], xi);
+        gradient_row(b, (a, g), i[0], xi);
+    });
+    let k = kb.finish_validated().unwrap();
+    let (v, s) = both(&k);
+    // 70001 rows at one thread: chunks of 16384 rows, four block calls each.
+    let (m, n) = (70_001usize, 3usize);
+    let want_max = inputs(m, 11).into_iter().fold(f64::NEG_INFINITY, f64::max);
+    let want_g = {
+        let mut storages = vec![
+            Storage::from_f64(DType::F64, &inputs(m * n, 5)),
+            Storage::from_f64(DType::F64, &inputs(m, 11)),
+            Storage::from_f64(DType::F64, &vec![0.0; n]),
+            Storage::from_f64(DType::F64, &[f64::NEG_INFINITY]),
+        ];
+        let args = [
+            Arg::Store(View::dense(0, &[m as i64, n as i64])),
+            Arg::Store(View::dense(1, &[m as i64])),
+            Arg::Store(View::dense(2, &[n as i64])),
+            Arg::Store(View::dense(3, &[])),
+        ];
+        interp::run_with_limit(&k, &args, &mut storages, u64::MAX).unwrap();
+        assert_eq!(storages[3].to_f64()[0], want_max);
+        storages[2].to_f64()
+    };
+    for (c, threads) in [(&v, 1), (&v, 2), (&s, 1)] {
+        let (mut av, mut xv) = (inputs(m * n, 5), inputs(m, 11));
+        let (mut gv, mut tv) = (vec![0.0f64; n], vec![f64::NEG_INFINITY]);
+        let stores = [
+            dense(&mut av, &[m as i64, n as i64]),
+            dense(&mut xv, &[m as i64]),
+            dense(&mut gv, &[n as i64]),
+            dense(&mut tv, &[]),
+        ];
+        run_on(c, &stores, &[], threads).unwrap();
+        assert_eq!(tv[0], want_max, "threads {threads}");
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&gv), bits(&want_g), "threads {threads}");
+    }
+}
+
 /// One step of a random straight run: an operation on two earlier values of the pool.
 #[derive(Clone, Debug)]
 struct RunStep {
