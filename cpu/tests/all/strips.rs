@@ -130,23 +130,29 @@ fn run_gradient(
     g.iter().map(|v| v.to_bits()).collect()
 }
 
+/// Runs `k` in the reference interpreter on dense f64 stores (`(values, extents)` per
+/// parameter) and returns store `out`'s bits.
+fn interpret(k: &Kernel, stores: Vec<(Vec<f64>, Vec<i64>)>, out: usize) -> Vec<u64> {
+    let mut storages = Vec::new();
+    let mut args = Vec::new();
+    for (i, (values, extents)) in stores.into_iter().enumerate() {
+        storages.push(Storage::from_f64(DType::F64, &values));
+        args.push(Arg::Store(View::dense(i, &extents)));
+    }
+    interp::run_with_limit(k, &args, &mut storages, u64::MAX).unwrap();
+    storages[out].to_f64().iter().map(|v| v.to_bits()).collect()
+}
+
 /// The reference interpreter's `g` for the gradient kernel on `m` rows of `n` (dense).
 fn interpreted_gradient(k: &Kernel, m: usize, n: usize) -> Vec<u64> {
     let (mi, ni) = (m as i64, n as i64);
-    let mut storages = vec![
-        Storage::from_f64(DType::F64, &inputs(m * n, (m * 7 + n) as u64)),
-        Storage::from_f64(DType::F64, &inputs(n, 3)),
-        Storage::from_f64(DType::F64, &inputs(m, 5)),
-        Storage::from_f64(DType::F64, &vec![0.0; n]),
+    let stores = vec![
+        (inputs(m * n, (m * 7 + n) as u64), vec![mi, ni]),
+        (inputs(n, 3), vec![ni]),
+        (inputs(m, 5), vec![mi]),
+        (vec![0.0; n], vec![ni]),
     ];
-    let args = [
-        Arg::Store(View::dense(0, &[mi, ni])),
-        Arg::Store(View::dense(1, &[ni])),
-        Arg::Store(View::dense(2, &[mi])),
-        Arg::Store(View::dense(3, &[ni])),
-    ];
-    interp::run_with_limit(k, &args, &mut storages, u64::MAX).unwrap();
-    storages[3].to_f64().iter().map(|v| v.to_bits()).collect()
+    interpret(k, stores, 3)
 }
 
 #[test]
@@ -266,18 +272,12 @@ fn reductions_into_distinct_elements_run_as_vectors_with_the_scalar_bits() {
 /// The reference interpreter's `g` for `vecmat_rows` (f64) on `m` rows of `n`.
 fn interpreted_vecmat_rows(k: &Kernel, m: usize, n: usize) -> Vec<u64> {
     let (mi, ni) = (m as i64, n as i64);
-    let mut storages = vec![
-        Storage::from_f64(DType::F64, &inputs(m * n, (m + 31 * n) as u64)),
-        Storage::from_f64(DType::F64, &inputs(m, 11)),
-        Storage::from_f64(DType::F64, &vec![0.5; n]),
+    let stores = vec![
+        (inputs(m * n, (m + 31 * n) as u64), vec![mi, ni]),
+        (inputs(m, 11), vec![mi]),
+        (vec![0.5; n], vec![ni]),
     ];
-    let args = [
-        Arg::Store(View::dense(0, &[mi, ni])),
-        Arg::Store(View::dense(1, &[mi])),
-        Arg::Store(View::dense(2, &[ni])),
-    ];
-    interp::run_with_limit(k, &args, &mut storages, u64::MAX).unwrap();
-    storages[2].to_f64().iter().map(|v| v.to_bits()).collect()
+    interpret(k, stores, 2)
 }
 
 #[test]
