@@ -502,7 +502,19 @@ impl Plan {
         stores: &[StoreView],
     ) -> Result<()> {
         let ext = &stores[over].extents;
+        let points = !ext.contains(&0);
         for ob in obligations {
+            if let Some(c) = ob.index {
+                let lim = stores[ob.store].extents[ob.dim];
+                if points && c >= lim {
+                    return Err(self.fault(format!(
+                        "index out of bounds in store parameter {} (dim {}): index {c}, extent \
+                         {lim}",
+                        self.layout.stores[ob.store].param, ob.dim
+                    )));
+                }
+                continue;
+            }
             let (e, lim) = (ext[ob.loop_dim], stores[ob.store].extents[ob.dim]);
             if e > lim {
                 return Err(self.fault(format!(

@@ -205,13 +205,16 @@ pub(crate) struct RedBuf {
 }
 
 /// A run-time condition that a parallel step's unchecked accesses rely on: the loop's extent on
-/// `loop_dim` is at most the extent of `store` on `dim`.
+/// `loop_dim` is at most the extent of `store` on `dim`; or, with `index`, that constant index
+/// is below that extent (an access every point makes, checked once per launch of a loop that
+/// has points).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Obligation {
     pub loop_dim: usize,
     /// Index into [`Layout::stores`].
     pub store: usize,
     pub dim: usize,
+    pub index: Option<i64>,
 }
 
 /// A place where compiled code can stop: an index out of bounds in `param` on `dim`.
@@ -744,6 +747,7 @@ impl StepCx<'_> {
                 types: self.types,
                 lanes: self.lanes,
                 consts: HashMap::new(),
+                in_for: 0,
                 lane_loops: self.lane_loops,
             };
             build(&mut fl)?;
@@ -944,6 +948,9 @@ struct FnLower<'a, 'f> {
     lanes: bool,
     /// The constants lowered so far (value ids are unique in a kernel).
     consts: HashMap<ValueId, Scalar>,
+    /// How many `for` loops the code being lowered is inside (0: the top of a point's body,
+    /// which every point runs).
+    in_for: u32,
     /// How many `for` loops of the kernel were lowered as vectors of lanes.
     lane_loops: &'a mut usize,
 }
@@ -1855,9 +1862,25 @@ impl<'f> FnLower<'_, 'f> {
         if self.for_proven.contains(&(iv, param, d)) {
             return true;
         }
+        let konst = match self.consts.get(&iv) {
+            Some(Scalar::I64(c)) if *c >= 0 => Some(*c),
+            _ => None,
+        };
+        let top = self.in_for == 0;
         let Some(p) = &mut self.par else {
             return false;
         };
+        if let (Some(c), true) = (konst, top) {
+            // A constant index of an access at the top of the point's body, which every point
+            // makes: the launcher checks it once.
+            p.obligations.insert(Obligation {
+                loop_dim: 0,
+                store,
+                dim: d,
+                index: Some(c),
+            });
+            return true;
+        }
         let Some(&loop_dim) = p.loop_dims.get(&iv) else {
             return false;
         };
@@ -1865,6 +1888,7 @@ impl<'f> FnLower<'_, 'f> {
             loop_dim,
             store,
             dim: d,
+            index: None,
         });
         true
     }
@@ -1973,6 +1997,14 @@ impl<'f> FnLower<'_, 'f> {
     /// `for i in lo..hi` as a guarded do-while loop with the carried values as block
     /// parameters.
     fn lower_for(&mut self, inst: &Inst, l: &ForLoop) -> LResult<()> {
+        self.in_for += 1;
+        let lowered = self.lower_for_any(inst, l);
+        self.in_for -= 1;
+        lowered
+    }
+
+    /// [`Self::lower_for`], by the first lowering that takes the loop.
+    fn lower_for_any(&mut self, inst: &Inst, l: &ForLoop) -> LResult<()> {
         if self.lanes {
             let views = &self.views;
             let unit = |param: u32| views.get(&param).is_some_and(|v| v.unit_inner);

@@ -876,6 +876,7 @@ impl FnLower<'_, '_> {
                         loop_dim,
                         store,
                         dim: d,
+                        index: None,
                     });
                 }
             }

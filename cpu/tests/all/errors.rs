@@ -302,3 +302,47 @@ fn loop_indexed_accesses_are_checked_once_per_loop() {
         }
     }
 }
+
+#[test]
+fn a_constant_index_every_point_uses_is_checked_once_and_only_when_points_run() {
+    // y[i] = t[i, 1] (a constant index at the top of the point's body: checked once per
+    // launch), plus t[i, 3] read in a `for` loop of `n` iterations (checked where it runs).
+    let mut kb = Kb::new();
+    let t = kb.store(DType::F64, 2, Privilege::Read);
+    let y = kb.store(DType::F64, 1, Privilege::Write);
+    let n = kb.scalar(DType::I64);
+    let nv = kb.param(n);
+    kb.parallel(y, 1, |kb, i| {
+        let one = kb.i64(1);
+        let a = kb.load(t, &[i[0], one]);
+        let zero = kb.i64(0);
+        let s = kb.for_loop(zero, nv, &[a], |kb, _, acc| {
+            let three = kb.i64(3);
+            let b = kb.load(t, &[i[0], three]);
+            vec![kb.add(acc[0], b)]
+        });
+        kb.store_to(y, &[i[0]], s[0]);
+    });
+    let k = compile(&kb.finish("test.const_index"));
+    for threads in [1, 2] {
+        // Rows of 2: index 1 is in bounds; the loop never runs, so index 3 is never read.
+        let mut tv: Vec<f64> = (0..200).map(f64::from).collect();
+        let mut yv = vec![0.0; 100];
+        let stores = [dense(&mut tv, &[100, 2]), dense(&mut yv, &[100])];
+        run_on(&k, &stores, &[Scalar::I64(0)], threads).unwrap();
+        assert!(yv.iter().enumerate().all(|(i, &v)| v == (2 * i + 1) as f64));
+        // The loop runs: index 3 of a row of 2 faults where it is read.
+        let msg = fault_message(run_on(&k, &stores, &[Scalar::I64(1)], threads));
+        assert!(msg.contains("store parameter 0 (dim 1)"), "{msg}");
+        // Rows of 1: index 1 faults, named as the compiled check names it.
+        let mut tv = vec![1.0; 100];
+        let stores = [dense(&mut tv, &[100, 1]), dense(&mut yv, &[100])];
+        let msg = fault_message(run_on(&k, &stores, &[Scalar::I64(0)], threads));
+        assert!(msg.contains("test.const_index"), "{msg}");
+        assert!(msg.contains("store parameter 0 (dim 1)"), "{msg}");
+        // No points: nothing is read, nothing faults.
+        let (mut tv, mut yv) = (Vec::<f64>::new(), Vec::<f64>::new());
+        let stores = [dense(&mut tv, &[0, 1]), dense(&mut yv, &[0])];
+        run_on(&k, &stores, &[Scalar::I64(0)], threads).unwrap();
+    }
+}
