@@ -1285,21 +1285,24 @@ impl<'f> FnLower<'_, 'f> {
                 None => by_index.push((idx, e)),
             }
         }
-        let mut bad: Option<Value> = None;
-        for (idx, e) in by_index {
-            let c = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, idx, e);
-            bad = Some(match bad {
-                None => c,
-                Some(b) => self.b.ins().bor(b, c),
-            });
-        }
-        let Some(bad) = bad else {
+        if by_index.is_empty() {
             self.b.ins().jump(cont, cont_args);
             return;
-        };
+        }
+        // A branch per comparison (a compare and a jump each), all to one cold block.
         let fail = self.b.create_block();
         self.b.set_cold_block(fail);
-        self.b.ins().brif(bad, fail, &[], cont, cont_args);
+        let last = by_index.len() - 1;
+        for (k, (idx, e)) in by_index.into_iter().enumerate() {
+            let bad = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, idx, e);
+            if k == last {
+                self.b.ins().brif(bad, fail, &[], cont, cont_args);
+            } else {
+                let next = self.b.create_block();
+                self.b.ins().brif(bad, fail, &[], next, &[]);
+                self.b.switch_to_block(next);
+            }
+        }
         self.pending.push(PendingFail {
             block: fail,
             checks,
