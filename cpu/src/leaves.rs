@@ -273,34 +273,27 @@ pub(crate) trait LeafValue: Copy {
     fn exact_identity(product: bool) -> Self;
 }
 
-impl LeafValue for f64 {
-    fn to_scalar(self) -> Scalar {
-        Scalar::F64(self)
-    }
-    fn add(self, other: f64) -> f64 {
-        self + other
-    }
-    fn mul(self, other: f64) -> f64 {
-        self * other
-    }
-    fn exact_identity(product: bool) -> f64 {
-        if product { 1.0 } else { -0.0 }
-    }
+/// [`LeafValue`] for a float type and its [`Scalar`] variant.
+macro_rules! leaf_value {
+    ($t:ty, $variant:ident) => {
+        impl LeafValue for $t {
+            fn to_scalar(self) -> Scalar {
+                Scalar::$variant(self)
+            }
+            fn add(self, other: $t) -> $t {
+                self + other
+            }
+            fn mul(self, other: $t) -> $t {
+                self * other
+            }
+            fn exact_identity(product: bool) -> $t {
+                if product { 1.0 } else { -0.0 }
+            }
+        }
+    };
 }
-impl LeafValue for f32 {
-    fn to_scalar(self) -> Scalar {
-        Scalar::F32(self)
-    }
-    fn add(self, other: f32) -> f32 {
-        self + other
-    }
-    fn mul(self, other: f32) -> f32 {
-        self * other
-    }
-    fn exact_identity(product: bool) -> f32 {
-        if product { 1.0 } else { -0.0 }
-    }
-}
+leaf_value!(f64, F64);
+leaf_value!(f32, F32);
 
 /// Fills `n` elements at `p` with the exact identity of `op` on `dtype`.
 ///
