@@ -410,7 +410,7 @@ impl Compiler {
 struct KernelInner {
     plan: Plan,
     compile_time: Duration,
-    lane_loops: usize,
+    lane_loops: crate::lower::LaneLoops,
     cut_loops: usize,
     /// The constant tables that the machine code reads at fixed addresses; kept alive with it.
     _tables: Vec<lower::vector::ConstTable>,
@@ -506,7 +506,14 @@ impl CompiledKernel {
     /// A parallel step compiles such a loop as vectors in the copy of its loop nest for unit
     /// innermost strides, and as scalar code in the other.
     pub fn lane_loops(&self) -> usize {
-        self.inner.lane_loops
+        self.inner.lane_loops.vector
+    }
+
+    /// Number of the [`Self::lane_loops`] whose carried values form lanes and that run their
+    /// bulk in wide bodies (AVX2 or AVX-512, by the path: see [`Compiler::set_path`]), eight
+    /// 64-bit lanes at a time, with the 128-bit code's bits.
+    pub fn wide_lane_loops(&self) -> usize {
+        self.inner.lane_loops.wide
     }
 
     /// Number of parallel loops cut into segments so that a long straight run of arithmetic

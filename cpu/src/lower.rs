@@ -266,8 +266,18 @@ pub(crate) struct Lowered {
     /// Constant tables that the compiled code reads at fixed addresses (see
     /// [`vector::ConstTable`]): they must live as long as the code may run.
     pub tables: Vec<vector::ConstTable>,
-    /// How many `for` loops were lowered as vectors of lanes (see [`lanes`]).
-    pub lane_loops: usize,
+    /// How many `for` loops were lowered as vectors of lanes (see [`lanes`]), and how many
+    /// of them run their bulk in wide bodies.
+    pub lane_loops: LaneLoops,
+}
+
+/// How many `for` loops a kernel runs as vectors of lanes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LaneLoops {
+    /// As 128-bit vectors of lanes (see [`lanes`]), or of iterations (see [`iterations`]).
+    pub vector: usize,
+    /// Of those, the loops whose bulk runs in a wide body (see [`wide::compile_fold`]).
+    pub wide: usize,
 }
 
 /// The imported math shims, declared once per module.
@@ -516,7 +526,7 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
     let mut fctx = FunctionBuilderContext::new();
     let mut spill_types = HashMap::new();
     let mut tables = Vec::new();
-    let mut lane_loops = 0;
+    let mut lane_loops = LaneLoops::default();
     let mut fcx = StepCx {
         tables: &mut tables,
         module,
@@ -530,7 +540,7 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
         spill_types: &mut spill_types,
         ptr_ty,
         types: value_types,
-        lanes: simd.is_some(),
+        lanes: simd.map(|f| f.wide),
         lane_loops: &mut lane_loops,
     };
     for item in items {
@@ -606,8 +616,10 @@ struct StepCx<'a> {
     spill_types: &'a mut HashMap<ValueId, DType>,
     ptr_ty: Type,
     types: &'a Types,
-    lanes: bool,
-    lane_loops: &'a mut usize,
+    /// Whether `for` loops whose carried values form lanes run as vectors (`Some`), and the
+    /// instruction set of the wide bodies that run their bulk, if any.
+    lanes: Option<Option<wide::Isa>>,
+    lane_loops: &'a mut LaneLoops,
 }
 
 /// A wide body defined in the module, and what its caller passes it.
@@ -944,15 +956,16 @@ struct FnLower<'a, 'f> {
     for_proven: HashSet<(ValueId, u32, usize)>,
     /// The types of the kernel's values.
     types: &'a Types,
-    /// Whether `for` loops whose carried values form lanes run as vectors (see [`lanes`]).
-    lanes: bool,
+    /// Whether `for` loops whose carried values form lanes run as vectors (see [`lanes`]),
+    /// and the instruction set of the wide bodies that run their bulk, if any.
+    lanes: Option<Option<wide::Isa>>,
     /// The constants lowered so far (value ids are unique in a kernel).
     consts: HashMap<ValueId, Scalar>,
     /// How many `for` loops the code being lowered is inside (0: the top of a point's body,
     /// which every point runs).
     in_for: u32,
     /// How many `for` loops of the kernel were lowered as vectors of lanes.
-    lane_loops: &'a mut usize,
+    lane_loops: &'a mut LaneLoops,
 }
 
 impl<'f> FnLower<'_, 'f> {
@@ -2008,17 +2021,28 @@ impl<'f> FnLower<'_, 'f> {
 
     /// [`Self::lower_for`], by the first lowering that takes the loop.
     fn lower_for_any(&mut self, inst: &Inst, l: &ForLoop) -> LResult<()> {
-        if self.lanes {
+        if let Some(wide_isa) = self.lanes {
             let views = &self.views;
             let unit = |param: u32| views.get(&param).is_some_and(|v| v.unit_inner);
             let consts = &self.consts;
             let konst = |v: ValueId| consts.get(&v).copied();
             if let Ok(plan) = lanes::plan(l, self.layout, self.types, &unit, &konst) {
-                *self.lane_loops += 1;
-                return self.lower_for_lanes(inst, l, &plan);
+                // Its bulk in a wide body, where the path has them and the loop qualifies.
+                let wide = wide_isa.and_then(|isa| {
+                    let p =
+                        lanes::plan_wide(l, self.layout, self.types, &unit, &konst, isa).ok()?;
+                    Some((wide::compile_fold(isa, l, &p, &konst).ok()?, p))
+                });
+                let wide = match wide {
+                    Some((body, p)) => Some(self.define_fold(body, &p)?),
+                    None => None,
+                };
+                self.lane_loops.vector += 1;
+                self.lane_loops.wide += usize::from(wide.is_some());
+                return self.lower_for_lanes(inst, l, &plan, wide.as_ref());
             }
             if let Ok(plan) = iterations::plan(l, self.layout, self.types, &self.views) {
-                *self.lane_loops += 1;
+                self.lane_loops.vector += 1;
                 return self.lower_for_iterations(inst, l, &plan);
             }
         }

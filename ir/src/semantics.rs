@@ -79,8 +79,9 @@
 //!   and the partials combined by the fixed tree
 //!   `(((s0 op s1) op (s2 op s3)) op ((s4 op s5) op (s6 op s7))) op tail`. Every vector width
 //!   that back ends use for 32- and 64-bit lanes (2, 4, 8) divides 8, so a back end may run
-//!   the partials as vector lanes (the CPU back end does, in 128-bit vectors: `weft-cpu`'s
-//!   `lanes` module) and a GPU may give each partial its own thread, with the same bits. A
+//!   the partials as vector lanes (the CPU back end does, in 128-bit vectors, and for `f64`
+//!   in AVX2 and AVX-512 bodies where the CPU has them: `weft-cpu`'s `lanes` and
+//!   `wide::fold` modules) and a GPU may give each partial its own thread, with the same bits. A
 //!   row is never split between threads, pieces or ranks, so neither changes the result.
 //!   `numeric`'s `matvec`, `matmul` and reductions over one trailing dimension use it.
 //! - *Reductions written as trees*: a plugin may also write the canonical tree itself, as

@@ -29,12 +29,28 @@
 use std::collections::{HashMap, HashSet};
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{BlockArg, ConstantData, InstBuilder, Value, types};
+use cranelift_codegen::ir::{
+    AbiParam, BlockArg, ConstantData, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind,
+    Value, types,
+};
+use cranelift_module::{FuncId, Module};
 use weft_ir::validate::Types;
 use weft_ir::{BinaryOp, DType, ForLoop, Inst, Op, Scalar, UnaryOp, ValueId};
 
 use super::vector::{float_vector_binary, vec_type};
+use super::wide::{FoldBody, FoldWord, Isa, UNROLL};
 use super::{FaultSite, FnLower, LResult, Layout, data_flags, operands};
+
+/// A wide body of a lane loop ([`super::wide::compile_fold`]) defined in the module, with
+/// what its caller needs: the plan it was compiled from (its sites and scalar code) and its
+/// arguments.
+pub(crate) struct FoldCall {
+    func: FuncId,
+    args: Vec<FoldWord>,
+    stride: i64,
+    sites: Vec<Site>,
+    scalar: Vec<bool>,
+}
 
 /// Lanes of a 128-bit vector of `t` (`None` for `bool`, which this lowering does not take).
 fn lanes_of(t: DType) -> Option<u8> {
@@ -47,7 +63,7 @@ fn lanes_of(t: DType) -> Option<u8> {
 
 /// One vector value of the loop body, lane `l` holding the value of lane `l`'s expression.
 #[derive(Clone, Debug, PartialEq)]
-enum Node {
+pub(super) enum Node {
     /// A value every lane shares, computed by the scalar code and splat.
     Splat(ValueId, DType),
     /// A constant per lane.
@@ -70,31 +86,31 @@ enum Node {
 
 /// The loads of one store at one shared base index of its last dimension.
 #[derive(Clone, Debug, PartialEq)]
-struct Site {
-    param: u32,
+pub(super) struct Site {
+    pub param: u32,
     /// The indices of the dimensions before the last (shared by the lanes).
-    outer: Vec<ValueId>,
+    pub outer: Vec<ValueId>,
     /// The shared part of the last index (`None`: a constant index).
-    base: Option<ValueId>,
+    pub base: Option<ValueId>,
     /// The lowest and highest constant added to `base` over the site's lanes.
-    min: i64,
-    max: i64,
+    pub min: i64,
+    pub max: i64,
 }
 
 /// How a qualifying loop is lowered (the result of [`plan`]).
 #[derive(Clone, Debug)]
 pub(crate) struct LanePlan {
-    lanes: u8,
+    pub(super) lanes: u8,
     /// The type of each group's lanes.
-    groups: Vec<DType>,
+    pub(super) groups: Vec<DType>,
     /// In an order where operands come first.
-    nodes: Vec<Node>,
+    pub(super) nodes: Vec<Node>,
     /// Per group, the node of its yielded values.
-    roots: Vec<usize>,
-    sites: Vec<Site>,
+    pub(super) roots: Vec<usize>,
+    pub(super) sites: Vec<Site>,
     /// Per body instruction: lowered by the scalar code (every instruction whose value a
     /// lane does not own, and constants).
-    scalar: Vec<bool>,
+    pub(super) scalar: Vec<bool>,
 }
 
 /// Where a value of the body comes from, as the analysis sees it.
@@ -102,6 +118,8 @@ struct Analysis<'a> {
     layout: &'a Layout,
     types: &'a Types,
     lanes: u8,
+    /// The lanes of a vector of each type (`None`: a type the vectors do not hold).
+    width: &'a dyn Fn(DType) -> Option<u8>,
     /// Body value -> its instruction.
     defs: HashMap<ValueId, &'a Inst>,
     /// Carried value -> its position.
@@ -126,10 +144,37 @@ pub(crate) fn plan(
     unit_inner: &dyn Fn(u32) -> bool,
     outer_const: &dyn Fn(ValueId) -> Option<Scalar>,
 ) -> Result<LanePlan, String> {
+    plan_of_width(l, layout, types, unit_inner, outer_const, &lanes_of)
+}
+
+/// As [`plan`], for the vectors of a wide body of `isa`: lanes of 64 bits only (`f64` and
+/// `i64`), [`Isa::lanes`] of them per vector.
+pub(crate) fn plan_wide(
+    l: &ForLoop,
+    layout: &Layout,
+    types: &Types,
+    unit_inner: &dyn Fn(u32) -> bool,
+    outer_const: &dyn Fn(ValueId) -> Option<Scalar>,
+    isa: Isa,
+) -> Result<LanePlan, String> {
+    let lanes = u8::try_from(isa.lanes()).map_err(|e| e.to_string())?;
+    let width = move |t: DType| matches!(t, DType::F64 | DType::I64).then_some(lanes);
+    plan_of_width(l, layout, types, unit_inner, outer_const, &width)
+}
+
+/// [`plan`] for vectors of `width(t)` lanes of type `t`.
+fn plan_of_width(
+    l: &ForLoop,
+    layout: &Layout,
+    types: &Types,
+    unit_inner: &dyn Fn(u32) -> bool,
+    outer_const: &dyn Fn(ValueId) -> Option<Scalar>,
+    width: &dyn Fn(DType) -> Option<u8>,
+) -> Result<LanePlan, String> {
     let n = l.carried.len();
     let first = l.carried.first().ok_or("carries no values")?;
     let t = types.get(*first).ok_or("an untyped carried value")?;
-    let lanes = lanes_of(t).ok_or("carries bools")?;
+    let lanes = width(t).ok_or_else(|| format!("carries {t} values"))?;
     if n < usize::from(lanes) || !n.is_multiple_of(usize::from(lanes)) {
         return Err(format!(
             "carries {n} values, not a multiple of {lanes} lanes"
@@ -157,6 +202,7 @@ pub(crate) fn plan(
         layout,
         types,
         lanes,
+        width,
         defs,
         carried: l.carried.iter().enumerate().map(|(k, &v)| (v, k)).collect(),
         nodes: Vec::new(),
@@ -224,7 +270,7 @@ impl Analysis<'_> {
 
     /// Requires vectors of `t` to have the loop's lane count.
     fn need(&self, t: DType) -> Result<(), String> {
-        if lanes_of(t) == Some(self.lanes) {
+        if (self.width)(t) == Some(self.lanes) {
             Ok(())
         } else {
             Err(format!("mixes {t} with lanes of another width"))
@@ -516,12 +562,172 @@ impl Analysis<'_> {
 }
 
 impl FnLower<'_, '_> {
-    /// The `for` loop `l` (instruction `inst`) as vectors of lanes, by `plan`.
+    /// Defines the machine code of `body`, compiled from `plan`, as a function of the module
+    /// (signature `fn(args: *const u64, steps: i64)`) and keeps its constant table.
+    pub(super) fn define_fold(&mut self, body: FoldBody, plan: &LanePlan) -> LResult<FoldCall> {
+        let mut sig = self.module.make_signature();
+        sig.params.push(AbiParam::new(self.ptr_ty));
+        sig.params.push(AbiParam::new(types::I64));
+        let func = self
+            .module
+            .declare_anonymous_function(&sig)
+            .map_err(|e| format!("declare: {e}"))?;
+        self.module
+            .define_function_bytes(func, 64, &body.code, &[])
+            .map_err(|e| format!("define the {} lane body: {e:?}", body.isa.name()))?;
+        self.tables.push(body.table);
+        Ok(FoldCall {
+            func,
+            args: body.args,
+            stride: body.stride,
+            sites: plan.sites.clone(),
+            scalar: plan.scalar.clone(),
+        })
+    }
+
+    /// Runs the first iterations of `l` (from `lo`, below `hi`, the carried vectors `init`)
+    /// in the wide body `w`, as many whole steps as there are (at most 2^30), where every
+    /// site of the last of them is in bounds; returns the iteration to go on from and the
+    /// carried vectors there. The first iteration's scalar code and checks run before the
+    /// call, as the loop's would: a fault stops the kernel where the loop would stop it. If a
+    /// later iteration would fault, the loop runs every iteration and faults where it must.
+    fn call_fold(
+        &mut self,
+        l: &ForLoop,
+        plan: &LanePlan,
+        w: &FoldCall,
+        (lo, hi): (Value, Value),
+        init: &[Value],
+    ) -> LResult<(Value, Vec<Value>)> {
+        let lanes = plan.lanes;
+        let join = self.b.create_block();
+        self.b.append_block_param(join, types::I64);
+        for &t in &plan.groups {
+            self.b.append_block_param(join, vec_type(t, lanes));
+        }
+        let skip: Vec<BlockArg> = std::iter::once(lo)
+            .chain(init.iter().copied())
+            .map(BlockArg::Value)
+            .collect();
+        let go = self.b.ins().icmp(IntCC::SignedLessThan, lo, hi);
+        let diff = self.b.ins().isub(hi, lo);
+        let zero = self.b.ins().iconst(types::I64, 0);
+        let n = self.b.ins().select(go, diff, zero);
+        // `hi - lo`, taken unsigned, is the iteration count when `lo < hi`.
+        let steps = self.b.ins().udiv_imm_u(n, UNROLL);
+        let cap = self.b.ins().iconst(types::I64, 1 << 30);
+        let steps = self.b.ins().umin(steps, cap);
+        let prologue = self.b.create_block();
+        self.b.ins().brif(steps, prologue, &[], join, &skip);
+
+        self.b.switch_to_block(prologue);
+        let mark = self.env.mark();
+        self.env.define(l.induction, lo, DType::I64);
+        for (inst, &scalar) in l.body.iter().zip(&w.scalar) {
+            if scalar {
+                self.lower_inst(inst)?;
+            }
+        }
+        let addrs = self.site_addresses(&w.sites)?;
+        // The last iteration's sites: `stride (S - 1)` elements further than the first's.
+        let count = self.b.ins().imul_imm_s(steps, UNROLL);
+        let last = self.b.ins().iadd_imm_s(count, -1);
+        let extra = self.b.ins().imul_imm_s(last, w.stride);
+        let mut ok = None;
+        for site in &w.sites {
+            let (_, slot) = self.layout.store(site.param)?;
+            let ext = *self
+                .views
+                .get(&site.param)
+                .and_then(|v| v.ext.get(slot.rank.wrapping_sub(1)))
+                .ok_or_else(|| format!("internal: store parameter {} not loaded", site.param))?;
+            let base = match site.base {
+                Some(b) => self.typed(b, DType::I64, "index")?,
+                None => self.b.ins().iconst(types::I64, 0),
+            };
+            // The first iteration's check proved `base + max < ext`.
+            let high = self.b.ins().iadd_imm_s(base, site.max);
+            let room = self.b.ins().isub(ext, high);
+            let fits = self.b.ins().icmp(IntCC::SignedLessThan, extra, room);
+            ok = Some(match ok {
+                None => fits,
+                Some(o) => self.b.ins().band(o, fits),
+            });
+        }
+        let ok = ok.ok_or("internal: a wide lane body without sites")?;
+        let call = self.b.create_block();
+        self.b.ins().brif(ok, call, &[], join, &skip);
+
+        self.b.switch_to_block(call);
+        let words = u32::try_from((w.args.len() + 1) * 8).map_err(|e| e.to_string())?;
+        let args = self.b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            words,
+            3,
+        ));
+        let vector_bytes = u32::from(lanes) * 8;
+        let carried_bytes = u32::try_from(plan.groups.len())
+            .ok()
+            .and_then(|g| g.checked_mul(16))
+            .ok_or("internal: too many carried values")?;
+        let carried = self.b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            carried_bytes,
+            4,
+        ));
+        for (k, word) in w.args.iter().enumerate() {
+            let x = match *word {
+                FoldWord::Site(i) => *addrs.get(i).ok_or("internal: no such site")?,
+                FoldWord::Uniform(v) => {
+                    let (x, t) = self.val(v)?;
+                    match t {
+                        DType::F64 => self.b.ins().bitcast(types::I64, MemFlagsData::new(), x),
+                        DType::I64 => x,
+                        _ => return Err(format!("internal: a uniform {t} for a wide body")),
+                    }
+                }
+            };
+            let offset = i32::try_from(k * 8).map_err(|e| e.to_string())?;
+            self.b.ins().stack_store(self.ptr_ty, x, args, offset);
+        }
+        let at = self.b.ins().stack_addr(self.ptr_ty, carried, 0);
+        let offset = i32::try_from(w.args.len() * 8).map_err(|e| e.to_string())?;
+        self.b.ins().stack_store(self.ptr_ty, at, args, offset);
+        for (g, &v) in init.iter().enumerate() {
+            let offset = i32::try_from(g as u32 * vector_bytes).map_err(|e| e.to_string())?;
+            self.b.ins().stack_store(self.ptr_ty, v, carried, offset);
+        }
+        let args_at = self.b.ins().stack_addr(self.ptr_ty, args, 0);
+        let callee = self.module.declare_func_in_func(w.func, self.b.func);
+        // The body's bytes may land anywhere in the address space, further than a 32-bit
+        // displacement reaches from the caller: call it through its absolute address.
+        self.b.func.dfg.ext_funcs[callee].colocated = false;
+        self.b.ins().call(callee, &[args_at, steps]);
+        let mut back = vec![BlockArg::Value(self.b.ins().iadd(lo, count))];
+        for (g, &t) in plan.groups.iter().enumerate() {
+            let offset = i32::try_from(g as u32 * vector_bytes).map_err(|e| e.to_string())?;
+            let v = self
+                .b
+                .ins()
+                .stack_load(self.ptr_ty, vec_type(t, lanes), carried, offset);
+            back.push(BlockArg::Value(v));
+        }
+        self.b.ins().jump(join, &back);
+        self.env.pop_to(mark);
+
+        self.b.switch_to_block(join);
+        let params = self.b.block_params(join).to_vec();
+        Ok((params[0], params[1..].to_vec()))
+    }
+
+    /// The `for` loop `l` (instruction `inst`) as vectors of lanes, by `plan`, its bulk in the
+    /// wide body `wide` if there is one.
     pub(super) fn lower_for_lanes(
         &mut self,
         inst: &Inst,
         l: &ForLoop,
         plan: &LanePlan,
+        wide: Option<&FoldCall>,
     ) -> LResult<()> {
         let lanes = plan.lanes;
         let w = usize::from(lanes);
@@ -537,6 +743,10 @@ impl FnLower<'_, '_> {
             }
             init.push(v);
         }
+        let (lo, init) = match wide {
+            Some(w) => self.call_fold(l, plan, w, (lo, hi), &init)?,
+            None => (lo, init),
+        };
         let body = self.b.create_block();
         let exit = self.b.create_block();
         self.b.append_block_param(body, types::I64);

@@ -3,12 +3,13 @@
 //! every length around the lane and block boundaries, with special values (NaN, signed zeros,
 //! infinities, subnormals); views whose last stride is not one element take the scalar code;
 //! an index out of bounds faults as in the scalar code; and a row sum equals a plain-Rust
-//! reference of the lane order.
+//! reference of the lane order. The same holds for the loops whose bulk runs in wide bodies
+//! (AVX2 and AVX-512, where the CPU has them): eight `f64` lanes at a time.
 
 #![allow(clippy::unwrap_used)]
 
 use crate::util::*;
-use weft_cpu::{CompiledKernel, CpuBackend, StoreView};
+use weft_cpu::{CompiledKernel, CpuBackend, SimdPath, StoreView};
 use weft_ir::builder::{FOLD_LANES, KernelBuilder};
 use weft_ir::{DType, Kernel, Privilege, ReduceOp};
 
@@ -39,17 +40,41 @@ fn row_kernel(op: ReduceOp, dtype: DType, from: DType) -> Kernel {
     k.finish_validated().unwrap()
 }
 
-/// Compiles `k` with the vector lowering (asserting that `lanes` loops run as lanes) and
-/// without.
+/// Compiles `k` with the 128-bit vector lowering (asserting that `lanes` loops run as lanes)
+/// and without.
 fn both(k: &Kernel, lanes: usize) -> (CompiledKernel, CompiledKernel) {
     let mut be = CpuBackend::new().unwrap();
     assert!(be.simd(), "this test needs a CPU with 128-bit vectors");
+    be.compiler().set_path(SimdPath::Sse).unwrap();
     let v = be.compile(k).unwrap();
     be.set_simd(false);
     let s = be.compile(k).unwrap();
     assert_eq!(v.lane_loops(), lanes, "lane loops of {}", k.name);
+    assert_eq!(v.wide_lane_loops(), 0);
     assert_eq!(s.lane_loops(), 0);
     (v, s)
+}
+
+/// `k` compiled on every wide path this CPU has (AVX2, AVX-512), asserting that `wide` of
+/// its lane loops run their bulk in wide bodies.
+fn wide_paths(k: &Kernel, wide: usize) -> Vec<(SimdPath, CompiledKernel)> {
+    let mut be = CpuBackend::new().unwrap();
+    let paths: Vec<SimdPath> = be
+        .compiler()
+        .available_paths()
+        .into_iter()
+        .filter(|p| matches!(p, SimdPath::Avx2 | SimdPath::Avx512))
+        .collect();
+    eprintln!("{}: wide paths checked: {paths:?}", k.name);
+    paths
+        .into_iter()
+        .map(|path| {
+            be.compiler().set_path(path).unwrap();
+            let c = be.compile(k).unwrap();
+            assert_eq!(c.wide_lane_loops(), wide, "{} on {path}", k.name);
+            (path, c)
+        })
+        .collect()
 }
 
 /// Deterministic values of `dt` as bits: specials and a spread of ordinary values, small
@@ -130,9 +155,10 @@ fn run_rows(
     Ok((0..m).map(|i| element(dt, &y, i)).collect())
 }
 
-/// Row lengths around every lane and block boundary, and a long one with a tail.
+/// Row lengths around every lane and block boundary (and every step of a wide body, two
+/// blocks), and a long one with a tail.
 fn lengths() -> Vec<usize> {
-    let mut v: Vec<usize> = (0..=2 * FOLD_LANES + 3).collect();
+    let mut v: Vec<usize> = (0..=4 * FOLD_LANES + 3).collect();
     v.extend([63, 64, 65, 1003]);
     v
 }
@@ -306,5 +332,148 @@ fn a_negative_index_in_a_lane_loop_faults_as_the_scalar_code_does() {
         let want = run_on(&s, &stores(&mut av, &mut yv), &[], 1).unwrap_err();
         assert_eq!(got.to_string(), want.to_string(), "n={n}");
         assert!(got.to_string().contains("rows.from_minus_three"), "{got}");
+    }
+}
+
+#[test]
+fn row_reductions_in_wide_lanes_give_the_scalar_bits() {
+    let cases = [
+        (DType::F64, DType::F64),
+        (DType::F32, DType::F32),
+        (DType::I64, DType::I64),
+        (DType::F64, DType::I64),
+    ];
+    for (dt, from) in cases {
+        for op in ReduceOp::ALL {
+            let k = row_kernel(op, dt, from);
+            // Wide bodies take `f64` products summed or multiplied; the rest keeps the
+            // 128-bit code.
+            let takes = dt == DType::F64
+                && from == DType::F64
+                && matches!(op, ReduceOp::Sum | ReduceOp::Prod);
+            let (_, s) = both(&k, 1);
+            for (path, w) in wide_paths(&k, usize::from(takes)) {
+                for n in lengths() {
+                    for (m, threads) in [(3, 1), (37, 2)] {
+                        let got = run_rows(&w, (dt, from), (m, n, 1), threads).unwrap();
+                        let want = run_rows(&s, (dt, from), (m, n, 1), 1).unwrap();
+                        assert_eq!(got, want, "{} on {path}: n={n} m={m}", k.name);
+                    }
+                }
+                // A wider last stride takes the scalar code.
+                let got = run_rows(&w, (dt, from), (5, 40, 3), 2).unwrap();
+                let want = run_rows(&s, (dt, from), (5, 40, 3), 1).unwrap();
+                assert_eq!(got, want, "{} on {path}: a stride of 3", k.name);
+            }
+        }
+    }
+}
+
+/// `y[i] = sum over j of f(a[i, j], x[j])` with `add`, `sub`, `mul` and `div` in both operand
+/// orders, a constant and a uniform value computed before the loop (`i + 0.5`), and
+/// sixteen products live at once (so an AVX2 body spills registers).
+fn wide_arith_kernel() -> Kernel {
+    let mut k = KernelBuilder::new("rows.wide_arith");
+    let a = k.store(DType::F64, 2, Privilege::Read);
+    let x = k.store(DType::F64, 1, Privilege::Read);
+    let y = k.store(DType::F64, 1, Privilege::Write);
+    let n = k.extent(a, 1);
+    k.parallel(y, |b, i| {
+        let lo = b.const_i64(0);
+        let half = b.const_of(DType::F64, 0.5);
+        let u = b.add(b.cast(DType::F64, i[0]), half);
+        let r = b.fold_lanes(ReduceOp::Sum, DType::F64, lo, n, |b, j| {
+            let p = b.load(a, &[i[0], j]);
+            let q = b.load(x, &[j]);
+            let c = b.const_of(DType::F64, 3.0);
+            let d = b.sub(p, q);
+            let e = b.div(b.mul(d, c), b.add(q, u));
+            let f = b.sub(u, b.div(c, e));
+            let terms: Vec<_> = (0..16)
+                .map(|t| {
+                    let w = b.const_of(DType::F64, 1.0 + t as f64 / 8.0);
+                    b.mul(b.add(f, w), b.sub(p, w))
+                })
+                .collect();
+            terms.into_iter().fold(f, |acc, t| b.add(acc, t))
+        });
+        b.store(y, i, r);
+    });
+    k.finish_validated().unwrap()
+}
+
+#[test]
+fn every_wide_lane_operation_gives_the_scalar_bits() {
+    let k = wide_arith_kernel();
+    let (v, s) = both(&k, 1);
+    for (path, w) in wide_paths(&k, 1) {
+        for n in lengths() {
+            let got = run_rows(&w, (DType::F64, DType::F64), (4, n, 1), 2).unwrap();
+            let narrow = run_rows(&v, (DType::F64, DType::F64), (4, n, 1), 2).unwrap();
+            let want = run_rows(&s, (DType::F64, DType::F64), (4, n, 1), 1).unwrap();
+            assert_eq!(got, want, "{} on {path}: n={n}", k.name);
+            assert_eq!(narrow, want, "{} on sse: n={n}", k.name);
+        }
+    }
+}
+
+#[test]
+fn an_index_out_of_bounds_in_a_wide_lane_loop_faults_as_the_scalar_code_does() {
+    // `x` is shorter than `a`'s rows: the first block is in bounds and a later one is not,
+    // or the first is not. At n = 208 and 416 the wide body would run every block, with no
+    // 128-bit iterations after it to fault: it must not start.
+    let k = row_kernel(ReduceOp::Sum, DType::F64, DType::F64);
+    let (_, s) = both(&k, 1);
+    for (path, w) in wide_paths(&k, 1) {
+        let cases = [
+            (8, 3),
+            (13, 3),
+            (40, 3),
+            (200, 3),
+            (208, 150),
+            (416, 5),
+            (3000, 1),
+        ];
+        for (n, short) in cases {
+            let mut a = vec![1.0f64; 2 * n];
+            let mut x = vec![1.0f64; n - short];
+            let mut y = vec![0.0f64; 2];
+            let stores = |a: &mut Vec<f64>, x: &mut Vec<f64>, y: &mut Vec<f64>| {
+                [
+                    dense(a, &[2, n as i64]),
+                    dense(x, &[(n - short) as i64]),
+                    dense(y, &[2]),
+                ]
+            };
+            let got = run_on(&w, &stores(&mut a, &mut x, &mut y), &[], 2).unwrap_err();
+            let want = run_on(&s, &stores(&mut a, &mut x, &mut y), &[], 1).unwrap_err();
+            assert_eq!(got.to_string(), want.to_string(), "{path}: n={n}");
+        }
+    }
+    // The row sums start at column -3: the first iteration's check fails before any call.
+    let mut k = KernelBuilder::new("rows.wide_from_minus_three");
+    let a = k.store(DType::F64, 2, Privilege::Read);
+    let y = k.store(DType::F64, 1, Privilege::Write);
+    let n = k.extent(a, 1);
+    k.parallel(y, |b, i| {
+        let lo = b.const_i64(-3);
+        let r = b.fold_lanes(ReduceOp::Sum, DType::F64, lo, n, |b, j| {
+            let v = b.load(a, &[i[0], j]);
+            b.mul(v, v)
+        });
+        b.store(y, i, r);
+    });
+    let k = k.finish_validated().unwrap();
+    let (_, s) = both(&k, 1);
+    for (path, w) in wide_paths(&k, 1) {
+        for n in [8usize, 40, 300] {
+            let mut av = vec![1.0f64; 2 * n];
+            let mut yv = vec![0.0f64; 2];
+            let stores =
+                |a: &mut Vec<f64>, y: &mut Vec<f64>| [dense(a, &[2, n as i64]), dense(y, &[2])];
+            let got = run_on(&w, &stores(&mut av, &mut yv), &[], 2).unwrap_err();
+            let want = run_on(&s, &stores(&mut av, &mut yv), &[], 1).unwrap_err();
+            assert_eq!(got.to_string(), want.to_string(), "{path}: n={n}");
+        }
     }
 }

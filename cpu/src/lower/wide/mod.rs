@@ -29,14 +29,17 @@
 //! around them is assembled here.
 
 mod encode;
+mod fold;
 mod regalloc;
 mod select;
+
+pub(crate) use fold::{FoldBody, FoldWord, UNROLL, compile_fold};
 
 use weft_ir::validate::Types;
 use weft_ir::{Op, ParallelLoop, Scalar, ValueId};
 
-use self::encode::{Asm, Mem, Rm, gpr, op};
-use self::regalloc::Frame;
+use self::encode::{Asm, Mem, Rm, VecOp, gpr, op};
+use self::regalloc::{Class, Frame, MInst, VReg};
 use self::select::Select;
 use super::vector::{ConstTable, VecPlan};
 
@@ -199,7 +202,51 @@ pub(crate) fn compile(
     if ptrs.len() > PTR_REGS.len() {
         return Err(format!("{} contiguous accesses", ptrs.len()));
     }
-    assemble(s, ptrs)
+    let (code, table) = assemble(Body {
+        isa,
+        insts: &s.insts,
+        classes: &s.classes,
+        consts: &s.consts,
+        pointers: ptrs.len(),
+        uniforms: s.uniforms.len(),
+        advance: i32::try_from(isa.step() * 8).map_err(|e| e.to_string())?,
+        carry: None,
+    })?;
+    let mut args: Vec<ArgWord> = ptrs
+        .into_iter()
+        .map(|(p, ix)| ArgWord::RowBase(p, ix))
+        .collect();
+    args.extend(s.uniforms.into_iter().map(ArgWord::Uniform));
+    Ok(WideBody {
+        isa,
+        code,
+        table,
+        args,
+    })
+}
+
+/// What [`assemble`] puts a function around.
+struct Body<'a> {
+    isa: Isa,
+    /// The selected body, its virtual registers' classes and the constants it reads.
+    insts: &'a [MInst],
+    classes: &'a [Class],
+    consts: &'a [u64],
+    /// Argument words: `pointers` pointers, then `uniforms` uniform values.
+    pointers: usize,
+    uniforms: usize,
+    /// The bytes the pointers advance by per step.
+    advance: i32,
+    /// Values carried from step to step, if any.
+    carry: Option<Carry>,
+}
+
+/// Vectors that the body carries from step to step in pinned registers (see
+/// [`regalloc::emit_body`]): loaded before the first step from the address in argument word
+/// `word`, one vector after the other, and stored back there after the last.
+struct Carry {
+    word: u32,
+    pinned: Vec<(VReg, u8)>,
 }
 
 /// The constant table of `consts` for `isa`, and the address of its first entry (entries of
@@ -223,15 +270,19 @@ fn const_table(isa: Isa, consts: &[u64]) -> (ConstTable, u64) {
     (ConstTable::new(entries), at)
 }
 
-/// The function around the body: saves what it uses, loads the pointers (on AVX2, broadcasts
-/// the uniform arguments onto the stack), runs the steps.
-fn assemble(s: Select<'_>, ptrs: Vec<(u32, Vec<ValueId>)>) -> Result<WideBody, String> {
+/// The function around a body: saves what it uses, loads the pointers (on AVX2, broadcasts
+/// the uniform arguments onto the stack) and the carried vectors, runs the steps, stores the
+/// carried vectors. Returns its machine code and constant table.
+fn assemble(s: Body<'_>) -> Result<(Vec<u8>, ConstTable), String> {
     let isa = s.isa;
-    let (table, table_at) = const_table(isa, &s.consts);
-    let ptr_regs = PTR_REGS[..ptrs.len()].to_vec();
-    let first_uniform = ptrs.len() as u32;
+    if s.pointers > PTR_REGS.len() {
+        return Err(format!("{} contiguous accesses", s.pointers));
+    }
+    let (table, table_at) = const_table(isa, s.consts);
+    let ptr_regs = PTR_REGS[..s.pointers].to_vec();
+    let first_uniform = s.pointers as u32;
     let broadcast = match isa {
-        Isa::Avx2 => s.uniforms.len() as u32,
+        Isa::Avx2 => s.uniforms as u32,
         Isa::Avx512 => 0,
     };
     let frame = Frame {
@@ -244,7 +295,8 @@ fn assemble(s: Select<'_>, ptrs: Vec<(u32, Vec<ValueId>)>) -> Result<WideBody, S
         slots_at: (broadcast * 32).next_multiple_of(64),
     };
     let mut body = Asm::new(isa);
-    let slots = regalloc::emit_body(&s.insts, &s.classes, &frame, &mut body)?;
+    let pinned = s.carry.as_ref().map_or(&[][..], |c| &c.pinned[..]);
+    let slots = regalloc::emit_body(s.insts, s.classes, &frame, pinned, &mut body)?;
     let saved: Vec<u8> = ptr_regs
         .iter()
         .copied()
@@ -294,17 +346,32 @@ fn assemble(s: Select<'_>, ptrs: Vec<(u32, Vec<ValueId>)>) -> Result<WideBody, S
             None,
         );
     }
+    // The carried vectors, from the address in their argument word (through `rax`, which the
+    // steps then count in).
+    let carried = |a: &mut Asm, ins: VecOp, c: &Carry| {
+        a.mov_load(gpr::RAX, Mem::at(gpr::RDI, (c.word * 8) as i32));
+        for (g, &(_, hw)) in c.pinned.iter().enumerate() {
+            let mem = Mem::at(gpr::RAX, (g as i64 * isa.lanes() * 8) as i32);
+            a.vector(ins, hw, None, Rm::Mem { mem, bcst: false }, 0, None);
+        }
+    };
+    if let Some(c) = &s.carry {
+        carried(&mut a, op::VMOVUPD_LOAD, c);
+    }
     a.zero(gpr::RAX);
     a.test(gpr::RSI);
     // jle: no steps.
     let skip = a.jcc_forward(0xe);
     let top = a.code.len();
     a.code.extend_from_slice(&body.code);
-    a.add_imm(gpr::RAX, (isa.step() * 8) as i32);
+    a.add_imm(gpr::RAX, s.advance);
     a.sub_imm(gpr::RSI, 1);
     // jnz top
     a.jcc(0x5, top);
     a.patch(skip);
+    if let Some(c) = &s.carry {
+        carried(&mut a, op::VMOVUPD_STORE, c);
+    }
     // rsp = rbp - 8 * saved, then restore.
     a.mov_rr(gpr::RSP, gpr::RBP);
     if !saved.is_empty() {
@@ -316,16 +383,5 @@ fn assemble(s: Select<'_>, ptrs: Vec<(u32, Vec<ValueId>)>) -> Result<WideBody, S
     a.pop(gpr::RBP);
     a.vzeroupper();
     a.ret();
-
-    let mut args: Vec<ArgWord> = ptrs
-        .into_iter()
-        .map(|(p, ix)| ArgWord::RowBase(p, ix))
-        .collect();
-    args.extend(s.uniforms.into_iter().map(ArgWord::Uniform));
-    Ok(WideBody {
-        isa,
-        code: a.code,
-        table,
-        args,
-    })
+    Ok((a.code, table))
 }

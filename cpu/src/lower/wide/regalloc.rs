@@ -2,8 +2,11 @@
 //!
 //! A body is a list of [`MInst`]s over virtual registers of two classes: vectors (AVX-512:
 //! `zmm0..zmm31`; AVX2: `ymm0..ymm15`) and lane masks (AVX-512 only: `k1..k7`; AVX2 keeps masks
-//! in vectors). The body has no branches, and no value lives from one iteration to the next,
-//! so allocation is one walk in program order with Belady's rule: when a register is needed
+//! in vectors). The body has no branches. The only values that live from one iteration to the
+//! next are *pinned*: each holds one vector register (the top ones) for the whole loop, which
+//! nothing else takes, and [`MInst::Pin`] writes its next value at the end of the body (the
+//! accumulators of a `for` loop's lanes, see [`super::fold`]). The rest is allocated in one
+//! walk in program order with Belady's rule: when a register is needed
 //! and none is free, the value whose next use is furthest away leaves its register (and is
 //! stored once, into its own 64-byte stack slot, if it is still needed). A vector operand in
 //! the last (`r/m`) position of an instruction that is in a slot is read from the slot
@@ -88,6 +91,8 @@ pub(crate) enum MInst {
     /// A vector of elements into pointer argument `ptr`, at the step's offset plus `disp`
     /// bytes.
     Store { src: VReg, ptr: u32, disp: i32 },
+    /// The pinned register `to` takes the value of `src` (`vmovapd`), for the next iteration.
+    Pin { to: VReg, src: VReg },
 }
 
 /// Whether an operand must be in a register or may be read from memory.
@@ -125,6 +130,7 @@ impl MInst {
             }
             MInst::KNot { a, .. } => out.push((*a, Need::Reg)),
             MInst::Store { src, .. } => out.push((*src, Need::Reg)),
+            MInst::Pin { src, .. } => out.push((*src, Need::RegOrMem)),
         }
         out
     }
@@ -140,7 +146,7 @@ impl MInst {
             | MInst::KOp { dst, .. }
             | MInst::KNot { dst, .. }
             | MInst::Load { dst, .. } => Some(*dst),
-            MInst::Store { .. } => None,
+            MInst::Store { .. } | MInst::Pin { .. } => None,
         }
     }
 }
@@ -213,6 +219,8 @@ struct Alloc<'a> {
     vecs: Vec<Option<VReg>>,
     kmask: [Option<VReg>; 8],
     slots: u32,
+    /// Per virtual register: whether it is pinned (its register is its own for the loop).
+    pinned: Vec<bool>,
 }
 
 /// The most stack slots a body may use (its frame stays within 256 KiB of the worker's
@@ -292,6 +300,9 @@ impl Alloc<'_> {
     }
 
     fn free(&mut self, v: VReg) {
+        if self.pinned[v.0 as usize] {
+            return;
+        }
         if let Some(r) = self.reg[v.0 as usize].take() {
             let c = self.class(v);
             let i = match c {
@@ -334,14 +345,22 @@ impl Alloc<'_> {
 }
 
 /// Allocates registers for `insts` (virtual register `i` of class `classes[i]`) and appends
-/// their machine code to `asm`; returns how many 64-byte stack slots the code uses.
+/// their machine code to `asm`; returns how many 64-byte stack slots the code uses. Each
+/// `pinned` virtual register (of class [`Class::V`]) holds vector register `.1` throughout,
+/// one of the top ones of the file, which nothing else is given.
 pub(crate) fn emit_body(
     insts: &[MInst],
     classes: &[Class],
     frame: &Frame,
+    pinned: &[(VReg, u8)],
     asm: &mut Asm,
 ) -> Result<u32, String> {
     let n = classes.len();
+    let registers = frame.isa.vector_registers();
+    let free_regs = registers
+        .checked_sub(pinned.len())
+        .filter(|&f| f >= 4)
+        .ok_or("internal: too many pinned registers")?;
     let mut uses = vec![Vec::new(); n];
     for (pos, inst) in insts.iter().enumerate() {
         for (v, _) in inst.uses() {
@@ -360,10 +379,19 @@ pub(crate) fn emit_body(
         done: vec![0; n],
         reg: vec![None; n],
         slot: vec![None; n],
-        vecs: vec![None; frame.isa.vector_registers()],
+        vecs: vec![None; free_regs],
         kmask: [None; 8],
         slots: 0,
+        pinned: vec![false; n],
     };
+    for &(v, hw) in pinned {
+        let i = v.0 as usize;
+        if i >= n || classes[i] != Class::V || usize::from(hw) < free_regs {
+            return Err("internal: a pinned register outside the top of the file".into());
+        }
+        a.pinned[i] = true;
+        a.reg[i] = Some(hw);
+    }
     for (pos, inst) in insts.iter().enumerate() {
         let pos = pos as u32;
         let uses = inst.uses();
@@ -403,6 +431,7 @@ pub(crate) fn emit_body(
             KNot(u8),
             Store(Mem, u8),
             Load(Mem),
+            Pin(u8, Rm),
         }
         let enc = match *inst {
             MInst::Op3 {
@@ -466,6 +495,12 @@ pub(crate) fn emit_body(
             MInst::KNot { a: x, .. } => Enc::KNot(reg_of(&a, x)?),
             MInst::Load { ptr, disp, .. } => Enc::Load(frame.data(ptr, disp)?),
             MInst::Store { src, ptr, disp } => Enc::Store(frame.data(ptr, disp)?, reg_of(&a, src)?),
+            MInst::Pin { to, src } => {
+                if !a.pinned[to.0 as usize] {
+                    return Err(format!("internal: v{} is not pinned", to.0));
+                }
+                Enc::Pin(reg_of(&a, to)?, rm_of(&a, Src::V(src))?)
+            }
         };
         // Operands read here for the last time give up their registers (the result may take
         // one: the instruction reads its operands before it writes).
@@ -517,6 +552,7 @@ pub(crate) fn emit_body(
                 0,
                 None,
             ),
+            Enc::Pin(to, rm) => asm.vector(op::VMOVAPD_LOAD, to, None, rm, 0, None),
         }
         if let Some((d, _)) = dst
             && a.next_use(d) == u32::MAX

@@ -1,0 +1,370 @@
+//! Wide bodies of `for` loops whose carried values form lanes (the row reductions that
+//! `weft_ir::builder::BodyBuilder::fold_lanes` writes, run as 128-bit vectors by
+//! [`crate::lower::lanes`]): the loop's bulk, eight `f64` lanes at a time, in one `zmm`
+//! register (AVX-512) or two `ymm` registers (AVX2).
+//!
+//! The function
+//!
+//! ```text
+//! extern "C" fn(args: *const u64, steps: i64)
+//! ```
+//!
+//! runs `steps` steps of [`UNROLL`] iterations of the loop. `args` holds one pointer per *site*
+//! of the plan (the address of its element at the shared base index of the first iteration),
+//! then the bits of each uniform value, then the address of the carried values (the loop's
+//! `K` carried values in order, `K * 8` bytes): the function loads them into pinned registers
+//! before the first step and stores them back after the last.
+//!
+//! A loop qualifies when, besides what [`crate::lower::lanes::plan_wide`] requires, its lanes
+//! are `f64` computed by `add`, `sub`, `mul` and `div` of loads, uniform values and carried
+//! values, and every site's base index advances by the same positive number of elements per
+//! iteration: the scalar code of the body computes only values that are affine in the
+//! induction value (`+`, `-`, and `*` or `<<` by constants, whose wrapping keeps them affine)
+//! or do not depend on it. So the caller can compute the first iteration's addresses and
+//! uniform values by running the body's scalar code once, and prove the last iteration's
+//! sites in bounds with one comparison per site. Lane `l` of every vector holds exactly what
+//! lane `l` of the 128-bit code computes, by the same operations in the same order, so the
+//! results are the same bits.
+
+use std::collections::HashMap;
+
+use weft_ir::{BinaryOp, DType, ForLoop, Op, Scalar, ValueId};
+
+use super::encode::op;
+use super::regalloc::{Class, MInst, Src, Uniform, VReg};
+use super::{Body, Carry, Isa, assemble};
+use crate::lower::lanes::{LanePlan, Node};
+use crate::lower::vector::ConstTable;
+
+/// Loop iterations per step of the function.
+pub(crate) const UNROLL: i64 = 2;
+
+/// The largest number of elements a site's base may advance by per iteration.
+const MAX_STRIDE: i64 = 1 << 16;
+
+/// One word of a call's argument array, before the last (the carried values' address).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum FoldWord {
+    /// The address of site `.0`'s element at its base index in the first iteration.
+    Site(usize),
+    /// The bits of a uniform value (an `f64` or an `i64`).
+    Uniform(ValueId),
+}
+
+/// A compiled wide body of a lane loop.
+#[derive(Debug)]
+pub(crate) struct FoldBody {
+    /// Its instruction set.
+    pub isa: Isa,
+    /// The machine code of the function.
+    pub code: Vec<u8>,
+    /// The constants it reads (at a fixed address): must live as long as the code.
+    pub table: ConstTable,
+    /// What the caller puts in each word of the argument array before the last.
+    pub args: Vec<FoldWord>,
+    /// The elements every site's base advances by per iteration.
+    pub stride: i64,
+}
+
+type R<T> = Result<T, String>;
+
+/// How a value of the loop body depends on the induction value `q`: `Some(c)` when it is
+/// `x + c q` for an `x` that does not depend on `q` (`c = 0`: it does not depend on `q` at
+/// all), in wrapping `i64` arithmetic; `None` otherwise.
+struct Affine<'a> {
+    induction: ValueId,
+    coef: HashMap<ValueId, Option<i64>>,
+    const_of: &'a dyn Fn(ValueId) -> Option<Scalar>,
+    body_consts: HashMap<ValueId, Scalar>,
+}
+
+impl Affine<'_> {
+    fn of(&self, v: ValueId) -> Option<i64> {
+        if v == self.induction {
+            return Some(1);
+        }
+        // Values of the body were visited in order; any other is defined before the loop.
+        self.coef.get(&v).copied().unwrap_or(Some(0))
+    }
+
+    fn konst(&self, v: ValueId) -> Option<i64> {
+        match self
+            .body_consts
+            .get(&v)
+            .copied()
+            .or_else(|| (self.const_of)(v))
+        {
+            Some(Scalar::I64(c)) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The coefficient of the value an instruction of the body defines.
+    fn inst(&self, op: &Op) -> Option<i64> {
+        match op {
+            Op::Const(_) => Some(0),
+            Op::Binary(BinaryOp::Add, x, y) => self.of(*x)?.checked_add(self.of(*y)?),
+            Op::Binary(BinaryOp::Sub, x, y) => self.of(*x)?.checked_sub(self.of(*y)?),
+            Op::Binary(BinaryOp::Mul, x, y) => match (self.of(*x)?, self.of(*y)?) {
+                (0, 0) => Some(0),
+                (0, c) => self.konst(*x)?.checked_mul(c),
+                (c, 0) => self.konst(*y)?.checked_mul(c),
+                _ => None,
+            },
+            Op::Binary(BinaryOp::Shl, x, y) => match (self.of(*x)?, self.of(*y)?) {
+                (0, 0) => Some(0),
+                (c, 0) => {
+                    let k = self.konst(*y)?;
+                    (0..32).contains(&k).then(|| c.checked_mul(1 << k))?
+                }
+                _ => None,
+            },
+            // Anything else is fine only where it does not depend on `q`.
+            op => crate::lower::operands(op)
+                .into_iter()
+                .all(|v| self.of(v) == Some(0))
+                .then_some(0),
+        }
+    }
+}
+
+/// Compiles the loop `l`, planned by [`crate::lower::lanes::plan_wide`] for `isa`, into a wide
+/// body, or says why it does not qualify. `const_of` gives the value of constants defined
+/// before the loop.
+pub(crate) fn compile_fold(
+    isa: Isa,
+    l: &ForLoop,
+    plan: &LanePlan,
+    const_of: &dyn Fn(ValueId) -> Option<Scalar>,
+) -> R<FoldBody> {
+    if i64::from(plan.lanes) != isa.lanes() {
+        return Err("internal: a plan for another vector width".into());
+    }
+    if plan.groups.iter().any(|&t| t != DType::F64) {
+        return Err("lanes of another type than f64".into());
+    }
+    // The scalar code: affine in the induction value, or independent of it.
+    let mut aff = Affine {
+        induction: l.induction,
+        coef: HashMap::new(),
+        const_of,
+        body_consts: HashMap::new(),
+    };
+    for (inst, &scalar) in l.body.iter().zip(&plan.scalar) {
+        if !scalar {
+            continue;
+        }
+        if let Op::Const(c) = inst.op {
+            for &r in &inst.results {
+                aff.body_consts.insert(r, c);
+            }
+        }
+        let c = aff.inst(&inst.op);
+        if c.is_none() {
+            return Err(
+                "its scalar code depends on the iteration in a way that is not affine".into(),
+            );
+        }
+        for &r in &inst.results {
+            aff.coef.insert(r, c);
+        }
+    }
+    // Every site's base advances by one stride; the rest of its indices stay.
+    let mut stride = None;
+    for site in &plan.sites {
+        let c = match site.base {
+            Some(b) => aff.of(b),
+            None => Some(0),
+        };
+        let c = c
+            .filter(|&c| c > 0 && c <= MAX_STRIDE)
+            .ok_or("a site that does not advance")?;
+        if stride.is_some_and(|s| s != c) {
+            return Err("sites that advance by different strides".into());
+        }
+        stride = Some(c);
+        if site.outer.iter().any(|&v| aff.of(v) != Some(0)) {
+            return Err("a site whose row changes with the iteration".into());
+        }
+    }
+    let stride = stride.ok_or("no loads")?;
+    if plan
+        .roots
+        .iter()
+        .any(|&r| matches!(plan.nodes[r], Node::Carried(_)))
+    {
+        return Err("a group that yields carried values".into());
+    }
+
+    let mut s = Sel {
+        insts: Vec::new(),
+        classes: Vec::new(),
+        consts: Vec::new(),
+        const_index: HashMap::new(),
+        uniforms: Vec::new(),
+        uniform_index: HashMap::new(),
+    };
+    // The carried vectors (one per group), pinned to the top registers.
+    let top = isa.vector_registers();
+    let pinned: Vec<(VReg, u8)> = (0..plan.groups.len())
+        .map(|g| {
+            let v = s.new_reg(Class::V);
+            (v, (top - 1 - g) as u8)
+        })
+        .collect();
+    let mut carried: Vec<VReg> = pinned.iter().map(|p| p.0).collect();
+    for u in 0..UNROLL {
+        let advance = u
+            .checked_mul(stride)
+            .and_then(|e| e.checked_mul(8))
+            .ok_or("a stride too large")?;
+        let mut vals: Vec<Src> = Vec::with_capacity(plan.nodes.len());
+        for node in &plan.nodes {
+            let v = match *node {
+                Node::Splat(v, t) => match t {
+                    DType::F64 | DType::I64 => {
+                        if aff.of(v) != Some(0) {
+                            return Err("a uniform value that changes with the iteration".into());
+                        }
+                        match aff.body_consts.get(&v).copied().or_else(|| const_of(v)) {
+                            Some(c) => Src::U(s.constant(c.to_bits())),
+                            None => Src::U(s.uniform(v)),
+                        }
+                    }
+                    t => return Err(format!("a uniform {t}")),
+                },
+                Node::Consts(t, ref cs) => {
+                    let bits = cs.first().ok_or("internal: no constants")?.to_bits();
+                    if t.size() != 8 || cs.iter().any(|c| c.to_bits() != bits) {
+                        return Err("constants that differ between lanes".into());
+                    }
+                    Src::U(s.constant(bits))
+                }
+                Node::Carried(g) => Src::V(*carried.get(g).ok_or("internal: no carried vector")?),
+                Node::Binary(bop, t, x, y) => {
+                    if t != DType::F64 {
+                        return Err(format!("{} on {t}", bop.name()));
+                    }
+                    let ins = match bop {
+                        BinaryOp::Add => op::VADDPD,
+                        BinaryOp::Sub => op::VSUBPD,
+                        BinaryOp::Mul => op::VMULPD,
+                        BinaryOp::Div => op::VDIVPD,
+                        other => return Err(format!("{} has no wide form here", other.name())),
+                    };
+                    let a = s.reg(vals[x]);
+                    let dst = s.new_reg(Class::V);
+                    s.insts.push(MInst::Op3 {
+                        ins,
+                        dst,
+                        a,
+                        b: vals[y],
+                        imm: None,
+                    });
+                    Src::V(dst)
+                }
+                Node::Load {
+                    site,
+                    offset,
+                    dtype,
+                } => {
+                    if dtype != DType::F64 {
+                        return Err(format!("a load of {dtype}"));
+                    }
+                    let disp = offset
+                        .checked_mul(8)
+                        .and_then(|o| o.checked_add(advance))
+                        .and_then(|o| i32::try_from(o).ok())
+                        .ok_or("a load too far from its site's base")?;
+                    let dst = s.new_reg(Class::V);
+                    s.insts.push(MInst::Load {
+                        dst,
+                        ptr: u32::try_from(site).map_err(|e| e.to_string())?,
+                        disp,
+                    });
+                    Src::V(dst)
+                }
+                Node::Unary(..) | Node::Cast(..) => {
+                    return Err("a unary operation or a cast".into());
+                }
+            };
+            vals.push(v);
+        }
+        for (g, &root) in plan.roots.iter().enumerate() {
+            carried[g] = s.reg(vals[root]);
+        }
+    }
+    for (&(to, _), &src) in pinned.iter().zip(&carried) {
+        s.insts.push(MInst::Pin { to, src });
+    }
+    let words = plan.sites.len() + s.uniforms.len();
+    let (code, table) = assemble(Body {
+        isa,
+        insts: &s.insts,
+        classes: &s.classes,
+        consts: &s.consts,
+        pointers: plan.sites.len(),
+        uniforms: s.uniforms.len(),
+        advance: i32::try_from(UNROLL * stride * 8).map_err(|e| e.to_string())?,
+        carry: Some(Carry {
+            word: u32::try_from(words).map_err(|e| e.to_string())?,
+            pinned,
+        }),
+    })?;
+    let mut args: Vec<FoldWord> = (0..plan.sites.len()).map(FoldWord::Site).collect();
+    args.extend(s.uniforms.into_iter().map(FoldWord::Uniform));
+    Ok(FoldBody {
+        isa,
+        code,
+        table,
+        args,
+        stride,
+    })
+}
+
+/// The selector's state.
+struct Sel {
+    insts: Vec<MInst>,
+    classes: Vec<Class>,
+    consts: Vec<u64>,
+    const_index: HashMap<u64, u32>,
+    uniforms: Vec<ValueId>,
+    uniform_index: HashMap<ValueId, u32>,
+}
+
+impl Sel {
+    fn new_reg(&mut self, c: Class) -> VReg {
+        self.classes.push(c);
+        VReg(self.classes.len() as u32 - 1)
+    }
+
+    fn constant(&mut self, bits: u64) -> Uniform {
+        let next = self.consts.len() as u32;
+        let i = *self.const_index.entry(bits).or_insert(next);
+        if i == next {
+            self.consts.push(bits);
+        }
+        Uniform::Const(i)
+    }
+
+    fn uniform(&mut self, v: ValueId) -> Uniform {
+        let next = self.uniforms.len() as u32;
+        let i = *self.uniform_index.entry(v).or_insert(next);
+        if i == next {
+            self.uniforms.push(v);
+        }
+        Uniform::Arg(i)
+    }
+
+    /// `s` in a vector register (a uniform is broadcast into a fresh one).
+    fn reg(&mut self, s: Src) -> VReg {
+        match s {
+            Src::V(r) => r,
+            Src::U(u) => {
+                let dst = self.new_reg(Class::V);
+                self.insts.push(MInst::Bcast { dst, u });
+                dst
+            }
+        }
+    }
+}
