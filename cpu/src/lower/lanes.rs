@@ -41,6 +41,9 @@ use super::vector::{float_vector_binary, vec_type};
 use super::wide::{FoldBody, FoldWord, Isa, UNROLL};
 use super::{FaultSite, FnLower, LResult, Layout, data_flags, operands};
 
+/// The fewest steps of a wide lane body worth a call (each step runs [`UNROLL`] iterations).
+const MIN_STEPS: i64 = 4;
+
 /// A wide body of a lane loop ([`super::wide::compile_fold`]) defined in the module, with
 /// what its caller needs: the plan it was compiled from (its sites and scalar code) and its
 /// arguments.
@@ -586,8 +589,8 @@ impl FnLower<'_, '_> {
     }
 
     /// Runs the first iterations of `l` (from `lo`, below `hi`, the carried vectors `init`)
-    /// in the wide body `w`, as many whole steps as there are (at most 2^30), where every
-    /// site of the last of them is in bounds; returns the iteration to go on from and the
+    /// in the wide body `w`, as many whole steps as there are (at most 2^30, at least
+    /// [`MIN_STEPS`]), where every site of the last of them is in bounds; returns the iteration to go on from and the
     /// carried vectors there. The first iteration's scalar code and checks run before the
     /// call, as the loop's would: a fault stops the kernel where the loop would stop it. If a
     /// later iteration would fault, the loop runs every iteration and faults where it must.
@@ -617,8 +620,13 @@ impl FnLower<'_, '_> {
         let steps = self.b.ins().udiv_imm_u(n, UNROLL);
         let cap = self.b.ins().iconst(types::I64, 1 << 30);
         let steps = self.b.ins().umin(steps, cap);
+        // Short loops stay in the 128-bit code: the call costs more than it saves.
+        let enough = self
+            .b
+            .ins()
+            .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, steps, MIN_STEPS);
         let prologue = self.b.create_block();
-        self.b.ins().brif(steps, prologue, &[], join, &skip);
+        self.b.ins().brif(enough, prologue, &[], join, &skip);
 
         self.b.switch_to_block(prologue);
         let mark = self.env.mark();
