@@ -79,7 +79,7 @@ fn wide_paths(k: &Kernel, wide: usize) -> Vec<(SimdPath, CompiledKernel)> {
 
 /// Deterministic values of `dt` as bits: specials and a spread of ordinary values, small
 /// enough that products and sums of integers wrap only sometimes.
-fn values(dt: DType, count: usize, seed: u64) -> Vec<u64> {
+fn values(dt: DType, count: usize, seed: u64, with_specials: bool) -> Vec<u64> {
     let sp = specials(dt);
     let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
     (0..count)
@@ -87,7 +87,7 @@ fn values(dt: DType, count: usize, seed: u64) -> Vec<u64> {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
-            if dt.is_float() && state.is_multiple_of(5) {
+            if with_specials && dt.is_float() && state.is_multiple_of(5) {
                 return sp[i % sp.len()];
             }
             let m = (state >> 11) as f64 / (1u64 << 53) as f64 * 8.0 - 4.0;
@@ -133,15 +133,40 @@ fn element(dt: DType, buf: &[u64], i: usize) -> u64 {
 }
 
 /// Runs `k` on an `m x n` matrix `a` (of `from`) and a vector `x` of `n` (of `dt`), with
-/// `a` seen through a view whose last stride is `step` elements; returns `y` as bits.
+/// `a` seen through a view whose last stride is `step` elements; returns `y` as bits. The
+/// inputs hold special values (NaN, infinities, signed zeros, subnormals) one time in five,
+/// and then every long row's result is one; `plain` inputs hold none.
 fn run_rows(
     k: &CompiledKernel,
     (dt, from): (DType, DType),
     (m, n, step): (usize, usize, usize),
     threads: usize,
 ) -> weft_cpu::Result<Vec<u64>> {
-    let mut a = buffer(from, &values(from, m * n * step, (m * 31 + n) as u64));
-    let mut x = buffer(dt, &values(dt, n, (n * 17 + m) as u64 + 1));
+    run_rows_of(k, (dt, from), (m, n, step), threads, true)
+}
+
+/// [`run_rows`] with ordinary values only.
+fn run_plain_rows(
+    k: &CompiledKernel,
+    (dt, from): (DType, DType),
+    (m, n, step): (usize, usize, usize),
+    threads: usize,
+) -> weft_cpu::Result<Vec<u64>> {
+    run_rows_of(k, (dt, from), (m, n, step), threads, false)
+}
+
+fn run_rows_of(
+    k: &CompiledKernel,
+    (dt, from): (DType, DType),
+    (m, n, step): (usize, usize, usize),
+    threads: usize,
+    specials: bool,
+) -> weft_cpu::Result<Vec<u64>> {
+    let mut a = buffer(
+        from,
+        &values(from, m * n * step, (m * 31 + n) as u64, specials),
+    );
+    let mut x = buffer(dt, &values(dt, n, (n * 17 + m) as u64 + 1, specials));
     let mut y = vec![0u64; (m * dt.size()).div_ceil(8).max(1)];
     let a_view = StoreView {
         ptr: a.as_mut_ptr().cast(),
@@ -182,6 +207,9 @@ fn row_reductions_in_lanes_give_the_scalar_bits() {
                     let got = run_rows(&v, (dt, from), (m, n, 1), threads).unwrap();
                     let want = run_rows(&s, (dt, from), (m, n, 1), 1).unwrap();
                     assert_eq!(got, want, "{} n={n} m={m} threads={threads}", k.name);
+                    let got = run_plain_rows(&v, (dt, from), (m, n, 1), threads).unwrap();
+                    let want = run_plain_rows(&s, (dt, from), (m, n, 1), 1).unwrap();
+                    assert_eq!(got, want, "{} plain n={n} m={m}", k.name);
                 }
             }
         }
@@ -303,6 +331,9 @@ fn every_lane_operation_gives_the_scalar_bits() {
             let got = run_rows(&v, (dt, dt), (4, n, 1), 2).unwrap();
             let want = run_rows(&s, (dt, dt), (4, n, 1), 1).unwrap();
             assert_eq!(got, want, "{} n={n}", k.name);
+            let got = run_plain_rows(&v, (dt, dt), (4, n, 1), 2).unwrap();
+            let want = run_plain_rows(&s, (dt, dt), (4, n, 1), 1).unwrap();
+            assert_eq!(got, want, "{} plain n={n}", k.name);
         }
     }
 }
@@ -346,11 +377,8 @@ fn row_reductions_in_wide_lanes_give_the_scalar_bits() {
     for (dt, from) in cases {
         for op in ReduceOp::ALL {
             let k = row_kernel(op, dt, from);
-            // Wide bodies take `f64` products summed or multiplied; the rest keeps the
-            // 128-bit code.
-            let takes = dt == DType::F64
-                && from == DType::F64
-                && matches!(op, ReduceOp::Sum | ReduceOp::Prod);
+            // Wide bodies take `f64` lanes (casts and other types keep the 128-bit code).
+            let takes = dt == DType::F64 && from == DType::F64;
             let (_, s) = both(&k, 1);
             for (path, w) in wide_paths(&k, usize::from(takes)) {
                 for n in lengths() {
@@ -358,6 +386,9 @@ fn row_reductions_in_wide_lanes_give_the_scalar_bits() {
                         let got = run_rows(&w, (dt, from), (m, n, 1), threads).unwrap();
                         let want = run_rows(&s, (dt, from), (m, n, 1), 1).unwrap();
                         assert_eq!(got, want, "{} on {path}: n={n} m={m}", k.name);
+                        let got = run_plain_rows(&w, (dt, from), (m, n, 1), threads).unwrap();
+                        let want = run_plain_rows(&s, (dt, from), (m, n, 1), 1).unwrap();
+                        assert_eq!(got, want, "{} on {path}: plain n={n} m={m}", k.name);
                     }
                 }
                 // A wider last stride takes the scalar code.
@@ -369,8 +400,8 @@ fn row_reductions_in_wide_lanes_give_the_scalar_bits() {
     }
 }
 
-/// `y[i] = sum over j of f(a[i, j], x[j])` with `add`, `sub`, `mul` and `div` in both operand
-/// orders, a constant and a uniform value computed before the loop (`i + 0.5`), and
+/// `y[i] = sum over j of f(a[i, j], x[j])` with `add`, `sub`, `mul`, `div`, `min` and `max`
+/// in both operand orders, a constant and a uniform value computed before the loop (`i + 0.5`), and
 /// sixteen products live at once (so an AVX2 body spills registers).
 fn wide_arith_kernel() -> Kernel {
     let mut k = KernelBuilder::new("rows.wide_arith");
@@ -389,6 +420,7 @@ fn wide_arith_kernel() -> Kernel {
             let d = b.sub(p, q);
             let e = b.div(b.mul(d, c), b.add(q, u));
             let f = b.sub(u, b.div(c, e));
+            let f = b.max(b.min(f, p), b.min(q, f));
             let terms: Vec<_> = (0..16)
                 .map(|t| {
                     let w = b.const_of(DType::F64, 1.0 + t as f64 / 8.0);
@@ -408,11 +440,13 @@ fn every_wide_lane_operation_gives_the_scalar_bits() {
     let (v, s) = both(&k, 1);
     for (path, w) in wide_paths(&k, 1) {
         for n in lengths() {
-            let got = run_rows(&w, (DType::F64, DType::F64), (4, n, 1), 2).unwrap();
-            let narrow = run_rows(&v, (DType::F64, DType::F64), (4, n, 1), 2).unwrap();
-            let want = run_rows(&s, (DType::F64, DType::F64), (4, n, 1), 1).unwrap();
-            assert_eq!(got, want, "{} on {path}: n={n}", k.name);
-            assert_eq!(narrow, want, "{} on sse: n={n}", k.name);
+            for run in [run_rows, run_plain_rows] {
+                let got = run(&w, (DType::F64, DType::F64), (4, n, 1), 2).unwrap();
+                let narrow = run(&v, (DType::F64, DType::F64), (4, n, 1), 2).unwrap();
+                let want = run(&s, (DType::F64, DType::F64), (4, n, 1), 1).unwrap();
+                assert_eq!(got, want, "{} on {path}: n={n}", k.name);
+                assert_eq!(narrow, want, "{} on sse: n={n}", k.name);
+            }
         }
     }
 }

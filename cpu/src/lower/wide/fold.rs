@@ -16,8 +16,8 @@
 //! before the first step and stores them back after the last.
 //!
 //! A loop qualifies when, besides what [`crate::lower::lanes::plan_wide`] requires, its lanes
-//! are `f64` computed by `add`, `sub`, `mul` and `div` of loads, uniform values and carried
-//! values, and every site's base index advances by the same positive number of elements per
+//! are `f64` computed by `add`, `sub`, `mul`, `div`, `min` and `max` of loads, uniform values
+//! and carried values, and every site's base index advances by the same positive number of elements per
 //! iteration: the scalar code of the body computes only values that are affine in the
 //! induction value (`+`, `-`, and `*` or `<<` by constants, whose wrapping keeps them affine)
 //! or do not depend on it. So the caller can compute the first iteration's addresses and
@@ -32,6 +32,7 @@ use weft_ir::{BinaryOp, DType, ForLoop, Op, Scalar, ValueId};
 
 use super::encode::op;
 use super::regalloc::{Class, MInst, Src, Uniform, VReg};
+use super::select::{Emit, float_min_max};
 use super::{Body, Carry, Isa, assemble};
 use crate::lower::lanes::{LanePlan, Node};
 use crate::lower::vector::ConstTable;
@@ -197,6 +198,7 @@ pub(crate) fn compile_fold(
     }
 
     let mut s = Sel {
+        isa,
         insts: Vec::new(),
         classes: Vec::new(),
         consts: Vec::new(),
@@ -241,6 +243,12 @@ pub(crate) fn compile_fold(
                     Src::U(s.constant(bits))
                 }
                 Node::Carried(g) => Src::V(*carried.get(g).ok_or("internal: no carried vector")?),
+                Node::Binary(bop @ (BinaryOp::Min | BinaryOp::Max), DType::F64, x, y) => {
+                    let xa = s.reg(vals[x]);
+                    let ya = s.reg(vals[y]);
+                    let min = bop == BinaryOp::Min;
+                    Src::V(float_min_max(&mut s, min, (xa, vals[y], ya)))
+                }
                 Node::Binary(bop, t, x, y) => {
                     if t != DType::F64 {
                         return Err(format!("{} on {t}", bop.name()));
@@ -324,12 +332,27 @@ pub(crate) fn compile_fold(
 
 /// The selector's state.
 struct Sel {
+    isa: Isa,
     insts: Vec<MInst>,
     classes: Vec<Class>,
     consts: Vec<u64>,
     const_index: HashMap<u64, u32>,
     uniforms: Vec<ValueId>,
     uniform_index: HashMap<ValueId, u32>,
+}
+
+impl Emit for Sel {
+    fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    fn fresh(&mut self, c: Class) -> VReg {
+        self.new_reg(c)
+    }
+
+    fn emit(&mut self, i: MInst) {
+        self.insts.push(i);
+    }
 }
 
 impl Sel {

@@ -19,6 +19,65 @@ use super::encode::{KOp, VecOp, op};
 use super::regalloc::{Class, MInst, Src, Uniform, VReg};
 use crate::lower::vector::VecPlan;
 
+/// Where selected instructions go: a selector's list, and its virtual registers.
+pub(super) trait Emit {
+    /// The instruction set selected for.
+    fn isa(&self) -> Isa;
+    /// A fresh virtual register of class `c`.
+    fn fresh(&mut self, c: Class) -> VReg;
+    /// Appends an instruction.
+    fn emit(&mut self, i: MInst);
+}
+
+impl Emit for Select<'_> {
+    fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    fn fresh(&mut self, c: Class) -> VReg {
+        self.new_reg(c)
+    }
+
+    fn emit(&mut self, i: MInst) {
+        self.push(i);
+    }
+}
+
+/// Float `min` or `max` of `x` and `y` (`x` in register `xa`; `y` as the operand `yb` and in
+/// register `ya`) with the scalar code's results (see `vector::vfminmax`): the native
+/// instruction, `x | y` (`x & y`) where the operands are equal, `y + x` where either is NaN.
+pub(super) fn float_min_max(e: &mut dyn Emit, min: bool, (xa, yb, ya): (VReg, Src, VReg)) -> VReg {
+    let mask = match e.isa() {
+        Isa::Avx512 => Class::K,
+        Isa::Avx2 => Class::V,
+    };
+    let op3 = |e: &mut dyn Emit, ins, a, b, imm, class| {
+        let dst = e.fresh(class);
+        e.emit(MInst::Op3 {
+            ins,
+            dst,
+            a,
+            b,
+            imm,
+        });
+        dst
+    };
+    let blend = |e: &mut dyn Emit, k, f, t| {
+        let dst = e.fresh(Class::V);
+        e.emit(MInst::Blend { dst, k, f, t });
+        dst
+    };
+    let native = if min { op::VMINPD } else { op::VMAXPD };
+    let r = op3(e, native, xa, yb, None, Class::V);
+    let eq = op3(e, op::VCMPPD, xa, yb, Some(FCMP_EQ), mask);
+    let both = if min { op::VPOR } else { op::VPAND };
+    let both = op3(e, both, xa, yb, None, Class::V);
+    let r = blend(e, eq, r, Src::V(both));
+    let nan = op3(e, op::VCMPPD, xa, yb, Some(FCMP_UNORD), mask);
+    let sum = op3(e, op::VADDPD, ya, Src::V(xa), None, Class::V);
+    blend(e, nan, r, Src::V(sum))
+}
+
 /// The instruction selector's state.
 pub(super) struct Select<'a> {
     pub isa: Isa,
@@ -244,32 +303,11 @@ impl<'a> Select<'a> {
         Ok(self.op3(ins, a, b, None, Class::V))
     }
 
-    /// Float `min` or `max` with the scalar code's results (see `vector::vfminmax`): the
-    /// native instruction, `x | y` (`x & y`) where the operands are equal, `y + x` where either
-    /// is NaN.
+    /// Float `min` or `max` with the scalar code's results: see [`float_min_max`].
     fn fminmax(&mut self, min: bool, x: ValueId, y: ValueId) -> R<VReg> {
         let (xa, yb) = (self.reg(x)?, self.src(y)?);
-        let r = self.op3(
-            if min { op::VMINPD } else { op::VMAXPD },
-            xa,
-            yb,
-            None,
-            Class::V,
-        );
-        let mask = self.mask_class();
-        let eq = self.op3(op::VCMPPD, xa, yb, Some(FCMP_EQ), mask);
-        let both = self.op3(
-            if min { op::VPOR } else { op::VPAND },
-            xa,
-            yb,
-            None,
-            Class::V,
-        );
-        let r = self.blend(eq, r, Src::V(both));
-        let nan = self.op3(op::VCMPPD, xa, yb, Some(FCMP_UNORD), mask);
         let ya = self.reg(y)?;
-        let sum = self.op3(op::VADDPD, ya, Src::V(xa), None, Class::V);
-        Ok(self.blend(nan, r, Src::V(sum)))
+        Ok(float_min_max(self, min, (xa, yb, ya)))
     }
 
     /// Integer `min` or `max` on AVX2: `x > y`, then a blend.
