@@ -603,12 +603,14 @@ fn matvec(name: String, dtype: DType) -> KernelBuilder {
     k
 }
 
-/// `C[i, j] = sum_p A[i, p] * B[p, j]`: `A` tiled by rows like `C`, `B` whole (so `B` is
-/// indexed by `j`'s global column).
+/// `C[i, j] = sum_p A[i, p] * B[p, j]`, read as `A[i, p] * BT[j, p]` from `B`'s transpose
+/// `BT` stored by rows, in the lane order: `A` tiled by rows like `C`, `BT` whole (indexed by
+/// `j`'s global column).
 fn matmul(name: String, dtype: DType) -> KernelBuilder {
     let mut k = KernelBuilder::new(name);
     let a = k.store(dtype, 2, Privilege::Read);
-    let bm = k.store(dtype, 2, Privilege::Read);
+    // `B.T`, `(n, k)`: row `j` is column `j` of `B`.
+    let bt = k.store(dtype, 2, Privilege::Read);
     let c = k.store(dtype, 2, Privilege::Write);
     let n = k.extent(a, 1);
     k.parallel(c, |b, idx| {
@@ -617,7 +619,7 @@ fn matmul(name: String, dtype: DType) -> KernelBuilder {
         let lo = b.const_i64(0);
         let sum = b.fold_lanes(ReduceOp::Sum, dtype, lo, n, |b, p| {
             let aip = b.load(a, &[i, p]);
-            let bpj = b.load(bm, &[p, col]);
+            let bpj = b.load(bt, &[col, p]);
             b.mul(aip, bpj)
         });
         b.store(c, idx, sum);
@@ -764,6 +766,43 @@ mod tests {
         let key: Key = "binary.mul.f64.r1.za".parse().expect("valid key");
         let text = text::print(&build(&key).expect("valid kernel"));
         assert!(text.contains("%arg0[]"), "{text}");
+    }
+
+    #[test]
+    fn row_products_run_in_vector_lanes_and_wide_bodies() {
+        // `matmul` reads `B`'s transpose by rows, so its row products, like `matvec`'s and a
+        // reduction's over a trailing dimension, read both operands with unit strides.
+        let keys = [
+            Key::Matvec { dtype: DType::F64 },
+            Key::Matmul { dtype: DType::F64 },
+            Key::Matmul { dtype: DType::F32 },
+            Key::ReduceRows {
+                op: ReduceOp::Sum,
+                dtype: DType::F64,
+                kept: 1,
+                reduced: 1,
+            },
+        ];
+        let mut cpu = weft_cpu::CpuBackend::new().expect("a CPU back end");
+        let paths = cpu.compiler().available_paths();
+        for key in keys {
+            let kernel = build(&key).expect("valid kernel");
+            for &path in &paths {
+                cpu.compiler().set_path(path).expect("an available path");
+                let compiled = cpu.compile(&kernel).expect("compiles");
+                let (lanes, wide) = match path {
+                    weft_cpu::SimdPath::Scalar => (0, 0),
+                    weft_cpu::SimdPath::Sse => (1, 0),
+                    // The wide bodies take `f64` lanes.
+                    _ => (
+                        1,
+                        usize::from(!matches!(key, Key::Matmul { dtype: DType::F32 })),
+                    ),
+                };
+                assert_eq!(compiled.lane_loops(), lanes, "{key} on {path}");
+                assert_eq!(compiled.wide_lane_loops(), wide, "{key} on {path}");
+            }
+        }
     }
 
     #[test]

@@ -68,7 +68,8 @@ pub fn matmul(a: &Array<'_>, b: &Array<'_>) -> Result<Store, Error> {
     }
 }
 
-/// `A @ B` for an `(m, k)` and a `(k, n)` matrix of one float dtype: an `(m, n)` matrix.
+/// `A @ B` for an `(m, k)` and a `(k, n)` matrix of one float dtype: an `(m, n)` matrix,
+/// each element the lane-order sum of a row of `A` times a row of a contiguous copy of `B.T`.
 fn matmul_2d(a: &Array<'_>, b: &Array<'_>) -> Result<Store, Error> {
     let name = "matmul";
     let (&[m, k], &[k2, n]) = (a.shape.as_slice(), b.shape.as_slice()) else {
@@ -88,11 +89,15 @@ fn matmul_2d(a: &Array<'_>, b: &Array<'_>) -> Result<Store, Error> {
     catalog::LINALG_RULE
         .check(name, dtype)
         .map_err(weft_sdk::error)?;
+    // `B`'s columns as contiguous rows (a copy of `B.T`), so that every element's row product
+    // reads both operands with unit strides: it runs in the lane order's vectors.
+    let view = b.store.permute(&[1, 0]).map_err(host_error(name))?;
+    let bt = super::elementwise::copy(&Array::new(&view))?;
     let c = create(name, &[m, n], dtype)?;
     let launch = Launch::preferred(&[m, n]);
     Task::new(Key::Matmul { dtype }.to_string(), &launch)
         .arg(a.store, launch.rows(&a.shape), Privilege::Read)
-        .arg(b.store, Partition::None, Privilege::Read)
+        .arg(&bt, Partition::None, Privilege::Read)
         .arg(&c, launch.tiled(), Privilege::Write)
         .submit()
         .map_err(host_error(name))?;
