@@ -66,7 +66,9 @@ struct PendingRow {
 }
 
 impl PendingRow {
-    /// Writes the row into its buffer, element by element, each checked against the buffer.
+    /// Writes the row into its buffer, a run of elements at a time (a whole innermost row
+    /// when its stride is one element, else one element), each run checked against the
+    /// buffer.
     fn commit(&self, memory: &mut Memory) -> Result<()> {
         let bytes = memory.bytes_mut(self.buffer)?;
         let size = self.element_size;
@@ -76,8 +78,23 @@ impl PendingRow {
         );
         let row_at = i128::from(self.offset)
             + i128::from(self.row.row) * i128::from(self.strides.first().copied().unwrap_or(0));
-        let mut index = vec![0i64; inner.len()];
-        for chunk in self.row.bytes.chunks_exact(size) {
+        let contiguous = strides.last().is_none_or(|&s| s == 1);
+        let run = match inner.last() {
+            Some(&n) if contiguous => usize::try_from(n).unwrap_or(0).max(1),
+            _ => 1,
+        };
+        // The dimensions the runs step through (all but the innermost when it is one run).
+        let outer = if contiguous && !inner.is_empty() {
+            inner.len() - 1
+        } else {
+            inner.len()
+        };
+        let mut index = vec![0i64; outer];
+        let run_bytes = run.saturating_mul(size);
+        if run_bytes == 0 {
+            return Ok(());
+        }
+        for chunk in self.row.bytes.chunks(run_bytes) {
             let at = index
                 .iter()
                 .zip(strides)
@@ -85,13 +102,13 @@ impl PendingRow {
             let range = usize::try_from(at)
                 .ok()
                 .and_then(|e| e.checked_mul(size))
-                .and_then(|b| Some(b..b.checked_add(size)?))
+                .and_then(|b| Some(b..b.checked_add(chunk.len())?))
                 .filter(|r| r.end <= bytes.len())
                 .ok_or_else(|| {
                     Error::Memory(format!("a held row outside buffer {}", self.buffer.0))
                 })?;
             bytes[range].copy_from_slice(chunk);
-            for d in (0..inner.len()).rev() {
+            for d in (0..outer).rev() {
                 index[d] += 1;
                 if index[d] < inner[d] {
                     break;
@@ -471,4 +488,90 @@ fn byte_range(len: usize, offset: u64, n: usize) -> Result<std::ops::Range<usize
                 "{n} bytes at offset {offset} reach outside a buffer of {len} bytes"
             ))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Commits row `row` of a `4 x 3 x 5` view of `f64` with `strides` (in elements, from
+    /// `offset`) into a buffer of 512 elements, and returns the buffer's elements: each
+    /// written element is `1000 + its position in the row`, the rest `-1`.
+    fn commit_into(row: i64, offset: u64, strides: [i64; 3]) -> Vec<f64> {
+        let mut memory = Memory::default();
+        let buffer = memory.alloc(512 * 8).expect("allocates");
+        let fill: Vec<u8> = (0..512).flat_map(|_| (-1.0f64).to_le_bytes()).collect();
+        memory
+            .bytes_mut(buffer)
+            .expect("exists")
+            .copy_from_slice(&fill);
+        let bytes: Vec<u8> = (0..15)
+            .flat_map(|k| (1000.0 + f64::from(k)).to_le_bytes())
+            .collect();
+        let pending = PendingRow {
+            buffer,
+            offset,
+            extents: vec![4, 3, 5],
+            strides: strides.to_vec(),
+            element_size: 8,
+            row: HeldRow {
+                store: 0,
+                row,
+                bytes,
+            },
+        };
+        pending.commit(&mut memory).expect("inside the buffer");
+        memory
+            .bytes(buffer)
+            .expect("exists")
+            .chunks_exact(8)
+            .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect()
+    }
+
+    /// What committing writes, element by element.
+    fn reference(row: i64, offset: u64, strides: [i64; 3]) -> Vec<f64> {
+        let mut want = vec![-1.0; 512];
+        for j in 0..3 {
+            for k in 0..5 {
+                let at = offset as i64 + row * strides[0] + j * strides[1] + k * strides[2];
+                want[at as usize] = 1000.0 + (j * 5 + k) as f64;
+            }
+        }
+        want
+    }
+
+    #[test]
+    fn a_held_row_commits_to_the_elements_its_strides_name() {
+        // Dense, with padding between rows, and transposed (the innermost stride not one).
+        for (row, offset, strides) in [(2, 0, [15, 5, 1]), (3, 7, [40, 8, 1]), (1, 3, [1, 4, 12])] {
+            assert_eq!(
+                commit_into(row, offset, strides),
+                reference(row, offset, strides),
+                "row {row} at {offset} with strides {strides:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_held_row_outside_its_buffer_is_an_error() {
+        let mut memory = Memory::default();
+        let buffer = memory.alloc(64).expect("allocates");
+        let pending = PendingRow {
+            buffer,
+            offset: 0,
+            extents: vec![4, 8],
+            strides: vec![8, 1],
+            element_size: 8,
+            row: HeldRow {
+                store: 0,
+                row: 1,
+                bytes: vec![0; 64],
+            },
+        };
+        let err = pending
+            .commit(&mut memory)
+            .expect_err("row 1 lies past the end");
+        assert!(err.to_string().contains("outside buffer"), "{err}");
+    }
 }

@@ -27,6 +27,9 @@ use crate::launch::{CHUNK_ITERS, KernelFn, Plan, Shared};
 /// then a small part of it.
 const MIN_CHUNK_ROWS: i64 = 64;
 
+/// Chunks per thread of a loop with deferred stores, at most (beyond the other bounds).
+const CHUNKS_PER_THREAD: i64 = 4;
+
 /// About how many iterations one slice runs: its rows stay in the second-level cache.
 const SLICE_ITERS: i64 = 8192;
 
@@ -139,10 +142,17 @@ impl Plan {
         }
         let halo = defer.iter().map(|d| d.halo).max().unwrap_or(0).max(0);
         let slice = (SLICE_ITERS / inner.max(1)).max(1).max(halo);
+        // Few chunks (each holds back its first and last `halo` rows, which the launch then
+        // writes alone), enough for every thread: the rows a chunk writes do not depend on
+        // how the loop is cut.
+        let threads = i64::try_from(pool.current_num_threads())
+            .unwrap_or(1)
+            .max(1);
         let per = (CHUNK_ITERS / inner.max(1))
             .max(MIN_CHUNK_ROWS)
             .max(4 * halo)
-            .max(slice);
+            .max(slice)
+            .max((rows - 1) / (CHUNKS_PER_THREAD * threads) + 1);
         let nchunks = (rows - 1) / per + 1;
         let row_bytes: Vec<usize> = defer
             .iter()
