@@ -761,6 +761,7 @@ impl StepCx<'_> {
                 consts: HashMap::new(),
                 in_for: 0,
                 lane_loops: self.lane_loops,
+                widened: HashMap::new(),
             };
             build(&mut fl)?;
             // Resets `fctx` for the next function.
@@ -966,6 +967,10 @@ struct FnLower<'a, 'f> {
     in_for: u32,
     /// How many `for` loops of the kernel were lowered as vectors of lanes.
     lane_loops: &'a mut LaneLoops,
+    /// `i32` values loaded from memory: the value, and the same load sign-extended to `i64`
+    /// (`sload32`), which a cast to `i64` takes instead of extending the value again (x86-64
+    /// loads and extends in one instruction).
+    widened: HashMap<ValueId, (Value, Value)>,
 }
 
 impl<'f> FnLower<'_, 'f> {
@@ -1585,7 +1590,10 @@ impl<'f> FnLower<'_, 'f> {
             }
             Op::Cast(to, v) => {
                 let (x, from) = self.val(*v)?;
-                (self.cast(x, from, *to), *to)
+                match self.widened.get(v) {
+                    Some(&(narrow, wide)) if narrow == x && *to == DType::I64 => (wide, *to),
+                    _ => (self.cast(x, from, *to), *to),
+                }
             }
             Op::Bitcast(to, v) => {
                 let (x, from) = self.val(*v)?;
@@ -1628,14 +1636,23 @@ impl<'f> FnLower<'_, 'f> {
                 }
                 let dt = slot.dtype;
                 let addr = self.address(acc)?;
-                let x = self.b.ins().load(cl_type(dt), data_flags(), addr, 0);
-                let x = if dt == DType::Bool {
-                    // Any nonzero byte reads as true.
-                    self.b.ins().icmp_imm_s(IntCC::NotEqual, x, 0)
+                if dt == DType::I32 {
+                    let wide = self.b.ins().sload32(data_flags(), addr, 0);
+                    let x = self.b.ins().ireduce(types::I32, wide);
+                    if let [r] = inst.results[..] {
+                        self.widened.insert(r, (x, wide));
+                    }
+                    (x, dt)
                 } else {
-                    x
-                };
-                (x, dt)
+                    let x = self.b.ins().load(cl_type(dt), data_flags(), addr, 0);
+                    let x = if dt == DType::Bool {
+                        // Any nonzero byte reads as true.
+                        self.b.ins().icmp_imm_s(IntCC::NotEqual, x, 0)
+                    } else {
+                        x
+                    };
+                    (x, dt)
+                }
             }
             Op::Store(acc, v) => {
                 Self::no_result(inst)?;
