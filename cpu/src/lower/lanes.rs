@@ -251,8 +251,13 @@ fn plan_of_width(
         needed.extend(site.outer.iter().copied());
         needed.extend(site.base);
     }
-    if let Some(v) = needed.into_iter().find(|v| a.owned.contains(v)) {
+    if let Some(v) = needed.iter().find(|v| a.owned.contains(v)) {
         return Err(format!("the scalar value {v} is needed outside the lanes"));
+    }
+    // The scalar code runs once per iteration on scalars: it cannot read the carried values,
+    // which live in vectors.
+    if let Some(v) = needed.iter().find(|v| a.carried.contains_key(v)) {
+        return Err(format!("the scalar code reads carried value {v}"));
     }
     Ok(LanePlan {
         lanes,
@@ -985,6 +990,19 @@ kernel @row(%a: store<f64, 2, read>, %x: store<f64, 1, read>, %y: store<f64, 1, 
         );
         let why = plan_of(&leaky).expect_err("does not qualify");
         assert!(why.contains("needed outside"), "{why}");
+    }
+
+    #[test]
+    fn scalar_code_that_reads_a_carried_value_does_not_qualify() {
+        // `%u` is the same in both lanes (a splat) but computed from carried value `%c0`.
+        let reading = ROW
+            .replace(
+                "%t0 = mul %a0, %x0",
+                "%u = add %c0, %c0\n      %t0 = mul %a0, %u",
+            )
+            .replace("%t1 = mul %a1, %x1", "%t1 = mul %a1, %u");
+        let why = plan_of(&reading).expect_err("does not qualify");
+        assert!(why.contains("carried"), "{why}");
     }
 
     #[test]
