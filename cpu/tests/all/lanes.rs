@@ -436,9 +436,15 @@ fn wide_arith_kernel() -> Kernel {
 
 #[test]
 fn every_wide_lane_operation_gives_the_scalar_bits() {
-    let k = wide_arith_kernel();
-    let (v, s) = both(&k, 1);
-    for (path, w) in wide_paths(&k, 1) {
+    for k in [wide_arith_kernel(), mixed_kernel(DType::F64)] {
+        wide_bits(&k);
+    }
+}
+
+/// `k` (a row kernel of `f64`) on every wide path, against the 128-bit and scalar code.
+fn wide_bits(k: &Kernel) {
+    let (v, s) = both(k, 1);
+    for (path, w) in wide_paths(k, 1) {
         for n in lengths() {
             for run in [run_rows, run_plain_rows] {
                 let got = run(&w, (DType::F64, DType::F64), (4, n, 1), 2).unwrap();

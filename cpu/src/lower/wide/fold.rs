@@ -16,8 +16,8 @@
 //! before the first step and stores them back after the last.
 //!
 //! A loop qualifies when, besides what [`crate::lower::lanes::plan_wide`] requires, its lanes
-//! are `f64` computed by `add`, `sub`, `mul`, `div`, `min` and `max` of loads, uniform values
-//! and carried values, and every site's base index advances by the same positive number of elements per
+//! are `f64` computed by `add`, `sub`, `mul`, `div`, `min`, `max`, `neg`, `abs` and `sqrt` of
+//! loads, uniform values and carried values, and every site's base index advances by the same positive number of elements per
 //! iteration: the scalar code of the body computes only values that are affine in the
 //! induction value (`+`, `-`, and `*` or `<<` by constants, whose wrapping keeps them affine)
 //! or do not depend on it. So the caller can compute the first iteration's addresses and
@@ -28,7 +28,7 @@
 
 use std::collections::HashMap;
 
-use weft_ir::{BinaryOp, DType, ForLoop, Op, Scalar, ValueId};
+use weft_ir::{BinaryOp, DType, ForLoop, Op, Scalar, UnaryOp, ValueId};
 
 use super::encode::op;
 use super::regalloc::{Class, MInst, Src, Uniform, VReg};
@@ -292,8 +292,35 @@ pub(crate) fn compile_fold(
                     });
                     Src::V(dst)
                 }
+                Node::Unary(uop, DType::F64, x) => {
+                    // As the 128-bit code: the sign flipped or cleared, or the square root.
+                    let (ins, mask) = match uop {
+                        UnaryOp::Neg => (op::VPXOR, Some(1u64 << 63)),
+                        UnaryOp::Abs => (op::VPAND, Some(!(1u64 << 63))),
+                        UnaryOp::Sqrt => (op::VSQRTPD, None),
+                        other => return Err(format!("{} has no wide form here", other.name())),
+                    };
+                    let dst = s.new_reg(Class::V);
+                    let i = match mask {
+                        Some(bits) => MInst::Op3 {
+                            ins,
+                            dst,
+                            a: s.reg(vals[x]),
+                            b: Src::U(s.constant(bits)),
+                            imm: None,
+                        },
+                        None => MInst::Op2 {
+                            ins,
+                            dst,
+                            b: vals[x],
+                            imm: None,
+                        },
+                    };
+                    s.insts.push(i);
+                    Src::V(dst)
+                }
                 Node::Unary(..) | Node::Cast(..) => {
-                    return Err("a unary operation or a cast".into());
+                    return Err("a unary operation on integers, or a cast".into());
                 }
             };
             vals.push(v);
