@@ -622,6 +622,26 @@ struct StepCx<'a> {
     lane_loops: &'a mut LaneLoops,
 }
 
+/// Defines machine code of our own (a wide body, see [`wide`]) as a function of `module`
+/// with the signature `fn(args: *const u64, steps: i64)`; `what` names it in errors.
+fn define_wide_code(
+    module: &mut JITModule,
+    ptr_ty: Type,
+    code: &[u8],
+    what: &str,
+) -> LResult<FuncId> {
+    let mut sig = module.make_signature();
+    sig.params.push(AbiParam::new(ptr_ty));
+    sig.params.push(AbiParam::new(types::I64));
+    let func = module
+        .declare_anonymous_function(&sig)
+        .map_err(|e| format!("declare: {e}"))?;
+    module
+        .define_function_bytes(func, 64, code, &[])
+        .map_err(|e| format!("define {what}: {e:?}"))?;
+    Ok(func)
+}
+
 /// A wide body defined in the module, and what its caller passes it.
 pub(crate) struct WideCall {
     pub isa: wide::Isa,
@@ -703,16 +723,8 @@ impl StepCx<'_> {
     /// Defines the machine code of `body` as a function of the module (signature
     /// `fn(args: *const u64, steps: i64)`) and keeps its constant table.
     fn define_wide(&mut self, body: wide::WideBody) -> LResult<WideCall> {
-        let mut sig = self.module.make_signature();
-        sig.params.push(AbiParam::new(self.ptr_ty));
-        sig.params.push(AbiParam::new(types::I64));
-        let func = self
-            .module
-            .declare_anonymous_function(&sig)
-            .map_err(|e| format!("declare: {e}"))?;
-        self.module
-            .define_function_bytes(func, 64, &body.code, &[])
-            .map_err(|e| format!("define the {} body: {e:?}", body.isa.name()))?;
+        let what = format!("the {} body", body.isa.name());
+        let func = define_wide_code(self.module, self.ptr_ty, &body.code, &what)?;
         self.tables.push(body.table);
         Ok(WideCall {
             isa: body.isa,

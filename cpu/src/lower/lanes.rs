@@ -30,8 +30,7 @@ use std::collections::{HashMap, HashSet};
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
-    AbiParam, BlockArg, ConstantData, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind,
-    Value, types,
+    BlockArg, ConstantData, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Value, types,
 };
 use cranelift_module::{FuncId, Module};
 use weft_ir::validate::Types;
@@ -573,16 +572,8 @@ impl FnLower<'_, '_> {
     /// Defines the machine code of `body`, compiled from `plan`, as a function of the module
     /// (signature `fn(args: *const u64, steps: i64)`) and keeps its constant table.
     pub(super) fn define_fold(&mut self, body: FoldBody, plan: &LanePlan) -> LResult<FoldCall> {
-        let mut sig = self.module.make_signature();
-        sig.params.push(AbiParam::new(self.ptr_ty));
-        sig.params.push(AbiParam::new(types::I64));
-        let func = self
-            .module
-            .declare_anonymous_function(&sig)
-            .map_err(|e| format!("declare: {e}"))?;
-        self.module
-            .define_function_bytes(func, 64, &body.code, &[])
-            .map_err(|e| format!("define the {} lane body: {e:?}", body.isa.name()))?;
+        let what = format!("the {} lane body", body.isa.name());
+        let func = super::define_wide_code(self.module, self.ptr_ty, &body.code, &what)?;
         self.tables.push(body.table);
         Ok(FoldCall {
             func,

@@ -31,7 +31,7 @@ use std::collections::HashMap;
 use weft_ir::{BinaryOp, DType, ForLoop, Op, Scalar, UnaryOp, ValueId};
 
 use super::encode::op;
-use super::regalloc::{Class, MInst, Src, Uniform, VReg};
+use super::regalloc::{Class, MInst, Src, Uniforms, VReg};
 use super::select::{Emit, float_min_max};
 use super::{Body, Carry, Isa, assemble};
 use crate::lower::lanes::{LanePlan, Node};
@@ -201,10 +201,7 @@ pub(crate) fn compile_fold(
         isa,
         insts: Vec::new(),
         classes: Vec::new(),
-        consts: Vec::new(),
-        const_index: HashMap::new(),
-        uniforms: Vec::new(),
-        uniform_index: HashMap::new(),
+        uniforms: Uniforms::default(),
     };
     // The carried vectors (one per group), pinned to the top registers.
     let top = isa.vector_registers();
@@ -229,8 +226,8 @@ pub(crate) fn compile_fold(
                             return Err("a uniform value that changes with the iteration".into());
                         }
                         match aff.body_consts.get(&v).copied().or_else(|| const_of(v)) {
-                            Some(c) => Src::U(s.constant(c.to_bits())),
-                            None => Src::U(s.uniform(v)),
+                            Some(c) => Src::U(s.uniforms.constant(c.to_bits())),
+                            None => Src::U(s.uniforms.arg(v)),
                         }
                     }
                     t => return Err(format!("a uniform {t}")),
@@ -240,7 +237,7 @@ pub(crate) fn compile_fold(
                     if t.size() != 8 || cs.iter().any(|c| c.to_bits() != bits) {
                         return Err("constants that differ between lanes".into());
                     }
-                    Src::U(s.constant(bits))
+                    Src::U(s.uniforms.constant(bits))
                 }
                 Node::Carried(g) => Src::V(*carried.get(g).ok_or("internal: no carried vector")?),
                 Node::Binary(bop @ (BinaryOp::Min | BinaryOp::Max), DType::F64, x, y) => {
@@ -261,15 +258,7 @@ pub(crate) fn compile_fold(
                         other => return Err(format!("{} has no wide form here", other.name())),
                     };
                     let a = s.reg(vals[x]);
-                    let dst = s.new_reg(Class::V);
-                    s.insts.push(MInst::Op3 {
-                        ins,
-                        dst,
-                        a,
-                        b: vals[y],
-                        imm: None,
-                    });
-                    Src::V(dst)
+                    Src::V(s.op3(ins, a, vals[y], None, Class::V))
                 }
                 Node::Load {
                     site,
@@ -306,7 +295,7 @@ pub(crate) fn compile_fold(
                             ins,
                             dst,
                             a: s.reg(vals[x]),
-                            b: Src::U(s.constant(bits)),
+                            b: Src::U(s.uniforms.constant(bits)),
                             imm: None,
                         },
                         None => MInst::Op2 {
@@ -332,14 +321,14 @@ pub(crate) fn compile_fold(
     for (&(to, _), &src) in pinned.iter().zip(&carried) {
         s.insts.push(MInst::Pin { to, src });
     }
-    let words = plan.sites.len() + s.uniforms.len();
+    let words = plan.sites.len() + s.uniforms.args.len();
     let (code, table) = assemble(Body {
         isa,
         insts: &s.insts,
         classes: &s.classes,
-        consts: &s.consts,
+        consts: &s.uniforms.consts,
         pointers: plan.sites.len(),
-        uniforms: s.uniforms.len(),
+        uniforms: s.uniforms.args.len(),
         advance: i32::try_from(UNROLL * stride * 8).map_err(|e| e.to_string())?,
         carry: Some(Carry {
             word: u32::try_from(words).map_err(|e| e.to_string())?,
@@ -347,7 +336,7 @@ pub(crate) fn compile_fold(
         }),
     })?;
     let mut args: Vec<FoldWord> = (0..plan.sites.len()).map(FoldWord::Site).collect();
-    args.extend(s.uniforms.into_iter().map(FoldWord::Uniform));
+    args.extend(s.uniforms.args.into_iter().map(FoldWord::Uniform));
     Ok(FoldBody {
         isa,
         code,
@@ -362,10 +351,7 @@ struct Sel {
     isa: Isa,
     insts: Vec<MInst>,
     classes: Vec<Class>,
-    consts: Vec<u64>,
-    const_index: HashMap<u64, u32>,
-    uniforms: Vec<ValueId>,
-    uniform_index: HashMap<ValueId, u32>,
+    uniforms: Uniforms,
 }
 
 impl Emit for Sel {
@@ -386,24 +372,6 @@ impl Sel {
     fn new_reg(&mut self, c: Class) -> VReg {
         self.classes.push(c);
         VReg(self.classes.len() as u32 - 1)
-    }
-
-    fn constant(&mut self, bits: u64) -> Uniform {
-        let next = self.consts.len() as u32;
-        let i = *self.const_index.entry(bits).or_insert(next);
-        if i == next {
-            self.consts.push(bits);
-        }
-        Uniform::Const(i)
-    }
-
-    fn uniform(&mut self, v: ValueId) -> Uniform {
-        let next = self.uniforms.len() as u32;
-        let i = *self.uniform_index.entry(v).or_insert(next);
-        if i == next {
-            self.uniforms.push(v);
-        }
-        Uniform::Arg(i)
     }
 
     /// `s` in a vector register (a uniform is broadcast into a fresh one).

@@ -206,9 +206,9 @@ pub(crate) fn compile(
         isa,
         insts: &s.insts,
         classes: &s.classes,
-        consts: &s.consts,
+        consts: &s.uniforms.consts,
         pointers: ptrs.len(),
-        uniforms: s.uniforms.len(),
+        uniforms: s.uniforms.args.len(),
         advance: i32::try_from(isa.step() * 8).map_err(|e| e.to_string())?,
         carry: None,
     })?;
@@ -216,7 +216,7 @@ pub(crate) fn compile(
         .into_iter()
         .map(|(p, ix)| ArgWord::RowBase(p, ix))
         .collect();
-    args.extend(s.uniforms.into_iter().map(ArgWord::Uniform));
+    args.extend(s.uniforms.args.into_iter().map(ArgWord::Uniform));
     Ok(WideBody {
         isa,
         code,

@@ -12,6 +12,10 @@
 //! the last (`r/m`) position of an instruction that is in a slot is read from the slot
 //! directly; any other operand is first reloaded.
 
+use std::collections::HashMap;
+
+use weft_ir::ValueId;
+
 use super::Isa;
 use super::encode::{Asm, KOp, Mem, Rm, VecOp, gpr, op};
 
@@ -35,6 +39,39 @@ pub(crate) enum Uniform {
     Const(u32),
     /// Uniform argument word `i` of the call.
     Arg(u32),
+}
+
+/// The constants and uniform arguments a body reads, each numbered once.
+#[derive(Debug, Default)]
+pub(crate) struct Uniforms {
+    /// The constants' bits, by [`Uniform::Const`] number.
+    pub consts: Vec<u64>,
+    const_index: HashMap<u64, u32>,
+    /// The uniform values, by [`Uniform::Arg`] number.
+    pub args: Vec<ValueId>,
+    arg_index: HashMap<ValueId, u32>,
+}
+
+impl Uniforms {
+    /// The constant with these bits.
+    pub fn constant(&mut self, bits: u64) -> Uniform {
+        let next = self.consts.len() as u32;
+        let i = *self.const_index.entry(bits).or_insert(next);
+        if i == next {
+            self.consts.push(bits);
+        }
+        Uniform::Const(i)
+    }
+
+    /// The uniform argument that holds `v`.
+    pub fn arg(&mut self, v: ValueId) -> Uniform {
+        let next = self.args.len() as u32;
+        let i = *self.arg_index.entry(v).or_insert(next);
+        if i == next {
+            self.args.push(v);
+        }
+        Uniform::Arg(i)
+    }
 }
 
 /// The last operand of an instruction: a virtual register or a broadcast uniform.

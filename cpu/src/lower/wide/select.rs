@@ -16,7 +16,7 @@ use weft_ir::{BinaryOp, CmpOp, DType, Inst, Op, Scalar, UnaryOp, ValueId};
 
 use super::Isa;
 use super::encode::{KOp, VecOp, op};
-use super::regalloc::{Class, MInst, Src, Uniform, VReg};
+use super::regalloc::{Class, MInst, Src, Uniform, Uniforms, VReg};
 use crate::lower::vector::VecPlan;
 
 /// Where selected instructions go: a selector's list, and its virtual registers.
@@ -27,6 +27,19 @@ pub(super) trait Emit {
     fn fresh(&mut self, c: Class) -> VReg;
     /// Appends an instruction.
     fn emit(&mut self, i: MInst);
+
+    /// `dst = ins(a, b)` (`imm` for comparisons), `dst` a fresh register of `class`.
+    fn op3(&mut self, ins: VecOp, a: VReg, b: Src, imm: Option<u8>, class: Class) -> VReg {
+        let dst = self.fresh(class);
+        self.emit(MInst::Op3 {
+            ins,
+            dst,
+            a,
+            b,
+            imm,
+        });
+        dst
+    }
 }
 
 impl Emit for Select<'_> {
@@ -51,30 +64,19 @@ pub(super) fn float_min_max(e: &mut dyn Emit, min: bool, (xa, yb, ya): (VReg, Sr
         Isa::Avx512 => Class::K,
         Isa::Avx2 => Class::V,
     };
-    let op3 = |e: &mut dyn Emit, ins, a, b, imm, class| {
-        let dst = e.fresh(class);
-        e.emit(MInst::Op3 {
-            ins,
-            dst,
-            a,
-            b,
-            imm,
-        });
-        dst
-    };
     let blend = |e: &mut dyn Emit, k, f, t| {
         let dst = e.fresh(Class::V);
         e.emit(MInst::Blend { dst, k, f, t });
         dst
     };
     let native = if min { op::VMINPD } else { op::VMAXPD };
-    let r = op3(e, native, xa, yb, None, Class::V);
-    let eq = op3(e, op::VCMPPD, xa, yb, Some(FCMP_EQ), mask);
+    let r = e.op3(native, xa, yb, None, Class::V);
+    let eq = e.op3(op::VCMPPD, xa, yb, Some(FCMP_EQ), mask);
     let both = if min { op::VPOR } else { op::VPAND };
-    let both = op3(e, both, xa, yb, None, Class::V);
+    let both = e.op3(both, xa, yb, None, Class::V);
     let r = blend(e, eq, r, Src::V(both));
-    let nan = op3(e, op::VCMPPD, xa, yb, Some(FCMP_UNORD), mask);
-    let sum = op3(e, op::VADDPD, ya, Src::V(xa), None, Class::V);
+    let nan = e.op3(op::VCMPPD, xa, yb, Some(FCMP_UNORD), mask);
+    let sum = e.op3(op::VADDPD, ya, Src::V(xa), None, Class::V);
     blend(e, nan, r, Src::V(sum))
 }
 
@@ -91,12 +93,8 @@ pub(super) struct Select<'a> {
     vals: Vec<HashMap<ValueId, VReg>>,
     /// The vector of the step being selected.
     copy: usize,
-    /// The constants the body reads (their bits), and the uniform values it takes as
-    /// arguments.
-    pub consts: Vec<u64>,
-    const_index: HashMap<u64, u32>,
-    pub uniforms: Vec<ValueId>,
-    uniform_index: HashMap<ValueId, u32>,
+    /// The constants the body reads, and the uniform values it takes as arguments.
+    pub uniforms: Uniforms,
 }
 
 type R<T> = Result<T, String>;
@@ -119,10 +117,7 @@ impl<'a> Select<'a> {
             classes: Vec::new(),
             vals: vec![HashMap::new(); isa.unroll()],
             copy: 0,
-            consts: Vec::new(),
-            const_index: HashMap::new(),
-            uniforms: Vec::new(),
-            uniform_index: HashMap::new(),
+            uniforms: Uniforms::default(),
         }
     }
 
@@ -150,12 +145,7 @@ impl<'a> Select<'a> {
     }
 
     fn constant(&mut self, bits: u64) -> Uniform {
-        let next = self.consts.len() as u32;
-        let i = *self.const_index.entry(bits).or_insert(next);
-        if i == next {
-            self.consts.push(bits);
-        }
-        Uniform::Const(i)
+        self.uniforms.constant(bits)
     }
 
     /// The operand for `v`: its register if it varies, else a broadcast constant or argument.
@@ -173,12 +163,7 @@ impl<'a> Select<'a> {
         if let Some(c) = (self.const_of)(v) {
             return Ok(Src::U(self.constant(c.to_bits())));
         }
-        let next = self.uniforms.len() as u32;
-        let i = *self.uniform_index.entry(v).or_insert(next);
-        if i == next {
-            self.uniforms.push(v);
-        }
-        Ok(Src::U(Uniform::Arg(i)))
+        Ok(Src::U(self.uniforms.arg(v)))
     }
 
     /// `v` in a vector register (a uniform is broadcast into a fresh one).
@@ -207,18 +192,6 @@ impl<'a> Select<'a> {
             Isa::Avx512 => Class::K,
             Isa::Avx2 => Class::V,
         }
-    }
-
-    fn op3(&mut self, ins: VecOp, a: VReg, b: Src, imm: Option<u8>, class: Class) -> VReg {
-        let dst = self.new_reg(class);
-        self.push(MInst::Op3 {
-            ins,
-            dst,
-            a,
-            b,
-            imm,
-        });
-        dst
     }
 
     fn op2(&mut self, ins: VecOp, b: Src, imm: Option<u8>) -> VReg {
