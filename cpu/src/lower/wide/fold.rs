@@ -17,10 +17,10 @@
 //!
 //! A loop qualifies when, besides what [`crate::lower::lanes::plan_wide`] requires, its lanes
 //! are `f64` computed by `add`, `sub`, `mul`, `div`, `min`, `max`, `neg`, `abs` and `sqrt` of
-//! loads, uniform values and carried values, and every site's base index advances by the same positive number of elements per
-//! iteration: the scalar code of the body computes only values that are affine in the
-//! induction value (`+`, `-`, and `*` or `<<` by constants, whose wrapping keeps them affine)
-//! or do not depend on it. So the caller can compute the first iteration's addresses and
+//! loads, uniform values and carried values, and every site's base index advances by the
+//! same positive number of elements per iteration: the scalar code of the body computes only
+//! values that are affine in the induction value (`+`, `-`, and `*` or `<<` by constants,
+//! whose wrapping keeps them affine) or do not depend on it. So the caller can compute the first iteration's addresses and
 //! uniform values by running the body's scalar code once, and prove the last iteration's
 //! sites in bounds with one comparison per site. Lane `l` of every vector holds exactly what
 //! lane `l` of the 128-bit code computes, by the same operations in the same order, so the
