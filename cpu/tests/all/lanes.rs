@@ -132,36 +132,27 @@ fn element(dt: DType, buf: &[u64], i: usize) -> u64 {
     }
 }
 
+/// The inputs [`run_rows`] draws.
+#[derive(Clone, Copy, Debug)]
+enum Inputs {
+    /// Special values (NaN, infinities, signed zeros, subnormals) one time in five: then
+    /// every long row's result is one.
+    Specials,
+    /// Ordinary values only.
+    Plain,
+}
+
 /// Runs `k` on an `m x n` matrix `a` (of `from`) and a vector `x` of `n` (of `dt`), with
-/// `a` seen through a view whose last stride is `step` elements; returns `y` as bits. The
-/// inputs hold special values (NaN, infinities, signed zeros, subnormals) one time in five,
-/// and then every long row's result is one; `plain` inputs hold none.
+/// `a` seen through a view whose last stride is `step` elements, both drawn as `inputs`
+/// says; returns `y` as bits.
 fn run_rows(
+    inputs: Inputs,
     k: &CompiledKernel,
     (dt, from): (DType, DType),
     (m, n, step): (usize, usize, usize),
     threads: usize,
 ) -> weft_cpu::Result<Vec<u64>> {
-    run_rows_of(k, (dt, from), (m, n, step), threads, true)
-}
-
-/// [`run_rows`] with ordinary values only.
-fn run_plain_rows(
-    k: &CompiledKernel,
-    (dt, from): (DType, DType),
-    (m, n, step): (usize, usize, usize),
-    threads: usize,
-) -> weft_cpu::Result<Vec<u64>> {
-    run_rows_of(k, (dt, from), (m, n, step), threads, false)
-}
-
-fn run_rows_of(
-    k: &CompiledKernel,
-    (dt, from): (DType, DType),
-    (m, n, step): (usize, usize, usize),
-    threads: usize,
-    specials: bool,
-) -> weft_cpu::Result<Vec<u64>> {
+    let specials = matches!(inputs, Inputs::Specials);
     let mut a = buffer(
         from,
         &values(from, m * n * step, (m * 31 + n) as u64, specials),
@@ -188,6 +179,23 @@ fn lengths() -> Vec<usize> {
     v
 }
 
+/// Asserts that `k` gives the bits of `scalar` on rows of every length of [`lengths`], few
+/// and many, on one and two threads, with and without special values.
+fn same_rows(k: &CompiledKernel, scalar: &CompiledKernel, types: (DType, DType), what: &str) {
+    for n in lengths() {
+        for (m, threads) in [(3, 1), (37, 2)] {
+            for inputs in [Inputs::Specials, Inputs::Plain] {
+                let got = run_rows(inputs, k, types, (m, n, 1), threads).unwrap();
+                let want = run_rows(inputs, scalar, types, (m, n, 1), 1).unwrap();
+                assert_eq!(
+                    got, want,
+                    "{what}: {inputs:?} n={n} m={m} threads={threads}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn row_reductions_in_lanes_give_the_scalar_bits() {
     let cases = [
@@ -202,16 +210,7 @@ fn row_reductions_in_lanes_give_the_scalar_bits() {
         for op in ReduceOp::ALL {
             let k = row_kernel(op, dt, from);
             let (v, s) = both(&k, 1);
-            for n in lengths() {
-                for (m, threads) in [(3, 1), (37, 2)] {
-                    let got = run_rows(&v, (dt, from), (m, n, 1), threads).unwrap();
-                    let want = run_rows(&s, (dt, from), (m, n, 1), 1).unwrap();
-                    assert_eq!(got, want, "{} n={n} m={m} threads={threads}", k.name);
-                    let got = run_plain_rows(&v, (dt, from), (m, n, 1), threads).unwrap();
-                    let want = run_plain_rows(&s, (dt, from), (m, n, 1), 1).unwrap();
-                    assert_eq!(got, want, "{} plain n={n} m={m}", k.name);
-                }
-            }
+            same_rows(&v, &s, (dt, from), &k.name);
         }
     }
 }
@@ -222,8 +221,8 @@ fn a_view_with_a_wider_last_stride_takes_the_scalar_code_with_the_same_bits() {
         let k = row_kernel(ReduceOp::Sum, dt, dt);
         let (v, s) = both(&k, 1);
         for n in [0, 7, 8, 9, 33] {
-            let got = run_rows(&v, (dt, dt), (5, n, 3), 2).unwrap();
-            let want = run_rows(&s, (dt, dt), (5, n, 3), 1).unwrap();
+            let got = run_rows(Inputs::Specials, &v, (dt, dt), (5, n, 3), 2).unwrap();
+            let want = run_rows(Inputs::Specials, &s, (dt, dt), (5, n, 3), 1).unwrap();
             assert_eq!(got, want, "{dt} n={n}");
         }
     }
@@ -328,11 +327,11 @@ fn every_lane_operation_gives_the_scalar_bits() {
         let k = mixed_kernel(dt);
         let (v, s) = both(&k, 1);
         for n in lengths() {
-            let got = run_rows(&v, (dt, dt), (4, n, 1), 2).unwrap();
-            let want = run_rows(&s, (dt, dt), (4, n, 1), 1).unwrap();
+            let got = run_rows(Inputs::Specials, &v, (dt, dt), (4, n, 1), 2).unwrap();
+            let want = run_rows(Inputs::Specials, &s, (dt, dt), (4, n, 1), 1).unwrap();
             assert_eq!(got, want, "{} n={n}", k.name);
-            let got = run_plain_rows(&v, (dt, dt), (4, n, 1), 2).unwrap();
-            let want = run_plain_rows(&s, (dt, dt), (4, n, 1), 1).unwrap();
+            let got = run_rows(Inputs::Plain, &v, (dt, dt), (4, n, 1), 2).unwrap();
+            let want = run_rows(Inputs::Plain, &s, (dt, dt), (4, n, 1), 1).unwrap();
             assert_eq!(got, want, "{} plain n={n}", k.name);
         }
     }
@@ -381,19 +380,10 @@ fn row_reductions_in_wide_lanes_give_the_scalar_bits() {
             let takes = dt == DType::F64 && from == DType::F64;
             let (_, s) = both(&k, 1);
             for (path, w) in wide_paths(&k, usize::from(takes)) {
-                for n in lengths() {
-                    for (m, threads) in [(3, 1), (37, 2)] {
-                        let got = run_rows(&w, (dt, from), (m, n, 1), threads).unwrap();
-                        let want = run_rows(&s, (dt, from), (m, n, 1), 1).unwrap();
-                        assert_eq!(got, want, "{} on {path}: n={n} m={m}", k.name);
-                        let got = run_plain_rows(&w, (dt, from), (m, n, 1), threads).unwrap();
-                        let want = run_plain_rows(&s, (dt, from), (m, n, 1), 1).unwrap();
-                        assert_eq!(got, want, "{} on {path}: plain n={n} m={m}", k.name);
-                    }
-                }
+                same_rows(&w, &s, (dt, from), &format!("{} on {path}", k.name));
                 // A wider last stride takes the scalar code.
-                let got = run_rows(&w, (dt, from), (5, 40, 3), 2).unwrap();
-                let want = run_rows(&s, (dt, from), (5, 40, 3), 1).unwrap();
+                let got = run_rows(Inputs::Specials, &w, (dt, from), (5, 40, 3), 2).unwrap();
+                let want = run_rows(Inputs::Specials, &s, (dt, from), (5, 40, 3), 1).unwrap();
                 assert_eq!(got, want, "{} on {path}: a stride of 3", k.name);
             }
         }
@@ -446,10 +436,10 @@ fn wide_bits(k: &Kernel) {
     let (v, s) = both(k, 1);
     for (path, w) in wide_paths(k, 1) {
         for n in lengths() {
-            for run in [run_rows, run_plain_rows] {
-                let got = run(&w, (DType::F64, DType::F64), (4, n, 1), 2).unwrap();
-                let narrow = run(&v, (DType::F64, DType::F64), (4, n, 1), 2).unwrap();
-                let want = run(&s, (DType::F64, DType::F64), (4, n, 1), 1).unwrap();
+            for inputs in [Inputs::Specials, Inputs::Plain] {
+                let got = run_rows(inputs, &w, (DType::F64, DType::F64), (4, n, 1), 2).unwrap();
+                let narrow = run_rows(inputs, &v, (DType::F64, DType::F64), (4, n, 1), 2).unwrap();
+                let want = run_rows(inputs, &s, (DType::F64, DType::F64), (4, n, 1), 1).unwrap();
                 assert_eq!(got, want, "{} on {path}: n={n}", k.name);
                 assert_eq!(narrow, want, "{} on sse: n={n}", k.name);
             }
