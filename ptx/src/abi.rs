@@ -1,0 +1,135 @@
+//! What a launch passes to an entry, and the faults an entry reports.
+//!
+//! Every entry of a module takes the same parameters, in this order:
+//! - `fault` (`.u64`): the address of a 32-bit word, zero before the launch. A thread whose
+//!   index check fails writes its [`FaultSite`]'s code there if the word is still zero (so
+//!   the first fault wins) and stops.
+//! - for each kernel parameter `i`, in order:
+//!   - a store of rank `r`: `p{i}_ptr` (`.u64`, the byte address of the sub-store's element at
+//!     index 0 in every dimension), then `p{i}_e{d}` (its extents), `p{i}_s{d}` (its strides,
+//!     in elements) and `p{i}_o{d}` (the global coordinates of its origin), each `.s64`, for
+//!     `d` in `0..r`;
+//!   - a scalar: `p{i}` (`.u64`), its bits as [`weft_ir::Scalar::to_bits`] gives them.
+
+use weft_ir::{Kernel, Param};
+
+/// One parameter of an entry, as the launcher fills it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AbiParam {
+    /// The fault word's address.
+    Fault,
+    /// The address of store parameter `param`'s element at index 0.
+    Pointer {
+        /// The kernel parameter.
+        param: u32,
+    },
+    /// An extent of a store parameter's sub-store.
+    Extent {
+        /// The kernel parameter.
+        param: u32,
+        /// The dimension.
+        dim: u32,
+    },
+    /// A stride, in elements.
+    Stride {
+        /// The kernel parameter.
+        param: u32,
+        /// The dimension.
+        dim: u32,
+    },
+    /// A coordinate of the sub-store's origin.
+    Origin {
+        /// The kernel parameter.
+        param: u32,
+        /// The dimension.
+        dim: u32,
+    },
+    /// A scalar parameter's bits.
+    Scalar {
+        /// The kernel parameter.
+        param: u32,
+    },
+}
+
+impl AbiParam {
+    /// The parameter's name in the PTX text.
+    pub fn name(self) -> String {
+        match self {
+            AbiParam::Fault => "fault".to_string(),
+            AbiParam::Pointer { param } => format!("p{param}_ptr"),
+            AbiParam::Extent { param, dim } => format!("p{param}_e{dim}"),
+            AbiParam::Stride { param, dim } => format!("p{param}_s{dim}"),
+            AbiParam::Origin { param, dim } => format!("p{param}_o{dim}"),
+            AbiParam::Scalar { param } => format!("p{param}"),
+        }
+    }
+
+    /// The parameter's PTX type.
+    pub fn ptx_type(self) -> &'static str {
+        match self {
+            AbiParam::Fault | AbiParam::Pointer { .. } | AbiParam::Scalar { .. } => "u64",
+            AbiParam::Extent { .. } | AbiParam::Stride { .. } | AbiParam::Origin { .. } => "s64",
+        }
+    }
+}
+
+/// The parameters of every entry of `kernel`'s module, in order (see the module
+/// documentation).
+pub fn params(kernel: &Kernel) -> Vec<AbiParam> {
+    let mut out = vec![AbiParam::Fault];
+    for (i, p) in kernel.params.iter().enumerate() {
+        let param = u32::try_from(i).unwrap_or(u32::MAX);
+        match *p {
+            Param::Store { rank, .. } => {
+                out.push(AbiParam::Pointer { param });
+                for make in [
+                    (|param, dim| AbiParam::Extent { param, dim }) as fn(u32, u32) -> AbiParam,
+                    |param, dim| AbiParam::Stride { param, dim },
+                    |param, dim| AbiParam::Origin { param, dim },
+                ] {
+                    out.extend((0..rank).map(|dim| make(param, dim)));
+                }
+            }
+            Param::Scalar { .. } => out.push(AbiParam::Scalar { param }),
+        }
+    }
+    out
+}
+
+/// An index check of an entry: which access failed. Its code in the fault word is its
+/// position in [`crate::Module::faults`] plus one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FaultSite {
+    /// The store parameter accessed.
+    pub param: u32,
+    /// The dimension whose index was out of range.
+    pub dim: u32,
+    /// What the access was.
+    pub access: AccessKind,
+}
+
+/// The kind of a checked access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AccessKind {
+    /// A load.
+    Load,
+    /// A store.
+    Store,
+    /// A reduction.
+    Reduce,
+}
+
+impl std::fmt::Display for FaultSite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match self.access {
+            AccessKind::Load => "load",
+            AccessKind::Store => "store",
+            AccessKind::Reduce => "reduction",
+        };
+        write!(
+            f,
+            "index out of bounds: {what} through parameter {}, dimension {}",
+            self.param, self.dim
+        )
+    }
+}

@@ -1,0 +1,659 @@
+//! The lowering of IR instructions to PTX, for the body of one entry.
+//!
+//! Every SSA value `%N` of the kernel is the PTX register `%vN` of its type (`bool` values are
+//! predicates); temporaries are `%tN`. PTX registers are variables, so a `for` loop's carried
+//! values are registers that the loop assigns at the end of each iteration. Errors are
+//! messages; the caller names the kernel.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Write;
+
+use weft_ir::validate::Types;
+use weft_ir::{
+    Access, BinaryOp, CmpOp, DType, ForLoop, Inst, Kernel, Op, ParallelLoop, Param, Scalar,
+    UnaryOp, ValueId,
+};
+
+use crate::abi::{AbiParam, AccessKind, FaultSite};
+
+type Res<T = ()> = std::result::Result<T, String>;
+
+/// The PTX register type of a value of `d`.
+fn reg_type(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "f32",
+        DType::F64 => "f64",
+        DType::I32 => "s32",
+        DType::I64 => "s64",
+        DType::Bool => "pred",
+    }
+}
+
+/// The PTX bit-size type of a number of `d` (`b32` or `b64`).
+fn bits_type(d: DType) -> &'static str {
+    match d {
+        DType::F32 | DType::I32 => "b32",
+        _ => "b64",
+    }
+}
+
+/// The PTX literal of a constant of a number type.
+fn literal(s: Scalar) -> String {
+    match s {
+        Scalar::F32(v) => format!("0f{:08X}", v.to_bits()),
+        Scalar::F64(v) => format!("0d{:016X}", v.to_bits()),
+        Scalar::I32(v) => format!("0x{:08X}", v as u32),
+        Scalar::I64(v) => format!("0x{:016X}", v as u64),
+        Scalar::Bool(v) => u8::from(v).to_string(),
+    }
+}
+
+/// The body of one entry being written.
+pub(super) struct Body<'a> {
+    kernel: &'a Kernel,
+    types: &'a Types,
+    faults: &'a mut Vec<FaultSite>,
+    /// Register declarations: name to type.
+    regs: BTreeMap<String, &'static str>,
+    /// Parameters loaded in the prologue: ABI parameter to register.
+    loaded: HashMap<AbiParam, String>,
+    prologue: String,
+    code: String,
+    /// Fault codes this entry may raise.
+    raised: HashSet<u32>,
+    temps: u32,
+    labels: u32,
+}
+
+impl<'a> Body<'a> {
+    pub(super) fn new(
+        kernel: &'a Kernel,
+        types: &'a Types,
+        faults: &'a mut Vec<FaultSite>,
+    ) -> Self {
+        Body {
+            kernel,
+            types,
+            faults,
+            regs: BTreeMap::new(),
+            loaded: HashMap::new(),
+            prologue: String::new(),
+            code: String::new(),
+            raised: HashSet::new(),
+            temps: 0,
+            labels: 0,
+        }
+    }
+
+    /// Writes the entry's body (declarations, prologue, code, fault exits) into `out`.
+    pub(super) fn finish(mut self, out: &mut String) {
+        let fault = self.loaded.get(&AbiParam::Fault).cloned();
+        if fault.is_some() {
+            self.regs.insert("%fault_old".to_string(), "b32");
+        }
+        // Registers sort by name, so the text does not depend on hashing.
+        for (name, ty) in &self.regs {
+            let _ = writeln!(out, "    .reg .{ty} {name};");
+        }
+        out.push_str(&self.prologue);
+        out.push_str(&self.code);
+        let _ = writeln!(out, "    ret;");
+        let mut raised: Vec<u32> = self.raised.into_iter().collect();
+        raised.sort_unstable();
+        if !raised.is_empty() {
+            let _ = writeln!(
+                out,
+                "    // index checks that failed: record the first, stop"
+            );
+        }
+        for code in raised {
+            let _ = writeln!(out, "$fault_{code}:");
+            let ptr = fault.as_deref().unwrap_or("%a_fault");
+            let _ = writeln!(
+                out,
+                "    atom.global.cas.b32 %fault_old, [{ptr}], 0, {code};"
+            );
+            let _ = writeln!(out, "    ret;");
+        }
+    }
+
+    fn line(&mut self, s: impl AsRef<str>) {
+        self.code.push_str("    ");
+        self.code.push_str(s.as_ref());
+        self.code.push('\n');
+    }
+
+    fn label(&mut self, what: &str) -> String {
+        self.labels += 1;
+        format!("$L{}_{what}", self.labels)
+    }
+
+    fn place(&mut self, label: &str) {
+        let _ = writeln!(self.code, "{label}:");
+    }
+
+    /// A fresh temporary register of PTX type `ty`.
+    fn tmp(&mut self, ty: &'static str) -> String {
+        self.temps += 1;
+        let name = format!("%t{}", self.temps);
+        self.regs.insert(name.clone(), ty);
+        name
+    }
+
+    fn ty(&self, v: ValueId) -> DType {
+        self.types.of(v)
+    }
+
+    /// The register of value `v`, declared with its type.
+    fn reg(&mut self, v: ValueId) -> String {
+        let name = format!("%v{}", v.0);
+        let ty = reg_type(self.ty(v));
+        self.regs.insert(name.clone(), ty);
+        name
+    }
+
+    /// The register holding ABI parameter `p`, loaded in the prologue.
+    fn abi(&mut self, p: AbiParam) -> String {
+        if let Some(r) = self.loaded.get(&p) {
+            return r.clone();
+        }
+        let name = format!("%a_{}", p.name());
+        let ty = p.ptx_type();
+        self.regs.insert(name.clone(), ty);
+        let _ = writeln!(self.prologue, "    ld.param.{ty} {name}, [{}];", p.name());
+        if matches!(p, AbiParam::Fault | AbiParam::Pointer { .. }) {
+            let _ = writeln!(self.prologue, "    cvta.to.global.u64 {name}, {name};");
+        }
+        self.loaded.insert(p, name.clone());
+        name
+    }
+
+    /// Lowers one instruction (not a parallel loop).
+    pub(super) fn inst(&mut self, inst: &Inst) -> Res {
+        let out = inst.results.first().copied();
+        let result = || out.ok_or_else(|| "an instruction without its result".to_string());
+        match &inst.op {
+            Op::Const(s) => {
+                let v = result()?;
+                self.constant(v, *s)
+            }
+            Op::Param(i) => self.scalar_param(result()?, *i),
+            Op::Binary(op, a, b) => self.binary(result()?, *op, *a, *b),
+            Op::Unary(op, a) => self.unary(result()?, *op, *a),
+            Op::Cmp(op, a, b) => self.cmp(result()?, *op, *a, *b),
+            Op::Select(c, a, b) => self.select(result()?, *c, *a, *b),
+            Op::Cast(to, a) => self.cast(result()?, *to, *a),
+            Op::Bitcast(_, a) => {
+                let (v, a) = (result()?, *a);
+                let (rv, ra) = (self.reg(v), self.reg(a));
+                let bits = bits_type(self.ty(v));
+                self.line(format!("mov.{bits} {rv}, {ra};"));
+                Ok(())
+            }
+            Op::Extent { param, dim } | Op::Origin { param, dim } => {
+                let (param, dim) = (*param, *dim);
+                let p = if matches!(inst.op, Op::Extent { .. }) {
+                    AbiParam::Extent { param, dim }
+                } else {
+                    AbiParam::Origin { param, dim }
+                };
+                let src = self.abi(p);
+                let rv = self.reg(result()?);
+                self.line(format!("mov.s64 {rv}, {src};"));
+                Ok(())
+            }
+            Op::Load(a) => self.load(result()?, a),
+            Op::Store(a, v) => self.store(a, *v, AccessKind::Store),
+            Op::Reduce(..) => Err("reductions are not lowered to PTX yet".to_string()),
+            Op::For(l) => self.for_loop(l, &inst.results),
+            Op::Parallel(_) => Err("a parallel loop inside a loop".to_string()),
+        }
+    }
+
+    fn constant(&mut self, v: ValueId, s: Scalar) -> Res {
+        let rv = self.reg(v);
+        match s {
+            Scalar::Bool(b) => {
+                let t = self.tmp("u32");
+                self.line(format!("mov.u32 {t}, {};", u8::from(b)));
+                self.line(format!("setp.ne.u32 {rv}, {t}, 0;"));
+            }
+            Scalar::F32(_) | Scalar::F64(_) => {
+                let ty = reg_type(s.dtype());
+                self.line(format!("mov.{ty} {rv}, {};", literal(s)));
+            }
+            Scalar::I32(_) | Scalar::I64(_) => {
+                let bits = bits_type(s.dtype());
+                self.line(format!("mov.{bits} {rv}, {};", literal(s)));
+            }
+        }
+        Ok(())
+    }
+
+    fn scalar_param(&mut self, v: ValueId, param: u32) -> Res {
+        if !matches!(
+            self.kernel.params.get(param as usize),
+            Some(Param::Scalar { .. })
+        ) {
+            return Err(format!("parameter {param} is not a scalar"));
+        }
+        let word = self.abi(AbiParam::Scalar { param });
+        let rv = self.reg(v);
+        match self.ty(v) {
+            DType::F64 | DType::I64 => self.line(format!("mov.b64 {rv}, {word};")),
+            DType::F32 | DType::I32 => {
+                let t = self.tmp("u32");
+                self.line(format!("cvt.u32.u64 {t}, {word};"));
+                self.line(format!("mov.b32 {rv}, {t};"));
+            }
+            DType::Bool => self.line(format!("setp.ne.u64 {rv}, {word}, 0;")),
+        }
+        Ok(())
+    }
+
+    fn binary(&mut self, v: ValueId, op: BinaryOp, a: ValueId, b: ValueId) -> Res {
+        let d = self.ty(a);
+        let (rv, ra, rb) = (self.reg(v), self.reg(a), self.reg(b));
+        let ty = reg_type(d);
+        if d == DType::Bool {
+            let pop = match op {
+                BinaryOp::And | BinaryOp::Min => "and",
+                BinaryOp::Or | BinaryOp::Max => "or",
+                BinaryOp::Xor => "xor",
+                _ => return Err(format!("`{}` of bools", op.name())),
+            };
+            self.line(format!("{pop}.pred {rv}, {ra}, {rb};"));
+            return Ok(());
+        }
+        if d.is_float() {
+            match op {
+                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
+                    let name = op.name();
+                    self.line(format!("{name}.rn.{ty} {rv}, {ra}, {rb};"));
+                }
+                BinaryOp::Min | BinaryOp::Max => self.float_min_max(op, d, &rv, &ra, &rb),
+                BinaryOp::Rem => {
+                    return Err("float `rem` is not lowered to PTX yet".to_string());
+                }
+                _ => return Err(format!("`{}` of floats", op.name())),
+            }
+            return Ok(());
+        }
+        let bits = bits_type(d);
+        let width = if d == DType::I32 { 31 } else { 63 };
+        match op {
+            BinaryOp::Add | BinaryOp::Sub => {
+                self.line(format!("{}.{ty} {rv}, {ra}, {rb};", op.name()))
+            }
+            BinaryOp::Mul => self.line(format!("mul.lo.{ty} {rv}, {ra}, {rb};")),
+            BinaryOp::Div | BinaryOp::Rem => {
+                // Division by zero gives 0 and by -1 wraps; PTX leaves both undefined.
+                let (zero, minus) = (self.tmp("pred"), self.tmp("pred"));
+                let (bad, safe, q) = (self.tmp("pred"), self.tmp(ty), self.tmp(ty));
+                self.line(format!("setp.eq.{ty} {zero}, {rb}, 0;"));
+                self.line(format!("setp.eq.{ty} {minus}, {rb}, -1;"));
+                self.line(format!("or.pred {bad}, {zero}, {minus};"));
+                self.line(format!("selp.{ty} {safe}, 1, {rb}, {bad};"));
+                if op == BinaryOp::Div {
+                    let neg = self.tmp(ty);
+                    self.line(format!("div.{ty} {q}, {ra}, {safe};"));
+                    self.line(format!("neg.{ty} {neg}, {ra};"));
+                    self.line(format!("selp.{ty} {q}, {neg}, {q}, {minus};"));
+                    self.line(format!("selp.{ty} {rv}, 0, {q}, {zero};"));
+                } else {
+                    self.line(format!("rem.{ty} {q}, {ra}, {safe};"));
+                    self.line(format!("selp.{ty} {rv}, 0, {q}, {bad};"));
+                }
+            }
+            BinaryOp::Min | BinaryOp::Max => {
+                self.line(format!("{}.{ty} {rv}, {ra}, {rb};", op.name()));
+            }
+            BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => {
+                self.line(format!("{}.{bits} {rv}, {ra}, {rb};", op.name()));
+            }
+            BinaryOp::Shl | BinaryOp::Shr => {
+                // The amount is taken modulo the width; PTX clamps it instead.
+                let amount = self.tmp("u32");
+                if d == DType::I64 {
+                    let t = self.tmp("b64");
+                    self.line(format!("and.b64 {t}, {rb}, {width};"));
+                    self.line(format!("cvt.u32.u64 {amount}, {t};"));
+                } else {
+                    self.line(format!("and.b32 {amount}, {rb}, {width};"));
+                }
+                let inst = if op == BinaryOp::Shl {
+                    format!("shl.{bits}")
+                } else if d == DType::I64 {
+                    "shr.u64".to_string()
+                } else {
+                    "shr.u32".to_string()
+                };
+                self.line(format!("{inst} {rv}, {ra}, {amount};"));
+            }
+            BinaryOp::Pow => return Err("`pow` survived math lowering".to_string()),
+        }
+        Ok(())
+    }
+
+    /// Float `min`/`max` as the IR defines them: NaN if either operand is NaN, `-0.0` below
+    /// `+0.0` (equal operands combine their bits: `or` keeps a sign for `min`, `and` drops it
+    /// for `max`).
+    fn float_min_max(&mut self, op: BinaryOp, d: DType, rv: &str, ra: &str, rb: &str) {
+        let ty = reg_type(d);
+        let bits = bits_type(d);
+        let (pick, eq, nan) = (self.tmp("pred"), self.tmp("pred"), self.tmp("pred"));
+        let (ia, ib, ij, joined, sum) = (
+            self.tmp(bits),
+            self.tmp(bits),
+            self.tmp(bits),
+            self.tmp(ty),
+            self.tmp(ty),
+        );
+        let (cmp, join) = if op == BinaryOp::Min {
+            ("lt", "or")
+        } else {
+            ("gt", "and")
+        };
+        self.line(format!("setp.{cmp}.{ty} {pick}, {ra}, {rb};"));
+        self.line(format!("selp.{ty} {rv}, {ra}, {rb}, {pick};"));
+        self.line(format!("setp.eq.{ty} {eq}, {ra}, {rb};"));
+        self.line(format!("mov.{bits} {ia}, {ra};"));
+        self.line(format!("mov.{bits} {ib}, {rb};"));
+        self.line(format!("{join}.{bits} {ij}, {ia}, {ib};"));
+        self.line(format!("mov.{bits} {joined}, {ij};"));
+        self.line(format!("selp.{ty} {rv}, {joined}, {rv}, {eq};"));
+        self.line(format!("setp.nan.{ty} {nan}, {ra}, {rb};"));
+        self.line(format!("add.rn.{ty} {sum}, {ra}, {rb};"));
+        self.line(format!("selp.{ty} {rv}, {sum}, {rv}, {nan};"));
+    }
+
+    fn unary(&mut self, v: ValueId, op: UnaryOp, a: ValueId) -> Res {
+        let d = self.ty(a);
+        let (rv, ra) = (self.reg(v), self.reg(a));
+        let ty = reg_type(d);
+        let line = match (op, d) {
+            (UnaryOp::Not, DType::Bool) => format!("not.pred {rv}, {ra};"),
+            (UnaryOp::Not, _) => format!("not.{} {rv}, {ra};", bits_type(d)),
+            (UnaryOp::Neg, _) => format!("neg.{ty} {rv}, {ra};"),
+            (UnaryOp::Abs, _) => format!("abs.{ty} {rv}, {ra};"),
+            (UnaryOp::Sqrt, _) => format!("sqrt.rn.{ty} {rv}, {ra};"),
+            (UnaryOp::Floor, _) => format!("cvt.rmi.{ty}.{ty} {rv}, {ra};"),
+            (UnaryOp::Ceil, _) => format!("cvt.rpi.{ty}.{ty} {rv}, {ra};"),
+            (op, _) => return Err(format!("`{}` survived math lowering", op.name())),
+        };
+        self.line(line);
+        Ok(())
+    }
+
+    /// `v` as a `u32` 0 or 1, for comparing bools.
+    fn bool_word(&mut self, r: &str) -> String {
+        let t = self.tmp("u32");
+        self.line(format!("selp.u32 {t}, 1, 0, {r};"));
+        t
+    }
+
+    fn cmp(&mut self, v: ValueId, op: CmpOp, a: ValueId, b: ValueId) -> Res {
+        let d = self.ty(a);
+        let (rv, mut ra, mut rb) = (self.reg(v), self.reg(a), self.reg(b));
+        let mut ty = reg_type(d);
+        if d == DType::Bool {
+            ra = self.bool_word(&ra);
+            rb = self.bool_word(&rb);
+            ty = "u32";
+        }
+        let cc = match (op, d.is_float()) {
+            // Float `ne` is unordered: NaN differs from everything.
+            (CmpOp::Ne, true) => "neu",
+            (op, _) => op.name(),
+        };
+        self.line(format!("setp.{cc}.{ty} {rv}, {ra}, {rb};"));
+        Ok(())
+    }
+
+    fn select(&mut self, v: ValueId, c: ValueId, a: ValueId, b: ValueId) -> Res {
+        let (rv, rc, ra, rb) = (self.reg(v), self.reg(c), self.reg(a), self.reg(b));
+        if self.ty(v) == DType::Bool {
+            let (x, nc, y) = (self.tmp("pred"), self.tmp("pred"), self.tmp("pred"));
+            self.line(format!("and.pred {x}, {rc}, {ra};"));
+            self.line(format!("not.pred {nc}, {rc};"));
+            self.line(format!("and.pred {y}, {nc}, {rb};"));
+            self.line(format!("or.pred {rv}, {x}, {y};"));
+        } else {
+            let ty = reg_type(self.ty(v));
+            self.line(format!("selp.{ty} {rv}, {ra}, {rb}, {rc};"));
+        }
+        Ok(())
+    }
+
+    fn cast(&mut self, v: ValueId, to: DType, a: ValueId) -> Res {
+        let from = self.ty(a);
+        let (rv, ra) = (self.reg(v), self.reg(a));
+        let (ft, tt) = (reg_type(from), reg_type(to));
+        if from == to {
+            self.line(format!("mov.{tt} {rv}, {ra};"));
+            return Ok(());
+        }
+        match (from, to) {
+            (DType::Bool, _) => {
+                let (one, zero) = (
+                    literal(Scalar::from_bits(to, one_bits(to))),
+                    literal(Scalar::from_bits(to, 0)),
+                );
+                let ty = if to.is_float() { tt } else { bits_type(to) };
+                self.line(format!("selp.{ty} {rv}, {one}, {zero}, {ra};"));
+            }
+            (_, DType::Bool) => {
+                let zero = literal(Scalar::from_bits(from, 0));
+                // Floats: NaN is true (unordered `ne`).
+                let cc = if from.is_float() { "neu" } else { "ne" };
+                self.line(format!("setp.{cc}.{ft} {rv}, {ra}, {zero};"));
+            }
+            (DType::F32, DType::F64) => self.line(format!("cvt.f64.f32 {rv}, {ra};")),
+            (DType::F64, DType::F32) => self.line(format!("cvt.rn.f32.f64 {rv}, {ra};")),
+            (f, t) if f.is_int() && t.is_float() => {
+                self.line(format!("cvt.rn.{tt}.{ft} {rv}, {ra};"));
+            }
+            (f, t) if f.is_float() && t.is_int() => {
+                // Truncate toward zero, saturating; NaN gives 0.
+                let nan = self.tmp("pred");
+                self.line(format!("cvt.rzi.sat.{tt}.{ft} {rv}, {ra};"));
+                self.line(format!("setp.nan.{ft} {nan}, {ra}, {ra};"));
+                self.line(format!("selp.{tt} {rv}, 0, {rv}, {nan};"));
+            }
+            (DType::I64, DType::I32) => self.line(format!("cvt.u32.u64 {rv}, {ra};")),
+            (DType::I32, DType::I64) => self.line(format!("cvt.s64.s32 {rv}, {ra};")),
+            (f, t) => return Err(format!("a cast from {f} to {t}")),
+        }
+        Ok(())
+    }
+
+    /// The address of `a`'s element, after checking every index against its extent.
+    fn address(&mut self, a: &Access, kind: AccessKind) -> Res<String> {
+        let param = a.param;
+        let dtype = match self.kernel.params.get(param as usize) {
+            Some(Param::Store { dtype, .. }) => *dtype,
+            _ => return Err(format!("parameter {param} is not a store")),
+        };
+        let ptr = self.abi(AbiParam::Pointer { param });
+        if a.indices.is_empty() {
+            return Ok(ptr);
+        }
+        let offset = self.tmp("s64");
+        for (d, &ix) in a.indices.iter().enumerate() {
+            let dim = u32::try_from(d).map_err(|_| "too many dimensions".to_string())?;
+            let ext = self.abi(AbiParam::Extent { param, dim });
+            let stride = self.abi(AbiParam::Stride { param, dim });
+            let rix = self.reg(ix);
+            let code = self.fault_code(FaultSite {
+                param,
+                dim,
+                access: kind,
+            });
+            let out = self.tmp("pred");
+            // Unsigned: a negative index is out of range too.
+            self.line(format!("setp.ge.u64 {out}, {rix}, {ext};"));
+            self.line(format!("@{out} bra $fault_{code};"));
+            if d == 0 {
+                self.line(format!("mul.lo.s64 {offset}, {rix}, {stride};"));
+            } else {
+                self.line(format!("mad.lo.s64 {offset}, {rix}, {stride}, {offset};"));
+            }
+        }
+        let shift = dtype.size().trailing_zeros();
+        let addr = self.tmp("u64");
+        if shift > 0 {
+            self.line(format!("shl.b64 {offset}, {offset}, {shift};"));
+        }
+        self.line(format!("add.s64 {addr}, {ptr}, {offset};"));
+        Ok(addr)
+    }
+
+    fn fault_code(&mut self, site: FaultSite) -> u32 {
+        let index = match self.faults.iter().position(|s| *s == site) {
+            Some(i) => i,
+            None => {
+                self.faults.push(site);
+                self.faults.len() - 1
+            }
+        };
+        let code = u32::try_from(index + 1).unwrap_or(u32::MAX);
+        self.raised.insert(code);
+        self.abi(AbiParam::Fault);
+        code
+    }
+
+    fn load(&mut self, v: ValueId, a: &Access) -> Res {
+        let addr = self.address(a, AccessKind::Load)?;
+        let rv = self.reg(v);
+        match self.ty(v) {
+            DType::Bool => {
+                let byte = self.tmp("u16");
+                self.line(format!("ld.global.u8 {byte}, [{addr}];"));
+                self.line(format!("setp.ne.u16 {rv}, {byte}, 0;"));
+            }
+            d => self.line(format!("ld.global.{} {rv}, [{addr}];", reg_type(d))),
+        }
+        Ok(())
+    }
+
+    fn store(&mut self, a: &Access, v: ValueId, kind: AccessKind) -> Res {
+        let addr = self.address(a, kind)?;
+        let rv = self.reg(v);
+        match self.ty(v) {
+            DType::Bool => {
+                let byte = self.tmp("u16");
+                self.line(format!("selp.u16 {byte}, 1, 0, {rv};"));
+                self.line(format!("st.global.u8 [{addr}], {byte};"));
+            }
+            d => self.line(format!("st.global.{} [{addr}], {rv};", reg_type(d))),
+        }
+        Ok(())
+    }
+
+    fn for_loop(&mut self, l: &ForLoop, results: &[ValueId]) -> Res {
+        let (head, end) = (self.label("for"), self.label("end"));
+        let (ri, rlo, rhi) = (self.reg(l.induction), self.reg(l.lo), self.reg(l.hi));
+        self.line(format!("mov.s64 {ri}, {rlo};"));
+        for (&c, &i) in l.carried.iter().zip(&l.init) {
+            let (rc, rinit) = (self.reg(c), self.reg(i));
+            self.line(format!("mov.{} {rc}, {rinit};", reg_type(self.ty(c))));
+        }
+        self.place(&head);
+        let done = self.tmp("pred");
+        self.line(format!("setp.ge.s64 {done}, {ri}, {rhi};"));
+        self.line(format!("@{done} bra {end};"));
+        for inst in &l.body {
+            self.inst(inst)?;
+        }
+        // The next carried values, through temporaries: a yield may be another carried value.
+        let mut next = Vec::new();
+        for &y in &l.yields {
+            let ty = reg_type(self.ty(y));
+            let (t, ry) = (self.tmp(ty), self.reg(y));
+            self.line(format!("mov.{ty} {t}, {ry};"));
+            next.push(t);
+        }
+        for (&c, t) in l.carried.iter().zip(&next) {
+            let rc = self.reg(c);
+            self.line(format!("mov.{} {rc}, {t};", reg_type(self.ty(c))));
+        }
+        self.line(format!("add.s64 {ri}, {ri}, 1;"));
+        self.line(format!("bra.uni {head};"));
+        self.place(&end);
+        for (&r, &c) in results.iter().zip(&l.carried) {
+            let (rr, rc) = (self.reg(r), self.reg(c));
+            self.line(format!("mov.{} {rr}, {rc};", reg_type(self.ty(r))));
+        }
+        Ok(())
+    }
+
+    /// The entry's parallel loop: a grid-stride loop over the linear index of `lp.over`'s
+    /// sub-store, its indices recovered row-major.
+    pub(super) fn parallel(&mut self, lp: &ParallelLoop) -> Res {
+        let over = lp.over;
+        let rank = lp.indices.len();
+        let (ctaid, ntid, tid, nctaid) = (
+            self.tmp("u32"),
+            self.tmp("u32"),
+            self.tmp("u32"),
+            self.tmp("u32"),
+        );
+        let (linear, step, total, t64) = (
+            self.tmp("u64"),
+            self.tmp("u64"),
+            self.tmp("u64"),
+            self.tmp("u64"),
+        );
+        self.line(format!("mov.u32 {ctaid}, %ctaid.x;"));
+        self.line(format!("mov.u32 {ntid}, %ntid.x;"));
+        self.line(format!("mov.u32 {tid}, %tid.x;"));
+        self.line(format!("mov.u32 {nctaid}, %nctaid.x;"));
+        self.line(format!("mul.wide.u32 {linear}, {ctaid}, {ntid};"));
+        self.line(format!("cvt.u64.u32 {t64}, {tid};"));
+        self.line(format!("add.s64 {linear}, {linear}, {t64};"));
+        self.line(format!("mul.wide.u32 {step}, {nctaid}, {ntid};"));
+        self.line(format!("mov.u64 {total}, 1;"));
+        let mut extents = Vec::new();
+        for d in 0..rank {
+            let dim = u32::try_from(d).map_err(|_| "too many dimensions".to_string())?;
+            let e = self.abi(AbiParam::Extent { param: over, dim });
+            self.line(format!("mul.lo.s64 {total}, {total}, {e};"));
+            extents.push(e);
+        }
+        let (head, end) = (self.label("point"), self.label("done"));
+        self.place(&head);
+        let done = self.tmp("pred");
+        self.line(format!("setp.ge.u64 {done}, {linear}, {total};"));
+        self.line(format!("@{done} bra {end};"));
+        if rank > 0 {
+            let rest = self.tmp("u64");
+            self.line(format!("mov.u64 {rest}, {linear};"));
+            for d in (0..rank).rev() {
+                let ix = self.reg(lp.indices[d]);
+                if d == 0 {
+                    self.line(format!("mov.s64 {ix}, {rest};"));
+                } else {
+                    let e = &extents[d];
+                    self.line(format!("rem.u64 {ix}, {rest}, {e};"));
+                    self.line(format!("div.u64 {rest}, {rest}, {e};"));
+                }
+            }
+        }
+        for inst in &lp.body {
+            self.inst(inst)?;
+        }
+        self.line(format!("add.s64 {linear}, {linear}, {step};"));
+        self.line(format!("bra.uni {head};"));
+        self.place(&end);
+        Ok(())
+    }
+}
+
+/// The bits of 1 in type `d`.
+fn one_bits(d: DType) -> u64 {
+    match d {
+        DType::F32 => u64::from(1f32.to_bits()),
+        DType::F64 => 1f64.to_bits(),
+        _ => 1,
+    }
+}

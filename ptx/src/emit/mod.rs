@@ -1,0 +1,184 @@
+//! The PTX emitter: a module of entries, one per top-level parallel loop.
+//!
+//! [`emit`] plans which top-level instructions each entry needs (the values its loop uses,
+//! and what they are computed from), refuses top-level loads that an earlier entry may have
+//! overwritten by the time a later one would recompute them, and has [`body`] lower the
+//! instructions.
+
+mod body;
+
+use std::collections::HashSet;
+use std::fmt::Write;
+
+use weft_ir::{Inst, Op, ParallelLoop, ValidKernel, ValueId, visit_defs};
+
+use crate::abi::{self, FaultSite};
+use crate::{Error, Result};
+use body::Body;
+
+/// The PTX ISA version the module declares.
+pub const PTX_VERSION: &str = "7.8";
+
+/// The oldest GPU architecture the module targets (Ampere); the driver compiles it for newer
+/// ones.
+pub const PTX_TARGET: &str = "sm_80";
+
+/// Threads per block of every entry.
+pub const BLOCK_THREADS: u32 = 256;
+
+/// A kernel as PTX: the module text and what the launcher needs to run it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Module {
+    /// The PTX text.
+    pub text: String,
+    /// The entries, in the order the launcher runs them.
+    pub entries: Vec<Entry>,
+    /// The index checks, by fault code minus one.
+    pub faults: Vec<FaultSite>,
+}
+
+/// One entry of a module: one top-level parallel loop.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// Its name in the module.
+    pub name: String,
+    /// The store parameter whose sub-store is the loop's iteration space: the launcher sizes
+    /// the grid by its element count (every thread strides over the rest).
+    pub over: u32,
+}
+
+/// Lowers a validated, math-lowered kernel to a PTX module.
+pub fn emit(kernel: &ValidKernel) -> Result<Module> {
+    let k = kernel.kernel();
+    let types = kernel.types();
+    let unsupported = |message: String| Error::Unsupported {
+        kernel: k.name.clone(),
+        message,
+    };
+    let mut text = String::new();
+    let _ = writeln!(text, "//");
+    let _ = writeln!(
+        text,
+        "// weft kernel: {}",
+        k.name.replace(['\n', '\r'], " ")
+    );
+    let _ = writeln!(text, "//");
+    let _ = writeln!(text, ".version {PTX_VERSION}");
+    let _ = writeln!(text, ".target {PTX_TARGET}");
+    let _ = writeln!(text, ".address_size 64");
+    let abi = abi::params(k);
+    let mut faults = Vec::new();
+    let mut entries = Vec::new();
+    // Where each top-level value is defined, and which top-level positions hold loops.
+    let mut def_at = std::collections::HashMap::new();
+    for (pos, inst) in k.body.iter().enumerate() {
+        visit_defs(std::slice::from_ref(inst), &mut |v| {
+            def_at.insert(v, pos);
+        });
+    }
+    for (pos, inst) in k.body.iter().enumerate() {
+        let Op::Parallel(lp) = &inst.op else {
+            continue;
+        };
+        let needed = needed_top_level(&k.body, lp, &def_at);
+        // A top-level load recomputed here after an earlier loop may have written memory
+        // would read the new contents, not the ones the IR's order gives it.
+        for &at in &needed {
+            let reads = matches!(k.body[at].op, Op::Load(_) | Op::For(_));
+            let written_between = k.body[at + 1..pos]
+                .iter()
+                .any(|i| matches!(i.op, Op::Parallel(_)));
+            if reads && written_between {
+                return Err(unsupported(format!(
+                    "the top-level `{}` (instruction {at}) is used by the parallel loop at \
+                     instruction {pos}, after a parallel loop between them may have written \
+                     what it reads",
+                    weft_ir::text::inst_head(&k.body[at])
+                )));
+            }
+        }
+        let name = format!("weft_{}", entries.len());
+        let mut b = Body::new(k, types, &mut faults);
+        for &at in &needed {
+            b.inst(&k.body[at]).map_err(unsupported)?;
+        }
+        b.parallel(lp).map_err(unsupported)?;
+        let _ = writeln!(text);
+        let _ = writeln!(text, ".visible .entry {name}(");
+        for (i, p) in abi.iter().enumerate() {
+            let comma = if i + 1 < abi.len() { "," } else { "" };
+            let _ = writeln!(text, "    .param .{} {}{comma}", p.ptx_type(), p.name());
+        }
+        let _ = writeln!(text, ")");
+        let _ = writeln!(text, ".maxntid {BLOCK_THREADS}, 1, 1");
+        let _ = writeln!(text, "{{");
+        b.finish(&mut text);
+        let _ = writeln!(text, "}}");
+        entries.push(Entry {
+            name,
+            over: lp.over,
+        });
+    }
+    Ok(Module {
+        text,
+        entries,
+        faults,
+    })
+}
+
+/// The positions of the top-level instructions that loop `lp` needs: those defining the
+/// values it uses from outside, and transitively what those use, in program order.
+fn needed_top_level(
+    body: &[Inst],
+    lp: &ParallelLoop,
+    def_at: &std::collections::HashMap<ValueId, usize>,
+) -> Vec<usize> {
+    let mut needed = HashSet::new();
+    let mut work: Vec<ValueId> = Vec::new();
+    uses(&lp.body, &mut |v| work.push(v));
+    while let Some(v) = work.pop() {
+        let Some(&pos) = def_at.get(&v) else {
+            continue;
+        };
+        if matches!(body[pos].op, Op::Parallel(_)) || !needed.insert(pos) {
+            continue;
+        }
+        uses(std::slice::from_ref(&body[pos]), &mut |u| work.push(u));
+    }
+    let mut out: Vec<usize> = needed.into_iter().collect();
+    out.sort_unstable();
+    out
+}
+
+/// Calls `f` on every value that `body` uses (operands, indices, loop bounds, initial and
+/// yielded values), including values it defines itself.
+fn uses(body: &[Inst], f: &mut impl FnMut(ValueId)) {
+    for inst in body {
+        match &inst.op {
+            Op::Const(_) | Op::Param(_) | Op::Extent { .. } | Op::Origin { .. } => {}
+            Op::Binary(_, a, b) | Op::Cmp(_, a, b) => {
+                f(*a);
+                f(*b);
+            }
+            Op::Unary(_, a) | Op::Cast(_, a) | Op::Bitcast(_, a) => f(*a),
+            Op::Select(c, a, b) => {
+                f(*c);
+                f(*a);
+                f(*b);
+            }
+            Op::Load(a) => a.indices.iter().copied().for_each(&mut *f),
+            Op::Store(a, v) | Op::Reduce(a, _, v) => {
+                a.indices.iter().copied().for_each(&mut *f);
+                f(*v);
+            }
+            Op::Parallel(p) => uses(&p.body, f),
+            Op::For(l) => {
+                f(l.lo);
+                f(l.hi);
+                l.init.iter().copied().for_each(&mut *f);
+                l.yields.iter().copied().for_each(&mut *f);
+                uses(&l.body, f);
+            }
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! Weft's GPU back end: PTX text generated from the kernel IR.
+//!
+//! The emitter ([`emit()`]) turns a validated, math-lowered kernel ([`weft_ir::ValidKernel`])
+//! into one PTX module: text our code writes, which the CUDA driver compiles when the module
+//! loads, so no CUDA toolkit is needed at run time. The modules hold, one job each:
+//! - [`abi`]: what a launch passes to an entry (the parameter list every entry shares) and
+//!   the fault codes an entry reports;
+//! - [`mod@emit`]: the module's entries, one per top-level parallel loop, and the lowering of
+//!   every IR instruction to PTX.
+//!
+//! # How a kernel runs on the GPU
+//! - Each top-level parallel loop is one `.entry`. Its threads walk the loop's iteration space
+//!   in a grid-stride loop over the linear index of the point's sub-store (row-major), so any
+//!   grid covers any extent. The launcher runs the entries in order on one stream.
+//! - Top-level code (it never stores: the IR allows stores only in parallel loops) is
+//!   recomputed in each entry that uses its values. A top-level load whose value an entry
+//!   needs after an earlier entry may have written memory is refused (see [`Error`]).
+//! - Arithmetic keeps the IR's semantics bit for bit: `add.rn`, `sub.rn`, `mul.rn`, `div.rn`
+//!   and `sqrt.rn` (the assembler never contracts them into fused multiply-adds), float
+//!   `min`/`max` that propagate NaN and order `-0.0` below `+0.0`, integer division by zero
+//!   giving 0, saturating float-to-integer casts with NaN giving 0.
+//! - Every index is checked against its sub-store's extent; a failed check writes a fault
+//!   code ([`abi::FaultSite`]) into the launch's fault word (the first one wins) and ends the
+//!   thread without touching memory.
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod abi;
+pub mod emit;
+mod error;
+
+pub use emit::{Module, emit};
+pub use error::{Error, Result};

@@ -1,0 +1,5 @@
+//! The PTX back end's tests: text filetests of the emitter, and every module they make
+//! assembled by `ptxas`.
+
+mod filetests;
+mod ptxas;
