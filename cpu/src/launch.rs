@@ -23,10 +23,11 @@ use weft_ir::{DType, ReduceOp, Scalar};
 use weft_ir::reduction::{ELEMENT_BLOCK_LEVEL, LoopPartial};
 
 use crate::compile::StoreView;
-use crate::leaves::{ChunkShape, Leaf, LeafPart, Rows, chunk_nodes, fill_exact_identity};
+use crate::leaves::{Leaf, LeafPart, Rows, chunk_nodes, fill_exact_identity};
 use crate::lower::wide::Isa;
 use crate::lower::{FaultSite, Layout, Obligation, RedBuf, RedMode, StepKind};
 use crate::{Error, Result};
+use weft_ir::reduction::DenseShape;
 
 /// The signature of every compiled step; see [`crate::lower`].
 pub(crate) type KernelFn = unsafe extern "C" fn(*mut u64, *const *mut u8, i64, i64) -> i64;
@@ -708,7 +709,7 @@ impl Plan {
                 for ((r, buf), part) in leaves.iter().zip(bufs.iter_mut()).zip(&mut out) {
                     let done = match part {
                         LeafPart::Scalar(part) => {
-                            let shape = ChunkShape {
+                            let shape = DenseShape {
                                 lo: start,
                                 hi: end,
                                 extents: sub_extents,

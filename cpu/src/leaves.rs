@@ -28,7 +28,8 @@ use std::collections::BTreeMap;
 
 use weft_ir::ValueId;
 use weft_ir::reduction::{
-    ELEMENT_BLOCK_LEVEL, Partial, ReductionError, aligned_nodes, element_trees, exact_identity,
+    DenseShape, ELEMENT_BLOCK_LEVEL, Partial, ReductionError, dense_nodes, element_trees,
+    exact_identity,
 };
 #[cfg(test)]
 use weft_ir::visit_defs;
@@ -313,16 +314,6 @@ pub(crate) unsafe fn fill_exact_identity(p: *mut u8, n: usize, dtype: DType, op:
     }
 }
 
-/// The shape of one chunk's leaves: the loop's rows `lo..hi` of a sub-store with extents
-/// `extents` whose origin lies at `origin` of a view with extents `view`.
-pub(crate) struct ChunkShape<'a> {
-    pub lo: i64,
-    pub hi: i64,
-    pub extents: &'a [i64],
-    pub origin: &'a [i64],
-    pub view: &'a [u64],
-}
-
 /// Adds the canonical nodes of one chunk's dense leaf buffer (`buf`, the chunk's points in
 /// row-major order, as `shape` says) to `part`, a partial over the view's extents. Lines of
 /// the innermost dimension become aligned nodes; a line that spans the view's whole extent
@@ -334,7 +325,7 @@ pub(crate) struct ChunkShape<'a> {
 /// aligned for them.
 pub(crate) unsafe fn chunk_nodes(
     buf: *mut u8,
-    shape: &ChunkShape<'_>,
+    shape: &DenseShape<'_>,
     part: &mut Partial,
 ) -> Result<(), ReductionError> {
     let op = part.op();
@@ -347,10 +338,18 @@ pub(crate) unsafe fn chunk_nodes(
     // SAFETY: forwarded from the caller, per type.
     unsafe {
         match (part.dtype(), op) {
-            (DType::F64, ReduceOp::Sum) => typed(f64s(buf, n), shape, part, |a, b| a + b),
-            (DType::F64, ReduceOp::Prod) => typed(f64s(buf, n), shape, part, |a, b| a * b),
-            (DType::F32, ReduceOp::Sum) => typed(f32s(buf, n), shape, part, |a, b| a + b),
-            (DType::F32, ReduceOp::Prod) => typed(f32s(buf, n), shape, part, |a, b| a * b),
+            (DType::F64, ReduceOp::Sum) => {
+                dense_nodes(f64s(buf, n), shape, part, |a, b| a + b, Scalar::F64)
+            }
+            (DType::F64, ReduceOp::Prod) => {
+                dense_nodes(f64s(buf, n), shape, part, |a, b| a * b, Scalar::F64)
+            }
+            (DType::F32, ReduceOp::Sum) => {
+                dense_nodes(f32s(buf, n), shape, part, |a, b| a + b, Scalar::F32)
+            }
+            (DType::F32, ReduceOp::Prod) => {
+                dense_nodes(f32s(buf, n), shape, part, |a, b| a * b, Scalar::F32)
+            }
             (dtype, _) => Err(ReductionError::Type {
                 op: op.name(),
                 dtype,
@@ -376,103 +375,6 @@ unsafe fn f64s<'a>(p: *mut u8, n: usize) -> &'a mut [f64] {
 unsafe fn f32s<'a>(p: *mut u8, n: usize) -> &'a mut [f32] {
     // SAFETY: forwarded from the caller.
     unsafe { std::slice::from_raw_parts_mut(p.cast::<f32>(), n) }
-}
-
-/// The nodes of a chunk's leaves `v` (see [`chunk_nodes`]).
-fn typed<T: LeafValue>(
-    v: &mut [T],
-    shape: &ChunkShape<'_>,
-    part: &mut Partial,
-    op: impl Fn(T, T) -> T + Copy,
-) -> Result<(), ReductionError> {
-    let rank = shape.extents.len();
-    if rank == 0 {
-        return match v.first() {
-            Some(x) => part.add(&[], x.to_scalar()),
-            None => Ok(()),
-        };
-    }
-    let coord = |d: usize, i: i64| u64::try_from(shape.origin[d] + i).unwrap_or(u64::MAX);
-    // Dimension d spans the view's whole extent: its trees close inside the chunk.
-    let whole = |d: usize| shape.origin[d] == 0 && coord(d, shape.extents[d]) == shape.view[d];
-    // The innermost dimensions that close inside the chunk, from the innermost out: `k` is the
-    // first of them (all of `k..rank` are whole).
-    let mut k = rank;
-    while k > 1 && whole(k - 1) {
-        k -= 1;
-    }
-    // Each block of the dimensions `k..rank` (row-major, contiguous) reduces to one value:
-    // line by line, the innermost dimension first.
-    let block: usize = shape.extents[k..]
-        .iter()
-        .map(|&e| usize::try_from(e).unwrap_or(0))
-        .product();
-    if k < rank {
-        let mut len = v.len();
-        let mut dims = rank;
-        while dims > k {
-            let e = usize::try_from(shape.extents[dims - 1]).unwrap_or(0);
-            let lines = len / e.max(1);
-            for l in 0..lines {
-                let line = &mut v[l * e..(l + 1) * e];
-                let mut root = None;
-                close_line(line, op, &mut root);
-                if let Some(r) = root {
-                    v[l] = r;
-                }
-            }
-            len = lines;
-            dims -= 1;
-        }
-    }
-    // Now `v[..count]` holds one value per point of the dimensions `0..k` (row-major); the
-    // last of them, `k - 1`, is a line in the tree of its dimension.
-    let outer: usize = v.len() / block.max(1);
-    let e = if k == 1 {
-        usize::try_from(shape.hi - shape.lo).unwrap_or(0)
-    } else {
-        usize::try_from(shape.extents[k - 1]).unwrap_or(0)
-    };
-    let first = if k == 1 { shape.lo } else { 0 };
-    let lines = outer / e.max(1);
-    let mut prefix = vec![0u64; k - 1];
-    for l in 0..lines {
-        // The coordinates of the line's outer dimensions (`0..k-1`).
-        let mut rest = l;
-        for d in (0..k - 1).rev() {
-            let ext = usize::try_from(if d == 0 {
-                shape.hi - shape.lo
-            } else {
-                shape.extents[d]
-            })
-            .unwrap_or(1)
-            .max(1);
-            let i = (rest % ext) as i64 + if d == 0 { shape.lo } else { 0 };
-            prefix[d] = coord(d, i);
-            rest /= ext;
-        }
-        let line = &mut v[l * e..(l + 1) * e];
-        let start = coord(k - 1, first);
-        let mut err = Ok(());
-        aligned_nodes(start, line, op, |level, index, x| {
-            if err.is_ok() {
-                err = part.add_node(&prefix, level, index, x.to_scalar());
-            }
-        });
-        err?;
-    }
-    Ok(())
-}
-
-/// The root of a whole line's tree (the line holds every coordinate of its dimension): its
-/// aligned nodes, largest first, combined right to left, the identity padding the rest.
-fn close_line<T: Copy>(line: &mut [T], op: impl Fn(T, T) -> T + Copy, root: &mut Option<T>) {
-    let mut nodes: Vec<T> = Vec::new();
-    aligned_nodes(0, line, op, |_, _, x| nodes.push(x));
-    *root = nodes
-        .into_iter()
-        .rev()
-        .reduce(|right, left| op(left, right));
 }
 
 /// What a chunk or a step has of one leaf store's canonical reduction.

@@ -578,6 +578,128 @@ pub const ELEMENT_BLOCK_LEVEL: u32 = 12;
 /// The level of the roots of [`Partial::unbounded`]'s trees.
 const UNBOUNDED_LEVEL: u32 = 62;
 
+/// The shape of a dense buffer of contributions ([`dense_nodes`]): the loop's rows `lo..hi`
+/// (of dimension 0) of a sub-store with extents `extents` whose origin lies at `origin` of a
+/// view with extents `view`.
+#[derive(Clone, Copy, Debug)]
+pub struct DenseShape<'a> {
+    /// The first row.
+    pub lo: i64,
+    /// One past the last row.
+    pub hi: i64,
+    /// The sub-store's extents.
+    pub extents: &'a [i64],
+    /// The sub-store's origin in the view.
+    pub origin: &'a [i64],
+    /// The view's extents.
+    pub view: &'a [u64],
+}
+
+/// Adds the canonical nodes of a dense buffer of contributions to `part`, a partial over the
+/// view's extents: `v` holds, in row-major order, one value per point of rows `lo..hi` of a
+/// loop's sub-store (`shape`), each point's reductions folded from the exact identity, and is
+/// used as scratch. Lines of the innermost dimension become aligned nodes; a line that spans
+/// the view's whole extent (and so the whole tree of that dimension) is closed at once, and so
+/// on outwards, so a buffer of whole rows adds a handful of nodes. `op` combines two values
+/// and `to_scalar` makes a node's value: the host-side half of a back end's leaf reductions
+/// (the CPU's chunk buffers, the GPU's leaf buffers).
+pub fn dense_nodes<T: Copy>(
+    v: &mut [T],
+    shape: &DenseShape<'_>,
+    part: &mut Partial,
+    op: impl Fn(T, T) -> T + Copy,
+    to_scalar: impl Fn(T) -> Scalar,
+) -> Result<(), ReductionError> {
+    let rank = shape.extents.len();
+    if rank == 0 {
+        return match v.first() {
+            Some(x) => part.add(&[], to_scalar(*x)),
+            None => Ok(()),
+        };
+    }
+    let coord = |d: usize, i: i64| u64::try_from(shape.origin[d] + i).unwrap_or(u64::MAX);
+    // Dimension d spans the view's whole extent: its trees close inside the chunk.
+    let whole = |d: usize| shape.origin[d] == 0 && coord(d, shape.extents[d]) == shape.view[d];
+    // The innermost dimensions that close inside the chunk, from the innermost out: `k` is the
+    // first of them (all of `k..rank` are whole).
+    let mut k = rank;
+    while k > 1 && whole(k - 1) {
+        k -= 1;
+    }
+    // Each block of the dimensions `k..rank` (row-major, contiguous) reduces to one value:
+    // line by line, the innermost dimension first.
+    let block: usize = shape.extents[k..]
+        .iter()
+        .map(|&e| usize::try_from(e).unwrap_or(0))
+        .product();
+    if k < rank {
+        let mut len = v.len();
+        let mut dims = rank;
+        while dims > k {
+            let e = usize::try_from(shape.extents[dims - 1]).unwrap_or(0);
+            let lines = len / e.max(1);
+            for l in 0..lines {
+                let line = &mut v[l * e..(l + 1) * e];
+                let mut root = None;
+                close_line(line, op, &mut root);
+                if let Some(r) = root {
+                    v[l] = r;
+                }
+            }
+            len = lines;
+            dims -= 1;
+        }
+    }
+    // Now `v[..count]` holds one value per point of the dimensions `0..k` (row-major); the
+    // last of them, `k - 1`, is a line in the tree of its dimension.
+    let outer: usize = v.len() / block.max(1);
+    let e = if k == 1 {
+        usize::try_from(shape.hi - shape.lo).unwrap_or(0)
+    } else {
+        usize::try_from(shape.extents[k - 1]).unwrap_or(0)
+    };
+    let first = if k == 1 { shape.lo } else { 0 };
+    let lines = outer / e.max(1);
+    let mut prefix = vec![0u64; k - 1];
+    for l in 0..lines {
+        // The coordinates of the line's outer dimensions (`0..k-1`).
+        let mut rest = l;
+        for d in (0..k - 1).rev() {
+            let ext = usize::try_from(if d == 0 {
+                shape.hi - shape.lo
+            } else {
+                shape.extents[d]
+            })
+            .unwrap_or(1)
+            .max(1);
+            let i = (rest % ext) as i64 + if d == 0 { shape.lo } else { 0 };
+            prefix[d] = coord(d, i);
+            rest /= ext;
+        }
+        let line = &mut v[l * e..(l + 1) * e];
+        let start = coord(k - 1, first);
+        let mut err = Ok(());
+        aligned_nodes(start, line, op, |level, index, x| {
+            if err.is_ok() {
+                err = part.add_node(&prefix, level, index, to_scalar(x));
+            }
+        });
+        err?;
+    }
+    Ok(())
+}
+
+/// The root of a whole line's tree (the line holds every coordinate of its dimension): its
+/// aligned nodes, largest first, combined right to left, the identity padding the rest.
+fn close_line<T: Copy>(line: &mut [T], op: impl Fn(T, T) -> T + Copy, root: &mut Option<T>) {
+    let mut nodes: Vec<T> = Vec::new();
+    aligned_nodes(0, line, op, |_, _, x| nodes.push(x));
+    *root = nodes
+        .into_iter()
+        .rev()
+        .reduce(|right, left| op(left, right));
+}
+
 /// The complete aligned nodes of one dimension's tree that the contributions of the
 /// consecutive coordinates `start .. start + values.len()` form: the fewest aligned blocks
 /// covering the range, largest first where they fit, each reduced by the pairwise tree.

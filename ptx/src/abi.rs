@@ -9,9 +9,11 @@
 //!     index 0 in every dimension), then `p{i}_e{d}` (its extents), `p{i}_s{d}` (its strides,
 //!     in elements) and `p{i}_o{d}` (the global coordinates of its origin), each `.s64`, for
 //!     `d` in `0..r`;
-//!   - a scalar: `p{i}` (`.u64`), its bits as [`weft_ir::Scalar::to_bits`] gives them.
+//!   - a scalar: `p{i}` (`.u64`), its bits as [`weft_ir::Scalar::to_bits`] gives them;
+//! - then, for an entry whose loop sums or multiplies floats into 0-d stores, one leaf
+//!   buffer `leaf_p{i}` (`.u64`) per such store, in the order of [`crate::emit::Entry::leaves`].
 
-use weft_ir::{Kernel, Param};
+use weft_ir::Param;
 
 /// One parameter of an entry, as the launcher fills it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -49,6 +51,12 @@ pub enum AbiParam {
         /// The kernel parameter.
         param: u32,
     },
+    /// The leaf buffer of a float sum or product into 0-d store parameter `param` (only the
+    /// entries whose loop makes one take it; see [`crate::emit::Leaf`]).
+    Leaf {
+        /// The kernel parameter reduced into.
+        param: u32,
+    },
 }
 
 impl AbiParam {
@@ -61,23 +69,27 @@ impl AbiParam {
             AbiParam::Stride { param, dim } => format!("p{param}_s{dim}"),
             AbiParam::Origin { param, dim } => format!("p{param}_o{dim}"),
             AbiParam::Scalar { param } => format!("p{param}"),
+            AbiParam::Leaf { param } => format!("leaf_p{param}"),
         }
     }
 
     /// The parameter's PTX type.
     pub fn ptx_type(self) -> &'static str {
         match self {
-            AbiParam::Fault | AbiParam::Pointer { .. } | AbiParam::Scalar { .. } => "u64",
+            AbiParam::Fault
+            | AbiParam::Pointer { .. }
+            | AbiParam::Scalar { .. }
+            | AbiParam::Leaf { .. } => "u64",
             AbiParam::Extent { .. } | AbiParam::Stride { .. } | AbiParam::Origin { .. } => "s64",
         }
     }
 }
 
-/// The parameters of every entry of `kernel`'s module, in order (see the module
-/// documentation).
-pub fn params(kernel: &Kernel) -> Vec<AbiParam> {
+/// The parameters every entry of the module of a kernel with parameters `params` takes, in
+/// order (see the module documentation; an entry with leaves takes those after them).
+pub fn params_of(params: &[Param]) -> Vec<AbiParam> {
     let mut out = vec![AbiParam::Fault];
-    for (i, p) in kernel.params.iter().enumerate() {
+    for (i, p) in params.iter().enumerate() {
         let param = u32::try_from(i).unwrap_or(u32::MAX);
         match *p {
             Param::Store { rank, .. } => {

@@ -11,6 +11,43 @@ pub enum Error {
         /// What it uses.
         message: String,
     },
+    /// The CUDA driver is not there: the GPU back end cannot start.
+    #[error("no GPU back end: {0}")]
+    NoDriver(String),
+    /// The CUDA driver refused something (a context, an allocation, a module, a launch).
+    #[error("gpu back end: {0}")]
+    Driver(String),
+    /// A kernel's index check failed on the device, or a launch's arguments do not fit.
+    #[error("kernel `{kernel}`: {message}")]
+    KernelFault {
+        /// The kernel's name.
+        kernel: String,
+        /// What happened.
+        message: String,
+    },
+    /// Device memory: a buffer that does not exist, a copy outside a buffer.
+    #[error("gpu back end: {0}")]
+    Memory(String),
+}
+
+#[cfg(feature = "cuda")]
+impl From<Error> for weft_runtime::Error {
+    fn from(e: Error) -> weft_runtime::Error {
+        match e {
+            Error::Unsupported { kernel, message } => {
+                weft_runtime::Error::Compile { kernel, message }
+            }
+            Error::KernelFault { kernel, message } => {
+                weft_runtime::Error::KernelFault { kernel, message }
+            }
+            Error::NoDriver(message) | Error::Driver(message) | Error::Memory(message) => {
+                weft_runtime::Error::Backend {
+                    backend: "ptx",
+                    message,
+                }
+            }
+        }
+    }
 }
 
 /// The PTX back end's result type.

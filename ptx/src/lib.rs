@@ -6,7 +6,10 @@
 //! - [`abi`]: what a launch passes to an entry (the parameter list every entry shares) and
 //!   the fault codes an entry reports;
 //! - [`mod@emit`]: the module's entries, one per top-level parallel loop, and the lowering of
-//!   every IR instruction to PTX.
+//!   every IR instruction to PTX;
+//! - `backend` (feature `cuda`): [`PtxBackend`], `weft-runtime`'s back-end seam over the CUDA
+//!   driver: device memory, module loading, launches;
+//! - `driver` (feature `cuda`): finding the driver before any call into it.
 //!
 //! # How a kernel runs on the GPU
 //! - Each top-level parallel loop is one `.entry`. Its threads walk the loop's iteration space
@@ -24,11 +27,16 @@
 //!   thread without touching memory.
 
 #![deny(missing_docs)]
-#![forbid(unsafe_code)]
 
 pub mod abi;
+#[cfg(feature = "cuda")]
+mod backend;
+#[cfg(feature = "cuda")]
+pub mod driver;
 pub mod emit;
 mod error;
 
+#[cfg(feature = "cuda")]
+pub use backend::PtxBackend;
 pub use emit::{Module, emit};
 pub use error::{Error, Result};

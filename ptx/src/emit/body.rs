@@ -8,12 +8,14 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
 
+use weft_ir::reduction::exact_identity;
 use weft_ir::validate::Types;
 use weft_ir::{
-    Access, BinaryOp, CmpOp, DType, ForLoop, Inst, Kernel, Op, ParallelLoop, Param, Scalar,
-    UnaryOp, ValueId,
+    Access, BinaryOp, CmpOp, DType, ForLoop, Inst, Kernel, Op, ParallelLoop, Param, ReduceOp,
+    Scalar, UnaryOp, ValueId,
 };
 
+use super::Leaf;
 use crate::abi::{AbiParam, AccessKind, FaultSite};
 
 type Res<T = ()> = std::result::Result<T, String>;
@@ -61,6 +63,8 @@ pub(super) struct Body<'a> {
     code: String,
     /// Fault codes this entry may raise.
     raised: HashSet<u32>,
+    /// The register accumulating each leaf reduction of the loop, by its store parameter.
+    accumulators: HashMap<u32, (String, Leaf)>,
     temps: u32,
     labels: u32,
 }
@@ -80,6 +84,7 @@ impl<'a> Body<'a> {
             prologue: String::new(),
             code: String::new(),
             raised: HashSet::new(),
+            accumulators: HashMap::new(),
             temps: 0,
             labels: 0,
         }
@@ -204,7 +209,7 @@ impl<'a> Body<'a> {
             }
             Op::Load(a) => self.load(result()?, a),
             Op::Store(a, v) => self.store(a, *v, AccessKind::Store),
-            Op::Reduce(..) => Err("reductions are not lowered to PTX yet".to_string()),
+            Op::Reduce(a, op, v) => self.reduce(a, *op, *v),
             Op::For(l) => self.for_loop(l, &inst.results),
             Op::Parallel(_) => Err("a parallel loop inside a loop".to_string()),
         }
@@ -589,8 +594,31 @@ impl<'a> Body<'a> {
 
     /// The entry's parallel loop: a grid-stride loop over the linear index of `lp.over`'s
     /// sub-store, its indices recovered row-major.
-    pub(super) fn parallel(&mut self, lp: &ParallelLoop) -> Res {
+    pub(super) fn parallel(&mut self, lp: &ParallelLoop) -> Res<Vec<Leaf>> {
         let over = lp.over;
+        let mut leaves: Vec<Leaf> = Vec::new();
+        reductions(&lp.body, &mut |param, op| {
+            let Some(Param::Store { dtype, rank: 0, .. }) = self.kernel.params.get(param as usize)
+            else {
+                return;
+            };
+            let leaf = Leaf {
+                param,
+                op,
+                dtype: *dtype,
+            };
+            if dtype.is_float()
+                && matches!(op, ReduceOp::Sum | ReduceOp::Prod)
+                && !leaves.contains(&leaf)
+            {
+                leaves.push(leaf);
+            }
+        });
+        for leaf in &leaves {
+            let name = format!("%acc_p{}", leaf.param);
+            self.regs.insert(name.clone(), reg_type(leaf.dtype));
+            self.accumulators.insert(leaf.param, (name, *leaf));
+        }
         let rank = lp.indices.len();
         let (ctaid, ntid, tid, nctaid) = (
             self.tmp("u32"),
@@ -639,13 +667,136 @@ impl<'a> Body<'a> {
                 }
             }
         }
+        for leaf in &leaves {
+            let acc = format!("%acc_p{}", leaf.param);
+            let identity = literal(exact_identity(leaf.op, leaf.dtype));
+            self.line(format!("mov.{} {acc}, {identity};", reg_type(leaf.dtype)));
+        }
         for inst in &lp.body {
             self.inst(inst)?;
+        }
+        for leaf in &leaves {
+            // The point's contribution, at its row-major index in the loop's sub-store.
+            let acc = format!("%acc_p{}", leaf.param);
+            let base = self.abi(AbiParam::Leaf { param: leaf.param });
+            let (offset, addr) = (self.tmp("u64"), self.tmp("u64"));
+            let shift = leaf.dtype.size().trailing_zeros();
+            self.line(format!("shl.b64 {offset}, {linear}, {shift};"));
+            self.line(format!("add.s64 {addr}, {base}, {offset};"));
+            self.line(format!(
+                "st.global.{} [{addr}], {acc};",
+                reg_type(leaf.dtype)
+            ));
         }
         self.line(format!("add.s64 {linear}, {linear}, {step};"));
         self.line(format!("bra.uni {head};"));
         self.place(&end);
+        Ok(leaves)
+    }
+
+    /// A reduction: into a leaf's register, or into memory by an atomic operation (the
+    /// operators whose result does not depend on the order: integer ones, float and bool
+    /// `min`/`max`).
+    fn reduce(&mut self, a: &Access, op: ReduceOp, v: ValueId) -> Res {
+        let d = self.ty(v);
+        if let Some((acc, _)) = self.accumulators.get(&a.param).cloned() {
+            let ty = reg_type(d);
+            let rv = self.reg(v);
+            let inst = if op == ReduceOp::Sum { "add" } else { "mul" };
+            self.line(format!("{inst}.rn.{ty} {acc}, {acc}, {rv};"));
+            return Ok(());
+        }
+        if d.is_float() && matches!(op, ReduceOp::Sum | ReduceOp::Prod) {
+            return Err(format!(
+                "a float {} into parameter {} of rank {} (only 0-d targets are lowered to PTX \
+                 yet; the canonical order of the others needs element trees)",
+                op.name(),
+                a.param,
+                a.indices.len()
+            ));
+        }
+        let addr = self.address(a, AccessKind::Reduce)?;
+        let rv = self.reg(v);
+        match (d, op) {
+            (DType::Bool, _) => self.bool_reduce(&addr, op, &rv),
+            (DType::I32 | DType::I64, ReduceOp::Sum) => {
+                let ty = if d == DType::I32 { "u32" } else { "u64" };
+                self.line(format!("red.global.add.{ty} [{addr}], {rv};"));
+            }
+            (DType::I32 | DType::I64, ReduceOp::Min | ReduceOp::Max) => {
+                let ty = reg_type(d);
+                self.line(format!("red.global.{}.{ty} [{addr}], {rv};", op.name()));
+            }
+            _ => self.cas_reduce(&addr, op, d, &rv),
+        }
         Ok(())
+    }
+
+    /// `any` (`max`) and `all` (`min`) into a byte: an atomic `or` or `and` on the aligned
+    /// 32-bit word that holds it (bytes are 0 or 1, and any nonzero byte is true).
+    fn bool_reduce(&mut self, addr: &str, op: ReduceOp, rv: &str) {
+        let (word, low, shift, mask) = (
+            self.tmp("u64"),
+            self.tmp("u64"),
+            self.tmp("u32"),
+            self.tmp("b32"),
+        );
+        self.line(format!("and.b64 {word}, {addr}, -4;"));
+        self.line(format!("and.b64 {low}, {addr}, 3;"));
+        self.line(format!("cvt.u32.u64 {shift}, {low};"));
+        self.line(format!("shl.b32 {shift}, {shift}, 3;"));
+        if op == ReduceOp::Max || op == ReduceOp::Sum {
+            self.line(format!("shl.b32 {mask}, 1, {shift};"));
+            self.line(format!("@{rv} red.global.or.b32 [{word}], {mask};"));
+        } else {
+            let skip = self.tmp("pred");
+            self.line(format!("shl.b32 {mask}, 255, {shift};"));
+            self.line(format!("not.b32 {mask}, {mask};"));
+            self.line(format!("not.pred {skip}, {rv};"));
+            self.line(format!("@{skip} red.global.and.b32 [{word}], {mask};"));
+        }
+    }
+
+    /// A reduction by compare-and-swap: integer products and float `min`/`max`.
+    fn cas_reduce(&mut self, addr: &str, op: ReduceOp, d: DType, rv: &str) {
+        let ty = reg_type(d);
+        let bits = bits_type(d);
+        let (old, seen, new_bits) = (self.tmp(bits), self.tmp(bits), self.tmp(bits));
+        let (old_v, new_v, again) = (self.tmp(ty), self.tmp(ty), self.tmp("pred"));
+        let retry = self.label("cas");
+        self.line(format!("ld.global.{bits} {old}, [{addr}];"));
+        self.place(&retry);
+        self.line(format!("mov.{bits} {old_v}, {old};"));
+        match (op, d.is_float()) {
+            (ReduceOp::Min | ReduceOp::Max, true) => {
+                let bop = if op == ReduceOp::Min {
+                    BinaryOp::Min
+                } else {
+                    BinaryOp::Max
+                };
+                self.float_min_max(bop, d, &new_v, &old_v, rv);
+            }
+            _ => self.line(format!("mul.lo.{ty} {new_v}, {old_v}, {rv};")),
+        }
+        self.line(format!("mov.{bits} {new_bits}, {new_v};"));
+        self.line(format!(
+            "atom.global.cas.{bits} {seen}, [{addr}], {old}, {new_bits};"
+        ));
+        self.line(format!("setp.ne.{bits} {again}, {seen}, {old};"));
+        self.line(format!("mov.{bits} {old}, {seen};"));
+        self.line(format!("@{again} bra {retry};"));
+    }
+}
+
+/// Calls `f(param, op)` for every reduction in `body`, at any depth.
+fn reductions(body: &[Inst], f: &mut impl FnMut(u32, ReduceOp)) {
+    for inst in body {
+        match &inst.op {
+            Op::Reduce(a, op, _) => f(a.param, *op),
+            Op::For(l) => reductions(&l.body, f),
+            Op::Parallel(p) => reductions(&p.body, f),
+            _ => {}
+        }
     }
 }
 

@@ -45,6 +45,25 @@ pub struct Entry {
     /// The store parameter whose sub-store is the loop's iteration space: the launcher sizes
     /// the grid by its element count (every thread strides over the rest).
     pub over: u32,
+    /// The loop's float sums and products into 0-d stores, in the order of the entry's
+    /// `leaf_p{i}` parameters.
+    pub leaves: Vec<Leaf>,
+}
+
+/// A float sum or product of a parallel loop into a 0-d store, kept in the canonical order
+/// ([`weft_ir::reduction`]): each point folds its contributions, in execution order from the
+/// exact identity, in a register, and writes the result into the leaf buffer at the point's
+/// row-major index in the loop's sub-store (so the buffer holds one value per point, the
+/// leaves of the canonical tree). The launcher reduces the buffer by the canonical tree; the
+/// entry never touches the store itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Leaf {
+    /// The 0-d store parameter reduced into.
+    pub param: u32,
+    /// The operator (`sum` or `prod`).
+    pub op: weft_ir::ReduceOp,
+    /// The element type (`f32` or `f64`).
+    pub dtype: weft_ir::DType,
 }
 
 /// Lowers a validated, math-lowered kernel to a PTX module.
@@ -66,7 +85,7 @@ pub fn emit(kernel: &ValidKernel) -> Result<Module> {
     let _ = writeln!(text, ".version {PTX_VERSION}");
     let _ = writeln!(text, ".target {PTX_TARGET}");
     let _ = writeln!(text, ".address_size 64");
-    let abi = abi::params(k);
+    let abi = abi::params_of(&k.params);
     let mut faults = Vec::new();
     let mut entries = Vec::new();
     // Where each top-level value is defined, and which top-level positions hold loops.
@@ -102,11 +121,17 @@ pub fn emit(kernel: &ValidKernel) -> Result<Module> {
         for &at in &needed {
             b.inst(&k.body[at]).map_err(unsupported)?;
         }
-        b.parallel(lp).map_err(unsupported)?;
+        let leaves = b.parallel(lp).map_err(unsupported)?;
+        let mut params = abi.clone();
+        params.extend(
+            leaves
+                .iter()
+                .map(|l| abi::AbiParam::Leaf { param: l.param }),
+        );
         let _ = writeln!(text);
         let _ = writeln!(text, ".visible .entry {name}(");
-        for (i, p) in abi.iter().enumerate() {
-            let comma = if i + 1 < abi.len() { "," } else { "" };
+        for (i, p) in params.iter().enumerate() {
+            let comma = if i + 1 < params.len() { "," } else { "" };
             let _ = writeln!(text, "    .param .{} {}{comma}", p.ptx_type(), p.name());
         }
         let _ = writeln!(text, ")");
@@ -117,6 +142,7 @@ pub fn emit(kernel: &ValidKernel) -> Result<Module> {
         entries.push(Entry {
             name,
             over: lp.over,
+            leaves,
         });
     }
     Ok(Module {

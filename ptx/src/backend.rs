@@ -1,0 +1,621 @@
+//! The GPU back end: `weft-runtime`'s [`Backend`] seam over the CUDA driver (feature `cuda`).
+//!
+//! - **Memory**: every buffer is device memory ([`CudaSlice<u8>`]); freed buffers go to a pool
+//!   keyed by size and are reused (zeroed again where [`Backend::alloc`] asks for zeros).
+//!   Bytes cross to the host only in [`Backend::read`] and from it only in [`Backend::write`].
+//! - **Kernels**: [`Backend::prepare`] emits the kernel's PTX ([`crate::emit()`]) and loads it
+//!   (the driver compiles it, and keeps the machine code in its own cache across runs); the
+//!   module is cached by [`KernelId`], and the time to emit and load it is what
+//!   [`Prepared::Compiled`] reports.
+//! - **Launches** run on one stream, entry after entry, without waiting for the host. Each
+//!   launch gets a fault word; [`Backend::synchronize`] and [`Backend::read`] wait for the
+//!   stream and report the first launch whose index check failed, naming its kernel and the
+//!   access.
+//! - **Reductions** in the canonical order: an entry leaves each point's contribution in a leaf
+//!   buffer ([`crate::emit::Leaf`]); the launcher copies it to the host and reduces it into
+//!   the canonical tree's nodes ([`weft_ir::reduction::dense_nodes`]), which
+//!   [`Backend::take_reductions`] hands to the executor. (A device-side tree that moves only
+//!   the nodes is the planned next step.)
+//! - **Not yet**: deferred bindings (fusion through a bounded anti-dependence) are refused
+//!   with an error.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
+};
+use cudarc::nvrtc::Ptx;
+use weft_ir::reduction::{DenseShape, LoopPartial, Partial, dense_nodes};
+use weft_ir::{DType, Param, ReduceOp, Scalar};
+use weft_runtime::{Backend, Binding, BufferId, KernelEntry, KernelId, MemoryStats, Prepared};
+
+use crate::abi::{self, AbiParam};
+use crate::emit::{BLOCK_THREADS, Leaf, Module};
+use crate::{Error, Result};
+
+/// The most blocks a launch asks for: threads stride over the rest.
+const MAX_BLOCKS: u32 = 1 << 16;
+
+/// Freed device memory kept for reuse, at most.
+const POOL_BYTES: u64 = 4 << 30;
+
+/// A kernel loaded on the device.
+struct Loaded {
+    name: String,
+    params: Vec<Param>,
+    module: Module,
+    functions: Vec<CudaFunction>,
+}
+
+/// A launch whose fault word has not been read yet.
+struct PendingFault {
+    kernel: String,
+    sites: Vec<abi::FaultSite>,
+    word: CudaSlice<u32>,
+}
+
+/// One store argument of a launch, as the entries see it.
+struct StoreArg {
+    /// The device address of the element at index 0.
+    address: u64,
+    extents: Vec<i64>,
+    strides: Vec<i64>,
+    origin: Vec<i64>,
+    view: Vec<u64>,
+}
+
+/// The GPU back end (see the module documentation).
+pub struct PtxBackend {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    buffers: HashMap<BufferId, CudaSlice<u8>>,
+    next_buffer: u64,
+    pool: HashMap<usize, Vec<CudaSlice<u8>>>,
+    pooled: u64,
+    allocated: u64,
+    kernels: HashMap<KernelId, Loaded>,
+    held: Vec<LoopPartial>,
+    faults: Vec<PendingFault>,
+    /// Task-local scratch of launches not yet waited for.
+    scratch: Vec<CudaSlice<u8>>,
+}
+
+impl std::fmt::Debug for PtxBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PtxBackend")
+            .field("buffers", &self.buffers.len())
+            .field("kernels", &self.kernels.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The device address of `slice` (its stream-ordering guard dropped at once: launches and
+/// copies all run on the one stream, in order).
+fn address_of<T>(stream: &CudaStream, slice: &CudaSlice<T>) -> u64 {
+    let (address, _sync) = slice.device_ptr(stream);
+    address
+}
+
+fn driver(what: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
+    move |e| Error::Driver(format!("{what}: {e}"))
+}
+
+impl PtxBackend {
+    /// The back end on GPU `ordinal`. Fails with [`Error::NoDriver`] where the CUDA driver
+    /// library cannot be loaded (checked before any driver call, which would panic), and with
+    /// [`Error::Driver`] where the driver has no such device.
+    pub fn new(ordinal: usize) -> Result<PtxBackend> {
+        crate::driver::check_present()?;
+        let ctx = CudaContext::new(ordinal).map_err(driver("cannot open the GPU"))?;
+        let stream = ctx.default_stream();
+        Ok(PtxBackend {
+            ctx,
+            stream,
+            buffers: HashMap::new(),
+            next_buffer: 1,
+            pool: HashMap::new(),
+            pooled: 0,
+            allocated: 0,
+            kernels: HashMap::new(),
+            held: Vec::new(),
+            faults: Vec::new(),
+            scratch: Vec::new(),
+        })
+    }
+
+    /// The device's name, as the driver gives it.
+    pub fn device_name(&self) -> Result<String> {
+        self.ctx.name().map_err(driver("device name"))
+    }
+
+    fn buffer(&self, id: BufferId) -> Result<&CudaSlice<u8>> {
+        self.buffers
+            .get(&id)
+            .ok_or_else(|| Error::Memory(format!("no buffer {}", id.0)))
+    }
+
+    /// A device allocation of `bytes` (at least one), from the pool where one of that size is
+    /// free; zeroed if `zero`.
+    fn allocate(&mut self, bytes: u64, zero: bool) -> Result<CudaSlice<u8>> {
+        let size = usize::try_from(bytes.max(1))
+            .map_err(|_| Error::Memory(format!("cannot allocate {bytes} bytes")))?;
+        let reused = self.pool.get_mut(&size).and_then(Vec::pop);
+        let mut slice = match reused {
+            Some(s) => {
+                self.pooled = self.pooled.saturating_sub(size as u64);
+                s
+            }
+            None => {
+                // SAFETY: the memory is zeroed below or, for `alloc_uninit`, written whole by
+                // the task that asked for it before anything reads it (the seam's contract);
+                // it never holds another process's data (the driver clears fresh memory).
+                unsafe { self.stream.alloc::<u8>(size) }
+                    .map_err(driver("cannot allocate device memory"))?
+            }
+        };
+        if zero {
+            self.stream
+                .memset_zeros(&mut slice)
+                .map_err(driver("cannot clear device memory"))?;
+        }
+        Ok(slice)
+    }
+
+    /// Waits for the stream and reports the first launch whose index check failed.
+    fn drain_faults(&mut self) -> Result<()> {
+        self.stream
+            .synchronize()
+            .map_err(driver("waiting for the GPU"))?;
+        self.scratch.clear();
+        let pending = std::mem::take(&mut self.faults);
+        for p in pending {
+            let word = self
+                .stream
+                .clone_dtoh(&p.word)
+                .map_err(driver("reading a fault word"))?;
+            let code = word.first().copied().unwrap_or(0);
+            if code != 0 {
+                let site = usize::try_from(code - 1)
+                    .ok()
+                    .and_then(|i| p.sites.get(i))
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| format!("unknown fault code {code}"));
+                return Err(Error::KernelFault {
+                    kernel: p.kernel,
+                    message: site,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The store arguments of a launch, checked against their buffers.
+    fn store_args(&mut self, kernel: &str, bindings: &[Binding]) -> Result<Vec<StoreArg>> {
+        let mut out = Vec::with_capacity(bindings.len());
+        for b in bindings {
+            match b {
+                Binding::Buffer {
+                    buffer,
+                    offset,
+                    extents,
+                    strides,
+                    origin,
+                    view,
+                    element_size,
+                    deferred,
+                } => {
+                    if deferred.is_some() {
+                        return Err(Error::Unsupported {
+                            kernel: kernel.to_string(),
+                            message: "deferred stores (fusion through a bounded \
+                                      anti-dependence) are not supported on the GPU yet"
+                                .to_string(),
+                        });
+                    }
+                    let slice = self.buffer(*buffer)?;
+                    check_inside(
+                        kernel,
+                        *offset,
+                        extents,
+                        strides,
+                        *element_size,
+                        slice.len(),
+                    )?;
+                    let address = address_of(&self.stream, slice)
+                        .wrapping_add(offset.wrapping_mul(*element_size as u64));
+                    out.push(StoreArg {
+                        address,
+                        extents: extents.clone(),
+                        strides: strides.clone(),
+                        origin: origin.clone(),
+                        view: view.clone(),
+                    });
+                }
+                Binding::Scratch {
+                    extents,
+                    origin,
+                    view,
+                    element_size,
+                } => {
+                    let count = extents
+                        .iter()
+                        .try_fold(1u64, |a, &e| {
+                            u64::try_from(e).ok().and_then(|e| a.checked_mul(e))
+                        })
+                        .and_then(|n| n.checked_mul(*element_size as u64))
+                        .ok_or_else(|| Error::Memory(format!("scratch of extents {extents:?}")))?;
+                    let slice = self.allocate(count, true)?;
+                    let address = address_of(&self.stream, &slice);
+                    let mut strides = vec![1i64; extents.len()];
+                    for d in (0..extents.len().saturating_sub(1)).rev() {
+                        strides[d] = strides[d + 1].saturating_mul(extents[d + 1]);
+                    }
+                    self.scratch.push(slice);
+                    out.push(StoreArg {
+                        address,
+                        extents: extents.clone(),
+                        strides,
+                        origin: origin.clone(),
+                        view: view.clone(),
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Copies a leaf buffer to the host and reduces it into the canonical tree's nodes over
+    /// the loop's sub-store `over`.
+    fn leaf_partial(
+        &self,
+        leaf: &Leaf,
+        buffer: &CudaSlice<u8>,
+        over: &StoreArg,
+    ) -> Result<Partial> {
+        let bytes = self
+            .stream
+            .clone_dtoh(buffer)
+            .map_err(driver("reading a reduction's leaves"))?;
+        self.stream
+            .synchronize()
+            .map_err(driver("waiting for the GPU"))?;
+        let mut part = Partial::new(leaf.op, leaf.dtype, &over.view);
+        let shape = DenseShape {
+            lo: 0,
+            hi: over.extents.first().copied().unwrap_or(1),
+            extents: &over.extents,
+            origin: &over.origin,
+            view: &over.view,
+        };
+        let done = match (leaf.dtype, leaf.op) {
+            (DType::F64, op) => {
+                let mut v: Vec<f64> = bytes
+                    .chunks_exact(8)
+                    .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+                    .collect();
+                let f = if op == ReduceOp::Prod {
+                    |a: f64, b: f64| a * b
+                } else {
+                    |a: f64, b: f64| a + b
+                };
+                dense_nodes(&mut v, &shape, &mut part, f, Scalar::F64)
+            }
+            (_, op) => {
+                let mut v: Vec<f32> = bytes
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes(c.try_into().unwrap_or([0; 4])))
+                    .collect();
+                let f = if op == ReduceOp::Prod {
+                    |a: f32, b: f32| a * b
+                } else {
+                    |a: f32, b: f32| a + b
+                };
+                dense_nodes(&mut v, &shape, &mut part, f, Scalar::F32)
+            }
+        };
+        done.map_err(|e| Error::Memory(format!("a reduction's leaves: {e}")))?;
+        Ok(part)
+    }
+}
+
+/// Checks that a view of `extents` and `strides` (in elements) at element `offset` stays
+/// inside a buffer of `len` bytes.
+fn check_inside(
+    kernel: &str,
+    offset: u64,
+    extents: &[i64],
+    strides: &[i64],
+    element_size: usize,
+    len: usize,
+) -> Result<()> {
+    let fault = || Error::KernelFault {
+        kernel: kernel.to_string(),
+        message: format!(
+            "a binding at element {offset} with extents {extents:?} and strides {strides:?} \
+             reaches outside its buffer of {len} bytes"
+        ),
+    };
+    if extents.len() != strides.len() || extents.iter().any(|&e| e < 0) {
+        return Err(fault());
+    }
+    if extents.contains(&0) {
+        return Ok(());
+    }
+    let (mut lo, mut hi) = (i128::from(offset), i128::from(offset));
+    for (&e, &s) in extents.iter().zip(strides) {
+        let reach = i128::from(e - 1) * i128::from(s);
+        if reach < 0 {
+            lo += reach;
+        } else {
+            hi += reach;
+        }
+    }
+    let elements = (len / element_size.max(1)) as i128;
+    if lo < 0 || hi >= elements {
+        return Err(fault());
+    }
+    Ok(())
+}
+
+impl Backend for PtxBackend {
+    fn name(&self) -> &'static str {
+        "ptx"
+    }
+
+    fn alloc(&mut self, bytes: u64) -> weft_runtime::Result<BufferId> {
+        let slice = self.allocate(bytes, true)?;
+        let id = BufferId(self.next_buffer);
+        self.next_buffer += 1;
+        self.allocated += slice.len() as u64;
+        self.buffers.insert(id, slice);
+        Ok(id)
+    }
+
+    fn alloc_uninit(&mut self, bytes: u64) -> weft_runtime::Result<BufferId> {
+        let slice = self.allocate(bytes, false)?;
+        let id = BufferId(self.next_buffer);
+        self.next_buffer += 1;
+        self.allocated += slice.len() as u64;
+        self.buffers.insert(id, slice);
+        Ok(id)
+    }
+
+    fn free(&mut self, buffer: BufferId) {
+        if let Some(slice) = self.buffers.remove(&buffer) {
+            let size = slice.len();
+            self.allocated = self.allocated.saturating_sub(size as u64);
+            if self.pooled + size as u64 <= POOL_BYTES {
+                self.pooled += size as u64;
+                self.pool.entry(size).or_default().push(slice);
+            }
+        }
+    }
+
+    fn write(&mut self, buffer: BufferId, offset: u64, data: &[u8]) -> weft_runtime::Result<()> {
+        let stream = self.stream.clone();
+        let slice = self
+            .buffers
+            .get_mut(&buffer)
+            .ok_or_else(|| Error::Memory(format!("no buffer {}", buffer.0)))?;
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        let end = start.checked_add(data.len()).filter(|&e| e <= slice.len());
+        let Some(end) = end else {
+            return Err(Error::Memory(format!(
+                "a write of {} bytes at {offset} outside a buffer of {} bytes",
+                data.len(),
+                slice.len()
+            ))
+            .into());
+        };
+        let mut view = slice.slice_mut(start..end);
+        stream
+            .memcpy_htod(data, &mut view)
+            .map_err(driver("copying to the GPU"))?;
+        Ok(())
+    }
+
+    fn read(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> weft_runtime::Result<()> {
+        self.drain_faults()?;
+        let slice = self.buffer(buffer)?;
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        let end = start.checked_add(out.len()).filter(|&e| e <= slice.len());
+        let Some(end) = end else {
+            return Err(Error::Memory(format!(
+                "a read of {} bytes at {offset} outside a buffer of {} bytes",
+                out.len(),
+                slice.len()
+            ))
+            .into());
+        };
+        let view = slice.slice(start..end);
+        self.stream
+            .memcpy_dtoh(&view, out)
+            .map_err(driver("copying from the GPU"))?;
+        self.stream
+            .synchronize()
+            .map_err(driver("waiting for the GPU"))?;
+        Ok(())
+    }
+
+    fn is_prepared(&self, kernel: KernelId) -> bool {
+        self.kernels.contains_key(&kernel)
+    }
+
+    fn prepare(&mut self, kernel: &KernelEntry) -> weft_runtime::Result<Prepared> {
+        if self.kernels.contains_key(&kernel.id()) {
+            return Ok(Prepared::Cached);
+        }
+        let start = Instant::now();
+        let module = crate::emit(kernel.ir())?;
+        let loaded = self
+            .ctx
+            .load_module(Ptx::from_src(module.text.clone()))
+            .map_err(|e| {
+                Error::Driver(format!("kernel `{}`: loading its PTX: {e}", kernel.name()))
+            })?;
+        let functions = module
+            .entries
+            .iter()
+            .map(|e| loaded.load_function(&e.name))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(driver("finding an entry"))?;
+        self.kernels.insert(
+            kernel.id(),
+            Loaded {
+                name: kernel.name().to_string(),
+                params: kernel.ir().params.clone(),
+                module,
+                functions,
+            },
+        );
+        Ok(Prepared::Compiled(start.elapsed()))
+    }
+
+    fn launch(
+        &mut self,
+        kernel: KernelId,
+        bindings: &[Binding],
+        scalars: &[Scalar],
+    ) -> weft_runtime::Result<()> {
+        let (name, params) = {
+            let k = self
+                .kernels
+                .get(&kernel)
+                .ok_or_else(|| Error::Memory(format!("kernel {kernel} is not prepared")))?;
+            (k.name.clone(), k.params.clone())
+        };
+        let stores = self.store_args(&name, bindings)?;
+        // Kernel parameter to store argument or scalar position.
+        let mut position = Vec::with_capacity(params.len());
+        let (mut s, mut c) = (0usize, 0usize);
+        for p in &params {
+            match p {
+                Param::Store { .. } => {
+                    position.push(s);
+                    s += 1;
+                }
+                Param::Scalar { .. } => {
+                    position.push(c);
+                    c += 1;
+                }
+            }
+        }
+        if s != stores.len() || c != scalars.len() {
+            return Err(Error::KernelFault {
+                kernel: name,
+                message: format!(
+                    "{} store and {} scalar arguments for {s} store and {c} scalar parameters",
+                    stores.len(),
+                    scalars.len()
+                ),
+            }
+            .into());
+        }
+        let word = self
+            .stream
+            .alloc_zeros::<u32>(1)
+            .map_err(driver("allocating a fault word"))?;
+        let word_address = address_of(&self.stream, &word);
+        let store = |param: u32| &stores[position[param as usize]];
+        let dim = |v: &[i64], d: u32| v.get(d as usize).copied().unwrap_or(0) as u64;
+        let mut words: Vec<u64> = Vec::new();
+        for p in abi::params_of(&params) {
+            words.push(match p {
+                AbiParam::Fault => word_address,
+                AbiParam::Pointer { param } => store(param).address,
+                AbiParam::Extent { param, dim: d } => dim(&store(param).extents, d),
+                AbiParam::Stride { param, dim: d } => dim(&store(param).strides, d),
+                AbiParam::Origin { param, dim: d } => dim(&store(param).origin, d),
+                AbiParam::Scalar { param } => scalars[position[param as usize]].to_bits(),
+                AbiParam::Leaf { .. } => 0,
+            });
+        }
+        let entries = self
+            .kernels
+            .get(&kernel)
+            .map(|k| {
+                (
+                    k.module.entries.clone(),
+                    k.functions.clone(),
+                    k.module.faults.clone(),
+                )
+            })
+            .ok_or_else(|| Error::Memory(format!("kernel {kernel} is not prepared")))?;
+        let (entries, functions, sites) = entries;
+        for (index, (entry, function)) in entries.iter().zip(&functions).enumerate() {
+            let over = store(entry.over);
+            let points = over
+                .extents
+                .iter()
+                .try_fold(1u64, |a, &e| {
+                    u64::try_from(e).ok().map(|e| a.saturating_mul(e))
+                })
+                .unwrap_or(0);
+            if points == 0 {
+                continue;
+            }
+            let mut leaves = Vec::new();
+            for leaf in &entry.leaves {
+                let bytes = points.saturating_mul(leaf.dtype.size() as u64);
+                leaves.push(self.allocate(bytes, false)?);
+            }
+            let mut args = words.clone();
+            for l in &leaves {
+                args.push(address_of(&self.stream, l));
+            }
+            let blocks = points
+                .div_ceil(u64::from(BLOCK_THREADS))
+                .min(u64::from(MAX_BLOCKS)) as u32;
+            let cfg = LaunchConfig {
+                grid_dim: (blocks, 1, 1),
+                block_dim: (BLOCK_THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut launch = self.stream.launch_builder(function);
+            for a in &args {
+                launch.arg(a);
+            }
+            // SAFETY: the arguments are the entry's parameters in the order `abi` states,
+            // each a 64-bit word: addresses of live device buffers (the stores, checked above
+            // to hold every element their extents and strides reach; the fault word; the
+            // leaves, one element per point) and plain integers. Every access the entry makes
+            // is checked against those extents.
+            unsafe { launch.launch(cfg) }.map_err(driver("launching a kernel"))?;
+            for (leaf, buffer) in entry.leaves.iter().zip(&leaves) {
+                let partial = self.leaf_partial(leaf, buffer, over)?;
+                self.held.push(LoopPartial {
+                    loop_index: u32::try_from(index).unwrap_or(u32::MAX),
+                    param: u32::try_from(position[leaf.param as usize]).unwrap_or(u32::MAX),
+                    element: Vec::new(),
+                    partial,
+                });
+            }
+            for l in leaves {
+                self.scratch.push(l);
+            }
+        }
+        self.faults.push(PendingFault {
+            kernel: name,
+            sites,
+            word,
+        });
+        Ok(())
+    }
+
+    fn take_reductions(&mut self) -> weft_runtime::Result<Vec<LoopPartial>> {
+        Ok(std::mem::take(&mut self.held))
+    }
+
+    fn synchronize(&mut self) -> weft_runtime::Result<()> {
+        Ok(self.drain_faults()?)
+    }
+
+    fn memory(&self) -> MemoryStats {
+        MemoryStats {
+            allocated: self.allocated,
+            pooled: self.pooled,
+        }
+    }
+}
