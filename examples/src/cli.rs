@@ -18,7 +18,7 @@ use clap::builder::ValueParser;
 use clap::error::ErrorKind;
 use clap::{Arg, ArgAction, Command};
 
-use weft::Config;
+use weft::{Config, Device};
 
 /// What values a flag accepts.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -92,7 +92,14 @@ pub struct Args {
     pub out: Option<PathBuf>,
     /// Whether tasks are fused (`--no-fusion` turns it off; so does `WEFT_FUSION=0`).
     pub fusion: bool,
+    /// Where stores live and kernels run (`--device`).
+    pub device: Device,
     extras: BTreeMap<&'static str, String>,
+}
+
+/// The default device: `WEFT_DEVICE` if it names one, else the CPU.
+pub fn default_device() -> Device {
+    Config::from_env().device
 }
 
 /// The default worker count: `WEFT_THREADS` if set, else one per core.
@@ -163,6 +170,14 @@ impl Cli {
                 help: "write inputs and outputs as .npy files into DIR (created if missing)",
                 kind: Kind::Path,
                 default: None,
+            },
+            Flag {
+                name: "device",
+                metavar: "D",
+                help: "where stores live and kernels run: cpu or gpu (default: WEFT_DEVICE, \
+                       else cpu)",
+                kind: Kind::Choice(&["cpu", "gpu"]),
+                default: Some(default_device().name().to_string()),
             },
             Flag {
                 name: "no-fusion",
@@ -297,9 +312,14 @@ impl Cli {
             "seed",
             "out",
             "no-fusion",
+            "device",
         ];
         Ok(Args {
             fusion: !values.contains_key("no-fusion"),
+            device: values
+                .get("device")
+                .and_then(|v| Device::from_name(v))
+                .unwrap_or_default(),
             n: count("n")?,
             iters: usize_of("iters")?,
             warmup: usize_of("warmup")?,
@@ -405,12 +425,14 @@ impl Args {
         self.extra(name)?.parse().ok()
     }
 
-    /// The runtime configuration: the environment's, with `--threads` worker threads.
+    /// The runtime configuration: the environment's, with `--threads` worker threads and the
+    /// `--device`.
     pub fn config(&self) -> Config {
         let env = Config::from_env();
         Config {
             threads: self.threads,
             fusion: env.fusion && self.fusion,
+            device: self.device,
             ..env
         }
     }

@@ -103,7 +103,8 @@ pub fn say(line: &str) -> std::io::Result<()> {
 }
 
 /// Runs an example's body: on an error prints it to stderr and exits with code 1 (quietly
-/// when the error is a closed stdout, as with `example | head -1`).
+/// when the error is a closed stdout, as with `example | head -1`), or with code 2 when the
+/// device asked for cannot start (`--device gpu` where no NVIDIA driver is).
 pub fn run_main(program: &str, body: impl FnOnce() -> Result<(), AppError>) -> ExitCode {
     match body() {
         Ok(()) => ExitCode::SUCCESS,
@@ -114,8 +115,21 @@ pub fn run_main(program: &str, body: impl FnOnce() -> Result<(), AppError>) -> E
             if !broken_pipe {
                 let _ = writeln!(std::io::stderr(), "{program}: error: {e}");
             }
-            ExitCode::FAILURE
+            if e.downcast_ref::<weft::Error>().is_some_and(is_device_error) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
+    }
+}
+
+/// Whether `e` says that the device could not start.
+fn is_device_error(e: &weft::Error) -> bool {
+    match e {
+        weft::Error::Device(_) => true,
+        weft::Error::At { source, .. } => is_device_error(source),
+        _ => false,
     }
 }
 

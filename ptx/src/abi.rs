@@ -11,7 +11,10 @@
 //!     `d` in `0..r`;
 //!   - a scalar: `p{i}` (`.u64`), its bits as [`weft_ir::Scalar::to_bits`] gives them;
 //! - then, for an entry whose loop sums or multiplies floats into 0-d stores, one leaf
-//!   buffer `leaf_p{i}` (`.u64`) per such store, in the order of [`crate::emit::Entry::leaves`].
+//!   buffer `leaf_p{i}` (`.u64`) per such store, in the order of [`crate::emit::Entry::leaves`];
+//! - then, for an entry with element trees, `units_head` and `units_whole_end` (`.s64`) and
+//!   one tree buffer `tree_p{i}` (`.u64`) per tree, in the order of
+//!   [`crate::emit::Entry::trees`].
 
 use weft_ir::Param;
 
@@ -57,6 +60,16 @@ pub enum AbiParam {
         /// The kernel parameter reduced into.
         param: u32,
     },
+    /// For an entry with element trees: the loose points before the first whole block.
+    UnitsHead,
+    /// For an entry with element trees: the local index where the whole blocks end.
+    UnitsWholeEnd,
+    /// The tree buffer of an element tree into store parameter `param` (see
+    /// [`crate::emit::Entry::trees`]).
+    Tree {
+        /// The kernel parameter reduced into.
+        param: u32,
+    },
 }
 
 impl AbiParam {
@@ -70,6 +83,9 @@ impl AbiParam {
             AbiParam::Origin { param, dim } => format!("p{param}_o{dim}"),
             AbiParam::Scalar { param } => format!("p{param}"),
             AbiParam::Leaf { param } => format!("leaf_p{param}"),
+            AbiParam::UnitsHead => "units_head".to_string(),
+            AbiParam::UnitsWholeEnd => "units_whole_end".to_string(),
+            AbiParam::Tree { param } => format!("tree_p{param}"),
         }
     }
 
@@ -79,8 +95,13 @@ impl AbiParam {
             AbiParam::Fault
             | AbiParam::Pointer { .. }
             | AbiParam::Scalar { .. }
-            | AbiParam::Leaf { .. } => "u64",
-            AbiParam::Extent { .. } | AbiParam::Stride { .. } | AbiParam::Origin { .. } => "s64",
+            | AbiParam::Leaf { .. }
+            | AbiParam::Tree { .. } => "u64",
+            AbiParam::Extent { .. }
+            | AbiParam::Stride { .. }
+            | AbiParam::Origin { .. }
+            | AbiParam::UnitsHead
+            | AbiParam::UnitsWholeEnd => "s64",
         }
     }
 }

@@ -27,7 +27,7 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
-use weft_ir::reduction::{DenseShape, LoopPartial, Partial, dense_nodes};
+use weft_ir::reduction::{DenseShape, ELEMENT_BLOCK_LEVEL, LoopPartial, Partial, dense_nodes};
 use weft_ir::{DType, Param, ReduceOp, Scalar};
 use weft_runtime::{Backend, Binding, BufferId, KernelEntry, KernelId, MemoryStats, Prepared};
 
@@ -318,6 +318,135 @@ impl PtxBackend {
         done.map_err(|e| Error::Memory(format!("a reduction's leaves: {e}")))?;
         Ok(part)
     }
+
+    /// Copies an element tree's buffer to the host and hands each row to each element's
+    /// blocked partial, as a block or a loose point: `(element coordinates in the target's
+    /// view, partial)` per element of the target's sub-store.
+    fn tree_partials(
+        &self,
+        tree: &Leaf,
+        buffer: &CudaSlice<u8>,
+        units: &Units,
+        target: &StoreArg,
+        over: &StoreArg,
+    ) -> Result<Vec<(Vec<u64>, Partial)>> {
+        let bytes = self
+            .stream
+            .clone_dtoh(buffer)
+            .map_err(driver("reading an element tree"))?;
+        self.stream
+            .synchronize()
+            .map_err(driver("waiting for the GPU"))?;
+        let width = usize::try_from(elements(&target.extents)).unwrap_or(0);
+        let size = tree.dtype.size();
+        let view = over.view.first().copied().unwrap_or(0);
+        let mut out = Vec::with_capacity(width);
+        for e in 0..width {
+            let mut part = Partial::blocked(tree.op, tree.dtype, view, ELEMENT_BLOCK_LEVEL);
+            for u in 0..units.count() {
+                let at = (usize::try_from(u).unwrap_or(usize::MAX))
+                    .saturating_mul(width)
+                    .saturating_add(e)
+                    .saturating_mul(size);
+                let raw = bytes.get(at..at + size).unwrap_or(&[]);
+                let value = match tree.dtype {
+                    DType::F32 => Scalar::F32(f32::from_le_bytes(raw.try_into().unwrap_or([0; 4]))),
+                    _ => Scalar::F64(f64::from_le_bytes(raw.try_into().unwrap_or([0; 8]))),
+                };
+                let added = match units.unit(u) {
+                    Ok(block) => part.add_block(block, value),
+                    Err(point) => part.add(&[point], value),
+                };
+                added.map_err(|err| Error::Memory(format!("an element tree: {err}")))?;
+            }
+            // The element's coordinates in the target's view.
+            let mut rest = e as u64;
+            let mut element = vec![0u64; target.extents.len()];
+            for d in (0..element.len()).rev() {
+                let ext = u64::try_from(target.extents[d]).unwrap_or(1).max(1);
+                let origin = u64::try_from(target.origin[d]).unwrap_or(0);
+                element[d] = origin + rest % ext;
+                rest /= ext;
+            }
+            out.push((element, part));
+        }
+        Ok(out)
+    }
+}
+
+/// The number of elements of a sub-store of `extents`.
+fn elements(extents: &[i64]) -> u64 {
+    extents
+        .iter()
+        .map(|&e| u64::try_from(e).unwrap_or(0))
+        .product()
+}
+
+/// How an entry with element trees cuts its loop's points into units (see
+/// [`crate::emit::Entry::trees`]): loose points, whole aligned blocks of the canonical
+/// order, loose points.
+struct Units {
+    /// Loose points before the first whole block.
+    head: u64,
+    /// The local index where the whole blocks end.
+    whole_end: u64,
+    /// The loop's points.
+    points: u64,
+    /// The global coordinate of local index 0.
+    origin: u64,
+    /// The first whole block's index.
+    first_block: u64,
+}
+
+impl Units {
+    /// The units of `points` points from global coordinate `origin`, in a view of extent
+    /// `view`: a block (aligned, the last clipped to the view) is whole when the points
+    /// cover all of it.
+    fn new(origin: u64, points: u64, view: u64) -> Units {
+        let block = 1u64 << ELEMENT_BLOCK_LEVEL;
+        let end = origin.saturating_add(points);
+        let first = origin.div_ceil(block);
+        let past_last = if end >= view {
+            view.div_ceil(block)
+        } else {
+            end / block
+        };
+        let (head, whole_end) = if first < past_last {
+            (
+                first * block - origin,
+                (past_last * block).min(view) - origin,
+            )
+        } else {
+            (points, points)
+        };
+        Units {
+            head,
+            whole_end,
+            points,
+            origin,
+            first_block: first,
+        }
+    }
+
+    fn blocks(&self) -> u64 {
+        (self.whole_end - self.head).div_ceil(1 << ELEMENT_BLOCK_LEVEL)
+    }
+
+    /// How many units (rows of a tree buffer).
+    fn count(&self) -> u64 {
+        self.head + self.blocks() + (self.points - self.whole_end)
+    }
+
+    /// What unit `u` is: `Ok(block index)` or `Err(global coordinate of a loose point)`.
+    fn unit(&self, u: u64) -> std::result::Result<u64, u64> {
+        if u < self.head {
+            Err(self.origin + u)
+        } else if u < self.head + self.blocks() {
+            Ok(self.first_block + (u - self.head))
+        } else {
+            Err(self.origin + self.whole_end + (u - self.head - self.blocks()))
+        }
+    }
 }
 
 /// Checks that a view of `extents` and `strides` (in elements) at element `offset` stays
@@ -529,7 +658,11 @@ impl Backend for PtxBackend {
                 AbiParam::Stride { param, dim: d } => dim(&store(param).strides, d),
                 AbiParam::Origin { param, dim: d } => dim(&store(param).origin, d),
                 AbiParam::Scalar { param } => scalars[position[param as usize]].to_bits(),
-                AbiParam::Leaf { .. } => 0,
+                // Per entry, below.
+                AbiParam::Leaf { .. }
+                | AbiParam::UnitsHead
+                | AbiParam::UnitsWholeEnd
+                | AbiParam::Tree { .. } => continue,
             });
         }
         let entries = self
@@ -565,6 +698,27 @@ impl Backend for PtxBackend {
             for l in &leaves {
                 args.push(address_of(&self.stream, l));
             }
+            let units = if entry.trees.is_empty() {
+                None
+            } else {
+                let origin = over.origin.first().copied().unwrap_or(0);
+                let view = over.view.first().copied().unwrap_or(0);
+                Some(Units::new(u64::try_from(origin).unwrap_or(0), points, view))
+            };
+            let mut tree_buffers = Vec::new();
+            if let Some(u) = &units {
+                args.push(u.head);
+                args.push(u.whole_end);
+                for tree in &entry.trees {
+                    let bytes = u
+                        .count()
+                        .saturating_mul(elements(&store(tree.param).extents))
+                        .saturating_mul(tree.dtype.size() as u64);
+                    let buffer = self.allocate(bytes, false)?;
+                    args.push(address_of(&self.stream, &buffer));
+                    tree_buffers.push(buffer);
+                }
+            }
             let blocks = points
                 .div_ceil(u64::from(BLOCK_THREADS))
                 .min(u64::from(MAX_BLOCKS)) as u32;
@@ -592,9 +746,22 @@ impl Backend for PtxBackend {
                     partial,
                 });
             }
-            for l in leaves {
-                self.scratch.push(l);
+            if let Some(u) = &units {
+                for (tree, buffer) in entry.trees.iter().zip(&tree_buffers) {
+                    let target = store(tree.param);
+                    let parts = self.tree_partials(tree, buffer, u, target, over)?;
+                    for (element, partial) in parts {
+                        self.held.push(LoopPartial {
+                            loop_index: u32::try_from(index).unwrap_or(u32::MAX),
+                            param: u32::try_from(position[tree.param as usize]).unwrap_or(u32::MAX),
+                            element,
+                            partial,
+                        });
+                    }
+                }
             }
+            self.scratch.extend(leaves);
+            self.scratch.extend(tree_buffers);
         }
         self.faults.push(PendingFault {
             kernel: name,
@@ -616,6 +783,47 @@ impl Backend for PtxBackend {
         MemoryStats {
             allocated: self.allocated,
             pooled: self.pooled,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Units;
+
+    const B: u64 = 1 << weft_ir::reduction::ELEMENT_BLOCK_LEVEL;
+
+    fn kinds(u: &Units) -> Vec<std::result::Result<u64, u64>> {
+        (0..u.count()).map(|i| u.unit(i)).collect()
+    }
+
+    #[test]
+    fn units_are_whole_blocks_and_loose_points() {
+        // One clipped block that the points cover whole.
+        let u = Units::new(0, 300, 300);
+        assert_eq!(kinds(&u), vec![Ok(0)]);
+        // Three blocks, the last clipped by the view.
+        let u = Units::new(0, 2 * B + 7, 2 * B + 7);
+        assert_eq!(kinds(&u), vec![Ok(0), Ok(1), Ok(2)]);
+        // A piece inside one block: every point loose.
+        let u = Units::new(100, 50, 10 * B);
+        assert_eq!(kinds(&u), (100..150).map(Err).collect::<Vec<_>>());
+        // Loose points, a whole block, loose points.
+        let u = Units::new(B - 2, B + 5, 10 * B);
+        let mut want = vec![Err(B - 2), Err(B - 1), Ok(1)];
+        want.extend((2 * B..2 * B + 3).map(Err));
+        assert_eq!(kinds(&u), want);
+        // Every point of the view is in exactly one unit.
+        for (origin, points, view) in [(0, 5 * B + 3, 5 * B + 3), (3, 3 * B, 4 * B), (7, 9, 16)] {
+            let u = Units::new(origin, points, view);
+            let covered: u64 = kinds(&u)
+                .iter()
+                .map(|k| match k {
+                    Ok(b) => ((b + 1) * B).min(view) - b * B,
+                    Err(_) => 1,
+                })
+                .sum();
+            assert_eq!(covered, points, "{origin} {points} {view}");
         }
     }
 }

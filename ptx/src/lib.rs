@@ -9,7 +9,8 @@
 //!   every IR instruction to PTX;
 //! - `backend` (feature `cuda`): [`PtxBackend`], `weft-runtime`'s back-end seam over the CUDA
 //!   driver: device memory, module loading, launches;
-//! - `driver` (feature `cuda`): finding the driver before any call into it.
+//! - `driver` (feature `cuda`): finding the driver before any call into it;
+//! - [`ptxas`]: NVIDIA's assembler, to check modules offline in tests.
 //!
 //! # How a kernel runs on the GPU
 //! - Each top-level parallel loop is one `.entry`. Its threads walk the loop's iteration space
@@ -35,6 +36,7 @@ mod backend;
 pub mod driver;
 pub mod emit;
 mod error;
+pub mod ptxas;
 
 #[cfg(feature = "cuda")]
 pub use backend::PtxBackend;

@@ -5,9 +5,41 @@ use std::path::PathBuf;
 
 pub use weft_plugin::PluginLimits;
 
+/// The machine that holds a runtime's stores and runs its kernels.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Device {
+    /// The CPU back end: Cranelift code on worker threads (the default).
+    #[default]
+    Cpu,
+    /// The GPU back end: PTX on the first NVIDIA GPU, through the CUDA driver (needs the
+    /// `cuda` feature, on by default, and a driver at run time).
+    Gpu,
+}
+
+impl Device {
+    /// Parses `cpu` or `gpu`.
+    pub fn from_name(name: &str) -> Option<Device> {
+        match name.trim() {
+            "cpu" => Some(Device::Cpu),
+            "gpu" => Some(Device::Gpu),
+            _ => None,
+        }
+    }
+
+    /// `cpu` or `gpu`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Device::Cpu => "cpu",
+            Device::Gpu => "gpu",
+        }
+    }
+}
+
 /// The configuration of a [`Runtime`](crate::Runtime).
 #[derive(Clone, Debug)]
 pub struct Config {
+    /// Where stores live and kernels run (`WEFT_DEVICE=cpu|gpu`).
+    pub device: Device,
     /// Worker threads that run kernels (0: one per core).
     pub threads: usize,
     /// Points per launch that the host prefers (1 on one process; more splits arrays into
@@ -51,6 +83,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
+            device: Device::Cpu,
             threads: 0,
             pieces: 1,
             plugin_limits: PluginLimits::default(),
@@ -80,9 +113,19 @@ impl Config {
     /// - `WEFT_POOL_BYTES`: the most freed store memory kept for reuse (0: none);
     /// - `WEFT_SIMD=scalar|sse|avx2|avx512`: the CPU code path of vectorized loops (another
     ///   value is an error when the runtime starts); `WEFT_AVX512=0` is `sse`;
-    /// - `WEFT_FORBID_COMPILES_AFTER_WARMUP=1`: compiling after the warm-up is an error.
+    /// - `WEFT_FORBID_COMPILES_AFTER_WARMUP=1`: compiling after the warm-up is an error;
+    /// - `WEFT_DEVICE=cpu|gpu`: the device (another value is an error when the runtime
+    ///   starts).
     pub fn from_env() -> Config {
         let mut config = Config::default();
+        if let Ok(v) = std::env::var("WEFT_DEVICE") {
+            match Device::from_name(&v) {
+                Some(d) => config.device = d,
+                None => config
+                    .env_errors
+                    .push(format!("WEFT_DEVICE={v}: not a device (cpu or gpu)")),
+            }
+        }
         if std::env::var("WEFT_FUSION").is_ok_and(|v| v.trim() == "0") {
             config.fusion = false;
         }

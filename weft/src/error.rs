@@ -14,6 +14,9 @@ pub enum Error {
     /// The CPU back end could not be started.
     #[error(transparent)]
     Cpu(#[from] weft_cpu::Error),
+    /// The GPU back end could not be started (no driver, no device, a build without it).
+    #[error("{0}")]
+    Device(String),
     /// Reading or writing a file.
     #[error(transparent)]
     Io(#[from] weft_io::Error),

@@ -4,6 +4,8 @@
 use wasmtime::Store;
 use wasmtime::component::Instance;
 use weft_cpu::CpuBackend;
+
+use crate::config::Device;
 use weft_fusion::Fuser;
 use weft_plugin::bindings::base::PluginBase;
 use weft_plugin::{CoreSlot, PluginHost, PluginLimits, PluginState, Value};
@@ -39,10 +41,26 @@ impl Drop for Runtime {
     }
 }
 
+/// The back end of `config.device`.
+fn backend_for(config: &Config) -> Result<Box<dyn weft_runtime::Backend>> {
+    match config.device {
+        Device::Cpu => Ok(Box::new(CpuBackend::with_options(&config.cpu_options())?)),
+        #[cfg(feature = "cuda")]
+        Device::Gpu => weft_ptx::PtxBackend::new(0)
+            .map(|b| Box::new(b) as Box<dyn weft_runtime::Backend>)
+            .map_err(|e| Error::Device(e.to_string())),
+        #[cfg(not(feature = "cuda"))]
+        Device::Gpu => Err(Error::Device(
+            "no GPU back end: this build of weft has no `cuda` feature".to_string(),
+        )),
+    }
+}
+
 impl Runtime {
-    /// A runtime with this configuration: the CPU back end, and the fusion planner unless
-    /// `config.fusion` is off. Fails on a problem [`Config::from_env`] found, and on a SIMD
-    /// path the CPU cannot run.
+    /// A runtime with this configuration: the back end of `config.device` (the CPU unless it
+    /// says otherwise), and the fusion planner unless `config.fusion` is off. Fails on a
+    /// problem [`Config::from_env`] found, on a SIMD path the CPU cannot run, and with
+    /// [`Error::Device`] where the device cannot start (no NVIDIA driver for the GPU).
     pub fn new(config: Config) -> Result<Runtime> {
         if !config.env_errors.is_empty() {
             return Err(Error::Usage(format!(
@@ -50,13 +68,28 @@ impl Runtime {
                 config.env_errors.join("; ")
             )));
         }
-        let backend = CpuBackend::with_options(&config.cpu_options())?;
+        let backend = backend_for(&config)?;
+        Runtime::with_backend(config, backend)
+    }
+
+    /// A runtime on a back end of the caller's (`config.device` is not looked at): a back end
+    /// that wraps another one to observe it, in tests, or one of another crate's.
+    pub fn with_backend(
+        config: Config,
+        backend: Box<dyn weft_runtime::Backend>,
+    ) -> Result<Runtime> {
+        if !config.env_errors.is_empty() {
+            return Err(Error::Usage(format!(
+                "the environment: {}",
+                config.env_errors.join("; ")
+            )));
+        }
         let (planner, parked): (Box<dyn Planner>, Box<dyn Planner>) = if config.fusion {
             (Box::new(Fuser::default()), Box::new(NoFusion))
         } else {
             (Box::new(NoFusion), Box::new(Fuser::default()))
         };
-        let core = Core::new(config.core_settings(), Box::new(backend), planner);
+        let core = Core::new(config.core_settings(), backend, planner);
         let plugins =
             PluginHost::new(config.component_cache.clone(), config.plugin_limits.clone())?;
         let tracing = Tracing::new(config.trace.as_deref(), config.explain_to_stderr)?;

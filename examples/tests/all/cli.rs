@@ -200,6 +200,35 @@ fn jacobi_writes_outputs_that_match_the_reference() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--device gpu`: where no NVIDIA driver is, every example and benchmark exits with 2 and
+/// names the missing library; where one is, it runs on the GPU.
+#[test]
+fn device_gpu_runs_or_names_the_missing_driver() {
+    let benches = [
+        (
+            "bench_black_scholes",
+            env!("CARGO_BIN_EXE_bench_black_scholes"),
+        ),
+        ("bench_stencil", env!("CARGO_BIN_EXE_bench_stencil")),
+        ("bench_krylov", env!("CARGO_BIN_EXE_bench_krylov")),
+    ];
+    for (name, bin) in ALL.iter().chain(&benches) {
+        let out = run(bin, &["--device", "gpu", "--n", "64", "--iters", "1"]);
+        if weft_ptx::driver::present() {
+            assert!(
+                out.status.success(),
+                "{name} on the GPU: {}",
+                text(&out.stderr)
+            );
+        } else {
+            assert_eq!(out.status.code(), Some(2), "{name}: {}", text(&out.stderr));
+            let err = text(&out.stderr);
+            assert!(err.contains("libcuda.so.1"), "{name}: {err}");
+            assert!(!err.contains("panicked"), "{name}: {err}");
+        }
+    }
+}
+
 #[test]
 fn every_example_runs_with_its_defaults() {
     for (name, bin, n) in [

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
 
-use weft_ir::reduction::exact_identity;
+use weft_ir::reduction::{ELEMENT_BLOCK_LEVEL, element_trees, exact_identity};
 use weft_ir::validate::Types;
 use weft_ir::{
     Access, BinaryOp, CmpOp, DType, ForLoop, Inst, Kernel, Op, ParallelLoop, Param, ReduceOp,
@@ -65,6 +65,9 @@ pub(super) struct Body<'a> {
     raised: HashSet<u32>,
     /// The register accumulating each leaf reduction of the loop, by its store parameter.
     accumulators: HashMap<u32, (String, Leaf)>,
+    /// The register holding the address of the unit's row of each element tree, by its
+    /// store parameter.
+    trees: HashMap<u32, String>,
     temps: u32,
     labels: u32,
 }
@@ -85,6 +88,7 @@ impl<'a> Body<'a> {
             code: String::new(),
             raised: HashSet::new(),
             accumulators: HashMap::new(),
+            trees: HashMap::new(),
             temps: 0,
             labels: 0,
         }
@@ -593,12 +597,16 @@ impl<'a> Body<'a> {
     }
 
     /// The entry's parallel loop: a grid-stride loop over the linear index of `lp.over`'s
-    /// sub-store, its indices recovered row-major.
-    pub(super) fn parallel(&mut self, lp: &ParallelLoop) -> Res<Vec<Leaf>> {
+    /// sub-store, its indices recovered row-major; or, where the loop reduces by element
+    /// trees, over the loop's units (see [`super::Entry::trees`]). Returns the loop's leaves
+    /// and element trees.
+    pub(super) fn parallel(&mut self, lp: &ParallelLoop) -> Res<(Vec<Leaf>, Vec<Leaf>)> {
         let over = lp.over;
         let mut leaves: Vec<Leaf> = Vec::new();
+        let tree_params = element_trees(&self.kernel.params, lp);
+        let mut trees: Vec<Leaf> = Vec::new();
         reductions(&lp.body, &mut |param, op| {
-            let Some(Param::Store { dtype, rank: 0, .. }) = self.kernel.params.get(param as usize)
+            let Some(Param::Store { dtype, rank, .. }) = self.kernel.params.get(param as usize)
             else {
                 return;
             };
@@ -607,11 +615,12 @@ impl<'a> Body<'a> {
                 op,
                 dtype: *dtype,
             };
-            if dtype.is_float()
-                && matches!(op, ReduceOp::Sum | ReduceOp::Prod)
-                && !leaves.contains(&leaf)
-            {
+            let ordered = dtype.is_float() && matches!(op, ReduceOp::Sum | ReduceOp::Prod);
+            if ordered && *rank == 0 && !leaves.contains(&leaf) {
                 leaves.push(leaf);
+            }
+            if ordered && tree_params.contains(&param) && !trees.contains(&leaf) {
+                trees.push(leaf);
             }
         });
         for leaf in &leaves {
@@ -619,34 +628,21 @@ impl<'a> Body<'a> {
             self.regs.insert(name.clone(), reg_type(leaf.dtype));
             self.accumulators.insert(leaf.param, (name, *leaf));
         }
+        let (linear, step) = self.grid();
         let rank = lp.indices.len();
-        let (ctaid, ntid, tid, nctaid) = (
-            self.tmp("u32"),
-            self.tmp("u32"),
-            self.tmp("u32"),
-            self.tmp("u32"),
-        );
-        let (linear, step, total, t64) = (
-            self.tmp("u64"),
-            self.tmp("u64"),
-            self.tmp("u64"),
-            self.tmp("u64"),
-        );
-        self.line(format!("mov.u32 {ctaid}, %ctaid.x;"));
-        self.line(format!("mov.u32 {ntid}, %ntid.x;"));
-        self.line(format!("mov.u32 {tid}, %tid.x;"));
-        self.line(format!("mov.u32 {nctaid}, %nctaid.x;"));
-        self.line(format!("mul.wide.u32 {linear}, {ctaid}, {ntid};"));
-        self.line(format!("cvt.u64.u32 {t64}, {tid};"));
-        self.line(format!("add.s64 {linear}, {linear}, {t64};"));
-        self.line(format!("mul.wide.u32 {step}, {nctaid}, {ntid};"));
-        self.line(format!("mov.u64 {total}, 1;"));
         let mut extents = Vec::new();
         for d in 0..rank {
             let dim = u32::try_from(d).map_err(|_| "too many dimensions".to_string())?;
-            let e = self.abi(AbiParam::Extent { param: over, dim });
+            extents.push(self.abi(AbiParam::Extent { param: over, dim }));
+        }
+        if !trees.is_empty() {
+            self.units(lp, &leaves, &trees, &extents, &linear, &step)?;
+            return Ok((leaves, trees));
+        }
+        let total = self.tmp("u64");
+        self.line(format!("mov.u64 {total}, 1;"));
+        for e in &extents {
             self.line(format!("mul.lo.s64 {total}, {total}, {e};"));
-            extents.push(e);
         }
         let (head, end) = (self.label("point"), self.label("done"));
         self.place(&head);
@@ -667,7 +663,37 @@ impl<'a> Body<'a> {
                 }
             }
         }
-        for leaf in &leaves {
+        self.point(lp, &leaves, &linear)?;
+        self.line(format!("add.s64 {linear}, {linear}, {step};"));
+        self.line(format!("bra.uni {head};"));
+        self.place(&end);
+        Ok((leaves, Vec::new()))
+    }
+
+    /// The thread's first linear index and the grid's stride.
+    fn grid(&mut self) -> (String, String) {
+        let (ctaid, ntid, tid, nctaid) = (
+            self.tmp("u32"),
+            self.tmp("u32"),
+            self.tmp("u32"),
+            self.tmp("u32"),
+        );
+        let (linear, step, t64) = (self.tmp("u64"), self.tmp("u64"), self.tmp("u64"));
+        self.line(format!("mov.u32 {ctaid}, %ctaid.x;"));
+        self.line(format!("mov.u32 {ntid}, %ntid.x;"));
+        self.line(format!("mov.u32 {tid}, %tid.x;"));
+        self.line(format!("mov.u32 {nctaid}, %nctaid.x;"));
+        self.line(format!("mul.wide.u32 {linear}, {ctaid}, {ntid};"));
+        self.line(format!("cvt.u64.u32 {t64}, {tid};"));
+        self.line(format!("add.s64 {linear}, {linear}, {t64};"));
+        self.line(format!("mul.wide.u32 {step}, {nctaid}, {ntid};"));
+        (linear, step)
+    }
+
+    /// One point: the leaves' registers start from the exact identity, the body runs, and
+    /// each leaf's value goes to the leaf buffer at the point's linear index `point`.
+    fn point(&mut self, lp: &ParallelLoop, leaves: &[Leaf], point: &str) -> Res {
+        for leaf in leaves {
             let acc = format!("%acc_p{}", leaf.param);
             let identity = literal(exact_identity(leaf.op, leaf.dtype));
             self.line(format!("mov.{} {acc}, {identity};", reg_type(leaf.dtype)));
@@ -675,23 +701,186 @@ impl<'a> Body<'a> {
         for inst in &lp.body {
             self.inst(inst)?;
         }
-        for leaf in &leaves {
-            // The point's contribution, at its row-major index in the loop's sub-store.
+        for leaf in leaves {
             let acc = format!("%acc_p{}", leaf.param);
             let base = self.abi(AbiParam::Leaf { param: leaf.param });
             let (offset, addr) = (self.tmp("u64"), self.tmp("u64"));
             let shift = leaf.dtype.size().trailing_zeros();
-            self.line(format!("shl.b64 {offset}, {linear}, {shift};"));
+            self.line(format!("shl.b64 {offset}, {point}, {shift};"));
             self.line(format!("add.s64 {addr}, {base}, {offset};"));
             self.line(format!(
                 "st.global.{} [{addr}], {acc};",
                 reg_type(leaf.dtype)
             ));
         }
-        self.line(format!("add.s64 {linear}, {linear}, {step};"));
-        self.line(format!("bra.uni {head};"));
+        Ok(())
+    }
+
+    /// A rank-1 loop with element trees, a thread per unit: `units_head` loose points, then
+    /// whole aligned blocks of `2^ELEMENT_BLOCK_LEVEL` points up to local index
+    /// `units_whole_end` (the last may be shorter, clipped by the view), then loose points
+    /// to the end. A unit's points run in order, each tree's reductions folding into the
+    /// unit's row of the tree buffer (one value per element of the target, from the exact
+    /// identity), so a block's row holds its points' contributions folded in point order.
+    fn units(
+        &mut self,
+        lp: &ParallelLoop,
+        leaves: &[Leaf],
+        trees: &[Leaf],
+        extents: &[String],
+        unit: &str,
+        step: &str,
+    ) -> Res {
+        let n = extents
+            .first()
+            .cloned()
+            .ok_or_else(|| "element trees of a 0-d loop".to_string())?;
+        let head = self.abi(AbiParam::UnitsHead);
+        let whole_end = self.abi(AbiParam::UnitsWholeEnd);
+        let block = 1u64 << ELEMENT_BLOCK_LEVEL;
+        let (blocks, tail, total) = (self.tmp("u64"), self.tmp("u64"), self.tmp("u64"));
+        self.line(format!("sub.s64 {blocks}, {whole_end}, {head};"));
+        self.line(format!("add.s64 {blocks}, {blocks}, {};", block - 1));
+        self.line(format!(
+            "shr.u64 {blocks}, {blocks}, {ELEMENT_BLOCK_LEVEL};"
+        ));
+        self.line(format!("sub.s64 {tail}, {n}, {whole_end};"));
+        self.line(format!("add.s64 {total}, {head}, {blocks};"));
+        self.line(format!("add.s64 {total}, {total}, {tail};"));
+        // Each tree's row length: the target's elements.
+        let mut rows = Vec::new();
+        for t in trees {
+            let rank = match self.kernel.params.get(t.param as usize) {
+                Some(Param::Store { rank, .. }) => *rank,
+                _ => return Err(format!("parameter {} is not a store", t.param)),
+            };
+            let len = self.tmp("u64");
+            self.line(format!("mov.u64 {len}, 1;"));
+            for dim in 0..rank {
+                let e = self.abi(AbiParam::Extent {
+                    param: t.param,
+                    dim,
+                });
+                self.line(format!("mul.lo.s64 {len}, {len}, {e};"));
+            }
+            rows.push(len);
+        }
+        let (top, end) = (self.label("unit"), self.label("done"));
+        self.place(&top);
+        let done = self.tmp("pred");
+        self.line(format!("setp.ge.u64 {done}, {unit}, {total};"));
+        self.line(format!("@{done} bra {end};"));
+        // The unit's first point and point count.
+        let (in_head, in_blocks) = (self.tmp("pred"), self.tmp("pred"));
+        let (start, count, t, limit) = (
+            self.tmp("u64"),
+            self.tmp("u64"),
+            self.tmp("u64"),
+            self.tmp("u64"),
+        );
+        self.line(format!("setp.lt.u64 {in_head}, {unit}, {head};"));
+        self.line(format!("add.s64 {limit}, {head}, {blocks};"));
+        self.line(format!("setp.lt.u64 {in_blocks}, {unit}, {limit};"));
+        // In the blocks: head + (unit - head) * block, up to whole_end.
+        self.line(format!("sub.s64 {t}, {unit}, {head};"));
+        self.line(format!("shl.b64 {t}, {t}, {ELEMENT_BLOCK_LEVEL};"));
+        self.line(format!("add.s64 {start}, {head}, {t};"));
+        self.line(format!("sub.s64 {count}, {whole_end}, {start};"));
+        self.line(format!("min.u64 {count}, {count}, {block};"));
+        // In the tail: whole_end + (unit - head - blocks), one point.
+        let tail_start = self.tmp("u64");
+        self.line(format!("sub.s64 {tail_start}, {unit}, {limit};"));
+        self.line(format!("add.s64 {tail_start}, {tail_start}, {whole_end};"));
+        self.line(format!(
+            "selp.u64 {start}, {start}, {tail_start}, {in_blocks};"
+        ));
+        self.line(format!("selp.u64 {count}, {count}, 1, {in_blocks};"));
+        self.line(format!("selp.u64 {start}, {unit}, {start}, {in_head};"));
+        self.line(format!("selp.u64 {count}, 1, {count}, {in_head};"));
+        // Each tree's row for this unit, filled with the exact identity.
+        self.trees.clear();
+        for (tree, len) in trees.iter().zip(&rows) {
+            let base = self.abi(AbiParam::Tree { param: tree.param });
+            let size = tree.dtype.size() as u64;
+            let (row, k, addr, full) = (
+                self.tmp("u64"),
+                self.tmp("u64"),
+                self.tmp("u64"),
+                self.tmp("pred"),
+            );
+            self.line(format!("mul.lo.s64 {row}, {unit}, {len};"));
+            self.line(format!("mul.lo.s64 {row}, {row}, {size};"));
+            self.line(format!("add.s64 {row}, {base}, {row};"));
+            let (fill, filled) = (self.label("fill"), self.label("filled"));
+            self.line(format!("mov.u64 {k}, 0;"));
+            self.place(&fill);
+            self.line(format!("setp.ge.u64 {full}, {k}, {len};"));
+            self.line(format!("@{full} bra {filled};"));
+            self.line(format!("mad.lo.s64 {addr}, {k}, {size}, {row};"));
+            let identity = literal(exact_identity(tree.op, tree.dtype));
+            let ty = reg_type(tree.dtype);
+            let value = self.tmp(ty);
+            self.line(format!("mov.{ty} {value}, {identity};"));
+            self.line(format!("st.global.{ty} [{addr}], {value};"));
+            self.line(format!("add.s64 {k}, {k}, 1;"));
+            self.line(format!("bra.uni {fill};"));
+            self.place(&filled);
+            self.trees.insert(tree.param, row);
+        }
+        // The unit's points, in order.
+        let (point, stop, more) = (self.tmp("u64"), self.tmp("u64"), self.tmp("pred"));
+        let (next, finished) = (self.label("next"), self.label("unit_done"));
+        self.line(format!("mov.u64 {point}, {start};"));
+        self.line(format!("add.s64 {stop}, {start}, {count};"));
+        self.place(&next);
+        self.line(format!("setp.ge.u64 {more}, {point}, {stop};"));
+        self.line(format!("@{more} bra {finished};"));
+        let ix = self.reg(lp.indices[0]);
+        self.line(format!("mov.s64 {ix}, {point};"));
+        self.point(lp, leaves, &point)?;
+        self.line(format!("add.s64 {point}, {point}, 1;"));
+        self.line(format!("bra.uni {next};"));
+        self.place(&finished);
+        self.line(format!("add.s64 {unit}, {unit}, {step};"));
+        self.line(format!("bra.uni {top};"));
         self.place(&end);
-        Ok(leaves)
+        Ok(())
+    }
+
+    /// A reduction into an element tree's row: the element's value in the unit's row, folded
+    /// with `v` (the row is the thread's own).
+    fn tree_reduce(&mut self, a: &Access, op: ReduceOp, v: ValueId, row: &str) -> Res {
+        let param = a.param;
+        let d = self.ty(v);
+        let ty = reg_type(d);
+        let lin = self.tmp("s64");
+        for (k, &ix) in a.indices.iter().enumerate() {
+            let dim = u32::try_from(k).map_err(|_| "too many dimensions".to_string())?;
+            let ext = self.abi(AbiParam::Extent { param, dim });
+            let rix = self.reg(ix);
+            let code = self.fault_code(FaultSite {
+                param,
+                dim,
+                access: AccessKind::Reduce,
+            });
+            let out = self.tmp("pred");
+            self.line(format!("setp.ge.u64 {out}, {rix}, {ext};"));
+            self.line(format!("@{out} bra $fault_{code};"));
+            if k == 0 {
+                self.line(format!("mov.s64 {lin}, {rix};"));
+            } else {
+                self.line(format!("mad.lo.s64 {lin}, {lin}, {ext}, {rix};"));
+            }
+        }
+        let (addr, old, rv) = (self.tmp("u64"), self.tmp(ty), self.reg(v));
+        let shift = d.size().trailing_zeros();
+        self.line(format!("shl.b64 {lin}, {lin}, {shift};"));
+        self.line(format!("add.s64 {addr}, {row}, {lin};"));
+        self.line(format!("ld.global.{ty} {old}, [{addr}];"));
+        let inst = if op == ReduceOp::Sum { "add" } else { "mul" };
+        self.line(format!("{inst}.rn.{ty} {old}, {old}, {rv};"));
+        self.line(format!("st.global.{ty} [{addr}], {old};"));
+        Ok(())
     }
 
     /// A reduction: into a leaf's register, or into memory by an atomic operation (the
@@ -699,6 +888,9 @@ impl<'a> Body<'a> {
     /// `min`/`max`).
     fn reduce(&mut self, a: &Access, op: ReduceOp, v: ValueId) -> Res {
         let d = self.ty(v);
+        if let Some(row) = self.trees.get(&a.param).cloned() {
+            return self.tree_reduce(a, op, v, &row);
+        }
         if let Some((acc, _)) = self.accumulators.get(&a.param).cloned() {
             let ty = reg_type(d);
             let rv = self.reg(v);

@@ -48,6 +48,17 @@ pub struct Entry {
     /// The loop's float sums and products into 0-d stores, in the order of the entry's
     /// `leaf_p{i}` parameters.
     pub leaves: Vec<Leaf>,
+    /// The loop's element trees ([`weft_ir::reduction::element_trees`]: a rank-1 loop's
+    /// float sums or products into a store of rank 1 or more, once per point and element),
+    /// in the order of the entry's `tree_p{i}` parameters. Such an entry runs a thread per
+    /// *unit* of the loop's points: a whole aligned block of the canonical order, or a
+    /// loose point of a block the sub-store holds only part of (`units_head` of them before
+    /// the first whole block, the rest after `units_whole_end`). Unit `u` writes row `u` of
+    /// each tree buffer (one value per element of the target's sub-store, row-major): its
+    /// points' contributions folded in point order from the exact identity. The launcher
+    /// hands each row to the element's [`weft_ir::reduction::Partial::blocked`] as a block
+    /// or a point.
+    pub trees: Vec<Leaf>,
 }
 
 /// A float sum or product of a parallel loop into a 0-d store, kept in the canonical order
@@ -121,13 +132,18 @@ pub fn emit(kernel: &ValidKernel) -> Result<Module> {
         for &at in &needed {
             b.inst(&k.body[at]).map_err(unsupported)?;
         }
-        let leaves = b.parallel(lp).map_err(unsupported)?;
+        let (leaves, trees) = b.parallel(lp).map_err(unsupported)?;
         let mut params = abi.clone();
         params.extend(
             leaves
                 .iter()
                 .map(|l| abi::AbiParam::Leaf { param: l.param }),
         );
+        if !trees.is_empty() {
+            params.push(abi::AbiParam::UnitsHead);
+            params.push(abi::AbiParam::UnitsWholeEnd);
+            params.extend(trees.iter().map(|l| abi::AbiParam::Tree { param: l.param }));
+        }
         let _ = writeln!(text);
         let _ = writeln!(text, ".visible .entry {name}(");
         for (i, p) in params.iter().enumerate() {
@@ -143,6 +159,7 @@ pub fn emit(kernel: &ValidKernel) -> Result<Module> {
             name,
             over: lp.over,
             leaves,
+            trees,
         });
     }
     Ok(Module {

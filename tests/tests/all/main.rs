@@ -10,6 +10,7 @@ mod interop;
 mod numeric_ops;
 mod numpy_ops;
 mod numpy_views;
+mod ptx_modules;
 mod reproducible;
 mod sandbox;
 mod simd_paths;
