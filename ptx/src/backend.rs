@@ -16,8 +16,9 @@
 //!   the canonical tree's nodes ([`weft_ir::reduction::dense_nodes`]), which
 //!   [`Backend::take_reductions`] hands to the executor. (A device-side tree that moves only
 //!   the nodes is the planned next step.)
-//! - **Not yet**: deferred bindings (fusion through a bounded anti-dependence) are refused
-//!   with an error.
+//! - **Deferred bindings** (fusion through a bounded anti-dependence): the entries store into
+//!   a dense temporary, which a copy kernel (emitted from the IR like any other) moves into
+//!   place after the launch's last entry; so every point's loads see the old values.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -80,6 +81,8 @@ pub struct PtxBackend {
     faults: Vec<PendingFault>,
     /// Task-local scratch of launches not yet waited for.
     scratch: Vec<CudaSlice<u8>>,
+    /// The copy kernels of deferred bindings, by element size and rank.
+    copies: HashMap<(usize, usize), KernelId>,
 }
 
 impl std::fmt::Debug for PtxBackend {
@@ -122,6 +125,7 @@ impl PtxBackend {
             held: Vec::new(),
             faults: Vec::new(),
             scratch: Vec::new(),
+            copies: HashMap::new(),
         })
     }
 
@@ -161,6 +165,20 @@ impl PtxBackend {
                 .map_err(driver("cannot clear device memory"))?;
         }
         Ok(slice)
+    }
+
+    /// The kernel that copies a rank-`rank` rectangle of `size`-byte elements (as integers,
+    /// so every bit moves) from one binding into another, prepared.
+    fn copy_kernel(&mut self, size: usize, rank: usize) -> Result<KernelId> {
+        if let Some(&id) = self.copies.get(&(size, rank)) {
+            return Ok(id);
+        }
+        let (name, kernel) = copy_kernel_ir(size, rank)?;
+        let fault = |m: String| Error::Memory(format!("the copy kernel {name}: {m}"));
+        let entry = KernelEntry::new(&name, &kernel).map_err(|e| fault(e.to_string()))?;
+        self.prepare(&entry).map_err(|e| fault(e.to_string()))?;
+        self.copies.insert((size, rank), entry.id());
+        Ok(entry.id())
     }
 
     /// Waits for the stream and reports the first launch whose index check failed.
@@ -207,12 +225,9 @@ impl PtxBackend {
                     deferred,
                 } => {
                     if deferred.is_some() {
-                        return Err(Error::Unsupported {
-                            kernel: kernel.to_string(),
-                            message: "deferred stores (fusion through a bounded \
-                                      anti-dependence) are not supported on the GPU yet"
-                                .to_string(),
-                        });
+                        return Err(Error::Memory(format!(
+                            "kernel `{kernel}`: a deferred binding reached the entries"
+                        )));
                     }
                     let slice = self.buffer(*buffer)?;
                     check_inside(
@@ -248,10 +263,7 @@ impl PtxBackend {
                         .ok_or_else(|| Error::Memory(format!("scratch of extents {extents:?}")))?;
                     let slice = self.allocate(count, true)?;
                     let address = address_of(&self.stream, &slice);
-                    let mut strides = vec![1i64; extents.len()];
-                    for d in (0..extents.len().saturating_sub(1)).rev() {
-                        strides[d] = strides[d + 1].saturating_mul(extents[d + 1]);
-                    }
+                    let strides = dense_strides(extents);
                     self.scratch.push(slice);
                     out.push(StoreArg {
                         address,
@@ -372,6 +384,36 @@ impl PtxBackend {
         }
         Ok(out)
     }
+}
+
+/// The IR of the copy kernel of deferred bindings ([`PtxBackend`]'s `copy_kernel`): its
+/// name and body.
+fn copy_kernel_ir(size: usize, rank: usize) -> Result<(String, weft_ir::Kernel)> {
+    let dtype = match size {
+        1 => "bool",
+        4 => "i32",
+        _ => "i64",
+    };
+    let ix: Vec<String> = (0..rank).map(|d| format!("%i{d}")).collect();
+    let ix = ix.join(", ");
+    let name = format!("weft.gpu.copy.{dtype}.r{rank}");
+    let text = format!(
+        "kernel @{name}(%src: store<{dtype}, {rank}, read>, %dst: store<{dtype}, {rank}, \
+         write>) {{\n  parallel %dst ({ix}) {{\n    %v = load %src[{ix}]\n    store \
+         %dst[{ix}], %v\n  }}\n}}\n"
+    );
+    let kernel = weft_ir::text::parse(&text)
+        .map_err(|e| Error::Memory(format!("the copy kernel {name}: {e}")))?;
+    Ok((name, kernel))
+}
+
+/// Row-major strides, in elements, of a dense rectangle of `extents`.
+fn dense_strides(extents: &[i64]) -> Vec<i64> {
+    let mut strides = vec![1i64; extents.len()];
+    for d in (0..extents.len().saturating_sub(1)).rev() {
+        strides[d] = strides[d + 1].saturating_mul(extents[d + 1]);
+    }
+    strides
 }
 
 /// The number of elements of a sub-store of `extents`.
@@ -615,6 +657,41 @@ impl Backend for PtxBackend {
                 .ok_or_else(|| Error::Memory(format!("kernel {kernel} is not prepared")))?;
             (k.name.clone(), k.params.clone())
         };
+        // Deferred bindings: the entries store into a dense temporary of the rectangle,
+        // copied into place once every entry has run (so every point's loads see the old
+        // values, as the seam requires).
+        let mut bindings = bindings.to_vec();
+        let mut copies = Vec::new();
+        for b in bindings.iter_mut() {
+            if let Binding::Buffer {
+                extents,
+                origin,
+                view,
+                element_size,
+                deferred: Some(_),
+                ..
+            } = b
+            {
+                let bytes = elements(extents).saturating_mul(*element_size as u64);
+                let temp = self.alloc_uninit(bytes)?;
+                let dense = Binding::Buffer {
+                    buffer: temp,
+                    offset: 0,
+                    extents: extents.clone(),
+                    strides: dense_strides(extents),
+                    origin: origin.clone(),
+                    view: view.clone(),
+                    element_size: *element_size,
+                    deferred: None,
+                };
+                let mut target = std::mem::replace(b, dense.clone());
+                if let Binding::Buffer { deferred, .. } = &mut target {
+                    *deferred = None;
+                }
+                copies.push((temp, dense, target));
+            }
+        }
+        let bindings = &bindings[..];
         let stores = self.store_args(&name, bindings)?;
         // Kernel parameter to store argument or scalar position.
         let mut position = Vec::with_capacity(params.len());
@@ -768,6 +845,20 @@ impl Backend for PtxBackend {
             sites,
             word,
         });
+        for (temp, dense, target) in copies {
+            let rank = match &target {
+                Binding::Buffer { extents, .. } => extents.len(),
+                Binding::Scratch { extents, .. } => extents.len(),
+            };
+            let size = match &target {
+                Binding::Buffer { element_size, .. } | Binding::Scratch { element_size, .. } => {
+                    *element_size
+                }
+            };
+            let copy = self.copy_kernel(size, rank)?;
+            self.launch(copy, &[dense, target], &[])?;
+            self.free(temp);
+        }
         Ok(())
     }
 
@@ -795,6 +886,19 @@ mod tests {
 
     fn kinds(u: &Units) -> Vec<std::result::Result<u64, u64>> {
         (0..u.count()).map(|i| u.unit(i)).collect()
+    }
+
+    #[test]
+    fn copy_kernels_parse_emit_and_assemble() {
+        for size in [1, 4, 8] {
+            for rank in 0..4 {
+                let (name, kernel) = super::copy_kernel_ir(size, rank).expect("the copy parses");
+                let valid = weft_ir::ValidKernel::new(kernel).expect("the copy validates");
+                let module = crate::emit(&valid).expect("the copy emits");
+                assert_eq!(module.entries.len(), 1);
+                crate::ptxas::assemble(&module.text, "sm_80", &name).expect("ptxas takes it");
+            }
+        }
     }
 
     #[test]

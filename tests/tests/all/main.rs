@@ -6,6 +6,7 @@ mod examples_jacobi;
 mod examples_stencil;
 mod fusion;
 mod fusion_differential;
+mod gpu_bits;
 mod interop;
 mod numeric_ops;
 mod numpy_ops;

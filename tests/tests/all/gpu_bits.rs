@@ -1,0 +1,84 @@
+//! The GPU back end against the CPU's bits: where an NVIDIA driver is, the same programs run
+//! on both devices (`Device::Gpu`, `Device::Cpu`) and every result must be the same bits
+//! (element-wise arithmetic, the canonical reduction order, CSR rows in order). Where none is,
+//! the GPU runtime must refuse to start with an error naming the missing driver library, and
+//! the host must keep running.
+
+use weft::{Array, Config, Device, Numeric, Runtime, Sparse};
+use weft_examples::{black_scholes, krylov, logreg, stencil};
+use weft_ir::DType;
+
+fn plugins(device: Device) -> weft::Result<(Numeric, Sparse)> {
+    let config = Config {
+        device,
+        threads: 2,
+        ..Config::from_env()
+    };
+    let np = Numeric::new(Runtime::new(config)?, weft_plugin_artifacts::NUMERIC)?;
+    let sp = Sparse::new(&np, weft_plugin_artifacts::SPARSE)?;
+    Ok((np, sp))
+}
+
+/// The bits of every result of a set of programs on one device.
+fn results(device: Device) -> weft::Result<Vec<(String, Vec<u64>)>> {
+    let (np, sp) = plugins(device)?;
+    let bits = |a: &Array| -> weft::Result<Vec<u64>> {
+        Ok(a.to_vec()?.iter().map(|v: &f64| v.to_bits()).collect())
+    };
+    let mut out = Vec::new();
+    let x = np.random_uniform(&[10_001], -1.0, 1.0, 7, DType::F64);
+    let y = np.random_uniform(&[10_001], -1.0, 1.0, 8, DType::F64);
+    out.push(("dot".to_string(), bits(&x.dot(&y))?));
+    out.push(("sum".to_string(), bits(&(&x * &y).sum())?));
+    let inputs = black_scholes::inputs(&np, 5000, 1);
+    let (call, put) = inputs.price(black_scholes::Cnd::Erf);
+    out.push(("black-scholes call".to_string(), bits(&call)?));
+    out.push(("black-scholes put".to_string(), bits(&put)?));
+    let grid = stencil::initial_grid(&np, 66, 2)?;
+    stencil::run(&grid, 4)?;
+    out.push(("stencil".to_string(), bits(&grid)?));
+    let m = sp.poisson2d(20, DType::F64, DType::I32)?;
+    let rhs = np.ones(&[400], DType::F64);
+    let cg = krylov::cg(&m, &rhs, 1e-12, 8)?;
+    out.push(("cg x".to_string(), bits(&cg.x)?));
+    out.push((
+        "cg residuals".to_string(),
+        cg.residuals.iter().map(|r| r.to_bits()).collect(),
+    ));
+    let p = logreg::problem(&np, 5000, 4, 5);
+    let w = logreg::step(&p, &np.zeros(&[4], DType::F64), 0.1, 5000);
+    out.push(("logreg step".to_string(), bits(&w)?));
+    Ok(out)
+}
+
+#[test]
+fn gpu_results_are_the_cpu_bits_or_the_gpu_names_its_missing_driver() {
+    if !weft_ptx::driver::present() {
+        match Runtime::new(Config {
+            device: Device::Gpu,
+            ..Config::from_env()
+        }) {
+            Err(weft::Error::Device(message)) => {
+                assert!(message.contains("libcuda.so.1"), "{message}")
+            }
+            Err(e) => panic!("the wrong error without a driver: {e}"),
+            Ok(_) => panic!("a GPU runtime started without a driver"),
+        }
+        // The host keeps running: the CPU still works.
+        let cpu = results(Device::Cpu).expect("the CPU runs the programs");
+        assert_eq!(cpu.len(), 8);
+        return;
+    }
+    let cpu = results(Device::Cpu).expect("the CPU runs the programs");
+    let gpu = results(Device::Gpu).expect("the GPU runs the programs");
+    for ((name, want), (_, got)) in cpu.iter().zip(&gpu) {
+        assert_eq!(got.len(), want.len(), "{name}: lengths");
+        let differ = got.iter().zip(want).filter(|(a, b)| a != b).count();
+        assert_eq!(
+            differ,
+            0,
+            "{name}: {differ} of {} elements differ",
+            want.len()
+        );
+    }
+}
