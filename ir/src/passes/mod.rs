@@ -3,7 +3,9 @@
 //!
 //! - [`math`]: expands math functions (`exp`, `log`, `sin`, `cos`, `tanh`, `erf`, `pow`) into
 //!   plain arithmetic, so that every back end computes the same results and loops with math in
-//!   them can be vectorized.
+//!   them can be vectorized;
+//! - [`rem`]: expands float `rem` (C's `fmod`) into integer arithmetic and a `for` loop, for
+//!   back ends with no `fmod` (PTX).
 //!
 //! Kernel fusion (the host fuses a prefix of index tasks into one task):
 //! - [`compose`]: concatenates the parts' kernels in program order;
@@ -22,6 +24,7 @@ pub mod forward;
 pub mod fuse;
 pub mod math;
 pub mod pipeline;
+pub mod rem;
 pub mod scalar;
 mod util;
 

@@ -11,5 +11,6 @@ mod math_lowering;
 mod parse_errors;
 mod passes;
 mod reduction_order;
+mod rem_lowering;
 mod roundtrip;
 mod validate_table;

@@ -281,9 +281,7 @@ impl<'a> Body<'a> {
                     self.line(format!("{name}.rn.{ty} {rv}, {ra}, {rb};"));
                 }
                 BinaryOp::Min | BinaryOp::Max => self.float_min_max(op, d, &rv, &ra, &rb),
-                BinaryOp::Rem => {
-                    return Err("float `rem` is not lowered to PTX yet".to_string());
-                }
+                BinaryOp::Rem => return Err("float `rem` survived its lowering".to_string()),
                 _ => return Err(format!("`{}` of floats", op.name())),
             }
             return Ok(());

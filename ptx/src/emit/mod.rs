@@ -79,6 +79,18 @@ pub struct Leaf {
 
 /// Lowers a validated, math-lowered kernel to a PTX module.
 pub fn emit(kernel: &ValidKernel) -> Result<Module> {
+    // PTX has no `fmod`: float remainders become integer arithmetic and a loop first.
+    let lowered;
+    let kernel = if weft_ir::passes::rem::has_float_rem(kernel.kernel()) {
+        let k = weft_ir::passes::rem::lower_float_rem(kernel.kernel());
+        lowered = ValidKernel::new(k).map_err(|e| Error::Unsupported {
+            kernel: kernel.kernel().name.clone(),
+            message: format!("float rem lowering: {}", e.message),
+        })?;
+        &lowered
+    } else {
+        kernel
+    };
     let k = kernel.kernel();
     let types = kernel.types();
     let unsupported = |message: String| Error::Unsupported {

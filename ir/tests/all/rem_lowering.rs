@@ -1,0 +1,165 @@
+//! Float `rem` lowered to integer arithmetic and a loop (`weft_ir::passes::rem`) against
+//! Rust's `%` (C's `fmod`), bit for bit, on special values (zeros, infinities, NaN,
+//! subnormals, extremes) and random ones, for `f64` and `f32`, through the reference
+//! interpreter.
+
+use proptest::prelude::*;
+use weft_ir::interp::{Arg, Storage, View, run_with_limit};
+use weft_ir::passes::rem::{has_float_rem, lower_float_rem};
+use weft_ir::{DType, Scalar, text, validate};
+
+fn kernel(t: &str) -> weft_ir::Kernel {
+    text::parse(&format!(
+        "kernel @rem(%x: store<{t}, 1, read>, %y: store<{t}, 1, read>, %r: store<{t}, 1, write>) {{
+  parallel %r (%i) {{
+    %a = load %x[%i]
+    %b = load %y[%i]
+    %c = rem %a, %b
+    store %r[%i], %c
+  }}
+}}"
+    ))
+    .expect("the kernel parses")
+}
+
+/// The lowered kernel's remainders of the pairs `xs[i], ys[i]`.
+fn lowered(t: DType, xs: Vec<Scalar>, ys: Vec<Scalar>) -> Vec<Scalar> {
+    let k = kernel(t.name());
+    assert!(has_float_rem(&k));
+    let low = lower_float_rem(&k);
+    assert!(!has_float_rem(&low), "a float rem is left");
+    validate(&low).expect("the lowered kernel validates");
+    let n = xs.len();
+    let mut storages = vec![
+        Storage { dtype: t, data: xs },
+        Storage { dtype: t, data: ys },
+        Storage::zeros(t, n),
+    ];
+    let args: Vec<Arg> = (0..3)
+        .map(|s| Arg::Store(View::dense(s, &[n as i64])))
+        .collect();
+    run_with_limit(&low, &args, &mut storages, u64::MAX).expect("the lowered kernel runs");
+    storages.pop().expect("the result").data
+}
+
+fn same64(got: Scalar, want: f64, x: f64, y: f64) {
+    let Scalar::F64(g) = got else {
+        panic!("not an f64: {got:?}")
+    };
+    if want.is_nan() {
+        assert!(g.is_nan(), "fmod({x:e}, {y:e}) = {g:e}, want NaN");
+    } else {
+        assert_eq!(
+            g.to_bits(),
+            want.to_bits(),
+            "fmod({x:e}, {y:e}) = {g:e}, want {want:e}"
+        );
+    }
+}
+
+fn specials() -> Vec<f64> {
+    vec![
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.5,
+        3.5,
+        -7.25,
+        1e300,
+        -1e-300,
+        f64::MAX,
+        f64::MIN_POSITIVE,
+        5e-324,
+        -1e-310,
+        2.2250738585072009e-308,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        std::f64::consts::PI,
+        1e16,
+        123456789.125,
+    ]
+}
+
+#[test]
+fn f64_special_values_match_fmod() {
+    let s = specials();
+    let pairs: Vec<(f64, f64)> = s
+        .iter()
+        .flat_map(|&x| s.iter().map(move |&y| (x, y)))
+        .collect();
+    let got = lowered(
+        DType::F64,
+        pairs.iter().map(|p| Scalar::F64(p.0)).collect(),
+        pairs.iter().map(|p| Scalar::F64(p.1)).collect(),
+    );
+    for (&(x, y), g) in pairs.iter().zip(got) {
+        same64(g, x % y, x, y);
+    }
+}
+
+#[test]
+fn f32_special_values_match_fmod() {
+    let s: Vec<f32> = specials()
+        .iter()
+        .map(|&v| v as f32)
+        .chain([1e-45, 3.4e38])
+        .collect();
+    let pairs: Vec<(f32, f32)> = s
+        .iter()
+        .flat_map(|&x| s.iter().map(move |&y| (x, y)))
+        .collect();
+    let got = lowered(
+        DType::F32,
+        pairs.iter().map(|p| Scalar::F32(p.0)).collect(),
+        pairs.iter().map(|p| Scalar::F32(p.1)).collect(),
+    );
+    for (&(x, y), g) in pairs.iter().zip(got) {
+        let Scalar::F32(g) = g else {
+            panic!("not an f32: {g:?}")
+        };
+        let want = x % y;
+        if want.is_nan() {
+            assert!(g.is_nan(), "fmodf({x:e}, {y:e}) = {g:e}, want NaN");
+        } else {
+            assert_eq!(
+                g.to_bits(),
+                want.to_bits(),
+                "fmodf({x:e}, {y:e}) = {g:e}, want {want:e}"
+            );
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn random_bits_match_fmod(bits in proptest::collection::vec((any::<u64>(), any::<u64>()), 1..32)) {
+        let (xs, ys): (Vec<f64>, Vec<f64>) =
+            bits.iter().map(|&(a, b)| (f64::from_bits(a), f64::from_bits(b))).unzip();
+        let got = lowered(
+            DType::F64,
+            xs.iter().map(|&v| Scalar::F64(v)).collect(),
+            ys.iter().map(|&v| Scalar::F64(v)).collect(),
+        );
+        for ((&x, &y), g) in xs.iter().zip(&ys).zip(got) {
+            same64(g, x % y, x, y);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn moderate_values_match_fmod(pairs in proptest::collection::vec((-1e6f64..1e6, -1e3f64..1e3), 1..32)) {
+        let got = lowered(
+            DType::F64,
+            pairs.iter().map(|p| Scalar::F64(p.0)).collect(),
+            pairs.iter().map(|p| Scalar::F64(p.1)).collect(),
+        );
+        for (&(x, y), g) in pairs.iter().zip(got) {
+            same64(g, x % y, x, y);
+        }
+    }
+}
