@@ -72,7 +72,7 @@ fn specials() -> Vec<f64> {
         f64::MIN_POSITIVE,
         5e-324,
         -1e-310,
-        2.2250738585072009e-308,
+        f64::from_bits(0x000f_ffff_ffff_ffff),
         f64::INFINITY,
         f64::NEG_INFINITY,
         f64::NAN,
