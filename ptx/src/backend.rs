@@ -12,10 +12,11 @@
 //!   stream and report the first launch whose index check failed, naming its kernel and the
 //!   access.
 //! - **Reductions** in the canonical order: an entry leaves each point's contribution in a leaf
-//!   buffer ([`crate::emit::Leaf`]); the launcher copies it to the host and reduces it into
-//!   the canonical tree's nodes ([`weft_ir::reduction::dense_nodes`]), which
-//!   [`Backend::take_reductions`] hands to the executor. (A device-side tree that moves only
-//!   the nodes is the planned next step.)
+//!   buffer ([`crate::emit::Leaf`]). For a rank-1 loop the tree runs on the device
+//!   ([`crate::tree`]: one launch per level) and only its complete nodes, a few values, come
+//!   back; for loops of other ranks the launcher copies the leaves to the host and reduces
+//!   them there ([`weft_ir::reduction::dense_nodes`]). [`Backend::take_reductions`] hands the
+//!   nodes to the executor. Element trees' rows come back whole (one per unit).
 //! - **Deferred bindings** (fusion through a bounded anti-dependence): the entries store into
 //!   a dense temporary, which a copy kernel (emitted from the IR like any other) moves into
 //!   place after the launch's last entry; so every point's loads see the old values.
@@ -83,6 +84,8 @@ pub struct PtxBackend {
     scratch: Vec<CudaSlice<u8>>,
     /// The copy kernels of deferred bindings, by element size and rank.
     copies: HashMap<(usize, usize), KernelId>,
+    /// The reduction tree's level kernels, by operator and type.
+    levels: HashMap<(&'static str, DType), KernelId>,
 }
 
 impl std::fmt::Debug for PtxBackend {
@@ -126,6 +129,7 @@ impl PtxBackend {
             faults: Vec::new(),
             scratch: Vec::new(),
             copies: HashMap::new(),
+            levels: HashMap::new(),
         })
     }
 
@@ -210,7 +214,14 @@ impl PtxBackend {
     }
 
     /// The store arguments of a launch, checked against their buffers.
-    fn store_args(&mut self, kernel: &str, bindings: &[Binding]) -> Result<Vec<StoreArg>> {
+    /// Task-local scratch goes into `keep`, which the caller holds until every entry of the
+    /// launch is on the stream.
+    fn store_args(
+        &mut self,
+        kernel: &str,
+        bindings: &[Binding],
+        keep: &mut Vec<CudaSlice<u8>>,
+    ) -> Result<Vec<StoreArg>> {
         let mut out = Vec::with_capacity(bindings.len());
         for b in bindings {
             match b {
@@ -264,7 +275,7 @@ impl PtxBackend {
                     let slice = self.allocate(count, true)?;
                     let address = address_of(&self.stream, &slice);
                     let strides = dense_strides(extents);
-                    self.scratch.push(slice);
+                    keep.push(slice);
                     out.push(StoreArg {
                         address,
                         extents: extents.clone(),
@@ -329,6 +340,67 @@ impl PtxBackend {
         };
         done.map_err(|e| Error::Memory(format!("a reduction's leaves: {e}")))?;
         Ok(part)
+    }
+
+    /// A rank-1 loop's leaves reduced on the device by the canonical tree ([`crate::tree`]):
+    /// the level launches, then one read per complete node.
+    fn device_tree(
+        &mut self,
+        leaf: &Leaf,
+        buffer: BufferId,
+        over: &StoreArg,
+        points: u64,
+    ) -> Result<Partial> {
+        let start = u64::try_from(over.origin.first().copied().unwrap_or(0)).unwrap_or(0);
+        let (steps, nodes) = crate::tree::plan(start, points);
+        let level = self.tree_kernel(leaf.op, leaf.dtype)?;
+        let size = leaf.dtype.size();
+        let view = |offset: u64, step: &crate::tree::LevelStep| Binding::Buffer {
+            buffer,
+            offset,
+            extents: vec![i64::try_from(step.count).unwrap_or(0)],
+            strides: vec![i64::try_from(step.stride).unwrap_or(0)],
+            origin: vec![0],
+            view: vec![step.count],
+            element_size: size,
+            deferred: None,
+        };
+        for step in &steps {
+            let pair = [
+                view(step.offset, step),
+                view(step.offset + step.stride / 2, step),
+            ];
+            self.launch(level, &pair, &[])
+                .map_err(|e| Error::Driver(format!("a reduction tree's level: {e}")))?;
+        }
+        let mut part = Partial::new(leaf.op, leaf.dtype, &over.view);
+        for node in nodes {
+            let mut bytes = vec![0u8; size];
+            self.read(buffer, node.local * size as u64, &mut bytes)
+                .map_err(|e| Error::Driver(format!("reading a reduction's node: {e}")))?;
+            let value = match leaf.dtype {
+                DType::F32 => Scalar::F32(f32::from_le_bytes(bytes.try_into().unwrap_or([0; 4]))),
+                _ => Scalar::F64(f64::from_le_bytes(bytes.try_into().unwrap_or([0; 8]))),
+            };
+            part.add_node(&[], node.level, node.index, value)
+                .map_err(|e| Error::Memory(format!("a reduction's node: {e}")))?;
+        }
+        Ok(part)
+    }
+
+    /// The tree level kernel of `op` on `dtype`, prepared.
+    fn tree_kernel(&mut self, op: ReduceOp, dtype: DType) -> Result<KernelId> {
+        if let Some(&id) = self.levels.get(&(op.name(), dtype)) {
+            return Ok(id);
+        }
+        let kernel = crate::tree::level_kernel(op, dtype).map_err(Error::Memory)?;
+        let name = kernel.name.clone();
+        let entry =
+            KernelEntry::new(&name, &kernel).map_err(|e| Error::Memory(format!("{name}: {e}")))?;
+        self.prepare(&entry)
+            .map_err(|e| Error::Memory(format!("{name}: {e}")))?;
+        self.levels.insert((op.name(), dtype), entry.id());
+        Ok(entry.id())
     }
 
     /// Copies an element tree's buffer to the host and hands each row to each element's
@@ -692,7 +764,8 @@ impl Backend for PtxBackend {
             }
         }
         let bindings = &bindings[..];
-        let stores = self.store_args(&name, bindings)?;
+        let mut scratch = Vec::new();
+        let stores = self.store_args(&name, bindings, &mut scratch)?;
         // Kernel parameter to store argument or scalar position.
         let mut position = Vec::with_capacity(params.len());
         let (mut s, mut c) = (0usize, 0usize);
@@ -766,14 +839,16 @@ impl Backend for PtxBackend {
             if points == 0 {
                 continue;
             }
+            // Leaf buffers are buffers of the back end, so the tree's level launches can bind
+            // views of them.
             let mut leaves = Vec::new();
             for leaf in &entry.leaves {
                 let bytes = points.saturating_mul(leaf.dtype.size() as u64);
-                leaves.push(self.allocate(bytes, false)?);
+                leaves.push(self.alloc_uninit(bytes)?);
             }
             let mut args = words.clone();
-            for l in &leaves {
-                args.push(address_of(&self.stream, l));
+            for &l in &leaves {
+                args.push(address_of(&self.stream, self.buffer(l)?));
             }
             let units = if entry.trees.is_empty() {
                 None
@@ -814,8 +889,13 @@ impl Backend for PtxBackend {
             // leaves, one element per point) and plain integers. Every access the entry makes
             // is checked against those extents.
             unsafe { launch.launch(cfg) }.map_err(driver("launching a kernel"))?;
-            for (leaf, buffer) in entry.leaves.iter().zip(&leaves) {
-                let partial = self.leaf_partial(leaf, buffer, over)?;
+            for (leaf, &buffer) in entry.leaves.iter().zip(&leaves) {
+                let partial = if over.extents.len() == 1 {
+                    self.device_tree(leaf, buffer, over, points)?
+                } else {
+                    let slice = self.buffer(buffer)?;
+                    self.leaf_partial(leaf, slice, over)?
+                };
                 self.held.push(LoopPartial {
                     loop_index: u32::try_from(index).unwrap_or(u32::MAX),
                     param: u32::try_from(position[leaf.param as usize]).unwrap_or(u32::MAX),
@@ -837,7 +917,9 @@ impl Backend for PtxBackend {
                     }
                 }
             }
-            self.scratch.extend(leaves);
+            for l in leaves {
+                self.free(l);
+            }
             self.scratch.extend(tree_buffers);
         }
         self.faults.push(PendingFault {
@@ -845,6 +927,8 @@ impl Backend for PtxBackend {
             sites,
             word,
         });
+        // Freed once the stream has run past this launch.
+        self.scratch.extend(scratch);
         for (temp, dense, target) in copies {
             let rank = match &target {
                 Binding::Buffer { extents, .. } => extents.len(),

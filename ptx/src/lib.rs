@@ -10,7 +10,8 @@
 //! - `backend` (feature `cuda`): [`PtxBackend`], `weft-runtime`'s back-end seam over the CUDA
 //!   driver: device memory, module loading, launches;
 //! - `driver` (feature `cuda`): finding the driver before any call into it;
-//! - [`ptxas`]: NVIDIA's assembler, to check modules offline in tests.
+//! - [`ptxas`]: NVIDIA's assembler, to check modules offline in tests;
+//! - [`tree`]: the canonical tree of a rank-1 loop's leaves as level launches on the device.
 //!
 //! # How a kernel runs on the GPU
 //! - Each top-level parallel loop is one `.entry`. Its threads walk the loop's iteration space
@@ -37,6 +38,7 @@ pub mod driver;
 pub mod emit;
 mod error;
 pub mod ptxas;
+pub mod tree;
 
 #[cfg(feature = "cuda")]
 pub use backend::PtxBackend;

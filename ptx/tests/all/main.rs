@@ -5,3 +5,4 @@
 mod driver;
 mod filetests;
 mod ptxas;
+mod tree;
