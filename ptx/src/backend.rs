@@ -34,11 +34,14 @@ use weft_ir::{DType, Param, ReduceOp, Scalar};
 use weft_runtime::{Backend, Binding, BufferId, KernelEntry, KernelId, MemoryStats, Prepared};
 
 use crate::abi::{self, AbiParam};
-use crate::emit::{BLOCK_THREADS, Leaf, Module};
+use crate::emit::{BLOCK_THREADS, Leaf, Module, ROWS_BLOCK};
 use crate::{Error, Result};
 
 /// The most blocks a launch asks for: threads stride over the rest.
 const MAX_BLOCKS: u32 = 1 << 16;
+
+/// The most blocks along a 2-D grid's `y` (the driver's limit), and along its `x` here.
+const MAX_GRID_Y: u32 = 65_535;
 
 /// Freed device memory kept for reuse, at most.
 const POOL_BYTES: u64 = 4 << 30;
@@ -871,13 +874,25 @@ impl Backend for PtxBackend {
                     tree_buffers.push(buffer);
                 }
             }
-            let blocks = points
-                .div_ceil(u64::from(BLOCK_THREADS))
-                .min(u64::from(MAX_BLOCKS)) as u32;
-            let cfg = LaunchConfig {
-                grid_dim: (blocks, 1, 1),
-                block_dim: (BLOCK_THREADS, 1, 1),
-                shared_mem_bytes: 0,
+            let cfg = if entry.rows {
+                let extent = |d: usize| u64::try_from(over.extents[d]).unwrap_or(0);
+                let (bx, by) = ROWS_BLOCK;
+                let gx = extent(1).div_ceil(u64::from(bx)).min(u64::from(MAX_GRID_Y));
+                let gy = extent(0).div_ceil(u64::from(by)).min(u64::from(MAX_GRID_Y));
+                LaunchConfig {
+                    grid_dim: (gx as u32, gy as u32, 1),
+                    block_dim: (bx, by, 1),
+                    shared_mem_bytes: 0,
+                }
+            } else {
+                let blocks = points
+                    .div_ceil(u64::from(BLOCK_THREADS))
+                    .min(u64::from(MAX_BLOCKS)) as u32;
+                LaunchConfig {
+                    grid_dim: (blocks, 1, 1),
+                    block_dim: (BLOCK_THREADS, 1, 1),
+                    shared_mem_bytes: 0,
+                }
             };
             let mut launch = self.stream.launch_builder(function);
             for a in &args {

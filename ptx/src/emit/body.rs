@@ -626,13 +626,17 @@ impl<'a> Body<'a> {
             self.regs.insert(name.clone(), reg_type(leaf.dtype));
             self.accumulators.insert(leaf.param, (name, *leaf));
         }
-        let (linear, step) = self.grid();
         let rank = lp.indices.len();
         let mut extents = Vec::new();
         for d in 0..rank {
             let dim = u32::try_from(d).map_err(|_| "too many dimensions".to_string())?;
             extents.push(self.abi(AbiParam::Extent { param: over, dim }));
         }
+        if rank == 2 && trees.is_empty() {
+            self.rows_and_columns(lp, &leaves, &extents)?;
+            return Ok((leaves, Vec::new()));
+        }
+        let (linear, step) = self.grid();
         if !trees.is_empty() {
             self.units(lp, &leaves, &trees, &extents, &linear, &step)?;
             return Ok((leaves, trees));
@@ -666,6 +670,52 @@ impl<'a> Body<'a> {
         self.line(format!("bra.uni {head};"));
         self.place(&end);
         Ok((leaves, Vec::new()))
+    }
+
+    /// A rank-2 loop on a 2-D grid ([`super::Entry::rows`]): `y` threads stride over rows,
+    /// `x` threads over columns, so no index is divided out of a linear one; the linear index
+    /// (for leaves) is `i * columns + j`.
+    fn rows_and_columns(&mut self, lp: &ParallelLoop, leaves: &[Leaf], extents: &[String]) -> Res {
+        let (rows, cols) = (&extents[0], &extents[1]);
+        let axis = |s: &mut Self, a: &str| -> (String, String) {
+            let (ctaid, ntid, tid, nctaid) =
+                (s.tmp("u32"), s.tmp("u32"), s.tmp("u32"), s.tmp("u32"));
+            let (first, step, t64) = (s.tmp("u64"), s.tmp("u64"), s.tmp("u64"));
+            s.line(format!("mov.u32 {ctaid}, %ctaid.{a};"));
+            s.line(format!("mov.u32 {ntid}, %ntid.{a};"));
+            s.line(format!("mov.u32 {tid}, %tid.{a};"));
+            s.line(format!("mov.u32 {nctaid}, %nctaid.{a};"));
+            s.line(format!("mul.wide.u32 {first}, {ctaid}, {ntid};"));
+            s.line(format!("cvt.u64.u32 {t64}, {tid};"));
+            s.line(format!("add.s64 {first}, {first}, {t64};"));
+            s.line(format!("mul.wide.u32 {step}, {nctaid}, {ntid};"));
+            (first, step)
+        };
+        let (row0, row_step) = axis(self, "y");
+        let (col0, col_step) = axis(self, "x");
+        let (i, j) = (self.reg(lp.indices[0]), self.reg(lp.indices[1]));
+        let linear = self.tmp("u64");
+        let (row_top, row_end) = (self.label("row"), self.label("rows_done"));
+        let (col_top, col_end) = (self.label("col"), self.label("cols_done"));
+        let (rows_done, cols_done) = (self.tmp("pred"), self.tmp("pred"));
+        self.line(format!("mov.s64 {i}, {row0};"));
+        self.place(&row_top);
+        self.line(format!("setp.ge.u64 {rows_done}, {i}, {rows};"));
+        self.line(format!("@{rows_done} bra {row_end};"));
+        self.line(format!("mov.s64 {j}, {col0};"));
+        self.place(&col_top);
+        self.line(format!("setp.ge.u64 {cols_done}, {j}, {cols};"));
+        self.line(format!("@{cols_done} bra {col_end};"));
+        self.line(format!("mad.lo.s64 {linear}, {i}, {cols}, {j};"));
+        // The body may not change the indices: they are SSA values of the loop.
+        self.point(lp, leaves, &linear)?;
+        self.line(format!("add.s64 {j}, {j}, {col_step};"));
+        self.line(format!("bra.uni {col_top};"));
+        self.place(&col_end);
+        self.line(format!("add.s64 {i}, {i}, {row_step};"));
+        self.line(format!("bra.uni {row_top};"));
+        self.place(&row_end);
+        Ok(())
     }
 
     /// The thread's first linear index and the grid's stride.

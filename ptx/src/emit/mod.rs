@@ -23,8 +23,12 @@ pub const PTX_VERSION: &str = "7.8";
 /// ones.
 pub const PTX_TARGET: &str = "sm_80";
 
-/// Threads per block of every entry.
+/// Threads per block of an entry over a linear index.
 pub const BLOCK_THREADS: u32 = 256;
+
+/// The block of an entry over rows and columns ([`Entry::rows`]): `x` along columns, `y`
+/// along rows.
+pub const ROWS_BLOCK: (u32, u32) = (32, 8);
 
 /// A kernel as PTX: the module text and what the launcher needs to run it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,6 +63,10 @@ pub struct Entry {
     /// hands each row to the element's [`weft_ir::reduction::Partial::blocked`] as a block
     /// or a point.
     pub trees: Vec<Leaf>,
+    /// Whether the entry runs on a 2-D grid ([`ROWS_BLOCK`]; a rank-2 loop): `y` threads
+    /// stride over dimension 0, `x` threads over dimension 1. Otherwise a 1-D grid of
+    /// [`BLOCK_THREADS`]-thread blocks strides over the linear index.
+    pub rows: bool,
 }
 
 /// A float sum or product of a parallel loop into a 0-d store, kept in the canonical order
@@ -163,7 +171,12 @@ pub fn emit(kernel: &ValidKernel) -> Result<Module> {
             let _ = writeln!(text, "    .param .{} {}{comma}", p.ptx_type(), p.name());
         }
         let _ = writeln!(text, ")");
-        let _ = writeln!(text, ".maxntid {BLOCK_THREADS}, 1, 1");
+        let rows = lp.indices.len() == 2 && trees.is_empty();
+        if rows {
+            let _ = writeln!(text, ".maxntid {}, {}, 1", ROWS_BLOCK.0, ROWS_BLOCK.1);
+        } else {
+            let _ = writeln!(text, ".maxntid {BLOCK_THREADS}, 1, 1");
+        }
         let _ = writeln!(text, "{{");
         b.finish(&mut text);
         let _ = writeln!(text, "}}");
@@ -172,6 +185,7 @@ pub fn emit(kernel: &ValidKernel) -> Result<Module> {
             over: lp.over,
             leaves,
             trees,
+            rows,
         });
     }
     Ok(Module {
