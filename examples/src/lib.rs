@@ -24,6 +24,7 @@ pub mod cfd;
 pub mod cli;
 pub mod hand_written;
 pub mod jacobi;
+pub mod kernel_recording;
 pub mod krylov;
 pub mod logreg;
 pub use weft::npy;
