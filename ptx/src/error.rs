@@ -30,7 +30,6 @@ pub enum Error {
     Memory(String),
 }
 
-#[cfg(feature = "cuda")]
 impl From<Error> for weft_runtime::Error {
     fn from(e: Error) -> weft_runtime::Error {
         match e {

@@ -29,8 +29,16 @@ pub fn find() -> Result<PathBuf, String> {
 /// Assembles `ptx` for `arch` (`sm_80`, `sm_90`, ...), in a scratch directory named after
 /// `name`; the error holds ptxas' messages.
 pub fn assemble(ptx: &str, arch: &str, name: &str) -> Result<(), String> {
-    let ptxas = find()?;
-    let dir = std::env::temp_dir().join(format!("weft-ptxas-{}", std::process::id()));
+    assemble_with(&find()?, ptx, arch, name)
+}
+
+/// [`assemble`] with the `ptxas` binary at `ptxas`.
+pub fn assemble_with(ptxas: &Path, ptx: &str, arch: &str, name: &str) -> Result<(), String> {
+    let dir = std::env::temp_dir().join(format!(
+        "weft-ptxas-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let safe: String = name
         .chars()
@@ -40,7 +48,7 @@ pub fn assemble(ptx: &str, arch: &str, name: &str) -> Result<(), String> {
     let src = dir.join(format!("{safe}.ptx"));
     let out = dir.join(format!("{safe}.{arch}.cubin"));
     std::fs::write(&src, ptx).map_err(|e| e.to_string())?;
-    let run = Command::new(&ptxas)
+    let run = Command::new(ptxas)
         .arg(format!("-arch={arch}"))
         .arg("-o")
         .arg(&out)

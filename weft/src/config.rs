@@ -40,6 +40,11 @@ impl Device {
 pub struct Config {
     /// Where stores live and kernels run (`WEFT_DEVICE=cpu|gpu`).
     pub device: Device,
+    /// Whether every kernel the runtime prepares is also emitted as PTX and assembled by
+    /// `ptxas` (`WEFT_PTX_CHECK=1`; `weft_ptx::ptxas::find` says where `ptxas` is): the GPU
+    /// back end's code, checked on a machine without a GPU. A kernel that fails fails its
+    /// task with the reason.
+    pub ptx_check: bool,
     /// Worker threads that run kernels (0: one per core).
     pub threads: usize,
     /// Points per launch that the host prefers (1 on one process; more splits arrays into
@@ -84,6 +89,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             device: Device::Cpu,
+            ptx_check: false,
             threads: 0,
             pieces: 1,
             plugin_limits: PluginLimits::default(),
@@ -115,9 +121,13 @@ impl Config {
     ///   value is an error when the runtime starts); `WEFT_AVX512=0` is `sse`;
     /// - `WEFT_FORBID_COMPILES_AFTER_WARMUP=1`: compiling after the warm-up is an error;
     /// - `WEFT_DEVICE=cpu|gpu`: the device (another value is an error when the runtime
-    ///   starts).
+    ///   starts);
+    /// - `WEFT_PTX_CHECK=1`: every kernel also emitted as PTX and assembled by `ptxas`.
     pub fn from_env() -> Config {
         let mut config = Config::default();
+        if std::env::var("WEFT_PTX_CHECK").is_ok_and(|v| v.trim() == "1") {
+            config.ptx_check = true;
+        }
         if let Ok(v) = std::env::var("WEFT_DEVICE") {
             match Device::from_name(&v) {
                 Some(d) => config.device = d,

@@ -44,6 +44,15 @@ impl Drop for Runtime {
 /// The back end of `config.device`.
 fn backend_for(config: &Config) -> Result<Box<dyn weft_runtime::Backend>> {
     match config.device {
+        Device::Cpu if config.ptx_check => {
+            let ptxas = weft_ptx::ptxas::find()
+                .map_err(|e| Error::Usage(format!("WEFT_PTX_CHECK=1: {e}")))?;
+            let cpu = CpuBackend::with_options(&config.cpu_options())?;
+            Ok(Box::new(weft_ptx::CheckedBackend::new(
+                Box::new(cpu),
+                Some(ptxas),
+            )))
+        }
         Device::Cpu => Ok(Box::new(CpuBackend::with_options(&config.cpu_options())?)),
         #[cfg(feature = "cuda")]
         Device::Gpu => weft_ptx::PtxBackend::new(0)

@@ -1,6 +1,7 @@
 //! The PTX back end's tests: text filetests of the emitter, and every module they make
 //! assembled by `ptxas`.
 
+mod checked;
 #[cfg(feature = "cuda")]
 mod driver;
 mod filetests;

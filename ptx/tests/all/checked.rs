@@ -1,0 +1,82 @@
+//! `CheckedBackend` (`WEFT_PTX_CHECK=1`): a kernel that emits and assembles prepares on the
+//! inner back end; one that does not emit, or does not assemble, fails its `prepare` naming
+//! the PTX check and the reason.
+
+use weft_ir::Scalar;
+use weft_ir::reduction::LoopPartial;
+use weft_ptx::CheckedBackend;
+use weft_runtime::{Backend, Binding, BufferId, KernelEntry, KernelId, MemoryStats, Prepared};
+
+/// A back end that only counts what it is asked to prepare.
+#[derive(Default)]
+struct Counting {
+    prepared: usize,
+}
+
+impl Backend for Counting {
+    fn name(&self) -> &'static str {
+        "counting"
+    }
+    fn alloc(&mut self, _: u64) -> weft_runtime::Result<BufferId> {
+        Ok(BufferId(0))
+    }
+    fn free(&mut self, _: BufferId) {}
+    fn write(&mut self, _: BufferId, _: u64, _: &[u8]) -> weft_runtime::Result<()> {
+        Ok(())
+    }
+    fn read(&mut self, _: BufferId, _: u64, _: &mut [u8]) -> weft_runtime::Result<()> {
+        Ok(())
+    }
+    fn is_prepared(&self, _: KernelId) -> bool {
+        false
+    }
+    fn prepare(&mut self, _: &KernelEntry) -> weft_runtime::Result<Prepared> {
+        self.prepared += 1;
+        Ok(Prepared::Cached)
+    }
+    fn launch(&mut self, _: KernelId, _: &[Binding], _: &[Scalar]) -> weft_runtime::Result<()> {
+        Ok(())
+    }
+    fn take_reductions(&mut self) -> weft_runtime::Result<Vec<LoopPartial>> {
+        Ok(Vec::new())
+    }
+    fn synchronize(&mut self) -> weft_runtime::Result<()> {
+        Ok(())
+    }
+    fn memory(&self) -> MemoryStats {
+        MemoryStats::default()
+    }
+}
+
+fn entry(file: &str) -> KernelEntry {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/filetests")
+        .join(file);
+    let src = std::fs::read_to_string(path).expect("the filetest reads");
+    let kernel = weft_ir::text::parse(&src).expect("the filetest parses");
+    KernelEntry::new("checked.test", &kernel).expect("the kernel enters")
+}
+
+#[test]
+fn kernels_that_emit_and_assemble_pass_the_others_fail_naming_why() {
+    let ptxas = weft_ptx::ptxas::find().expect("ptxas is installed");
+    let mut b = CheckedBackend::new(Box::new(Counting::default()), Some(ptxas));
+    b.prepare(&entry("axpy.ir")).expect("axpy passes");
+    let err = b
+        .prepare(&entry("err_top_level_load_after_loop.ir"))
+        .expect_err("a kernel the emitter refuses fails")
+        .to_string();
+    assert!(
+        err.contains("PTX check") && err.contains("may have written"),
+        "{err}"
+    );
+    let mut missing = CheckedBackend::new(
+        Box::new(Counting::default()),
+        Some("/nonexistent/ptxas".into()),
+    );
+    let err = missing
+        .prepare(&entry("axpy.ir"))
+        .expect_err("no ptxas, no pass")
+        .to_string();
+    assert!(err.contains("cannot run /nonexistent/ptxas"), "{err}");
+}
