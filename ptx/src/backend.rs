@@ -12,9 +12,9 @@
 //!   stream and report the first launch whose index check failed, naming its kernel and the
 //!   access.
 //! - **Reductions** in the canonical order: an entry leaves each point's contribution in a leaf
-//!   buffer ([`crate::emit::Leaf`]). For a rank-1 loop the tree runs on the device
-//!   ([`crate::tree`]: one launch per level) and only its complete nodes, a few values, come
-//!   back; for loops of other ranks the launcher copies the leaves to the host and reduces
+//!   buffer ([`crate::emit::Leaf`]). For a rank-1 loop, and a rank-2 loop whose rows span the
+//!   view, the tree runs on the device ([`crate::tree`]: one launch per level) and only its
+//!   complete nodes, a few values, come back; for other loops the launcher copies the leaves to the host and reduces
 //!   them there ([`weft_ir::reduction::dense_nodes`]). [`Backend::take_reductions`] hands the
 //!   nodes to the executor. Element trees' rows come back whole (one per unit).
 //! - **Deferred bindings** (fusion through a bounded anti-dependence): the entries store into
@@ -345,8 +345,9 @@ impl PtxBackend {
         Ok(part)
     }
 
-    /// A rank-1 loop's leaves reduced on the device by the canonical tree ([`crate::tree`]):
-    /// the level launches, then one read per complete node.
+    /// A rank-1 loop's leaves, or a rank-2 loop's whose rows are whole lines of the view,
+    /// reduced on the device by the canonical tree ([`crate::tree`]): the level launches,
+    /// then one read per complete node.
     fn device_tree(
         &mut self,
         leaf: &Leaf,
@@ -355,7 +356,13 @@ impl PtxBackend {
         points: u64,
     ) -> Result<Partial> {
         let start = u64::try_from(over.origin.first().copied().unwrap_or(0)).unwrap_or(0);
-        let (steps, nodes) = crate::tree::plan(start, points);
+        let (steps, nodes) = match over.extents.as_slice() {
+            [_, width] => {
+                let width = u64::try_from(*width).unwrap_or(0).max(1);
+                crate::tree::plan_rows(start, points / width, width)
+            }
+            _ => crate::tree::plan(start, points),
+        };
         let level = self.tree_kernel(leaf.op, leaf.dtype)?;
         let size = leaf.dtype.size();
         let view = |offset: u64, step: &crate::tree::LevelStep| Binding::Buffer {
@@ -905,7 +912,10 @@ impl Backend for PtxBackend {
             // is checked against those extents.
             unsafe { launch.launch(cfg) }.map_err(driver("launching a kernel"))?;
             for (leaf, &buffer) in entry.leaves.iter().zip(&leaves) {
-                let partial = if over.extents.len() == 1 {
+                let whole_rows = over.extents.len() == 2
+                    && over.origin.get(1) == Some(&0)
+                    && u64::try_from(over.extents[1]).ok() == over.view.get(1).copied();
+                let partial = if over.extents.len() == 1 || whole_rows {
                     self.device_tree(leaf, buffer, over, points)?
                 } else {
                     let slice = self.buffer(buffer)?;

@@ -14,16 +14,23 @@
 
 use weft_ir::{DType, Kernel, ReduceOp};
 
-/// One level's launch: pairs of nodes at local `offset + k * stride` (left) and
-/// `offset + k * stride + stride / 2` (right), for `k < count`.
+/// One launch of the level kernel: for each line `r < lines` and pair `k < count`, the node
+/// at local `offset + r * line_stride + k * stride` (left) takes `left op right`, the right
+/// one lying `right` further.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LevelStep {
     /// The first pair's left node, a local index.
     pub offset: u64,
-    /// The distance between pairs (`2h`).
+    /// From a left node to its right one.
+    pub right: u64,
+    /// The distance between pairs.
     pub stride: u64,
-    /// How many pairs.
+    /// How many pairs per line.
     pub count: u64,
+    /// How many lines.
+    pub lines: u64,
+    /// The distance between lines.
+    pub line_stride: u64,
 }
 
 /// A complete aligned node of the range, after every level has run.
@@ -47,8 +54,11 @@ pub fn plan(s: u64, n: u64) -> (Vec<LevelStep>, Vec<NodeAt>) {
         if first + pair <= n {
             steps.push(LevelStep {
                 offset: first,
+                right: pair / 2,
                 stride: pair,
                 count: (n - first) / pair,
+                lines: 1,
+                line_stride: 1,
             });
         }
         level += 1;
@@ -70,7 +80,52 @@ pub fn plan(s: u64, n: u64) -> (Vec<LevelStep>, Vec<NodeAt>) {
     (steps, nodes)
 }
 
-/// The level kernel of `op` on `dtype`: `left[i] = left[i] op right[i]` over `left`.
+/// The steps and nodes of a rank-2 loop's leaves whose rows are whole lines of the view
+/// (`width` is the view's extent of dimension 1), rows `s0 .. s0 + rows`: each line's tree is
+/// closed on the device (its aligned nodes, then combined right to left into the line's root,
+/// as [`weft_ir::reduction::dense_nodes`] closes a whole line), and the roots, one per row
+/// at local `r * width`, reduce as a rank-1 range. The nodes are those of dimension 0's
+/// tree.
+pub fn plan_rows(s0: u64, rows: u64, width: u64) -> (Vec<LevelStep>, Vec<NodeAt>) {
+    let (line_steps, line_nodes) = plan(0, width);
+    let mut steps: Vec<LevelStep> = line_steps
+        .into_iter()
+        .map(|st| LevelStep {
+            lines: rows,
+            line_stride: width,
+            ..st
+        })
+        .collect();
+    // Close each line: node k takes node k op (the nodes after it), right to left.
+    for k in (0..line_nodes.len().saturating_sub(1)).rev() {
+        steps.push(LevelStep {
+            offset: line_nodes[k].local,
+            right: line_nodes[k + 1].local - line_nodes[k].local,
+            stride: 1,
+            count: 1,
+            lines: rows,
+            line_stride: width,
+        });
+    }
+    let (root_steps, root_nodes) = plan(s0, rows);
+    steps.extend(root_steps.into_iter().map(|st| LevelStep {
+        offset: st.offset * width,
+        right: st.right * width,
+        stride: st.stride * width,
+        ..st
+    }));
+    let nodes = root_nodes
+        .into_iter()
+        .map(|n| NodeAt {
+            local: n.local * width,
+            ..n
+        })
+        .collect();
+    (steps, nodes)
+}
+
+/// The level kernel of `op` on `dtype`: `left[r, i] = left[r, i] op right[r, i]` over `left`
+/// (lines `r`, pairs `i`; see [`LevelStep`]).
 pub fn level_kernel(op: ReduceOp, dtype: DType) -> Result<Kernel, String> {
     let (name, inst) = match op {
         ReduceOp::Prod => ("prod", "mul"),
@@ -78,9 +133,10 @@ pub fn level_kernel(op: ReduceOp, dtype: DType) -> Result<Kernel, String> {
     };
     let t = dtype.name();
     let text = format!(
-        "kernel @weft.gpu.tree.{name}.{t}(%left: store<{t}, 1, readwrite>, \
-         %right: store<{t}, 1, read>) {{\n  parallel %left (%i) {{\n    %a = load %left[%i]\n    \
-         %b = load %right[%i]\n    %c = {inst} %a, %b\n    store %left[%i], %c\n  }}\n}}\n"
+        "kernel @weft.gpu.tree.{name}.{t}(%left: store<{t}, 2, readwrite>, \
+         %right: store<{t}, 2, read>) {{\n  parallel %left (%r, %i) {{\n    \
+         %a = load %left[%r, %i]\n    %b = load %right[%r, %i]\n    %c = {inst} %a, %b\n    \
+         store %left[%r, %i], %c\n  }}\n}}\n"
     );
     weft_ir::text::parse(&text).map_err(|e| format!("the tree level kernel: {e}"))
 }
