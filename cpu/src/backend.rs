@@ -372,30 +372,11 @@ fn check_inside(
              reaches outside its buffer of {len} bytes"
         ),
     };
-    if extents.len() != strides.len() || extents.iter().any(|&e| e < 0) {
-        return Err(fault());
+    if weft_runtime::view_inside(offset, extents, strides, element_size, len) {
+        Ok(())
+    } else {
+        Err(fault())
     }
-    if extents.contains(&0) {
-        return if offset.saturating_mul(element_size as u64) <= len as u64 {
-            Ok(())
-        } else {
-            Err(fault())
-        };
-    }
-    let (mut lo, mut hi) = (i128::from(offset), i128::from(offset));
-    for (&e, &s) in extents.iter().zip(strides) {
-        let reach = i128::from(e - 1) * i128::from(s);
-        if reach < 0 {
-            lo += reach;
-        } else {
-            hi += reach;
-        }
-    }
-    let elements = (len / element_size.max(1)) as i128;
-    if lo < 0 || hi >= elements {
-        return Err(fault());
-    }
-    Ok(())
 }
 
 impl Backend for CpuBackend {

@@ -11,7 +11,7 @@
 //!   driver: device memory, module loading, launches;
 //! - `driver` (feature `cuda`): finding the driver before any call into it;
 //! - [`ptxas`]: NVIDIA's assembler, to check modules offline in tests;
-//! - `checked`: [`CheckedBackend`], another back end with every kernel's PTX checked
+//! - `checked`: [`checked()`], another back end with every kernel's PTX checked
 //!   (`WEFT_PTX_CHECK=1`);
 //! - [`tree`]: the canonical tree of a rank-1 loop's leaves as level launches on the device.
 //!
@@ -45,6 +45,6 @@ pub mod tree;
 
 #[cfg(feature = "cuda")]
 pub use backend::PtxBackend;
-pub use checked::CheckedBackend;
+pub use checked::checked;
 pub use emit::{Module, emit};
 pub use error::{Error, Result};

@@ -74,6 +74,36 @@ impl Binding {
     }
 }
 
+/// Whether a view of `extents` and `strides` (in elements) at element `offset` stays inside a
+/// buffer of `len` bytes of `element_size`-byte elements: the check every back end makes of a
+/// [`Binding::Buffer`] before it touches memory through it. A view with an empty extent
+/// reaches nothing.
+pub fn view_inside(
+    offset: u64,
+    extents: &[i64],
+    strides: &[i64],
+    element_size: usize,
+    len: usize,
+) -> bool {
+    if extents.len() != strides.len() || extents.iter().any(|&e| e < 0) {
+        return false;
+    }
+    if extents.contains(&0) {
+        return offset.saturating_mul(element_size as u64) <= len as u64;
+    }
+    let (mut lo, mut hi) = (i128::from(offset), i128::from(offset));
+    for (&e, &s) in extents.iter().zip(strides) {
+        let reach = i128::from(e - 1) * i128::from(s);
+        if reach < 0 {
+            lo += reach;
+        } else {
+            hi += reach;
+        }
+    }
+    let elements = (len / element_size.max(1)) as i128;
+    lo >= 0 && hi < elements
+}
+
 /// What preparing a kernel did.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Prepared {
@@ -158,4 +188,25 @@ pub trait Backend {
 
     /// The back end's memory counters.
     fn memory(&self) -> MemoryStats;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::view_inside;
+
+    #[test]
+    fn views_inside_and_outside_their_buffer() {
+        // 3x4 f64 row-major in 96 bytes: the whole, a column, a reversed row.
+        assert!(view_inside(0, &[3, 4], &[4, 1], 8, 96));
+        assert!(!view_inside(1, &[3, 4], &[4, 1], 8, 96));
+        assert!(view_inside(3, &[3], &[4], 8, 96));
+        assert!(view_inside(3, &[4], &[-1], 8, 96));
+        assert!(!view_inside(2, &[4], &[-1], 8, 96));
+        // Empty views reach nothing, but their offset must lie in the buffer.
+        assert!(view_inside(12, &[0, 4], &[4, 1], 8, 96));
+        assert!(!view_inside(13, &[0], &[1], 8, 96));
+        // Malformed shapes.
+        assert!(!view_inside(0, &[-1], &[1], 8, 96));
+        assert!(!view_inside(0, &[2, 2], &[1], 8, 96));
+    }
 }

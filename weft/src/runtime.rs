@@ -48,10 +48,7 @@ fn backend_for(config: &Config) -> Result<Box<dyn weft_runtime::Backend>> {
             let ptxas = weft_ptx::ptxas::find()
                 .map_err(|e| Error::Usage(format!("WEFT_PTX_CHECK=1: {e}")))?;
             let cpu = CpuBackend::with_options(&config.cpu_options())?;
-            Ok(Box::new(weft_ptx::CheckedBackend::new(
-                Box::new(cpu),
-                Some(ptxas),
-            )))
+            Ok(Box::new(weft_ptx::checked(Box::new(cpu), Some(ptxas))))
         }
         Device::Cpu => Ok(Box::new(CpuBackend::with_options(&config.cpu_options())?)),
         #[cfg(feature = "cuda")]

@@ -220,34 +220,17 @@ fn needed_top_level(
 }
 
 /// Calls `f` on every value that `body` uses (operands, indices, loop bounds, initial and
-/// yielded values), including values it defines itself.
+/// yielded values), at any depth, including values it defines itself.
 fn uses(body: &[Inst], f: &mut impl FnMut(ValueId)) {
     for inst in body {
+        weft_ir::passes::op_uses(&inst.op, f);
         match &inst.op {
-            Op::Const(_) | Op::Param(_) | Op::Extent { .. } | Op::Origin { .. } => {}
-            Op::Binary(_, a, b) | Op::Cmp(_, a, b) => {
-                f(*a);
-                f(*b);
-            }
-            Op::Unary(_, a) | Op::Cast(_, a) | Op::Bitcast(_, a) => f(*a),
-            Op::Select(c, a, b) => {
-                f(*c);
-                f(*a);
-                f(*b);
-            }
-            Op::Load(a) => a.indices.iter().copied().for_each(&mut *f),
-            Op::Store(a, v) | Op::Reduce(a, _, v) => {
-                a.indices.iter().copied().for_each(&mut *f);
-                f(*v);
-            }
             Op::Parallel(p) => uses(&p.body, f),
             Op::For(l) => {
-                f(l.lo);
-                f(l.hi);
-                l.init.iter().copied().for_each(&mut *f);
                 l.yields.iter().copied().for_each(&mut *f);
                 uses(&l.body, f);
             }
+            _ => {}
         }
     }
 }

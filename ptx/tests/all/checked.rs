@@ -1,10 +1,10 @@
-//! `CheckedBackend` (`WEFT_PTX_CHECK=1`): a kernel that emits and assembles prepares on the
+//! The PTX check (`weft_ptx::checked`, `WEFT_PTX_CHECK=1`): a kernel that emits and assembles prepares on the
 //! inner back end; one that does not emit, or does not assemble, fails its `prepare` naming
 //! the PTX check and the reason.
 
 use weft_ir::Scalar;
 use weft_ir::reduction::LoopPartial;
-use weft_ptx::CheckedBackend;
+use weft_ptx::checked;
 use weft_runtime::{Backend, Binding, BufferId, KernelEntry, KernelId, MemoryStats, Prepared};
 
 /// A back end that only counts what it is asked to prepare.
@@ -60,7 +60,7 @@ fn entry(file: &str) -> KernelEntry {
 #[test]
 fn kernels_that_emit_and_assemble_pass_the_others_fail_naming_why() {
     let ptxas = weft_ptx::ptxas::find().expect("ptxas is installed");
-    let mut b = CheckedBackend::new(Box::new(Counting::default()), Some(ptxas));
+    let mut b = checked(Box::new(Counting::default()), Some(ptxas));
     b.prepare(&entry("axpy.ir")).expect("axpy passes");
     let err = b
         .prepare(&entry("err_top_level_load_after_loop.ir"))
@@ -70,7 +70,7 @@ fn kernels_that_emit_and_assemble_pass_the_others_fail_naming_why() {
         err.contains("PTX check") && err.contains("may have written"),
         "{err}"
     );
-    let mut missing = CheckedBackend::new(
+    let mut missing = checked(
         Box::new(Counting::default()),
         Some("/nonexistent/ptxas".into()),
     );
