@@ -573,8 +573,7 @@ impl Units {
     }
 }
 
-/// Checks that a view of `extents` and `strides` (in elements) at element `offset` stays
-/// inside a buffer of `len` bytes.
+/// [`weft_runtime::check_view`], as a fault of `kernel`.
 fn check_inside(
     kernel: &str,
     offset: u64,
@@ -583,18 +582,12 @@ fn check_inside(
     element_size: usize,
     len: usize,
 ) -> Result<()> {
-    let fault = || Error::KernelFault {
-        kernel: kernel.to_string(),
-        message: format!(
-            "a binding at element {offset} with extents {extents:?} and strides {strides:?} \
-             reaches outside its buffer of {len} bytes"
-        ),
-    };
-    if weft_runtime::view_inside(offset, extents, strides, element_size, len) {
-        Ok(())
-    } else {
-        Err(fault())
-    }
+    weft_runtime::check_view(offset, extents, strides, element_size, len).map_err(|message| {
+        Error::KernelFault {
+            kernel: kernel.to_string(),
+            message,
+        }
+    })
 }
 
 impl Backend for PtxBackend {

@@ -74,10 +74,28 @@ impl Binding {
     }
 }
 
-/// Whether a view of `extents` and `strides` (in elements) at element `offset` stays inside a
-/// buffer of `len` bytes of `element_size`-byte elements: the check every back end makes of a
-/// [`Binding::Buffer`] before it touches memory through it. A view with an empty extent
-/// reaches nothing.
+/// Checks that a view of `extents` and `strides` (in elements) at element `offset` stays
+/// inside a buffer of `len` bytes of `element_size`-byte elements: the check every back end
+/// makes of a [`Binding::Buffer`] before it touches memory through it (the error says what
+/// reaches outside). A view with an empty extent reaches nothing.
+pub fn check_view(
+    offset: u64,
+    extents: &[i64],
+    strides: &[i64],
+    element_size: usize,
+    len: usize,
+) -> std::result::Result<(), String> {
+    if view_inside(offset, extents, strides, element_size, len) {
+        Ok(())
+    } else {
+        Err(format!(
+            "a binding at element {offset} with extents {extents:?} and strides {strides:?} \
+             reaches outside its buffer of {len} bytes"
+        ))
+    }
+}
+
+/// Whether [`check_view`] passes.
 pub fn view_inside(
     offset: u64,
     extents: &[i64],

@@ -46,7 +46,7 @@ pub mod testing;
 pub mod view;
 pub mod window;
 
-pub use backend::{Backend, Binding, BufferId, MemoryStats, Prepared, view_inside};
+pub use backend::{Backend, Binding, BufferId, MemoryStats, Prepared, check_view, view_inside};
 pub use core::{Core, EXPLAIN_TARGET, Settings, Stats};
 pub use error::{Error, Result};
 pub use executor::ExecStats;
