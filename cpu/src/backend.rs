@@ -246,19 +246,16 @@ impl CpuBackend {
                     ..
                 } => {
                     let (base, len) = self.memory.base(*buffer)?;
-                    check_inside(
-                        compiled.name(),
-                        *offset,
-                        extents,
-                        strides,
-                        *element_size,
-                        len,
-                    )?;
+                    weft_runtime::check_view(*offset, extents, strides, *element_size, len)
+                        .map_err(|message| Error::KernelFault {
+                            kernel: compiled.name().to_string(),
+                            message,
+                        })?;
                     e.clone_from(extents);
                     s.clone_from(strides);
                     o.clone_from(origin);
                     StoreView {
-                        // SAFETY: `check_inside` showed that every element the view reaches,
+                        // SAFETY: `check_view` showed that every element the view reaches,
                         // the one at `offset` included, lies inside the buffer (an empty view
                         // may point one past its end, which `wrapping_add` keeps sound).
                         ptr: base.wrapping_add(*offset as usize * element_size),
@@ -353,23 +350,6 @@ impl CpuBackend {
         }
         Ok(())
     }
-}
-
-/// [`weft_runtime::check_view`], as a fault of `kernel`.
-fn check_inside(
-    kernel: &str,
-    offset: u64,
-    extents: &[i64],
-    strides: &[i64],
-    element_size: usize,
-    len: usize,
-) -> Result<()> {
-    weft_runtime::check_view(offset, extents, strides, element_size, len).map_err(|message| {
-        Error::KernelFault {
-            kernel: kernel.to_string(),
-            message,
-        }
-    })
 }
 
 impl Backend for CpuBackend {

@@ -22,6 +22,7 @@
 //!   place after the launch's last entry; so every point's loads see the old values.
 
 use std::collections::HashMap;
+use std::ops::{Add, Mul};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -244,14 +245,11 @@ impl PtxBackend {
                         )));
                     }
                     let slice = self.buffer(*buffer)?;
-                    check_inside(
-                        kernel,
-                        *offset,
-                        extents,
-                        strides,
-                        *element_size,
-                        slice.len(),
-                    )?;
+                    weft_runtime::check_view(*offset, extents, strides, *element_size, slice.len())
+                        .map_err(|message| Error::KernelFault {
+                            kernel: kernel.to_string(),
+                            message,
+                        })?;
                     let address = address_of(&self.stream, slice)
                         .wrapping_add(offset.wrapping_mul(*element_size as u64));
                     out.push(StoreArg {
@@ -315,29 +313,16 @@ impl PtxBackend {
             origin: &over.origin,
             view: &over.view,
         };
-        let done = match (leaf.dtype, leaf.op) {
-            (DType::F64, op) => {
-                let mut v: Vec<f64> = bytes
-                    .chunks_exact(8)
-                    .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
-                    .collect();
-                let f = if op == ReduceOp::Prod {
-                    |a: f64, b: f64| a * b
-                } else {
-                    |a: f64, b: f64| a + b
-                };
+        let product = leaf.op == ReduceOp::Prod;
+        let done = match leaf.dtype {
+            DType::F64 => {
+                let mut v: Vec<f64> = bytes.chunks_exact(8).map(f64_of).collect();
+                let f = if product { f64::mul } else { f64::add };
                 dense_nodes(&mut v, &shape, &mut part, f, Scalar::F64)
             }
-            (_, op) => {
-                let mut v: Vec<f32> = bytes
-                    .chunks_exact(4)
-                    .map(|c| f32::from_le_bytes(c.try_into().unwrap_or([0; 4])))
-                    .collect();
-                let f = if op == ReduceOp::Prod {
-                    |a: f32, b: f32| a * b
-                } else {
-                    |a: f32, b: f32| a + b
-                };
+            _ => {
+                let mut v: Vec<f32> = bytes.chunks_exact(4).map(f32_of).collect();
+                let f = if product { f32::mul } else { f32::add };
                 dense_nodes(&mut v, &shape, &mut part, f, Scalar::F32)
             }
         };
@@ -388,10 +373,7 @@ impl PtxBackend {
             let mut bytes = vec![0u8; size];
             self.read(buffer, node.local * size as u64, &mut bytes)
                 .map_err(|e| Error::Driver(format!("reading a reduction's node: {e}")))?;
-            let value = match leaf.dtype {
-                DType::F32 => Scalar::F32(f32::from_le_bytes(bytes.try_into().unwrap_or([0; 4]))),
-                _ => Scalar::F64(f64::from_le_bytes(bytes.try_into().unwrap_or([0; 8]))),
-            };
+            let value = scalar_of(leaf.dtype, &bytes);
             part.add_node(&[], node.level, node.index, value)
                 .map_err(|e| Error::Memory(format!("a reduction's node: {e}")))?;
         }
@@ -443,10 +425,7 @@ impl PtxBackend {
                     .saturating_add(e)
                     .saturating_mul(size);
                 let raw = bytes.get(at..at + size).unwrap_or(&[]);
-                let value = match tree.dtype {
-                    DType::F32 => Scalar::F32(f32::from_le_bytes(raw.try_into().unwrap_or([0; 4]))),
-                    _ => Scalar::F64(f64::from_le_bytes(raw.try_into().unwrap_or([0; 8]))),
-                };
+                let value = scalar_of(tree.dtype, raw);
                 let added = match units.unit(u) {
                     Ok(block) => part.add_block(block, value),
                     Err(point) => part.add(&[point], value),
@@ -487,6 +466,24 @@ fn copy_kernel_ir(size: usize, rank: usize) -> Result<(String, weft_ir::Kernel)>
     let kernel = weft_ir::text::parse(&text)
         .map_err(|e| Error::Memory(format!("the copy kernel {name}: {e}")))?;
     Ok((name, kernel))
+}
+
+/// An `f64` from its little-endian bytes (0 if they are not 8).
+fn f64_of(raw: &[u8]) -> f64 {
+    f64::from_le_bytes(raw.try_into().unwrap_or([0; 8]))
+}
+
+/// An `f32` from its little-endian bytes (0 if they are not 4).
+fn f32_of(raw: &[u8]) -> f32 {
+    f32::from_le_bytes(raw.try_into().unwrap_or([0; 4]))
+}
+
+/// A float of `dtype` (`f32`, else `f64`) from its little-endian bytes.
+fn scalar_of(dtype: DType, raw: &[u8]) -> Scalar {
+    match dtype {
+        DType::F32 => Scalar::F32(f32_of(raw)),
+        _ => Scalar::F64(f64_of(raw)),
+    }
 }
 
 /// Row-major strides, in elements, of a dense rectangle of `extents`.
@@ -571,23 +568,6 @@ impl Units {
             Err(self.origin + self.whole_end + (u - self.head - self.blocks()))
         }
     }
-}
-
-/// [`weft_runtime::check_view`], as a fault of `kernel`.
-fn check_inside(
-    kernel: &str,
-    offset: u64,
-    extents: &[i64],
-    strides: &[i64],
-    element_size: usize,
-    len: usize,
-) -> Result<()> {
-    weft_runtime::check_view(offset, extents, strides, element_size, len).map_err(|message| {
-        Error::KernelFault {
-            kernel: kernel.to_string(),
-            message,
-        }
-    })
 }
 
 impl Backend for PtxBackend {

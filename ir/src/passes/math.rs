@@ -273,33 +273,13 @@ impl Lowerer {
     }
 
     fn block(&mut self, body: &[Inst]) -> Vec<Inst> {
-        let mut out = Vec::with_capacity(body.len());
-        for inst in body {
-            match &inst.op {
-                Op::Parallel(p) => {
-                    let mut p = p.clone();
-                    p.body = self.block(&p.body);
-                    out.push(Inst {
-                        results: inst.results.clone(),
-                        op: Op::Parallel(p),
-                    });
-                }
-                Op::For(l) => {
-                    let mut l = l.clone();
-                    l.body = self.block(&l.body);
-                    out.push(Inst {
-                        results: inst.results.clone(),
-                        op: Op::For(l),
-                    });
-                }
-                op if is_math_function(op) => match self.expand(inst) {
-                    Some(insts) => out.extend(insts),
-                    None => out.push(inst.clone()),
-                },
-                _ => out.push(inst.clone()),
+        super::util::expand_body(body, &mut |inst| {
+            if is_math_function(&inst.op) {
+                self.expand(inst)
+            } else {
+                None
             }
-        }
-        out
+        })
     }
 
     /// The expansion of one math instruction, ending with the definition of its result; `None`

@@ -72,41 +72,16 @@ struct Expander {
 
 impl Expander {
     fn block(&mut self, body: &[Inst]) -> Vec<Inst> {
-        let mut out = Vec::with_capacity(body.len());
-        for inst in body {
-            match &inst.op {
-                Op::Parallel(p) => {
-                    let mut p = p.clone();
-                    p.body = self.block(&p.body);
-                    out.push(Inst {
-                        results: inst.results.clone(),
-                        op: Op::Parallel(p),
-                    });
-                }
-                Op::For(l) => {
-                    let mut l = l.clone();
-                    l.body = self.block(&l.body);
-                    out.push(Inst {
-                        results: inst.results.clone(),
-                        op: Op::For(l),
-                    });
-                }
-                Op::Binary(BinaryOp::Rem, a, b)
-                    if self.types.get(*a).is_some_and(DType::is_float) =>
-                {
-                    let (Some(&result), Some(t)) = (inst.results.first(), self.types.get(*a))
-                    else {
-                        out.push(inst.clone());
-                        continue;
-                    };
-                    self.out.clear();
-                    self.fmod(*a, *b, t, result);
-                    out.append(&mut self.out);
-                }
-                _ => out.push(inst.clone()),
-            }
-        }
-        out
+        super::util::expand_body(body, &mut |inst| {
+            let Op::Binary(BinaryOp::Rem, a, b) = inst.op else {
+                return None;
+            };
+            let t = self.types.get(a).filter(|t| t.is_float())?;
+            let result = *inst.results.first()?;
+            self.out.clear();
+            self.fmod(a, b, t, result);
+            Some(std::mem::take(&mut self.out))
+        })
     }
 
     fn fresh(&mut self) -> ValueId {

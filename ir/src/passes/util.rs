@@ -35,6 +35,40 @@ pub fn op_uses(op: &Op, f: &mut impl FnMut(ValueId)) {
     }
 }
 
+/// `body` with each instruction, at any depth, replaced by what `expand` gives for it (`None`
+/// keeps it): the walk of the passes that expand single instructions into sequences (math
+/// functions, float remainders). Loops are rebuilt around their expanded bodies.
+pub(crate) fn expand_body(
+    body: &[Inst],
+    expand: &mut impl FnMut(&Inst) -> Option<Vec<Inst>>,
+) -> Vec<Inst> {
+    let mut out = Vec::with_capacity(body.len());
+    for inst in body {
+        let op = match &inst.op {
+            Op::Parallel(p) => Op::Parallel(ParallelLoop {
+                body: expand_body(&p.body, expand),
+                ..p.clone()
+            }),
+            Op::For(l) => Op::For(ForLoop {
+                body: expand_body(&l.body, expand),
+                ..l.clone()
+            }),
+            _ => match expand(inst) {
+                Some(insts) => {
+                    out.extend(insts);
+                    continue;
+                }
+                None => inst.op.clone(),
+            },
+        };
+        out.push(Inst {
+            results: inst.results.clone(),
+            op,
+        });
+    }
+    out
+}
+
 /// Rewrites the values `op` uses directly (as [`op_uses`] lists them) through `f`.
 pub fn map_op_uses(op: &mut Op, f: &mut impl FnMut(ValueId) -> ValueId) {
     let mut m = |v: &mut ValueId| *v = f(*v);

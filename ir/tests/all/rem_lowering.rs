@@ -42,19 +42,34 @@ fn lowered(t: DType, xs: Vec<Scalar>, ys: Vec<Scalar>) -> Vec<Scalar> {
     storages.pop().expect("the result").data
 }
 
-fn same64(got: Scalar, want: f64, x: f64, y: f64) {
-    let Scalar::F64(g) = got else {
-        panic!("not an f64: {got:?}")
-    };
-    if want.is_nan() {
-        assert!(g.is_nan(), "fmod({x:e}, {y:e}) = {g:e}, want NaN");
-    } else {
-        assert_eq!(
-            g.to_bits(),
-            want.to_bits(),
-            "fmod({x:e}, {y:e}) = {g:e}, want {want:e}"
-        );
+/// Checks the lowered kernel's remainders of every pair against Rust's `%` on the same type:
+/// the same bits, or NaN where `%` gives NaN (a NaN's payload is unspecified).
+fn check_pairs(t: DType, pairs: &[(Scalar, Scalar)]) {
+    let got = lowered(
+        t,
+        pairs.iter().map(|p| p.0).collect(),
+        pairs.iter().map(|p| p.1).collect(),
+    );
+    for (&(x, y), g) in pairs.iter().zip(got) {
+        let want = match (x, y) {
+            (Scalar::F64(a), Scalar::F64(b)) => Scalar::F64(a % b),
+            (Scalar::F32(a), Scalar::F32(b)) => Scalar::F32(a % b),
+            _ => panic!("not a float pair: {x:?} {y:?}"),
+        };
+        if want.as_f64().is_nan() {
+            assert!(g.as_f64().is_nan(), "rem({x:?}, {y:?}) = {g:?}, want NaN");
+        } else {
+            assert_eq!(g, want, "rem({x:?}, {y:?})");
+        }
     }
+}
+
+/// Every ordered pair of `values`.
+fn all_pairs(values: &[Scalar]) -> Vec<(Scalar, Scalar)> {
+    values
+        .iter()
+        .flat_map(|&x| values.iter().map(move |&y| (x, y)))
+        .collect()
 }
 
 fn specials() -> Vec<f64> {
@@ -84,68 +99,30 @@ fn specials() -> Vec<f64> {
 
 #[test]
 fn f64_special_values_match_fmod() {
-    let s = specials();
-    let pairs: Vec<(f64, f64)> = s
-        .iter()
-        .flat_map(|&x| s.iter().map(move |&y| (x, y)))
-        .collect();
-    let got = lowered(
-        DType::F64,
-        pairs.iter().map(|p| Scalar::F64(p.0)).collect(),
-        pairs.iter().map(|p| Scalar::F64(p.1)).collect(),
-    );
-    for (&(x, y), g) in pairs.iter().zip(got) {
-        same64(g, x % y, x, y);
-    }
+    let s: Vec<Scalar> = specials().into_iter().map(Scalar::F64).collect();
+    check_pairs(DType::F64, &all_pairs(&s));
 }
 
 #[test]
 fn f32_special_values_match_fmod() {
-    let s: Vec<f32> = specials()
+    let s: Vec<Scalar> = specials()
         .iter()
         .map(|&v| v as f32)
         .chain([1e-45, 3.4e38])
+        .map(Scalar::F32)
         .collect();
-    let pairs: Vec<(f32, f32)> = s
-        .iter()
-        .flat_map(|&x| s.iter().map(move |&y| (x, y)))
-        .collect();
-    let got = lowered(
-        DType::F32,
-        pairs.iter().map(|p| Scalar::F32(p.0)).collect(),
-        pairs.iter().map(|p| Scalar::F32(p.1)).collect(),
-    );
-    for (&(x, y), g) in pairs.iter().zip(got) {
-        let Scalar::F32(g) = g else {
-            panic!("not an f32: {g:?}")
-        };
-        let want = x % y;
-        if want.is_nan() {
-            assert!(g.is_nan(), "fmodf({x:e}, {y:e}) = {g:e}, want NaN");
-        } else {
-            assert_eq!(
-                g.to_bits(),
-                want.to_bits(),
-                "fmodf({x:e}, {y:e}) = {g:e}, want {want:e}"
-            );
-        }
-    }
+    check_pairs(DType::F32, &all_pairs(&s));
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]
     fn random_bits_match_fmod(bits in proptest::collection::vec((any::<u64>(), any::<u64>()), 1..32)) {
-        let (xs, ys): (Vec<f64>, Vec<f64>) =
-            bits.iter().map(|&(a, b)| (f64::from_bits(a), f64::from_bits(b))).unzip();
-        let got = lowered(
-            DType::F64,
-            xs.iter().map(|&v| Scalar::F64(v)).collect(),
-            ys.iter().map(|&v| Scalar::F64(v)).collect(),
-        );
-        for ((&x, &y), g) in xs.iter().zip(&ys).zip(got) {
-            same64(g, x % y, x, y);
-        }
+        let pairs: Vec<(Scalar, Scalar)> = bits
+            .iter()
+            .map(|&(a, b)| (Scalar::F64(f64::from_bits(a)), Scalar::F64(f64::from_bits(b))))
+            .collect();
+        check_pairs(DType::F64, &pairs);
     }
 }
 
@@ -153,13 +130,8 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]
     fn moderate_values_match_fmod(pairs in proptest::collection::vec((-1e6f64..1e6, -1e3f64..1e3), 1..32)) {
-        let got = lowered(
-            DType::F64,
-            pairs.iter().map(|p| Scalar::F64(p.0)).collect(),
-            pairs.iter().map(|p| Scalar::F64(p.1)).collect(),
-        );
-        for (&(x, y), g) in pairs.iter().zip(got) {
-            same64(g, x % y, x, y);
-        }
+        let pairs: Vec<(Scalar, Scalar)> =
+            pairs.iter().map(|&(x, y)| (Scalar::F64(x), Scalar::F64(y))).collect();
+        check_pairs(DType::F64, &pairs);
     }
 }
