@@ -72,6 +72,111 @@ pub fn pointwise(kernel: &Kernel) -> Vec<bool> {
     result
 }
 
+/// For each parameter `k` of `kernel`, the store parameters `j` whose memory `k` may take
+/// over: the kernel may run with `k`'s sub-store at the same addresses as `j`'s, when the
+/// runtime knows that `j`'s contents die with the kernel (NumPy's `x = x + a * p` writing
+/// into the old `x` instead of a fresh array). That holds when
+/// - `j` and `k` are distinct store parameters of the same element type and rank;
+/// - one top-level parallel loop touches `j`, nothing else in the kernel does, and nothing
+///   before that loop touches `k` (later instructions may: `j` is dead by then);
+/// - in that loop `j` is only loaded and `k` only stored, both at exactly the loop's index
+///   tuple (so a point touches only its own element of each);
+/// - every instruction of the loop's body that loads `j` (at any depth) comes before the
+///   first one that stores `k`.
+///
+/// Then every point reads its element of `j` before it writes that element of `k`, and no
+/// point reads an element another point writes, so any back end that keeps each point's
+/// program order (and runs points over disjoint elements) computes what it would with
+/// separate memory. The runtime checks the rest: the same layout and sub-stores for `j` and
+/// `k` at every point, and that nothing else will read `j`.
+pub fn shares_in_place(kernel: &Kernel) -> Vec<Vec<u32>> {
+    let store = |p: &Param| match p {
+        Param::Store { dtype, rank, .. } => Some((*dtype, *rank)),
+        _ => None,
+    };
+    let mut result = vec![Vec::new(); kernel.params.len()];
+    for (k, pk) in kernel.params.iter().enumerate() {
+        let Some(kt) = store(pk) else { continue };
+        for (j, pj) in kernel.params.iter().enumerate() {
+            if j != k && store(pj) == Some(kt) && in_place(kernel, j as u32, k as u32) {
+                result[k].push(j as u32);
+            }
+        }
+    }
+    result
+}
+
+/// Whether store `k` may take over store `j`'s memory (see [`shares_in_place`]).
+fn in_place(kernel: &Kernel, j: u32, k: u32) -> bool {
+    let touches = |inst: &Inst, param: u32| {
+        let mut t = false;
+        visit_accesses(std::slice::from_ref(inst), &mut |a| t |= a.param == param);
+        t
+    };
+    // One top-level instruction touches `j`: a parallel loop, the first to touch `k`.
+    let mut touching = kernel
+        .body
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| touches(i, j));
+    let (Some((at, inst)), None) = (touching.next(), touching.next()) else {
+        return false;
+    };
+    if kernel.body[..at].iter().any(|i| touches(i, k)) {
+        return false;
+    }
+    let Op::Parallel(p) = &inst.op else {
+        return false;
+    };
+    let mut fits = true;
+    visit_accesses(&p.body, &mut |a| {
+        if a.param == j || a.param == k {
+            fits &= a.indices == p.indices;
+        }
+    });
+    let mut last_load = None;
+    let mut first_store = None;
+    for (pos, inst) in p.body.iter().enumerate() {
+        let mut loads_j = false;
+        let mut stores_k = false;
+        let mut wrong = false;
+        visit_ops(std::slice::from_ref(inst), &mut |op| match op {
+            Op::Load(a) if a.param == j => loads_j = true,
+            Op::Store(a, _) if a.param == k => stores_k = true,
+            Op::Load(a) | Op::Store(a, _) | Op::Reduce(a, _, _) if a.param == j || a.param == k => {
+                wrong = true
+            }
+            _ => {}
+        });
+        if wrong {
+            return false;
+        }
+        if loads_j {
+            last_load = Some(pos);
+        }
+        if stores_k && first_store.is_none() {
+            first_store = Some(pos);
+        }
+    }
+    match (last_load, first_store) {
+        (Some(l), Some(f)) => fits && l < f,
+        (None, Some(_)) => fits,
+        _ => false,
+    }
+}
+
+/// Calls `f` on every instruction's operation in `body`, at any depth.
+fn visit_ops(body: &[Inst], f: &mut impl FnMut(&Op)) {
+    for inst in body {
+        f(&inst.op);
+        match &inst.op {
+            Op::Parallel(p) => visit_ops(&p.body, f),
+            Op::For(l) => visit_ops(&l.body, f),
+            _ => {}
+        }
+    }
+}
+
 /// Calls `f` on every access (load, store, reduction) in `body`, at any depth.
 fn visit_accesses(body: &[Inst], f: &mut impl FnMut(&crate::Access)) {
     for inst in body {
@@ -105,7 +210,7 @@ fn mark_touched(body: &[Inst], touched: &mut [bool]) {
 
 #[cfg(test)]
 mod tests {
-    use super::{overwritten_by, pointwise};
+    use super::{overwritten_by, pointwise, shares_in_place};
     use crate::text::parse;
 
     fn over(src: &str) -> Vec<Option<u32>> {
@@ -214,5 +319,128 @@ mod tests {
              }",
         );
         assert_eq!(k, vec![None, None]);
+    }
+
+    fn shares(src: &str) -> Vec<Vec<u32>> {
+        let kernel = parse(src).expect("the test kernel parses");
+        crate::validate(&kernel).expect("the test kernel is valid");
+        shares_in_place(&kernel)
+    }
+
+    #[test]
+    fn a_pointwise_update_may_write_over_what_it_read() {
+        // x2 = x + a * p: x2 may take x's or p's memory (same type), never a's (0-d) or q's
+        // (i32); the stores it only reads take nothing.
+        let k = shares(
+            "kernel @k(%arg0: store<f64, 0, read>, %arg1: store<f64, 1, read>, %arg2: store<f64, 1, read>, %arg3: store<f64, 1, write>, %arg4: store<i32, 1, read>) {
+               %0 = load %arg0[]
+               parallel %arg3 (%1) {
+                 %2 = load %arg1[%1]
+                 %3 = load %arg2[%1]
+                 %4 = load %arg4[%1]
+                 %5 = cast f64 %4
+                 %6 = mul %0, %3
+                 %7 = add %2, %6
+                 %8 = add %7, %5
+                 store %arg3[%1], %8
+               }
+             }",
+        );
+        assert_eq!(k, vec![vec![], vec![], vec![], vec![1, 2], vec![]]);
+    }
+
+    #[test]
+    fn reads_after_the_write_elsewhere_or_shifted_share_nothing() {
+        // A load of %arg0 after the store of %arg1.
+        let k = shares(
+            "kernel @k(%arg0: store<f64, 1, read>, %arg1: store<f64, 1, write>, %arg2: store<f64, 1, write>) {
+               parallel %arg0 (%0) {
+                 %1 = const f64 1.0
+                 store %arg1[%0], %1
+                 %2 = load %arg0[%0]
+                 store %arg2[%0], %2
+               }
+             }",
+        );
+        assert_eq!(k[1], Vec::<u32>::new());
+        assert_eq!(k[2], vec![0]);
+        // A neighbour's element (a stencil): no.
+        let k = shares(
+            "kernel @k(%arg0: store<f64, 1, read>, %arg1: store<f64, 1, write>) {
+               parallel %arg1 (%0) {
+                 %1 = const i64 1
+                 %2 = add %0, %1
+                 %3 = load %arg0[%2]
+                 store %arg1[%0], %3
+               }
+             }",
+        );
+        assert_eq!(k, vec![Vec::<u32>::new(), vec![]]);
+        // Read again by a second loop, or reduced into: no.
+        let k = shares(
+            "kernel @k(%arg0: store<f64, 1, read>, %arg1: store<f64, 1, write>, %arg2: store<f64, 1, write>) {
+               parallel %arg1 (%0) {
+                 %1 = load %arg0[%0]
+                 store %arg1[%0], %1
+               }
+               parallel %arg2 (%2) {
+                 %3 = load %arg0[%2]
+                 store %arg2[%2], %3
+               }
+             }",
+        );
+        assert_eq!(k, vec![Vec::<u32>::new(), vec![], vec![]]);
+        let k = shares(
+            "kernel @k(%arg0: store<f64, 1, reduce(sum)>, %arg1: store<f64, 1, write>) {
+               parallel %arg1 (%0) {
+                 %1 = const f64 1.0
+                 reduce sum %arg0[%0], %1
+                 store %arg1[%0], %1
+               }
+             }",
+        );
+        assert_eq!(k, vec![Vec::<u32>::new(), vec![]]);
+        // The written store read by a later loop (CG's `p = r + beta p` then `A p`): yes;
+        // touched by an earlier one: no.
+        let k = shares(
+            "kernel @k(%arg0: store<f64, 1, read>, %arg1: store<f64, 1, readwrite>, %arg2: store<f64, 1, write>) {
+               parallel %arg1 (%0) {
+                 %1 = load %arg0[%0]
+                 store %arg1[%0], %1
+               }
+               parallel %arg2 (%2) {
+                 %3 = const i64 0
+                 %4 = load %arg1[%3]
+                 store %arg2[%2], %4
+               }
+             }",
+        );
+        assert_eq!(k, vec![vec![], vec![0], vec![]]);
+        let k = shares(
+            "kernel @k(%arg0: store<f64, 1, read>, %arg1: store<f64, 1, readwrite>) {
+               parallel %arg1 (%0) {
+                 %1 = const f64 2.0
+                 store %arg1[%0], %1
+               }
+               parallel %arg1 (%2) {
+                 %3 = load %arg0[%2]
+                 store %arg1[%2], %3
+               }
+             }",
+        );
+        assert_eq!(k, vec![Vec::<u32>::new(), vec![]]);
+        // The written store read back: no.
+        let k = shares(
+            "kernel @k(%arg0: store<f64, 1, read>, %arg1: store<f64, 1, readwrite>) {
+               parallel %arg1 (%0) {
+                 %1 = load %arg0[%0]
+                 store %arg1[%0], %1
+                 %2 = load %arg1[%0]
+                 %3 = add %2, %1
+                 store %arg1[%0], %3
+               }
+             }",
+        );
+        assert_eq!(k, vec![Vec::<u32>::new(), vec![]]);
     }
 }

@@ -318,7 +318,13 @@ impl Core {
     }
 
     /// Runs one task, in a `tracing` span named by its kernel (its provenance).
-    pub(crate) fn execute(&mut self, task: &crate::task::IndexTask) -> Result<()> {
+    /// Runs `task`; `uses` counts, per store, the references that it and the earlier tasks
+    /// run but not yet retired hold (see [`Executor::uses`]).
+    pub(crate) fn execute(
+        &mut self,
+        task: &crate::task::IndexTask,
+        uses: &HashMap<StoreId, u32>,
+    ) -> Result<()> {
         let span = tracing::info_span!("kernel", kernel = task.name());
         let _entered = span.enter();
         Executor {
@@ -328,6 +334,7 @@ impl Core {
             rank: self.rank,
             stats: &mut self.stats.exec,
             forbid_compiles: self.forbid_compiles,
+            uses,
         }
         .run(task)
     }

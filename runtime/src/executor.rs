@@ -1,7 +1,7 @@
 //! Running one index task: the points this process owns, through a back end.
 
-use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, HashMap};
 
 use weft_ir::Scalar;
 use weft_ir::reduction::{LoopPartial, Partial};
@@ -11,7 +11,7 @@ use weft_ir::Param;
 use crate::backend::{Backend, Binding, BufferId, Prepared};
 use crate::mapping::Mapping;
 use crate::partition::{Rect, points};
-use crate::stores::{StorageId, Stores};
+use crate::stores::{StorageId, StoreId, Stores};
 use crate::task::IndexTask;
 use crate::{Error, Result};
 
@@ -28,6 +28,9 @@ pub struct ExecStats {
     pub compile_seconds: f64,
     /// The longest compile of one kernel, in seconds.
     pub compile_seconds_max: f64,
+    /// Buffers that a task's output took over from an input whose contents died with the
+    /// task (see [`weft_ir::coverage::shares_in_place`]).
+    pub buffers_handed_over: u64,
 }
 
 /// What the executor needs besides the task.
@@ -44,6 +47,10 @@ pub struct Executor<'a> {
     pub stats: &'a mut ExecStats,
     /// Whether compiling a kernel is an error.
     pub forbid_compiles: bool,
+    /// Per store, how many references to it the tasks that run now (or ran before and are not
+    /// yet retired) hold: a store whose pending count is no more than that, with no handle,
+    /// dies with the task, and an output may take over its buffer.
+    pub uses: &'a HashMap<StoreId, u32>,
 }
 
 impl Executor<'_> {
@@ -69,13 +76,19 @@ impl Executor<'_> {
         // storage, only scratch memory per point. A fresh storage that the task writes whole
         // before reading it gets a buffer without the zero fill.
         let overwritten = overwritten_args(self.stores, self.mapping, self.rank, task);
+        // An output written whole may take over the buffer of an input that dies with the
+        // task (`x = x + a * p` updates `x`'s memory in place): one fresh buffer fewer, and
+        // its first-touch cost, its cache misses and its write-allocate reads with it.
+        let handed = self.hand_over(task, &overwritten);
         let mut buffers = Vec::with_capacity(task.args.len());
         let mut uncleared = Vec::new();
-        for (arg, &uninit) in task.args.iter().zip(&overwritten) {
+        for (a, (arg, &uninit)) in task.args.iter().zip(&overwritten).enumerate() {
             let info = self.stores.get(arg.store)?;
             let (storage, element_size) = (info.storage, info.dtype.size());
             let buffer = if arg.local {
                 None
+            } else if let Some(&(_, buffer)) = handed.iter().find(|(from, _)| *from == a) {
+                Some(buffer)
             } else {
                 if uninit {
                     uncleared.push(storage);
@@ -98,6 +111,66 @@ impl Executor<'_> {
             }
         }
         ran
+    }
+
+    /// Moves, for each argument that the task writes whole before reading
+    /// (`overwritten`), the buffer of an argument it may share memory with
+    /// ([`crate::kernel::KernelEntry::shares_in_place`]) whose contents die with the task: the
+    /// same element type and size, whole contiguous views with the same partition (so every
+    /// point sees the same addresses through both), neither deferred nor local, and no
+    /// other argument of the task on either storage. Returns `(input argument, buffer)` per
+    /// move: the input's binding keeps the buffer it read from.
+    fn hand_over(&mut self, task: &IndexTask, overwritten: &[bool]) -> Vec<(usize, BufferId)> {
+        let mut handed: Vec<(usize, BufferId)> = Vec::new();
+        let kernel = &task.kernel;
+        for (k, arg) in task.args.iter().enumerate() {
+            if !overwritten.get(k).copied().unwrap_or(false) || arg.deferred.is_some() {
+                continue;
+            }
+            let Some(param) = kernel.store_param(k) else {
+                continue;
+            };
+            for &j_param in kernel.shares_in_place(param) {
+                let Some(j) =
+                    (0..task.args.len()).find(|&a| kernel.store_param(a) == Some(j_param as usize))
+                else {
+                    continue;
+                };
+                let from = &task.args[j];
+                let alone = task
+                    .args
+                    .iter()
+                    .filter(|a| a.storage == from.storage)
+                    .count()
+                    == 1;
+                let uses = self.uses.get(&from.store).copied().unwrap_or(0);
+                let same_layout = match (self.stores.get(from.store), self.stores.get(arg.store)) {
+                    (Ok(f), Ok(t)) => f.dtype == t.dtype,
+                    _ => false,
+                };
+                let view = &from.root_partition.view;
+                let whole = self.stores.storage(from.storage).is_some_and(|s| {
+                    view.offset == 0 && view.volume() == s.len() && view.is_contiguous()
+                });
+                if from.local
+                    || from.deferred.is_some()
+                    || !alone
+                    || !same_layout
+                    || !whole
+                    || from.root_partition != arg.root_partition
+                    || handed.iter().any(|&(a, _)| a == j)
+                    || !self.stores.dies_with(from.store, uses)
+                {
+                    continue;
+                }
+                if let Some(buffer) = self.stores.hand_over(from.storage, arg.storage) {
+                    handed.push((j, buffer));
+                    self.stats.buffers_handed_over += 1;
+                    break;
+                }
+            }
+        }
+        handed
     }
 
     /// Runs the points this process owns, each with its bindings into `buffers` (one per

@@ -35,6 +35,9 @@ pub struct KernelEntry {
     /// Per parameter, whether the kernel touches it only at its loops' own indices
     /// ([`weft_ir::coverage::pointwise`]).
     pointwise: Vec<bool>,
+    /// Per parameter, the store parameters whose memory it may take over when their contents
+    /// die with the kernel ([`weft_ir::coverage::shares_in_place`]).
+    shares_in_place: Vec<Vec<u32>>,
 }
 
 impl KernelEntry {
@@ -68,6 +71,13 @@ impl KernelEntry {
         self.pointwise.get(param).copied().unwrap_or(false)
     }
 
+    /// The store parameters whose memory parameter `param` may take over, when nothing reads
+    /// them after the kernel and their sub-stores match `param`'s at every point (see
+    /// [`weft_ir::coverage::shares_in_place`]).
+    pub fn shares_in_place(&self, param: usize) -> &[u32] {
+        self.shares_in_place.get(param).map_or(&[], Vec::as_slice)
+    }
+
     /// The kernel parameter of store argument `arg` (the `arg`-th store parameter).
     pub fn store_param(&self, arg: usize) -> Option<usize> {
         self.ir
@@ -82,11 +92,13 @@ impl KernelEntry {
     fn from_valid(id: KernelId, ir: ValidKernel) -> KernelEntry {
         let overwritten_by = weft_ir::coverage::overwritten_by(&ir);
         let pointwise = weft_ir::coverage::pointwise(&ir);
+        let shares_in_place = weft_ir::coverage::shares_in_place(&ir);
         KernelEntry {
             id,
             ir,
             overwritten_by,
             pointwise,
+            shares_in_place,
         }
     }
 

@@ -252,6 +252,34 @@ impl Stores {
         Some(buffer)
     }
 
+    /// Whether the contents of `store`'s storage die once the tasks that hold `uses` of the
+    /// store's pending counts have run: nothing holds a handle to the storage, the store is
+    /// its only store (no views), and no other pending task names it.
+    pub fn dies_with(&self, store: StoreId, uses: u32) -> bool {
+        let Some(info) = self.stores.get(&store) else {
+            return false;
+        };
+        self.storages
+            .get(&info.storage)
+            .is_some_and(|s| s.handles == 0 && s.stores == 1)
+            && info.handles == 0
+            && info.pending == uses
+    }
+
+    /// Moves the buffer of storage `from` to storage `to`, which has none and the same size:
+    /// `to` takes over memory whose contents die (see [`Stores::dies_with`]). Returns the
+    /// buffer, or `None` (nothing moved) when either condition fails.
+    pub fn hand_over(&mut self, from: StorageId, to: StorageId) -> Option<BufferId> {
+        let bytes = self.storages.get(&from)?.bytes();
+        let target = self.storages.get(&to)?;
+        if from == to || target.buffer.is_some() || target.bytes() != bytes {
+            return None;
+        }
+        let buffer = self.storages.get_mut(&from)?.buffer.take()?;
+        self.storages.get_mut(&to)?.buffer = Some(buffer);
+        Some(buffer)
+    }
+
     /// Adds a handle to a store.
     pub fn retain(&mut self, id: StoreId) -> Result<()> {
         let info = self

@@ -24,8 +24,8 @@ use weft_ir::semantics::MAX_LAUNCH_RANK;
 use crate::core::{Core, EXPLAIN_TARGET};
 use crate::partition::{Partition, RootPartition};
 use crate::planner::PlanContext;
-use crate::stores::StorageId;
-use crate::task::{IndexTask, TaskArg};
+use crate::stores::{StorageId, StoreId};
+use crate::task::IndexTask;
 use crate::{Error, Result};
 
 /// The window's size before it has grown.
@@ -250,9 +250,22 @@ impl Core {
         }
         let prefix = plan.prefix.clamp(1, tasks.len());
         let done: Vec<IndexTask> = tasks.drain(..prefix).collect();
+        // The references to each store held by the tasks run so far (not yet retired).
+        let mut uses: HashMap<StoreId, u32> = HashMap::new();
+        let count = |task: &IndexTask, uses: &mut HashMap<StoreId, u32>| {
+            for arg in &task.args {
+                *uses.entry(arg.store).or_default() += 1;
+            }
+        };
         let result = match &plan.fused {
-            Some(task) => self.execute(task),
-            None => done.iter().try_for_each(|t| self.execute(t)),
+            Some(task) => {
+                done.iter().for_each(|t| count(t, &mut uses));
+                self.execute(task, &uses)
+            }
+            None => done.iter().try_for_each(|t| {
+                count(t, &mut uses);
+                self.execute(t, &uses)
+            }),
         };
         // An error names where the application asked for the work (every call site of the
         // tasks that ran together, in program order).
@@ -295,36 +308,24 @@ impl Core {
         Ok(())
     }
 
-    /// Runs the pending tasks that a read of `storage` needs: its writers, what they read, and
-    /// the earlier tasks that read or write what they write (so the rest can run later in
-    /// program order). The others stay in the window. With `for_write`, the pending readers
-    /// of `storage` run too (the caller overwrites it).
+    /// Runs the pending tasks that a read of `storage` needs: the window up to the last task
+    /// that writes `storage` (with `for_write`, the last that reads or writes it: the caller
+    /// overwrites it), in program order. The tasks after it stay in the window.
+    ///
+    /// The earlier tasks run too even where the read does not need them: left behind, they
+    /// would wait for a later flush, keep their inputs alive, and miss fusing with the
+    /// needed tasks they sit among (CG's `x += alpha p` beside `r -= alpha q`).
     pub fn flush_for(&mut self, storage: StorageId, for_write: bool) -> Result<()> {
-        let window = std::mem::take(&mut self.window.tasks);
-        let mut need_values = vec![storage];
-        let mut will_write: Vec<StorageId> = if for_write { vec![storage] } else { Vec::new() };
-        let mut needed = vec![false; window.len()];
-        for (i, task) in window.iter().enumerate().rev() {
-            let writes = |a: &TaskArg| a.privilege.mutates();
-            let hit = task.args.iter().any(|a| {
-                (writes(a) && need_values.contains(&a.storage)) || will_write.contains(&a.storage)
-            });
-            if hit {
-                needed[i] = true;
-                for a in &task.args {
-                    if writes(a) && !will_write.contains(&a.storage) {
-                        will_write.push(a.storage);
-                    }
-                    if !matches!(a.privilege, Privilege::Write) && !need_values.contains(&a.storage)
-                    {
-                        need_values.push(a.storage);
-                    }
-                }
-            }
-        }
-        let (now, later): (Vec<_>, Vec<_>) = window.into_iter().zip(needed).partition(|(_, n)| *n);
-        self.window.tasks = later.into_iter().map(|(t, _)| t).collect();
-        let mut tasks: Vec<IndexTask> = now.into_iter().map(|(t, _)| t).collect();
+        let last = self.window.tasks.iter().rposition(|task| {
+            task.args
+                .iter()
+                .any(|a| a.storage == storage && (for_write || a.privilege.mutates()))
+        });
+        let Some(last) = last else {
+            return Ok(());
+        };
+        let mut tasks = std::mem::take(&mut self.window.tasks);
+        self.window.tasks = tasks.split_off(last + 1);
         self.run_all(&mut tasks)
     }
 

@@ -168,8 +168,11 @@ fn without_fusion_the_window_runs_its_front_when_full() {
     assert_eq!(core.pending_tasks(), INITIAL_WINDOW - 1);
 }
 
+/// A read runs the window up to the last task that writes what it reads, in program order,
+/// the tasks in between included (left behind, they would keep their inputs alive and miss
+/// fusing with their neighbours); the tasks after it stay pending.
 #[test]
-fn a_read_runs_only_the_tasks_it_needs_in_program_order() {
+fn a_read_runs_the_window_up_to_the_last_writer_in_program_order() {
     let (mut core, log) = core_with(Box::new(Together { group: 1 }), 256);
     let double = affine("t.double", 2.0, 0.0);
     let inc = affine("t.inc", 1.0, 1.0);
@@ -177,20 +180,25 @@ fn a_read_runs_only_the_tasks_it_needs_in_program_order() {
     let b = core.create_store(vec![2], DType::F64).unwrap();
     let c = core.create_store(vec![2], DType::F64).unwrap();
     let unrelated = core.create_store(vec![2], DType::F64).unwrap();
+    let later = core.create_store(vec![2], DType::F64).unwrap();
     core.submit(task(&double, a, b, 2)).unwrap(); // b = 2a
-    core.submit(task(&inc, a, unrelated, 2)).unwrap(); // not needed for c
+    core.submit(task(&inc, a, unrelated, 2)).unwrap(); // not needed for c, but before it
     core.submit(task(&inc, b, c, 2)).unwrap(); // c = b + 1
     core.submit(task(&double, c, a, 2)).unwrap(); // a = 2c, after c's read: stays pending
+    core.submit(task(&inc, b, later, 2)).unwrap(); // after it too
     assert_eq!(values(&mut core, c), vec![3.0, 5.0]);
-    assert_eq!(launched(&log), vec!["t.double", "t.inc"]);
+    assert_eq!(launched(&log), vec!["t.double", "t.inc", "t.inc"]);
     assert_eq!(core.pending_tasks(), 2);
     // The rest runs later, in program order.
     assert_eq!(values(&mut core, a), vec![6.0, 10.0]);
+    assert_eq!(core.pending_tasks(), 1);
     assert_eq!(
         values(&mut core, unrelated),
         vec![2.0, 3.0],
         "it read a before a changed"
     );
+    assert_eq!(values(&mut core, later), vec![3.0, 5.0]);
+    assert_eq!(core.pending_tasks(), 0);
 }
 
 #[test]

@@ -7,6 +7,7 @@ mod examples_stencil;
 mod fusion;
 mod fusion_differential;
 mod gpu_bits;
+mod in_place;
 mod interop;
 mod numeric_ops;
 mod numpy_ops;
