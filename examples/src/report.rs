@@ -3,7 +3,8 @@
 //! The object always holds `example`, `n`, `iters`, `warmup`, `threads`, `seed`,
 //! `seconds_per_iter` (the median), `seconds_min`, `seconds_max`, and the runtime's counters
 //! over the whole run: `tasks_submitted`, `tasks_executed`, `points_executed`,
-//! `kernels_compiled`; and per timed iteration: `tasks_submitted_per_iter`,
+//! `kernels_compiled`, `buffers_handed_over` (outputs that took over a dying input's memory);
+//! and per timed iteration: `tasks_submitted_per_iter`,
 //! `tasks_executed_per_iter`, and `kernels_compiled_timed` (kernels compiled during the timed
 //! iterations: 0 once the loop is in a steady state). Examples add their own keys; the
 //! benchmarks add the bandwidth floor ([`Report::floor`]).
@@ -98,6 +99,7 @@ impl Report {
             .set("tasks_executed", stats.exec.tasks_executed)
             .set("points_executed", stats.exec.points_executed)
             .set("kernels_compiled", stats.exec.kernels_compiled)
+            .set("buffers_handed_over", stats.exec.buffers_handed_over)
             .set("compile_ms_max", stats.exec.compile_seconds_max * 1e3)
             .set("stores_alive", stores as u64)
             .set("bytes_allocated", bytes)
