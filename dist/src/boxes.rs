@@ -1,0 +1,209 @@
+//! Boxes of root storage: the rectangles that messages carry, and the views whose
+//! sub-stores are such boxes.
+
+use weft_runtime::{Rect, ViewMap};
+
+/// The intersection of two boxes of the same rank, if it has an element.
+pub fn intersect(a: &Rect, b: &Rect) -> Option<Rect> {
+    let mut origin = Vec::with_capacity(a.origin.len());
+    let mut extent = Vec::with_capacity(a.origin.len());
+    for d in 0..a.origin.len() {
+        let lo = a.origin[d].max(b.origin[d]);
+        let hi = (a.origin[d] + a.extent[d]).min(b.origin[d] + b.extent[d]);
+        if hi <= lo {
+            return None;
+        }
+        origin.push(lo);
+        extent.push(hi - lo);
+    }
+    Some(Rect { origin, extent })
+}
+
+/// `a` minus `b`: at most two boxes per dimension, disjoint, covering exactly the elements of
+/// `a` outside `b`.
+pub fn subtract(a: &Rect, b: &Rect) -> Vec<Rect> {
+    let Some(cut) = intersect(a, b) else {
+        return if a.volume() == 0 {
+            Vec::new()
+        } else {
+            vec![a.clone()]
+        };
+    };
+    let mut out = Vec::new();
+    let mut rest = a.clone();
+    for d in 0..a.origin.len() {
+        let (lo, hi) = (rest.origin[d], rest.origin[d] + rest.extent[d]);
+        let (clo, chi) = (cut.origin[d], cut.origin[d] + cut.extent[d]);
+        if clo > lo {
+            let mut below = rest.clone();
+            below.extent[d] = clo - lo;
+            out.push(below);
+        }
+        if chi < hi {
+            let mut above = rest.clone();
+            above.origin[d] = chi;
+            above.extent[d] = hi - chi;
+            out.push(above);
+        }
+        rest.origin[d] = clo;
+        rest.extent[d] = chi - clo;
+    }
+    out
+}
+
+/// Every box of `boxes` minus `b`.
+pub fn subtract_all(boxes: &[Rect], b: &Rect) -> Vec<Rect> {
+    boxes.iter().flat_map(|a| subtract(a, b)).collect()
+}
+
+/// Where a view's index space lies in its root, when the view is a box of the root: each
+/// view dimension longer than 1 moves along its own root dimension with that dimension's
+/// row-major stride (slices without steps, and transposes of them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BoxView {
+    /// The root's shape.
+    pub root: Vec<u64>,
+    /// The root dimension of each view dimension.
+    pub dims: Vec<usize>,
+    /// The root index of view index 0.
+    pub origin: Vec<u64>,
+}
+
+impl BoxView {
+    /// The box form of `view` over a root of shape `root`, or `None` when the view is not a
+    /// box of it (steps, broadcasts, reshapes across dimensions).
+    pub fn of(view: &ViewMap, root: &[u64]) -> Option<BoxView> {
+        let strides = weft_runtime::view::row_major_strides(root);
+        let mut origin = vec![0u64; root.len()];
+        let mut left = view.offset;
+        for d in 0..root.len() {
+            let s = u64::try_from(strides[d]).ok()?.max(1);
+            origin[d] = left / s;
+            left %= s;
+        }
+        if origin.iter().zip(root).any(|(&o, &e)| o >= e.max(1)) && view.volume() > 0 {
+            return None;
+        }
+        let mut used = vec![false; root.len()];
+        let mut dims = vec![usize::MAX; view.rank()];
+        for (vd, (&e, &s)) in view.shape.iter().zip(&view.strides).enumerate() {
+            if e <= 1 {
+                continue;
+            }
+            let rd = strides
+                .iter()
+                .zip(root)
+                .position(|(&rs, &re)| rs == s && re > 1)?;
+            if used[rd] || origin[rd] + e > root[rd] {
+                return None;
+            }
+            used[rd] = true;
+            dims[vd] = rd;
+        }
+        // Dimensions of extent 1 take any root dimension left (they never move).
+        for d in dims.iter_mut().filter(|d| **d == usize::MAX) {
+            let free = (0..root.len()).find(|&r| !used[r]);
+            match free {
+                Some(r) => {
+                    used[r] = true;
+                    *d = r;
+                }
+                None => *d = root.len(),
+            }
+        }
+        Some(BoxView {
+            root: root.to_vec(),
+            dims,
+            origin,
+        })
+    }
+
+    /// The root box of the view's sub-store `sub` (view coordinates).
+    pub fn root_box(&self, sub: &Rect) -> Rect {
+        let mut out = Rect {
+            origin: self.origin.clone(),
+            extent: vec![1; self.root.len()],
+        };
+        for (vd, &rd) in self.dims.iter().enumerate() {
+            if rd < self.root.len() {
+                out.origin[rd] += sub.origin[vd];
+                out.extent[rd] = sub.extent[vd];
+            } else if sub.extent[vd] == 0 {
+                out.extent = vec![0; self.root.len()];
+            }
+        }
+        if sub.extent.contains(&0) {
+            out.extent = vec![0; self.root.len()];
+        }
+        out
+    }
+
+    /// The view-coordinate interval along view dimension `vd` that root box `b` covers,
+    /// clipped to `0..extent` (empty as `(x, x)`).
+    pub fn view_interval(&self, vd: usize, b: &Rect, extent: u64) -> (u64, u64) {
+        let rd = self.dims[vd];
+        if rd >= self.root.len() {
+            return (0, extent.min(1));
+        }
+        let lo = b.origin[rd].saturating_sub(self.origin[rd]);
+        let hi = (b.origin[rd] + b.extent[rd])
+            .saturating_sub(self.origin[rd])
+            .min(extent);
+        (lo.min(hi), hi)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(origin: &[u64], extent: &[u64]) -> Rect {
+        Rect {
+            origin: origin.to_vec(),
+            extent: extent.to_vec(),
+        }
+    }
+
+    fn elements(b: &Rect) -> Vec<Vec<u64>> {
+        weft_runtime::partition::points(&b.extent)
+            .map(|p| p.iter().zip(&b.origin).map(|(i, o)| i + o).collect())
+            .collect()
+    }
+
+    #[test]
+    fn subtraction_leaves_exactly_the_elements_outside() {
+        let a = r(&[1, 2], &[5, 6]);
+        for b in [
+            r(&[0, 0], &[3, 4]),
+            r(&[2, 3], &[2, 2]),
+            r(&[7, 0], &[2, 2]),
+            r(&[0, 0], &[10, 10]),
+        ] {
+            let parts = subtract(&a, &b);
+            let mut got: Vec<Vec<u64>> = parts.iter().flat_map(elements).collect();
+            got.sort();
+            let mut want: Vec<Vec<u64>> = elements(&a)
+                .into_iter()
+                .filter(|e| !elements(&b).contains(e))
+                .collect();
+            want.sort();
+            assert_eq!(got, want, "{a:?} - {b:?}");
+        }
+    }
+
+    #[test]
+    fn slices_and_transposes_are_boxes_steps_are_not() {
+        let root = [6, 8];
+        let grid = ViewMap::whole(&root);
+        let center = grid.slice(&[1, 2], &[5, 7]).unwrap();
+        let b = BoxView::of(&center, &root).unwrap();
+        assert_eq!(b.root_box(&r(&[1, 0], &[2, 5])), r(&[2, 2], &[2, 5]));
+        let t = center.permute(&[1, 0]).unwrap();
+        let bt = BoxView::of(&t, &root).unwrap();
+        assert_eq!(bt.root_box(&r(&[0, 1], &[5, 2])), r(&[2, 2], &[2, 5]));
+        let stepped = grid.strided(&[0, 0], &[2, 1], &[3, 8]).unwrap();
+        assert_eq!(BoxView::of(&stepped, &root), None);
+        let row = grid.slice(&[3, 0], &[4, 8]).unwrap();
+        assert!(BoxView::of(&row, &root).is_some());
+    }
+}

@@ -1,0 +1,9 @@
+//! The crate's error type.
+
+/// What can go wrong deriving a distribution.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// A partition or view the closed forms do not cover yet.
+    #[error("weft-dist: not supported yet: {0}")]
+    Unsupported(String),
+}

@@ -1,0 +1,194 @@
+//! The message plans against brute force: for every rank, the boxes it receives from each
+//! peer hold exactly the elements its points read that the peer wrote last, found by
+//! testing every element against every tile; and what each rank sends is what its peers
+//! receive from it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use proptest::prelude::*;
+use weft_dist::{Holding, Layer, Read, exchange};
+use weft_runtime::mapping::BlockMapping;
+use weft_runtime::partition::points;
+use weft_runtime::{Partition, Rect, RootPartition, Tiling, ViewMap};
+
+type Needs = BTreeMap<(usize, usize), BTreeSet<Vec<u64>>>;
+
+fn elements(b: &Rect) -> Vec<Vec<u64>> {
+    points(&b.extent)
+        .map(|p| p.iter().zip(&b.origin).map(|(i, o)| i + o).collect())
+        .collect()
+}
+
+/// `(holder, reader) -> elements`, by brute force.
+fn brute(read: Read<'_>, mapping: &BlockMapping) -> Needs {
+    let mut needs = Needs::new();
+    for p in points(read.launch) {
+        let to = weft_runtime::mapping::Mapping::owner(mapping, &p, read.launch);
+        let sub = read.partition.sub_rect(&p);
+        for v in points(&sub.extent) {
+            let index: Vec<u64> = v.iter().zip(&sub.origin).map(|(i, o)| i + o).collect();
+            let e = read.partition.view.element(&index);
+            let strides = weft_runtime::view::row_major_strides(read.root);
+            let mut left = e;
+            let coords: Vec<u64> = strides
+                .iter()
+                .map(|&s| {
+                    let c = left / s as u64;
+                    left %= s as u64;
+                    c
+                })
+                .collect();
+            if let Some(from) = read.holding.holder_of(&coords, mapping)
+                && from != to
+            {
+                needs.entry((from, to)).or_default().insert(coords);
+            }
+        }
+    }
+    needs
+}
+
+/// Checks every rank's plan against the brute force.
+fn check(read: Read<'_>, ranks: usize) -> Result<(), TestCaseError> {
+    let mapping = BlockMapping { ranks };
+    let want = brute(read, &mapping);
+    let mut got_recv = Needs::new();
+    let mut got_send = Needs::new();
+    for rank in 0..ranks {
+        let plan =
+            exchange(read, rank, &mapping).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        for (&from, t) in &plan.recvs {
+            let set = got_recv.entry((from, rank)).or_default();
+            for b in &t.boxes {
+                for e in elements(b) {
+                    prop_assert!(set.insert(e), "an element received twice");
+                }
+            }
+        }
+        for (&to, t) in &plan.sends {
+            let set = got_send.entry((rank, to)).or_default();
+            for b in &t.boxes {
+                for e in elements(b) {
+                    prop_assert!(set.insert(e), "an element sent twice");
+                }
+            }
+        }
+    }
+    got_recv.retain(|_, s| !s.is_empty());
+    got_send.retain(|_, s| !s.is_empty());
+    prop_assert_eq!(&got_recv, &want, "receives");
+    prop_assert_eq!(&got_send, &want, "sends");
+    Ok(())
+}
+
+fn rows(tile: u64, offset: i64, rank: usize) -> Partition {
+    let mut t = Tiling {
+        tile: vec![u64::MAX; rank],
+        offset: vec![0; rank],
+        projection: vec![None; rank],
+    };
+    t.tile[0] = tile;
+    t.offset[0] = offset;
+    t.projection[0] = Some(0);
+    Partition::Tiling(t)
+}
+
+/// Figure 1's stencil: the center written by row tiles, then read through the four shifted
+/// views with the same tiles, on grids and piece counts that do not divide evenly.
+#[test]
+fn stencil_halos_match_brute_force() {
+    for (n, m, pieces, ranks) in [
+        (9, 5, 3, 2),
+        (10, 4, 4, 3),
+        (7, 7, 5, 4),
+        (6, 3, 1, 2),
+        (8, 6, 4, 1),
+    ] {
+        let root = [n + 2, m + 2];
+        let grid = ViewMap::whole(&root);
+        let tile = n.div_ceil(pieces);
+        let view = |r: u64, c: u64| grid.slice(&[r, c], &[r + n, c + m]).unwrap();
+        let center = RootPartition::fold(&rows(tile, 0, 2), &view(1, 1));
+        let mut holding = Holding::replicated();
+        holding.write(Layer::new(&center, &[pieces], &root).unwrap(), &root);
+        for (r, c) in [(0, 1), (2, 1), (1, 0), (1, 2), (1, 1)] {
+            let part = RootPartition::fold(&rows(tile, 0, 2), &view(r, c));
+            let read = Read {
+                partition: &part,
+                launch: &[pieces],
+                root: &root,
+                holding: &holding,
+            };
+            check(read, ranks).unwrap();
+        }
+    }
+}
+
+fn tiling2(tile: [u64; 2], offset: [i64; 2]) -> Partition {
+    Partition::Tiling(Tiling {
+        tile: tile.to_vec(),
+        offset: offset.to_vec(),
+        projection: vec![Some(0), Some(1)],
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// 2-D tilings, shifted views and shifted tiles, over one or two earlier writes.
+    #[test]
+    fn two_d_tilings_match_brute_force(
+        shape in (3u64..9, 3u64..9),
+        wtile in (1u64..5, 1u64..5),
+        rtile in (1u64..5, 1u64..5),
+        shift in (0u64..3, 0u64..3),
+        roff in (-2i64..2, -2i64..2),
+        second in proptest::bool::ANY,
+        ranks in 1usize..5,
+    ) {
+        let root = [shape.0 + 2, shape.1 + 2];
+        let grid = ViewMap::whole(&root);
+        let inner = grid.slice(&[1, 1], &[1 + shape.0, 1 + shape.1]).unwrap();
+        let launch_w = [shape.0.div_ceil(wtile.0), shape.1.div_ceil(wtile.1)];
+        let written = RootPartition::fold(&tiling2([wtile.0, wtile.1], [0, 0]), &inner);
+        let mut holding = Holding::replicated();
+        holding.write(Layer::new(&written, &launch_w, &root).unwrap(), &root);
+        if second {
+            // Then the whole grid by row tiles of 2 over 3 points (the last ones run short).
+            let whole = RootPartition::fold(&rows(2, 1, 2), &grid);
+            holding.write(Layer::new(&whole, &[3], &root).unwrap(), &root);
+            let again = RootPartition::fold(&tiling2([wtile.1, wtile.0], [1, 0]), &inner);
+            let launch = [shape.0.div_ceil(wtile.1), shape.1.div_ceil(wtile.0)];
+            holding.write(Layer::new(&again, &launch, &root).unwrap(), &root);
+        }
+        let view = grid
+            .slice(&[shift.0, shift.1], &[shift.0 + shape.0, shift.1 + shape.1])
+            .unwrap();
+        let part = RootPartition::fold(&tiling2([rtile.0, rtile.1], [roff.0, roff.1]), &view);
+        let launch = [(shape.0 + 2).div_ceil(rtile.0), (shape.1 + 2).div_ceil(rtile.1)];
+        let read = Read { partition: &part, launch: &launch, root: &root, holding: &holding };
+        check(read, ranks)?;
+    }
+
+    /// A vector written by row tiles and read whole by every point (a broadcast), or through
+    /// tiles shifted by a halo `g` either way (the Poisson product's `x`).
+    #[test]
+    fn vectors_read_whole_or_with_halos_match_brute_force(
+        n in 1u64..40,
+        pieces in 1u64..7,
+        g in 0i64..6,
+        ranks in 1usize..5,
+    ) {
+        let root = [n];
+        let x = ViewMap::whole(&root);
+        let tile = n.div_ceil(pieces).max(1);
+        let written = RootPartition::fold(&rows(tile, 0, 1), &x);
+        let mut holding = Holding::replicated();
+        holding.write(Layer::new(&written, &[pieces], &root).unwrap(), &root);
+        for part in [Partition::None, rows(tile, -g, 1), rows(tile, g, 1)] {
+            let part = RootPartition::fold(&part, &x);
+            let read = Read { partition: &part, launch: &[pieces], root: &root, holding: &holding };
+            check(read, ranks)?;
+        }
+    }
+}
