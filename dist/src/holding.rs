@@ -90,6 +90,26 @@ impl Layer {
     pub fn tile(&self, point: &[u64]) -> Rect {
         self.view.root_box(&self.partition.sub_rect(point))
     }
+
+    /// Whether the tiles cover every element of a root of shape `root` (closed form: the
+    /// view is the whole root, and along each of its dimensions the tiles start at or before
+    /// 0 and reach its end).
+    pub fn covers(&self, root: &[u64]) -> bool {
+        let view = &self.partition.view;
+        let whole = self.view.root_box(&Rect::whole(&view.shape)) == Rect::whole(root);
+        let Some(t) = &self.partition.tiling else {
+            return whole;
+        };
+        whole
+            && (0..view.rank()).all(|d| {
+                let steps = match t.projection[d] {
+                    Some(k) => self.launch.get(k as usize).copied().unwrap_or(0),
+                    None => 1,
+                };
+                let reach = i128::from(t.offset[d]) + i128::from(t.tile[d]) * i128::from(steps);
+                t.offset[d] <= 0 && steps > 0 && reach >= i128::from(view.shape[d])
+            })
+    }
 }
 
 /// The layers of a store's holding, newest first, over a base every rank holds.
@@ -110,18 +130,7 @@ impl Holding {
     pub fn write(&mut self, layer: Layer, root: &[u64]) {
         self.layers
             .retain(|l| l.partition != layer.partition || l.launch != layer.launch);
-        let covers = {
-            let whole = Rect::whole(root);
-            let mut left = vec![whole];
-            for p in weft_runtime::partition::points(&layer.launch) {
-                left = subtract_all(&left, &layer.tile(&p));
-                if left.is_empty() {
-                    break;
-                }
-            }
-            left.is_empty()
-        };
-        if covers {
+        if layer.covers(root) {
             self.layers.clear();
         }
         self.layers.insert(0, layer);

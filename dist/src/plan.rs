@@ -73,10 +73,7 @@ pub fn exchange(read: Read<'_>, rank: usize, mapping: &dyn Mapping) -> Result<Ex
     let reader = ReaderShape::new(read)?;
     let mut plan = ExchangePlan::default();
     // Receives: this rank's own points.
-    for p in weft_runtime::partition::points(read.launch) {
-        if mapping.owner(&p, read.launch) != rank {
-            continue;
-        }
+    for p in mapping.points_of(rank, read.launch) {
         for (from, b) in needs_of(read, &reader, &p, rank, mapping) {
             add(&mut plan.recvs, from, b);
         }
@@ -84,10 +81,7 @@ pub fn exchange(read: Read<'_>, rank: usize, mapping: &dyn Mapping) -> Result<Ex
     // Sends: the reader points that meet this rank's tiles, once each, in order.
     let mut candidates: Vec<Vec<u64>> = Vec::new();
     for layer in &read.holding.layers {
-        for q in weft_runtime::partition::points(&layer.launch) {
-            if mapping.owner(&q, &layer.launch) != rank {
-                continue;
-            }
+        for q in mapping.points_of(rank, &layer.launch) {
             candidates.extend(reader.points_meeting(&layer.tile(&q)));
         }
     }

@@ -192,3 +192,30 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// A layer covers its root exactly when testing every element finds a tile.
+    #[test]
+    fn cover_in_closed_form_matches_brute_force(
+        n in 1u64..9,
+        m in 1u64..9,
+        tile in (1u64..5, 1u64..5),
+        offset in (-2i64..2, -2i64..2),
+        launch in (0u64..5, 0u64..5),
+        sliced in proptest::bool::ANY,
+    ) {
+        let root = [n, m];
+        let grid = ViewMap::whole(&root);
+        let view = if sliced && n > 1 { grid.slice(&[1, 0], &[n, m]).unwrap() } else { grid };
+        let part = RootPartition::fold(&tiling2([tile.0, tile.1], [offset.0, offset.1]), &view);
+        let launch = [launch.0, launch.1];
+        let layer = Layer::new(&part, &launch, &root).unwrap();
+        let tiles: Vec<Rect> = points(&launch).map(|p| layer.tile(&p)).collect();
+        let brute = points(&root).all(|e| {
+            tiles.iter().any(|t| (0..2).all(|d| e[d] >= t.origin[d] && e[d] < t.origin[d] + t.extent[d]))
+        });
+        prop_assert_eq!(layer.covers(&root), brute);
+    }
+}
