@@ -6,4 +6,7 @@ pub enum Error {
     /// A partition or view the closed forms do not cover yet.
     #[error("weft-dist: not supported yet: {0}")]
     Unsupported(String),
+    /// Moving boxes between ranks failed, or a plan and the data disagree.
+    #[error("weft-dist: transfer: {0}")]
+    Transfer(String),
 }

@@ -5,10 +5,14 @@
 //! workloads for many ranks without running them.
 
 pub mod boxes;
+pub mod comm;
 pub mod error;
 pub mod holding;
+#[cfg(feature = "mpi")]
+pub mod mpi_comm;
 pub mod plan;
 pub mod simulate;
+pub mod transfer;
 
 pub use error::Error;
 pub use holding::{Holding, Layer};

@@ -1,0 +1,222 @@
+//! Runs message plans over MPI and checks what lands: `mpirun -n N dist_check`. Every rank
+//! writes, into its copy of each root, the values of the tiles it holds (a function of the
+//! element and of the write), runs the exchange of each read, and checks that every element
+//! its points read holds the last writer's value. `--fault-on-rank R` makes rank R fail
+//! instead: the job must end on every rank with an error naming it.
+
+use weft_dist::comm::Comm;
+use weft_dist::mpi_comm::MpiComm;
+use weft_dist::transfer::{Local, run_exchange};
+use weft_dist::{Holding, Layer, Read, exchange};
+use weft_runtime::mapping::{BlockMapping, Mapping};
+use weft_runtime::partition::points;
+use weft_runtime::{Partition, RootPartition, Tiling, ViewMap};
+
+fn tiling(tile: &[u64], offset: &[i64], projection: &[Option<u32>]) -> Partition {
+    Partition::Tiling(Tiling {
+        tile: tile.to_vec(),
+        offset: offset.to_vec(),
+        projection: projection.to_vec(),
+    })
+}
+
+/// The value element `e` holds after write `w` (0: the base every rank holds).
+fn value(e: u64, w: u64) -> f64 {
+    (e * 1000 + w) as f64
+}
+
+/// One case: a root, its writes (partition, launch) in order, and a read.
+struct Case {
+    name: &'static str,
+    root: Vec<u64>,
+    writes: Vec<(RootPartition, Vec<u64>)>,
+    read: (RootPartition, Vec<u64>),
+}
+
+fn cases(ranks: u64) -> Result<Vec<Case>, String> {
+    let e = |e: weft_runtime::ViewError| e.to_string();
+    let mut out = Vec::new();
+    // The stencil: the center of an (n+2) x (m+2) grid by row tiles, read through the north,
+    // south, east and west views; rows that do not divide evenly.
+    let (n, m) = (3 * ranks + 2, 6);
+    let root = vec![n + 2, m + 2];
+    let grid = ViewMap::whole(&root);
+    let rows = tiling(&[n.div_ceil(ranks), m], &[0, 0], &[Some(0), None]);
+    let center = RootPartition::fold(&rows, &grid.slice(&[1, 1], &[n + 1, m + 1]).map_err(e)?);
+    for (name, r, c) in [
+        ("north", 0, 1),
+        ("south", 2, 1),
+        ("east", 1, 2),
+        ("west", 1, 0),
+    ] {
+        let view = grid.slice(&[r, c], &[r + n, c + m]).map_err(e)?;
+        out.push(Case {
+            name,
+            root: root.clone(),
+            writes: vec![(center.clone(), vec![ranks])],
+            read: (RootPartition::fold(&rows, &view), vec![ranks]),
+        });
+    }
+    // 2-D tiles written, then read through shifted 2-D tiles over another launch.
+    let root2 = vec![7, 9];
+    let g2 = ViewMap::whole(&root2);
+    let w2 = RootPartition::fold(&tiling(&[3, 4], &[0, 0], &[Some(0), Some(1)]), &g2);
+    let r2 = RootPartition::fold(&tiling(&[2, 5], &[-1, 1], &[Some(0), Some(1)]), &g2);
+    out.push(Case {
+        name: "tiles2d",
+        root: root2,
+        writes: vec![(w2, vec![3, 3])],
+        read: (r2, vec![4, 2]),
+    });
+    // A vector by row tiles, read whole by every point (a broadcast), after a second write.
+    let nv = 5 * ranks + 3;
+    let rootv = vec![nv];
+    let v = ViewMap::whole(&rootv);
+    let tiles = RootPartition::fold(&tiling(&[nv.div_ceil(ranks)], &[0], &[Some(0)]), &v);
+    let halves = RootPartition::fold(&tiling(&[nv.div_ceil(2)], &[0], &[Some(0)]), &v);
+    out.push(Case {
+        name: "broadcast",
+        root: rootv,
+        writes: vec![(tiles, vec![ranks]), (halves, vec![2])],
+        read: (RootPartition::fold(&Partition::None, &v), vec![ranks]),
+    });
+    Ok(out)
+}
+
+fn run(comm: &dyn Comm, fault_on: Option<usize>) -> Result<u64, String> {
+    let (rank, ranks) = (comm.rank(), comm.size());
+    if fault_on == Some(rank) {
+        return Err("a kernel fault, on purpose".into());
+    }
+    let mapping = BlockMapping { ranks };
+    let mut sent = 0;
+    for case in cases(ranks as u64)? {
+        let total: u64 = case.root.iter().product();
+        let mut holding = Holding::replicated();
+        let mut data: Vec<f64> = (0..total).map(|e| value(e, 0)).collect();
+        for (w, (part, launch)) in case.writes.iter().enumerate() {
+            let layer = Layer::new(part, launch, &case.root).map_err(|e| e.to_string())?;
+            // This rank writes the tiles of its points: the values of write `w + 1`.
+            for p in mapping.points_of(rank, launch) {
+                let t = layer.tile(&p);
+                for i in points(&t.extent) {
+                    let c: Vec<u64> = i.iter().zip(&t.origin).map(|(a, b)| a + b).collect();
+                    let at = c
+                        .iter()
+                        .zip(weft_runtime::view::row_major_strides(&case.root))
+                        .map(|(&a, s)| a * s as u64)
+                        .sum::<u64>();
+                    data[at as usize] = value(at, w as u64 + 1);
+                }
+            }
+            holding.write(layer, &case.root);
+        }
+        let (part, launch) = &case.read;
+        let read = Read {
+            partition: part,
+            launch,
+            root: &case.root,
+            holding: &holding,
+        };
+        let plan = exchange(read, rank, &mapping).map_err(|e| e.to_string())?;
+        let mut bytes: Vec<u8> = data.iter().flat_map(|v| v.to_le_bytes()).collect();
+        sent += run_exchange(
+            comm,
+            &plan,
+            &mut Local {
+                bytes: &mut bytes,
+                root: &case.root,
+                element: 8,
+            },
+        )
+        .map_err(|e| e.to_string())?;
+        // Every element this rank's points read holds its last writer's value.
+        let strides = weft_runtime::view::row_major_strides(&case.root);
+        for p in mapping.points_of(rank, launch) {
+            let sub = part.sub_rect(&p);
+            for i in points(&sub.extent) {
+                let idx: Vec<u64> = i.iter().zip(&sub.origin).map(|(a, b)| a + b).collect();
+                let at = part.view.element(&idx);
+                let mut left = at;
+                let coords: Vec<u64> = strides
+                    .iter()
+                    .map(|&s| {
+                        let c = left / s as u64;
+                        left %= s as u64;
+                        c
+                    })
+                    .collect();
+                let writer = case
+                    .writes
+                    .iter()
+                    .enumerate()
+                    .rev()
+                    .find_map(|(w, (wp, wl))| {
+                        let layer = Layer::new(wp, wl, &case.root).ok()?;
+                        points(wl)
+                            .any(|q| {
+                                let t = layer.tile(&q);
+                                (0..coords.len()).all(|d| {
+                                    coords[d] >= t.origin[d]
+                                        && coords[d] < t.origin[d] + t.extent[d]
+                                })
+                            })
+                            .then_some(w as u64 + 1)
+                    })
+                    .unwrap_or(0);
+                let off = at as usize * 8;
+                let got =
+                    f64::from_le_bytes(bytes[off..off + 8].try_into().map_err(|_| "short buffer")?);
+                if got != value(at, writer) {
+                    return Err(format!(
+                        "{}: element {at} holds {got}, not write {writer}'s value",
+                        case.name
+                    ));
+                }
+            }
+        }
+    }
+    Ok(sent)
+}
+
+fn main() {
+    let Some(comm) = MpiComm::init() else {
+        eprintln!("dist_check: MPI was initialized already");
+        std::process::exit(2);
+    };
+    let mut fault_on = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match (a.as_str(), args.next().and_then(|v| v.parse().ok())) {
+            ("--fault-on-rank", Some(r)) => fault_on = Some(r),
+            _ => {
+                eprintln!("dist_check: usage: dist_check [--fault-on-rank R]");
+                comm.abort(2);
+            }
+        }
+    }
+    match run(&comm, fault_on) {
+        Ok(sent) => {
+            let all = comm.all_gather(&sent.to_le_bytes()).unwrap_or_default();
+            if comm.rank() == 0 {
+                let total: u64 = all
+                    .iter()
+                    .filter_map(|b| b.as_slice().try_into().ok())
+                    .map(u64::from_le_bytes)
+                    .sum();
+                println!(
+                    "{{\"example\":\"dist_check\",\"ranks\":{},\"bytes_sent\":{total}}}",
+                    comm.size()
+                );
+            }
+        }
+        Err(e) => {
+            eprintln!(
+                "dist_check: rank {} of {} failed: {e}",
+                comm.rank(),
+                comm.size()
+            );
+            comm.abort(3);
+        }
+    }
+}

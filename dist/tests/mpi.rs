@@ -1,0 +1,67 @@
+//! Message plans run over MPI, `mpirun -n 1..4` (`dist_check`): on every rank, every element
+//! its points read holds its last writer's value; a binary started without `mpirun` is one
+//! rank; and a rank that fails ends the job on every rank with an error naming it.
+#![cfg(feature = "mpi")]
+
+use std::process::{Command, Output};
+
+fn mpirun(ranks: usize, args: &[&str]) -> Output {
+    Command::new("mpirun")
+        .args(["--oversubscribe", "-n", &ranks.to_string()])
+        .arg(env!("CARGO_BIN_EXE_dist_check"))
+        .args(args)
+        // Containers and CI run as root; Open MPI refuses that without these.
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("mpirun runs (scripts/test installs Open MPI)")
+}
+
+#[test]
+fn plans_deliver_every_element_on_one_to_four_ranks() {
+    let mut sent = Vec::new();
+    for ranks in 1..=4 {
+        let out = mpirun(ranks, &[]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{ranks} ranks: {}\n{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let line = stdout.lines().last().unwrap_or_default();
+        let json: serde_json::Value = serde_json::from_str(line).expect("one JSON line");
+        assert_eq!(json["ranks"], ranks);
+        sent.push(json["bytes_sent"].as_u64().expect("bytes_sent"));
+    }
+    assert_eq!(sent[0], 0, "one rank sends nothing");
+    assert!(sent[1..].iter().all(|&b| b > 0), "{sent:?}");
+}
+
+#[test]
+fn without_mpirun_the_binary_is_one_rank() {
+    let out = Command::new(env!("CARGO_BIN_EXE_dist_check"))
+        .output()
+        .expect("dist_check runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"ranks\":1"));
+}
+
+#[test]
+fn a_rank_that_fails_ends_every_rank_with_its_error() {
+    let start = std::time::Instant::now();
+    let out = mpirun(3, &["--fault-on-rank", "1"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("rank 1 of 3 failed: a kernel fault"),
+        "the error names the rank: {stderr}"
+    );
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(60),
+        "the other ranks did not hang"
+    );
+}
