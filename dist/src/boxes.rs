@@ -67,6 +67,8 @@ pub struct BoxView {
     pub dims: Vec<usize>,
     /// The root index of view index 0.
     pub origin: Vec<u64>,
+    /// Per view dimension, whether it runs backwards along its root dimension (a step of -1).
+    pub reversed: Vec<bool>,
 }
 
 impl BoxView {
@@ -86,6 +88,7 @@ impl BoxView {
         }
         let mut used = vec![false; root.len()];
         let mut dims = vec![usize::MAX; view.rank()];
+        let mut reversed = vec![false; view.rank()];
         for (vd, (&e, &s)) in view.shape.iter().zip(&view.strides).enumerate() {
             if e <= 1 {
                 continue;
@@ -93,12 +96,19 @@ impl BoxView {
             let rd = strides
                 .iter()
                 .zip(root)
-                .position(|(&rs, &re)| rs == s && re > 1)?;
-            if used[rd] || origin[rd] + e > root[rd] {
+                .position(|(&rs, &re)| rs == s.saturating_abs() && re > 1)?;
+            let back = s < 0;
+            let fits = if back {
+                origin[rd] + 1 >= e
+            } else {
+                origin[rd] + e <= root[rd]
+            };
+            if used[rd] || !fits {
                 return None;
             }
             used[rd] = true;
             dims[vd] = rd;
+            reversed[vd] = back;
         }
         // Dimensions of extent 1 take any root dimension left (they never move).
         for d in dims.iter_mut().filter(|d| **d == usize::MAX) {
@@ -115,6 +125,7 @@ impl BoxView {
             root: root.to_vec(),
             dims,
             origin,
+            reversed,
         })
     }
 
@@ -126,7 +137,12 @@ impl BoxView {
         };
         for (vd, &rd) in self.dims.iter().enumerate() {
             if rd < self.root.len() {
-                out.origin[rd] += sub.origin[vd];
+                if self.reversed[vd] {
+                    let last = sub.origin[vd] + sub.extent[vd].max(1) - 1;
+                    out.origin[rd] = out.origin[rd].saturating_sub(last);
+                } else {
+                    out.origin[rd] += sub.origin[vd];
+                }
                 out.extent[rd] = sub.extent[vd];
             } else if sub.extent[vd] == 0 {
                 out.extent = vec![0; self.root.len()];
@@ -144,6 +160,13 @@ impl BoxView {
         let rd = self.dims[vd];
         if rd >= self.root.len() {
             return (0, extent.min(1));
+        }
+        if self.reversed[vd] {
+            // View index i is root index origin - i.
+            let o = self.origin[rd] + 1;
+            let lo = o.saturating_sub(b.origin[rd] + b.extent[rd]);
+            let hi = o.saturating_sub(b.origin[rd]).min(extent);
+            return (lo.min(hi), hi);
         }
         let lo = b.origin[rd].saturating_sub(self.origin[rd]);
         let hi = (b.origin[rd] + b.extent[rd])
@@ -201,6 +224,11 @@ mod tests {
         let t = center.permute(&[1, 0]).unwrap();
         let bt = BoxView::of(&t, &root).unwrap();
         assert_eq!(bt.root_box(&r(&[0, 1], &[5, 2])), r(&[2, 2], &[2, 5]));
+        // A reversed column range: view column j is root column 6 - j.
+        let back = grid.strided(&[1, 6], &[1, -1], &[3, 4]).unwrap();
+        let bb = BoxView::of(&back, &root).unwrap();
+        assert_eq!(bb.root_box(&r(&[0, 1], &[2, 2])), r(&[1, 4], &[2, 2]));
+        assert_eq!(bb.view_interval(1, &r(&[0, 4], &[6, 2]), 4), (1, 3));
         let stepped = grid.strided(&[0, 0], &[2, 1], &[3, 8]).unwrap();
         assert_eq!(BoxView::of(&stepped, &root), None);
         let row = grid.slice(&[3, 0], &[4, 8]).unwrap();

@@ -23,6 +23,9 @@ pub struct Layer {
     pub view: BoxView,
     /// The launch domain of the task that wrote it.
     pub launch: Vec<u64>,
+    /// Each point's root box, in row-major point order, where no tiling gives it (an image
+    /// partition's ranges, read from its source when the task ran).
+    pub explicit: Option<Vec<Rect>>,
 }
 
 impl Layer {
@@ -44,13 +47,55 @@ impl Layer {
             partition: partition.clone(),
             view,
             launch: launch.to_vec(),
+            explicit: None,
         })
+    }
+
+    /// A layer whose points' tiles are given: `sub_rects[i]` is the `i`-th point's (row-major)
+    /// sub-store of `partition`'s view, as the task saw it (an image partition's ranges).
+    pub fn with_sub_rects(
+        partition: &RootPartition,
+        launch: &[u64],
+        root: &[u64],
+        sub_rects: &[Rect],
+    ) -> Result<Layer, Error> {
+        let view = BoxView::of(&partition.view, root).ok_or_else(|| {
+            Error::Unsupported(format!(
+                "a write through a view that is not a box of its root (shape {:?}, strides {:?})",
+                partition.view.shape, partition.view.strides
+            ))
+        })?;
+        let points: u64 = launch.iter().product();
+        if sub_rects.len() as u64 != points {
+            return Err(Error::Unsupported(format!(
+                "{} tiles for a launch of {points} points",
+                sub_rects.len()
+            )));
+        }
+        let explicit = sub_rects.iter().map(|r| view.root_box(r)).collect();
+        Ok(Layer {
+            partition: partition.clone(),
+            view,
+            launch: launch.to_vec(),
+            explicit: Some(explicit),
+        })
+    }
+
+    /// The row-major index of `point` in the launch.
+    fn linear(&self, point: &[u64]) -> usize {
+        point
+            .iter()
+            .zip(&self.launch)
+            .fold(0u64, |acc, (&p, &e)| acc * e + p) as usize
     }
 
     /// The points whose tiles may meet root box `b`, in row-major order: along each launch
     /// dimension that moves a tile, only the tile indices whose tiles meet `b` (closed form);
     /// along the others, every index.
     pub fn points_meeting(&self, b: &Rect) -> Vec<Vec<u64>> {
+        if self.explicit.is_some() {
+            return weft_runtime::partition::points(&self.launch).collect();
+        }
         let rank = self.launch.len();
         let mut lo = vec![0u64; rank];
         let mut hi = self.launch.clone();
@@ -88,6 +133,13 @@ impl Layer {
 
     /// The root box of point `point`'s tile.
     pub fn tile(&self, point: &[u64]) -> Rect {
+        if let Some(rects) = &self.explicit {
+            let empty = Rect {
+                origin: vec![0; self.view.root.len()],
+                extent: vec![0; self.view.root.len()],
+            };
+            return rects.get(self.linear(point)).cloned().unwrap_or(empty);
+        }
         self.view.root_box(&self.partition.sub_rect(point))
     }
 
@@ -95,6 +147,13 @@ impl Layer {
     /// view is the whole root, and along each of its dimensions the tiles start at or before
     /// 0 and reach its end).
     pub fn covers(&self, root: &[u64]) -> bool {
+        if let Some(rects) = &self.explicit {
+            let mut left = vec![Rect::whole(root)];
+            for r in rects {
+                left = subtract_all(&left, r);
+            }
+            return left.is_empty();
+        }
         let view = &self.partition.view;
         let whole = self.view.root_box(&Rect::whole(&view.shape)) == Rect::whole(root);
         let Some(t) = &self.partition.tiling else {
@@ -128,8 +187,12 @@ impl Holding {
     /// Records a write through `layer`: it goes on top; an equal layer below it goes, and
     /// so does every layer under one that covers all of `root`.
     pub fn write(&mut self, layer: Layer, root: &[u64]) {
-        self.layers
-            .retain(|l| l.partition != layer.partition || l.launch != layer.launch);
+        // An equal layer (for given tiles, the same tiles) holds nothing the new one does not.
+        self.layers.retain(|l| {
+            l.partition != layer.partition
+                || l.launch != layer.launch
+                || l.explicit != layer.explicit
+        });
         if layer.covers(root) {
             self.layers.clear();
         }

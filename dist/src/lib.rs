@@ -6,6 +6,7 @@
 
 pub mod boxes;
 pub mod comm;
+pub mod distributed;
 pub mod error;
 pub mod holding;
 #[cfg(feature = "mpi")]
@@ -14,6 +15,23 @@ pub mod plan;
 pub mod simulate;
 pub mod transfer;
 
+pub use distributed::Distributed;
 pub use error::Error;
 pub use holding::{Holding, Layer};
 pub use plan::{ExchangePlan, Read, Transfer, exchange};
+
+/// The ranks this process runs among: MPI's world when built with the `mpi` feature (one
+/// rank when started without `mpirun`), else one rank. MPI starts once per process: a second
+/// call fails.
+pub fn world() -> Result<std::rc::Rc<dyn comm::Comm>, Error> {
+    #[cfg(feature = "mpi")]
+    {
+        mpi_comm::MpiComm::init()
+            .map(|c| std::rc::Rc::new(c) as std::rc::Rc<dyn comm::Comm>)
+            .ok_or_else(|| Error::Transfer("MPI was started already in this process".into()))
+    }
+    #[cfg(not(feature = "mpi"))]
+    {
+        Ok(std::rc::Rc::new(comm::Solo))
+    }
+}

@@ -9,11 +9,54 @@ use crate::Error;
 use crate::comm::Comm;
 use crate::plan::ExchangePlan;
 
-/// A rank's copy of a root storage: row-major, `element` bytes per element.
+/// Bytes of a rank's copy of a root storage, wherever they live.
+pub trait ByteAccess {
+    /// How many bytes there are.
+    fn len(&self) -> u64;
+    /// Whether there are none.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Copies bytes `at..at + out.len()` into `out`.
+    fn read(&mut self, at: u64, out: &mut [u8]) -> Result<(), Error>;
+    /// Overwrites bytes `at..at + data.len()` with `data`.
+    fn write(&mut self, at: u64, data: &[u8]) -> Result<(), Error>;
+}
+
+/// Bytes in host memory.
 #[derive(Debug)]
+pub struct Slice<'a>(pub &'a mut [u8]);
+
+impl ByteAccess for Slice<'_> {
+    fn len(&self) -> u64 {
+        self.0.len() as u64
+    }
+
+    fn read(&mut self, at: u64, out: &mut [u8]) -> Result<(), Error> {
+        let at = usize::try_from(at).map_err(|e| Error::Transfer(e.to_string()))?;
+        let src = self
+            .0
+            .get(at..at + out.len())
+            .ok_or_else(|| Error::Transfer(format!("bytes {at}.. outside the copy")))?;
+        out.copy_from_slice(src);
+        Ok(())
+    }
+
+    fn write(&mut self, at: u64, data: &[u8]) -> Result<(), Error> {
+        let at = usize::try_from(at).map_err(|e| Error::Transfer(e.to_string()))?;
+        let dst = self
+            .0
+            .get_mut(at..at + data.len())
+            .ok_or_else(|| Error::Transfer(format!("bytes {at}.. outside the copy")))?;
+        dst.copy_from_slice(data);
+        Ok(())
+    }
+}
+
+/// A rank's copy of a root storage: row-major, `element` bytes per element.
 pub struct Local<'a> {
     /// The bytes.
-    pub bytes: &'a mut [u8],
+    pub bytes: &'a mut dyn ByteAccess,
     /// The root's shape.
     pub root: &'a [u64],
     /// Bytes per element.
@@ -26,8 +69,8 @@ fn runs(
     b: &Rect,
     root: &[u64],
     element: usize,
-    len: usize,
-    mut f: impl FnMut(usize, usize),
+    len: u64,
+    mut f: impl FnMut(u64, usize),
 ) -> Result<(), Error> {
     let rank = root.len();
     if b.origin.len() != rank || b.extent.len() != rank {
@@ -42,12 +85,17 @@ fn runs(
         )));
     }
     let total: u64 = root.iter().product();
-    if (total as u128) * (element as u128) > len as u128 {
+    if (total as u128) * (element as u128) > u128::from(len) {
         return Err(Error::Transfer(format!(
             "{len} bytes hold no root {root:?}"
         )));
     }
     if b.volume() == 0 {
+        return Ok(());
+    }
+    if rank == 0 {
+        // A 0-d store: its one element.
+        f(0, element);
         return Ok(());
     }
     let strides = weft_runtime::view::row_major_strides(root);
@@ -57,18 +105,24 @@ fn runs(
         let at: u64 = (0..rank)
             .map(|d| (b.origin[d] + p.get(d).copied().unwrap_or(0)) * strides[d] as u64)
             .sum();
-        f(at as usize * element, row);
+        f(at * element as u64, row);
     }
     Ok(())
 }
 
 /// The elements of `boxes` of `local`, one after another.
-pub fn pack(local: &Local<'_>, boxes: &[Rect]) -> Result<Vec<u8>, Error> {
-    let mut out = Vec::new();
+pub fn pack(local: &mut Local<'_>, boxes: &[Rect]) -> Result<Vec<u8>, Error> {
+    let mut spans = Vec::new();
     for b in boxes {
         runs(b, local.root, local.element, local.bytes.len(), |at, n| {
-            out.extend_from_slice(&local.bytes[at..at + n]);
+            spans.push((at, n))
         })?;
+    }
+    let mut out = vec![0u8; spans.iter().map(|s| s.1).sum()];
+    let mut put = 0;
+    for (at, n) in spans {
+        local.bytes.read(at, &mut out[put..put + n])?;
+        put += n;
     }
     Ok(out)
 }
@@ -82,17 +136,16 @@ pub fn unpack(local: &mut Local<'_>, boxes: &[Rect], data: &[u8]) -> Result<(), 
             data.len()
         )));
     }
-    let mut read = 0usize;
-    let len = local.bytes.len();
+    let mut spans = Vec::new();
     for b in boxes {
-        let mut spans = Vec::new();
-        runs(b, local.root, local.element, len, |at, n| {
+        runs(b, local.root, local.element, local.bytes.len(), |at, n| {
             spans.push((at, n))
         })?;
-        for (at, n) in spans {
-            local.bytes[at..at + n].copy_from_slice(&data[read..read + n]);
-            read += n;
-        }
+    }
+    let mut read = 0usize;
+    for (at, n) in spans {
+        local.bytes.write(at, &data[read..read + n])?;
+        read += n;
     }
     Ok(())
 }
@@ -141,8 +194,8 @@ mod tests {
             },
         ];
         let packed = pack(
-            &Local {
-                bytes: &mut src,
+            &mut Local {
+                bytes: &mut Slice(&mut src),
                 root: &root,
                 element: 1,
             },
@@ -153,7 +206,7 @@ mod tests {
         let mut dst = vec![0u8; 20];
         unpack(
             &mut Local {
-                bytes: &mut dst,
+                bytes: &mut Slice(&mut dst),
                 root: &root,
                 element: 1,
             },
@@ -171,14 +224,30 @@ mod tests {
             });
             assert_eq!(d, if inside { s } else { 0 }, "element {i}");
         }
+        // A 0-d store has one element.
+        let mut one = vec![7u8, 9];
+        let scalar = [Rect {
+            origin: vec![],
+            extent: vec![],
+        }];
+        let packed0 = pack(
+            &mut Local {
+                bytes: &mut Slice(&mut one),
+                root: &[],
+                element: 2,
+            },
+            &scalar,
+        )
+        .unwrap();
+        assert_eq!(packed0, vec![7, 9]);
         let outside = [Rect {
             origin: vec![3, 3],
             extent: vec![2, 1],
         }];
         assert!(
             pack(
-                &Local {
-                    bytes: &mut src,
+                &mut Local {
+                    bytes: &mut Slice(&mut src),
                     root: &root,
                     element: 1
                 },
@@ -189,7 +258,7 @@ mod tests {
         assert!(
             unpack(
                 &mut Local {
-                    bytes: &mut dst,
+                    bytes: &mut Slice(&mut dst),
                     root: &root,
                     element: 1
                 },

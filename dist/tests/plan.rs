@@ -144,6 +144,7 @@ proptest! {
         shift in (0u64..3, 0u64..3),
         roff in (-2i64..2, -2i64..2),
         second in proptest::bool::ANY,
+        flip in proptest::bool::ANY,
         ranks in 1usize..5,
     ) {
         let root = [shape.0 + 2, shape.1 + 2];
@@ -157,13 +158,20 @@ proptest! {
             // Then the whole grid by row tiles of 2 over 3 points (the last ones run short).
             let whole = RootPartition::fold(&rows(2, 1, 2), &grid);
             holding.write(Layer::new(&whole, &[3], &root).unwrap(), &root);
-            let again = RootPartition::fold(&tiling2([wtile.1, wtile.0], [1, 0]), &inner);
+            // Written again through the inner block with its rows reversed.
+            let flipped = grid.strided(&[shape.0, 1], &[-1, 1], &[shape.0, shape.1]).unwrap();
+            let again = RootPartition::fold(&tiling2([wtile.1, wtile.0], [1, 0]), &flipped);
             let launch = [shape.0.div_ceil(wtile.1), shape.1.div_ceil(wtile.0)];
             holding.write(Layer::new(&again, &launch, &root).unwrap(), &root);
         }
-        let view = grid
-            .slice(&[shift.0, shift.1], &[shift.0 + shape.0, shift.1 + shape.1])
-            .unwrap();
+        // The read view, its columns reversed or not.
+        let view = if flip {
+            grid.strided(&[shift.0, shift.1 + shape.1 - 1], &[1, -1], &[shape.0, shape.1])
+                .unwrap()
+        } else {
+            grid.slice(&[shift.0, shift.1], &[shift.0 + shape.0, shift.1 + shape.1])
+                .unwrap()
+        };
         let part = RootPartition::fold(&tiling2([rtile.0, rtile.1], [roff.0, roff.1]), &view);
         let launch = [(shape.0 + 2).div_ceil(rtile.0), (shape.1 + 2).div_ceil(rtile.1)];
         let read = Read { partition: &part, launch: &launch, root: &root, holding: &holding };

@@ -94,6 +94,9 @@ pub struct Args {
     pub fusion: bool,
     /// Where stores live and kernels run (`--device`).
     pub device: Device,
+    /// The job's ranks (`mpirun -n N`; one rank otherwise), set by
+    /// [`Cli::parse_env_or_exit`].
+    pub ranks: Option<weft::Ranks>,
     extras: BTreeMap<&'static str, String>,
 }
 
@@ -326,6 +329,7 @@ impl Cli {
             threads: usize_of("threads")?,
             seed: count("seed")?,
             out: values.get("out").map(PathBuf::from),
+            ranks: None,
             extras: values
                 .iter()
                 .filter(|(k, _)| !common.contains(k))
@@ -338,7 +342,16 @@ impl Cli {
     /// bad command line prints the problem and the usage to stderr and exits with 2.
     pub fn parse_env_or_exit(&self) -> Args {
         match self.parse(std::env::args().skip(1)) {
-            Ok(args) => args,
+            Ok(mut args) => match weft::Ranks::world() {
+                Ok(ranks) => {
+                    args.ranks = Some(ranks);
+                    args
+                }
+                Err(e) => {
+                    let _ = writeln!(std::io::stderr(), "{}: {e}", self.program);
+                    std::process::exit(2);
+                }
+            },
             Err(ParseError::Help) => {
                 // A closed stdout is no reason to fail.
                 let _ = std::io::stdout().lock().write_all(self.usage().as_bytes());
@@ -433,7 +446,27 @@ impl Args {
             threads: self.threads,
             fusion: env.fusion && self.fusion,
             device: self.device,
+            ranks: self.ranks.clone(),
             ..env
+        }
+    }
+
+    /// This process's rank (0 without MPI).
+    pub fn rank(&self) -> usize {
+        self.ranks.as_ref().map_or(0, weft::Ranks::rank)
+    }
+
+    /// The number of ranks (1 without MPI).
+    pub fn rank_count(&self) -> usize {
+        self.ranks.as_ref().map_or(1, weft::Ranks::size)
+    }
+
+    /// Prints one line on stdout from rank 0 only (see [`crate::say`]).
+    pub fn say(&self, line: &str) -> std::io::Result<()> {
+        if self.rank() == 0 {
+            crate::say(line)
+        } else {
+            Ok(())
         }
     }
 }

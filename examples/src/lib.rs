@@ -92,7 +92,10 @@ pub fn save(dir: &Path, name: &str, a: &Array) -> Result<(), AppError> {
         DType::I32 => npy::NpyData::I32(values.iter().map(|&v| v as i32).collect()),
         DType::Bool => npy::NpyData::Bool(values.iter().map(|&v| v != 0.0).collect()),
     };
-    npy::write(dir.join(name), &shape, data)?;
+    // Every rank reads (the read is collective); rank 0 writes the file.
+    if a.numeric().runtime(|rt| rt.ranks()).0 == 0 {
+        npy::write(dir.join(name), &shape, data)?;
+    }
     Ok(())
 }
 

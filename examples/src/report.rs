@@ -46,6 +46,8 @@ pub const REQUIRED_KEYS: &[&str] = &[
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Report {
     fields: Map<String, Value>,
+    /// Whether this process prints (rank 0 of a job on several ranks).
+    quiet: bool,
 }
 
 impl Report {
@@ -57,7 +59,9 @@ impl Report {
             .set("iters", args.iters as u64)
             .set("warmup", args.warmup as u64)
             .set("threads", args.threads as u64)
-            .set("seed", args.seed);
+            .set("seed", args.seed)
+            .set("ranks", args.rank_count() as u64);
+        r.quiet = args.rank() != 0;
         r
     }
 
@@ -91,8 +95,8 @@ impl Report {
 
     /// Records the runtime's counters so far.
     pub fn runtime_stats(&mut self, np: &Numeric) -> &mut Report {
-        let (stats, (stores, bytes), fusion) =
-            np.runtime(|rt| (rt.stats(), rt.memory(), rt.config().fusion));
+        let (stats, (stores, bytes), fusion, traffic) =
+            np.runtime(|rt| (rt.stats(), rt.memory(), rt.config().fusion, rt.traffic()));
         self.set("fusion", fusion)
             .set("peak_rss_bytes", peak_rss_bytes())
             .set("tasks_submitted", stats.tasks_submitted)
@@ -103,6 +107,8 @@ impl Report {
             .set("compile_ms_max", stats.exec.compile_seconds_max * 1e3)
             .set("stores_alive", stores as u64)
             .set("bytes_allocated", bytes)
+            .set("bytes_sent", traffic.bytes)
+            .set("messages_sent", traffic.messages)
     }
 
     /// The value of `key`, if set.
@@ -117,6 +123,9 @@ impl Report {
 
     /// Prints the object as one line on stdout.
     pub fn print(&self) -> std::io::Result<()> {
+        if self.quiet {
+            return Ok(());
+        }
         crate::say(&self.to_line())
     }
 }

@@ -8,7 +8,7 @@ use weft::{CsrMatrix, Numeric, Sparse};
 use weft_ir::DType;
 
 use crate::krylov::{self, Multigrid, Solve};
-use crate::{AppError, Args, Cli, Kind, Report, bench, npy, out_dir, save, say};
+use crate::{AppError, Args, Cli, Kind, Report, bench, npy, out_dir, save};
 
 /// Which solver.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -199,7 +199,7 @@ pub fn run(method: Method, args: &Args) -> Result<(), AppError> {
         .set("relative_residual", true_residual)
         .set("tol", tol)
         .runtime_stats(&np);
-    say(&format!(
+    args.say(&format!(
         "{name}: {n} unknowns, {} iterations, {:.3} ms per iteration (median), relative residual \
          {true_residual:.3e}{}",
         solve.iterations(),

@@ -500,6 +500,130 @@ pub struct LoopPartial {
     pub partial: Partial,
 }
 
+impl LoopPartial {
+    /// The partial as 64-bit words, for another process ([`LoopPartial::from_words`] reads
+    /// them back): what ranks exchange to merge their points' reductions.
+    pub fn to_words(&self) -> Vec<u64> {
+        let p = &self.partial;
+        let mut w = vec![
+            u64::from(self.loop_index),
+            u64::from(self.param),
+            self.element.len() as u64,
+        ];
+        w.extend(&self.element);
+        let op = ReduceOp::ALL.iter().position(|&o| o == p.op).unwrap_or(0);
+        let dtype = DType::ALL.iter().position(|&d| d == p.dtype).unwrap_or(0);
+        w.extend([op as u64, dtype as u64, p.extents.len() as u64]);
+        w.extend(&p.extents);
+        w.extend(p.tops.iter().map(|&t| u64::from(t)));
+        w.push(p.nodes.len() as u64);
+        for (node, value) in &p.nodes {
+            w.push(node.prefix.len() as u64);
+            w.extend(&node.prefix);
+            w.extend([u64::from(node.level), node.index, value.to_bits()]);
+        }
+        match p.root {
+            Some(v) => w.extend([1, v.to_bits()]),
+            None => w.push(0),
+        }
+        w.push(u64::from(p.block));
+        w.push(p.loose.len() as u64);
+        for (block, points) in &p.loose {
+            w.extend([*block, points.len() as u64]);
+            for (c, v) in points {
+                w.extend([*c, v.to_bits()]);
+            }
+        }
+        w
+    }
+
+    /// Reads back what [`LoopPartial::to_words`] wrote, from the front of `words`, and returns
+    /// the rest; `None` if the words are not such a partial.
+    pub fn from_words(words: &[u64]) -> Option<(LoopPartial, &[u64])> {
+        let mut r = Reader(words);
+        let loop_index = u32::try_from(r.next()?).ok()?;
+        let param = u32::try_from(r.next()?).ok()?;
+        let element = r.vec()?;
+        let op = *ReduceOp::ALL.get(usize::try_from(r.next()?).ok()?)?;
+        let dtype = *DType::ALL.get(usize::try_from(r.next()?).ok()?)?;
+        let extents = r.vec()?;
+        let tops = (0..extents.len())
+            .map(|_| r.next().and_then(|t| u32::try_from(t).ok()))
+            .collect::<Option<Vec<u32>>>()?;
+        let mut nodes = BTreeMap::new();
+        for _ in 0..r.next()? {
+            let prefix = r.vec()?;
+            let level = u32::try_from(r.next()?).ok()?;
+            let index = r.next()?;
+            let value = Scalar::from_bits(dtype, r.next()?);
+            nodes.insert(
+                Node {
+                    prefix,
+                    level,
+                    index,
+                },
+                value,
+            );
+        }
+        let root = match r.next()? {
+            0 => None,
+            _ => Some(Scalar::from_bits(dtype, r.next()?)),
+        };
+        let block = u32::try_from(r.next()?).ok()?;
+        let mut loose = BTreeMap::new();
+        for _ in 0..r.next()? {
+            let b = r.next()?;
+            let mut points = BTreeMap::new();
+            for _ in 0..r.next()? {
+                let c = r.next()?;
+                points.insert(c, Scalar::from_bits(dtype, r.next()?));
+            }
+            loose.insert(b, points);
+        }
+        let partial = Partial {
+            op,
+            dtype,
+            extents,
+            tops,
+            nodes,
+            root,
+            block,
+            loose,
+        };
+        Some((
+            LoopPartial {
+                loop_index,
+                param,
+                element,
+                partial,
+            },
+            r.0,
+        ))
+    }
+}
+
+/// Words read from the front.
+struct Reader<'a>(&'a [u64]);
+
+impl Reader<'_> {
+    fn next(&mut self) -> Option<u64> {
+        let (&first, rest) = self.0.split_first()?;
+        self.0 = rest;
+        Some(first)
+    }
+
+    /// A length, then that many words (at most what is left).
+    fn vec(&mut self) -> Option<Vec<u64>> {
+        let n = usize::try_from(self.next()?).ok()?;
+        if n > self.0.len() {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(head.to_vec())
+    }
+}
+
 /// The store parameters of rank 1 or more that the parallel loop `pl` reduces into by
 /// **element trees**: one canonical reduction per element over the loop's points, in aligned
 /// blocks of `2^`[`ELEMENT_BLOCK_LEVEL`] points folded in point order, the blocks combined by
@@ -969,5 +1093,48 @@ mod tests {
         p.add(&[3], v(3)).unwrap();
         assert!(p.add(&[3], v(3)).is_err());
         assert!(p.add_node(&[], 0, 5, v(5)).is_err());
+    }
+
+    #[test]
+    fn partials_cross_processes_as_words() {
+        // Points 0..11 split between two "ranks": each sends its partial as words; merged in
+        // either order they give the canonical result.
+        let value = |i: u64| Scalar::F64(1.0 / (i as f64 + 3.0));
+        let mut halves = Vec::new();
+        for range in [0..5u64, 5..11] {
+            let mut part = Partial::new(ReduceOp::Sum, DType::F64, &[11]);
+            for i in range {
+                part.add(&[i], value(i)).unwrap();
+            }
+            let lp = LoopPartial {
+                loop_index: 1,
+                param: 4,
+                element: vec![],
+                partial: part,
+            };
+            let words = lp.to_words();
+            let (back, rest) = LoopPartial::from_words(&words).unwrap();
+            assert!(rest.is_empty());
+            assert_eq!(back, lp);
+            halves.push(back);
+        }
+        let want = canonical(ReduceOp::Sum, DType::F64, &[11], &|p| value(p[0]));
+        for order in [[0, 1], [1, 0]] {
+            let mut merged = halves[order[0]].partial.clone();
+            merged.merge(halves[order[1]].partial.clone()).unwrap();
+            assert_eq!(merged.finish().unwrap(), want);
+        }
+        // Element trees' loose points, and truncated words.
+        let mut blocked = Partial::blocked(ReduceOp::Sum, DType::F32, 9000, 12);
+        blocked.add(&[4097], Scalar::F32(2.5)).unwrap();
+        let lp = LoopPartial {
+            loop_index: 0,
+            param: 2,
+            element: vec![3],
+            partial: blocked,
+        };
+        let words = lp.to_words();
+        assert_eq!(LoopPartial::from_words(&words).unwrap().0, lp);
+        assert!(LoopPartial::from_words(&words[..words.len() - 1]).is_none());
     }
 }

@@ -13,13 +13,14 @@ use weft_ir::DType;
 use weft_ir::flat::FlatKernel;
 
 use crate::backend::{Backend, BufferId};
+use crate::distribution::{DistContext, Distribution};
 use crate::executor::{ExecStats, Executor};
 use crate::handle::StoreHandle;
 use crate::kernel::{self, KernelEntry};
 use crate::mapping::{BlockMapping, Mapping};
 use crate::partition::{Tiling, points};
 use crate::planner::{Planner, PlannerStats};
-use crate::stores::{StoreId, Stores};
+use crate::stores::{StorageId, StoreId, Stores};
 use crate::task::PluginId;
 use crate::view::ViewMap;
 use crate::window::Window;
@@ -83,6 +84,8 @@ pub struct Core {
     /// The call site of each pending task that has one, by sequence number.
     pub(crate) sites: HashMap<u64, Arc<str>>,
     released: (Sender<StoreId>, Receiver<StoreId>),
+    /// What crosses ranks, when the program runs on several.
+    distribution: Option<Box<dyn Distribution>>,
 }
 
 impl Drop for Core {
@@ -112,6 +115,33 @@ impl Core {
             call_site: None,
             sites: HashMap::new(),
             released: channel(),
+            distribution: None,
+        }
+    }
+
+    /// Runs the program on the ranks of `distribution`: this process runs the points its rank
+    /// owns under the block mapping, and `distribution` moves what crosses ranks.
+    pub fn set_distribution(&mut self, distribution: Box<dyn Distribution>) {
+        self.rank = distribution.rank();
+        self.mapping = Box::new(BlockMapping {
+            ranks: distribution.ranks(),
+        });
+        self.distribution = Some(distribution);
+    }
+
+    /// What this rank has sent to others (nothing on one process).
+    pub fn traffic(&self) -> crate::distribution::Traffic {
+        self.distribution
+            .as_ref()
+            .map(|d| d.traffic())
+            .unwrap_or_default()
+    }
+
+    /// This process's rank and the number of ranks.
+    pub fn ranks(&self) -> (usize, usize) {
+        match &self.distribution {
+            Some(d) => (d.rank(), d.ranks()),
+            None => (0, 1),
         }
     }
 
@@ -327,7 +357,7 @@ impl Core {
     ) -> Result<()> {
         let span = tracing::info_span!("kernel", kernel = task.name());
         let _entered = span.enter();
-        Executor {
+        let result = Executor {
             stores: &mut self.stores,
             backend: self.backend.as_mut(),
             mapping: self.mapping.as_ref(),
@@ -335,8 +365,18 @@ impl Core {
             stats: &mut self.stats.exec,
             forbid_compiles: self.forbid_compiles,
             uses,
+            distribution: self
+                .distribution
+                .as_deref_mut()
+                .map(|d| d as &mut dyn Distribution),
         }
-        .run(task)
+        .run(task);
+        // On several ranks a failure may be this rank's alone: the job ends (see
+        // `Distribution::fail`).
+        if let (Err(e), Some(d)) = (&result, self.distribution.as_deref()) {
+            d.fail(e);
+        }
+        result
     }
 
     /// The elements of a store, as little-endian bytes in row-major order, after running the
@@ -346,6 +386,7 @@ impl Core {
         let storage = self.stores.get(id)?.storage;
         self.flush_for(storage, false)?;
         self.backend.synchronize()?;
+        self.gather(storage)?;
         let info = self.stores.get(id)?;
         let (map, size) = (info.map.clone(), info.dtype.size());
         let s = self
@@ -406,11 +447,31 @@ impl Core {
         if dtype == DType::Bool && data.iter().any(|&b| b > 1) {
             return Err(Error::Usage("bool data must be 0 or 1".into()));
         }
+        // Every rank writes the same bytes: with the rest of the store brought here first,
+        // every rank then holds all of it.
+        self.gather(storage)?;
         let buffer = self.stores.ensure_buffer(storage, self.backend.as_mut())?;
         let mut at = 0;
         for (offset, len) in runs(&map, size) {
             self.backend.write(buffer, offset, &data[at..at + len])?;
             at += len;
+        }
+        if let Some(d) = self.distribution.as_deref_mut() {
+            d.replicated(storage);
+        }
+        Ok(())
+    }
+
+    /// With a distribution: brings every element of `storage` to this rank.
+    fn gather(&mut self, storage: StorageId) -> Result<()> {
+        if let Some(d) = self.distribution.as_deref_mut() {
+            d.before_read(
+                &mut DistContext {
+                    stores: &mut self.stores,
+                    backend: self.backend.as_mut(),
+                },
+                storage,
+            )?;
         }
         Ok(())
     }

@@ -9,6 +9,7 @@ use weft_ir::reduction::{LoopPartial, Partial};
 use weft_ir::Param;
 
 use crate::backend::{Backend, Binding, BufferId, Prepared};
+use crate::distribution::{DistContext, Distribution};
 use crate::mapping::Mapping;
 use crate::partition::{Rect, points};
 use crate::stores::{StorageId, StoreId, Stores};
@@ -51,6 +52,8 @@ pub struct Executor<'a> {
     /// yet retired) hold: a store whose pending count is no more than that, with no handle,
     /// dies with the task, and an output may take over its buffer.
     pub uses: &'a HashMap<StoreId, u32>,
+    /// What crosses ranks, when the program runs on several.
+    pub distribution: Option<&'a mut dyn Distribution>,
 }
 
 impl Executor<'_> {
@@ -100,7 +103,27 @@ impl Executor<'_> {
             };
             buffers.push((buffer, element_size));
         }
+        if let Some(d) = self.distribution.as_deref_mut() {
+            d.before_task(
+                &mut DistContext {
+                    stores: self.stores,
+                    backend: self.backend,
+                },
+                task,
+            )?;
+        }
         let ran = self.run_points(task, &buffers);
+        if ran.is_ok()
+            && let Some(d) = self.distribution.as_deref_mut()
+        {
+            d.after_task(
+                &mut DistContext {
+                    stores: self.stores,
+                    backend: self.backend,
+                },
+                task,
+            )?;
+        }
         if ran.is_err() {
             // The task may have stopped before writing all of an uncleared buffer: what it
             // did not write must never be read, so the storage starts again from zeros.
@@ -186,58 +209,93 @@ impl Executor<'_> {
         drop(self.backend.take_reductions()?);
         self.backend.finish_deferred(false)?;
         let mut bindings = Vec::with_capacity(task.args.len());
-        for point in points(&task.launch) {
-            if self.mapping.owner(&point, &task.launch) != self.rank {
-                continue;
-            }
-            bindings.clear();
-            for (arg, &(buffer, element_size)) in task.args.iter().zip(buffers) {
-                let p = &arg.root_partition;
-                let rect = match &p.image {
-                    None => p.sub_rect(&point),
-                    Some(image) => {
-                        let (stores, backend) = (&*self.stores, &mut *self.backend);
-                        p.sub_rect_with(&point, |element| {
-                            read_index(stores, backend, image.source, element)
-                        })
-                    }
-                };
-                let origin: Vec<i64> = rect.origin.iter().map(|&o| o as i64).collect();
-                let extents = rect.extent.iter().map(|&e| e as i64).collect();
-                bindings.push(match buffer {
-                    None => Binding::Scratch {
-                        extents,
-                        origin,
-                        view: p.view.shape.clone(),
-                        element_size,
-                    },
-                    Some(buffer) => Binding::Buffer {
-                        buffer,
-                        offset: if rect.volume() == 0 {
-                            p.view.offset
-                        } else {
-                            p.view.element(&rect.origin)
-                        },
-                        extents,
-                        strides: p.view.strides.clone(),
-                        origin,
-                        view: p.view.shape.clone(),
-                        element_size,
-                        deferred: arg.deferred,
-                    },
-                });
-            }
+        let mut ran_any = false;
+        for point in self.mapping.points_of(self.rank, &task.launch) {
+            self.bind(task, buffers, &point, &mut bindings);
             self.backend.launch(kernel.id(), &bindings, &task.scalars)?;
             self.stats.points_executed += 1;
+            ran_any = true;
         }
         // Deferred stores' held rows land once every point has run.
         self.backend.finish_deferred(true)?;
-        let held = self.backend.take_reductions()?;
+        let mut held = self.backend.take_reductions()?;
+        if let Some(d) = self.distribution.as_deref_mut() {
+            // Every rank's partials, the same on every rank (even one that ran no point).
+            held = d.gather_partials(held)?;
+            if !ran_any && !held.is_empty() {
+                let first = vec![0; task.launch.len()];
+                self.bind(task, buffers, &first, &mut bindings);
+            }
+        }
         if !held.is_empty() {
+            let targets: Vec<u32> = held.iter().map(|p| p.param).collect();
             fold_reductions(&mut *self.backend, kernel.name(), &bindings, held)?;
+            if let Some(d) = self.distribution.as_deref_mut() {
+                for param in targets {
+                    let arg = kernel
+                        .ir()
+                        .params
+                        .iter()
+                        .take(param as usize)
+                        .filter(|p| matches!(p, Param::Store { .. }))
+                        .count();
+                    if let Some(a) = task.args.get(arg) {
+                        d.replicated(a.storage);
+                    }
+                }
+            }
         }
         self.stats.tasks_executed += 1;
         Ok(())
+    }
+}
+
+impl Executor<'_> {
+    /// The bindings of `point` of `task` into `buffers` (see [`Executor::run_points`]).
+    fn bind(
+        &mut self,
+        task: &IndexTask,
+        buffers: &[(Option<BufferId>, usize)],
+        point: &[u64],
+        bindings: &mut Vec<Binding>,
+    ) {
+        bindings.clear();
+        for (arg, &(buffer, element_size)) in task.args.iter().zip(buffers) {
+            let p = &arg.root_partition;
+            let rect = match &p.image {
+                None => p.sub_rect(point),
+                Some(image) => {
+                    let (stores, backend) = (&*self.stores, &mut *self.backend);
+                    p.sub_rect_with(point, |element| {
+                        read_index(stores, backend, image.source, element)
+                    })
+                }
+            };
+            let origin: Vec<i64> = rect.origin.iter().map(|&o| o as i64).collect();
+            let extents = rect.extent.iter().map(|&e| e as i64).collect();
+            bindings.push(match buffer {
+                None => Binding::Scratch {
+                    extents,
+                    origin,
+                    view: p.view.shape.clone(),
+                    element_size,
+                },
+                Some(buffer) => Binding::Buffer {
+                    buffer,
+                    offset: if rect.volume() == 0 {
+                        p.view.offset
+                    } else {
+                        p.view.element(&rect.origin)
+                    },
+                    extents,
+                    strides: p.view.strides.clone(),
+                    origin,
+                    view: p.view.shape.clone(),
+                    element_size,
+                    deferred: arg.deferred,
+                },
+            });
+        }
     }
 }
 

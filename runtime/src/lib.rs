@@ -22,7 +22,8 @@
 //! - [`Backend`] (memory, compile, launch, synchronize): `weft-cpu` implements it, and later
 //!   the PTX back end;
 //! - [`Planner`] (what runs together): `weft-fusion` implements it; [`NoFusion`] runs every
-//!   task alone.
+//!   task alone;
+//! - [`Distribution`] (what crosses ranks): `weft-dist` implements it; one process has none.
 //!
 //! It must not depend on wasmtime, Cranelift, or any back end or plugin host: they depend on
 //! it. [`testing`] has an interpreting back end for tests without Cranelift.
@@ -32,6 +33,7 @@
 
 pub mod backend;
 pub mod core;
+pub mod distribution;
 pub mod error;
 pub mod executor;
 pub mod handle;
@@ -48,6 +50,7 @@ pub mod window;
 
 pub use backend::{Backend, Binding, BufferId, MemoryStats, Prepared, check_view, view_inside};
 pub use core::{Core, EXPLAIN_TARGET, Settings, Stats};
+pub use distribution::{DistContext, Distribution, Traffic};
 pub use error::{Error, Result};
 pub use executor::ExecStats;
 pub use handle::StoreHandle;

@@ -83,6 +83,52 @@ pub struct Config {
     /// Whether compiling a kernel after [`Runtime::warmed_up`](crate::Runtime::warmed_up) is
     /// an error (`WEFT_FORBID_COMPILES_AFTER_WARMUP=1`).
     pub forbid_compiles_after_warmup: bool,
+    /// The ranks the program runs on (`None`: this process alone). With more than one, every
+    /// rank runs the same program, runs the points it owns, and at least one piece per rank.
+    pub ranks: Option<Ranks>,
+}
+
+/// The ranks of a job (from [`Ranks::world`]): each process runs the same program on its own
+/// rank, and the runtime moves what crosses ranks (`weft_dist`).
+#[derive(Clone)]
+pub struct Ranks(pub std::rc::Rc<dyn weft_dist::comm::Comm>);
+
+impl std::fmt::Debug for Ranks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Ranks(rank {} of {})", self.0.rank(), self.0.size())
+    }
+}
+
+impl PartialEq for Ranks {
+    /// The same job's ranks.
+    fn eq(&self, other: &Ranks) -> bool {
+        std::rc::Rc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Ranks {
+    /// The job's ranks: MPI's world when Weft is built with `weft-dist/mpi` (one rank when
+    /// started without `mpirun`), else this process alone. Call it once per process.
+    pub fn world() -> crate::Result<Ranks> {
+        weft_dist::world()
+            .map(Ranks)
+            .map_err(|e| crate::Error::Usage(e.to_string()))
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> usize {
+        self.0.rank()
+    }
+
+    /// The number of ranks.
+    pub fn size(&self) -> usize {
+        self.0.size()
+    }
+
+    /// Ends every rank of the job with `code` (after an error on this one).
+    pub fn abort(&self, code: i32) -> ! {
+        self.0.abort(code)
+    }
 }
 
 impl Default for Config {
@@ -103,6 +149,7 @@ impl Default for Config {
             simd: None,
             env_errors: Vec::new(),
             forbid_compiles_after_warmup: false,
+            ranks: None,
         }
     }
 }
@@ -183,8 +230,9 @@ impl Config {
 
     /// The runtime core's part of the configuration.
     pub fn core_settings(&self) -> weft_runtime::Settings {
+        let ranks = self.ranks.as_ref().map_or(1, Ranks::size) as u64;
         weft_runtime::Settings {
-            pieces: self.pieces,
+            pieces: self.pieces.max(ranks),
             window_bound: self.window_bound,
             explain: self.explain,
         }

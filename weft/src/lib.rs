@@ -30,7 +30,7 @@ pub mod sparse;
 mod tracing_setup;
 mod typed_exports;
 
-pub use config::{Config, Device, PluginLimits};
+pub use config::{Config, Device, PluginLimits, Ranks};
 pub use error::{Error, Result};
 pub use numeric::{Array, Ix, Numeric, Operand, Range};
 pub use runtime::Runtime;

@@ -95,7 +95,10 @@ impl Runtime {
         } else {
             (Box::new(NoFusion), Box::new(Fuser::default()))
         };
-        let core = Core::new(config.core_settings(), backend, planner);
+        let mut core = Core::new(config.core_settings(), backend, planner);
+        if let Some(ranks) = config.ranks.as_ref().filter(|r| r.size() > 1) {
+            core.set_distribution(Box::new(weft_dist::Distributed::new(ranks.0.clone())));
+        }
         let plugins =
             PluginHost::new(config.component_cache.clone(), config.plugin_limits.clone())?;
         let tracing = Tracing::new(config.trace.as_deref(), config.explain_to_stderr)?;
@@ -277,6 +280,16 @@ impl Runtime {
     /// Counters of what the runtime did.
     pub fn stats(&mut self) -> Stats {
         self.core.as_deref().map(Core::stats).unwrap_or_default()
+    }
+
+    /// What this rank sent to other ranks so far (nothing on one process).
+    pub fn traffic(&self) -> weft_runtime::Traffic {
+        self.core.as_deref().map(Core::traffic).unwrap_or_default()
+    }
+
+    /// This process's rank and the number of ranks.
+    pub fn ranks(&self) -> (usize, usize) {
+        self.core.as_deref().map_or((0, 1), Core::ranks)
     }
 
     /// Number of stores alive, and bytes of storage allocated.

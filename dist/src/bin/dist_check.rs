@@ -6,7 +6,7 @@
 
 use weft_dist::comm::Comm;
 use weft_dist::mpi_comm::MpiComm;
-use weft_dist::transfer::{Local, run_exchange};
+use weft_dist::transfer::{Local, Slice, run_exchange};
 use weft_dist::{Holding, Layer, Read, exchange};
 use weft_runtime::mapping::{BlockMapping, Mapping};
 use weft_runtime::partition::points;
@@ -124,7 +124,7 @@ fn run(comm: &dyn Comm, fault_on: Option<usize>) -> Result<u64, String> {
             comm,
             &plan,
             &mut Local {
-                bytes: &mut bytes,
+                bytes: &mut Slice(&mut bytes),
                 root: &case.root,
                 element: 8,
             },

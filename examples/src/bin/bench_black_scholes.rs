@@ -15,7 +15,7 @@ use rayon::prelude::*;
 use weft::{Numeric, Runtime};
 use weft_examples::bandwidth::{PROBE_BYTES, floor_seconds, read_gbs};
 use weft_examples::black_scholes::{self, Cnd, RISK_FREE, VOLATILITY};
-use weft_examples::{AppError, Args, Cli, Report, bench, run_main, say, timing};
+use weft_examples::{AppError, Args, Cli, Report, bench, run_main, timing};
 
 const NAME: &str = "bench_black_scholes";
 
@@ -143,7 +143,7 @@ fn run(args: &Args) -> Result<(), AppError> {
             rust.median / floor_seconds(bytes, gbs),
         )
         .runtime_stats(&fused_np);
-    say(&format!(
+    args.say(&format!(
         "{NAME}: n={} threads={}: fused {:.1} ms, unfused {:.1} ms ({:.2}x), rust loop {:.1} ms ({:.2}x)",
         args.n,
         args.threads,

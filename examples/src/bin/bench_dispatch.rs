@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use weft::{Numeric, Runtime};
 use weft_cpu::Compiler;
-use weft_examples::{AppError, Args, Cli, Report, run_main, say, timing::median};
+use weft_examples::{AppError, Args, Cli, Report, run_main, timing::median};
 use weft_fusion::Fuser;
 use weft_ir::{DType, KernelBuilder, Privilege, Scalar};
 use weft_runtime::KernelEntry;
@@ -176,7 +176,7 @@ fn run(args: &Args) -> Result<(), AppError> {
         .set("fused_kernel_compile_ms", compile_ms)
         .set("end_to_end_us_per_task", median(&per_task) * 1e6)
         .runtime_stats(&np);
-    say(&format!(
+    args.say(&format!(
         "{NAME}: window of {len} tasks: analysis per task {miss_max:.2} us on a miss, {hit_max:.3} us on a hit \
          (worst over 1..10^6 points); compiling the fused kernel {compile_ms:.2} ms; \
          end to end {:.2} us per task",

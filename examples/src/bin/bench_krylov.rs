@@ -25,7 +25,7 @@ use weft_examples::krylov;
 use weft_examples::solve_app::load_sparse;
 use weft_examples::sparse_reference::{self as reference, Csr};
 use weft_examples::timing::median;
-use weft_examples::{AppError, Args, Cli, Kind, Report, load_numeric, run_main, say};
+use weft_examples::{AppError, Args, Cli, Kind, Report, load_numeric, run_main};
 use weft_ir::DType;
 
 const NAME: &str = "bench_krylov";
@@ -208,7 +208,7 @@ fn run(args: &Args) -> Result<(), AppError> {
         .set("unknowns", g * g)
         .set("nnz", a.nnz()?)
         .runtime_stats(&np);
-    say(&format!(
+    args.say(&format!(
         "{NAME}: {g}x{g} grid, read bandwidth {gbs:.1} GB/s: {}",
         lines.join("; ")
     ))?;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use weft_examples::kernel_recording::{Seen, recorded, run_examples};
-use weft_examples::{AppError, Cli, Report, run_main, say, timing::median};
+use weft_examples::{AppError, Cli, Report, run_main, timing::median};
 
 const NAME: &str = "bench_ptx";
 
@@ -51,7 +51,7 @@ fn main() -> ExitCode {
             medians.push(m);
         }
         let all = median(&medians);
-        say(&format!(
+        args.say(&format!(
             "{NAME}: {} kernels, PTX emission median {all:.3} ms per kernel, slowest {slowest:.3} ms ({slowest_name:.60}), largest module {largest} bytes",
             seen.len()
         ))?;

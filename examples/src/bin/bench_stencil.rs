@@ -15,7 +15,7 @@ use weft_examples::bandwidth::{PROBE_BYTES, read_gbs};
 use weft_examples::hand_written;
 use weft_examples::stencil::{Stencil, initial_grid};
 use weft_examples::timing::time_iterations;
-use weft_examples::{AppError, Args, Cli, Kind, Report, bench, run_main, say};
+use weft_examples::{AppError, Args, Cli, Kind, Report, bench, run_main};
 
 const NAME: &str = "bench_stencil";
 
@@ -91,7 +91,7 @@ fn run(args: &Args) -> Result<(), AppError> {
         )
         .runtime_stats(&np);
     let floor = weft_examples::bandwidth::floor_seconds(bytes, gbs);
-    say(&format!(
+    args.say(&format!(
         "{NAME}: {}x{} grid: fused {:.2} ms per sweep, unfused {:.2} ms ({:.2}x), hand-written \
          Rust {:.2} ms ({:.2}x); floor {:.2} ms at {gbs:.1} GB/s (fused {:.2}x, Rust {:.2}x); \
          results {}",

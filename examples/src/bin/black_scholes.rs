@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use weft_examples::black_scholes::{self, Cnd};
 use weft_examples::{
-    AppError, Args, Cli, Kind, Report, bench, load_numeric, out_dir, run_main, save, say,
+    AppError, Args, Cli, Kind, Report, bench, load_numeric, out_dir, run_main, save,
 };
 
 const NAME: &str = "black_scholes";
@@ -82,7 +82,7 @@ fn run(args: &Args) -> Result<(), AppError> {
         .set("call_mean", call_mean)
         .set("put_mean", put_mean)
         .runtime_stats(&np);
-    say(&format!(
+    args.say(&format!(
         "{NAME}: {} options, cnd={form_name}, {:.3} ms per iteration (median of {}), \
          mean call {call_mean:.6}, mean put {put_mean:.6}",
         args.n,

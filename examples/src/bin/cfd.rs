@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use weft_examples::cfd::{self, Flow, Params};
 use weft_examples::side_by_side::{self, max_abs_diff};
 use weft_examples::timing::warm_up;
-use weft_examples::{AppError, Args, Cli, Kind, Report, bench, out_dir, run_main, save, say};
+use weft_examples::{AppError, Args, Cli, Kind, Report, bench, out_dir, run_main, save};
 
 const NAME: &str = "cfd";
 
@@ -94,7 +94,7 @@ fn run(args: &Args) -> Result<(), AppError> {
         .set("grid_points", n * n);
     let seconds = main.timing.median;
     let versus = speedup.map_or(String::new(), |s| format!(", {s:.2}x the unfused run"));
-    say(&format!(
+    args.say(&format!(
         "{NAME}: {n}x{n} grid, nit={nit}, {:.3} ms per step (median of {}){versus}, udiff {:.3e}",
         seconds * 1e3,
         args.iters,

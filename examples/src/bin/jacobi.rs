@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use weft_examples::bandwidth::{PROBE_BYTES, read_gbs};
 use weft_examples::jacobi::{self, Jacobi};
 use weft_examples::{
-    AppError, Args, Cli, Report, bench, load_numeric, out_dir, run_main, save, say, timing::warm_up,
+    AppError, Args, Cli, Report, bench, load_numeric, out_dir, run_main, save, timing::warm_up,
 };
 use weft_ir::DType;
 
@@ -83,7 +83,7 @@ fn run(args: &Args) -> Result<(), AppError> {
         .set("warmup_steps", args.warmup as u64)
         .set("relative_residual", residual)
         .runtime_stats(&np);
-    say(&format!(
+    args.say(&format!(
         "{NAME}: n={}, {steps} steps, {:.3} ms per step (median of {}), {:.2}x the floor at \
          {gbs:.1} GB/s, relative residual {residual:.3e}",
         args.n,

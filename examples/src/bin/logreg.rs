@@ -14,7 +14,7 @@ use std::time::Instant;
 use weft_examples::logreg;
 use weft_examples::timing::median;
 use weft_examples::{
-    AppError, Args, Cli, Kind, Report, bench_then, load_numeric, out_dir, run_main, save, say,
+    AppError, Args, Cli, Kind, Report, bench_then, load_numeric, out_dir, run_main, save,
 };
 
 const NAME: &str = "logreg";
@@ -111,7 +111,7 @@ fn run(args: &Args) -> Result<(), AppError> {
         .set("speedup_vs_rayon", rayon_median / timing.median)
         .set("max_weight_diff_vs_rayon", max_diff)
         .runtime_stats(&np);
-    say(&format!(
+    args.say(&format!(
         "{NAME}: n={n} d={d}, {:.3} ms per step (median of {}), rayon loop {:.3} ms \
          ({:.2}x), weights differ by at most {max_diff:.2e}",
         timing.median * 1e3,

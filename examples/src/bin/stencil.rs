@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use weft::Range;
 use weft_examples::stencil::{self, Stencil};
 use weft_examples::{
-    AppError, Args, Cli, Report, bench, load_numeric, out_dir, run_main, save, say, timing::warm_up,
+    AppError, Args, Cli, Report, bench, load_numeric, out_dir, run_main, save, timing::warm_up,
 };
 
 const NAME: &str = "stencil";
@@ -64,7 +64,7 @@ fn run(args: &Args) -> Result<(), AppError> {
         .set("points_per_second", n2 / timing.median)
         .set("interior_mean", mean)
         .runtime_stats(&np);
-    say(&format!(
+    args.say(&format!(
         "{NAME}: {n}x{n} interior, {sweeps} sweeps, {:.3} ms per sweep (median of {}), \
          interior mean {mean:.6}",
         timing.median * 1e3,

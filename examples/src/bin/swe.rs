@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use weft_examples::side_by_side::{self, max_abs_diff};
 use weft_examples::swe;
 use weft_examples::timing::warm_up;
-use weft_examples::{AppError, Args, Cli, Report, bench, out_dir, run_main, save, say};
+use weft_examples::{AppError, Args, Cli, Report, bench, out_dir, run_main, save};
 
 const NAME: &str = "swe";
 
@@ -91,7 +91,7 @@ fn run(args: &Args) -> Result<(), AppError> {
         .set("simulated_time", main.state.time)
         .set("relative_mass_drift", drift);
     let versus = speedup.map_or(String::new(), |s| format!(", {s:.2}x the unfused run"));
-    say(&format!(
+    args.say(&format!(
         "{NAME}: {n}x{n} cells, {:.3} ms per step (median of {}){versus}, t = {:.4}, \
          mass drift {drift:.1e}",
         main.timing.median * 1e3,

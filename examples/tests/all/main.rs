@@ -7,5 +7,6 @@ mod floors;
 mod logreg;
 mod numpy_compat;
 mod program;
+mod ranks;
 mod solvers;
 mod swe;

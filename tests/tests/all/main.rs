@@ -13,6 +13,7 @@ mod numeric_ops;
 mod numpy_ops;
 mod numpy_views;
 mod ptx_modules;
+mod ranks;
 mod reproducible;
 mod sandbox;
 mod simd_paths;

@@ -1,0 +1,129 @@
+//! Every example on 1, 2, 3 and 4 ranks (`mpirun`), on sizes that do not divide evenly: the
+//! `--out` files equal the single process's byte for byte, and the JSON line reports the
+//! ranks and what was sent.
+#![cfg(feature = "mpi")]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// (binary, arguments): small runs of every example.
+fn examples() -> Vec<(&'static str, &'static str, Vec<&'static str>)> {
+    vec![
+        (
+            "black_scholes",
+            env!("CARGO_BIN_EXE_black_scholes"),
+            vec!["--n", "10007", "--iters", "2"],
+        ),
+        (
+            "stencil",
+            env!("CARGO_BIN_EXE_stencil"),
+            vec!["--n", "37", "--iters", "3"],
+        ),
+        (
+            "jacobi",
+            env!("CARGO_BIN_EXE_jacobi"),
+            vec!["--n", "101", "--iters", "3"],
+        ),
+        ("cg", env!("CARGO_BIN_EXE_cg"), vec!["--grid", "23"]),
+        (
+            "bicgstab",
+            env!("CARGO_BIN_EXE_bicgstab"),
+            vec!["--grid", "19"],
+        ),
+        ("gmg", env!("CARGO_BIN_EXE_gmg"), vec!["--grid", "31"]),
+        (
+            "cfd",
+            env!("CARGO_BIN_EXE_cfd"),
+            vec!["--n", "29", "--iters", "2"],
+        ),
+        (
+            "swe",
+            env!("CARGO_BIN_EXE_swe"),
+            vec!["--n", "33", "--iters", "2"],
+        ),
+        (
+            "logreg",
+            env!("CARGO_BIN_EXE_logreg"),
+            vec!["--n", "2003", "--iters", "3"],
+        ),
+    ]
+}
+
+fn out_dir(name: &str, ranks: usize) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("weft-ranks-{}-{name}-{ranks}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Runs `bin` on `ranks` ranks (1: without `mpirun`) writing into `dir`; returns its JSON line.
+fn run(bin: &str, args: &[&str], ranks: usize, dir: &Path) -> serde_json::Value {
+    let mut cmd = if ranks == 1 {
+        Command::new(bin)
+    } else {
+        let mut c = Command::new("mpirun");
+        c.args(["--oversubscribe", "-n", &ranks.to_string(), bin]);
+        c
+    };
+    let out = cmd
+        .args(args)
+        .args(["--threads", "1", "--out"])
+        .arg(dir)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("the example runs (scripts/test installs Open MPI)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{bin} on {ranks} ranks: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{bin}: {e}: {line}"))
+}
+
+fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .expect("the --out directory")
+        .map(|e| {
+            let p = e.expect("an entry").path();
+            let name = p
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            (name, std::fs::read(&p).expect("readable"))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn every_example_on_two_to_four_ranks_equals_one_process() {
+    for (name, bin, args) in examples() {
+        let one = out_dir(name, 1);
+        let json = run(bin, &args, 1, &one);
+        assert_eq!(json["ranks"], 1, "{name}");
+        let want = files(&one);
+        assert!(!want.is_empty(), "{name} wrote no files");
+        for ranks in 2..=4 {
+            let dir = out_dir(name, ranks);
+            let json = run(bin, &args, ranks, &dir);
+            assert_eq!(json["ranks"], ranks as u64, "{name}");
+            assert!(json["bytes_sent"].as_u64().is_some(), "{name}: {json}");
+            let got = files(&dir);
+            let names = |f: &[(String, Vec<u8>)]| f.iter().map(|x| x.0.clone()).collect::<Vec<_>>();
+            assert_eq!(names(&got), names(&want), "{name} on {ranks} ranks");
+            for ((file, a), (_, b)) in got.iter().zip(&want) {
+                assert!(
+                    a == b,
+                    "{name} on {ranks} ranks: {file} differs from one process's"
+                );
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        let _ = std::fs::remove_dir_all(&one);
+    }
+}

@@ -1,0 +1,34 @@
+//! A task that fails on one rank only ends the whole job with its error and the rank that
+//! raised it, instead of leaving the other ranks waiting (`rank_fault`, under `mpirun`).
+#![cfg(feature = "mpi")]
+
+use std::process::Command;
+
+#[test]
+fn a_fault_on_one_rank_ends_every_rank_with_its_error() {
+    let bin = env!("CARGO_BIN_EXE_rank_fault");
+    // One process: the error comes back to the program.
+    let out = Command::new(bin).output().expect("rank_fault runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("take"), "{stderr}");
+    // Three ranks: the last piece's owner faults; the job ends on every rank.
+    let start = std::time::Instant::now();
+    let out = Command::new("mpirun")
+        .args(["--oversubscribe", "-n", "3", bin])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("mpirun runs (scripts/test installs Open MPI)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("weft: rank 2 of 3 failed, ending the job"),
+        "the error names the rank: {stderr}"
+    );
+    assert!(stderr.contains("take"), "and the operation: {stderr}");
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(60),
+        "no rank waited for the one that failed"
+    );
+}
