@@ -59,6 +59,10 @@ pub struct Distributed {
     /// before the task, the same on every rank.
     reduce_base: HashMap<StorageId, Vec<u8>>,
     traffic: Traffic,
+    /// Whether every task's plan is compared across ranks (`WEFT_CHECK_REPLICATION=1`).
+    check: bool,
+    /// Tasks run so far (the checks name the first that differs).
+    tasks: u64,
 }
 
 impl std::fmt::Debug for Distributed {
@@ -79,6 +83,15 @@ fn runtime_error(e: Error) -> weft_runtime::Error {
 impl Distributed {
     /// The distribution over `comm`'s ranks, under the block mapping.
     pub fn new(comm: Rc<dyn Comm>) -> Distributed {
+        Distributed::with_check(comm, false)
+    }
+
+    /// [`Distributed::new`], comparing before every task, when `check` is set, a hash of what
+    /// the task's messages derive from (the fused task: its kernel id, launch, scalars and
+    /// arguments with their partitions, and where the latest values of what it reads are)
+    /// across ranks: control replication makes them equal, and a difference stops the job
+    /// naming the first task that differs.
+    pub fn with_check(comm: Rc<dyn Comm>, check: bool) -> Distributed {
         let ranks = comm.size();
         Distributed {
             comm,
@@ -87,6 +100,8 @@ impl Distributed {
             folded: HashSet::new(),
             reduce_base: HashMap::new(),
             traffic: Traffic::default(),
+            check,
+            tasks: 0,
         }
     }
 
@@ -220,6 +235,55 @@ fn combine(
     Ok(out)
 }
 
+impl Distributed {
+    /// The hash of what `task`'s messages derive from (see [`Distributed::with_check`]).
+    fn plan_hash(&self, task: &IndexTask) -> u64 {
+        use std::hash::{Hash, Hasher};
+        // SipHash with fixed keys: the same on every rank.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        task.kernel.id().hash(&mut h);
+        task.launch.hash(&mut h);
+        for v in &task.scalars {
+            v.to_bits().hash(&mut h);
+        }
+        for arg in &task.args {
+            (arg.storage, arg.local, arg.deferred).hash(&mut h);
+            format!("{:?}", arg.privilege).hash(&mut h);
+            arg.root_partition.hash(&mut h);
+            if let Some(holding) = self.holdings.get(&arg.storage) {
+                for layer in &holding.layers {
+                    (&layer.partition, &layer.launch, &layer.explicit).hash(&mut h);
+                }
+            }
+        }
+        h.finish()
+    }
+
+    /// Compares `task`'s plan hash across ranks; an error naming the task where they differ.
+    fn check_replicated(&mut self, task: &IndexTask) -> weft_runtime::Result<()> {
+        let mine = self.plan_hash(task);
+        let all = self
+            .comm
+            .all_gather(&mine.to_le_bytes())
+            .map_err(runtime_error)?;
+        self.traffic.messages += 1;
+        let hashes: Vec<Option<u64>> = all
+            .iter()
+            .map(|b| b.as_slice().try_into().ok().map(u64::from_le_bytes))
+            .collect();
+        if let Some(r) = hashes.iter().position(|h| *h != hashes[0]) {
+            return Err(weft_runtime::Error::Usage(format!(
+                "replicated control differs across ranks at task {} (`{}` on this rank, rank {}): \
+                 rank {r}'s plan is not rank 0's (WEFT_CHECK_REPLICATION)",
+                self.tasks,
+                task.kernel.name(),
+                self.comm.rank()
+            )));
+        }
+        Ok(())
+    }
+}
+
 impl Distribution for Distributed {
     fn rank(&self) -> usize {
         self.comm.rank()
@@ -239,6 +303,10 @@ impl Distribution for Distributed {
         task: &IndexTask,
     ) -> weft_runtime::Result<()> {
         self.folded.clear();
+        self.tasks += 1;
+        if self.check {
+            self.check_replicated(task)?;
+        }
         let kernel = &task.kernel;
         for (a, arg) in task.args.iter().enumerate() {
             if arg.local {

@@ -91,6 +91,8 @@ impl Report {
             .set("tasks_submitted_per_iter", per.tasks_submitted)
             .set("tasks_executed_per_iter", per.tasks_executed)
             .set("kernels_compiled_timed", per.kernels_compiled)
+            .set("bytes_sent_per_iter", per.bytes_sent)
+            .set("messages_sent_per_iter", per.messages_sent)
     }
 
     /// Records the runtime's counters so far.
@@ -152,6 +154,8 @@ mod tests {
             tasks_submitted: 4.0,
             tasks_executed: 4.0,
             kernels_compiled: 0,
+            bytes_sent: 0.0,
+            messages_sent: 0.0,
         };
         r.timing(&t, &per).set("nan", f64::NAN);
         let line = r.to_line();

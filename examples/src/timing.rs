@@ -96,6 +96,10 @@ pub struct PerIter {
     pub tasks_executed: f64,
     /// Kernels compiled during all the timed iterations (0 in a steady state).
     pub kernels_compiled: u64,
+    /// Bytes this rank sent to other ranks per timed iteration (0 on one process).
+    pub bytes_sent: f64,
+    /// Messages this rank sent per timed iteration.
+    pub messages_sent: f64,
 }
 
 /// [`time_iterations`] for Weft code: each iteration runs `step`, then flushes the runtime
@@ -123,6 +127,7 @@ pub fn bench_then<T>(
 ) -> weft::Result<(Timing, PerIter, Option<T>)> {
     let mut last = None;
     let mut before = np.runtime(|rt| rt.stats());
+    let mut sent_before = np.runtime(|rt| rt.traffic());
     let mut iteration = 0usize;
     let timing = time_iterations_then(
         warmup,
@@ -130,6 +135,7 @@ pub fn bench_then<T>(
         || {
             if iteration == warmup {
                 before = np.runtime(|rt| rt.stats());
+                sent_before = np.runtime(|rt| rt.traffic());
                 // With WEFT_FORBID_COMPILES_AFTER_WARMUP=1, a compile in the timed loop is an error.
                 np.runtime(|rt| rt.warmed_up());
             }
@@ -146,6 +152,7 @@ pub fn bench_then<T>(
     )?;
     np.runtime(|rt| rt.forbid_compiles(false));
     let after = np.runtime(|rt| rt.stats());
+    let sent_after = np.runtime(|rt| rt.traffic());
     let per = |a: u64, b: u64| a.saturating_sub(b) as f64 / iters.max(1) as f64;
     let work = PerIter {
         tasks_submitted: per(after.tasks_submitted, before.tasks_submitted),
@@ -154,6 +161,8 @@ pub fn bench_then<T>(
             .exec
             .kernels_compiled
             .saturating_sub(before.exec.kernels_compiled),
+        bytes_sent: per(sent_after.bytes, sent_before.bytes),
+        messages_sent: per(sent_after.messages, sent_before.messages),
     };
     Ok((timing, work, last))
 }

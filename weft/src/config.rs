@@ -86,6 +86,10 @@ pub struct Config {
     /// The ranks the program runs on (`None`: this process alone). With more than one, every
     /// rank runs the same program, runs the points it owns, and at least one piece per rank.
     pub ranks: Option<Ranks>,
+    /// On several ranks, whether every task's plan is compared across ranks before it runs
+    /// (`WEFT_CHECK_REPLICATION=1`): a difference stops the job naming the first task that
+    /// differs.
+    pub check_replication: bool,
 }
 
 /// The ranks of a job (from [`Ranks::world`]): each process runs the same program on its own
@@ -150,6 +154,7 @@ impl Default for Config {
             env_errors: Vec::new(),
             forbid_compiles_after_warmup: false,
             ranks: None,
+            check_replication: false,
         }
     }
 }
@@ -197,6 +202,9 @@ impl Config {
         }
         if let Ok(v) = std::env::var("WEFT_SIMD") {
             config.read_simd(&v);
+        }
+        if std::env::var("WEFT_CHECK_REPLICATION").is_ok_and(|v| v.trim() == "1") {
+            config.check_replication = true;
         }
         if std::env::var("WEFT_FORBID_COMPILES_AFTER_WARMUP").is_ok_and(|v| v.trim() == "1") {
             config.forbid_compiles_after_warmup = true;

@@ -97,7 +97,10 @@ impl Runtime {
         };
         let mut core = Core::new(config.core_settings(), backend, planner);
         if let Some(ranks) = config.ranks.as_ref().filter(|r| r.size() > 1) {
-            core.set_distribution(Box::new(weft_dist::Distributed::new(ranks.0.clone())));
+            core.set_distribution(Box::new(weft_dist::Distributed::with_check(
+                ranks.0.clone(),
+                config.check_replication,
+            )));
         }
         let plugins =
             PluginHost::new(config.component_cache.clone(), config.plugin_limits.clone())?;

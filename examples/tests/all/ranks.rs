@@ -1,6 +1,7 @@
 //! Every example on 1, 2, 3 and 4 ranks (`mpirun`), on sizes that do not divide evenly: the
-//! `--out` files equal the single process's byte for byte, and the JSON line reports the
-//! ranks and what was sent.
+//! `--out` files equal the single process's byte for byte, every task's plan is the same on
+//! every rank (`WEFT_CHECK_REPLICATION=1`), and the JSON line reports the ranks and what was
+//! sent.
 #![cfg(feature = "mpi")]
 
 use std::path::{Path, PathBuf};
@@ -71,6 +72,8 @@ fn run(bin: &str, args: &[&str], ranks: usize, dir: &Path) -> serde_json::Value 
         .arg(dir)
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        // Every task's plan, compared across ranks: control replication holds.
+        .env("WEFT_CHECK_REPLICATION", "1")
         .output()
         .expect("the example runs (scripts/test installs Open MPI)");
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -1,5 +1,6 @@
 //! A task that fails on one rank only ends the whole job with its error and the rank that
-//! raised it, instead of leaving the other ranks waiting (`rank_fault`, under `mpirun`).
+//! raised it, instead of leaving the other ranks waiting (`rank_fault`, under `mpirun`); and
+//! `WEFT_CHECK_REPLICATION=1` stops a program whose ranks diverge (`rank_diverge`).
 #![cfg(feature = "mpi")]
 
 use std::process::Command;
@@ -30,5 +31,40 @@ fn a_fault_on_one_rank_ends_every_rank_with_its_error() {
     assert!(
         start.elapsed() < std::time::Duration::from_secs(60),
         "no rank waited for the one that failed"
+    );
+}
+
+fn mpirun(bin: &str, ranks: usize, check: bool) -> std::process::Output {
+    let mut cmd = Command::new("mpirun");
+    cmd.args(["--oversubscribe", "-n", &ranks.to_string(), bin])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    if check {
+        cmd.env("WEFT_CHECK_REPLICATION", "1");
+    }
+    cmd.output()
+        .expect("mpirun runs (scripts/test installs Open MPI)")
+}
+
+#[test]
+fn the_replication_check_names_the_first_task_that_differs() {
+    let bin = env!("CARGO_BIN_EXE_rank_diverge");
+    let out = mpirun(bin, 3, true);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("replicated control differs across ranks at task"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("rank 1's plan is not rank 0's"), "{stderr}");
+    // One rank cannot diverge from itself: the same program passes the check.
+    let out = Command::new(bin)
+        .env("WEFT_CHECK_REPLICATION", "1")
+        .output()
+        .expect("rank_diverge runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }
