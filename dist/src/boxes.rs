@@ -56,6 +56,41 @@ pub fn subtract_all(boxes: &[Rect], b: &Rect) -> Vec<Rect> {
     boxes.iter().flat_map(|a| subtract(a, b)).collect()
 }
 
+/// The root elements of `view`'s sub-store `sub`, as boxes: runs along the root's last
+/// dimension, in the view's row-major order (for views that are not boxes of their root).
+pub fn element_boxes(view: &ViewMap, sub: &Rect, root: &[u64]) -> Vec<Rect> {
+    let strides = weft_runtime::view::row_major_strides(root);
+    let mut out: Vec<Rect> = Vec::new();
+    for i in weft_runtime::partition::points(&sub.extent) {
+        let index: Vec<u64> = i.iter().zip(&sub.origin).map(|(a, b)| a + b).collect();
+        let mut left = view.element(&index);
+        let coords: Vec<u64> = strides
+            .iter()
+            .map(|&s| {
+                let s = s.max(1) as u64;
+                let c = left / s;
+                left %= s;
+                c
+            })
+            .collect();
+        if let Some(last) = out.last_mut() {
+            let r = coords.len();
+            let extends = r > 0
+                && (0..r - 1).all(|d| last.origin[d] == coords[d])
+                && last.origin[r - 1] + last.extent[r - 1] == coords[r - 1];
+            if extends {
+                last.extent[r - 1] += 1;
+                continue;
+            }
+        }
+        out.push(Rect {
+            extent: vec![1; coords.len()],
+            origin: coords,
+        });
+    }
+    out
+}
+
 /// Where a view's index space lies in its root, when the view is a box of the root: each
 /// view dimension longer than 1 moves along its own root dimension with that dimension's
 /// row-major stride (slices without steps, and transposes of them).

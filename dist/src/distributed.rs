@@ -18,6 +18,7 @@ use weft_runtime::distribution::{DistContext, Distribution, Traffic};
 use weft_runtime::mapping::BlockMapping;
 use weft_runtime::{IndexTask, Partition, RootPartition, StorageId, ViewMap};
 
+use crate::boxes::{BoxView, element_boxes};
 use crate::comm::Comm;
 use crate::plan::{ExchangePlan, Read, exchange};
 use crate::transfer::{ByteAccess, Local, run_exchange};
@@ -336,7 +337,10 @@ impl Distribution for Distributed {
             let Some(root) = cx.stores.storage(arg.storage).map(|s| s.shape.clone()) else {
                 continue;
             };
-            let planned = if arg.root_partition.image.is_some() {
+            // A store reduced into ends up the same on every rank (its reductions are folded,
+            // or combined, everywhere, into every element): every rank needs all of it first.
+            let reduced = matches!(arg.privilege, Privilege::Reduce(_));
+            let planned = if arg.root_partition.image.is_some() || reduced {
                 None
             } else {
                 let read = Read {
@@ -401,34 +405,33 @@ impl Distribution for Distributed {
                     .entry(arg.storage)
                     .or_default()
                     .write(layer, &root),
-                Err(_) if arg.root_partition.image.is_some() => {
-                    // Through an image: each point's range, read from the source (which every
-                    // rank holds whole since `before_task`).
-                    let mut rects = Vec::new();
+                Err(_) => {
+                    // Through an image (each point's range, read from the source, which every
+                    // rank holds whole since `before_task`) or a view that is not a box of
+                    // its root (each point's elements, as runs).
+                    let part = &arg.root_partition;
+                    let boxed = BoxView::of(&part.view, &root);
+                    let source = part.image.as_deref().map(|i| i.source);
+                    let mut boxes = Vec::new();
                     for p in weft_runtime::partition::points(&task.launch) {
-                        let part = &arg.root_partition;
-                        let image = part.image.as_deref().map(|i| i.source);
-                        rects.push(part.sub_rect_with(&p, |element| {
-                            image.and_then(|source| {
+                        let sub = part.sub_rect_with(&p, |element| {
+                            source.and_then(|s| {
                                 weft_runtime::executor::read_index(
-                                    cx.stores, cx.backend, source, element,
+                                    cx.stores, cx.backend, s, element,
                                 )
                             })
-                        }));
+                        });
+                        boxes.push(match &boxed {
+                            Some(v) => vec![v.root_box(&sub)],
+                            None => element_boxes(&part.view, &sub, &root),
+                        });
                     }
                     let layer =
-                        Layer::with_sub_rects(&arg.root_partition, &task.launch, &root, &rects)
-                            .map_err(runtime_error)?;
+                        Layer::given(part, &task.launch, &root, boxes).map_err(runtime_error)?;
                     self.holdings
                         .entry(arg.storage)
                         .or_default()
                         .write(layer, &root);
-                }
-                Err(e) => {
-                    return Err(weft_runtime::Error::Usage(format!(
-                        "kernel `{}` on several ranks: {e}",
-                        task.kernel.name()
-                    )));
                 }
             }
         }

@@ -19,13 +19,15 @@ use crate::boxes::{BoxView, intersect, subtract_all};
 pub struct Layer {
     /// The write partition, folded onto the root.
     pub partition: RootPartition,
-    /// Its view as a box of the root.
-    pub view: BoxView,
+    /// Its view as a box of the root (`None` for a layer of given boxes whose view is not
+    /// one).
+    pub view: Option<BoxView>,
     /// The launch domain of the task that wrote it.
     pub launch: Vec<u64>,
-    /// Each point's root box, in row-major point order, where no tiling gives it (an image
-    /// partition's ranges, read from its source when the task ran).
-    pub explicit: Option<Vec<Rect>>,
+    /// Each point's root boxes, in row-major point order, where no tiling gives them (an
+    /// image partition's ranges, read from its source when the task ran; the runs of a view
+    /// that is not a box of its root).
+    pub explicit: Option<Vec<Vec<Rect>>>,
 }
 
 impl Layer {
@@ -45,39 +47,32 @@ impl Layer {
         })?;
         Ok(Layer {
             partition: partition.clone(),
-            view,
+            view: Some(view),
             launch: launch.to_vec(),
             explicit: None,
         })
     }
 
-    /// A layer whose points' tiles are given: `sub_rects[i]` is the `i`-th point's (row-major)
-    /// sub-store of `partition`'s view, as the task saw it (an image partition's ranges).
-    pub fn with_sub_rects(
+    /// A layer whose points' root boxes are given: `boxes[i]` are the boxes the `i`-th point
+    /// (row-major) wrote, disjoint.
+    pub fn given(
         partition: &RootPartition,
         launch: &[u64],
         root: &[u64],
-        sub_rects: &[Rect],
+        boxes: Vec<Vec<Rect>>,
     ) -> Result<Layer, Error> {
-        let view = BoxView::of(&partition.view, root).ok_or_else(|| {
-            Error::Unsupported(format!(
-                "a write through a view that is not a box of its root (shape {:?}, strides {:?})",
-                partition.view.shape, partition.view.strides
-            ))
-        })?;
         let points: u64 = launch.iter().product();
-        if sub_rects.len() as u64 != points {
+        if boxes.len() as u64 != points {
             return Err(Error::Unsupported(format!(
-                "{} tiles for a launch of {points} points",
-                sub_rects.len()
+                "boxes for {} points in a launch of {points}",
+                boxes.len()
             )));
         }
-        let explicit = sub_rects.iter().map(|r| view.root_box(r)).collect();
         Ok(Layer {
             partition: partition.clone(),
-            view,
+            view: BoxView::of(&partition.view, root),
             launch: launch.to_vec(),
-            explicit: Some(explicit),
+            explicit: Some(boxes),
         })
     }
 
@@ -105,7 +100,10 @@ impl Layer {
                     continue;
                 };
                 let extent = self.partition.view.shape[vd];
-                let (a, z) = self.view.view_interval(vd, b, extent);
+                let Some(view) = &self.view else {
+                    break;
+                };
+                let (a, z) = view.view_interval(vd, b, extent);
                 if a >= z || t.tile[vd] == 0 {
                     hi[k] = lo[k];
                     continue;
@@ -131,31 +129,47 @@ impl Layer {
             .collect()
     }
 
-    /// The root box of point `point`'s tile.
+    /// The root box of point `point`'s tile, for a layer of a tiling (an empty box for one of
+    /// given boxes: see [`Layer::tiles`]).
     pub fn tile(&self, point: &[u64]) -> Rect {
-        if let Some(rects) = &self.explicit {
-            let empty = Rect {
-                origin: vec![0; self.view.root.len()],
-                extent: vec![0; self.view.root.len()],
-            };
-            return rects.get(self.linear(point)).cloned().unwrap_or(empty);
+        let rank = self
+            .partition
+            .view
+            .rank()
+            .max(self.view.as_ref().map_or(0, |v| v.root.len()));
+        match (&self.explicit, &self.view) {
+            (None, Some(view)) => view.root_box(&self.partition.sub_rect(point)),
+            _ => Rect {
+                origin: vec![0; rank],
+                extent: vec![0; rank],
+            },
         }
-        self.view.root_box(&self.partition.sub_rect(point))
+    }
+
+    /// The root boxes point `point` wrote: its tile, or the boxes given for it.
+    pub fn tiles(&self, point: &[u64]) -> Vec<Rect> {
+        match &self.explicit {
+            Some(boxes) => boxes.get(self.linear(point)).cloned().unwrap_or_default(),
+            None => vec![self.tile(point)],
+        }
     }
 
     /// Whether the tiles cover every element of a root of shape `root` (closed form: the
     /// view is the whole root, and along each of its dimensions the tiles start at or before
     /// 0 and reach its end).
     pub fn covers(&self, root: &[u64]) -> bool {
-        if let Some(rects) = &self.explicit {
+        if let Some(boxes) = &self.explicit {
             let mut left = vec![Rect::whole(root)];
-            for r in rects {
+            for r in boxes.iter().flatten() {
                 left = subtract_all(&left, r);
             }
             return left.is_empty();
         }
         let view = &self.partition.view;
-        let whole = self.view.root_box(&Rect::whole(&view.shape)) == Rect::whole(root);
+        let Some(boxed) = &self.view else {
+            return false;
+        };
+        let whole = boxed.root_box(&Rect::whole(&view.shape)) == Rect::whole(root);
         let Some(t) = &self.partition.tiling else {
             return whole;
         };
@@ -214,14 +228,15 @@ impl Holding {
                 break;
             }
             for p in layer.points_meeting(b) {
-                let tile = layer.tile(&p);
                 let owner = mapping.owner(&p, &layer.launch);
-                for piece in &left {
-                    if let Some(x) = intersect(piece, &tile) {
-                        out.push((owner, x));
+                for tile in layer.tiles(&p) {
+                    for piece in &left {
+                        if let Some(x) = intersect(piece, &tile) {
+                            out.push((owner, x));
+                        }
                     }
+                    left = subtract_all(&left, &tile);
                 }
-                left = subtract_all(&left, &tile);
                 if left.is_empty() {
                     break;
                 }
@@ -235,11 +250,12 @@ impl Holding {
     pub fn holder_of(&self, e: &[u64], mapping: &dyn Mapping) -> Option<usize> {
         for layer in &self.layers {
             for p in weft_runtime::partition::points(&layer.launch) {
-                let t = layer.tile(&p);
-                let inside =
-                    (0..e.len()).all(|d| e[d] >= t.origin[d] && e[d] < t.origin[d] + t.extent[d]);
-                if inside {
-                    return Some(mapping.owner(&p, &layer.launch));
+                for t in layer.tiles(&p) {
+                    let inside = (0..e.len())
+                        .all(|d| e[d] >= t.origin[d] && e[d] < t.origin[d] + t.extent[d]);
+                    if inside {
+                        return Some(mapping.owner(&p, &layer.launch));
+                    }
                 }
             }
         }

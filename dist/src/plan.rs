@@ -82,7 +82,9 @@ pub fn exchange(read: Read<'_>, rank: usize, mapping: &dyn Mapping) -> Result<Ex
     let mut candidates: Vec<Vec<u64>> = Vec::new();
     for layer in &read.holding.layers {
         for q in mapping.points_of(rank, &layer.launch) {
-            candidates.extend(reader.points_meeting(&layer.tile(&q)));
+            for tile in layer.tiles(&q) {
+                candidates.extend(reader.points_meeting(&tile));
+            }
         }
     }
     candidates.sort();

@@ -227,3 +227,47 @@ proptest! {
         prop_assert_eq!(layer.covers(&root), brute);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// A vector written through a view with steps (given boxes: each point's elements as
+    /// runs), then read through shifted tiles: the plans still match brute force, and the
+    /// runs hold exactly the point's elements.
+    #[test]
+    fn writes_through_stepped_views_match_brute_force(
+        n in 4u64..40,
+        start in 0u64..4,
+        step in 1i64..4,
+        pieces in 1u64..5,
+        g in -3i64..4,
+        ranks in 1usize..5,
+    ) {
+        let root = [n];
+        let x = ViewMap::whole(&root);
+        let count = (n - start.min(n - 1) - 1) / step as u64 + 1;
+        let stepped = x.strided(&[start.min(n - 1)], &[step], &[count]).unwrap();
+        let tile = count.div_ceil(pieces).max(1);
+        let part = RootPartition::fold(&rows(tile, 0, 1), &stepped);
+        let launch = [count.div_ceil(tile)];
+        let boxes: Vec<Vec<Rect>> = points(&launch)
+            .map(|p| weft_dist::boxes::element_boxes(&stepped, &part.sub_rect(&p), &root))
+            .collect();
+        for (p, b) in points(&launch).zip(&boxes) {
+            let sub = part.sub_rect(&p);
+            let mut want: Vec<Vec<u64>> = points(&sub.extent)
+                .map(|i| vec![stepped.element(&[i[0] + sub.origin[0]])])
+                .collect();
+            let mut got: Vec<Vec<u64>> = b.iter().flat_map(elements).collect();
+            want.sort();
+            got.sort();
+            prop_assert_eq!(got, want);
+        }
+        let layer = Layer::given(&part, &launch, &root, boxes).unwrap();
+        let mut holding = Holding::replicated();
+        holding.write(layer, &root);
+        let read = RootPartition::fold(&rows(n.div_ceil(pieces), g, 1), &x);
+        let rl = [pieces];
+        check(Read { partition: &read, launch: &rl, root: &root, holding: &holding }, ranks)?;
+    }
+}

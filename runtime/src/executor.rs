@@ -75,6 +75,17 @@ impl Executor<'_> {
                 self.stats.compile_seconds_max = self.stats.compile_seconds_max.max(seconds);
             }
         }
+        // On several ranks, what the points read comes first: a buffer that an output takes
+        // over below must already hold it.
+        if let Some(d) = self.distribution.as_deref_mut() {
+            d.before_task(
+                &mut DistContext {
+                    stores: self.stores,
+                    backend: self.backend,
+                },
+                task,
+            )?;
+        }
         // Every storage gets its buffer before any point runs; task-local temporaries get no
         // storage, only scratch memory per point. A fresh storage that the task writes whole
         // before reading it gets a buffer without the zero fill.
@@ -102,15 +113,6 @@ impl Executor<'_> {
                 )
             };
             buffers.push((buffer, element_size));
-        }
-        if let Some(d) = self.distribution.as_deref_mut() {
-            d.before_task(
-                &mut DistContext {
-                    stores: self.stores,
-                    backend: self.backend,
-                },
-                task,
-            )?;
         }
         let ran = self.run_points(task, &buffers);
         if ran.is_ok()
@@ -219,7 +221,12 @@ impl Executor<'_> {
         // Deferred stores' held rows land once every point has run.
         self.backend.finish_deferred(true)?;
         let mut held = self.backend.take_reductions()?;
-        if let Some(d) = self.distribution.as_deref_mut() {
+        // A task that reduces into nothing holds nothing back on any rank: no gather.
+        let reduces = task
+            .args
+            .iter()
+            .any(|a| matches!(a.privilege, weft_ir::Privilege::Reduce(_)));
+        if let Some(d) = self.distribution.as_deref_mut().filter(|_| reduces) {
             // Every rank's partials, the same on every rank (even one that ran no point).
             held = d.gather_partials(held)?;
             if !ran_any && !held.is_empty() {

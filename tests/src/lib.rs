@@ -8,6 +8,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod programs;
 pub mod reference;
 
 use weft::{Config, Numeric, Runtime, Sparse};

@@ -68,3 +68,40 @@ fn the_replication_check_names_the_first_task_that_differs() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The fusion property tests' random programs (`weft_tests::programs`), fused, on 2 and 3
+/// ranks with every plan compared across ranks: every array and every read equals one
+/// process's, bit for bit. (This found a bug: an output took over an input's buffer before
+/// the input's elements from other ranks had landed in it.)
+#[test]
+fn random_programs_on_two_and_three_ranks_equal_one_process() {
+    let bin = env!("CARGO_BIN_EXE_rank_programs");
+    let args = ["24", "1"];
+    let one = Command::new(bin)
+        .args(args)
+        .output()
+        .expect("rank_programs runs");
+    assert!(
+        one.status.success(),
+        "{}",
+        String::from_utf8_lossy(&one.stderr)
+    );
+    let want = String::from_utf8_lossy(&one.stdout).into_owned();
+    assert_eq!(want.lines().count(), 24, "{want}");
+    for ranks in [2, 3] {
+        let out = Command::new("mpirun")
+            .args(["--oversubscribe", "-n", &ranks.to_string(), bin])
+            .args(args)
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .env("WEFT_CHECK_REPLICATION", "1")
+            .output()
+            .expect("mpirun runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout), want, "{ranks} ranks");
+    }
+}
