@@ -64,6 +64,45 @@ pub struct Distributed {
     check: bool,
     /// Tasks run so far (the checks name the first that differs).
     tasks: u64,
+    /// Plans derived so far, by what they derive from: a loop that runs the same tasks over
+    /// the same holdings reuses them (cleared when it holds [`PLAN_CACHE`] of them).
+    plans: HashMap<PlanKey, ExchangePlan>,
+}
+
+/// The most message plans kept for reuse.
+const PLAN_CACHE: usize = 1024;
+
+/// A layer as a plan key sees it: its partition, launch and given boxes.
+type LayerKey = (
+    RootPartition,
+    Vec<u64>,
+    Option<Vec<Vec<weft_runtime::Rect>>>,
+);
+
+/// What a plan derives from: the read partition, its launch, the root's shape, and the
+/// holding's layers. Equal keys give equal plans on a rank.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct PlanKey {
+    partition: RootPartition,
+    launch: Vec<u64>,
+    root: Vec<u64>,
+    layers: Vec<LayerKey>,
+}
+
+impl PlanKey {
+    fn of(read: &Read<'_>) -> PlanKey {
+        PlanKey {
+            partition: read.partition.clone(),
+            launch: read.launch.to_vec(),
+            root: read.root.to_vec(),
+            layers: read
+                .holding
+                .layers
+                .iter()
+                .map(|l| (l.partition.clone(), l.launch.clone(), l.explicit.clone()))
+                .collect(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Distributed {
@@ -103,6 +142,7 @@ impl Distributed {
             traffic: Traffic::default(),
             check,
             tasks: 0,
+            plans: HashMap::new(),
         }
     }
 
@@ -168,11 +208,42 @@ impl Distributed {
             root: &root,
             holding,
         };
-        let plan = exchange(read, self.comm.rank(), &self.mapping).map_err(runtime_error)?;
+        let rank = self.comm.rank();
+        let plan = cached_plan(
+            &mut self.plans,
+            &mut self.traffic,
+            &self.mapping,
+            rank,
+            read,
+        )
+        .map_err(runtime_error)?;
         self.run(cx, storage, &plan)?;
         self.holdings.remove(&storage);
         Ok(())
     }
+}
+
+/// The plan of `read` for `rank`: reused from `plans` when the same partitions and holdings
+/// were planned before, derived otherwise; counted in `traffic`.
+fn cached_plan(
+    plans: &mut HashMap<PlanKey, ExchangePlan>,
+    traffic: &mut Traffic,
+    mapping: &BlockMapping,
+    rank: usize,
+    read: Read<'_>,
+) -> Result<ExchangePlan, Error> {
+    let key = PlanKey::of(&read);
+    if let Some(plan) = plans.get(&key) {
+        traffic.plans_reused += 1;
+        return Ok(plan.clone());
+    }
+    let plan = exchange(read, rank, mapping)?;
+    traffic.plans_derived += 1;
+    if plans.len() >= PLAN_CACHE {
+        plans.clear();
+    }
+    plans.insert(key, plan.clone());
+    Ok(plan)
 }
 
 /// A storage's whole buffer, read.
@@ -349,7 +420,15 @@ impl Distribution for Distributed {
                     root: &root,
                     holding,
                 };
-                exchange(read, self.comm.rank(), &self.mapping).ok()
+                let rank = self.comm.rank();
+                cached_plan(
+                    &mut self.plans,
+                    &mut self.traffic,
+                    &self.mapping,
+                    rank,
+                    read,
+                )
+                .ok()
             };
             match planned {
                 Some(plan) => self.run(cx, arg.storage, &plan)?,

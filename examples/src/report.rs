@@ -111,6 +111,8 @@ impl Report {
             .set("bytes_allocated", bytes)
             .set("bytes_sent", traffic.bytes)
             .set("messages_sent", traffic.messages)
+            .set("plans_derived", traffic.plans_derived)
+            .set("plans_reused", traffic.plans_reused)
     }
 
     /// The value of `key`, if set.

@@ -13,13 +13,17 @@ use crate::backend::Backend;
 use crate::stores::{StorageId, Stores};
 use crate::task::IndexTask;
 
-/// What one rank sent to others.
+/// What one rank sent to others, and how its message plans were found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Traffic {
     /// Bytes sent.
     pub bytes: u64,
     /// Messages sent (point-to-point, and one per collective operation).
     pub messages: u64,
+    /// Message plans derived.
+    pub plans_derived: u64,
+    /// Message plans reused from an earlier task with the same partitions and holdings.
+    pub plans_reused: u64,
 }
 
 /// What a distribution may touch while the runtime waits for it.

@@ -116,6 +116,15 @@ fn every_example_on_two_to_four_ranks_equals_one_process() {
             let json = run(bin, &args, ranks, &dir);
             assert_eq!(json["ranks"], ranks as u64, "{name}");
             assert!(json["bytes_sent"].as_u64().is_some(), "{name}: {json}");
+            if ["stencil", "jacobi", "cfd"].contains(&name) {
+                // Iterations over the same partitions and holdings reuse their plans.
+                let reused = json["plans_reused"].as_u64().unwrap_or(0);
+                let derived = json["plans_derived"].as_u64().unwrap_or(0);
+                assert!(
+                    reused > 0,
+                    "{name} on {ranks} ranks: {reused} reused, {derived} derived"
+                );
+            }
             let got = files(&dir);
             let names = |f: &[(String, Vec<u8>)]| f.iter().map(|x| x.0.clone()).collect::<Vec<_>>();
             assert_eq!(names(&got), names(&want), "{name} on {ranks} ranks");
