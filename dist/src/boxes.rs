@@ -56,23 +56,43 @@ pub fn subtract_all(boxes: &[Rect], b: &Rect) -> Vec<Rect> {
     boxes.iter().flat_map(|a| subtract(a, b)).collect()
 }
 
+/// The coordinates of element `element` (row-major) of a root of shape `root`.
+pub fn coords(element: u64, root: &[u64]) -> Vec<u64> {
+    let mut left = element;
+    weft_runtime::view::row_major_strides(root)
+        .iter()
+        .map(|&s| {
+            let s = s.max(1) as u64;
+            let c = left / s;
+            left %= s;
+            c
+        })
+        .collect()
+}
+
+/// A tiling of dimension 0 into tiles of `tile` rows from `offset`, one per point of a rank-1
+/// launch, the other dimensions whole: how the host splits arrays by rows.
+pub fn row_tiles(tile: u64, offset: i64, rank: usize) -> weft_runtime::Partition {
+    let mut t = weft_runtime::Tiling {
+        tile: vec![u64::MAX; rank],
+        offset: vec![0; rank],
+        projection: vec![None; rank],
+    };
+    if rank > 0 {
+        t.tile[0] = tile;
+        t.offset[0] = offset;
+        t.projection[0] = Some(0);
+    }
+    weft_runtime::Partition::Tiling(t)
+}
+
 /// The root elements of `view`'s sub-store `sub`, as boxes: runs along the root's last
 /// dimension, in the view's row-major order (for views that are not boxes of their root).
 pub fn element_boxes(view: &ViewMap, sub: &Rect, root: &[u64]) -> Vec<Rect> {
-    let strides = weft_runtime::view::row_major_strides(root);
     let mut out: Vec<Rect> = Vec::new();
     for i in weft_runtime::partition::points(&sub.extent) {
         let index: Vec<u64> = i.iter().zip(&sub.origin).map(|(a, b)| a + b).collect();
-        let mut left = view.element(&index);
-        let coords: Vec<u64> = strides
-            .iter()
-            .map(|&s| {
-                let s = s.max(1) as u64;
-                let c = left / s;
-                left %= s;
-                c
-            })
-            .collect();
+        let coords = coords(view.element(&index), root);
         if let Some(last) = out.last_mut() {
             let r = coords.len();
             let extends = r > 0

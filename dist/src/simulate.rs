@@ -5,7 +5,9 @@
 use std::time::Instant;
 
 use weft_runtime::mapping::BlockMapping;
-use weft_runtime::{Partition, RootPartition, Tiling, ViewMap};
+use weft_runtime::{RootPartition, ViewMap};
+
+use crate::boxes::row_tiles;
 
 use crate::{Error, ExchangePlan, Holding, Layer, Read, exchange};
 
@@ -35,18 +37,6 @@ struct TaskReads<'a> {
     root: Vec<u64>,
     holding: &'a Holding,
     element_bytes: u64,
-}
-
-fn rows(tile: u64, offset: i64, rank: usize) -> Partition {
-    let mut t = Tiling {
-        tile: vec![u64::MAX; rank],
-        offset: vec![0; rank],
-        projection: vec![None; rank],
-    };
-    t.tile[0] = tile;
-    t.offset[0] = offset;
-    t.projection[0] = Some(0);
-    Partition::Tiling(t)
 }
 
 /// Runs the plans of `tasks` (one iteration) for every rank, with `reductions` all-reduces of
@@ -112,7 +102,7 @@ pub fn stencil(ranks: usize, rows: u64, m: u64) -> Result<Simulated, Error> {
         grid.slice(&[r, c], &[r + n, c + m])
             .map_err(|e| Error::Unsupported(e.to_string()))
     };
-    let tiles = rows_partition(rows, 0, 2);
+    let tiles = row_tiles(rows, 0, 2);
     let center = RootPartition::fold(&tiles, &view(1, 1)?);
     let launch = vec![ranks as u64];
     let mut holding = Holding::replicated();
@@ -142,15 +132,15 @@ pub fn cg(ranks: usize, rows: u64, width: u64) -> Result<Simulated, Error> {
     let root = vec![n];
     let x = ViewMap::whole(&root);
     let launch = vec![ranks as u64];
-    let own = RootPartition::fold(&rows_partition(local, 0, 1), &x);
+    let own = RootPartition::fold(&row_tiles(local, 0, 1), &x);
     let mut holding = Holding::replicated();
     holding.write(Layer::new(&own, &launch, &root)?, &root);
     let g = i64::try_from(width).map_err(|e| Error::Unsupported(e.to_string()))?;
     let product = TaskReads {
         reads: vec![
-            RootPartition::fold(&rows_partition(local, -g, 1), &x),
+            RootPartition::fold(&row_tiles(local, -g, 1), &x),
             own.clone(),
-            RootPartition::fold(&rows_partition(local, g, 1), &x),
+            RootPartition::fold(&row_tiles(local, g, 1), &x),
         ],
         launch: launch.clone(),
         root: root.clone(),
@@ -165,10 +155,6 @@ pub fn cg(ranks: usize, rows: u64, width: u64) -> Result<Simulated, Error> {
         element_bytes: 8,
     };
     simulate(ranks, &[product, updates], 2)
-}
-
-fn rows_partition(tile: u64, offset: i64, rank: usize) -> Partition {
-    rows(tile, offset, rank)
 }
 
 #[cfg(test)]

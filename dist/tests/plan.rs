@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
+use weft_dist::boxes::{coords, row_tiles};
 use weft_dist::{Holding, Layer, Read, exchange};
 use weft_runtime::mapping::BlockMapping;
 use weft_runtime::partition::points;
@@ -27,17 +28,7 @@ fn brute(read: Read<'_>, mapping: &BlockMapping) -> Needs {
         let sub = read.partition.sub_rect(&p);
         for v in points(&sub.extent) {
             let index: Vec<u64> = v.iter().zip(&sub.origin).map(|(i, o)| i + o).collect();
-            let e = read.partition.view.element(&index);
-            let strides = weft_runtime::view::row_major_strides(read.root);
-            let mut left = e;
-            let coords: Vec<u64> = strides
-                .iter()
-                .map(|&s| {
-                    let c = left / s as u64;
-                    left %= s as u64;
-                    c
-                })
-                .collect();
+            let coords = coords(read.partition.view.element(&index), read.root);
             if let Some(from) = read.holding.holder_of(&coords, mapping)
                 && from != to
             {
@@ -81,18 +72,6 @@ fn check(read: Read<'_>, ranks: usize) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-fn rows(tile: u64, offset: i64, rank: usize) -> Partition {
-    let mut t = Tiling {
-        tile: vec![u64::MAX; rank],
-        offset: vec![0; rank],
-        projection: vec![None; rank],
-    };
-    t.tile[0] = tile;
-    t.offset[0] = offset;
-    t.projection[0] = Some(0);
-    Partition::Tiling(t)
-}
-
 /// Figure 1's stencil: the center written by row tiles, then read through the four shifted
 /// views with the same tiles, on grids and piece counts that do not divide evenly.
 #[test]
@@ -108,11 +87,11 @@ fn stencil_halos_match_brute_force() {
         let grid = ViewMap::whole(&root);
         let tile = n.div_ceil(pieces);
         let view = |r: u64, c: u64| grid.slice(&[r, c], &[r + n, c + m]).unwrap();
-        let center = RootPartition::fold(&rows(tile, 0, 2), &view(1, 1));
+        let center = RootPartition::fold(&row_tiles(tile, 0, 2), &view(1, 1));
         let mut holding = Holding::replicated();
         holding.write(Layer::new(&center, &[pieces], &root).unwrap(), &root);
         for (r, c) in [(0, 1), (2, 1), (1, 0), (1, 2), (1, 1)] {
-            let part = RootPartition::fold(&rows(tile, 0, 2), &view(r, c));
+            let part = RootPartition::fold(&row_tiles(tile, 0, 2), &view(r, c));
             let read = Read {
                 partition: &part,
                 launch: &[pieces],
@@ -156,7 +135,7 @@ proptest! {
         holding.write(Layer::new(&written, &launch_w, &root).unwrap(), &root);
         if second {
             // Then the whole grid by row tiles of 2 over 3 points (the last ones run short).
-            let whole = RootPartition::fold(&rows(2, 1, 2), &grid);
+            let whole = RootPartition::fold(&row_tiles(2, 1, 2), &grid);
             holding.write(Layer::new(&whole, &[3], &root).unwrap(), &root);
             // Written again through the inner block with its rows reversed.
             let flipped = grid.strided(&[shape.0, 1], &[-1, 1], &[shape.0, shape.1]).unwrap();
@@ -190,10 +169,10 @@ proptest! {
         let root = [n];
         let x = ViewMap::whole(&root);
         let tile = n.div_ceil(pieces).max(1);
-        let written = RootPartition::fold(&rows(tile, 0, 1), &x);
+        let written = RootPartition::fold(&row_tiles(tile, 0, 1), &x);
         let mut holding = Holding::replicated();
         holding.write(Layer::new(&written, &[pieces], &root).unwrap(), &root);
-        for part in [Partition::None, rows(tile, -g, 1), rows(tile, g, 1)] {
+        for part in [Partition::None, row_tiles(tile, -g, 1), row_tiles(tile, g, 1)] {
             let part = RootPartition::fold(&part, &x);
             let read = Read { partition: &part, launch: &[pieces], root: &root, holding: &holding };
             check(read, ranks)?;
@@ -248,7 +227,7 @@ proptest! {
         let count = (n - start.min(n - 1) - 1) / step as u64 + 1;
         let stepped = x.strided(&[start.min(n - 1)], &[step], &[count]).unwrap();
         let tile = count.div_ceil(pieces).max(1);
-        let part = RootPartition::fold(&rows(tile, 0, 1), &stepped);
+        let part = RootPartition::fold(&row_tiles(tile, 0, 1), &stepped);
         let launch = [count.div_ceil(tile)];
         let boxes: Vec<Vec<Rect>> = points(&launch)
             .map(|p| weft_dist::boxes::element_boxes(&stepped, &part.sub_rect(&p), &root))
@@ -266,7 +245,7 @@ proptest! {
         let layer = Layer::given(&part, &launch, &root, boxes).unwrap();
         let mut holding = Holding::replicated();
         holding.write(layer, &root);
-        let read = RootPartition::fold(&rows(n.div_ceil(pieces), g, 1), &x);
+        let read = RootPartition::fold(&row_tiles(n.div_ceil(pieces), g, 1), &x);
         let rl = [pieces];
         check(Read { partition: &read, launch: &rl, root: &root, holding: &holding }, ranks)?;
     }

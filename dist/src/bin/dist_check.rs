@@ -4,6 +4,7 @@
 //! its points read holds the last writer's value. `--fault-on-rank R` makes rank R fail
 //! instead: the job must end on every rank with an error naming it.
 
+use weft_dist::boxes::coords;
 use weft_dist::comm::Comm;
 use weft_dist::mpi_comm::MpiComm;
 use weft_dist::transfer::{Local, Slice, run_exchange};
@@ -131,21 +132,12 @@ fn run(comm: &dyn Comm, fault_on: Option<usize>) -> Result<u64, String> {
         )
         .map_err(|e| e.to_string())?;
         // Every element this rank's points read holds its last writer's value.
-        let strides = weft_runtime::view::row_major_strides(&case.root);
         for p in mapping.points_of(rank, launch) {
             let sub = part.sub_rect(&p);
             for i in points(&sub.extent) {
                 let idx: Vec<u64> = i.iter().zip(&sub.origin).map(|(a, b)| a + b).collect();
                 let at = part.view.element(&idx);
-                let mut left = at;
-                let coords: Vec<u64> = strides
-                    .iter()
-                    .map(|&s| {
-                        let c = left / s as u64;
-                        left %= s as u64;
-                        c
-                    })
-                    .collect();
+                let coords = coords(at, &case.root);
                 let writer = case
                     .writes
                     .iter()
