@@ -376,6 +376,12 @@ impl Distribution for Distributed {
     ) -> weft_runtime::Result<()> {
         self.folded.clear();
         self.tasks += 1;
+        // Storages are never reused, so a gone one's holding only takes memory: drop them
+        // now and then.
+        if self.tasks.is_multiple_of(256) {
+            self.holdings
+                .retain(|id, _| cx.stores.storage(*id).is_some());
+        }
         if self.check {
             self.check_replicated(task)?;
         }
