@@ -56,6 +56,12 @@ pub fn subtract_all(boxes: &[Rect], b: &Rect) -> Vec<Rect> {
     boxes.iter().flat_map(|a| subtract(a, b)).collect()
 }
 
+/// Whether box `b` holds the element at coordinates `e`.
+pub fn contains(b: &Rect, e: &[u64]) -> bool {
+    e.len() == b.origin.len()
+        && (0..e.len()).all(|d| e[d] >= b.origin[d] && e[d] - b.origin[d] < b.extent[d])
+}
+
 /// The coordinates of element `element` (row-major) of a root of shape `root`.
 pub fn coords(element: u64, root: &[u64]) -> Vec<u64> {
     let mut left = element;

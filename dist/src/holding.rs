@@ -12,7 +12,7 @@ use weft_runtime::mapping::Mapping;
 use weft_runtime::{Rect, RootPartition};
 
 use crate::Error;
-use crate::boxes::{BoxView, intersect, subtract_all};
+use crate::boxes::{BoxView, contains, intersect, subtract_all};
 
 /// One write partition: the tiles of a task's points, each held by its point's owner.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -250,12 +250,8 @@ impl Holding {
     pub fn holder_of(&self, e: &[u64], mapping: &dyn Mapping) -> Option<usize> {
         for layer in &self.layers {
             for p in weft_runtime::partition::points(&layer.launch) {
-                for t in layer.tiles(&p) {
-                    let inside = (0..e.len())
-                        .all(|d| e[d] >= t.origin[d] && e[d] < t.origin[d] + t.extent[d]);
-                    if inside {
-                        return Some(mapping.owner(&p, &layer.launch));
-                    }
+                if layer.tiles(&p).iter().any(|t| contains(t, e)) {
+                    return Some(mapping.owner(&p, &layer.launch));
                 }
             }
         }

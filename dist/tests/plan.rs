@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
-use weft_dist::boxes::{coords, row_tiles};
+use weft_dist::boxes::{contains, coords, row_tiles};
 use weft_dist::{Holding, Layer, Read, exchange};
 use weft_runtime::mapping::BlockMapping;
 use weft_runtime::partition::points;
@@ -201,7 +201,7 @@ proptest! {
         let layer = Layer::new(&part, &launch, &root).unwrap();
         let tiles: Vec<Rect> = points(&launch).map(|p| layer.tile(&p)).collect();
         let brute = points(&root).all(|e| {
-            tiles.iter().any(|t| (0..2).all(|d| e[d] >= t.origin[d] && e[d] < t.origin[d] + t.extent[d]))
+            tiles.iter().any(|t| contains(t, &e))
         });
         prop_assert_eq!(layer.covers(&root), brute);
     }

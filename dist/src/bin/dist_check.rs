@@ -4,7 +4,7 @@
 //! its points read holds the last writer's value. `--fault-on-rank R` makes rank R fail
 //! instead: the job must end on every rank with an error naming it.
 
-use weft_dist::boxes::coords;
+use weft_dist::boxes::{contains, coords};
 use weft_dist::comm::Comm;
 use weft_dist::mpi_comm::MpiComm;
 use weft_dist::transfer::{Local, Slice, run_exchange};
@@ -146,13 +146,7 @@ fn run(comm: &dyn Comm, fault_on: Option<usize>) -> Result<u64, String> {
                     .find_map(|(w, (wp, wl))| {
                         let layer = Layer::new(wp, wl, &case.root).ok()?;
                         points(wl)
-                            .any(|q| {
-                                let t = layer.tile(&q);
-                                (0..coords.len()).all(|d| {
-                                    coords[d] >= t.origin[d]
-                                        && coords[d] < t.origin[d] + t.extent[d]
-                                })
-                            })
+                            .any(|q| contains(&layer.tile(&q), &coords))
                             .then_some(w as u64 + 1)
                     })
                     .unwrap_or(0);
