@@ -3,9 +3,12 @@
 //! before it runs, records its writes after, merges reductions across ranks, and brings a
 //! whole store to every rank before the application reads it.
 //!
-//! Every rank keeps a whole copy of each store (issue 15 asks for only the pieces a rank's
-//! points use: not yet), and only the elements another rank wrote last move. Reads the closed
-//! forms do not cover (images, views that are not boxes of their root) bring the whole store.
+//! A rank holds a store as the pieces of it that its points use
+//! ([`weft_runtime::stores::Storage::pieces`]): before each task, what each of this rank's
+//! points uses is reserved, and pieces grow when later tasks use more. A store the application
+//! reads or writes, or that a task reduces into, is brought whole to every rank. Only the
+//! elements another rank wrote last move. Reads the closed forms do not cover (images, views
+//! that are not boxes of their root) bring the whole store.
 
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -15,20 +18,37 @@ use weft_ir::reduction::LoopPartial;
 use weft_ir::{BinaryOp, DType, Privilege, ReduceOp, Scalar};
 use weft_runtime::backend::{Backend, BufferId};
 use weft_runtime::distribution::{DistContext, Distribution, Traffic};
-use weft_runtime::mapping::BlockMapping;
+use weft_runtime::mapping::{BlockMapping, Mapping};
+use weft_runtime::stores::{Piece, piece_holding};
 use weft_runtime::{IndexTask, Partition, RootPartition, StorageId, ViewMap};
 
 use crate::boxes::{BoxView, element_boxes};
 use crate::comm::Comm;
-use crate::plan::{ExchangePlan, Read, exchange};
-use crate::transfer::{ByteAccess, Local, run_exchange};
+use crate::plan::{ExchangePlan, Read, exchange, exchange_with};
+use crate::transfer::{ByteAccess, Local, Slice, run_exchange};
 use crate::{Error, Holding, Layer};
 
-/// A storage's buffer through the back end.
+/// A storage's pieces through the back end, addressed in bytes of the whole storage.
 struct BufferBytes<'a> {
     backend: &'a mut dyn Backend,
-    buffer: BufferId,
+    pieces: Vec<Piece>,
+    element: u64,
     len: u64,
+}
+
+impl BufferBytes<'_> {
+    /// The buffer, and the offset in it, of storage bytes `at..at + n`.
+    fn local(&self, at: u64, n: usize) -> Result<(BufferId, u64), Error> {
+        let (lo, hi) = (at / self.element, (at + n as u64).div_ceil(self.element));
+        piece_holding(&self.pieces, lo, hi)
+            .and_then(|p| p.buffer.map(|b| (b, at - p.lo * self.element)))
+            .ok_or_else(|| {
+                Error::Transfer(format!(
+                    "no piece this rank holds has elements {lo}..{hi} (it holds {:?})",
+                    self.pieces.iter().map(|p| (p.lo, p.hi)).collect::<Vec<_>>()
+                ))
+            })
+    }
 }
 
 impl ByteAccess for BufferBytes<'_> {
@@ -37,16 +57,37 @@ impl ByteAccess for BufferBytes<'_> {
     }
 
     fn read(&mut self, at: u64, out: &mut [u8]) -> Result<(), Error> {
+        let (buffer, at) = self.local(at, out.len())?;
         self.backend
-            .read(self.buffer, at, out)
+            .read(buffer, at, out)
             .map_err(|e| Error::Transfer(e.to_string()))
     }
 
     fn write(&mut self, at: u64, data: &[u8]) -> Result<(), Error> {
+        let (buffer, at) = self.local(at, data.len())?;
         self.backend
-            .write(self.buffer, at, data)
+            .write(buffer, at, data)
             .map_err(|e| Error::Transfer(e.to_string()))
     }
+}
+
+/// The storage elements `lo..hi` that point `point` of a launch uses through `partition`
+/// (none: `(0, 0)`); `read` reads an image's source (see [`RootPartition::sub_rect_with`]).
+pub fn point_span(
+    partition: &RootPartition,
+    point: &[u64],
+    read: impl FnMut(u64) -> Option<i64>,
+) -> (u64, u64) {
+    let rect = partition.sub_rect_with(point, read);
+    if rect.volume() == 0 {
+        return (0, 0);
+    }
+    let sub = ViewMap {
+        offset: partition.view.element(&rect.origin),
+        shape: rect.extent,
+        strides: partition.view.strides.clone(),
+    };
+    sub.span().map_or((0, 0), |(lo, hi)| (lo, hi + 1))
 }
 
 /// The distribution of one program over the ranks of a [`Comm`].
@@ -67,6 +108,9 @@ pub struct Distributed {
     /// Plans derived so far, by what they derive from: a loop that runs the same tasks over
     /// the same holdings reuses them (cleared when it holds [`PLAN_CACHE`] of them).
     plans: HashMap<PlanKey, ExchangePlan>,
+    /// How many times each storage was written (by a task or the application): the plans of
+    /// images key on their source's version.
+    versions: HashMap<StorageId, u64>,
 }
 
 /// The most message plans kept for reuse.
@@ -87,6 +131,8 @@ struct PlanKey {
     launch: Vec<u64>,
     root: Vec<u64>,
     layers: Vec<LayerKey>,
+    /// For an image read: its source's version.
+    source: Option<u64>,
 }
 
 impl PlanKey {
@@ -101,6 +147,7 @@ impl PlanKey {
                 .iter()
                 .map(|l| (l.partition.clone(), l.launch.clone(), l.explicit.clone()))
                 .collect(),
+            source: None,
         }
     }
 }
@@ -143,6 +190,7 @@ impl Distributed {
             check,
             tasks: 0,
             plans: HashMap::new(),
+            versions: HashMap::new(),
         }
     }
 
@@ -165,11 +213,17 @@ impl Distributed {
             Some(s) => (s.shape.clone(), s.dtype.size()),
             None => return Ok(()),
         };
-        let buffer = cx.stores.ensure_buffer(storage, cx.backend)?;
+        cx.stores.ensure_allocated(storage, cx.backend, false)?;
+        let pieces = cx
+            .stores
+            .storage(storage)
+            .map(|s| s.pieces().to_vec())
+            .unwrap_or_default();
         let len = root.iter().product::<u64>() * element as u64;
         let mut bytes = BufferBytes {
             backend: cx.backend,
-            buffer,
+            pieces,
+            element: element as u64,
             len,
         };
         let sent = run_exchange(
@@ -193,57 +247,113 @@ impl Distributed {
         cx: &mut DistContext<'_>,
         storage: StorageId,
     ) -> weft_runtime::Result<()> {
+        let Some(len) = cx.stores.storage(storage).map(|s| s.len()) else {
+            return Ok(());
+        };
+        cx.stores.reserve(storage, 0, len, cx.backend)?;
         let Some(holding) = self.holdings.get(&storage).filter(|h| !h.layers.is_empty()) else {
             return Ok(());
         };
         let Some(root) = cx.stores.storage(storage).map(|s| s.shape.clone()) else {
             return Ok(());
         };
-        // One point per rank, each reading the whole store.
-        let whole = RootPartition::fold(&Partition::None, &ViewMap::whole(&root));
-        let launch = [self.comm.size() as u64];
-        let read = Read {
-            partition: &whole,
-            launch: &launch,
-            root: &root,
-            holding,
-        };
-        let rank = self.comm.rank();
-        let plan = cached_plan(
-            &mut self.plans,
-            &mut self.traffic,
-            &self.mapping,
-            rank,
-            read,
-        )
-        .map_err(runtime_error)?;
+        let plan = self.gather_plan(&root, holding.clone())?;
         self.run(cx, storage, &plan)?;
         self.holdings.remove(&storage);
         Ok(())
     }
 }
 
+impl Distributed {
+    /// The plan that brings every element of a store of shape `root`, held as `holding`
+    /// says, to every rank: one point per rank, each reading the whole store.
+    fn gather_plan(
+        &mut self,
+        root: &[u64],
+        holding: Holding,
+    ) -> weft_runtime::Result<ExchangePlan> {
+        let whole = RootPartition::fold(&Partition::None, &ViewMap::whole(root));
+        let launch = [self.comm.size() as u64];
+        let read = Read {
+            partition: &whole,
+            launch: &launch,
+            root,
+            holding: &holding,
+        };
+        let rank = self.comm.rank();
+        cached_plan(
+            &mut self.plans,
+            &mut self.traffic,
+            &self.mapping,
+            rank,
+            read,
+            None,
+        )
+        .map_err(runtime_error)
+    }
+}
+
+/// How an image read's points' boxes are found: the version of its source, and the function
+/// that reads them from it.
+type GivenReader<'c, 'a> = (
+    u64,
+    &'c mut DistContext<'a>,
+    &'c dyn Fn(&mut DistContext<'_>) -> Result<Layer, Error>,
+);
+
 /// The plan of `read` for `rank`: reused from `plans` when the same partitions and holdings
-/// were planned before, derived otherwise; counted in `traffic`.
+/// (and, for an image, the same version of its source) were planned before, derived
+/// otherwise; counted in `traffic`.
 fn cached_plan(
     plans: &mut HashMap<PlanKey, ExchangePlan>,
     traffic: &mut Traffic,
     mapping: &BlockMapping,
     rank: usize,
     read: Read<'_>,
+    given: Option<GivenReader<'_, '_>>,
 ) -> Result<ExchangePlan, Error> {
-    let key = PlanKey::of(&read);
+    let mut key = PlanKey::of(&read);
+    key.source = given.as_ref().map(|g| g.0);
     if let Some(plan) = plans.get(&key) {
         traffic.plans_reused += 1;
         return Ok(plan.clone());
     }
-    let plan = exchange(read, rank, mapping)?;
+    let plan = match given {
+        Some((_, cx, boxes)) => exchange_with(read, boxes(cx)?, rank, mapping)?,
+        None => exchange(read, rank, mapping)?,
+    };
     traffic.plans_derived += 1;
     if plans.len() >= PLAN_CACHE {
         plans.clear();
     }
     plans.insert(key, plan.clone());
     Ok(plan)
+}
+
+/// The layer of the root boxes every point of a launch over `launch` reaches through
+/// `part` (into a root of shape `root`): through an image, each point's range, read from the
+/// source (which must be here whole); through a view that is not a box of its root, each
+/// point's elements, as runs.
+fn given_layer(
+    cx: &mut DistContext<'_>,
+    part: &RootPartition,
+    launch: &[u64],
+    root: &[u64],
+) -> Result<Layer, Error> {
+    let boxed = BoxView::of(&part.view, root);
+    let source = part.image.as_deref().map(|i| i.source);
+    let mut boxes = Vec::new();
+    for p in weft_runtime::partition::points(launch) {
+        let sub = part.sub_rect_with(&p, |element| {
+            source
+                .and_then(|s| weft_runtime::executor::read_index(cx.stores, cx.backend, s, element))
+        });
+        boxes.push(match &boxed {
+            Some(v) => vec![v.root_box(&sub)],
+            None => element_boxes(&part.view, &sub, root),
+        });
+    }
+    Layer::given(part, launch, root, boxes)
 }
 
 /// A storage's whole buffer, read.
@@ -254,6 +364,8 @@ fn read_whole(
     let Some((len, dtype)) = cx.stores.storage(storage).map(|s| (s.bytes(), s.dtype)) else {
         return Ok((Vec::new(), DType::F64));
     };
+    let elements = len / dtype.size() as u64;
+    cx.stores.reserve(storage, 0, elements, cx.backend)?;
     let buffer = cx.stores.ensure_buffer(storage, cx.backend)?;
     let mut out = vec![0u8; len as usize];
     cx.backend.read(buffer, 0, &mut out)?;
@@ -381,18 +493,39 @@ impl Distribution for Distributed {
         if self.tasks.is_multiple_of(256) {
             self.holdings
                 .retain(|id, _| cx.stores.storage(*id).is_some());
+            self.versions
+                .retain(|id, _| cx.stores.storage(*id).is_some());
         }
         if self.check {
             self.check_replicated(task)?;
         }
         let kernel = &task.kernel;
-        for (a, arg) in task.args.iter().enumerate() {
-            if arg.local {
-                continue;
-            }
+        for arg in task.args.iter().filter(|a| !a.local) {
             if let Some(image) = &arg.root_partition.image {
                 // The points' ranges come from the image's source: every rank reads it whole.
                 self.gather_all(cx, image.source)?;
+            }
+        }
+        // This rank must hold what each of its points uses, before anything lands there
+        // (reserved first, so that a storage that two arguments name grows once).
+        let points = self.mapping.points_of(self.comm.rank(), &task.launch);
+        for arg in task.args.iter().filter(|a| !a.local) {
+            let source = arg.root_partition.image.as_deref().map(|i| i.source);
+            for p in &points {
+                let (lo, hi) = {
+                    let (stores, backend) = (&*cx.stores, &mut *cx.backend);
+                    point_span(&arg.root_partition, p, |element| {
+                        source.and_then(|s| {
+                            weft_runtime::executor::read_index(stores, backend, s, element)
+                        })
+                    })
+                };
+                cx.stores.reserve(arg.storage, lo, hi, cx.backend)?;
+            }
+        }
+        for (a, arg) in task.args.iter().enumerate() {
+            if arg.local {
+                continue;
             }
             // A store the task only writes needs nothing first when its points overwrite
             // their whole tiles; otherwise what they leave must be current too.
@@ -417,22 +550,38 @@ impl Distribution for Distributed {
             // A store reduced into ends up the same on every rank (its reductions are folded,
             // or combined, everywhere, into every element): every rank needs all of it first.
             let reduced = matches!(arg.privilege, Privilege::Reduce(_));
-            let planned = if arg.root_partition.image.is_some() || reduced {
+            let read = Read {
+                partition: &arg.root_partition,
+                launch: &task.launch,
+                root: &root,
+                holding,
+            };
+            let rank = self.comm.rank();
+            let planned = if reduced {
                 None
-            } else {
-                let read = Read {
-                    partition: &arg.root_partition,
-                    launch: &task.launch,
-                    root: &root,
-                    holding,
-                };
-                let rank = self.comm.rank();
+            } else if let Some(image) = &arg.root_partition.image {
+                // Each point's range comes from the source, which every rank holds whole: the
+                // plan derives from the source's values too (known by how often it changed).
+                let version = self.versions.get(&image.source).copied().unwrap_or(0);
+                let (partition, launch, root) = (&arg.root_partition, &task.launch, &root);
+                let given = |cx: &mut DistContext<'_>| given_layer(cx, partition, launch, root);
                 cached_plan(
                     &mut self.plans,
                     &mut self.traffic,
                     &self.mapping,
                     rank,
                     read,
+                    Some((version, cx, &given)),
+                )
+                .ok()
+            } else {
+                cached_plan(
+                    &mut self.plans,
+                    &mut self.traffic,
+                    &self.mapping,
+                    rank,
+                    read,
+                    None,
                 )
                 .ok()
             };
@@ -458,6 +607,13 @@ impl Distribution for Distributed {
         cx: &mut DistContext<'_>,
         task: &IndexTask,
     ) -> weft_runtime::Result<()> {
+        for arg in task
+            .args
+            .iter()
+            .filter(|a| !a.local && a.privilege.mutates())
+        {
+            *self.versions.entry(arg.storage).or_default() += 1;
+        }
         for arg in &task.args {
             if arg.local || !arg.privilege.mutates() || self.folded.contains(&arg.storage) {
                 continue;
@@ -494,25 +650,8 @@ impl Distribution for Distributed {
                     // Through an image (each point's range, read from the source, which every
                     // rank holds whole since `before_task`) or a view that is not a box of
                     // its root (each point's elements, as runs).
-                    let part = &arg.root_partition;
-                    let boxed = BoxView::of(&part.view, &root);
-                    let source = part.image.as_deref().map(|i| i.source);
-                    let mut boxes = Vec::new();
-                    for p in weft_runtime::partition::points(&task.launch) {
-                        let sub = part.sub_rect_with(&p, |element| {
-                            source.and_then(|s| {
-                                weft_runtime::executor::read_index(
-                                    cx.stores, cx.backend, s, element,
-                                )
-                            })
-                        });
-                        boxes.push(match &boxed {
-                            Some(v) => vec![v.root_box(&sub)],
-                            None => element_boxes(&part.view, &sub, &root),
-                        });
-                    }
-                    let layer =
-                        Layer::given(part, &task.launch, &root, boxes).map_err(runtime_error)?;
+                    let layer = given_layer(cx, &arg.root_partition, &task.launch, &root)
+                        .map_err(runtime_error)?;
                     self.holdings
                         .entry(arg.storage)
                         .or_default()
@@ -561,12 +700,56 @@ impl Distribution for Distributed {
         self.folded.insert(storage);
     }
 
-    fn before_read(
+    fn before_write(
         &mut self,
         cx: &mut DistContext<'_>,
         storage: StorageId,
     ) -> weft_runtime::Result<()> {
+        *self.versions.entry(storage).or_default() += 1;
         self.gather_all(cx, storage)
+    }
+
+    fn gather(
+        &mut self,
+        cx: &mut DistContext<'_>,
+        storage: StorageId,
+    ) -> weft_runtime::Result<Vec<u8>> {
+        let Some((root, element, pieces)) = cx
+            .stores
+            .storage(storage)
+            .map(|s| (s.shape.clone(), s.dtype.size(), s.pieces().to_vec()))
+        else {
+            return Ok(Vec::new());
+        };
+        // What this rank holds, at its place; zeros elsewhere (a rank holds pieces of a store
+        // only while what lies outside them is zeros or another rank's).
+        let size = element as u64;
+        let mut whole = vec![0u8; (root.iter().product::<u64>() * size) as usize];
+        for p in pieces {
+            if let Some(buffer) = p.buffer {
+                let at = (p.lo * size) as usize..(p.hi * size) as usize;
+                cx.backend.read(buffer, 0, &mut whole[at])?;
+            }
+        }
+        let Some(holding) = self.holdings.get(&storage).filter(|h| !h.layers.is_empty()) else {
+            return Ok(whole);
+        };
+        let plan = self.gather_plan(&root, holding.clone())?;
+        if !plan.recvs.is_empty() || !plan.sends.is_empty() {
+            let sent = run_exchange(
+                self.comm.as_ref(),
+                &plan,
+                &mut Local {
+                    bytes: &mut Slice(&mut whole),
+                    root: &root,
+                    element,
+                },
+            )
+            .map_err(runtime_error)?;
+            self.traffic.bytes += sent;
+            self.traffic.messages += plan.sends.len() as u64;
+        }
+        Ok(whole)
     }
 
     fn fail(&self, error: &weft_runtime::Error) -> ! {

@@ -70,7 +70,19 @@ pub struct Read<'a> {
 
 /// The messages of `read` that concern `rank`, under `mapping`.
 pub fn exchange(read: Read<'_>, rank: usize, mapping: &dyn Mapping) -> Result<ExchangePlan, Error> {
-    let reader = ReaderShape::new(read)?;
+    let reader = Layer::new(read.partition, read.launch, read.root)?;
+    exchange_with(read, reader, rank, mapping)
+}
+
+/// [`exchange`] for a read whose points' root boxes are given (`reader`, a
+/// [`Layer::given`]): an image partition's ranges, read from its source.
+pub fn exchange_with(
+    read: Read<'_>,
+    reader: Layer,
+    rank: usize,
+    mapping: &dyn Mapping,
+) -> Result<ExchangePlan, Error> {
+    let reader = ReaderShape { layer: reader };
     let mut plan = ExchangePlan::default();
     // Receives: this rank's own points.
     for p in mapping.points_of(rank, read.launch) {
@@ -121,12 +133,16 @@ fn needs_of(
     rank: usize,
     mapping: &dyn Mapping,
 ) -> Vec<(usize, Rect)> {
-    let b = reader.tile(p);
-    read.holding
-        .holders(&b, mapping)
-        .into_iter()
-        .filter(|(holder, _)| *holder != rank)
-        .collect()
+    let mut out = Vec::new();
+    for b in reader.layer.tiles(p) {
+        out.extend(
+            read.holding
+                .holders(&b, mapping)
+                .into_iter()
+                .filter(|(holder, _)| *holder != rank),
+        );
+    }
+    out
 }
 
 /// A read partition seen as the tiles of a layer (the same closed forms).
@@ -135,21 +151,16 @@ struct ReaderShape {
 }
 
 impl ReaderShape {
-    fn new(read: Read<'_>) -> Result<ReaderShape, Error> {
-        Ok(ReaderShape {
-            layer: Layer::new(read.partition, read.launch, read.root)?,
-        })
-    }
-
-    fn tile(&self, p: &[u64]) -> Rect {
-        self.layer.tile(p)
-    }
-
     fn points_meeting(&self, b: &Rect) -> Vec<Vec<u64>> {
         self.layer
             .points_meeting(b)
             .into_iter()
-            .filter(|p| intersect(&self.tile(p), b).is_some())
+            .filter(|p| {
+                self.layer
+                    .tiles(p)
+                    .iter()
+                    .any(|t| intersect(t, b).is_some())
+            })
             .collect()
     }
 }

@@ -97,8 +97,15 @@ impl Report {
 
     /// Records the runtime's counters so far.
     pub fn runtime_stats(&mut self, np: &Numeric) -> &mut Report {
-        let (stats, (stores, bytes), fusion, traffic) =
-            np.runtime(|rt| (rt.stats(), rt.memory(), rt.config().fusion, rt.traffic()));
+        let (stats, (stores, bytes), peak, fusion, traffic) = np.runtime(|rt| {
+            (
+                rt.stats(),
+                rt.memory(),
+                rt.peak_memory(),
+                rt.config().fusion,
+                rt.traffic(),
+            )
+        });
         self.set("fusion", fusion)
             .set("peak_rss_bytes", peak_rss_bytes())
             .set("tasks_submitted", stats.tasks_submitted)
@@ -109,6 +116,7 @@ impl Report {
             .set("compile_ms_max", stats.exec.compile_seconds_max * 1e3)
             .set("stores_alive", stores as u64)
             .set("bytes_allocated", bytes)
+            .set("bytes_allocated_peak", peak)
             .set("bytes_sent", traffic.bytes)
             .set("messages_sent", traffic.messages)
             .set("plans_derived", traffic.plans_derived)

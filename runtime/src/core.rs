@@ -20,7 +20,7 @@ use crate::kernel::{self, KernelEntry};
 use crate::mapping::{BlockMapping, Mapping};
 use crate::partition::{Tiling, points};
 use crate::planner::{Planner, PlannerStats};
-use crate::stores::{StorageId, StoreId, Stores};
+use crate::stores::{StoreId, Stores};
 use crate::task::PluginId;
 use crate::view::ViewMap;
 use crate::window::Window;
@@ -216,6 +216,12 @@ impl Core {
         (self.stores.len(), self.stores.allocated_bytes())
     }
 
+    /// The most bytes of storage this process held at once so far (on one rank of several:
+    /// only the spans of stores its points use).
+    pub fn peak_memory(&self) -> u64 {
+        self.stores.peak_bytes()
+    }
+
     /// A handle for a store the caller already counted (one handle).
     pub fn adopt(&self, id: StoreId) -> StoreHandle {
         StoreHandle::new(id, self.released.0.clone())
@@ -229,8 +235,8 @@ impl Core {
         }
     }
 
-    pub(crate) fn free(&mut self, buffer: Option<BufferId>) {
-        if let Some(b) = buffer {
+    pub(crate) fn free(&mut self, buffers: Vec<BufferId>) {
+        for b in buffers {
             self.backend.free(b);
         }
     }
@@ -386,7 +392,17 @@ impl Core {
         let storage = self.stores.get(id)?.storage;
         self.flush_for(storage, false)?;
         self.backend.synchronize()?;
-        self.gather(storage)?;
+        // On several ranks: every element, brought here apart from this rank's buffer.
+        let gathered = match self.distribution.as_deref_mut() {
+            Some(d) => Some(d.gather(
+                &mut DistContext {
+                    stores: &mut self.stores,
+                    backend: self.backend.as_mut(),
+                },
+                storage,
+            )?),
+            None => None,
+        };
         let info = self.stores.get(id)?;
         let (map, size) = (info.map.clone(), info.dtype.size());
         let s = self
@@ -394,11 +410,24 @@ impl Core {
             .storage(storage)
             .ok_or_else(|| Error::Internal(format!("storage of store {} vanished", id.0)))?;
         let mut out = vec![0u8; map.volume() as usize * size];
-        // Never written: zeros, without allocating the storage for a read.
-        let Some(buffer) = s.buffer() else {
+        let Some((lo, hi)) = map.span() else {
             return Ok(out);
         };
-        let Some((lo, hi)) = map.span() else {
+        if let Some(whole) = gathered {
+            let mut at = 0;
+            for (offset, len) in runs(&map, size) {
+                let from = whole
+                    .get(offset as usize..offset as usize + len)
+                    .ok_or_else(|| {
+                        Error::Internal(format!("the gathered store {} is too short", id.0))
+                    })?;
+                out[at..at + len].copy_from_slice(from);
+                at += len;
+            }
+            return Ok(out);
+        }
+        // Never written: zeros, without allocating the storage for a read.
+        let Some(buffer) = s.buffer() else {
             return Ok(out);
         };
         let runs = runs(&map, size);
@@ -449,7 +478,15 @@ impl Core {
         }
         // Every rank writes the same bytes: with the rest of the store brought here first,
         // every rank then holds all of it.
-        self.gather(storage)?;
+        if let Some(d) = self.distribution.as_deref_mut() {
+            d.before_write(
+                &mut DistContext {
+                    stores: &mut self.stores,
+                    backend: self.backend.as_mut(),
+                },
+                storage,
+            )?;
+        }
         let buffer = self.stores.ensure_buffer(storage, self.backend.as_mut())?;
         let mut at = 0;
         for (offset, len) in runs(&map, size) {
@@ -458,20 +495,6 @@ impl Core {
         }
         if let Some(d) = self.distribution.as_deref_mut() {
             d.replicated(storage);
-        }
-        Ok(())
-    }
-
-    /// With a distribution: brings every element of `storage` to this rank.
-    fn gather(&mut self, storage: StorageId) -> Result<()> {
-        if let Some(d) = self.distribution.as_deref_mut() {
-            d.before_read(
-                &mut DistContext {
-                    stores: &mut self.stores,
-                    backend: self.backend.as_mut(),
-                },
-                storage,
-            )?;
         }
         Ok(())
     }

@@ -3,7 +3,7 @@
 //! it owns ([`crate::mapping`]). A [`Distribution`] adds what crosses ranks: before a task,
 //! the elements its points read that other ranks wrote; after it, the record of who wrote
 //! what; the partial results of reductions, merged across ranks in the canonical order; and
-//! the whole of a store before the application reads it. `weft-dist` implements it; one
+//! the whole of a store when the application reads or writes it. `weft-dist` implements it; one
 //! process needs none.
 
 use weft_ir::reduction::LoopPartial;
@@ -61,8 +61,14 @@ pub trait Distribution {
     /// the same values everywhere.
     fn replicated(&mut self, storage: StorageId);
 
-    /// Before the application reads `storage`: every element must hold its latest value here.
-    fn before_read(&mut self, cx: &mut DistContext<'_>, storage: StorageId) -> Result<()>;
+    /// Before the application writes `storage` (every rank the same bytes): every element
+    /// must hold its latest value here, in a buffer that holds the whole storage; it is then
+    /// the same on every rank.
+    fn before_write(&mut self, cx: &mut DistContext<'_>, storage: StorageId) -> Result<()>;
+
+    /// For the application's read of `storage`: all of its bytes (row-major), with the latest
+    /// value of every element, on every rank. This rank's buffer keeps holding only its span.
+    fn gather(&mut self, cx: &mut DistContext<'_>, storage: StorageId) -> Result<Vec<u8>>;
 
     /// A task failed on this rank (a kernel fault may happen on one rank only): the other
     /// ranks would wait for it forever, so the whole job ends, after saying which rank

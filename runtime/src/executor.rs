@@ -8,11 +8,11 @@ use weft_ir::reduction::{LoopPartial, Partial};
 
 use weft_ir::Param;
 
-use crate::backend::{Backend, Binding, BufferId, Prepared};
+use crate::backend::{Backend, Binding, Prepared};
 use crate::distribution::{DistContext, Distribution};
 use crate::mapping::Mapping;
 use crate::partition::{Rect, points};
-use crate::stores::{StorageId, StoreId, Stores};
+use crate::stores::{Piece, StorageId, StoreId, Stores, piece_holding};
 use crate::task::IndexTask;
 use crate::{Error, Result};
 
@@ -99,20 +99,28 @@ impl Executor<'_> {
         for (a, (arg, &uninit)) in task.args.iter().zip(&overwritten).enumerate() {
             let info = self.stores.get(arg.store)?;
             let (storage, element_size) = (info.storage, info.dtype.size());
-            let buffer = if arg.local {
-                None
-            } else if let Some(&(_, buffer)) = handed.iter().find(|(from, _)| *from == a) {
-                Some(buffer)
+            let pieces = if arg.local {
+                Vec::new()
+            } else if let Some((_, pieces)) = handed.iter().find(|(from, _)| *from == a) {
+                // The input reads the memory it had.
+                pieces.clone()
             } else {
                 if uninit {
                     uncleared.push(storage);
                 }
-                Some(
-                    self.stores
-                        .ensure_buffer_with(storage, self.backend, uninit)?,
-                )
+                self.stores
+                    .ensure_allocated(storage, self.backend, uninit)?;
+                // On one rank of several, the storage may be held as pieces of it.
+                self.stores
+                    .storage(storage)
+                    .map(|s| s.pieces().to_vec())
+                    .unwrap_or_default()
             };
-            buffers.push((buffer, element_size));
+            buffers.push(Held {
+                local: arg.local,
+                pieces,
+                element_size,
+            });
         }
         let ran = self.run_points(task, &buffers);
         if ran.is_ok()
@@ -130,7 +138,7 @@ impl Executor<'_> {
             // The task may have stopped before writing all of an uncleared buffer: what it
             // did not write must never be read, so the storage starts again from zeros.
             for storage in uncleared {
-                if let Some(buffer) = self.stores.discard_buffer(storage) {
+                for buffer in self.stores.discard_buffers(storage) {
                     self.backend.free(buffer);
                 }
             }
@@ -145,8 +153,8 @@ impl Executor<'_> {
     /// point sees the same addresses through both), neither deferred nor local, and no
     /// other argument of the task on either storage. Returns `(input argument, buffer)` per
     /// move: the input's binding keeps the buffer it read from.
-    fn hand_over(&mut self, task: &IndexTask, overwritten: &[bool]) -> Vec<(usize, BufferId)> {
-        let mut handed: Vec<(usize, BufferId)> = Vec::new();
+    fn hand_over(&mut self, task: &IndexTask, overwritten: &[bool]) -> Vec<(usize, Vec<Piece>)> {
+        let mut handed: Vec<(usize, Vec<Piece>)> = Vec::new();
         let kernel = &task.kernel;
         for (k, arg) in task.args.iter().enumerate() {
             if !overwritten.get(k).copied().unwrap_or(false) || arg.deferred.is_some() {
@@ -188,8 +196,8 @@ impl Executor<'_> {
                 {
                     continue;
                 }
-                if let Some(buffer) = self.stores.hand_over(from.storage, arg.storage) {
-                    handed.push((j, buffer));
+                if let Some(pieces) = self.stores.hand_over(from.storage, arg.storage) {
+                    handed.push((j, pieces));
                     self.stats.buffers_handed_over += 1;
                     break;
                 }
@@ -199,13 +207,9 @@ impl Executor<'_> {
     }
 
     /// Runs the points this process owns, each with its bindings into `buffers` (one per
-    /// argument: its buffer, or `None` for a task-local temporary, and its element size), and
+    /// argument), and
     /// folds the reductions the back end held back.
-    fn run_points(
-        &mut self,
-        task: &IndexTask,
-        buffers: &[(Option<BufferId>, usize)],
-    ) -> Result<()> {
+    fn run_points(&mut self, task: &IndexTask, buffers: &[Held]) -> Result<()> {
         let kernel = &task.kernel;
         // Whatever an earlier task that failed part-way held back is not this task's.
         drop(self.backend.take_reductions()?);
@@ -213,7 +217,7 @@ impl Executor<'_> {
         let mut bindings = Vec::with_capacity(task.args.len());
         let mut ran_any = false;
         for point in self.mapping.points_of(self.rank, &task.launch) {
-            self.bind(task, buffers, &point, &mut bindings);
+            self.bind(task, buffers, &point, &mut bindings)?;
             self.backend.launch(kernel.id(), &bindings, &task.scalars)?;
             self.stats.points_executed += 1;
             ran_any = true;
@@ -231,7 +235,7 @@ impl Executor<'_> {
             held = d.gather_partials(held)?;
             if !ran_any && !held.is_empty() {
                 let first = vec![0; task.launch.len()];
-                self.bind(task, buffers, &first, &mut bindings);
+                self.bind(task, buffers, &first, &mut bindings)?;
             }
         }
         if !held.is_empty() {
@@ -262,12 +266,13 @@ impl Executor<'_> {
     fn bind(
         &mut self,
         task: &IndexTask,
-        buffers: &[(Option<BufferId>, usize)],
+        buffers: &[Held],
         point: &[u64],
         bindings: &mut Vec<Binding>,
-    ) {
+    ) -> Result<()> {
         bindings.clear();
-        for (arg, &(buffer, element_size)) in task.args.iter().zip(buffers) {
+        for (arg, held) in task.args.iter().zip(buffers) {
+            let element_size = held.element_size;
             let p = &arg.root_partition;
             let rect = match &p.image {
                 None => p.sub_rect(point),
@@ -280,37 +285,82 @@ impl Executor<'_> {
             };
             let origin: Vec<i64> = rect.origin.iter().map(|&o| o as i64).collect();
             let extents = rect.extent.iter().map(|&e| e as i64).collect();
-            bindings.push(match buffer {
-                None => Binding::Scratch {
+            if held.local {
+                bindings.push(Binding::Scratch {
                     extents,
                     origin,
                     view: p.view.shape.clone(),
                     element_size,
-                },
-                Some(buffer) => Binding::Buffer {
-                    buffer,
-                    offset: if rect.volume() == 0 {
-                        p.view.offset
-                    } else {
-                        p.view.element(&rect.origin)
-                    },
-                    extents,
+                });
+                continue;
+            }
+            // The piece of the storage that holds the elements the point reaches (on one
+            // process, the one piece of every element).
+            let (lo, hi) = if rect.volume() == 0 {
+                (0, 0)
+            } else {
+                let first = p.view.element(&rect.origin);
+                let sub = crate::view::ViewMap {
+                    offset: first,
+                    shape: rect.extent.clone(),
                     strides: p.view.strides.clone(),
-                    origin,
-                    view: p.view.shape.clone(),
-                    element_size,
-                    deferred: arg.deferred,
+                };
+                sub.span().map_or((first, first), |(lo, hi)| (lo, hi + 1))
+            };
+            let piece = if rect.volume() == 0 {
+                held.pieces.first()
+            } else {
+                piece_holding(&held.pieces, lo, hi)
+            };
+            let Some(Piece {
+                lo: base,
+                buffer: Some(buffer),
+                ..
+            }) = piece.copied()
+            else {
+                return Err(Error::Internal(format!(
+                    "kernel `{}`: no piece of storage {} holds elements {lo}..{hi} that point \
+                     {point:?} uses",
+                    task.kernel.name(),
+                    arg.storage.0
+                )));
+            };
+            bindings.push(Binding::Buffer {
+                buffer,
+                offset: if rect.volume() == 0 {
+                    0
+                } else {
+                    p.view.element(&rect.origin) - base
                 },
+                extents,
+                strides: p.view.strides.clone(),
+                origin,
+                view: p.view.shape.clone(),
+                element_size,
+                deferred: arg.deferred,
             });
         }
+        Ok(())
     }
+}
+
+/// The memory of one argument of a task.
+#[derive(Clone, Debug)]
+struct Held {
+    /// A task-local temporary: scratch memory per point, no storage.
+    local: bool,
+    /// The pieces of its storage that this process holds, allocated.
+    pieces: Vec<Piece>,
+    /// Bytes per element.
+    element_size: usize,
 }
 
 /// Per argument of `task`, whether its storage may get an uncleared buffer
 /// ([`Backend::alloc_uninit`]): the storage has no buffer yet, no other argument of the task
-/// names it, the argument's view is the whole storage (contiguous, from element 0), this
-/// process runs every point, the points' sub-stores of the argument cover the view exactly
-/// (no image partition), and the kernel's parallel loop over some argument `q` writes every
+/// names it, the argument's view is the whole storage (contiguous, from element 0), the
+/// points' sub-stores of the argument cover the view exactly (no image partition), this
+/// process's points write all of the storage that it holds (on one rank of several, the
+/// pieces they reserved), and the kernel's parallel loop over some argument `q` writes every
 /// element of the argument before reading it, with `q`'s sub-store the same extents at every
 /// point (see [`weft_ir::coverage`]).
 fn overwritten_args(
@@ -336,13 +386,13 @@ fn overwritten_args(
         return result;
     }
     let launch: Vec<Vec<u64>> = points(&task.launch).take(MAX_POINTS + 1).collect();
-    if launch.len() > MAX_POINTS
-        || launch
-            .iter()
-            .any(|p| mapping.owner(p, &task.launch) != rank)
-    {
+    if launch.len() > MAX_POINTS {
         return result;
     }
+    let mine: Vec<&Vec<u64>> = launch
+        .iter()
+        .filter(|p| mapping.owner(p, &task.launch) == rank)
+        .collect();
     for (k, arg) in task.args.iter().enumerate() {
         let Some(over) = kernel.overwritten_by(store_params[k]) else {
             continue;
@@ -355,7 +405,7 @@ fn overwritten_args(
             continue;
         };
         let view = &arg.root_partition.view;
-        let fresh = storage.buffer().is_none()
+        let fresh = !storage.is_allocated()
             && task
                 .args
                 .iter()
@@ -379,7 +429,27 @@ fn overwritten_args(
             .iter()
             .zip(&rects)
             .all(|(p, r)| over_arg.root_partition.sub_rect(p).extent == r.extent);
-        result[k] = same_extents && covers_exactly(&rects, &view.shape);
+        // This process's points must write all it holds of the storage (on one rank of
+        // several, the pieces its points reserved): their rectangles lie in memory without
+        // gaps (row-major runs), and hold as many elements as the pieces.
+        let held = if storage.pieces().is_empty() {
+            storage.len()
+        } else {
+            storage.pieces().iter().map(|p| p.hi - p.lo).sum()
+        };
+        let mut written = 0;
+        let mut dense = true;
+        for p in &mine {
+            let r = arg.root_partition.sub_rect(p);
+            let sub = crate::view::ViewMap {
+                offset: view.element(&r.origin),
+                shape: r.extent.clone(),
+                strides: view.strides.clone(),
+            };
+            written += r.volume();
+            dense &= r.volume() == 0 || sub.is_contiguous();
+        }
+        result[k] = same_extents && covers_exactly(&rects, &view.shape) && dense && written == held;
     }
     result
 }
@@ -496,14 +566,16 @@ pub fn read_index(
     element: u64,
 ) -> Option<i64> {
     let s = stores.storage(storage)?;
-    if element >= s.len() {
-        return None;
-    }
-    let buffer = s.buffer()?;
+    let piece = s.piece_of(element, element + 1)?;
+    let buffer = piece.buffer?;
     let size = s.dtype.size();
     let mut bytes = [0u8; 8];
     backend
-        .read(buffer, element * size as u64, &mut bytes[..size])
+        .read(
+            buffer,
+            (element - piece.lo) * size as u64,
+            &mut bytes[..size],
+        )
         .ok()?;
     match s.dtype {
         weft_ir::DType::I64 => Some(i64::from_le_bytes(bytes)),

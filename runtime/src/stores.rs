@@ -48,14 +48,47 @@ pub struct StoreInfo {
     pub pending: u32,
 }
 
-/// One root's memory: row-major, in a back end's buffer allocated on first use.
+/// A run of a storage's elements, `lo..hi` in row-major order, held in one buffer: storage
+/// element `e` is element `e - lo` of the buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Piece {
+    /// The first element.
+    pub lo: u64,
+    /// One past the last element.
+    pub hi: u64,
+    /// Its buffer, once allocated.
+    pub buffer: Option<BufferId>,
+}
+
+impl Piece {
+    /// Whether it holds elements `lo..hi` (a piece holds an empty run inside or next to it).
+    pub fn holds(&self, lo: u64, hi: u64) -> bool {
+        self.lo <= lo && hi <= self.hi
+    }
+}
+
+/// The piece of `pieces` (sorted by `lo`, disjoint) that holds elements `lo..hi`, if one
+/// does: for an empty run, the first piece that reaches it.
+pub fn piece_holding(pieces: &[Piece], lo: u64, hi: u64) -> Option<&Piece> {
+    let at = pieces.partition_point(|p| p.hi < hi);
+    pieces.get(at).filter(|p| p.holds(lo, hi))
+}
+
+/// One root's memory: row-major, in back-end buffers allocated on first use.
+///
+/// On one process one buffer holds the whole root. On one rank of several the storage is held
+/// as *pieces*: the runs of elements that this rank's points use (their tiles and halos, in
+/// row-major order), each in its own buffer ([`Stores::reserve`]). Pieces never overlap or
+/// touch; a reservation that meets one grows it.
 #[derive(Debug)]
 pub struct Storage {
     /// Shape of the root.
     pub shape: Vec<u64>,
     /// Element type.
     pub dtype: DType,
-    buffer: Option<BufferId>,
+    /// Sorted by `lo`. Empty until the first reservation or use; the first use of a storage
+    /// that nothing reserved makes one piece of every element.
+    pieces: Vec<Piece>,
     /// Number of stores (the root and its views) that refer to it.
     stores: u32,
     /// Handles to the root and its views, together.
@@ -85,10 +118,52 @@ impl Storage {
         row_major_strides(&self.shape)
     }
 
-    /// The buffer that holds it, once allocated.
+    /// The buffer that holds every element, once allocated (none while the storage is held as
+    /// pieces of it: see [`Storage::pieces`]).
     pub fn buffer(&self) -> Option<BufferId> {
-        self.buffer
+        match self.pieces.as_slice() {
+            [p] if p.lo == 0 && p.hi == self.len() => p.buffer,
+            _ => None,
+        }
     }
+
+    /// The pieces, sorted by their first element.
+    pub fn pieces(&self) -> &[Piece] {
+        &self.pieces
+    }
+
+    /// Whether any piece has its buffer.
+    pub fn is_allocated(&self) -> bool {
+        self.pieces.iter().any(|p| p.buffer.is_some())
+    }
+
+    /// The piece that holds elements `lo..hi`, if one does.
+    pub fn piece_of(&self, lo: u64, hi: u64) -> Option<&Piece> {
+        piece_holding(&self.pieces, lo, hi)
+    }
+
+    /// Bytes of its allocated buffers.
+    pub fn held_bytes(&self) -> u64 {
+        let size = self.dtype.size() as u64;
+        self.pieces
+            .iter()
+            .filter(|p| p.buffer.is_some())
+            .map(|p| (p.hi - p.lo) * size)
+            .sum()
+    }
+
+    /// Whether one buffer holds (or will hold, on first use) every element.
+    pub fn is_whole(&self) -> bool {
+        match self.pieces.as_slice() {
+            [] => true,
+            [p] => p.lo == 0 && p.hi == self.len(),
+            _ => false,
+        }
+    }
+}
+
+fn missing(id: StorageId) -> Error {
+    Error::Internal(format!("storage {} does not exist", id.0))
 }
 
 /// The table of stores and storages of one runtime: what exists, its shape and its reference
@@ -100,6 +175,8 @@ pub struct Stores {
     next: u64,
     /// Bytes of storage allocated now.
     allocated: u64,
+    /// The most bytes of storage allocated at once so far.
+    peak: u64,
 }
 
 impl Stores {
@@ -128,7 +205,7 @@ impl Stores {
             Storage {
                 shape: shape.clone(),
                 dtype,
-                buffer: None,
+                pieces: Vec::new(),
                 stores: 1,
                 handles: 1,
                 label: None,
@@ -209,47 +286,160 @@ impl Stores {
         Ok(())
     }
 
-    /// The buffer of a storage, allocating it (zeroed) through `backend` on first use.
+    /// The buffer that holds every element of a storage, allocating it (zeroed) through
+    /// `backend` on first use; an error for a storage held as pieces (see
+    /// [`Stores::reserve`]).
     pub fn ensure_buffer(&mut self, id: StorageId, backend: &mut dyn Backend) -> Result<BufferId> {
-        self.ensure_buffer_with(id, backend, false)
+        self.ensure_allocated(id, backend, false)?;
+        let storage = self.storage(id).ok_or_else(|| missing(id))?;
+        storage.buffer().ok_or_else(|| {
+            Error::Internal(format!(
+                "storage {} is held as pieces {:?}, not whole",
+                id.0,
+                storage
+                    .pieces
+                    .iter()
+                    .map(|p| (p.lo, p.hi))
+                    .collect::<Vec<_>>()
+            ))
+        })
     }
 
-    /// As [`Stores::ensure_buffer`], but a buffer allocated now is left uncleared when
-    /// `uninit` ([`Backend::alloc_uninit`]): for a storage that the next task writes whole
-    /// before it reads any of it.
-    pub fn ensure_buffer_with(
+    /// Allocates every piece of a storage that has no buffer yet (one piece of every element
+    /// when nothing reserved any): zeroed, or left uncleared when `uninit`
+    /// ([`Backend::alloc_uninit`]), for a storage that the next task writes whole before it
+    /// reads any of it.
+    pub fn ensure_allocated(
         &mut self,
         id: StorageId,
         backend: &mut dyn Backend,
         uninit: bool,
-    ) -> Result<BufferId> {
-        let storage = self
-            .storages
-            .get_mut(&id)
-            .ok_or_else(|| Error::Internal(format!("storage {} does not exist", id.0)))?;
-        if let Some(b) = storage.buffer {
-            return Ok(b);
+    ) -> Result<()> {
+        let storage = self.storages.get_mut(&id).ok_or_else(|| missing(id))?;
+        if storage.pieces.is_empty() {
+            storage.pieces.push(Piece {
+                lo: 0,
+                hi: storage.len(),
+                buffer: None,
+            });
         }
-        let bytes = storage.bytes();
-        let buffer = if uninit {
-            backend.alloc_uninit(bytes)?
-        } else {
-            backend.alloc(bytes)?
-        };
-        storage.buffer = Some(buffer);
-        self.allocated += bytes;
-        Ok(buffer)
+        let size = storage.dtype.size() as u64;
+        for piece in storage.pieces.iter_mut().filter(|p| p.buffer.is_none()) {
+            let bytes = (piece.hi - piece.lo) * size;
+            piece.buffer = Some(if uninit {
+                backend.alloc_uninit(bytes)?
+            } else {
+                backend.alloc(bytes)?
+            });
+            self.allocated += bytes;
+        }
+        self.peak = self.peak.max(self.allocated);
+        Ok(())
     }
 
-    /// Takes a storage's buffer back (the storage gets a fresh, zeroed one on its next use):
-    /// for a buffer left uncleared for a task that then failed before writing all of it.
-    /// Returns the buffer, for the caller to free.
-    #[must_use = "a discarded buffer must be freed"]
-    pub fn discard_buffer(&mut self, id: StorageId) -> Option<BufferId> {
-        let storage = self.storages.get_mut(&id)?;
-        let buffer = storage.buffer.take()?;
-        self.allocated = self.allocated.saturating_sub(storage.bytes());
-        Some(buffer)
+    /// Takes a storage's buffers back (the storage gets fresh, zeroed ones on its next use):
+    /// for buffers left uncleared for a task that then failed before writing all of them.
+    /// Returns the buffers, for the caller to free.
+    #[must_use = "discarded buffers must be freed"]
+    pub fn discard_buffers(&mut self, id: StorageId) -> Vec<BufferId> {
+        let Some(storage) = self.storages.get_mut(&id) else {
+            return Vec::new();
+        };
+        self.allocated = self.allocated.saturating_sub(storage.held_bytes());
+        storage
+            .pieces
+            .iter_mut()
+            .filter_map(|p| p.buffer.take())
+            .collect()
+    }
+
+    /// Makes storage `id` hold elements `lo..hi` (clipped to the storage) in one piece: a new
+    /// piece, or the pieces it meets or touches grown into one. Unallocated pieces only
+    /// change their bounds; allocated ones that grow get a new, zeroed buffer with the old
+    /// contents copied to their place. On several ranks each rank reserves what each of its
+    /// points uses before they run, so no rank holds elements its points do not use.
+    pub fn reserve(
+        &mut self,
+        id: StorageId,
+        lo: u64,
+        hi: u64,
+        backend: &mut dyn Backend,
+    ) -> Result<()> {
+        let storage = self.storages.get_mut(&id).ok_or_else(|| missing(id))?;
+        let len = storage.len();
+        let (lo, hi) = (lo.min(len), hi.min(len).max(lo.min(len)));
+        if lo == hi {
+            // Nothing used: an empty piece, so that the first use allocates nothing more.
+            if storage.pieces.is_empty() {
+                storage.pieces.push(Piece {
+                    lo,
+                    hi,
+                    buffer: None,
+                });
+            }
+            return Ok(());
+        }
+        if storage
+            .pieces
+            .iter()
+            .any(|p| p.lo < p.hi && p.holds(lo, hi))
+        {
+            return Ok(());
+        }
+        let size = storage.dtype.size() as u64;
+        let (mut new_lo, mut new_hi) = (lo, hi);
+        let mut merged = Vec::new();
+        let mut kept = Vec::with_capacity(storage.pieces.len() + 1);
+        let mut freed = Vec::new();
+        for p in storage.pieces.drain(..) {
+            if p.lo == p.hi {
+                freed.extend(p.buffer);
+            } else if p.lo <= hi && lo <= p.hi {
+                new_lo = new_lo.min(p.lo);
+                new_hi = new_hi.max(p.hi);
+                merged.push(p);
+            } else {
+                kept.push(p);
+            }
+        }
+        let mut piece = Piece {
+            lo: new_lo,
+            hi: new_hi,
+            buffer: None,
+        };
+        if merged.iter().any(|p| p.buffer.is_some()) {
+            let buffer = backend.alloc((new_hi - new_lo) * size)?;
+            for p in &merged {
+                let Some(old) = p.buffer else { continue };
+                let mut contents = vec![0u8; ((p.hi - p.lo) * size) as usize];
+                let copied = backend
+                    .read(old, 0, &mut contents)
+                    .and_then(|()| backend.write(buffer, (p.lo - new_lo) * size, &contents));
+                if let Err(e) = copied {
+                    backend.free(buffer);
+                    storage.pieces = kept;
+                    storage.pieces.extend(merged);
+                    storage.pieces.sort_by_key(|p| p.lo);
+                    return Err(e);
+                }
+            }
+            for p in &merged {
+                if let Some(old) = p.buffer {
+                    self.allocated -= (p.hi - p.lo) * size;
+                    freed.push(old);
+                }
+            }
+            piece.buffer = Some(buffer);
+            self.allocated += (new_hi - new_lo) * size;
+            self.peak = self.peak.max(self.allocated);
+        }
+        kept.push(piece);
+        kept.sort_by_key(|p| p.lo);
+        storage.pieces = kept;
+        for b in freed {
+            backend.free(b);
+        }
+        Ok(())
     }
 
     /// Whether the contents of `store`'s storage die once the tasks that hold `uses` of the
@@ -266,18 +456,39 @@ impl Stores {
             && info.pending == uses
     }
 
-    /// Moves the buffer of storage `from` to storage `to`, which has none and the same size:
-    /// `to` takes over memory whose contents die (see [`Stores::dies_with`]). Returns the
-    /// buffer, or `None` (nothing moved) when either condition fails.
-    pub fn hand_over(&mut self, from: StorageId, to: StorageId) -> Option<BufferId> {
-        let bytes = self.storages.get(&from)?.bytes();
+    /// Moves the buffers of storage `from`, all allocated, to storage `to`, which has none
+    /// and the same size, and whose pieces (every element, if it has none yet) lie inside
+    /// `from`'s: `to` takes over memory whose contents die (see [`Stores::dies_with`]), and
+    /// `from`'s pieces with it. Returns the pieces moved, or `None` (nothing moved) when a
+    /// condition fails.
+    pub fn hand_over(&mut self, from: StorageId, to: StorageId) -> Option<Vec<Piece>> {
+        let source = self.storages.get(&from)?;
         let target = self.storages.get(&to)?;
-        if from == to || target.buffer.is_some() || target.bytes() != bytes {
+        let whole = [Piece {
+            lo: 0,
+            hi: target.len(),
+            buffer: None,
+        }];
+        let wanted = if target.pieces.is_empty() {
+            &whole[..]
+        } else {
+            &target.pieces[..]
+        };
+        let inside = wanted
+            .iter()
+            .all(|w| w.lo == w.hi || piece_holding(&source.pieces, w.lo, w.hi).is_some());
+        if from == to
+            || source.pieces.is_empty()
+            || source.pieces.iter().any(|p| p.buffer.is_none())
+            || target.is_allocated()
+            || target.bytes() != source.bytes()
+            || !inside
+        {
             return None;
         }
-        let buffer = self.storages.get_mut(&from)?.buffer.take()?;
-        self.storages.get_mut(&to)?.buffer = Some(buffer);
-        Some(buffer)
+        let pieces = std::mem::take(&mut self.storages.get_mut(&from)?.pieces);
+        self.storages.get_mut(&to)?.pieces = pieces.clone();
+        Some(pieces)
     }
 
     /// Adds a handle to a store.
@@ -295,9 +506,9 @@ impl Stores {
     }
 
     /// Drops a handle to a store, removing it (and perhaps its storage) if nothing else needs
-    /// it. Returns the buffer of a removed storage, for the caller to free.
-    #[must_use = "a removed storage's buffer must be freed"]
-    pub fn release(&mut self, id: StoreId) -> Option<BufferId> {
+    /// it. Returns the buffers of a removed storage, for the caller to free.
+    #[must_use = "a removed storage's buffers must be freed"]
+    pub fn release(&mut self, id: StoreId) -> Vec<BufferId> {
         if let Some(info) = self.stores.get_mut(&id)
             && info.handles > 0
         {
@@ -323,9 +534,9 @@ impl Stores {
     }
 
     /// Uncounts a pending task, removing the store if nothing else needs it. Returns the
-    /// buffer of a removed storage, for the caller to free.
-    #[must_use = "a removed storage's buffer must be freed"]
-    pub fn remove_pending(&mut self, id: StoreId) -> Option<BufferId> {
+    /// buffers of a removed storage, for the caller to free.
+    #[must_use = "a removed storage's buffers must be freed"]
+    pub fn remove_pending(&mut self, id: StoreId) -> Vec<BufferId> {
         if let Some(info) = self.stores.get_mut(&id) {
             info.pending = info.pending.saturating_sub(1);
         }
@@ -337,22 +548,27 @@ impl Stores {
         self.stores.get(&id).is_some_and(|s| s.handles > 0)
     }
 
-    fn collect(&mut self, id: StoreId) -> Option<BufferId> {
-        let info = self.stores.get(&id)?;
+    fn collect(&mut self, id: StoreId) -> Vec<BufferId> {
+        let Some(info) = self.stores.get(&id) else {
+            return Vec::new();
+        };
         if info.handles > 0 || info.pending > 0 {
-            return None;
+            return Vec::new();
         }
         let storage = info.storage;
         self.stores.remove(&id);
-        let s = self.storages.get_mut(&storage)?;
+        let Some(s) = self.storages.get_mut(&storage) else {
+            return Vec::new();
+        };
         s.stores -= 1;
         if s.stores > 0 {
-            return None;
+            return Vec::new();
         }
-        let s = self.storages.remove(&storage)?;
-        let buffer = s.buffer?;
-        self.allocated -= s.bytes();
-        Some(buffer)
+        let Some(s) = self.storages.remove(&storage) else {
+            return Vec::new();
+        };
+        self.allocated -= s.held_bytes();
+        s.pieces.iter().filter_map(|p| p.buffer).collect()
     }
 
     /// Number of stores alive (roots and views).
@@ -368,6 +584,11 @@ impl Stores {
     /// Bytes of storage allocated now.
     pub fn allocated_bytes(&self) -> u64 {
         self.allocated
+    }
+
+    /// The most bytes of storage allocated at once so far.
+    pub fn peak_bytes(&self) -> u64 {
+        self.peak
     }
 }
 
@@ -385,12 +606,12 @@ mod tests {
         let storage = stores.get(view).unwrap().storage;
         let buffer = stores.ensure_buffer(storage, &mut backend).unwrap();
         assert_eq!(stores.allocated_bytes(), 128);
-        assert_eq!(stores.release(root), None);
+        assert!(stores.release(root).is_empty());
         assert!(stores.storage(storage).is_some());
         stores.add_pending(view);
-        assert_eq!(stores.release(view), None);
+        assert!(stores.release(view).is_empty());
         assert!(stores.storage(storage).is_some());
-        assert_eq!(stores.remove_pending(view), Some(buffer));
+        assert_eq!(stores.remove_pending(view), vec![buffer]);
         assert!(stores.storage(storage).is_none());
         assert_eq!(stores.allocated_bytes(), 0);
         assert!(stores.is_empty());
@@ -407,6 +628,120 @@ mod tests {
         assert_eq!(b1, b2);
         assert_eq!(backend.memory().allocated, 12);
         assert_eq!(stores.allocated_bytes(), 12);
+    }
+
+    fn ints(v: &[i32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    fn spans(stores: &Stores, s: StorageId) -> Vec<(u64, u64)> {
+        let storage = stores.storage(s).unwrap();
+        storage.pieces().iter().map(|p| (p.lo, p.hi)).collect()
+    }
+
+    #[test]
+    fn reserved_pieces_are_all_a_storage_holds_and_grow_keeping_their_contents() {
+        let mut backend = FakeBackend::default();
+        let mut stores = Stores::default();
+        let a = stores.create(vec![20], DType::I32).unwrap();
+        let s = stores.get(a).unwrap().storage;
+        // Nothing used yet: an empty piece, which the first real one replaces.
+        stores.reserve(s, 0, 0, &mut backend).unwrap();
+        stores.reserve(s, 4, 6, &mut backend).unwrap();
+        stores.reserve(s, 5, 7, &mut backend).unwrap();
+        // Apart from it (a point's tile at the far end): a piece of its own.
+        stores.reserve(s, 15, 16, &mut backend).unwrap();
+        assert_eq!(spans(&stores, s), vec![(4, 7), (15, 16)]);
+        stores.ensure_allocated(s, &mut backend, false).unwrap();
+        assert_eq!(stores.allocated_bytes(), 16);
+        assert_eq!(backend.memory().allocated, 16);
+        let storage = stores.storage(s).unwrap();
+        assert_eq!(storage.buffer(), None, "not whole");
+        assert!(!storage.is_whole());
+        let first = storage.piece_of(5, 7).unwrap().buffer.unwrap();
+        assert_eq!(storage.piece_of(6, 8), None);
+        assert_eq!(storage.piece_of(15, 16).unwrap().lo, 15);
+        backend.write(first, 0, &ints(&[40, 50, 60])).unwrap();
+        // Inside a piece: nothing moves.
+        stores.reserve(s, 5, 6, &mut backend).unwrap();
+        assert_eq!(
+            stores.storage(s).unwrap().piece_of(4, 7).unwrap().buffer,
+            Some(first)
+        );
+        // Touching it: a new buffer, the old contents at their place, zeros around them.
+        stores.reserve(s, 2, 4, &mut backend).unwrap();
+        assert_eq!(spans(&stores, s), vec![(2, 7), (15, 16)]);
+        let grown = stores
+            .storage(s)
+            .unwrap()
+            .piece_of(2, 7)
+            .unwrap()
+            .buffer
+            .unwrap();
+        assert_ne!(grown, first);
+        let mut got = vec![0u8; 20];
+        backend.read(grown, 0, &mut got).unwrap();
+        assert_eq!(got, ints(&[0, 0, 40, 50, 60]));
+        assert_eq!(stores.allocated_bytes(), 24);
+        assert_eq!(backend.memory().allocated, 24);
+        // Meeting both pieces: one piece.
+        stores.reserve(s, 6, 15, &mut backend).unwrap();
+        assert_eq!(spans(&stores, s), vec![(2, 16)]);
+        let merged = stores
+            .storage(s)
+            .unwrap()
+            .piece_of(2, 16)
+            .unwrap()
+            .buffer
+            .unwrap();
+        let mut got = vec![0u8; 8];
+        backend.read(merged, 8, &mut got).unwrap();
+        assert_eq!(got, ints(&[40, 50]));
+        // Clipped to the storage; the whole of it is one piece like any other.
+        stores.reserve(s, 0, 99, &mut backend).unwrap();
+        assert!(stores.storage(s).unwrap().is_whole());
+        assert!(stores.storage(s).unwrap().buffer().is_some());
+        assert_eq!(stores.allocated_bytes(), 80);
+        assert_eq!(backend.memory().allocated, 80);
+        assert_eq!(stores.peak_bytes(), 80);
+        assert_eq!(stores.release(a).len(), 1);
+        assert_eq!(stores.allocated_bytes(), 0);
+    }
+
+    #[test]
+    fn buffers_are_handed_over_to_a_storage_whose_pieces_they_hold() {
+        let mut backend = FakeBackend::default();
+        let mut stores = Stores::default();
+        let ids: Vec<StorageId> = (0..3)
+            .map(|_| {
+                let a = stores.create(vec![8], DType::F64).unwrap();
+                stores.get(a).unwrap().storage
+            })
+            .collect();
+        stores.reserve(ids[0], 2, 6, &mut backend).unwrap();
+        stores
+            .ensure_allocated(ids[0], &mut backend, false)
+            .unwrap();
+        // A storage that needs every element cannot take a piece of one.
+        assert_eq!(stores.hand_over(ids[0], ids[1]), None);
+        // One whose pieces lie inside the piece takes it.
+        stores.reserve(ids[2], 3, 5, &mut backend).unwrap();
+        let moved = stores.hand_over(ids[0], ids[2]).unwrap();
+        assert_eq!(moved.len(), 1);
+        assert_eq!((moved[0].lo, moved[0].hi), (2, 6));
+        assert_eq!(spans(&stores, ids[2]), vec![(2, 6)]);
+        assert!(!stores.storage(ids[0]).unwrap().is_allocated());
+        // A whole buffer goes to a storage with no pieces yet.
+        let b = stores.ensure_buffer(ids[1], &mut backend).unwrap();
+        let c = stores.create(vec![8], DType::F64).unwrap();
+        let c = stores.get(c).unwrap().storage;
+        assert_eq!(stores.hand_over(ids[1], c).unwrap()[0].buffer, Some(b));
+        assert_eq!(stores.storage(c).unwrap().buffer(), Some(b));
+        // Not to one already allocated, nor of another size.
+        let d = stores.create(vec![9], DType::F64).unwrap();
+        let d = stores.get(d).unwrap().storage;
+        assert_eq!(stores.hand_over(c, d), None);
+        assert_eq!(stores.hand_over(c, ids[2]), None);
     }
 
     #[test]

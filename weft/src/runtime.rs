@@ -303,6 +303,12 @@ impl Runtime {
             .unwrap_or_default()
     }
 
+    /// The most bytes of storage this process held at once so far (on one rank of several:
+    /// only the parts of stores its points use).
+    pub fn peak_memory(&self) -> u64 {
+        self.core.as_deref().map_or(0, Core::peak_memory)
+    }
+
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.config

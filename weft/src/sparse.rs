@@ -58,6 +58,9 @@ pub struct CsrMatrix {
     vals: Array,
     rows: u64,
     cols: u64,
+    /// The column hull (`column-hull`), made by the first product and shared by the matrices
+    /// of this pattern: it gives each point of a product its range of `x`.
+    hull: Rc<RefCell<Option<Array>>>,
 }
 
 impl std::fmt::Debug for Sparse {
@@ -178,6 +181,7 @@ impl Sparse {
             vals: self.np.wrap(Ok(vals)),
             rows,
             cols,
+            hull: Rc::default(),
         })
     }
 
@@ -325,6 +329,8 @@ impl CsrMatrix {
         Ok(CsrMatrix {
             pos,
             crd,
+            // The hull is of the index type.
+            hull: Rc::default(),
             ..self.clone()
         })
     }
@@ -348,14 +354,33 @@ impl CsrMatrix {
 
     /// `A @ x` (SciPy's `A @ x`), as a new vector.
     pub fn matvec(&self, x: &Array) -> Array {
-        let ids = match (self.ids(), x.handle()) {
-            (Ok([p, c, v]), Ok(h)) => [p, c, v, h.id()],
-            (Err(e), _) | (_, Err(e)) => return self.sp.np.wrap(Err(e)),
+        let hull = self.column_hull().and_then(|h| Ok(h.handle()?.id()));
+        let ids = match (self.ids(), x.handle(), hull) {
+            (Ok([p, c, v]), Ok(h), Ok(hull)) => [p, c, v, h.id(), hull],
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return self.sp.np.wrap(Err(e)),
         };
         let cols = self.cols;
         self.sp.one("spmv", &ids, |g, s, l| {
-            g.call_spmv(s, b(l, 0), b(l, 1), b(l, 2), cols, b(l, 3))
+            g.call_spmv(s, b(l, 0), b(l, 1), b(l, 2), cols, b(l, 3), b(l, 4))
         })
+    }
+
+    /// The column hull, made on first use and shared by the matrices of this pattern: a
+    /// `(rows, 2)` array of the index type whose row `r` is a range of columns holding every
+    /// column of row `r`, with starts and ends that never decrease, so that rows `a..=b` reach
+    /// only columns `hull[a, 0]..hull[b, 1]`. Each point of a product reads that part of `x`.
+    pub fn column_hull(&self) -> Result<Array> {
+        if let Some(hull) = self.hull.borrow().as_ref() {
+            return Ok(hull.clone());
+        }
+        let ids = [self.pos.handle()?.id(), self.crd.handle()?.id()];
+        let cols = self.cols;
+        let hull = self.sp.one("column-hull", &ids, |g, s, l| {
+            g.call_column_hull(s, b(l, 0), b(l, 1), cols)
+        });
+        hull.check()?;
+        *self.hull.borrow_mut() = Some(hull.clone());
+        Ok(hull)
     }
 
     /// The diagonal.

@@ -18,7 +18,7 @@
 //! | `norm.sqrt` | `out` (read-write, rank 0) | |
 //! | `matvec` | `A` (read, rank 2, rows), `x` (read, rank 1, whole), `y` (write, rank 1) | |
 //! | `matmul` | `A` (read, rank 2, rows), `B` (read, rank 2, whole), `C` (write, rank 2) | |
-//! | `diag.extract` | `A` (read, rank 2, whole), `out` (write, rank 1) | |
+//! | `diag.extract` | `A` (read, rank 2, the diagonal block of `out`'s tile), `out` (write, rank 1) | |
 //! | `diag.embed` | `v` (read, rank 1, whole), `out` (write, rank 2) | |
 //! | `cumsum` | `domain` (read, rank k, tiled: `a[..., 0]`), `a` (read, rank k+1), `out` (write, rank k+1), both tiled with the last dim whole | |
 //! | `take` | `a` (read, whole), `idx` (read, rank 1, whole), `out` (write, tiled) | |
@@ -627,14 +627,14 @@ fn matmul(name: String, dtype: DType) -> KernelBuilder {
     k
 }
 
-/// `out[i] = A[g, g]` with `g` the global index of `i`; `A` whole.
+/// `out[i] = A[i, i]`, `A` the diagonal block of `out`'s elements (it starts where `out`
+/// does, along both dimensions).
 fn diag_extract(name: String, dtype: DType) -> KernelBuilder {
     let mut k = KernelBuilder::new(name);
     let a = k.store(dtype, 2, Privilege::Read);
     let out = k.store(dtype, 1, Privilege::Write);
     k.parallel(out, |b, idx| {
-        let g = global(b, out, 0, idx[0]);
-        let v = b.load(a, &[g, g]);
+        let v = b.load(a, &[idx[0], idx[0]]);
         b.store(out, idx, v);
     });
     k

@@ -306,3 +306,82 @@ pub(crate) fn transpose(m: &Matrix<'_>, rows: u64, cols: u64) -> Result<Parts, E
     let (indptr, crd, vals) = compress(row_count(cols, op)?, &mut entries);
     make(cols, rows, &indptr, &crd, &vals, (vt, s.i), op)
 }
+
+/// The column hull of a matrix (see the `column-hull` export), of `pos`'s index type: per row
+/// `r`, the start is the least column of rows `r..` and the end one past the greatest column
+/// of rows `..=r`, so both never decrease and row `a`'s start to row `b`'s end holds every
+/// column of rows `a..=b`. Columns are checked against `0..cols`. It decodes `pos` and `crd`
+/// as it goes, from their bytes: a plugin's memory holds little more than the two stores'
+/// bytes and the result's.
+pub(crate) fn column_hull(pos: &Store, crd: &Store, cols: u64) -> Result<Store, Error> {
+    let op = "column-hull";
+    let shape = pos.shape();
+    if shape.len() != 2 || shape[1] != 2 {
+        return Err(error(format!(
+            "{op}: pos must have shape (rows, 2), not {shape:?}"
+        )));
+    }
+    let rows = row_count(shape[0], op)?;
+    let i = ir_dtype(pos.dtype());
+    index_type(i, op)?;
+    if ir_dtype(crd.dtype()) != i {
+        return Err(error(format!(
+            "{op}: pos and crd must share an index type, not {i} and {}",
+            ir_dtype(crd.dtype())
+        )));
+    }
+    let size = i.size();
+    let at = |bytes: &[u8], k: usize| {
+        let mut word = [0u8; 8];
+        word[..size].copy_from_slice(&bytes[k * size..(k + 1) * size]);
+        int(u64::from_le_bytes(word), size)
+    };
+    let pos = host::read_bytes(pos)?;
+    let crd = host::read_bytes(crd)?;
+    let entries = (crd.len() / size) as i64;
+    let cols_i = i64::try_from(cols).map_err(|_| error(format!("{op}: {cols} columns")))?;
+    // Row r's entries, checked.
+    let range = |r: usize| -> Result<(usize, usize), Error> {
+        let (lo, hi) = (at(&pos, 2 * r), at(&pos, 2 * r + 1));
+        if lo < 0 || hi < lo || hi > entries {
+            return Err(error(format!(
+                "{op}: row {r} has the range {lo}..{hi} of {entries} entries"
+            )));
+        }
+        Ok((lo as usize, hi as usize))
+    };
+    let column = |j: usize| -> Result<i64, Error> {
+        let c = at(&crd, j);
+        if c < 0 || c >= cols_i {
+            return Err(error(format!(
+                "{op}: column {c} of entry {j} is outside 0..{cols}"
+            )));
+        }
+        Ok(c)
+    };
+    let mut hull = vec![0u8; rows * 2 * size];
+    let put = |hull: &mut [u8], k: usize, v: i64| {
+        hull[k * size..(k + 1) * size].copy_from_slice(&v.to_le_bytes()[..size]);
+    };
+    // Ends: the greatest column so far, forwards.
+    let mut reach = 0i64;
+    for r in 0..rows {
+        let (lo, hi) = range(r)?;
+        for j in lo..hi {
+            reach = reach.max(column(j)? + 1);
+        }
+        put(&mut hull, 2 * r + 1, reach);
+    }
+    // Starts: the least column from here on, backwards, never past the row's end (rows with no
+    // columns before them read nothing).
+    let mut least = cols_i;
+    for r in (0..rows).rev() {
+        let (lo, hi) = range(r)?;
+        for j in lo..hi {
+            least = least.min(column(j)?);
+        }
+        let end = at(&hull, 2 * r + 1);
+        put(&mut hull, 2 * r, least.min(end));
+    }
+    host::store_from_bytes(&[rows as u64, 2], wit_dtype(i), &hull)
+}

@@ -8,7 +8,7 @@
 //!
 //! | key | stores | scalars |
 //! | --- | --- | --- |
-//! | `spmv.V.I` | `pos` (read, rows), `crd`, `vals` (read, image), `x` (read, whole), `y` (write, rows) | |
+//! | `spmv.V.I` | `pos` (read, rows), `crd`, `vals` (read, image), `x` (read, image of `hull`), `y` (write, rows), `hull` (read, rows) | |
 //! | `diag.V.I` | `pos` (read, rows), `crd`, `vals` (read, image), `d` (write, rows) | |
 //! | `dense.V.I` | `pos` (read, rows), `crd`, `vals` (read, image), `out` (write, rows x cols) | |
 //! | `scale.V` | `vals` (read), `out` (write), both tiled alike | `s: V` |
@@ -208,12 +208,17 @@ fn spmv(name: String, v: DType, i: DType) -> KernelBuilder {
     let (pos, crd, vals) = csr_params(&mut k, v, i);
     let x = k.store(v, 1, Privilege::Read);
     let y = k.store(v, 1, Privilege::Write);
+    // Read by the runtime alone: it gives each point its range of `x`.
+    let _hull = k.store(i, 2, Privilege::Read);
     k.parallel(y, |b, idx| {
         let (lo, hi) = row_range(b, pos, crd, idx[0]);
         let zero = b.const_of(v, 0.0);
+        // Columns are global; the point's `x` starts at column `origin(x, 0)`.
+        let x0 = b.origin(x, 0);
         let sum = b.for_loop(lo, hi, &[zero], |b, j, acc| {
             let c = b.load(crd, &[j]);
             let c = b.cast(DType::I64, c);
+            let c = b.sub(c, x0);
             let a = b.load(vals, &[j]);
             let xc = b.load(x, &[c]);
             let t = b.mul(a, xc);

@@ -91,8 +91,19 @@ impl sparse::Guest for Sparse {
         tasks::poisson(3, g, ir_dtype(dtype), ir_dtype(index_type)).map(Csr::from)
     }
 
-    fn spmv(pos: &Store, crd: &Store, vals: &Store, cols: u64, x: &Store) -> Result<Store, Error> {
-        tasks::spmv(&Matrix { pos, crd, vals }, cols, x)
+    fn column_hull(pos: &Store, crd: &Store, cols: u64) -> Result<Store, Error> {
+        assemble::column_hull(pos, crd, cols)
+    }
+
+    fn spmv(
+        pos: &Store,
+        crd: &Store,
+        vals: &Store,
+        cols: u64,
+        x: &Store,
+        hull: &Store,
+    ) -> Result<Store, Error> {
+        tasks::spmv(&Matrix { pos, crd, vals }, cols, x, hull)
     }
 
     fn diagonal(

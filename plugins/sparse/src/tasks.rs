@@ -58,9 +58,19 @@ fn row_launch(rows: u64) -> (Launch, Partition, Partition) {
     (launch, by_rows, Partition::Image(0))
 }
 
-/// `A @ x`.
-pub(crate) fn spmv(m: &Matrix<'_>, cols: u64, x: &Store) -> Result<Store, Error> {
+/// `A @ x`, each point reading the range of `x` that `hull` (the matrix's column hull) gives
+/// its rows.
+pub(crate) fn spmv(m: &Matrix<'_>, cols: u64, x: &Store, hull: &Store) -> Result<Store, Error> {
     let s = check(m, "spmv")?;
+    let hs = hull.shape();
+    if hs != [s.rows, 2] || ir_dtype(hull.dtype()) != s.i {
+        return Err(error(format!(
+            "spmv: the column hull must be a {} store of shape [{}, 2], not {} of {hs:?}",
+            s.i,
+            s.rows,
+            ir_dtype(hull.dtype())
+        )));
+    }
     let xs = x.shape();
     if xs != [cols] {
         return Err(error(format!(
@@ -77,11 +87,12 @@ pub(crate) fn spmv(m: &Matrix<'_>, cols: u64, x: &Store) -> Result<Store, Error>
     let y = host::create_store(&[s.rows], wit_dtype(s.v))?;
     let (launch, by_rows, image) = row_launch(s.rows);
     Task::new(Key::Spmv { v: s.v, i: s.i }.to_string(), &launch)
-        .arg(m.pos, by_rows, Privilege::Read)
+        .arg(m.pos, by_rows.clone(), Privilege::Read)
         .arg(m.crd, image.clone(), Privilege::Read)
         .arg(m.vals, image, Privilege::Read)
-        .arg(x, Partition::None, Privilege::Read)
+        .arg(x, Partition::Image(5), Privilege::Read)
         .arg(&y, launch.tiled(), Privilege::Write)
+        .arg(hull, by_rows, Privilege::Read)
         .submit()?;
     Ok(y)
 }

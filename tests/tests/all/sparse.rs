@@ -171,6 +171,48 @@ fn every_operation_matches_the_reference_on_random_matrices() {
 }
 
 #[test]
+fn the_column_hull_holds_every_column_of_every_run_of_rows() {
+    let (_np, sp) = plugins(true, 3);
+    for (seed, (rows, cols)) in [(3u64, (37u64, 23u64)), (5, (12, 40)), (8, (50, 7))] {
+        let coo = random_coo(rows, cols, seed);
+        let want = reference(rows, cols, &coo);
+        for i in [DType::I32, DType::I64] {
+            let a = sp
+                .from_triplets((rows, cols), (&coo.0, &coo.1, &coo.2), DType::F64, i)
+                .unwrap();
+            let hull = a.column_hull().unwrap();
+            assert_eq!(hull.shape().unwrap(), vec![rows, 2]);
+            assert_eq!(hull.dtype().unwrap(), i);
+            let h: Vec<i64> = hull.to_vec().unwrap().iter().map(|&v| v as i64).collect();
+            for r in 1..rows as usize {
+                assert!(
+                    h[2 * r] >= h[2 * r - 2],
+                    "starts decrease at row {r}: {h:?}"
+                );
+                assert!(
+                    h[2 * r + 1] >= h[2 * r - 1],
+                    "ends decrease at row {r}: {h:?}"
+                );
+            }
+            for first in 0..rows as usize {
+                for last in first..rows as usize {
+                    let (start, end) = (h[2 * first], h[2 * last + 1]);
+                    for r in first..=last {
+                        for k in want.indptr[r]..want.indptr[r + 1] {
+                            let c = want.indices[k] as i64;
+                            assert!(
+                                start <= c && c < end,
+                                "rows {first}..={last} reach column {c}, outside {start}..{end}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn poisson_generators_match_the_reference() {
     for (v, i, pieces) in CASES {
         let (_, sp) = plugins(true, pieces);
@@ -414,6 +456,16 @@ fn run_dynamic(rt: &mut Runtime, sp: weft::PluginId) {
     let Some(Value::Result(Ok(Some(x)))) = ones.first() else {
         panic!("expected an array, got {ones:?}");
     };
+    let hull = rt
+        .call(
+            sp,
+            "weft:plugin/sparse@0.1.0#column-hull",
+            &[field("pos"), field("crd"), Value::U64(9)],
+        )
+        .expect("the call runs");
+    let Some(Value::Result(Ok(Some(hull)))) = hull.first() else {
+        panic!("expected a store, got {hull:?}");
+    };
     let y = rt
         .call(
             sp,
@@ -424,6 +476,7 @@ fn run_dynamic(rt: &mut Runtime, sp: weft::PluginId) {
                 field("vals"),
                 Value::U64(9),
                 x.as_ref().clone(),
+                hull.as_ref().clone(),
             ],
         )
         .expect("the call runs");

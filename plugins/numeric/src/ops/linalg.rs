@@ -3,7 +3,7 @@
 //! The products split the output's rows over the launch and hand each point the matching rows
 //! of `A` (`Launch::rows`) and the whole of the other operand.
 
-use weft_sdk::{Error, Launch, Partition, Privilege, Store, Task};
+use weft_sdk::{Error, Launch, Partition, Privilege, Store, Task, Tiling};
 
 use super::{Array, create, fail, host_error, same_dtype};
 use crate::catalog;
@@ -164,8 +164,22 @@ pub fn diag(a: &Array<'_>) -> Result<Store, Error> {
     };
     let out = create(name, &shape, dtype)?;
     let launch = Launch::preferred(&shape);
+    // Extracting, each point reads only the diagonal block of its elements (tile `t` of the
+    // output: the `t x t` block at `(o, o)`); embedding, each reads the whole vector.
+    let input = match (
+        &key,
+        launch.tiling.tile.first(),
+        launch.tiling.projection.first(),
+    ) {
+        (Key::DiagExtract { .. }, Some(&t), Some(&p)) => Partition::Tiling(Tiling {
+            tile: vec![t, t],
+            offset: vec![0, 0],
+            projection: vec![p, p],
+        }),
+        _ => Partition::None,
+    };
     Task::new(key.to_string(), &launch)
-        .arg(a.store, Partition::None, Privilege::Read)
+        .arg(a.store, input, Privilege::Read)
         .arg(&out, launch.tiled(), Privilege::Write)
         .submit()
         .map_err(host_error(name))?;
