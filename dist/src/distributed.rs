@@ -6,9 +6,10 @@
 //! A rank holds a store as the pieces of it that its points use
 //! ([`weft_runtime::stores::Storage::pieces`]): before each task, what each of this rank's
 //! points uses is reserved, and pieces grow when later tasks use more. A store the application
-//! reads or writes, or that a task reduces into, is brought whole to every rank. Only the
-//! elements another rank wrote last move. Reads the closed forms do not cover (images, views
-//! that are not boxes of their root) bring the whole store.
+//! writes, or that a task reduces into, is brought whole to every rank; one it reads is
+//! gathered into a copy. Only the elements another rank wrote last move. Image reads take each
+//! point's range from the source's rows its owner holds; reads through views that are not boxes
+//! of their root bring the whole store.
 
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -20,7 +21,7 @@ use weft_runtime::backend::{Backend, BufferId};
 use weft_runtime::distribution::{DistContext, Distribution, Traffic};
 use weft_runtime::mapping::{BlockMapping, Mapping};
 use weft_runtime::stores::{Piece, piece_holding};
-use weft_runtime::{IndexTask, Partition, RootPartition, StorageId, ViewMap};
+use weft_runtime::{IndexTask, Partition, Rect, RootPartition, StorageId, ViewMap};
 
 use crate::boxes::{BoxView, element_boxes};
 use crate::comm::Comm;
@@ -298,7 +299,7 @@ impl Distributed {
 type GivenReader<'c, 'a> = (
     u64,
     &'c mut DistContext<'a>,
-    &'c dyn Fn(&mut DistContext<'_>) -> Result<Layer, Error>,
+    &'c dyn Fn(&mut DistContext<'_>) -> Result<(Layer, u64), Error>,
 );
 
 /// The plan of `read` for `rank`: reused from `plans` when the same partitions and holdings
@@ -319,7 +320,12 @@ fn cached_plan(
         return Ok(plan.clone());
     }
     let plan = match given {
-        Some((_, cx, boxes)) => exchange_with(read, boxes(cx)?, rank, mapping)?,
+        Some((_, cx, boxes)) => {
+            let (layer, sent) = boxes(cx)?;
+            traffic.bytes += sent;
+            traffic.messages += 1;
+            exchange_with(read, layer, rank, mapping)?
+        }
         None => exchange(read, rank, mapping)?,
     };
     traffic.plans_derived += 1;
@@ -331,29 +337,84 @@ fn cached_plan(
 }
 
 /// The layer of the root boxes every point of a launch over `launch` reaches through
-/// `part` (into a root of shape `root`): through an image, each point's range, read from the
-/// source (which must be here whole); through a view that is not a box of its root, each
-/// point's elements, as runs.
+/// `part` (into a root of shape `root`), with the bytes this rank sent to learn them: through
+/// an image, each point's range, read from the source's rows by the point's owner (the only
+/// rank that holds them) and all-gathered; through a view that is not a box of its root, each
+/// point's elements, as runs, found here.
 fn given_layer(
     cx: &mut DistContext<'_>,
     part: &RootPartition,
     launch: &[u64],
     root: &[u64],
-) -> Result<Layer, Error> {
+    comm: &dyn Comm,
+    mapping: &BlockMapping,
+) -> Result<(Layer, u64), Error> {
     let boxed = BoxView::of(&part.view, root);
-    let source = part.image.as_deref().map(|i| i.source);
-    let mut boxes = Vec::new();
-    for p in weft_runtime::partition::points(launch) {
-        let sub = part.sub_rect_with(&p, |element| {
+    let boxes_of = |cx: &mut DistContext<'_>, p: &[u64]| {
+        let source = part.image.as_deref().map(|i| i.source);
+        let sub = part.sub_rect_with(p, |element| {
             source
                 .and_then(|s| weft_runtime::executor::read_index(cx.stores, cx.backend, s, element))
         });
-        boxes.push(match &boxed {
+        match &boxed {
             Some(v) => vec![v.root_box(&sub)],
             None => element_boxes(&part.view, &sub, root),
-        });
+        }
+    };
+    let linear = |p: &[u64]| p.iter().zip(launch).fold(0u64, |acc, (&i, &e)| acc * e + i) as usize;
+    let count = launch.iter().product::<u64>() as usize;
+    let mut boxes = vec![Vec::new(); count];
+    if part.image.is_none() {
+        for p in weft_runtime::partition::points(launch) {
+            boxes[linear(&p)] = boxes_of(cx, &p);
+        }
+        return Ok((Layer::given(part, launch, root, boxes)?, 0));
     }
-    Layer::given(part, launch, root, boxes)
+    // This rank's points' boxes, as words: the number of points (never an empty message),
+    // then per point the number of boxes and each box's origin and extent.
+    let own = mapping.points_of(comm.rank(), launch);
+    let mut words: Vec<u64> = vec![own.len() as u64];
+    for p in own {
+        let mine = boxes_of(cx, &p);
+        words.push(mine.len() as u64);
+        for b in &mine {
+            words.extend(&b.origin);
+            words.extend(&b.extent);
+        }
+    }
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let all = comm.all_gather(&bytes)?;
+    let dims = root.len();
+    for (rank, b) in all.iter().enumerate() {
+        let bad = || Error::Transfer(format!("rank {rank} sent point ranges that do not decode"));
+        let words: Vec<u64> = b
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+            .collect();
+        let theirs = mapping.points_of(rank, launch);
+        let (&n, mut rest) = words.split_first().ok_or_else(bad)?;
+        if n != theirs.len() as u64 {
+            return Err(bad());
+        }
+        for p in theirs {
+            let (&n, tail) = rest.split_first().ok_or_else(bad)?;
+            rest = tail;
+            let mut mine = Vec::new();
+            for _ in 0..n {
+                if rest.len() < 2 * dims {
+                    return Err(bad());
+                }
+                mine.push(Rect {
+                    origin: rest[..dims].to_vec(),
+                    extent: rest[dims..2 * dims].to_vec(),
+                });
+                rest = &rest[2 * dims..];
+            }
+            boxes[linear(&p)] = mine;
+        }
+    }
+    let sent = bytes.len() as u64 * (comm.size() as u64).saturating_sub(1);
+    Ok((Layer::given(part, launch, root, boxes)?, sent))
 }
 
 /// A storage's whole buffer, read.
@@ -468,6 +529,117 @@ impl Distributed {
     }
 }
 
+impl Distributed {
+    /// Reserves, for each of this rank's `points` of `task`, what it uses of each argument
+    /// through an image (`images`) or through any other partition.
+    fn reserve(
+        &mut self,
+        cx: &mut DistContext<'_>,
+        task: &IndexTask,
+        points: &[Vec<u64>],
+        images: bool,
+    ) -> weft_runtime::Result<()> {
+        for arg in task.args.iter().filter(|a| !a.local) {
+            let source = arg.root_partition.image.as_deref().map(|i| i.source);
+            if source.is_some() != images {
+                continue;
+            }
+            for p in points {
+                let (lo, hi) = {
+                    let (stores, backend) = (&*cx.stores, &mut *cx.backend);
+                    point_span(&arg.root_partition, p, |element| {
+                        source.and_then(|s| {
+                            weft_runtime::executor::read_index(stores, backend, s, element)
+                        })
+                    })
+                };
+                cx.stores.reserve(arg.storage, lo, hi, cx.backend)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Brings here what this rank's points of `task` read of argument `a` and other ranks
+    /// wrote last.
+    fn fetch(
+        &mut self,
+        cx: &mut DistContext<'_>,
+        task: &IndexTask,
+        a: usize,
+    ) -> weft_runtime::Result<()> {
+        let kernel = &task.kernel;
+        let Some(arg) = task.args.get(a).filter(|arg| !arg.local) else {
+            return Ok(());
+        };
+        // A store the task only writes needs nothing first when its points overwrite their
+        // whole tiles; otherwise what they leave must be current too.
+        let overwritten = matches!(arg.privilege, Privilege::Write)
+            && kernel
+                .store_param(a)
+                .and_then(|p| kernel.overwritten_by(p))
+                .is_some();
+        if overwritten {
+            return Ok(());
+        }
+        let Some(holding) = self
+            .holdings
+            .get(&arg.storage)
+            .filter(|h| !h.layers.is_empty())
+        else {
+            return Ok(());
+        };
+        let Some(root) = cx.stores.storage(arg.storage).map(|s| s.shape.clone()) else {
+            return Ok(());
+        };
+        // A store reduced into ends up the same on every rank (its reductions are folded, or
+        // combined, everywhere, into every element): every rank needs all of it first.
+        let reduced = matches!(arg.privilege, Privilege::Reduce(_));
+        let read = Read {
+            partition: &arg.root_partition,
+            launch: &task.launch,
+            root: &root,
+            holding,
+        };
+        let rank = self.comm.rank();
+        let planned = if reduced {
+            None
+        } else if let Some(image) = &arg.root_partition.image {
+            // Each point's range comes from the source's rows, which only the point's owner
+            // holds: the ranks exchange their points' ranges when the plan is derived, and the
+            // plan is kept under the source's version (how often it changed).
+            let version = self.versions.get(&image.source).copied().unwrap_or(0);
+            let (partition, launch, root) = (&arg.root_partition, &task.launch, &root);
+            let (comm, mapping) = (self.comm.clone(), self.mapping);
+            let given = |cx: &mut DistContext<'_>| {
+                given_layer(cx, partition, launch, root, comm.as_ref(), &mapping)
+            };
+            cached_plan(
+                &mut self.plans,
+                &mut self.traffic,
+                &self.mapping,
+                rank,
+                read,
+                Some((version, cx, &given)),
+            )
+            .ok()
+        } else {
+            cached_plan(
+                &mut self.plans,
+                &mut self.traffic,
+                &self.mapping,
+                rank,
+                read,
+                None,
+            )
+            .ok()
+        };
+        match planned {
+            Some(plan) => self.run(cx, arg.storage, &plan),
+            None => self.gather_all(cx, arg.storage),
+        }
+    }
+}
+
 impl Distribution for Distributed {
     fn rank(&self) -> usize {
         self.comm.rank()
@@ -499,95 +671,28 @@ impl Distribution for Distributed {
         if self.check {
             self.check_replicated(task)?;
         }
-        let kernel = &task.kernel;
-        for arg in task.args.iter().filter(|a| !a.local) {
-            if let Some(image) = &arg.root_partition.image {
-                // The points' ranges come from the image's source: every rank reads it whole.
-                self.gather_all(cx, image.source)?;
-            }
-        }
         // This rank must hold what each of its points uses, before anything lands there
-        // (reserved first, so that a storage that two arguments name grows once).
+        // (reserved first, so that a storage that two arguments name grows once). An image's
+        // ranges come from its source's rows, which this rank's points read through the
+        // source's own argument: those are brought here first.
         let points = self.mapping.points_of(self.comm.rank(), &task.launch);
-        for arg in task.args.iter().filter(|a| !a.local) {
-            let source = arg.root_partition.image.as_deref().map(|i| i.source);
-            for p in &points {
-                let (lo, hi) = {
-                    let (stores, backend) = (&*cx.stores, &mut *cx.backend);
-                    point_span(&arg.root_partition, p, |element| {
-                        source.and_then(|s| {
-                            weft_runtime::executor::read_index(stores, backend, s, element)
-                        })
-                    })
-                };
-                cx.stores.reserve(arg.storage, lo, hi, cx.backend)?;
+        let sources: HashSet<StorageId> = task
+            .args
+            .iter()
+            .filter_map(|a| a.root_partition.image.as_deref().map(|i| i.source))
+            .collect();
+        self.reserve(cx, task, &points, false)?;
+        let mut fetched = vec![false; task.args.len()];
+        for (a, arg) in task.args.iter().enumerate() {
+            if !arg.local && sources.contains(&arg.storage) && arg.root_partition.image.is_none() {
+                self.fetch(cx, task, a)?;
+                fetched[a] = true;
             }
         }
-        for (a, arg) in task.args.iter().enumerate() {
-            if arg.local {
-                continue;
-            }
-            // A store the task only writes needs nothing first when its points overwrite
-            // their whole tiles; otherwise what they leave must be current too.
-            let overwritten = matches!(arg.privilege, Privilege::Write)
-                && kernel
-                    .store_param(a)
-                    .and_then(|p| kernel.overwritten_by(p))
-                    .is_some();
-            if overwritten {
-                continue;
-            }
-            let Some(holding) = self
-                .holdings
-                .get(&arg.storage)
-                .filter(|h| !h.layers.is_empty())
-            else {
-                continue;
-            };
-            let Some(root) = cx.stores.storage(arg.storage).map(|s| s.shape.clone()) else {
-                continue;
-            };
-            // A store reduced into ends up the same on every rank (its reductions are folded,
-            // or combined, everywhere, into every element): every rank needs all of it first.
-            let reduced = matches!(arg.privilege, Privilege::Reduce(_));
-            let read = Read {
-                partition: &arg.root_partition,
-                launch: &task.launch,
-                root: &root,
-                holding,
-            };
-            let rank = self.comm.rank();
-            let planned = if reduced {
-                None
-            } else if let Some(image) = &arg.root_partition.image {
-                // Each point's range comes from the source, which every rank holds whole: the
-                // plan derives from the source's values too (known by how often it changed).
-                let version = self.versions.get(&image.source).copied().unwrap_or(0);
-                let (partition, launch, root) = (&arg.root_partition, &task.launch, &root);
-                let given = |cx: &mut DistContext<'_>| given_layer(cx, partition, launch, root);
-                cached_plan(
-                    &mut self.plans,
-                    &mut self.traffic,
-                    &self.mapping,
-                    rank,
-                    read,
-                    Some((version, cx, &given)),
-                )
-                .ok()
-            } else {
-                cached_plan(
-                    &mut self.plans,
-                    &mut self.traffic,
-                    &self.mapping,
-                    rank,
-                    read,
-                    None,
-                )
-                .ok()
-            };
-            match planned {
-                Some(plan) => self.run(cx, arg.storage, &plan)?,
-                None => self.gather_all(cx, arg.storage)?,
+        self.reserve(cx, task, &points, true)?;
+        for (a, done) in fetched.into_iter().enumerate() {
+            if !done {
+                self.fetch(cx, task, a)?;
             }
         }
         self.reduce_base.clear();
@@ -647,11 +752,20 @@ impl Distribution for Distributed {
                     .or_default()
                     .write(layer, &root),
                 Err(_) => {
-                    // Through an image (each point's range, read from the source, which every
-                    // rank holds whole since `before_task`) or a view that is not a box of
-                    // its root (each point's elements, as runs).
-                    let layer = given_layer(cx, &arg.root_partition, &task.launch, &root)
-                        .map_err(runtime_error)?;
+                    // Through an image (each point's range, read from the source's rows by the
+                    // point's owner and all-gathered) or a view that is not a box of its root
+                    // (each point's elements, as runs).
+                    let (layer, sent) = given_layer(
+                        cx,
+                        &arg.root_partition,
+                        &task.launch,
+                        &root,
+                        self.comm.as_ref(),
+                        &self.mapping,
+                    )
+                    .map_err(runtime_error)?;
+                    self.traffic.bytes += sent;
+                    self.traffic.messages += u64::from(arg.root_partition.image.is_some());
                     self.holdings
                         .entry(arg.storage)
                         .or_default()

@@ -98,6 +98,11 @@ impl Comm for MpiComm {
         self.world.all_gather_into(&len, &mut lens[..]);
         let mut out = Vec::with_capacity(size);
         for (r, &n) in lens.iter().enumerate() {
+            // Nothing to send: no broadcast (an empty buffer's pointer is not one MPI takes).
+            if n == 0 {
+                out.push(Vec::new());
+                continue;
+            }
             let mut buf = if r == self.rank() {
                 mine.to_vec()
             } else {
