@@ -601,27 +601,21 @@ impl Distributed {
             holding,
         };
         let rank = self.comm.rank();
+        // Through an image, each point's range comes from the source's rows, which only the
+        // point's owner holds: the ranks exchange their points' ranges when the plan is
+        // derived, and the plan is kept under the source's version (how often it changed).
+        let version = arg
+            .root_partition
+            .image
+            .as_deref()
+            .map(|image| self.versions.get(&image.source).copied().unwrap_or(0));
+        let (partition, launch, root) = (&arg.root_partition, &task.launch, &root);
+        let (comm, mapping) = (self.comm.clone(), self.mapping);
+        let given = |cx: &mut DistContext<'_>| {
+            given_layer(cx, partition, launch, root, comm.as_ref(), &mapping)
+        };
         let planned = if reduced {
             None
-        } else if let Some(image) = &arg.root_partition.image {
-            // Each point's range comes from the source's rows, which only the point's owner
-            // holds: the ranks exchange their points' ranges when the plan is derived, and the
-            // plan is kept under the source's version (how often it changed).
-            let version = self.versions.get(&image.source).copied().unwrap_or(0);
-            let (partition, launch, root) = (&arg.root_partition, &task.launch, &root);
-            let (comm, mapping) = (self.comm.clone(), self.mapping);
-            let given = |cx: &mut DistContext<'_>| {
-                given_layer(cx, partition, launch, root, comm.as_ref(), &mapping)
-            };
-            cached_plan(
-                &mut self.plans,
-                &mut self.traffic,
-                &self.mapping,
-                rank,
-                read,
-                Some((version, cx, &given)),
-            )
-            .ok()
         } else {
             cached_plan(
                 &mut self.plans,
@@ -629,7 +623,7 @@ impl Distributed {
                 &self.mapping,
                 rank,
                 read,
-                None,
+                version.map(|v| (v, &mut *cx, &given as &dyn Fn(&mut DistContext<'_>) -> _)),
             )
             .ok()
         };
