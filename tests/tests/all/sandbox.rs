@@ -245,6 +245,76 @@ fn compiled_components_are_cached_on_disk() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The cache entries (`.cwasm` files) under `dir`.
+fn entries(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "cwasm"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Loads the misbehaving plugin in a fresh runtime with its cache under `dir`; returns how
+/// many components it compiled, after checking that the plugin works.
+fn load_cached(dir: &std::path::Path) -> u64 {
+    let mut rt = Runtime::new(Config {
+        component_cache: Some(dir.to_path_buf()),
+        ..Config::default()
+    })
+    .expect("runtime");
+    let p = rt
+        .load(weft_plugin_artifacts::TEST_MISBEHAVE)
+        .expect("loads");
+    still_works(&mut rt, p);
+    rt.components_compiled()
+}
+
+#[test]
+fn the_disk_cache_is_private_and_a_tampered_entry_is_never_loaded() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir()
+        .join(format!("weft-cache-private-{}", std::process::id()))
+        .join("cache");
+    let _ = std::fs::remove_dir_all(dir.parent().expect("a parent"));
+    assert_eq!(load_cached(&dir), 1);
+    let mode = |p: &std::path::Path| std::fs::metadata(p).expect("exists").permissions().mode();
+    assert_eq!(mode(&dir) & 0o777, 0o700, "the directory is private");
+    let written = entries(&dir);
+    assert_eq!(
+        written.len(),
+        1,
+        "one entry, no temporary left: {written:?}"
+    );
+    assert_eq!(mode(&written[0]) & 0o777, 0o600, "the entry is private");
+    assert_eq!(load_cached(&dir), 0, "an intact entry is used");
+    // Native code changed on disk (one byte in the middle): compiled again, never run.
+    let mut bytes = std::fs::read(&written[0]).expect("readable");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&written[0], &bytes).expect("writable");
+    assert_eq!(load_cached(&dir), 1, "a tampered entry is compiled again");
+    assert_eq!(load_cached(&dir), 0, "and replaced by a good one");
+    // A truncated entry likewise.
+    let len = std::fs::metadata(&written[0]).expect("exists").len();
+    std::fs::File::options()
+        .write(true)
+        .open(&written[0])
+        .and_then(|f| f.set_len(len / 3))
+        .expect("truncated");
+    assert_eq!(load_cached(&dir), 1, "a truncated entry is compiled again");
+    // A directory others may write into is not used: every load compiles.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    assert_eq!(load_cached(&dir), 1);
+    assert_eq!(
+        load_cached(&dir),
+        1,
+        "no entry read from a shared directory"
+    );
+    let _ = std::fs::remove_dir_all(dir.parent().expect("a parent"));
+}
+
 /// `component` with every `weft:plugin/...@0.1.0` name changed to `version` (of the same
 /// length): the component a plugin built against another version of the contract would be.
 fn with_contract_version(component: &[u8], version: &str) -> Vec<u8> {
