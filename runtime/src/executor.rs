@@ -296,16 +296,22 @@ impl Executor<'_> {
             }
             // The piece of the storage that holds the elements the point reaches (on one
             // process, the one piece of every element).
+            let first = p.view.element(&rect.origin);
             let (lo, hi) = if rect.volume() == 0 {
                 (0, 0)
             } else {
-                let first = p.view.element(&rect.origin);
-                let sub = crate::view::ViewMap {
-                    offset: first,
-                    shape: rect.extent.clone(),
-                    strides: p.view.strides.clone(),
-                };
-                sub.span().map_or((first, first), |(lo, hi)| (lo, hi + 1))
+                // The lowest and one past the highest element the sub-store reaches (without
+                // allocating: this runs for every argument of every point).
+                let (mut lo, mut hi) = (i128::from(first), i128::from(first));
+                for (&e, &st) in rect.extent.iter().zip(&p.view.strides) {
+                    let reach = (i128::from(e) - 1) * i128::from(st);
+                    if reach < 0 {
+                        lo += reach;
+                    } else {
+                        hi += reach;
+                    }
+                }
+                (lo.max(0) as u64, hi.max(0) as u64 + 1)
             };
             let piece = if rect.volume() == 0 {
                 held.pieces.first()
@@ -327,11 +333,7 @@ impl Executor<'_> {
             };
             bindings.push(Binding::Buffer {
                 buffer,
-                offset: if rect.volume() == 0 {
-                    0
-                } else {
-                    p.view.element(&rect.origin) - base
-                },
+                offset: if rect.volume() == 0 { 0 } else { first - base },
                 extents,
                 strides: p.view.strides.clone(),
                 origin,
