@@ -22,6 +22,9 @@ pub struct CpuOptions {
     /// The code path of vectorized loops (`None`: the widest this CPU runs). A path the CPU
     /// cannot run is an error when the back end starts.
     pub simd: Option<SimdPath>,
+    /// The longest one launch may run before it is cancelled (`None`: no limit). Compiled
+    /// loops check the cancel flag on every back edge either way.
+    pub kernel_time: Option<std::time::Duration>,
 }
 
 impl Default for CpuOptions {
@@ -30,6 +33,7 @@ impl Default for CpuOptions {
             threads: 0,
             pool_bytes: 1 << 30,
             simd: None,
+            kernel_time: None,
         }
     }
 }
@@ -51,6 +55,8 @@ pub struct CpuBackend {
     held: Vec<LoopPartial>,
     /// Rows of deferred bindings held back until the task's last point has run.
     held_rows: Vec<PendingRow>,
+    /// The kernel time limit's watchdog, when there is a limit.
+    watchdog: Option<crate::watchdog::Watchdog>,
 }
 
 /// A held row of a deferred binding and where it goes.
@@ -140,12 +146,20 @@ impl CpuBackend {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(options.threads)
             .thread_name(|i| format!("weft-worker-{i}"))
+            .stack_size(crate::WORKER_STACK_BYTES)
             .build()
             .map_err(|e| Error::Threads(e.to_string()))?;
         let mut compiler = Compiler::new()?;
         if let Some(path) = options.simd {
             compiler.set_path(path)?;
         }
+        let watchdog = match options.kernel_time {
+            Some(limit) => Some(
+                crate::watchdog::Watchdog::start(compiler.cancel_flag(), limit)
+                    .map_err(|e| Error::Threads(e.to_string()))?,
+            ),
+            None => None,
+        };
         Ok(CpuBackend {
             compiler,
             memory: Memory::with_pool(options.pool_bytes),
@@ -155,6 +169,7 @@ impl CpuBackend {
             spare: Vec::new(),
             held: Vec::new(),
             held_rows: Vec::new(),
+            watchdog,
         })
     }
 
@@ -403,7 +418,27 @@ impl Backend for CpuBackend {
         bindings: &[Binding],
         scalars: &[Scalar],
     ) -> weft_runtime::Result<()> {
-        Ok(self.launch_views(kernel, bindings, scalars)?)
+        let Some(watchdog) = &self.watchdog else {
+            return Ok(self.launch_views(kernel, bindings, scalars)?);
+        };
+        watchdog.arm();
+        let result = self.launch_views(kernel, bindings, scalars);
+        let cancelled = self.watchdog.as_ref().is_some_and(|w| w.disarm());
+        match result {
+            Err(Error::KernelFault { kernel, message })
+                if cancelled && message == crate::launch::CANCELLED_MESSAGE =>
+            {
+                let limit = self.watchdog.as_ref().map_or(0, |w| w.limit().as_millis());
+                Err(Error::KernelFault {
+                    kernel,
+                    message: format!(
+                        "ran past the kernel time limit of {limit} ms and was cancelled"
+                    ),
+                }
+                .into())
+            }
+            other => Ok(other?),
+        }
     }
 
     fn take_reductions(&mut self) -> weft_runtime::Result<Vec<LoopPartial>> {

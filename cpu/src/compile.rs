@@ -3,6 +3,7 @@
 //! kernel runs, its calling convention and its memory safety.
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -28,6 +29,9 @@ use weft_ir::ValidKernel;
 /// when the last of them is dropped.
 struct CodeOwner {
     module: Mutex<Option<JITModule>>,
+    /// The cancel flag whose address the code reads on every loop back edge: kept alive as
+    /// long as the code.
+    _cancel: Arc<AtomicU32>,
 }
 
 impl Drop for CodeOwner {
@@ -57,6 +61,10 @@ pub struct Compiler {
     simd_detected: Option<Features>,
     /// The ISA that compiles vector functions: the module's, without Cranelift's optimizer.
     vector_isa: OwnedTargetIsa,
+    /// The flag that stops running kernels: nonzero makes every loop of compiled code return
+    /// [`crate::lower::CANCELLED`] at its next back edge, and every chunk not yet started
+    /// return at once.
+    cancel: Arc<AtomicU32>,
 }
 
 impl std::fmt::Debug for Compiler {
@@ -66,7 +74,7 @@ impl std::fmt::Debug for Compiler {
 }
 
 /// The host's ISA with the back end's flags and Cranelift's optimization level `opt_level`.
-fn native_isa(opt_level: &str) -> Result<OwnedTargetIsa> {
+pub(crate) fn native_isa(opt_level: &str) -> Result<OwnedTargetIsa> {
     let mut flags = settings::builder();
     for (name, value) in [
         ("opt_level", opt_level),
@@ -74,6 +82,10 @@ fn native_isa(opt_level: &str) -> Result<OwnedTargetIsa> {
         ("is_pic", "false"),
         // Kernels neither unwind nor are unwound through.
         ("unwind_info", "false"),
+        // A frame larger than a page touches each page on the way down, so that it cannot
+        // step over a worker stack's guard page (frames are also bounded: `MAX_FRAME_BYTES`).
+        ("enable_probestack", "true"),
+        ("probestack_strategy", "inline"),
         // The lowering type-checks everything it emits; the verifier would only double
         // the compile time.
         (
@@ -134,10 +146,13 @@ impl Compiler {
             }
         }
         let ctx = module.make_context();
+        let cancel = Arc::new(AtomicU32::new(0));
         Ok(Compiler {
             code: Arc::new(CodeOwner {
                 module: Mutex::new(Some(module)),
+                _cancel: cancel.clone(),
             }),
+            cancel,
             ctx,
             math: MathDecls { ids },
             simd: simd_detected,
@@ -151,6 +166,11 @@ impl Compiler {
     /// same bits either way (up to the sign and payload of a NaN made by arithmetic).
     pub fn set_simd(&mut self, enabled: bool) {
         self.simd = if enabled { self.simd_detected } else { None };
+    }
+
+    /// The flag that cancels running kernels (see the field's documentation).
+    pub fn cancel_flag(&self) -> Arc<AtomicU32> {
+        self.cancel.clone()
     }
 
     /// Whether the vector lowering is on (it is never on for a CPU without 128-bit vectors that
@@ -355,6 +375,7 @@ impl Compiler {
                 types,
                 simd: self.simd,
                 vector_isa: &*self.vector_isa,
+                cancel_flag: self.cancel.as_ptr() as i64,
                 groups: &groups,
                 private: &leaves.iter().map(|l| l.param).collect::<Vec<u32>>(),
             },
@@ -396,6 +417,7 @@ impl Compiler {
                         .flat_map(|g| g.scratch.iter().map(|&p| (p, g.over)))
                         .collect(),
                     deferrable,
+                    cancel: self.cancel.clone(),
                 },
                 compile_time: start.elapsed(),
                 lane_loops: lowered.lane_loops,
@@ -622,5 +644,18 @@ mod tests {
         fn assert_send<T: Send>() {}
         assert_send_sync::<CompiledKernel>();
         assert_send::<Compiler>();
+    }
+
+    #[test]
+    fn compiled_functions_probe_their_stack_inline() {
+        for opt in ["speed", "none"] {
+            let isa = native_isa(opt).expect("isa");
+            assert!(isa.flags().enable_probestack(), "{opt}");
+            assert_eq!(
+                isa.flags().probestack_strategy(),
+                settings::ProbestackStrategy::Inline,
+                "{opt}"
+            );
+        }
     }
 }

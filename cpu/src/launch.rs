@@ -78,6 +78,10 @@ pub(crate) struct PlanStep {
     pub wide_refusal: Option<String>,
 }
 
+/// The message of a kernel fault caused by the cancel flag; the back end adds why it was
+/// set.
+pub(crate) const CANCELLED_MESSAGE: &str = "cancelled";
+
 /// Everything needed to run a compiled kernel.
 pub(crate) struct Plan {
     pub name: String,
@@ -94,6 +98,8 @@ pub(crate) struct Plan {
     /// Per top-level parallel loop, the store parameters whose stores it can defer (see
     /// [`crate::deferred`]).
     pub deferrable: Vec<Vec<u32>>,
+    /// The back end's cancel flag (see `Compiler::cancel_flag`).
+    pub cancel: std::sync::Arc<std::sync::atomic::AtomicU32>,
 }
 
 /// A leaf store as one parallel step runs it.
@@ -142,6 +148,16 @@ fn scalar_word(s: Scalar) -> u64 {
 }
 
 impl Plan {
+    /// The error of a run stopped by the cancel flag.
+    pub(crate) fn cancelled(&self) -> Error {
+        self.fault(CANCELLED_MESSAGE)
+    }
+
+    /// Whether the cancel flag is set.
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.cancel.load(std::sync::atomic::Ordering::Relaxed) != 0
+    }
+
     pub(crate) fn fault(&self, message: impl Into<String>) -> Error {
         Error::KernelFault {
             kernel: self.name.clone(),
@@ -150,6 +166,9 @@ impl Plan {
     }
 
     pub(crate) fn status_error(&self, status: i64) -> Error {
+        if status == crate::lower::CANCELLED {
+            return self.cancelled();
+        }
         match usize::try_from(status - 1)
             .ok()
             .and_then(|i| self.faults.get(i))
@@ -603,6 +622,10 @@ impl Plan {
                          red: *const *mut u8,
                          bufs: &mut Vec<Vec<u64>>|
               -> std::result::Result<Vec<LeafPart>, Error> {
+            // A cancelled run starts no more chunks.
+            if self.is_cancelled() {
+                return Err(self.cancelled());
+            }
             let lo = (c * per - shift).max(0);
             let hi = ((c + 1) * per - shift).min(rows);
             if leaves.is_empty() {

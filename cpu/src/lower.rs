@@ -296,6 +296,8 @@ pub(crate) struct Target<'a> {
     pub simd: Option<vector::Features>,
     /// The ISA that compiles vector functions (see [`vector`]).
     pub vector_isa: &'a dyn TargetIsa,
+    /// The address of the back end's cancel flag (a `u32`), read on every loop back edge.
+    pub cancel_flag: i64,
     /// The loops cut into segments (see [`crate::strips`]): each compiles to one step.
     pub groups: &'a [crate::strips::Group],
     /// The hidden store parameters private to each chunk (see [`StoreSlot::private`]).
@@ -508,6 +510,7 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
         types: value_types,
         simd,
         vector_isa,
+        cancel_flag,
         groups,
         private,
     } = target;
@@ -542,6 +545,7 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
         types: value_types,
         lanes: simd.map(|f| f.wide),
         lane_loops: &mut lane_loops,
+        cancel_flag,
     };
     for item in items {
         let (pl, pos) = match item {
@@ -620,6 +624,7 @@ struct StepCx<'a> {
     /// instruction set of the wide bodies that run their bulk, if any.
     lanes: Option<Option<wide::Isa>>,
     lane_loops: &'a mut LaneLoops,
+    cancel_flag: i64,
 }
 
 /// Defines machine code of our own (a wide body, see [`wide`]) as a function of `module`
@@ -640,6 +645,31 @@ fn define_wide_code(
         .define_function_bytes(func, 64, code, &[])
         .map_err(|e| format!("define {what}: {e:?}"))?;
     Ok(func)
+}
+
+/// The status a compiled function returns when the cancel flag stopped it (fault sites are
+/// numbered from 1).
+pub(crate) const CANCELLED: i64 = -1;
+
+/// The most stack one compiled function's frame may take. Worker threads have stacks of
+/// [`crate::WORKER_STACK_BYTES`], so a kernel never runs out of stack, and Cranelift's inline
+/// probes touch every page of a larger-than-a-page frame on the way down.
+pub const MAX_FRAME_BYTES: u32 = 256 << 10;
+
+/// Refuses the function just compiled in `ctx` when its frame is larger than
+/// [`MAX_FRAME_BYTES`] (a kernel with very many values live at once).
+fn check_frame(ctx: &Context) -> LResult<()> {
+    let frame = ctx
+        .compiled_code()
+        .and_then(|c| c.buffer.frame_layout())
+        .map_or(0, |f| f.frame_to_fp_offset);
+    if frame > MAX_FRAME_BYTES {
+        return Err(format!(
+            "its frame needs {frame} bytes of stack, more than the limit of {MAX_FRAME_BYTES} \
+             (too many values live at once)"
+        ));
+    }
+    Ok(())
 }
 
 /// A wide body defined in the module, and what its caller passes it.
@@ -774,16 +804,19 @@ impl StepCx<'_> {
                 in_for: 0,
                 lane_loops: self.lane_loops,
                 widened: HashMap::new(),
+                cancel_flag: self.cancel_flag,
             };
             build(&mut fl)?;
             // Resets `fctx` for the next function.
             fl.b.finalize(fconfig);
         }
         match isa {
-            None => self
-                .module
-                .define_function(func, self.ctx)
-                .map_err(|e| format!("cranelift: {e:?}"))?,
+            None => {
+                self.module
+                    .define_function(func, self.ctx)
+                    .map_err(|e| format!("cranelift: {e:?}"))?;
+                check_frame(self.ctx)?;
+            }
             Some(isa) => {
                 // As `JITModule::define_function` does, with another ISA.
                 let mut ctrl = ControlPlane::default();
@@ -802,6 +835,7 @@ impl StepCx<'_> {
                     .map(|r| ModuleReloc::from_mach_reloc(r, &self.ctx.func, func))
                     .collect();
                 let bytes = code.buffer.data().to_vec();
+                check_frame(self.ctx)?;
                 self.module
                     .define_function_bytes(func, align, &bytes, &relocs)
                     .map_err(|e| format!("cranelift: {e:?}"))?;
@@ -945,6 +979,8 @@ struct ParSetup {
 }
 
 struct FnLower<'a, 'f> {
+    /// The address of the back end's cancel flag.
+    cancel_flag: i64,
     b: FunctionBuilder<'f>,
     module: &'a mut JITModule,
     math: &'a MathDecls,
@@ -1337,6 +1373,26 @@ impl<'f> FnLower<'_, 'f> {
             block: fail,
             checks,
         });
+    }
+
+    /// Ends the current block with a test of the cancel flag: on in a new block if it is
+    /// clear, else to a cold block that returns [`CANCELLED`]. Every `for` loop's back edge
+    /// runs it, so a runaway loop stops soon after the flag is set; a plain load and a
+    /// predicted branch per iteration.
+    pub(crate) fn check_cancel(&mut self) {
+        let at = self.b.ins().iconst(self.ptr_ty, self.cancel_flag);
+        let set = self
+            .b
+            .ins()
+            .load(types::I32, MemFlagsData::trusted(), at, 0);
+        let stop = self.b.create_block();
+        self.b.set_cold_block(stop);
+        let on = self.b.create_block();
+        self.b.ins().brif(set, stop, &[], on, &[]);
+        self.b.switch_to_block(stop);
+        let code = self.b.ins().iconst(types::I64, CANCELLED);
+        self.b.ins().return_(&[code]);
+        self.b.switch_to_block(on);
     }
 
     /// Emits the pending fault blocks and seals everything.
@@ -2139,6 +2195,7 @@ impl<'f> FnLower<'_, 'f> {
             ys.push(self.typed(y, t, "yielded value")?);
         }
         self.env.pop_to(mark);
+        self.check_cancel();
         let next = self.b.ins().iadd_imm_s(params[0], 1);
         let more = self.b.ins().icmp(IntCC::SignedLessThan, next, hi);
         let mut back = vec![BlockArg::Value(next)];
@@ -2172,5 +2229,46 @@ fn op_name(op: &Op) -> &'static str {
         Op::Origin { .. } => "origin",
         Op::Parallel(_) => "parallel",
         Op::For(_) => "for",
+    }
+}
+
+#[cfg(test)]
+mod frame_tests {
+    use super::*;
+    use cranelift_codegen::ir::{Function, Signature, StackSlotData, StackSlotKind};
+    use cranelift_codegen::isa::CallConv;
+
+    /// Compiles a function whose frame holds a stack slot of `bytes`, and checks its frame.
+    fn frame_of(bytes: u32) -> LResult<()> {
+        let isa = crate::compile::native_isa("speed").expect("isa");
+        let mut sig = Signature::new(CallConv::SystemV);
+        sig.returns.push(AbiParam::new(types::I64));
+        let mut ctx = Context::for_function(Function::with_name_signature(
+            ir::UserFuncName::user(0, 0),
+            sig,
+        ));
+        let mut fctx = FunctionBuilderContext::new();
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let slot =
+            b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, bytes, 3));
+        let entry = b.create_block();
+        b.switch_to_block(entry);
+        let x = b.ins().iconst(types::I64, 7);
+        b.ins().stack_store(types::I64, x, slot, 0);
+        let y = b.ins().stack_load(types::I64, types::I64, slot, 0);
+        b.ins().return_(&[y]);
+        b.seal_all_blocks();
+        b.finalize(isa.frontend_config());
+        ctx.compile(&*isa, &mut ControlPlane::default())
+            .expect("compiles");
+        check_frame(&ctx)
+    }
+
+    #[test]
+    fn a_frame_past_the_bound_is_refused() {
+        frame_of(1024).expect("a small frame is fine");
+        frame_of(MAX_FRAME_BYTES / 2).expect("half the bound is fine");
+        let err = frame_of(MAX_FRAME_BYTES + 4096).expect_err("refused");
+        assert!(err.contains("bytes of stack, more than the limit"), "{err}");
     }
 }

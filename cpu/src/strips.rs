@@ -206,7 +206,14 @@ fn plan(pl: &ParallelLoop, params: &[Param], types: &Types) -> Option<Split> {
     }
     // The heaviest straight run.
     let n = rest.len();
-    let weight = |r: std::ops::Range<usize>| rest[r].iter().filter(|i| i.op.is_value()).count();
+    // Value operations before each position: a run's weight in constant time (a kernel may
+    // have hundreds of thousands of instructions).
+    let mut before = Vec::with_capacity(n + 1);
+    before.push(0usize);
+    for inst in &rest {
+        before.push(before[before.len() - 1] + usize::from(inst.op.is_value()));
+    }
+    let weight = |r: std::ops::Range<usize>| before[r.end] - before[r.start];
     let mut best: Option<(usize, usize)> = None;
     let mut start = 0;
     for pos in 0..=n {
@@ -241,8 +248,25 @@ fn plan(pl: &ParallelLoop, params: &[Param], types: &Types) -> Option<Split> {
         vs.sort_unstable();
         vs
     };
-    let c1 = (a..=b).min_by_key(|&c| (crossing_at(c).len(), c))?;
-    let c2 = (c1..=b).min_by_key(|&c| (crossing_at(c).len(), std::cmp::Reverse(c)))?;
+    // How many values cross each cut: a value defined at `d` and last used at `u > d`
+    // crosses the cuts `d + 1 ..= u`; counted with one sweep rather than per cut.
+    let mut delta = vec![0i64; n + 2];
+    for (v, &d) in &def_at {
+        if let Some(&u) = last_use.get(v)
+            && u > d
+        {
+            delta[d + 1] += 1;
+            delta[u + 1] -= 1;
+        }
+    }
+    let mut crossing = Vec::with_capacity(n + 1);
+    let mut live = 0i64;
+    for d in &delta[..=n] {
+        live += d;
+        crossing.push(live);
+    }
+    let c1 = (a..=b).min_by_key(|&c| (crossing[c], c))?;
+    let c2 = (c1..=b).min_by_key(|&c| (crossing[c], std::cmp::Reverse(c)))?;
     if weight(c1..c2) < HEAVY {
         return None;
     }

@@ -42,7 +42,7 @@
 //! assert_eq!(to_flat(&kernel), flat);
 //! ```
 
-use crate::validate::{MAX_LOOP_DEPTH, MAX_RANK, renumber};
+use crate::validate::{MAX_INSTS, MAX_LOOP_DEPTH, MAX_PARAMS, MAX_RANK, renumber};
 use crate::{
     Access, BinaryOp, CmpOp, DType, ForLoop, Inst, Kernel, Op, ParallelLoop, Param, ReduceOp,
     Scalar, UnaryOp, ValueId,
@@ -240,6 +240,11 @@ pub fn from_flat(flat: &FlatKernel) -> Result<Kernel, FlatError> {
         kernel: flat.name.clone(),
         message,
     };
+    check_size(
+        flat.params.len(),
+        flat.regions.iter().map(|r| r.ops.len()).sum(),
+    )
+    .map_err(fail)?;
     // Pass 1: the region tree and the number of values.
     let mut used = vec![false; flat.regions.len()];
     if flat.regions.is_empty() {
@@ -268,6 +273,22 @@ pub fn from_flat(flat: &FlatKernel) -> Result<Kernel, FlatError> {
         params: flat.params.clone(),
         body,
     })
+}
+
+/// Checks a kernel's parameter and instruction counts against [`MAX_PARAMS`] and
+/// [`MAX_INSTS`].
+pub fn check_size(params: usize, insts: usize) -> Result<(), String> {
+    if params > MAX_PARAMS {
+        return Err(format!(
+            "{params} parameters, more than the limit of {MAX_PARAMS}"
+        ));
+    }
+    if insts > MAX_INSTS {
+        return Err(format!(
+            "{insts} instructions, more than the limit of {MAX_INSTS}"
+        ));
+    }
+    Ok(())
 }
 
 /// Checks the tree of regions below `r` (marking each used once), and counts values.

@@ -38,6 +38,7 @@ pub mod builder;
 pub mod coverage;
 pub mod flat;
 pub mod interp;
+pub mod liveness;
 pub mod passes;
 pub mod reduction;
 pub mod semantics;

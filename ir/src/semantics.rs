@@ -9,7 +9,9 @@
 //! # Limits
 //! - A store parameter has rank at most [`MAX_RANK`]; a task's launch domain has rank at most
 //!   [`MAX_LAUNCH_RANK`].
-//! - Loops nest at most [`MAX_LOOP_DEPTH`] deep; value ids are below [`MAX_VALUE_ID`].
+//! - Loops nest at most [`MAX_LOOP_DEPTH`] deep; value ids are below [`MAX_VALUE_ID`]; a
+//!   kernel has at most [`MAX_PARAMS`] parameters and [`MAX_INSTS`] instructions, and keeps
+//!   at most [`MAX_LIVE`] values live at once.
 //!
 //! # Integers
 //! - Integer arithmetic wraps (two's complement). Division or remainder by zero gives 0, and
@@ -123,3 +125,16 @@ pub const MAX_LOOP_DEPTH: usize = 64;
 
 /// Value ids must be below this bound, so that a table indexed by value stays small.
 pub const MAX_VALUE_ID: u32 = 1 << 24;
+
+/// The most parameters a kernel may have (a launch passes one pointer or scalar per
+/// parameter).
+pub const MAX_PARAMS: usize = 1024;
+
+/// The most instructions a kernel may have, nested bodies included, so that validation,
+/// lowering, fusion analysis and compiling stay bounded in time and memory.
+pub const MAX_INSTS: usize = 1 << 18;
+
+/// The most values a kernel may keep live at once ([`crate::liveness::max_live`]): more
+/// would make a register allocator's work grow faster than the kernel and its stack frame
+/// large.
+pub const MAX_LIVE: usize = 2048;

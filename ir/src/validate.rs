@@ -24,8 +24,16 @@
 //!   has one index per dimension, and the stored or reduced value has the element type.
 //! - **Structure.** Parallel loops are at the top level of the kernel; stores and reductions are
 //!   inside a parallel loop (possibly within `for` loops in it). Loads may appear anywhere.
+//! - **No races.** A store inside a parallel loop with indices must have an index that
+//!   depends on the loop's indices (through arithmetic, loads, selects or `for` loops), or
+//!   store a value that does not: otherwise every iteration writes its own value to the same
+//!   element, a data race whose outcome depends on the order iterations run in. Every
+//!   iteration may store one same value (a flag), and reductions may combine values into one
+//!   element.
 //! - **Limits.** Store ranks are at most [`MAX_RANK`], loops nest at most [`MAX_LOOP_DEPTH`]
-//!   deep and value ids are below [`MAX_VALUE_ID`], so that no kernel can exhaust the stack
+//!   deep, value ids are below [`MAX_VALUE_ID`], and a kernel has at most [`MAX_PARAMS`]
+//!   parameters and [`MAX_INSTS`] instructions and keeps at most [`MAX_LIVE`] values live at
+//!   once, so that no kernel can exhaust the stack
 //!   or the memory of the passes that walk it.
 //!
 //! Error messages quote the offending instruction in the text form (see [`crate::text`]), for
@@ -37,7 +45,9 @@ use crate::{
     Access, BinaryOp, DType, Inst, Kernel, Op, Param, Privilege, ReduceOp, UnaryOp, ValueId,
 };
 
-pub use crate::semantics::{MAX_LOOP_DEPTH, MAX_RANK, MAX_VALUE_ID};
+pub use crate::semantics::{
+    MAX_INSTS, MAX_LIVE, MAX_LOOP_DEPTH, MAX_PARAMS, MAX_RANK, MAX_VALUE_ID,
+};
 
 /// The type of every value of a validated kernel.
 #[derive(Clone, Debug, Default)]
@@ -237,6 +247,7 @@ fn check(kernel: &Kernel) -> Res<Types> {
             ));
         }
     }
+    crate::flat::check_size(kernel.params.len(), count_insts(&kernel.body))?;
     let mut defined = Vec::new();
     collect_defs(&kernel.body, 0, &mut defined)?;
     let n = defined.len();
@@ -253,7 +264,113 @@ fn check(kernel: &Kernel) -> Res<Types> {
             in_parallel: false,
         },
     )?;
+    check_races(&kernel.body, &mut vec![false; n])?;
+    let live = crate::liveness::max_live(kernel);
+    if live > MAX_LIVE {
+        return Err(format!(
+            "{live} values live at once, more than the limit of {MAX_LIVE}"
+        ));
+    }
     Ok(Types { types: c.types })
+}
+
+/// The number of instructions in `body`, nested bodies included.
+fn count_insts(body: &[Inst]) -> usize {
+    body.iter()
+        .map(|inst| {
+            1 + match &inst.op {
+                Op::Parallel(p) => count_insts(&p.body),
+                Op::For(l) => count_insts(&l.body),
+                _ => 0,
+            }
+        })
+        .sum()
+}
+
+/// Rejects stores that every iteration of a parallel loop makes to the same element (see
+/// *No races* in the module documentation). `varies[v]` says whether value `v` depends on
+/// the indices of the enclosing parallel loop.
+fn check_races(body: &[Inst], varies: &mut [bool]) -> Res<()> {
+    let get = |varies: &[bool], v: ValueId| varies.get(v.0 as usize).copied().unwrap_or(false);
+    for inst in body {
+        let result_varies = match &inst.op {
+            Op::Const(_) | Op::Param(_) | Op::Extent { .. } | Op::Origin { .. } => false,
+            Op::Binary(_, a, b) | Op::Cmp(_, a, b) => get(varies, *a) || get(varies, *b),
+            Op::Unary(_, a) | Op::Cast(_, a) | Op::Bitcast(_, a) => get(varies, *a),
+            Op::Select(c, a, b) => get(varies, *c) || get(varies, *a) || get(varies, *b),
+            Op::Load(access) => access.indices.iter().any(|&i| get(varies, i)),
+            // Only reached inside a parallel loop with indices (see `Op::Parallel` below, and
+            // the validator's structure rule).
+            Op::Store(access, v) => {
+                if get(varies, *v) && !access.indices.iter().any(|&i| get(varies, i)) {
+                    return Err(format!(
+                        "in `{}`: a data race: every iteration of the parallel loop stores its \
+                         own value to the same element of parameter {} (no index depends on \
+                         the loop's indices; use a reduction to combine values into one \
+                         element)",
+                        crate::text::inst_head(inst),
+                        access.param
+                    ));
+                }
+                false
+            }
+            Op::Reduce(..) => false,
+            Op::Parallel(p) => {
+                // A loop without indices runs once: it races with nothing.
+                if p.indices.is_empty() {
+                    continue;
+                }
+                for &i in &p.indices {
+                    if let Some(v) = varies.get_mut(i.0 as usize) {
+                        *v = true;
+                    }
+                }
+                check_races(&p.body, varies)?;
+                continue;
+            }
+            Op::For(l) => {
+                // What a loop carries varies when its bounds, its start or anything its body
+                // yields varies; iterate until nothing changes (each round marks more).
+                let inputs = get(varies, l.lo)
+                    || get(varies, l.hi)
+                    || l.init.iter().any(|&v| get(varies, v));
+                let mark = |varies: &mut [bool], vs: &[ValueId]| {
+                    for &v in vs {
+                        if let Some(x) = varies.get_mut(v.0 as usize) {
+                            *x = true;
+                        }
+                    }
+                };
+                if inputs {
+                    mark(varies, &[l.induction]);
+                    mark(varies, &l.carried);
+                }
+                loop {
+                    check_races(&l.body, varies)?;
+                    let changed: Vec<ValueId> = l
+                        .yields
+                        .iter()
+                        .zip(&l.carried)
+                        .filter(|&(&y, &c)| get(varies, y) && !get(varies, c))
+                        .map(|(_, &c)| c)
+                        .collect();
+                    if changed.is_empty() {
+                        break;
+                    }
+                    mark(varies, &changed);
+                }
+                inputs || l.carried.iter().any(|&c| get(varies, c))
+            }
+        };
+        if result_varies {
+            for &r in &inst.results {
+                if let Some(v) = varies.get_mut(r.0 as usize) {
+                    *v = true;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Marks every defined value in `defined`, checking the nesting depth, the value-id bound and

@@ -58,8 +58,13 @@ pub enum Value {
     Result(std::result::Result<Option<Box<Value>>, Option<Box<Value>>>),
     /// Flags that are set.
     Flags(Vec<String>),
-    /// A store (for `borrow<store>` and `own<store>`).
+    /// A store (for `borrow<store>` and `own<store>`). Lent for a `borrow<store>`: the plugin
+    /// may read it, write it and make views of it during the call, and every view it keeps
+    /// is revoked when the call returns.
     Store(StoreHandle),
+    /// A store lent read-only (for `borrow<store>` or `own<store>`): tasks the plugin submits
+    /// may read it but not write or reduce into it, nor any view made from it.
+    ReadOnly(StoreHandle),
 }
 
 impl PluginHost {
@@ -285,7 +290,7 @@ fn to_val(
         (Value::Flags(f), Type::Flags(_)) => Val::Flags(f.clone()),
         // A borrow is lent as a handle the host owns (a host borrow cannot be made outside a
         // call); `call` drops it once the call returns.
-        (Value::Store(h), Type::Borrow(_) | Type::Own(_)) => {
+        (Value::Store(h) | Value::ReadOnly(h), Type::Borrow(_) | Type::Own(_)) => {
             store
                 .data_mut()
                 .core
@@ -293,7 +298,18 @@ fn to_val(
                 .ok_or("no runtime during this call")?
                 .retain(h.id())
                 .map_err(|e| e.to_string())?;
-            let r: Resource<StoreRes> = store.data_mut().own(h.id()).map_err(|e| e.to_string())?;
+            let writable = matches!(v, Value::Store(_));
+            let entry = match ty {
+                Type::Borrow(_) => StoreRes::lent(h.id(), writable),
+                _ => StoreRes {
+                    writable,
+                    ..StoreRes::owned(h.id())
+                },
+            };
+            let r: Resource<StoreRes> = store
+                .data_mut()
+                .own_entry(entry)
+                .map_err(|e| e.to_string())?;
             Val::Resource(
                 r.try_into_resource_any(&mut *store)
                     .map_err(|e| e.to_string())?,

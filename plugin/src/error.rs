@@ -18,6 +18,14 @@ pub enum Fault {
         /// The size it asked for, in bytes.
         desired: usize,
     },
+    /// The plugin tried to grow a table past its cap.
+    TableCap {
+        /// The number of elements it asked for.
+        desired: usize,
+    },
+    /// Something below the call panicked in the host (a bug in Weft that a plugin's input
+    /// reached); the panic was caught at the call's boundary and the runtime stays usable.
+    HostPanic(String),
     /// The plugin panicked (an `unreachable` trap: a Rust guest built without WASI aborts on a
     /// panic this way).
     Panic,
@@ -39,6 +47,16 @@ impl std::fmt::Display for Fault {
             Fault::MemoryCap { cap, desired } => write!(
                 f,
                 "tried to grow its memory to {desired} bytes, past the cap of {cap} bytes"
+            ),
+            Fault::TableCap { desired } => write!(
+                f,
+                "tried to grow a table to {desired} elements, past the cap of {}",
+                crate::limits::TABLE_ELEMENTS
+            ),
+            Fault::HostPanic(m) => write!(
+                f,
+                "made the host panic ({m}); the panic was caught and the tasks of the call \
+                 were dropped"
             ),
             Fault::Panic => write!(
                 f,

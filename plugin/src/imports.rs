@@ -13,11 +13,48 @@ use crate::convert;
 use crate::limits::{Limiter, PluginLimits};
 
 /// The entry of a plugin's `store` handle in its [`ResourceTable`]
-/// ([`PluginState::handles`]): the store it names.
-#[derive(Debug)]
+/// ([`PluginState::handles`]): the store it names and what the plugin may do with it.
+#[derive(Debug, Clone, Copy)]
 pub struct StoreRes {
     /// The store.
     pub id: StoreId,
+    /// Whether tasks the plugin submits may write the store through this handle. Views made
+    /// from the handle inherit it.
+    pub writable: bool,
+    /// Whether the handle comes from a store lent for one call (the lent handle itself, or a
+    /// view made from one). Such handles are revoked when the call returns.
+    pub from_lent: bool,
+    /// Whether it was revoked: its count on the store was given back, and every use of it
+    /// fails. The entry stays until the plugin drops the handle, so that its slot is not
+    /// reused while the plugin still holds it.
+    pub revoked: bool,
+}
+
+impl StoreRes {
+    /// A writable handle of the plugin's own.
+    pub fn owned(id: StoreId) -> StoreRes {
+        StoreRes {
+            id,
+            writable: true,
+            from_lent: false,
+            revoked: false,
+        }
+    }
+
+    /// A handle to a store lent for one call, writable or read-only.
+    pub fn lent(id: StoreId, writable: bool) -> StoreRes {
+        StoreRes {
+            id,
+            writable,
+            from_lent: true,
+            revoked: false,
+        }
+    }
+
+    /// A handle to `view`, a view made from the store this handle names: the same rights.
+    fn derived(&self, view: StoreId) -> StoreRes {
+        StoreRes { id: view, ..*self }
+    }
 }
 
 /// A second instance of a plugin, used only to ask for kernel bodies while the first one is in
@@ -72,13 +109,21 @@ pub struct PluginState {
     pub kernels: Option<Box<KernelSource>>,
     /// Epoch ticks a call may run.
     pub deadline_ticks: u64,
+    /// The most bytes the stores the plugin creates may hold at once.
+    pub store_quota: u64,
     /// Handles lent for the current call, forgotten when it returns.
     lent: Vec<u32>,
 }
 
 impl PluginState {
     /// Fresh state for an instance of plugin `id`.
-    pub fn new(id: PluginId, name: String, limits: Limiter, deadline_ticks: u64) -> Self {
+    pub fn new(
+        id: PluginId,
+        name: String,
+        limits: Limiter,
+        deadline_ticks: u64,
+        store_quota: u64,
+    ) -> Self {
         PluginState {
             core: None,
             id,
@@ -87,13 +132,20 @@ impl PluginState {
             limits,
             kernels: None,
             deadline_ticks,
+            store_quota,
             lent: Vec::new(),
         }
     }
 
-    /// A new owned handle to `id` for the plugin (the caller has already counted it).
+    /// A new owned, writable handle to `id` for the plugin (the caller has already counted
+    /// it).
     pub fn own(&mut self, id: StoreId) -> wasmtime::Result<Resource<StoreRes>> {
-        self.handles.push(StoreRes { id }).map_err(|e| {
+        self.own_entry(StoreRes::owned(id))
+    }
+
+    /// A new owned handle with this entry (the caller has already counted its store).
+    pub fn own_entry(&mut self, entry: StoreRes) -> wasmtime::Result<Resource<StoreRes>> {
+        self.handles.push(entry).map_err(|e| {
             format_err!(
                 "plugin `{}`: no room for another store handle: {e}",
                 self.name
@@ -101,30 +153,50 @@ impl PluginState {
         })
     }
 
-    /// A borrowed handle to `id` for the length of one call; remove it with
+    /// A borrowed, writable handle to `id` for the length of one call; remove it with
     /// [`PluginState::forget_lent`] afterwards.
     pub fn lend(&mut self, id: StoreId) -> wasmtime::Result<Resource<StoreRes>> {
-        let owned = self.own(id)?;
+        let owned = self.own_entry(StoreRes::lent(id, true))?;
         self.lent.push(owned.rep());
         Ok(Resource::new_borrow(owned.rep()))
     }
 
     /// Drops an owned handle (as the plugin's `drop` of it, or the host's after lending it):
-    /// its entry goes and its store loses the handle's count.
+    /// its entry goes and its store loses the handle's count (a revoked handle gave its
+    /// count back already).
     pub fn drop_owned(&mut self, r: Resource<StoreRes>) -> wasmtime::Result<()> {
         let rep = r.rep();
-        if let Ok(entry) = self.handles.delete(Resource::<StoreRes>::new_own(rep)) {
+        if let Ok(entry) = self.handles.delete(Resource::<StoreRes>::new_own(rep))
+            && !entry.revoked
+        {
             self.core()?.release(entry.id);
         }
         Ok(())
     }
 
-    /// Drops the entries of the handles lent for the call that just returned (the stores'
-    /// counts are untouched).
+    /// Ends the lending of the call that just returned: drops the entries of the handles
+    /// lent to it (the stores' counts are untouched), and revokes every handle the plugin
+    /// still holds that was made from a lent store (a view it kept), giving back its count.
+    /// The plugin keeps only what it created itself or was handed as its own.
     pub fn forget_lent(&mut self) {
         for rep in std::mem::take(&mut self.lent) {
             // An entry the plugin already dropped is gone; nothing else to do.
             let _ = self.handles.delete(Resource::<StoreRes>::new_own(rep));
+        }
+        let mut revoked = Vec::new();
+        for entry in self.handles.iter_mut() {
+            if let Some(e) = entry.downcast_mut::<StoreRes>()
+                && e.from_lent
+                && !e.revoked
+            {
+                e.revoked = true;
+                revoked.push(e.id);
+            }
+        }
+        if let Some(core) = self.core.as_deref_mut() {
+            for id in revoked {
+                core.release(id);
+            }
         }
     }
 
@@ -141,15 +213,30 @@ impl PluginState {
     pub fn held_stores(&mut self) -> Vec<StoreId> {
         self.handles
             .iter_mut()
-            .filter_map(|entry| entry.downcast_mut::<StoreRes>().map(|e| e.id))
+            .filter_map(|entry| entry.downcast_mut::<StoreRes>())
+            .filter(|e| !e.revoked)
+            .map(|e| e.id)
             .collect()
     }
 
-    fn store_of(&self, r: &Resource<StoreRes>) -> wasmtime::Result<StoreId> {
-        self.handles
+    /// The entry of a live handle: an unknown or revoked handle is a fault of the plugin.
+    fn entry_of(&self, r: &Resource<StoreRes>) -> wasmtime::Result<StoreRes> {
+        let entry = self
+            .handles
             .get(r)
-            .map(|entry| entry.id)
-            .map_err(|_| format_err!("plugin `{}` used an unknown store handle", self.name))
+            .map_err(|_| format_err!("plugin `{}` used an unknown store handle", self.name))?;
+        if entry.revoked {
+            wasmtime::bail!(
+                "plugin `{}` used a revoked store handle: a view of a store that was lent to \
+                 it for a call that has returned",
+                self.name
+            );
+        }
+        Ok(*entry)
+    }
+
+    fn store_of(&self, r: &Resource<StoreRes>) -> wasmtime::Result<StoreId> {
+        self.entry_of(r).map(|e| e.id)
     }
 
     fn core(&mut self) -> wasmtime::Result<&mut Core> {
@@ -202,9 +289,9 @@ impl host::HostStore for PluginState {
         start: Vec<u64>,
         stop: Vec<u64>,
     ) -> wasmtime::Result<Result<Resource<StoreRes>, types::Error>> {
-        let id = self.store_of(&s)?;
-        match self.core()?.slice(id, &start, &stop) {
-            Ok(view) => Ok(Ok(self.own(view)?)),
+        let entry = self.entry_of(&s)?;
+        match self.core()?.slice(entry.id, &start, &stop) {
+            Ok(view) => Ok(Ok(self.own_entry(entry.derived(view))?)),
             Err(e) => Ok(Err(err(e.to_string()))),
         }
     }
@@ -240,9 +327,9 @@ impl host::HostStore for PluginState {
         s: Resource<StoreRes>,
         shape: Vec<u64>,
     ) -> wasmtime::Result<Result<Option<Resource<StoreRes>>, types::Error>> {
-        let id = self.store_of(&s)?;
-        match self.core()?.reshape(id, &shape) {
-            Ok(Some(view)) => Ok(Ok(Some(self.own(view)?))),
+        let entry = self.entry_of(&s)?;
+        match self.core()?.reshape(entry.id, &shape) {
+            Ok(Some(view)) => Ok(Ok(Some(self.own_entry(entry.derived(view))?))),
             Ok(None) => Ok(Ok(None)),
             Err(e) => Ok(Err(err(e.to_string()))),
         }
@@ -285,9 +372,9 @@ impl PluginState {
         )
             -> std::result::Result<weft_runtime::ViewMap, weft_runtime::ViewError>,
     ) -> wasmtime::Result<Result<Resource<StoreRes>, types::Error>> {
-        let id = self.store_of(s)?;
-        match self.core()?.view(id, make) {
-            Ok(view) => Ok(Ok(self.own(view)?)),
+        let entry = self.entry_of(s)?;
+        match self.core()?.view(entry.id, make) {
+            Ok(view) => Ok(Ok(self.own_entry(entry.derived(view))?)),
             Err(e) => Ok(Err(err(e.to_string()))),
         }
     }
@@ -299,7 +386,11 @@ impl host::Host for PluginState {
         shape: Vec<u64>,
         dtype: types::Dtype,
     ) -> wasmtime::Result<Result<Resource<StoreRes>, types::Error>> {
-        match self.core()?.create_store(shape, convert::dtype(dtype)) {
+        let (id, quota, name) = (self.id, self.store_quota, self.name.clone());
+        match self
+            .core()?
+            .create_store_as(id, &name, quota, shape, convert::dtype(dtype))
+        {
             Ok(id) => Ok(Ok(self.own(id)?)),
             Err(e) => Ok(Err(err(e.to_string()))),
         }
@@ -311,10 +402,13 @@ impl host::Host for PluginState {
         dtype: types::Dtype,
         data: Vec<u8>,
     ) -> wasmtime::Result<Result<Resource<StoreRes>, types::Error>> {
-        match self
-            .core()?
-            .store_from_bytes(shape, convert::dtype(dtype), &data)
-        {
+        let (id, quota, name) = (self.id, self.store_quota, self.name.clone());
+        match self.core()?.store_from_bytes_as(
+            Some((id, &name, quota)),
+            shape,
+            convert::dtype(dtype),
+            &data,
+        ) {
             Ok(id) => Ok(Ok(self.own(id)?)),
             Err(e) => Ok(Err(err(e.to_string()))),
         }
@@ -335,12 +429,23 @@ impl host::Host for PluginState {
 
     fn submit(&mut self, task: host::IndexTask) -> wasmtime::Result<Result<(), types::Error>> {
         let mut args = Vec::with_capacity(task.args.len());
-        for arg in task.args {
-            let store = self.store_of(&arg.store)?;
+        for (i, arg) in task.args.into_iter().enumerate() {
+            let entry = self.entry_of(&arg.store)?;
+            let privilege = convert::privilege(arg.privilege);
+            if privilege.mutates() && !entry.writable {
+                return Ok(Err(err(format!(
+                    "task `{}`: argument {i} {} a store the plugin holds read-only",
+                    task.kernel,
+                    match privilege {
+                        weft_ir::Privilege::Reduce(_) => "reduces into",
+                        _ => "writes",
+                    }
+                ))));
+            }
             args.push(TaskArg::new(
-                store,
+                entry.id,
                 convert::partition(arg.partition),
-                convert::privilege(arg.privilege),
+                privilege,
             ));
         }
         let kernel = match self.kernel(&task.kernel) {

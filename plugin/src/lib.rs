@@ -23,7 +23,7 @@ pub mod convert;
 pub mod dynamic;
 mod error;
 pub mod imports;
-mod limits;
+pub mod limits;
 mod plugin;
 mod ticker;
 mod value_conversions;

@@ -6,7 +6,7 @@ use weft_runtime::PluginId;
 
 use crate::bindings::base::PluginBase;
 use crate::imports::{KernelSource, PluginState};
-use crate::limits::{Limiter, MemoryCapExceeded, PluginLimits};
+use crate::limits::{Limiter, MemoryCapExceeded, PluginLimits, TableCapExceeded};
 use crate::ticker::EPOCH_TICK;
 use crate::{CoreSlot, Error, Fault, Result};
 
@@ -57,7 +57,13 @@ pub(crate) fn new_store(
     let ticks = (limits.time.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64;
     let mut store = wasmtime::Store::new(
         engine,
-        PluginState::new(id, name.to_string(), store_limits, ticks),
+        PluginState::new(
+            id,
+            name.to_string(),
+            store_limits,
+            ticks,
+            limits.store_bytes,
+        ),
     );
     store.limiter(|s| &mut s.limits);
     store.epoch_deadline_trap();
@@ -168,7 +174,12 @@ impl Plugin {
         self.store.set_epoch_deadline(ticks);
         let mark = core.as_ref().map_or(0, |c| c.next_seq());
         self.store.data_mut().core = core.take();
-        let result = f(&mut self.store, &self.instance, &self.guest);
+        // A panic below the call (in a host import, the runtime, a back end) is caught here,
+        // so that the core comes back and the runtime stays usable.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            f(&mut self.store, &self.instance, &self.guest)
+        }))
+        .unwrap_or_else(|payload| Err(wasmtime::Error::new(HostPanicked::from(payload))));
         self.store.data_mut().forget_lent();
         *core = self.store.data_mut().core.take();
         match result {
@@ -195,6 +206,14 @@ impl Plugin {
                 cap: cap.cap,
                 desired: cap.desired,
             };
+        }
+        if let Some(cap) = e.downcast_ref::<TableCapExceeded>() {
+            return Fault::TableCap {
+                desired: cap.desired,
+            };
+        }
+        if let Some(panic) = e.downcast_ref::<HostPanicked>() {
+            return Fault::HostPanic(panic.0.clone());
         }
         match e.downcast_ref::<wasmtime::Trap>() {
             Some(wasmtime::Trap::Interrupt) => Fault::Timeout {
@@ -230,5 +249,21 @@ impl Plugin {
         self.guest = guest;
         self.generation += 1;
         Ok(())
+    }
+}
+
+/// A panic below a plugin call, caught at the call's boundary.
+#[derive(Debug, thiserror::Error)]
+#[error("the host panicked: {0}")]
+struct HostPanicked(String);
+
+impl From<Box<dyn std::any::Any + Send>> for HostPanicked {
+    fn from(payload: Box<dyn std::any::Any + Send>) -> Self {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".into());
+        HostPanicked(message)
     }
 }

@@ -17,6 +17,7 @@ use crate::distribution::{DistContext, Distribution};
 use crate::executor::{ExecStats, Executor};
 use crate::handle::StoreHandle;
 use crate::kernel::{self, KernelEntry};
+use crate::limits::Limits;
 use crate::mapping::{BlockMapping, Mapping};
 use crate::partition::{Tiling, points};
 use crate::planner::{Planner, PlannerStats};
@@ -40,6 +41,8 @@ pub struct Settings {
     /// are also emitted as `tracing` events of target [`EXPLAIN_TARGET`] whenever a
     /// subscriber listens to that target.
     pub explain: bool,
+    /// Bounds on launches, arguments, store bytes and kernel time.
+    pub limits: Limits,
 }
 
 /// The `tracing` target of the planner's explanations (`WEFT_EXPLAIN` prints them).
@@ -51,6 +54,7 @@ impl Default for Settings {
             pieces: 1,
             window_bound: 256,
             explain: false,
+            limits: Limits::default(),
         }
     }
 }
@@ -241,9 +245,64 @@ impl Core {
         }
     }
 
-    /// Creates a root store with one handle.
+    /// Creates a root store with one handle, within the runtime's quota of store bytes.
     pub fn create_store(&mut self, shape: Vec<u64>, dtype: DType) -> Result<StoreId> {
+        self.charge(None, &shape, dtype)?;
         self.stores.create(shape, dtype)
+    }
+
+    /// Creates a root store with one handle for plugin `owner` (named `name`), within its
+    /// quota of `quota` store bytes and the runtime's.
+    pub fn create_store_as(
+        &mut self,
+        owner: PluginId,
+        name: &str,
+        quota: u64,
+        shape: Vec<u64>,
+        dtype: DType,
+    ) -> Result<StoreId> {
+        self.charge(Some((owner, name, quota)), &shape, dtype)?;
+        self.stores.create_owned(shape, dtype, Some(owner))
+    }
+
+    /// Checks that a new store of `shape` fits the runtime's quota and its owner's (a plugin,
+    /// its name and its quota).
+    fn charge(
+        &mut self,
+        owner: Option<(PluginId, &str, u64)>,
+        shape: &[u64],
+        dtype: DType,
+    ) -> Result<()> {
+        // Stores the application let go of count until they are collected.
+        self.collect_released();
+        let bytes = Stores::store_bytes(shape, dtype)?;
+        let over = |who: String, held: u64, quota: u64| {
+            let total = held.saturating_add(bytes);
+            (total > quota).then(|| Error::Quota {
+                owner: who,
+                shape: crate::view::shape_text(shape),
+                bytes,
+                total,
+                quota,
+            })
+        };
+        if let Some((id, name, quota)) = owner
+            && let Some(e) = over(
+                format!("plugin `{name}`"),
+                self.stores.owned_bytes(id),
+                quota,
+            )
+        {
+            return Err(e);
+        }
+        match over(
+            "the runtime".into(),
+            self.stores.live_bytes(),
+            self.settings.limits.store_bytes,
+        ) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// Creates a view of `parent`'s rectangle `start..stop`, with one handle.
@@ -291,8 +350,21 @@ impl Core {
         dtype: DType,
         data: &[u8],
     ) -> Result<StoreId> {
-        self.collect_released();
-        let id = self.stores.create(shape, dtype)?;
+        self.store_from_bytes_as(None, shape, dtype, data)
+    }
+
+    /// [`Core::store_from_bytes`] for plugin `owner` (its id, name and quota of store bytes).
+    pub fn store_from_bytes_as(
+        &mut self,
+        owner: Option<(PluginId, &str, u64)>,
+        shape: Vec<u64>,
+        dtype: DType,
+        data: &[u8],
+    ) -> Result<StoreId> {
+        self.charge(owner, &shape, dtype)?;
+        let id = self
+            .stores
+            .create_owned(shape, dtype, owner.map(|(id, _, _)| id))?;
         if let Err(e) = self.write_bytes(id, data) {
             self.release(id);
             return Err(e);

@@ -69,6 +69,23 @@ pub enum Error {
         /// What happened.
         message: String,
     },
+    /// A store would take its owner (a plugin, or the whole runtime: the tenant) past its
+    /// quota of store bytes.
+    #[error(
+        "{owner}: a store of shape {shape} ({bytes} bytes) would bring its stores to {total} bytes, over its quota of {quota} bytes"
+    )]
+    Quota {
+        /// Whose quota: `plugin `name`` or `the runtime`.
+        owner: String,
+        /// The store's shape, as text.
+        shape: String,
+        /// The store's bytes.
+        bytes: u64,
+        /// What the owner's stores would hold with it.
+        total: u64,
+        /// The quota.
+        quota: u64,
+    },
     /// The caller used the runtime wrongly: a store that does not exist, data of the wrong
     /// size, a store too large.
     #[error("{0}")]
@@ -130,7 +147,7 @@ impl Error {
             },
             Error::Usage(message) => Error::Usage(add(message)),
             Error::Internal(message) => Error::Internal(add(message)),
-            other @ Error::CompileForbidden { .. } => other,
+            other @ (Error::CompileForbidden { .. } | Error::Quota { .. }) => other,
         }
     }
 }

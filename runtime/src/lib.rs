@@ -9,6 +9,7 @@
 //! - [`task`]: index tasks as the window keeps them;
 //! - [`kernel`]: the one kernel intake (flat IR to a validated, math-lowered, named kernel
 //!   with a content id);
+//! - [`limits`]: bounds on launches, arguments, store bytes and kernel time;
 //! - [`window`]: the window's policy (grow, run the front, run what a read needs);
 //! - [`executor`]: running a task's points through a back end;
 //! - [`mapping`]: which rank owns which point;
@@ -38,6 +39,7 @@ pub mod error;
 pub mod executor;
 pub mod handle;
 pub mod kernel;
+pub mod limits;
 pub mod mapping;
 pub mod observed;
 pub mod partition;
@@ -55,6 +57,7 @@ pub use error::{Error, Result};
 pub use executor::ExecStats;
 pub use handle::StoreHandle;
 pub use kernel::{KernelEntry, KernelId};
+pub use limits::Limits;
 pub use observed::{Observed, PrepareHook};
 pub use partition::{Partition, Rect, RootPartition, Tiling};
 pub use planner::{NoFusion, Plan, PlanContext, Planner, PlannerStats};

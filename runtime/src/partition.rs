@@ -239,18 +239,23 @@ impl RootPartition {
         let mut origin = Vec::with_capacity(rank);
         let mut extent = Vec::with_capacity(rank);
         for d in 0..rank {
-            let hi_bound = i64::try_from(self.view.shape[d]).unwrap_or(i64::MAX);
+            let bound = i128::from(self.view.shape[d]);
             let step = t.projection[d]
                 .and_then(|k| point.get(k as usize))
                 .copied()
                 .unwrap_or(0);
-            let start = t.offset[d].saturating_add(
-                i64::try_from(t.tile[d])
-                    .unwrap_or(i64::MAX)
-                    .saturating_mul(i64::try_from(step).unwrap_or(i64::MAX)),
-            );
-            let end = start.saturating_add(i64::try_from(t.tile[d]).unwrap_or(i64::MAX));
-            let (lo, hi) = (start.clamp(0, hi_bound), end.clamp(0, hi_bound));
+            // Exact, whatever the plugin gave: `tile * step` is below 2^128, and where it
+            // passes i128's range the tile starts past any store.
+            let tile = i128::from(t.tile[d]);
+            let (lo, hi) = match tile
+                .checked_mul(i128::from(step))
+                .and_then(|s| s.checked_add(i128::from(t.offset[d])))
+                .and_then(|start| Some((start, start.checked_add(tile)?)))
+            {
+                Some((start, end)) => (start.clamp(0, bound), end.clamp(0, bound)),
+                None => (bound, bound),
+            };
+            // Both lie in `0..=shape[d]`, so they fit in u64.
             origin.push(lo as u64);
             extent.push((hi - lo) as u64);
         }

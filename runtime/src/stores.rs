@@ -18,6 +18,7 @@ use weft_ir::DType;
 use weft_ir::semantics::MAX_RANK;
 
 use crate::backend::{Backend, BufferId};
+use crate::task::PluginId;
 use crate::view::{ViewError, ViewMap};
 
 pub use crate::view::row_major_strides;
@@ -95,6 +96,8 @@ pub struct Storage {
     handles: u32,
     /// The name the application gave it (`Array::named`), for explanations.
     pub label: Option<std::sync::Arc<str>>,
+    /// The plugin whose quota it counts against (none: the application's).
+    owner: Option<PluginId>,
 }
 
 impl Storage {
@@ -162,6 +165,10 @@ impl Storage {
     }
 }
 
+/// The largest root store, in bytes (64 TiB): past any machine's memory, small enough that
+/// byte offsets stay far from overflow.
+pub const MAX_STORE_BYTES: u64 = 1 << 46;
+
 fn missing(id: StorageId) -> Error {
     Error::Internal(format!("storage {} does not exist", id.0))
 }
@@ -177,20 +184,48 @@ pub struct Stores {
     allocated: u64,
     /// The most bytes of storage allocated at once so far.
     peak: u64,
+    /// Bytes of every live storage, allocated or not (what quotas count).
+    live: u64,
+    /// Bytes of the live storages each plugin created.
+    owned: HashMap<PluginId, u64>,
 }
 
 impl Stores {
-    /// Creates a root store with one handle.
+    /// Creates a root store with one handle, counted against the application's quota.
     pub fn create(&mut self, shape: Vec<u64>, dtype: DType) -> Result<StoreId> {
-        let elements = shape
+        self.create_owned(shape, dtype, None)
+    }
+
+    /// The bytes of a root store of this shape and type, or an error where they exceed
+    /// [`MAX_STORE_BYTES`] (or overflow).
+    pub fn store_bytes(shape: &[u64], dtype: DType) -> Result<u64> {
+        shape
             .iter()
             .try_fold(1u64, |acc, &e| acc.checked_mul(e))
-            .filter(|&n| {
-                n.checked_mul(dtype.size() as u64)
-                    .is_some_and(|b| b < (1 << 46))
-            })
-            .ok_or_else(|| Error::Usage(format!("store of shape {shape:?} is too large")))?;
-        let _ = elements;
+            .and_then(|n| n.checked_mul(dtype.size() as u64))
+            .filter(|&b| b < MAX_STORE_BYTES)
+            .ok_or_else(|| Error::Usage(format!("store of shape {shape:?} is too large")))
+    }
+
+    /// Bytes of every live storage, allocated or not.
+    pub fn live_bytes(&self) -> u64 {
+        self.live
+    }
+
+    /// Bytes of the live storages `plugin` created.
+    pub fn owned_bytes(&self, plugin: PluginId) -> u64 {
+        self.owned.get(&plugin).copied().unwrap_or(0)
+    }
+
+    /// Creates a root store with one handle, counted against `owner`'s quota (none: the
+    /// application's). The caller checks quotas first ([`crate::Core::create_store_as`]).
+    pub fn create_owned(
+        &mut self,
+        shape: Vec<u64>,
+        dtype: DType,
+        owner: Option<PluginId>,
+    ) -> Result<StoreId> {
+        let bytes = Self::store_bytes(&shape, dtype)?;
         if shape.len() > MAX_RANK as usize {
             return Err(Error::Usage(format!(
                 "store of shape {shape:?} has rank {}, more than the maximum {MAX_RANK}",
@@ -209,8 +244,13 @@ impl Stores {
                 stores: 1,
                 handles: 1,
                 label: None,
+                owner,
             },
         );
+        self.live += bytes;
+        if let Some(owner) = owner {
+            *self.owned.entry(owner).or_default() += bytes;
+        }
         self.insert_view(id, storage, dtype, ViewMap::whole(&shape));
         Ok(id)
     }
@@ -568,6 +608,12 @@ impl Stores {
             return Vec::new();
         };
         self.allocated -= s.held_bytes();
+        self.live -= s.bytes();
+        if let Some(owner) = s.owner
+            && let Some(owned) = self.owned.get_mut(&owner)
+        {
+            *owned -= s.bytes();
+        }
         s.pieces.iter().filter_map(|p| p.buffer).collect()
     }
 

@@ -98,6 +98,25 @@ impl Core {
                 task.launch.len()
             )));
         }
+        let limits = &self.settings.limits;
+        match crate::limits::launch_points(&task.launch) {
+            Some(n) if n <= limits.launch_points => {}
+            n => {
+                return Err(invalid(format!(
+                    "launch domain {} has {} points, more than the limit of {}",
+                    crate::view::shape_text(&task.launch),
+                    n.map_or_else(|| "over 2^64".to_string(), |n| n.to_string()),
+                    limits.launch_points
+                )));
+            }
+        }
+        if task.args.len() > limits.task_args {
+            return Err(invalid(format!(
+                "{} store arguments, more than the limit of {}",
+                task.args.len(),
+                limits.task_args
+            )));
+        }
         let stores = &self.stores;
         crate::task::check_against_kernel(&task, task.kernel.ir(), |id| {
             stores.get(id).ok().map(|i| (i.shape.len(), i.dtype))

@@ -52,6 +52,10 @@ pub struct Config {
     pub pieces: u64,
     /// Limits for plugins loaded without their own.
     pub plugin_limits: PluginLimits,
+    /// The runtime's own limits: launch points, task arguments, its quota of store bytes (the
+    /// tenant's, all plugins and the application together) and kernel time per launch
+    /// (`WEFT_STORE_QUOTA`, `WEFT_KERNEL_TIME_MS`).
+    pub limits: weft_runtime::Limits,
     /// Where compiled components are cached on disk (none: memory only).
     pub component_cache: Option<PathBuf>,
     /// The most tasks the window holds before it runs them (the window starts smaller and
@@ -143,6 +147,7 @@ impl Default for Config {
             threads: 0,
             pieces: 1,
             plugin_limits: PluginLimits::default(),
+            limits: weft_runtime::Limits::default(),
             component_cache: default_cache_dir(),
             window_bound: 256,
             fusion: true,
@@ -174,7 +179,9 @@ impl Config {
     /// - `WEFT_FORBID_COMPILES_AFTER_WARMUP=1`: compiling after the warm-up is an error;
     /// - `WEFT_DEVICE=cpu|gpu`: the device (another value is an error when the runtime
     ///   starts);
-    /// - `WEFT_PTX_CHECK=1`: every kernel also emitted as PTX and assembled by `ptxas`.
+    /// - `WEFT_PTX_CHECK=1`: every kernel also emitted as PTX and assembled by `ptxas`;
+    /// - `WEFT_STORE_QUOTA`: the most bytes all stores may hold at once;
+    /// - `WEFT_KERNEL_TIME_MS`: the longest one kernel launch may run before it is cancelled.
     pub fn from_env() -> Config {
         let mut config = Config::default();
         if std::env::var("WEFT_PTX_CHECK").is_ok_and(|v| v.trim() == "1") {
@@ -221,6 +228,12 @@ impl Config {
         if let Some(p) = env_number("WEFT_PIECES") {
             config.pieces = p.max(1);
         }
+        if let Some(b) = env_number("WEFT_STORE_QUOTA") {
+            config.limits.store_bytes = b;
+        }
+        if let Some(ms) = env_number("WEFT_KERNEL_TIME_MS") {
+            config.limits.kernel_time = Some(std::time::Duration::from_millis(ms));
+        }
         config
     }
 }
@@ -243,6 +256,7 @@ impl Config {
             pieces: self.pieces.max(ranks),
             window_bound: self.window_bound,
             explain: self.explain,
+            limits: self.limits.clone(),
         }
     }
 
@@ -252,6 +266,7 @@ impl Config {
             threads: self.threads,
             pool_bytes: self.pool_bytes,
             simd: self.simd,
+            kernel_time: self.limits.kernel_time,
         }
     }
 }

@@ -35,8 +35,10 @@ pub use error::{Error, Result};
 pub use numeric::{Array, Ix, Numeric, Operand, Range};
 pub use runtime::Runtime;
 pub use sparse::{CsrMatrix, Sparse};
+/// The wasmtime this runtime is built with (the types of [`Runtime::with_plugin`]'s closure).
+pub use wasmtime;
 pub use weft_cpu::SimdPath;
 pub use weft_io::{matrix_market, npy};
 pub use weft_ir::DType;
 pub use weft_plugin::{Error as PluginError, Fault, Value};
-pub use weft_runtime::{PlannerStats, PluginId, Stats, StoreHandle, StoreId};
+pub use weft_runtime::{Limits, PlannerStats, PluginId, Stats, StoreHandle, StoreId};

@@ -248,6 +248,7 @@ impl FnLower<'_, '_> {
             if unroll == 1 {
                 self.b.ins().jump(tail, &[BlockArg::Value(next)]);
             } else {
+                self.check_cancel();
                 self.b.ins().jump(block, &[BlockArg::Value(next)]);
             }
         }

@@ -614,7 +614,9 @@ impl FnLower<'_, '_> {
         let n = self.b.ins().select(go, diff, zero);
         // `hi - lo`, taken unsigned, is the iteration count when `lo < hi`.
         let steps = self.b.ins().udiv_imm_u(n, UNROLL);
-        let cap = self.b.ins().iconst(types::I64, 1 << 30);
+        // At most `2^22` steps per call (the rest run in the 128-bit loop, which checks the
+        // cancel flag on every back edge): a call stays well under a second.
+        let cap = self.b.ins().iconst(types::I64, 1 << 22);
         let steps = self.b.ins().umin(steps, cap);
         // Short loops stay in the 128-bit code: the call costs more than it saves.
         let enough = self
@@ -810,6 +812,7 @@ impl FnLower<'_, '_> {
         }
         let ys: Vec<Value> = plan.roots.iter().map(|&r| vals[r]).collect();
         self.env.pop_to(mark);
+        self.check_cancel();
         let next = self.b.ins().iadd_imm_s(params[0], 1);
         let more = self.b.ins().icmp(IntCC::SignedLessThan, next, hi);
         let mut back = vec![BlockArg::Value(next)];

@@ -20,6 +20,7 @@ fn limits() -> PluginLimits {
     PluginLimits {
         memory_bytes: 32 << 20,
         time: Duration::from_millis(200),
+        ..PluginLimits::default()
     }
 }
 

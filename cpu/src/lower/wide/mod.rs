@@ -314,6 +314,11 @@ fn assemble(s: Body<'_>) -> Result<(Vec<u8>, ConstTable), String> {
     if bytes > 0 {
         let bytes = i32::try_from(bytes).map_err(|e| e.to_string())?;
         a.sub_imm(gpr::RSP, bytes);
+        // Touch every page of the frame from the top down, as Cranelift's inline probes do,
+        // so that a frame cannot step over the stack's guard page.
+        for offset in probe_offsets(bytes) {
+            a.mov_load(gpr::RAX, Mem::at(gpr::RSP, offset));
+        }
     }
     a.mov_imm64(gpr::RDX, table_at);
     for (i, &r) in ptr_regs.iter().enumerate() {
@@ -384,4 +389,48 @@ fn assemble(s: Body<'_>) -> Result<(Vec<u8>, ConstTable), String> {
     a.vzeroupper();
     a.ret();
     Ok((a.code, table))
+}
+
+/// The page size that stack probes step by.
+const PROBE_STEP: i32 = 4096;
+
+/// The offsets from the new `rsp` that a frame of `bytes` touches, highest first: one per
+/// page, each within [`PROBE_STEP`] of the one before (the first within it of the old `rsp`),
+/// ending at `rsp` itself.
+fn probe_offsets(bytes: i32) -> Vec<i32> {
+    let mut offsets = Vec::new();
+    let mut at = bytes;
+    while at > 0 {
+        at = (at - PROBE_STEP).max(0);
+        offsets.push(at);
+    }
+    offsets
+}
+
+#[cfg(test)]
+mod probe_tests {
+    use super::*;
+
+    #[test]
+    fn probes_touch_every_page_of_a_frame_from_the_top_down() {
+        for bytes in [
+            1,
+            64,
+            4095,
+            4096,
+            4097,
+            12_288,
+            256 << 10,
+            (256 << 10) + 192,
+        ] {
+            let offsets = probe_offsets(bytes);
+            assert_eq!(offsets.last(), Some(&0), "{bytes}: ends at rsp");
+            let mut above = bytes;
+            for &o in &offsets {
+                assert!(o < above && above - o <= PROBE_STEP, "{bytes}: {offsets:?}");
+                above = o;
+            }
+        }
+        assert!(probe_offsets(0).is_empty());
+    }
 }

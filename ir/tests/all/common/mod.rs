@@ -146,6 +146,9 @@ pub struct Gen<'a> {
     /// Visible values, one list per open block.
     scopes: Vec<Vec<Value>>,
     budget: usize,
+    /// The indices of the parallel loop being built (stores must depend on them: the
+    /// validator rejects races).
+    parallel: Vec<Value>,
 }
 
 impl<'a> Gen<'a> {
@@ -156,6 +159,7 @@ impl<'a> Gen<'a> {
             stores: Vec::new(),
             scopes: vec![Vec::new()],
             budget: 120,
+            parallel: Vec::new(),
         }
     }
 
@@ -276,7 +280,9 @@ impl<'a> Gen<'a> {
                 let n = 1 + self.pick(6);
                 k.parallel(over, |b, idx| {
                     self.scopes.push(idx.to_vec());
+                    self.parallel = idx.to_vec();
                     self.block(b, n, 1, true);
+                    self.parallel.clear();
                     self.scopes.pop();
                 });
             }
@@ -394,8 +400,17 @@ impl<'a> Gen<'a> {
                     return;
                 }
                 let s = targets[self.pick(targets.len())];
-                let idx = self.indices(b, s.rank());
+                let mut idx = self.indices(b, s.rank());
                 let v = self.value_of(b, s.dtype());
+                // A store depends on the loop's indices (or it would be a race).
+                if s.privilege().can_write()
+                    && let Some(&i) = self.parallel.first()
+                {
+                    match idx.first_mut() {
+                        Some(first) => *first = b.add(*first, i),
+                        None => return,
+                    }
+                }
                 if s.privilege().can_write() {
                     b.store(s, &idx, v);
                 } else {
