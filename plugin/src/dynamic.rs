@@ -291,19 +291,19 @@ fn to_val(
         // A borrow is lent as a handle the host owns (a host borrow cannot be made outside a
         // call); `call` drops it once the call returns.
         (Value::Store(h) | Value::ReadOnly(h), Type::Borrow(_) | Type::Own(_)) => {
-            store
+            let core = store
                 .data_mut()
                 .core
                 .as_deref_mut()
-                .ok_or("no runtime during this call")?
-                .retain(h.id())
-                .map_err(|e| e.to_string())?;
+                .ok_or("no runtime during this call")?;
+            let id = core.resolve(h).map_err(|e| e.to_string())?;
+            core.retain(id).map_err(|e| e.to_string())?;
             let writable = matches!(v, Value::Store(_));
             let entry = match ty {
-                Type::Borrow(_) => StoreRes::lent(h.id(), writable),
+                Type::Borrow(_) => StoreRes::lent(id, writable),
                 _ => StoreRes {
                     writable,
-                    ..StoreRes::owned(h.id())
+                    ..StoreRes::owned(id)
                 },
             };
             let r: Resource<StoreRes> = store

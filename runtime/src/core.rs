@@ -88,6 +88,8 @@ pub struct Core {
     /// The call site of each pending task that has one, by sequence number.
     pub(crate) sites: HashMap<u64, Arc<str>>,
     released: (Sender<StoreId>, Receiver<StoreId>),
+    /// This core's identity, shared by the handles it makes.
+    token: Arc<crate::handle::CoreToken>,
     /// What crosses ranks, when the program runs on several.
     distribution: Option<Box<dyn Distribution>>,
 }
@@ -119,6 +121,7 @@ impl Core {
             call_site: None,
             sites: HashMap::new(),
             released: channel(),
+            token: Arc::default(),
             distribution: None,
         }
     }
@@ -228,7 +231,21 @@ impl Core {
 
     /// A handle for a store the caller already counted (one handle).
     pub fn adopt(&self, id: StoreId) -> StoreHandle {
-        StoreHandle::new(id, self.released.0.clone())
+        StoreHandle::new(id, self.released.0.clone(), self.token.clone())
+    }
+
+    /// The store a handle names, if this core made it: another runtime's (another tenant's)
+    /// handle is refused, never read as one of this core's stores.
+    pub fn resolve(&self, handle: &StoreHandle) -> Result<StoreId> {
+        if handle.made_by(&self.token) {
+            Ok(handle.id())
+        } else {
+            Err(Error::Usage(format!(
+                "store handle {} belongs to another runtime (another tenant): handles mean \
+                 nothing outside the runtime that made them",
+                handle.id().0
+            )))
+        }
     }
 
     /// Frees the stores whose last application handle was dropped.

@@ -13,7 +13,14 @@ pub struct StoreHandle(Arc<HandleInner>);
 struct HandleInner {
     id: StoreId,
     released: Sender<StoreId>,
+    /// The token of the core that made it: store ids mean nothing to another core (another
+    /// tenant), so a core refuses a handle whose token is not its own.
+    owner: Arc<CoreToken>,
 }
+
+/// The identity of one runtime core, shared by its handles ([`crate::Core::resolve`]).
+#[derive(Debug, Default)]
+pub struct CoreToken;
 
 impl Drop for HandleInner {
     fn drop(&mut self) {
@@ -24,13 +31,27 @@ impl Drop for HandleInner {
 
 impl StoreHandle {
     /// A handle that tells `released` when its last clone is dropped.
-    pub(crate) fn new(id: StoreId, released: Sender<StoreId>) -> StoreHandle {
-        StoreHandle(Arc::new(HandleInner { id, released }))
+    pub(crate) fn new(
+        id: StoreId,
+        released: Sender<StoreId>,
+        owner: Arc<CoreToken>,
+    ) -> StoreHandle {
+        StoreHandle(Arc::new(HandleInner {
+            id,
+            released,
+            owner,
+        }))
     }
 
-    /// The store's id.
+    /// The store's id, in the runtime that made the handle. Use [`crate::Core::resolve`]
+    /// where a handle comes from outside, so that another runtime's handle is refused.
     pub fn id(&self) -> StoreId {
         self.0.id
+    }
+
+    /// Whether the core with this token made the handle.
+    pub(crate) fn made_by(&self, token: &Arc<CoreToken>) -> bool {
+        Arc::ptr_eq(&self.0.owner, token)
     }
 }
 

@@ -188,8 +188,24 @@ impl std::fmt::Debug for Array {
     }
 }
 
-fn shared(e: &Rc<Error>) -> Error {
+pub(crate) fn shared(e: &Rc<Error>) -> Error {
     Error::Usage(e.to_string())
+}
+
+impl Numeric {
+    /// An error unless `other` is this `Numeric` (arrays of another runtime name stores of
+    /// another tenant: their ids mean nothing here).
+    pub(crate) fn check_same(&self, other: &Numeric) -> std::result::Result<(), Rc<Error>> {
+        if Rc::ptr_eq(&self.inner, &other.inner) {
+            Ok(())
+        } else {
+            Err(Rc::new(Error::Usage(
+                "an array of another runtime (another tenant) cannot be used here: each \
+                 runtime's arrays mean nothing to another"
+                    .into(),
+            )))
+        }
+    }
 }
 
 impl Numeric {
@@ -405,13 +421,15 @@ enum OperandRef {
 }
 
 impl Operand<'_> {
-    fn resolve(&self) -> std::result::Result<OperandRef, Rc<Error>> {
+    /// The operand as `np` passes it: an array of another `Numeric` (another runtime, another
+    /// tenant) is refused.
+    fn resolve(&self, np: &Numeric) -> std::result::Result<OperandRef, Rc<Error>> {
         match self {
-            Operand::Array(a) => a
-                .value
-                .as_ref()
-                .map(|h| OperandRef::Store(h.id()))
-                .map_err(Rc::clone),
+            Operand::Array(a) => {
+                let h = a.value.as_ref().map_err(Rc::clone)?;
+                np.check_same(&a.np)?;
+                Ok(OperandRef::Store(h.id()))
+            }
             Operand::Scalar(v) => Ok(OperandRef::Scalar(*v)),
             Operand::Int(v) => Ok(OperandRef::Int(*v)),
         }
@@ -527,7 +545,7 @@ impl Array {
     #[track_caller]
     pub fn binary<'a>(&self, op: BinaryOp, other: impl Into<Operand<'a>>) -> Array {
         let other = other.into();
-        let rhs = match other.resolve() {
+        let rhs = match other.resolve(&self.np) {
             Ok(r) => r,
             Err(e) => {
                 return Array {
@@ -564,7 +582,7 @@ impl Array {
     /// `self ? a : b`, element-wise (NumPy's `where`); `self` is a bool array.
     #[track_caller]
     pub fn select<'a, 'b>(&self, a: impl Into<Operand<'a>>, b: impl Into<Operand<'b>>) -> Array {
-        let (a, b) = match (a.into().resolve(), b.into().resolve()) {
+        let (a, b) = match (a.into().resolve(&self.np), b.into().resolve(&self.np)) {
             (Ok(a), Ok(b)) => (a, b),
             (Err(e), _) | (_, Err(e)) => {
                 return Array {
@@ -602,7 +620,7 @@ impl Array {
     #[track_caller]
     pub fn assign<'a>(&self, src: impl Into<Operand<'a>>) -> Result<()> {
         let dst = self.handle()?.id();
-        let src = src.into().resolve().map_err(|e| shared(&e))?;
+        let src = src.into().resolve(&self.np).map_err(|e| shared(&e))?;
         self.np.call("assign", |g, s| {
             let d = s.data_mut().lend(dst)?;
             let src = operand(s, &src)?;
@@ -702,7 +720,11 @@ impl Array {
             Resource<StoreRes>,
         ) -> wasmtime::Result<std::result::Result<Resource<StoreRes>, wit::Error>>,
     ) -> Array {
-        let other = match &other.value {
+        let other = match self
+            .np
+            .check_same(&other.np)
+            .and(other.value.as_ref().map_err(Rc::clone))
+        {
             Ok(h) => h.id(),
             Err(e) => {
                 return Array {

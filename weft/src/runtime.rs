@@ -261,18 +261,24 @@ impl Runtime {
 
     /// A store's shape.
     pub fn shape(&mut self, s: &StoreHandle) -> Result<Vec<u64>> {
-        Ok(self.core()?.stores().get(s.id())?.shape.clone())
+        let core = self.core()?;
+        Ok(core.stores().get(core.resolve(s)?)?.shape.clone())
     }
 
     /// A store's element type.
     pub fn dtype(&mut self, s: &StoreHandle) -> Result<weft_ir::DType> {
-        Ok(self.core()?.stores().get(s.id())?.dtype)
+        let core = self.core()?;
+        Ok(core.stores().get(core.resolve(s)?)?.dtype)
     }
 
     /// A store's elements as little-endian bytes in row-major order. This runs the pending
     /// tasks it needs first.
     pub fn read_bytes(&mut self, s: &StoreHandle) -> Result<Vec<u8>> {
-        self.traced(|rt| Ok(rt.core()?.read_bytes(s.id())?))
+        self.traced(|rt| {
+            let core = rt.core()?;
+            let id = core.resolve(s)?;
+            Ok(core.read_bytes(id)?)
+        })
     }
 
     /// Runs every pending task.

@@ -355,6 +355,9 @@ impl CsrMatrix {
     /// `A @ x` (SciPy's `A @ x`), as a new vector.
     pub fn matvec(&self, x: &Array) -> Array {
         let hull = self.column_hull().and_then(|h| Ok(h.handle()?.id()));
+        if let Err(e) = self.sp.np.check_same(x.numeric()) {
+            return self.sp.np.wrap(Err(crate::numeric::shared(&e)));
+        }
         let ids = match (self.ids(), x.handle(), hull) {
             (Ok([p, c, v]), Ok(h), Ok(hull)) => [p, c, v, h.id(), hull],
             (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return self.sp.np.wrap(Err(e)),

@@ -96,8 +96,10 @@ fn tiled_reference(tile: u64, offset: i64, points: u64) -> Vec<f64> {
 fn tilings_and_launches_at_the_integer_limits_give_exact_answers_or_errors() {
     let mut rt = runtime();
     let p = load(&mut rt, PluginLimits::default());
-    let cases: [(u64, i64, u64); 13] = [
+    let cases: [(u64, i64, u64); 14] = [
         (1 << 63, 0, 2),
+        // Saturating arithmetic would end this one tile at -1: it covers the whole store.
+        (u64::MAX, i64::MIN, 1),
         (u64::MAX, 0, 2),
         (u64::MAX, i64::MIN, 3),
         (u64::MAX, i64::MAX, 2),

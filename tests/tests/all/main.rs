@@ -22,4 +22,5 @@ mod sparse;
 mod stats;
 mod stencil_fusion;
 mod template;
+mod tenants;
 mod wasm_limits;
