@@ -647,6 +647,21 @@ fn define_wide_code(
     Ok(func)
 }
 
+/// Whether the trip count of `l` is bounded by a store's extent: its body (which has no
+/// branches) accesses a store at exactly the induction value in some dimension, an access
+/// that is checked (before the loop, or in each iteration) and so ends the loop with a fault
+/// once the induction value leaves the store. Such a loop runs no longer than a pass over
+/// that store, as a parallel loop does, and its back edge needs no cancel check: a CSR row's
+/// loop over its nonzeros is one.
+pub(crate) fn bounded_by_a_store(l: &ForLoop) -> bool {
+    l.body.iter().any(|inst| match &inst.op {
+        Op::Load(acc) | Op::Store(acc, _) | Op::Reduce(acc, _, _) => {
+            acc.indices.contains(&l.induction)
+        }
+        _ => false,
+    })
+}
+
 /// The status a compiled function returns when the cancel flag stopped it (fault sites are
 /// numbered from 1).
 pub(crate) const CANCELLED: i64 = -1;
@@ -1376,9 +1391,9 @@ impl<'f> FnLower<'_, 'f> {
     }
 
     /// Ends the current block with a test of the cancel flag: on in a new block if it is
-    /// clear, else to a cold block that returns [`CANCELLED`]. Every `for` loop's back edge
-    /// runs it, so a runaway loop stops soon after the flag is set; a plain load and a
-    /// predicted branch per iteration.
+    /// clear, else to a cold block that returns [`CANCELLED`]. The back edge of every `for`
+    /// loop that no store bounds ([`bounded_by_a_store`]) runs it, so a runaway loop stops
+    /// soon after the flag is set; a plain load and a predicted branch per iteration.
     pub(crate) fn check_cancel(&mut self) {
         let at = self.b.ins().iconst(self.ptr_ty, self.cancel_flag);
         let set = self
@@ -2195,7 +2210,9 @@ impl<'f> FnLower<'_, 'f> {
             ys.push(self.typed(y, t, "yielded value")?);
         }
         self.env.pop_to(mark);
-        self.check_cancel();
+        if !bounded_by_a_store(l) {
+            self.check_cancel();
+        }
         let next = self.b.ins().iadd_imm_s(params[0], 1);
         let more = self.b.ins().icmp(IntCC::SignedLessThan, next, hi);
         let mut back = vec![BlockArg::Value(next)];
@@ -2270,5 +2287,55 @@ mod frame_tests {
         frame_of(MAX_FRAME_BYTES / 2).expect("half the bound is fine");
         let err = frame_of(MAX_FRAME_BYTES + 4096).expect_err("refused");
         assert!(err.contains("bytes of stack, more than the limit"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod cancel_tests {
+    use super::*;
+    use weft_ir::builder::KernelBuilder;
+    use weft_ir::{DType, Privilege};
+
+    /// The first `for` loop of `k`'s first parallel loop.
+    fn first_for(k: &Kernel) -> ForLoop {
+        let Some(Op::Parallel(p)) = k.body.iter().map(|i| &i.op).next_back() else {
+            panic!("no parallel loop")
+        };
+        p.body
+            .iter()
+            .find_map(|i| match &i.op {
+                Op::For(l) => Some(l.clone()),
+                _ => None,
+            })
+            .expect("a for loop")
+    }
+
+    #[test]
+    fn only_loops_that_no_store_bounds_check_the_cancel_flag() {
+        // A CSR-like row: loads at the induction value bound the loop.
+        let mut k = KernelBuilder::new("row");
+        let vals = k.store(DType::F64, 1, Privilege::Read);
+        let out = k.store(DType::F64, 1, Privilege::Write);
+        k.body().parallel(out, |b, i| {
+            let zero = b.const_i64(0);
+            let start = b.const_f64(0.0);
+            let sum = b.for_loop(zero, i[0], &[start], |b, k, acc| {
+                vec![b.add(acc[0], b.load(vals, &[k]))]
+            });
+            b.store(out, i, sum[0]);
+        });
+        assert!(bounded_by_a_store(&first_for(&k.finish())));
+        // A loop that only counts: nothing bounds it.
+        let mut k = KernelBuilder::new("count");
+        let out = k.store(DType::F64, 1, Privilege::Write);
+        k.body().parallel(out, |b, i| {
+            let zero = b.const_i64(0);
+            let start = b.const_f64(0.0);
+            let sum = b.for_loop(zero, i[0], &[start], |b, _, acc| {
+                vec![b.add(acc[0], b.const_f64(1.0))]
+            });
+            b.store(out, i, sum[0]);
+        });
+        assert!(!bounded_by_a_store(&first_for(&k.finish())));
     }
 }

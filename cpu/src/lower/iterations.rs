@@ -248,7 +248,9 @@ impl FnLower<'_, '_> {
             if unroll == 1 {
                 self.b.ins().jump(tail, &[BlockArg::Value(next)]);
             } else {
-                self.check_cancel();
+                if !super::bounded_by_a_store(l) {
+                    self.check_cancel();
+                }
                 self.b.ins().jump(block, &[BlockArg::Value(next)]);
             }
         }
