@@ -112,6 +112,14 @@ impl Fuser {
     ) -> Result<Planned> {
         let (prefix, cut, deferrals) = fusible_prefix_deferring(window);
         let prefix = prefix.clamp(1, window.len().max(1)).min(window.len());
+        // A prefix whose fused kernel would pass the limits every kernel is held to stops
+        // short of them (its cut is then the limit, not a constraint).
+        let capped = within_kernel_limits(&window[..prefix]).max(1);
+        let (prefix, cut) = if capped < prefix {
+            (capped, None)
+        } else {
+            (prefix, cut)
+        };
         let tasks = &window[..prefix];
         // A store is read after the prefix if pending tasks outside it read it (they may be
         // earlier in program order, after a partial flush, or later).
@@ -148,11 +156,17 @@ impl Fuser {
         };
         explanation.set_deferred(tasks, &deferrals, &key);
         let fused = if prefix > 1 {
-            let fused = self.build(tasks, &temps, &deferrals, &key, &mut explanation)?;
-            self.stats.kernels_fused += 1;
-            Some(fused)
+            self.build(tasks, &temps, &deferrals, &key, &mut explanation)?
         } else {
             None
+        };
+        // Without a fused kernel (a prefix of one, or a fused kernel past the limits), the
+        // first task runs alone.
+        let prefix = if fused.is_some() {
+            self.stats.kernels_fused += 1;
+            prefix
+        } else {
+            1
         };
         let plan = Arc::new(FusionPlan {
             prefix,
@@ -178,7 +192,7 @@ impl Fuser {
         deferrals: &[Deferral],
         key: &canonical::Key,
         explanation: &mut Explanation,
-    ) -> Result<Fused> {
+    ) -> Result<Option<Fused>> {
         // One fused argument per distinct (storage, partition, reduction-or-not), and one of
         // its own for each deferred write (its stores land apart from every load).
         let mut args: Vec<ArgSource> = Vec::new();
@@ -292,6 +306,11 @@ impl Fuser {
             .collect();
         explanation.set_passes(optimized.report.to_string(), roles);
         let ir = weft_ir::passes::math::lower_math(&optimized.kernel);
+        // A fused kernel past the limits every kernel is held to (many tasks with many
+        // arguments) is not made: the tasks run apart.
+        if weft_ir::validate::check_limits(&ir).is_err() {
+            return Ok(None);
+        }
         // The memo key determines the fused kernel, so its hash is the kernel's content id.
         let kernel = KernelEntry::from_passes(ir, id_of_words(b"weft-fused", &key.words))?;
         // Keep only the arguments whose parameters survived the passes.
@@ -310,12 +329,27 @@ impl Fuser {
             .map(|(_, s)| s)
             .collect();
         explanation.set_vanished(kept_args.iter().filter(|a| a.local).count());
-        Ok(Fused {
+        Ok(Some(Fused {
             args: kept_args,
             scalars: kept_scalars,
             kernel: Arc::new(kernel),
-        })
+        }))
     }
+}
+
+/// The longest prefix of `tasks` whose fused kernel stays within `weft_ir`'s limits on
+/// parameters and instructions, counting every argument and scalar and every instruction of
+/// every task (the fused kernel has no more: arguments merge and passes only remove).
+fn within_kernel_limits(tasks: &[IndexTask]) -> usize {
+    let (mut params, mut insts) = (0usize, 0usize);
+    for (i, t) in tasks.iter().enumerate() {
+        params += t.args.len() + t.scalars.len();
+        insts += weft_ir::validate::count_insts(&t.kernel.ir().body);
+        if params > weft_ir::semantics::MAX_PARAMS || insts > weft_ir::semantics::MAX_INSTS {
+            return i;
+        }
+    }
+    tasks.len()
 }
 
 /// The dtype and rank of a kernel's `index`-th store parameter.

@@ -247,7 +247,7 @@ fn check(kernel: &Kernel) -> Res<Types> {
             ));
         }
     }
-    crate::flat::check_size(kernel.params.len(), count_insts(&kernel.body))?;
+    check_limits(kernel)?;
     let mut defined = Vec::new();
     collect_defs(&kernel.body, 0, &mut defined)?;
     let n = defined.len();
@@ -265,17 +265,26 @@ fn check(kernel: &Kernel) -> Res<Types> {
         },
     )?;
     check_races(&kernel.body, &mut vec![false; n])?;
+    Ok(Types { types: c.types })
+}
+
+/// Checks a kernel's size against the limits every kernel is held to: [`MAX_PARAMS`]
+/// parameters, [`MAX_INSTS`] instructions and [`MAX_LIVE`] values live at once. The
+/// validator runs it first; the fusion planner runs it on a fused kernel, and runs the tasks
+/// apart when it fails.
+pub fn check_limits(kernel: &Kernel) -> Result<(), String> {
+    crate::flat::check_size(kernel.params.len(), count_insts(&kernel.body))?;
     let live = crate::liveness::max_live(kernel);
     if live > MAX_LIVE {
         return Err(format!(
             "{live} values live at once, more than the limit of {MAX_LIVE}"
         ));
     }
-    Ok(Types { types: c.types })
+    Ok(())
 }
 
 /// The number of instructions in `body`, nested bodies included.
-fn count_insts(body: &[Inst]) -> usize {
+pub fn count_insts(body: &[Inst]) -> usize {
     body.iter()
         .map(|inst| {
             1 + match &inst.op {

@@ -292,3 +292,34 @@ fn traces_name_fused_kernels_by_their_provenance() {
         "an explanation: {names:?}"
     );
 }
+
+#[test]
+fn a_window_whose_fused_kernel_would_pass_the_kernel_limits_runs_in_smaller_fused_tasks() {
+    // 600 independent element-wise tasks (two store arguments and a scalar each) in one
+    // window: one fused kernel would have 1800 parameters, more than a kernel may have.
+    let np = weft_tests::numeric_with(Config {
+        window_bound: 1024,
+        component_cache: None,
+        ..Config::default()
+    });
+    let inputs: Vec<Array> = (0..600)
+        .map(|k| np.from_vec(&[4], &[k as f64, 1.0, 2.0, 3.0]))
+        .collect();
+    let outputs: Vec<Array> = inputs
+        .iter()
+        .map(|a| a.binary(weft::numeric::BinaryOp::Mul, 2.0))
+        .collect();
+    // Run the whole window at once (a read runs only what it needs).
+    np.runtime(|rt| rt.flush()).expect("runs");
+    let stats = np.runtime(|rt| rt.fusion_stats());
+    assert!(
+        (2..=600).contains(&stats.kernels_fused),
+        "the 600 tasks ran in several fused tasks: {stats:?}"
+    );
+    for (k, out) in outputs.iter().enumerate() {
+        assert_eq!(
+            out.to_vec().expect("computes"),
+            vec![2.0 * k as f64, 2.0, 4.0, 6.0]
+        );
+    }
+}
