@@ -61,19 +61,23 @@ fn f64s(v: Option<Value>) -> Vec<f64> {
         .collect()
 }
 
+/// The plugin's own result of `run(key, n)`: the task of kernel `key` over a new store of `n`
+/// elements, read back.
+fn run(rt: &mut Runtime, p: weft::PluginId, key: &str, n: u64) -> Result<Option<Value>, String> {
+    outcome(
+        call(rt, p, "run", &[Value::String(key.into()), Value::U64(n)]).expect("the call returns"),
+    )
+}
+
+/// The plugin's own result of `submit(key)`: the task of kernel `key` submitted.
+fn submit(rt: &mut Runtime, p: weft::PluginId, key: &str) -> Result<Option<Value>, String> {
+    outcome(call(rt, p, "submit", &[Value::String(key.into())]).expect("the call returns"))
+}
+
 fn still_works(rt: &mut Runtime, p: weft::PluginId) {
     let out = call(rt, p, "ok", &[Value::U32(41)]).expect("plugin usable again");
     assert!(matches!(out.as_slice(), [Value::U32(42)]), "got {out:?}");
-    let ones = outcome(
-        call(
-            rt,
-            p,
-            "run",
-            &[Value::String("fill-one".into()), Value::U64(5)],
-        )
-        .expect("runs"),
-    )
-    .expect("fills");
+    let ones = run(rt, p, "fill-one", 5).expect("fills");
     assert_eq!(f64s(ones), vec![1.0; 5], "tasks still run");
 }
 
@@ -322,22 +326,10 @@ fn a_memory_bomb_stops_at_the_plugins_quota_and_the_runtimes() {
 fn a_data_race_in_a_parallel_loop_is_rejected_but_a_reduction_is_not() {
     let mut rt = runtime();
     let p = load(&mut rt, PluginLimits::default());
-    let err = outcome(
-        call(&mut rt, p, "submit", &[Value::String("race".into())]).expect("the call returns"),
-    )
-    .expect_err("refused");
+    let err = submit(&mut rt, p, "race").expect_err("refused");
     assert!(err.contains("misbehave.race"), "{err}");
     assert!(err.contains("data race"), "{err}");
-    outcome(
-        call(
-            &mut rt,
-            p,
-            "submit",
-            &[Value::String("sum-into-first".into())],
-        )
-        .expect("the call returns"),
-    )
-    .expect("a reduction is not a race");
+    submit(&mut rt, p, "sum-into-first").expect("a reduction is not a race");
     rt.flush().expect("runs");
     still_works(&mut rt, p);
 }
@@ -346,25 +338,12 @@ fn a_data_race_in_a_parallel_loop_is_rejected_but_a_reduction_is_not() {
 fn kernels_past_the_size_limits_are_refused_where_they_enter() {
     let mut rt = runtime();
     let p = load(&mut rt, PluginLimits::default());
-    let err = outcome(
-        call(&mut rt, p, "submit", &[Value::String("many-params".into())])
-            .expect("the call returns"),
-    )
-    .expect_err("refused");
+    let err = submit(&mut rt, p, "many-params").expect_err("refused");
     assert!(err.contains("misbehave.many-params"), "{err}");
     assert!(err.contains("parameters, more than the limit"), "{err}");
     // A kernel that keeps tens of thousands of values live at once (a huge stack frame, and
     // minutes of register allocation) is refused before it is compiled.
-    let err = outcome(
-        call(
-            &mut rt,
-            p,
-            "run",
-            &[Value::String("huge-frame".into()), Value::U64(4)],
-        )
-        .expect("the call returns"),
-    )
-    .expect_err("refused");
+    let err = run(&mut rt, p, "huge-frame", 4).expect_err("refused");
     assert!(err.contains("misbehave.huge-frame"), "{err}");
     assert!(
         err.contains("values live at once, more than the limit"),
@@ -384,16 +363,7 @@ fn a_runaway_kernel_is_cancelled_at_the_kernel_time_limit() {
     });
     let p = load(&mut rt, PluginLimits::default());
     let start = std::time::Instant::now();
-    let err = outcome(
-        call(
-            &mut rt,
-            p,
-            "run",
-            &[Value::String("forever".into()), Value::U64(4)],
-        )
-        .expect("the call returns"),
-    )
-    .expect_err("cancelled");
+    let err = run(&mut rt, p, "forever", 4).expect_err("cancelled");
     assert!(err.contains("misbehave.forever"), "{err}");
     assert!(err.contains("time limit of 300 ms"), "{err}");
     assert!(
