@@ -25,6 +25,9 @@ pub struct CpuOptions {
     /// The longest one launch may run before it is cancelled (`None`: no limit). Compiled
     /// loops check the cancel flag on every back edge either way.
     pub kernel_time: Option<std::time::Duration>,
+    /// Whether every buffer sits between guard pages, and none is reused (for fuzzing: an
+    /// access outside a buffer stops the process). Costs a mapping per buffer.
+    pub guard_pages: bool,
 }
 
 impl Default for CpuOptions {
@@ -34,6 +37,7 @@ impl Default for CpuOptions {
             pool_bytes: 1 << 30,
             simd: None,
             kernel_time: None,
+            guard_pages: false,
         }
     }
 }
@@ -162,7 +166,11 @@ impl CpuBackend {
         };
         Ok(CpuBackend {
             compiler,
-            memory: Memory::with_pool(options.pool_bytes),
+            memory: if options.guard_pages {
+                Memory::guarded()
+            } else {
+                Memory::with_pool(options.pool_bytes)
+            },
             kernels: HashMap::new(),
             pool,
             scratch: Vec::new(),

@@ -101,6 +101,7 @@ mod backend;
 mod compile;
 mod deferred;
 mod error;
+mod guarded;
 mod launch;
 mod leaves;
 mod lower;

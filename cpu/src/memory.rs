@@ -27,13 +27,38 @@ pub struct Memory {
     pooled: u64,
     /// The most bytes `pool` may hold.
     pool_limit: u64,
+    /// Whether each buffer sits between guard pages (and none is reused).
+    guard_pages: bool,
 }
 
 /// One buffer: its bytes are the first `bytes` bytes of `words`.
 #[derive(Debug)]
 struct Buffer {
-    words: Box<[u64]>,
+    words: Words,
     bytes: usize,
+}
+
+/// A buffer's words: from the allocator, or mapped between guard pages.
+#[derive(Debug)]
+enum Words {
+    Heap(Box<[u64]>),
+    Guarded(crate::guarded::Guarded),
+}
+
+impl Words {
+    fn as_slice(&self) -> &[u64] {
+        match self {
+            Words::Heap(w) => w,
+            Words::Guarded(g) => g.as_slice(),
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u64] {
+        match self {
+            Words::Heap(w) => w,
+            Words::Guarded(g) => g.as_mut_slice(),
+        }
+    }
 }
 
 impl Memory {
@@ -41,6 +66,15 @@ impl Memory {
     pub fn with_pool(pool_limit: u64) -> Memory {
         Memory {
             pool_limit,
+            ..Memory::default()
+        }
+    }
+
+    /// No buffers, each future one between guard pages (see [`crate::guarded`]), and no
+    /// reuse: for fuzzing, where an access outside a buffer must stop the process.
+    pub fn guarded() -> Memory {
+        Memory {
+            guard_pages: true,
             ..Memory::default()
         }
     }
@@ -60,18 +94,11 @@ impl Memory {
         let len = usize::try_from(bytes)
             .map_err(|_| Error::Memory(format!("a buffer of {bytes} bytes")))?;
         let words = len.div_ceil(8);
-        let data = match self.pool.iter().position(|b| b.len() == words) {
-            Some(k) => {
-                let mut data = self.pool.swap_remove(k);
-                self.pooled -= words as u64 * 8;
-                if zero {
-                    data.fill(0);
-                }
-                data
-            }
-            None => zeroed_words(words).ok_or_else(|| {
-                Error::Memory(format!("cannot allocate a buffer of {bytes} bytes"))
-            })?,
+        let refused = || Error::Memory(format!("cannot allocate a buffer of {bytes} bytes"));
+        let data = if self.guard_pages {
+            Words::Guarded(crate::guarded::Guarded::zeroed(words).ok_or_else(refused)?)
+        } else {
+            Words::Heap(self.heap_words(words, zero).ok_or_else(refused)?)
         };
         self.next += 1;
         let id = BufferId(self.next);
@@ -86,24 +113,41 @@ impl Memory {
         Ok(id)
     }
 
+    /// `words` words from the pool (zeroed again if `zero`) or fresh and zeroed.
+    fn heap_words(&mut self, words: usize, zero: bool) -> Option<Box<[u64]>> {
+        match self.pool.iter().position(|b| b.len() == words) {
+            Some(k) => {
+                let mut data = self.pool.swap_remove(k);
+                self.pooled -= words as u64 * 8;
+                if zero {
+                    data.fill(0);
+                }
+                Some(data)
+            }
+            None => zeroed_words(words),
+        }
+    }
+
     /// Frees a buffer, keeping its memory for reuse while the pool has room.
     pub fn free(&mut self, id: BufferId) {
         let Some(b) = self.buffers.remove(&id) else {
             return;
         };
         self.allocated -= b.bytes as u64;
-        let bytes = b.words.len() as u64 * 8;
+        let Words::Heap(words) = b.words else {
+            return;
+        };
+        let bytes = words.len() as u64 * 8;
         if bytes > 0 && self.pooled + bytes <= self.pool_limit {
             self.pooled += bytes;
-            self.pool.push(b.words);
+            self.pool.push(words);
         }
     }
 
     /// The bytes of a buffer.
     pub fn bytes(&self, id: BufferId) -> Result<&[u8]> {
         let b = self.get(id)?;
-        let words: &[u64] = &b.words;
-        Ok(&bytemuck_bytes(words)[..b.bytes])
+        Ok(&bytemuck_bytes(b.words.as_slice())[..b.bytes])
     }
 
     /// The bytes of a buffer, mutably.
@@ -113,7 +157,7 @@ impl Memory {
             .get_mut(&id)
             .ok_or_else(|| Error::Memory(format!("no buffer {}", id.0)))?;
         let len = b.bytes;
-        Ok(&mut bytemuck_bytes_mut(&mut b.words)[..len])
+        Ok(&mut bytemuck_bytes_mut(b.words.as_mut_slice())[..len])
     }
 
     /// The address of a buffer's first byte and its length in bytes.
@@ -122,7 +166,7 @@ impl Memory {
             .buffers
             .get_mut(&id)
             .ok_or_else(|| Error::Memory(format!("no buffer {}", id.0)))?;
-        Ok((b.words.as_mut_ptr().cast::<u8>(), b.bytes))
+        Ok((b.words.as_mut_slice().as_mut_ptr().cast::<u8>(), b.bytes))
     }
 
     fn get(&self, id: BufferId) -> Result<&Buffer> {

@@ -6,10 +6,16 @@
 //!   compiler (with Cranelift's verifier on: the targets are built with debug assertions).
 //! - `npy`, `matrix_market`: any bytes through the readers.
 //! - `partition`: tilings with any tile, offset and projection, against brute force.
+//! - `runtime_ops`: a state machine of runtime operations on two cores, fused and compiled
+//!   (buffers between guard pages) against unfused and interpreted ([`runtime_ops`]).
 //!
 //! None may panic, and every refusal must be an error.
 
 #![deny(missing_docs)]
+
+mod runtime_ops;
+
+pub use runtime_ops::runtime_ops;
 
 use weft_runtime::{Partition, RootPartition, Tiling, ViewMap};
 

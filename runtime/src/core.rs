@@ -91,7 +91,9 @@ pub struct Core {
     /// This core's identity, shared by the handles it makes.
     token: Arc<crate::handle::CoreToken>,
     /// What crosses ranks, when the program runs on several.
-    distribution: Option<Box<dyn Distribution>>,
+    pub(crate) distribution: Option<Box<dyn Distribution>>,
+    /// Failed tasks: the storages they left without a value, and what is not yet reported.
+    pub(crate) faults: crate::faults::Faults,
 }
 
 impl Drop for Core {
@@ -123,6 +125,7 @@ impl Core {
             released: channel(),
             token: Arc::default(),
             distribution: None,
+            faults: Default::default(),
         }
     }
 
@@ -254,6 +257,7 @@ impl Core {
         for id in ids {
             self.release(id);
         }
+        self.forget_dead_poison();
     }
 
     pub(crate) fn free(&mut self, buffers: Vec<BufferId>) {
@@ -442,13 +446,15 @@ impl Core {
         Ok(entry)
     }
 
-    /// Runs one task, in a `tracing` span named by its kernel (its provenance).
-    /// Runs `task`; `uses` counts, per store, the references that it and the earlier tasks
-    /// run but not yet retired hold (see [`Executor::uses`]).
+    /// Runs `task`, in a `tracing` span named by its kernel (its provenance); `uses` counts,
+    /// per store, the references that it and the earlier tasks run but not yet retired hold
+    /// (see [`Executor::uses`]), and `hand_over` lets an output take over a dying input's
+    /// buffer.
     pub(crate) fn execute(
         &mut self,
         task: &crate::task::IndexTask,
         uses: &HashMap<StoreId, u32>,
+        hand_over: bool,
     ) -> Result<()> {
         let span = tracing::info_span!("kernel", kernel = task.name());
         let _entered = span.enter();
@@ -460,6 +466,7 @@ impl Core {
             stats: &mut self.stats.exec,
             forbid_compiles: self.forbid_compiles,
             uses,
+            hand_over,
             distribution: self
                 .distribution
                 .as_deref_mut()
@@ -480,6 +487,9 @@ impl Core {
         self.collect_released();
         let storage = self.stores.get(id)?.storage;
         self.flush_for(storage, false)?;
+        if let Some(e) = self.poison_error(storage) {
+            return Err(e);
+        }
         self.backend.synchronize()?;
         // On several ranks: every element, brought here apart from this rank's buffer.
         let gathered = match self.distribution.as_deref_mut() {
@@ -584,6 +594,14 @@ impl Core {
         }
         if let Some(d) = self.distribution.as_deref_mut() {
             d.replicated(storage);
+        }
+        // Written whole, the storage holds values again whatever failed before.
+        if self
+            .stores
+            .storage(storage)
+            .is_some_and(|s| s.len() == map.volume())
+        {
+            self.cure(storage);
         }
         Ok(())
     }

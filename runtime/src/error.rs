@@ -3,7 +3,7 @@
 /// What can go wrong in the runtime core. Errors caused by a plugin's task or kernel name the
 /// plugin and the kernel; errors in a running kernel name the kernel, whose name carries its
 /// provenance.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum Error {
     /// A plugin handed the host kernel IR that does not validate.
     #[error("plugin `{plugin}`, kernel `{key}`: {message}")]
@@ -69,6 +69,17 @@ pub enum Error {
         /// What happened.
         message: String,
     },
+    /// A task did not run, or its results were lost, because another task failed: it used a
+    /// store that the failure left without a value, or it ran fused with the failing task.
+    #[error("plugin `{plugin}`, task `{kernel}`: {message}")]
+    NotRun {
+        /// The plugin that submitted the task.
+        plugin: String,
+        /// The task's kernel.
+        kernel: String,
+        /// What happened, naming the failure.
+        message: String,
+    },
     /// A store would take its owner (a plugin, or the whole runtime: the tenant) past its
     /// quota of store bytes.
     #[error(
@@ -104,7 +115,23 @@ impl Error {
     /// application the failing work was asked for (`sites` lists them, comma-separated,
     /// when tasks of several calls ran together).
     pub fn from_call_at(self, sites: &str) -> Error {
-        let add = |m: String| format!("{m} (from the call at {sites})");
+        self.map_message(|m| format!("{m} (from the call at {sites})"))
+    }
+
+    /// The same error, its message saying that `more` other failures happened with it (reads
+    /// of the stores they left without a value report them).
+    pub fn with_more_failures(self, more: u64) -> Error {
+        self.map_message(|m| {
+            format!(
+                "{m} (and {more} more failed task(s); a read of a store they wrote reports \
+                 its own)"
+            )
+        })
+    }
+
+    /// The same error with its message passed through `add`; errors without a free-form
+    /// message stay as they are.
+    fn map_message(self, add: impl FnOnce(String) -> String) -> Error {
         match self {
             Error::InvalidIr {
                 plugin,
@@ -129,6 +156,15 @@ impl Error {
                 kernel,
                 message,
             } => Error::InvalidTask {
+                plugin,
+                kernel,
+                message: add(message),
+            },
+            Error::NotRun {
+                plugin,
+                kernel,
+                message,
+            } => Error::NotRun {
                 plugin,
                 kernel,
                 message: add(message),

@@ -52,6 +52,9 @@ pub struct Executor<'a> {
     /// yet retired) hold: a store whose pending count is no more than that, with no handle,
     /// dies with the task, and an output may take over its buffer.
     pub uses: &'a HashMap<StoreId, u32>,
+    /// Whether an output may take over the buffer of an input that dies with the task (off
+    /// while a snapshot must stay able to run the task's parts again).
+    pub hand_over: bool,
     /// What crosses ranks, when the program runs on several.
     pub distribution: Option<&'a mut dyn Distribution>,
 }
@@ -155,6 +158,9 @@ impl Executor<'_> {
     /// move: the input's binding keeps the buffer it read from.
     fn hand_over(&mut self, task: &IndexTask, overwritten: &[bool]) -> Vec<(usize, Vec<Piece>)> {
         let mut handed: Vec<(usize, Vec<Piece>)> = Vec::new();
+        if !self.hand_over {
+            return handed;
+        }
         let kernel = &task.kernel;
         for (k, arg) in task.args.iter().enumerate() {
             if !overwritten.get(k).copied().unwrap_or(false) || arg.deferred.is_some() {
@@ -365,11 +371,34 @@ struct Held {
 /// pieces they reserved), and the kernel's parallel loop over some argument `q` writes every
 /// element of the argument before reading it, with `q`'s sub-store the same extents at every
 /// point (see [`weft_ir::coverage`]).
-fn overwritten_args(
+pub(crate) fn overwritten_args(
     stores: &Stores,
     mapping: &dyn Mapping,
     rank: usize,
     task: &IndexTask,
+) -> Vec<bool> {
+    covered_args(stores, mapping, rank, task, true)
+}
+
+/// Per argument of `task`, whether this process's points write all of its storage (as
+/// [`overwritten_args`] says, for storages that already hold values too): a storage that a
+/// failure left without a value holds values again after such a task.
+pub(crate) fn written_whole(
+    stores: &Stores,
+    mapping: &dyn Mapping,
+    rank: usize,
+    task: &IndexTask,
+) -> Vec<bool> {
+    covered_args(stores, mapping, rank, task, false)
+}
+
+/// [`overwritten_args`] (`fresh_only`) and [`written_whole`].
+fn covered_args(
+    stores: &Stores,
+    mapping: &dyn Mapping,
+    rank: usize,
+    task: &IndexTask,
+    fresh_only: bool,
 ) -> Vec<bool> {
     /// More points than this are not checked (the cover test is quadratic); their stores
     /// are zeroed.
@@ -407,7 +436,7 @@ fn overwritten_args(
             continue;
         };
         let view = &arg.root_partition.view;
-        let fresh = !storage.is_allocated()
+        let fresh = (!fresh_only || !storage.is_allocated())
             && task
                 .args
                 .iter()

@@ -12,6 +12,7 @@
 //! - [`limits`]: bounds on launches, arguments, store bytes and kernel time;
 //! - [`window`]: the window's policy (grow, run the front, run what a read needs);
 //! - [`executor`]: running a task's points through a back end;
+//! - [`faults`]: fault isolation in the shared window (poisoned storages, attribution);
 //! - [`mapping`]: which rank owns which point;
 //! - [`core`]: the state plugin calls and the application share.
 //!
@@ -37,6 +38,7 @@ pub mod core;
 pub mod distribution;
 pub mod error;
 pub mod executor;
+pub mod faults;
 pub mod handle;
 pub mod kernel;
 pub mod limits;

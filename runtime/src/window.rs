@@ -10,8 +10,9 @@
 //! - **Reads**: a read of a storage runs only the tasks it needs (its writers, what they read,
 //!   and the earlier tasks that touch what they write); the others stay pending. A write by the
 //!   host also runs the pending readers of the storage first.
-//! - **Faults**: when a task fails, the tasks planned after it in the same flush are dropped
-//!   (their effects are undefined once an earlier task failed), and the error is returned.
+//! - **Faults**: a task that fails leaves what it writes without a value, and the tasks that
+//!   use that skip; the others run (see [`crate::faults`]). [`Core::flush`] reports the
+//!   failure, and so does a read of a store it left without a value.
 //!
 //! The policy knows nothing of how the planner decides or how the back end runs: its tests
 //! use fake planners and the interpreting [`crate::testing::FakeBackend`].
@@ -271,50 +272,27 @@ impl Core {
         let done: Vec<IndexTask> = tasks.drain(..prefix).collect();
         // The references to each store held by the tasks run so far (not yet retired).
         let mut uses: HashMap<StoreId, u32> = HashMap::new();
-        let count = |task: &IndexTask, uses: &mut HashMap<StoreId, u32>| {
-            for arg in &task.args {
-                *uses.entry(arg.store).or_default() += 1;
-            }
-        };
-        let result = match &plan.fused {
-            Some(task) => {
-                done.iter().for_each(|t| count(t, &mut uses));
-                self.execute(task, &uses)
-            }
-            None => done.iter().try_for_each(|t| {
-                count(t, &mut uses);
-                self.execute(t, &uses)
-            }),
-        };
-        // An error names where the application asked for the work (every call site of the
-        // tasks that ran together, in program order).
-        let result = result.map_err(|e| {
-            let mut sites: Vec<&str> = Vec::new();
-            for site in done.iter().filter_map(|t| self.sites.get(&t.seq)) {
-                if !sites.contains(&&**site) {
-                    sites.push(site);
-                }
-            }
-            if sites.is_empty() {
-                e
-            } else {
-                e.from_call_at(&sites.join(", "))
-            }
-        });
+        let result = self.run_isolated(&done, plan.fused.as_ref(), &mut uses);
         for task in &done {
             self.retire(task);
         }
         result
     }
 
-    /// Runs every pending task, in order. On an error the rest of the window is dropped.
+    /// Runs every pending task, in order, and returns the first task failure not yet
+    /// reported (see [`crate::faults`]): the tasks that do not depend on a failed one run
+    /// anyway. Any other error drops the rest of the window.
     pub fn flush(&mut self) -> Result<()> {
         self.collect_released();
         let mut tasks = std::mem::take(&mut self.window.tasks);
-        self.run_all(&mut tasks)
+        self.run_all(&mut tasks)?;
+        match self.take_fault() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
-    /// Runs all of `tasks`; on an error drops the rest.
+    /// Runs all of `tasks`; on an error that is not a task's failure, drops the rest.
     fn run_all(&mut self, tasks: &mut Vec<IndexTask>) -> Result<()> {
         while !tasks.is_empty() {
             if let Err(e) = self.run_front(tasks) {

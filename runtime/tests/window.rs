@@ -237,20 +237,64 @@ fn faulty_setup() -> FaultySetup {
 }
 
 #[test]
-fn a_fault_drops_the_rest_of_the_flush_and_the_core_keeps_working() {
+fn a_fault_skips_only_what_depends_on_it_and_the_core_keeps_working() {
     let (mut core, log, bad, good, a, b) = faulty_setup();
     let c = core.create_store(vec![1], DType::F64).unwrap();
+    let d = core.create_store(vec![1], DType::F64).unwrap();
+    let after = affine("t.after", 1.0, 1.0);
     core.submit(task(&bad, a, b, 1)).unwrap();
     core.submit(task(&good, a, c, 1)).unwrap();
+    // Reads what the failed task should have written: it cannot run.
+    core.submit(task(&after, b, d, 1)).unwrap();
     let e = core.flush().unwrap_err();
     assert!(
         matches!(&e, Error::KernelFault { kernel, .. } if kernel == "t.bad"),
         "{e}"
     );
-    assert_eq!(core.pending_tasks(), 0, "the rest was dropped");
-    assert_eq!(launched(&log), vec!["t.bad"]);
+    assert_eq!(core.pending_tasks(), 0);
+    assert_eq!(
+        launched(&log),
+        vec!["t.bad", "t.good"],
+        "the independent task ran"
+    );
+    assert_eq!(values(&mut core, c), vec![6.0]);
+    // What the failed task writes, and what depends on it, report the failure when read.
+    let read_b = f64_values(&mut core, b).unwrap_err();
+    assert!(
+        matches!(&read_b, Error::KernelFault { kernel, .. } if kernel == "t.bad"),
+        "{read_b}"
+    );
+    let read_d = f64_values(&mut core, d).unwrap_err();
+    assert!(
+        matches!(&read_d, Error::NotRun { kernel, message, .. }
+            if kernel == "t.after" && message.contains("t.bad")),
+        "{read_d}"
+    );
+    // Reported once: the next flush is clean.
+    core.flush().unwrap();
+    // Written whole by the host, the store holds values again.
+    core.write_bytes(b, &4.0f64.to_le_bytes()).unwrap();
+    core.submit(task(&after, b, d, 1)).unwrap();
+    assert_eq!(values(&mut core, d), vec![5.0]);
     core.submit(task(&good, a, c, 1)).unwrap();
     assert_eq!(values(&mut core, c), vec![6.0]);
+}
+
+#[test]
+fn a_read_reports_the_failure_that_left_its_store_without_a_value_and_flush_does_not_again() {
+    let (mut core, _log, bad, _good, a, b) = faulty_setup();
+    core.submit(task(&bad, a, b, 1)).unwrap();
+    assert!(f64_values(&mut core, b).is_err());
+    core.flush().unwrap();
+    // Many failures: flush reports the first and counts the rest.
+    let outs: Vec<StoreId> = (0..3)
+        .map(|_| core.create_store(vec![1], DType::F64).unwrap())
+        .collect();
+    for &o in &outs {
+        core.submit(task(&bad, a, o, 1)).unwrap();
+    }
+    let e = core.flush().unwrap_err().to_string();
+    assert!(e.contains("and 2 more failed task(s)"), "{e}");
 }
 
 #[test]
@@ -268,7 +312,8 @@ fn a_faults_error_names_the_call_site_its_task_was_submitted_from() {
         "{e}"
     );
     // Without a call site, errors are as they were.
-    core.submit(task(&bad, a, b, 1)).unwrap();
+    let fresh = core.create_store(vec![1], DType::F64).unwrap();
+    core.submit(task(&bad, a, fresh, 1)).unwrap();
     let e = core.flush().unwrap_err().to_string();
     assert!(!e.contains("from the call"), "{e}");
 }

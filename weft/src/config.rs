@@ -267,6 +267,7 @@ impl Config {
             pool_bytes: self.pool_bytes,
             simd: self.simd,
             kernel_time: self.limits.kernel_time,
+            guard_pages: false,
         }
     }
 }

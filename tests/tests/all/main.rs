@@ -17,6 +17,7 @@ mod ptx_modules;
 mod ranks;
 mod reproducible;
 mod sandbox;
+mod shared_window;
 mod simd_paths;
 mod sparse;
 mod stats;

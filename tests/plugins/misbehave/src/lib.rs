@@ -47,6 +47,11 @@ wit_bindgen::generate!({
             bomb: func(shape: list<u64>, count: u32) -> tuple<u32, string>;
             /// Drops every store `bomb` and `keep` kept.
             forget: func();
+            /// Submits the task of kernel `key` (`shifted-copy`: `dst[i] = src[i + shift]`, or
+            /// `shifted-add`: `dst[i] += src[i + shift]`) over `dst`'s preferred tiling, reading
+            /// all of `src`: a task that fails with an index out of bounds when `shift` takes
+            /// `i` past `src`. Nothing is read back, so the task stays pending and may fuse.
+            shifted: func(key: string, src: borrow<store>, dst: borrow<store>, shift: s64) -> result<_, string>;
         }
 
         world misbehave-plugin {
@@ -107,6 +112,31 @@ impl exports::weft::plugin::plugin::Guest for Misbehave {
                     let v = b.load(out, i);
                     b.store(out, i, v);
                 });
+            }
+            // out[i] = in[i + shift], in read whole.
+            "shifted-copy" => {
+                let input = k.store(DType::F64, 1, Privilege::Read);
+                let shift = k.scalar(DType::I64);
+                k.body().parallel(out, |b, i| {
+                    let j = b.add(i[0], shift);
+                    let v = b.load(input, &[j]);
+                    b.store(out, i, v);
+                });
+            }
+            // acc[i] += in[i + shift], in read whole (`acc` in place of `out`).
+            "shifted-add" => {
+                let mut k = KernelBuilder::new("misbehave.shifted-add");
+                let acc = k.store(DType::F64, 1, Privilege::ReadWrite);
+                let input = k.store(DType::F64, 1, Privilege::Read);
+                let shift = k.scalar(DType::I64);
+                k.body().parallel(acc, |b, i| {
+                    let j = b.add(i[0], shift);
+                    let v = b.load(input, &[j]);
+                    let old = b.load(acc, i);
+                    let new = b.add(old, v);
+                    b.store(acc, i, new);
+                });
+                return Ok(kernel_to_wit(&k.finish()));
             }
             // A data race: every point of the parallel loop writes element 0.
             "race" => {
@@ -331,6 +361,26 @@ impl exports::weft::testing::misbehave::Guest for Misbehave {
 
     fn forget() {
         KEPT.with(|k| k.borrow_mut().clear());
+    }
+
+    fn shifted(
+        key: String,
+        src: &weft_sdk::Store,
+        dst: &weft_sdk::Store,
+        shift: i64,
+    ) -> Result<(), String> {
+        let launch = Launch::preferred(&dst.shape());
+        let privilege = if key == "shifted-add" {
+            weft_sdk::Privilege::ReadWrite
+        } else {
+            weft_sdk::Privilege::Write
+        };
+        Task::new(key, &launch)
+            .arg(dst, launch.tiled(), privilege)
+            .arg(src, weft_sdk::Partition::None, weft_sdk::Privilege::Read)
+            .scalar(weft_sdk::Scalar::I64(shift))
+            .submit()
+            .map_err(|e| e.message)
     }
 }
 
