@@ -10,6 +10,7 @@ use weft_runtime::{Backend, Binding, BufferId, KernelEntry, KernelId, MemoryStat
 
 use crate::compile::{CompiledKernel, Compiler, StoreView};
 use crate::memory::Memory;
+use crate::pool::WorkerPool;
 use crate::{Error, Result, SimdPath};
 
 /// How a CPU back end is set up.
@@ -28,6 +29,9 @@ pub struct CpuOptions {
     /// Whether every buffer sits between guard pages, and none is reused (for fuzzing: an
     /// access outside a buffer stops the process). Costs a mapping per buffer.
     pub guard_pages: bool,
+    /// A pool of workers to share with other back ends (`None`: a pool of `threads` workers
+    /// of its own); `threads` is then ignored.
+    pub pool: Option<WorkerPool>,
 }
 
 impl Default for CpuOptions {
@@ -38,6 +42,7 @@ impl Default for CpuOptions {
             simd: None,
             kernel_time: None,
             guard_pages: false,
+            pool: None,
         }
     }
 }
@@ -48,7 +53,7 @@ pub struct CpuBackend {
     compiler: Compiler,
     memory: Memory,
     kernels: HashMap<KernelId, CompiledKernel>,
-    pool: rayon::ThreadPool,
+    pool: WorkerPool,
     /// Scratch memory of task-local temporaries, one per binding, reused across points.
     scratch: Vec<Vec<u64>>,
     /// The extents, strides and origins of earlier launches' views, reused so that a launch
@@ -134,7 +139,7 @@ impl std::fmt::Debug for CpuBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CpuBackend")
             .field("kernels", &self.kernels.len())
-            .field("threads", &self.pool.current_num_threads())
+            .field("threads", &self.pool.threads())
             .finish_non_exhaustive()
     }
 }
@@ -147,12 +152,10 @@ impl CpuBackend {
 
     /// A back end with `options`.
     pub fn with_options(options: &CpuOptions) -> Result<CpuBackend> {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(options.threads)
-            .thread_name(|i| format!("weft-worker-{i}"))
-            .stack_size(crate::WORKER_STACK_BYTES)
-            .build()
-            .map_err(|e| Error::Threads(e.to_string()))?;
+        let pool = match &options.pool {
+            Some(shared) => shared.clone(),
+            None => WorkerPool::private(options.threads)?,
+        };
         let mut compiler = Compiler::new()?;
         if let Some(path) = options.simd {
             compiler.set_path(path)?;
@@ -239,7 +242,12 @@ impl CpuBackend {
 
     /// The threads kernels run on.
     pub fn threads(&self) -> usize {
-        self.pool.current_num_threads()
+        self.pool.threads()
+    }
+
+    /// The pool kernels run on (shared with other back ends when the options gave one).
+    pub fn pool(&self) -> &WorkerPool {
+        &self.pool
     }
 
     fn launch_views(
@@ -333,7 +341,13 @@ impl CpuBackend {
             })
             .collect();
         let result = unsafe {
-            compiled.run_task(&views, scalars, &self.pool, Some(&view_extents), &deferred)
+            compiled.run_task(
+                &views,
+                scalars,
+                self.pool.rayon(),
+                Some(&view_extents),
+                &deferred,
+            )
         };
         self.spare
             .extend(views.into_iter().map(|v| [v.extents, v.strides, v.origin]));

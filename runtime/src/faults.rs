@@ -197,6 +197,9 @@ impl Core {
 
     /// Clears the poison of the storages that `task`, which ran, wrote whole.
     fn cure_written(&mut self, task: &IndexTask) {
+        if !self.faults.any_poisoned() {
+            return;
+        }
         let poisoned = |a: &crate::task::TaskArg| {
             a.privilege == Privilege::Write && self.faults.is_poisoned(a.storage)
         };

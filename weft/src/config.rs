@@ -47,6 +47,11 @@ pub struct Config {
     pub ptx_check: bool,
     /// Worker threads that run kernels (0: one per core).
     pub threads: usize,
+    /// A pool of workers shared with other runtimes (tenants): each runtime keeps its own
+    /// plugins, stores, quotas and kernel time limit, and the pool serves their launches
+    /// first come, first served (see [`weft_cpu::WorkerPool`]). `None`: a pool of `threads`
+    /// workers of the runtime's own.
+    pub pool: Option<weft_cpu::WorkerPool>,
     /// Points per launch that the host prefers (1 on one process; more splits arrays into
     /// more tiles, which tests use to check that results do not depend on partitioning).
     pub pieces: u64,
@@ -145,6 +150,7 @@ impl Default for Config {
             device: Device::Cpu,
             ptx_check: false,
             threads: 0,
+            pool: None,
             pieces: 1,
             plugin_limits: PluginLimits::default(),
             limits: weft_runtime::Limits::default(),
@@ -268,6 +274,7 @@ impl Config {
             simd: self.simd,
             kernel_time: self.limits.kernel_time,
             guard_pages: false,
+            pool: self.pool.clone(),
         }
     }
 }

@@ -37,7 +37,7 @@ pub use runtime::Runtime;
 pub use sparse::{CsrMatrix, Sparse};
 /// The wasmtime this runtime is built with (the types of [`Runtime::with_plugin`]'s closure).
 pub use wasmtime;
-pub use weft_cpu::SimdPath;
+pub use weft_cpu::{SimdPath, WorkerPool};
 pub use weft_io::{matrix_market, npy};
 pub use weft_ir::DType;
 pub use weft_plugin::{Error as PluginError, Fault, Value};

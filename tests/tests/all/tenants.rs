@@ -6,17 +6,22 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use weft::numeric::BinaryOp;
-use weft::{Config, DType, Limits, PluginLimits, Runtime, Value};
+use weft::{Config, DType, Limits, PluginLimits, Runtime, Value, WorkerPool};
 
 const MISBEHAVE: &str = "weft:testing/misbehave#";
 
 /// The well-behaved tenant: `y = 2 x + 1` over and over, checked against plain Rust each
 /// time. It lends one array's handle to the hostile tenant, and checks afterwards that the
 /// array is untouched. Returns how long its work took.
-fn good_tenant(lend: mpsc::Sender<weft::StoreHandle>, done: mpsc::Receiver<()>) -> Duration {
+fn good_tenant(
+    pool: Option<WorkerPool>,
+    lend: mpsc::Sender<weft::StoreHandle>,
+    done: mpsc::Receiver<()>,
+) -> Duration {
     let np = weft_tests::numeric_with(Config {
         component_cache: None,
         threads: 1,
+        pool,
         limits: Limits {
             store_bytes: 64 << 20,
             ..Limits::default()
@@ -52,10 +57,15 @@ fn good_tenant(lend: mpsc::Sender<weft::StoreHandle>, done: mpsc::Receiver<()>) 
 }
 
 /// The hostile tenant: a memory bomb, a runaway kernel and the other tenant's handle.
-fn hostile_tenant(borrowed: mpsc::Receiver<weft::StoreHandle>, done: mpsc::Sender<()>) {
+fn hostile_tenant(
+    pool: Option<WorkerPool>,
+    borrowed: mpsc::Receiver<weft::StoreHandle>,
+    done: mpsc::Sender<()>,
+) {
     let mut rt = Runtime::new(Config {
         component_cache: None,
         threads: 1,
+        pool,
         limits: Limits {
             store_bytes: 4 << 20,
             kernel_time: Some(Duration::from_millis(200)),
@@ -120,13 +130,29 @@ fn hostile_tenant(borrowed: mpsc::Receiver<weft::StoreHandle>, done: mpsc::Sende
     done.send(()).expect("the other tenant waits");
 }
 
-#[test]
-fn a_hostile_tenant_neither_breaks_nor_stalls_a_well_behaved_one() {
+/// Runs the two tenants on two threads, each runtime on `pool` (or a pool of its own).
+fn two_tenants(pool: Option<WorkerPool>) {
     let (lend, borrowed) = mpsc::channel();
     let (done, finished) = mpsc::channel();
-    let hostile = std::thread::spawn(move || hostile_tenant(borrowed, done));
-    let good = std::thread::spawn(move || good_tenant(lend, finished));
+    let theirs = pool.clone();
+    let hostile = std::thread::spawn(move || hostile_tenant(theirs, borrowed, done));
+    let good = std::thread::spawn(move || good_tenant(pool, lend, finished));
     hostile.join().expect("the hostile tenant's checks hold");
     let took = good.join().expect("the good tenant's results are right");
     assert!(took < Duration::from_secs(30), "took {took:?}");
+}
+
+#[test]
+fn a_hostile_tenant_neither_breaks_nor_stalls_a_well_behaved_one() {
+    two_tenants(None);
+}
+
+#[test]
+fn tenants_sharing_one_worker_pool_neither_break_nor_stall_each_other() {
+    // One worker for both: the runaway kernel holds it until the kernel time limit, and the
+    // well-behaved tenant's launches are served in between.
+    let pool = WorkerPool::new(1).expect("a pool");
+    two_tenants(Some(pool.clone()));
+    assert_eq!(pool.threads(), 1);
+    assert_eq!(pool.sharers(), 1, "both runtimes gave the pool back");
 }
