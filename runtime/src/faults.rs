@@ -102,10 +102,11 @@ impl Core {
         let fused = fused.filter(|_| !touches_poison(self));
         if let Some(task) = fused {
             done.iter().for_each(|t| count(t, uses));
-            let owners: HashSet<_> = done.iter().map(|t| t.plugin).collect();
+            // (A fused task carries its first task's plugin.)
+            let several = done.iter().any(|t| t.plugin != task.plugin);
             // Several plugins: what the fused task may clobber is copied first, so that its
             // tasks can run again (and no output takes over an input's buffer).
-            let snapshot = if owners.len() > 1 && self.distribution.is_none() {
+            let snapshot = if several && self.distribution.is_none() {
                 let ids = self.clobbered(done, task);
                 Some(self.snapshot(ids)?)
             } else {
