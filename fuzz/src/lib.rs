@@ -8,13 +8,18 @@
 //! - `partition`: tilings with any tile, offset and projection, against brute force.
 //! - `runtime_ops`: a state machine of runtime operations on two cores, fused and compiled
 //!   (buffers between guard pages) against unfused and interpreted ([`runtime_ops`]).
+//! - `kernel_exec`: kernels built from the input, valid by construction, compiled (buffers
+//!   between guard pages) against interpreted ([`kernel_exec`]).
 //!
 //! None may panic, and every refusal must be an error.
 
 #![deny(missing_docs)]
 
+mod bytes;
+mod kernel_exec;
 mod runtime_ops;
 
+pub use kernel_exec::kernel_exec;
 pub use runtime_ops::runtime_ops;
 
 use weft_runtime::{Partition, RootPartition, Tiling, ViewMap};

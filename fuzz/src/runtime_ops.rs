@@ -16,6 +16,8 @@
 use std::sync::Arc;
 
 use weft_ir::{DType, KernelBuilder, Privilege, ReduceOp, Scalar};
+
+use crate::bytes::Bytes;
 use weft_runtime::testing::FakeBackend;
 use weft_runtime::{
     Core, Error, IndexTask, KernelEntry, NoFusion, Partition, PluginId, Settings, StoreId, TaskArg,
@@ -109,40 +111,6 @@ impl Kernels {
             update,
             sum,
             shifted,
-        }
-    }
-}
-
-/// The operations' bytes, read one at a time (zeros past the end).
-struct Bytes<'a> {
-    data: &'a [u8],
-    at: usize,
-}
-
-impl Bytes<'_> {
-    fn byte(&mut self) -> u8 {
-        let b = self.data.get(self.at).copied().unwrap_or(0);
-        self.at += 1;
-        b
-    }
-
-    fn done(&self) -> bool {
-        self.at >= self.data.len()
-    }
-
-    /// A small number below `n` (at least 1).
-    fn below(&mut self, n: usize) -> usize {
-        usize::from(self.byte()) % n.max(1)
-    }
-
-    /// A tile, offset or shift: mostly small, now and then at the integer limits.
-    fn word(&mut self) -> i64 {
-        match self.byte() {
-            250 => i64::MAX,
-            251 => i64::MIN,
-            252 => 1 << 40,
-            253 => -(1 << 40),
-            b => i64::from(b % 16) - 4,
         }
     }
 }
@@ -416,7 +384,7 @@ pub fn runtime_ops(data: &[u8]) {
     let Some(mut machine) = Machine::new() else {
         return;
     };
-    let mut bytes = Bytes { data, at: 0 };
+    let mut bytes = Bytes::new(data);
     let mut steps = 0;
     while !bytes.done() && steps < 64 {
         machine.step(&mut bytes);
