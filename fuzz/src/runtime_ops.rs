@@ -1,7 +1,8 @@
 //! A state machine of runtime operations, run on two cores side by side: one fuses (the real
 //! planner, kernels compiled by Cranelift, buffers between guard pages) and one runs every
 //! task alone in `weft-ir`'s reference interpreter. The bytes decide the operations: create,
-//! write, slice, read, drop, submit (any tiling, launch, owner and scalar) and flush.
+//! write, slice, read, drop, submit (any tiling, launch, owner and scalar, and image
+//! partitions through stores of row ranges) and flush.
 //!
 //! What must hold:
 //! - nothing panics, and no access leaves a buffer (a guard page would stop the process);
@@ -37,6 +38,9 @@ struct Kernels {
     sum: Arc<KernelEntry>,
     /// `out = a[i + s]` (`a` read whole): an index out of bounds when `s` takes `i` past it.
     shifted: Arc<KernelEntry>,
+    /// `out[r] = sum of x[j]` for `j` in `bounds[r, 0]..bounds[r, 1]`, with `x` split by the
+    /// image of `bounds` (as CSR rows are).
+    rows: Arc<KernelEntry>,
 }
 
 fn entry(b: KernelBuilder, name: &str) -> Arc<KernelEntry> {
@@ -105,12 +109,33 @@ impl Kernels {
             b.store(out, i, v);
         });
         let shifted = entry(b, "fz.shifted");
+
+        let mut b = KernelBuilder::new("fz.rows");
+        let out = b.store(DType::F64, 1, Privilege::Write);
+        let bounds = b.store(DType::I64, 2, Privilege::Read);
+        let x = b.store(DType::F64, 1, Privilege::Read);
+        b.body().parallel(out, |b, i| {
+            let (zero, one) = (b.const_i64(0), b.const_i64(1));
+            let lo = b.load(bounds, &[i[0], zero]);
+            let hi = b.load(bounds, &[i[0], one]);
+            // `bounds` holds global indices; the point's `x` starts at `origin(x, 0)`.
+            let x0 = b.origin(x, 0);
+            let start = b.const_f64(0.0);
+            let sum = b.for_loop(lo, hi, &[start], |b, j, acc| {
+                let at = b.sub(j, x0);
+                let v = b.load(x, &[at]);
+                vec![b.add(acc[0], v)]
+            });
+            b.store(out, i, sum[0]);
+        });
+        let rows = entry(b, "fz.rows");
         Kernels {
             affine,
             add,
             update,
             sum,
             shifted,
+            rows,
         }
     }
 }
@@ -127,6 +152,8 @@ struct Machine {
     fused: Core,
     alone: Core,
     stores: Vec<Pair>,
+    /// `(n, 2)` `i64` stores of row ranges, the sources of image partitions.
+    bounds: Vec<Pair>,
     kernels: Kernels,
     /// Whether to print each operation (`WEFT_FUZZ_TRACE=1`, to replay a crash).
     trace: bool,
@@ -163,6 +190,7 @@ impl Machine {
                 Box::new(NoFusion),
             ),
             stores: Vec::new(),
+            bounds: Vec::new(),
             kernels: Kernels::new(),
             trace: std::env::var_os("WEFT_FUZZ_TRACE").is_some(),
         })
@@ -176,7 +204,7 @@ impl Machine {
     }
 
     fn step(&mut self, b: &mut Bytes) {
-        match b.byte() % 8 {
+        match b.byte() % 9 {
             0 => {
                 let n = b.below(12);
                 let data = values(b.byte(), n);
@@ -249,6 +277,8 @@ impl Machine {
                 let _ = self.fused.flush();
                 let _ = self.alone.flush();
             }
+            6 => self.create_bounds(b),
+            7 => self.submit_rows(b),
             _ => self.submit(b),
         }
     }
@@ -264,6 +294,74 @@ impl Machine {
             (Err(_), Err(_)) | (Err(Error::NotRun { .. }), Ok(_)) => {}
             _ => panic!("read: fused {f:?} against unfused {a:?}"),
         }
+    }
+
+    /// A store of `n` row ranges `[lo, hi)`, small and in any order (empty, reversed,
+    /// overlapping, or past the stores they index).
+    fn create_bounds(&mut self, b: &mut Bytes) {
+        let n = b.below(8);
+        let data: Vec<u8> = (0..2 * n)
+            .flat_map(|_| (b.below(20) as i64).to_le_bytes())
+            .collect();
+        let shape = vec![n as u64, 2];
+        let f = self
+            .fused
+            .store_from_bytes(shape.clone(), DType::I64, &data);
+        let a = self.alone.store_from_bytes(shape, DType::I64, &data);
+        match (f, a) {
+            (Ok(fused), Ok(alone)) => self.bounds.push(Pair { fused, alone }),
+            (f, a) => assert_eq!(f.is_ok(), a.is_ok(), "bounds: {f:?} against {a:?}"),
+        }
+    }
+
+    /// A task of `fz.rows`: `out` and `bounds` split by rows alike, `x` by the image of
+    /// `bounds`.
+    fn submit_rows(&mut self, b: &mut Bytes) {
+        if self.bounds.is_empty() {
+            return;
+        }
+        let bounds = self.bounds[b.below(self.bounds.len())];
+        let (Some(out), Some(x)) = (self.pick(b), self.pick(b)) else {
+            return;
+        };
+        let storage = |s: &Pair| self.fused.stores().get(s.fused).map(|i| i.storage).ok();
+        if storage(&out) == storage(&x) {
+            return;
+        }
+        let launch = vec![1 + b.below(4) as u64];
+        let (tile, offset) = (b.word().unsigned_abs(), b.word());
+        let by_rows = |cols: usize| {
+            Partition::Tiling(Tiling {
+                tile: [vec![tile], vec![2; cols]].concat(),
+                offset: [vec![offset], vec![0; cols]].concat(),
+                projection: [vec![Some(0)], vec![None; cols]].concat(),
+            })
+        };
+        let owner = PluginId(u32::from(b.byte() % 2));
+        let kernel = self.kernels.rows.clone();
+        let make = |side: fn(&Pair) -> StoreId| {
+            IndexTask::new(
+                owner,
+                kernel.clone(),
+                launch.clone(),
+                vec![
+                    TaskArg::new(side(&out), by_rows(0), Privilege::Write),
+                    TaskArg::new(side(&bounds), by_rows(1), Privilege::Read),
+                    TaskArg::new(side(&x), Partition::Image(1), Privilege::Read),
+                ],
+                Vec::new(),
+            )
+        };
+        if self.trace {
+            eprintln!("submit {:?}", make(|s| s.fused));
+        }
+        let f = self.fused.submit(make(|s| s.fused));
+        let a = self.alone.submit(make(|s| s.alone));
+        assert_eq!(
+            f.is_ok(),
+            a.is_ok(),
+            "submit: fused {f:?} against unfused {a:?}"
+        );
     }
 
     fn partition(b: &mut Bytes) -> Partition {
@@ -366,7 +464,8 @@ impl Machine {
         for s in self.stores.clone() {
             self.compare_read(s);
         }
-        for s in std::mem::take(&mut self.stores) {
+        let bounds = std::mem::take(&mut self.bounds);
+        for s in std::mem::take(&mut self.stores).into_iter().chain(bounds) {
             self.fused.release(s.fused);
             self.alone.release(s.alone);
         }
