@@ -647,19 +647,10 @@ fn define_wide_code(
     Ok(func)
 }
 
-/// Whether the trip count of `l` is bounded by a store's extent: its body (which has no
-/// branches) accesses a store at exactly the induction value in some dimension, an access
-/// that is checked (before the loop, or in each iteration) and so ends the loop with a fault
-/// once the induction value leaves the store. Such a loop runs no longer than a pass over
-/// that store, as a parallel loop does, and its back edge needs no cancel check: a CSR row's
-/// loop over its nonzeros is one.
+/// Whether a store bounds `l`'s trip count (see [`weft_ir::coverage::bounded_by_a_store`]):
+/// its back edge needs no cancel check.
 pub(crate) fn bounded_by_a_store(l: &ForLoop) -> bool {
-    l.body.iter().any(|inst| match &inst.op {
-        Op::Load(acc) | Op::Store(acc, _) | Op::Reduce(acc, _, _) => {
-            acc.indices.contains(&l.induction)
-        }
-        _ => false,
-    })
+    weft_ir::coverage::bounded_by_a_store(l)
 }
 
 /// The status a compiled function returns when the cancel flag stopped it (fault sites are

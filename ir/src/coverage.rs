@@ -14,7 +14,7 @@
 //! old contents are never seen. (The runtime checks the extents, and that the points' sub-stores
 //! cover the store.) Reading `Extent` or `Origin` of `s` does not touch its elements.
 
-use crate::{Inst, Kernel, Op, Param};
+use crate::{ForLoop, Inst, Kernel, Op, Param};
 
 /// For each parameter of `kernel`, the store parameter whose parallel loop overwrites it (see
 /// the module documentation), or `None` (scalars, and stores that may be read first).
@@ -206,6 +206,21 @@ fn mark_touched(body: &[Inst], touched: &mut [bool]) {
             *t = true;
         }
     });
+}
+
+/// Whether the trip count of `l` is bounded by a store's extent: its body (which has no
+/// branches) accesses a store at exactly the induction value in some dimension, an access
+/// that is checked (before the loop, or in each iteration) and so ends the loop with a fault
+/// once the induction value leaves the store. Such a loop runs no longer than a pass over
+/// that store, as a parallel loop does, and its back edge needs no cancel check (the back
+/// ends' kernel time limits): a CSR row's loop over its nonzeros is one.
+pub fn bounded_by_a_store(l: &ForLoop) -> bool {
+    l.body.iter().any(|inst| match &inst.op {
+        Op::Load(acc) | Op::Store(acc, _) | Op::Reduce(acc, _, _) => {
+            acc.indices.contains(&l.induction)
+        }
+        _ => false,
+    })
 }
 
 #[cfg(test)]

@@ -129,6 +129,11 @@ pub fn params_of(params: &[Param]) -> Vec<AbiParam> {
     out
 }
 
+/// The fault word's value when the host stopped a launch at the kernel time limit: every
+/// `for` loop that no store bounds reads the word on its back edge and stops its thread once
+/// the word is set (see [`weft_ir::coverage::bounded_by_a_store`]).
+pub const CANCELLED: u32 = u32::MAX;
+
 /// An index check of an entry: which access failed. Its code in the fault word is its
 /// position in [`crate::Module::faults`] plus one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

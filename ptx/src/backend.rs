@@ -90,6 +90,10 @@ pub struct PtxBackend {
     copies: HashMap<(usize, usize), KernelId>,
     /// The reduction tree's level kernels, by operator and type.
     levels: HashMap<(&'static str, DType), KernelId>,
+    /// The longest the host waits for the launches pending at a synchronization before it
+    /// stops them, and the stream it writes their fault words on meanwhile (one that does not
+    /// wait for the launches).
+    kernel_time: Option<(std::time::Duration, Arc<CudaStream>)>,
 }
 
 impl std::fmt::Debug for PtxBackend {
@@ -117,9 +121,29 @@ impl PtxBackend {
     /// library cannot be loaded (checked before any driver call, which would panic), and with
     /// [`Error::Driver`] where the driver has no such device.
     pub fn new(ordinal: usize) -> Result<PtxBackend> {
+        PtxBackend::with_kernel_time(ordinal, None)
+    }
+
+    /// The back end on GPU `ordinal`, stopping the launches pending at a synchronization
+    /// (a read, a reduction, [`Backend::synchronize`]) that it has waited `limit` for: the
+    /// host sets their fault words to [`abi::CANCELLED`] from a second stream, and every
+    /// `for` loop that no store bounds checks the word on its back edge.
+    pub fn with_kernel_time(
+        ordinal: usize,
+        limit: Option<std::time::Duration>,
+    ) -> Result<PtxBackend> {
         crate::driver::check_present()?;
         let ctx = CudaContext::new(ordinal).map_err(driver("cannot open the GPU"))?;
         let stream = ctx.default_stream();
+        // Made before any work: making a second stream synchronizes the context once.
+        let kernel_time = match limit {
+            Some(limit) => Some((
+                limit,
+                ctx.new_stream()
+                    .map_err(driver("a stream for cancelling"))?,
+            )),
+            None => None,
+        };
         Ok(PtxBackend {
             ctx,
             stream,
@@ -134,6 +158,7 @@ impl PtxBackend {
             scratch: Vec::new(),
             copies: HashMap::new(),
             levels: HashMap::new(),
+            kernel_time,
         })
     }
 
@@ -189,8 +214,10 @@ impl PtxBackend {
         Ok(entry.id())
     }
 
-    /// Waits for the stream and reports the first launch whose index check failed.
+    /// Waits for the stream (stopping the pending launches at the kernel time limit) and
+    /// reports the first launch whose index check failed or that was stopped.
     fn drain_faults(&mut self) -> Result<()> {
+        let cancelled = self.wait_within_kernel_time()?;
         self.stream
             .synchronize()
             .map_err(driver("waiting for the GPU"))?;
@@ -202,6 +229,17 @@ impl PtxBackend {
                 .clone_dtoh(&p.word)
                 .map_err(driver("reading a fault word"))?;
             let code = word.first().copied().unwrap_or(0);
+            if code == abi::CANCELLED
+                && let Some(limit) = cancelled
+            {
+                return Err(Error::KernelFault {
+                    kernel: p.kernel,
+                    message: format!(
+                        "ran past the kernel time limit of {} ms and was cancelled",
+                        limit.as_millis()
+                    ),
+                });
+            }
             if code != 0 {
                 let site = usize::try_from(code - 1)
                     .ok()
@@ -215,6 +253,49 @@ impl PtxBackend {
             }
         }
         Ok(())
+    }
+
+    /// With a kernel time limit, waits for the launches on the stream until they finish or
+    /// the limit passes; then sets every pending fault word to [`abi::CANCELLED`] from the
+    /// second stream, so their runaway loops stop. Returns the limit when it did.
+    fn wait_within_kernel_time(&mut self) -> Result<Option<std::time::Duration>> {
+        let Some((limit, cancel)) = self.kernel_time.clone() else {
+            return Ok(None);
+        };
+        if self.faults.is_empty() {
+            return Ok(None);
+        }
+        let done = self
+            .stream
+            .record_event(None)
+            .map_err(driver("recording an event"))?;
+        let start = Instant::now();
+        while !done
+            .try_is_complete()
+            .map_err(driver("waiting for the GPU"))?
+        {
+            if start.elapsed() < limit {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+                continue;
+            }
+            static STOP: [u32; 1] = [abi::CANCELLED];
+            for p in &self.faults {
+                let address = address_of(&self.stream, &p.word);
+                // SAFETY: `address` is the device address of a live 4-byte allocation
+                // (`p.word`, kept in `self.faults` until the stream has been synchronized),
+                // `STOP` is 4 bytes of host memory that live forever, and the copy runs on
+                // `cancel`, a stream of this context that does not wait for the launches
+                // (it ignores cudarc's event tracking on purpose: the launches reading the
+                // word must see it while they run).
+                unsafe {
+                    cudarc::driver::result::memcpy_htod_async(address, &STOP, cancel.cu_stream())
+                }
+                .map_err(driver("stopping a launch"))?;
+            }
+            cancel.synchronize().map_err(driver("stopping a launch"))?;
+            return Ok(Some(limit));
+        }
+        Ok(None)
     }
 
     /// The store arguments of a launch, checked against their buffers.

@@ -52,7 +52,7 @@ fn backend_for(config: &Config) -> Result<Box<dyn weft_runtime::Backend>> {
         }
         Device::Cpu => Ok(Box::new(CpuBackend::with_options(&config.cpu_options())?)),
         #[cfg(feature = "cuda")]
-        Device::Gpu => weft_ptx::PtxBackend::new(0)
+        Device::Gpu => weft_ptx::PtxBackend::with_kernel_time(0, config.limits.kernel_time)
             .map(|b| Box::new(b) as Box<dyn weft_runtime::Backend>)
             .map_err(|e| Error::Device(e.to_string())),
         #[cfg(not(feature = "cuda"))]

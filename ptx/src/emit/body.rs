@@ -63,6 +63,8 @@ pub(super) struct Body<'a> {
     code: String,
     /// Fault codes this entry may raise.
     raised: HashSet<u32>,
+    /// Whether a loop's back edge checks the fault word (and so the `$stopped` exit exists).
+    stoppable: bool,
     /// The register accumulating each leaf reduction of the loop, by its store parameter.
     accumulators: HashMap<u32, (String, Leaf)>,
     /// The register holding the address of the unit's row of each element tree, by its
@@ -87,6 +89,7 @@ impl<'a> Body<'a> {
             prologue: String::new(),
             code: String::new(),
             raised: HashSet::new(),
+            stoppable: false,
             accumulators: HashMap::new(),
             trees: HashMap::new(),
             temps: 0,
@@ -107,6 +110,11 @@ impl<'a> Body<'a> {
         out.push_str(&self.prologue);
         out.push_str(&self.code);
         let _ = writeln!(out, "    ret;");
+        if self.stoppable {
+            let _ = writeln!(out, "    // the fault word was set while a loop ran: stop");
+            let _ = writeln!(out, "$stopped:");
+            let _ = writeln!(out, "    ret;");
+        }
         let mut raised: Vec<u32> = self.raised.into_iter().collect();
         raised.sort_unstable();
         if !raised.is_empty() {
@@ -583,6 +591,16 @@ impl<'a> Body<'a> {
         for (&c, t) in l.carried.iter().zip(&next) {
             let rc = self.reg(c);
             self.line(format!("mov.{} {rc}, {t};", reg_type(self.ty(c))));
+        }
+        if !weft_ir::coverage::bounded_by_a_store(l) {
+            // A runaway loop stops once the fault word is set: by a fault of another thread,
+            // or by the host at the kernel time limit (`abi::CANCELLED`).
+            let fault = self.abi(AbiParam::Fault);
+            let (word, set) = (self.tmp("b32"), self.tmp("pred"));
+            self.line(format!("ld.volatile.global.u32 {word}, [{fault}];"));
+            self.line(format!("setp.ne.u32 {set}, {word}, 0;"));
+            self.line(format!("@{set} bra $stopped;"));
+            self.stoppable = true;
         }
         self.line(format!("add.s64 {ri}, {ri}, 1;"));
         self.line(format!("bra.uni {head};"));
