@@ -24,22 +24,18 @@ impl WorkerPool {
     /// A pool of `threads` workers (0: one per core), named `weft-shared-<i>`, with the stack
     /// size every worker gets ([`crate::WORKER_STACK_BYTES`]).
     pub fn new(threads: usize) -> Result<WorkerPool> {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("weft-shared-{i}"))
-            .stack_size(crate::WORKER_STACK_BYTES)
-            .build()
-            .map_err(|e| Error::Threads(e.to_string()))?;
-        Ok(WorkerPool {
-            pool: Arc::new(pool),
-        })
+        WorkerPool::named(threads, "weft-shared")
     }
 
     /// A pool for one back end alone, named `weft-worker-<i>`.
     pub(crate) fn private(threads: usize) -> Result<WorkerPool> {
+        WorkerPool::named(threads, "weft-worker")
+    }
+
+    fn named(threads: usize, name: &'static str) -> Result<WorkerPool> {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
-            .thread_name(|i| format!("weft-worker-{i}"))
+            .thread_name(move |i| format!("{name}-{i}"))
             .stack_size(crate::WORKER_STACK_BYTES)
             .build()
             .map_err(|e| Error::Threads(e.to_string()))?;

@@ -22,45 +22,34 @@ use weft_runtime::{
 
 use crate::bytes::Bytes;
 
-const FLOAT_BINARY: [BinaryOp; 8] = [
-    BinaryOp::Add,
-    BinaryOp::Sub,
-    BinaryOp::Mul,
-    BinaryOp::Div,
-    BinaryOp::Rem,
-    BinaryOp::Min,
-    BinaryOp::Max,
-    BinaryOp::Pow,
-];
+/// The binary operators the IR has for floats and for integers, and its float unary ones.
+fn float_binary() -> Vec<BinaryOp> {
+    let bitwise = [
+        BinaryOp::And,
+        BinaryOp::Or,
+        BinaryOp::Xor,
+        BinaryOp::Shl,
+        BinaryOp::Shr,
+    ];
+    BinaryOp::ALL
+        .into_iter()
+        .filter(|op| !bitwise.contains(op))
+        .collect()
+}
 
-const INT_BINARY: [BinaryOp; 12] = [
-    BinaryOp::Add,
-    BinaryOp::Sub,
-    BinaryOp::Mul,
-    BinaryOp::Div,
-    BinaryOp::Rem,
-    BinaryOp::Min,
-    BinaryOp::Max,
-    BinaryOp::And,
-    BinaryOp::Or,
-    BinaryOp::Xor,
-    BinaryOp::Shl,
-    BinaryOp::Shr,
-];
+fn int_binary() -> Vec<BinaryOp> {
+    BinaryOp::ALL
+        .into_iter()
+        .filter(|op| *op != BinaryOp::Pow)
+        .collect()
+}
 
-const FLOAT_UNARY: [UnaryOp; 11] = [
-    UnaryOp::Neg,
-    UnaryOp::Abs,
-    UnaryOp::Sqrt,
-    UnaryOp::Exp,
-    UnaryOp::Log,
-    UnaryOp::Sin,
-    UnaryOp::Cos,
-    UnaryOp::Tanh,
-    UnaryOp::Erf,
-    UnaryOp::Floor,
-    UnaryOp::Ceil,
-];
+fn float_unary() -> Vec<UnaryOp> {
+    UnaryOp::ALL
+        .into_iter()
+        .filter(|op| *op != UnaryOp::Not)
+        .collect()
+}
 
 /// The values a kernel under construction can use, by type.
 struct Pool {
@@ -87,6 +76,7 @@ fn kernel(b: &mut Bytes) -> Option<Arc<KernelEntry>> {
     let s = k.scalar(DType::F64);
     let t = k.scalar(DType::I64);
     let steps = b.below(24);
+    let (fbin, ibin, fun) = (float_binary(), int_binary(), float_unary());
     k.body().parallel(out, |bb, i| {
         let mut pool = Pool {
             floats: vec![s],
@@ -97,17 +87,17 @@ fn kernel(b: &mut Bytes) -> Option<Arc<KernelEntry>> {
                 0 => pool.floats.push(bb.const_f64(b.float())),
                 1 => pool.ints.push(bb.const_i64(b.word())),
                 2 => {
-                    let op = FLOAT_BINARY[b.below(FLOAT_BINARY.len())];
+                    let op = fbin[b.below(fbin.len())];
                     let (x, y) = (pool.float(b), pool.float(b));
                     pool.floats.push(bb.binary(op, x, y));
                 }
                 3 => {
-                    let op = INT_BINARY[b.below(INT_BINARY.len())];
+                    let op = ibin[b.below(ibin.len())];
                     let (x, y) = (pool.int(b), pool.int(b));
                     pool.ints.push(bb.binary(op, x, y));
                 }
                 4 => {
-                    let op = FLOAT_UNARY[b.below(FLOAT_UNARY.len())];
+                    let op = fun[b.below(fun.len())];
                     let x = pool.float(b);
                     pool.floats.push(bb.unary(op, x));
                 }
@@ -148,10 +138,7 @@ fn kernel(b: &mut Bytes) -> Option<Arc<KernelEntry>> {
                     let lo = bb.const_i64(0);
                     let hi = bb.const_i64(b.below(9) as i64);
                     let init = [pool.float(b), pool.int(b)];
-                    let (fop, iop) = (
-                        FLOAT_BINARY[b.below(FLOAT_BINARY.len())],
-                        INT_BINARY[b.below(INT_BINARY.len())],
-                    );
+                    let (fop, iop) = (fbin[b.below(fbin.len())], ibin[b.below(ibin.len())]);
                     let extra = pool.float(b);
                     let results = bb.for_loop(lo, hi, &init, |lb, j, carried| {
                         let jf = lb.cast(DType::F64, j);
@@ -175,15 +162,12 @@ fn kernel(b: &mut Bytes) -> Option<Arc<KernelEntry>> {
 
 /// Two cores that run each task alone: one compiled over guarded buffers, one interpreted.
 fn cores() -> Option<(Core, Core)> {
-    let backend = weft_cpu::CpuBackend::with_options(&weft_cpu::CpuOptions {
-        threads: 1,
-        pool_bytes: 0,
-        guard_pages: true,
-        ..weft_cpu::CpuOptions::default()
-    })
-    .ok()?;
     Some((
-        Core::new(Settings::default(), Box::new(backend), Box::new(NoFusion)),
+        Core::new(
+            Settings::default(),
+            Box::new(crate::guarded_backend()?),
+            Box::new(NoFusion),
+        ),
         Core::new(
             Settings::default(),
             Box::new(FakeBackend::default()),

@@ -24,6 +24,18 @@ pub use runtime_ops::runtime_ops;
 
 use weft_runtime::{Partition, RootPartition, Tiling, ViewMap};
 
+/// A CPU back end of one worker whose buffers sit between guard pages and are never reused,
+/// so that an access outside a buffer stops the process (`None` if it cannot start).
+fn guarded_backend() -> Option<weft_cpu::CpuBackend> {
+    weft_cpu::CpuBackend::with_options(&weft_cpu::CpuOptions {
+        threads: 1,
+        pool_bytes: 0,
+        guard_pages: true,
+        ..weft_cpu::CpuOptions::default()
+    })
+    .ok()
+}
+
 /// Runs the IR front door on `text`: parse, validate, lower math, compile. Errors are fine;
 /// panics are not.
 pub fn ir_text(text: &str) {

@@ -167,13 +167,7 @@ fn values(seed: u8, n: usize) -> Vec<u8> {
 
 impl Machine {
     fn new() -> Option<Machine> {
-        let backend = weft_cpu::CpuBackend::with_options(&weft_cpu::CpuOptions {
-            threads: 1,
-            pool_bytes: 0,
-            guard_pages: true,
-            ..weft_cpu::CpuOptions::default()
-        })
-        .ok()?;
+        let backend = crate::guarded_backend()?;
         let settings = Settings {
             window_bound: 8,
             ..Settings::default()
