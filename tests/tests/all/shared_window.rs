@@ -114,16 +114,26 @@ fn a_failing_task_fused_with_another_plugins_is_attributed_to_its_owner_and_the_
     np.runtime(|rt| rt.flush()).expect("nothing left to report");
 }
 
-#[test]
-fn a_failing_fused_task_of_one_plugin_runs_again_unfused_where_it_clobbered_nothing() {
+/// The length of the one-plugin tests' stores.
+const N: usize = 64;
+
+/// The one-plugin tests' start: the numeric plugin with the hostile one loaded beside it,
+/// `a` (all twos) and two zeroed outputs, created and run, with no explanation pending.
+fn one_plugin_set_up() -> (Numeric, weft::PluginId, [Array; 3]) {
     let np = numeric(256);
     let p = load_misbehave(&np);
-    let n = 64;
-    let a = np.from_vec(&[n as u64], &vec![2.0; n]);
-    let first = np.zeros(&[n as u64], DType::F64);
-    let second = np.zeros(&[n as u64], DType::F64);
+    let a = np.from_vec(&[N as u64], &vec![2.0; N]);
+    let first = np.zeros(&[N as u64], DType::F64);
+    let second = np.zeros(&[N as u64], DType::F64);
     np.runtime(|rt| rt.flush()).expect("the set-up runs");
     np.runtime(|rt| rt.take_explanations());
+    (np, p, [a, first, second])
+}
+
+#[test]
+fn a_failing_fused_task_of_one_plugin_runs_again_unfused_where_it_clobbered_nothing() {
+    let (np, p, [a, first, second]) = one_plugin_set_up();
+    let n = N;
     shifted_copy(&np, p, &a, &first, 0);
     shifted_copy(&np, p, &a, &second, n as i64);
     let err = np
@@ -146,13 +156,10 @@ fn a_failing_fused_task_of_one_plugin_runs_again_unfused_where_it_clobbered_noth
 
 #[test]
 fn a_failing_fused_task_of_one_plugin_that_clobbered_its_input_loses_its_parts() {
-    let np = numeric(256);
-    let p = load_misbehave(&np);
-    let n = 64;
-    let a = np.from_vec(&[n as u64], &vec![2.0; n]);
-    let first = np.zeros(&[n as u64], DType::F64);
-    let second = np.zeros(&[n as u64], DType::F64);
+    let (np, p, [a, first, second]) = one_plugin_set_up();
+    let n = N;
     let other = np.zeros(&[n as u64], DType::F64);
+    // Run now: a pending numeric task would make the fused task below one of two plugins.
     np.runtime(|rt| rt.flush()).expect("the set-up runs");
     // In place: once the fused task has run, `first`'s old contents are gone.
     shifted(&np, p, "shifted-add", &a, &first, 0);
