@@ -312,13 +312,7 @@ fn assemble(s: Body<'_>) -> Result<(Vec<u8>, ConstTable), String> {
     a.and_imm(gpr::RSP, -64);
     let bytes = u64::from(frame.slots_at) + u64::from(slots) * 64;
     if bytes > 0 {
-        let bytes = i32::try_from(bytes).map_err(|e| e.to_string())?;
-        a.sub_imm(gpr::RSP, bytes);
-        // Touch every page of the frame from the top down, as Cranelift's inline probes do,
-        // so that a frame cannot step over the stack's guard page.
-        for offset in probe_offsets(bytes) {
-            a.mov_load(gpr::RAX, Mem::at(gpr::RSP, offset));
-        }
+        reserve_frame(&mut a, i32::try_from(bytes).map_err(|e| e.to_string())?);
     }
     a.mov_imm64(gpr::RDX, table_at);
     for (i, &r) in ptr_regs.iter().enumerate() {
@@ -394,6 +388,15 @@ fn assemble(s: Body<'_>) -> Result<(Vec<u8>, ConstTable), String> {
 /// The page size that stack probes step by.
 const PROBE_STEP: i32 = 4096;
 
+/// Moves `rsp` down by `bytes` and touches every page of the new frame from the top down, as
+/// Cranelift's inline probes do, so that a frame cannot step over the stack's guard page.
+fn reserve_frame(a: &mut Asm, bytes: i32) {
+    a.sub_imm(gpr::RSP, bytes);
+    for offset in probe_offsets(bytes) {
+        a.mov_load(gpr::RAX, Mem::at(gpr::RSP, offset));
+    }
+}
+
 /// The offsets from the new `rsp` that a frame of `bytes` touches, highest first: one per
 /// page, each within [`PROBE_STEP`] of the one before (the first within it of the old `rsp`),
 /// ending at `rsp` itself.
@@ -432,5 +435,22 @@ mod probe_tests {
             }
         }
         assert!(probe_offsets(0).is_empty());
+    }
+
+    /// The code that reserves a frame of three pages and a bit is `sub rsp` followed by one
+    /// load per page, highest first, each encoded as the assembler encodes a load.
+    #[test]
+    fn a_reserved_frame_is_probed_page_by_page() {
+        for isa in [Isa::Avx2, Isa::Avx512] {
+            let bytes = 3 * PROBE_STEP + 100;
+            let mut got = Asm::new(isa);
+            reserve_frame(&mut got, bytes);
+            let mut want = Asm::new(isa);
+            want.sub_imm(gpr::RSP, bytes);
+            for offset in [2 * PROBE_STEP + 100, PROBE_STEP + 100, 100, 0] {
+                want.mov_load(gpr::RAX, Mem::at(gpr::RSP, offset));
+            }
+            assert_eq!(got.code, want.code, "{isa:?}");
+        }
     }
 }
