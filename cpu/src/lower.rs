@@ -808,6 +808,7 @@ impl StepCx<'_> {
                 lanes: self.lanes,
                 consts: HashMap::new(),
                 in_for: 0,
+                zero_origins: false,
                 lane_loops: self.lane_loops,
                 widened: HashMap::new(),
                 cancel_flag: self.cancel_flag,
@@ -880,6 +881,25 @@ pub(crate) fn int_cc(op: CmpOp, signed: bool) -> IntCC {
 }
 
 /// Whether `body` has a sequential loop, at any depth.
+/// The `(param, dim)` of every `origin` that `body` reads, nested loops included, each once.
+fn origins_read(body: &[Inst]) -> BTreeSet<(u32, usize)> {
+    fn walk(body: &[Inst], found: &mut BTreeSet<(u32, usize)>) {
+        for inst in body {
+            match &inst.op {
+                Op::Origin { param, dim } => {
+                    found.insert((*param, *dim as usize));
+                }
+                Op::Parallel(p) => walk(&p.body, found),
+                Op::For(l) => walk(&l.body, found),
+                _ => {}
+            }
+        }
+    }
+    let mut found = BTreeSet::new();
+    walk(body, &mut found);
+    found
+}
+
 fn has_for_loop(body: &[Inst]) -> bool {
     body.iter().any(|inst| match &inst.op {
         Op::For(_) => true,
@@ -1025,6 +1045,10 @@ struct FnLower<'a, 'f> {
     /// (`sload32`), which a cast to `i64` takes instead of extending the value again (x86-64
     /// loads and extends in one instruction).
     widened: HashMap<ValueId, (Value, Value)>,
+    /// Whether the code being lowered runs only where every origin the loop body reads is
+    /// zero (a copy of a loop nest for that case, see `build_parallel`): `origin` is then the
+    /// constant 0, and address arithmetic with it folds away.
+    zero_origins: bool,
 }
 
 impl<'f> FnLower<'_, 'f> {
@@ -1220,6 +1244,33 @@ impl<'f> FnLower<'_, 'f> {
                     unit = self.b.ins().band(unit, ok);
                     *inner = self.b.ins().iconst(types::I64, size);
                     view.unit_inner = true;
+                }
+                // A third copy where, besides, every origin the body reads is zero (a
+                // launch of one piece: a CSR row's columns and bounds then index `x`,
+                // `crd` and `vals` directly, and two registers are free).
+                let origins = origins_read(&pl.body);
+                if !origins.is_empty() {
+                    let mut zero = unit;
+                    for (param, dim) in origins {
+                        let (_, slot) = self.layout.store(param)?;
+                        if dim >= slot.rank {
+                            return Err(format!(
+                                "dimension {dim} of store parameter {param}, which has rank {}",
+                                slot.rank
+                            ));
+                        }
+                        let o = self.frame_word(types::I64, slot.origin(dim));
+                        let ok = self.b.ins().icmp_imm_s(IntCC::Equal, o, 0);
+                        zero = self.b.ins().band(zero, ok);
+                    }
+                    let (at_zero, other) = (self.b.create_block(), self.b.create_block());
+                    self.b.ins().brif(zero, at_zero, &[], other, &[]);
+                    self.b.switch_to_block(at_zero);
+                    self.zero_origins = true;
+                    let nest = self.loop_nest(pl, lo, hi, &over_ext, exit);
+                    self.zero_origins = false;
+                    nest?;
+                    self.b.switch_to_block(other);
                 }
                 let (fast, slow) = (self.b.create_block(), self.b.create_block());
                 self.b.ins().brif(unit, fast, &[], slow, &[]);
@@ -1693,12 +1744,19 @@ impl<'f> FnLower<'_, 'f> {
                         slot.rank
                     ));
                 }
-                let word = if matches!(inst.op, Op::Extent { .. }) {
-                    slot.extent(d)
+                let is_extent = matches!(inst.op, Op::Extent { .. });
+                if !is_extent && self.zero_origins {
+                    // (Not recorded as a constant: the other copies of the loop nest read
+                    // the frame word.)
+                    (self.iconst(types::I64, 0), DType::I64)
                 } else {
-                    slot.origin(d)
-                };
-                (self.frame_word(types::I64, word), DType::I64)
+                    let word = if is_extent {
+                        slot.extent(d)
+                    } else {
+                        slot.origin(d)
+                    };
+                    (self.frame_word(types::I64, word), DType::I64)
+                }
             }
             Op::Load(acc) => {
                 let (_, slot) = self.layout.store(acc.param)?;

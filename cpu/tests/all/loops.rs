@@ -374,6 +374,64 @@ fn extent_and_origin() {
     }
 }
 
+/// A loop nest with a `for` loop runs in one of three copies: every origin it reads zero with
+/// unit strides, unit strides, or the general one. Each gives the kernel's values: origins
+/// zero and not, strides unit and not, read inside the `for` loop (as a CSR row shifts its
+/// columns by `origin(x, 0)`) and outside it.
+#[test]
+fn a_loop_nest_with_for_loops_reads_its_origins_on_every_copy() {
+    let mut kb = Kb::new();
+    let x = kb.store(DType::I64, 1, Privilege::Read);
+    let out = kb.store(DType::I64, 1, Privilege::Write);
+    kb.parallel(out, 1, |kb, idx| {
+        let z = kb.i64(0);
+        let four = kb.i64(4);
+        let n = kb.bin(BinaryOp::Rem, idx[0], four);
+        let ox = kb.origin(x, 0);
+        let sum = kb.for_loop(z, n, &[z], |kb, j, acc| {
+            // x's global index `ox + j`, shifted back by the origin to a local one.
+            let g = kb.add(ox, j);
+            let local = kb.bin(BinaryOp::Sub, g, ox);
+            let v = kb.load(x, &[local]);
+            let v = kb.add(v, ox);
+            vec![kb.add(acc[0], v)]
+        });
+        let oo = kb.origin(out, 0);
+        let k1000 = kb.i64(1000);
+        let shifted = kb.mul(oo, k1000);
+        let v = kb.add(sum[0], shifted);
+        kb.store_to(out, &[idx[0]], v);
+    });
+    let k = compile(&kb.finish("test.origin_copies"));
+    let rows = 37i64;
+    for (x_origin, out_origin) in [(0i64, 0i64), (5, 0), (0, 7), (3, 9)] {
+        for step in [1i64, 2] {
+            let mut xs: Vec<i64> = (0..8 * step).map(|v| v * 10 + 1).collect();
+            let mut xv = dense(&mut xs, &[8 * step]);
+            xv.extents = vec![8];
+            xv.strides = vec![step];
+            xv.origin = vec![x_origin];
+            let mut o = vec![-1i64; (rows * step) as usize];
+            let mut ov = dense(&mut o, &[rows * step]);
+            ov.extents = vec![rows];
+            ov.strides = vec![step];
+            ov.origin = vec![out_origin];
+            run(&k, &[xv, ov], &[]).unwrap();
+            for i in 0..rows {
+                let want: i64 = (0..i % 4)
+                    .map(|j| (j * step) * 10 + 1 + x_origin)
+                    .sum::<i64>()
+                    + out_origin * 1000;
+                assert_eq!(
+                    o[(i * step) as usize],
+                    want,
+                    "row {i}, origins ({x_origin}, {out_origin}), stride {step}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn top_level_loads_and_loops_feed_parallel_loops() {
     // n = cfg[0]; total = sum of cfg (a top-level for loop); scale = param * 2 (pure, recomputed);
