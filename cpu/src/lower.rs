@@ -880,7 +880,6 @@ pub(crate) fn int_cc(op: CmpOp, signed: bool) -> IntCC {
     }
 }
 
-/// Whether `body` has a sequential loop, at any depth.
 /// The `(param, dim)` of every `origin` that `body` reads, nested loops included, each once.
 fn origins_read(body: &[Inst]) -> BTreeSet<(u32, usize)> {
     fn walk(body: &[Inst], found: &mut BTreeSet<(u32, usize)>) {
@@ -900,6 +899,7 @@ fn origins_read(body: &[Inst]) -> BTreeSet<(u32, usize)> {
     found
 }
 
+/// Whether `body` has a sequential loop, at any depth.
 fn has_for_loop(body: &[Inst]) -> bool {
     body.iter().any(|inst| match &inst.op {
         Op::For(_) => true,
