@@ -525,8 +525,9 @@ impl CompiledKernel {
     /// lanes, as `weft_ir::builder::BodyBuilder::fold_lanes` writes a row reduction (see the
     /// `lower::lanes` module), and loops whose iterations reduce into distinct elements of a
     /// chunk buffer, run a vector of iterations at a time (the `lower::iterations` module).
-    /// A parallel step compiles such a loop as vectors in the copy of its loop nest for unit
-    /// innermost strides, and as scalar code in the other.
+    /// A parallel step compiles such a loop as vectors in the copies of its loop nest for unit
+    /// innermost strides (counted once: the one where every origin is zero repeats the
+    /// other), and as scalar code in the general copy.
     pub fn lane_loops(&self) -> usize {
         self.inner.lane_loops.vector
     }

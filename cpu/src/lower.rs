@@ -2186,12 +2186,17 @@ impl<'f> FnLower<'_, 'f> {
                     Some((body, p)) => Some(self.define_fold(body, &p)?),
                     None => None,
                 };
-                self.lane_loops.vector += 1;
-                self.lane_loops.wide += usize::from(wide.is_some());
+                // (Counted once: the zero-origin copy repeats the unit-stride one's loops.)
+                if !self.zero_origins {
+                    self.lane_loops.vector += 1;
+                    self.lane_loops.wide += usize::from(wide.is_some());
+                }
                 return self.lower_for_lanes(inst, l, &plan, wide.as_ref());
             }
             if let Ok(plan) = iterations::plan(l, self.layout, self.types, &self.views) {
-                self.lane_loops.vector += 1;
+                if !self.zero_origins {
+                    self.lane_loops.vector += 1;
+                }
                 return self.lower_for_iterations(inst, l, &plan);
             }
         }
