@@ -539,6 +539,14 @@ impl CompiledKernel {
         self.inner.lane_loops.wide
     }
 
+    /// Number of parallel loops whose points run several at a time (four beside wide bodies,
+    /// else two) in the copies of their loop nest for unit innermost strides, so that the
+    /// rows of a `matvec` share their loads of `x` (the `lower::jam` module): rank-1 loops
+    /// with `for` loops of fixed bounds inside, whose accesses index rows by the point only.
+    pub fn jammed_loops(&self) -> usize {
+        self.inner.lane_loops.jammed
+    }
+
     /// Number of parallel loops cut into segments so that a long straight run of arithmetic
     /// between their `for` loops runs as vector code (see the `strips` module); each runs as
     /// one step, whose vectorized flag is its straight run's.

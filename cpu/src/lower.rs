@@ -48,6 +48,7 @@ use crate::math::MathFn;
 
 mod driver;
 mod iterations;
+mod jam;
 pub(crate) mod lanes;
 pub(crate) mod vector;
 pub(crate) mod wide;
@@ -278,6 +279,8 @@ pub(crate) struct LaneLoops {
     pub vector: usize,
     /// Of those, the loops whose bulk runs in a wide body (see [`wide::compile_fold`]).
     pub wide: usize,
+    /// Parallel loops that run several points at once (see [`jam`]).
+    pub jammed: usize,
 }
 
 /// The imported math shims, declared once per module.
@@ -425,8 +428,10 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
     // Every value is defined once.
     let mut seen = HashSet::new();
     let mut dup = None;
+    let mut bound = 0u32;
     check_depth(&kernel.body, 0)?;
     weft_ir::visit_defs(&kernel.body, &mut |v| {
+        bound = bound.max(v.0.saturating_add(1));
         if !seen.insert(v) && dup.is_none() {
             dup = Some(v);
         }
@@ -517,6 +522,28 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
     for slot in &mut layout.stores {
         slot.private = private.contains(&slot.param);
     }
+    // Row loops run several points at once where the vector code takes them (see [`jam`]):
+    // four rows beside wide bodies, two beside 128-bit vectors (whose sixteen registers
+    // hold two rows' lanes).
+    let rows: &[usize] = match simd.map(|f| f.wide) {
+        Some(Some(_)) => &[4, 2],
+        Some(None) => &[2],
+        None => &[],
+    };
+    let mut fresh = jam::Fresh::new(bound);
+    let mut jams: HashMap<usize, Vec<jam::Jam>> = HashMap::new();
+    for (pos, inst) in body.iter().enumerate() {
+        if let Op::Parallel(pl) = &inst.op {
+            let found: Vec<jam::Jam> = rows
+                .iter()
+                .filter_map(|&r| jam::jam(pl, r, value_types, &mut fresh).ok())
+                .collect();
+            if !found.is_empty() {
+                jams.insert(pos, found);
+            }
+        }
+    }
+    let jam_types = value_types.with(&fresh.types);
     let fconfig = module.target_config();
     let ptr_ty = fconfig.pointer_type();
     let mut sig = module.make_signature();
@@ -542,10 +569,11 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
         faults: &mut faults,
         spill_types: &mut spill_types,
         ptr_ty,
-        types: value_types,
+        types: &jam_types,
         lanes: simd.map(|f| f.wide),
         lane_loops: &mut lane_loops,
         cancel_flag,
+        jams: &jams,
     };
     for item in items {
         let (pl, pos) = match item {
@@ -625,6 +653,9 @@ struct StepCx<'a> {
     lanes: Option<Option<wide::Isa>>,
     lane_loops: &'a mut LaneLoops,
     cancel_flag: i64,
+    /// The jammed bodies of the top-level parallel loops that have them, by position, the
+    /// most points first.
+    jams: &'a HashMap<usize, Vec<jam::Jam>>,
 }
 
 /// Defines machine code of our own (a wide body, see [`wide`]) as a function of `module`
@@ -812,6 +843,8 @@ impl StepCx<'_> {
                 lane_loops: self.lane_loops,
                 widened: HashMap::new(),
                 cancel_flag: self.cancel_flag,
+                jams: self.jams,
+                in_jam: false,
             };
             build(&mut fl)?;
             // Resets `fctx` for the next function.
@@ -1049,6 +1082,11 @@ struct FnLower<'a, 'f> {
     /// zero (a copy of a loop nest for that case, see `build_parallel`): `origin` is then the
     /// constant 0, and address arithmetic with it folds away.
     zero_origins: bool,
+    /// The jammed bodies of the kernel's parallel loops (see [`jam`]).
+    jams: &'a HashMap<usize, Vec<jam::Jam>>,
+    /// Whether the code being lowered is a jammed body (its loops are counted as the
+    /// loop's own, not again).
+    in_jam: bool,
 }
 
 impl<'f> FnLower<'_, 'f> {
@@ -1267,7 +1305,7 @@ impl<'f> FnLower<'_, 'f> {
                     self.b.ins().brif(zero, at_zero, &[], other, &[]);
                     self.b.switch_to_block(at_zero);
                     self.zero_origins = true;
-                    let nest = self.loop_nest(pl, lo, hi, &over_ext, exit);
+                    let nest = self.jammed_nest(pl, pos, lo, hi, &over_ext, exit);
                     self.zero_origins = false;
                     nest?;
                     self.b.switch_to_block(other);
@@ -1275,7 +1313,7 @@ impl<'f> FnLower<'_, 'f> {
                 let (fast, slow) = (self.b.create_block(), self.b.create_block());
                 self.b.ins().brif(unit, fast, &[], slow, &[]);
                 self.b.switch_to_block(fast);
-                self.loop_nest(pl, lo, hi, &over_ext, exit)?;
+                self.jammed_nest(pl, pos, lo, hi, &over_ext, exit)?;
                 self.views = general;
                 self.b.switch_to_block(slow);
             }
@@ -1331,6 +1369,124 @@ impl<'f> FnLower<'_, 'f> {
         self.loop_latches(&heads, hi, over_ext, exit);
         self.env.pop_to(mark);
         Ok(())
+    }
+
+    /// [`Self::loop_nest`], its points taken several at a time by the first jammed body of the
+    /// loop at `pos` whose loops the vector code takes as it takes the loop's own (see
+    /// [`jam`]), the rest one at a time.
+    fn jammed_nest(
+        &mut self,
+        pl: &ParallelLoop,
+        pos: usize,
+        lo: Value,
+        hi: Value,
+        over_ext: &[Value],
+        exit: Block,
+    ) -> LResult<()> {
+        let jams = self.jams;
+        let Some(jam) = jams
+            .get(&pos)
+            .and_then(|js| js.iter().find(|j| self.jam_keeps_vectors(pl, j)))
+        else {
+            return self.loop_nest(pl, lo, hi, over_ext, exit);
+        };
+        let rows = i64::try_from(jam.points.len()).map_err(|e| e.to_string())?;
+        // `hi - lo` is positive: the rows guard let the step in.
+        let count = self.b.ins().isub(hi, lo);
+        let whole = self.b.ins().udiv_imm_u(count, rows);
+        let bulk = self.b.ins().imul_imm_s(whole, rows);
+        let end = self.b.ins().iadd(lo, bulk);
+        let (head, after, rest) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.append_block_param(head, types::I64);
+        let some = self.b.ins().icmp(IntCC::SignedLessThan, lo, end);
+        self.b
+            .ins()
+            .brif(some, head, &[BlockArg::Value(lo)], after, &[]);
+
+        self.b.switch_to_block(head);
+        let i = self.b.block_params(head)[0];
+        let mark = self.env.mark();
+        for (k, &p) in jam.points.iter().enumerate() {
+            let at = if k == 0 {
+                i
+            } else {
+                self.b.ins().iadd_imm_s(i, k as i64)
+            };
+            self.env.define(p, at, DType::I64);
+            // Below `end`, within the rows the launcher proves.
+            if let Some(par) = &mut self.par {
+                par.loop_dims.insert(p, 0);
+            }
+        }
+        self.in_jam = true;
+        let lowered = self.lower_body(&jam.body);
+        self.in_jam = false;
+        lowered?;
+        self.env.pop_to(mark);
+        let next = self.b.ins().iadd_imm_s(i, rows);
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, end);
+        self.b
+            .ins()
+            .brif(more, head, &[BlockArg::Value(next)], after, &[]);
+
+        self.b.switch_to_block(after);
+        let left = self.b.ins().icmp(IntCC::SignedLessThan, end, hi);
+        self.b.ins().brif(left, rest, &[], exit, &[]);
+        self.b.switch_to_block(rest);
+        if !self.zero_origins {
+            self.lane_loops.jammed += 1;
+        }
+        self.loop_nest(pl, end, hi, over_ext, exit)
+    }
+
+    /// Whether every `for` loop of `jam` runs as vectors (and in wide bodies) where the loop's
+    /// own does: a jam that cost a loop its vectors would cost more than it saves.
+    fn jam_keeps_vectors(&self, pl: &ParallelLoop, jam: &jam::Jam) -> bool {
+        let fors = |body: &[Inst]| -> Vec<ForLoop> {
+            body.iter()
+                .filter_map(|i| match &i.op {
+                    Op::For(l) => Some(l.clone()),
+                    _ => None,
+                })
+                .collect()
+        };
+        // The constants the loops will see: those lowered so far, and the body's own (the
+        // jammed body keeps them).
+        let mut consts = self.consts.clone();
+        for inst in &pl.body {
+            if let (Op::Const(c), [r]) = (&inst.op, &inst.results[..]) {
+                consts.insert(*r, *c);
+            }
+        }
+        let (own, jammed) = (fors(&pl.body), fors(&jam.body));
+        own.len() == jammed.len()
+            && own
+                .iter()
+                .zip(&jammed)
+                .all(|(a, b)| self.lane_shape(a, &consts) <= self.lane_shape(b, &consts))
+    }
+
+    /// How the vector code takes `l`, with the constants `consts` defined before it: 0 as
+    /// scalar code, 1 as vectors of lanes, 2 with its bulk in a wide body too.
+    fn lane_shape(&self, l: &ForLoop, consts: &HashMap<ValueId, Scalar>) -> u8 {
+        let Some(wide_isa) = self.lanes else {
+            return 0;
+        };
+        let views = &self.views;
+        let unit = |param: u32| views.get(&param).is_some_and(|v| v.unit_inner);
+        let konst = |v: ValueId| consts.get(&v).copied();
+        if lanes::plan(l, self.layout, self.types, &unit, &konst).is_err() {
+            return 0;
+        }
+        let wide = wide_isa.is_some_and(|isa| {
+            lanes::plan_wide(l, self.layout, self.types, &unit, &konst, isa)
+                .is_ok_and(|p| wide::compile_fold(isa, l, &p, &konst).is_ok())
+        });
+        1 + u8::from(wide)
     }
 
     /// One loop head block per dimension of a loop nest, each with its index as parameter.
@@ -2187,14 +2343,14 @@ impl<'f> FnLower<'_, 'f> {
                     None => None,
                 };
                 // (Counted once: the zero-origin copy repeats the unit-stride one's loops.)
-                if !self.zero_origins {
+                if !self.zero_origins && !self.in_jam {
                     self.lane_loops.vector += 1;
                     self.lane_loops.wide += usize::from(wide.is_some());
                 }
                 return self.lower_for_lanes(inst, l, &plan, wide.as_ref());
             }
             if let Ok(plan) = iterations::plan(l, self.layout, self.types, &self.views) {
-                if !self.zero_origins {
+                if !self.zero_origins && !self.in_jam {
                     self.lane_loops.vector += 1;
                 }
                 return self.lower_for_iterations(inst, l, &plan);

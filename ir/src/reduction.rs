@@ -865,6 +865,59 @@ pub fn aligned_nodes_with<T: Copy>(
     }
 }
 
+/// The points a worker gathers into nodes of [`GROUP_LEVEL`] itself: `2^GROUP_LEVEL`
+/// consecutive points, aligned in the view's coordinates.
+pub const GROUP_LEVEL: u32 = 3;
+
+/// The complete aligned nodes of the contributions of the points `start .. start +
+/// values.len()` of a rank-1 loop, when the worker left them *grouped*: each aligned group of
+/// `2^`[`GROUP_LEVEL`] points that lies wholly in the range holds its node (the pairwise tree
+/// of its points) in its first point's slot, its other slots unused; the points before the
+/// first whole group and after the last hold their own contributions. `emit(level, index,
+/// value)` receives the nodes, as [`aligned_nodes_with`] gives them. `values` is used as
+/// scratch.
+pub fn grouped_nodes_with<T: Copy>(
+    start: u64,
+    values: &mut [T],
+    scratch: &mut Vec<T>,
+    op: impl Fn(T, T) -> T + Copy,
+    mut emit: impl FnMut(u32, u64, T),
+) {
+    let group = 1usize << GROUP_LEVEL;
+    let (head, groups) = group_split(start, values.len());
+    let (first, rest) = values.split_at_mut(head);
+    aligned_nodes_with(start, first, scratch, op, &mut emit);
+    // The groups' nodes, moved together (each slot moves down, never over one still to move).
+    for k in 0..groups {
+        rest[k] = rest[k * group];
+    }
+    let begin = start.wrapping_add(head as u64);
+    aligned_nodes_with(
+        begin >> GROUP_LEVEL,
+        &mut rest[..groups],
+        scratch,
+        op,
+        |level, index, x| emit(level + GROUP_LEVEL, index, x),
+    );
+    let tail = groups * group;
+    aligned_nodes_with(
+        begin.wrapping_add(tail as u64),
+        &mut rest[tail..],
+        scratch,
+        op,
+        emit,
+    );
+}
+
+/// How a range of `len` points from coordinate `start` splits into groups of
+/// `2^`[`GROUP_LEVEL`] aligned points ([`grouped_nodes_with`]): the points before the first
+/// whole group, and the number of whole groups.
+pub fn group_split(start: u64, len: usize) -> (usize, usize) {
+    let group = 1usize << GROUP_LEVEL;
+    let head = (start.wrapping_neg() as usize & (group - 1)).min(len);
+    (head, (len - head) / group)
+}
+
 /// The pairwise tree of a block of `2^k` values (destroyed), through `scratch` (at least an
 /// eighth of the block). The bottom three levels go in one pass (each aligned eight values to
 /// one), the rest level by level from one buffer into the other: no pass writes where it

@@ -68,6 +68,21 @@ impl Types {
     pub fn get(&self, v: ValueId) -> Option<DType> {
         self.types.get(v.0 as usize).copied().flatten()
     }
+
+    /// These types and those of `extra`: values that a back end defines itself when it
+    /// rewrites a validated kernel (copies of its values, with the copied values' types). A
+    /// value both here and in `extra` takes `extra`'s type.
+    pub fn with(&self, extra: &[(ValueId, DType)]) -> Types {
+        let mut types = self.types.clone();
+        for &(v, t) in extra {
+            let i = v.0 as usize;
+            if types.len() <= i {
+                types.resize(i + 1, None);
+            }
+            types[i] = Some(t);
+        }
+        Types { types }
+    }
 }
 
 /// Why a kernel is invalid.

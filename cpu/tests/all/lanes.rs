@@ -52,6 +52,9 @@ fn both(k: &Kernel, lanes: usize) -> (CompiledKernel, CompiledKernel) {
     assert_eq!(v.lane_loops(), lanes, "lane loops of {}", k.name);
     assert_eq!(v.wide_lane_loops(), 0);
     assert_eq!(s.lane_loops(), 0);
+    // Each row loop runs two rows at a time beside 128-bit vectors; the scalar code, one.
+    assert_eq!(v.jammed_loops(), lanes, "jammed loops of {}", k.name);
+    assert_eq!(s.jammed_loops(), 0);
     (v, s)
 }
 
@@ -72,10 +75,15 @@ fn wide_paths(k: &Kernel, wide: usize) -> Vec<(SimdPath, CompiledKernel)> {
             be.compiler().set_path(path).unwrap();
             let c = be.compile(k).unwrap();
             assert_eq!(c.wide_lane_loops(), wide, "{} on {path}", k.name);
+            assert_eq!(c.jammed_loops(), 1, "jammed loops of {} on {path}", k.name);
             (path, c)
         })
         .collect()
 }
+
+/// Rows of the matrices that fault: a jam of four rows (wide bodies) or two (128-bit vectors)
+/// and rows left to run one at a time.
+const ROWS: usize = 6;
 
 /// Deterministic values of `dt` as bits: specials and a spread of ordinary values, small
 /// enough that products and sums of integers wrap only sometimes.
@@ -183,7 +191,8 @@ fn lengths() -> Vec<usize> {
 /// and many, on one and two threads, with and without special values.
 fn same_rows(k: &CompiledKernel, scalar: &CompiledKernel, types: (DType, DType), what: &str) {
     for n in lengths() {
-        for (m, threads) in [(3, 1), (37, 2)] {
+        // Rows jam four or two at a time: 3 leaves a row or all three to the rest, 8 none.
+        for (m, threads) in [(3, 1), (8, 1), (37, 2)] {
             for inputs in [Inputs::Specials, Inputs::Plain] {
                 let got = run_rows(inputs, k, types, (m, n, 1), threads).unwrap();
                 let want = run_rows(inputs, scalar, types, (m, n, 1), 1).unwrap();
@@ -271,14 +280,14 @@ fn an_index_past_the_end_in_a_lane_loop_faults_as_the_scalar_code_does() {
     let k = row_kernel(ReduceOp::Sum, DType::F64, DType::F64);
     let (v, s) = both(&k, 1);
     for n in [8, 13, 40] {
-        let mut a = vec![1.0f64; 2 * n];
+        let mut a = vec![1.0f64; ROWS * n];
         let mut x = vec![1.0f64; n - 3];
-        let mut y = vec![0.0f64; 2];
+        let mut y = vec![0.0f64; ROWS];
         let stores = |a: &mut Vec<f64>, x: &mut Vec<f64>, y: &mut Vec<f64>| {
             [
-                dense(a, &[2, n as i64]),
+                dense(a, &[ROWS as i64, n as i64]),
                 dense(x, &[(n - 3) as i64]),
-                dense(y, &[2]),
+                dense(y, &[ROWS as i64]),
             ]
         };
         let got = run_on(&v, &stores(&mut a, &mut x, &mut y), &[], 2).unwrap_err();
@@ -354,10 +363,11 @@ fn a_negative_index_in_a_lane_loop_faults_as_the_scalar_code_does() {
     let k = k.finish_validated().unwrap();
     let (v, s) = both(&k, 1);
     for n in [8usize, 13, 40] {
-        let mut av = vec![1.0f64; 2 * n];
-        let mut yv = vec![0.0f64; 2];
-        let stores =
-            |a: &mut Vec<f64>, y: &mut Vec<f64>| [dense(a, &[2, n as i64]), dense(y, &[2])];
+        let mut av = vec![1.0f64; ROWS * n];
+        let mut yv = vec![0.0f64; ROWS];
+        let stores = |a: &mut Vec<f64>, y: &mut Vec<f64>| {
+            [dense(a, &[ROWS as i64, n as i64]), dense(y, &[ROWS as i64])]
+        };
         let got = run_on(&v, &stores(&mut av, &mut yv), &[], 2).unwrap_err();
         let want = run_on(&s, &stores(&mut av, &mut yv), &[], 1).unwrap_err();
         assert_eq!(got.to_string(), want.to_string(), "n={n}");
@@ -465,14 +475,14 @@ fn an_index_out_of_bounds_in_a_wide_lane_loop_faults_as_the_scalar_code_does() {
             (3000, 1),
         ];
         for (n, short) in cases {
-            let mut a = vec![1.0f64; 2 * n];
+            let mut a = vec![1.0f64; ROWS * n];
             let mut x = vec![1.0f64; n - short];
-            let mut y = vec![0.0f64; 2];
+            let mut y = vec![0.0f64; ROWS];
             let stores = |a: &mut Vec<f64>, x: &mut Vec<f64>, y: &mut Vec<f64>| {
                 [
-                    dense(a, &[2, n as i64]),
+                    dense(a, &[ROWS as i64, n as i64]),
                     dense(x, &[(n - short) as i64]),
-                    dense(y, &[2]),
+                    dense(y, &[ROWS as i64]),
                 ]
             };
             let got = run_on(&w, &stores(&mut a, &mut x, &mut y), &[], 2).unwrap_err();
@@ -497,10 +507,11 @@ fn an_index_out_of_bounds_in_a_wide_lane_loop_faults_as_the_scalar_code_does() {
     let (_, s) = both(&k, 1);
     for (path, w) in wide_paths(&k, 1) {
         for n in [8usize, 40, 300] {
-            let mut av = vec![1.0f64; 2 * n];
-            let mut yv = vec![0.0f64; 2];
-            let stores =
-                |a: &mut Vec<f64>, y: &mut Vec<f64>| [dense(a, &[2, n as i64]), dense(y, &[2])];
+            let mut av = vec![1.0f64; ROWS * n];
+            let mut yv = vec![0.0f64; ROWS];
+            let stores = |a: &mut Vec<f64>, y: &mut Vec<f64>| {
+                [dense(a, &[ROWS as i64, n as i64]), dense(y, &[ROWS as i64])]
+            };
             let got = run_on(&w, &stores(&mut av, &mut yv), &[], 2).unwrap_err();
             let want = run_on(&s, &stores(&mut av, &mut yv), &[], 1).unwrap_err();
             assert_eq!(got.to_string(), want.to_string(), "{path}: n={n}");

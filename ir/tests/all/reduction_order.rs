@@ -5,7 +5,9 @@
 
 use proptest::prelude::*;
 use weft_ir::interp::reduce;
-use weft_ir::reduction::{Partial, aligned_nodes, canonical, exact_identity};
+use weft_ir::reduction::{
+    GROUP_LEVEL, Partial, aligned_nodes, canonical, exact_identity, group_split, grouped_nodes_with,
+};
 use weft_ir::{DType, ReduceOp, Scalar};
 
 /// Values whose sums depend on the order: mixed magnitudes, signed zeros and infinities.
@@ -197,6 +199,55 @@ proptest! {
             all.merge(part).unwrap();
         }
         prop_assert_eq!(bits(all.finish().unwrap()), bits(want));
+    }
+
+    /// A rank-1 loop cut into contiguous ranges at random, each range's points left *grouped*
+    /// (every aligned group of eight wholly inside the range as its pairwise tree, in its first
+    /// slot, with garbage in the others; the rest as points), turned into nodes by
+    /// `grouped_nodes_with`: the definition's bits.
+    #[test]
+    fn grouped_ranges_give_the_definitions_bits(
+        rows in 0u64..200,
+        cuts in prop::collection::vec(0u64..200, 0..5),
+        (op, dtype) in ops_and_types(),
+        seed in any::<u64>(),
+    ) {
+        let extents = [rows];
+        let want = canonical(op, dtype, &extents, &|p| value(seed, p, dtype));
+        let combine = |x, y| reduce(op, x, y).unwrap();
+        let mut bounds: Vec<u64> = cuts.into_iter().map(|c| c % (rows + 1)).collect();
+        bounds.extend([0, rows]);
+        bounds.sort_unstable();
+        bounds.dedup();
+        let mut all = Partial::new(op, dtype, &extents);
+        let group = 1usize << GROUP_LEVEL;
+        for w in bounds.windows(2) {
+            let (start, len) = (w[0], (w[1] - w[0]) as usize);
+            let mut vals: Vec<Scalar> = (w[0]..w[1]).map(|c| value(seed, &[c], dtype)).collect();
+            let (head, groups) = group_split(start, len);
+            for g in 0..groups {
+                let at = head + g * group;
+                let c = &vals[at..at + group];
+                let node = combine(
+                    combine(combine(c[0], c[1]), combine(c[2], c[3])),
+                    combine(combine(c[4], c[5]), combine(c[6], c[7])),
+                );
+                vals[at] = node;
+                for slot in &mut vals[at + 1..at + group] {
+                    *slot = value(seed ^ 0x5eed, &[start], dtype);
+                }
+            }
+            let mut part = Partial::new(op, dtype, &extents);
+            let mut nodes = Vec::new();
+            grouped_nodes_with(start, &mut vals, &mut Vec::new(), combine, |l, i, v| {
+                nodes.push((l, i, v))
+            });
+            for (l, i, v) in nodes {
+                part.add_node(&[], l, i, v).unwrap();
+            }
+            all.merge(part).unwrap();
+        }
+        prop_assert_eq!(bits(all.result()), bits(want));
     }
 
     /// Workers that do not know the extents (`Partial::unbounded`) and add whole lines of the
