@@ -378,6 +378,11 @@ impl Compiler {
                 cancel_flag: self.cancel.as_ptr() as i64,
                 groups: &groups,
                 private: &leaves.iter().map(|l| l.param).collect::<Vec<u32>>(),
+                grouped: &leaves
+                    .iter()
+                    .filter(|l| l.groupable())
+                    .map(|l| (l.param, l.op))
+                    .collect::<Vec<_>>(),
             },
         )
         .map_err(err)?;
@@ -545,6 +550,19 @@ impl CompiledKernel {
     /// with `for` loops of fixed bounds inside, whose accesses index rows by the point only.
     pub fn jammed_loops(&self) -> usize {
         self.inner.lane_loops.jammed
+    }
+
+    /// Number of parallel steps that leave the contributions of their points to a float sum
+    /// or product into a 0-d store grouped: a rank-1 loop with `for` loops inside (a CSR
+    /// row) that does not jam combines each aligned group of eight points in registers by
+    /// the canonical tree, and stores one node per group instead of a leaf per point.
+    pub fn grouped_loops(&self) -> usize {
+        self.inner
+            .plan
+            .steps
+            .iter()
+            .filter(|s| matches!(s.kind, StepKind::Parallel { grouped: true, .. }))
+            .count()
     }
 
     /// Number of parallel loops cut into segments so that a long straight run of arithmetic

@@ -23,7 +23,7 @@ use weft_ir::{DType, ReduceOp, Scalar};
 use weft_ir::reduction::{ELEMENT_BLOCK_LEVEL, LoopPartial};
 
 use crate::compile::StoreView;
-use crate::leaves::{Leaf, LeafPart, Rows, chunk_nodes, fill_exact_identity};
+use crate::leaves::{Leaf, LeafPart, Rows, chunk_nodes, fill_exact_identity, grouped_chunk_nodes};
 use crate::lower::wide::Isa;
 use crate::lower::{FaultSite, Layout, Obligation, RedBuf, RedMode, StepKind};
 use crate::{Error, Result};
@@ -443,6 +443,7 @@ impl Plan {
                     obligations,
                     reds,
                     spread,
+                    grouped,
                 } => {
                     let func = step.func;
                     let leaves: Vec<&LeafRun<'_>> = runs
@@ -473,6 +474,7 @@ impl Plan {
                         reds,
                         leaves: &leaves,
                         spread: *spread,
+                        grouped: *grouped,
                     };
                     // SAFETY: forwarded from the caller; see `parallel`.
                     let step_parts = unsafe { self.parallel(&cx, &mut frame, &all, pool)? };
@@ -577,6 +579,7 @@ impl Plan {
             reds,
             leaves,
             spread,
+            grouped,
         } = *cx;
         let ext = &stores[over].extents;
         // The accesses indexed directly by loop indices are unchecked: prove them here.
@@ -729,8 +732,22 @@ impl Plan {
                 if s != 0 {
                     return Err(self.status_error(s));
                 }
+                // Of a rank-1 loop: the call's first point's coordinate in the view.
+                let first = u64::try_from(
+                    sub_origin
+                        .first()
+                        .copied()
+                        .unwrap_or(0)
+                        .saturating_add(start),
+                )
+                .unwrap_or(u64::MAX);
                 for ((r, buf), part) in leaves.iter().zip(bufs.iter_mut()).zip(&mut out) {
                     let done = match part {
+                        LeafPart::Scalar(part) if grouped && r.leaf.groupable() => {
+                            // SAFETY: `buf` holds the call's points as the leaf's type,
+                            // written above (grouped).
+                            unsafe { grouped_chunk_nodes(buf.as_mut_ptr().cast(), first, n, part) }
+                        }
                         LeafPart::Scalar(part) => {
                             let shape = DenseShape {
                                 lo: start,
@@ -744,15 +761,6 @@ impl Plan {
                             unsafe { chunk_nodes(buf.as_mut_ptr().cast(), &shape, part) }
                         }
                         LeafPart::Rows(rows) => {
-                            // A rank-1 loop: the call's first point's coordinate in the view.
-                            let first = u64::try_from(
-                                sub_origin
-                                    .first()
-                                    .copied()
-                                    .unwrap_or(0)
-                                    .saturating_add(start),
-                            )
-                            .unwrap_or(u64::MAX);
                             let len = if block.is_some() {
                                 r.width
                             } else {
@@ -936,6 +944,8 @@ struct StepCx<'a, 'b> {
     leaves: &'a [&'a LeafRun<'b>],
     /// See `StepKind::Parallel`.
     spread: bool,
+    /// See `StepKind::Parallel`.
+    grouped: bool,
 }
 
 /// One reduction buffer's place in a chunk's region.

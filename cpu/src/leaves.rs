@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 use weft_ir::ValueId;
 use weft_ir::reduction::{
     DenseShape, ELEMENT_BLOCK_LEVEL, Partial, ReductionError, dense_nodes, element_trees,
-    exact_identity,
+    exact_identity, grouped_nodes_with,
 };
 #[cfg(test)]
 use weft_ir::visit_defs;
@@ -57,6 +57,15 @@ pub(crate) struct Leaf {
     /// (then the buffer starts as the identity, and the point updates it in place); otherwise
     /// each point stores its one contribution.
     pub fill: bool,
+}
+
+impl Leaf {
+    /// Whether a scalar point loop may fill this leaf store *grouped* (see
+    /// [`weft_ir::reduction::grouped_nodes_with`]): a 0-d target that each point reduces into
+    /// exactly once, so that the point stores one contribution at the loop's index.
+    pub(crate) fn groupable(&self) -> bool {
+        self.elements == 0 && !self.fill
+    }
 }
 
 /// Whether the result of `op` on `dtype` depends on the order of its operands' combination:
@@ -349,6 +358,58 @@ pub(crate) unsafe fn chunk_nodes(
             }
             (DType::F32, ReduceOp::Prod) => {
                 dense_nodes(f32s(buf, n), shape, part, |a, b| a * b, Scalar::F32)
+            }
+            (dtype, _) => Err(ReductionError::Type {
+                op: op.name(),
+                dtype,
+                value: exact_identity(op, dtype),
+            }),
+        }
+    }
+}
+
+/// [`chunk_nodes`] for a call of a rank-1 loop whose step left the leaves grouped (see
+/// [`weft_ir::reduction::grouped_nodes_with`]): the call's `n` points from the view's
+/// coordinate `start`.
+///
+/// # Safety
+/// As for [`chunk_nodes`].
+pub(crate) unsafe fn grouped_chunk_nodes(
+    buf: *mut u8,
+    start: u64,
+    n: usize,
+    part: &mut Partial,
+) -> Result<(), ReductionError> {
+    fn nodes<T: Copy>(
+        v: &mut [T],
+        start: u64,
+        part: &mut Partial,
+        op: impl Fn(T, T) -> T + Copy,
+        to_scalar: impl Fn(T) -> Scalar,
+    ) -> Result<(), ReductionError> {
+        let mut err = Ok(());
+        grouped_nodes_with(start, v, &mut Vec::new(), op, |level, index, x| {
+            if err.is_ok() {
+                err = part.add_node(&[], level, index, to_scalar(x));
+            }
+        });
+        err
+    }
+    let op = part.op();
+    // SAFETY: forwarded from the caller, per type.
+    unsafe {
+        match (part.dtype(), op) {
+            (DType::F64, ReduceOp::Sum) => {
+                nodes(f64s(buf, n), start, part, |a, b| a + b, Scalar::F64)
+            }
+            (DType::F64, ReduceOp::Prod) => {
+                nodes(f64s(buf, n), start, part, |a, b| a * b, Scalar::F64)
+            }
+            (DType::F32, ReduceOp::Sum) => {
+                nodes(f32s(buf, n), start, part, |a, b| a + b, Scalar::F32)
+            }
+            (DType::F32, ReduceOp::Prod) => {
+                nodes(f32s(buf, n), start, part, |a, b| a * b, Scalar::F32)
             }
             (dtype, _) => Err(ReductionError::Type {
                 op: op.name(),

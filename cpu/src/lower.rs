@@ -240,6 +240,10 @@ pub(crate) enum StepKind {
         /// float sum or product goes through a chunk buffer (whose result depends on the
         /// chunks).
         spread: bool,
+        /// Whether the step leaves its grouped leaf stores ([`Target::grouped`]) grouped:
+        /// each whole aligned group of eight points in a call's range as one node, in the
+        /// group's first slot (see [`weft_ir::reduction::grouped_nodes_with`]).
+        grouped: bool,
     },
 }
 
@@ -305,6 +309,10 @@ pub(crate) struct Target<'a> {
     pub groups: &'a [crate::strips::Group],
     /// The hidden store parameters private to each chunk (see [`StoreSlot::private`]).
     pub private: &'a [u32],
+    /// The leaf stores that a scalar point loop may fill *grouped* (see
+    /// [`weft_ir::reduction::grouped_nodes_with`]), with their operators: each point stores
+    /// its one contribution at the loop's index.
+    pub grouped: &'a [(u32, ReduceOp)],
 }
 
 /// Whether the top-level parallel loop at position `pos` of `kernel` has a vector variant
@@ -518,6 +526,7 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
         cancel_flag,
         groups,
         private,
+        grouped,
     } = target;
     for slot in &mut layout.stores {
         slot.private = private.contains(&slot.param);
@@ -574,6 +583,8 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
         lane_loops: &mut lane_loops,
         cancel_flag,
         jams: &jams,
+        grouped,
+        whole: true,
     };
     for item in items {
         let (pl, pos) = match item {
@@ -608,7 +619,11 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
                     let Op::Parallel(seg) = &inst.op else {
                         return Err("internal: a segment is not a parallel loop".into());
                     };
-                    segs.push(fcx.lower_loop(seg, p, simd, vector_isa)?);
+                    // (A segment's leaves stay one per point: its step is the group's.)
+                    fcx.whole = false;
+                    let seg_step = fcx.lower_loop(seg, p, simd, vector_isa);
+                    fcx.whole = true;
+                    segs.push(seg_step?);
                     loops.push(seg);
                 }
                 steps.push(fcx.lower_group(&loops, g, segs)?);
@@ -656,6 +671,10 @@ struct StepCx<'a> {
     /// The jammed bodies of the top-level parallel loops that have them, by position, the
     /// most points first.
     jams: &'a HashMap<usize, Vec<jam::Jam>>,
+    /// See [`Target::grouped`].
+    grouped: &'a [(u32, ReduceOp)],
+    /// Whether the loop being lowered is a step of its own (not a segment of a group).
+    whole: bool,
 }
 
 /// Defines machine code of our own (a wide body, see [`wide`]) as a function of `module`
@@ -845,6 +864,8 @@ impl StepCx<'_> {
                 cancel_flag: self.cancel_flag,
                 jams: self.jams,
                 in_jam: false,
+                grouped: if self.whole { self.grouped } else { &[] },
+                captured: None,
             };
             build(&mut fl)?;
             // Resets `fctx` for the next function.
@@ -1087,6 +1108,11 @@ struct FnLower<'a, 'f> {
     /// Whether the code being lowered is a jammed body (its loops are counted as the
     /// loop's own, not again).
     in_jam: bool,
+    /// See [`Target::grouped`] (none for a segment of a group).
+    grouped: &'a [(u32, ReduceOp)],
+    /// While a group of points is lowered (see [`FnLower::grouped_nest`]): the values each
+    /// point stores into each grouped leaf store, which the group combines instead.
+    captured: Option<Vec<(u32, Vec<Value>)>>,
 }
 
 impl<'f> FnLower<'_, 'f> {
@@ -1250,12 +1276,22 @@ impl<'f> FnLower<'_, 'f> {
             over_ext,
         } = self.parallel_setup(pl, pos)?;
         let exit = self.b.create_block();
+        let mut grouped = false;
         if rank == 0 {
             self.lower_body(&pl.body)?;
             self.b.ins().jump(exit, &[]);
         } else {
             let go = self.rows_guard(lo, hi, &over_ext);
             let versioned = has_for_loop(&pl.body);
+            // Rows with `for` loops inside that reduce into leaf stores: eight points at a time
+            // where they can, their contributions combined in registers (unless the loop
+            // jams, which keeps one leaf per point).
+            let targets = if rank == 1 && versioned && !self.jams.contains_key(&pos) {
+                self.group_targets(pl)?
+            } else {
+                Vec::new()
+            };
+            grouped = !targets.is_empty();
             let start = self.b.create_block();
             self.b.ins().brif(go, start, &[], exit, &[]);
             self.b.switch_to_block(start);
@@ -1305,7 +1341,11 @@ impl<'f> FnLower<'_, 'f> {
                     self.b.ins().brif(zero, at_zero, &[], other, &[]);
                     self.b.switch_to_block(at_zero);
                     self.zero_origins = true;
-                    let nest = self.jammed_nest(pl, pos, lo, hi, &over_ext, exit);
+                    let nest = if grouped {
+                        self.grouped_nest(pl, lo, hi, &over_ext, exit, &targets)
+                    } else {
+                        self.jammed_nest(pl, pos, lo, hi, &over_ext, exit)
+                    };
                     self.zero_origins = false;
                     nest?;
                     self.b.switch_to_block(other);
@@ -1313,15 +1353,27 @@ impl<'f> FnLower<'_, 'f> {
                 let (fast, slow) = (self.b.create_block(), self.b.create_block());
                 self.b.ins().brif(unit, fast, &[], slow, &[]);
                 self.b.switch_to_block(fast);
-                self.jammed_nest(pl, pos, lo, hi, &over_ext, exit)?;
+                if grouped {
+                    self.grouped_nest(pl, lo, hi, &over_ext, exit, &targets)?;
+                } else {
+                    self.jammed_nest(pl, pos, lo, hi, &over_ext, exit)?;
+                }
                 self.views = general;
                 self.b.switch_to_block(slow);
             }
-            self.loop_nest(pl, lo, hi, &over_ext, exit)?;
+            if grouped {
+                self.grouped_nest(pl, lo, hi, &over_ext, exit, &targets)?;
+            } else {
+                self.loop_nest(pl, lo, hi, &over_ext, exit)?;
+            }
         }
         self.b.switch_to_block(exit);
         self.parallel_exit(&reds, &HashMap::new())?;
-        Ok(self.parallel_step(over, reds))
+        let mut kind = self.parallel_step(over, reds);
+        if let StepKind::Parallel { grouped: g, .. } = &mut kind {
+            *g = grouped;
+        }
+        Ok(kind)
     }
 
     /// The step a parallel loop over top-level loop `over` compiled to, with the bounds
@@ -1337,6 +1389,7 @@ impl<'f> FnLower<'_, 'f> {
             obligations,
             reds,
             spread: false,
+            grouped: false,
         }
     }
 
@@ -1369,6 +1422,128 @@ impl<'f> FnLower<'_, 'f> {
         self.loop_latches(&heads, hi, over_ext, exit);
         self.env.pop_to(mark);
         Ok(())
+    }
+
+    /// The grouped leaf stores that `pl`'s body stores into at the loop's index, with their
+    /// operators and element types.
+    fn group_targets(&self, pl: &ParallelLoop) -> LResult<Vec<(u32, ReduceOp, DType)>> {
+        let mut out = Vec::new();
+        for inst in &pl.body {
+            if let Op::Store(acc, _) = &inst.op
+                && acc.indices == pl.indices
+                && let Some(&(param, op)) = self.grouped.iter().find(|g| g.0 == acc.param)
+            {
+                let (_, slot) = self.layout.store(param)?;
+                out.push((param, op, slot.dtype));
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`Self::loop_nest`] of a rank-1 loop whose points store their contributions into the
+    /// grouped leaf stores `targets` (see [`Target::grouped`]): the points of each whole
+    /// aligned group of eight in `lo..hi` run one after another, their contributions kept in
+    /// registers and combined by the canonical pairwise tree, which goes to the group's
+    /// first slot; the points before the first group and after the last store their own.
+    fn grouped_nest(
+        &mut self,
+        pl: &ParallelLoop,
+        lo: Value,
+        hi: Value,
+        over_ext: &[Value],
+        exit: Block,
+        targets: &[(u32, ReduceOp, DType)],
+    ) -> LResult<()> {
+        use weft_ir::reduction::GROUP_LEVEL;
+        let [index] = pl.indices[..] else {
+            return Err("internal: a grouped loop of rank other than 1".into());
+        };
+        let size = 1i64 << GROUP_LEVEL;
+        let (_, slot) = self.layout.store(pl.over)?;
+        // The view's coordinate of row `lo`, as the launcher counts it.
+        let origin = self.frame_word(types::I64, slot.origin(0));
+        let first = self.b.ins().iadd(origin, lo);
+        let back = self.b.ins().ineg(first);
+        let pad = self.b.ins().band_imm_s(back, size - 1);
+        let start = self.b.ins().iadd(lo, pad);
+        let a = self.b.ins().smin(start, hi);
+        let span = self.b.ins().isub(hi, a);
+        let whole = self.b.ins().ushr_imm_u(span, i64::from(GROUP_LEVEL));
+        let bulk = self.b.ins().ishl_imm_u(whole, i64::from(GROUP_LEVEL));
+        let b = self.b.ins().iadd(a, bulk);
+        let head = self.b.create_block();
+        let groups_check = self.b.create_block();
+        let group = self.b.create_block();
+        let tail_check = self.b.create_block();
+        let tail = self.b.create_block();
+        self.b.append_block_param(group, types::I64);
+        let some_head = self.b.ins().icmp(IntCC::SignedLessThan, lo, a);
+        self.b.ins().brif(some_head, head, &[], groups_check, &[]);
+
+        self.b.switch_to_block(head);
+        self.loop_nest(pl, lo, a, over_ext, groups_check)?;
+
+        self.b.switch_to_block(groups_check);
+        let some_groups = self.b.ins().icmp(IntCC::SignedLessThan, a, b);
+        self.b
+            .ins()
+            .brif(some_groups, group, &[BlockArg::Value(a)], tail_check, &[]);
+
+        self.b.switch_to_block(group);
+        let i = self.b.block_params(group)[0];
+        self.captured = Some(targets.iter().map(|t| (t.0, Vec::new())).collect());
+        for k in 0..size {
+            let at = self.b.ins().iadd_imm_s(i, k);
+            let mark = self.env.mark();
+            self.env.define(index, at, DType::I64);
+            let lowered = self.lower_body(&pl.body);
+            self.env.pop_to(mark);
+            if let Err(e) = lowered {
+                self.captured = None;
+                return Err(e);
+            }
+        }
+        let caught = self.captured.take().unwrap_or_default();
+        let mark = self.env.mark();
+        self.env.define(index, i, DType::I64);
+        for ((param, op, dtype), (_, vals)) in targets.iter().zip(caught) {
+            let [c0, c1, c2, c3, c4, c5, c6, c7] = vals[..] else {
+                return Err(format!(
+                    "internal: {} stores into grouped leaf store {param} in a group of {size}",
+                    vals.len()
+                ));
+            };
+            let (l0, l1) = (
+                self.combine(*op, *dtype, c0, c1),
+                self.combine(*op, *dtype, c2, c3),
+            );
+            let (l2, l3) = (
+                self.combine(*op, *dtype, c4, c5),
+                self.combine(*op, *dtype, c6, c7),
+            );
+            let (m0, m1) = (
+                self.combine(*op, *dtype, l0, l1),
+                self.combine(*op, *dtype, l2, l3),
+            );
+            let node = self.combine(*op, *dtype, m0, m1);
+            let addr = self.address(&Access {
+                param: *param,
+                indices: vec![index],
+            })?;
+            self.b.ins().store(data_flags(), node, addr, 0);
+        }
+        self.env.pop_to(mark);
+        let next = self.b.ins().iadd_imm_s(i, size);
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, b);
+        self.b
+            .ins()
+            .brif(more, group, &[BlockArg::Value(next)], tail_check, &[]);
+
+        self.b.switch_to_block(tail_check);
+        let some_tail = self.b.ins().icmp(IntCC::SignedLessThan, b, hi);
+        self.b.ins().brif(some_tail, tail, &[], exit, &[]);
+        self.b.switch_to_block(tail);
+        self.loop_nest(pl, b, hi, over_ext, exit)
     }
 
     /// [`Self::loop_nest`], its points taken several at a time by the first jammed body of the
@@ -1952,6 +2127,12 @@ impl<'f> FnLower<'_, 'f> {
                     ));
                 }
                 let x = self.typed(*v, slot.dtype, "stored value")?;
+                if let Some(caught) = &mut self.captured
+                    && let Some((_, vals)) = caught.iter_mut().find(|(p, _)| *p == acc.param)
+                {
+                    vals.push(x);
+                    return Ok(());
+                }
                 let addr = self.address(acc)?;
                 self.b.ins().store(data_flags(), x, addr, 0);
                 return Ok(());

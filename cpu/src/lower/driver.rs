@@ -120,6 +120,7 @@ impl StepCx<'_> {
                 obligations: obligations.into_iter().collect(),
                 reds,
                 spread: runs_for && !ordered,
+                grouped: false,
             },
             func,
             vectorized: heavy.is_some_and(|s| s.vectorized),

@@ -396,6 +396,128 @@ fn scalar_reduction_inside_a_sequential_loop() {
     assert_eq!(t, want);
 }
 
+/// A dot product fused into a CSR product (`dot += y[i] p[i]` after row `i`'s loop), whose
+/// steps combine aligned groups of eight rows in registers: the canonical bits (computed
+/// here from the definition, `weft_ir::reduction::canonical`) for row counts around the
+/// group, the chunk and the slice sizes, on sub-views whose origin is not a multiple of
+/// eight (a point task of a partitioned loop), scalar and vector code, 1 and 2 threads.
+#[test]
+fn a_dot_fused_into_csr_rows_keeps_the_canonical_order() {
+    use weft_ir::reduction::canonical;
+    let mut kb = Kb::new();
+    let ptr = kb.store(DType::I64, 1, Privilege::Read);
+    let col = kb.store(DType::I64, 1, Privilege::Read);
+    let val = kb.store(DType::F64, 1, Privilege::Read);
+    let x = kb.store(DType::F64, 1, Privilege::Read);
+    let y = kb.store(DType::F64, 1, Privilege::Write);
+    let dot = kb.store(DType::F64, 0, Privilege::Reduce(ReduceOp::Sum));
+    kb.parallel(y, 1, |kb, i| {
+        let o = kb.origin(y, 0);
+        let row = kb.add(o, i[0]);
+        let one = kb.i64(1);
+        let next = kb.add(row, one);
+        let lo = kb.load(ptr, &[row]);
+        let hi = kb.load(ptr, &[next]);
+        let zero = kb.f64(0.0);
+        let sum = kb.for_loop(lo, hi, &[zero], |kb, j, acc| {
+            let c = kb.load(col, &[j]);
+            let v = kb.load(val, &[j]);
+            let xc = kb.load(x, &[c]);
+            let t = kb.mul(v, xc);
+            vec![kb.add(acc[0], t)]
+        })[0];
+        kb.store_to(y, &[i[0]], sum);
+        let xi = kb.load(x, &[row]);
+        let t = kb.mul(sum, xi);
+        kb.reduce(dot, &[], ReduceOp::Sum, t);
+    });
+    let k = kb.finish("reduce.csr_dot");
+    let mut be = weft_cpu::CpuBackend::new().unwrap();
+    let vector = be.compile(&k).unwrap();
+    be.set_simd(false);
+    let scalar = be.compile(&k).unwrap();
+    assert_eq!(vector.grouped_loops(), 1, "the CSR rows are grouped");
+    assert_eq!(scalar.grouped_loops(), 1);
+    for (rows, origin) in [
+        (1usize, 0usize),
+        (7, 0),
+        (8, 0),
+        (9, 3),
+        (100, 5),
+        (4096 + 13, 0),
+        (10_001, 11),
+        (40_003, 6),
+    ] {
+        let total = rows + origin;
+        // Row r holds the columns r - 1, r, r + 1 that exist, with mixed magnitudes.
+        let mut ptrs = vec![0i64];
+        let (mut cols, mut vals) = (Vec::new(), Vec::new());
+        for r in 0..total {
+            for c in r.saturating_sub(1)..(r + 2).min(total) {
+                cols.push(c as i64);
+                let big = if (r * 7 + c) % 5 == 0 { 1e9 } else { 1.0 };
+                vals.push(big * (((r * 31 + c * 17) % 97) as f64 - 48.0) / 7.0);
+            }
+            ptrs.push(cols.len() as i64);
+        }
+        let mut xs: Vec<f64> = (0..total)
+            .map(|r| ((r * 13) % 101) as f64 / 3.0 - 16.0)
+            .collect();
+        // The row products, in order, and the canonical sum of their dots with x over the
+        // view (the rows before the origin contribute nothing).
+        let ys: Vec<f64> = (0..total)
+            .map(|r| {
+                let (a, b) = (ptrs[r] as usize, ptrs[r + 1] as usize);
+                (a..b).fold(0.0, |s, j| s + vals[j] * xs[cols[j] as usize])
+            })
+            .collect();
+        let want = canonical(ReduceOp::Sum, DType::F64, &[total as u64], &|p| {
+            let r = p[0] as usize;
+            weft_ir::Scalar::F64(if r < origin { -0.0 } else { ys[r] * xs[r] })
+        });
+        let Some(weft_ir::Scalar::F64(want)) = want else {
+            panic!("no canonical sum")
+        };
+        let want = 0.5 + want;
+        for c in [&vector, &scalar] {
+            for threads in [1, 2] {
+                let mut out = vec![0.0f64; total];
+                let mut d = 0.5f64;
+                let mut y_view = dense(&mut out, &[total as i64]);
+                // The sub-view of rows `origin..total`.
+                // SAFETY: `origin < total` elements into `out`.
+                y_view.ptr = unsafe { y_view.ptr.cast::<f64>().add(origin) }.cast();
+                y_view.extents = vec![rows as i64];
+                y_view.origin = vec![origin as i64];
+                let n = ptrs.len() as i64;
+                let nnz = cols.len() as i64;
+                run_on(
+                    c,
+                    &[
+                        dense(&mut ptrs, &[n]),
+                        dense(&mut cols, &[nnz]),
+                        dense(&mut vals, &[nnz]),
+                        dense(&mut xs, &[total as i64]),
+                        y_view,
+                        scalar_view(&mut d),
+                    ],
+                    &[],
+                    threads,
+                )
+                .unwrap();
+                assert_eq!(
+                    d.to_bits(),
+                    want.to_bits(),
+                    "{rows} rows from {origin}, {threads} threads: {d} vs {want}"
+                );
+                for r in origin..total {
+                    assert_eq!(out[r].to_bits(), ys[r].to_bits(), "row {r}");
+                }
+            }
+        }
+    }
+}
+
 /// Float sums into 0-d stores keep the canonical order on the harder shapes: a point that
 /// reduces several times (in a `for` loop: its contribution is that loop's fold), beside a
 /// max in a register in the same loop, over rank-2 loops whose rows cross the chunk size.

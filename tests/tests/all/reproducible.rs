@@ -274,6 +274,48 @@ fn reductions_give_the_canonical_bits_on_any_threads_pieces_and_path() {
     assert!(paths >= 2, "scalar and 128-bit code run everywhere");
 }
 
+/// `dot(p, A @ p)` for 2-D Poisson matrices of both index types: the product fuses with the
+/// dot, whose contributions the CSR rows combine eight at a time in registers. The bits of
+/// the canonical order of `p[i] q[i]` (with `q` as the run computed it) on every
+/// configuration `config` gives.
+fn sparse_dots(config: Config) -> Vec<u64> {
+    let (np, sp) = weft_tests::plugins_with(config);
+    let mut out = Vec::new();
+    for (g, index) in [
+        (1, DType::I32),
+        (3, DType::I64),
+        (67, DType::I32),
+        (130, DType::I64),
+    ] {
+        let a = sp.poisson2d(g, DType::F64, index).expect("poisson2d");
+        let n = g * g;
+        let ps = values(n as usize, g);
+        let p = np.from_vec(&[n], &ps);
+        let q = a.matvec(&p);
+        let got = p.dot(&q).to_vec().expect("dot")[0].to_bits();
+        let qs = q.to_vec().expect("q");
+        let want = reference(ReduceOp::Sum, 0.0, &[n], &|i| {
+            ps[i[0] as usize] * qs[i[0] as usize]
+        });
+        assert_eq!(got, want, "dot(p, A p) for g = {g}, {index} indices");
+        out.push(got);
+    }
+    out
+}
+
+#[test]
+fn a_dot_fused_into_a_sparse_product_gives_the_canonical_bits_everywhere() {
+    let base = sparse_dots(config(1, 1, None));
+    for (threads, pieces) in [(2, 1), (1, 3), (2, 3)] {
+        assert!(sparse_dots(config(threads, pieces, None)) == base);
+    }
+    for path in SimdPath::ALL {
+        if weft::Runtime::new(config(2, 3, Some(path))).is_ok() {
+            assert!(sparse_dots(config(2, 3, Some(path))) == base, "{path}");
+        }
+    }
+}
+
 #[test]
 fn the_canonical_order_is_not_the_sequential_one() {
     // The test above would pass for a sequential sum only if the orders agreed.
