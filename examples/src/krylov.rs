@@ -103,11 +103,15 @@ pub fn bicgstab(a: &CsrMatrix, b: &Array, tol: f64, max_iter: usize) -> Result<S
         np.ones(&[], DType::F64),
         np.ones(&[], DType::F64),
     );
+    // Each iteration's `rho` is the dot product of `r_hat` with the `r` of the one before,
+    // taken before that iteration reads its residual norm: so it runs in the pass that
+    // updates `r` (a read runs the pending tasks it needs; a dot taken after it would be a
+    // pass of its own).
+    let mut rho_new = r_hat.dot(&r);
     let mut residuals = vec![r.norm().item()?];
     let mut seconds = Vec::new();
     while !done(&residuals, tol) && seconds.len() < max_iter {
         let start = Instant::now();
-        let rho_new = r_hat.dot(&r);
         let beta = (&rho_new / &rho) * (&alpha / &omega);
         p = &r + &beta * (&p - &omega * &v);
         v = a.matvec(&p);
@@ -117,8 +121,9 @@ pub fn bicgstab(a: &CsrMatrix, b: &Array, tol: f64, max_iter: usize) -> Result<S
         omega = t.dot(&s) / t.dot(&t);
         x = &x + &alpha * &p + &omega * &s;
         r = &s - &omega * &t;
-        residuals.push(r.norm().item()?);
         rho = rho_new;
+        rho_new = r_hat.dot(&r);
+        residuals.push(r.norm().item()?);
         seconds.push(start.elapsed().as_secs_f64());
     }
     Solve::finish(x, residuals, seconds, tol)
