@@ -337,35 +337,25 @@ pub(crate) unsafe fn chunk_nodes(
     shape: &DenseShape<'_>,
     part: &mut Partial,
 ) -> Result<(), ReductionError> {
-    let op = part.op();
+    struct Dense<'s, 'v>(&'s DenseShape<'v>);
+    impl Nodes for Dense<'_, '_> {
+        fn add<T: Copy>(
+            &self,
+            v: &mut [T],
+            part: &mut Partial,
+            op: impl Fn(T, T) -> T + Copy,
+            to_scalar: impl Fn(T) -> Scalar,
+        ) -> Result<(), ReductionError> {
+            dense_nodes(v, self.0, part, op, to_scalar)
+        }
+    }
     let rows = usize::try_from(shape.hi - shape.lo).unwrap_or(0);
     let inner: usize = shape.extents[1..]
         .iter()
         .map(|&e| usize::try_from(e).unwrap_or(0))
         .product();
-    let n = rows * inner;
-    // SAFETY: forwarded from the caller, per type.
-    unsafe {
-        match (part.dtype(), op) {
-            (DType::F64, ReduceOp::Sum) => {
-                dense_nodes(f64s(buf, n), shape, part, |a, b| a + b, Scalar::F64)
-            }
-            (DType::F64, ReduceOp::Prod) => {
-                dense_nodes(f64s(buf, n), shape, part, |a, b| a * b, Scalar::F64)
-            }
-            (DType::F32, ReduceOp::Sum) => {
-                dense_nodes(f32s(buf, n), shape, part, |a, b| a + b, Scalar::F32)
-            }
-            (DType::F32, ReduceOp::Prod) => {
-                dense_nodes(f32s(buf, n), shape, part, |a, b| a * b, Scalar::F32)
-            }
-            (dtype, _) => Err(ReductionError::Type {
-                op: op.name(),
-                dtype,
-                value: exact_identity(op, dtype),
-            }),
-        }
-    }
+    // SAFETY: forwarded from the caller.
+    unsafe { typed_nodes(buf, rows * inner, part, &Dense(shape)) }
 }
 
 /// [`chunk_nodes`] for a call of a rank-1 loop whose step left the leaves grouped (see
@@ -380,36 +370,61 @@ pub(crate) unsafe fn grouped_chunk_nodes(
     n: usize,
     part: &mut Partial,
 ) -> Result<(), ReductionError> {
-    fn nodes<T: Copy>(
+    struct Grouped(u64);
+    impl Nodes for Grouped {
+        fn add<T: Copy>(
+            &self,
+            v: &mut [T],
+            part: &mut Partial,
+            op: impl Fn(T, T) -> T + Copy,
+            to_scalar: impl Fn(T) -> Scalar,
+        ) -> Result<(), ReductionError> {
+            let mut err = Ok(());
+            grouped_nodes_with(self.0, v, &mut Vec::new(), op, |level, index, x| {
+                if err.is_ok() {
+                    err = part.add_node(&[], level, index, to_scalar(x));
+                }
+            });
+            err
+        }
+    }
+    // SAFETY: forwarded from the caller.
+    unsafe { typed_nodes(buf, n, part, &Grouped(start)) }
+}
+
+/// A way to turn a buffer of leaves into canonical nodes, for any element type.
+trait Nodes {
+    /// Adds the nodes of `v` (destroyed) to `part`, combining by `op`.
+    fn add<T: Copy>(
+        &self,
         v: &mut [T],
-        start: u64,
         part: &mut Partial,
         op: impl Fn(T, T) -> T + Copy,
         to_scalar: impl Fn(T) -> Scalar,
-    ) -> Result<(), ReductionError> {
-        let mut err = Ok(());
-        grouped_nodes_with(start, v, &mut Vec::new(), op, |level, index, x| {
-            if err.is_ok() {
-                err = part.add_node(&[], level, index, to_scalar(x));
-            }
-        });
-        err
-    }
+    ) -> Result<(), ReductionError>;
+}
+
+/// Runs `nodes` on the `n` leaves at `buf`, typed by `part`'s element type and operator.
+///
+/// # Safety
+/// As for [`chunk_nodes`], for `n` elements.
+unsafe fn typed_nodes(
+    buf: *mut u8,
+    n: usize,
+    part: &mut Partial,
+    nodes: &impl Nodes,
+) -> Result<(), ReductionError> {
     let op = part.op();
     // SAFETY: forwarded from the caller, per type.
     unsafe {
         match (part.dtype(), op) {
-            (DType::F64, ReduceOp::Sum) => {
-                nodes(f64s(buf, n), start, part, |a, b| a + b, Scalar::F64)
-            }
+            (DType::F64, ReduceOp::Sum) => nodes.add(f64s(buf, n), part, |a, b| a + b, Scalar::F64),
             (DType::F64, ReduceOp::Prod) => {
-                nodes(f64s(buf, n), start, part, |a, b| a * b, Scalar::F64)
+                nodes.add(f64s(buf, n), part, |a, b| a * b, Scalar::F64)
             }
-            (DType::F32, ReduceOp::Sum) => {
-                nodes(f32s(buf, n), start, part, |a, b| a + b, Scalar::F32)
-            }
+            (DType::F32, ReduceOp::Sum) => nodes.add(f32s(buf, n), part, |a, b| a + b, Scalar::F32),
             (DType::F32, ReduceOp::Prod) => {
-                nodes(f32s(buf, n), start, part, |a, b| a * b, Scalar::F32)
+                nodes.add(f32s(buf, n), part, |a, b| a * b, Scalar::F32)
             }
             (dtype, _) => Err(ReductionError::Type {
                 op: op.name(),

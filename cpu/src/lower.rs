@@ -1471,79 +1471,89 @@ impl<'f> FnLower<'_, 'f> {
         let whole = self.b.ins().ushr_imm_u(span, i64::from(GROUP_LEVEL));
         let bulk = self.b.ins().ishl_imm_u(whole, i64::from(GROUP_LEVEL));
         let b = self.b.ins().iadd(a, bulk);
-        let head = self.b.create_block();
-        let groups_check = self.b.create_block();
-        let group = self.b.create_block();
-        let tail_check = self.b.create_block();
-        let tail = self.b.create_block();
-        self.b.append_block_param(group, types::I64);
+        let (head, groups) = (self.b.create_block(), self.b.create_block());
         let some_head = self.b.ins().icmp(IntCC::SignedLessThan, lo, a);
-        self.b.ins().brif(some_head, head, &[], groups_check, &[]);
+        self.b.ins().brif(some_head, head, &[], groups, &[]);
 
         self.b.switch_to_block(head);
-        self.loop_nest(pl, lo, a, over_ext, groups_check)?;
+        self.loop_nest(pl, lo, a, over_ext, groups)?;
 
-        self.b.switch_to_block(groups_check);
-        let some_groups = self.b.ins().icmp(IntCC::SignedLessThan, a, b);
-        self.b
-            .ins()
-            .brif(some_groups, group, &[BlockArg::Value(a)], tail_check, &[]);
-
-        self.b.switch_to_block(group);
-        let i = self.b.block_params(group)[0];
-        self.captured = Some(targets.iter().map(|t| (t.0, Vec::new())).collect());
-        for k in 0..size {
-            let at = self.b.ins().iadd_imm_s(i, k);
-            let mark = self.env.mark();
-            self.env.define(index, at, DType::I64);
-            let lowered = self.lower_body(&pl.body);
-            self.env.pop_to(mark);
-            if let Err(e) = lowered {
-                self.captured = None;
-                return Err(e);
+        self.b.switch_to_block(groups);
+        self.stepped_nest(pl, (a, b, hi), size, over_ext, exit, &mut |fl, i| {
+            fl.captured = Some(targets.iter().map(|t| (t.0, Vec::new())).collect());
+            for k in 0..size {
+                let at = fl.b.ins().iadd_imm_s(i, k);
+                let mark = fl.env.mark();
+                fl.env.define(index, at, DType::I64);
+                let lowered = fl.lower_body(&pl.body);
+                fl.env.pop_to(mark);
+                if lowered.is_err() {
+                    fl.captured = None;
+                }
+                lowered?;
             }
-        }
-        let caught = self.captured.take().unwrap_or_default();
-        let mark = self.env.mark();
-        self.env.define(index, i, DType::I64);
-        for ((param, op, dtype), (_, vals)) in targets.iter().zip(caught) {
-            let [c0, c1, c2, c3, c4, c5, c6, c7] = vals[..] else {
-                return Err(format!(
-                    "internal: {} stores into grouped leaf store {param} in a group of {size}",
-                    vals.len()
-                ));
-            };
-            let (l0, l1) = (
-                self.combine(*op, *dtype, c0, c1),
-                self.combine(*op, *dtype, c2, c3),
-            );
-            let (l2, l3) = (
-                self.combine(*op, *dtype, c4, c5),
-                self.combine(*op, *dtype, c6, c7),
-            );
-            let (m0, m1) = (
-                self.combine(*op, *dtype, l0, l1),
-                self.combine(*op, *dtype, l2, l3),
-            );
-            let node = self.combine(*op, *dtype, m0, m1);
-            let addr = self.address(&Access {
-                param: *param,
-                indices: vec![index],
-            })?;
-            self.b.ins().store(data_flags(), node, addr, 0);
-        }
-        self.env.pop_to(mark);
-        let next = self.b.ins().iadd_imm_s(i, size);
-        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, b);
+            let caught = fl.captured.take().unwrap_or_default();
+            let mark = fl.env.mark();
+            fl.env.define(index, i, DType::I64);
+            for ((param, op, dtype), (_, vals)) in targets.iter().zip(caught) {
+                let [c0, c1, c2, c3, c4, c5, c6, c7] = vals[..] else {
+                    return Err(format!(
+                        "internal: {} stores into grouped leaf store {param} in a group of {size}",
+                        vals.len()
+                    ));
+                };
+                let mut pair = |x, y| fl.combine(*op, *dtype, x, y);
+                let (l0, l1, l2, l3) = (pair(c0, c1), pair(c2, c3), pair(c4, c5), pair(c6, c7));
+                let (m0, m1) = (pair(l0, l1), pair(l2, l3));
+                let node = pair(m0, m1);
+                let addr = fl.address(&Access {
+                    param: *param,
+                    indices: vec![index],
+                })?;
+                fl.b.ins().store(data_flags(), node, addr, 0);
+            }
+            fl.env.pop_to(mark);
+            Ok(())
+        })
+    }
+
+    /// From the current block: the points `start..end` (a multiple of `step` of them) run
+    /// `step` at a time by `body` (given the first point's index), then the points
+    /// `end..hi` one at a time by [`Self::loop_nest`]; on to `exit`.
+    fn stepped_nest(
+        &mut self,
+        pl: &ParallelLoop,
+        (start, end, hi): (Value, Value, Value),
+        step: i64,
+        over_ext: &[Value],
+        exit: Block,
+        body: &mut dyn FnMut(&mut Self, Value) -> LResult<()>,
+    ) -> LResult<()> {
+        let (head, after, rest) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.append_block_param(head, types::I64);
+        let some = self.b.ins().icmp(IntCC::SignedLessThan, start, end);
         self.b
             .ins()
-            .brif(more, group, &[BlockArg::Value(next)], tail_check, &[]);
+            .brif(some, head, &[BlockArg::Value(start)], after, &[]);
 
-        self.b.switch_to_block(tail_check);
-        let some_tail = self.b.ins().icmp(IntCC::SignedLessThan, b, hi);
-        self.b.ins().brif(some_tail, tail, &[], exit, &[]);
-        self.b.switch_to_block(tail);
-        self.loop_nest(pl, b, hi, over_ext, exit)
+        self.b.switch_to_block(head);
+        let i = self.b.block_params(head)[0];
+        body(self, i)?;
+        let next = self.b.ins().iadd_imm_s(i, step);
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, end);
+        self.b
+            .ins()
+            .brif(more, head, &[BlockArg::Value(next)], after, &[]);
+
+        self.b.switch_to_block(after);
+        let left = self.b.ins().icmp(IntCC::SignedLessThan, end, hi);
+        self.b.ins().brif(left, rest, &[], exit, &[]);
+        self.b.switch_to_block(rest);
+        self.loop_nest(pl, end, hi, over_ext, exit)
     }
 
     /// [`Self::loop_nest`], its points taken several at a time by the first jammed body of the
@@ -1571,51 +1581,29 @@ impl<'f> FnLower<'_, 'f> {
         let whole = self.b.ins().udiv_imm_u(count, rows);
         let bulk = self.b.ins().imul_imm_s(whole, rows);
         let end = self.b.ins().iadd(lo, bulk);
-        let (head, after, rest) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        self.b.append_block_param(head, types::I64);
-        let some = self.b.ins().icmp(IntCC::SignedLessThan, lo, end);
-        self.b
-            .ins()
-            .brif(some, head, &[BlockArg::Value(lo)], after, &[]);
-
-        self.b.switch_to_block(head);
-        let i = self.b.block_params(head)[0];
-        let mark = self.env.mark();
-        for (k, &p) in jam.points.iter().enumerate() {
-            let at = if k == 0 {
-                i
-            } else {
-                self.b.ins().iadd_imm_s(i, k as i64)
-            };
-            self.env.define(p, at, DType::I64);
-            // Below `end`, within the rows the launcher proves.
-            if let Some(par) = &mut self.par {
-                par.loop_dims.insert(p, 0);
-            }
-        }
-        self.in_jam = true;
-        let lowered = self.lower_body(&jam.body);
-        self.in_jam = false;
-        lowered?;
-        self.env.pop_to(mark);
-        let next = self.b.ins().iadd_imm_s(i, rows);
-        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, end);
-        self.b
-            .ins()
-            .brif(more, head, &[BlockArg::Value(next)], after, &[]);
-
-        self.b.switch_to_block(after);
-        let left = self.b.ins().icmp(IntCC::SignedLessThan, end, hi);
-        self.b.ins().brif(left, rest, &[], exit, &[]);
-        self.b.switch_to_block(rest);
         if !self.zero_origins {
             self.lane_loops.jammed += 1;
         }
-        self.loop_nest(pl, end, hi, over_ext, exit)
+        self.stepped_nest(pl, (lo, end, hi), rows, over_ext, exit, &mut |fl, i| {
+            let mark = fl.env.mark();
+            for (k, &p) in jam.points.iter().enumerate() {
+                let at = if k == 0 {
+                    i
+                } else {
+                    fl.b.ins().iadd_imm_s(i, k as i64)
+                };
+                fl.env.define(p, at, DType::I64);
+                // Below `end`, within the rows the launcher proves.
+                if let Some(par) = &mut fl.par {
+                    par.loop_dims.insert(p, 0);
+                }
+            }
+            fl.in_jam = true;
+            let lowered = fl.lower_body(&jam.body);
+            fl.in_jam = false;
+            fl.env.pop_to(mark);
+            lowered
+        })
     }
 
     /// Whether every `for` loop of `jam` runs as vectors (and in wide bodies) where the loop's
