@@ -2,11 +2,12 @@
 //! its thread count, and the ratio of a measured time to the time the workload's compulsory
 //! bytes take at that bandwidth.
 //!
-//! The probe allocates a buffer far larger than the caches, touches it once, and then has
-//! `threads` threads each sum their share of it with four independent streams (four cursors
-//! a quarter of the share apart), five times; the result is the median rate. Summing integers
-//! with wrapping adds keeps the arithmetic off the critical path, so the loop is bound by the
-//! reads alone.
+//! The probe ([`Probe`]) allocates a buffer far larger than the caches, touches it once, and
+//! then, at each sample, has `threads` threads each sum their share of it with four
+//! independent streams (four cursors a quarter of the share apart); the result is the median
+//! rate of the samples. Summing integers with wrapping adds keeps the arithmetic off the
+//! critical path, so the loop is bound by the reads alone. The benchmarks sample it between
+//! their timed iterations, so that the probe and the workload see the same machine.
 
 use std::time::Instant;
 
@@ -16,29 +17,49 @@ pub const PROBE_BYTES: usize = 256 << 20;
 /// How many times the probe reads the buffer (the median counts).
 const PASSES: usize = 5;
 
-/// The median read bandwidth, in GB/s (1e9 bytes per second), of `threads` threads reading
-/// `bytes` bytes with four streams each.
-pub fn read_gbs(threads: usize, bytes: usize) -> f64 {
-    let threads = threads.max(1);
-    let words = (bytes / 8).max(threads * 4 * 64);
-    // Each thread first-touches its own share, so its pages lie near it.
-    let mut buffer = vec![0u64; words];
-    let share = words.div_ceil(threads);
-    std::thread::scope(|s| {
-        for (t, part) in buffer.chunks_mut(share).enumerate() {
-            s.spawn(move || {
-                for (i, w) in part.iter_mut().enumerate() {
-                    *w = (t * share + i) as u64;
-                }
-            });
+/// A read-bandwidth probe whose buffer stays allocated, so that a benchmark can sample it
+/// between its timed iterations ([`Probe::sample`]): the probe then sees the machine in the
+/// states the workload saw (on a shared machine the bandwidth left to us drifts by a factor
+/// of two within a run), and [`Probe::gbs`] is the median of every sample.
+pub struct Probe {
+    buffer: Vec<u64>,
+    share: usize,
+    rates: Vec<f64>,
+}
+
+impl Probe {
+    /// A probe for `threads` threads reading `bytes` bytes per sample (at least four streams
+    /// of 64 words per thread); each thread first-touches its own share, so its pages lie
+    /// near it. It takes no sample yet.
+    pub fn new(threads: usize, bytes: usize) -> Probe {
+        let threads = threads.max(1);
+        let words = (bytes / 8).max(threads * 4 * 64);
+        let mut buffer = vec![0u64; words];
+        let share = words.div_ceil(threads);
+        std::thread::scope(|s| {
+            for (t, part) in buffer.chunks_mut(share).enumerate() {
+                s.spawn(move || {
+                    for (i, w) in part.iter_mut().enumerate() {
+                        *w = (t * share + i) as u64;
+                    }
+                });
+            }
+        });
+        Probe {
+            buffer,
+            share,
+            rates: Vec::new(),
         }
-    });
-    let mut rates = Vec::with_capacity(PASSES);
-    for _ in 0..PASSES {
+    }
+
+    /// Reads the buffer once, one thread per share with four streams each, and records the
+    /// rate in GB/s (1e9 bytes per second), which it returns.
+    pub fn sample(&mut self) -> f64 {
         let start = Instant::now();
         let sums: u64 = std::thread::scope(|s| {
-            let handles: Vec<_> = buffer
-                .chunks(share)
+            let handles: Vec<_> = self
+                .buffer
+                .chunks(self.share)
                 .map(|part| s.spawn(move || four_streams(part)))
                 .collect();
             handles
@@ -48,9 +69,37 @@ pub fn read_gbs(threads: usize, bytes: usize) -> f64 {
         });
         let seconds = start.elapsed().as_secs_f64();
         std::hint::black_box(sums);
-        rates.push((words * 8) as f64 / seconds / 1e9);
+        let rate = (self.buffer.len() * 8) as f64 / seconds / 1e9;
+        self.rates.push(rate);
+        rate
     }
-    crate::timing::median(&rates)
+
+    /// Takes `n` samples.
+    pub fn samples(&mut self, n: usize) -> &mut Probe {
+        for _ in 0..n {
+            self.sample();
+        }
+        self
+    }
+
+    /// The median of the samples taken, in GB/s (taking one first if there are none).
+    pub fn gbs(&mut self) -> f64 {
+        if self.rates.is_empty() {
+            self.sample();
+        }
+        crate::timing::median(&self.rates)
+    }
+
+    /// The samples taken, in the order taken.
+    pub fn rates(&self) -> &[f64] {
+        &self.rates
+    }
+}
+
+/// The median read bandwidth, in GB/s (1e9 bytes per second), of `threads` threads reading
+/// `bytes` bytes with four streams each, over five samples taken now (see [`Probe`]).
+pub fn read_gbs(threads: usize, bytes: usize) -> f64 {
+    Probe::new(threads, bytes).samples(PASSES).gbs()
 }
 
 /// The wrapping sum of `part`, read as four streams a quarter of `part` apart.
@@ -95,6 +144,17 @@ mod tests {
     fn the_probe_measures_a_positive_finite_rate() {
         let gbs = read_gbs(2, 8 << 20);
         assert!(gbs.is_finite() && gbs > 0.0, "{gbs}");
+    }
+
+    #[test]
+    fn the_probe_reports_the_median_of_its_samples() {
+        let mut probe = Probe::new(2, 1 << 20);
+        assert!(probe.rates().is_empty());
+        let got: Vec<f64> = (0..3).map(|_| probe.sample()).collect();
+        assert_eq!(probe.rates(), got.as_slice());
+        let mut sorted = got.clone();
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!(probe.gbs(), sorted[1]);
     }
 
     #[test]

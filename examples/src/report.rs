@@ -72,7 +72,7 @@ impl Report {
     }
 
     /// The memory-bandwidth floor of a workload measured at `seconds`: `read_gbs` (the
-    /// probe's rate, [`crate::bandwidth::read_gbs`]), `{prefix}compulsory_bytes`,
+    /// probe's median rate, [`crate::bandwidth::Probe::gbs`]), `{prefix}compulsory_bytes`,
     /// `{prefix}floor_seconds` (those bytes at that rate) and `{prefix}floor_ratio`
     /// (`seconds` over the floor: 1 is the floor, and lower is impossible).
     pub fn floor(&mut self, prefix: &str, seconds: f64, bytes: f64, read_gbs: f64) -> &mut Report {
@@ -81,6 +81,18 @@ impl Report {
             .set(&format!("{prefix}compulsory_bytes"), bytes)
             .set(&format!("{prefix}floor_seconds"), floor)
             .set(&format!("{prefix}floor_ratio"), seconds / floor)
+    }
+
+    /// The spread of a bandwidth probe's samples: `probe_samples`, `read_gbs_min` and
+    /// `read_gbs_max` (the floor uses their median, `read_gbs`).
+    pub fn probe(&mut self, probe: &crate::bandwidth::Probe) -> &mut Report {
+        let rates = probe.rates();
+        self.set("probe_samples", rates.len() as u64)
+            .set(
+                "read_gbs_min",
+                rates.iter().copied().fold(f64::INFINITY, f64::min),
+            )
+            .set("read_gbs_max", rates.iter().copied().fold(0.0, f64::max))
     }
 
     /// Records the timing and the work per timed iteration.

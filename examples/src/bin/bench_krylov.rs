@@ -14,12 +14,15 @@
 //! Prints one JSON line, with each solver's memory-bandwidth floor: compulsory bytes per
 //! iteration are, for CG, the matrix once as stored (row ranges, 32-bit columns, values) plus
 //! x, r and p each read once and written once; for BiCGSTAB, the matrix twice plus ten vector
-//! passes; timed against the read bandwidth the probe measures in this process.
+//! passes; timed against the median read bandwidth of the probe
+//! ([`weft_examples::bandwidth::Probe`]), sampled in this process before each solver and after
+//! each of its solves (`{solver}_read_gbs`; `read_gbs` is the median of both solvers'
+//! samples).
 
 use std::process::ExitCode;
 use std::time::Instant;
 
-use weft_examples::bandwidth::{PROBE_BYTES, floor_seconds, read_gbs};
+use weft_examples::bandwidth::{PROBE_BYTES, Probe, floor_seconds};
 use weft_examples::hand_written::{self, Csr32};
 use weft_examples::krylov;
 use weft_examples::solve_app::load_sparse;
@@ -98,7 +101,8 @@ fn run(args: &Args) -> Result<(), AppError> {
         .build()?;
     let rounds = args.extra_u64("rounds").unwrap_or(3) as usize;
     let fast_a = Csr32::new(&rust_a).ok_or("the matrix's indices do not fit 32 bits")?;
-    let gbs = read_gbs(args.threads, PROBE_BYTES);
+    let mut probe = Probe::new(args.threads, PROBE_BYTES);
+    let mut all_rates = Vec::new();
     let n = (g * g) as f64;
     let nnz = a.nnz()? as f64;
     // The matrix as stored: pos as (rows, 2) i32, crd i32, vals f64.
@@ -108,6 +112,9 @@ fn run(args: &Args) -> Result<(), AppError> {
         let mut samples = [Vec::new(), Vec::new()];
         let mut tasks = [0.0; 2];
         let mut histories = [Vec::new(), Vec::new()];
+        // This solver's probe samples: one now, one after each solve.
+        let first = probe.rates().len();
+        probe.sample();
         for _ in 0..rounds {
             for (m, fusion) in [true, false].into_iter().enumerate() {
                 np.runtime(|rt| rt.set_fusion(fusion))?;
@@ -120,6 +127,7 @@ fn run(args: &Args) -> Result<(), AppError> {
                 samples[m].extend_from_slice(solve.seconds.get(args.warmup..).unwrap_or_default());
                 tasks[m] = ran as f64 / solve.iterations().max(1) as f64;
                 histories[m] = solve.residuals;
+                probe.sample();
             }
         }
         let per_iter = [median(&samples[0]), median(&samples[1])];
@@ -136,6 +144,7 @@ fn run(args: &Args) -> Result<(), AppError> {
                 _ => reference::bicgstab(&rust_a, &rust_b, 0.0, total),
             });
             rust.push(start.elapsed().as_secs_f64() / solve.iterations.max(1) as f64);
+            probe.sample();
         }
         let rust = median(&rust);
         // Like the Weft solves: the median over every round's timed iterations.
@@ -148,6 +157,7 @@ fn run(args: &Args) -> Result<(), AppError> {
             });
             hand.extend_from_slice(h.seconds.get(args.warmup..).unwrap_or_default());
             hand_residuals = h.residuals;
+            probe.sample();
         }
         let hand = median(&hand);
         let hand_agree = histories[0]
@@ -159,6 +169,9 @@ fn run(args: &Args) -> Result<(), AppError> {
             "cg" => matrix_bytes + 6.0 * 8.0 * n,
             _ => 2.0 * matrix_bytes + 10.0 * 8.0 * n,
         };
+        let rates = &probe.rates()[first..];
+        all_rates.extend_from_slice(rates);
+        let gbs = median(rates);
         let floor = floor_seconds(bytes, gbs);
         let (fused, unfused) = (per_iter[0], per_iter[1]);
         report
@@ -183,9 +196,10 @@ fn run(args: &Args) -> Result<(), AppError> {
                 hand_agree,
             )
             .floor(&format!("{solver}_"), fused, bytes, gbs)
+            .set(&format!("{solver}_read_gbs"), gbs)
             .set(&format!("{solver}_hand_written_floor_ratio"), hand / floor);
         lines.push(format!(
-            "{solver}: fused {:.2} ms, unfused {:.2} ms ({:.2}x), rust {:.2} ms ({:.2}x), \
+            "{solver} (read bandwidth {gbs:.1} GB/s): fused {:.2} ms, unfused {:.2} ms ({:.2}x), rust {:.2} ms ({:.2}x), \
              hand-written {:.2} ms ({:.2}x) per iteration; floor {:.2} ms (fused {:.2}x, \
              hand-written {:.2}x)",
             fused * 1e3,
@@ -204,14 +218,13 @@ fn run(args: &Args) -> Result<(), AppError> {
         }
     }
     report
+        .set("read_gbs", median(&all_rates))
+        .probe(&probe)
         .set("grid", g)
         .set("unknowns", g * g)
         .set("nnz", a.nnz()?)
         .runtime_stats(&np);
-    args.say(&format!(
-        "{NAME}: {g}x{g} grid, read bandwidth {gbs:.1} GB/s: {}",
-        lines.join("; ")
-    ))?;
+    args.say(&format!("{NAME}: {g}x{g} grid: {}", lines.join("; ")))?;
     report.print()?;
     Ok(())
 }

@@ -5,17 +5,18 @@
 //!
 //! Prints one JSON line with the median seconds per sweep of each, their ratios, and the
 //! memory-bandwidth floor: compulsory bytes per sweep are the `(N+2)^2` grid read once and
-//! the `N^2` interior written once, timed against the read bandwidth the probe measures in
-//! this process ([`weft_examples::bandwidth`]).
+//! the `N^2` interior written once, timed against the median read bandwidth of the probe
+//! ([`weft_examples::bandwidth::Probe`]), sampled in this process after each timed iteration
+//! of each variant.
 
 use std::process::ExitCode;
 
 use weft::{Numeric, Runtime};
-use weft_examples::bandwidth::{PROBE_BYTES, read_gbs};
+use weft_examples::bandwidth::{PROBE_BYTES, Probe};
 use weft_examples::hand_written;
 use weft_examples::stencil::{Stencil, initial_grid};
-use weft_examples::timing::time_iterations;
-use weft_examples::{AppError, Args, Cli, Kind, Report, bench, run_main};
+use weft_examples::timing::time_iterations_then;
+use weft_examples::{AppError, Args, Cli, Kind, Report, bench_then, run_main};
 
 const NAME: &str = "bench_stencil";
 
@@ -34,18 +35,31 @@ fn run(args: &Args) -> Result<(), AppError> {
     let mut tasks = Vec::new();
     let mut fused_np = None;
     let mut initial = Vec::new();
+    // The bandwidth probe samples after each timed iteration of every variant.
+    let mut probe = Probe::new(args.threads, PROBE_BYTES);
     for fusion in [true, false] {
         let np = numeric(args, fusion)?;
         let grid = initial_grid(&np, args.n, args.seed)?;
         initial = grid.to_vec()?;
         let stencil = Stencil::new(&grid);
         np.runtime(|rt| rt.flush())?;
-        let (t, per, _) = bench(&np, args.warmup, args.iters, || {
-            for _ in 0..sweeps {
-                stencil.step()?;
-            }
-            Ok(())
-        })?;
+        let (t, per, _) = bench_then(
+            &np,
+            args.warmup,
+            args.iters,
+            || {
+                for _ in 0..sweeps {
+                    stencil.step()?;
+                }
+                Ok(())
+            },
+            |timed| {
+                if timed {
+                    probe.sample();
+                }
+                Ok(())
+            },
+        )?;
         per_sweep.push(t.median / sweeps as f64);
         tasks.push(per.tasks_executed / sweeps as f64);
         grids.push(grid.to_vec()?);
@@ -63,13 +77,23 @@ fn run(args: &Args) -> Result<(), AppError> {
         .build()?;
     let mut rust_grid = initial;
     let n = args.n as usize;
-    let rust = time_iterations(args.warmup, args.iters, || {
-        pool.install(|| hand_written::stencil(&mut rust_grid, n, sweeps));
-        Ok::<(), AppError>(())
-    })?;
+    let rust = time_iterations_then(
+        args.warmup,
+        args.iters,
+        || {
+            pool.install(|| hand_written::stencil(&mut rust_grid, n, sweeps));
+            Ok::<(), AppError>(())
+        },
+        |timed| {
+            if timed {
+                probe.sample();
+            }
+            Ok(())
+        },
+    )?;
     let rust = rust.median / sweeps as f64;
     let rust_same = rust_grid == grids[0];
-    let gbs = read_gbs(args.threads, PROBE_BYTES);
+    let gbs = probe.gbs();
     let bytes = 8.0 * ((args.n + 2) * (args.n + 2) + args.n * args.n) as f64;
     let mut report = Report::new(NAME, args);
     report
@@ -85,6 +109,7 @@ fn run(args: &Args) -> Result<(), AppError> {
         .set("speedup_fused_vs_rust", rust / fused)
         .set("fused_equals_rust", rust_same)
         .floor("", fused, bytes, gbs)
+        .probe(&probe)
         .set(
             "rust_floor_ratio",
             rust / weft_examples::bandwidth::floor_seconds(bytes, gbs),

@@ -4,16 +4,16 @@
 //!
 //! Runs `--warmup` steps from a copy of `x0 = 0`, then `--iters` timed steps from `x0`; the
 //! result line reports the median time of one timed step, its ratio to the memory-bandwidth
-//! floor (the matrix read once, at the rate [`weft_examples::bandwidth`] measures in this
-//! process) and the final relative residual `|A x - b| / |b|`. `--out DIR` writes `A.npy b.npy x0.npy x.npy` (`x` after exactly
+//! floor (the matrix read once, at the median rate of the bandwidth probe
+//! [`weft_examples::bandwidth::Probe`], sampled in this process between the timed steps) and the final relative residual `|A x - b| / |b|`. `--out DIR` writes `A.npy b.npy x0.npy x.npy` (`x` after exactly
 //! `--iters` steps).
 
 use std::process::ExitCode;
 
-use weft_examples::bandwidth::{PROBE_BYTES, read_gbs};
+use weft_examples::bandwidth::{PROBE_BYTES, Probe};
 use weft_examples::jacobi::{self, Jacobi};
 use weft_examples::{
-    AppError, Args, Cli, Report, bench, load_numeric, out_dir, run_main, save, timing::warm_up,
+    AppError, Args, Cli, Report, bench_then, load_numeric, out_dir, run_main, save, timing::warm_up,
 };
 use weft_ir::DType;
 
@@ -58,10 +58,22 @@ fn run(args: &Args) -> Result<(), AppError> {
     drop(warm);
     let mut x = x0.copy();
     np.runtime(|rt| rt.flush())?;
-    let (timing, per_iter, _) = bench(&np, 0, args.iters, || {
-        x = solver.step(&x);
-        x.check()
-    })?;
+    // The bandwidth probe samples once before the timed steps and once after each.
+    let mut probe = Probe::new(args.threads, PROBE_BYTES);
+    probe.sample();
+    let (timing, per_iter, _) = bench_then(
+        &np,
+        0,
+        args.iters,
+        || {
+            x = solver.step(&x);
+            x.check()
+        },
+        |_| {
+            probe.sample();
+            Ok(())
+        },
+    )?;
 
     let residual = jacobi::relative_residual(&a, &b, &x).item()?;
     if let Some(dir) = out_dir(args)? {
@@ -74,11 +86,12 @@ fn run(args: &Args) -> Result<(), AppError> {
     let steps = args.iters;
     // Compulsory bytes per step: the n x n matrix read once.
     let bytes = 8.0 * (args.n * args.n) as f64;
-    let gbs = read_gbs(args.threads, PROBE_BYTES);
+    let gbs = probe.gbs();
     let mut report = Report::new(NAME, args);
     report
         .timing(&timing, &per_iter)
         .floor("", timing.median, bytes, gbs)
+        .probe(&probe)
         .set("steps", steps as u64)
         .set("warmup_steps", args.warmup as u64)
         .set("relative_residual", residual)

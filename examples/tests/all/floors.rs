@@ -7,10 +7,10 @@ use serde_json::Value;
 
 use crate::cli::{result_line, run};
 
-/// Checks `read_gbs`, `{prefix}compulsory_bytes` (against `bytes`) and
+/// Checks the rate `v[gbs_key]`, `{prefix}compulsory_bytes` (against `bytes`) and
 /// `{prefix}floor_ratio` (against `seconds` at that rate).
-fn check_floor(v: &Value, prefix: &str, seconds: f64, bytes: f64) {
-    let gbs = v["read_gbs"].as_f64().expect("read_gbs");
+fn check_floor(v: &Value, gbs_key: &str, prefix: &str, seconds: f64, bytes: f64) {
+    let gbs = v[gbs_key].as_f64().expect("read_gbs");
     assert!(gbs.is_finite() && gbs > 0.0, "read_gbs {gbs}");
     let got = v[format!("{prefix}compulsory_bytes")]
         .as_f64()
@@ -29,6 +29,13 @@ fn run_briefly(bin: &str, example: &str, args: &[&str]) -> Value {
     result_line(&run(bin, &all), example)
 }
 
+/// Checks that the probe took `samples` samples and that `read_gbs` lies within their range.
+fn check_probe(v: &Value, samples: u64) {
+    assert_eq!(v["probe_samples"].as_u64(), Some(samples), "{v}");
+    let (lo, mid, hi) = (f(v, "read_gbs_min"), f(v, "read_gbs"), f(v, "read_gbs_max"));
+    assert!(0.0 < lo && lo <= mid && mid <= hi, "{lo} {mid} {hi}");
+}
+
 fn f(v: &Value, key: &str) -> f64 {
     v[key]
         .as_f64()
@@ -44,9 +51,11 @@ fn bench_stencil_reports_its_floor_and_matches_the_hand_written_loop() {
     );
     let n = 60.0;
     let bytes = 8.0 * ((n + 2.0) * (n + 2.0) + n * n);
-    check_floor(&v, "", f(&v, "fused_seconds_per_sweep"), bytes);
+    check_floor(&v, "read_gbs", "", f(&v, "fused_seconds_per_sweep"), bytes);
     assert_eq!(v["fused_equals_rust"], true, "{v}");
     assert!(f(&v, "rust_seconds_per_sweep") > 0.0);
+    // A sample after each timed iteration of the fused, unfused and hand-written sweeps.
+    check_probe(&v, 6);
 }
 
 #[test]
@@ -60,12 +69,14 @@ fn bench_krylov_reports_both_floors_and_the_hand_written_solvers_agree() {
     let matrix = 8.0 * n + 12.0 * nnz;
     check_floor(
         &v,
+        "cg_read_gbs",
         "cg_",
         f(&v, "cg_fused_seconds_per_iter"),
         matrix + 48.0 * n,
     );
     check_floor(
         &v,
+        "bicgstab_read_gbs",
         "bicgstab_",
         f(&v, "bicgstab_fused_seconds_per_iter"),
         2.0 * matrix + 80.0 * n,
@@ -73,6 +84,13 @@ fn bench_krylov_reports_both_floors_and_the_hand_written_solvers_agree() {
     for solver in ["cg", "bicgstab"] {
         let diff = f(&v, &format!("{solver}_max_rel_diff_residuals_hand_written"));
         assert!(diff < 1e-10, "{solver}: residuals differ by {diff}");
+    }
+    // Per solver and round: a sample before the solver, then one after the fused, unfused,
+    // plain-Rust and hand-written solves.
+    check_probe(&v, 2 * 5);
+    for solver in ["cg", "bicgstab"] {
+        let gbs = f(&v, &format!("{solver}_read_gbs"));
+        assert!(f(&v, "read_gbs_min") <= gbs && gbs <= f(&v, "read_gbs_max"));
     }
 }
 
@@ -83,7 +101,21 @@ fn black_scholes_and_jacobi_report_their_floors() {
         "bench_black_scholes",
         &["--n", "1000"],
     );
-    check_floor(&v, "", f(&v, "fused_seconds"), 5.0 * 8.0 * 1000.0);
+    check_floor(
+        &v,
+        "read_gbs",
+        "",
+        f(&v, "fused_seconds"),
+        5.0 * 8.0 * 1000.0,
+    );
     let v = run_briefly(env!("CARGO_BIN_EXE_jacobi"), "jacobi", &["--n", "100"]);
-    check_floor(&v, "", f(&v, "seconds_per_iter"), 8.0 * 100.0 * 100.0);
+    check_floor(
+        &v,
+        "read_gbs",
+        "",
+        f(&v, "seconds_per_iter"),
+        8.0 * 100.0 * 100.0,
+    );
+    // One sample before the timed steps and one after each.
+    check_probe(&v, 3);
 }
