@@ -32,6 +32,9 @@ pub struct CpuOptions {
     /// A pool of workers to share with other back ends (`None`: a pool of `threads` workers
     /// of its own); `threads` is then ignored.
     pub pool: Option<WorkerPool>,
+    /// Whether buffers of 8 MiB or more ask the system for transparent huge pages (on Linux,
+    /// `madvise(MADV_HUGEPAGE)`; see `memory.rs`).
+    pub huge_pages: bool,
 }
 
 impl Default for CpuOptions {
@@ -43,6 +46,7 @@ impl Default for CpuOptions {
             kernel_time: None,
             guard_pages: false,
             pool: None,
+            huge_pages: true,
         }
     }
 }
@@ -172,7 +176,7 @@ impl CpuBackend {
             memory: if options.guard_pages {
                 Memory::guarded()
             } else {
-                Memory::with_pool(options.pool_bytes)
+                Memory::with_pool(options.pool_bytes).huge_pages(options.huge_pages)
             },
             kernels: HashMap::new(),
             pool,

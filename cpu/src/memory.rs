@@ -29,6 +29,9 @@ pub struct Memory {
     pool_limit: u64,
     /// Whether each buffer sits between guard pages (and none is reused).
     guard_pages: bool,
+    /// Whether fresh buffers of at least [`HUGE_PAGE_MIN_BYTES`] ask for transparent huge
+    /// pages (see [`advise_huge_pages`]).
+    huge_pages: bool,
 }
 
 /// One buffer: its bytes are the first `bytes` bytes of `words`.
@@ -68,6 +71,12 @@ impl Memory {
             pool_limit,
             ..Memory::default()
         }
+    }
+
+    /// This memory, with large fresh buffers asking for transparent huge pages (`true`) or
+    /// not (see [`advise_huge_pages`]).
+    pub fn huge_pages(self, huge_pages: bool) -> Memory {
+        Memory { huge_pages, ..self }
     }
 
     /// No buffers, each future one between guard pages (see [`crate::guarded`]), and no
@@ -124,7 +133,7 @@ impl Memory {
                 }
                 Some(data)
             }
-            None => zeroed_words(words),
+            None => zeroed_words(words, self.huge_pages),
         }
     }
 
@@ -187,8 +196,9 @@ impl Memory {
 }
 
 /// `words` zeroed words from the allocator's zeroed allocation (`calloc`: large buffers get
-/// fresh zero pages from the system, touched only when used), or `None` when memory is short.
-fn zeroed_words(words: usize) -> Option<Box<[u64]>> {
+/// fresh zero pages from the system, touched only when used), or `None` when memory is short;
+/// with `huge_pages`, a large buffer asks for transparent huge pages before its first touch.
+fn zeroed_words(words: usize, huge_pages: bool) -> Option<Box<[u64]>> {
     if words == 0 {
         return Some(Box::new([]));
     }
@@ -198,10 +208,51 @@ fn zeroed_words(words: usize) -> Option<Box<[u64]>> {
     if ptr.is_null() {
         return None;
     }
+    if huge_pages {
+        advise_huge_pages(ptr.cast::<u8>(), words * 8);
+    }
     // SAFETY: `ptr` was allocated by the global allocator with the layout of `[u64; words]`
     // (the layout `Box<[u64]>` frees with), every byte is zero (a valid `u64`), and nothing
     // else owns it.
     Some(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, words)) })
+}
+
+/// The size of a transparent huge page on x86-64 (and of the aligned spans advised).
+const HUGE_PAGE: usize = 2 << 20;
+
+/// Buffers of at least this many bytes ask for transparent huge pages.
+pub(crate) const HUGE_PAGE_MIN_BYTES: usize = 4 * HUGE_PAGE;
+
+/// Asks the kernel to back the whole 2 MiB-aligned spans of the `len` bytes at `ptr` with
+/// transparent huge pages (`madvise(MADV_HUGEPAGE)`; where the system's setting is
+/// `madvise`, only advised memory gets them), for buffers of at least
+/// [`HUGE_PAGE_MIN_BYTES`]. Large buffers come fresh from the system, untouched, so the
+/// first touch of each span faults in one huge page: a pass over a large store then walks
+/// one page table entry per 2 MiB instead of one per 4 KiB. A refusal changes nothing but
+/// the page size, so its result is ignored.
+///
+/// Measured on a 2-core AMD EPYC virtual machine (two alternating runs each, with and
+/// without): the stencil's fused sweep 11.3-12.3 ms against 13.7-14.7 ms, CG 24.8-25.7 ms
+/// per iteration against 25.0-28.7 ms, BiCGSTAB 45.9-51.5 ms against 51.0-58.6 ms.
+fn advise_huge_pages(ptr: *mut u8, len: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        if len < HUGE_PAGE_MIN_BYTES {
+            return;
+        }
+        let start = (ptr as usize).next_multiple_of(HUGE_PAGE);
+        let end = (ptr as usize + len) / HUGE_PAGE * HUGE_PAGE;
+        if end > start {
+            // SAFETY: `[start, end)` lies inside the allocation of `len` bytes at `ptr`, which
+            // the caller owns; `MADV_HUGEPAGE` changes how pages are backed, never their
+            // contents or the mapping's protection.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (ptr, len);
 }
 
 fn bytemuck_bytes(words: &[u64]) -> &[u8] {
@@ -241,6 +292,67 @@ mod tests {
         assert_eq!(m.allocated(), 24);
         m.free(c);
         assert_eq!(m.allocated(), 0);
+    }
+
+    #[test]
+    fn large_buffers_with_huge_pages_are_zeroed_and_reused_as_any_other() {
+        let bytes = (HUGE_PAGE_MIN_BYTES + 3 * 8) as u64;
+        for huge in [false, true] {
+            let mut m = Memory::with_pool(1 << 30).huge_pages(huge);
+            let a = m.alloc(bytes).unwrap();
+            assert_eq!(m.bytes(a).unwrap().len() as u64, bytes);
+            assert!(m.bytes(a).unwrap().iter().all(|&x| x == 0));
+            m.bytes_mut(a).unwrap().fill(0x5A);
+            let pa = m.base(a).unwrap().0;
+            m.free(a);
+            let b = m.alloc(bytes).unwrap();
+            assert_eq!(m.base(b).unwrap().0, pa, "huge {huge}");
+            assert!(m.bytes(b).unwrap().iter().all(|&x| x == 0), "huge {huge}");
+        }
+    }
+
+    /// Whether the mapping of `/proc/self/smaps` that holds `addr` may get transparent huge
+    /// pages (its `THPeligible` field).
+    #[cfg(target_os = "linux")]
+    fn thp_eligible(addr: usize) -> bool {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in smaps.lines() {
+            let range = line.split_whitespace().next().unwrap_or("");
+            if let Some((lo, hi)) = range.split_once('-')
+                && let (Ok(lo), Ok(hi)) =
+                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+            {
+                inside = lo <= addr && addr < hi;
+            } else if inside && let Some(v) = line.strip_prefix("THPeligible:") {
+                return v.trim() == "1";
+            }
+        }
+        panic!("no mapping holds {addr:#x}");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn large_buffers_ask_for_huge_pages_where_the_system_gives_them_on_request() {
+        let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .unwrap_or_default();
+        let bytes = (4 * HUGE_PAGE_MIN_BYTES) as u64;
+        for huge in [false, true] {
+            let mut m = Memory::with_pool(0).huge_pages(huge);
+            let a = m.alloc(bytes).unwrap();
+            // A byte in the middle lies in a whole aligned span of the buffer.
+            let mid = m.base(a).unwrap().0 as usize + bytes as usize / 2;
+            let want = if mode.contains("[always]") {
+                true
+            } else if mode.contains("[madvise]") {
+                huge
+            } else {
+                // `[never]`, or no transparent huge pages at all.
+                false
+            };
+            assert_eq!(thp_eligible(mid), want, "huge {huge}, mode {mode:?}");
+            m.free(a);
+        }
     }
 
     #[test]

@@ -80,6 +80,9 @@ pub struct Config {
     /// The most bytes of freed store memory kept for reuse by new stores of the same size
     /// (`WEFT_POOL_BYTES`; 0 frees memory at once, as NumPy's arrays do).
     pub pool_bytes: u64,
+    /// Whether the CPU back end's buffers of 8 MiB or more ask for transparent huge pages
+    /// (`WEFT_HUGE_PAGES=0` turns it off).
+    pub huge_pages: bool,
     /// The CPU back end's code path for vectorized loops (`None`: the widest the CPU runs):
     /// `WEFT_SIMD=scalar|sse|avx2|avx512` (`WEFT_AVX512=0` is `sse`): scalar code, 128-bit
     /// vectors, or 128-bit vectors with AVX2 or AVX-512 bodies for the loops those take. A
@@ -161,6 +164,7 @@ impl Default for Config {
             explain_to_stderr: false,
             trace: None,
             pool_bytes: 1 << 30,
+            huge_pages: true,
             simd: None,
             env_errors: Vec::new(),
             forbid_compiles_after_warmup: false,
@@ -180,6 +184,7 @@ impl Config {
     /// - `WEFT_WINDOW`: the window's bound;
     /// - `WEFT_TRACE=FILE`: write a trace of plugin calls, compiles and kernel runs to FILE;
     /// - `WEFT_POOL_BYTES`: the most freed store memory kept for reuse (0: none);
+    /// - `WEFT_HUGE_PAGES=0`: large buffers do not ask for transparent huge pages;
     /// - `WEFT_SIMD=scalar|sse|avx2|avx512`: the CPU code path of vectorized loops (another
     ///   value is an error when the runtime starts); `WEFT_AVX512=0` is `sse`;
     /// - `WEFT_FORBID_COMPILES_AFTER_WARMUP=1`: compiling after the warm-up is an error;
@@ -221,6 +226,9 @@ impl Config {
         }
         if std::env::var("WEFT_FORBID_COMPILES_AFTER_WARMUP").is_ok_and(|v| v.trim() == "1") {
             config.forbid_compiles_after_warmup = true;
+        }
+        if std::env::var("WEFT_HUGE_PAGES").is_ok_and(|v| v.trim() == "0") {
+            config.huge_pages = false;
         }
         if let Some(b) = env_number("WEFT_POOL_BYTES") {
             config.pool_bytes = b;
@@ -275,6 +283,7 @@ impl Config {
             kernel_time: self.limits.kernel_time,
             guard_pages: false,
             pool: self.pool.clone(),
+            huge_pages: self.huge_pages,
         }
     }
 }
@@ -315,5 +324,13 @@ mod tests {
             "{:?}",
             config.env_errors
         );
+    }
+
+    #[test]
+    fn huge_pages_are_on_by_default_and_reach_the_cpu_back_end() {
+        let mut config = Config::default();
+        assert!(config.cpu_options().huge_pages);
+        config.huge_pages = false;
+        assert!(!config.cpu_options().huge_pages);
     }
 }
