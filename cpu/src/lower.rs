@@ -1480,32 +1480,53 @@ impl<'f> FnLower<'_, 'f> {
 
         self.b.switch_to_block(groups);
         self.stepped_nest(pl, (a, b, hi), size, over_ext, exit, &mut |fl, i| {
-            fl.captured = Some(targets.iter().map(|t| (t.0, Vec::new())).collect());
+            // Per target, the complete nodes of the points so far, as (level, value), their
+            // levels strictly decreasing: each point's contribution is combined with its
+            // left sibling as soon as that exists, so that at most one value per level is
+            // live (the tree's bits, with a quarter of the registers of combining at the end).
+            let mut stacks: Vec<Vec<(u32, Value)>> = vec![Vec::new(); targets.len()];
             for k in 0..size {
+                fl.captured = Some(targets.iter().map(|t| (t.0, Vec::new())).collect());
                 let at = fl.b.ins().iadd_imm_s(i, k);
                 let mark = fl.env.mark();
                 fl.env.define(index, at, DType::I64);
                 let lowered = fl.lower_body(&pl.body);
                 fl.env.pop_to(mark);
-                if lowered.is_err() {
-                    fl.captured = None;
-                }
+                let caught = fl.captured.take().unwrap_or_default();
                 lowered?;
+                for (((param, op, dtype), (_, vals)), stack) in
+                    targets.iter().zip(caught).zip(&mut stacks)
+                {
+                    let [c] = vals[..] else {
+                        return Err(format!(
+                            "internal: a point stores {} values into grouped leaf store {param}",
+                            vals.len()
+                        ));
+                    };
+                    let mut node = (0u32, c);
+                    while let Some(&(level, left)) = stack.last()
+                        && level == node.0
+                    {
+                        stack.pop();
+                        node = (level + 1, fl.combine(*op, *dtype, left, node.1));
+                    }
+                    stack.push(node);
+                }
             }
-            let caught = fl.captured.take().unwrap_or_default();
             let mark = fl.env.mark();
             fl.env.define(index, i, DType::I64);
-            for ((param, op, dtype), (_, vals)) in targets.iter().zip(caught) {
-                let [c0, c1, c2, c3, c4, c5, c6, c7] = vals[..] else {
+            for ((param, _, _), stack) in targets.iter().zip(stacks) {
+                let [(level, node)] = stack[..] else {
                     return Err(format!(
-                        "internal: {} stores into grouped leaf store {param} in a group of {size}",
-                        vals.len()
+                        "internal: grouped leaf store {param} left {} nodes of a group",
+                        stack.len()
                     ));
                 };
-                let mut pair = |x, y| fl.combine(*op, *dtype, x, y);
-                let (l0, l1, l2, l3) = (pair(c0, c1), pair(c2, c3), pair(c4, c5), pair(c6, c7));
-                let (m0, m1) = (pair(l0, l1), pair(l2, l3));
-                let node = pair(m0, m1);
+                if level != GROUP_LEVEL {
+                    return Err(format!(
+                        "internal: grouped leaf store {param} closed a node of level {level}"
+                    ));
+                }
                 let addr = fl.address(&Access {
                     param: *param,
                     indices: vec![index],
