@@ -554,8 +554,9 @@ impl CompiledKernel {
 
     /// Number of parallel steps that leave the contributions of their points to a float sum
     /// or product into a 0-d store grouped: a rank-1 loop with `for` loops inside (a CSR
-    /// row) that does not jam combines each aligned group of eight points in registers by
-    /// the canonical tree, and stores one node per group instead of a leaf per point.
+    /// row) that does not jam, or a vectorized rank-1 loop, combines each aligned group of
+    /// eight points in registers by the canonical tree, and stores one node per group instead
+    /// of a leaf per point.
     pub fn grouped_loops(&self) -> usize {
         self.inner
             .plan

@@ -733,6 +733,29 @@ pub(crate) struct WideCall {
     pub isa: wide::Isa,
     pub func: FuncId,
     pub args: Vec<wide::ArgWord>,
+    /// Whether it leaves its loop's grouped leaf stores grouped (see [`wide::compile`]).
+    pub grouped: bool,
+}
+
+/// The stores of the rank-1 loop `pl`'s points into the leaf stores of `grouped` (see
+/// [`Target::grouped`]), at the loop's index, with their operators; none for a loop of
+/// another rank.
+pub(crate) fn grouped_stores(
+    pl: &ParallelLoop,
+    grouped: &[(u32, ReduceOp)],
+) -> Vec<(u32, ReduceOp)> {
+    if pl.indices.len() != 1 {
+        return Vec::new();
+    }
+    pl.body
+        .iter()
+        .filter_map(|inst| match &inst.op {
+            Op::Store(acc, _) if acc.indices == pl.indices => {
+                grouped.iter().find(|g| g.0 == acc.param).copied()
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 impl StepCx<'_> {
@@ -763,12 +786,20 @@ impl StepCx<'_> {
                         _ => None,
                     }
                 };
-                Some(wide::compile(isa, pl, p, self.types, &const_of))
+                let grouped = if self.whole {
+                    grouped_stores(pl, self.grouped)
+                } else {
+                    Vec::new()
+                };
+                Some(
+                    wide::compile(isa, pl, p, self.types, &const_of, &grouped)
+                        .map(|w| (w, !grouped.is_empty())),
+                )
             }
             _ => None,
         };
         let (wide, wide_refusal) = match wide {
-            Some(Ok(w)) => (Some(self.define_wide(w)?), None),
+            Some(Ok((w, grouped))) => (Some(self.define_wide(w, grouped)?), None),
             Some(Err(why)) => (None, Some(why)),
             None => (None, None),
         };
@@ -808,7 +839,7 @@ impl StepCx<'_> {
 
     /// Defines the machine code of `body` as a function of the module (signature
     /// `fn(args: *const u64, steps: i64)`) and keeps its constant table.
-    fn define_wide(&mut self, body: wide::WideBody) -> LResult<WideCall> {
+    fn define_wide(&mut self, body: wide::WideBody, grouped: bool) -> LResult<WideCall> {
         let what = format!("the {} body", body.isa.name());
         let func = define_wide_code(self.module, self.ptr_ty, &body.code, &what)?;
         self.tables.push(body.table);
@@ -816,6 +847,7 @@ impl StepCx<'_> {
             isa: body.isa,
             func,
             args: body.args,
+            grouped,
         })
     }
 
@@ -995,24 +1027,29 @@ impl Faults {
     }
 }
 
-/// Values in scope: a map with an undo log for nested blocks.
+/// Values in scope: a map with an undo log for nested blocks. A value defined again inside a
+/// nested block (a loop body lowered a second time, say, beside the row that defined it
+/// once) has its outer definition back when the block's scope is popped.
 #[derive(Default)]
 struct Env {
     map: HashMap<ValueId, (Value, DType)>,
-    undo: Vec<ValueId>,
+    undo: Vec<(ValueId, Option<(Value, DType)>)>,
 }
 
 impl Env {
     fn define(&mut self, v: ValueId, val: Value, ty: DType) {
-        self.map.insert(v, (val, ty));
-        self.undo.push(v);
+        let old = self.map.insert(v, (val, ty));
+        self.undo.push((v, old));
     }
     fn mark(&self) -> usize {
         self.undo.len()
     }
     fn pop_to(&mut self, mark: usize) {
-        for v in self.undo.drain(mark..) {
-            self.map.remove(&v);
+        for (v, old) in self.undo.drain(mark..).rev() {
+            match old {
+                Some(d) => self.map.insert(v, d),
+                None => self.map.remove(&v),
+            };
         }
     }
 }
@@ -1428,16 +1465,38 @@ impl<'f> FnLower<'_, 'f> {
     /// operators and element types.
     fn group_targets(&self, pl: &ParallelLoop) -> LResult<Vec<(u32, ReduceOp, DType)>> {
         let mut out = Vec::new();
-        for inst in &pl.body {
-            if let Op::Store(acc, _) = &inst.op
-                && acc.indices == pl.indices
-                && let Some(&(param, op)) = self.grouped.iter().find(|g| g.0 == acc.param)
-            {
-                let (_, slot) = self.layout.store(param)?;
-                out.push((param, op, slot.dtype));
-            }
+        for (param, op) in grouped_stores(pl, self.grouped) {
+            let (_, slot) = self.layout.store(param)?;
+            out.push((param, op, slot.dtype));
         }
         Ok(out)
+    }
+
+    /// The points of `lo..hi` that lie in whole aligned groups of
+    /// `2^`[`weft_ir::reduction::GROUP_LEVEL`] (aligned in the coordinates of the view the
+    /// rank-1 loop `pl` runs over, as the launcher counts them): `a..b`, with `lo <= a <= b
+    /// <= hi`.
+    pub(crate) fn group_bounds(
+        &mut self,
+        pl: &ParallelLoop,
+        lo: Value,
+        hi: Value,
+    ) -> LResult<(Value, Value)> {
+        use weft_ir::reduction::GROUP_LEVEL;
+        let size = 1i64 << GROUP_LEVEL;
+        let (_, slot) = self.layout.store(pl.over)?;
+        // The view's coordinate of row `lo`, as the launcher counts it.
+        let origin = self.frame_word(types::I64, slot.origin(0));
+        let first = self.b.ins().iadd(origin, lo);
+        let back = self.b.ins().ineg(first);
+        let pad = self.b.ins().band_imm_s(back, size - 1);
+        let start = self.b.ins().iadd(lo, pad);
+        let a = self.b.ins().smin(start, hi);
+        let span = self.b.ins().isub(hi, a);
+        let whole = self.b.ins().ushr_imm_u(span, i64::from(GROUP_LEVEL));
+        let bulk = self.b.ins().ishl_imm_u(whole, i64::from(GROUP_LEVEL));
+        let b = self.b.ins().iadd(a, bulk);
+        Ok((a, b))
     }
 
     /// [`Self::loop_nest`] of a rank-1 loop whose points store their contributions into the
@@ -1459,18 +1518,7 @@ impl<'f> FnLower<'_, 'f> {
             return Err("internal: a grouped loop of rank other than 1".into());
         };
         let size = 1i64 << GROUP_LEVEL;
-        let (_, slot) = self.layout.store(pl.over)?;
-        // The view's coordinate of row `lo`, as the launcher counts it.
-        let origin = self.frame_word(types::I64, slot.origin(0));
-        let first = self.b.ins().iadd(origin, lo);
-        let back = self.b.ins().ineg(first);
-        let pad = self.b.ins().band_imm_s(back, size - 1);
-        let start = self.b.ins().iadd(lo, pad);
-        let a = self.b.ins().smin(start, hi);
-        let span = self.b.ins().isub(hi, a);
-        let whole = self.b.ins().ushr_imm_u(span, i64::from(GROUP_LEVEL));
-        let bulk = self.b.ins().ishl_imm_u(whole, i64::from(GROUP_LEVEL));
-        let b = self.b.ins().iadd(a, bulk);
+        let (a, b) = self.group_bounds(pl, lo, hi)?;
         let (head, groups) = (self.b.create_block(), self.b.create_block());
         let some_head = self.b.ins().icmp(IntCC::SignedLessThan, lo, a);
         self.b.ins().brif(some_head, head, &[], groups, &[]);

@@ -25,14 +25,18 @@
 //!     while j < end:       the scalar body (varying instructions only); j += 1
 //! exit: rank-0 reduction results combined and written to their buffers
 //! ```
-//! A rank-1 loop has one "row": its chunk `lo..hi`.
+//! A rank-1 loop has one "row": its chunk `lo..hi`. A rank-1 loop whose points store into
+//! grouped leaf stores runs its row as [`FnLower::grouped_vectors`] says instead: scalar
+//! points up to the first aligned group of eight, the whole groups (in the wide body and then
+//! eight points a step, each group's leaves combined by the canonical tree), scalar points
+//! after.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
-    BlockArg, ConstantData, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Type, Value,
-    types,
+    Block, BlockArg, ConstantData, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Type,
+    Value, types,
 };
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_frontend::Variable;
@@ -55,6 +59,10 @@ const INTERLEAVE: bool = true;
 
 /// Vectors per step of the main vector loop.
 const UNROLL: usize = 2;
+
+/// The most vectors of one step: a group of eight points (see [`FnLower::grouped_vectors`])
+/// is four vectors of `f64x2`.
+const MAX_VECTORS: usize = 4;
 
 /// What the vector lowering may use on the target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -456,9 +464,12 @@ struct VecCx {
     /// Vector accumulators of rank-0 reductions, one per vector of a step, by parameter.
     accs: HashMap<u32, (ReduceOp, DType, [Variable; UNROLL])>,
     /// Per vector of a step: its values, its first iteration and its `j + lane` vector.
-    vals: [HashMap<ValueId, Value>; UNROLL],
-    j: [Value; UNROLL],
-    iota: [Option<Value>; UNROLL],
+    vals: [HashMap<ValueId, Value>; MAX_VECTORS],
+    j: [Value; MAX_VECTORS],
+    iota: [Option<Value>; MAX_VECTORS],
+    /// While a group of points is emitted: per grouped leaf store, the vectors stored into it
+    /// (which the group combines instead of storing).
+    capture: Option<Vec<(u32, Vec<Value>)>>,
     /// The lane bits of each uniform value that is a constant.
     const_bits: HashMap<ValueId, (u128, Type)>,
     /// The constant table and how many of its entries are used.
@@ -497,8 +508,9 @@ impl FnLower<'_, '_> {
             row_base: HashMap::new(),
             accs: HashMap::new(),
             vals: Default::default(),
-            j: [Value::from_u32(0); UNROLL],
-            iota: [None; UNROLL],
+            j: [Value::from_u32(0); MAX_VECTORS],
+            iota: [None; MAX_VECTORS],
+            capture: None,
             const_bits: HashMap::new(),
             table: Box::new([]),
             table_used: 0,
@@ -544,7 +556,7 @@ impl FnLower<'_, '_> {
                 .filter(|(_, r)| !**r)
                 .map(|(i, _)| operands(&i.op).len())
                 .sum();
-            cx.table = vec![0u128; uses * UNROLL].into_boxed_slice();
+            cx.table = vec![0u128; uses * MAX_VECTORS].into_boxed_slice();
         }
         // Vector accumulators, initialised to the identity in every lane.
         for r in &reds {
@@ -616,94 +628,117 @@ impl FnLower<'_, '_> {
                 self.row_base(acc, &mut cx)?;
             }
         }
-        let (start, end) = if rank == 1 {
-            (lo, hi)
-        } else {
-            (self.b.ins().iconst(types::I64, 0), over_ext[rank - 1])
-        };
-        // The bulk of the row in the wide body, where there is one.
-        let start = match wide {
-            Some(w) => self.call_wide(w, &cx, start, end, unit)?,
-            None => start,
-        };
-        let l = i64::from(lanes);
-
-        let step = l * UNROLL as i64;
-        let main = self.b.create_block();
-        let tail = self.b.create_block();
-        let tail_body = self.b.create_block();
-        let latch = self.b.create_block();
-        for blk in [main, tail, tail_body] {
-            self.b.append_block_param(blk, types::I64);
-        }
         if !cx.table.is_empty() {
             let base = self.b.ins().iconst(types::I64, cx.table.as_ptr() as i64);
             cx.table_base = Some(base);
         }
-        let left = self.b.ins().isub(end, start);
-        let enough = self
-            .b
-            .ins()
-            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, left, step);
-        let go = self.b.ins().band(enough, unit);
-        self.b.ins().brif(
-            go,
-            main,
-            &[BlockArg::Value(start)],
-            tail,
-            &[BlockArg::Value(start)],
-        );
-
-        // The main loop: UNROLL vectors per step.
-        self.b.switch_to_block(main);
-        let j = self.b.block_params(main)[0];
-        for (k, jk) in cx.j.iter_mut().enumerate() {
-            *jk = self.b.ins().iadd_imm_s(j, l * k as i64);
+        // A rank-1 loop whose points store reduction leaves runs its points eight at a time
+        // where it can, each group's leaves combined in registers (see `grouped_vectors`).
+        let targets = if rank == 1 {
+            self.group_targets(pl)?
+        } else {
+            Vec::new()
+        };
+        if wide.is_some_and(|w| w.grouped == targets.is_empty()) {
+            return Err("internal: a wide body grouped otherwise than its loop".into());
         }
-        self.vector_body(pl, plan, &mut cx, UNROLL)?;
-        let next = self.b.ins().iadd_imm_s(j, step);
-        let left = self.b.ins().isub(end, next);
-        let more = self
-            .b
-            .ins()
-            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, left, step);
-        self.b.ins().brif(
-            more,
-            main,
-            &[BlockArg::Value(next)],
-            tail,
-            &[BlockArg::Value(next)],
-        );
+        if !targets.is_empty() {
+            self.grouped_vectors(
+                pl,
+                plan,
+                &mut cx,
+                (lo, hi, unit),
+                &over_ext,
+                wide,
+                &targets,
+                exit,
+            )?;
+        } else {
+            let (start, end) = if rank == 1 {
+                (lo, hi)
+            } else {
+                (self.b.ins().iconst(types::I64, 0), over_ext[rank - 1])
+            };
+            // The bulk of the row in the wide body, where there is one.
+            let start = match wide {
+                Some(w) => self.call_wide(w, &cx, start, end, unit)?,
+                None => start,
+            };
+            let l = i64::from(lanes);
 
-        // The remainder, one iteration at a time.
-        self.b.switch_to_block(tail);
-        let j = self.b.block_params(tail)[0];
-        let more = self.b.ins().icmp(IntCC::SignedLessThan, j, end);
-        self.b
-            .ins()
-            .brif(more, tail_body, &[BlockArg::Value(j)], latch, &[]);
-        self.b.switch_to_block(tail_body);
-        let j = self.b.block_params(tail_body)[0];
-        let tail_mark = self.env.mark();
-        self.env.define(pl.indices[rank - 1], j, DType::I64);
-        for (inst, &at_row) in pl.body.iter().zip(&plan.row_level) {
-            if !at_row {
-                self.lower_inst(inst)?;
+            let step = l * UNROLL as i64;
+            let main = self.b.create_block();
+            let tail = self.b.create_block();
+            let tail_body = self.b.create_block();
+            let latch = self.b.create_block();
+            for blk in [main, tail, tail_body] {
+                self.b.append_block_param(blk, types::I64);
             }
-        }
-        self.env.pop_to(tail_mark);
-        let next = self.b.ins().iadd_imm_s(j, 1);
-        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, end);
-        self.b
-            .ins()
-            .brif(more, tail_body, &[BlockArg::Value(next)], latch, &[]);
+            let left = self.b.ins().isub(end, start);
+            let enough = self
+                .b
+                .ins()
+                .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, left, step);
+            let go = self.b.ins().band(enough, unit);
+            self.b.ins().brif(
+                go,
+                main,
+                &[BlockArg::Value(start)],
+                tail,
+                &[BlockArg::Value(start)],
+            );
 
-        // Latches of the outer dimensions, innermost first.
-        self.b.switch_to_block(latch);
-        if outer == 0 {
-            self.b.ins().jump(exit, &[]);
+            // The main loop: UNROLL vectors per step.
+            self.b.switch_to_block(main);
+            let j = self.b.block_params(main)[0];
+            for (k, jk) in cx.j.iter_mut().enumerate() {
+                *jk = self.b.ins().iadd_imm_s(j, l * k as i64);
+            }
+            self.vector_body(pl, plan, &mut cx, UNROLL)?;
+            let next = self.b.ins().iadd_imm_s(j, step);
+            let left = self.b.ins().isub(end, next);
+            let more = self
+                .b
+                .ins()
+                .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, left, step);
+            self.b.ins().brif(
+                more,
+                main,
+                &[BlockArg::Value(next)],
+                tail,
+                &[BlockArg::Value(next)],
+            );
+
+            // The remainder, one iteration at a time.
+            self.b.switch_to_block(tail);
+            let j = self.b.block_params(tail)[0];
+            let more = self.b.ins().icmp(IntCC::SignedLessThan, j, end);
+            self.b
+                .ins()
+                .brif(more, tail_body, &[BlockArg::Value(j)], latch, &[]);
+            self.b.switch_to_block(tail_body);
+            let j = self.b.block_params(tail_body)[0];
+            let tail_mark = self.env.mark();
+            self.env.define(pl.indices[rank - 1], j, DType::I64);
+            for (inst, &at_row) in pl.body.iter().zip(&plan.row_level) {
+                if !at_row {
+                    self.lower_inst(inst)?;
+                }
+            }
+            self.env.pop_to(tail_mark);
+            let next = self.b.ins().iadd_imm_s(j, 1);
+            let more = self.b.ins().icmp(IntCC::SignedLessThan, next, end);
+            self.b
+                .ins()
+                .brif(more, tail_body, &[BlockArg::Value(next)], latch, &[]);
+
+            // Latches of the outer dimensions, innermost first.
+            self.b.switch_to_block(latch);
+            if outer == 0 {
+                self.b.ins().jump(exit, &[]);
+            }
+            self.loop_latches(&heads, hi, &over_ext, exit);
         }
-        self.loop_latches(&heads, hi, &over_ext, exit);
         self.env.pop_to(mark);
 
         // Exit: each rank-0 reduction's result is its vector accumulators combined lane by
@@ -740,7 +775,151 @@ impl FnLower<'_, '_> {
             self.tables.push(ConstTable { entries: cx.table });
         }
 
-        Ok(self.parallel_step(over, reds))
+        let mut kind = self.parallel_step(over, reds);
+        if let StepKind::Parallel { grouped, .. } = &mut kind {
+            *grouped = !targets.is_empty();
+        }
+        Ok(kind)
+    }
+
+    /// The row of a rank-1 loop (from the row block; on to `exit`) whose points store their
+    /// contributions into the grouped leaf stores `targets` (see [`super::Target::grouped`]),
+    /// leaving them grouped as [`weft_ir::reduction::grouped_nodes_with`] reads them: the
+    /// points before the first whole aligned group of eight and after the last run the scalar
+    /// body; the whole groups run in the wide body, where there is one, and the rest of them
+    /// eight points (`8 / lanes` vectors) at a time here, each group's contributions combined
+    /// by the canonical pairwise tree into one node, stored into the group's first element.
+    /// Rows whose contiguous stores do not all have unit strides run
+    /// [`FnLower::grouped_nest`], the scalar loop's grouping, instead.
+    #[allow(clippy::too_many_arguments)]
+    fn grouped_vectors(
+        &mut self,
+        pl: &ParallelLoop,
+        plan: &VecPlan,
+        cx: &mut VecCx,
+        (lo, hi, unit): (Value, Value, Value),
+        over_ext: &[Value],
+        wide: Option<&WideCall>,
+        targets: &[(u32, ReduceOp, DType)],
+        exit: Block,
+    ) -> LResult<()> {
+        use weft_ir::reduction::GROUP_LEVEL;
+        let [index] = pl.indices[..] else {
+            return Err("internal: a grouped vector loop of rank other than 1".into());
+        };
+        let (vectors, slow) = (self.b.create_block(), self.b.create_block());
+        self.b.ins().brif(unit, vectors, &[], slow, &[]);
+        self.b.switch_to_block(slow);
+        self.grouped_nest(pl, lo, hi, over_ext, exit, targets)?;
+
+        self.b.switch_to_block(vectors);
+        let (a, b) = self.group_bounds(pl, lo, hi)?;
+        let groups = self.b.create_block();
+        self.scalar_points(pl, plan, (lo, a), groups)?;
+        self.b.switch_to_block(groups);
+        let start = match wide {
+            Some(w) => self.call_wide(w, cx, a, b, unit)?,
+            None => a,
+        };
+        let size = 1i64 << GROUP_LEVEL;
+        let l = i64::from(cx.lanes);
+        let n = usize::try_from(size / l).map_err(|e| e.to_string())?;
+        if n == 0 || n > MAX_VECTORS {
+            return Err(format!("internal: a group of {n} vectors"));
+        }
+        let (group, tail) = (self.b.create_block(), self.b.create_block());
+        self.b.append_block_param(group, types::I64);
+        let some = self.b.ins().icmp(IntCC::SignedLessThan, start, b);
+        self.b
+            .ins()
+            .brif(some, group, &[BlockArg::Value(start)], tail, &[]);
+
+        self.b.switch_to_block(group);
+        let j = self.b.block_params(group)[0];
+        for (k, jk) in cx.j.iter_mut().take(n).enumerate() {
+            *jk = self.b.ins().iadd_imm_s(j, l * k as i64);
+        }
+        cx.capture = Some(targets.iter().map(|t| (t.0, Vec::new())).collect());
+        let body = self.vector_body(pl, plan, cx, n);
+        let caught = cx.capture.take().unwrap_or_default();
+        body?;
+        for (&(param, op, dt), (_, vecs)) in targets.iter().zip(caught) {
+            if vecs.len() != n {
+                return Err(format!(
+                    "internal: a group stores {} vectors into grouped leaf store {param}",
+                    vecs.len()
+                ));
+            }
+            let mut leaves = Vec::with_capacity(size as usize);
+            for v in vecs {
+                for lane in 0..cx.lanes {
+                    leaves.push(self.lane(v, lane, dt));
+                }
+            }
+            let node = self.pairwise(op, dt, &leaves);
+            let (addr, _) = self.vector_address(
+                &Access {
+                    param,
+                    indices: vec![index],
+                },
+                0,
+                cx,
+            )?;
+            self.b.ins().store(data_flags(), node, addr, 0);
+        }
+        let next = self.b.ins().iadd_imm_s(j, size);
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, b);
+        self.b
+            .ins()
+            .brif(more, group, &[BlockArg::Value(next)], tail, &[]);
+
+        self.b.switch_to_block(tail);
+        self.scalar_points(pl, plan, (b, hi), exit)
+    }
+
+    /// The canonical pairwise tree of `leaves` (a power of two of them) under `op`: each
+    /// combination takes the left subtree's value first.
+    fn pairwise(&mut self, op: ReduceOp, dt: DType, leaves: &[Value]) -> Value {
+        match leaves {
+            [x] => *x,
+            _ => {
+                let (l, r) = leaves.split_at(leaves.len() / 2);
+                let l = self.pairwise(op, dt, l);
+                let r = self.pairwise(op, dt, r);
+                self.combine(op, dt, l, r)
+            }
+        }
+    }
+
+    /// From the current block: the scalar body (its varying instructions) for the points
+    /// `from..to` of a rank-1 vector loop, one at a time; on to `after`.
+    fn scalar_points(
+        &mut self,
+        pl: &ParallelLoop,
+        plan: &VecPlan,
+        (from, to): (Value, Value),
+        after: Block,
+    ) -> LResult<()> {
+        let (head, body) = (self.b.create_block(), self.b.create_block());
+        self.b.append_block_param(head, types::I64);
+        self.b.ins().jump(head, &[BlockArg::Value(from)]);
+        self.b.switch_to_block(head);
+        let j = self.b.block_params(head)[0];
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, j, to);
+        self.b.ins().brif(more, body, &[], after, &[]);
+        self.b.switch_to_block(body);
+        let mark = self.env.mark();
+        self.env
+            .define(pl.indices[pl.indices.len() - 1], j, DType::I64);
+        for (inst, &at_row) in pl.body.iter().zip(&plan.row_level) {
+            if !at_row {
+                self.lower_inst(inst)?;
+            }
+        }
+        self.env.pop_to(mark);
+        let next = self.b.ins().iadd_imm_s(j, 1);
+        self.b.ins().jump(head, &[BlockArg::Value(next)]);
+        Ok(())
     }
 
     /// Calls the wide body `w` for the row's iterations `start..start + step * steps` (`steps =
@@ -990,6 +1169,14 @@ impl FnLower<'_, '_> {
             }
             Op::Store(acc, v) => {
                 let x = self.vval(*v, k, cx)?;
+                if let Some(caught) = cx
+                    .capture
+                    .as_mut()
+                    .and_then(|c| c.iter_mut().find(|t| t.0 == acc.param))
+                {
+                    caught.1.push(x);
+                    return Ok(());
+                }
                 let (addr, _) = self.vector_address(acc, k, cx)?;
                 self.b.ins().store(data_flags(), x, addr, 0);
                 return Ok(());
@@ -1000,9 +1187,12 @@ impl FnLower<'_, '_> {
                     .accs
                     .get(&acc.param)
                     .ok_or("internal: no vector accumulator")?;
-                let old = self.b.use_var(vars[k]);
+                // A step of more vectors than accumulators (a group) shares them: the
+                // operators in registers are exact, so the order does not show.
+                let var = vars[k % UNROLL];
+                let old = self.b.use_var(var);
                 let new = self.vcombine(op, dt, old, x, lanes);
-                self.b.def_var(vars[k], new);
+                self.b.def_var(var, new);
                 return Ok(());
             }
             Op::Binary(op, a, b) => {

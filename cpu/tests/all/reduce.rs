@@ -595,3 +595,142 @@ fn float_sums_with_several_reductions_per_point_keep_the_canonical_order() {
         }
     }
 }
+
+/// Two float sums fused into a vectorized loop (`z = x + a y; d += x y; q += z z`, `a` a 0-d
+/// store: the shape of BiCGSTAB's `x`/`r` update with its two dots), whose vector steps combine each aligned
+/// group of eight points in registers (in the wide bodies by shuffles, in the 128-bit code
+/// lane by lane) and store one node per group: the canonical bits on every path this CPU
+/// has, for lengths around the group, the 128-bit and wide steps and the launcher's slices,
+/// on sub-views whose origin is not a multiple of eight, 1 and 2 threads; and an `x` whose
+/// stride is two elements, which takes the scalar grouping.
+#[test]
+fn dots_in_a_vector_loop_keep_the_canonical_order_on_every_path() {
+    use weft_cpu::SimdPath;
+    use weft_ir::reduction::canonical;
+    let mut kb = Kb::new();
+    let x = kb.store(DType::F64, 1, Privilege::Read);
+    let y = kb.store(DType::F64, 1, Privilege::Read);
+    let z = kb.store(DType::F64, 1, Privilege::Write);
+    let d = kb.store(DType::F64, 0, Privilege::Reduce(ReduceOp::Sum));
+    let q = kb.store(DType::F64, 0, Privilege::Reduce(ReduceOp::Sum));
+    let a = kb.store(DType::F64, 0, Privilege::Read);
+    kb.parallel(z, 1, |kb, i| {
+        let xi = kb.load(x, &[i[0]]);
+        let yi = kb.load(y, &[i[0]]);
+        let av = kb.load(a, &[]);
+        let ay = kb.mul(av, yi);
+        let zi = kb.add(xi, ay);
+        kb.store_to(z, &[i[0]], zi);
+        let t = kb.mul(xi, yi);
+        kb.reduce(d, &[], ReduceOp::Sum, t);
+        let s = kb.mul(zi, zi);
+        kb.reduce(q, &[], ReduceOp::Sum, s);
+    });
+    let k = kb.finish("reduce.vector_dots");
+    let mut be = weft_cpu::CpuBackend::new().unwrap();
+    let paths = be.compiler().available_paths();
+    eprintln!("paths checked: {paths:?}");
+    let compiled: Vec<(SimdPath, weft_cpu::CompiledKernel)> = paths
+        .iter()
+        .map(|&path| {
+            be.compiler().set_path(path).unwrap();
+            let c = be.compile(&k).unwrap();
+            let vector = path != SimdPath::Scalar;
+            assert_eq!(c.grouped_loops(), usize::from(vector), "grouped on {path}");
+            assert_eq!(c.avx2_loops(), usize::from(path == SimdPath::Avx2));
+            assert_eq!(c.avx512_loops(), usize::from(path == SimdPath::Avx512));
+            (path, c)
+        })
+        .collect();
+    // Mixed magnitudes, so that another order of the sums shows in their bits.
+    let value = |i: usize, salt: usize| {
+        let big = if (i * 7 + salt).is_multiple_of(5) { 1e9 } else { 1.0 };
+        big * (((i * 31 + salt * 17) % 97) as f64 - 48.0) / 7.0
+    };
+    for (len, origin, stride) in [
+        (1usize, 0usize, 1usize),
+        (7, 0, 1),
+        (8, 0, 1),
+        (9, 3, 1),
+        (15, 1, 1),
+        (16, 0, 1),
+        (17, 7, 1),
+        (31, 2, 1),
+        (32, 0, 1),
+        (33, 5, 1),
+        (63, 9, 1),
+        (100, 5, 1),
+        (4096 + 13, 0, 1),
+        (4096 + 29, 3, 1),
+        (10_001, 11, 1),
+        (40_003, 6, 1),
+        (100, 5, 2),
+        (10_001, 3, 2),
+    ] {
+        let total = len + origin;
+        let mut xs: Vec<f64> = (0..total * stride).map(|i| value(i, 1)).collect();
+        let mut ys: Vec<f64> = (0..total).map(|i| value(i, 2)).collect();
+        let xval: Vec<f64> = (0..total).map(|r| xs[r * stride]).collect();
+        let xv = |r: usize| xval[r];
+        // The canonical sums over the view (the points before the origin contribute nothing).
+        let sum = |f: &dyn Fn(usize) -> f64| {
+            let got = canonical(ReduceOp::Sum, DType::F64, &[total as u64], &|p| {
+                let r = p[0] as usize;
+                weft_ir::Scalar::F64(if r < origin { -0.0 } else { f(r) })
+            });
+            let Some(weft_ir::Scalar::F64(s)) = got else {
+                panic!("no canonical sum")
+            };
+            s
+        };
+        let want_d = 0.5 + sum(&|r| xv(r) * ys[r]);
+        let alpha = -0.75f64;
+        let zval: Vec<f64> = (0..total).map(|r| xv(r) + alpha * ys[r]).collect();
+        let want_q = -1.5 + sum(&|r| zval[r] * zval[r]);
+        for (path, c) in &compiled {
+            for threads in [1, 2] {
+                let mut zs = vec![0.0f64; total];
+                let (mut dv, mut qv, mut av) = (0.5f64, -1.5f64, alpha);
+                let sub = |v: weft_cpu::StoreView, step: usize| {
+                    let mut v = v;
+                    // SAFETY: `origin < total` elements (of `step`) into the buffer.
+                    v.ptr = unsafe { v.ptr.cast::<f64>().add(origin * step) }.cast();
+                    v.extents = vec![len as i64];
+                    v.strides = vec![step as i64];
+                    v.origin = vec![origin as i64];
+                    v
+                };
+                let nx = xs.len() as i64;
+                run_on(
+                    c,
+                    &[
+                        sub(dense(&mut xs, &[nx]), stride),
+                        sub(dense(&mut ys, &[total as i64]), 1),
+                        sub(dense(&mut zs, &[total as i64]), 1),
+                        scalar_view(&mut dv),
+                        scalar_view(&mut qv),
+                        scalar_view(&mut av),
+                    ],
+                    &[],
+                    threads,
+                )
+                .unwrap();
+                let what =
+                    format!("{len} from {origin}, stride {stride}, {path}, {threads} threads");
+                assert_eq!(
+                    dv.to_bits(),
+                    want_d.to_bits(),
+                    "d, {what}: {dv} vs {want_d}"
+                );
+                assert_eq!(
+                    qv.to_bits(),
+                    want_q.to_bits(),
+                    "q, {what}: {qv} vs {want_q}"
+                );
+                for r in origin..total {
+                    assert_eq!(zs[r].to_bits(), zval[r].to_bits(), "z[{r}], {what}");
+                }
+            }
+        }
+    }
+}

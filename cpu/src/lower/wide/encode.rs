@@ -83,6 +83,7 @@ pub(crate) enum Pp {
     Np = 0,
     P66 = 1,
     Pf3 = 2,
+    Pf2 = 3,
 }
 
 /// A vector instruction's fixed part: map, prefix and opcode byte. Its `W` bit comes from the
@@ -132,6 +133,11 @@ pub(crate) mod op {
     pub const VMOVUPD_STORE: VecOp = vop(Map::M0f, Pp::P66, 0x11);
     pub const VMOVAPD_LOAD: VecOp = vop(Map::M0f, Pp::P66, 0x28);
     pub const VMOVAPD_STORE: VecOp = vop(Map::M0f, Pp::P66, 0x29);
+    /// `vmovsd m64, xmm`: lane 0 of a vector into memory.
+    pub const VMOVSD_STORE: VecOp = vop(Map::M0f, Pp::Pf2, 0x11);
+    /// `vpermilpd v, v/m, imm8`: within each 128-bit pair, lane `i` takes the pair's lane
+    /// given by bit `i` of the immediate.
+    pub const VPERMILPD_IMM: VecOp = vop(Map::M0f3a, Pp::P66, 0x05);
 
     // EVEX only.
     pub const VPMULLQ: VecOp = vop(Map::M0f38, Pp::P66, 0x40);
@@ -143,12 +149,21 @@ pub(crate) mod op {
     pub const VPCMPQ: VecOp = vop(Map::M0f3a, Pp::P66, 0x1f);
     pub const VCVTQQ2PD: VecOp = vop(Map::M0f, Pp::Pf3, 0xe6);
     pub const VPMOVM2Q: VecOp = vop(Map::M0f38, Pp::Pf3, 0x38);
+    /// `vpermpd v, v/m, imm8`: within each 256-bit half, lane `i` takes the half's lane given
+    /// by bits `2i..2i+2` of the immediate.
+    pub const VPERMPD_IMM: VecOp = vop(Map::M0f3a, Pp::P66, 0x01);
+    /// `vshuff64x2 v, a, b/m, imm8`: 128-bit blocks 0 and 1 from `a`, 2 and 3 from `b`, each
+    /// picked by two bits of the immediate.
+    pub const VSHUFF64X2: VecOp = vop(Map::M0f3a, Pp::P66, 0x23);
 
     // VEX only.
     /// `vblendvpd v, f, t, mask`: the mask register in the immediate's high four bits.
     pub const VBLENDVPD: VecOp = vop(Map::M0f3a, Pp::P66, 0x4b);
     pub const VPCMPEQQ: VecOp = vop(Map::M0f38, Pp::P66, 0x29);
     pub const VPCMPGTQ: VecOp = vop(Map::M0f38, Pp::P66, 0x37);
+    /// `vperm2f128 v, a, b/m, imm8`: each 128-bit half picked from `a` and `b`'s four by two
+    /// bits of the immediate.
+    pub const VPERM2F128: VecOp = vop(Map::M0f3a, Pp::P66, 0x06);
 }
 
 /// The mask-register instructions (VEX, map 0F, `W0`).
@@ -652,6 +667,95 @@ mod tests {
         assert_eq!(
             vex(|a| a.vector(op::VMAXPD, 7, Some(9), Rm::Reg(8), 0, None)),
             [0xc4, 0xc1, 0x35, 0x5f, 0xf8]
+        );
+    }
+
+    /// The instructions of the in-register group trees ([`super::super::select`]'s
+    /// `group_tree`), in both encodings.
+    #[test]
+    fn group_tree_forms() {
+        let m = |base, index, disp| Rm::Mem {
+            mem: Mem { base, index, disp },
+            bcst: false,
+        };
+        let both = |f: &dyn Fn(&mut Asm)| {
+            let (mut e, mut v) = (Asm::new(Isa::Avx512), Asm::new(Isa::Avx2));
+            f(&mut e);
+            f(&mut v);
+            (e.code, v.code)
+        };
+        // vmovsd [r12+rax+0x40], xmm3
+        assert_eq!(
+            both(&|a| a.vector(op::VMOVSD_STORE, 3, None, m(R12, Some(RAX), 0x40), 0, None)),
+            (
+                vec![0x62, 0xd1, 0xff, 0x48, 0x11, 0x9c, 0x04, 0x40, 0, 0, 0],
+                vec![0xc4, 0xc1, 0x7f, 0x11, 0x9c, 0x04, 0x40, 0, 0, 0]
+            )
+        );
+        // vmovsd [rcx+rax], xmm12
+        assert_eq!(
+            both(&|a| a.vector(op::VMOVSD_STORE, 12, None, m(RCX, Some(RAX), 0), 0, None)),
+            (
+                vec![0x62, 0x71, 0xff, 0x48, 0x11, 0xa4, 0x01, 0, 0, 0, 0],
+                vec![0xc4, 0x61, 0x7f, 0x11, 0xa4, 0x01, 0, 0, 0, 0]
+            )
+        );
+        // vpermilpd zmm1/ymm1, zmm2/ymm2, 0x55
+        assert_eq!(
+            both(&|a| a.vector(op::VPERMILPD_IMM, 1, None, Rm::Reg(2), 0, Some(0x55))),
+            (
+                vec![0x62, 0xf3, 0xfd, 0x48, 0x05, 0xca, 0x55],
+                vec![0xc4, 0xe3, 0x7d, 0x05, 0xca, 0x55]
+            )
+        );
+        // vpermilpd zmm9/ymm9, [rsp+0x80], 0x5
+        assert_eq!(
+            both(&|a| a.vector(op::VPERMILPD_IMM, 9, None, m(RSP, None, 0x80), 0, Some(5))),
+            (
+                vec![
+                    0x62, 0x73, 0xfd, 0x48, 0x05, 0x8c, 0x24, 0x80, 0, 0, 0, 0x05
+                ],
+                vec![0xc4, 0x63, 0x7d, 0x05, 0x8c, 0x24, 0x80, 0, 0, 0, 0x05]
+            )
+        );
+        // vmovsd [r12+rax+0x40], xmm17
+        assert_eq!(
+            enc(|a| a.evex(op::VMOVSD_STORE, 17, None, m(R12, Some(RAX), 0x40), 0, None)),
+            [0x62, 0xc1, 0xff, 0x48, 0x11, 0x8c, 0x04, 0x40, 0, 0, 0]
+        );
+        // vpermpd zmm20, zmm3, 0x4e
+        assert_eq!(
+            enc(|a| a.evex(op::VPERMPD_IMM, 20, None, Rm::Reg(3), 0, Some(0x4e))),
+            [0x62, 0xe3, 0xfd, 0x48, 0x01, 0xe3, 0x4e]
+        );
+        // vshuff64x2 zmm5, zmm21, zmm30, 0x4e
+        assert_eq!(
+            enc(|a| a.evex(op::VSHUFF64X2, 5, Some(21), Rm::Reg(30), 0, Some(0x4e))),
+            [0x62, 0x93, 0xd5, 0x40, 0x23, 0xee, 0x4e]
+        );
+        // vshuff64x2 zmm5, zmm5, [rsp+0x40], 0x4e
+        assert_eq!(
+            enc(|a| a.evex(
+                op::VSHUFF64X2,
+                5,
+                Some(5),
+                m(RSP, None, 0x40),
+                0,
+                Some(0x4e)
+            )),
+            [
+                0x62, 0xf3, 0xd5, 0x48, 0x23, 0xac, 0x24, 0x40, 0, 0, 0, 0x4e
+            ]
+        );
+        // vperm2f128 ymm10, ymm3, ymm11, 0x1
+        assert_eq!(
+            vex(|a| a.vector(op::VPERM2F128, 10, Some(3), Rm::Reg(11), 0, Some(1))),
+            [0xc4, 0x43, 0x65, 0x06, 0xd3, 0x01]
+        );
+        // vperm2f128 ymm1, ymm1, [rsp+0x40], 0x1
+        assert_eq!(
+            vex(|a| a.vector(op::VPERM2F128, 1, Some(1), m(RSP, None, 0x40), 0, Some(1))),
+            [0xc4, 0xe3, 0x75, 0x06, 0x8c, 0x24, 0x40, 0, 0, 0, 0x01]
         );
     }
 }

@@ -3,8 +3,8 @@
 //! or 512-bit `zmm` registers (AVX-512, eight lanes).
 //!
 //! Cranelift 0.135's x86-64 back end has 128-bit vectors only. For a loop that
-//! [`super::vector`] takes, with `f64`/`i64` lanes, no reduction and no use of the loop index as
-//! a value, this module emits a function
+//! [`super::vector`] takes, with `f64`/`i64` lanes, no reduction into a register and no use of
+//! the loop index as a value, this module emits a function
 //!
 //! ```text
 //! extern "C" fn(args: *const u64, steps: i64)
@@ -35,8 +35,9 @@ mod select;
 
 pub(crate) use fold::{FoldBody, FoldWord, UNROLL, compile_fold};
 
+use weft_ir::reduction::GROUP_LEVEL;
 use weft_ir::validate::Types;
-use weft_ir::{Op, ParallelLoop, Scalar, ValueId};
+use weft_ir::{Op, ParallelLoop, ReduceOp, Scalar, ValueId};
 
 use self::encode::{Asm, Mem, Rm, VecOp, gpr, op};
 use self::regalloc::{Class, Frame, MInst, VReg};
@@ -161,12 +162,19 @@ const PTR_REGS: [u8; 10] = [
 /// Compiles the varying part of `pl` (as `plan` splits it) into a function of `isa`, or says
 /// why it does not qualify. `const_of` gives the value of each uniform value that is a
 /// constant.
+///
+/// The stores into the leaf stores `grouped` (with their operators) at the loop's index
+/// leave them *grouped* (see [`weft_ir::reduction::grouped_nodes_with`]): the caller starts
+/// the steps on a group boundary, each aligned group of eight points is combined in registers
+/// by the canonical tree ([`select::Select::group_tree`]), and only its node is stored, into
+/// the group's first element.
 pub(crate) fn compile(
     isa: Isa,
     pl: &ParallelLoop,
     plan: &VecPlan,
     types: &Types,
     const_of: &dyn Fn(ValueId) -> Option<Scalar>,
+    grouped: &[(u32, ReduceOp)],
 ) -> Result<WideBody, String> {
     if plan.lanes != 2 {
         return Err("not 64-bit lanes".into());
@@ -188,6 +196,10 @@ pub(crate) fn compile(
             }
         }
     };
+    // Vectors per group of eight points, and a group's bytes.
+    let per_group = usize::try_from((1i64 << GROUP_LEVEL) / isa.lanes())
+        .map_err(|e| e.to_string())?
+        .max(1);
     for (inst, &at_row) in pl.body.iter().zip(&plan.row_level) {
         if at_row {
             continue;
@@ -195,8 +207,34 @@ pub(crate) fn compile(
         if matches!(inst.op, Op::Reduce(..)) {
             return Err("a reduction".into());
         }
+        let group_op = match &inst.op {
+            Op::Store(acc, v) if acc.indices == pl.indices => grouped
+                .iter()
+                .find(|g| g.0 == acc.param)
+                .map(|g| (g.1, acc, *v)),
+            _ => None,
+        };
+        let Some((red, acc, v)) = group_op else {
+            for copy in 0..isa.unroll() {
+                s.inst(copy, inst, &mut ptr_of)?;
+            }
+            continue;
+        };
+        let ptr = ptr_of(acc.param, &acc.indices);
+        let mut copies = Vec::with_capacity(per_group);
         for copy in 0..isa.unroll() {
-            s.inst(copy, inst, &mut ptr_of)?;
+            copies.push(s.stored(copy, v)?);
+            if copies.len() == per_group {
+                let node = s.group_tree(red, &copies)?;
+                let first = copy + 1 - per_group;
+                let disp =
+                    i32::try_from(first as i64 * isa.lanes() * 8).map_err(|e| e.to_string())?;
+                s.store_lane0(node, ptr, disp);
+                copies.clear();
+            }
+        }
+        if !copies.is_empty() {
+            return Err("internal: a step of a partial group".into());
         }
     }
     if ptrs.len() > PTR_REGS.len() {

@@ -128,6 +128,9 @@ pub(crate) enum MInst {
     /// A vector of elements into pointer argument `ptr`, at the step's offset plus `disp`
     /// bytes.
     Store { src: VReg, ptr: u32, disp: i32 },
+    /// Lane 0 of `src` into pointer argument `ptr`, at the step's offset plus `disp` bytes
+    /// (`vmovsd`).
+    StoreLane0 { src: VReg, ptr: u32, disp: i32 },
     /// The pinned register `to` takes the value of `src` (`vmovapd`), for the next iteration.
     Pin { to: VReg, src: VReg },
 }
@@ -166,7 +169,7 @@ impl MInst {
                 out.push((*b, Need::Reg));
             }
             MInst::KNot { a, .. } => out.push((*a, Need::Reg)),
-            MInst::Store { src, .. } => out.push((*src, Need::Reg)),
+            MInst::Store { src, .. } | MInst::StoreLane0 { src, .. } => out.push((*src, Need::Reg)),
             MInst::Pin { src, .. } => out.push((*src, Need::RegOrMem)),
         }
         out
@@ -183,7 +186,7 @@ impl MInst {
             | MInst::KOp { dst, .. }
             | MInst::KNot { dst, .. }
             | MInst::Load { dst, .. } => Some(*dst),
-            MInst::Store { .. } | MInst::Pin { .. } => None,
+            MInst::Store { .. } | MInst::StoreLane0 { .. } | MInst::Pin { .. } => None,
         }
     }
 }
@@ -466,7 +469,7 @@ pub(crate) fn emit_body(
             },
             KOp(KOp, u8, u8),
             KNot(u8),
-            Store(Mem, u8),
+            Store(VecOp, Mem, u8),
             Load(Mem),
             Pin(u8, Rm),
         }
@@ -531,7 +534,12 @@ pub(crate) fn emit_body(
             MInst::KOp { op, a: x, b, .. } => Enc::KOp(op, reg_of(&a, x)?, reg_of(&a, b)?),
             MInst::KNot { a: x, .. } => Enc::KNot(reg_of(&a, x)?),
             MInst::Load { ptr, disp, .. } => Enc::Load(frame.data(ptr, disp)?),
-            MInst::Store { src, ptr, disp } => Enc::Store(frame.data(ptr, disp)?, reg_of(&a, src)?),
+            MInst::Store { src, ptr, disp } => {
+                Enc::Store(op::VMOVUPD_STORE, frame.data(ptr, disp)?, reg_of(&a, src)?)
+            }
+            MInst::StoreLane0 { src, ptr, disp } => {
+                Enc::Store(op::VMOVSD_STORE, frame.data(ptr, disp)?, reg_of(&a, src)?)
+            }
             MInst::Pin { to, src } => {
                 if !a.pinned[to.0 as usize] {
                     return Err(format!("internal: v{} is not pinned", to.0));
@@ -581,14 +589,9 @@ pub(crate) fn emit_body(
                 0,
                 None,
             ),
-            Enc::Store(mem, r) => asm.vector(
-                op::VMOVUPD_STORE,
-                r,
-                None,
-                Rm::Mem { mem, bcst: false },
-                0,
-                None,
-            ),
+            Enc::Store(ins, mem, r) => {
+                asm.vector(ins, r, None, Rm::Mem { mem, bcst: false }, 0, None)
+            }
             Enc::Pin(to, rm) => asm.vector(op::VMOVAPD_LOAD, to, None, rm, 0, None),
         }
         if let Some((d, _)) = dst

@@ -338,6 +338,84 @@ impl<'a> Select<'a> {
         }
     }
 
+    /// The value a grouped leaf store receives from vector `copy` of the step: `v` in a
+    /// register (a uniform value broadcast).
+    pub fn stored(&mut self, copy: usize, v: ValueId) -> R<VReg> {
+        self.copy = copy;
+        let t = self.ty(v)?;
+        if t != DType::F64 {
+            return Err(format!("a grouped leaf of {t}"));
+        }
+        self.reg(v)
+    }
+
+    /// The canonical pairwise tree of one aligned group of eight `f64` contributions, combined
+    /// by `op` (a float sum or product): `copies` are the group's vectors in order (one `zmm`
+    /// on AVX-512, two `ymm` on AVX2), and lane 0 of the result holds the group's node, each
+    /// combination in the tree's operand order (left sibling first):
+    ///
+    /// ```text
+    /// within each vector:  x + vpermilpd(x, 0x55)  pairs:   lane 2i = x[2i] + x[2i+1]
+    ///                      s + (lanes 2,3 of each 256-bit half moved down)
+    ///                                               halves:  lane 4h = its half's tree
+    /// AVX-512:             t + vshuff64x2(t, t, 0x4e)    lane 0 = lanes 0..4 + lanes 4..8
+    /// AVX2:                t0 + t1                       lane 0 = first ymm + second ymm
+    /// ```
+    pub fn group_tree(&mut self, op: weft_ir::ReduceOp, copies: &[VReg]) -> R<VReg> {
+        let ins = match op {
+            weft_ir::ReduceOp::Sum => op::VADDPD,
+            weft_ir::ReduceOp::Prod => op::VMULPD,
+            other => return Err(format!("a grouped {} leaf", other.name())),
+        };
+        let v = Class::V;
+        let half = |s: &mut Self, x: VReg| {
+            let dst = s.new_reg(v);
+            s.push(MInst::Op2 {
+                ins: op::VPERMILPD_IMM,
+                dst,
+                b: Src::V(x),
+                imm: Some(0x55),
+            });
+            let pairs = s.op3(ins, x, Src::V(dst), None, v);
+            let moved = match s.isa {
+                Isa::Avx512 => {
+                    let dst = s.new_reg(v);
+                    s.push(MInst::Op2 {
+                        ins: op::VPERMPD_IMM,
+                        dst,
+                        b: Src::V(pairs),
+                        imm: Some(0x4e),
+                    });
+                    dst
+                }
+                Isa::Avx2 => s.op3(op::VPERM2F128, pairs, Src::V(pairs), Some(0x01), v),
+            };
+            s.op3(ins, pairs, Src::V(moved), None, v)
+        };
+        match (self.isa, copies) {
+            (Isa::Avx512, &[z]) => {
+                let t = half(self, z);
+                let high = self.op3(op::VSHUFF64X2, t, Src::V(t), Some(0x4e), v);
+                Ok(self.op3(ins, t, Src::V(high), None, v))
+            }
+            (Isa::Avx2, &[y0, y1]) => {
+                let t0 = half(self, y0);
+                let t1 = half(self, y1);
+                Ok(self.op3(ins, t0, Src::V(t1), None, v))
+            }
+            (isa, c) => Err(format!(
+                "internal: a group of {} {} vectors",
+                c.len(),
+                isa.name()
+            )),
+        }
+    }
+
+    /// Lane 0 of `src` into pointer argument `ptr`, `disp` bytes from the step's first element.
+    pub fn store_lane0(&mut self, src: VReg, ptr: u32, disp: i32) {
+        self.push(MInst::StoreLane0 { src, ptr, disp });
+    }
+
     /// Selects the instructions of one body instruction, for the current vector of the step;
     /// `ptr_of` numbers the contiguous accesses.
     pub fn inst(
