@@ -644,7 +644,11 @@ fn dots_in_a_vector_loop_keep_the_canonical_order_on_every_path() {
         .collect();
     // Mixed magnitudes, so that another order of the sums shows in their bits.
     let value = |i: usize, salt: usize| {
-        let big = if (i * 7 + salt).is_multiple_of(5) { 1e9 } else { 1.0 };
+        let big = if (i * 7 + salt).is_multiple_of(5) {
+            1e9
+        } else {
+            1.0
+        };
         big * (((i * 31 + salt * 17) % 97) as f64 - 48.0) / 7.0
     };
     for (len, origin, stride) in [
@@ -730,6 +734,97 @@ fn dots_in_a_vector_loop_keep_the_canonical_order_on_every_path() {
                 for r in origin..total {
                     assert_eq!(zs[r].to_bits(), zval[r].to_bits(), "z[{r}], {what}");
                 }
+            }
+        }
+    }
+}
+
+/// An `f32` dot product in a vectorized loop (four lanes a vector, so two vectors a group of
+/// eight): the canonical bits on every path, for lengths around the group and the step, on
+/// sub-views whose origin is not a multiple of eight, 1 and 2 threads.
+#[test]
+fn an_f32_dot_in_a_vector_loop_keeps_the_canonical_order() {
+    use weft_cpu::SimdPath;
+    use weft_ir::reduction::canonical;
+    let mut kb = Kb::new();
+    let x = kb.store(DType::F32, 1, Privilege::Read);
+    let y = kb.store(DType::F32, 1, Privilege::Read);
+    let d = kb.store(DType::F32, 0, Privilege::Reduce(ReduceOp::Sum));
+    kb.parallel(x, 1, |kb, i| {
+        let xi = kb.load(x, &[i[0]]);
+        let yi = kb.load(y, &[i[0]]);
+        let t = kb.mul(xi, yi);
+        kb.reduce(d, &[], ReduceOp::Sum, t);
+    });
+    let k = kb.finish("reduce.vector_dot_f32");
+    let mut be = weft_cpu::CpuBackend::new().unwrap();
+    let compiled: Vec<(SimdPath, weft_cpu::CompiledKernel)> = be
+        .compiler()
+        .available_paths()
+        .into_iter()
+        .map(|path| {
+            be.compiler().set_path(path).unwrap();
+            let c = be.compile(&k).unwrap();
+            let vector = path != SimdPath::Scalar;
+            assert_eq!(c.grouped_loops(), usize::from(vector), "grouped on {path}");
+            (path, c)
+        })
+        .collect();
+    let value = |i: usize, salt: usize| {
+        let big = if (i * 3 + salt).is_multiple_of(7) {
+            3e5
+        } else {
+            1.0
+        };
+        big * (((i * 29 + salt * 13) % 89) as f32 - 44.0) / 9.0
+    };
+    for (len, origin) in [
+        (1usize, 0usize),
+        (7, 1),
+        (8, 0),
+        (12, 4),
+        (17, 3),
+        (100, 5),
+        (5000, 7),
+    ] {
+        let total = len + origin;
+        let mut xs: Vec<f32> = (0..total).map(|i| value(i, 1)).collect();
+        let mut ys: Vec<f32> = (0..total).map(|i| value(i, 2)).collect();
+        let got = canonical(ReduceOp::Sum, DType::F32, &[total as u64], &|p| {
+            let r = p[0] as usize;
+            weft_ir::Scalar::F32(if r < origin { -0.0 } else { xs[r] * ys[r] })
+        });
+        let Some(weft_ir::Scalar::F32(want)) = got else {
+            panic!("no canonical sum")
+        };
+        let want = 0.25 + want;
+        for (path, c) in &compiled {
+            for threads in [1, 2] {
+                let mut dv = 0.25f32;
+                let sub = |v: weft_cpu::StoreView| {
+                    let mut v = v;
+                    // SAFETY: `origin < total` elements into the buffer.
+                    v.ptr = unsafe { v.ptr.cast::<f32>().add(origin) }.cast();
+                    v.extents = vec![len as i64];
+                    v.origin = vec![origin as i64];
+                    v
+                };
+                run_on(
+                    c,
+                    &[
+                        sub(dense(&mut xs, &[total as i64])),
+                        sub(dense(&mut ys, &[total as i64])),
+                        scalar_view(&mut dv),
+                    ],
+                    &[],
+                    threads,
+                )
+                .unwrap();
+                assert_eq!(
+                    dv.to_bits(),
+                    want.to_bits(),
+                    "{len} from {origin}, {path}, {threads} threads: {dv} vs {want}"
+                );
             }
         }
     }
