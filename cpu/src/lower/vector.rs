@@ -669,9 +669,8 @@ impl FnLower<'_, '_> {
             let step = l * UNROLL as i64;
             let main = self.b.create_block();
             let tail = self.b.create_block();
-            let tail_body = self.b.create_block();
             let latch = self.b.create_block();
-            for blk in [main, tail, tail_body] {
+            for blk in [main, tail] {
                 self.b.append_block_param(blk, types::I64);
             }
             let left = self.b.ins().isub(end, start);
@@ -712,25 +711,7 @@ impl FnLower<'_, '_> {
             // The remainder, one iteration at a time.
             self.b.switch_to_block(tail);
             let j = self.b.block_params(tail)[0];
-            let more = self.b.ins().icmp(IntCC::SignedLessThan, j, end);
-            self.b
-                .ins()
-                .brif(more, tail_body, &[BlockArg::Value(j)], latch, &[]);
-            self.b.switch_to_block(tail_body);
-            let j = self.b.block_params(tail_body)[0];
-            let tail_mark = self.env.mark();
-            self.env.define(pl.indices[rank - 1], j, DType::I64);
-            for (inst, &at_row) in pl.body.iter().zip(&plan.row_level) {
-                if !at_row {
-                    self.lower_inst(inst)?;
-                }
-            }
-            self.env.pop_to(tail_mark);
-            let next = self.b.ins().iadd_imm_s(j, 1);
-            let more = self.b.ins().icmp(IntCC::SignedLessThan, next, end);
-            self.b
-                .ins()
-                .brif(more, tail_body, &[BlockArg::Value(next)], latch, &[]);
+            self.scalar_points(pl, plan, (j, end), latch)?;
 
             // Latches of the outer dimensions, innermost first.
             self.b.switch_to_block(latch);
@@ -891,8 +872,8 @@ impl FnLower<'_, '_> {
         }
     }
 
-    /// From the current block: the scalar body (its varying instructions) for the points
-    /// `from..to` of a rank-1 vector loop, one at a time; on to `after`.
+    /// From the current block: the scalar body (its varying instructions) for the iterations
+    /// `from..to` of the row's innermost index, one at a time; on to `after`.
     fn scalar_points(
         &mut self,
         pl: &ParallelLoop,
