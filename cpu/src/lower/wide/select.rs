@@ -368,26 +368,22 @@ impl<'a> Select<'a> {
             other => return Err(format!("a grouped {} leaf", other.name())),
         };
         let v = Class::V;
-        let half = |s: &mut Self, x: VReg| {
+        // `dst = permute(x, imm)`, one source.
+        let permute = |s: &mut Self, ins: VecOp, x: VReg, imm: u8| {
             let dst = s.new_reg(v);
             s.push(MInst::Op2 {
-                ins: op::VPERMILPD_IMM,
+                ins,
                 dst,
                 b: Src::V(x),
-                imm: Some(0x55),
+                imm: Some(imm),
             });
-            let pairs = s.op3(ins, x, Src::V(dst), None, v);
+            dst
+        };
+        let half = |s: &mut Self, x: VReg| {
+            let swapped = permute(s, op::VPERMILPD_IMM, x, 0x55);
+            let pairs = s.op3(ins, x, Src::V(swapped), None, v);
             let moved = match s.isa {
-                Isa::Avx512 => {
-                    let dst = s.new_reg(v);
-                    s.push(MInst::Op2 {
-                        ins: op::VPERMPD_IMM,
-                        dst,
-                        b: Src::V(pairs),
-                        imm: Some(0x4e),
-                    });
-                    dst
-                }
+                Isa::Avx512 => permute(s, op::VPERMPD_IMM, pairs, 0x4e),
                 Isa::Avx2 => s.op3(op::VPERM2F128, pairs, Src::V(pairs), Some(0x01), v),
             };
             s.op3(ins, pairs, Src::V(moved), None, v)
