@@ -196,7 +196,7 @@ pub(crate) fn compile(
             }
         }
     };
-    // Vectors per group of eight points, and a group's bytes.
+    // Vectors per group of eight points.
     let per_group = usize::try_from((1i64 << GROUP_LEVEL) / isa.lanes())
         .map_err(|e| e.to_string())?
         .max(1);
