@@ -35,6 +35,9 @@ pub struct CpuOptions {
     /// Whether buffers of 8 MiB or more ask the system for transparent huge pages (on Linux,
     /// `madvise(MADV_HUGEPAGE)`; see `memory.rs`).
     pub huge_pages: bool,
+    /// Whether scalar `for` loops prefetch the streams they read (see
+    /// [`Compiler::set_prefetch`]).
+    pub prefetch: bool,
 }
 
 impl Default for CpuOptions {
@@ -47,6 +50,7 @@ impl Default for CpuOptions {
             guard_pages: false,
             pool: None,
             huge_pages: true,
+            prefetch: true,
         }
     }
 }
@@ -164,6 +168,7 @@ impl CpuBackend {
         if let Some(path) = options.simd {
             compiler.set_path(path)?;
         }
+        compiler.set_prefetch(options.prefetch);
         let watchdog = match options.kernel_time {
             Some(limit) => Some(
                 crate::watchdog::Watchdog::start(compiler.cancel_flag(), limit)

@@ -61,6 +61,9 @@ pub struct Compiler {
     simd_detected: Option<Features>,
     /// The ISA that compiles vector functions: the module's, without Cranelift's optimizer.
     vector_isa: OwnedTargetIsa,
+    /// Whether scalar `for` loops prefetch the streams they read (see
+    /// [`Compiler::set_prefetch`]).
+    prefetch: bool,
     /// The flag that stops running kernels: nonzero makes every loop of compiled code return
     /// [`crate::lower::CANCELLED`] at its next back edge, and every chunk not yet started
     /// return at once.
@@ -158,6 +161,7 @@ impl Compiler {
             simd: simd_detected,
             simd_detected,
             vector_isa,
+            prefetch: true,
         })
     }
 
@@ -166,6 +170,20 @@ impl Compiler {
     /// same bits either way (up to the sign and payload of a NaN made by arithmetic).
     pub fn set_simd(&mut self, enabled: bool) {
         self.simd = if enabled { self.simd_detected } else { None };
+    }
+
+    /// Turns software prefetches on (the default) or off, for the kernels compiled from now
+    /// on. With them on, a scalar `for` loop that loads a rank-1 store of unit stride at its
+    /// induction value (a CSR row reading `crd` and `vals`) prefetches that store a fixed
+    /// number of iterations past its first one, where the loops that follow it will read.
+    /// Results are the same either way.
+    pub fn set_prefetch(&mut self, enabled: bool) {
+        self.prefetch = enabled;
+    }
+
+    /// Whether kernels compiled now prefetch (see [`Compiler::set_prefetch`]).
+    pub fn prefetch(&self) -> bool {
+        self.prefetch
     }
 
     /// The flag that cancels running kernels (see the field's documentation).
@@ -383,6 +401,7 @@ impl Compiler {
                     .filter(|l| l.groupable())
                     .map(|l| (l.param, l.op))
                     .collect::<Vec<_>>(),
+                prefetch: self.prefetch,
             },
         )
         .map_err(err)?;
@@ -425,7 +444,7 @@ impl Compiler {
                     cancel: self.cancel.clone(),
                 },
                 compile_time: start.elapsed(),
-                lane_loops: lowered.lane_loops,
+                loop_counts: lowered.loop_counts,
                 cut_loops: groups.len(),
                 _tables: lowered.tables,
                 _code: Arc::clone(&self.code),
@@ -437,7 +456,7 @@ impl Compiler {
 struct KernelInner {
     plan: Plan,
     compile_time: Duration,
-    lane_loops: crate::lower::LaneLoops,
+    loop_counts: crate::lower::LoopCounts,
     cut_loops: usize,
     /// The constant tables that the machine code reads at fixed addresses; kept alive with it.
     _tables: Vec<lower::vector::ConstTable>,
@@ -534,14 +553,14 @@ impl CompiledKernel {
     /// innermost strides (counted once: the one where every origin is zero repeats the
     /// other), and as scalar code in the general copy.
     pub fn lane_loops(&self) -> usize {
-        self.inner.lane_loops.vector
+        self.inner.loop_counts.vector
     }
 
     /// Number of the [`Self::lane_loops`] whose carried values form lanes and that run their
     /// bulk in wide bodies (AVX2 or AVX-512, by the path: see [`Compiler::set_path`]), eight
     /// 64-bit lanes at a time, with the 128-bit code's bits.
     pub fn wide_lane_loops(&self) -> usize {
-        self.inner.lane_loops.wide
+        self.inner.loop_counts.wide
     }
 
     /// Number of parallel loops whose points run several at a time (four beside wide bodies,
@@ -549,7 +568,14 @@ impl CompiledKernel {
     /// rows of a `matvec` share their loads of `x` (the `lower::jam` module): rank-1 loops
     /// with `for` loops of fixed bounds inside, whose accesses index rows by the point only.
     pub fn jammed_loops(&self) -> usize {
-        self.inner.lane_loops.jammed
+        self.inner.loop_counts.jammed
+    }
+
+    /// How many times a scalar `for` loop was lowered with prefetches of the streams it reads
+    /// (see [`Compiler::set_prefetch`]; a loop lowered in several copies of its loop nest,
+    /// or once per point of a group, counts once per copy).
+    pub fn prefetched_loops(&self) -> usize {
+        self.inner.loop_counts.prefetched
     }
 
     /// Number of parallel steps that leave the contributions of their points to a float sum

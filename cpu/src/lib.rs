@@ -63,6 +63,11 @@
 //!   carried values form lanes (`lower::lanes`), or whose iterations reduce into distinct
 //!   elements of a chunk buffer (`lower::iterations`), runs as 128-bit vectors with the
 //!   scalar code's bits.
+//! - Prefetches: a scalar `for` loop that loads a rank-1 store of unit stride at its induction
+//!   value (a CSR row reading `crd` and `vals`) prefetches that store a fixed number of
+//!   iterations past its first one (`lower::prefetch`; [`Compiler::set_prefetch`] turns it
+//!   off). Cranelift has no prefetch instruction: the lowering emits a marked byte load and
+//!   rewrites it into `prefetcht0` once the function is compiled.
 //!
 //! # Calling convention
 //! Each step (a parallel loop, or a run of top-level code with effects) is one function
@@ -84,7 +89,8 @@
 //! store's extent on `d`. (So such an access counts as executed by every iteration, even inside
 //! a sequential loop that might run zero times.) A failed check stops the kernel and `run`
 //! returns [`Error::KernelFault`] naming the kernel, the parameter and the dimension.
-//! Integer division never traps (see `weft_ir`'s semantics).
+//! Integer division never traps (see `weft_ir`'s semantics). A prefetch may name any address:
+//! it never faults, and the lowering checks that every prefetch marker became one.
 //!
 //! # Semantics chosen here
 //! - Float `rem` is C's `fmod` (so `x rem 0.0` is NaN); integer `rem` and `div` by zero give 0.

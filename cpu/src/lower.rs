@@ -50,6 +50,7 @@ mod driver;
 mod iterations;
 mod jam;
 pub(crate) mod lanes;
+mod prefetch;
 pub(crate) mod vector;
 pub(crate) mod wide;
 
@@ -271,20 +272,22 @@ pub(crate) struct Lowered {
     /// Constant tables that the compiled code reads at fixed addresses (see
     /// [`vector::ConstTable`]): they must live as long as the code may run.
     pub tables: Vec<vector::ConstTable>,
-    /// How many `for` loops were lowered as vectors of lanes (see [`lanes`]), and how many
-    /// of them run their bulk in wide bodies.
-    pub lane_loops: LaneLoops,
+    /// How many loops took each of the lowerings that [`LoopCounts`] counts.
+    pub loop_counts: LoopCounts,
 }
 
-/// How many `for` loops a kernel runs as vectors of lanes.
+/// How many loops of a kernel took the lowerings beyond plain scalar code.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct LaneLoops {
+pub(crate) struct LoopCounts {
     /// As 128-bit vectors of lanes (see [`lanes`]), or of iterations (see [`iterations`]).
     pub vector: usize,
     /// Of those, the loops whose bulk runs in a wide body (see [`wide::compile_fold`]).
     pub wide: usize,
     /// Parallel loops that run several points at once (see [`jam`]).
     pub jammed: usize,
+    /// Scalar `for` loops whose preheader prefetches the streams they read (see
+    /// [`prefetch`]).
+    pub prefetched: usize,
 }
 
 /// The imported math shims, declared once per module.
@@ -313,6 +316,8 @@ pub(crate) struct Target<'a> {
     /// [`weft_ir::reduction::grouped_nodes_with`]), with their operators: each point stores
     /// its one contribution at the loop's index.
     pub grouped: &'a [(u32, ReduceOp)],
+    /// Whether scalar `for` loops prefetch the streams they read (see [`prefetch`]).
+    pub prefetch: bool,
 }
 
 /// Whether the top-level parallel loop at position `pos` of `kernel` has a vector variant
@@ -527,6 +532,7 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
         groups,
         private,
         grouped,
+        prefetch,
     } = target;
     for slot in &mut layout.stores {
         slot.private = private.contains(&slot.param);
@@ -565,7 +571,7 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
     let mut fctx = FunctionBuilderContext::new();
     let mut spill_types = HashMap::new();
     let mut tables = Vec::new();
-    let mut lane_loops = LaneLoops::default();
+    let mut loop_counts = LoopCounts::default();
     let mut fcx = StepCx {
         tables: &mut tables,
         module,
@@ -580,11 +586,12 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
         ptr_ty,
         types: &jam_types,
         lanes: simd.map(|f| f.wide),
-        lane_loops: &mut lane_loops,
+        loop_counts: &mut loop_counts,
         cancel_flag,
         jams: &jams,
         grouped,
         whole: true,
+        prefetch,
     };
     for item in items {
         let (pl, pos) = match item {
@@ -645,7 +652,7 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
         steps,
         faults: faults.sites,
         tables,
-        lane_loops,
+        loop_counts,
     })
 }
 
@@ -666,7 +673,7 @@ struct StepCx<'a> {
     /// Whether `for` loops whose carried values form lanes run as vectors (`Some`), and the
     /// instruction set of the wide bodies that run their bulk, if any.
     lanes: Option<Option<wide::Isa>>,
-    lane_loops: &'a mut LaneLoops,
+    loop_counts: &'a mut LoopCounts,
     cancel_flag: i64,
     /// The jammed bodies of the top-level parallel loops that have them, by position, the
     /// most points first.
@@ -675,6 +682,8 @@ struct StepCx<'a> {
     grouped: &'a [(u32, ReduceOp)],
     /// Whether the loop being lowered is a step of its own (not a segment of a group).
     whole: bool,
+    /// See [`Target::prefetch`].
+    prefetch: bool,
 }
 
 /// Defines machine code of our own (a wide body, see [`wide`]) as a function of `module`
@@ -866,6 +875,7 @@ impl StepCx<'_> {
             .map_err(|e| format!("declare: {e}"))?;
         self.ctx.func.name = ir::UserFuncName::user(0, func.as_u32());
         let fconfig = self.module.target_config();
+        let markers;
         {
             let b = FunctionBuilder::new(&mut self.ctx.func, self.fctx);
             let mut fl = FnLower {
@@ -891,49 +901,49 @@ impl StepCx<'_> {
                 consts: HashMap::new(),
                 in_for: 0,
                 zero_origins: false,
-                lane_loops: self.lane_loops,
+                loop_counts: self.loop_counts,
                 widened: HashMap::new(),
                 cancel_flag: self.cancel_flag,
                 jams: self.jams,
                 in_jam: false,
                 grouped: if self.whole { self.grouped } else { &[] },
                 captured: None,
+                prefetch: self.prefetch,
+                markers: 0,
             };
             build(&mut fl)?;
+            markers = fl.markers;
             // Resets `fctx` for the next function.
             fl.b.finalize(fconfig);
         }
-        match isa {
-            None => {
-                self.module
-                    .define_function(func, self.ctx)
-                    .map_err(|e| format!("cranelift: {e:?}"))?;
-                check_frame(self.ctx)?;
-            }
-            Some(isa) => {
-                // As `JITModule::define_function` does, with another ISA.
-                let mut ctrl = ControlPlane::default();
-                self.ctx
-                    .compile(isa, &mut ctrl)
-                    .map_err(|e| format!("cranelift: {:?}", e.inner))?;
-                let code = self
-                    .ctx
-                    .compiled_code()
-                    .ok_or("internal: no compiled code")?;
-                let align = u64::from(code.buffer.alignment);
-                let relocs: Vec<ModuleReloc> = code
-                    .buffer
-                    .relocs()
-                    .iter()
-                    .map(|r| ModuleReloc::from_mach_reloc(r, &self.ctx.func, func))
-                    .collect();
-                let bytes = code.buffer.data().to_vec();
-                check_frame(self.ctx)?;
-                self.module
-                    .define_function_bytes(func, align, &bytes, &relocs)
-                    .map_err(|e| format!("cranelift: {e:?}"))?;
-            }
+        // As `JITModule::define_function` does, with the markers of prefetches rewritten.
+        let isa = isa.unwrap_or_else(|| self.module.isa());
+        let mut ctrl = ControlPlane::default();
+        self.ctx
+            .compile(isa, &mut ctrl)
+            .map_err(|e| format!("cranelift: {:?}", e.inner))?;
+        let code = self
+            .ctx
+            .compiled_code()
+            .ok_or("internal: no compiled code")?;
+        let align = u64::from(code.buffer.alignment);
+        let relocs: Vec<ModuleReloc> = code
+            .buffer
+            .relocs()
+            .iter()
+            .map(|r| ModuleReloc::from_mach_reloc(r, &self.ctx.func, func))
+            .collect();
+        let mut bytes = code.buffer.data().to_vec();
+        let patched = prefetch::patch(&mut bytes, code.buffer.traps())?;
+        if patched != markers {
+            return Err(format!(
+                "internal: {markers} prefetch markers lowered, {patched} found in the code"
+            ));
         }
+        check_frame(self.ctx)?;
+        self.module
+            .define_function_bytes(func, align, &bytes, &relocs)
+            .map_err(|e| format!("cranelift: {e:?}"))?;
         Ok(func)
     }
 }
@@ -1131,7 +1141,7 @@ struct FnLower<'a, 'f> {
     /// which every point runs).
     in_for: u32,
     /// How many `for` loops of the kernel were lowered as vectors of lanes.
-    lane_loops: &'a mut LaneLoops,
+    loop_counts: &'a mut LoopCounts,
     /// `i32` values loaded from memory: the value, and the same load sign-extended to `i64`
     /// (`sload32`), which a cast to `i64` takes instead of extending the value again (x86-64
     /// loads and extends in one instruction).
@@ -1150,6 +1160,10 @@ struct FnLower<'a, 'f> {
     /// While a group of points is lowered (see [`FnLower::grouped_nest`]): the values each
     /// point stores into each grouped leaf store, which the group combines instead.
     captured: Option<Vec<(u32, Vec<Value>)>>,
+    /// Whether scalar `for` loops prefetch the streams they read (see [`prefetch`]).
+    prefetch: bool,
+    /// How many prefetch markers the function has (see [`prefetch`]).
+    markers: usize,
 }
 
 impl<'f> FnLower<'_, 'f> {
@@ -1651,7 +1665,7 @@ impl<'f> FnLower<'_, 'f> {
         let bulk = self.b.ins().imul_imm_s(whole, rows);
         let end = self.b.ins().iadd(lo, bulk);
         if !self.zero_origins {
-            self.lane_loops.jammed += 1;
+            self.loop_counts.jammed += 1;
         }
         self.stepped_nest(pl, (lo, end, hi), rows, over_ext, exit, &mut |fl, i| {
             let mark = fl.env.mark();
@@ -2553,6 +2567,47 @@ impl<'f> FnLower<'_, 'f> {
         checks
     }
 
+    /// Prefetches each rank-1 store of unit stride that the body of `l` loads at its
+    /// induction value, [`prefetch::AHEAD`] iterations past `lo` (see [`prefetch`]): where
+    /// the loops that follow this one will read.
+    fn prefetch_streams(&mut self, l: &ForLoop, lo: Value) {
+        if !self.prefetch {
+            return;
+        }
+        let mut streams: Vec<(Value, Value)> = Vec::new();
+        let mut params: Vec<u32> = Vec::new();
+        for inst in &l.body {
+            let Op::Load(acc) = &inst.op else {
+                continue;
+            };
+            if acc.indices != [l.induction] || params.contains(&acc.param) {
+                continue;
+            }
+            if let Some(view) = self.views.get(&acc.param)
+                && view.unit_inner
+                && view.acc.is_none()
+                && let [stride] = view.stride[..]
+            {
+                params.push(acc.param);
+                streams.push((view.base, stride));
+            }
+        }
+        if streams.is_empty() {
+            return;
+        }
+        let ahead = self.b.ins().iadd_imm_s(lo, prefetch::AHEAD);
+        for (base, stride) in streams {
+            let offset = self.b.ins().imul(ahead, stride);
+            let at = self.b.ins().iadd(base, offset);
+            // The marker's result is unused: `prefetch::patch` makes it a prefetch.
+            self.b
+                .ins()
+                .load(types::I8, prefetch::marker_flags(), at, 0);
+            self.markers += 1;
+        }
+        self.loop_counts.prefetched += 1;
+    }
+
     /// `for i in lo..hi` as a guarded do-while loop with the carried values as block
     /// parameters.
     fn lower_for(&mut self, inst: &Inst, l: &ForLoop) -> LResult<()> {
@@ -2582,14 +2637,14 @@ impl<'f> FnLower<'_, 'f> {
                 };
                 // (Counted once: the zero-origin copy repeats the unit-stride one's loops.)
                 if !self.zero_origins && !self.in_jam {
-                    self.lane_loops.vector += 1;
-                    self.lane_loops.wide += usize::from(wide.is_some());
+                    self.loop_counts.vector += 1;
+                    self.loop_counts.wide += usize::from(wide.is_some());
                 }
                 return self.lower_for_lanes(inst, l, &plan, wide.as_ref());
             }
             if let Ok(plan) = iterations::plan(l, self.layout, self.types, &self.views) {
                 if !self.zero_origins && !self.in_jam {
-                    self.lane_loops.vector += 1;
+                    self.loop_counts.vector += 1;
                 }
                 return self.lower_for_iterations(inst, l, &plan);
             }
@@ -2640,6 +2695,7 @@ impl<'f> FnLower<'_, 'f> {
             self.b.ins().brif(go, checked, &[], exit, &exit_args);
             self.b.switch_to_block(checked);
             let checks = self.induction_range_checks(l, &hoisted, lo, hi);
+            self.prefetch_streams(l, lo);
             self.check_or_fault(checks, body, &body_args);
         }
 

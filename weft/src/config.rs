@@ -89,6 +89,9 @@ pub struct Config {
     /// path the CPU cannot run makes [`Runtime::new`](crate::Runtime::new) fail with an error
     /// that says which paths it can.
     pub simd: Option<weft_cpu::SimdPath>,
+    /// Whether the CPU back end's scalar `for` loops prefetch the streams they read
+    /// (`WEFT_PREFETCH=0` turns it off; see `weft_cpu::Compiler::set_prefetch`).
+    pub prefetch: bool,
     /// Problems found reading the environment (a value a variable cannot take), which make
     /// [`Runtime::new`](crate::Runtime::new) fail naming the variable.
     pub env_errors: Vec<String>,
@@ -166,6 +169,7 @@ impl Default for Config {
             pool_bytes: 1 << 30,
             huge_pages: true,
             simd: None,
+            prefetch: true,
             env_errors: Vec::new(),
             forbid_compiles_after_warmup: false,
             ranks: None,
@@ -185,6 +189,7 @@ impl Config {
     /// - `WEFT_TRACE=FILE`: write a trace of plugin calls, compiles and kernel runs to FILE;
     /// - `WEFT_POOL_BYTES`: the most freed store memory kept for reuse (0: none);
     /// - `WEFT_HUGE_PAGES=0`: large buffers do not ask for transparent huge pages;
+    /// - `WEFT_PREFETCH=0`: the CPU back end's loops do not prefetch;
     /// - `WEFT_SIMD=scalar|sse|avx2|avx512`: the CPU code path of vectorized loops (another
     ///   value is an error when the runtime starts); `WEFT_AVX512=0` is `sse`;
     /// - `WEFT_FORBID_COMPILES_AFTER_WARMUP=1`: compiling after the warm-up is an error;
@@ -229,6 +234,9 @@ impl Config {
         }
         if std::env::var("WEFT_HUGE_PAGES").is_ok_and(|v| v.trim() == "0") {
             config.huge_pages = false;
+        }
+        if std::env::var("WEFT_PREFETCH").is_ok_and(|v| v.trim() == "0") {
+            config.prefetch = false;
         }
         if let Some(b) = env_number("WEFT_POOL_BYTES") {
             config.pool_bytes = b;
@@ -284,6 +292,7 @@ impl Config {
             guard_pages: false,
             pool: self.pool.clone(),
             huge_pages: self.huge_pages,
+            prefetch: self.prefetch,
         }
     }
 }
@@ -332,5 +341,16 @@ mod tests {
         assert!(config.cpu_options().huge_pages);
         config.huge_pages = false;
         assert!(!config.cpu_options().huge_pages);
+    }
+
+    #[test]
+    fn prefetches_are_on_by_default_and_reach_the_cpu_back_end() {
+        let mut config = Config::default();
+        assert!(config.cpu_options().prefetch);
+        config.prefetch = false;
+        let options = config.cpu_options();
+        assert!(!options.prefetch);
+        let mut backend = weft_cpu::CpuBackend::with_options(&options).expect("a back end");
+        assert!(!backend.compiler().prefetch());
     }
 }

@@ -22,14 +22,14 @@ impl Lcg {
     }
 }
 
-struct Csr {
-    ptr: Vec<i64>,
-    col: Vec<i64>,
-    val: Vec<f64>,
-    ncols: usize,
+pub(crate) struct Csr {
+    pub(crate) ptr: Vec<i64>,
+    pub(crate) col: Vec<i64>,
+    pub(crate) val: Vec<f64>,
+    pub(crate) ncols: usize,
 }
 
-fn random_csr(rows: usize, ncols: usize, seed: u64) -> Csr {
+pub(crate) fn random_csr(rows: usize, ncols: usize, seed: u64) -> Csr {
     let mut r = Lcg(seed);
     let mut ptr = vec![0i64];
     let mut col = vec![];
@@ -50,7 +50,7 @@ fn random_csr(rows: usize, ncols: usize, seed: u64) -> Csr {
     }
 }
 
-fn spmv_kernel() -> weft_ir::Kernel {
+pub(crate) fn spmv_kernel() -> weft_ir::Kernel {
     let mut kb = Kb::new();
     let ptr = kb.store(DType::I64, 1, Privilege::Read);
     let col = kb.store(DType::I64, 1, Privilege::Read);
@@ -76,7 +76,7 @@ fn spmv_kernel() -> weft_ir::Kernel {
     kb.finish("test.spmv")
 }
 
-fn spmv_reference(m: &Csr, x: &[f64]) -> Vec<f64> {
+pub(crate) fn spmv_reference(m: &Csr, x: &[f64]) -> Vec<f64> {
     (0..m.ptr.len() - 1)
         .map(|i| {
             let mut s = 0.0;

@@ -1,5 +1,5 @@
 //! The integration tests of `weft-cpu`, in one test binary: the public API, errors, loops,
-//! lowered math, operators, SIMD paths, reductions, deferred stores, vector code and the wide
+//! lowered math, operators, SIMD paths, prefetches, reductions, deferred stores, vector code and the wide
 //! (AVX2 and AVX-512) bodies, each against an independent reference.
 
 mod api;
@@ -12,6 +12,7 @@ mod math_cases;
 mod math_lowered;
 mod ops;
 mod paths;
+mod prefetch;
 mod reduce;
 mod simd;
 mod strips;

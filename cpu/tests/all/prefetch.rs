@@ -1,0 +1,104 @@
+//! Software prefetches of CSR rows (`Compiler::set_prefetch`): a row prefetches its `col` and
+//! `val` streams a fixed number of entries past its first one, which for the last rows lies
+//! past the stores' ends.
+
+#![allow(clippy::unwrap_used)]
+
+use crate::loops::{random_csr, spmv_kernel, spmv_reference};
+use crate::util::*;
+use weft_cpu::{CpuBackend, StoreView};
+
+/// Elements whose last one ends where an inaccessible page begins: a load past the end stops
+/// the process, a prefetch does not.
+struct BeforeGuard {
+    region: *mut libc::c_void,
+    region_len: usize,
+    data: *mut u8,
+}
+
+impl BeforeGuard {
+    /// A copy of `values` before a guard page.
+    fn new<T: Copy>(values: &[T]) -> BeforeGuard {
+        // SAFETY: `sysconf` has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let bytes = std::mem::size_of_val(values);
+        let data_len = bytes.next_multiple_of(page).max(page);
+        let region_len = data_len + page;
+        // SAFETY: an anonymous private mapping at an address the kernel chooses touches no
+        // existing memory; the result is checked below.
+        let region = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                region_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(region, libc::MAP_FAILED, "mmap");
+        // SAFETY: the last page lies inside the mapping just made.
+        let guard = unsafe { region.cast::<u8>().add(data_len) };
+        // SAFETY: as above; the page is this mapping's own.
+        assert_eq!(
+            unsafe { libc::mprotect(guard.cast(), page, libc::PROT_NONE) },
+            0
+        );
+        // SAFETY: `bytes <= data_len`, so the copy lies inside the writable pages, ending at
+        // the guard page; `T`'s alignment divides the page size and `bytes`.
+        let data = unsafe {
+            let data = guard.sub(bytes);
+            std::ptr::copy_nonoverlapping(values.as_ptr().cast::<u8>(), data, bytes);
+            data
+        };
+        BeforeGuard {
+            region,
+            region_len,
+            data,
+        }
+    }
+
+    fn view(&self, len: usize) -> StoreView {
+        StoreView::dense(self.data, &[len as i64])
+    }
+}
+
+impl Drop for BeforeGuard {
+    fn drop(&mut self) {
+        // SAFETY: the mapping was made by `new` with this length and is unmapped once.
+        unsafe {
+            libc::munmap(self.region, self.region_len);
+        }
+    }
+}
+
+#[test]
+fn csr_rows_prefetch_past_their_stores_without_faulting() {
+    let rows = 3000;
+    let mut m = random_csr(rows, 1000, 11);
+    let mut x: Vec<f64> = (0..m.ncols).map(|i| (i as f64).cos()).collect();
+    let want = spmv_reference(&m, &x);
+    let nnz = m.col.len();
+    let col = BeforeGuard::new(&m.col);
+    let val = BeforeGuard::new(&m.val);
+    let np = m.ptr.len() as i64;
+    for prefetch in [true, false] {
+        let mut be = CpuBackend::new().unwrap();
+        be.compiler().set_prefetch(prefetch);
+        assert_eq!(be.compiler().prefetch(), prefetch);
+        let k = be.compile(&spmv_kernel()).unwrap();
+        assert_eq!(k.prefetched_loops() > 0, prefetch, "prefetch {prefetch}");
+        for threads in [1, 2] {
+            let mut y = vec![f64::NAN; rows];
+            let views = [
+                dense(&mut m.ptr, &[np]),
+                col.view(nnz),
+                val.view(nnz),
+                dense(&mut x, &[m.ncols as i64]),
+                dense(&mut y, &[rows as i64]),
+            ];
+            run_on(&k, &views, &[], threads).unwrap();
+            assert_eq!(y, want, "prefetch {prefetch}, {threads} threads");
+        }
+    }
+}
