@@ -1140,7 +1140,7 @@ struct FnLower<'a, 'f> {
     /// How many `for` loops the code being lowered is inside (0: the top of a point's body,
     /// which every point runs).
     in_for: u32,
-    /// How many `for` loops of the kernel were lowered as vectors of lanes.
+    /// How many loops of the kernel took each lowering that [`LoopCounts`] counts.
     loop_counts: &'a mut LoopCounts,
     /// `i32` values loaded from memory: the value, and the same load sign-extended to `i64`
     /// (`sload32`), which a cast to `i64` takes instead of extending the value again (x86-64
