@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use crate::loops::{random_csr, spmv_kernel, spmv_reference};
+use crate::loops::{Csr, random_csr, spmv_kernel, spmv_reference};
 use crate::util::*;
 use weft_cpu::{CpuBackend, StoreView};
 
@@ -72,12 +72,43 @@ impl Drop for BeforeGuard {
     }
 }
 
+/// A CSR matrix of `rows` rows whose lengths cycle through `lengths`.
+fn csr_with_lengths(rows: usize, lengths: &[usize], ncols: usize) -> Csr {
+    let mut m = Csr {
+        ptr: vec![0],
+        col: Vec::new(),
+        val: Vec::new(),
+        ncols,
+    };
+    for i in 0..rows {
+        for k in 0..lengths[i % lengths.len()] {
+            m.col.push(((i * 7 + k * 13) % ncols) as i64);
+            m.val.push(((i + k) % 11) as f64 - 5.25);
+        }
+        m.ptr.push(m.col.len() as i64);
+    }
+    m
+}
+
 #[test]
 fn csr_rows_prefetch_past_their_stores_without_faulting() {
-    let rows = 3000;
-    let mut m = random_csr(rows, 1000, 11);
+    // Short rows (the last rows' prefetches lie past the stores' ends), then rows mixing
+    // empty ones with rows longer than the prefetch distance (whose prefetches lie inside
+    // them).
+    for mut m in [
+        random_csr(3000, 1000, 11),
+        csr_with_lengths(700, &[0, 1, 250, 5, 400, 3], 1000),
+    ] {
+        same_with_and_without_prefetches(&mut m);
+    }
+}
+
+/// Runs `y = m x` from `col` and `val` placed before a guard page, compiled with and without
+/// prefetches, on 1 and 2 threads: every run gives the reference's bits.
+fn same_with_and_without_prefetches(m: &mut Csr) {
+    let rows = m.ptr.len() - 1;
     let mut x: Vec<f64> = (0..m.ncols).map(|i| (i as f64).cos()).collect();
-    let want = spmv_reference(&m, &x);
+    let want = spmv_reference(m, &x);
     let nnz = m.col.len();
     let col = BeforeGuard::new(&m.col);
     let val = BeforeGuard::new(&m.val);
