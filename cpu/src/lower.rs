@@ -934,8 +934,10 @@ impl StepCx<'_> {
             .map(|r| ModuleReloc::from_mach_reloc(r, &self.ctx.func, func))
             .collect();
         let mut bytes = code.buffer.data().to_vec();
+        // Cranelift drops the markers of blocks it proves unreachable (a loop whose constant
+        // bounds leave it empty), so fewer may be found than were lowered; never more.
         let patched = prefetch::patch(&mut bytes, code.buffer.traps())?;
-        if patched != markers {
+        if patched > markers {
             return Err(format!(
                 "internal: {markers} prefetch markers lowered, {patched} found in the code"
             ));

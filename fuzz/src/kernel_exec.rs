@@ -5,11 +5,12 @@
 //! A kernel reads two `f64` stores at any index the input computes (so accesses leave the
 //! stores, and the views that are slices of bigger roots), mixes `f64` and `i64` arithmetic
 //! (every binary, unary, comparison, select and cast the IR has for them, the math functions
-//! lowered to polynomials), runs bounded `for` loops that carry values, and writes its
-//! parallel loop's own element of the output (race-free). What must hold: nothing panics,
-//! no access leaves a buffer (a guard page would stop the process), and the two runs agree:
-//! the same output bits (any NaN equals any NaN: the IR does not fix NaN payloads), or both
-//! fail.
+//! lowered to polynomials), runs bounded `for` loops that carry values and may read a store
+//! at their induction value (a CSR row's access: one range check before the loop, and a
+//! prefetch past its first iteration), and writes its parallel loop's own element of the
+//! output (race-free). What must hold: nothing panics, no access leaves a buffer (a guard
+//! page would stop the process), and the two runs agree: the same output bits (any NaN
+//! equals any NaN: the IR does not fix NaN payloads), or both fail.
 
 use std::sync::Arc;
 
@@ -140,8 +141,18 @@ fn kernel(b: &mut Bytes) -> Option<Arc<KernelEntry>> {
                     let init = [pool.float(b), pool.int(b)];
                     let (fop, iop) = (fbin[b.below(fbin.len())], ibin[b.below(ibin.len())]);
                     let extra = pool.float(b);
+                    // Either the induction value itself or a store's element there (a CSR
+                    // row's access, whose range the loop checks once and prefetches past).
+                    let read = if b.byte().is_multiple_of(2) {
+                        Some(if b.byte().is_multiple_of(2) { a } else { c })
+                    } else {
+                        None
+                    };
                     let results = bb.for_loop(lo, hi, &init, |lb, j, carried| {
-                        let jf = lb.cast(DType::F64, j);
+                        let jf = match read {
+                            Some(from) => lb.load(from, &[j]),
+                            None => lb.cast(DType::F64, j),
+                        };
                         let x = lb.binary(fop, carried[0], jf);
                         let x = lb.binary(BinaryOp::Add, x, extra);
                         let n = lb.binary(iop, carried[1], j);

@@ -133,3 +133,34 @@ fn same_with_and_without_prefetches(m: &mut Csr) {
         }
     }
 }
+
+/// A loop whose constant bounds leave it empty still compiles and runs: Cranelift drops its
+/// blocks, prefetch markers included (found by the `kernel_exec` fuzz target), and a loop of
+/// constant bounds that runs still prefetches.
+#[test]
+fn loops_of_constant_bounds_compile_with_prefetches_whether_or_not_they_run() {
+    use weft_ir::{DType, Privilege};
+    for (lo, hi) in [(0, 0), (3, 1), (0, 4)] {
+        let mut kb = Kb::new();
+        let a = kb.store(DType::F64, 1, Privilege::Read);
+        let y = kb.store(DType::F64, 1, Privilege::Write);
+        let (l, h) = (kb.i64(lo), kb.i64(hi));
+        let zero = kb.f64(0.0);
+        kb.parallel(y, 1, |kb, idx| {
+            let s = kb.for_loop(l, h, &[zero], |kb, j, c| {
+                let v = kb.load(a, &[j]);
+                vec![kb.add(c[0], v)]
+            });
+            kb.store_to(y, &[idx[0]], s[0]);
+        });
+        let mut be = CpuBackend::new().unwrap();
+        let k = be.compile(&kb.finish("test.const_bounds")).unwrap();
+        assert!(k.prefetched_loops() > 0, "{lo}..{hi}");
+        let mut av: Vec<f64> = (0..5).map(|i| i as f64 + 0.5).collect();
+        let want: f64 = (lo..hi).map(|j| av[j as usize]).fold(0.0, |s, v| s + v);
+        let mut yv = vec![f64::NAN; 3];
+        let views = [dense(&mut av, &[5]), dense(&mut yv, &[3])];
+        run_on(&k, &views, &[], 1).unwrap();
+        assert_eq!(yv, vec![want; 3], "{lo}..{hi}");
+    }
+}
