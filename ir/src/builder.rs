@@ -658,9 +658,12 @@ impl BodyBuilder {
         let identity = self.constant(op.identity(dtype));
         let zero = self.const_i64(0);
         let lanes = self.const_i64(FOLD_LANES as i64);
+        // `span / 8` and `blocks * 8` as shifts (`span` is not negative): a division costs
+        // more than a short row's terms.
+        let log = self.const_i64(i64::from(FOLD_LANES.trailing_zeros()));
         let span = self.sub(hi, lo);
         let span = self.max(span, zero);
-        let blocks = self.div(span, lanes);
+        let blocks = self.shr(span, log);
         let partials = self.for_loop(zero, blocks, &[identity; FOLD_LANES], |b, q, acc| {
             let step = b.mul(q, lanes);
             let base = b.add(lo, step);
@@ -673,7 +676,7 @@ impl BodyBuilder {
                 })
                 .collect()
         });
-        let done = self.mul(blocks, lanes);
+        let done = self.shl(blocks, log);
         let start = self.add(lo, done);
         let tail = self.for_loop(start, hi, &[identity], |b, p, acc| {
             let t = term(b, p);

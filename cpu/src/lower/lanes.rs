@@ -7,8 +7,10 @@
 //! the `L` yielded values are computed by *isomorphic* expressions: the same operations, lane
 //! `l` reading carried value `g L + l`, values the lanes share, constants, and elements of a
 //! store at consecutive indices of its last dimension (`base + c + l`, `base` shared by the
-//! lanes, `c` a constant). Each group then runs as one vector: its expression becomes vector
-//! operations, the loads become vector loads, and lane `l` of every vector holds exactly the
+//! lanes, `c` a constant), or at indices the lanes compute (a gather, `x[crd[base + l]]`).
+//! Each group then runs as one vector: its expression becomes vector operations, the
+//! consecutive loads become vector loads (`i32` elements cast to `i64` lanes, one narrow load
+//! sign-extended), a gather one scalar load per lane, and lane `l` of every vector holds exactly the
 //! value the scalar code computes for carried value `g L + l`, by the same operations in the
 //! same order (no reassociation, no contraction), so the results are the same bits.
 //!
@@ -23,8 +25,9 @@
 //! *site*; each iteration checks the site's lowest and highest index once, before any of its
 //! loads (one unsigned comparison of the lowest index with the extent less the site's span),
 //! and the other dimensions as the scalar code does (a parallel loop's own indices are
-//! proven by the launcher). A fault therefore stops the kernel in the iteration where the
-//! scalar code would, naming a dimension of a store it would name.
+//! proven by the launcher). A gather checks every lane's index after the sites, before any
+//! lane loads. A fault therefore stops the kernel in the iteration where the scalar code
+//! would, naming a dimension of a store it would name.
 
 use std::collections::{HashMap, HashSet};
 
@@ -38,7 +41,7 @@ use weft_ir::{BinaryOp, DType, ForLoop, Inst, Op, Scalar, UnaryOp, ValueId};
 
 use super::vector::{float_vector_binary, vec_type};
 use super::wide::{FoldBody, FoldWord, Isa, UNROLL};
-use super::{FaultSite, FnLower, LResult, Layout, data_flags, operands};
+use super::{FaultSite, FnLower, LResult, Layout, cl_type, data_flags, operands};
 
 /// The fewest steps of a wide lane body worth a call (each step runs [`UNROLL`] iterations).
 const MIN_STEPS: i64 = 4;
@@ -82,6 +85,19 @@ pub(super) enum Node {
     Load {
         site: usize,
         offset: i64,
+        dtype: DType,
+    },
+    /// `L` consecutive `i32` elements of a site, the first at the site's base plus `offset`,
+    /// each sign-extended to an `i64` lane (a load cast to `i64`, as a CSR row reads its
+    /// column indices).
+    LoadWidened { site: usize, offset: i64 },
+    /// Lane `l` loads element `indices[l]` of the last dimension of store parameter `param`
+    /// (its other dimensions at `outer`, shared by the lanes): a gather, as a CSR row reads
+    /// `x[crd[j]]`. `indices` is a node of `i64` lanes.
+    Gather {
+        param: u32,
+        outer: Vec<ValueId>,
+        indices: usize,
         dtype: DType,
     },
 }
@@ -249,6 +265,11 @@ fn plan_of_width(
     for site in &a.sites {
         needed.extend(site.outer.iter().copied());
         needed.extend(site.base);
+    }
+    for node in &a.nodes {
+        if let Node::Gather { outer, .. } = node {
+            needed.extend(outer.iter().copied());
+        }
     }
     if let Some(v) = needed.iter().find(|v| a.owned.contains(v)) {
         return Err(format!("the scalar value {v} is needed outside the lanes"));
@@ -441,6 +462,19 @@ impl Analysis<'_> {
                     })
                     .collect();
                 let from = self.ty(xs[0])?;
+                if (from, *to) == (DType::I32, DType::I64) {
+                    // `i32` elements loaded for `i64` lanes: one narrow load, widened.
+                    let loads: Option<Vec<&Inst>> =
+                        xs.iter().map(|x| self.defs.get(x).copied()).collect();
+                    if let Some(loads) = loads.filter(|ls| {
+                        ls.iter().all(|i| matches!(i.op, Op::Load(_)))
+                            && (self.width)(DType::I64) == Some(self.lanes)
+                    }) {
+                        let node = self.load_node(&loads, true)?;
+                        self.owned.extend(xs.iter().copied());
+                        return Ok(self.push(tuple, node, true));
+                    }
+                }
                 self.need(from)?;
                 self.need(*to)?;
                 use DType::*;
@@ -453,74 +487,116 @@ impl Analysis<'_> {
                 Node::Cast(from, *to, x)
             }
             Op::Load(acc0) if same(&|o| matches!(o, Op::Load(a) if a.param == acc0.param)) => {
-                let (_, slot) = self.layout.store(acc0.param)?;
-                let dtype = slot.dtype;
-                self.need(dtype)?;
-                if !slot.privilege.can_read() {
-                    return Err(format!(
-                        "loads store parameter {}, not readable",
-                        acc0.param
-                    ));
-                }
-                let rank = acc0.indices.len();
-                if rank == 0 || rank != slot.rank {
-                    return Err(format!("loads store parameter {} of rank 0", acc0.param));
-                }
-                let outer = acc0.indices[..rank - 1].to_vec();
-                let mut lasts = Vec::with_capacity(insts.len());
-                for inst in insts {
-                    let Op::Load(acc) = &inst.op else {
-                        return Err("internal: not a load".into());
-                    };
-                    if acc.indices[..rank - 1] != outer[..] {
-                        return Err("lanes load different rows".into());
-                    }
-                    lasts.push(acc.indices[rank - 1]);
-                }
-                let (base, cs) = self
-                    .affine_tuple(&lasts)
-                    .ok_or("lanes load elements that are not consecutive")?;
-                let step = cs.windows(2).all(|w| w[1].checked_sub(w[0]) == Some(1));
-                let first = cs[0];
-                let last = cs[cs.len() - 1];
-                let size = i64::try_from(dtype.size()).map_err(|e| e.to_string())?;
-                if !step
-                    || first
-                        .checked_mul(size)
-                        .and_then(|o| i32::try_from(o).ok())
-                        .is_none()
-                    || last.checked_mul(size).is_none()
-                {
-                    return Err("lanes load elements that are not consecutive".into());
-                }
-                let key = |s: &Site| s.param == acc0.param && s.outer == outer && s.base == base;
-                let site = match self.sites.iter().position(key) {
-                    Some(i) => {
-                        let s = &mut self.sites[i];
-                        s.min = s.min.min(first);
-                        s.max = s.max.max(last);
-                        i
-                    }
-                    None => {
-                        self.sites.push(Site {
-                            param: acc0.param,
-                            outer,
-                            base,
-                            min: first,
-                            max: last,
-                        });
-                        self.sites.len() - 1
-                    }
-                };
-                Node::Load {
-                    site,
-                    offset: first,
-                    dtype,
-                }
+                self.load_node(insts, false)?
             }
             _ => return Err("lanes compute their values differently".into()),
         };
         Ok(self.push(tuple, node, true))
+    }
+
+    /// The node of the loads `insts` (of one store), each lane's: consecutive elements of a
+    /// site, or a gather at indices the lanes compute. `widen`: `i32` elements for `i64`
+    /// lanes (consecutive only).
+    fn load_node(&mut self, insts: &[&Inst], widen: bool) -> Result<Node, String> {
+        let Op::Load(acc0) = &insts[0].op else {
+            return Err("internal: not a load".into());
+        };
+        if insts
+            .iter()
+            .any(|i| !matches!(&i.op, Op::Load(a) if a.param == acc0.param))
+        {
+            return Err("lanes load different stores".into());
+        }
+        let (_, slot) = self.layout.store(acc0.param)?;
+        let dtype = slot.dtype;
+        if widen {
+            if dtype != DType::I32 {
+                return Err(format!("a widened load of {dtype}"));
+            }
+        } else {
+            self.need(dtype)?;
+        }
+        if !slot.privilege.can_read() {
+            return Err(format!(
+                "loads store parameter {}, not readable",
+                acc0.param
+            ));
+        }
+        let rank = acc0.indices.len();
+        if rank == 0 || rank != slot.rank {
+            return Err(format!("loads store parameter {} of rank 0", acc0.param));
+        }
+        let outer = acc0.indices[..rank - 1].to_vec();
+        let mut lasts = Vec::with_capacity(insts.len());
+        for inst in insts {
+            let Op::Load(acc) = &inst.op else {
+                return Err("internal: not a load".into());
+            };
+            if acc.indices[..rank - 1] != outer[..] {
+                return Err("lanes load different rows".into());
+            }
+            lasts.push(acc.indices[rank - 1]);
+        }
+        let Some((base, cs)) = self.affine_tuple(&lasts) else {
+            if widen {
+                return Err("lanes gather i32 elements".into());
+            }
+            // A gather: the lanes compute their indices.
+            if self.ty(lasts[0])? != DType::I64 {
+                return Err("lanes gather at indices that are not i64".into());
+            }
+            let indices = self.node(&lasts)?;
+            return Ok(Node::Gather {
+                param: acc0.param,
+                outer,
+                indices,
+                dtype,
+            });
+        };
+        let step = cs.windows(2).all(|w| w[1].checked_sub(w[0]) == Some(1));
+        let first = cs[0];
+        let last = cs[cs.len() - 1];
+        let size = i64::try_from(dtype.size()).map_err(|e| e.to_string())?;
+        if !step
+            || first
+                .checked_mul(size)
+                .and_then(|o| i32::try_from(o).ok())
+                .is_none()
+            || last.checked_mul(size).is_none()
+        {
+            return Err("lanes load elements that are not consecutive".into());
+        }
+        let key = |s: &Site| s.param == acc0.param && s.outer == outer && s.base == base;
+        let site = match self.sites.iter().position(key) {
+            Some(i) => {
+                let s = &mut self.sites[i];
+                s.min = s.min.min(first);
+                s.max = s.max.max(last);
+                i
+            }
+            None => {
+                self.sites.push(Site {
+                    param: acc0.param,
+                    outer,
+                    base,
+                    min: first,
+                    max: last,
+                });
+                self.sites.len() - 1
+            }
+        };
+        Ok(if widen {
+            Node::LoadWidened {
+                site,
+                offset: first,
+            }
+        } else {
+            Node::Load {
+                site,
+                offset: first,
+                dtype,
+            }
+        })
     }
 
     /// `tuple[l] = base + c_l` for a value `base` the lanes share (or none) and constants
@@ -807,6 +883,19 @@ impl FnLower<'_, '_> {
                         .ins()
                         .load(vec_type(dtype, lanes), data_flags(), addrs[site], off)
                 }
+                Node::LoadWidened { site, offset } => {
+                    if lanes != 2 {
+                        return Err(format!("internal: a widened load of {lanes} lanes"));
+                    }
+                    let off = i32::try_from(offset * 4).map_err(|e| e.to_string())?;
+                    self.b.ins().sload32x2(data_flags(), addrs[site], off)
+                }
+                Node::Gather {
+                    param,
+                    ref outer,
+                    indices,
+                    dtype,
+                } => self.gather(param, outer, vals[indices], dtype, lanes)?,
             };
             vals.push(v);
         }
@@ -832,6 +921,60 @@ impl FnLower<'_, '_> {
             }
         }
         Ok(())
+    }
+
+    /// Lane `l` of the result: element `indices[l]` of the last dimension of store parameter
+    /// `param` (its other dimensions at `outer`). Every lane's index is checked, after the
+    /// outer ones, before any lane loads; a failure names the last dimension, as the scalar
+    /// code's first failing load of the store would.
+    fn gather(
+        &mut self,
+        param: u32,
+        outer: &[ValueId],
+        indices: Value,
+        dtype: DType,
+        lanes: u8,
+    ) -> LResult<Value> {
+        let (store, slot) = self.layout.store(param)?;
+        let view = self
+            .views
+            .get(&param)
+            .ok_or_else(|| format!("internal: store parameter {param} not loaded"))?;
+        let (base_ptr, ext, stride) = (view.base, view.ext.clone(), view.stride.clone());
+        let mut checks = Vec::new();
+        let offset = self.index_offset((param, store), outer, (&ext, &stride), &mut checks)?;
+        let last = slot.rank - 1;
+        let code = self.faults.code(FaultSite {
+            param,
+            dim: last as u32,
+        });
+        let idx: Vec<Value> = (0..lanes)
+            .map(|l| self.b.ins().extractlane(indices, l))
+            .collect();
+        for &i in &idx {
+            checks.push((i, ext[last], code));
+        }
+        let cont = self.b.create_block();
+        self.check_or_fault(checks, cont, &[]);
+        self.b.switch_to_block(cont);
+        let row = match offset {
+            None => base_ptr,
+            Some(o) => self.b.ins().iadd(base_ptr, o),
+        };
+        let mut v = None;
+        for (l, &i) in idx.iter().enumerate() {
+            let at = self.b.ins().imul(i, stride[last]);
+            let at = self.b.ins().iadd(row, at);
+            let x = self.b.ins().load(cl_type(dtype), data_flags(), at, 0);
+            v = Some(match v {
+                None => self.b.ins().scalar_to_vector(vec_type(dtype, lanes), x),
+                Some(v) => {
+                    let lane = u8::try_from(l).map_err(|e| e.to_string())?;
+                    self.b.ins().insertlane(v, x, lane)
+                }
+            });
+        }
+        v.ok_or_else(|| "internal: a gather of no lanes".into())
     }
 
     /// Checks every site's indices for this iteration and returns the address of each
@@ -966,6 +1109,82 @@ kernel @row(%a: store<f64, 2, read>, %x: store<f64, 1, read>, %y: store<f64, 1, 
         assert_eq!(loads(&plan), 2);
         assert_eq!(plan.sites.len(), 2);
         assert!(plan.sites.iter().all(|s| (s.min, s.max) == (0, 1)));
+    }
+
+    /// `y[i] = sum of vals[j] * x[crd[j]]` over two lanes, `crd` of `i32`.
+    const GATHER: &str = "
+kernel @gather(%crd: store<i32, 1, read>, %vals: store<f64, 1, read>, %x: store<f64, 1, read>, %y: store<f64, 1, write>) {
+  %n = extent %crd, 0
+  parallel %y (%i) {
+    %zero = const f64 0.0
+    %lo = const i64 0
+    %two = const i64 2
+    %blocks = div %n, %two
+    %s0, %s1 = for %q = %lo to %blocks iter(%c0 = %zero, %c1 = %zero) {
+      %p0 = mul %q, %two
+      %one = const i64 1
+      %p1 = add %p0, %one
+      %k0 = load %crd[%p0]
+      %w0 = cast i64 %k0
+      %a0 = load %vals[%p0]
+      %x0 = load %x[%w0]
+      %t0 = mul %a0, %x0
+      %n0 = add %c0, %t0
+      %k1 = load %crd[%p1]
+      %w1 = cast i64 %k1
+      %a1 = load %vals[%p1]
+      %x1 = load %x[%w1]
+      %t1 = mul %a1, %x1
+      %n1 = add %c1, %t1
+      yield %n0, %n1
+    }
+    %s = add %s0, %s1
+    store %y[%i], %s
+  }
+}
+";
+
+    #[test]
+    fn a_csr_row_gathers_at_widened_column_indices() {
+        let plan = plan_of(GATHER).expect("qualifies");
+        assert_eq!(plan.lanes, 2);
+        // `crd` and `vals` are sites; `x` is gathered at the widened `crd` elements.
+        assert_eq!(plan.sites.len(), 2);
+        assert_eq!(loads(&plan), 1);
+        let widened = plan
+            .nodes
+            .iter()
+            .position(|n| matches!(n, Node::LoadWidened { offset: 0, .. }))
+            .expect("a widened load");
+        assert!(plan.nodes.iter().any(|n| matches!(
+            n,
+            Node::Gather { param: 2, indices, dtype: DType::F64, .. } if *indices == widened
+        )));
+        // No scalar code loads what the lanes own.
+        let body = first_for(&parse(GATHER).0.body)
+            .expect("a loop")
+            .body
+            .clone();
+        for (inst, &scalar) in body.iter().zip(&plan.scalar) {
+            assert!(!(scalar && matches!(inst.op, Op::Load(_))), "{inst:?}");
+        }
+    }
+
+    #[test]
+    fn gathered_i32_elements_do_not_qualify() {
+        // The gathered elements are `i32`: two of them are not a 128-bit vector of `i32`.
+        let src = GATHER
+            .replace("%x: store<f64, 1, read>", "%x: store<i32, 1, read>")
+            .replace(
+                "%x0 = load %x[%w0]",
+                "%xn0 = load %x[%w0]\n      %x0 = cast f64 %xn0",
+            )
+            .replace(
+                "%x1 = load %x[%w1]",
+                "%xn1 = load %x[%w1]\n      %x1 = cast f64 %xn1",
+            );
+        let why = plan_of(&src).expect_err("does not qualify");
+        assert!(why.contains("mixes i32"), "{why}");
     }
 
     #[test]

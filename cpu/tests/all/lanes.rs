@@ -237,21 +237,6 @@ fn a_view_with_a_wider_last_stride_takes_the_scalar_code_with_the_same_bits() {
     }
 }
 
-/// The lane order of `fold_lanes` for sums, written directly.
-fn lane_sum(terms: &[f64]) -> f64 {
-    let blocks = terms.len() / FOLD_LANES;
-    let mut s = [0.0f64; FOLD_LANES];
-    for q in 0..blocks {
-        for (k, acc) in s.iter_mut().enumerate() {
-            *acc += terms[q * FOLD_LANES + k];
-        }
-    }
-    let tail = terms[blocks * FOLD_LANES..]
-        .iter()
-        .fold(0.0f64, |acc, t| acc + t);
-    (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))) + tail
-}
-
 #[test]
 fn a_matvec_row_in_lanes_equals_the_lane_order_written_in_rust() {
     let k = row_kernel(ReduceOp::Sum, DType::F64, DType::F64);

@@ -5,6 +5,7 @@
 mod api;
 mod deferred;
 mod errors;
+mod gather;
 mod lanes;
 mod loops;
 #[path = "../../../ir/tests/all/common/math_cases.rs"]

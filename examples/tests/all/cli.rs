@@ -211,6 +211,7 @@ fn device_gpu_runs_or_names_the_missing_driver() {
         ),
         ("bench_stencil", env!("CARGO_BIN_EXE_bench_stencil")),
         ("bench_krylov", env!("CARGO_BIN_EXE_bench_krylov")),
+        ("bench_spmv", env!("CARGO_BIN_EXE_bench_spmv")),
     ];
     for (name, bin) in ALL.iter().chain(&benches) {
         let out = run(bin, &["--device", "gpu", "--n", "64", "--iters", "1"]);

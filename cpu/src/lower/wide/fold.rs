@@ -311,6 +311,9 @@ pub(crate) fn compile_fold(
                 Node::Unary(..) | Node::Cast(..) => {
                     return Err("a unary operation on integers, or a cast".into());
                 }
+                Node::LoadWidened { .. } | Node::Gather { .. } => {
+                    return Err("a widened load or a gather".into());
+                }
             };
             vals.push(v);
         }

@@ -448,3 +448,18 @@ pub const INT_VECTOR_BINARY: [BinaryOp; 8] = [
     BinaryOp::Min,
     BinaryOp::Max,
 ];
+
+/// The lane order of `fold_lanes` for sums, written directly.
+pub fn lane_sum(terms: &[f64]) -> f64 {
+    let blocks = terms.len() / weft_ir::builder::FOLD_LANES;
+    let mut s = [0.0f64; weft_ir::builder::FOLD_LANES];
+    for q in 0..blocks {
+        for (k, acc) in s.iter_mut().enumerate() {
+            *acc += terms[q * weft_ir::builder::FOLD_LANES + k];
+        }
+    }
+    let tail = terms[blocks * weft_ir::builder::FOLD_LANES..]
+        .iter()
+        .fold(0.0f64, |acc, t| acc + t);
+    (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))) + tail
+}

@@ -1,0 +1,224 @@
+//! CSR rows written in the lane order (`BodyBuilder::fold_lanes`, as the `sparse` plugin's
+//! SpMV writes them), whose lanes gather `x[crd[j]]`: every SIMD path runs them as lanes and
+//! gives the scalar code's bits, with `i32` and `i64` column indices, rows of every length
+//! around the lane and block boundaries, special values, and 1 and 2 threads; the bits
+//! equal a plain-Rust reference of the lane order; and a column out of range (in the lanes'
+//! blocks or in the tail, past the end or negative) faults as the scalar code does.
+
+#![allow(clippy::unwrap_used)]
+
+use crate::loops::Csr;
+use crate::util::*;
+use weft_cpu::{CompiledKernel, CpuBackend, SimdPath, StoreView};
+use weft_ir::builder::{FOLD_LANES, KernelBuilder};
+use weft_ir::{DType, Kernel, Privilege, ReduceOp};
+
+/// `y[i] = sum over row i of vals[j] * x[crd[j] - origin(x)]` in the lane order,
+/// the row's entries `ptr[i]..ptr[i + 1]`, its column indices of type `index`.
+fn csr_kernel(index: DType) -> Kernel {
+    let mut k = KernelBuilder::new(format!("csr_lanes.{index}"));
+    let ptr = k.store(index, 1, Privilege::Read);
+    let crd = k.store(index, 1, Privilege::Read);
+    let vals = k.store(DType::F64, 1, Privilege::Read);
+    let x = k.store(DType::F64, 1, Privilege::Read);
+    let y = k.store(DType::F64, 1, Privilege::Write);
+    k.parallel(y, |b, i| {
+        let one = b.const_i64(1);
+        let next = b.add(i[0], one);
+        let lo = b.load(ptr, &[i[0]]);
+        let lo = b.cast(DType::I64, lo);
+        let hi = b.load(ptr, &[next]);
+        let hi = b.cast(DType::I64, hi);
+        let x0 = b.origin(x, 0);
+        let sum = b.fold_lanes(ReduceOp::Sum, DType::F64, lo, hi, |b, j| {
+            let c = b.load(crd, &[j]);
+            let c = b.cast(DType::I64, c);
+            let c = b.sub(c, x0);
+            let a = b.load(vals, &[j]);
+            let xc = b.load(x, &[c]);
+            b.mul(a, xc)
+        });
+        b.store(y, i, sum);
+    });
+    k.finish_validated().unwrap()
+}
+
+/// `rows` rows whose lengths cycle through every length up to `4 FOLD_LANES + 3`, and a
+/// few long ones; values include every special value.
+fn matrix(rows: usize, ncols: usize, seed: u64) -> Csr {
+    let sp = specials(DType::F64);
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let (mut ptr, mut col, mut val) = (vec![0i64], vec![], vec![]);
+    for r in 0..rows {
+        let len = if r % 11 == 10 {
+            60 + r % 7
+        } else {
+            r % (4 * FOLD_LANES + 4)
+        };
+        for _ in 0..len {
+            let s = next();
+            col.push((s % ncols as u64) as i64);
+            val.push(if s % 7 == 0 {
+                f64::from_bits(sp[(s >> 8) as usize % sp.len()])
+            } else {
+                (s >> 11) as f64 / (1u64 << 53) as f64 * 8.0 - 4.0
+            });
+        }
+        ptr.push(col.len() as i64);
+    }
+    Csr {
+        ptr,
+        col,
+        val,
+        ncols,
+    }
+}
+
+/// An index buffer of `dt` (`i32` or `i64`) holding `v`.
+fn indices(dt: DType, v: &[i64]) -> Vec<u64> {
+    match dt {
+        DType::I64 => v.iter().map(|&x| x as u64).collect(),
+        _ => {
+            let mut out = vec![0u64; v.len().div_ceil(2).max(1)];
+            for (k, &x) in v.iter().enumerate() {
+                let w = u64::from(x as i32 as u32);
+                out[k / 2] |= w << (32 * (k % 2));
+            }
+            out
+        }
+    }
+}
+
+/// Runs `k` on `m` with `x`; returns `y`'s bits, or the error.
+fn run(
+    k: &CompiledKernel,
+    index: DType,
+    m: &Csr,
+    x: &[f64],
+    threads: usize,
+) -> weft_cpu::Result<Vec<u64>> {
+    let rows = m.ptr.len() - 1;
+    let mut ptr = indices(index, &m.ptr);
+    let mut col = indices(index, &m.col);
+    let mut val = m.val.clone();
+    let mut x = x.to_vec();
+    let mut y = vec![f64::NAN; rows];
+    let views = [
+        StoreView::dense(ptr.as_mut_ptr().cast(), &[m.ptr.len() as i64]),
+        StoreView::dense(col.as_mut_ptr().cast(), &[m.col.len() as i64]),
+        dense(&mut val, &[m.val.len() as i64]),
+        dense(&mut x, &[m.ncols as i64]),
+        dense(&mut y, &[rows as i64]),
+    ];
+    run_on(k, &views, &[], threads)?;
+    Ok(y.iter().map(|v| v.to_bits()).collect())
+}
+
+/// `k` compiled on every SIMD path this CPU has, with the count of its lane loops.
+fn every_path(k: &Kernel) -> Vec<(SimdPath, CompiledKernel)> {
+    let mut be = CpuBackend::new().unwrap();
+    be.compiler()
+        .available_paths()
+        .into_iter()
+        .map(|path| {
+            be.compiler().set_path(path).unwrap();
+            (path, be.compile(k).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn csr_rows_gather_in_lanes_with_the_scalar_bits_and_the_lane_order() {
+    for index in [DType::I32, DType::I64] {
+        let k = csr_kernel(index);
+        let paths = every_path(&k);
+        let scalar = &paths[0].1;
+        assert_eq!(paths[0].0, SimdPath::Scalar);
+        assert_eq!(scalar.lane_loops(), 0);
+        let m = matrix(173, 301, 7);
+        let x: Vec<f64> = (0..m.ncols)
+            .map(|j| {
+                let sp = specials(DType::F64);
+                if j % 13 == 0 {
+                    f64::from_bits(sp[j % sp.len()])
+                } else {
+                    1.0 / (j as f64 + 0.75)
+                }
+            })
+            .collect();
+        let want = run(scalar, index, &m, &x, 1).unwrap();
+        // The scalar code computes the lane order, as written in Rust here.
+        for (i, &got) in want.iter().enumerate() {
+            let (a, b) = (m.ptr[i] as usize, m.ptr[i + 1] as usize);
+            let terms: Vec<f64> = (a..b).map(|j| m.val[j] * x[m.col[j] as usize]).collect();
+            let r = lane_sum(&terms);
+            assert!(
+                got == r.to_bits() || (r.is_nan() && f64::from_bits(got).is_nan()),
+                "{index}: row {i}"
+            );
+        }
+        for (path, c) in &paths[1..] {
+            // The row's blocks run as 128-bit lanes gathering `x`; the bulk stays out of
+            // the wide bodies, which do not gather.
+            assert_eq!(c.lane_loops(), 1, "{index} on {path}");
+            assert_eq!(c.wide_lane_loops(), 0, "{index} on {path}");
+            for threads in [1, 2] {
+                let got = run(c, index, &m, &x, threads).unwrap();
+                assert_eq!(got, want, "{index} on {path}, {threads} threads");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_column_out_of_range_in_a_gathering_row_faults_as_the_scalar_code_does() {
+    for index in [DType::I32, DType::I64] {
+        let k = csr_kernel(index);
+        let paths = every_path(&k);
+        // Row 3 has 21 entries: two blocks of eight and a tail of five.
+        let (mut ptr, mut col, mut val) = (vec![0i64], vec![], vec![]);
+        for r in 0..12usize {
+            let n = if r == 3 { 21 } else { r % 5 };
+            for e in 0..n {
+                col.push(((r * 7 + e * 3) % 50) as i64);
+                val.push(1.0 + e as f64);
+            }
+            ptr.push(col.len() as i64);
+        }
+        let m = Csr {
+            ptr,
+            col,
+            val,
+            ncols: 50,
+        };
+        let x = vec![0.5f64; m.ncols];
+        let base = m.ptr[3] as usize;
+        for (entry, bad) in [(5usize, 50i64), (9, -1), (15, 1 << 20), (18, 50), (20, -7)] {
+            let mut bad_m = Csr {
+                ptr: m.ptr.clone(),
+                col: m.col.clone(),
+                val: m.val.clone(),
+                ncols: m.ncols,
+            };
+            bad_m.col[base + entry] = bad;
+            let want = run(&paths[0].1, index, &bad_m, &x, 1).unwrap_err();
+            assert!(want.to_string().contains("csr_lanes"), "{index}: {want}");
+            for (path, c) in &paths[1..] {
+                for threads in [1, 2] {
+                    let got = run(c, index, &bad_m, &x, threads).unwrap_err();
+                    assert_eq!(
+                        got.to_string(),
+                        want.to_string(),
+                        "{index} on {path}: column {bad} at entry {entry}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! `y = A x` for a sparse `A` with long rows: the 27-point stencil on a `--grid`^3 grid (27
+//! entries in an interior row; default 64, 262K rows and 6.9M entries, 32-bit indices), side
+//! by side in one process with two plain-Rust CSR loops over the same arrays at the same
+//! thread count:
+//! - `rust_sequential`: each row summed in one chain, in order, as SciPy's loop and Weft's
+//!   `sparse` plugin sum it. Weft's `y` must have its bits (`bits_equal_sequential`).
+//! - `rust_lanes`: each row in the lane order of `weft_ir::builder::BodyBuilder::fold_lanes`
+//!   (eight partials, their tree, then the tail), which the CPU back end could run as vectors
+//!   gathering `x`: what eight independent chains buy over one on this machine
+//!   (`rows_differing_from_lanes` counts the rows whose bits the orders give differently).
+//!
+//! The product runs `--warmup` + `--iters` times; each timed Weft product is followed by one
+//! product of each loop, and every variant reports its median. Compulsory bytes are the
+//! matrix once as stored (row ranges as `(rows, 2)` `i32`, `i32` columns, `f64` values), `x`
+//! read once and `y` written once; the floor uses the median of the bandwidth probe sampled
+//! before and after the runs ([`weft_examples::bandwidth::Probe`]).
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use rayon::prelude::*;
+use weft_examples::bandwidth::{PROBE_BYTES, Probe, floor_seconds};
+use weft_examples::solve_app::load_sparse;
+use weft_examples::timing::{bench_then, median};
+use weft_examples::{AppError, Args, Cli, Kind, Report, load_numeric, run_main};
+use weft_ir::DType;
+
+const NAME: &str = "bench_spmv";
+
+/// The partials of the lane order.
+const LANES: usize = 8;
+
+/// Rows per rayon task of the plain-Rust loops.
+const ROWS: usize = 4096;
+
+fn main() -> ExitCode {
+    let cli = Cli::new(
+        NAME,
+        "y = A x for the 27-point stencil matrix: Weft against plain-Rust CSR loops (one chain \
+         per row, and eight).",
+        0,
+        20,
+    )
+    .help("n", "unused (the problem is --grid)")
+    .help("iters", "timed products")
+    .extra(
+        "warmup",
+        "W",
+        "untimed products before the timed ones",
+        Kind::Count {
+            min: 0,
+            max: u64::MAX,
+        },
+        "3",
+    )
+    .extra(
+        "grid",
+        "G",
+        "the 27-point stencil on a G x G x G grid",
+        Kind::Count { min: 2, max: 1024 },
+        "64",
+    );
+    let args = cli.parse_env_or_exit();
+    run_main(NAME, || run(&args))
+}
+
+/// The 27-point stencil's matrix on a `g`^3 grid: 26 on the diagonal, -1 per neighbour
+/// (faces, edges and corners), columns sorted.
+struct Csr {
+    ptr: Vec<i32>,
+    col: Vec<i32>,
+    val: Vec<f64>,
+}
+
+fn stencil27(g: usize) -> Result<Csr, AppError> {
+    let n = g * g * g;
+    let (mut ptr, mut col, mut val) = (Vec::with_capacity(n + 1), Vec::new(), Vec::new());
+    ptr.push(0i32);
+    let gi = g as i64;
+    for z in 0..gi {
+        for y in 0..gi {
+            for x in 0..gi {
+                let row = (z * gi + y) * gi + x;
+                for dz in -1..=1i64 {
+                    for dy in -1..=1i64 {
+                        for dx in -1..=1i64 {
+                            let (a, b, c) = (z + dz, y + dy, x + dx);
+                            if [a, b, c].iter().all(|&v| (0..gi).contains(&v)) {
+                                let k = (a * gi + b) * gi + c;
+                                col.push(i32::try_from(k).map_err(|e| e.to_string())?);
+                                val.push(if k == row { 26.0 } else { -1.0 });
+                            }
+                        }
+                    }
+                }
+                ptr.push(i32::try_from(col.len()).map_err(|e| e.to_string())?);
+            }
+        }
+    }
+    Ok(Csr { ptr, col, val })
+}
+
+/// Row `i` of `A x`, in one chain.
+fn row_sequential(a: &Csr, x: &[f64], i: usize) -> f64 {
+    let (lo, hi) = (a.ptr[i] as usize, a.ptr[i + 1] as usize);
+    let mut s = 0.0;
+    for j in lo..hi {
+        s += a.val[j] * x[a.col[j] as usize];
+    }
+    s
+}
+
+/// Row `i` of `A x`, in the lane order.
+fn row_lanes(a: &Csr, x: &[f64], i: usize) -> f64 {
+    let (lo, hi) = (a.ptr[i] as usize, a.ptr[i + 1] as usize);
+    let blocks = (hi - lo) / LANES;
+    let mut p = [0.0f64; LANES];
+    for q in 0..blocks {
+        let base = lo + q * LANES;
+        for (k, acc) in p.iter_mut().enumerate() {
+            *acc += a.val[base + k] * x[a.col[base + k] as usize];
+        }
+    }
+    let mut tail = 0.0;
+    for j in lo + blocks * LANES..hi {
+        tail += a.val[j] * x[a.col[j] as usize];
+    }
+    (((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]))) + tail
+}
+
+/// `y = A x` by `row`, rows split across the current rayon pool.
+fn product(a: &Csr, x: &[f64], y: &mut [f64], row: fn(&Csr, &[f64], usize) -> f64) {
+    y.par_chunks_mut(ROWS).enumerate().for_each(|(c, ys)| {
+        for (k, yi) in ys.iter_mut().enumerate() {
+            *yi = row(a, x, c * ROWS + k);
+        }
+    });
+}
+
+fn run(args: &Args) -> Result<(), AppError> {
+    let g = args.extra_u64("grid").ok_or("--grid needs a number")? as usize;
+    let np = load_numeric(args)?;
+    let sp = load_sparse(&np)?;
+    let a = stencil27(g)?;
+    let n = a.ptr.len() - 1;
+    let nnz = a.col.len();
+    let as_f64 = |v: &[i32]| v.iter().map(|&c| f64::from(c)).collect::<Vec<f64>>();
+    let n64 = n as u64;
+    // Straight into stores (the arrays are too large to pass through the plugin's memory).
+    let matrix = sp.from_csr_arrays(
+        (n64, n64),
+        &np.from_vec(&[n64 + 1], &as_f64(&a.ptr)).astype(DType::I32),
+        &np.from_vec(&[nnz as u64], &as_f64(&a.col))
+            .astype(DType::I32),
+        &np.from_vec(&[nnz as u64], &a.val),
+    )?;
+    let xs: Vec<f64> = (0..n).map(|i| 1.0 / (1.0 + (i % 1009) as f64)).collect();
+    let x = np.from_vec(&[n64], &xs);
+    x.check()?;
+    np.runtime(|rt| rt.flush())?;
+
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(args.threads)
+        .build()?;
+    let mut probe = Probe::new(args.threads, PROBE_BYTES);
+    probe.sample();
+    let mut y_seq = vec![0.0; n];
+    let mut y_lanes = vec![0.0; n];
+    let (mut seq, mut lanes) = (Vec::new(), Vec::new());
+    let (timing, per_iter, y) = bench_then(
+        &np,
+        args.warmup,
+        args.iters,
+        || {
+            let y = matrix.matvec(&x);
+            y.check()?;
+            Ok(y)
+        },
+        |timed| {
+            for (out, row, times) in [
+                (
+                    &mut y_seq,
+                    row_sequential as fn(&Csr, &[f64], usize) -> f64,
+                    &mut seq,
+                ),
+                (&mut y_lanes, row_lanes, &mut lanes),
+            ] {
+                let start = Instant::now();
+                pool.install(|| product(&a, &xs, out, row));
+                if timed {
+                    times.push(start.elapsed().as_secs_f64());
+                }
+            }
+            Ok(())
+        },
+    )?;
+    probe.sample();
+    let y = y.ok_or("no product ran")?.to_vec()?;
+    let equal = y
+        .iter()
+        .zip(&y_seq)
+        .all(|(w, r)| w.to_bits() == r.to_bits());
+    let differ_from_lanes = y_seq
+        .iter()
+        .zip(&y_lanes)
+        .filter(|(s, l)| s.to_bits() != l.to_bits())
+        .count();
+    let (seq, lanes) = (median(&seq), median(&lanes));
+    let bytes = 8.0 * n as f64 + 12.0 * nnz as f64 + 16.0 * n as f64;
+    let gbs = probe.gbs();
+    let mut report = Report::new(NAME, args);
+    report
+        .set("grid", g as u64)
+        .set("rows", n as u64)
+        .set("nnz", nnz as u64)
+        .timing(&timing, &per_iter)
+        .set("weft_seconds", timing.median)
+        .set("rust_sequential_seconds", seq)
+        .set("rust_lanes_seconds", lanes)
+        .set("speedup_weft_vs_rust_sequential", seq / timing.median)
+        .set("speedup_weft_vs_rust_lanes", lanes / timing.median)
+        .set("bits_equal_sequential", equal)
+        .set("rows_differing_from_lanes", differ_from_lanes as u64)
+        .floor("", timing.median, bytes, gbs)
+        .set(
+            "rust_sequential_floor_ratio",
+            seq / floor_seconds(bytes, gbs),
+        )
+        .set("rust_lanes_floor_ratio", lanes / floor_seconds(bytes, gbs))
+        .probe(&probe)
+        .runtime_stats(&np);
+    report.print()?;
+    if !equal {
+        return Err("Weft's y differs from the sequential loop's bits".into());
+    }
+    Ok(())
+}
