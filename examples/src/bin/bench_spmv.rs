@@ -1,7 +1,8 @@
 //! `y = A x` for a sparse `A` with long rows: the 27-point stencil on a `--grid`^3 grid (27
-//! entries in an interior row; default 64, 262K rows and 6.9M entries, 32-bit indices), side
-//! by side in one process with two plain-Rust CSR loops over the same arrays at the same
-//! thread count:
+//! entries in an interior row; default 64, 262K rows and 6.9M entries, 32-bit indices; or,
+//! with `--points 7`, the 7-point one, rows shorter than a block of eight lanes), side by side
+//! in one process with two plain-Rust CSR loops over the same arrays at the same thread
+//! count:
 //! - `rust_sequential`: each row summed in one chain, in order, as SciPy's loop and Weft's
 //!   `sparse` plugin sum it. Weft's `y` must have its bits (`bits_equal_sequential`).
 //! - `rust_lanes`: each row in the lane order of `weft_ir::builder::BodyBuilder::fold_lanes`
@@ -59,20 +60,29 @@ fn main() -> ExitCode {
         "the 27-point stencil on a G x G x G grid",
         Kind::Count { min: 2, max: 1024 },
         "64",
+    )
+    .extra(
+        "points",
+        "P",
+        "the stencil's points: 27 (rows of 27 entries) or 7 (rows of 7, shorter than a lane \
+         block)",
+        Kind::Choice(&["27", "7"]),
+        "27",
     );
     let args = cli.parse_env_or_exit();
     run_main(NAME, || run(&args))
 }
 
-/// The 27-point stencil's matrix on a `g`^3 grid: 26 on the diagonal, -1 per neighbour
-/// (faces, edges and corners), columns sorted.
+/// A stencil's matrix on a `g`^3 grid: `points - 1` on the diagonal, -1 per neighbour,
+/// columns sorted.
 struct Csr {
     ptr: Vec<i32>,
     col: Vec<i32>,
     val: Vec<f64>,
 }
 
-fn stencil27(g: usize) -> Result<Csr, AppError> {
+/// The 27-point stencil (faces, edges and corners) or, if `!full`, the 7-point one (faces).
+fn stencil(g: usize, full: bool) -> Result<Csr, AppError> {
     let n = g * g * g;
     let (mut ptr, mut col, mut val) = (Vec::with_capacity(n + 1), Vec::new(), Vec::new());
     ptr.push(0i32);
@@ -85,10 +95,12 @@ fn stencil27(g: usize) -> Result<Csr, AppError> {
                     for dy in -1..=1i64 {
                         for dx in -1..=1i64 {
                             let (a, b, c) = (z + dz, y + dy, x + dx);
-                            if [a, b, c].iter().all(|&v| (0..gi).contains(&v)) {
+                            let face = dz.abs() + dy.abs() + dx.abs() <= 1;
+                            if (full || face) && [a, b, c].iter().all(|&v| (0..gi).contains(&v)) {
                                 let k = (a * gi + b) * gi + c;
                                 col.push(i32::try_from(k).map_err(|e| e.to_string())?);
-                                val.push(if k == row { 26.0 } else { -1.0 });
+                                let diagonal = if full { 26.0 } else { 6.0 };
+                                val.push(if k == row { diagonal } else { -1.0 });
                             }
                         }
                     }
@@ -141,7 +153,8 @@ fn run(args: &Args) -> Result<(), AppError> {
     let g = args.extra_u64("grid").ok_or("--grid needs a number")? as usize;
     let np = load_numeric(args)?;
     let sp = load_sparse(&np)?;
-    let a = stencil27(g)?;
+    let points = args.extra("points").unwrap_or("27");
+    let a = stencil(g, points == "27")?;
     let n = a.ptr.len() - 1;
     let nnz = a.col.len();
     let as_f64 = |v: &[i32]| v.iter().map(|&c| f64::from(c)).collect::<Vec<f64>>();
@@ -211,6 +224,7 @@ fn run(args: &Args) -> Result<(), AppError> {
     let mut report = Report::new(NAME, args);
     report
         .set("grid", g as u64)
+        .set("points", points)
         .set("rows", n as u64)
         .set("nnz", nnz as u64)
         .timing(&timing, &per_iter)

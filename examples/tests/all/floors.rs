@@ -119,6 +119,22 @@ fn bench_spmv_reports_its_floor_and_the_sequential_loops_bits() {
     assert!(f(&v, "rust_sequential_seconds") > 0.0 && f(&v, "rust_lanes_seconds") > 0.0);
     // Before the products and after them.
     check_probe(&v, 2);
+    // The 7-point stencil: each of the 6 faces of the grid loses one neighbour per point.
+    let v = run_briefly(
+        env!("CARGO_BIN_EXE_bench_spmv"),
+        "bench_spmv",
+        &["--grid", "6", "--points", "7"],
+    );
+    let nnz = 7.0 * n - 6.0 * g * g;
+    assert_eq!(f(&v, "nnz"), nnz);
+    check_floor(
+        &v,
+        "read_gbs",
+        "",
+        f(&v, "weft_seconds"),
+        24.0 * n + 12.0 * nnz,
+    );
+    assert_eq!(v["bits_equal_sequential"], true, "{v}");
 }
 
 #[test]
