@@ -578,6 +578,13 @@ impl CompiledKernel {
         self.inner.loop_counts.prefetched
     }
 
+    /// How many times a scalar `for` loop was lowered to run two iterations per trip (a
+    /// short, read-only body whose accesses at its induction value are checked before it,
+    /// such as a CSR row's product; counted per copy as [`Self::prefetched_loops`]).
+    pub fn paired_loops(&self) -> usize {
+        self.inner.loop_counts.paired
+    }
+
     /// Number of parallel steps that leave the contributions of their points to a float sum
     /// or product into a 0-d store grouped: a rank-1 loop with `for` loops inside (a CSR
     /// row) that does not jam, or a vectorized rank-1 loop, combines each aligned group of

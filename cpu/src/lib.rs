@@ -60,9 +60,12 @@
 //!   scratch stores), so the straight run vectorizes; one driver function (`lower::driver`)
 //!   runs the segments strip by strip and is the one step the launcher sees.
 //! - Lanes and iterations: in a loop nest with unit innermost strides, a `for` loop whose
-//!   carried values form lanes (`lower::lanes`), or whose iterations reduce into distinct
-//!   elements of a chunk buffer (`lower::iterations`), runs as 128-bit vectors with the
-//!   scalar code's bits.
+//!   carried values form lanes (`lower::lanes`; loads at indices the lanes compute are
+//!   gathered), or whose iterations reduce into distinct elements of a chunk buffer
+//!   (`lower::iterations`), runs as 128-bit vectors with the scalar code's bits.
+//! - Pairs: a scalar `for` loop with a short read-only body whose loads at its induction
+//!   value are checked before it (a CSR row's product) runs two iterations per trip, in
+//!   order (`lower::pairs`).
 //! - Prefetches: a scalar `for` loop that loads a rank-1 store of unit stride at its induction
 //!   value (a CSR row reading `crd` and `vals`) prefetches that store a fixed number of
 //!   iterations past its first one (`lower::prefetch`; [`Compiler::set_prefetch`] turns it

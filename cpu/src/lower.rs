@@ -50,6 +50,7 @@ mod driver;
 mod iterations;
 mod jam;
 pub(crate) mod lanes;
+mod pairs;
 mod prefetch;
 pub(crate) mod vector;
 pub(crate) mod wide;
@@ -288,6 +289,8 @@ pub(crate) struct LoopCounts {
     /// Scalar `for` loops whose preheader prefetches the streams they read (see
     /// [`prefetch`]).
     pub prefetched: usize,
+    /// Scalar `for` loops that run two iterations per trip (see [`pairs`]).
+    pub paired: usize,
 }
 
 /// The imported math shims, declared once per module.
@@ -2656,6 +2659,31 @@ impl<'f> FnLower<'_, 'f> {
         self.lower_for_scalar(inst, l, lo, hi)
     }
 
+    /// One iteration of `l`'s body at induction value `i` from the carried values `carried`;
+    /// returns the yielded values.
+    fn lower_iteration(
+        &mut self,
+        l: &ForLoop,
+        i: Value,
+        carried: &[Value],
+        tys: &[DType],
+    ) -> LResult<Vec<Value>> {
+        let mark = self.env.mark();
+        self.env.define(l.induction, i, DType::I64);
+        for ((&v, &p), &t) in l.carried.iter().zip(carried).zip(tys) {
+            self.env.define(v, p, t);
+        }
+        for inst in &l.body {
+            self.lower_inst(inst)?;
+        }
+        let mut ys = Vec::with_capacity(tys.len());
+        for (&y, &t) in l.yields.iter().zip(tys) {
+            ys.push(self.typed(y, t, "yielded value")?);
+        }
+        self.env.pop_to(mark);
+        Ok(ys)
+    }
+
     /// The scalar code of `l` from iteration `lo` to `hi` (excluded).
     fn lower_for_scalar(&mut self, inst: &Inst, l: &ForLoop, lo: Value, hi: Value) -> LResult<()> {
         let n = l.init.len();
@@ -2686,6 +2714,9 @@ impl<'f> FnLower<'_, 'f> {
         body_args.extend(init.iter().map(|&v| BlockArg::Value(v)));
         let exit_args: Vec<BlockArg> = init.iter().map(|&v| BlockArg::Value(v)).collect();
         let hoisted = self.hoistable_checks(l);
+        if !hoisted.is_empty() && Self::pairs_pay(l) {
+            return self.lower_for_pairs(inst, l, (lo, hi), (&init, &tys), &hoisted);
+        }
         if hoisted.is_empty() {
             self.b.ins().brif(go, body, &body_args, exit, &exit_args);
         } else {
@@ -2703,19 +2734,7 @@ impl<'f> FnLower<'_, 'f> {
 
         self.b.switch_to_block(body);
         let params = self.b.block_params(body).to_vec();
-        let mark = self.env.mark();
-        self.env.define(l.induction, params[0], DType::I64);
-        for ((&v, &p), &t) in l.carried.iter().zip(&params[1..]).zip(&tys) {
-            self.env.define(v, p, t);
-        }
-        for inst in &l.body {
-            self.lower_inst(inst)?;
-        }
-        let mut ys = Vec::with_capacity(n);
-        for (&y, &t) in l.yields.iter().zip(&tys) {
-            ys.push(self.typed(y, t, "yielded value")?);
-        }
-        self.env.pop_to(mark);
+        let ys = self.lower_iteration(l, params[0], &params[1..], &tys)?;
         if !bounded_by_a_store(l) {
             self.check_cancel();
         }

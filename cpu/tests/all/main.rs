@@ -12,6 +12,7 @@ mod loops;
 mod math_cases;
 mod math_lowered;
 mod ops;
+mod pairs;
 mod paths;
 mod prefetch;
 mod reduce;
