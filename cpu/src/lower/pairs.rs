@@ -22,9 +22,10 @@ use super::{FnLower, LResult, bounded_by_a_store, cl_type};
 const PAIR_BODY_MAX: usize = 12;
 
 impl FnLower<'_, '_> {
-    /// Whether `l` runs two iterations per trip of its loop : a
-    /// short body that only loads and computes (a CSR row's product), where the loop's own
-    /// increment, test and branch are a large part of each iteration.
+    /// Whether `l` runs two iterations per trip of its loop: a short body that only loads
+    /// and computes (a CSR row's product), where the loop's own increment, test and branch
+    /// are a large part of each iteration. (The caller also requires its accesses at the
+    /// induction value to be checked before the loop.)
     pub(super) fn pairs_pay(l: &ForLoop) -> bool {
         l.body.len() <= PAIR_BODY_MAX
             && l.body.iter().all(|i| {
