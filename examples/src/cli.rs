@@ -215,6 +215,15 @@ impl Cli {
         self
     }
 
+    /// Replaces the default of a flag (a benchmark that warms up longer than the common
+    /// `--warmup`).
+    pub fn default_value(mut self, name: &str, default: &str) -> Cli {
+        for f in self.flags.iter_mut().filter(|f| f.name == name) {
+            f.default = Some(default.to_string());
+        }
+        self
+    }
+
     /// Adds an example-specific flag.
     pub fn extra(
         mut self,
@@ -554,6 +563,14 @@ mod tests {
         ] {
             assert!(u.contains(word), "usage lacks {word}:\n{u}");
         }
+    }
+
+    #[test]
+    fn a_common_flag_takes_a_new_default() {
+        let c = cli().default_value("warmup", "3");
+        assert_eq!(c.parse(Vec::<String>::new()).map(|a| a.warmup), Ok(3));
+        assert_eq!(c.parse(["--warmup", "0"]).map(|a| a.warmup), Ok(0));
+        assert!(c.usage().contains("[default: 3]"));
     }
 
     #[test]

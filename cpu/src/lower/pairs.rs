@@ -12,7 +12,7 @@
 //! entries per trip*): CG's fused product and the 7- and 27-point products ran faster.
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{BlockArg, InstBuilder, Value, types};
+use cranelift_codegen::ir::{Block, BlockArg, InstBuilder, Value, types};
 use weft_ir::{DType, ForLoop, Inst, Op};
 
 use super::{FnLower, LResult, bounded_by_a_store, cl_type};
@@ -48,12 +48,6 @@ impl FnLower<'_, '_> {
         (init, tys): (&[Value], &[DType]),
         hoisted: &[(u32, usize, Value)],
     ) -> LResult<()> {
-        let args = |first: Value, rest: &[Value]| -> Vec<BlockArg> {
-            std::iter::once(first)
-                .chain(rest.iter().copied())
-                .map(BlockArg::Value)
-                .collect()
-        };
         let checked = self.b.create_block();
         let single = self.b.create_block();
         let pairs = self.b.create_block();
@@ -79,20 +73,14 @@ impl FnLower<'_, '_> {
         self.b.switch_to_block(sorted);
         let count = self.b.ins().isub(hi, lo);
         let odd = self.b.ins().band_imm_u(count, 1);
-        let entry = args(lo, init);
+        let entry = trip_args(lo, init);
         self.b.ins().brif(odd, single, &entry, pairs, &entry);
 
         // The first iteration of an odd count; the rest is even.
         self.b.switch_to_block(single);
         let params = self.b.block_params(single).to_vec();
         let ys = self.lower_iteration(l, params[0], &params[1..], tys)?;
-        if !bounded_by_a_store(l) {
-            self.check_cancel();
-        }
-        let next = self.b.ins().iadd_imm_s(params[0], 1);
-        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, hi);
-        let out: Vec<BlockArg> = ys.iter().map(|&v| BlockArg::Value(v)).collect();
-        self.b.ins().brif(more, pairs, &args(next, &ys), exit, &out);
+        self.end_trip(l, (params[0], 1), &ys, hi, (pairs, exit));
 
         self.loop_counts.paired += 1;
         self.b.switch_to_block(pairs);
@@ -100,13 +88,7 @@ impl FnLower<'_, '_> {
         let first = self.lower_iteration(l, params[0], &params[1..], tys)?;
         let second_at = self.b.ins().iadd_imm_s(params[0], 1);
         let ys = self.lower_iteration(l, second_at, &first, tys)?;
-        if !bounded_by_a_store(l) {
-            self.check_cancel();
-        }
-        let next = self.b.ins().iadd_imm_s(params[0], 2);
-        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, hi);
-        let out: Vec<BlockArg> = ys.iter().map(|&v| BlockArg::Value(v)).collect();
-        self.b.ins().brif(more, pairs, &args(next, &ys), exit, &out);
+        self.end_trip(l, (params[0], 2), &ys, hi, (pairs, exit));
 
         self.b.switch_to_block(exit);
         let results = self.b.block_params(exit).to_vec();
@@ -115,4 +97,34 @@ impl FnLower<'_, '_> {
         }
         Ok(())
     }
+
+    /// Ends a trip that ran `step` iterations from `at` and yielded `ys`: the cancel check
+    /// (unless a store bounds the loop), then the next trip from `at + step` while that is
+    /// below `hi`, else `exit` with `ys`.
+    fn end_trip(
+        &mut self,
+        l: &ForLoop,
+        (at, step): (Value, i64),
+        ys: &[Value],
+        hi: Value,
+        (pairs, exit): (Block, Block),
+    ) {
+        if !bounded_by_a_store(l) {
+            self.check_cancel();
+        }
+        let next = self.b.ins().iadd_imm_s(at, step);
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, hi);
+        let out: Vec<BlockArg> = ys.iter().map(|&v| BlockArg::Value(v)).collect();
+        self.b
+            .ins()
+            .brif(more, pairs, &trip_args(next, ys), exit, &out);
+    }
+}
+
+/// The arguments of a trip's block: the induction value, then the carried values.
+fn trip_args(at: Value, carried: &[Value]) -> Vec<BlockArg> {
+    std::iter::once(at)
+        .chain(carried.iter().copied())
+        .map(BlockArg::Value)
+        .collect()
 }

@@ -43,16 +43,8 @@ fn main() -> ExitCode {
     )
     .help("n", "unused (the problem is --grid)")
     .help("iters", "timed iterations of each solver")
-    .extra(
-        "warmup",
-        "W",
-        "untimed iterations before the timed ones",
-        Kind::Count {
-            min: 0,
-            max: u64::MAX,
-        },
-        "3",
-    )
+    .help("warmup", "untimed iterations before the timed ones")
+    .default_value("warmup", "3")
     .extra(
         "grid",
         "G",

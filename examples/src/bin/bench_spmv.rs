@@ -44,16 +44,8 @@ fn main() -> ExitCode {
     )
     .help("n", "unused (the problem is --grid)")
     .help("iters", "timed products")
-    .extra(
-        "warmup",
-        "W",
-        "untimed products before the timed ones",
-        Kind::Count {
-            min: 0,
-            max: u64::MAX,
-        },
-        "3",
-    )
+    .help("warmup", "untimed products before the timed ones")
+    .default_value("warmup", "3")
     .extra(
         "grid",
         "G",

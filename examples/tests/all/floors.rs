@@ -96,45 +96,35 @@ fn bench_krylov_reports_both_floors_and_the_hand_written_solvers_agree() {
 
 #[test]
 fn bench_spmv_reports_its_floor_and_the_sequential_loops_bits() {
-    let g = 6.0;
-    let v = run_briefly(
-        env!("CARGO_BIN_EXE_bench_spmv"),
-        "bench_spmv",
-        &["--grid", "6"],
-    );
+    let g: f64 = 6.0;
     let n = g * g * g;
-    assert_eq!(f(&v, "rows"), n);
-    // Interior points have 27 entries, faces 18, edges 12, corners 8.
+    // 27 points: interior points have 27 entries, faces 18, edges 12, corners 8. 7 points:
+    // each of the 6 faces of the grid loses one neighbour per point.
     let (inner, faces, edges) = ((g - 2.0).powi(3), 6.0 * (g - 2.0).powi(2), 12.0 * (g - 2.0));
-    let nnz = 27.0 * inner + 18.0 * faces + 12.0 * edges + 8.0 * 8.0;
-    assert_eq!(f(&v, "nnz"), nnz);
-    check_floor(
-        &v,
-        "read_gbs",
-        "",
-        f(&v, "weft_seconds"),
-        24.0 * n + 12.0 * nnz,
-    );
-    assert_eq!(v["bits_equal_sequential"], true, "{v}");
-    assert!(f(&v, "rust_sequential_seconds") > 0.0 && f(&v, "rust_lanes_seconds") > 0.0);
-    // Before the products and after them.
-    check_probe(&v, 2);
-    // The 7-point stencil: each of the 6 faces of the grid loses one neighbour per point.
-    let v = run_briefly(
-        env!("CARGO_BIN_EXE_bench_spmv"),
-        "bench_spmv",
-        &["--grid", "6", "--points", "7"],
-    );
-    let nnz = 7.0 * n - 6.0 * g * g;
-    assert_eq!(f(&v, "nnz"), nnz);
-    check_floor(
-        &v,
-        "read_gbs",
-        "",
-        f(&v, "weft_seconds"),
-        24.0 * n + 12.0 * nnz,
-    );
-    assert_eq!(v["bits_equal_sequential"], true, "{v}");
+    let stencils = [
+        ("27", 27.0 * inner + 18.0 * faces + 12.0 * edges + 8.0 * 8.0),
+        ("7", 7.0 * n - 6.0 * g * g),
+    ];
+    for (points, nnz) in stencils {
+        let v = run_briefly(
+            env!("CARGO_BIN_EXE_bench_spmv"),
+            "bench_spmv",
+            &["--grid", "6", "--points", points],
+        );
+        assert_eq!(f(&v, "rows"), n, "{points} points");
+        assert_eq!(f(&v, "nnz"), nnz, "{points} points");
+        check_floor(
+            &v,
+            "read_gbs",
+            "",
+            f(&v, "weft_seconds"),
+            24.0 * n + 12.0 * nnz,
+        );
+        assert_eq!(v["bits_equal_sequential"], true, "{v}");
+        assert!(f(&v, "rust_sequential_seconds") > 0.0 && f(&v, "rust_lanes_seconds") > 0.0);
+        // Before the products and after them.
+        check_probe(&v, 2);
+    }
 }
 
 #[test]
