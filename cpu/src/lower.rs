@@ -690,7 +690,7 @@ struct StepCx<'a> {
 }
 
 /// Defines machine code of our own (a wide body, see [`wide`]) as a function of `module`
-/// with the signature `fn(args: *const u64, steps: i64)`; `what` names it in errors.
+/// with the signature `fn(args: *const u64, steps: i64) -> i64`; `what` names it in errors.
 fn define_wide_code(
     module: &mut JITModule,
     ptr_ty: Type,
@@ -700,6 +700,7 @@ fn define_wide_code(
     let mut sig = module.make_signature();
     sig.params.push(AbiParam::new(ptr_ty));
     sig.params.push(AbiParam::new(types::I64));
+    sig.returns.push(AbiParam::new(types::I64));
     let func = module
         .declare_anonymous_function(&sig)
         .map_err(|e| format!("declare: {e}"))?;

@@ -10,9 +10,10 @@
 //! lanes, `c` a constant), or at indices the lanes compute (a gather, `x[crd[base + l]]`).
 //! Each group then runs as one vector: its expression becomes vector operations, the
 //! consecutive loads become vector loads (`i32` elements cast to `i64` lanes, one narrow load
-//! sign-extended), a gather one scalar load per lane, and lane `l` of every vector holds exactly the
-//! value the scalar code computes for carried value `g L + l`, by the same operations in the
-//! same order (no reassociation, no contraction), so the results are the same bits.
+//! sign-extended), a gather one scalar load per lane (one `vgatherqpd` in a wide body), and
+//! lane `l` of every vector holds exactly the value the scalar code computes for carried value
+//! `g L + l`, by the same operations in the same order (no reassociation, no contraction), so
+//! the results are the same bits.
 //!
 //! This is superword-level parallelism over the lanes a plugin wrote out, not a reordering of
 //! one chain of additions: the IR's order is kept, and the order is the plugin's to choose
@@ -54,6 +55,7 @@ pub(crate) struct FoldCall {
     args: Vec<FoldWord>,
     stride: i64,
     sites: Vec<Site>,
+    gathers: Vec<(u32, Vec<ValueId>)>,
     scalar: Vec<bool>,
 }
 
@@ -177,7 +179,18 @@ pub(crate) fn plan_wide(
 ) -> Result<LanePlan, String> {
     let lanes = u8::try_from(isa.lanes()).map_err(|e| e.to_string())?;
     let width = move |t: DType| matches!(t, DType::F64 | DType::I64).then_some(lanes);
-    plan_of_width(l, layout, types, unit_inner, outer_const, &width)
+    let plan = plan_of_width(l, layout, types, unit_inner, outer_const, &width)?;
+    // A wide gather addresses `row + 8 index`: the row's elements must be adjacent.
+    for node in &plan.nodes {
+        if let Node::Gather { param, .. } = *node
+            && !unit_inner(param)
+        {
+            return Err(format!(
+                "gathers from store parameter {param}, which may not have a unit last stride here"
+            ));
+        }
+    }
+    Ok(plan)
 }
 
 /// [`plan`] for vectors of `width(t)` lanes of type `t`.
@@ -656,16 +669,19 @@ impl FnLower<'_, '_> {
             args: body.args,
             stride: body.stride,
             sites: plan.sites.clone(),
+            gathers: body.gathers,
             scalar: plan.scalar.clone(),
         })
     }
 
     /// Runs the first iterations of `l` (from `lo`, below `hi`, the carried vectors `init`)
-    /// in the wide body `w`, as many whole steps as there are (at most 2^30, at least
-    /// [`MIN_STEPS`]), where every site of the last of them is in bounds; returns the iteration to go on from and the
-    /// carried vectors there. The first iteration's scalar code and checks run before the
-    /// call, as the loop's would: a fault stops the kernel where the loop would stop it. If a
-    /// later iteration would fault, the loop runs every iteration and faults where it must.
+    /// in the wide body `w`, as many whole steps as there are (at most 2^22, at least
+    /// [`MIN_STEPS`]), where every site of the last of them is in bounds; returns the
+    /// iteration to go on from and the carried vectors there. The first iteration's scalar
+    /// code and checks run before the call, as the loop's would: a fault stops the kernel
+    /// where the loop would stop it. If a later iteration's site or a gathered row's other
+    /// indices would fault, the loop runs every iteration and faults where it must; a gathered
+    /// index out of range stops the body before its step, and the loop goes on from there.
     fn call_fold(
         &mut self,
         l: &ForLoop,
@@ -736,7 +752,32 @@ impl FnLower<'_, '_> {
                 Some(o) => self.b.ins().band(o, fits),
             });
         }
-        let ok = ok.ok_or("internal: a wide lane body without sites")?;
+        let mut ok = ok.ok_or("internal: a wide lane body without sites")?;
+        // Each gathered row: its address and bound. Its other indices are the same in every
+        // iteration; if one is out of range the loop runs every iteration and faults there.
+        let mut rows = Vec::with_capacity(w.gathers.len());
+        for (param, outer) in &w.gathers {
+            let (store, slot) = self.layout.store(*param)?;
+            let view = self
+                .views
+                .get(param)
+                .ok_or_else(|| format!("internal: store parameter {param} not loaded"))?;
+            let (base_ptr, ext, stride) = (view.base, view.ext.clone(), view.stride.clone());
+            let mut checks = Vec::new();
+            let offset = self.index_offset((*param, store), outer, (&ext, &stride), &mut checks)?;
+            for (i, e, _) in checks {
+                let fits = self.b.ins().icmp(IntCC::UnsignedLessThan, i, e);
+                ok = self.b.ins().band(ok, fits);
+            }
+            let row = match offset {
+                None => base_ptr,
+                Some(o) => self.b.ins().iadd(base_ptr, o),
+            };
+            let n = *ext
+                .get(slot.rank.wrapping_sub(1))
+                .ok_or("internal: a gather from a store of rank 0")?;
+            rows.push((row, n));
+        }
         let call = self.b.create_block();
         self.b.ins().brif(ok, call, &[], join, &skip);
 
@@ -760,6 +801,15 @@ impl FnLower<'_, '_> {
         for (k, word) in w.args.iter().enumerate() {
             let x = match *word {
                 FoldWord::Site(i) => *addrs.get(i).ok_or("internal: no such site")?,
+                FoldWord::GatherRow(g) => rows.get(g).ok_or("internal: no such gather")?.0,
+                FoldWord::Bound { gather, less_one } => {
+                    let n = rows.get(gather).ok_or("internal: no such gather")?.1;
+                    if less_one {
+                        self.b.ins().iadd_imm_s(n, -1)
+                    } else {
+                        n
+                    }
+                }
                 FoldWord::Uniform(v) => {
                     let (x, t) = self.val(v)?;
                     match t {
@@ -784,8 +834,12 @@ impl FnLower<'_, '_> {
         // The body's bytes may land anywhere in the address space, further than a 32-bit
         // displacement reaches from the caller: call it through its absolute address.
         self.b.func.dfg.ext_funcs[callee].colocated = false;
-        self.b.ins().call(callee, &[args_at, steps]);
-        let mut back = vec![BlockArg::Value(self.b.ins().iadd(lo, count))];
+        let call = self.b.ins().call(callee, &[args_at, steps]);
+        // The steps it left to the loop: a gathered index out of range stopped it there.
+        let left = self.b.inst_results(call)[0];
+        let ran = self.b.ins().isub(steps, left);
+        let ran = self.b.ins().imul_imm_s(ran, UNROLL);
+        let mut back = vec![BlockArg::Value(self.b.ins().iadd(lo, ran))];
         for (g, &t) in plan.groups.iter().enumerate() {
             let offset = i32::try_from(g as u32 * vector_bytes).map_err(|e| e.to_string())?;
             let v = self

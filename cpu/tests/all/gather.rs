@@ -11,7 +11,7 @@ use crate::loops::Csr;
 use crate::util::*;
 use weft_cpu::{CompiledKernel, CpuBackend, SimdPath, StoreView};
 use weft_ir::builder::{FOLD_LANES, KernelBuilder};
-use weft_ir::{DType, Kernel, Privilege, ReduceOp};
+use weft_ir::{DType, Kernel, Privilege, ReduceOp, Scalar};
 
 /// `y[i] = sum over row i of vals[j] * x[crd[j] - origin(x)]` in the lane order,
 /// the row's entries `ptr[i]..ptr[i + 1]`, its column indices of type `index`.
@@ -57,7 +57,8 @@ fn matrix(rows: usize, ncols: usize, seed: u64) -> Csr {
     let (mut ptr, mut col, mut val) = (vec![0i64], vec![], vec![]);
     for r in 0..rows {
         let len = if r % 11 == 10 {
-            60 + r % 7
+            // Long rows: their bulk runs in the wide bodies where the CPU has them.
+            60 + (r % 7) * 23
         } else {
             r % (4 * FOLD_LANES + 4)
         };
@@ -164,10 +165,11 @@ fn csr_rows_gather_in_lanes_with_the_scalar_bits_and_the_lane_order() {
             );
         }
         for (path, c) in &paths[1..] {
-            // The row's blocks run as 128-bit lanes gathering `x`; the bulk stays out of
-            // the wide bodies, which do not gather.
+            // The row's blocks run as lanes gathering `x`, the bulk of long rows in a wide
+            // body on the AVX2 and AVX-512 paths.
             assert_eq!(c.lane_loops(), 1, "{index} on {path}");
-            assert_eq!(c.wide_lane_loops(), 0, "{index} on {path}");
+            let wide = matches!(path, SimdPath::Avx2 | SimdPath::Avx512);
+            assert_eq!(c.wide_lane_loops(), usize::from(wide), "{index} on {path}");
             for threads in [1, 2] {
                 let got = run(c, index, &m, &x, threads).unwrap();
                 assert_eq!(got, want, "{index} on {path}, {threads} threads");
@@ -181,10 +183,16 @@ fn a_column_out_of_range_in_a_gathering_row_faults_as_the_scalar_code_does() {
     for index in [DType::I32, DType::I64] {
         let k = csr_kernel(index);
         let paths = every_path(&k);
-        // Row 3 has 21 entries: two blocks of eight and a tail of five.
+        // Row 3 has 21 entries: two blocks of eight and a tail of five. Row 7 has 150:
+        // eighteen blocks, which run in the wide bodies on the AVX2 and AVX-512 paths (nine
+        // steps of two blocks), and a tail of six.
         let (mut ptr, mut col, mut val) = (vec![0i64], vec![], vec![]);
         for r in 0..12usize {
-            let n = if r == 3 { 21 } else { r % 5 };
+            let n = match r {
+                3 => 21,
+                7 => 150,
+                _ => r % 5,
+            };
             for e in 0..n {
                 col.push(((r * 7 + e * 3) % 50) as i64);
                 val.push(1.0 + e as f64);
@@ -198,15 +206,32 @@ fn a_column_out_of_range_in_a_gathering_row_faults_as_the_scalar_code_does() {
             ncols: 50,
         };
         let x = vec![0.5f64; m.ncols];
-        let base = m.ptr[3] as usize;
-        for (entry, bad) in [(5usize, 50i64), (9, -1), (15, 1 << 20), (18, 50), (20, -7)] {
+        let short = m.ptr[3] as usize;
+        let long = m.ptr[7] as usize;
+        let cases = [
+            (short + 5, 50i64),
+            (short + 9, -1),
+            (short + 15, 1 << 20),
+            (short + 18, 50),
+            (short + 20, -7),
+            // In the wide bodies' first step, later steps, the last step's last lane, and
+            // the tail after them.
+            (long, 50),
+            (long + 3, -1),
+            (long + 8 * 5 + 6, i64::from(i32::MIN)),
+            (long + 8 * 9 + 1, i64::from(i32::MAX)),
+            (long + 8 * 17 + 2, -2),
+            (long + 8 * 18 - 1, 51),
+            (long + 147, 1 << 30),
+        ];
+        for (at, bad) in cases {
             let mut bad_m = Csr {
                 ptr: m.ptr.clone(),
                 col: m.col.clone(),
                 val: m.val.clone(),
                 ncols: m.ncols,
             };
-            bad_m.col[base + entry] = bad;
+            bad_m.col[at] = bad;
             let want = run(&paths[0].1, index, &bad_m, &x, 1).unwrap_err();
             assert!(want.to_string().contains("csr_lanes"), "{index}: {want}");
             for (path, c) in &paths[1..] {
@@ -215,10 +240,105 @@ fn a_column_out_of_range_in_a_gathering_row_faults_as_the_scalar_code_does() {
                     assert_eq!(
                         got.to_string(),
                         want.to_string(),
-                        "{index} on {path}: column {bad} at entry {entry}"
+                        "{index} on {path}: column {bad} at entry {at}"
                     );
                 }
             }
+        }
+    }
+}
+
+/// `y[i] = sum over row i of vals[j] * x[s, crd[j]]` in the lane order, `s` a scalar
+/// argument: the gathered row is the same in every iteration, chosen at run time.
+fn csr_row_of_x_kernel() -> Kernel {
+    let mut k = KernelBuilder::new("csr_lanes.row_of_x");
+    let ptr = k.store(DType::I32, 1, Privilege::Read);
+    let crd = k.store(DType::I32, 1, Privilege::Read);
+    let vals = k.store(DType::F64, 1, Privilege::Read);
+    let x = k.store(DType::F64, 2, Privilege::Read);
+    let y = k.store(DType::F64, 1, Privilege::Write);
+    let s = k.scalar(DType::I64);
+    k.parallel(y, |b, i| {
+        let one = b.const_i64(1);
+        let next = b.add(i[0], one);
+        let lo = b.load(ptr, &[i[0]]);
+        let lo = b.cast(DType::I64, lo);
+        let hi = b.load(ptr, &[next]);
+        let hi = b.cast(DType::I64, hi);
+        let sum = b.fold_lanes(ReduceOp::Sum, DType::F64, lo, hi, |b, j| {
+            let c = b.load(crd, &[j]);
+            let c = b.cast(DType::I64, c);
+            let a = b.load(vals, &[j]);
+            let xc = b.load(x, &[s, c]);
+            b.mul(a, xc)
+        });
+        b.store(y, i, sum);
+    });
+    k.finish_validated().unwrap()
+}
+
+#[test]
+fn a_gather_from_a_row_chosen_at_run_time_keeps_the_bits_and_faults_on_a_bad_row() {
+    let k = csr_row_of_x_kernel();
+    let paths = every_path(&k);
+    let m = matrix(120, 97, 11);
+    let xrows = 3usize;
+    let x: Vec<f64> = (0..xrows * m.ncols)
+        .map(|e| 1.0 / (e as f64 + 1.5) - 0.25)
+        .collect();
+    let go = |c: &CompiledKernel, m: &Csr, s: i64, threads: usize| -> weft_cpu::Result<Vec<u64>> {
+        let rows = m.ptr.len() - 1;
+        let mut ptr = indices(DType::I32, &m.ptr);
+        let mut col = indices(DType::I32, &m.col);
+        let mut val = m.val.clone();
+        let mut x = x.clone();
+        let mut y = vec![f64::NAN; rows];
+        let views = [
+            StoreView::dense(ptr.as_mut_ptr().cast(), &[m.ptr.len() as i64]),
+            StoreView::dense(col.as_mut_ptr().cast(), &[m.col.len() as i64]),
+            dense(&mut val, &[m.val.len() as i64]),
+            dense(&mut x, &[xrows as i64, m.ncols as i64]),
+            dense(&mut y, &[rows as i64]),
+        ];
+        run_on(c, &views, &[Scalar::I64(s)], threads)?;
+        Ok(y.iter().map(|v| v.to_bits()).collect())
+    };
+    let scalar = &paths[0].1;
+    for s in 0..xrows as i64 {
+        let want = go(scalar, &m, s, 1).unwrap();
+        for (i, &got) in want.iter().enumerate() {
+            let (a, b) = (m.ptr[i] as usize, m.ptr[i + 1] as usize);
+            let terms: Vec<f64> = (a..b)
+                .map(|j| m.val[j] * x[s as usize * m.ncols + m.col[j] as usize])
+                .collect();
+            let r = lane_sum(&terms);
+            assert!(
+                got == r.to_bits() || (r.is_nan() && f64::from_bits(got).is_nan()),
+                "row {i} of x's row {s}"
+            );
+        }
+        for (path, c) in &paths[1..] {
+            let wide = matches!(path, SimdPath::Avx2 | SimdPath::Avx512);
+            assert_eq!(c.wide_lane_loops(), usize::from(wide), "{path}");
+            for threads in [1, 2] {
+                assert_eq!(go(c, &m, s, threads).unwrap(), want, "{path}: x's row {s}");
+            }
+        }
+    }
+    // One row of 128 entries, sixteen blocks: every block runs in the wide bodies where the
+    // CPU has them, so only the check before the call finds a bad row of `x`.
+    let one = Csr {
+        ptr: vec![0, 128],
+        col: (0..128).map(|j| (j * 5 % m.ncols) as i64).collect(),
+        val: (0..128).map(|j| j as f64 - 60.5).collect(),
+        ncols: m.ncols,
+    };
+    for bad in [xrows as i64, -1, i64::MAX] {
+        let want = go(scalar, &one, bad, 1).unwrap_err().to_string();
+        assert!(want.contains("csr_lanes.row_of_x"), "{want}");
+        for (path, c) in &paths[1..] {
+            let got = go(c, &one, bad, 2).unwrap_err().to_string();
+            assert_eq!(got, want, "{path}: x's row {bad}");
         }
     }
 }

@@ -2,7 +2,7 @@
 //! instructions, the VEX-encoded mask-register instructions and the few general-purpose
 //! instructions of a loop's frame.
 //!
-//! Every memory operand is `[base + index + disp32]` (no displacement compression), so an
+//! Every memory operand is `[base + index * scale + disp32]` (no displacement compression), so an
 //! operand's encoding never depends on its displacement's value. Register numbers are the
 //! hardware's: `zmm0..zmm31` (`ymm0..ymm15`), `k0..k7`, and the general-purpose registers
 //! below.
@@ -29,11 +29,14 @@ pub(crate) mod gpr {
     pub const R15: u8 = 15;
 }
 
-/// A memory operand `[base + index + disp]` (general-purpose registers; `index` not `rsp`).
+/// A memory operand `[base + index * 2^scale + disp]` (general-purpose registers; `index`
+/// not `rsp`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Mem {
     pub base: u8,
     pub index: Option<u8>,
+    /// The index's scale, as a power of two (0 to 3).
+    pub scale: u8,
     pub disp: i32,
 }
 
@@ -43,6 +46,7 @@ impl Mem {
         Mem {
             base,
             index: None,
+            scale: 0,
             disp,
         }
     }
@@ -86,24 +90,45 @@ pub(crate) enum Pp {
     Pf2 = 3,
 }
 
-/// A vector instruction's fixed part: map, prefix and opcode byte. Its `W` bit comes from the
-/// encoding: every EVEX form used here is `W1` (64-bit lanes), every VEX form `W0` or `WIG`.
+/// A vector instruction's `W` bit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WBit {
+    /// By the encoding: `W1` in EVEX (64-bit lanes), `W0` (or `WIG`) in VEX; most
+    /// instructions here.
+    ByEncoding,
+    /// `W0` in both (`vpmovsxdq`).
+    Zero,
+    /// `W1` in both (`vgatherqpd`).
+    One,
+}
+
+/// A vector instruction's fixed part: map, prefix, opcode byte and `W` bit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct VecOp {
     pub map: Map,
     pub pp: Pp,
     pub opcode: u8,
+    pub w: WBit,
 }
 
 const fn vop(map: Map, pp: Pp, opcode: u8) -> VecOp {
-    VecOp { map, pp, opcode }
+    VecOp {
+        map,
+        pp,
+        opcode,
+        w: WBit::ByEncoding,
+    }
+}
+
+const fn vop_w(map: Map, pp: Pp, opcode: u8, w: WBit) -> VecOp {
+    VecOp { map, pp, opcode, w }
 }
 
 /// The vector instructions of the bodies, on 64-bit lanes. Most have the same map, prefix and
 /// opcode in their VEX (256-bit) and EVEX (512-bit) forms; the others say which form they
 /// have.
 pub(crate) mod op {
-    use super::{Map, Pp, VecOp, vop};
+    use super::{Map, Pp, VecOp, WBit, vop, vop_w};
 
     pub const VADDPD: VecOp = vop(Map::M0f, Pp::P66, 0x58);
     pub const VMULPD: VecOp = vop(Map::M0f, Pp::P66, 0x59);
@@ -138,6 +163,10 @@ pub(crate) mod op {
     /// `vpermilpd v, v/m, imm8`: within each 128-bit pair, lane `i` takes the pair's lane
     /// given by bit `i` of the immediate.
     pub const VPERMILPD_IMM: VecOp = vop(Map::M0f3a, Pp::P66, 0x05);
+    /// `vpmovsxdq v, m`: consecutive `i32` elements, each sign-extended to a 64-bit lane.
+    pub const VPMOVSXDQ: VecOp = vop_w(Map::M0f38, Pp::P66, 0x25, WBit::Zero);
+    /// `vgatherqpd`: 64-bit lanes at 64-bit indices (a VSIB operand, see [`super::Asm::gather`]).
+    pub const VGATHERQPD: VecOp = vop_w(Map::M0f38, Pp::P66, 0x93, WBit::One);
 
     // EVEX only.
     pub const VPMULLQ: VecOp = vop(Map::M0f38, Pp::P66, 0x40);
@@ -149,6 +178,8 @@ pub(crate) mod op {
     pub const VPCMPQ: VecOp = vop(Map::M0f3a, Pp::P66, 0x1f);
     pub const VCVTQQ2PD: VecOp = vop(Map::M0f, Pp::Pf3, 0xe6);
     pub const VPMOVM2Q: VecOp = vop(Map::M0f38, Pp::Pf3, 0x38);
+    /// `vpcmpuq k, v, v/m, imm8`: unsigned comparison (imm 5: not less than).
+    pub const VPCMPUQ: VecOp = vop(Map::M0f3a, Pp::P66, 0x1e);
     /// `vpermpd v, v/m, imm8`: within each 256-bit half, lane `i` takes the half's lane given
     /// by bits `2i..2i+2` of the immediate.
     pub const VPERMPD_IMM: VecOp = vop(Map::M0f3a, Pp::P66, 0x01);
@@ -161,6 +192,8 @@ pub(crate) mod op {
     pub const VBLENDVPD: VecOp = vop(Map::M0f3a, Pp::P66, 0x4b);
     pub const VPCMPEQQ: VecOp = vop(Map::M0f38, Pp::P66, 0x29);
     pub const VPCMPGTQ: VecOp = vop(Map::M0f38, Pp::P66, 0x37);
+    /// `vtestpd v, v/m`: `ZF` when no lane of `a & b` has its sign bit set.
+    pub const VTESTPD: VecOp = vop(Map::M0f38, Pp::P66, 0x0f);
     /// `vperm2f128 v, a, b/m, imm8`: each 128-bit half picked from `a` and `b`'s four by two
     /// bits of the immediate.
     pub const VPERM2F128: VecOp = vop(Map::M0f3a, Pp::P66, 0x06);
@@ -185,6 +218,9 @@ pub(crate) struct Asm {
     pub code: Vec<u8>,
     /// The width and encoding of its vector instructions.
     pub isa: Isa,
+    /// The displacements of the jumps to the function's early exit ([`Asm::exit_if`]), for
+    /// the function around the body to point there.
+    pub exits: Vec<usize>,
 }
 
 impl Asm {
@@ -193,6 +229,7 @@ impl Asm {
         Asm {
             code: Vec::new(),
             isa,
+            exits: Vec::new(),
         }
     }
 
@@ -213,7 +250,7 @@ impl Asm {
                 if needs_sib {
                     self.byte(0x80 | ((reg & 7) << 3) | 4);
                     let index = mem.index.unwrap_or(gpr::RSP);
-                    self.byte(((index & 7) << 3) | (mem.base & 7));
+                    self.byte(((mem.scale & 3) << 6) | ((index & 7) << 3) | (mem.base & 7));
                 } else {
                     self.byte(0x80 | ((reg & 7) << 3) | (mem.base & 7));
                 }
@@ -260,7 +297,8 @@ impl Asm {
         self.byte(
             ((r ^ 1) << 7) | ((x ^ 1) << 6) | ((b ^ 1) << 5) | ((r2 ^ 1) << 4) | ins.map as u8,
         );
-        self.byte(0x80 | (((!v) & 0xf) << 3) | 0x04 | ins.pp as u8);
+        let w = u8::from(ins.w != WBit::Zero);
+        self.byte((w << 7) | (((!v) & 0xf) << 3) | 0x04 | ins.pp as u8);
         let v2 = (v >> 4) & 1;
         self.byte((0b10 << 5) | (u8::from(bcst) << 4) | ((v2 ^ 1) << 3) | (mask & 7));
         self.byte(ins.opcode);
@@ -277,7 +315,8 @@ impl Asm {
         let r = (reg >> 3) & 1;
         self.byte(0xc4);
         self.byte(((r ^ 1) << 7) | ((x ^ 1) << 6) | ((b ^ 1) << 5) | ins.map as u8);
-        self.byte((((!vvvv) & 0xf) << 3) | (u8::from(l) << 2) | ins.pp as u8);
+        let w = u8::from(ins.w == WBit::One);
+        self.byte((w << 7) | (((!vvvv) & 0xf) << 3) | (u8::from(l) << 2) | ins.pp as u8);
         self.byte(ins.opcode);
         self.modrm(reg, rm);
     }
@@ -305,6 +344,52 @@ impl Asm {
     /// `kmovw m16, k`.
     pub fn kstore(&mut self, mem: Mem, k: u8) {
         self.vex0f(0x91, false, k, 0, Rm::Mem { mem, bcst: false });
+    }
+
+    /// `kxnorw k, k, k`: every bit of `k` set.
+    pub fn kones(&mut self, k: u8) {
+        self.vex0f(0x46, true, k, k, Rm::Reg(k));
+    }
+
+    /// `kortestw k{a}, k{b}`: `ZF` when `a | b` is all zeros.
+    pub fn kortest(&mut self, a: u8, b: u8) {
+        self.vex0f(0x98, false, a, 0, Rm::Reg(b));
+    }
+
+    /// `vgatherqpd dst{mask}, [base + index * 8]` (EVEX) or `vgatherqpd dst, [base + index *
+    /// 8], mask` (VEX): lane `l` of `dst` loads the element at byte `base + 8 index[l]` where
+    /// `mask`'s lane `l` is set, and clears that lane of `mask`. `dst`, `index` and `mask`
+    /// must differ, and an EVEX `mask` is not `k0`.
+    pub fn gather(&mut self, dst: u8, base: u8, index: u8, mask: u8) {
+        let ins = op::VGATHERQPD;
+        let (r, r2) = ((dst >> 3) & 1, (dst >> 4) & 1);
+        let (x, v2) = ((index >> 3) & 1, (index >> 4) & 1);
+        let b = (base >> 3) & 1;
+        match self.isa {
+            Isa::Avx512 => {
+                self.byte(0x62);
+                self.byte(
+                    ((r ^ 1) << 7)
+                        | ((x ^ 1) << 6)
+                        | ((b ^ 1) << 5)
+                        | ((r2 ^ 1) << 4)
+                        | ins.map as u8,
+                );
+                // W1, vvvv unused (1111).
+                self.byte(0x80 | (0xf << 3) | 0x04 | ins.pp as u8);
+                self.byte((0b10 << 5) | ((v2 ^ 1) << 3) | (mask & 7));
+            }
+            Isa::Avx2 => {
+                self.byte(0xc4);
+                self.byte(((r ^ 1) << 7) | ((x ^ 1) << 6) | ((b ^ 1) << 5) | ins.map as u8);
+                self.byte(0x80 | (((!mask) & 0xf) << 3) | 0x04 | ins.pp as u8);
+            }
+        }
+        self.byte(ins.opcode);
+        // ModRM: a SIB follows, disp32; SIB: scale 8, the vector index, the base.
+        self.byte(0x80 | ((dst & 7) << 3) | 4);
+        self.byte((3 << 6) | ((index & 7) << 3) | (base & 7));
+        self.bytes(&0i32.to_le_bytes());
     }
 
     /// `vzeroupper`.
@@ -408,6 +493,13 @@ impl Asm {
         at
     }
 
+    /// A `jcc rel32` to the function's early exit, which the function around the body sets
+    /// (see [`Asm::exits`]).
+    pub fn exit_if(&mut self, cc: u8) {
+        let at = self.jcc_forward(cc);
+        self.exits.push(at);
+    }
+
     /// Points the jump whose displacement is at `at` to the current end of the buffer.
     pub fn patch(&mut self, at: usize) {
         let rel = self.code.len() as i64 - (at as i64 + 4);
@@ -494,6 +586,7 @@ mod tests {
                     mem: Mem {
                         base: R12,
                         index: Some(RAX),
+                        scale: 0,
                         disp: 0
                     },
                     bcst: false
@@ -575,7 +668,12 @@ mod tests {
     #[test]
     fn vex_forms() {
         let m = |base, index, disp| Rm::Mem {
-            mem: Mem { base, index, disp },
+            mem: Mem {
+                base,
+                index,
+                scale: 0,
+                disp,
+            },
             bcst: false,
         };
         // vaddpd ymm1, ymm2, ymm3
@@ -675,7 +773,12 @@ mod tests {
     #[test]
     fn group_tree_forms() {
         let m = |base, index, disp| Rm::Mem {
-            mem: Mem { base, index, disp },
+            mem: Mem {
+                base,
+                index,
+                scale: 0,
+                disp,
+            },
             bcst: false,
         };
         let both = |f: &dyn Fn(&mut Asm)| {
@@ -756,6 +859,97 @@ mod tests {
         assert_eq!(
             vex(|a| a.vector(op::VPERM2F128, 1, Some(1), m(RSP, None, 0x40), 0, Some(1))),
             [0xc4, 0xe3, 0x75, 0x06, 0x8c, 0x24, 0x40, 0, 0, 0, 0x01]
+        );
+    }
+
+    /// The instructions of the wide bodies' gathers: widened index loads, the index check
+    /// and the gather, with scaled indices and VSIB operands, in both encodings.
+    #[test]
+    fn gather_forms() {
+        let scaled = |base, scale, disp| Rm::Mem {
+            mem: Mem {
+                base,
+                index: Some(RAX),
+                scale,
+                disp,
+            },
+            bcst: false,
+        };
+        let both = |f: &dyn Fn(&mut Asm)| {
+            let (mut e, mut v) = (Asm::new(Isa::Avx512), Asm::new(Isa::Avx2));
+            f(&mut e);
+            f(&mut v);
+            (e.code, v.code)
+        };
+        // vpmovsxdq zmm9/ymm9, [r12+rax*4+0x20]
+        assert_eq!(
+            both(&|a| a.vector(op::VPMOVSXDQ, 9, None, scaled(R12, 2, 0x20), 0, None)),
+            (
+                vec![0x62, 0x52, 0x7d, 0x48, 0x25, 0x8c, 0x84, 0x20, 0, 0, 0],
+                vec![0xc4, 0x42, 0x7d, 0x25, 0x8c, 0x84, 0x20, 0, 0, 0]
+            )
+        );
+        // vpmovsxdq zmm2/ymm2, [rcx+rax*8-0x8]
+        assert_eq!(
+            both(&|a| a.vector(op::VPMOVSXDQ, 2, None, scaled(RCX, 3, -8), 0, None)),
+            (
+                vec![
+                    0x62, 0xf2, 0x7d, 0x48, 0x25, 0x94, 0xc1, 0xf8, 0xff, 0xff, 0xff
+                ],
+                vec![0xc4, 0xe2, 0x7d, 0x25, 0x94, 0xc1, 0xf8, 0xff, 0xff, 0xff]
+            )
+        );
+        // vgatherqpd zmm3{k2}, [r9+zmm5*8] / vgatherqpd ymm3, [r9+ymm5*8], ymm2
+        assert_eq!(
+            both(&|a| a.gather(3, R9, 5, 2)),
+            (
+                vec![0x62, 0xd2, 0xfd, 0x4a, 0x93, 0x9c, 0xe9, 0, 0, 0, 0],
+                vec![0xc4, 0xc2, 0xed, 0x93, 0x9c, 0xe9, 0, 0, 0, 0]
+            )
+        );
+        // vgatherqpd zmm12{k1}, [rbx+zmm14*8] / vgatherqpd ymm12, [rbx+ymm14*8], ymm1
+        assert_eq!(
+            both(&|a| a.gather(12, RBX, 14, 1)),
+            (
+                vec![0x62, 0x32, 0xfd, 0x49, 0x93, 0xa4, 0xf3, 0, 0, 0, 0],
+                vec![0xc4, 0x22, 0xf5, 0x93, 0xa4, 0xf3, 0, 0, 0, 0]
+            )
+        );
+        // vgatherqpd zmm17{k7}, [r15+zmm26*8]
+        assert_eq!(
+            enc(|a| a.gather(17, R15, 26, 7)),
+            [0x62, 0x82, 0xfd, 0x47, 0x93, 0x8c, 0xd7, 0, 0, 0, 0]
+        );
+        // vpcmpnltuq k3, zmm20, [rdi+0x18]{1to8}
+        assert_eq!(
+            enc(|a| a.evex(
+                op::VPCMPUQ,
+                3,
+                Some(20),
+                Rm::Mem {
+                    mem: Mem::at(RDI, 0x18),
+                    bcst: true
+                },
+                0,
+                Some(5)
+            )),
+            [0x62, 0xf3, 0xdd, 0x50, 0x1e, 0x9f, 0x18, 0, 0, 0, 0x05]
+        );
+        // kortestw k3, k3 ; kxnorw k6, k6, k6
+        assert_eq!(
+            enc(|a| {
+                a.kortest(3, 3);
+                a.kones(6);
+            }),
+            [0xc4, 0xe1, 0x78, 0x98, 0xdb, 0xc4, 0xe1, 0x4c, 0x46, 0xf6]
+        );
+        // vtestpd ymm11, ymm11 ; vtestpd ymm2, ymm9
+        assert_eq!(
+            vex(|a| {
+                a.vector(op::VTESTPD, 11, None, Rm::Reg(11), 0, None);
+                a.vector(op::VTESTPD, 2, None, Rm::Reg(9), 0, None);
+            }),
+            [0xc4, 0x42, 0x7d, 0x0f, 0xdb, 0xc4, 0xc2, 0x7d, 0x0f, 0xd1]
         );
     }
 }

@@ -11,13 +11,19 @@
 //!
 //! runs `steps` steps of [`UNROLL`] iterations of the loop. `args` holds one pointer per *site*
 //! of the plan (the address of its element at the shared base index of the first iteration),
-//! then the bits of each uniform value, then the address of the carried values (the loop's
-//! `K` carried values in order, `K * 8` bytes): the function loads them into pinned registers
-//! before the first step and stores them back after the last.
+//! one per gathered row (the address of its element 0), then the bits of each uniform value
+//! (and each gathered row's bound), then the address of the carried values (the loop's `K`
+//! carried values in order, `K * 8` bytes): the function loads them into pinned registers
+//! before the first step and stores them back after the last. It returns the steps it did not
+//! run: 0, unless a gather's index was out of range, when the step of that iteration and the
+//! rest are left to the caller's 128-bit loop (which faults where the scalar code would), and
+//! the carried values are those before that step.
 //!
 //! A loop qualifies when, besides what [`crate::lower::lanes::plan_wide`] requires, its lanes
 //! are `f64` computed by `add`, `sub`, `mul`, `div`, `min`, `max`, `neg`, `abs` and `sqrt` of
-//! loads, uniform values and carried values, and every site's base index advances by the
+//! loads, gathers, uniform values and carried values (a gather's indices `i64` lanes of
+//! loads, `i32` loads widened, uniform values, `add` and `sub`; each lane's index is checked
+//! before the gather, `vgatherqpd`, reads it), and every site's base index advances by the
 //! same positive number of elements per iteration: the scalar code of the body computes only
 //! values that are affine in the induction value (`+`, `-`, and `*` or `<<` by constants,
 //! whose wrapping keeps them affine) or do not depend on it. So the caller can compute the first iteration's addresses and
@@ -44,12 +50,17 @@ pub(crate) const UNROLL: i64 = 2;
 const MAX_STRIDE: i64 = 1 << 16;
 
 /// One word of a call's argument array, before the last (the carried values' address).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum FoldWord {
     /// The address of site `.0`'s element at its base index in the first iteration.
     Site(usize),
+    /// The address of element 0 of the row that gather `.0` (of [`FoldBody::gathers`]) reads.
+    GatherRow(usize),
     /// The bits of a uniform value (an `f64` or an `i64`).
     Uniform(ValueId),
+    /// The extent `n` of the last dimension of the store that gather `gather` reads, less
+    /// one if `less_one` (as [`super::regalloc::MInst::CheckIndices`] takes it).
+    Bound { gather: usize, less_one: bool },
 }
 
 /// A compiled wide body of a lane loop.
@@ -65,6 +76,9 @@ pub(crate) struct FoldBody {
     pub args: Vec<FoldWord>,
     /// The elements every site's base advances by per iteration.
     pub stride: i64,
+    /// The rows the lanes gather from: a store parameter and the indices of its dimensions
+    /// before the last, which the iterations share.
+    pub gathers: Vec<(u32, Vec<ValueId>)>,
 }
 
 type R<T> = Result<T, String>;
@@ -197,6 +211,48 @@ pub(crate) fn compile_fold(
         return Err("a group that yields carried values".into());
     }
 
+    // Each site's elements: 8 bytes, or `i32` indices that lanes widen.
+    let mut site_size: Vec<Option<i64>> = vec![None; plan.sites.len()];
+    for node in &plan.nodes {
+        let (site, size) = match *node {
+            Node::Load { site, dtype, .. } => (site, dtype.size() as i64),
+            Node::LoadWidened { site, .. } => (site, 4),
+            _ => continue,
+        };
+        let slot = site_size
+            .get_mut(site)
+            .ok_or("internal: a load of no site")?;
+        if slot.is_some_and(|s| s != size) {
+            return Err("a site loaded at two element sizes".into());
+        }
+        *slot = Some(size);
+    }
+    let site_size: Vec<i64> = site_size
+        .into_iter()
+        .map(|s| s.ok_or_else(|| "a site with no loads".to_string()))
+        .collect::<R<_>>()?;
+    // The rows the lanes gather from, each checked the same in every iteration.
+    let mut gathers: Vec<(u32, Vec<ValueId>)> = Vec::new();
+    for node in &plan.nodes {
+        if let Node::Gather {
+            param,
+            ref outer,
+            dtype,
+            ..
+        } = *node
+        {
+            if dtype != DType::F64 {
+                return Err(format!("a gather of {dtype}"));
+            }
+            if outer.iter().any(|&v| aff.of(v) != Some(0)) {
+                return Err("a gather whose row changes with the iteration".into());
+            }
+            if !gathers.iter().any(|g| g.0 == param && g.1 == *outer) {
+                gathers.push((param, outer.clone()));
+            }
+        }
+    }
+
     let mut s = Sel {
         isa,
         insts: Vec::new(),
@@ -213,10 +269,15 @@ pub(crate) fn compile_fold(
         .collect();
     let mut carried: Vec<VReg> = pinned.iter().map(|p| p.0).collect();
     for u in 0..UNROLL {
-        let advance = u
-            .checked_mul(stride)
-            .and_then(|e| e.checked_mul(8))
-            .ok_or("a stride too large")?;
+        // Elements of every site that earlier iterations of the step took.
+        let advance = u.checked_mul(stride).ok_or("a stride too large")?;
+        let disp = |site: usize, offset: i64| -> R<i32> {
+            offset
+                .checked_add(advance)
+                .and_then(|e| e.checked_mul(site_size[site]))
+                .and_then(|o| i32::try_from(o).ok())
+                .ok_or_else(|| "a load too far from its site's base".into())
+        };
         let mut vals: Vec<Src> = Vec::with_capacity(plan.nodes.len());
         for node in &plan.nodes {
             let v = match *node {
@@ -227,7 +288,7 @@ pub(crate) fn compile_fold(
                         }
                         match aff.body_consts.get(&v).copied().or_else(|| const_of(v)) {
                             Some(c) => Src::U(s.uniforms.constant(c.to_bits())),
-                            None => Src::U(s.uniforms.arg(v)),
+                            None => Src::U(s.uniforms.arg(FoldWord::Uniform(v))),
                         }
                     }
                     t => return Err(format!("a uniform {t}")),
@@ -247,15 +308,17 @@ pub(crate) fn compile_fold(
                     Src::V(float_min_max(&mut s, min, (xa, vals[y], ya)))
                 }
                 Node::Binary(bop, t, x, y) => {
-                    if t != DType::F64 {
-                        return Err(format!("{} on {t}", bop.name()));
-                    }
-                    let ins = match bop {
-                        BinaryOp::Add => op::VADDPD,
-                        BinaryOp::Sub => op::VSUBPD,
-                        BinaryOp::Mul => op::VMULPD,
-                        BinaryOp::Div => op::VDIVPD,
-                        other => return Err(format!("{} has no wide form here", other.name())),
+                    let ins = match (bop, t) {
+                        (BinaryOp::Add, DType::F64) => op::VADDPD,
+                        (BinaryOp::Sub, DType::F64) => op::VSUBPD,
+                        (BinaryOp::Mul, DType::F64) => op::VMULPD,
+                        (BinaryOp::Div, DType::F64) => op::VDIVPD,
+                        // Index arithmetic of gathers (wrapping, as the scalar code's).
+                        (BinaryOp::Add, DType::I64) => op::VPADDQ,
+                        (BinaryOp::Sub, DType::I64) => op::VPSUBQ,
+                        (other, t) => {
+                            return Err(format!("{} on {t} has no wide form here", other.name()));
+                        }
                     };
                     let a = s.reg(vals[x]);
                     Src::V(s.op3(ins, a, vals[y], None, Class::V))
@@ -265,19 +328,56 @@ pub(crate) fn compile_fold(
                     offset,
                     dtype,
                 } => {
-                    if dtype != DType::F64 {
+                    if !matches!(dtype, DType::F64 | DType::I64) {
                         return Err(format!("a load of {dtype}"));
                     }
-                    let disp = offset
-                        .checked_mul(8)
-                        .and_then(|o| o.checked_add(advance))
-                        .and_then(|o| i32::try_from(o).ok())
-                        .ok_or("a load too far from its site's base")?;
                     let dst = s.new_reg(Class::V);
                     s.insts.push(MInst::Load {
                         dst,
                         ptr: u32::try_from(site).map_err(|e| e.to_string())?,
-                        disp,
+                        disp: disp(site, offset)?,
+                    });
+                    Src::V(dst)
+                }
+                Node::LoadWidened { site, offset } => {
+                    let dst = s.new_reg(Class::V);
+                    s.insts.push(MInst::LoadWiden {
+                        dst,
+                        ptr: u32::try_from(site).map_err(|e| e.to_string())?,
+                        disp: disp(site, offset)?,
+                    });
+                    Src::V(dst)
+                }
+                Node::Gather {
+                    param,
+                    ref outer,
+                    indices,
+                    ..
+                } => {
+                    let g = gathers
+                        .iter()
+                        .position(|g| g.0 == param && g.1 == *outer)
+                        .ok_or("internal: an unlisted gather")?;
+                    let idx = s.reg(vals[indices]);
+                    let bound = s.uniforms.arg(FoldWord::Bound {
+                        gather: g,
+                        less_one: isa == Isa::Avx2,
+                    });
+                    let mask = s.new_reg(match isa {
+                        Isa::Avx512 => Class::K,
+                        Isa::Avx2 => Class::V,
+                    });
+                    s.insts.push(MInst::CheckIndices {
+                        dst: mask,
+                        idx,
+                        bound,
+                    });
+                    let dst = s.new_reg(Class::V);
+                    s.insts.push(MInst::Gather {
+                        dst,
+                        idx,
+                        mask,
+                        ptr: u32::try_from(plan.sites.len() + g).map_err(|e| e.to_string())?,
                     });
                     Src::V(dst)
                 }
@@ -308,11 +408,10 @@ pub(crate) fn compile_fold(
                     s.insts.push(i);
                     Src::V(dst)
                 }
+                // A cast to the type a value has already (`i64` column indices cast to `i64`).
+                Node::Cast(from, to, x) if from == to => vals[x],
                 Node::Unary(..) | Node::Cast(..) => {
                     return Err("a unary operation on integers, or a cast".into());
-                }
-                Node::LoadWidened { .. } | Node::Gather { .. } => {
-                    return Err("a widened load or a gather".into());
                 }
             };
             vals.push(v);
@@ -324,28 +423,37 @@ pub(crate) fn compile_fold(
     for (&(to, _), &src) in pinned.iter().zip(&carried) {
         s.insts.push(MInst::Pin { to, src });
     }
-    let words = plan.sites.len() + s.uniforms.args.len();
+    let pointers = plan.sites.len() + gathers.len();
+    let words = pointers + s.uniforms.args.len();
+    // The step's offset counts elements; each site scales it by its element's size.
+    let mut scales: Vec<u8> = site_size
+        .iter()
+        .map(|&size| u8::from(size == 8) + 2)
+        .collect();
+    scales.resize(pointers, 0);
     let (code, table) = assemble(Body {
         isa,
         insts: &s.insts,
         classes: &s.classes,
         consts: &s.uniforms.consts,
-        pointers: plan.sites.len(),
+        scales,
         uniforms: s.uniforms.args.len(),
-        advance: i32::try_from(UNROLL * stride * 8).map_err(|e| e.to_string())?,
+        advance: i32::try_from(UNROLL * stride).map_err(|e| e.to_string())?,
         carry: Some(Carry {
             word: u32::try_from(words).map_err(|e| e.to_string())?,
             pinned,
         }),
     })?;
     let mut args: Vec<FoldWord> = (0..plan.sites.len()).map(FoldWord::Site).collect();
-    args.extend(s.uniforms.args.into_iter().map(FoldWord::Uniform));
+    args.extend((0..gathers.len()).map(FoldWord::GatherRow));
+    args.extend(s.uniforms.args);
     Ok(FoldBody {
         isa,
         code,
         table,
         args,
         stride,
+        gathers,
     })
 }
 
@@ -354,7 +462,7 @@ struct Sel {
     isa: Isa,
     insts: Vec<MInst>,
     classes: Vec<Class>,
-    uniforms: Uniforms,
+    uniforms: Uniforms<FoldWord>,
 }
 
 impl Emit for Sel {

@@ -7,7 +7,7 @@
 //! the loop index as a value, this module emits a function
 //!
 //! ```text
-//! extern "C" fn(args: *const u64, steps: i64)
+//! extern "C" fn(args: *const u64, steps: i64) -> i64
 //! ```
 //!
 //! that runs `steps` steps of [`Isa::step`] iterations (a vector's lanes times
@@ -245,7 +245,7 @@ pub(crate) fn compile(
         insts: &s.insts,
         classes: &s.classes,
         consts: &s.uniforms.consts,
-        pointers: ptrs.len(),
+        scales: vec![0; ptrs.len()],
         uniforms: s.uniforms.args.len(),
         advance: i32::try_from(isa.step() * 8).map_err(|e| e.to_string())?,
         carry: None,
@@ -270,10 +270,11 @@ struct Body<'a> {
     insts: &'a [MInst],
     classes: &'a [Class],
     consts: &'a [u64],
-    /// Argument words: `pointers` pointers, then `uniforms` uniform values.
-    pointers: usize,
+    /// Argument words: one pointer per entry of `scales` (the scale of the step's offset in
+    /// its accesses, as a power of two), then `uniforms` uniform values.
+    scales: Vec<u8>,
     uniforms: usize,
-    /// The bytes the pointers advance by per step.
+    /// The step's offset advances by this much per step (bytes at scale 0).
     advance: i32,
     /// Values carried from step to step, if any.
     carry: Option<Carry>,
@@ -310,15 +311,18 @@ fn const_table(isa: Isa, consts: &[u64]) -> (ConstTable, u64) {
 
 /// The function around a body: saves what it uses, loads the pointers (on AVX2, broadcasts
 /// the uniform arguments onto the stack) and the carried vectors, runs the steps, stores the
-/// carried vectors. Returns its machine code and constant table.
+/// carried vectors, and returns the steps it did not run: 0, or, when a step's
+/// [`regalloc::MInst::CheckIndices`] left early, that step and those after it (the carried
+/// vectors are then those before that step). Returns its machine code and constant table.
 fn assemble(s: Body<'_>) -> Result<(Vec<u8>, ConstTable), String> {
     let isa = s.isa;
-    if s.pointers > PTR_REGS.len() {
-        return Err(format!("{} contiguous accesses", s.pointers));
+    let pointers = s.scales.len();
+    if pointers > PTR_REGS.len() {
+        return Err(format!("{pointers} pointer arguments"));
     }
     let (table, table_at) = const_table(isa, s.consts);
-    let ptr_regs = PTR_REGS[..s.pointers].to_vec();
-    let first_uniform = s.pointers as u32;
+    let ptr_regs = PTR_REGS[..pointers].to_vec();
+    let first_uniform = pointers as u32;
     let broadcast = match isa {
         Isa::Avx2 => s.uniforms as u32,
         Isa::Avx512 => 0,
@@ -326,6 +330,7 @@ fn assemble(s: Body<'_>) -> Result<(Vec<u8>, ConstTable), String> {
     let frame = Frame {
         isa,
         ptr_regs: ptr_regs.clone(),
+        ptr_scales: s.scales.clone(),
         index: gpr::RAX,
         consts: gpr::RDX,
         args: gpr::RDI,
@@ -405,10 +410,15 @@ fn assemble(s: Body<'_>) -> Result<(Vec<u8>, ConstTable), String> {
     a.sub_imm(gpr::RSI, 1);
     // jnz top
     a.jcc(0x5, top);
+    // The early exits land here too, `rsi` still counting the step they left.
     a.patch(skip);
+    for &e in &body.exits {
+        a.patch(top + e);
+    }
     if let Some(c) = &s.carry {
         carried(&mut a, op::VMOVUPD_STORE, c);
     }
+    a.mov_rr(gpr::RAX, gpr::RSI);
     // rsp = rbp - 8 * saved, then restore.
     a.mov_rr(gpr::RSP, gpr::RBP);
     if !saved.is_empty() {

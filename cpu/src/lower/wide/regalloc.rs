@@ -2,7 +2,8 @@
 //!
 //! A body is a list of [`MInst`]s over virtual registers of two classes: vectors (AVX-512:
 //! `zmm0..zmm31`; AVX2: `ymm0..ymm15`) and lane masks (AVX-512 only: `k1..k7`; AVX2 keeps masks
-//! in vectors). The body has no branches. The only values that live from one iteration to the
+//! in vectors). The body has no branches but the early exits of [`MInst::CheckIndices`],
+//! which leave the function before the step that takes them changes a pinned register. The only values that live from one iteration to the
 //! next are *pinned*: each holds one vector register (the top ones) for the whole loop, which
 //! nothing else takes, and [`MInst::Pin`] writes its next value at the end of the body (the
 //! accumulators of a `for` loop's lanes, see [`super::fold`]). The rest is allocated in one
@@ -13,6 +14,7 @@
 //! directly; any other operand is first reloaded.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 
 use weft_ir::ValueId;
 
@@ -41,18 +43,30 @@ pub(crate) enum Uniform {
     Arg(u32),
 }
 
-/// The constants and uniform arguments a body reads, each numbered once.
-#[derive(Debug, Default)]
-pub(crate) struct Uniforms {
+/// The constants and uniform arguments a body reads, each numbered once; `K` names what an
+/// argument word holds (a value of the kernel, or something the caller computes).
+#[derive(Debug)]
+pub(crate) struct Uniforms<K = ValueId> {
     /// The constants' bits, by [`Uniform::Const`] number.
     pub consts: Vec<u64>,
     const_index: HashMap<u64, u32>,
-    /// The uniform values, by [`Uniform::Arg`] number.
-    pub args: Vec<ValueId>,
-    arg_index: HashMap<ValueId, u32>,
+    /// What each uniform argument holds, by [`Uniform::Arg`] number.
+    pub args: Vec<K>,
+    arg_index: HashMap<K, u32>,
 }
 
-impl Uniforms {
+impl<K> Default for Uniforms<K> {
+    fn default() -> Self {
+        Uniforms {
+            consts: Vec::new(),
+            const_index: HashMap::new(),
+            args: Vec::new(),
+            arg_index: HashMap::new(),
+        }
+    }
+}
+
+impl<K: Copy + Eq + Hash> Uniforms<K> {
     /// The constant with these bits.
     pub fn constant(&mut self, bits: u64) -> Uniform {
         let next = self.consts.len() as u32;
@@ -64,7 +78,7 @@ impl Uniforms {
     }
 
     /// The uniform argument that holds `v`.
-    pub fn arg(&mut self, v: ValueId) -> Uniform {
+    pub fn arg(&mut self, v: K) -> Uniform {
         let next = self.args.len() as u32;
         let i = *self.arg_index.entry(v).or_insert(next);
         if i == next {
@@ -133,6 +147,25 @@ pub(crate) enum MInst {
     StoreLane0 { src: VReg, ptr: u32, disp: i32 },
     /// The pinned register `to` takes the value of `src` (`vmovapd`), for the next iteration.
     Pin { to: VReg, src: VReg },
+    /// Consecutive `i32` elements from pointer argument `ptr`, at the step's offset plus
+    /// `disp` bytes, each sign-extended to a 64-bit lane (`vpmovsxdq`).
+    LoadWiden { dst: VReg, ptr: u32, disp: i32 },
+    /// Leaves the function, before the step that runs it (see [`super::assemble`]), unless
+    /// every lane of `idx` lies in `0..n`, where `bound` holds `n` (AVX-512) or `n - 1`
+    /// (AVX2); then `dst`, a lane mask, has every lane set, for [`MInst::Gather`].
+    CheckIndices {
+        dst: VReg,
+        idx: VReg,
+        bound: Uniform,
+    },
+    /// Lane `l` of `dst` is the 8-byte element `idx[l]` of the row that pointer argument
+    /// `ptr` addresses (`vgatherqpd`); `mask`, from [`MInst::CheckIndices`], is used up.
+    Gather {
+        dst: VReg,
+        idx: VReg,
+        mask: VReg,
+        ptr: u32,
+    },
 }
 
 /// Whether an operand must be in a register or may be read from memory.
@@ -171,8 +204,21 @@ impl MInst {
             MInst::KNot { a, .. } => out.push((*a, Need::Reg)),
             MInst::Store { src, .. } | MInst::StoreLane0 { src, .. } => out.push((*src, Need::Reg)),
             MInst::Pin { src, .. } => out.push((*src, Need::RegOrMem)),
+            MInst::LoadWiden { .. } => {}
+            MInst::CheckIndices { idx, .. } => out.push((*idx, Need::Reg)),
+            MInst::Gather { idx, mask, .. } => {
+                out.push((*idx, Need::Reg));
+                out.push((*mask, Need::Reg));
+            }
         }
         out
+    }
+
+    /// Whether its result must not share a register with an operand read here for the last
+    /// time (the gather's registers must all differ; the AVX2 check reads its index after
+    /// writing its result).
+    fn defines_early(&self) -> bool {
+        matches!(self, MInst::CheckIndices { .. } | MInst::Gather { .. })
     }
 
     /// The virtual register it defines.
@@ -185,7 +231,10 @@ impl MInst {
             | MInst::Bcast { dst, .. }
             | MInst::KOp { dst, .. }
             | MInst::KNot { dst, .. }
-            | MInst::Load { dst, .. } => Some(*dst),
+            | MInst::Load { dst, .. }
+            | MInst::LoadWiden { dst, .. }
+            | MInst::CheckIndices { dst, .. }
+            | MInst::Gather { dst, .. } => Some(*dst),
             MInst::Store { .. } | MInst::StoreLane0 { .. } | MInst::Pin { .. } => None,
         }
     }
@@ -198,7 +247,11 @@ pub(crate) struct Frame {
     pub isa: Isa,
     /// The register holding each pointer argument.
     pub ptr_regs: Vec<u8>,
-    /// The register holding the byte offset of the iteration.
+    /// Per pointer argument, the scale of the step's offset in its accesses, as a power of
+    /// two.
+    pub ptr_scales: Vec<u8>,
+    /// The register holding the offset of the iteration (in bytes, or in elements that each
+    /// pointer's scale turns into bytes).
     pub index: u8,
     /// The register holding the constant table's address (16 bytes per entry).
     pub consts: u8,
@@ -240,8 +293,17 @@ impl Frame {
         Ok(Mem {
             base,
             index: Some(self.index),
+            scale: self.ptr_scales.get(ptr as usize).copied().unwrap_or(0),
             disp,
         })
+    }
+
+    /// The register holding pointer argument `ptr` (a gathered row's address).
+    fn ptr_reg(&self, ptr: u32) -> Result<u8, String> {
+        self.ptr_regs
+            .get(ptr as usize)
+            .copied()
+            .ok_or_else(|| "internal: no register for a pointer argument".into())
     }
 }
 
@@ -472,6 +534,13 @@ pub(crate) fn emit_body(
             Store(VecOp, Mem, u8),
             Load(Mem),
             Pin(u8, Rm),
+            LoadWiden(Mem),
+            Check(u8, Rm),
+            Gather {
+                base: u8,
+                idx: u8,
+                mask: u8,
+            },
         }
         let enc = match *inst {
             MInst::Op3 {
@@ -546,6 +615,19 @@ pub(crate) fn emit_body(
                 }
                 Enc::Pin(reg_of(&a, to)?, rm_of(&a, Src::V(src))?)
             }
+            MInst::LoadWiden { ptr, disp, .. } => Enc::LoadWiden(frame.data(ptr, disp)?),
+            MInst::CheckIndices { idx, bound, .. } => {
+                Enc::Check(reg_of(&a, idx)?, frame.uniform(bound))
+            }
+            MInst::Gather { idx, mask, ptr, .. } => Enc::Gather {
+                base: frame.ptr_reg(ptr)?,
+                idx: reg_of(&a, idx)?,
+                mask: reg_of(&a, mask)?,
+            },
+        };
+        let early = match inst.def() {
+            Some(d) if inst.defines_early() => Some((d, a.take(a.class(d), d, asm)?)),
+            _ => None,
         };
         // Operands read here for the last time give up their registers (the result may take
         // one: the instruction reads its operands before it writes).
@@ -558,9 +640,10 @@ pub(crate) fn emit_body(
                 a.free(v);
             }
         }
-        let dst = match inst.def() {
-            Some(d) => Some((d, a.take(a.class(d), d, asm)?)),
-            None => None,
+        let dst = match (early, inst.def()) {
+            (Some(e), _) => Some(e),
+            (None, Some(d)) => Some((d, a.take(a.class(d), d, asm)?)),
+            (None, None) => None,
         };
         let d = dst.map_or(0, |(_, r)| r);
         match enc {
@@ -593,6 +676,21 @@ pub(crate) fn emit_body(
                 asm.vector(ins, r, None, Rm::Mem { mem, bcst: false }, 0, None)
             }
             Enc::Pin(to, rm) => asm.vector(op::VMOVAPD_LOAD, to, None, rm, 0, None),
+            Enc::LoadWiden(mem) => asm.vector(
+                op::VPMOVSXDQ,
+                d,
+                None,
+                Rm::Mem { mem, bcst: false },
+                0,
+                None,
+            ),
+            Enc::Check(idx, bound) => check_indices(asm, frame.isa, d, idx, bound),
+            Enc::Gather { base, idx, mask } => {
+                // A zeroing idiom first: the gather merges into `dst`, whose old value would
+                // otherwise be an input.
+                asm.vector(op::VPXOR, d, Some(d), Rm::Reg(d), 0, None);
+                asm.gather(d, base, idx, mask);
+            }
         }
         if let Some((d, _)) = dst
             && a.next_use(d) == u32::MAX
@@ -601,4 +699,26 @@ pub(crate) fn emit_body(
         }
     }
     Ok(a.slots)
+}
+
+/// The code of [`MInst::CheckIndices`]: `d` is its result (a mask register on AVX-512, a
+/// vector on AVX2), `idx` its index vector, `bound` its bound operand.
+fn check_indices(asm: &mut Asm, isa: Isa, d: u8, idx: u8, bound: Rm) {
+    match isa {
+        Isa::Avx512 => {
+            // The lanes not below `n`, taken unsigned (negative ones too): none, or leave.
+            asm.vector(op::VPCMPUQ, d, Some(idx), bound, 0, Some(5));
+            asm.kortest(d, d);
+            asm.exit_if(0x5);
+            asm.kones(d);
+        }
+        Isa::Avx2 => {
+            // `idx > n - 1` or negative: no lane's sign bit set in `(idx > n - 1) | idx`.
+            asm.vector(op::VPCMPGTQ, d, Some(idx), bound, 0, None);
+            asm.vector(op::VPOR, d, Some(d), Rm::Reg(idx), 0, None);
+            asm.vector(op::VTESTPD, d, None, Rm::Reg(d), 0, None);
+            asm.exit_if(0x5);
+            asm.vector(op::VPCMPEQQ, d, Some(d), Rm::Reg(d), 0, None);
+        }
+    }
 }
