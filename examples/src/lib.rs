@@ -22,6 +22,7 @@ pub mod bandwidth;
 pub mod black_scholes;
 pub mod cfd;
 pub mod cli;
+pub mod csr_rows;
 pub mod hand_written;
 pub mod jacobi;
 pub mod kernel_recording;

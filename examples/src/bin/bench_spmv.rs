@@ -19,17 +19,14 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use rayon::prelude::*;
 use weft_examples::bandwidth::{PROBE_BYTES, Probe, floor_seconds};
+use weft_examples::csr_rows::{Csr32, Row, product, row_lanes, row_sequential};
 use weft_examples::solve_app::load_sparse;
 use weft_examples::timing::{bench_then, median};
 use weft_examples::{AppError, Args, Cli, Kind, Report, load_numeric, run_main};
 use weft_ir::DType;
 
 const NAME: &str = "bench_spmv";
-
-/// The partials of the lane order.
-const LANES: usize = 8;
 
 /// Rows per rayon task of the plain-Rust loops.
 const ROWS: usize = 4096;
@@ -65,16 +62,10 @@ fn main() -> ExitCode {
     run_main(NAME, || run(&args))
 }
 
-/// A stencil's matrix on a `g`^3 grid: `points - 1` on the diagonal, -1 per neighbour,
-/// columns sorted.
-struct Csr {
-    ptr: Vec<i32>,
-    col: Vec<i32>,
-    val: Vec<f64>,
-}
-
-/// The 27-point stencil (faces, edges and corners) or, if `!full`, the 7-point one (faces).
-fn stencil(g: usize, full: bool) -> Result<Csr, AppError> {
+/// The matrix of the 27-point stencil (faces, edges and corners) or, if `!full`, the 7-point
+/// one (faces) on a `g`^3 grid: `points - 1` on the diagonal, -1 per neighbour, columns
+/// sorted.
+fn stencil(g: usize, full: bool) -> Result<Csr32, AppError> {
     let n = g * g * g;
     let (mut ptr, mut col, mut val) = (Vec::with_capacity(n + 1), Vec::new(), Vec::new());
     ptr.push(0i32);
@@ -101,44 +92,7 @@ fn stencil(g: usize, full: bool) -> Result<Csr, AppError> {
             }
         }
     }
-    Ok(Csr { ptr, col, val })
-}
-
-/// Row `i` of `A x`, in one chain.
-fn row_sequential(a: &Csr, x: &[f64], i: usize) -> f64 {
-    let (lo, hi) = (a.ptr[i] as usize, a.ptr[i + 1] as usize);
-    let mut s = 0.0;
-    for j in lo..hi {
-        s += a.val[j] * x[a.col[j] as usize];
-    }
-    s
-}
-
-/// Row `i` of `A x`, in the lane order.
-fn row_lanes(a: &Csr, x: &[f64], i: usize) -> f64 {
-    let (lo, hi) = (a.ptr[i] as usize, a.ptr[i + 1] as usize);
-    let blocks = (hi - lo) / LANES;
-    let mut p = [0.0f64; LANES];
-    for q in 0..blocks {
-        let base = lo + q * LANES;
-        for (k, acc) in p.iter_mut().enumerate() {
-            *acc += a.val[base + k] * x[a.col[base + k] as usize];
-        }
-    }
-    let mut tail = 0.0;
-    for j in lo + blocks * LANES..hi {
-        tail += a.val[j] * x[a.col[j] as usize];
-    }
-    (((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]))) + tail
-}
-
-/// `y = A x` by `row`, rows split across the current rayon pool.
-fn product(a: &Csr, x: &[f64], y: &mut [f64], row: fn(&Csr, &[f64], usize) -> f64) {
-    y.par_chunks_mut(ROWS).enumerate().for_each(|(c, ys)| {
-        for (k, yi) in ys.iter_mut().enumerate() {
-            *yi = row(a, x, c * ROWS + k);
-        }
-    });
+    Ok(Csr32 { ptr, col, val })
 }
 
 fn run(args: &Args) -> Result<(), AppError> {
@@ -183,15 +137,11 @@ fn run(args: &Args) -> Result<(), AppError> {
         },
         |timed| {
             for (out, row, times) in [
-                (
-                    &mut y_seq,
-                    row_sequential as fn(&Csr, &[f64], usize) -> f64,
-                    &mut seq,
-                ),
+                (&mut y_seq, row_sequential as Row, &mut seq),
                 (&mut y_lanes, row_lanes, &mut lanes),
             ] {
                 let start = Instant::now();
-                pool.install(|| product(&a, &xs, out, row));
+                pool.install(|| product(&a, &xs, out, row, ROWS));
                 if timed {
                     times.push(start.elapsed().as_secs_f64());
                 }

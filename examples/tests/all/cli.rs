@@ -230,6 +230,23 @@ fn device_gpu_runs_or_names_the_missing_driver() {
     }
 }
 
+/// `bench_gather` measures the CPU back end's SIMD paths below the runtime: `--device gpu`
+/// exits with 2 and says so.
+#[test]
+fn bench_gather_refuses_the_gpu() {
+    let out = run(
+        env!("CARGO_BIN_EXE_bench_gather"),
+        &["--device", "gpu", "--iters", "1"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("bench_gather") && err.contains("no GPU form"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
 #[test]
 fn every_example_runs_with_its_defaults() {
     for (name, bin, n) in [

@@ -128,6 +128,40 @@ fn bench_spmv_reports_its_floor_and_the_sequential_loops_bits() {
 }
 
 #[test]
+fn bench_gather_runs_every_path_with_the_same_bits_and_reports_its_floor() {
+    // 100 rows of 150 entries: 18 blocks of eight (the wide bodies take them) and a tail.
+    let (rows, len, cols) = (100.0, 150.0, 777.0);
+    let v = run_briefly(
+        env!("CARGO_BIN_EXE_bench_gather"),
+        "bench_gather",
+        &["--rows", "100", "--row-len", "150", "--cols", "777"],
+    );
+    assert_eq!(f(&v, "nnz"), rows * len);
+    assert_eq!(v["bits_equal_paths"], true, "{v}");
+    assert_eq!(v["bits_equal_rust_lanes"], true, "{v}");
+    let paths: Vec<&str> = v["paths"].as_str().expect("paths").split(',').collect();
+    assert_eq!(paths[..2], ["scalar", "sse"], "{v}");
+    for path in &paths {
+        assert!(f(&v, &format!("{path}_seconds")) > 0.0, "{path}");
+        let wide = matches!(*path, "avx2" | "avx512");
+        assert_eq!(
+            f(&v, &format!("{path}_wide_lane_loops")),
+            f64::from(u8::from(wide))
+        );
+    }
+    let widest = f(&v, &format!("{}_seconds", paths[paths.len() - 1]));
+    check_floor(
+        &v,
+        "read_gbs",
+        "",
+        widest,
+        4.0 * (rows + 1.0) + 12.0 * rows * len + 8.0 * (cols + rows),
+    );
+    assert!(f(&v, "rust_sequential_seconds") > 0.0 && f(&v, "rust_lanes_seconds") > 0.0);
+    check_probe(&v, 2);
+}
+
+#[test]
 fn black_scholes_and_jacobi_report_their_floors() {
     let v = run_briefly(
         env!("CARGO_BIN_EXE_bench_black_scholes"),
