@@ -62,7 +62,11 @@
 //! - Lanes and iterations: in a loop nest with unit innermost strides, a `for` loop whose
 //!   carried values form lanes (`lower::lanes`; loads at indices the lanes compute are
 //!   gathered), or whose iterations reduce into distinct elements of a chunk buffer
-//!   (`lower::iterations`), runs as 128-bit vectors with the scalar code's bits.
+//!   (`lower::iterations`), runs as 128-bit vectors with the scalar code's bits. On the
+//!   `avx2` and `avx512` paths a lane loop of `f64` lanes runs its bulk in a wide body of its
+//!   own (`lower::wide::fold`), gathers included (`vgatherqpd`, each vector's indices checked
+//!   first; a bad one hands the rest of the loop back to the 128-bit code, which faults where
+//!   the scalar code would).
 //! - Pairs: a scalar `for` loop with a short read-only body whose loads at its induction
 //!   value are checked before it (a CSR row's product) runs two iterations per trip, in
 //!   order (`lower::pairs`).
