@@ -3,12 +3,16 @@
 //! gives the scalar code's bits, with `i32` and `i64` column indices, rows of every length
 //! around the lane and block boundaries, special values, and 1 and 2 threads; the bits
 //! equal a plain-Rust reference of the lane order; and a column out of range (in the lanes'
-//! blocks or in the tail, past the end or negative) faults as the scalar code does.
+//! blocks or in the tail, past the end or negative) faults as the scalar code does. Long rows
+//! run their bulk in the wide bodies on the AVX2 and AVX-512 paths (one `vgatherqpd` per
+//! vector); a property test runs random matrices, a bad column among them or not, on every
+//! path.
 
 #![allow(clippy::unwrap_used)]
 
 use crate::loops::Csr;
 use crate::util::*;
+use proptest::prelude::*;
 use weft_cpu::{CompiledKernel, CpuBackend, SimdPath, StoreView};
 use weft_ir::builder::{FOLD_LANES, KernelBuilder};
 use weft_ir::{DType, Kernel, Privilege, ReduceOp, Scalar};
@@ -340,5 +344,81 @@ fn a_gather_from_a_row_chosen_at_run_time_keeps_the_bits_and_faults_on_a_bad_row
             let got = go(c, &one, bad, 2).unwrap_err().to_string();
             assert_eq!(got, want, "{path}: x's row {bad}");
         }
+    }
+}
+
+/// Random rows (`lens`) at columns and values from `seed` (a special value now and then),
+/// with `bad` written over one column if given: every path, on 1 and 2 threads, gives the
+/// scalar code's bits, or its error.
+fn random_rows_match_the_scalar_code(
+    index: DType,
+    lens: &[usize],
+    ncols: usize,
+    bad: Option<(usize, i64)>,
+    seed: u64,
+) -> Result<(), TestCaseError> {
+    let sp = specials(DType::F64);
+    let mut state = seed | 1;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let (mut ptr, mut col, mut val) = (vec![0i64], vec![], vec![]);
+    for &len in lens {
+        for _ in 0..len {
+            let s = next();
+            col.push((s % ncols as u64) as i64);
+            val.push(if s % 31 == 0 {
+                f64::from_bits(sp[(s >> 8) as usize % sp.len()])
+            } else {
+                (s >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0
+            });
+        }
+        ptr.push(col.len() as i64);
+    }
+    if let Some((at, v)) = bad
+        && !col.is_empty()
+    {
+        let k = at % col.len();
+        col[k] = v;
+    }
+    let m = Csr {
+        ptr,
+        col,
+        val,
+        ncols,
+    };
+    let x: Vec<f64> = (0..ncols)
+        .map(|_| (next() >> 12) as f64 / 7.0e12 - 300.0)
+        .collect();
+    let paths = every_path(&csr_kernel(index));
+    let want = run(&paths[0].1, index, &m, &x, 1).map_err(|e| e.to_string());
+    for (path, c) in &paths[1..] {
+        for threads in [1, 2] {
+            let got = run(c, index, &m, &x, threads).map_err(|e| e.to_string());
+            prop_assert_eq!(&got, &want, "{} on {}, {} threads", index, path, threads);
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_csr_rows_in_the_lane_order_give_the_scalar_bits_on_every_path(
+        i64_columns in any::<bool>(),
+        lens in prop::collection::vec(0usize..260, 1..10),
+        ncols in 1usize..700,
+        bad in prop::option::weighted(
+            0.4,
+            (any::<usize>(), prop::sample::select(vec![-1i64, -9, 700, 1 << 20, i64::from(i32::MIN)])),
+        ),
+        seed in any::<u64>(),
+    ) {
+        let index = if i64_columns { DType::I64 } else { DType::I32 };
+        random_rows_match_the_scalar_code(index, &lens, ncols, bad, seed)?;
     }
 }
