@@ -50,6 +50,22 @@ fn csr_kernel(index: DType) -> Kernel {
 /// `rows` rows whose lengths cycle through every length up to `4 FOLD_LANES + 3`, and a
 /// few long ones; values include every special value.
 fn matrix(rows: usize, ncols: usize, seed: u64) -> Csr {
+    let lens: Vec<usize> = (0..rows)
+        .map(|r| {
+            if r % 11 == 10 {
+                // Long rows: their bulk runs in the wide bodies where the CPU has them.
+                60 + (r % 7) * 23
+            } else {
+                r % (4 * FOLD_LANES + 4)
+            }
+        })
+        .collect();
+    random_csr(&lens, ncols, 7, seed)
+}
+
+/// Rows of lengths `lens` at random columns of `0..ncols` (xorshift from `seed`), with
+/// values in `[-4, 4)` and, one entry in `special_every`, a special value.
+fn random_csr(lens: &[usize], ncols: usize, special_every: u64, seed: u64) -> Csr {
     let sp = specials(DType::F64);
     let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
     let mut next = move || {
@@ -59,17 +75,11 @@ fn matrix(rows: usize, ncols: usize, seed: u64) -> Csr {
         state
     };
     let (mut ptr, mut col, mut val) = (vec![0i64], vec![], vec![]);
-    for r in 0..rows {
-        let len = if r % 11 == 10 {
-            // Long rows: their bulk runs in the wide bodies where the CPU has them.
-            60 + (r % 7) * 23
-        } else {
-            r % (4 * FOLD_LANES + 4)
-        };
+    for &len in lens {
         for _ in 0..len {
             let s = next();
             col.push((s % ncols as u64) as i64);
-            val.push(if s % 7 == 0 {
+            val.push(if s % special_every == 0 {
                 f64::from_bits(sp[(s >> 8) as usize % sp.len()])
             } else {
                 (s >> 11) as f64 / (1u64 << 53) as f64 * 8.0 - 4.0
@@ -357,41 +367,15 @@ fn random_rows_match_the_scalar_code(
     bad: Option<(usize, i64)>,
     seed: u64,
 ) -> Result<(), TestCaseError> {
-    let sp = specials(DType::F64);
-    let mut state = seed | 1;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
-    let (mut ptr, mut col, mut val) = (vec![0i64], vec![], vec![]);
-    for &len in lens {
-        for _ in 0..len {
-            let s = next();
-            col.push((s % ncols as u64) as i64);
-            val.push(if s % 31 == 0 {
-                f64::from_bits(sp[(s >> 8) as usize % sp.len()])
-            } else {
-                (s >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0
-            });
-        }
-        ptr.push(col.len() as i64);
-    }
+    let mut m = random_csr(lens, ncols, 31, seed);
     if let Some((at, v)) = bad
-        && !col.is_empty()
+        && !m.col.is_empty()
     {
-        let k = at % col.len();
-        col[k] = v;
+        let k = at % m.col.len();
+        m.col[k] = v;
     }
-    let m = Csr {
-        ptr,
-        col,
-        val,
-        ncols,
-    };
     let x: Vec<f64> = (0..ncols)
-        .map(|_| (next() >> 12) as f64 / 7.0e12 - 300.0)
+        .map(|j| (j as f64 * 0.37 + (seed % 1000) as f64).sin() * 300.0)
         .collect();
     let paths = every_path(&csr_kernel(index));
     let want = run(&paths[0].1, index, &m, &x, 1).map_err(|e| e.to_string());
