@@ -10,8 +10,11 @@
 //! - `avx2` and `avx512`: the bulk of each row of 64 entries or more in a wide body of our own,
 //!   one `vgatherqpd` per vector (see `docs/design.md`, *Wide lanes*).
 //!
-//! Every path must give the same bits (`bits_equal_paths`), and the plain-Rust loop of the
-//! lane order those bits too (`bits_equal_rust_lanes`). The matrix has `--rows` rows of
+//! Beside them runs the same product with each row in one chain, in order, as the `sparse`
+//! plugin writes its rows (`weft_sequential`, the widest path: scalar code, two entries per
+//! trip). Every path must give the same bits (`bits_equal_paths`), the plain-Rust loop of the
+//! lane order those bits too (`bits_equal_rust_lanes`), and the sequential kernel the
+//! sequential loop's (`bits_equal_weft_rust_sequential`). The matrix has `--rows` rows of
 //! `--row-len` entries at random columns of `0..--cols` (`i32` indices). Each of
 //! `--warmup` + `--iters` rounds runs every path and both loops once; each reports its
 //! median over the timed rounds. Compulsory bytes: the matrix once as stored (`i32` row
@@ -29,7 +32,7 @@ use weft_examples::csr_rows::{Csr32, Row, product, row_lanes, row_sequential};
 use weft_examples::report::peak_rss_bytes;
 use weft_examples::timing::median;
 use weft_examples::{AppError, Args, Cli, Kind, Report, run_main};
-use weft_ir::builder::KernelBuilder;
+use weft_ir::builder::{BodyBuilder, KernelBuilder, Value};
 use weft_ir::{DType, Kernel, Privilege, ReduceOp};
 
 const NAME: &str = "bench_gather";
@@ -107,9 +110,11 @@ fn matrix(rows: usize, len: usize, cols: usize, seed: u64) -> Result<Csr32, AppE
     Ok(Csr32 { ptr, col, val })
 }
 
-/// The kernel: `y[i] = sum over row i of vals[j] * x[crd[j]]` in the lane order.
-fn kernel() -> Result<Kernel, AppError> {
-    let mut k = KernelBuilder::new("bench_gather.csr_lanes");
+/// The kernel `y[i] = sum over row i of vals[j] * x[crd[j]]`: in the lane order if `lanes`,
+/// else in one chain, in order, as the `sparse` plugin writes its rows.
+fn kernel(lanes: bool) -> Result<Kernel, AppError> {
+    let name = if lanes { "lanes" } else { "sequential" };
+    let mut k = KernelBuilder::new(format!("bench_gather.csr_{name}"));
     let ptr = k.store(DType::I32, 1, Privilege::Read);
     let crd = k.store(DType::I32, 1, Privilege::Read);
     let vals = k.store(DType::F64, 1, Privilege::Read);
@@ -122,13 +127,22 @@ fn kernel() -> Result<Kernel, AppError> {
         let lo = b.cast(DType::I64, lo);
         let hi = b.load(ptr, &[next]);
         let hi = b.cast(DType::I64, hi);
-        let sum = b.fold_lanes(ReduceOp::Sum, DType::F64, lo, hi, |b, j| {
+        let term = |b: &mut BodyBuilder, j: Value| {
             let c = b.load(crd, &[j]);
             let c = b.cast(DType::I64, c);
             let a = b.load(vals, &[j]);
             let xc = b.load(x, &[c]);
             b.mul(a, xc)
-        });
+        };
+        let sum = if lanes {
+            b.fold_lanes(ReduceOp::Sum, DType::F64, lo, hi, term)
+        } else {
+            let zero = b.const_f64(0.0);
+            b.for_loop(lo, hi, &[zero], |b, j, acc| {
+                let t = term(b, j);
+                vec![b.add(acc[0], t)]
+            })[0]
+        };
         b.store(y, i, sum);
     });
     Ok(k.finish_validated()?)
@@ -173,13 +187,15 @@ fn run(args: &Args) -> Result<(), AppError> {
     let nnz = a.col.len();
     let mut x: Vec<f64> = (0..cols).map(|j| 1.0 / (1.0 + (j % 1009) as f64)).collect();
 
-    let kernel = kernel()?;
+    let kernel_lanes = kernel(true)?;
     let mut backend = CpuBackend::new()?;
     let mut paths: Vec<(SimdPath, CompiledKernel)> = Vec::new();
     for path in backend.compiler().available_paths() {
         backend.compiler().set_path(path)?;
-        paths.push((path, backend.compile(&kernel)?));
+        paths.push((path, backend.compile(&kernel_lanes)?));
     }
+    // The plugin's sequential rows, on the widest path (the last one compiled for).
+    let sequential = backend.compile(&kernel(false)?)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(args.threads)
         .stack_size(weft_cpu::WORKER_STACK_BYTES)
@@ -190,8 +206,14 @@ fn run(args: &Args) -> Result<(), AppError> {
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
     let (mut y_seq, mut y_lanes) = (vec![0.0; rows], vec![0.0; rows]);
     let (mut seq, mut lanes) = (Vec::new(), Vec::new());
+    let (mut y_weft_seq, mut weft_seq) = (vec![0.0; rows], Vec::new());
     for round in 0..args.warmup + args.iters {
         let timed = round >= args.warmup;
+        let start = Instant::now();
+        launch(&sequential, &mut a, &mut x, &mut y_weft_seq, &pool)?;
+        if timed {
+            weft_seq.push(start.elapsed().as_secs_f64());
+        }
         for ((_, k), (y, t)) in paths.iter().zip(ys.iter_mut().zip(&mut times)) {
             let start = Instant::now();
             launch(k, &mut a, &mut x, y, &pool)?;
@@ -216,10 +238,11 @@ fn run(args: &Args) -> Result<(), AppError> {
     let first = bits(&ys[0]);
     let equal_paths = ys.iter().all(|y| bits(y) == first);
     let equal_lanes = bits(&y_lanes) == first;
+    let equal_sequential = bits(&y_weft_seq) == bits(&y_seq);
     let bytes = 4.0 * (rows + 1) as f64 + 12.0 * nnz as f64 + 8.0 * (cols + rows) as f64;
     let gbs = probe.gbs();
     let medians: Vec<f64> = times.iter().map(|t| median(t)).collect();
-    let (seq, lanes) = (median(&seq), median(&lanes));
+    let (seq, lanes, weft_seq) = (median(&seq), median(&lanes), median(&weft_seq));
     let mut report = Report::new(NAME, args);
     report
         .set("rows", rows as u64)
@@ -250,7 +273,7 @@ fn run(args: &Args) -> Result<(), AppError> {
     let widest = *medians.last().ok_or("no SIMD path")?;
     let widest_times = times.last().ok_or("no SIMD path")?;
     // No runtime here: its tasks are this program's launches of the compiled kernels.
-    let launches = (paths.len() * (args.warmup + args.iters)) as u64;
+    let launches = ((paths.len() + 1) * (args.warmup + args.iters)) as u64;
     report
         .set("seconds_per_iter", widest)
         .set(
@@ -264,22 +287,25 @@ fn run(args: &Args) -> Result<(), AppError> {
         .set("fusion", false)
         .set("tasks_submitted", launches)
         .set("tasks_executed", launches)
-        .set("kernels_compiled", paths.len() as u64)
+        .set("kernels_compiled", paths.len() as u64 + 1)
         .set("peak_rss_bytes", peak_rss_bytes());
     report
+        .set("weft_sequential_seconds", weft_seq)
+        .set("speedup_widest_vs_weft_sequential", weft_seq / widest)
         .set("rust_sequential_seconds", seq)
         .set("rust_lanes_seconds", lanes)
         .set("widest_vs_rust_lanes", widest / lanes)
         .set("bits_equal_paths", equal_paths)
         .set("bits_equal_rust_lanes", equal_lanes)
+        .set("bits_equal_weft_rust_sequential", equal_sequential)
         .floor("", widest, bytes, gbs)
         .probe(&probe);
     if let Some(sse) = paths.iter().position(|(p, _)| *p == SimdPath::Sse) {
         report.set("speedup_widest_vs_sse", medians[sse] / widest);
     }
     report.print()?;
-    if !equal_paths || !equal_lanes {
-        return Err("the paths, or the plain-Rust loop of the lane order, differ in bits".into());
+    if !equal_paths || !equal_lanes || !equal_sequential {
+        return Err("the paths, or a kernel and its plain-Rust loop, differ in bits".into());
     }
     Ok(())
 }

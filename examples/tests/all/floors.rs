@@ -139,6 +139,8 @@ fn bench_gather_runs_every_path_with_the_same_bits_and_reports_its_floor() {
     assert_eq!(f(&v, "nnz"), rows * len);
     assert_eq!(v["bits_equal_paths"], true, "{v}");
     assert_eq!(v["bits_equal_rust_lanes"], true, "{v}");
+    assert_eq!(v["bits_equal_weft_rust_sequential"], true, "{v}");
+    assert!(f(&v, "weft_sequential_seconds") > 0.0);
     let paths: Vec<&str> = v["paths"].as_str().expect("paths").split(',').collect();
     assert_eq!(paths[..2], ["scalar", "sse"], "{v}");
     for path in &paths {
