@@ -118,17 +118,30 @@ fn run(
     x: &[f64],
     threads: usize,
 ) -> weft_cpu::Result<Vec<u64>> {
+    run_at(k, index, m, (x, 0), threads)
+}
+
+/// [`run`] with `x`'s view at global origin `.1` (the matrix's columns are global).
+fn run_at(
+    k: &CompiledKernel,
+    index: DType,
+    m: &Csr,
+    (x, x_origin): (&[f64], i64),
+    threads: usize,
+) -> weft_cpu::Result<Vec<u64>> {
     let rows = m.ptr.len() - 1;
     let mut ptr = indices(index, &m.ptr);
     let mut col = indices(index, &m.col);
     let mut val = m.val.clone();
     let mut x = x.to_vec();
     let mut y = vec![f64::NAN; rows];
+    let mut x_view = dense(&mut x, &[m.ncols as i64]);
+    x_view.origin = vec![x_origin];
     let views = [
         StoreView::dense(ptr.as_mut_ptr().cast(), &[m.ptr.len() as i64]),
         StoreView::dense(col.as_mut_ptr().cast(), &[m.col.len() as i64]),
         dense(&mut val, &[m.val.len() as i64]),
-        dense(&mut x, &[m.ncols as i64]),
+        x_view,
         dense(&mut y, &[rows as i64]),
     ];
     run_on(k, &views, &[], threads)?;
@@ -358,16 +371,20 @@ fn a_gather_from_a_row_chosen_at_run_time_keeps_the_bits_and_faults_on_a_bad_row
 }
 
 /// Random rows (`lens`) at columns and values from `seed` (a special value now and then),
-/// with `bad` written over one column if given: every path, on 1 and 2 threads, gives the
-/// scalar code's bits, or its error.
+/// `x`'s view at global origin `x_origin` (the columns shifted by it), with `bad` written
+/// over one column if given: every path, on 1 and 2 threads, gives the scalar code's bits,
+/// or its error.
 fn random_rows_match_the_scalar_code(
     index: DType,
     lens: &[usize],
-    ncols: usize,
+    (ncols, x_origin): (usize, i64),
     bad: Option<(usize, i64)>,
     seed: u64,
 ) -> Result<(), TestCaseError> {
     let mut m = random_csr(lens, ncols, 31, seed);
+    for c in &mut m.col {
+        *c += x_origin;
+    }
     if let Some((at, v)) = bad
         && !m.col.is_empty()
     {
@@ -378,10 +395,10 @@ fn random_rows_match_the_scalar_code(
         .map(|j| (j as f64 * 0.37 + (seed % 1000) as f64).sin() * 300.0)
         .collect();
     let paths = every_path(&csr_kernel(index));
-    let want = run(&paths[0].1, index, &m, &x, 1).map_err(|e| e.to_string());
+    let want = run_at(&paths[0].1, index, &m, (&x, x_origin), 1).map_err(|e| e.to_string());
     for (path, c) in &paths[1..] {
         for threads in [1, 2] {
-            let got = run(c, index, &m, &x, threads).map_err(|e| e.to_string());
+            let got = run_at(c, index, &m, (&x, x_origin), threads).map_err(|e| e.to_string());
             prop_assert_eq!(&got, &want, "{} on {}, {} threads", index, path, threads);
         }
     }
@@ -396,6 +413,7 @@ proptest! {
         i64_columns in any::<bool>(),
         lens in prop::collection::vec(0usize..260, 1..10),
         ncols in 1usize..700,
+        x_origin in prop::sample::select(vec![0i64, 1, 37, 1 << 20]),
         bad in prop::option::weighted(
             0.4,
             (any::<usize>(), prop::sample::select(vec![-1i64, -9, 700, 1 << 20, i64::from(i32::MIN)])),
@@ -403,6 +421,6 @@ proptest! {
         seed in any::<u64>(),
     ) {
         let index = if i64_columns { DType::I64 } else { DType::I32 };
-        random_rows_match_the_scalar_code(index, &lens, ncols, bad, seed)?;
+        random_rows_match_the_scalar_code(index, &lens, (ncols, x_origin), bad, seed)?;
     }
 }
