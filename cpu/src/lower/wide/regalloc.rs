@@ -3,15 +3,15 @@
 //! A body is a list of [`MInst`]s over virtual registers of two classes: vectors (AVX-512:
 //! `zmm0..zmm31`; AVX2: `ymm0..ymm15`) and lane masks (AVX-512 only: `k1..k7`; AVX2 keeps masks
 //! in vectors). The body has no branches but the early exits of [`MInst::CheckIndices`],
-//! which leave the function before the step that takes them changes a pinned register. The only values that live from one iteration to the
-//! next are *pinned*: each holds one vector register (the top ones) for the whole loop, which
-//! nothing else takes, and [`MInst::Pin`] writes its next value at the end of the body (the
-//! accumulators of a `for` loop's lanes, see [`super::fold`]). The rest is allocated in one
-//! walk in program order with Belady's rule: when a register is needed
-//! and none is free, the value whose next use is furthest away leaves its register (and is
-//! stored once, into its own 64-byte stack slot, if it is still needed). A vector operand in
-//! the last (`r/m`) position of an instruction that is in a slot is read from the slot
-//! directly; any other operand is first reloaded.
+//! which leave the function before the step that takes them changes a pinned register. The
+//! only values that live from one iteration to the next are *pinned*: each holds one vector
+//! register (the top ones) for the whole loop, which nothing else takes, and [`MInst::Pin`]
+//! writes its next value at the end of the body (the accumulators of a `for` loop's lanes,
+//! see [`super::fold`]). The rest is allocated in one walk in program order with Belady's
+//! rule: when a register is needed and none is free, the value whose next use is furthest
+//! away leaves its register (and is stored once, into its own 64-byte stack slot, if it is
+//! still needed). A vector operand in the last (`r/m`) position of an instruction that is in
+//! a slot is read from the slot directly; any other operand is first reloaded.
 
 use std::collections::HashMap;
 use std::hash::Hash;
