@@ -20,12 +20,19 @@ use weft_ir::{DType, Kernel, Privilege, ReduceOp, Scalar};
 /// `y[i] = sum over row i of vals[j] * x[crd[j] - origin(x)]` in the lane order,
 /// the row's entries `ptr[i]..ptr[i + 1]`, its column indices of type `index`.
 fn csr_kernel(index: DType) -> Kernel {
-    let mut k = KernelBuilder::new(format!("csr_lanes.{index}"));
+    csr_lanes(format!("csr_lanes.{index}"), index, false)
+}
+
+/// [`csr_kernel`]'s product named `name`; if `row_of_x`, `x` has two dimensions and the
+/// product reads `x[s, crd[j]]`, `s` a scalar argument.
+fn csr_lanes(name: String, index: DType, row_of_x: bool) -> Kernel {
+    let mut k = KernelBuilder::new(name);
     let ptr = k.store(index, 1, Privilege::Read);
     let crd = k.store(index, 1, Privilege::Read);
     let vals = k.store(DType::F64, 1, Privilege::Read);
-    let x = k.store(DType::F64, 1, Privilege::Read);
+    let x = k.store(DType::F64, if row_of_x { 2 } else { 1 }, Privilege::Read);
     let y = k.store(DType::F64, 1, Privilege::Write);
+    let s = row_of_x.then(|| k.scalar(DType::I64));
     k.parallel(y, |b, i| {
         let one = b.const_i64(1);
         let next = b.add(i[0], one);
@@ -33,13 +40,19 @@ fn csr_kernel(index: DType) -> Kernel {
         let lo = b.cast(DType::I64, lo);
         let hi = b.load(ptr, &[next]);
         let hi = b.cast(DType::I64, hi);
-        let x0 = b.origin(x, 0);
+        let x0 = s.is_none().then(|| b.origin(x, 0));
         let sum = b.fold_lanes(ReduceOp::Sum, DType::F64, lo, hi, |b, j| {
             let c = b.load(crd, &[j]);
             let c = b.cast(DType::I64, c);
-            let c = b.sub(c, x0);
             let a = b.load(vals, &[j]);
-            let xc = b.load(x, &[c]);
+            let xc = match (s, x0) {
+                (Some(s), _) => b.load(x, &[s, c]),
+                (None, Some(x0)) => {
+                    let c = b.sub(c, x0);
+                    b.load(x, &[c])
+                }
+                (None, None) => unreachable!("x's origin is read when there is no row"),
+            };
             b.mul(a, xc)
         });
         b.store(y, i, sum);
@@ -278,30 +291,7 @@ fn a_column_out_of_range_in_a_gathering_row_faults_as_the_scalar_code_does() {
 /// `y[i] = sum over row i of vals[j] * x[s, crd[j]]` in the lane order, `s` a scalar
 /// argument: the gathered row is the same in every iteration, chosen at run time.
 fn csr_row_of_x_kernel() -> Kernel {
-    let mut k = KernelBuilder::new("csr_lanes.row_of_x");
-    let ptr = k.store(DType::I32, 1, Privilege::Read);
-    let crd = k.store(DType::I32, 1, Privilege::Read);
-    let vals = k.store(DType::F64, 1, Privilege::Read);
-    let x = k.store(DType::F64, 2, Privilege::Read);
-    let y = k.store(DType::F64, 1, Privilege::Write);
-    let s = k.scalar(DType::I64);
-    k.parallel(y, |b, i| {
-        let one = b.const_i64(1);
-        let next = b.add(i[0], one);
-        let lo = b.load(ptr, &[i[0]]);
-        let lo = b.cast(DType::I64, lo);
-        let hi = b.load(ptr, &[next]);
-        let hi = b.cast(DType::I64, hi);
-        let sum = b.fold_lanes(ReduceOp::Sum, DType::F64, lo, hi, |b, j| {
-            let c = b.load(crd, &[j]);
-            let c = b.cast(DType::I64, c);
-            let a = b.load(vals, &[j]);
-            let xc = b.load(x, &[s, c]);
-            b.mul(a, xc)
-        });
-        b.store(y, i, sum);
-    });
-    k.finish_validated().unwrap()
+    csr_lanes("csr_lanes.row_of_x".into(), DType::I32, true)
 }
 
 #[test]
