@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use weft::{Config, Numeric, Runtime, Sparse};
+use weft::{Config, Numeric, RowOrder, Runtime, Sparse};
 use weft_ir::{DType, ValidKernel};
 use weft_runtime::Observed;
 
@@ -60,6 +60,16 @@ pub fn run_examples(np: &Numeric, sp: &Sparse) -> weft::Result<()> {
     krylov::bicgstab(&m, &rhs, 1e-8, 5)?;
     let mg = krylov::Multigrid::new(sp, &m, g)?;
     krylov::gmg(&m, &mg, &rhs, 1e-8, 3)?;
+    // A product in the lane order (`spmv.lanes`), rows of 600 entries.
+    let (rows, len) = (3u64, 600u64);
+    let at: Vec<u64> = (0..rows * len).collect();
+    let r: Vec<u64> = at.iter().map(|k| k / len).collect();
+    let c: Vec<u64> = at.iter().map(|k| (k * 7) % len).collect();
+    let v: Vec<f64> = at.iter().map(|&k| 1.0 / (1.0 + k as f64)).collect();
+    let long = sp
+        .from_triplets((rows, len), (&r, &c, &v), DType::F64, DType::I64)?
+        .with_row_order(RowOrder::Lanes);
+    long.matvec(&np.ones(&[len], DType::F64)).sum().item()?;
     let prm = cfd::Params::new(17, 3);
     let flow = cfd::initial_flow(np, &prm, 4)?;
     cfd::step(&prm, &flow)?.item()?;

@@ -3,7 +3,7 @@
 //! `rank_programs` runs them on several ranks.
 
 use weft::numeric::BinaryOp;
-use weft::{Array, CsrMatrix, Ix, Numeric, Range, Sparse};
+use weft::{Array, CsrMatrix, Ix, Numeric, Range, RowOrder, Sparse};
 use weft_ir::DType;
 
 /// Elements of every array of a program.
@@ -36,7 +36,8 @@ pub enum Step {
     Norm(usize, usize),
     /// `A @ pool[a]` for a fixed random sparse matrix `A`.
     Spmv(usize),
-    /// `pool[a][...] = A @ pool[b]` (in place when `a == b`: the product reads all of `b`).
+    /// `pool[a][...] = A @ pool[b]` with `A`'s rows summed in the lane order
+    /// (`weft::RowOrder::Lanes`; in place when `a == b`: the product reads all of `b`).
     SpmvInto(usize, usize),
     /// `pool[a] op pool[b][::-1]`.
     Reversed(usize, usize, u8),
@@ -65,11 +66,14 @@ pub const OPS: [BinaryOp; 5] = [
     BinaryOp::Maximum,
 ];
 
-/// A random N x N matrix with empty rows, the same for every run.
+/// A random N x N matrix with empty rows and some rows of 20 entries or more (where the
+/// row orders differ), the same for every run.
 pub fn matrix(sp: &Sparse) -> CsrMatrix {
     let (mut r, mut c, mut v) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..N {
-        for k in 0..(i % 4) {
+        let long = if i % 5 == 0 { 17 } else { 0 };
+        // Distinct columns: 13 is prime to N.
+        for k in 0..(i % 4 + long) {
             r.push(i);
             c.push((i * 7 + k * 13) % N);
             v.push(0.25 * (k as f64 + 1.0) - 0.4);
@@ -124,7 +128,7 @@ pub fn run((np, sp): &(Numeric, Sparse), program: &[Step]) -> (Vec<Vec<f64>>, Ve
             }
             Step::Spmv(x) => pool.push(a.matvec(&pick(&pool, x))),
             Step::SpmvInto(dst, x) => {
-                let y = a.matvec(&pick(&pool, x));
+                let y = a.with_row_order(RowOrder::Lanes).matvec(&pick(&pool, x));
                 pick(&pool, dst).assign(&y).expect("assign the product");
             }
             Step::Reversed(a, b, o) => {

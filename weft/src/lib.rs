@@ -34,7 +34,7 @@ pub use config::{Config, Device, PluginLimits, Ranks};
 pub use error::{Error, Result};
 pub use numeric::{Array, Ix, Numeric, Operand, Range};
 pub use runtime::Runtime;
-pub use sparse::{CsrMatrix, Sparse};
+pub use sparse::{CsrMatrix, RowOrder, Sparse};
 /// The wasmtime this runtime is built with (the types of [`Runtime::with_plugin`]'s closure).
 pub use wasmtime;
 pub use weft_cpu::{SimdPath, WorkerPool};

@@ -46,7 +46,25 @@ pub struct Sparse {
     exports: Rc<TypedExports<GuestIndices>>,
 }
 
-/// A CSR matrix of the sparse plugin: its three stores and its shape.
+/// The order in which [`CsrMatrix::matvec`] sums each row's terms. Either order gives the
+/// same bits on every thread count, piece count and SIMD path (and rank count); they differ
+/// from each other on rows of eight entries or more.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RowOrder {
+    /// One entry after another, as SciPy sums a row: scalar code on the CPU. The default,
+    /// because the lane order measured no faster on this project's machines (see
+    /// `docs/design.md`, *Row order of the `sparse` plugin*).
+    #[default]
+    Sequential,
+    /// The canonical lane order of `weft_ir::builder::BodyBuilder::fold_lanes`: eight
+    /// interleaved partials over the row's whole blocks of eight, their fixed tree, then the
+    /// rest in order. The CPU back end runs it as vectors that gather `x`, in AVX2 or
+    /// AVX-512 code for rows of 64 entries or more.
+    Lanes,
+}
+
+/// A CSR matrix of the sparse plugin: its three stores, its shape, and the order in which its
+/// products sum each row.
 ///
 /// `pos` has shape `(rows, 2)`: row `i`'s entries are `pos[i, 0]..pos[i, 1]` of `crd` (their
 /// columns) and `vals` (their values).
@@ -58,6 +76,8 @@ pub struct CsrMatrix {
     vals: Array,
     rows: u64,
     cols: u64,
+    /// How [`CsrMatrix::matvec`] sums each row.
+    order: RowOrder,
     /// The column hull (`column-hull`), made by the first product and shared by the matrices
     /// of this pattern: it gives each point of a product its range of `x`.
     hull: Rc<RefCell<Option<Array>>>,
@@ -181,6 +201,7 @@ impl Sparse {
             vals: self.np.wrap(Ok(vals)),
             rows,
             cols,
+            order: RowOrder::default(),
             hull: Rc::default(),
         })
     }
@@ -305,6 +326,22 @@ impl CsrMatrix {
         &self.vals
     }
 
+    /// The order in which [`CsrMatrix::matvec`] sums each row ([`RowOrder::Sequential`] for
+    /// every matrix the plugin makes).
+    pub fn row_order(&self) -> RowOrder {
+        self.order
+    }
+
+    /// The same matrix (its stores shared) whose products sum each row in `order`. Matrices
+    /// made from it with its pattern (`scale`, `add` as the left operand, `with_index_type`)
+    /// keep the order; the others start in [`RowOrder::Sequential`].
+    pub fn with_row_order(&self, order: RowOrder) -> CsrMatrix {
+        CsrMatrix {
+            order,
+            ..self.clone()
+        }
+    }
+
     /// The same matrix with `i32` or `i64` indices (the values are shared).
     pub fn with_index_type(&self, index: DType) -> Result<CsrMatrix> {
         let fits = match index {
@@ -352,7 +389,7 @@ impl CsrMatrix {
         })
     }
 
-    /// `A @ x` (SciPy's `A @ x`), as a new vector.
+    /// `A @ x` (SciPy's `A @ x`), as a new vector, each row summed in [`Self::row_order`].
     pub fn matvec(&self, x: &Array) -> Array {
         let hull = self.column_hull().and_then(|h| Ok(h.handle()?.id()));
         if let Err(e) = self.sp.np.check_same(x.numeric()) {
@@ -363,8 +400,12 @@ impl CsrMatrix {
             (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return self.sp.np.wrap(Err(e)),
         };
         let cols = self.cols;
+        let order = match self.order {
+            RowOrder::Sequential => api::RowOrder::Sequential,
+            RowOrder::Lanes => api::RowOrder::Lanes,
+        };
         self.sp.one("spmv", &ids, |g, s, l| {
-            g.call_spmv(s, b(l, 0), b(l, 1), b(l, 2), cols, b(l, 3), b(l, 4))
+            g.call_spmv(s, b(l, 0), b(l, 1), b(l, 2), cols, b(l, 3), b(l, 4), order)
         })
     }
 

@@ -1,17 +1,21 @@
-//! `y = A x` for a sparse `A` with long rows: the 27-point stencil on a `--grid`^3 grid (27
-//! entries in an interior row; default 64, 262K rows and 6.9M entries, 32-bit indices; or,
-//! with `--points 7`, the 7-point one, rows shorter than a block of eight lanes), side by side
-//! in one process with two plain-Rust CSR loops over the same arrays at the same thread
-//! count:
-//! - `rust_sequential`: each row summed in one chain, in order, as SciPy's loop and Weft's
-//!   `sparse` plugin sum it. Weft's `y` must have its bits (`bits_equal_sequential`).
-//! - `rust_lanes`: each row in the lane order of `weft_ir::builder::BodyBuilder::fold_lanes`
-//!   (eight partials, their tree, then the tail), which the CPU back end could run as vectors
-//!   gathering `x`: what eight independent chains buy over one on this machine
-//!   (`rows_differing_from_lanes` counts the rows whose bits the orders give differently).
+//! `y = A x` for a sparse `A` with long rows, in each of the `sparse` plugin's row orders
+//! (`weft::RowOrder`), side by side in one process with plain-Rust CSR loops of the same two
+//! orders over the same arrays at the same thread count. The matrix is the 27-point
+//! stencil on a `--grid`^3 grid (27 entries in an interior row; default 64, 262K rows and
+//! 6.9M entries, 32-bit indices); with `--points 7`, the 7-point one, rows shorter than a
+//! block of eight lanes; or, with `--row-len L`, `--rows` rows (default: 4M entries' worth)
+//! of `L` entries at random columns of a 64K-element `x`. The loops:
+//! - `weft` and `rust_sequential`: each row summed in one chain, in order, as SciPy's loop
+//!   sums it (the plugin's default order, scalar code). Weft's `y` must have the loop's bits
+//!   (`bits_equal_sequential`).
+//! - `weft_lanes` and `rust_lanes`: each row in the lane order of
+//!   `weft_ir::builder::BodyBuilder::fold_lanes` (eight partials, their tree, then the tail),
+//!   which the CPU back end runs as vectors gathering `x`. Weft's `y` must have the loop's bits
+//!   (`bits_equal_lanes`); `rows_differing_from_lanes` counts the rows whose bits the two
+//!   orders give differently.
 //!
 //! The product runs `--warmup` + `--iters` times; each timed Weft product is followed by one
-//! product of each loop, and every variant reports its median. Compulsory bytes are the
+//! product in the lane order and one of each loop, and every variant reports its median. Compulsory bytes are the
 //! matrix once as stored (row ranges as `(rows, 2)` `i32`, `i32` columns, `f64` values), `x`
 //! read once and `y` written once; the floor uses the median of the bandwidth probe sampled
 //! before and after the runs ([`weft_examples::bandwidth::Probe`]).
@@ -19,6 +23,7 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
+use weft::{CsrMatrix, RowOrder};
 use weft_examples::bandwidth::{PROBE_BYTES, Probe, floor_seconds};
 use weft_examples::csr_rows::{Csr32, Row, product, row_lanes, row_sequential};
 use weft_examples::solve_app::load_sparse;
@@ -28,14 +33,15 @@ use weft_ir::DType;
 
 const NAME: &str = "bench_spmv";
 
-/// Rows per rayon task of the plain-Rust loops.
+/// Rows per rayon task of the plain-Rust loops, at most; a matrix of long rows gets at least
+/// sixteen tasks.
 const ROWS: usize = 4096;
 
 fn main() -> ExitCode {
     let cli = Cli::new(
         NAME,
-        "y = A x for the 27-point stencil matrix: Weft against plain-Rust CSR loops (one chain \
-         per row, and eight).",
+        "y = A x for a stencil or a long-row random matrix, in Weft's two row orders, against \
+         plain-Rust CSR loops of the same orders.",
         0,
         20,
     )
@@ -57,6 +63,27 @@ fn main() -> ExitCode {
          block)",
         Kind::Choice(&["27", "7"]),
         "27",
+    )
+    .extra(
+        "row-len",
+        "L",
+        "instead of a stencil, rows of L entries at random columns of a 64K-element x (0: the \
+         stencil)",
+        Kind::Count {
+            min: 0,
+            max: 1 << 22,
+        },
+        "0",
+    )
+    .extra(
+        "rows",
+        "R",
+        "the rows of --row-len's matrix (0: 4M entries' worth)",
+        Kind::Count {
+            min: 0,
+            max: 1 << 22,
+        },
+        "0",
     );
     let args = cli.parse_env_or_exit();
     run_main(NAME, || run(&args))
@@ -95,28 +122,65 @@ fn stencil(g: usize, full: bool) -> Result<Csr32, AppError> {
     Ok(Csr32 { ptr, col, val })
 }
 
+/// Entries of the random matrix of `--row-len` unless `--rows` says otherwise.
+const RANDOM_NNZ: usize = 1 << 22;
+
+/// Columns of the random matrix of `--row-len`.
+const RANDOM_COLS: usize = 1 << 16;
+
+/// `rows` rows (if 0, `RANDOM_NNZ / len`, at least one) of `len` entries at pseudo-random
+/// columns of `0..RANDOM_COLS` (xorshift), with values in `[-1, 1)`.
+fn random(rows: usize, len: usize) -> Result<Csr32, AppError> {
+    let rows = if rows == 0 {
+        (RANDOM_NNZ / len).max(1)
+    } else {
+        rows
+    };
+    if i32::try_from(rows * len).is_err() {
+        return Err("the matrix needs indices wider than i32".into());
+    }
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let (mut col, mut val) = (Vec::new(), Vec::new());
+    for _ in 0..rows * len {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        col.push((state % RANDOM_COLS as u64) as i32);
+        val.push((state >> 11) as f64 / (1u64 << 52) as f64 - 1.0);
+    }
+    let ptr = (0..=rows).map(|i| (i * len) as i32).collect();
+    Ok(Csr32 { ptr, col, val })
+}
+
 fn run(args: &Args) -> Result<(), AppError> {
     let g = args.extra_u64("grid").ok_or("--grid needs a number")? as usize;
+    let row_len = args.extra_u64("row-len").unwrap_or(0) as usize;
     let np = load_numeric(args)?;
     let sp = load_sparse(&np)?;
     let points = args.extra("points").unwrap_or("27");
-    let a = stencil(g, points == "27")?;
+    let a = if row_len > 0 {
+        random(args.extra_u64("rows").unwrap_or(0) as usize, row_len)?
+    } else {
+        stencil(g, points == "27")?
+    };
     let n = a.ptr.len() - 1;
+    let cols = if row_len > 0 { RANDOM_COLS } else { n };
     let nnz = a.col.len();
     let as_f64 = |v: &[i32]| v.iter().map(|&c| f64::from(c)).collect::<Vec<f64>>();
     let n64 = n as u64;
     // Straight into stores (the arrays are too large to pass through the plugin's memory).
-    let matrix = sp.from_csr_arrays(
-        (n64, n64),
+    let matrix: CsrMatrix = sp.from_csr_arrays(
+        (n64, cols as u64),
         &np.from_vec(&[n64 + 1], &as_f64(&a.ptr)).astype(DType::I32),
         &np.from_vec(&[nnz as u64], &as_f64(&a.col))
             .astype(DType::I32),
         &np.from_vec(&[nnz as u64], &a.val),
     )?;
-    let xs: Vec<f64> = (0..n).map(|i| 1.0 / (1.0 + (i % 1009) as f64)).collect();
-    let x = np.from_vec(&[n64], &xs);
+    let xs: Vec<f64> = (0..cols).map(|i| 1.0 / (1.0 + (i % 1009) as f64)).collect();
+    let x = np.from_vec(&[cols as u64], &xs);
     x.check()?;
     np.runtime(|rt| rt.flush())?;
+    let in_lanes = matrix.with_row_order(RowOrder::Lanes);
 
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(args.threads)
@@ -125,7 +189,8 @@ fn run(args: &Args) -> Result<(), AppError> {
     probe.sample();
     let mut y_seq = vec![0.0; n];
     let mut y_lanes = vec![0.0; n];
-    let (mut seq, mut lanes) = (Vec::new(), Vec::new());
+    let (mut seq, mut lanes, mut weft_lanes) = (Vec::new(), Vec::new(), Vec::new());
+    let mut y_weft_lanes = None;
     let (timing, per_iter, y) = bench_then(
         &np,
         args.warmup,
@@ -136,12 +201,20 @@ fn run(args: &Args) -> Result<(), AppError> {
             Ok(y)
         },
         |timed| {
+            let start = Instant::now();
+            let y = in_lanes.matvec(&x);
+            y.check()?;
+            np.runtime(|rt| rt.flush())?;
+            if timed {
+                weft_lanes.push(start.elapsed().as_secs_f64());
+            }
+            y_weft_lanes = Some(y);
             for (out, row, times) in [
                 (&mut y_seq, row_sequential as Row, &mut seq),
                 (&mut y_lanes, row_lanes, &mut lanes),
             ] {
                 let start = Instant::now();
-                pool.install(|| product(&a, &xs, out, row, ROWS));
+                pool.install(|| product(&a, &xs, out, row, (n / 16).clamp(1, ROWS)));
                 if timed {
                     times.push(start.elapsed().as_secs_f64());
                 }
@@ -151,22 +224,23 @@ fn run(args: &Args) -> Result<(), AppError> {
     )?;
     probe.sample();
     let y = y.ok_or("no product ran")?.to_vec()?;
-    let equal = y
-        .iter()
-        .zip(&y_seq)
-        .all(|(w, r)| w.to_bits() == r.to_bits());
+    let y_weft_lanes = y_weft_lanes.ok_or("no product ran")?.to_vec()?;
+    let same = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(p, q)| p.to_bits() == q.to_bits());
+    let (equal_seq, equal_lanes) = (same(&y, &y_seq), same(&y_weft_lanes, &y_lanes));
     let differ_from_lanes = y_seq
         .iter()
         .zip(&y_lanes)
         .filter(|(s, l)| s.to_bits() != l.to_bits())
         .count();
-    let (seq, lanes) = (median(&seq), median(&lanes));
-    let bytes = 8.0 * n as f64 + 12.0 * nnz as f64 + 16.0 * n as f64;
+    let (seq, lanes, weft_lanes) = (median(&seq), median(&lanes), median(&weft_lanes));
+    let bytes = 16.0 * n as f64 + 12.0 * nnz as f64 + 8.0 * cols as f64;
     let gbs = probe.gbs();
     let mut report = Report::new(NAME, args);
     report
         .set("grid", g as u64)
         .set("points", points)
+        .set("row_len", row_len as u64)
+        .set("cols", cols as u64)
         .set("rows", n as u64)
         .set("nnz", nnz as u64)
         .timing(&timing, &per_iter)
@@ -174,10 +248,17 @@ fn run(args: &Args) -> Result<(), AppError> {
         .set("rust_sequential_seconds", seq)
         .set("rust_lanes_seconds", lanes)
         .set("speedup_weft_vs_rust_sequential", seq / timing.median)
-        .set("speedup_weft_vs_rust_lanes", lanes / timing.median)
-        .set("bits_equal_sequential", equal)
+        .set("weft_lanes_seconds", weft_lanes)
+        .set("speedup_weft_lanes_vs_weft", timing.median / weft_lanes)
+        .set("speedup_weft_lanes_vs_rust_lanes", lanes / weft_lanes)
+        .set("bits_equal_sequential", equal_seq)
+        .set("bits_equal_lanes", equal_lanes)
         .set("rows_differing_from_lanes", differ_from_lanes as u64)
         .floor("", timing.median, bytes, gbs)
+        .set(
+            "weft_lanes_floor_ratio",
+            weft_lanes / floor_seconds(bytes, gbs),
+        )
         .set(
             "rust_sequential_floor_ratio",
             seq / floor_seconds(bytes, gbs),
@@ -186,8 +267,11 @@ fn run(args: &Args) -> Result<(), AppError> {
         .probe(&probe)
         .runtime_stats(&np);
     report.print()?;
-    if !equal {
+    if !equal_seq {
         return Err("Weft's y differs from the sequential loop's bits".into());
+    }
+    if !equal_lanes {
+        return Err("Weft's y in the lane order differs from the lane loop's bits".into());
     }
     Ok(())
 }

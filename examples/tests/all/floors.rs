@@ -95,17 +95,22 @@ fn bench_krylov_reports_both_floors_and_the_hand_written_solvers_agree() {
 }
 
 #[test]
-fn bench_spmv_reports_its_floor_and_the_sequential_loops_bits() {
+fn bench_spmv_reports_its_floor_and_the_bits_of_both_row_orders() {
     let g: f64 = 6.0;
     let n = g * g * g;
     // 27 points: interior points have 27 entries, faces 18, edges 12, corners 8. 7 points:
     // each of the 6 faces of the grid loses one neighbour per point.
     let (inner, faces, edges) = ((g - 2.0).powi(3), 6.0 * (g - 2.0).powi(2), 12.0 * (g - 2.0));
+    // 7-point rows are shorter than a block of eight, where the orders agree.
     let stencils = [
-        ("27", 27.0 * inner + 18.0 * faces + 12.0 * edges + 8.0 * 8.0),
-        ("7", 7.0 * n - 6.0 * g * g),
+        (
+            "27",
+            27.0 * inner + 18.0 * faces + 12.0 * edges + 8.0 * 8.0,
+            true,
+        ),
+        ("7", 7.0 * n - 6.0 * g * g, false),
     ];
-    for (points, nnz) in stencils {
+    for (points, nnz, orders_differ) in stencils {
         let v = run_briefly(
             env!("CARGO_BIN_EXE_bench_spmv"),
             "bench_spmv",
@@ -120,11 +125,44 @@ fn bench_spmv_reports_its_floor_and_the_sequential_loops_bits() {
             f(&v, "weft_seconds"),
             24.0 * n + 12.0 * nnz,
         );
-        assert_eq!(v["bits_equal_sequential"], true, "{v}");
-        assert!(f(&v, "rust_sequential_seconds") > 0.0 && f(&v, "rust_lanes_seconds") > 0.0);
+        check_orders(&v, orders_differ);
         // Before the products and after them.
         check_probe(&v, 2);
     }
+    let v = run_briefly(
+        env!("CARGO_BIN_EXE_bench_spmv"),
+        "bench_spmv",
+        &["--row-len", "600", "--rows", "50"],
+    );
+    assert_eq!((f(&v, "rows"), f(&v, "nnz")), (50.0, 30000.0), "{v}");
+    let cols = f(&v, "cols");
+    assert_eq!(cols, 65536.0, "{v}");
+    check_floor(
+        &v,
+        "read_gbs",
+        "",
+        f(&v, "weft_seconds"),
+        16.0 * 50.0 + 12.0 * 30000.0 + 8.0 * cols,
+    );
+    check_orders(&v, true);
+}
+
+/// `bench_spmv`'s products in both row orders have their loops' bits, and whether the orders
+/// gave any row differently is `differ`.
+fn check_orders(v: &Value, differ: bool) {
+    assert_eq!(v["bits_equal_sequential"], true, "{v}");
+    assert_eq!(v["bits_equal_lanes"], true, "{v}");
+    assert_eq!(f(v, "rows_differing_from_lanes") > 0.0, differ, "{v}");
+    for key in [
+        "weft_lanes_seconds",
+        "rust_sequential_seconds",
+        "rust_lanes_seconds",
+    ] {
+        assert!(f(v, key) > 0.0, "{key}: {v}");
+    }
+    let ratio = f(v, "speedup_weft_lanes_vs_weft");
+    let want = f(v, "weft_seconds") / f(v, "weft_lanes_seconds");
+    assert!((ratio - want).abs() <= 1e-9 * want, "{ratio} vs {want}");
 }
 
 #[test]

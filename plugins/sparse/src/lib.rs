@@ -102,8 +102,13 @@ impl sparse::Guest for Sparse {
         cols: u64,
         x: &Store,
         hull: &Store,
+        order: sparse::RowOrder,
     ) -> Result<Store, Error> {
-        tasks::spmv(&Matrix { pos, crd, vals }, cols, x, hull)
+        let order = match order {
+            sparse::RowOrder::Sequential => kernels::RowOrder::Sequential,
+            sparse::RowOrder::Lanes => kernels::RowOrder::Lanes,
+        };
+        tasks::spmv(&Matrix { pos, crd, vals }, cols, x, hull, order)
     }
 
     fn diagonal(

@@ -4,7 +4,7 @@ use weft_sdk::host::{self, Store};
 use weft_sdk::ir::DType;
 use weft_sdk::{Error, Launch, Partition, Privilege, Scalar, Task, error, ir_dtype, wit_dtype};
 
-use crate::kernels::Key;
+use crate::kernels::{Key, RowOrder};
 use crate::{Matrix, Parts};
 
 /// The checked facts of a matrix's stores.
@@ -58,9 +58,15 @@ fn row_launch(rows: u64) -> (Launch, Partition, Partition) {
     (launch, by_rows, Partition::Image(0))
 }
 
-/// `A @ x`, each point reading the range of `x` that `hull` (the matrix's column hull) gives
-/// its rows.
-pub(crate) fn spmv(m: &Matrix<'_>, cols: u64, x: &Store, hull: &Store) -> Result<Store, Error> {
+/// `A @ x`, each row summed in `order`, each point reading the range of `x` that `hull` (the
+/// matrix's column hull) gives its rows.
+pub(crate) fn spmv(
+    m: &Matrix<'_>,
+    cols: u64,
+    x: &Store,
+    hull: &Store,
+    order: RowOrder,
+) -> Result<Store, Error> {
     let s = check(m, "spmv")?;
     let hs = hull.shape();
     if hs != [s.rows, 2] || ir_dtype(hull.dtype()) != s.i {
@@ -86,7 +92,12 @@ pub(crate) fn spmv(m: &Matrix<'_>, cols: u64, x: &Store, hull: &Store) -> Result
     }
     let y = host::create_store(&[s.rows], wit_dtype(s.v))?;
     let (launch, by_rows, image) = row_launch(s.rows);
-    Task::new(Key::Spmv { v: s.v, i: s.i }.to_string(), &launch)
+    let key = Key::Spmv {
+        v: s.v,
+        i: s.i,
+        order,
+    };
+    Task::new(key.to_string(), &launch)
         .arg(m.pos, by_rows.clone(), Privilege::Read)
         .arg(m.crd, image.clone(), Privilege::Read)
         .arg(m.vals, image, Privilege::Read)

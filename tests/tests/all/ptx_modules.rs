@@ -18,6 +18,10 @@ fn every_example_kernel_assembles_as_ptx() {
     }
     let seen = seen.lock().expect("the recording").clone();
     assert!(seen.len() > 40, "only {} kernels recorded", seen.len());
+    assert!(
+        seen.keys().any(|name| name.contains("spmv.lanes")),
+        "the sparse product in the lane order was recorded"
+    );
     let mut unsupported = Vec::new();
     let mut failures = Vec::new();
     let mut assembled = 0;

@@ -6,9 +6,12 @@
 //! the bits of the canonical order (`weft_ir::reduction::canonical`, an independent
 //! recursive implementation of the definition) for 1 and 2 threads, 1 and 3 pieces and every
 //! SIMD path this CPU runs, on lengths that are not multiples of any lane count, that cross
-//! the CPU back end's chunks, and empty arrays.
+//! the CPU back end's chunks, and empty arrays. Sparse products give the bits of their
+//! matrix's `weft::RowOrder` on every such configuration: those of a plain-Rust loop of each
+//! order.
 
-use weft::{Config, SimdPath};
+use weft::{Config, RowOrder, SimdPath};
+use weft_examples::csr_rows::{Csr32, Row, product, row_lanes, row_sequential};
 use weft_ir::reduction::canonical;
 use weft_ir::{DType, ReduceOp, Scalar};
 
@@ -323,4 +326,117 @@ fn the_canonical_order_is_not_the_sequential_one() {
     let sequential: f64 = xs.iter().fold(0.0, |a, &x| a + x);
     let want = reference(ReduceOp::Sum, 0.0, &[1000], &|p| xs[p[0] as usize]);
     assert_ne!(sequential.to_bits(), want);
+}
+
+/// Rows of lengths `lens` at pseudo-random columns of `0..cols`, values from [`values`].
+fn csr_with_lengths(lens: &[usize], cols: usize, seed: u64) -> Csr32 {
+    let nnz: usize = lens.iter().sum();
+    let val = values(nnz, seed);
+    let mut h = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let col = (0..nnz)
+        .map(|_| {
+            h ^= h << 13;
+            h ^= h >> 7;
+            h ^= h << 17;
+            (h % cols as u64) as i32
+        })
+        .collect();
+    let mut ptr = vec![0i32];
+    for &len in lens {
+        let last = ptr.last().copied().unwrap_or(0);
+        ptr.push(last + len as i32);
+    }
+    Csr32 { ptr, col, val }
+}
+
+/// `A x` through the `sparse` plugin, each row summed in `order`, with `i32` and `i64`
+/// indices, as bits, asserting that each equals `row`'s plain-Rust loop bit for bit.
+fn sparse_products(
+    config: &Config,
+    a: &Csr32,
+    cols: usize,
+    (order, row): (RowOrder, Row),
+    label: &str,
+) -> Vec<u64> {
+    let (np, sp) = weft_tests::plugins_with(config.clone());
+    let rows = a.ptr.len() - 1;
+    let xs = values(cols, 5);
+    let mut want = vec![0.0; rows];
+    product(a, &xs, &mut want, row, 7);
+    let ints = |v: &[i32]| v.iter().map(|&k| f64::from(k)).collect::<Vec<f64>>();
+    let x = np.from_vec(&[cols as u64], &xs);
+    let mut out = Vec::new();
+    for index in [DType::I32, DType::I64] {
+        let m = sp
+            .from_csr_arrays(
+                (rows as u64, cols as u64),
+                &np.from_vec(&[rows as u64 + 1], &ints(&a.ptr)).astype(index),
+                &np.from_vec(&[a.col.len() as u64], &ints(&a.col))
+                    .astype(index),
+                &np.from_vec(&[a.val.len() as u64], &a.val),
+            )
+            .expect("a valid CSR matrix")
+            .with_row_order(order);
+        assert_eq!(m.row_order(), order);
+        let y = m.matvec(&x).to_vec().expect("A x");
+        assert_eq!(y.len(), rows);
+        for (r, (got, want)) in y.iter().zip(&want).enumerate() {
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "row {r} of {rows} ({} entries), {index} indices, {label}",
+                a.ptr[r + 1] - a.ptr[r]
+            );
+        }
+        out.extend(y.iter().map(|v| v.to_bits()));
+    }
+    out
+}
+
+#[test]
+fn sparse_rows_sum_in_their_row_order_on_any_threads_pieces_and_path() {
+    // Rows of many lengths: empty, shorter than a block of eight (where the orders agree),
+    // not a multiple of eight, long enough for the wide bodies.
+    let lens: Vec<usize> = (0..23)
+        .map(|r| match r % 6 {
+            0 => 0,
+            1 => r % 8,
+            _ => 9 + (r * 137) % 900,
+        })
+        .collect();
+    let cols = 3001;
+    let a = csr_with_lengths(&lens, cols, 3);
+    // The orders differ on these rows, so the test tells them apart.
+    let xs = values(cols, 5);
+    let rows = lens.len();
+    let (mut seq, mut lanes) = (vec![0.0; rows], vec![0.0; rows]);
+    product(&a, &xs, &mut seq, row_sequential, 7);
+    product(&a, &xs, &mut lanes, row_lanes, 7);
+    assert!(
+        seq.iter()
+            .zip(&lanes)
+            .any(|(s, l)| s.to_bits() != l.to_bits())
+    );
+
+    for order in [
+        (RowOrder::Sequential, row_sequential as Row),
+        (RowOrder::Lanes, row_lanes as Row),
+    ] {
+        let base = sparse_products(&config(1, 1, None), &a, cols, order, "1 thread");
+        for (threads, pieces) in [(2, 1), (1, 3), (2, 3)] {
+            let label = format!("{:?}, {threads} threads, {pieces} pieces", order.0);
+            let got = sparse_products(&config(threads, pieces, None), &a, cols, order, &label);
+            assert!(got == base, "{label}");
+        }
+        let mut paths = 0;
+        for path in SimdPath::ALL {
+            if weft::Runtime::new(config(2, 3, Some(path))).is_ok() {
+                let label = format!("{:?}, {path}", order.0);
+                let got = sparse_products(&config(2, 3, Some(path)), &a, cols, order, &label);
+                assert!(got == base, "{label}");
+                paths += 1;
+            }
+        }
+        assert!(paths >= 2, "scalar and 128-bit code run everywhere");
+    }
 }

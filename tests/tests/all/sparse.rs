@@ -477,6 +477,7 @@ fn run_dynamic(rt: &mut Runtime, sp: weft::PluginId) {
                 Value::U64(9),
                 x.as_ref().clone(),
                 hull.as_ref().clone(),
+                Value::Enum("sequential".into()),
             ],
         )
         .expect("the call runs");
