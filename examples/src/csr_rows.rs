@@ -1,6 +1,7 @@
 //! Plain-Rust CSR products with `i32` indices, the baselines of the sparse benchmarks
 //! (`bench_spmv`, `bench_gather`): each row summed in one chain, or in the lane order of
-//! `weft_ir::builder::BodyBuilder::fold_lanes`. Nothing here uses Weft.
+//! `weft_ir::builder::BodyBuilder::fold_lanes`; and the random matrices of long rows both
+//! benchmarks run. Nothing here uses Weft.
 
 use rayon::prelude::*;
 use weft_ir::builder::FOLD_LANES;
@@ -13,6 +14,36 @@ pub struct Csr32 {
     pub col: Vec<i32>,
     /// Each entry's value.
     pub val: Vec<f64>,
+}
+
+impl Csr32 {
+    /// `rows` rows of `len` entries at columns drawn from `0..cols` (xorshift from `seed`),
+    /// values in `[-1, 1)`.
+    ///
+    /// # Errors
+    ///
+    /// If the matrix needs indices wider than `i32`.
+    pub fn random(rows: usize, len: usize, cols: usize, seed: u64) -> Result<Csr32, String> {
+        let nnz = rows.checked_mul(len).ok_or("too many entries")?;
+        if i32::try_from(nnz).is_err() || i32::try_from(cols).is_err() {
+            return Err("the matrix needs indices wider than i32".into());
+        }
+        let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let (mut col, mut val) = (Vec::with_capacity(nnz), Vec::with_capacity(nnz));
+        for _ in 0..nnz {
+            let s = next();
+            col.push((s % cols.max(1) as u64) as i32);
+            val.push((s >> 11) as f64 / (1u64 << 52) as f64 - 1.0);
+        }
+        let ptr = (0..=rows).map(|i| (i * len) as i32).collect();
+        Ok(Csr32 { ptr, col, val })
+    }
 }
 
 /// The signature of a row of `A x`.

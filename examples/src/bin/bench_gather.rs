@@ -86,30 +86,6 @@ fn main() -> ExitCode {
     run_main(NAME, || run(&args))
 }
 
-/// `rows` rows of `len` entries at columns drawn from `0..cols` (xorshift from `seed`),
-/// values in `[-1, 1)`.
-fn matrix(rows: usize, len: usize, cols: usize, seed: u64) -> Result<Csr32, AppError> {
-    let nnz = rows.checked_mul(len).ok_or("too many entries")?;
-    if i32::try_from(nnz).is_err() || i32::try_from(cols).is_err() {
-        return Err("the matrix needs indices wider than i32".into());
-    }
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
-    let (mut col, mut val) = (Vec::with_capacity(nnz), Vec::with_capacity(nnz));
-    for _ in 0..nnz {
-        let s = next();
-        col.push((s % cols as u64) as i32);
-        val.push((s >> 11) as f64 / (1u64 << 52) as f64 - 1.0);
-    }
-    let ptr = (0..=rows).map(|i| (i * len) as i32).collect();
-    Ok(Csr32 { ptr, col, val })
-}
-
 /// The kernel `y[i] = sum over row i of vals[j] * x[crd[j]]`: in the lane order if `lanes`,
 /// else in one chain, in order, as the `sparse` plugin writes its rows.
 fn kernel(lanes: bool) -> Result<Kernel, AppError> {
@@ -183,7 +159,7 @@ fn run(args: &Args) -> Result<(), AppError> {
             .ok_or_else(|| format!("--{name} needs a number"))? as usize)
     };
     let (rows, len, cols) = (count("rows")?, count("row-len")?, count("cols")?);
-    let mut a = matrix(rows, len, cols, args.seed)?;
+    let mut a = Csr32::random(rows, len, cols, args.seed)?;
     let nnz = a.col.len();
     let mut x: Vec<f64> = (0..cols).map(|j| 1.0 / (1.0 + (j % 1009) as f64)).collect();
 

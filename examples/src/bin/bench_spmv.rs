@@ -128,40 +128,22 @@ const RANDOM_NNZ: usize = 1 << 22;
 /// Columns of the random matrix of `--row-len`.
 const RANDOM_COLS: usize = 1 << 16;
 
-/// `rows` rows (if 0, `RANDOM_NNZ / len`, at least one) of `len` entries at pseudo-random
-/// columns of `0..RANDOM_COLS` (xorshift), with values in `[-1, 1)`.
-fn random(rows: usize, len: usize) -> Result<Csr32, AppError> {
-    let rows = if rows == 0 {
-        (RANDOM_NNZ / len).max(1)
-    } else {
-        rows
-    };
-    if i32::try_from(rows * len).is_err() {
-        return Err("the matrix needs indices wider than i32".into());
-    }
-    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
-    let (mut col, mut val) = (Vec::new(), Vec::new());
-    for _ in 0..rows * len {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        col.push((state % RANDOM_COLS as u64) as i32);
-        val.push((state >> 11) as f64 / (1u64 << 52) as f64 - 1.0);
-    }
-    let ptr = (0..=rows).map(|i| (i * len) as i32).collect();
-    Ok(Csr32 { ptr, col, val })
-}
-
 fn run(args: &Args) -> Result<(), AppError> {
     let g = args.extra_u64("grid").ok_or("--grid needs a number")? as usize;
     let row_len = args.extra_u64("row-len").unwrap_or(0) as usize;
     let np = load_numeric(args)?;
     let sp = load_sparse(&np)?;
     let points = args.extra("points").unwrap_or("27");
-    let a = if row_len > 0 {
-        random(args.extra_u64("rows").unwrap_or(0) as usize, row_len)?
-    } else {
-        stencil(g, points == "27")?
+    let a = match RANDOM_NNZ.checked_div(row_len) {
+        Some(fill) => {
+            let rows = match args.extra_u64("rows").unwrap_or(0) as usize {
+                0 => fill.max(1),
+                rows => rows,
+            };
+            Csr32::random(rows, row_len, RANDOM_COLS, 0x5eed)?
+        }
+        // `--row-len 0`: the stencil.
+        None => stencil(g, points == "27")?,
     };
     let n = a.ptr.len() - 1;
     let cols = if row_len > 0 { RANDOM_COLS } else { n };
