@@ -66,8 +66,8 @@ pub const OPS: [BinaryOp; 5] = [
     BinaryOp::Maximum,
 ];
 
-/// A random N x N matrix with empty rows and some rows of 20 entries or more (where the
-/// row orders differ), the same for every run.
+/// A random N x N matrix with empty rows and some rows of 17 to 20 entries (where the row
+/// orders differ), the same for every run.
 pub fn matrix(sp: &Sparse) -> CsrMatrix {
     let (mut r, mut c, mut v) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..N {

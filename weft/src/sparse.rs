@@ -51,9 +51,9 @@ pub struct Sparse {
 /// from each other on rows of eight entries or more.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum RowOrder {
-    /// One entry after another, as SciPy sums a row: scalar code on the CPU. The default,
-    /// because the lane order measured no faster on this project's machines (see
-    /// `docs/design.md`, *Row order of the `sparse` plugin*).
+    /// One entry after another, as SciPy sums a row: scalar code on the CPU. The default:
+    /// the lane order measured slower on short rows, and on long rows in one of the states
+    /// of the machine we measure on (`docs/design.md`, *Row order of the `sparse` plugin*).
     #[default]
     Sequential,
     /// The canonical lane order of `weft_ir::builder::BodyBuilder::fold_lanes`: eight

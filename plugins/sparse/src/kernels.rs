@@ -1,8 +1,9 @@
 //! Kernel bodies, built from their keys with the SDK's [`KernelBuilder`].
 //!
 //! Keys are `<kind>.<value dtype>.<index dtype>` (the dtypes a kind does not use are left
-//! out; `spmv.lanes.V.I` is `spmv.V.I` with its rows in the lane order, see [`RowOrder`]). Parameters are the task's store arguments in order, then its scalars. Row kernels
-//! run one parallel loop over rows, with `pos` tiled by rows like the output and `crd`/`vals`
+//! out; `spmv.lanes.V.I` is `spmv.V.I` with its rows in the lane order, see [`RowOrder`]).
+//! Parameters are the task's store arguments in order, then its scalars. Row kernels run one
+//! parallel loop over rows, with `pos` tiled by rows like the output and `crd`/`vals`
 //! partitioned by the image of `pos`: the ranges in `pos` are indices of the whole `crd`, and
 //! `origin(crd, 0)` turns them into indices of the point's sub-store.
 //!
@@ -525,5 +526,6 @@ mod tests {
         }
         assert!("spmv.i64.i64".parse::<Key>().is_err());
         assert!("spmv.rows.f64.i64".parse::<Key>().is_err());
+        assert!("poisson4d.pos.i64".parse::<Key>().is_err());
     }
 }

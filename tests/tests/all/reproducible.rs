@@ -378,6 +378,12 @@ fn sparse_products(
             .expect("a valid CSR matrix")
             .with_row_order(order);
         assert_eq!(m.row_order(), order);
+        // Matrices of the same pattern keep the order; a new pattern starts sequential.
+        assert_eq!(m.scale(2.0).expect("scale").row_order(), order);
+        let other = m.with_index_type(DType::I64).expect("i64 indices");
+        assert_eq!(other.row_order(), order);
+        let t = m.transpose().expect("transpose");
+        assert_eq!(t.row_order(), RowOrder::Sequential);
         let y = m.matvec(&x).to_vec().expect("A x");
         assert_eq!(y.len(), rows);
         for (r, (got, want)) in y.iter().zip(&want).enumerate() {
