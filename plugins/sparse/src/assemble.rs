@@ -216,7 +216,9 @@ pub(crate) fn from_coo(
     make(rows, cols, &indptr, &crd, &vals, (vt, i), op)
 }
 
-/// A matrix from SciPy-style CSR arrays, checked.
+/// A matrix from SciPy-style CSR arrays, checked. `indices` and `data` go to the new stores
+/// as the bytes they are when their types are already the matrix's (the usual case): only
+/// `indptr` is decoded whole, and the columns are checked straight from their bytes.
 pub(crate) fn from_csr_arrays(
     rows: u64,
     cols: u64,
@@ -228,19 +230,20 @@ pub(crate) fn from_csr_arrays(
     let i = ir_dtype(indptr.dtype());
     index_type(i, op)?;
     let p = read_ints(indptr, op, "indptr")?;
-    let c = read_ints(indices, op, "indices")?;
-    let (v, vt) = read_floats(data, op, "data")?;
+    let (c, ct) = read_vector(indices, op, "indices", [DType::I32, DType::I64])?;
+    let (v, vt) = read_vector(data, op, "data", [DType::F32, DType::F64])?;
+    let entries = c.len() / ct.size();
     if Some(p.len() as u64) != rows.checked_add(1) {
         return Err(error(format!(
             "{op}: indptr has {} entries, a matrix of {rows} rows needs one more",
             p.len()
         )));
     }
-    if c.len() != v.len() {
+    if entries != v.len() / vt.size() {
         return Err(error(format!(
             "{op}: indices and data have lengths {} and {}",
-            c.len(),
-            v.len()
+            entries,
+            v.len() / vt.size()
         )));
     }
     if p.first() != Some(&0) {
@@ -255,20 +258,43 @@ pub(crate) fn from_csr_arrays(
             p[r + 1]
         )));
     }
-    if p.last().copied() != Some(c.len() as i64) {
+    if p.last().copied() != Some(entries as i64) {
         return Err(error(format!(
             "{op}: indptr ends at {:?}, but there are {} entries",
             p.last(),
-            c.len()
+            entries
         )));
     }
-    if let Some(k) = c.iter().position(|&x| x < 0 || x as u64 >= cols) {
+    let size = ct.size();
+    let column = |k: usize| {
+        let mut word = [0u8; 8];
+        word[..size].copy_from_slice(&c[k * size..(k + 1) * size]);
+        int(u64::from_le_bytes(word), size)
+    };
+    let outside = |x: i64| x < 0 || x as u64 >= cols;
+    if let Some(k) = (0..entries).find(|&k| outside(column(k))) {
         return Err(error(format!(
             "{op}: column index {} of entry {k} is outside 0..{cols}",
-            c[k]
+            column(k)
         )));
     }
-    make(rows, cols, &p, &c, &v, (vt, i), op)
+    let ranges = p.windows(2).flat_map(|w| [w[0], w[1]]);
+    let pos = host::store_from_bytes(&[rows, 2], wit_dtype(i), &index_bytes(ranges, i, op)?)?;
+    let n = entries as u64;
+    let crd = if ct == i {
+        host::store_from_bytes(&[n], wit_dtype(i), &c)?
+    } else {
+        let wide = decode(&c, ct, int);
+        host::store_from_bytes(&[n], wit_dtype(i), &index_bytes(wide.into_iter(), i, op)?)?
+    };
+    let vals = host::store_from_bytes(&[n], wit_dtype(vt), &v)?;
+    Ok(Parts {
+        pos,
+        crd,
+        vals,
+        rows,
+        cols,
+    })
 }
 
 /// The transpose, with sorted columns.
@@ -311,8 +337,8 @@ pub(crate) fn transpose(m: &Matrix<'_>, rows: u64, cols: u64) -> Result<Parts, E
 /// `r`, the start is the least column of rows `r..` and the end one past the greatest column
 /// of rows `..=r`, so both never decrease and row `a`'s start to row `b`'s end holds every
 /// column of rows `a..=b`. Columns are checked against `0..cols`. It decodes `pos` and `crd`
-/// as it goes, from their bytes: a plugin's memory holds little more than the two stores'
-/// bytes and the result's.
+/// as it goes, from their bytes, in one pass over the entries: a plugin's memory holds little
+/// more than the two stores' bytes, the result's, and two words a row.
 pub(crate) fn column_hull(pos: &Store, crd: &Store, cols: u64) -> Result<Store, Error> {
     let op = "column-hull";
     let shape = pos.shape();
@@ -350,36 +376,41 @@ pub(crate) fn column_hull(pos: &Store, crd: &Store, cols: u64) -> Result<Store, 
         }
         Ok((lo as usize, hi as usize))
     };
-    let column = |j: usize| -> Result<i64, Error> {
-        let c = at(&crd, j);
-        if c < 0 || c >= cols_i {
-            return Err(error(format!(
-                "{op}: column {c} of entry {j} is outside 0..{cols}"
-            )));
+    // Each row's least column, and one past its greatest (`cols` and 0 for an empty row).
+    let (mut lows, mut highs) = (vec![cols_i; rows], vec![0i64; rows]);
+    for r in 0..rows {
+        let (lo, hi) = range(r)?;
+        let (mut least, mut reach) = (cols_i, 0i64);
+        for (k, bytes) in crd[lo * size..hi * size].chunks_exact(size).enumerate() {
+            let mut word = [0u8; 8];
+            word[..size].copy_from_slice(bytes);
+            let c = int(u64::from_le_bytes(word), size);
+            if c < 0 || c >= cols_i {
+                return Err(error(format!(
+                    "{op}: column {c} of entry {} is outside 0..{cols}",
+                    lo + k
+                )));
+            }
+            least = least.min(c);
+            reach = reach.max(c + 1);
         }
-        Ok(c)
-    };
+        (lows[r], highs[r]) = (least, reach);
+    }
     let mut hull = vec![0u8; rows * 2 * size];
     let put = |hull: &mut [u8], k: usize, v: i64| {
         hull[k * size..(k + 1) * size].copy_from_slice(&v.to_le_bytes()[..size]);
     };
     // Ends: the greatest column so far, forwards.
     let mut reach = 0i64;
-    for r in 0..rows {
-        let (lo, hi) = range(r)?;
-        for j in lo..hi {
-            reach = reach.max(column(j)? + 1);
-        }
+    for (r, &high) in highs.iter().enumerate() {
+        reach = reach.max(high);
         put(&mut hull, 2 * r + 1, reach);
     }
     // Starts: the least column from here on, backwards, never past the row's end (rows with no
     // columns before them read nothing).
     let mut least = cols_i;
     for r in (0..rows).rev() {
-        let (lo, hi) = range(r)?;
-        for j in lo..hi {
-            least = least.min(column(j)?);
-        }
+        least = least.min(lows[r]);
         let end = at(&hull, 2 * r + 1);
         put(&mut hull, 2 * r, least.min(end));
     }

@@ -254,6 +254,43 @@ fn csr_arrays_are_taken_as_given_and_checked() {
         e.contains("sparse") && e.contains("from-csr-arrays") && e.contains("not monotone"),
         "{e}"
     );
+
+    // Indices of the other index type are converted to `indptr`'s; `data` keeps its type.
+    for (ptr_type, index_type) in [(DType::I32, DType::I64), (DType::I64, DType::I32)] {
+        let indptr = np.from_f64s(&[4], &[0.0, 2.0, 2.0, 3.0], ptr_type);
+        let indices = np.from_f64s(&[3], &[1.0, 0.0, 2.0], index_type);
+        let data = np.from_f64s(&[3], &[1.5, 2.5, 3.5], DType::F32);
+        let a = sp
+            .from_csr_arrays((3, 3), &indptr, &indices, &data)
+            .unwrap();
+        assert_eq!(a.crd().dtype().unwrap(), ptr_type);
+        assert_eq!(a.crd().to_vec().unwrap(), vec![1.0, 0.0, 2.0]);
+        assert_eq!(a.dtype().unwrap(), DType::F32);
+        assert_eq!(a.vals().to_vec().unwrap(), vec![1.5, 2.5, 3.5]);
+        let dense = a.to_dense().to_vec().unwrap();
+        assert_eq!(dense, vec![2.5, 1.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 3.5]);
+
+        // A column outside the matrix, in either index type: the entry is named.
+        for bad in [-1.0, 3.0] {
+            let indices = np.from_f64s(&[3], &[1.0, 0.0, bad], index_type);
+            let e = sp
+                .from_csr_arrays((3, 3), &indptr, &indices, &data)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("from-csr-arrays")
+                    && e.contains(&format!("column index {bad} of entry 2 is outside 0..3")),
+                "{e}"
+            );
+        }
+        // Columns and values of different lengths.
+        let short = np.from_f64s(&[2], &[1.5, 2.5], DType::F32);
+        let e = sp
+            .from_csr_arrays((3, 3), &indptr, &indices, &short)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lengths 3 and 2"), "{e}");
+    }
 }
 
 #[test]
