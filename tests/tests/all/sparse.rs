@@ -194,6 +194,23 @@ fn the_column_hull_holds_every_column_of_every_run_of_rows() {
                     "ends decrease at row {r}: {h:?}"
                 );
             }
+            // Exactly the hull the export defines: each end one past the greatest column of
+            // the rows so far, each start the least column of the rows from here on, never
+            // past the row's end.
+            let n = rows as usize;
+            let row_cols = |r: usize| want.indices[want.indptr[r]..want.indptr[r + 1]].iter();
+            let mut exact = vec![0i64; 2 * n];
+            let mut reach = 0i64;
+            for r in 0..n {
+                reach = row_cols(r).fold(reach, |m, &c| m.max(c as i64 + 1));
+                exact[2 * r + 1] = reach;
+            }
+            let mut least = cols as i64;
+            for r in (0..n).rev() {
+                least = row_cols(r).fold(least, |m, &c| m.min(c as i64));
+                exact[2 * r] = least.min(exact[2 * r + 1]);
+            }
+            assert_eq!(h, exact, "{i} indices, seed {seed}");
             for first in 0..rows as usize {
                 for last in first..rows as usize {
                     let (start, end) = (h[2 * first], h[2 * last + 1]);
