@@ -113,15 +113,31 @@ fn make(
     (v, i): (DType, DType),
     op: &str,
 ) -> Result<Parts, Error> {
+    let crd = index_bytes(crd.iter().copied(), i, op)?;
+    make_from_bytes(
+        rows,
+        cols,
+        indptr,
+        (&crd, &value_bytes(vals, v)),
+        (v, i),
+        op,
+    )
+}
+
+/// [`make`], with `crd` and `vals` given as the bytes of their stores (of types `i` and `v`).
+fn make_from_bytes(
+    rows: u64,
+    cols: u64,
+    indptr: &[i64],
+    (crd, vals): (&[u8], &[u8]),
+    (v, i): (DType, DType),
+    op: &str,
+) -> Result<Parts, Error> {
     let ranges = indptr.windows(2).flat_map(|w| [w[0], w[1]]);
     let pos = host::store_from_bytes(&[rows, 2], wit_dtype(i), &index_bytes(ranges, i, op)?)?;
-    let n = crd.len() as u64;
-    let crd = host::store_from_bytes(
-        &[n],
-        wit_dtype(i),
-        &index_bytes(crd.iter().copied(), i, op)?,
-    )?;
-    let vals = host::store_from_bytes(&[n], wit_dtype(v), &value_bytes(vals, v))?;
+    let n = (crd.len() / i.size()) as u64;
+    let crd = host::store_from_bytes(&[n], wit_dtype(i), crd)?;
+    let vals = host::store_from_bytes(&[n], wit_dtype(v), vals)?;
     Ok(Parts {
         pos,
         crd,
@@ -278,23 +294,12 @@ pub(crate) fn from_csr_arrays(
             column(k)
         )));
     }
-    let ranges = p.windows(2).flat_map(|w| [w[0], w[1]]);
-    let pos = host::store_from_bytes(&[rows, 2], wit_dtype(i), &index_bytes(ranges, i, op)?)?;
-    let n = entries as u64;
-    let crd = if ct == i {
-        host::store_from_bytes(&[n], wit_dtype(i), &c)?
+    let c = if ct == i {
+        c
     } else {
-        let wide = decode(&c, ct, int);
-        host::store_from_bytes(&[n], wit_dtype(i), &index_bytes(wide.into_iter(), i, op)?)?
+        index_bytes(decode(&c, ct, int).into_iter(), i, op)?
     };
-    let vals = host::store_from_bytes(&[n], wit_dtype(vt), &v)?;
-    Ok(Parts {
-        pos,
-        crd,
-        vals,
-        rows,
-        cols,
-    })
+    make_from_bytes(rows, cols, &p, (&c, &v), (vt, i), op)
 }
 
 /// The transpose, with sorted columns.
