@@ -665,17 +665,30 @@ mod tests {
         a.code
     }
 
-    #[test]
-    fn vex_forms() {
-        let m = |base, index, disp| Rm::Mem {
+    /// The bytes `f` assembles for AVX-512, and for AVX2.
+    fn both(f: &dyn Fn(&mut Asm)) -> (Vec<u8>, Vec<u8>) {
+        let (mut e, mut v) = (Asm::new(Isa::Avx512), Asm::new(Isa::Avx2));
+        f(&mut e);
+        f(&mut v);
+        (e.code, v.code)
+    }
+
+    /// The operand `[base + index * 2^scale + disp]`, not broadcast.
+    fn mem(base: u8, index: Option<u8>, scale: u8, disp: i32) -> Rm {
+        Rm::Mem {
             mem: Mem {
                 base,
                 index,
-                scale: 0,
+                scale,
                 disp,
             },
             bcst: false,
-        };
+        }
+    }
+
+    #[test]
+    fn vex_forms() {
+        let m = |base, index, disp| mem(base, index, 0, disp);
         // vaddpd ymm1, ymm2, ymm3
         assert_eq!(
             vex(|a| a.vector(op::VADDPD, 1, Some(2), Rm::Reg(3), 0, None)),
@@ -772,21 +785,7 @@ mod tests {
     /// `group_tree`), in both encodings.
     #[test]
     fn group_tree_forms() {
-        let m = |base, index, disp| Rm::Mem {
-            mem: Mem {
-                base,
-                index,
-                scale: 0,
-                disp,
-            },
-            bcst: false,
-        };
-        let both = |f: &dyn Fn(&mut Asm)| {
-            let (mut e, mut v) = (Asm::new(Isa::Avx512), Asm::new(Isa::Avx2));
-            f(&mut e);
-            f(&mut v);
-            (e.code, v.code)
-        };
+        let m = |base, index, disp| mem(base, index, 0, disp);
         // vmovsd [r12+rax+0x40], xmm3
         assert_eq!(
             both(&|a| a.vector(op::VMOVSD_STORE, 3, None, m(R12, Some(RAX), 0x40), 0, None)),
@@ -866,21 +865,7 @@ mod tests {
     /// and the gather, with scaled indices and VSIB operands, in both encodings.
     #[test]
     fn gather_forms() {
-        let scaled = |base, scale, disp| Rm::Mem {
-            mem: Mem {
-                base,
-                index: Some(RAX),
-                scale,
-                disp,
-            },
-            bcst: false,
-        };
-        let both = |f: &dyn Fn(&mut Asm)| {
-            let (mut e, mut v) = (Asm::new(Isa::Avx512), Asm::new(Isa::Avx2));
-            f(&mut e);
-            f(&mut v);
-            (e.code, v.code)
-        };
+        let scaled = |base, scale, disp| mem(base, Some(RAX), scale, disp);
         // vpmovsxdq zmm9/ymm9, [r12+rax*4+0x20]
         assert_eq!(
             both(&|a| a.vector(op::VPMOVSXDQ, 9, None, scaled(R12, 2, 0x20), 0, None)),
