@@ -1,12 +1,15 @@
 //! [`CpuBackend`]: the CPU's implementation of the runtime's back-end seam.
 
 use crate::HeldRow;
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use weft_ir::reduction::LoopPartial;
 use weft_ir::{Kernel, Scalar};
-use weft_runtime::{Backend, Binding, BufferId, KernelEntry, KernelId, MemoryStats, Prepared};
+use weft_runtime::{
+    Backend, Binding, BoundedCache, BufferId, CacheLimits, CacheStats, KernelEntry, KernelId,
+    MemoryStats, Owner, Prepared,
+};
 
 use crate::compile::{CompiledKernel, Compiler, StoreView};
 use crate::memory::Memory;
@@ -55,12 +58,30 @@ impl Default for CpuOptions {
     }
 }
 
-/// The CPU back end: host memory, a Cranelift compiler, a cache of compiled kernels by
-/// content id, and a thread pool that runs them.
+/// The bounds of the CPU back end's cache of compiled kernels: 2048 kernels and 128 MiB
+/// (machine code, and the IR each entry keeps to confirm hits). Machine code lives in JIT
+/// modules of [`crate::compile::MODULE_CODE_BYTES`]; the cache keeps kernels of the current
+/// and the previous module only, so at most two modules' code is alive.
+pub const CODE_CACHE_LIMITS: CacheLimits = CacheLimits {
+    entries: 2048,
+    bytes: 128 << 20,
+};
+
+/// A compiled kernel in the cache, with what confirms a hit and checks a launch.
+struct Cached {
+    /// The kernel it was compiled from: a hit must be this kernel.
+    entry: Arc<KernelEntry>,
+    compiled: CompiledKernel,
+    /// Bytes per element of each store parameter, in order: a launch's bindings must match.
+    element_sizes: Vec<usize>,
+}
+
+/// The CPU back end: host memory, a Cranelift compiler, a bounded cache of compiled kernels by
+/// content id (each hit confirmed against the kernel's IR), and a thread pool that runs them.
 pub struct CpuBackend {
     compiler: Compiler,
     memory: Memory,
-    kernels: HashMap<KernelId, CompiledKernel>,
+    kernels: BoundedCache<KernelId, Cached>,
     pool: WorkerPool,
     /// Scratch memory of task-local temporaries, one per binding, reused across points.
     scratch: Vec<Vec<u64>>,
@@ -146,7 +167,7 @@ impl PendingRow {
 impl std::fmt::Debug for CpuBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CpuBackend")
-            .field("kernels", &self.kernels.len())
+            .field("kernels", &self.kernels.stats())
             .field("threads", &self.pool.threads())
             .finish_non_exhaustive()
     }
@@ -183,7 +204,7 @@ impl CpuBackend {
             } else {
                 Memory::with_pool(options.pool_bytes).huge_pages(options.huge_pages)
             },
-            kernels: HashMap::new(),
+            kernels: BoundedCache::new(CODE_CACHE_LIMITS),
             pool,
             scratch: Vec::new(),
             spare: Vec::new(),
@@ -246,7 +267,18 @@ impl CpuBackend {
 
     /// The compiled kernel cached for `id`.
     pub fn compiled(&self, id: KernelId) -> Option<&CompiledKernel> {
-        self.kernels.get(&id)
+        self.kernels.get(&id).map(|c| &c.compiled)
+    }
+
+    /// The counters of the cache of compiled kernels.
+    pub fn code_cache_stats(&self) -> CacheStats {
+        self.kernels.stats()
+    }
+
+    /// Replaces the cache of compiled kernels by an empty one with `limits` (for tests of
+    /// eviction, and hosts that want another bound).
+    pub fn set_code_cache_limits(&mut self, limits: CacheLimits) {
+        self.kernels = BoundedCache::new(limits);
     }
 
     /// The threads kernels run on.
@@ -265,10 +297,12 @@ impl CpuBackend {
         bindings: &[Binding],
         scalars: &[Scalar],
     ) -> Result<()> {
-        let compiled = self
+        let cached = self
             .kernels
             .get(&kernel)
             .ok_or_else(|| Error::Memory(format!("kernel {kernel} was not prepared")))?;
+        check_element_sizes(cached, bindings)?;
+        let compiled = &cached.compiled;
         if self.scratch.len() < bindings.len() {
             self.scratch.resize(bindings.len(), Vec::new());
         }
@@ -429,17 +463,59 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn is_prepared(&self, kernel: KernelId) -> bool {
-        self.kernels.contains_key(&kernel)
+    fn is_prepared(&self, kernel: &Arc<KernelEntry>) -> bool {
+        self.kernels
+            .get(&kernel.id())
+            .is_some_and(|c| c.entry.same_kernel(kernel))
     }
 
-    fn prepare(&mut self, kernel: &KernelEntry) -> weft_runtime::Result<Prepared> {
-        if self.kernels.contains_key(&kernel.id()) {
-            return Ok(Prepared::Cached);
+    fn prepare(
+        &mut self,
+        kernel: &Arc<KernelEntry>,
+        owner: Owner,
+    ) -> weft_runtime::Result<Prepared> {
+        if let Some(cached) = self.kernels.get(&kernel.id()) {
+            return if cached.entry.same_kernel(kernel) {
+                Ok(Prepared::Cached)
+            } else {
+                Err(weft_runtime::kernel::id_collision(
+                    cached.entry.name(),
+                    kernel,
+                ))
+            };
         }
+        let generation = self.compiler.generation();
         let compiled = self.compiler.compile_valid(kernel.ir(), Instant::now())?;
         let time = compiled.compile_time();
-        self.kernels.insert(kernel.id(), compiled);
+        let element_sizes = kernel
+            .ir()
+            .params
+            .iter()
+            .filter_map(|p| match p {
+                weft_ir::Param::Store { dtype, .. } => Some(dtype.size()),
+                weft_ir::Param::Scalar { .. } => None,
+            })
+            .collect();
+        let bytes = compiled.code_bytes().saturating_add(
+            (weft_ir::validate::count_insts(&kernel.ir().body) as u64).saturating_mul(64),
+        );
+        self.kernels.insert(
+            kernel.id(),
+            Cached {
+                entry: kernel.clone(),
+                compiled,
+                element_sizes,
+            },
+            owner,
+            bytes,
+        );
+        // A fresh JIT module began: the kernels of the modules before the previous one go,
+        // and with the last of them their machine code.
+        let now = self.compiler.generation();
+        if now != generation {
+            self.kernels
+                .remove_where(|_, c| c.compiled.generation().saturating_add(1) < now);
+        }
         Ok(Prepared::Compiled(time))
     }
 
@@ -496,6 +572,34 @@ impl Backend for CpuBackend {
             pooled: self.memory.pooled(),
         }
     }
+}
+
+/// Refuses bindings that are not the kernel's store parameters: another count, or an element
+/// size other than the one its code was compiled for (so that no cached code, however it got
+/// there, reads or writes past a buffer).
+fn check_element_sizes(cached: &Cached, bindings: &[Binding]) -> Result<()> {
+    let fault = |message: String| Error::KernelFault {
+        kernel: cached.entry.name().to_string(),
+        message,
+    };
+    if bindings.len() != cached.element_sizes.len() {
+        return Err(fault(format!(
+            "{} store bindings for {} store parameters",
+            bindings.len(),
+            cached.element_sizes.len()
+        )));
+    }
+    for (i, (binding, &want)) in bindings.iter().zip(&cached.element_sizes).enumerate() {
+        let (Binding::Buffer { element_size, .. } | Binding::Scratch { element_size, .. }) =
+            binding;
+        if *element_size != want {
+            return Err(fault(format!(
+                "store argument {i} has {element_size}-byte elements, but the kernel was \
+                 compiled for {want}-byte elements"
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn byte_range(len: usize, offset: u64, n: usize) -> Result<std::ops::Range<usize>> {

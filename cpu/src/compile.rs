@@ -68,6 +68,12 @@ pub struct Compiler {
     /// [`crate::lower::CANCELLED`] at its next back edge, and every chunk not yet started
     /// return at once.
     cancel: Arc<AtomicU32>,
+    /// The generation of the current JIT module (see [`Compiler::generation`]).
+    generation: u64,
+    /// Bytes of machine code in the current JIT module.
+    module_bytes: u64,
+    /// The code a module takes before a fresh one begins ([`MODULE_CODE_BYTES`]).
+    module_limit: u64,
 }
 
 impl std::fmt::Debug for Compiler {
@@ -115,6 +121,49 @@ fn backend_error(message: impl std::fmt::Display) -> Error {
     }
 }
 
+/// A fresh JIT module for the host's CPU, with the math functions declared, and its owner.
+fn fresh_module(cancel: &Arc<AtomicU32>) -> Result<(Arc<CodeOwner>, MathDecls)> {
+    let isa = native_isa("speed")?;
+    let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
+    for f in MathFn::ALL {
+        for dt in [DType::F32, DType::F64] {
+            builder.symbol(f.symbol(dt), f.address(dt));
+        }
+    }
+    let mut module = JITModule::new(builder);
+    let mut ids = HashMap::new();
+    for f in MathFn::ALL {
+        for dt in [DType::F32, DType::F64] {
+            let ty = if dt == DType::F32 {
+                cranelift_codegen::ir::types::F32
+            } else {
+                cranelift_codegen::ir::types::F64
+            };
+            let mut sig = module.make_signature();
+            for _ in 0..f.arity() {
+                sig.params.push(AbiParam::new(ty));
+            }
+            sig.returns.push(AbiParam::new(ty));
+            let id = module
+                .declare_function(f.symbol(dt), Linkage::Import, &sig)
+                .map_err(backend_error)?;
+            ids.insert((f, dt), id);
+        }
+    }
+    Ok((
+        Arc::new(CodeOwner {
+            module: Mutex::new(Some(module)),
+            _cancel: cancel.clone(),
+        }),
+        MathDecls { ids },
+    ))
+}
+
+/// The machine code one JIT module takes before the compiler starts a fresh one: the code of
+/// a module is freed only with the module, once no compiled kernel of it is left (see
+/// [`Compiler::generation`]).
+pub const MODULE_CODE_BYTES: u64 = 32 << 20;
+
 impl Compiler {
     /// A compiler for the host's CPU (features detected at run time), optimizing for speed.
     pub fn new() -> Result<Self> {
@@ -122,47 +171,47 @@ impl Compiler {
         // Vector functions keep the order in which they are emitted (see `lower::vector`).
         let vector_isa = native_isa("none")?;
         let simd_detected = Features::of(&*isa);
-        let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
-        for f in MathFn::ALL {
-            for dt in [DType::F32, DType::F64] {
-                builder.symbol(f.symbol(dt), f.address(dt));
-            }
-        }
-        let mut module = JITModule::new(builder);
-        let mut ids = HashMap::new();
-        for f in MathFn::ALL {
-            for dt in [DType::F32, DType::F64] {
-                let ty = if dt == DType::F32 {
-                    cranelift_codegen::ir::types::F32
-                } else {
-                    cranelift_codegen::ir::types::F64
-                };
-                let mut sig = module.make_signature();
-                for _ in 0..f.arity() {
-                    sig.params.push(AbiParam::new(ty));
-                }
-                sig.returns.push(AbiParam::new(ty));
-                let id = module
-                    .declare_function(f.symbol(dt), Linkage::Import, &sig)
-                    .map_err(backend_error)?;
-                ids.insert((f, dt), id);
-            }
-        }
-        let ctx = module.make_context();
         let cancel = Arc::new(AtomicU32::new(0));
+        let (code, math) = fresh_module(&cancel)?;
+        let ctx = Context::new();
         Ok(Compiler {
-            code: Arc::new(CodeOwner {
-                module: Mutex::new(Some(module)),
-                _cancel: cancel.clone(),
-            }),
+            code,
             cancel,
             ctx,
-            math: MathDecls { ids },
+            math,
             simd: simd_detected,
             simd_detected,
             vector_isa,
             prefetch: true,
+            generation: 0,
+            module_bytes: 0,
+            module_limit: MODULE_CODE_BYTES,
         })
+    }
+
+    /// The generation of the JIT module that kernels compiled now go into: it grows by one
+    /// each time a module has taken [`MODULE_CODE_BYTES`] of code and a fresh one begins. A
+    /// cache that drops every kernel of the older generations frees their code.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Sets the machine code a JIT module takes before a fresh one begins (by default
+    /// [`MODULE_CODE_BYTES`]; tests set less to see modules turn over).
+    pub fn set_module_code_bytes(&mut self, bytes: u64) {
+        self.module_limit = bytes;
+    }
+
+    /// Starts a fresh JIT module once the current one holds its limit of machine code.
+    fn rotate_if_full(&mut self) -> Result<()> {
+        if self.module_bytes >= self.module_limit {
+            let (code, math) = fresh_module(&self.cancel)?;
+            self.code = code;
+            self.math = math;
+            self.generation += 1;
+            self.module_bytes = 0;
+        }
+        Ok(())
     }
 
     /// Turns the vector lowering of parallel loops on (the default) or off, for the kernels
@@ -376,6 +425,7 @@ impl Compiler {
         let valid = cut.as_ref().unwrap_or(valid);
         let kernel = valid.kernel();
         let types = valid.types();
+        self.rotate_if_full()?;
         let mut guard = self
             .code
             .module
@@ -428,6 +478,8 @@ impl Compiler {
             })
             .collect();
         drop(guard);
+        let code_bytes = lowered.loop_counts.code_bytes as u64;
+        self.module_bytes = self.module_bytes.saturating_add(code_bytes);
         Ok(CompiledKernel {
             inner: Arc::new(KernelInner {
                 plan: Plan {
@@ -444,6 +496,7 @@ impl Compiler {
                     cancel: self.cancel.clone(),
                 },
                 compile_time: start.elapsed(),
+                generation: self.generation,
                 loop_counts: lowered.loop_counts,
                 cut_loops: groups.len(),
                 _tables: lowered.tables,
@@ -456,6 +509,8 @@ impl Compiler {
 struct KernelInner {
     plan: Plan,
     compile_time: Duration,
+    /// The generation of the JIT module that holds its code.
+    generation: u64,
     loop_counts: crate::lower::LoopCounts,
     cut_loops: usize,
     /// The constant tables that the machine code reads at fixed addresses; kept alive with it.
@@ -521,6 +576,16 @@ impl CompiledKernel {
     /// How long [`Compiler::compile`] took for this kernel (validation included).
     pub fn compile_time(&self) -> Duration {
         self.inner.compile_time
+    }
+
+    /// Bytes of machine code the kernel defined.
+    pub fn code_bytes(&self) -> u64 {
+        self.inner.loop_counts.code_bytes as u64
+    }
+
+    /// The generation of the JIT module that holds its code (see [`Compiler::generation`]).
+    pub fn generation(&self) -> u64 {
+        self.inner.generation
     }
 
     /// Number of parallel loops (each a separately launched step).

@@ -125,13 +125,13 @@ mod simd_path;
 mod strips;
 mod watchdog;
 
-pub use backend::{CpuBackend, CpuOptions};
+pub use backend::{CODE_CACHE_LIMITS, CpuBackend, CpuOptions};
 pub use lower::MAX_FRAME_BYTES;
 
 /// The stack of each worker thread that runs kernels: far more than a kernel's frame may take
 /// ([`MAX_FRAME_BYTES`]) plus the host's frames below it.
 pub const WORKER_STACK_BYTES: usize = 8 << 20;
-pub use compile::{CompiledKernel, Compiler, StoreView};
+pub use compile::{CompiledKernel, Compiler, MODULE_CODE_BYTES, StoreView};
 pub use deferred::HeldRow;
 pub use error::{Error, Result};
 pub use launch::TaskOutput;

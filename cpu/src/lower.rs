@@ -291,6 +291,8 @@ pub(crate) struct LoopCounts {
     pub prefetched: usize,
     /// Scalar `for` loops that run two iterations per trip (see [`pairs`]).
     pub paired: usize,
+    /// Bytes of machine code the kernel defined (every step, copy and wide body).
+    pub code_bytes: usize,
 }
 
 /// The imported math shims, declared once per module.
@@ -855,6 +857,7 @@ impl StepCx<'_> {
     fn define_wide(&mut self, body: wide::WideBody, grouped: bool) -> LResult<WideCall> {
         let what = format!("the {} body", body.isa.name());
         let func = define_wide_code(self.module, self.ptr_ty, &body.code, &what)?;
+        self.loop_counts.code_bytes += body.code.len();
         self.tables.push(body.table);
         Ok(WideCall {
             isa: body.isa,
@@ -950,6 +953,7 @@ impl StepCx<'_> {
         self.module
             .define_function_bytes(func, align, &bytes, &relocs)
             .map_err(|e| format!("cranelift: {e:?}"))?;
+        self.loop_counts.code_bytes += bytes.len();
         Ok(func)
     }
 }

@@ -84,7 +84,7 @@ pub fn key(
     let mut storages: Vec<StorageId> = Vec::new();
     words.push(tasks.len() as u64);
     for task in tasks {
-        words.push(task.kernel.id().0);
+        words.extend(task.kernel.id().words());
         words.push(task.launch.len() as u64);
         words.extend(&task.launch);
         words.push(task.args.len() as u64);

@@ -27,12 +27,11 @@ use std::time::Instant;
 use weft_ir::passes::compose::{Part, compose};
 use weft_ir::passes::{FusionFacts, optimize};
 use weft_ir::{Param, Privilege};
-use weft_runtime::kernel::id_of_words;
 use weft_runtime::partition::RootPartition;
 use weft_runtime::planner::{Plan, PlanContext, Planner, PlannerStats};
 use weft_runtime::stores::{StorageId, Stores};
 use weft_runtime::task::{IndexTask, TaskArg};
-use weft_runtime::{Error, KernelEntry, Result};
+use weft_runtime::{BoundedCache, CacheLimits, CacheStats, Error, KernelEntry, Owner, Result};
 
 use constraints::{Cut, Deferral, fusible_prefix, fusible_prefix_deferring};
 use explain::Explanation;
@@ -76,6 +75,9 @@ pub struct FusionPlan {
     pub fused: Option<Fused>,
     /// Why the window was cut, for explanations.
     pub explanation: Explanation,
+    /// The kernels of the prefix's tasks, in order: a memo hit is used only when the window's
+    /// tasks run these very kernels (the key names kernels by id; this confirms the id).
+    pub kernels: Vec<Arc<KernelEntry>>,
 }
 
 /// A plan and how it was found.
@@ -88,12 +90,76 @@ pub struct Planned {
     pub hit: bool,
 }
 
-/// The fusion layer's state: the memo of plans.
-#[derive(Default)]
+/// The bounds of the memo of plans by default: 4096 plans and 256 MiB (keys, fused kernels'
+/// IR and explanations, estimated).
+pub const MEMO_LIMITS: CacheLimits = CacheLimits {
+    entries: 4096,
+    bytes: 256 << 20,
+};
+
+/// The fusion layer's state: the memo of plans, bounded ([`MEMO_LIMITS`]), each plan charged
+/// to the plugin of the first task of its prefix.
 pub struct Fuser {
-    memo: HashMap<Vec<u64>, Arc<FusionPlan>>,
+    memo: BoundedCache<Vec<u64>, Arc<FusionPlan>>,
+    /// The fused kernels that plans hold, by id: plans that make the same kernel (they differ
+    /// only in extents or tiles) share one entry, so that back ends confirm their cache hits
+    /// by identity rather than by comparing IR. Entries die with the last plan holding them.
+    fused: HashMap<weft_runtime::KernelId, std::sync::Weak<KernelEntry>>,
     /// Counters.
     pub stats: FusionStats,
+}
+
+impl Default for Fuser {
+    fn default() -> Self {
+        Fuser::with_limits(MEMO_LIMITS)
+    }
+}
+
+impl Fuser {
+    /// A fuser whose memo holds at most `limits`.
+    pub fn with_limits(limits: CacheLimits) -> Fuser {
+        Fuser {
+            memo: BoundedCache::new(limits),
+            fused: HashMap::new(),
+            stats: FusionStats::default(),
+        }
+    }
+
+    /// The shared entry of a fused kernel: an earlier plan's, when it is the same kernel.
+    fn intern(&mut self, kernel: KernelEntry) -> Arc<KernelEntry> {
+        if let Some(old) = self
+            .fused
+            .get(&kernel.id())
+            .and_then(std::sync::Weak::upgrade)
+            && old.same_kernel(&kernel)
+        {
+            return old;
+        }
+        if self.fused.len() >= 2 * self.memo.limits().entries {
+            self.fused.retain(|_, w| w.strong_count() > 0);
+        }
+        let kernel = Arc::new(kernel);
+        self.fused.insert(kernel.id(), Arc::downgrade(&kernel));
+        kernel
+    }
+
+    /// The memo's counters.
+    pub fn memo_stats(&self) -> CacheStats {
+        self.memo.stats()
+    }
+}
+
+/// What a plan is charged in the memo: its key, and its fused kernel's IR and explanation,
+/// estimated from their sizes.
+fn plan_bytes(key: &[u64], plan: &FusionPlan) -> u64 {
+    let insts = plan
+        .fused
+        .as_ref()
+        .map_or(0, |f| weft_ir::validate::count_insts(&f.kernel.ir().body));
+    (key.len() as u64 * 8)
+        .saturating_add(insts as u64 * 64)
+        .saturating_add(plan.kernels.len() as u64 * 16)
+        .saturating_add(1024)
 }
 
 impl Fuser {
@@ -133,7 +199,16 @@ impl Fuser {
             readers.get(&s).copied().unwrap_or(0) > inside.get(&s).copied().unwrap_or(0)
         };
         let key = canonical::key(tasks, cut.as_ref(), stores, read_after);
-        if let Some(plan) = self.memo.get(&key.words) {
+        // A hit counts only when the window runs the plan's very kernels (the key names
+        // them by id); anything else is analysed anew, and its plan replaces the entry.
+        if let Some(plan) = self.memo.get(&key.words)
+            && plan.kernels.len() == tasks.len()
+            && plan
+                .kernels
+                .iter()
+                .zip(tasks)
+                .all(|(k, t)| k.same_kernel(&t.kernel))
+        {
             self.stats.memo_hits += 1;
             return Ok(Planned {
                 plan: plan.clone(),
@@ -172,10 +247,14 @@ impl Fuser {
             prefix,
             fused,
             explanation,
+            kernels: tasks.iter().map(|t| t.kernel.clone()).collect(),
         });
         self.stats.analyses += 1;
         self.stats.analysis_seconds += start.elapsed().as_secs_f64();
-        self.memo.insert(key.words.clone(), plan.clone());
+        let owner = Owner(tasks.first().map_or(u32::MAX, |t| t.plugin.0));
+        let bytes = plan_bytes(&key.words, &plan);
+        self.memo
+            .insert(key.words.clone(), plan.clone(), owner, bytes);
         Ok(Planned {
             plan,
             key,
@@ -311,8 +390,9 @@ impl Fuser {
         if weft_ir::validate::check_limits(&ir).is_err() {
             return Ok(None);
         }
-        // The memo key determines the fused kernel, so its hash is the kernel's content id.
-        let kernel = KernelEntry::from_passes(ir, id_of_words(b"weft-fused", &key.words))?;
+        // Named by the hash of its content: plans that differ only in extents or tiles make
+        // the same fused kernel, and share its compiled code.
+        let kernel = KernelEntry::from_passes(ir)?;
         // Keep only the arguments whose parameters survived the passes.
         let map = &optimized.param_map;
         let kept_args: Vec<ArgSource> = args
@@ -332,7 +412,7 @@ impl Fuser {
         Ok(Some(Fused {
             args: kept_args,
             scalars: kept_scalars,
-            kernel: Arc::new(kernel),
+            kernel: self.intern(kernel),
         }))
     }
 }
@@ -486,6 +566,11 @@ impl Planner for Fuser {
     }
 
     fn stats(&self) -> PlannerStats {
-        self.stats
+        let memo = self.memo.stats();
+        PlannerStats {
+            memo_entries: memo.entries as u64,
+            memo_evictions: memo.evictions,
+            ..self.stats
+        }
     }
 }

@@ -418,8 +418,14 @@ impl host::Host for PluginState {
         &mut self,
         s: Resource<StoreRes>,
     ) -> wasmtime::Result<Result<Vec<u8>, types::Error>> {
+        // Charged to the plugin's quota and the runtime's before anything is allocated: a
+        // broadcast view costs no storage, but its read costs its full size.
         let id = self.store_of(&s)?;
-        Ok(self.core()?.read_bytes(id).map_err(|e| err(e.to_string())))
+        let (plugin, quota, name) = (self.id, self.store_quota, self.name.clone());
+        Ok(self
+            .core()?
+            .read_bytes_as(Some((plugin, &name, quota)), id)
+            .map_err(|e| err(e.to_string())))
     }
 
     fn preferred_tiling(&mut self, shape: Vec<u64>) -> wasmtime::Result<(Vec<u64>, types::Tiling)> {

@@ -32,7 +32,10 @@ use cudarc::driver::{
 use cudarc::nvrtc::Ptx;
 use weft_ir::reduction::{DenseShape, ELEMENT_BLOCK_LEVEL, LoopPartial, Partial, dense_nodes};
 use weft_ir::{DType, Param, ReduceOp, Scalar};
-use weft_runtime::{Backend, Binding, BufferId, KernelEntry, KernelId, MemoryStats, Prepared};
+use weft_runtime::{
+    Backend, Binding, BoundedCache, BufferId, CacheLimits, KernelEntry, KernelId, MemoryStats,
+    Owner, Prepared,
+};
 
 use crate::abi::{self, AbiParam};
 use crate::emit::{BLOCK_THREADS, Leaf, Module, ROWS_BLOCK};
@@ -49,6 +52,8 @@ const POOL_BYTES: u64 = 4 << 30;
 
 /// A kernel loaded on the device.
 struct Loaded {
+    /// The kernel it was loaded from: a hit must be this kernel.
+    entry: Arc<KernelEntry>,
     name: String,
     params: Vec<Param>,
     module: Module,
@@ -81,15 +86,15 @@ pub struct PtxBackend {
     pool: HashMap<usize, Vec<CudaSlice<u8>>>,
     pooled: u64,
     allocated: u64,
-    kernels: HashMap<KernelId, Loaded>,
+    kernels: BoundedCache<KernelId, Loaded>,
     held: Vec<LoopPartial>,
     faults: Vec<PendingFault>,
     /// Task-local scratch of launches not yet waited for.
     scratch: Vec<CudaSlice<u8>>,
     /// The copy kernels of deferred bindings, by element size and rank.
-    copies: HashMap<(usize, usize), KernelId>,
+    copies: HashMap<(usize, usize), Arc<KernelEntry>>,
     /// The reduction tree's level kernels, by operator and type.
-    levels: HashMap<(&'static str, DType), KernelId>,
+    levels: HashMap<(&'static str, DType), Arc<KernelEntry>>,
     /// The longest the host waits for the launches pending at a synchronization before it
     /// stops them, and the stream it writes their fault words on meanwhile (one that does not
     /// wait for the launches).
@@ -100,9 +105,49 @@ impl std::fmt::Debug for PtxBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PtxBackend")
             .field("buffers", &self.buffers.len())
-            .field("kernels", &self.kernels.len())
+            .field("kernels", &self.kernels.stats())
             .finish_non_exhaustive()
     }
+}
+
+/// The bounds of the PTX back end's cache of loaded modules: 1024 kernels and 256 MiB
+/// (counted as twice each module's PTX text, for the text it keeps and the code the driver
+/// loaded).
+pub const MODULE_CACHE_LIMITS: CacheLimits = CacheLimits {
+    entries: 1024,
+    bytes: 256 << 20,
+};
+
+/// Refuses bindings that are not the kernel's store parameters: another count, or an element
+/// size other than its parameter's type's (so that no cached module, however it got there,
+/// touches memory past a buffer).
+fn check_element_sizes(loaded: &Loaded, bindings: &[Binding]) -> Result<()> {
+    let sizes: Vec<usize> = loaded
+        .params
+        .iter()
+        .filter_map(|p| match p {
+            Param::Store { dtype, .. } => Some(dtype.size()),
+            Param::Scalar { .. } => None,
+        })
+        .collect();
+    let fault = |message: String| Error::Memory(format!("kernel `{}`: {message}", loaded.name));
+    if sizes.len() != bindings.len() {
+        return Err(fault(format!(
+            "{} store bindings for {} store parameters",
+            bindings.len(),
+            sizes.len()
+        )));
+    }
+    for (i, (b, &want)) in bindings.iter().zip(&sizes).enumerate() {
+        let (Binding::Buffer { element_size, .. } | Binding::Scratch { element_size, .. }) = b;
+        if *element_size != want {
+            return Err(fault(format!(
+                "store argument {i} has {element_size}-byte elements, but the kernel was \
+                 compiled for {want}-byte elements"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The device address of `slice` (its stream-ordering guard dropped at once: launches and
@@ -152,7 +197,7 @@ impl PtxBackend {
             pool: HashMap::new(),
             pooled: 0,
             allocated: 0,
-            kernels: HashMap::new(),
+            kernels: BoundedCache::new(MODULE_CACHE_LIMITS),
             held: Vec::new(),
             faults: Vec::new(),
             scratch: Vec::new(),
@@ -203,14 +248,20 @@ impl PtxBackend {
     /// The kernel that copies a rank-`rank` rectangle of `size`-byte elements (as integers,
     /// so every bit moves) from one binding into another, prepared.
     fn copy_kernel(&mut self, size: usize, rank: usize) -> Result<KernelId> {
-        if let Some(&id) = self.copies.get(&(size, rank)) {
-            return Ok(id);
-        }
-        let (name, kernel) = copy_kernel_ir(size, rank)?;
-        let fault = |m: String| Error::Memory(format!("the copy kernel {name}: {m}"));
-        let entry = KernelEntry::new(&name, &kernel).map_err(|e| fault(e.to_string()))?;
-        self.prepare(&entry).map_err(|e| fault(e.to_string()))?;
-        self.copies.insert((size, rank), entry.id());
+        let entry = match self.copies.get(&(size, rank)) {
+            Some(entry) => entry.clone(),
+            None => {
+                let (name, kernel) = copy_kernel_ir(size, rank)?;
+                let entry = KernelEntry::new(&name, &kernel)
+                    .map_err(|e| Error::Memory(format!("the copy kernel {name}: {e}")))?;
+                let entry = Arc::new(entry);
+                self.copies.insert((size, rank), entry.clone());
+                entry
+            }
+        };
+        // Prepared again if the module cache evicted it.
+        self.prepare(&entry, Owner::RUNTIME)
+            .map_err(|e| Error::Memory(format!("the copy kernel {}: {e}", entry.name())))?;
         Ok(entry.id())
     }
 
@@ -463,16 +514,21 @@ impl PtxBackend {
 
     /// The tree level kernel of `op` on `dtype`, prepared.
     fn tree_kernel(&mut self, op: ReduceOp, dtype: DType) -> Result<KernelId> {
-        if let Some(&id) = self.levels.get(&(op.name(), dtype)) {
-            return Ok(id);
-        }
-        let kernel = crate::tree::level_kernel(op, dtype).map_err(Error::Memory)?;
-        let name = kernel.name.clone();
-        let entry =
-            KernelEntry::new(&name, &kernel).map_err(|e| Error::Memory(format!("{name}: {e}")))?;
-        self.prepare(&entry)
-            .map_err(|e| Error::Memory(format!("{name}: {e}")))?;
-        self.levels.insert((op.name(), dtype), entry.id());
+        let entry = match self.levels.get(&(op.name(), dtype)) {
+            Some(entry) => entry.clone(),
+            None => {
+                let kernel = crate::tree::level_kernel(op, dtype).map_err(Error::Memory)?;
+                let name = kernel.name.clone();
+                let entry = KernelEntry::new(&name, &kernel)
+                    .map_err(|e| Error::Memory(format!("{name}: {e}")))?;
+                let entry = Arc::new(entry);
+                self.levels.insert((op.name(), dtype), entry.clone());
+                entry
+            }
+        };
+        // Prepared again if the module cache evicted it.
+        self.prepare(&entry, Owner::RUNTIME)
+            .map_err(|e| Error::Memory(format!("{}: {e}", entry.name())))?;
         Ok(entry.id())
     }
 
@@ -731,13 +787,26 @@ impl Backend for PtxBackend {
         Ok(())
     }
 
-    fn is_prepared(&self, kernel: KernelId) -> bool {
-        self.kernels.contains_key(&kernel)
+    fn is_prepared(&self, kernel: &Arc<KernelEntry>) -> bool {
+        self.kernels
+            .get(&kernel.id())
+            .is_some_and(|k| k.entry.same_kernel(kernel))
     }
 
-    fn prepare(&mut self, kernel: &KernelEntry) -> weft_runtime::Result<Prepared> {
-        if self.kernels.contains_key(&kernel.id()) {
-            return Ok(Prepared::Cached);
+    fn prepare(
+        &mut self,
+        kernel: &Arc<KernelEntry>,
+        owner: Owner,
+    ) -> weft_runtime::Result<Prepared> {
+        if let Some(cached) = self.kernels.get(&kernel.id()) {
+            return if cached.entry.same_kernel(kernel) {
+                Ok(Prepared::Cached)
+            } else {
+                Err(weft_runtime::kernel::id_collision(
+                    cached.entry.name(),
+                    kernel,
+                ))
+            };
         }
         let start = Instant::now();
         let module = crate::emit(kernel.ir())?;
@@ -753,14 +822,19 @@ impl Backend for PtxBackend {
             .map(|e| loaded.load_function(&e.name))
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(driver("finding an entry"))?;
+        let bytes = (module.text.len() as u64).saturating_mul(2);
+        // Evicted modules are unloaded when their last function is dropped.
         self.kernels.insert(
             kernel.id(),
             Loaded {
+                entry: kernel.clone(),
                 name: kernel.name().to_string(),
                 params: kernel.ir().params.clone(),
                 module,
                 functions,
             },
+            owner,
+            bytes,
         );
         Ok(Prepared::Compiled(start.elapsed()))
     }
@@ -776,6 +850,7 @@ impl Backend for PtxBackend {
                 .kernels
                 .get(&kernel)
                 .ok_or_else(|| Error::Memory(format!("kernel {kernel} is not prepared")))?;
+            check_element_sizes(k, bindings)?;
             (k.name.clone(), k.params.clone())
         };
         // Deferred bindings: the entries store into a dense temporary of the rectangle,

@@ -44,7 +44,7 @@ pub mod ptxas;
 pub mod tree;
 
 #[cfg(feature = "cuda")]
-pub use backend::PtxBackend;
+pub use backend::{MODULE_CACHE_LIMITS, PtxBackend};
 pub use checked::checked;
 pub use emit::{Module, emit};
 pub use error::{Error, Result};

@@ -8,12 +8,14 @@
 //! The CPU back end (`weft-cpu`) implements this trait; the executor (see
 //! [`crate::executor`]) works only through it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use weft_ir::Scalar;
 use weft_ir::reduction::LoopPartial;
 
 use crate::Result;
+use crate::cache::Owner;
 use crate::kernel::{KernelEntry, KernelId};
 
 /// A buffer of a back end: the memory of one storage (or of a piece of it).
@@ -169,14 +171,22 @@ pub trait Backend {
     /// Copies bytes of a buffer, from byte `offset`, into `out`.
     fn read(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<()>;
 
-    /// Whether `kernel` is compiled and cached.
-    fn is_prepared(&self, kernel: KernelId) -> bool;
+    /// Whether `kernel` is compiled and cached: an entry under its id that is confirmed to be
+    /// this kernel ([`KernelEntry::same_kernel`]), never an id alone.
+    fn is_prepared(&self, kernel: &Arc<KernelEntry>) -> bool;
 
-    /// Compiles a kernel unless it is cached (by its id), and caches it.
-    fn prepare(&mut self, kernel: &KernelEntry) -> Result<Prepared>;
+    /// Compiles a kernel unless it is cached, and caches it, charged to `owner` (the plugin
+    /// whose task needs it). A cached entry under the kernel's id is used only once confirmed
+    /// to be this kernel; an entry of another kernel under the same id is an error
+    /// ([`crate::Error::Internal`]), never a hit. The cache is bounded (see
+    /// [`crate::cache`]): a kernel may be evicted, and is compiled again when a task needs
+    /// it.
+    fn prepare(&mut self, kernel: &Arc<KernelEntry>, owner: Owner) -> Result<Prepared>;
 
     /// Runs a prepared kernel on one point task: `bindings` are its store parameters in order,
-    /// `scalars` its scalar parameters in order. It may run asynchronously; a later call on
+    /// `scalars` its scalar parameters in order. A binding whose element size is not its
+    /// parameter's element type's is refused before anything runs, so that no kernel, however
+    /// it came to be cached, writes past a buffer. It may run asynchronously; a later call on
     /// the same back end sees its effects.
     ///
     /// A back end may hold back the float sums and products of parallel loops into 0-d stores:

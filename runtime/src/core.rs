@@ -45,6 +45,14 @@ pub struct Settings {
     pub limits: Limits,
 }
 
+/// The bounds of a core's map of plugins' kernels by key: 4096 kernels and 256 MiB of IR
+/// (estimated). A plugin that floods it evicts its own kernels first; an evicted kernel is
+/// asked of its plugin again when a task names it.
+pub const KERNEL_LIMITS: crate::cache::CacheLimits = crate::cache::CacheLimits {
+    entries: 4096,
+    bytes: 256 << 20,
+};
+
 /// The `tracing` target of the planner's explanations (`WEFT_EXPLAIN` prints them).
 pub const EXPLAIN_TARGET: &str = "weft::explain";
 
@@ -72,8 +80,8 @@ pub struct Stats {
 pub struct Core {
     pub(crate) stores: Stores,
     pub(crate) window: Window,
-    /// Kernels by plugin and key.
-    kernels: HashMap<(PluginId, String), Arc<KernelEntry>>,
+    /// Kernels by plugin and key, bounded ([`KERNEL_LIMITS`]), each charged to its plugin.
+    kernels: crate::cache::BoundedCache<(PluginId, String), Arc<KernelEntry>>,
     pub(crate) backend: Box<dyn Backend>,
     pub(crate) planner: Box<dyn Planner>,
     pub(crate) mapping: Box<dyn Mapping>,
@@ -111,7 +119,7 @@ impl Core {
         Core {
             stores: Stores::default(),
             window: Window::new(settings.window_bound),
-            kernels: HashMap::new(),
+            kernels: crate::cache::BoundedCache::new(KERNEL_LIMITS),
             backend,
             planner,
             mapping: Box::new(BlockMapping { ranks: 1 }),
@@ -173,6 +181,17 @@ impl Core {
     /// Counters of what the runtime did.
     pub fn stats(&self) -> Stats {
         self.stats
+    }
+
+    /// The counters of the map of plugins' kernels.
+    pub fn kernel_cache_stats(&self) -> crate::cache::CacheStats {
+        self.kernels.stats()
+    }
+
+    /// Replaces the map of plugins' kernels by an empty one bounded by `limits` (by default
+    /// [`KERNEL_LIMITS`]).
+    pub fn set_kernel_cache_limits(&mut self, limits: crate::cache::CacheLimits) {
+        self.kernels = crate::cache::BoundedCache::new(limits);
     }
 
     /// The planner's counters.
@@ -383,6 +402,15 @@ impl Core {
         data: &[u8],
     ) -> Result<StoreId> {
         self.charge(owner, &shape, dtype)?;
+        // Checked before the store exists: `charge` bounded the bytes (`Stores::store_bytes`).
+        let bytes = Stores::store_bytes(&shape, dtype)?;
+        if u64::try_from(data.len()).ok() != Some(bytes) {
+            return Err(Error::Usage(format!(
+                "{} bytes given for a store of shape {} and type {dtype} ({bytes} bytes)",
+                data.len(),
+                crate::view::shape_text(&shape)
+            )));
+        }
         let id = self
             .stores
             .create_owned(shape, dtype, owner.map(|(id, _, _)| id))?;
@@ -441,8 +469,15 @@ impl Core {
             message,
         })?;
         let entry = Arc::new(kernel::plugin_kernel(plugin_name, key, &flat)?);
-        self.kernels
-            .insert((plugin, key.to_string()), entry.clone());
+        let bytes = (weft_ir::validate::count_insts(&entry.ir().body) as u64)
+            .saturating_mul(64)
+            .saturating_add(key.len() as u64 + 256);
+        self.kernels.insert(
+            (plugin, key.to_string()),
+            entry.clone(),
+            crate::cache::Owner(plugin.0),
+            bytes,
+        );
         Ok(entry)
     }
 
@@ -482,10 +517,36 @@ impl Core {
     }
 
     /// The elements of a store, as little-endian bytes in row-major order, after running the
-    /// tasks pending before the read.
+    /// tasks pending before the read; within the runtime's quota (see
+    /// [`Core::read_bytes_as`]).
     pub fn read_bytes(&mut self, id: StoreId) -> Result<Vec<u8>> {
+        self.read_bytes_as(None, id)
+    }
+
+    /// [`Core::read_bytes`] for plugin `owner` (its id, name and quota of store bytes).
+    ///
+    /// What a read returns is host memory that the reader makes the host allocate, so it is
+    /// held to the quotas of stores, with checked arithmetic, before anything is allocated
+    /// or any task runs. The rule: a read may return at most as many bytes as one store may
+    /// hold under the reader's quota (the plugin's, when a plugin reads) and under the
+    /// runtime's, each on its own (`bytes <= quota`). A read is not added to the stores'
+    /// live bytes: it is transient and a core serves one at a time, so a tenant's host
+    /// memory stays within its stores plus one read. A broadcast view has no storage of its
+    /// own, but a read of it is charged in full (`Error::ReadQuota`). The buffer a strided
+    /// read gathers from is held to the same bound.
+    pub fn read_bytes_as(
+        &mut self,
+        owner: Option<(PluginId, &str, u64)>,
+        id: StoreId,
+    ) -> Result<Vec<u8>> {
         self.collect_released();
-        let storage = self.stores.get(id)?.storage;
+        let info = self.stores.get(id)?;
+        let storage = info.storage;
+        let len = self.read_len(owner, &info.map, info.dtype.size())?;
+        // The most bytes one read may hold at once, the gather buffer included.
+        let limit = owner
+            .map_or(u64::MAX, |(_, _, quota)| quota)
+            .min(self.settings.limits.store_bytes);
         self.flush_for(storage, false)?;
         if let Some(e) = self.poison_error(storage) {
             return Err(e);
@@ -508,20 +569,24 @@ impl Core {
             .stores
             .storage(storage)
             .ok_or_else(|| Error::Internal(format!("storage of store {} vanished", id.0)))?;
-        let mut out = vec![0u8; map.volume() as usize * size];
+        let mut out = zeroed(len, id)?;
         let Some((lo, hi)) = map.span() else {
             return Ok(out);
         };
+        let short = || Error::Internal(format!("the runs of store {} overrun its read", id.0));
         if let Some(whole) = gathered {
             let mut at = 0;
-            for (offset, len) in runs(&map, size) {
-                let from = whole
-                    .get(offset as usize..offset as usize + len)
+            for (offset, n) in runs(&map, size) {
+                let from = usize::try_from(offset)
+                    .ok()
+                    .and_then(|o| whole.get(o..o.checked_add(n)?))
                     .ok_or_else(|| {
                         Error::Internal(format!("the gathered store {} is too short", id.0))
                     })?;
-                out[at..at + len].copy_from_slice(from);
-                at += len;
+                out.get_mut(at..at + n)
+                    .ok_or_else(short)?
+                    .copy_from_slice(from);
+                at += n;
             }
             return Ok(out);
         }
@@ -529,41 +594,104 @@ impl Core {
         let Some(buffer) = s.buffer() else {
             return Ok(out);
         };
-        let runs = runs(&map, size);
-        let span = (hi - lo + 1) * size as u64;
-        if runs.len() > 1 && span <= 4 * out.len() as u64 {
-            // A strided view (a transpose, a column): one read of the span, then a gather.
-            let mut whole = vec![0u8; span as usize];
-            self.backend.read(buffer, lo * size as u64, &mut whole)?;
+        let size64 = size as u64;
+        // `hi >= lo`; both are elements of a storage of at most `MAX_STORE_BYTES`.
+        let span = (hi - lo).checked_add(1).and_then(|n| n.checked_mul(size64));
+        let base = lo.checked_mul(size64);
+        if let (Some(span), Some(base)) = (span, base)
+            && !map.is_contiguous()
+            && span <= (len as u64).saturating_mul(4)
+            && span <= limit
+        {
+            // A strided view (a transpose, a column; more than one run): one read of the
+            // span, then a gather.
+            let mut whole = zeroed(usize::try_from(span).map_err(|_| short())?, id)?;
+            self.backend.read(buffer, base, &mut whole)?;
             let mut at = 0;
-            for (offset, len) in runs {
-                let from = (offset - lo * size as u64) as usize;
-                out[at..at + len].copy_from_slice(&whole[from..from + len]);
-                at += len;
+            for (offset, n) in runs(&map, size) {
+                let from = offset
+                    .checked_sub(base)
+                    .and_then(|f| usize::try_from(f).ok())
+                    .and_then(|f| whole.get(f..f.checked_add(n)?))
+                    .ok_or_else(short)?;
+                out.get_mut(at..at + n)
+                    .ok_or_else(short)?
+                    .copy_from_slice(from);
+                at += n;
             }
             return Ok(out);
         }
         let mut at = 0;
-        for (offset, len) in runs {
-            self.backend.read(buffer, offset, &mut out[at..at + len])?;
-            at += len;
+        for (offset, n) in runs(&map, size) {
+            let to = out.get_mut(at..at + n).ok_or_else(short)?;
+            self.backend.read(buffer, offset, to)?;
+            at += n;
         }
         Ok(out)
     }
 
+    /// The bytes a read of a view with map `map`, of elements of `size` bytes, returns:
+    /// checked arithmetic, held to the reader's quotas (see [`Core::read_bytes_as`]).
+    fn read_len(
+        &self,
+        owner: Option<(PluginId, &str, u64)>,
+        map: &ViewMap,
+        size: usize,
+    ) -> Result<usize> {
+        let shape = || crate::view::shape_text(&map.shape);
+        let bytes = map
+            .checked_volume()
+            .and_then(|v| v.checked_mul(size as u64))
+            .ok_or_else(|| {
+                Error::Usage(format!(
+                    "a read of a store of shape {} would return more than 2^64 bytes",
+                    shape()
+                ))
+            })?;
+        let over = |who: String, quota: u64| {
+            (bytes > quota).then(|| Error::ReadQuota {
+                owner: who,
+                shape: shape(),
+                bytes,
+                quota,
+            })
+        };
+        if let Some((_, name, quota)) = owner
+            && let Some(e) = over(format!("plugin `{name}`"), quota)
+        {
+            return Err(e);
+        }
+        if let Some(e) = over("the runtime".into(), self.settings.limits.store_bytes) {
+            return Err(e);
+        }
+        usize::try_from(bytes).map_err(|_| {
+            Error::Usage(format!(
+                "a read of a store of shape {} would return {bytes} bytes, more than this \
+                 host can address",
+                shape()
+            ))
+        })
+    }
+
     /// Overwrites a store's elements with little-endian bytes in row-major order.
+    ///
+    /// The data is already in host memory, and the storage it lands in was charged to its
+    /// owner's quota when its root was created; a view that could take more bytes than its
+    /// root holds repeats elements, and is refused. Every check runs before any pending
+    /// task does.
     pub fn write_bytes(&mut self, id: StoreId, data: &[u8]) -> Result<()> {
-        let storage = self.stores.get(id)?.storage;
-        self.flush_for(storage, true)?;
         let info = self.stores.get(id)?;
-        let (map, dtype) = (info.map.clone(), info.dtype);
+        let (storage, map, dtype) = (info.storage, info.map.clone(), info.dtype);
         let size = dtype.size();
-        let expected = map.volume() as usize * size;
-        if data.len() != expected {
+        let expected = map
+            .checked_volume()
+            .and_then(|v| v.checked_mul(size as u64));
+        if expected != u64::try_from(data.len()).ok() {
             return Err(Error::Usage(format!(
-                "{} bytes given for a store of shape {} and type {dtype} ({expected} bytes)",
+                "{} bytes given for a store of shape {} and type {dtype} ({} bytes)",
                 data.len(),
-                crate::view::shape_text(&map.shape)
+                crate::view::shape_text(&map.shape),
+                expected.map_or_else(|| "more than 2^64".to_string(), |b| b.to_string())
             )));
         }
         if map.overlaps_itself() {
@@ -575,6 +703,7 @@ impl Core {
         if dtype == DType::Bool && data.iter().any(|&b| b > 1) {
             return Err(Error::Usage("bool data must be 0 or 1".into()));
         }
+        self.flush_for(storage, true)?;
         // Every rank writes the same bytes: with the rest of the store brought here first,
         // every rank then holds all of it.
         if let Some(d) = self.distribution.as_deref_mut() {
@@ -589,7 +718,10 @@ impl Core {
         let buffer = self.stores.ensure_buffer(storage, self.backend.as_mut())?;
         let mut at = 0;
         for (offset, len) in runs(&map, size) {
-            self.backend.write(buffer, offset, &data[at..at + len])?;
+            let from = data.get(at..at + len).ok_or_else(|| {
+                Error::Internal(format!("the runs of store {} overrun its data", id.0))
+            })?;
+            self.backend.write(buffer, offset, from)?;
             at += len;
         }
         if let Some(d) = self.distribution.as_deref_mut() {
@@ -607,29 +739,68 @@ impl Core {
     }
 }
 
+/// A zeroed buffer of `len` bytes for a read of store `id`: a failed allocation is an error,
+/// never an abort of the host.
+fn zeroed(len: usize, id: StoreId) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(len).map_err(|e| {
+        Error::Usage(format!(
+            "the host cannot allocate {len} bytes to read store {}: {e}",
+            id.0
+        ))
+    })?;
+    out.resize(len, 0);
+    Ok(out)
+}
+
 /// The runs `(byte_offset, byte_len)` of storage that the view's elements occupy, in the
 /// view's row-major order: one run per row where rows are dense, one per element otherwise,
-/// and one in all for a dense view.
-fn runs(map: &ViewMap, size: usize) -> Vec<(u64, usize)> {
+/// and one in all for a dense view. Made one at a time, so that a read of a large strided or
+/// broadcast view holds no more host memory than its output.
+fn runs(map: &ViewMap, size: usize) -> impl Iterator<Item = (u64, usize)> + '_ {
     let rank = map.rank();
-    let volume = map.volume();
-    if volume == 0 {
-        return Vec::new();
+    let size64 = size as u64;
+    let bytes =
+        |elements: u64| usize::try_from(elements.saturating_mul(size64)).unwrap_or(usize::MAX);
+    // The dimensions walked (one run per point of them) and the bytes of each run.
+    let (walk, len): (&[u64], usize) = if map.volume() == 0 {
+        // An extent is 0: no point.
+        (&map.shape[..], 0)
+    } else if map.is_contiguous() {
+        (&[], bytes(map.volume()))
+    } else if map.strides.last() == Some(&1) {
+        (&map.shape[..rank - 1], bytes(map.shape[rank - 1]))
+    } else {
+        (&map.shape[..], size)
+    };
+    points(walk).map(move |mut point| {
+        point.resize(rank, 0);
+        (map.element(&point).saturating_mul(size64), len)
+    })
+}
+
+#[cfg(test)]
+mod runs_tests {
+    use super::*;
+
+    #[test]
+    fn runs_are_made_one_at_a_time() {
+        // 2^48 runs of one element: only the first few are ever made.
+        let map = ViewMap::whole(&[1])
+            .broadcast_to(&[crate::view::MAX_VIEW_ELEMENTS])
+            .unwrap();
+        let first: Vec<_> = runs(&map, 8).take(3).collect();
+        assert_eq!(first, vec![(0, 8), (0, 8), (0, 8)]);
+        // Rows of a transpose's rows, and one run of a dense view.
+        let t = ViewMap::whole(&[2, 3]).permute(&[1, 0]).unwrap();
+        let all: Vec<_> = runs(&t, 4).collect();
+        assert_eq!(all, vec![(0, 4), (12, 4), (4, 4), (16, 4), (8, 4), (20, 4)]);
+        let rows = ViewMap::whole(&[3, 4]).slice(&[0, 1], &[2, 3]).unwrap();
+        assert_eq!(runs(&rows, 1).collect::<Vec<_>>(), vec![(1, 2), (5, 2)]);
+        assert_eq!(
+            runs(&ViewMap::whole(&[2, 3]), 8).collect::<Vec<_>>(),
+            vec![(0, 48)]
+        );
+        assert_eq!(runs(&ViewMap::whole(&[2, 0]), 8).count(), 0);
     }
-    if map.is_contiguous() {
-        return vec![(map.offset * size as u64, volume as usize * size)];
-    }
-    let inner = map.shape[rank - 1];
-    if map.strides[rank - 1] == 1 {
-        let outer = &map.shape[..rank - 1];
-        return points(outer)
-            .map(|mut point| {
-                point.push(0);
-                (map.element(&point) * size as u64, inner as usize * size)
-            })
-            .collect();
-    }
-    points(&map.shape)
-        .map(|point| (map.element(&point) * size as u64, size))
-        .collect()
 }

@@ -97,6 +97,22 @@ pub enum Error {
         /// The quota.
         quota: u64,
     },
+    /// A read of a store would return more bytes than its reader (a plugin, or the whole
+    /// runtime: the tenant) may hold in one store: reads are charged like stores
+    /// (`Core::read_bytes_as`), a broadcast view in full.
+    #[error(
+        "{owner}: a read of a store of shape {shape} would return {bytes} bytes, over its quota of {quota} bytes"
+    )]
+    ReadQuota {
+        /// Whose quota: `plugin `name`` or `the runtime`.
+        owner: String,
+        /// The store's shape, as text.
+        shape: String,
+        /// The bytes the read would return.
+        bytes: u64,
+        /// The quota.
+        quota: u64,
+    },
     /// The caller used the runtime wrongly: a store that does not exist, data of the wrong
     /// size, a store too large.
     #[error("{0}")]
@@ -183,7 +199,9 @@ impl Error {
             },
             Error::Usage(message) => Error::Usage(add(message)),
             Error::Internal(message) => Error::Internal(add(message)),
-            other @ (Error::CompileForbidden { .. } | Error::Quota { .. }) => other,
+            other @ (Error::CompileForbidden { .. }
+            | Error::Quota { .. }
+            | Error::ReadQuota { .. }) => other,
         }
     }
 }

@@ -63,7 +63,7 @@ impl Executor<'_> {
     /// Runs the points of `task` that this process owns.
     pub fn run(&mut self, task: &IndexTask) -> Result<()> {
         let kernel = &task.kernel;
-        if !self.backend.is_prepared(kernel.id()) {
+        if !self.backend.is_prepared(kernel) {
             if self.forbid_compiles {
                 return Err(Error::CompileForbidden {
                     kernel: kernel.name().to_string(),
@@ -71,7 +71,10 @@ impl Executor<'_> {
             }
             let span = tracing::info_span!("compile", kernel = kernel.name());
             let _entered = span.enter();
-            if let Prepared::Compiled(time) = self.backend.prepare(kernel)? {
+            if let Prepared::Compiled(time) = self
+                .backend
+                .prepare(kernel, crate::cache::Owner(task.plugin.0))?
+            {
                 let seconds = time.as_secs_f64();
                 self.stats.kernels_compiled += 1;
                 self.stats.compile_seconds += seconds;

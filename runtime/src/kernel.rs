@@ -12,15 +12,49 @@ use weft_ir::{Kernel, ValidKernel};
 
 use crate::{Error, Result};
 
-/// The name of a kernel across the runtime: a hash of its content (its IR and its name), so
-/// that the same kernel has the same id in every run and on every rank, and back ends can
-/// cache compiled code by it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct KernelId(pub u64);
+/// The name of a kernel across the runtime: the full 256-bit BLAKE3 hash of its content (its
+/// IR and its name), so that the same kernel has the same id in every run and on every rank,
+/// and back ends can cache compiled code by it.
+///
+/// An id is a name, never a proof: every cache keyed by it confirms a hit against the IR it
+/// stands for before using it (see `SECURITY.md`), so even two kernels with one id (which a
+/// 256-bit hash makes infeasible to find) cannot run each other's code.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KernelId(pub [u8; 32]);
+
+impl KernelId {
+    /// The first 64 bits, for traces and short names.
+    pub fn short(&self) -> u64 {
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&self.0[..8]);
+        u64::from_le_bytes(first)
+    }
+
+    /// The id as four little-endian words (for canonical keys).
+    pub fn words(&self) -> [u64; 4] {
+        let mut out = [0u64; 4];
+        for (w, chunk) in out.iter_mut().zip(self.0.chunks_exact(8)) {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(chunk);
+            *w = u64::from_le_bytes(b);
+        }
+        out
+    }
+}
 
 impl std::fmt::Display for KernelId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:016x}", self.0)
+        write!(f, "{:016x}", self.short())
+    }
+}
+
+impl std::fmt::Debug for KernelId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KernelId(")?;
+        for b in &self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        write!(f, ")")
     }
 }
 
@@ -102,22 +136,52 @@ impl KernelEntry {
         }
     }
 
-    /// An entry for IR that Weft built itself (a fused kernel), with math already lowered.
-    /// `id` must be determined by the kernel's content (for a fused kernel: a hash of the
-    /// fusion plan's canonical key, see [`id_of_words`]). Validation failing here is a bug in
-    /// the passes, not in a plugin.
-    pub fn from_passes(ir: Kernel, id: KernelId) -> Result<KernelEntry> {
+    /// An entry for IR that Weft built itself (a fused kernel), with math already lowered;
+    /// its id is the hash of its content, as a plugin's kernel's is, so fused kernels that
+    /// differ only in what their tasks' extents or tiles were share compiled code.
+    /// Validation failing here is a bug in the passes, not in a plugin.
+    pub fn from_passes(ir: Kernel) -> Result<KernelEntry> {
         let name = ir.name.clone();
         let ir = ValidKernel::new(ir).map_err(|e| {
             Error::Internal(format!("the passes made an invalid kernel `{name}`: {e}"))
         })?;
+        Ok(KernelEntry::from_valid(content_id(&ir), ir))
+    }
+
+    /// **For tests of the caches' defenses only**: an entry for `ir` whose id is `id`, not
+    /// the hash of its content. It forges an id collision, which the caches must catch (a
+    /// plugin cannot reach this: its kernels enter through [`plugin_kernel`]).
+    #[doc(hidden)]
+    pub fn with_forged_id(ir: Kernel, id: KernelId) -> Result<KernelEntry> {
+        let name = ir.name.clone();
+        let ir = ValidKernel::new(ir)
+            .map_err(|e| Error::Internal(format!("an invalid kernel `{name}`: {e}")))?;
         Ok(KernelEntry::from_valid(id, ir))
+    }
+
+    /// Whether `other` is this kernel: the same entry, or one with the same id and the same
+    /// IR. Caches keyed by [`KernelId`] confirm every hit with it.
+    pub fn same_kernel(&self, other: &KernelEntry) -> bool {
+        std::ptr::eq(self, other) || (self.id == other.id && *self.ir == *other.ir)
     }
 
     /// An entry for a kernel that a test or a benchmark builds directly: validated, math
     /// lowered and named `name`, as a plugin's kernel would be.
     pub fn new(name: &str, ir: &Kernel) -> Result<KernelEntry> {
         intake(name, ir).map_err(|message| Error::Usage(format!("kernel `{name}`: {message}")))
+    }
+}
+
+/// The error of a cache that finds another kernel (`cached`, by name) under the id of
+/// `kernel`: an id collision, refused rather than run (see [`KernelEntry::same_kernel`]).
+pub fn id_collision(cached: &str, kernel: &KernelEntry) -> Error {
+    Error::Compile {
+        kernel: kernel.name().to_string(),
+        message: format!(
+            "another kernel, `{cached}`, is cached under this kernel's id {:?}; the cache \
+             refuses to run one kernel's code for another",
+            kernel.id()
+        ),
     }
 }
 
@@ -154,30 +218,17 @@ fn intake(name: &str, ir: &Kernel) -> std::result::Result<KernelEntry, String> {
     Ok(KernelEntry::from_valid(content_id(&ir), ir))
 }
 
-/// The content id of a kernel.
+/// The content id of a kernel: all 256 bits of its BLAKE3 hash.
 fn content_id(ir: &Kernel) -> KernelId {
     let mut h = ContentHasher(blake3::Hasher::new());
     h.0.update(b"weft-kernel");
     ir.hash(&mut h);
-    KernelId(h.finish())
-}
-
-/// The id of a kernel that `words` (a canonical description, such as a fusion plan's memo
-/// key) determine entirely. Cheaper than hashing the kernel, and just as stable.
-pub fn id_of_words(domain: &[u8], words: &[u64]) -> KernelId {
-    let mut h = blake3::Hasher::new();
-    h.update(domain);
-    for w in words {
-        h.update(&w.to_le_bytes());
-    }
-    let bytes = h.finalize();
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&bytes.as_bytes()[..8]);
-    KernelId(u64::from_le_bytes(first))
+    KernelId(*h.0.finalize().as_bytes())
 }
 
 /// A [`Hasher`] that feeds BLAKE3: deterministic across processes of one binary, unlike the
-/// standard library's randomly seeded hasher.
+/// standard library's randomly seeded hasher. Only its feeding is used; the id is the whole
+/// hash, not `finish`'s 64 bits.
 struct ContentHasher(blake3::Hasher);
 
 impl Hasher for ContentHasher {
@@ -221,6 +272,23 @@ mod tests {
         assert_ne!(a.id(), c.id(), "another constant");
         assert_ne!(a.id(), d.id(), "another name");
         assert_eq!(a.name(), "p.scale");
+        // The whole hash names a kernel, not its first 64 bits.
+        assert_ne!(a.id().0[8..], [0u8; 24]);
+    }
+
+    #[test]
+    fn the_same_kernel_needs_the_same_ir_not_only_the_same_id() {
+        let a = KernelEntry::new("p.scale", &scale("x", 2.0)).unwrap();
+        let b = KernelEntry::new("p.scale", &scale("x", 2.0)).unwrap();
+        let c = KernelEntry::new("p.scale", &scale("x", 3.0)).unwrap();
+        let forged = KernelEntry::with_forged_id(c.ir().kernel().clone(), a.id()).unwrap();
+        assert!(a.same_kernel(&a) && a.same_kernel(&b));
+        assert!(!a.same_kernel(&c));
+        assert_eq!(forged.id(), a.id());
+        assert!(
+            !a.same_kernel(&forged),
+            "one id, other IR: not the same kernel"
+        );
     }
 
     #[test]

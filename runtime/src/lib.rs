@@ -34,6 +34,7 @@
 #![forbid(unsafe_code)]
 
 pub mod backend;
+pub mod cache;
 pub mod core;
 pub mod distribution;
 pub mod error;
@@ -53,6 +54,7 @@ pub mod view;
 pub mod window;
 
 pub use backend::{Backend, Binding, BufferId, MemoryStats, Prepared, check_view, view_inside};
+pub use cache::{BoundedCache, CacheLimits, CacheStats, Owner};
 pub use core::{Core, EXPLAIN_TARGET, Settings, Stats};
 pub use distribution::{DistContext, Distribution, Traffic};
 pub use error::{Error, Result};

@@ -3,10 +3,13 @@
 //! (`weft-examples`' `kernel_recording`) the kernels a program makes without changing how it
 //! runs. A hook's error fails the `prepare`, and so the task.
 
+use std::sync::Arc;
+
 use weft_ir::Scalar;
 use weft_ir::reduction::LoopPartial;
 
 use crate::backend::{Backend, Binding, BufferId, MemoryStats, Prepared};
+use crate::cache::Owner;
 use crate::kernel::{KernelEntry, KernelId};
 use crate::{Error, Result};
 
@@ -46,15 +49,15 @@ impl Backend for Observed {
     fn read(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<()> {
         self.inner.read(buffer, offset, out)
     }
-    fn is_prepared(&self, kernel: KernelId) -> bool {
+    fn is_prepared(&self, kernel: &Arc<KernelEntry>) -> bool {
         self.inner.is_prepared(kernel)
     }
-    fn prepare(&mut self, kernel: &KernelEntry) -> Result<Prepared> {
+    fn prepare(&mut self, kernel: &Arc<KernelEntry>, owner: Owner) -> Result<Prepared> {
         (self.hook)(kernel).map_err(|message| Error::Compile {
             kernel: kernel.name().to_string(),
             message,
         })?;
-        self.inner.prepare(kernel)
+        self.inner.prepare(kernel, owner)
     }
     fn launch(&mut self, kernel: KernelId, bindings: &[Binding], scalars: &[Scalar]) -> Result<()> {
         self.inner.launch(kernel, bindings, scalars)

@@ -32,9 +32,10 @@ impl Rect {
         }
     }
 
-    /// Number of elements.
+    /// Number of elements: 0 when an extent is 0, saturating at `u64::MAX` (never for the
+    /// rectangles of a view, which hold at most `MAX_VIEW_ELEMENTS`).
     pub fn volume(&self) -> u64 {
-        self.extent.iter().product()
+        crate::view::checked_volume(&self.extent).unwrap_or(u64::MAX)
     }
 }
 
@@ -168,7 +169,7 @@ impl RootPartition {
     /// then the same partition as `None`, and compares equal to it (so that a task that tiles
     /// a vector over one point fuses with one that reads the vector whole).
     pub fn normalize_for(&mut self, launch: &[u64]) {
-        if self.tiling.is_none() || launch.iter().product::<u64>() != 1 {
+        if self.tiling.is_none() || crate::limits::launch_points(launch) != Some(1) {
             return;
         }
         if self.sub_rect(&vec![0; launch.len()]) == Rect::whole(&self.view.shape) {
@@ -263,16 +264,24 @@ impl RootPartition {
     }
 }
 
-/// The points of a launch domain `0..extents`, in row-major order.
+/// The points of a launch domain `0..extents`, in row-major order: none when an extent is
+/// 0, one (the empty point) for no extents. Made one at a time, with no count of them
+/// computed, so that it is right for any extents (their product may pass `u64::MAX`).
 pub fn points(extents: &[u64]) -> impl Iterator<Item = Vec<u64>> + '_ {
-    let total: u64 = extents.iter().product();
-    (0..total).map(move |mut linear| {
-        let mut point = vec![0; extents.len()];
+    let mut next = (!extents.contains(&0)).then(|| vec![0u64; extents.len()]);
+    std::iter::from_fn(move || {
+        let point = next.take()?;
+        // The row-major successor, unless `point` is the last.
+        let mut succ = point.clone();
         for d in (0..extents.len()).rev() {
-            point[d] = linear % extents[d];
-            linear /= extents[d];
+            succ[d] += 1;
+            if succ[d] < extents[d] {
+                next = Some(succ);
+                break;
+            }
+            succ[d] = 0;
         }
-        point
+        Some(point)
     })
 }
 
@@ -396,5 +405,24 @@ mod tests {
         assert_eq!(all.len(), 6);
         assert_eq!(all[4], vec![1, 1]);
         assert_eq!(points(&[]).count(), 1);
+    }
+
+    #[test]
+    fn points_and_volumes_are_right_past_u64() {
+        // The old count of points wrapped (to 0 here) or overflowed.
+        let huge = [1u64 << 32, 1 << 32];
+        let first: Vec<_> = points(&huge).take(2).collect();
+        assert_eq!(first, vec![vec![0, 0], vec![0, 1]]);
+        assert_eq!(points(&[1 << 63, 1 << 63, 0]).count(), 0);
+        let r = Rect {
+            origin: vec![0; 3],
+            extent: vec![1 << 63, 1 << 63, 0],
+        };
+        assert_eq!(r.volume(), 0);
+        let r = Rect {
+            origin: vec![0; 2],
+            extent: huge.to_vec(),
+        };
+        assert_eq!(r.volume(), u64::MAX);
     }
 }

@@ -46,6 +46,10 @@ pub struct PlannerStats {
     pub kernels_fused: u64,
     /// Seconds spent analysing and building fused kernels (misses only).
     pub analysis_seconds: f64,
+    /// Plans held in the memo now.
+    pub memo_entries: u64,
+    /// Plans evicted from the memo so far (it is bounded).
+    pub memo_evictions: u64,
 }
 
 /// Turns the front of a window into a plan (see the module documentation).

@@ -101,9 +101,10 @@ pub struct Storage {
 }
 
 impl Storage {
-    /// Number of elements.
+    /// Number of elements (a root's shape is bounded when it is created, so this never
+    /// saturates at `u64::MAX` in practice; it never wraps).
     pub fn len(&self) -> u64 {
-        self.shape.iter().product()
+        crate::view::checked_volume(&self.shape).unwrap_or(u64::MAX)
     }
 
     /// Whether the storage has no elements.
@@ -113,7 +114,7 @@ impl Storage {
 
     /// Its size in bytes.
     pub fn bytes(&self) -> u64 {
-        self.len() * self.dtype.size() as u64
+        self.len().saturating_mul(self.dtype.size() as u64)
     }
 
     /// Row-major strides, in elements.
@@ -197,14 +198,20 @@ impl Stores {
     }
 
     /// The bytes of a root store of this shape and type, or an error where they exceed
-    /// [`MAX_STORE_BYTES`] (or overflow).
+    /// [`MAX_STORE_BYTES`] (or overflow: checked arithmetic, extents multiplied in order, so
+    /// that absurd extents beside a 0 are refused too).
     pub fn store_bytes(shape: &[u64], dtype: DType) -> Result<u64> {
         shape
             .iter()
             .try_fold(1u64, |acc, &e| acc.checked_mul(e))
             .and_then(|n| n.checked_mul(dtype.size() as u64))
             .filter(|&b| b < MAX_STORE_BYTES)
-            .ok_or_else(|| Error::Usage(format!("store of shape {shape:?} is too large")))
+            .ok_or_else(|| {
+                Error::Usage(format!(
+                    "store of shape {shape:?} is too large: a store of {dtype} holds less \
+                     than {MAX_STORE_BYTES} bytes (2^46)"
+                ))
+            })
     }
 
     /// Bytes of every live storage, allocated or not.
@@ -232,6 +239,8 @@ impl Stores {
                 shape.len()
             )));
         }
+        // A root is a view like any other: held to `MAX_VIEW_ELEMENTS`.
+        let map = ViewMap::checked_whole(&shape).map_err(|e| Error::Usage(e.0))?;
         self.next += 1;
         let id = StoreId(self.next);
         let storage = StorageId(self.next);
@@ -247,11 +256,12 @@ impl Stores {
                 owner,
             },
         );
-        self.live += bytes;
+        self.live = self.live.saturating_add(bytes);
         if let Some(owner) = owner {
-            *self.owned.entry(owner).or_default() += bytes;
+            let owned = self.owned.entry(owner).or_default();
+            *owned = owned.saturating_add(bytes);
         }
-        self.insert_view(id, storage, dtype, ViewMap::whole(&shape));
+        self.insert_view(id, storage, dtype, map);
         Ok(id)
     }
 
@@ -608,11 +618,11 @@ impl Stores {
             return Vec::new();
         };
         self.allocated -= s.held_bytes();
-        self.live -= s.bytes();
+        self.live = self.live.saturating_sub(s.bytes());
         if let Some(owner) = s.owner
             && let Some(owned) = self.owned.get_mut(&owner)
         {
-            *owned -= s.bytes();
+            *owned = owned.saturating_sub(s.bytes());
         }
         s.pieces.iter().filter_map(|p| p.buffer).collect()
     }
@@ -797,6 +807,21 @@ mod tests {
         let e = stores.create(shape, DType::F64).unwrap_err().to_string();
         assert!(e.contains("rank 17"), "{e}");
         assert!(stores.create(vec![1 << 40, 1 << 10], DType::F64).is_err());
+    }
+
+    #[test]
+    fn roots_past_the_view_bound_are_refused_even_when_empty() {
+        let mut stores = Stores::default();
+        // No bytes, but extents no view may have (a product past `MAX_VIEW_ELEMENTS`).
+        let e = stores
+            .create(vec![0, 1 << 50], DType::F64)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("(0, 1125899906842624)") && e.contains("MAX_VIEW_ELEMENTS"),
+            "{e}"
+        );
+        assert!(stores.create(vec![0, 1 << 40], DType::F64).is_ok());
     }
 
     #[test]

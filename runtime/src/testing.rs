@@ -11,6 +11,7 @@ use weft_ir::reduction::LoopPartial;
 use weft_ir::{DType, Param, Scalar};
 
 use crate::backend::{Backend, Binding, BufferId, MemoryStats, Prepared};
+use crate::cache::Owner;
 use crate::kernel::{KernelEntry, KernelId};
 use crate::{Error, Result};
 
@@ -35,7 +36,7 @@ pub struct Log {
 pub struct FakeBackend {
     buffers: HashMap<BufferId, Vec<u8>>,
     next: u64,
-    kernels: HashMap<KernelId, KernelEntry>,
+    kernels: HashMap<KernelId, Arc<KernelEntry>>,
     log: Arc<Mutex<Log>>,
     /// Reductions held back by launches (see [`Backend::launch`]).
     held: Vec<LoopPartial>,
@@ -143,17 +144,22 @@ impl Backend for FakeBackend {
         Ok(())
     }
 
-    fn is_prepared(&self, kernel: KernelId) -> bool {
-        self.kernels.contains_key(&kernel)
+    fn is_prepared(&self, kernel: &Arc<KernelEntry>) -> bool {
+        self.kernels
+            .get(&kernel.id())
+            .is_some_and(|k| k.same_kernel(kernel))
     }
 
-    fn prepare(&mut self, kernel: &KernelEntry) -> Result<Prepared> {
-        if self.kernels.contains_key(&kernel.id()) {
-            return Ok(Prepared::Cached);
+    fn prepare(&mut self, kernel: &Arc<KernelEntry>, _owner: Owner) -> Result<Prepared> {
+        if let Some(cached) = self.kernels.get(&kernel.id()) {
+            return if cached.same_kernel(kernel) {
+                Ok(Prepared::Cached)
+            } else {
+                Err(crate::kernel::id_collision(cached.name(), kernel))
+            };
         }
         self.logged().compiled.push(kernel.name().to_string());
-        let copy = KernelEntry::from_passes(kernel.ir().kernel().clone(), kernel.id())?;
-        self.kernels.insert(kernel.id(), copy);
+        self.kernels.insert(kernel.id(), kernel.clone());
         Ok(Prepared::Compiled(std::time::Duration::ZERO))
     }
 

@@ -14,8 +14,25 @@
 //! the size of the store. Only broadcasting makes a view whose elements overlap (a stride of 0
 //! over more than one index); such a view may be read but never written
 //! ([`ViewMap::overlaps_itself`]).
+//!
+//! Shapes come from plugins, so every size derived from one is checked arithmetic: a view
+//! never has more than [`MAX_VIEW_ELEMENTS`] elements (counting only its nonzero extents, as
+//! NumPy does, so that no extent and no product of extents is past the bound either) nor
+//! more than [`MAX_RANK`] dimensions, and every constructor refuses one that would. The
+//! questions asked of a map ([`ViewMap::volume`], [`ViewMap::span`],
+//! [`ViewMap::overlaps_itself`], [`ViewMap::is_contiguous`], [`ViewMap::may_overlap`]) give
+//! correct (or, for overlap, conservative) answers for any map, even one built by hand past
+//! the bounds: nothing in them wraps.
 
 use std::fmt;
+
+use weft_ir::semantics::MAX_RANK;
+
+/// The most elements a view (or a root store) may have: 2^48, past any machine's memory for
+/// elements of a byte or more, and far enough from 2^64 that element and byte counts of a
+/// view never overflow. Counted over the nonzero extents, so an empty view's other extents
+/// are held to it too.
+pub const MAX_VIEW_ELEMENTS: u64 = 1 << 48;
 
 /// Why a view cannot be made.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,13 +61,51 @@ pub struct ViewMap {
     pub strides: Vec<i64>,
 }
 
-/// Row-major strides (in elements) of a shape.
+/// Row-major strides (in elements) of a shape. A stride past `i64::MAX` (only for shapes
+/// past [`MAX_VIEW_ELEMENTS`]) saturates there; no stride is ever negative.
 pub fn row_major_strides(shape: &[u64]) -> Vec<i64> {
     let mut strides = vec![1i64; shape.len()];
     for d in (0..shape.len().saturating_sub(1)).rev() {
-        strides[d] = strides[d + 1].saturating_mul(shape[d + 1] as i64);
+        let extent = i64::try_from(shape[d + 1]).unwrap_or(i64::MAX);
+        strides[d] = strides[d + 1].saturating_mul(extent);
     }
     strides
+}
+
+/// The number of elements of `shape`, exactly: 0 when an extent is 0 (whatever the others),
+/// `None` when the product passes `u64::MAX`.
+pub fn checked_volume(shape: &[u64]) -> Option<u64> {
+    if shape.contains(&0) {
+        return Some(0);
+    }
+    shape.iter().try_fold(1u64, |acc, &e| acc.checked_mul(e))
+}
+
+/// Checks that a view (or a root) of `shape` stays within the host's bounds: at most
+/// [`MAX_RANK`] dimensions and at most [`MAX_VIEW_ELEMENTS`] elements, counting the nonzero
+/// extents only (an empty view of absurd extents is refused too, as NumPy refuses it).
+pub fn check_shape(shape: &[u64]) -> Result<(), ViewError> {
+    if shape.len() > MAX_RANK as usize {
+        return err(format!(
+            "a view of shape {} has rank {}, more than the maximum {MAX_RANK}",
+            shape_text(shape),
+            shape.len()
+        ));
+    }
+    let nominal = shape
+        .iter()
+        .filter(|&&e| e != 0)
+        .try_fold(1u64, |acc, &e| acc.checked_mul(e));
+    match nominal {
+        Some(n) if n <= MAX_VIEW_ELEMENTS => Ok(()),
+        n => err(format!(
+            "a view of shape {} would have {} elements, more than the bound of {} \
+             (2^48, MAX_VIEW_ELEMENTS)",
+            shape_text(shape),
+            n.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string()),
+            MAX_VIEW_ELEMENTS
+        )),
+    }
 }
 
 impl ViewMap {
@@ -63,14 +118,55 @@ impl ViewMap {
         }
     }
 
+    /// The identity map of a root of this shape, or an error where the shape passes the
+    /// host's bounds ([`check_shape`]).
+    pub fn checked_whole(shape: &[u64]) -> ViewResult<ViewMap> {
+        check_shape(shape)?;
+        Ok(ViewMap::whole(shape))
+    }
+
     /// The rank.
     pub fn rank(&self) -> usize {
         self.shape.len()
     }
 
-    /// Number of elements.
+    /// Number of elements, exactly, or `None` where it passes `u64::MAX` (only for a map
+    /// built by hand: constructors hold views to [`MAX_VIEW_ELEMENTS`]).
+    pub fn checked_volume(&self) -> Option<u64> {
+        checked_volume(&self.shape)
+    }
+
+    /// Number of elements, saturating at `u64::MAX`: never 0 or 1 for a view of more
+    /// elements, whatever their number.
     pub fn volume(&self) -> u64 {
-        self.shape.iter().product()
+        self.checked_volume().unwrap_or(u64::MAX)
+    }
+
+    /// Checks that the map is well formed and within the host's bounds (see [`check_shape`]):
+    /// as many strides as extents.
+    fn check(self) -> ViewResult<ViewMap> {
+        if self.strides.len() != self.shape.len() {
+            return err(format!(
+                "a view of shape {} has {} strides",
+                shape_text(&self.shape),
+                self.strides.len()
+            ));
+        }
+        check_shape(&self.shape)?;
+        Ok(self)
+    }
+
+    /// Refuses to derive a view from a malformed map (strides and extents of different
+    /// lengths), which only a map built by hand can be.
+    fn check_parent(&self) -> ViewResult<()> {
+        if self.strides.len() != self.shape.len() {
+            return err(format!(
+                "cannot make a view of a map of shape {} with {} strides",
+                shape_text(&self.shape),
+                self.strides.len()
+            ));
+        }
+        Ok(())
     }
 
     /// Whether this is the identity map of a root of shape `root`: every element of the root,
@@ -80,53 +176,70 @@ impl ViewMap {
     }
 
     /// Whether two different indices of the view reach the same element (a broadcast view).
+    /// A map whose strides and extents differ in number counts as overlapping (no write
+    /// goes through it).
     pub fn overlaps_itself(&self) -> bool {
-        // An empty view has no elements to repeat.
+        // An empty view has no elements to repeat; the volume saturates, so a view of more
+        // than one element never counts as one.
         self.volume() > 1
-            && self
-                .shape
-                .iter()
-                .zip(&self.strides)
-                .any(|(&e, &s)| e > 1 && s == 0)
+            && (self.strides.len() != self.shape.len()
+                || self
+                    .shape
+                    .iter()
+                    .zip(&self.strides)
+                    .any(|(&e, &s)| e > 1 && s == 0))
     }
 
     /// Whether the view is dense and row-major: its elements are one run of the storage.
+    /// Exact for any map: the row-major strides are computed without wrapping, and a
+    /// dimension whose row-major stride would pass `i64::MAX` is never dense.
     pub fn is_contiguous(&self) -> bool {
-        self.volume() <= 1
-            || self
-                .shape
-                .iter()
-                .zip(&self.strides)
-                .zip(row_major_strides(&self.shape))
-                .all(|((&e, &s), r)| e == 1 || s == r)
+        if self.volume() <= 1 {
+            return true;
+        }
+        if self.strides.len() != self.shape.len() {
+            return false;
+        }
+        // The row-major stride of each dimension, from the last: `None` once past i64.
+        let mut expected = Some(1i64);
+        for (&e, &s) in self.shape.iter().zip(&self.strides).rev() {
+            if e != 1 && expected != Some(s) {
+                return false;
+            }
+            expected = expected.and_then(|x| x.checked_mul(i64::try_from(e).ok()?));
+        }
+        true
     }
 
-    /// The storage element of view index `index` (which must be inside the shape).
+    /// The storage element of view index `index` (which must be inside the shape), in exact
+    /// arithmetic, clamped to `0..=u64::MAX` for a map that reaches past either end.
     pub fn element(&self, index: &[u64]) -> u64 {
         let at = index
             .iter()
             .zip(&self.strides)
-            .fold(self.offset as i128, |acc, (&i, &s)| {
-                acc + i128::from(i) * i128::from(s)
+            .fold(i128::from(self.offset), |acc, (&i, &s)| {
+                acc.saturating_add(i128::from(i).saturating_mul(i128::from(s)))
             });
-        at.max(0) as u64
+        clamp_u64(at)
     }
 
-    /// The lowest and the highest storage element the view reaches (none when it is empty).
+    /// The lowest and the highest storage element the view reaches (none when it is empty:
+    /// never for a view of one element or more, however many), clamped to `0..=u64::MAX`.
     pub fn span(&self) -> Option<(u64, u64)> {
         if self.volume() == 0 {
             return None;
         }
-        let (mut lo, mut hi) = (self.offset as i128, self.offset as i128);
+        let (mut lo, mut hi) = (i128::from(self.offset), i128::from(self.offset));
         for (&e, &s) in self.shape.iter().zip(&self.strides) {
-            let reach = i128::from(e - 1) * i128::from(s);
+            // `e >= 1` here: the volume is not 0.
+            let reach = i128::from(e.saturating_sub(1)).saturating_mul(i128::from(s));
             if reach < 0 {
-                lo += reach;
+                lo = lo.saturating_add(reach);
             } else {
-                hi += reach;
+                hi = hi.saturating_add(reach);
             }
         }
-        Some((lo.max(0) as u64, hi.max(0) as u64))
+        Some((clamp_u64(lo), clamp_u64(hi)))
     }
 
     /// Whether the two views of one root of shape `root` may share an element: false only
@@ -166,7 +279,7 @@ impl ViewMap {
             .iter()
             .zip(&rs)
             .map(|(_, &r)| {
-                let r = r.max(1) as u64;
+                let r = r.max(1).unsigned_abs();
                 let c = offset / r;
                 offset %= r;
                 Progression {
@@ -180,17 +293,19 @@ impl ViewMap {
             if e <= 1 || s == 0 {
                 continue;
             }
+            // Row-major strides are never negative, so `s / rs` cannot overflow.
             let r = (0..root.len()).find(|&r| {
                 let rs = rs[r];
-                rs != 0 && s % rs == 0 && (s / rs).unsigned_abs() < root[r]
+                rs > 0 && s % rs == 0 && (s / rs).unsigned_abs() < root[r]
             })?;
             let k = s / rs[r];
-            let reach = i128::from(k) * i128::from(e - 1);
+            let reach = i128::from(k).checked_mul(i128::from(e - 1))?;
             let dim = &mut dims[r];
+            // Exact or not at all: a bound that saturated would lose the congruence.
             if reach < 0 {
-                dim.lo += reach;
+                dim.lo = dim.lo.checked_add(reach)?;
             } else {
-                dim.hi += reach;
+                dim.hi = dim.hi.checked_add(reach)?;
             }
             dim.step = gcd(dim.step, k.unsigned_abs());
         }
@@ -203,6 +318,7 @@ impl ViewMap {
     /// The view of elements `start + step * i` for `i` in `0..shape`, per dimension (a NumPy
     /// slice `start:stop:step` once normalized). A step may be negative, not 0.
     pub fn strided(&self, start: &[u64], step: &[i64], shape: &[u64]) -> ViewResult<ViewMap> {
+        self.check_parent()?;
         let rank = self.rank();
         if start.len() != rank || step.len() != rank || shape.len() != rank {
             return err(format!(
@@ -232,19 +348,32 @@ impl ViewMap {
                 }
             }
             if !empty {
-                offset += i128::from(start[d]) * i128::from(self.strides[d]);
+                let moved = i128::from(start[d])
+                    .checked_mul(i128::from(self.strides[d]))
+                    .and_then(|m| offset.checked_add(m));
+                offset = match moved {
+                    Some(o) => o,
+                    None => {
+                        return err(format!(
+                            "slice from {} along dimension {d} moves past any storage",
+                            start[d]
+                        ));
+                    }
+                };
             }
             strides.push(self.strides[d].saturating_mul(step[d]));
         }
-        Ok(ViewMap {
-            offset: u64::try_from(offset.max(0)).unwrap_or(u64::MAX),
+        ViewMap {
+            offset: clamp_u64(offset),
             shape: shape.to_vec(),
             strides,
-        })
+        }
+        .check()
     }
 
     /// The view of the sub-rectangle `start..stop` (per dimension, steps of 1).
     pub fn slice(&self, start: &[u64], stop: &[u64]) -> ViewResult<ViewMap> {
+        self.check_parent()?;
         let rank = self.rank();
         if start.len() != rank || stop.len() != rank {
             return err(format!(
@@ -268,6 +397,7 @@ impl ViewMap {
 
     /// The view whose dimension `d` is this view's dimension `axes[d]` (a transpose).
     pub fn permute(&self, axes: &[u32]) -> ViewResult<ViewMap> {
+        self.check_parent()?;
         let rank = self.rank();
         let mut seen = vec![false; rank];
         let valid = axes.len() == rank
@@ -283,17 +413,19 @@ impl ViewMap {
                 "axes {axes:?} are not a permutation of the {rank} axes of the array"
             ));
         }
-        Ok(ViewMap {
+        ViewMap {
             offset: self.offset,
             shape: axes.iter().map(|&a| self.shape[a as usize]).collect(),
             strides: axes.iter().map(|&a| self.strides[a as usize]).collect(),
-        })
+        }
+        .check()
     }
 
     /// The view broadcast to `shape` by NumPy's rules: dimensions align at the end, a
     /// dimension of extent 1 stretches to any extent, and missing leading dimensions are
     /// added; stretched and added dimensions have stride 0.
     pub fn broadcast_to(&self, shape: &[u64]) -> ViewResult<ViewMap> {
+        self.check_parent()?;
         let rank = self.rank();
         let fail = || {
             err(format!(
@@ -305,6 +437,8 @@ impl ViewMap {
         if shape.len() < rank {
             return fail();
         }
+        // Before the strides vector: the rank asked for is the plugin's to choose.
+        check_shape(shape)?;
         let lead = shape.len() - rank;
         let mut strides = vec![0i64; shape.len()];
         for d in 0..rank {
@@ -317,32 +451,38 @@ impl ViewMap {
                 return fail();
             };
         }
-        Ok(ViewMap {
+        ViewMap {
             offset: self.offset,
             shape: shape.to_vec(),
             strides,
-        })
+        }
+        .check()
     }
 
     /// The same elements in row-major order as an array of `shape`, as a view where the
     /// strides allow one (NumPy's no-copy reshape), or `None` where only a copy can do.
     /// The volumes must agree.
     pub fn reshape(&self, shape: &[u64]) -> ViewResult<Option<ViewMap>> {
-        let volume: Option<u64> = shape.iter().try_fold(1u64, |a, &e| a.checked_mul(e));
-        if volume != Some(self.volume()) {
+        self.check_parent()?;
+        check_shape(shape)?;
+        let volume = checked_volume(shape);
+        if volume.is_none() || volume != self.checked_volume() {
             return err(format!(
                 "cannot reshape an array of shape {} ({} elements) into shape {}",
                 shape_text(&self.shape),
-                self.volume(),
+                self.checked_volume()
+                    .map_or_else(|| "more than 2^64".to_string(), |v| v.to_string()),
                 shape_text(shape)
             ));
         }
         if self.volume() == 0 {
-            return Ok(Some(ViewMap {
+            return ViewMap {
                 offset: self.offset,
                 shape: shape.to_vec(),
                 strides: row_major_strides(shape),
-            }));
+            }
+            .check()
+            .map(Some);
         }
         // Dimensions of extent 1 carry no layout: drop them, then match groups of old and new
         // dimensions with equal products; each old group must be one strided run.
@@ -353,6 +493,16 @@ impl ViewMap {
             .filter(|(e, _)| **e != 1)
             .map(|(&e, &s)| (e, s))
             .unzip();
+        // Both volumes are equal, nonzero and within the bound, so every partial product
+        // below is too; the checks only keep a broken invariant from panicking.
+        let broken = || {
+            err(format!(
+                "cannot reshape an array of shape {} into shape {}",
+                shape_text(&self.shape),
+                shape_text(shape)
+            ))
+        };
+        let extent = |e: u64| i64::try_from(e).unwrap_or(i64::MAX);
         let mut strides = vec![0i64; shape.len()];
         let (mut oi, mut ni) = (0usize, 0usize);
         while oi < old.len() && ni < shape.len() {
@@ -360,30 +510,38 @@ impl ViewMap {
             let (mut op, mut np) = (old[oi], shape[ni]);
             while op != np {
                 if np < op {
-                    np *= shape[nj];
+                    let Some(p) = shape.get(nj).and_then(|&e| np.checked_mul(e)) else {
+                        return broken();
+                    };
+                    np = p;
                     nj += 1;
                 } else {
-                    op *= old[oj];
+                    let Some(p) = old.get(oj).and_then(|&e| op.checked_mul(e)) else {
+                        return broken();
+                    };
+                    op = p;
                     oj += 1;
                 }
             }
             for k in oi..oj - 1 {
-                if old_strides[k] != (old[k + 1] as i64).saturating_mul(old_strides[k + 1]) {
+                if old_strides[k] != extent(old[k + 1]).saturating_mul(old_strides[k + 1]) {
                     return Ok(None);
                 }
             }
             strides[nj - 1] = old_strides[oj - 1];
             for k in (ni + 1..nj).rev() {
-                strides[k - 1] = strides[k].saturating_mul(shape[k] as i64);
+                strides[k - 1] = strides[k].saturating_mul(extent(shape[k]));
             }
             oi = oj;
             ni = nj;
         }
-        Ok(Some(ViewMap {
+        ViewMap {
             offset: self.offset,
             shape: shape.to_vec(),
             strides,
-        }))
+        }
+        .check()
+        .map(Some)
     }
 }
 
@@ -402,11 +560,19 @@ impl Progression {
             return false;
         }
         let g = gcd(self.step, other.step);
+        // The bounds are exact (`per_root_dim` gives up rather than saturate), so the
+        // difference fits; were it not to, "may" is the sound answer.
         g <= 1
-            || (self.lo - other.lo)
-                .unsigned_abs()
-                .is_multiple_of(u128::from(g))
+            || self
+                .lo
+                .checked_sub(other.lo)
+                .is_none_or(|d| d.unsigned_abs().is_multiple_of(u128::from(g)))
     }
+}
+
+/// `x` clamped to `0..=u64::MAX`.
+fn clamp_u64(x: i128) -> u64 {
+    u64::try_from(x.max(0)).unwrap_or(u64::MAX)
 }
 
 fn gcd(a: u64, b: u64) -> u64 {
@@ -531,6 +697,170 @@ mod tests {
                 assert_eq!(said, truth, "views {i} and {j}");
             }
         }
+    }
+
+    #[test]
+    fn a_broadcast_whose_volume_would_wrap_is_refused() {
+        let one = ViewMap::whole(&[1]);
+        // 2^32 * 2^32 wraps to 0 in u64: it was called empty and not overlapping.
+        let e = one
+            .broadcast_to(&[1 << 32, 1 << 32])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("(4294967296, 4294967296)") && e.contains("MAX_VIEW_ELEMENTS"),
+            "{e}"
+        );
+        assert!(one.broadcast_to(&[u64::MAX, u64::MAX]).is_err());
+        assert!(one.broadcast_to(&[MAX_VIEW_ELEMENTS + 1]).is_err());
+        // At the bound: a view, read-only and nonempty.
+        let b = one.broadcast_to(&[1 << 24, 1 << 24]).unwrap();
+        assert_eq!(b.checked_volume(), Some(MAX_VIEW_ELEMENTS));
+        assert!(b.overlaps_itself() && b.span() == Some((0, 0)));
+        // Empty views of absurd extents are refused, as NumPy refuses them.
+        let empty = ViewMap::whole(&[1, 0]);
+        assert!(empty.broadcast_to(&[u64::MAX, 0]).is_err());
+        assert!(empty.broadcast_to(&[5, 0]).is_ok());
+        // Ranks past the maximum.
+        assert!(one.broadcast_to(&[1; 17]).is_err());
+        assert!(one.reshape(&[1; 17]).is_err());
+        assert!(ViewMap::whole(&[0]).reshape(&[0, 1 << 50]).is_err());
+    }
+
+    #[test]
+    fn volume_saturates_and_a_huge_map_is_many_elements() {
+        for shape in [
+            [1u64 << 32, 1 << 32],
+            [1 << 63, 2],
+            [u64::MAX, 2],
+            [u64::MAX, u64::MAX],
+        ] {
+            let m = ViewMap {
+                offset: 7,
+                shape: shape.to_vec(),
+                strides: vec![0, 0],
+            };
+            assert_eq!(m.checked_volume(), None, "{shape:?}");
+            assert_eq!(m.volume(), u64::MAX, "{shape:?}");
+            assert!(m.overlaps_itself(), "{shape:?}");
+            assert!(!m.is_contiguous(), "{shape:?}");
+            assert_eq!(m.span(), Some((7, 7)), "{shape:?}");
+            assert!(m.may_overlap(&m, &[8]), "{shape:?}");
+        }
+        // An extent of 0 makes any shape empty, whatever the others multiply to.
+        let zero = ViewMap {
+            offset: 0,
+            shape: vec![u64::MAX, u64::MAX, 0],
+            strides: vec![0, 0, 0],
+        };
+        assert_eq!(zero.checked_volume(), Some(0));
+        assert_eq!(zero.span(), None);
+        assert!(!zero.overlaps_itself() && zero.is_contiguous());
+    }
+
+    #[test]
+    fn span_never_says_empty_for_a_nonempty_view() {
+        let up = ViewMap {
+            offset: 5,
+            shape: vec![u64::MAX; 16],
+            strides: vec![i64::MAX; 16],
+        };
+        assert_eq!(up.span(), Some((5, u64::MAX)));
+        let down = ViewMap {
+            offset: 5,
+            shape: vec![u64::MAX; 16],
+            strides: vec![i64::MIN; 16],
+        };
+        assert_eq!(down.span(), Some((0, 5)));
+        assert_eq!(down.element(&[u64::MAX; 16]), 0);
+        assert_eq!(up.element(&[u64::MAX; 16]), u64::MAX);
+        // Dense strides past i64: never contiguous (the saturated row-major stride of the
+        // first dimension is i64::MAX, which these strides match).
+        let past = ViewMap {
+            offset: 0,
+            shape: vec![2, 1 << 62, 4],
+            strides: vec![i64::MAX, 4, 1],
+        };
+        assert!(!past.is_contiguous());
+        // Progressions past i128 in one root dimension: "may", never a panic.
+        let wide = ViewMap {
+            offset: 0,
+            shape: vec![u64::MAX, u64::MAX, u64::MAX],
+            strides: vec![i64::MAX, i64::MAX, i64::MAX],
+        };
+        assert!(wide.may_overlap(&wide, &[u64::MAX]));
+    }
+
+    #[test]
+    fn views_of_hand_built_maps_are_errors_not_panics() {
+        // A start times a stride past i128 when summed over dimensions.
+        let far = ViewMap {
+            offset: 0,
+            shape: vec![u64::MAX, u64::MAX],
+            strides: vec![i64::MAX, i64::MAX],
+        };
+        assert!(far.strided(&[u64::MAX - 1; 2], &[1, 1], &[1, 1]).is_err());
+        // Strides and extents of different lengths.
+        let bent = ViewMap {
+            offset: 0,
+            shape: vec![4, 4],
+            strides: vec![1],
+        };
+        assert!(bent.strided(&[0, 0], &[1, 1], &[1, 1]).is_err());
+        assert!(bent.slice(&[0, 0], &[1, 1]).is_err());
+        assert!(bent.permute(&[1, 0]).is_err());
+        assert!(bent.broadcast_to(&[4, 4]).is_err());
+        assert!(bent.reshape(&[16]).is_err());
+        assert!(bent.overlaps_itself() && !bent.is_contiguous());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// Every question asked of any map, however wild, answers without a panic, and a
+        /// nonempty map always has a span.
+        #[test]
+        fn questions_about_any_map_never_panic(
+            offset in proptest::prelude::any::<u64>(),
+            dims in proptest::collection::vec(
+                (extent(), proptest::prelude::any::<i64>()),
+                0..9,
+            ),
+            other in proptest::collection::vec(extent(), 0..9),
+        ) {
+            let (shape, strides): (Vec<u64>, Vec<i64>) = dims.into_iter().unzip();
+            let m = ViewMap { offset, shape: shape.clone(), strides };
+            let nonempty = !shape.contains(&0);
+            proptest::prop_assert_eq!(m.span().is_some(), nonempty);
+            proptest::prop_assert_eq!(m.volume() == 0, !nonempty);
+            let _ = (m.overlaps_itself(), m.is_contiguous(), m.may_overlap(&m, &shape));
+            let _ = m.element(&shape);
+            let _ = m.broadcast_to(&other);
+            let _ = m.reshape(&other);
+            let _ = m.strided(&other, &vec![-1; other.len()], &other);
+            let _ = m.slice(&vec![0; other.len()], &other);
+            if let Ok(v) = m.broadcast_to(&other) {
+                proptest::prop_assert!(v.checked_volume().is_some_and(|n| n <= MAX_VIEW_ELEMENTS));
+            }
+        }
+    }
+
+    /// Extents at the edges: 0, 1, 2, 2^32, 2^40, 2^63, u64::MAX, and small ones.
+    fn extent() -> impl proptest::strategy::Strategy<Value = u64> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(0u64),
+            Just(1),
+            Just(2),
+            Just(1 << 32),
+            Just(1 << 40),
+            Just(1 << 63),
+            Just(u64::MAX),
+            0u64..8,
+        ]
     }
 
     #[test]

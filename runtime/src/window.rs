@@ -363,7 +363,8 @@ impl Core {
 /// A launch dimension along which the tiles of `partition` overlap (two points that differ
 /// only in it see the same elements), if the launch has more than one point.
 fn overlapping_launch_dim(partition: &Partition, launch: &[u64]) -> Option<usize> {
-    let points: u64 = launch.iter().product();
+    // Checked: a launch past the limit is refused before this, but nothing here may wrap.
+    let points = crate::limits::launch_points(launch).unwrap_or(u64::MAX);
     if points <= 1 {
         return None;
     }

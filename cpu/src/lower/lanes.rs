@@ -663,6 +663,7 @@ impl FnLower<'_, '_> {
     pub(super) fn define_fold(&mut self, body: FoldBody, plan: &LanePlan) -> LResult<FoldCall> {
         let what = format!("the {} lane body", body.isa.name());
         let func = super::define_wide_code(self.module, self.ptr_ty, &body.code, &what)?;
+        self.loop_counts.code_bytes += body.code.len();
         self.tables.push(body.table);
         Ok(FoldCall {
             func,

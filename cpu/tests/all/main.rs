@@ -3,6 +3,8 @@
 //! (AVX2 and AVX-512) bodies, each against an independent reference.
 
 mod api;
+mod cache;
+mod collision;
 mod deferred;
 mod errors;
 mod gather;

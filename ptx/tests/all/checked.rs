@@ -2,10 +2,14 @@
 //! inner back end; one that does not emit, or does not assemble, fails its `prepare` naming
 //! the PTX check and the reason.
 
+use std::sync::Arc;
+
 use weft_ir::Scalar;
 use weft_ir::reduction::LoopPartial;
 use weft_ptx::checked;
-use weft_runtime::{Backend, Binding, BufferId, KernelEntry, KernelId, MemoryStats, Prepared};
+use weft_runtime::{
+    Backend, Binding, BufferId, KernelEntry, KernelId, MemoryStats, Owner, Prepared,
+};
 
 /// A back end that only counts what it is asked to prepare.
 #[derive(Default)]
@@ -27,10 +31,10 @@ impl Backend for Counting {
     fn read(&mut self, _: BufferId, _: u64, _: &mut [u8]) -> weft_runtime::Result<()> {
         Ok(())
     }
-    fn is_prepared(&self, _: KernelId) -> bool {
+    fn is_prepared(&self, _: &Arc<KernelEntry>) -> bool {
         false
     }
-    fn prepare(&mut self, _: &KernelEntry) -> weft_runtime::Result<Prepared> {
+    fn prepare(&mut self, _: &Arc<KernelEntry>, _: Owner) -> weft_runtime::Result<Prepared> {
         self.prepared += 1;
         Ok(Prepared::Cached)
     }
@@ -48,22 +52,23 @@ impl Backend for Counting {
     }
 }
 
-fn entry(file: &str) -> KernelEntry {
+fn entry(file: &str) -> Arc<KernelEntry> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/filetests")
         .join(file);
     let src = std::fs::read_to_string(path).expect("the filetest reads");
     let kernel = weft_ir::text::parse(&src).expect("the filetest parses");
-    KernelEntry::new("checked.test", &kernel).expect("the kernel enters")
+    Arc::new(KernelEntry::new("checked.test", &kernel).expect("the kernel enters"))
 }
 
 #[test]
 fn kernels_that_emit_and_assemble_pass_the_others_fail_naming_why() {
     let ptxas = weft_ptx::ptxas::find().expect("ptxas is installed");
     let mut b = checked(Box::new(Counting::default()), Some(ptxas));
-    b.prepare(&entry("axpy.ir")).expect("axpy passes");
+    b.prepare(&entry("axpy.ir"), Owner::RUNTIME)
+        .expect("axpy passes");
     let err = b
-        .prepare(&entry("err_top_level_load_after_loop.ir"))
+        .prepare(&entry("err_top_level_load_after_loop.ir"), Owner::RUNTIME)
         .expect_err("a kernel the emitter refuses fails")
         .to_string();
     assert!(
@@ -75,7 +80,7 @@ fn kernels_that_emit_and_assemble_pass_the_others_fail_naming_why() {
         Some("/nonexistent/ptxas".into()),
     );
     let err = missing
-        .prepare(&entry("axpy.ir"))
+        .prepare(&entry("axpy.ir"), Owner::RUNTIME)
         .expect_err("no ptxas, no pass")
         .to_string();
     assert!(err.contains("cannot run /nonexistent/ptxas"), "{err}");

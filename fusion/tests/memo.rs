@@ -1,0 +1,146 @@
+//! The memo of fusion plans: a hit is confirmed against the kernels it was made for (a forged
+//! kernel id is analysed anew, never given another kernel's plan), plans that differ only in
+//! extents share their fused kernel's compiled code, and the memo is bounded.
+
+use std::sync::{Arc, Mutex};
+
+use weft_fusion::Fuser;
+use weft_ir::{DType, KernelBuilder, Privilege};
+use weft_runtime::testing::{FakeBackend, Log, f64_store, f64_values};
+use weft_runtime::{
+    CacheLimits, Core, IndexTask, KernelEntry, Partition, PluginId, Settings, StoreId, TaskArg,
+    Tiling,
+};
+
+/// `out[i] = a[i] * factor + shift`.
+fn affine(name: &str, factor: f64, shift: f64) -> weft_ir::Kernel {
+    let mut b = KernelBuilder::new(name);
+    let a = b.store(DType::F64, 1, Privilege::Read);
+    let out = b.store(DType::F64, 1, Privilege::Write);
+    b.body().parallel(out, |b, i| {
+        let x = b.load(a, i);
+        let f = b.const_f64(factor);
+        let s = b.const_f64(shift);
+        let y = b.mul(x, f);
+        let z = b.add(y, s);
+        b.store(out, i, z);
+    });
+    b.finish()
+}
+
+fn entry(name: &str, factor: f64, shift: f64) -> Arc<KernelEntry> {
+    Arc::new(KernelEntry::new(name, &affine(name, factor, shift)).expect("valid"))
+}
+
+fn core(fuser: Fuser) -> (Core, Arc<Mutex<Log>>) {
+    let backend = FakeBackend::default();
+    let log = backend.log();
+    (
+        Core::new(Settings::default(), Box::new(backend), Box::new(fuser)),
+        log,
+    )
+}
+
+fn task(kernel: &Arc<KernelEntry>, a: StoreId, out: StoreId, n: u64) -> IndexTask {
+    let whole = || {
+        Partition::Tiling(Tiling {
+            tile: vec![n],
+            offset: vec![0],
+            projection: vec![Some(0)],
+        })
+    };
+    IndexTask::new(
+        PluginId(0),
+        kernel.clone(),
+        vec![1],
+        vec![
+            TaskArg::new(a, whole(), Privilege::Read),
+            TaskArg::new(out, whole(), Privilege::Write),
+        ],
+        Vec::new(),
+    )
+}
+
+/// `t = first(a); out = second(t)`, fused, over `n` elements; returns `out`.
+fn chain(core: &mut Core, first: &Arc<KernelEntry>, second: &Arc<KernelEntry>, n: u64) -> Vec<f64> {
+    let input: Vec<f64> = (0..n).map(|i| i as f64).collect();
+    let a = f64_store(core, &input).expect("a store");
+    let t = core.create_store(vec![n], DType::F64).expect("a store");
+    let out = core.create_store(vec![n], DType::F64).expect("a store");
+    core.submit(task(first, a, t, n)).expect("submits");
+    core.submit(task(second, t, out, n)).expect("submits");
+    let got = f64_values(core, out).expect("reads");
+    for s in [a, t, out] {
+        core.release(s);
+    }
+    got
+}
+
+#[test]
+fn a_memo_hit_needs_the_plans_own_kernels_not_only_their_ids() {
+    let (mut core, _) = core(Fuser::default());
+    let double = entry("t.double", 2.0, 0.0);
+    let inc = entry("t.inc", 1.0, 1.0);
+    assert_eq!(chain(&mut core, &double, &inc, 4), vec![1.0, 3.0, 5.0, 7.0]);
+    let before = core.planner_stats();
+    assert_eq!(chain(&mut core, &double, &inc, 4), vec![1.0, 3.0, 5.0, 7.0]);
+    assert_eq!(core.planner_stats().memo_hits, before.memo_hits + 1);
+    // A kernel that carries `double`'s id but triples: the window's key is the same, so
+    // only the confirmation keeps it from `double`'s plan (and fused kernel).
+    let forged = Arc::new(
+        KernelEntry::with_forged_id(affine("t.triple", 3.0, 0.0), double.id()).expect("valid"),
+    );
+    let before = core.planner_stats();
+    assert_eq!(
+        chain(&mut core, &forged, &inc, 4),
+        vec![1.0, 4.0, 7.0, 10.0]
+    );
+    let after = core.planner_stats();
+    assert_eq!(
+        after.memo_hits, before.memo_hits,
+        "no hit for other kernels"
+    );
+    assert_eq!(after.analyses, before.analyses + 1);
+}
+
+#[test]
+fn plans_that_differ_only_in_extents_share_the_fused_kernel() {
+    let (mut core, log) = core(Fuser::default());
+    let double = entry("t.double", 2.0, 0.0);
+    let inc = entry("t.inc", 1.0, 1.0);
+    for n in [4u64, 8, 16, 32] {
+        let want: Vec<f64> = (0..n).map(|i| 2.0 * i as f64 + 1.0).collect();
+        assert_eq!(chain(&mut core, &double, &inc, n), want);
+    }
+    let stats = core.planner_stats();
+    assert!(
+        stats.analyses >= 4,
+        "each extent is a plan of its own: {stats:?}"
+    );
+    let compiled = log.lock().expect("the log").compiled.clone();
+    let fused: Vec<_> = compiled
+        .iter()
+        .filter(|n| n.starts_with("fused("))
+        .collect();
+    assert_eq!(
+        fused.len(),
+        1,
+        "one fused kernel for every extent: {compiled:?}"
+    );
+}
+
+#[test]
+fn the_memo_holds_no_more_plans_than_its_limit() {
+    let (mut core, _) = core(Fuser::with_limits(CacheLimits {
+        entries: 2,
+        bytes: u64::MAX,
+    }));
+    let double = entry("t.double", 2.0, 0.0);
+    let inc = entry("t.inc", 1.0, 1.0);
+    for n in 1..=6u64 {
+        let want: Vec<f64> = (0..n).map(|i| 2.0 * i as f64 + 1.0).collect();
+        assert_eq!(chain(&mut core, &double, &inc, n), want);
+        assert!(core.planner_stats().memo_entries <= 2);
+    }
+    assert!(core.planner_stats().memo_evictions >= 4);
+}
