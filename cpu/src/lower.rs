@@ -2623,6 +2623,11 @@ impl<'f> FnLower<'_, 'f> {
     fn lower_for(&mut self, inst: &Inst, l: &ForLoop) -> LResult<()> {
         self.in_for += 1;
         let lowered = self.lower_for_any(inst, l);
+        // What this loop's range check proved holds only in the code just lowered, where the
+        // induction value lives: another copy of the same loop, lowered later in this
+        // function (a parallel loop is lowered up to three times, and jammed), may take
+        // another lowering that checks nothing before the loop.
+        self.for_proven.retain(|&(iv, _, _)| iv != l.induction);
         self.in_for -= 1;
         lowered
     }

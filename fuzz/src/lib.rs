@@ -10,16 +10,25 @@
 //!   (buffers between guard pages) against unfused and interpreted ([`runtime_ops`]).
 //! - `kernel_exec`: kernels built from the input, valid by construction, compiled (buffers
 //!   between guard pages) against interpreted ([`kernel_exec`]).
+//! - `kernel_write`: kernels that store, reduce and load at computed indices over views of
+//!   rank 1 to 4 of every element type, with every kind of partition, compiled on every SIMD
+//!   path this CPU has (buffers between guard pages) against interpreted ([`kernel_write`]).
+//! - `host_shapes`: the core operations behind every host import of a plugin, with shapes,
+//!   steps, tiles and launches at the integer limits ([`host_shapes`]).
 //!
 //! None may panic, and every refusal must be an error.
 
 #![deny(missing_docs)]
 
 mod bytes;
+mod host_shapes;
 mod kernel_exec;
+mod kernel_write;
 mod runtime_ops;
 
+pub use host_shapes::host_shapes;
 pub use kernel_exec::kernel_exec;
+pub use kernel_write::{WriteOutcome, kernel_write, kernel_write_text};
 pub use runtime_ops::runtime_ops;
 
 use weft_runtime::{Partition, RootPartition, Tiling, ViewMap};
