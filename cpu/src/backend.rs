@@ -475,27 +475,12 @@ impl Backend for CpuBackend {
         owner: Owner,
     ) -> weft_runtime::Result<Prepared> {
         if let Some(cached) = self.kernels.get(&kernel.id()) {
-            return if cached.entry.same_kernel(kernel) {
-                Ok(Prepared::Cached)
-            } else {
-                Err(weft_runtime::kernel::id_collision(
-                    cached.entry.name(),
-                    kernel,
-                ))
-            };
+            return weft_runtime::confirm_hit(&cached.entry, kernel);
         }
         let generation = self.compiler.generation();
         let compiled = self.compiler.compile_valid(kernel.ir(), Instant::now())?;
         let time = compiled.compile_time();
-        let element_sizes = kernel
-            .ir()
-            .params
-            .iter()
-            .filter_map(|p| match p {
-                weft_ir::Param::Store { dtype, .. } => Some(dtype.size()),
-                weft_ir::Param::Scalar { .. } => None,
-            })
-            .collect();
+        let element_sizes = weft_runtime::store_element_sizes(&kernel.ir().params);
         let bytes = compiled.code_bytes().saturating_add(
             (weft_ir::validate::count_insts(&kernel.ir().body) as u64).saturating_mul(64),
         );
@@ -574,32 +559,15 @@ impl Backend for CpuBackend {
     }
 }
 
-/// Refuses bindings that are not the kernel's store parameters: another count, or an element
-/// size other than the one its code was compiled for (so that no cached code, however it got
-/// there, reads or writes past a buffer).
+/// Refuses bindings that are not the kernel's store parameters in count and element size
+/// ([`weft_runtime::check_element_sizes`]).
 fn check_element_sizes(cached: &Cached, bindings: &[Binding]) -> Result<()> {
-    let fault = |message: String| Error::KernelFault {
-        kernel: cached.entry.name().to_string(),
-        message,
-    };
-    if bindings.len() != cached.element_sizes.len() {
-        return Err(fault(format!(
-            "{} store bindings for {} store parameters",
-            bindings.len(),
-            cached.element_sizes.len()
-        )));
-    }
-    for (i, (binding, &want)) in bindings.iter().zip(&cached.element_sizes).enumerate() {
-        let (Binding::Buffer { element_size, .. } | Binding::Scratch { element_size, .. }) =
-            binding;
-        if *element_size != want {
-            return Err(fault(format!(
-                "store argument {i} has {element_size}-byte elements, but the kernel was \
-                 compiled for {want}-byte elements"
-            )));
+    weft_runtime::check_element_sizes(&cached.element_sizes, bindings).map_err(|message| {
+        Error::KernelFault {
+            kernel: cached.entry.name().to_string(),
+            message,
         }
-    }
-    Ok(())
+    })
 }
 
 fn byte_range(len: usize, offset: u64, n: usize) -> Result<std::ops::Range<usize>> {

@@ -54,6 +54,8 @@ const POOL_BYTES: u64 = 4 << 30;
 struct Loaded {
     /// The kernel it was loaded from: a hit must be this kernel.
     entry: Arc<KernelEntry>,
+    /// Bytes per element of each store parameter: a launch's bindings must match.
+    element_sizes: Vec<usize>,
     name: String,
     params: Vec<Param>,
     module: Module,
@@ -118,36 +120,11 @@ pub const MODULE_CACHE_LIMITS: CacheLimits = CacheLimits {
     bytes: 256 << 20,
 };
 
-/// Refuses bindings that are not the kernel's store parameters: another count, or an element
-/// size other than its parameter's type's (so that no cached module, however it got there,
-/// touches memory past a buffer).
+/// Refuses bindings that are not the kernel's store parameters in count and element size
+/// ([`weft_runtime::check_element_sizes`]).
 fn check_element_sizes(loaded: &Loaded, bindings: &[Binding]) -> Result<()> {
-    let sizes: Vec<usize> = loaded
-        .params
-        .iter()
-        .filter_map(|p| match p {
-            Param::Store { dtype, .. } => Some(dtype.size()),
-            Param::Scalar { .. } => None,
-        })
-        .collect();
-    let fault = |message: String| Error::Memory(format!("kernel `{}`: {message}", loaded.name));
-    if sizes.len() != bindings.len() {
-        return Err(fault(format!(
-            "{} store bindings for {} store parameters",
-            bindings.len(),
-            sizes.len()
-        )));
-    }
-    for (i, (b, &want)) in bindings.iter().zip(&sizes).enumerate() {
-        let (Binding::Buffer { element_size, .. } | Binding::Scratch { element_size, .. }) = b;
-        if *element_size != want {
-            return Err(fault(format!(
-                "store argument {i} has {element_size}-byte elements, but the kernel was \
-                 compiled for {want}-byte elements"
-            )));
-        }
-    }
-    Ok(())
+    weft_runtime::check_element_sizes(&loaded.element_sizes, bindings)
+        .map_err(|message| Error::Memory(format!("kernel `{}`: {message}", loaded.name)))
 }
 
 /// The device address of `slice` (its stream-ordering guard dropped at once: launches and
@@ -799,14 +776,7 @@ impl Backend for PtxBackend {
         owner: Owner,
     ) -> weft_runtime::Result<Prepared> {
         if let Some(cached) = self.kernels.get(&kernel.id()) {
-            return if cached.entry.same_kernel(kernel) {
-                Ok(Prepared::Cached)
-            } else {
-                Err(weft_runtime::kernel::id_collision(
-                    cached.entry.name(),
-                    kernel,
-                ))
-            };
+            return weft_runtime::confirm_hit(&cached.entry, kernel);
         }
         let start = Instant::now();
         let module = crate::emit(kernel.ir())?;
@@ -828,6 +798,7 @@ impl Backend for PtxBackend {
             kernel.id(),
             Loaded {
                 entry: kernel.clone(),
+                element_sizes: weft_runtime::store_element_sizes(&kernel.ir().params),
                 name: kernel.name().to_string(),
                 params: kernel.ir().params.clone(),
                 module,

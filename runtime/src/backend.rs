@@ -124,6 +124,58 @@ pub fn view_inside(
     lo >= 0 && hi < elements
 }
 
+/// Bytes per element of each store parameter of `params`, in order: what a launch's bindings
+/// must have (see [`check_element_sizes`]).
+pub fn store_element_sizes(params: &[weft_ir::Param]) -> Vec<usize> {
+    params
+        .iter()
+        .filter_map(|p| match p {
+            weft_ir::Param::Store { dtype, .. } => Some(dtype.size()),
+            weft_ir::Param::Scalar { .. } => None,
+        })
+        .collect()
+}
+
+/// Checks that `bindings` are the store parameters whose element sizes are `sizes` (from
+/// [`store_element_sizes`]): as many, each of its parameter's element size. Every back end
+/// makes this check before it runs compiled code on the bindings, so that no code, however
+/// it came to be cached under a kernel's id, reads or writes past a buffer. The error says
+/// which argument differs.
+pub fn check_element_sizes(
+    sizes: &[usize],
+    bindings: &[Binding],
+) -> std::result::Result<(), String> {
+    if bindings.len() != sizes.len() {
+        return Err(format!(
+            "{} store bindings for {} store parameters",
+            bindings.len(),
+            sizes.len()
+        ));
+    }
+    for (i, (binding, &want)) in bindings.iter().zip(sizes).enumerate() {
+        let (Binding::Buffer { element_size, .. } | Binding::Scratch { element_size, .. }) =
+            binding;
+        if *element_size != want {
+            return Err(format!(
+                "store argument {i} has {element_size}-byte elements, but the kernel was \
+                 compiled for {want}-byte elements"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A cache hit of `kernel` under its id, confirmed: [`Prepared::Cached`] when `cached` (the
+/// entry the cache holds under that id) is this kernel ([`KernelEntry::same_kernel`]), and
+/// the collision error otherwise: an id is never trusted alone.
+pub fn confirm_hit(cached: &KernelEntry, kernel: &KernelEntry) -> Result<Prepared> {
+    if cached.same_kernel(kernel) {
+        Ok(Prepared::Cached)
+    } else {
+        Err(crate::kernel::id_collision(cached.name(), kernel))
+    }
+}
+
 /// What preparing a kernel did.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Prepared {

@@ -53,7 +53,10 @@ pub mod testing;
 pub mod view;
 pub mod window;
 
-pub use backend::{Backend, Binding, BufferId, MemoryStats, Prepared, check_view, view_inside};
+pub use backend::{
+    Backend, Binding, BufferId, MemoryStats, Prepared, check_element_sizes, check_view,
+    confirm_hit, store_element_sizes, view_inside,
+};
 pub use cache::{BoundedCache, CacheLimits, CacheStats, Owner};
 pub use core::{Core, EXPLAIN_TARGET, Settings, Stats};
 pub use distribution::{DistContext, Distribution, Traffic};

@@ -152,11 +152,7 @@ impl Backend for FakeBackend {
 
     fn prepare(&mut self, kernel: &Arc<KernelEntry>, _owner: Owner) -> Result<Prepared> {
         if let Some(cached) = self.kernels.get(&kernel.id()) {
-            return if cached.same_kernel(kernel) {
-                Ok(Prepared::Cached)
-            } else {
-                Err(crate::kernel::id_collision(cached.name(), kernel))
-            };
+            return crate::backend::confirm_hit(cached, kernel);
         }
         self.logged().compiled.push(kernel.name().to_string());
         self.kernels.insert(kernel.id(), kernel.clone());
