@@ -3,10 +3,11 @@
 //! on the same stores, views, launches and partitions.
 //!
 //! What is generated:
-//! - stores of rank 1 to 4 (the reduction target: 0 to 2) of every element type the IR has
-//!   (`f32`, `f64`, `i32`, `i64`, `bool`), each a view of a bigger root: a slice with steps
-//!   (negative ones included), a permutation of axes, and for read-only arguments a broadcast
-//!   (strides of 0); one scalar of every type;
+//! - stores of rank 1 to 4 (the reduction target: 0 to 2, its last dimension now and then
+//!   longer than the others) of every element type the IR has (`f32`, `f64`, `i32`, `i64`,
+//!   `bool`), each a view of a bigger root: a slice with steps (negative ones included), a
+//!   permutation of axes, and for read-only arguments a broadcast (strides of 0); one scalar
+//!   of every type;
 //! - a parallel loop over the written store `out` whose iterations store at the loop's own
 //!   element through a fixed map of each dimension (`i` or `n - 1 - i`, injective, so
 //!   race-free), into `big` (dimension 0 twice as long) at `2 i + c`, inside `for` loops too,
@@ -17,8 +18,11 @@
 //!   `max`, by the store's `reduce` privilege) at any index (float sums and products reduce
 //!   small integers, so that every order gives the same bits: the order is open for stores of
 //!   rank 1 or more), `for` loops nested three deep whose bounds use outer counters and carry
-//!   values of any type, row reductions in lane order (`fold_lanes`), and every binary,
-//!   unary, comparison, select, cast and bitcast the IR has, on every type that takes them;
+//!   values of any type, `for` loops that carry nothing and whose iterations touch distinct
+//!   elements (a reduction into `acc` at the induction value, loads at it, arithmetic on
+//!   what they load: the shape `weft-cpu` runs as vectors of iterations), row reductions in
+//!   lane order (`fold_lanes`), and every binary, unary, comparison, select, cast and bitcast
+//!   the IR has, on every type that takes them;
 //! - a launch of 1 to 3 points, and partitions of every kind: none, tilings with any tile,
 //!   offset and projection (the written stores tiled so that points write disjoint tiles), and
 //!   an image partition through an `(n, 2)` store of row ranges.
@@ -481,6 +485,152 @@ impl Gen<'_, '_> {
         }
     }
 
+    /// A `for` loop that carries no values and whose iterations touch distinct elements, the
+    /// shape `weft-cpu` runs as vectors of consecutive iterations (`lower::iterations`): each
+    /// iteration `j` reduces into `acc` at `[k.., j]` (the same index list every time, `k`
+    /// not depending on `j`: race-free, as `acc` is reduced), loads `a`, `c`, `img` or
+    /// `bounds` at `[m.., j]`, and computes on what it loaded with the operations that have
+    /// a vector form (and now and then one that has none, or operands of another width).
+    /// `j` stays inside every extent it indexes unless `lo` is `-1`.
+    fn distinct_loop(&mut self, bb: &mut BodyBuilder) {
+        let p = self.p;
+        let acc = p.acc;
+        let t = acc.dtype();
+        let last = acc.rank() - 1;
+        let width = |u: DType| match u {
+            DType::F64 | DType::I64 => 2,
+            DType::F32 | DType::I32 => 4,
+            DType::Bool => 0,
+        };
+        // `acc`'s other indices: mostly constants (the reduction then goes to a chunk-private
+        // buffer), now and then any index (the parallel loop's own row: in place).
+        let mut outer = Vec::new();
+        for d in 0..last {
+            outer.push(if self.b.byte().is_multiple_of(4) {
+                self.index(bb, acc, d)
+            } else {
+                bb.const_i64(self.b.below(2) as i64)
+            });
+        }
+        // The stores loaded at `j`: mostly of the lanes' width.
+        let mut loads = Vec::new();
+        for _ in 0..self.b.below(3) {
+            let all = [p.a, p.c, p.img, p.bounds];
+            let fit: Vec<StoreParam> = all
+                .into_iter()
+                .filter(|s| width(s.dtype()) == width(t))
+                .collect();
+            let src = if fit.is_empty() || self.b.byte().is_multiple_of(5) {
+                all[self.b.below(all.len())]
+            } else {
+                fit[self.b.below(fit.len())]
+            };
+            let at: Vec<Value> = (0..src.rank() - 1)
+                .map(|d| self.index(bb, src, d))
+                .collect();
+            loads.push((src, at));
+        }
+        // (Indices computed before the loop; a parallel loop's index among them is proven
+        // for every iteration, which the loop may not run.)
+        self.lenient |= outer
+            .iter()
+            .chain(loads.iter().flat_map(|(_, at)| at))
+            .any(|v| self.idx.contains(v));
+        let lo = if self.b.byte().is_multiple_of(8) {
+            bb.const_i64(-1)
+        } else {
+            bb.const_i64(self.b.below(3) as i64)
+        };
+        let cap = bb.const_i64(self.b.below(20) as i64);
+        let mut hi = bb.add(lo, cap);
+        let n = bb.extent(acc, last);
+        hi = bb.min(hi, n);
+        for (src, _) in &loads {
+            let n = bb.extent(*src, src.rank() - 1);
+            hi = bb.min(hi, n);
+        }
+        let ops = self.b.below(5);
+        let twice = self.b.byte().is_multiple_of(4);
+        bb.for_loop(lo, hi, &[], |lb, j, _| {
+            let mut vary: Vec<Value> = loads
+                .iter()
+                .map(|(src, at)| {
+                    let mut at = at.clone();
+                    at.push(j);
+                    lb.load(*src, &at)
+                })
+                .collect();
+            for _ in 0..ops {
+                let Some(&x) = vary.get(self.b.below(vary.len())) else {
+                    break;
+                };
+                let u = x.dtype();
+                let v = if u.is_float() && self.b.byte().is_multiple_of(4) {
+                    let op = [UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Sqrt][self.b.below(3)];
+                    lb.unary(op, x)
+                } else {
+                    let ops: &[BinaryOp] = if u.is_float() {
+                        &[
+                            BinaryOp::Add,
+                            BinaryOp::Sub,
+                            BinaryOp::Mul,
+                            BinaryOp::Div,
+                            BinaryOp::Min,
+                            BinaryOp::Max,
+                        ]
+                    } else if u.is_int() {
+                        &[
+                            BinaryOp::Add,
+                            BinaryOp::Sub,
+                            BinaryOp::And,
+                            BinaryOp::Or,
+                            BinaryOp::Xor,
+                        ]
+                    } else {
+                        &[BinaryOp::And, BinaryOp::Or, BinaryOp::Xor]
+                    };
+                    // Now and then an operator with no vector form (the loop stays scalar).
+                    let op = if self.b.byte().is_multiple_of(16) {
+                        let all = binary_ops(u);
+                        all[self.b.below(all.len())]
+                    } else {
+                        ops[self.b.below(ops.len())]
+                    };
+                    let same: Vec<Value> =
+                        vary.iter().copied().filter(|v| v.dtype() == u).collect();
+                    let y = if self.b.byte().is_multiple_of(2) {
+                        same[self.b.below(same.len())]
+                    } else {
+                        self.pick(u)
+                    };
+                    lb.binary(op, x, y)
+                };
+                vary.push(v);
+            }
+            // The value reduced: one the iteration computed where every order gives the
+            // same bits (integers, `min` and `max`), else a tame one that does not vary.
+            let exact = !t.is_float()
+                || matches!(
+                    acc.privilege(),
+                    Privilege::Reduce(ReduceOp::Min | ReduceOp::Max)
+                );
+            let own: Vec<Value> = vary.iter().copied().filter(|v| v.dtype() == t).collect();
+            let v = if exact && !own.is_empty() && !self.b.byte().is_multiple_of(4) {
+                own[self.b.below(own.len())]
+            } else {
+                self.reduced(lb)
+            };
+            let mut at = outer.clone();
+            at.push(j);
+            lb.reduce(acc, &at, v);
+            if twice {
+                let w = self.reduced(lb);
+                lb.reduce(acc, &at, w);
+            }
+            Vec::new()
+        });
+    }
+
     /// A row reduction in lane order over the last dimension of `a` or `c`.
     fn fold(&mut self, bb: &mut BodyBuilder) {
         if self.inductions.len() >= 2 {
@@ -597,6 +747,13 @@ impl Gen<'_, '_> {
             7..=9 => self.load(bb),
             10 | 11 => self.store(bb),
             12 | 13 => self.reduce(bb),
+            14 if self.reduces
+                && self.p.acc.rank() >= 1
+                && self.inductions.len() < 3
+                && self.b.byte().is_multiple_of(2) =>
+            {
+                self.distinct_loop(bb)
+            }
             14 => self.for_loop(bb),
             15 => self.fold(bb),
             _ => {
@@ -916,7 +1073,14 @@ fn setup(b: &mut Bytes, r: &Ranks) -> Setup {
     big[0] *= 2;
     let a = shape(b, r.a.1);
     let c = shape(b, r.c.1);
-    let acc = shape(b, r.acc.1);
+    let mut acc = shape(b, r.acc.1);
+    if let Some(n) = acc.last_mut()
+        && b.byte().is_multiple_of(3)
+    {
+        // Now and then a longer last dimension, so that loops over it run whole vectors of
+        // iterations, unrolled (see `Gen::distinct_loop`).
+        *n = 7 + b.below(12) as u64;
+    }
     let bounds = vec![b.below(6) as u64, 2];
     let img = vec![b.below(12) as u64];
     let shapes = vec![out, big, a, c, acc, bounds, img];
