@@ -1,5 +1,20 @@
 //! A fuzz input read as a stream of small choices.
 
+/// The special `f64` values the targets draw now and then: zeros, infinities, NaN, extremes
+/// and a subnormal.
+pub const SPECIAL_F64: [f64; 10] = [
+    0.0,
+    -0.0,
+    f64::INFINITY,
+    f64::NEG_INFINITY,
+    f64::NAN,
+    f64::MAX,
+    f64::MIN_POSITIVE,
+    1e-310,
+    -1e300,
+    0.1,
+];
+
 /// The input's bytes, read one at a time (zeros past the end).
 pub struct Bytes<'a> {
     data: &'a [u8],
@@ -43,20 +58,8 @@ impl<'a> Bytes<'a> {
 
     /// An `f64`: small values, and the special ones (zeros, infinities, NaN, extremes).
     pub fn float(&mut self) -> f64 {
-        const SPECIAL: [f64; 10] = [
-            0.0,
-            -0.0,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            f64::NAN,
-            f64::MAX,
-            f64::MIN_POSITIVE,
-            1e-310,
-            -1e300,
-            0.1,
-        ];
         match self.byte() {
-            b @ 240..=249 => SPECIAL[usize::from(b - 240)],
+            b @ 240..=249 => SPECIAL_F64[usize::from(b - 240)],
             b => f64::from(b) * 0.125 - 8.0,
         }
     }

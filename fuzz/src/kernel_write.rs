@@ -163,18 +163,6 @@ impl Rng {
     /// An element of `t` as little-endian bytes: small values mostly, the special ones now
     /// and then.
     fn element(&mut self, t: DType) -> Vec<u8> {
-        const SPECIAL: [f64; 10] = [
-            0.0,
-            -0.0,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            f64::NAN,
-            f64::MAX,
-            f64::MIN_POSITIVE,
-            1e-310,
-            -1e300,
-            0.1,
-        ];
         let r = self.next();
         let special = r.is_multiple_of(16);
         let small = ((r >> 8) % 256) as f64 * 0.125 - 8.0;
@@ -187,7 +175,7 @@ impl Rng {
         match t {
             DType::F64 => {
                 let v = if special {
-                    SPECIAL[((r >> 4) % 10) as usize]
+                    crate::bytes::SPECIAL_F64[((r >> 4) % 10) as usize]
                 } else {
                     small
                 };
@@ -195,7 +183,7 @@ impl Rng {
             }
             DType::F32 => {
                 let v = if special {
-                    SPECIAL[((r >> 4) % 10) as usize] as f32
+                    crate::bytes::SPECIAL_F64[((r >> 4) % 10) as usize] as f32
                 } else {
                     small as f32
                 };

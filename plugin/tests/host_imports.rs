@@ -14,9 +14,9 @@ use weft_plugin::bindings::base::weft::plugin::host::{self, Host as _, HostStore
 use weft_plugin::bindings::base::weft::plugin::types;
 use weft_plugin::imports::{PluginState, StoreRes};
 use weft_plugin::limits::{Limiter, PluginLimits};
-use weft_runtime::testing::FakeBackend;
+use weft_runtime::testing::fake_core;
 use weft_runtime::view::MAX_VIEW_ELEMENTS;
-use weft_runtime::{Core, Limits, NoFusion, PluginId, Settings};
+use weft_runtime::{Limits, PluginId};
 
 const NAME: &str = "hostile";
 const PLUGIN: PluginId = PluginId(1);
@@ -29,21 +29,13 @@ const KERNEL_RANKS: u32 = 4;
 /// `runtime_quota`, the plugin's `plugin_quota`; kernels `r0`..`r3` and `w0`..`w3` are in
 /// the core's cache (one f64 store parameter, read or written, an empty body).
 fn state(runtime_quota: u64, plugin_quota: u64) -> PluginState {
-    let settings = Settings {
-        limits: Limits {
-            store_bytes: runtime_quota,
-            // The fake back end launches point by point in a debug build: fewer points
-            // than the default bound keep a case short (the bound is what is tested).
-            launch_points: 1 << 10,
-            ..Limits::default()
-        },
-        ..Settings::default()
-    };
-    let mut core = Core::new(
-        settings,
-        Box::new(FakeBackend::default()),
-        Box::new(NoFusion),
-    );
+    let mut core = fake_core(Limits {
+        store_bytes: runtime_quota,
+        // The fake back end launches point by point in a debug build: fewer points than the
+        // default bound keep a case short (the bound is what is tested).
+        launch_points: 1 << 10,
+        ..Limits::default()
+    });
     for rank in 0..KERNEL_RANKS {
         for (key, privilege) in [("r", Privilege::Read), ("w", Privilege::Write)] {
             let key = format!("{key}{rank}");

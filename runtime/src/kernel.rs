@@ -247,20 +247,7 @@ impl Hasher for ContentHasher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use weft_ir::{DType, KernelBuilder, Privilege};
-
-    fn scale(name: &str, factor: f64) -> Kernel {
-        let mut k = KernelBuilder::new(name);
-        let a = k.store(DType::F64, 1, Privilege::Read);
-        let out = k.store(DType::F64, 1, Privilege::Write);
-        k.body().parallel(out, |b, i| {
-            let x = b.load(a, i);
-            let f = b.const_f64(factor);
-            let y = b.mul(x, f);
-            b.store(out, i, y);
-        });
-        k.finish()
-    }
+    use crate::testing::scale_kernel as scale;
 
     #[test]
     fn ids_are_content_hashes() {

@@ -379,6 +379,33 @@ pub fn f64_store(core: &mut crate::Core, values: &[f64]) -> Result<crate::StoreI
     core.store_from_bytes(vec![values.len() as u64], DType::F64, &bytes)
 }
 
+/// `out[i] = a[i] * factor` over rank-1 `f64` stores (`a` read, `out` written), named
+/// `name`: the kernel tests of caches and ids build many of, one per factor.
+pub fn scale_kernel(name: &str, factor: f64) -> weft_ir::Kernel {
+    let mut k = weft_ir::KernelBuilder::new(name);
+    let a = k.store(DType::F64, 1, weft_ir::Privilege::Read);
+    let out = k.store(DType::F64, 1, weft_ir::Privilege::Write);
+    k.body().parallel(out, |b, i| {
+        let x = b.load(a, i);
+        let f = b.const_f64(factor);
+        let y = b.mul(x, f);
+        b.store(out, i, y);
+    });
+    k.finish()
+}
+
+/// A core on the fake back end, without fusion, under `limits`.
+pub fn fake_core(limits: crate::Limits) -> crate::Core {
+    crate::Core::new(
+        crate::Settings {
+            limits,
+            ..crate::Settings::default()
+        },
+        Box::new(FakeBackend::default()),
+        Box::new(crate::NoFusion),
+    )
+}
+
 /// The elements of an `f64` store of `core`, in row-major order.
 pub fn f64_values(core: &mut crate::Core, store: crate::StoreId) -> Result<Vec<f64>> {
     let mut out = Vec::new();

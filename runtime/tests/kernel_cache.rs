@@ -4,21 +4,11 @@
 
 use std::cell::Cell;
 
-use weft_ir::{DType, KernelBuilder, Privilege};
-use weft_runtime::testing::FakeBackend;
+use weft_runtime::testing::{FakeBackend, scale_kernel};
 use weft_runtime::{CacheLimits, Core, NoFusion, PluginId, Settings};
 
 fn flat(factor: f64) -> weft_ir::flat::FlatKernel {
-    let mut b = KernelBuilder::new("k");
-    let a = b.store(DType::F64, 1, Privilege::Read);
-    let out = b.store(DType::F64, 1, Privilege::Write);
-    b.body().parallel(out, |b, i| {
-        let x = b.load(a, i);
-        let f = b.const_f64(factor);
-        let y = b.mul(x, f);
-        b.store(out, i, y);
-    });
-    weft_ir::flat::to_flat(&b.finish())
+    weft_ir::flat::to_flat(&scale_kernel("k", factor))
 }
 
 #[test]

@@ -3,23 +3,15 @@
 //! anything is allocated.
 
 use weft_ir::DType;
-use weft_runtime::testing::FakeBackend;
-use weft_runtime::{Core, Error, Limits, NoFusion, Settings};
+use weft_runtime::testing::fake_core;
+use weft_runtime::{Error, Limits};
 
 #[test]
 fn a_read_of_a_broadcast_past_the_runtime_quota_is_refused_before_allocating() {
-    let settings = Settings {
-        limits: Limits {
-            store_bytes: 1 << 20,
-            ..Limits::default()
-        },
-        ..Settings::default()
-    };
-    let mut core = Core::new(
-        settings,
-        Box::new(FakeBackend::default()),
-        Box::new(NoFusion),
-    );
+    let mut core = fake_core(Limits {
+        store_bytes: 1 << 20,
+        ..Limits::default()
+    });
     let one = core.create_store(vec![1], DType::F64).expect("8 bytes");
     let huge = core
         .view(one, |m| m.broadcast_to(&[1 << 40]))

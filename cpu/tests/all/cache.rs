@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use weft_ir::{DType, KernelBuilder, Privilege};
+use weft_runtime::testing::scale_kernel;
 use weft_runtime::{Backend, Binding, CacheLimits, KernelEntry, Owner};
 
 use weft_cpu::{CpuBackend, CpuOptions};
@@ -12,16 +12,7 @@ use weft_cpu::{CpuBackend, CpuOptions};
 /// `out[i] = a[i] * factor`, named by its factor.
 fn scale(factor: f64) -> Arc<KernelEntry> {
     let name = format!("t.scale_{factor}");
-    let mut b = KernelBuilder::new(&name);
-    let a = b.store(DType::F64, 1, Privilege::Read);
-    let out = b.store(DType::F64, 1, Privilege::Write);
-    b.body().parallel(out, |b, i| {
-        let x = b.load(a, i);
-        let f = b.const_f64(factor);
-        let y = b.mul(x, f);
-        b.store(out, i, y);
-    });
-    Arc::new(KernelEntry::new(&name, &b.finish()).expect("valid"))
+    Arc::new(KernelEntry::new(&name, &scale_kernel(&name, factor)).expect("valid"))
 }
 
 fn backend(limits: CacheLimits) -> CpuBackend {
