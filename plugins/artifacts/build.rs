@@ -32,7 +32,7 @@ fn run() -> Result<(), String> {
     if plugins.is_empty() {
         return Err("no package of the workspace has [package.metadata.weft] artifact".into());
     }
-    for watched in ["sdk", "ir", "wit", "Cargo.lock", "Cargo.toml"] {
+    for watched in ["sdk", "host/ir", "wit", "Cargo.lock", "Cargo.toml"] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     for p in &plugins {

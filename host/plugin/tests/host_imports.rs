@@ -1,4 +1,4 @@
-//! The host imports of a plugin (`plugin/src/imports.rs`), called directly as Rust functions
+//! The host imports of a plugin (`host/plugin/src/imports.rs`), called directly as Rust functions
 //! on a `PluginState` with a core in it (no Wasm): with extreme shapes, strides and steps,
 //! every call answers with a value or an error, never a panic, an abort or a hang; and what
 //! a read returns is charged to the quotas of stores.

@@ -8,7 +8,7 @@
 /// The `plugin-base` world.
 pub mod base {
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "../../wit",
         world: "weft:plugin/plugin-base",
         with: {
             "weft:plugin/host.store": crate::imports::StoreRes,
@@ -24,7 +24,7 @@ macro_rules! plugin_world {
         $(#[$doc])*
         pub mod $name {
             wasmtime::component::bindgen!({
-                path: "../wit",
+                path: "../../wit",
                 world: $world,
                 with: {
                     "weft:plugin/types": super::base::weft::plugin::types,

@@ -14,7 +14,7 @@ pub fn find() -> Result<PathBuf, String> {
         return Ok(PathBuf::from(p));
     }
     let installed =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/ptxas/nvidia/cuda_nvcc/bin/ptxas");
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/ptxas/nvidia/cuda_nvcc/bin/ptxas");
     if installed.is_file() {
         Ok(installed)
     } else {
