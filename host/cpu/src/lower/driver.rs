@@ -24,7 +24,9 @@ use cranelift_codegen::ir::{
 use cranelift_module::{FuncId, Module};
 use weft_ir::{ParallelLoop, ReduceOp};
 
-use super::{FnLower, LResult, RedBuf, RedMode, Step, StepCx, StepKind, frame_flags, has_for_loop};
+use super::kernel::Step;
+use super::skeleton::has_for_loop;
+use super::{FnLower, LResult, RedBuf, RedMode, StepCx, StepKind, frame_flags};
 use crate::strips::{Group, STRIP_ROWS};
 
 /// One segment as the driver calls it.

@@ -33,8 +33,9 @@ use cranelift_codegen::ir::{BlockArg, InstBuilder, Value, types};
 use weft_ir::validate::Types;
 use weft_ir::{Access, BinaryOp, DType, ForLoop, Inst, Op, UnaryOp, ValueId};
 
+use super::inst::operands;
 use super::vector::{float_vector_binary, vec_type};
-use super::{FnLower, LResult, Layout, View, data_flags, operands};
+use super::{FnLower, LResult, Layout, View, data_flags};
 
 /// The addresses [`FnLower::row_addresses`] found, at iteration `lo`.
 struct Rows<'a> {
@@ -248,7 +249,7 @@ impl FnLower<'_, '_> {
             if unroll == 1 {
                 self.b.ins().jump(tail, &[BlockArg::Value(next)]);
             } else {
-                if !super::bounded_by_a_store(l) {
+                if !super::loops::bounded_by_a_store(l) {
                     self.check_cancel();
                 }
                 self.b.ins().jump(block, &[BlockArg::Value(next)]);

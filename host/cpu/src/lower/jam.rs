@@ -243,7 +243,7 @@ fn point_values(pl: &ParallelLoop, index: ValueId) -> Result<HashSet<ValueId>, S
                 if matches!(b.op, Op::Store(..) | Op::For(_)) {
                     return Err(format!(
                         "a `for` loop's body holds a {}",
-                        super::op_name(&b.op)
+                        super::inst::op_name(&b.op)
                     ));
                 }
                 check_access(&b.op, &point)?;

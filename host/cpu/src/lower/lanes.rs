@@ -40,9 +40,10 @@ use cranelift_module::{FuncId, Module};
 use weft_ir::validate::Types;
 use weft_ir::{BinaryOp, DType, ForLoop, Inst, Op, Scalar, UnaryOp, ValueId};
 
+use super::inst::operands;
 use super::vector::{float_vector_binary, vec_type};
 use super::wide::{FoldBody, FoldWord, Isa, UNROLL};
-use super::{FaultSite, FnLower, LResult, Layout, cl_type, data_flags, operands};
+use super::{FaultSite, FnLower, LResult, Layout, cl_type, data_flags};
 
 /// The fewest steps of a wide lane body worth a call (each step runs [`UNROLL`] iterations).
 const MIN_STEPS: i64 = 4;
@@ -221,7 +222,10 @@ fn plan_of_width(
     for inst in &l.body {
         match &inst.op {
             Op::Store(..) | Op::Reduce(..) | Op::For(_) | Op::Parallel(_) => {
-                return Err(format!("its body holds a {}", super::op_name(&inst.op)));
+                return Err(format!(
+                    "its body holds a {}",
+                    super::inst::op_name(&inst.op)
+                ));
             }
             _ => {}
         }
@@ -662,7 +666,7 @@ impl FnLower<'_, '_> {
     /// (signature `fn(args: *const u64, steps: i64)`) and keeps its constant table.
     pub(super) fn define_fold(&mut self, body: FoldBody, plan: &LanePlan) -> LResult<FoldCall> {
         let what = format!("the {} lane body", body.isa.name());
-        let func = super::define_wide_code(self.module, self.ptr_ty, &body.code, &what)?;
+        let func = super::define::define_wide_code(self.module, self.ptr_ty, &body.code, &what)?;
         self.loop_counts.code_bytes += body.code.len();
         self.tables.push(body.table);
         Ok(FoldCall {
@@ -956,7 +960,7 @@ impl FnLower<'_, '_> {
         }
         let ys: Vec<Value> = plan.roots.iter().map(|&r| vals[r]).collect();
         self.env.pop_to(mark);
-        if !super::bounded_by_a_store(l) {
+        if !super::loops::bounded_by_a_store(l) {
             self.check_cancel();
         }
         let next = self.b.ins().iadd_imm_s(params[0], 1);

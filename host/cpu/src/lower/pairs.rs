@@ -15,7 +15,8 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{Block, BlockArg, InstBuilder, Value, types};
 use weft_ir::{DType, ForLoop, Inst, Op};
 
-use super::{FnLower, LResult, bounded_by_a_store, cl_type};
+use super::loops::bounded_by_a_store;
+use super::{FnLower, LResult, cl_type};
 
 /// The most instructions a `for` loop's body may have to run two iterations per trip: a CSR
 /// row's product has 7.

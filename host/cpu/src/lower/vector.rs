@@ -47,11 +47,12 @@ use weft_ir::{
     ValueId,
 };
 
+use super::arith::{float_cc, int_cc};
+use super::define::WideCall;
+use super::inst::operands;
+use super::skeleton::ParSetup;
 use super::wide::{ArgWord, Isa};
-use super::{
-    FnLower, LResult, Layout, Obligation, ParSetup, RedMode, StepKind, WideCall, data_flags,
-    float_cc, int_cc, operands,
-};
+use super::{FnLower, LResult, Layout, Obligation, RedMode, StepKind, data_flags};
 
 /// Whether the vector body is emitted with the vectors of a step interleaved instruction
 /// by instruction (more independent work in flight) rather than one after the other.

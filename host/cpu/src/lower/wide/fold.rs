@@ -135,7 +135,7 @@ impl Affine<'_> {
                 _ => None,
             },
             // Anything else is fine only where it does not depend on `q`.
-            op => crate::lower::operands(op)
+            op => crate::lower::inst::operands(op)
                 .into_iter()
                 .all(|v| self.of(v) == Some(0))
                 .then_some(0),
