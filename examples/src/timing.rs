@@ -116,7 +116,7 @@ pub fn bench<T>(
     bench_then(np, warmup, iters, step, |_| Ok(()))
 }
 
-/// [`bench`], calling `after(timed)` after each iteration as [`time_iterations_then`] does:
+/// [`bench()`], calling `after(timed)` after each iteration as [`time_iterations_then`] does:
 /// a baseline that `after` times runs in alternation with the Weft iterations.
 pub fn bench_then<T>(
     np: &Numeric,

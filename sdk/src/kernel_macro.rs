@@ -33,6 +33,58 @@ macro_rules! kernel_scalar {
 
 kernel_scalar!(f32 => F32, f64 => F64, i32 => I32, i64 => I64, bool => Bool);
 
+/// A type a [`kernel!`](crate::kernel)'s field can have: its value is written into the
+/// kernel's key with `Display` and read back with `FromStr`, so every type with both is one
+/// (`u32`, `i64`, `bool`, [`ir::DType`](crate::ir::DType), an enum of your own). Its text must
+/// not contain a `.`, which separates the key's fields, and must parse back to the same value.
+///
+/// A field of another type is an error at that field (the test checks that it is this error,
+/// E0277, an unsatisfied trait bound):
+///
+/// ```compile_fail,E0277
+/// /// Not `FromStr`, so it cannot be read back from a key.
+/// #[derive(Clone, Debug, PartialEq)]
+/// pub struct Mode;
+///
+/// impl std::fmt::Display for Mode {
+///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+///         f.write_str("mode")
+///     }
+/// }
+///
+/// weft_sdk::kernel! {
+///     struct Smooth { rank: u32, mode: Mode }
+///     stores { a: (F64, rank, Read), out: (F64, rank, Write) }
+///     body(k) {}
+/// }
+/// ```
+///
+/// The compiler's error points at `Mode` in `mode: Mode`: "`Mode` cannot be a field of a
+/// `kernel!`: its value goes into the kernel's key", with "the trait `FromStr` is not
+/// implemented for `Mode`" below it.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a field of a `kernel!`: its value goes into the kernel's key",
+    label = "a field's type needs `Display` (to write the key) and `FromStr` (to read it back)",
+    note = "numbers, `bool` and `weft_sdk::ir::DType` have both; implement them for a type of \
+            your own (its text must not contain `.`)"
+)]
+pub trait KeyField: Sized {
+    /// The field's value as written in the key.
+    fn to_key(&self) -> String;
+    /// The value `text` (from a key) stands for, if any.
+    fn from_key(text: &str) -> Option<Self>;
+}
+
+impl<T: std::fmt::Display + std::str::FromStr> KeyField for T {
+    fn to_key(&self) -> String {
+        self.to_string()
+    }
+
+    fn from_key(text: &str) -> Option<T> {
+        text.parse().ok()
+    }
+}
+
 /// What the code [`kernel!`](crate::kernel) writes calls; not for direct use.
 #[doc(hidden)]
 pub mod private {
@@ -83,7 +135,9 @@ pub mod private {
 /// method that submits it.
 ///
 /// - the struct's fields are what the body depends on (a rank, a dtype); they make up the key
-///   (`scale.rank=2`), so their values must print without a `.` and parse back;
+///   (`scale.rank=2`), so their values must print without a `.` and parse back (see
+///   [`KeyField`]: numbers, `bool` and [`ir::DType`](crate::ir::DType) do, and a field of
+///   another type is a compile error at that field);
 /// - `stores` lists the store parameters as `name: (dtype, rank, privilege)`, where the three
 ///   are expressions that may use the fields and name `F64`, `Read`, `Reduce(Sum)` and the
 ///   other variants of [`ir::DType`](crate::ir::DType), [`ir::Privilege`](crate::ir::Privilege)
@@ -134,6 +188,36 @@ pub mod private {
 /// assert_eq!(kernel.params.len(), 3);
 /// assert!(weft_sdk::body_of::<(Scale, Total)>("total.rank=1").is_ok());
 /// assert!(weft_sdk::body_of::<(Scale, Total)>("total.rank=x").is_err());
+/// ```
+///
+/// A field may be a dtype, which makes one declaration generic over element types: the
+/// stores' dtypes and the body's constants use it (a scalar's dtype is its Rust type's, so
+/// take an `f64` and `b.cast(dtype, ..)` it where the kernel needs the dtype).
+///
+/// ```
+/// use weft_sdk::KernelDef;
+/// use weft_sdk::ir::DType;
+///
+/// weft_sdk::kernel! {
+///     /// `out = a * factor + 1`, element-wise, for a float `dtype`.
+///     struct ScaleUp { dtype: DType, rank: u32 }
+///     stores { a: (dtype, rank, Read), out: (dtype, rank, Write) }
+///     scalars { factor: f64 }
+///     parallel(out, |b, i| {
+///         let y = b.mul(b.load(a, i), b.cast(dtype, factor));
+///         b.store(out, i, b.add(y, b.const_of(dtype, 1.0)));
+///     })
+/// }
+///
+/// let f32s = ScaleUp { dtype: DType::F32, rank: 2 };
+/// assert_eq!(f32s.key(), "scale_up.dtype=f32.rank=2");
+/// assert_eq!(ScaleUp::from_key("scale_up.dtype=f32.rank=2"), Some(f32s.clone()));
+/// assert_eq!(ScaleUp::from_key("scale_up.dtype=f16.rank=2"), None);
+/// // Each dtype is its own kernel, with its own store parameters.
+/// for dtype in [DType::F32, DType::F64] {
+///     let params = ScaleUp { dtype, rank: 1 }.params().unwrap();
+///     assert_eq!(weft_sdk::ir::Param::stores(&params)[0].0, dtype);
+/// }
 /// ```
 ///
 /// A task with the wrong arguments does not compile:
@@ -206,7 +290,7 @@ macro_rules! kernel {
             fn key(&self) -> ::std::string::String {
                 $crate::__kernel_private::key(
                     stringify!($name),
-                    &[$((stringify!($field), self.$field.to_string())),*],
+                    &[$((stringify!($field), <$fty as $crate::KeyField>::to_key(&self.$field))),*],
                 )
             }
 
@@ -219,7 +303,7 @@ macro_rules! kernel {
                 )?
                 .into_iter();
                 ::std::option::Option::Some($name {
-                    $($field: values.next()?.parse().ok()?,)*
+                    $($field: <$fty as $crate::KeyField>::from_key(values.next()?)?,)*
                 })
             }
 

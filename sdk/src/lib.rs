@@ -28,9 +28,9 @@ mod task;
 
 pub use convert::kernel_to_wit;
 pub use kernel_def::{KernelDef, KernelSet, body_of};
-pub use kernel_macro::KernelScalar;
 #[doc(hidden)]
 pub use kernel_macro::private as __kernel_private;
+pub use kernel_macro::{KernelScalar, KeyField};
 pub use store_helpers::scalar_store;
 pub use task::{Launch, Task};
 pub use weft_ir as ir;

@@ -369,23 +369,71 @@ fn every_example_compiles_nothing_in_its_timed_loop() {
     }
 }
 
-/// `WEFT_EXPLAIN=1` prints every fusion decision on stderr (the planner's explanations are
-/// `tracing` events; the runtime's subscriber prints them), and nothing without it.
+/// `WEFT_EXPLAIN=2` prints every fusion decision on stderr (the planner's explanations are
+/// `tracing` events; the runtime's subscriber prints them), `WEFT_EXPLAIN=1` a short summary
+/// of each run of the window in their place, and neither prints anything without it.
 #[test]
 fn weft_explain_prints_fusion_decisions_on_stderr() {
-    let explained = Command::new(STENCIL)
-        .args(["--n", "16", "--iters", "1", "--warmup", "0"])
-        .env("WEFT_EXPLAIN", "1")
-        .output()
-        .expect("runs");
-    let stderr = text(&explained.stderr);
-    assert!(explained.status.success(), "{stderr}");
-    assert!(stderr.contains("weft fusion:"), "{stderr}");
-    assert!(stderr.contains("task(s) fused"), "{stderr}");
-    let quiet = Command::new(STENCIL)
-        .args(["--n", "16", "--iters", "1", "--warmup", "0"])
+    let stencil = |explain: Option<&str>| {
+        let mut command = Command::new(STENCIL);
+        command.args(["--n", "16", "--iters", "1", "--warmup", "0"]);
+        match explain {
+            Some(level) => command.env("WEFT_EXPLAIN", level),
+            None => command.env_remove("WEFT_EXPLAIN"),
+        };
+        let out = command.output().expect("runs");
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        stderr
+    };
+    let detail = stencil(Some("2"));
+    assert!(detail.contains("weft fusion:"), "{detail}");
+    assert!(detail.contains("task(s) fused"), "{detail}");
+    let summary = stencil(Some("1"));
+    assert!(!summary.contains("weft fusion:"), "{summary}");
+    assert!(
+        summary.starts_with("weft: ") && summary.contains(" tasks -> one task running "),
+        "{summary}"
+    );
+    assert!(
+        summary.lines().count() < detail.lines().count(),
+        "the summary is shorter:\n{summary}"
+    );
+    let quiet = stencil(None);
+    assert!(
+        !quiet.contains("weft fusion:") && !quiet.contains("weft: "),
+        "{quiet}"
+    );
+}
+
+/// `WEFT_PROFILE=1` prints, when the runtime is dropped, the kernels that took the most time:
+/// a heading with the totals, then one line per kernel with its launches and its provenance.
+#[test]
+fn weft_profile_prints_the_kernels_with_the_most_time_on_stderr() {
+    let out = Command::new(STENCIL)
+        .args(["--n", "16", "--iters", "3", "--warmup", "0"])
+        .env("WEFT_PROFILE", "1")
         .env_remove("WEFT_EXPLAIN")
         .output()
         .expect("runs");
-    assert!(!text(&quiet.stderr).contains("weft fusion:"));
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let table: Vec<&str> = stderr
+        .lines()
+        .skip_while(|l| !l.starts_with("weft profile: "))
+        .collect();
+    assert!(
+        table.len() >= 3,
+        "a heading, columns and kernels:\n{stderr}"
+    );
+    assert_eq!(
+        table[1], "   share    total ms  launches    mean us  kernel",
+        "{stderr}"
+    );
+    assert!(
+        table[2..].iter().any(|l| l.contains("fused(numeric.")),
+        "{stderr}"
+    );
+    let quiet = run(STENCIL, &["--n", "16", "--iters", "1", "--warmup", "0"]);
+    assert!(!text(&quiet.stderr).contains("weft profile"));
 }

@@ -74,12 +74,12 @@ impl Memory {
     }
 
     /// This memory, with large fresh buffers asking for transparent huge pages (`true`) or
-    /// not (see [`advise_huge_pages`]).
+    /// not (see `advise_huge_pages`).
     pub fn huge_pages(self, huge_pages: bool) -> Memory {
         Memory { huge_pages, ..self }
     }
 
-    /// No buffers, each future one between guard pages (see [`crate::guarded`]), and no
+    /// No buffers, each future one between guard pages (see `crate::guarded`), and no
     /// reuse: for fuzzing, where an access outside a buffer must stop the process.
     pub fn guarded() -> Memory {
         Memory {

@@ -1,4 +1,4 @@
-//! The transport between ranks: one process ([`Solo`]), or MPI ([`crate::mpi_comm`], with the
+//! The transport between ranks: one process ([`Solo`]), or MPI (`crate::mpi_comm`, with the
 //! `mpi` feature).
 
 use std::collections::BTreeMap;

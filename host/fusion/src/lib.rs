@@ -181,10 +181,10 @@ impl Fuser {
         // A prefix whose fused kernel would pass the limits every kernel is held to stops
         // short of them (its cut is then the limit, not a constraint).
         let capped = within_kernel_limits(&window[..prefix]).max(1);
-        let (prefix, cut) = if capped < prefix {
-            (capped, None)
+        let (prefix, cut, capped) = if capped < prefix {
+            (capped, None, true)
         } else {
-            (prefix, cut)
+            (prefix, cut, false)
         };
         let tasks = &window[..prefix];
         // A store is read after the prefix if pending tasks outside it read it (they may be
@@ -224,6 +224,7 @@ impl Fuser {
             |s| stores.storage(s).map(|st| st.shape.as_slice()),
         );
         let mut explanation = Explanation::new(tasks, window.get(prefix), cut, &temps, &key);
+        explanation.capped = capped;
         let deferrals: Vec<Deferral> = if prefix > 1 {
             deferrals.into_iter().filter(|d| d.task < prefix).collect()
         } else {
@@ -241,6 +242,7 @@ impl Fuser {
             self.stats.kernels_fused += 1;
             prefix
         } else {
+            explanation.too_big = prefix > 1;
             1
         };
         let plan = Arc::new(FusionPlan {
@@ -384,6 +386,8 @@ impl Fuser {
             })
             .collect();
         explanation.set_passes(optimized.report.to_string(), roles);
+        let part_kernels: Vec<&weft_ir::Kernel> = parts.iter().map(|p| p.kernel).collect();
+        explanation.set_loops(&part_kernels, &order, &composed, &optimized);
         let ir = weft_ir::passes::math::lower_math(&optimized.kernel);
         // A fused kernel past the limits every kernel is held to (many tasks with many
         // arguments) is not made: the tasks run apart.
@@ -546,22 +550,29 @@ impl Planner for Fuser {
         let planned = self.analyse(window, context.stores, context.readers)?;
         let prefix = planned.plan.prefix;
         let fused = instantiate(&planned.plan, &window[..prefix]);
+        let label = |s| {
+            context
+                .stores
+                .storage(s)
+                .and_then(|st| st.label.as_deref().map(str::to_string))
+        };
         let explanation = context.explain.then(|| {
-            let label = |s| {
-                context
-                    .stores
-                    .storage(s)
-                    .and_then(|st| st.label.as_deref().map(str::to_string))
-            };
             planned
                 .plan
                 .explanation
                 .render(&planned.key, planned.hit, &label)
         });
+        let summary = context.summarize.then(|| {
+            planned
+                .plan
+                .explanation
+                .summary(window, prefix, &planned.key, &label, context.sites)
+        });
         Ok(Plan {
             prefix,
             fused,
             explanation,
+            summary,
         })
     }
 

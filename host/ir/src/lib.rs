@@ -112,6 +112,42 @@ impl std::fmt::Display for DType {
     }
 }
 
+/// Parses what [`Display`](std::fmt::Display) prints ([`DType::name`]), so a dtype
+/// round-trips through text (a kernel key's field, for one):
+///
+/// ```
+/// use weft_ir::DType;
+///
+/// for dtype in DType::ALL {
+///     assert_eq!(dtype.to_string().parse::<DType>(), Ok(dtype));
+/// }
+/// let e = "f16".parse::<DType>().unwrap_err();
+/// assert_eq!(e.to_string(), "`f16` is not a dtype (f32, f64, i32, i64 or bool)");
+/// ```
+impl std::str::FromStr for DType {
+    type Err = UnknownDType;
+
+    fn from_str(s: &str) -> Result<DType, UnknownDType> {
+        DType::from_name(s).ok_or_else(|| UnknownDType(s.to_string()))
+    }
+}
+
+/// The error of parsing a [`DType`] from text that names none (it holds the text).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownDType(pub String);
+
+impl std::fmt::Display for UnknownDType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "`{}` is not a dtype (f32, f64, i32, i64 or bool)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownDType {}
+
 /// A constant of one of the [`DType`]s.
 #[derive(Clone, Copy, Debug)]
 pub enum Scalar {

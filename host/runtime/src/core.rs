@@ -41,6 +41,12 @@ pub struct Settings {
     /// are also emitted as `tracing` events of target [`EXPLAIN_TARGET`] whenever a
     /// subscriber listens to that target.
     pub explain: bool,
+    /// Whether summaries of the windows run are gathered for [`Core::take_summaries`]. They
+    /// are also emitted as `tracing` events of target [`SUMMARY_TARGET`] whenever a
+    /// subscriber listens to that target.
+    pub summarize: bool,
+    /// Whether the time of every task run is added up per kernel, for [`Core::profile`].
+    pub profile: bool,
     /// Bounds on launches, arguments, store bytes and kernel time.
     pub limits: Limits,
 }
@@ -53,8 +59,16 @@ pub const KERNEL_LIMITS: crate::cache::CacheLimits = crate::cache::CacheLimits {
     bytes: 256 << 20,
 };
 
-/// The `tracing` target of the planner's explanations (`WEFT_EXPLAIN` prints them).
+/// The `tracing` target of the planner's explanations in full (`WEFT_EXPLAIN=2` prints
+/// them).
 pub const EXPLAIN_TARGET: &str = "weft::explain";
+
+/// The `tracing` target of the summaries of the windows run (`WEFT_EXPLAIN=1` prints them).
+pub const SUMMARY_TARGET: &str = "weft::summary";
+
+/// The most distinct window summaries a core remembers having shown (see
+/// [`Core::take_summaries`]); past it, summaries are shown again.
+pub const SUMMARIES_REMEMBERED: usize = 4096;
 
 impl Default for Settings {
     fn default() -> Self {
@@ -62,6 +76,8 @@ impl Default for Settings {
             pieces: 1,
             window_bound: 256,
             explain: false,
+            summarize: false,
+            profile: false,
             limits: Limits::default(),
         }
     }
@@ -90,6 +106,10 @@ pub struct Core {
     pub(crate) stats: Stats,
     pub(crate) forbid_compiles: bool,
     pub(crate) explain_log: Vec<String>,
+    /// What the window shows in its summaries (see [`Core::take_summaries`]).
+    pub(crate) summaries: crate::window::Summaries,
+    /// The time of the tasks run, per kernel, with [`Settings::profile`].
+    profiler: crate::profile::Profiler,
     /// Where in the application the tasks submitted now come from (see
     /// [`Core::set_call_site`]).
     pub(crate) call_site: Option<Arc<str>>,
@@ -109,6 +129,7 @@ impl Drop for Core {
         // Run what is still pending, so that traces are whole; errors have no one to go to
         // now.
         let _ = self.flush();
+        self.finish_summaries();
     }
 }
 
@@ -128,6 +149,8 @@ impl Core {
             stats: Stats::default(),
             forbid_compiles: false,
             explain_log: Vec::new(),
+            summaries: Default::default(),
+            profiler: Default::default(),
             call_site: None,
             sites: HashMap::new(),
             released: channel(),
@@ -213,6 +236,44 @@ impl Core {
     /// The explanations gathered since the last call (with [`Settings::explain`] on).
     pub fn take_explanations(&mut self) -> Vec<String> {
         std::mem::take(&mut self.explain_log)
+    }
+
+    /// Turns the gathering of window summaries on or off.
+    pub fn set_summarize(&mut self, on: bool) {
+        self.settings.summarize = on;
+    }
+
+    /// The summaries of the windows run since the last call (with [`Settings::summarize`]
+    /// on), as `WEFT_EXPLAIN=1` prints them: one text per run of the window, each shown once
+    /// (a run that the window already summarized alike is counted, not shown again; see
+    /// [`Core::finish_summaries`]).
+    pub fn take_summaries(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.summaries.log)
+    }
+
+    /// Ends the summaries: the line that counts the runs of the window not shown because
+    /// they repeated one shown (`weft: 12 more window run(s) like those above`), gathered and
+    /// emitted as the summaries are, if there were any. A core does this when it is dropped.
+    pub fn finish_summaries(&mut self) {
+        let repeated = std::mem::take(&mut self.summaries.repeated);
+        if repeated > 0 {
+            self.publish_summary(format!(
+                "weft: {repeated} more window run(s) like those above\n"
+            ));
+        }
+    }
+
+    /// Turns the timing of kernel runs on or off (see [`Core::profile`]).
+    pub fn set_profile(&mut self, on: bool) {
+        self.settings.profile = on;
+    }
+
+    /// The time of the kernels run so far, per kernel (with [`Settings::profile`] on; empty
+    /// otherwise).
+    pub fn profile(&self) -> crate::profile::Profile {
+        let exec = &self.stats.exec;
+        self.profiler
+            .profile(exec.kernels_compiled, exec.compile_seconds)
     }
 
     /// Makes compiling any kernel an error from now on (or allows it again).
@@ -493,7 +554,11 @@ impl Core {
     ) -> Result<()> {
         let span = tracing::info_span!("kernel", kernel = task.name());
         let _entered = span.enter();
-        let result = Executor {
+        let timed = self
+            .settings
+            .profile
+            .then(|| (std::time::Instant::now(), self.stats.exec.compile_seconds));
+        let mut result = Executor {
             stores: &mut self.stores,
             backend: self.backend.as_mut(),
             mapping: self.mapping.as_ref(),
@@ -508,6 +573,16 @@ impl Core {
                 .map(|d| d as &mut dyn Distribution),
         }
         .run(task);
+        if let Some((start, compiled_before)) = timed
+            && result.is_ok()
+        {
+            // The task's time is its own only once the back end has finished its work.
+            result = self.backend.synchronize();
+            let compiling = self.stats.exec.compile_seconds - compiled_before;
+            let seconds = (start.elapsed().as_secs_f64() - compiling).max(0.0);
+            let site = self.sites.get(&task.seq);
+            self.profiler.record(task.name(), site, seconds);
+        }
         // On several ranks a failure may be this rank's alone: the job ends (see
         // `Distribution::fail`).
         if let (Err(e), Some(d)) = (&result, self.distribution.as_deref()) {

@@ -12,13 +12,15 @@
 //! - [`limits`]: bounds on launches, arguments, store bytes and kernel time;
 //! - [`window`]: the window's policy (grow, run the front, run what a read needs);
 //! - [`executor`]: running a task's points through a back end;
+//! - [`profile`]: the time of kernel runs per kernel (`WEFT_PROFILE=1`);
 //! - [`faults`]: fault isolation in the shared window (poisoned storages, attribution);
 //! - [`mapping`]: which rank owns which point;
 //! - [`core`]: the state plugin calls and the application share.
 //!
 //! It reports through `tracing`: a span per kernel run (`kernel`, with the kernel's name) and
-//! per compile, and the planner's explanations as events of target [`EXPLAIN_TARGET`]. It
-//! installs no subscriber; the application (`weft`) does.
+//! per compile, the planner's explanations as events of target [`EXPLAIN_TARGET`], and a
+//! summary of each run of the window as events of target [`SUMMARY_TARGET`]. It installs no
+//! subscriber; the application (`weft`) does.
 //!
 //! The seams:
 //! - [`Backend`] (memory, compile, launch, synchronize): `weft-cpu` implements it, and later
@@ -47,6 +49,7 @@ pub mod mapping;
 pub mod observed;
 pub mod partition;
 pub mod planner;
+pub mod profile;
 pub mod stores;
 pub mod task;
 pub mod testing;
@@ -58,7 +61,7 @@ pub use backend::{
     confirm_hit, store_element_sizes, view_inside,
 };
 pub use cache::{BoundedCache, CacheLimits, CacheStats, Owner};
-pub use core::{Core, EXPLAIN_TARGET, Settings, Stats};
+pub use core::{Core, EXPLAIN_TARGET, SUMMARY_TARGET, Settings, Stats};
 pub use distribution::{DistContext, Distribution, Traffic};
 pub use error::{Error, Result};
 pub use executor::ExecStats;
@@ -67,7 +70,8 @@ pub use kernel::{KernelEntry, KernelId};
 pub use limits::Limits;
 pub use observed::{Observed, PrepareHook};
 pub use partition::{Partition, Rect, RootPartition, Tiling};
-pub use planner::{NoFusion, Plan, PlanContext, Planner, PlannerStats};
+pub use planner::{NoFusion, Plan, PlanContext, PlanSummary, Planner, PlannerStats};
+pub use profile::{KernelProfile, Profile};
 pub use stores::{StorageId, StoreId, Stores};
 pub use task::{IndexTask, PluginId, TaskArg};
 pub use view::{ViewError, ViewMap, shape_text};

@@ -10,6 +10,10 @@
 //! - **Reads**: a read of a storage runs only the tasks it needs (its writers, what they read,
 //!   and the earlier tasks that touch what they write); the others stay pending. A write by the
 //!   host also runs the pending readers of the storage first.
+//! - **Summaries** (`WEFT_EXPLAIN=1`): the plans of one run of the window (a full window's
+//!   front, or what a flush or a read runs) are summarized together, in the planner's words
+//!   ([`crate::planner::PlanSummary`]); a run summarized alike before is counted rather than
+//!   shown again ([`Core::take_summaries`]).
 //! - **Faults**: a task that fails leaves what it writes without a value, and the tasks that
 //!   use that skip; the others run (see [`crate::faults`]). [`Core::flush`] reports the
 //!   failure, and so does a read of a store it left without a value.
@@ -17,14 +21,15 @@
 //! The policy knows nothing of how the planner decides or how the back end runs: its tests
 //! use fake planners and the interpreting [`crate::testing::FakeBackend`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 
 use weft_ir::Privilege;
 use weft_ir::semantics::MAX_LAUNCH_RANK;
 
-use crate::core::{Core, EXPLAIN_TARGET};
+use crate::core::{Core, EXPLAIN_TARGET, SUMMARIES_REMEMBERED, SUMMARY_TARGET};
 use crate::partition::{Partition, RootPartition};
-use crate::planner::PlanContext;
+use crate::planner::{PlanContext, PlanSummary};
 use crate::stores::{StorageId, StoreId};
 use crate::task::IndexTask;
 use crate::{Error, Result};
@@ -77,6 +82,53 @@ impl Window {
     pub fn tasks(&self) -> &[IndexTask] {
         &self.tasks
     }
+}
+
+/// The summaries of the window's runs (`WEFT_EXPLAIN=1`): the plans of the run under way, and
+/// what was shown so far.
+#[derive(Debug, Default)]
+pub(crate) struct Summaries {
+    /// The summaries of the plans of the run under way.
+    batch: Vec<PlanSummary>,
+    /// Hashes of the summaries shown (at most [`SUMMARIES_REMEMBERED`]).
+    shown: HashSet<u64>,
+    /// Runs not shown since the last count because they repeated one shown.
+    pub(crate) repeated: u64,
+    /// The summaries gathered for [`Core::take_summaries`].
+    pub(crate) log: Vec<String>,
+}
+
+/// The text of one run of the window whose plans are `plans` (`WEFT_EXPLAIN=1`). A run of
+/// one plan is its headline after `weft: `, with its details and its cut indented below; a
+/// run of several is a heading (`weft: window of 12 tasks -> 3 tasks`), then each plan's
+/// headline, its details indented further, and its cut.
+pub fn summary_text(plans: &[PlanSummary]) -> String {
+    let mut out = String::new();
+    let tasks: usize = plans.iter().map(|p| p.tasks).sum();
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    if let [plan] = plans {
+        out.push_str(&format!("weft: {}\n", plan.headline));
+        for line in plan.details.iter().chain(&plan.cut) {
+            out.push_str(&format!("  {line}\n"));
+        }
+        return out;
+    }
+    out.push_str(&format!(
+        "weft: window of {tasks} task{} -> {} task{}\n",
+        plural(tasks),
+        plans.len(),
+        plural(plans.len())
+    ));
+    for plan in plans {
+        out.push_str(&format!("  {}\n", plan.headline));
+        for line in &plan.details {
+            out.push_str(&format!("    {line}\n"));
+        }
+        if let Some(cut) = &plan.cut {
+            out.push_str(&format!("  {cut}\n"));
+        }
+    }
+    out
 }
 
 impl Core {
@@ -244,7 +296,37 @@ impl Core {
         let mut tasks = std::mem::take(&mut self.window.tasks);
         let result = self.run_front(&mut tasks);
         self.window.tasks = tasks;
+        self.summarize_run();
         result
+    }
+
+    /// Ends the summary of a run of the window: shows it, unless a run alike was shown
+    /// before (then it is counted, for [`Core::finish_summaries`]).
+    fn summarize_run(&mut self) {
+        if self.summaries.batch.is_empty() {
+            return;
+        }
+        let text = summary_text(&std::mem::take(&mut self.summaries.batch));
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        text.hash(&mut hasher);
+        let hash = hasher.finish();
+        if self.summaries.shown.contains(&hash) {
+            self.summaries.repeated += 1;
+            return;
+        }
+        if self.summaries.shown.len() < SUMMARIES_REMEMBERED {
+            self.summaries.shown.insert(hash);
+        }
+        self.publish_summary(text);
+    }
+
+    /// Emits a summary's text as a `tracing` event of target [`SUMMARY_TARGET`], and gathers
+    /// it with [`crate::Settings::summarize`] on.
+    pub(crate) fn publish_summary(&mut self, text: String) {
+        tracing::info!(target: SUMMARY_TARGET, "{text}");
+        if self.settings.summarize {
+            self.summaries.log.push(text);
+        }
     }
 
     /// Runs the front of `tasks` (what the planner puts together) and removes it from `tasks`.
@@ -254,12 +336,16 @@ impl Core {
         }
         let explain = self.settings.explain
             || tracing::enabled!(target: EXPLAIN_TARGET, tracing::Level::INFO);
+        let summarize = self.settings.summarize
+            || tracing::enabled!(target: SUMMARY_TARGET, tracing::Level::INFO);
         let plan = self.planner.plan(
             tasks,
             &PlanContext {
                 stores: &self.stores,
                 readers: &self.window.readers,
                 explain,
+                summarize,
+                sites: &self.sites,
             },
         )?;
         if let Some(text) = plan.explanation {
@@ -269,6 +355,13 @@ impl Core {
             }
         }
         let prefix = plan.prefix.clamp(1, tasks.len());
+        if summarize {
+            let summary = plan.summary.unwrap_or_else(|| {
+                let first = &tasks[0];
+                PlanSummary::alone(first.name(), self.sites.get(&first.seq).map(|s| &**s), None)
+            });
+            self.summaries.batch.push(summary);
+        }
         let done: Vec<IndexTask> = tasks.drain(..prefix).collect();
         // The references to each store held by the tasks run so far (not yet retired).
         let mut uses: HashMap<StoreId, u32> = HashMap::new();
@@ -299,9 +392,11 @@ impl Core {
                 for task in std::mem::take(tasks) {
                     self.retire(&task);
                 }
+                self.summarize_run();
                 return Err(e);
             }
         }
+        self.summarize_run();
         Ok(())
     }
 

@@ -36,6 +36,12 @@ impl Planner for Together {
             explanation: context
                 .explain
                 .then(|| format!("{prefix} of {} together\n", window.len())),
+            summary: context.summarize.then(|| weft_runtime::PlanSummary {
+                tasks: prefix,
+                headline: format!("{prefix} together"),
+                details: vec![format!("of {}", window.len())],
+                cut: (prefix < window.len()).then(|| "cut".to_string()),
+            }),
         })
     }
 
@@ -377,6 +383,100 @@ fn explanations_are_gathered_when_asked_for() {
         core.take_explanations(),
         vec!["2 of 2 together\n".to_string()]
     );
+}
+
+/// A run of the window is summarized under one heading, its plans one after another; a run
+/// summarized alike before is counted, not shown again, and the count ends the summaries.
+#[test]
+fn window_runs_are_summarized_once_each_and_repeats_are_counted() {
+    let (mut core, _log) = core_with(Box::new(Together { group: 2 }), 256);
+    let copy = affine("t.copy", 1.0, 0.0);
+    let a = vector(&mut core, &[1.0]);
+    let b = core.create_store(vec![1], DType::F64).unwrap();
+    core.submit(task(&copy, a, b, 1)).unwrap();
+    core.flush().unwrap();
+    assert!(core.take_summaries().is_empty(), "off by default");
+    core.set_summarize(true);
+    for _ in 0..3 {
+        core.submit(task(&copy, a, b, 1)).unwrap();
+        core.submit(task(&copy, a, b, 1)).unwrap();
+        core.submit(task(&copy, a, b, 1)).unwrap();
+        core.flush().unwrap();
+    }
+    core.submit(task(&copy, a, b, 1)).unwrap();
+    core.flush().unwrap();
+    core.finish_summaries();
+    assert_eq!(
+        core.take_summaries(),
+        vec![
+            "weft: window of 3 tasks -> 2 tasks\n  2 together\n    of 3\n  cut\n  1 together\n    of 1\n"
+                .to_string(),
+            "weft: 1 together\n  of 1\n".to_string(),
+            "weft: 2 more window run(s) like those above\n".to_string(),
+        ]
+    );
+    core.finish_summaries();
+    assert!(core.take_summaries().is_empty(), "the count is reset");
+}
+
+/// Without a summary from the planner, each task of a run is named as running alone, with
+/// the call site it was submitted from.
+#[test]
+fn a_planner_without_summaries_gets_tasks_named_alone() {
+    let (mut core, _log) = core_with(Box::new(NoFusion), 256);
+    core.set_summarize(true);
+    let copy = affine("t.copy.f64.r1", 1.0, 0.0);
+    let a = vector(&mut core, &[1.0]);
+    let b = core.create_store(vec![1], DType::F64).unwrap();
+    core.set_call_site(Some("app.rs:7:3".into()));
+    core.submit(task(&copy, a, b, 1)).unwrap();
+    core.set_call_site(None);
+    core.submit(task(&copy, a, b, 1)).unwrap();
+    core.flush().unwrap();
+    assert_eq!(
+        core.take_summaries(),
+        vec![
+            "weft: window of 2 tasks -> 2 tasks\n  t.copy ran alone (fusion is off), at app.rs:7\n  \
+             t.copy ran alone (fusion is off)\n"
+                .to_string()
+        ]
+    );
+}
+
+/// With profiling on, every task run is timed and counted under its kernel's name, with the
+/// call site it was submitted from; with it off, nothing is.
+#[test]
+fn profiling_counts_every_run_per_kernel() {
+    let (mut core, _log) = core_with(Box::new(Together { group: 1 }), 256);
+    let copy = affine("t.copy", 1.0, 0.0);
+    let scale = affine("t.scale", 2.0, 0.0);
+    let a = vector(&mut core, &[1.0, 2.0]);
+    let b = core.create_store(vec![2], DType::F64).unwrap();
+    core.submit(task(&copy, a, b, 1)).unwrap();
+    core.flush().unwrap();
+    assert!(core.profile().kernels.is_empty(), "off by default");
+    core.set_profile(true);
+    core.set_call_site(Some("app.rs:3:1".into()));
+    for _ in 0..3 {
+        core.submit(task(&copy, a, b, 1)).unwrap();
+    }
+    core.set_call_site(None);
+    core.submit(task(&scale, b, a, 2)).unwrap();
+    core.flush().unwrap();
+    let profile = core.profile();
+    let mut counts: Vec<(&str, u64)> = profile
+        .kernels
+        .iter()
+        .map(|k| (k.kernel.as_str(), k.launches))
+        .collect();
+    counts.sort();
+    assert_eq!(counts, [("t.copy", 3), ("t.scale", 1)]);
+    assert_eq!(
+        profile.kernel("t.copy").unwrap().site.as_deref(),
+        Some("app.rs:3:1")
+    );
+    assert_eq!(profile.kernel("t.scale").unwrap().site, None);
+    assert!(profile.total_seconds() >= 0.0);
 }
 
 #[test]

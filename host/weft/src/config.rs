@@ -1,6 +1,7 @@
 //! How a runtime is set up: [`Config`], and the one place where Weft reads its environment
 //! variables ([`Config::from_env`]).
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 pub use weft_plugin::PluginLimits;
@@ -68,11 +69,30 @@ pub struct Config {
     pub window_bound: usize,
     /// Whether tasks are fused (`WEFT_FUSION=0` turns it off).
     pub fusion: bool,
-    /// Whether fusion decisions are gathered for
+    /// Whether fusion decisions are gathered in full (as `WEFT_EXPLAIN=2` prints them) for
     /// [`Runtime::take_explanations`](crate::Runtime::take_explanations).
     pub explain: bool,
-    /// Whether fusion decisions are printed on standard error as they are taken.
+    /// Whether summaries of the window's runs (as `WEFT_EXPLAIN=1` prints them) are gathered
+    /// for [`Runtime::take_summaries`](crate::Runtime::take_summaries).
+    pub summarize: bool,
+    /// Whether fusion decisions are printed on standard error as they are taken
+    /// (`WEFT_EXPLAIN=1`): a summary of each run of the window, in the application's terms
+    /// (how many tasks ran as how many, how many loops a fused task runs and which did not
+    /// merge, why the window was cut, with the call sites of the application's calls where
+    /// they are known; a run summarized alike before is counted, not shown again), or every
+    /// decision in full with [`Config::explain_detail`].
     pub explain_to_stderr: bool,
+    /// With [`Config::explain_to_stderr`], whether every decision is printed in full, in the
+    /// terms of the fusion constraints and the kernel passes, as
+    /// [`Runtime::take_explanations`](crate::Runtime::take_explanations) gives them
+    /// (`WEFT_EXPLAIN=2`), rather than the summaries.
+    pub explain_detail: bool,
+    /// Whether the time of every kernel run is added up per kernel
+    /// ([`Runtime::profile`](crate::Runtime::profile)) and printed on standard error as a
+    /// table of the kernels with the most time when the runtime is dropped
+    /// (`WEFT_PROFILE=1`). Each task then waits for its kernel to finish (on the GPU,
+    /// launches no longer overlap).
+    pub profile: bool,
     /// Where to write a trace (Chrome/Perfetto JSON, by `tracing-chrome`) of plugin calls,
     /// compiles and kernel runs, named by provenance, finished when the runtime is
     /// dropped (`WEFT_TRACE=FILE`).
@@ -164,7 +184,10 @@ impl Default for Config {
             window_bound: 256,
             fusion: true,
             explain: false,
+            summarize: false,
             explain_to_stderr: false,
+            explain_detail: false,
+            profile: false,
             trace: None,
             pool_bytes: 1 << 30,
             huge_pages: true,
@@ -184,7 +207,11 @@ impl Config {
     /// - `WEFT_PIECES`: points per launch;
     /// - `WEFT_CACHE_DIR`: the component cache directory, or `WEFT_CACHE=0` for none;
     /// - `WEFT_FUSION=0`: no fusion;
-    /// - `WEFT_EXPLAIN=1`: print every fusion decision on standard error;
+    /// - `WEFT_EXPLAIN=1`: print a summary of each run of the window on standard error
+    ///   (`WEFT_EXPLAIN=2`: every fusion decision in full; another value than 0, 1 or 2 is an
+    ///   error when the runtime starts);
+    /// - `WEFT_PROFILE=1`: time every kernel run and print the kernels with the most time on
+    ///   standard error when the runtime is dropped;
     /// - `WEFT_WINDOW`: the window's bound;
     /// - `WEFT_TRACE=FILE`: write a trace of plugin calls, compiles and kernel runs to FILE;
     /// - `WEFT_POOL_BYTES`: the most freed store memory kept for reuse (0: none);
@@ -199,11 +226,23 @@ impl Config {
     /// - `WEFT_STORE_QUOTA`: the most bytes all stores may hold at once;
     /// - `WEFT_KERNEL_TIME_MS`: the longest one kernel launch may run before it is cancelled.
     pub fn from_env() -> Config {
-        let mut config = Config::default();
-        if std::env::var("WEFT_PTX_CHECK").is_ok_and(|v| v.trim() == "1") {
+        Config::from_lookup(|name| std::env::var_os(name))
+    }
+
+    /// [`Config::from_env`] with the variables that `var` gives (`None`: not set), for
+    /// callers and tests that do not read the process's environment.
+    pub fn from_lookup(var: impl Fn(&str) -> Option<OsString>) -> Config {
+        let text = |name: &str| var(name).map(|v| v.to_string_lossy().into_owned());
+        let is = |name: &str, value: &str| text(name).is_some_and(|v| v.trim() == value);
+        let number = |name: &str| text(name)?.trim().parse::<u64>().ok();
+        let mut config = Config {
+            component_cache: cache_dir(&var),
+            ..Config::default()
+        };
+        if is("WEFT_PTX_CHECK", "1") {
             config.ptx_check = true;
         }
-        if let Ok(v) = std::env::var("WEFT_DEVICE") {
+        if let Some(v) = text("WEFT_DEVICE") {
             match Device::from_name(&v) {
                 Some(d) => config.device = d,
                 None => config
@@ -211,49 +250,59 @@ impl Config {
                     .push(format!("WEFT_DEVICE={v}: not a device (cpu or gpu)")),
             }
         }
-        if std::env::var("WEFT_FUSION").is_ok_and(|v| v.trim() == "0") {
+        if is("WEFT_FUSION", "0") {
             config.fusion = false;
         }
-        if std::env::var("WEFT_EXPLAIN").is_ok_and(|v| v.trim() == "1") {
-            config.explain_to_stderr = true;
+        if let Some(v) = text("WEFT_EXPLAIN") {
+            match v.trim() {
+                "0" => {}
+                "1" => config.explain_to_stderr = true,
+                "2" => (config.explain_to_stderr, config.explain_detail) = (true, true),
+                _ => config.env_errors.push(format!(
+                    "WEFT_EXPLAIN={v}: not a level (0: nothing, 1: a summary, 2: everything)"
+                )),
+            }
         }
-        if let Some(path) = std::env::var_os("WEFT_TRACE") {
+        if is("WEFT_PROFILE", "1") {
+            config.profile = true;
+        }
+        if let Some(path) = var("WEFT_TRACE") {
             config.trace = Some(PathBuf::from(path));
         }
-        if std::env::var("WEFT_AVX512").is_ok_and(|v| v.trim() == "0") {
+        if is("WEFT_AVX512", "0") {
             config.simd = Some(weft_cpu::SimdPath::Sse);
         }
-        if let Ok(v) = std::env::var("WEFT_SIMD") {
+        if let Some(v) = text("WEFT_SIMD") {
             config.read_simd(&v);
         }
-        if std::env::var("WEFT_CHECK_REPLICATION").is_ok_and(|v| v.trim() == "1") {
+        if is("WEFT_CHECK_REPLICATION", "1") {
             config.check_replication = true;
         }
-        if std::env::var("WEFT_FORBID_COMPILES_AFTER_WARMUP").is_ok_and(|v| v.trim() == "1") {
+        if is("WEFT_FORBID_COMPILES_AFTER_WARMUP", "1") {
             config.forbid_compiles_after_warmup = true;
         }
-        if std::env::var("WEFT_HUGE_PAGES").is_ok_and(|v| v.trim() == "0") {
+        if is("WEFT_HUGE_PAGES", "0") {
             config.huge_pages = false;
         }
-        if std::env::var("WEFT_PREFETCH").is_ok_and(|v| v.trim() == "0") {
+        if is("WEFT_PREFETCH", "0") {
             config.prefetch = false;
         }
-        if let Some(b) = env_number("WEFT_POOL_BYTES") {
+        if let Some(b) = number("WEFT_POOL_BYTES") {
             config.pool_bytes = b;
         }
-        if let Some(w) = env_number("WEFT_WINDOW") {
+        if let Some(w) = number("WEFT_WINDOW") {
             config.window_bound = (w as usize).max(1);
         }
-        if let Some(t) = env_number("WEFT_THREADS") {
+        if let Some(t) = number("WEFT_THREADS") {
             config.threads = t as usize;
         }
-        if let Some(p) = env_number("WEFT_PIECES") {
+        if let Some(p) = number("WEFT_PIECES") {
             config.pieces = p.max(1);
         }
-        if let Some(b) = env_number("WEFT_STORE_QUOTA") {
+        if let Some(b) = number("WEFT_STORE_QUOTA") {
             config.limits.store_bytes = b;
         }
-        if let Some(ms) = env_number("WEFT_KERNEL_TIME_MS") {
+        if let Some(ms) = number("WEFT_KERNEL_TIME_MS") {
             config.limits.kernel_time = Some(std::time::Duration::from_millis(ms));
         }
         config
@@ -278,6 +327,8 @@ impl Config {
             pieces: self.pieces.max(ranks),
             window_bound: self.window_bound,
             explain: self.explain,
+            summarize: self.summarize,
+            profile: self.profile,
             limits: self.limits.clone(),
         }
     }
@@ -297,26 +348,84 @@ impl Config {
     }
 }
 
-fn env_number(name: &str) -> Option<u64> {
-    std::env::var(name).ok()?.trim().parse().ok()
+fn default_cache_dir() -> Option<PathBuf> {
+    cache_dir(&|name| std::env::var_os(name))
 }
 
-fn default_cache_dir() -> Option<PathBuf> {
-    if std::env::var("WEFT_CACHE").is_ok_and(|v| v == "0") {
+/// The component cache directory that the variables `var` gives name (see
+/// [`Config::from_env`]).
+fn cache_dir(var: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    if var("WEFT_CACHE").is_some_and(|v| v == "0") {
         return None;
     }
-    if let Some(dir) = std::env::var_os("WEFT_CACHE_DIR") {
+    if let Some(dir) = var("WEFT_CACHE_DIR") {
         return Some(PathBuf::from(dir));
     }
-    let base = std::env::var_os("XDG_CACHE_HOME")
+    let base = var("XDG_CACHE_HOME")
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+        .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
     Some(base.join("weft"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The configuration that these variables give (and no others).
+    fn with(vars: &[(&str, &str)]) -> Config {
+        let vars: Vec<(String, OsString)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), OsString::from(v)))
+            .collect();
+        Config::from_lookup(|name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+    }
+
+    #[test]
+    fn weft_explain_takes_a_level_and_reports_anything_else() {
+        let level = |c: Config| (c.explain_to_stderr, c.explain_detail, c.env_errors.len());
+        assert_eq!(level(with(&[])), (false, false, 0));
+        assert_eq!(level(with(&[("WEFT_EXPLAIN", "0")])), (false, false, 0));
+        assert_eq!(level(with(&[("WEFT_EXPLAIN", "1")])), (true, false, 0));
+        assert_eq!(level(with(&[("WEFT_EXPLAIN", " 2 ")])), (true, true, 0));
+        let bad = with(&[("WEFT_EXPLAIN", "yes")]);
+        assert!(!bad.explain_to_stderr);
+        assert_eq!(
+            bad.env_errors,
+            ["WEFT_EXPLAIN=yes: not a level (0: nothing, 1: a summary, 2: everything)"]
+        );
+        // Printing on stderr gathers nothing for `take_explanations` or `take_summaries`.
+        let printed = with(&[("WEFT_EXPLAIN", "2")]);
+        assert!(!printed.explain && !printed.summarize);
+    }
+
+    #[test]
+    fn weft_profile_turns_profiling_on_and_reaches_the_core() {
+        assert!(!with(&[]).profile);
+        assert!(!with(&[("WEFT_PROFILE", "0")]).profile);
+        let on = with(&[("WEFT_PROFILE", "1")]);
+        assert!(on.profile);
+        assert!(on.core_settings().profile);
+        assert!(!with(&[]).core_settings().profile);
+    }
+
+    #[test]
+    fn other_variables_read_through_a_lookup_as_from_the_environment() {
+        let c = with(&[
+            ("WEFT_THREADS", "3"),
+            ("WEFT_WINDOW", "0"),
+            ("WEFT_FUSION", "0"),
+            ("WEFT_CACHE", "0"),
+            ("WEFT_DEVICE", "tpu"),
+        ]);
+        assert_eq!(c.threads, 3);
+        assert_eq!(c.window_bound, 1);
+        assert!(!c.fusion);
+        assert_eq!(c.component_cache, None);
+        assert_eq!(c.env_errors, ["WEFT_DEVICE=tpu: not a device (cpu or gpu)"]);
+        let c = with(&[("WEFT_CACHE_DIR", "/tmp/w"), ("WEFT_TRACE", "t.json")]);
+        assert_eq!(c.component_cache, Some(PathBuf::from("/tmp/w")));
+        assert_eq!(c.trace, Some(PathBuf::from("t.json")));
+    }
 
     #[test]
     fn weft_simd_takes_path_names_and_reports_anything_else() {

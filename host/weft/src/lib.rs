@@ -41,4 +41,6 @@ pub use weft_cpu::{SimdPath, WorkerPool};
 pub use weft_io::{matrix_market, npy};
 pub use weft_ir::DType;
 pub use weft_plugin::{Error as PluginError, Fault, Value};
-pub use weft_runtime::{Limits, PlannerStats, PluginId, Stats, StoreHandle, StoreId};
+pub use weft_runtime::{
+    KernelProfile, Limits, PlannerStats, PluginId, Profile, Stats, StoreHandle, StoreId,
+};

@@ -36,10 +36,30 @@ impl Drop for Runtime {
         // The core runs what is pending when it is dropped: drop it under the runtime's
         // subscriber (so the trace is whole) and before the plugins, whose handles it may
         // still count. The trace file is finished when `tracing` is dropped, after this.
-        let core = self.core.take();
-        self.traced(move |_| drop(core));
+        let mut core = self.core.take();
+        let profile = self.config.profile;
+        self.traced(move |_| {
+            if let Some(core) = core.as_deref_mut() {
+                // What is pending runs first, so that the summaries and the profile count it.
+                let _ = core.flush();
+                core.finish_summaries();
+                if profile {
+                    let (rank, ranks) = core.ranks();
+                    let heading = if ranks > 1 {
+                        format!("weft profile of rank {rank} of {ranks}:\n")
+                    } else {
+                        String::new()
+                    };
+                    eprint!("{heading}{}", core.profile().table(PROFILE_ROWS));
+                }
+            }
+            drop(core)
+        });
     }
 }
+
+/// How many kernels the profile printed when a runtime is dropped lists (`WEFT_PROFILE=1`).
+pub const PROFILE_ROWS: usize = 12;
 
 /// The back end of `config.device`.
 fn backend_for(config: &Config) -> Result<Box<dyn weft_runtime::Backend>> {
@@ -104,7 +124,11 @@ impl Runtime {
         }
         let plugins =
             PluginHost::new(config.component_cache.clone(), config.plugin_limits.clone())?;
-        let tracing = Tracing::new(config.trace.as_deref(), config.explain_to_stderr)?;
+        let tracing = Tracing::new(
+            config.trace.as_deref(),
+            config.explain_to_stderr,
+            config.explain_detail,
+        )?;
         Ok(Runtime {
             plugins,
             core: Some(Box::new(core)),
@@ -355,6 +379,40 @@ impl Runtime {
             .as_deref_mut()
             .map(Core::take_explanations)
             .unwrap_or_default()
+    }
+
+    /// Turns the gathering of the summaries of the window's runs on or off; see
+    /// [`Runtime::take_summaries`].
+    pub fn set_summarize(&mut self, on: bool) {
+        self.config.summarize = on;
+        if let Some(core) = self.core.as_deref_mut() {
+            core.set_summarize(on);
+        }
+    }
+
+    /// The summaries of the window's runs gathered since the last call (with
+    /// [`Config::summarize`]), as `WEFT_EXPLAIN=1` prints them: one text per run of the window
+    /// not summarized alike before (see `weft_runtime::Core::take_summaries`).
+    pub fn take_summaries(&mut self) -> Vec<String> {
+        self.core
+            .as_deref_mut()
+            .map(Core::take_summaries)
+            .unwrap_or_default()
+    }
+
+    /// Turns the timing of kernel runs on or off (see [`Config::profile`]).
+    pub fn set_profile(&mut self, on: bool) {
+        self.config.profile = on;
+        if let Some(core) = self.core.as_deref_mut() {
+            core.set_profile(on);
+        }
+    }
+
+    /// The time of the kernels run so far, per kernel, the most time first (with
+    /// [`Config::profile`] on, `WEFT_PROFILE=1`; empty otherwise). Run
+    /// [`Runtime::flush`] first to count the pending tasks.
+    pub fn profile(&self) -> weft_runtime::Profile {
+        self.core.as_deref().map(Core::profile).unwrap_or_default()
     }
 
     /// Makes compiling any kernel an error from now on (or allows it again). Tests use it to

@@ -122,6 +122,7 @@ impl Sparse {
 
     /// Calls a sparse export with the stores `ids` lent to it; `f` gets the typed exports, the
     /// plugin's store and the lent handles.
+    #[track_caller]
     fn call<R>(
         &self,
         name: &str,
@@ -133,6 +134,8 @@ impl Sparse {
         ) -> wasmtime::Result<std::result::Result<R, wit::Error>>,
         finish: impl FnOnce(&mut wasmtime::Store<PluginState>, R) -> wasmtime::Result<Vec<StoreId>>,
     ) -> Result<Vec<StoreHandle>> {
+        // The tasks the call submits, and their errors, name the application's call site.
+        let _site = self.np.site_guard(std::panic::Location::caller());
         let mut rt = self.np.runtime_cell().borrow_mut();
         let ids = self.exports.call(&mut rt, name, |guest, store| {
             let lent = ids
@@ -148,6 +151,7 @@ impl Sparse {
     }
 
     /// Calls an export that returns one store.
+    #[track_caller]
     fn one(
         &self,
         name: &str,
@@ -170,6 +174,7 @@ impl Sparse {
     }
 
     /// Calls an export that returns a matrix.
+    #[track_caller]
     fn matrix(
         &self,
         name: &str,
@@ -220,6 +225,7 @@ impl Sparse {
 
     /// A matrix from COO triplets (vectors of one length: integer `row` and `col`, float
     /// `val`): duplicates are summed and each row's columns sorted; `index` is the index type.
+    #[track_caller]
     pub fn from_coo(
         &self,
         (rows, cols): (u64, u64),
@@ -236,6 +242,7 @@ impl Sparse {
     }
 
     /// A matrix from host COO triplets, with values of type `dtype`.
+    #[track_caller]
     pub fn from_triplets(
         &self,
         (rows, cols): (u64, u64),
@@ -251,6 +258,7 @@ impl Sparse {
 
     /// A matrix from SciPy-style CSR arrays: `indptr` (`rows + 1` entries, non-decreasing,
     /// from 0 to the number of entries; its type is the index type), `indices` and `data`.
+    #[track_caller]
     pub fn from_csr_arrays(
         &self,
         (rows, cols): (u64, u64),
@@ -271,6 +279,7 @@ impl Sparse {
     /// A matrix from a Matrix Market file (`coordinate`, `real`/`integer`/`pattern`,
     /// `general`/`symmetric`/`skew-symmetric`), read here on the host: the plugin never sees a
     /// file.
+    #[track_caller]
     pub fn from_matrix_market(&self, path: &Path, dtype: DType, index: DType) -> Result<CsrMatrix> {
         let coo = weft_io::matrix_market::read(path)?;
         self.from_triplets(
@@ -283,12 +292,14 @@ impl Sparse {
 
     /// The 5-point Laplacian on a `g` x `g` grid (4 on the diagonal, -1 per neighbour,
     /// row-major unknowns), built by tasks.
+    #[track_caller]
     pub fn poisson2d(&self, g: u64, dtype: DType, index: DType) -> Result<CsrMatrix> {
         let (d, i) = (convert::wit_dtype(dtype), convert::wit_dtype(index));
         self.matrix("poisson2d", &[], |gst, s, _| gst.call_poisson2d(s, g, d, i))
     }
 
     /// The 7-point Laplacian on a `g` x `g` x `g` grid, built by tasks.
+    #[track_caller]
     pub fn poisson3d(&self, g: u64, dtype: DType, index: DType) -> Result<CsrMatrix> {
         let (d, i) = (convert::wit_dtype(dtype), convert::wit_dtype(index));
         self.matrix("poisson3d", &[], |gst, s, _| gst.call_poisson3d(s, g, d, i))
@@ -343,6 +354,7 @@ impl CsrMatrix {
     }
 
     /// The same matrix with `i32` or `i64` indices (the values are shared).
+    #[track_caller]
     pub fn with_index_type(&self, index: DType) -> Result<CsrMatrix> {
         let fits = match index {
             DType::I64 => true,
@@ -390,6 +402,7 @@ impl CsrMatrix {
     }
 
     /// `A @ x` (SciPy's `A @ x`), as a new vector, each row summed in [`Self::row_order`].
+    #[track_caller]
     pub fn matvec(&self, x: &Array) -> Array {
         let hull = self.column_hull().and_then(|h| Ok(h.handle()?.id()));
         if let Err(e) = self.sp.np.check_same(x.numeric()) {
@@ -413,6 +426,7 @@ impl CsrMatrix {
     /// `(rows, 2)` array of the index type whose row `r` is a range of columns holding every
     /// column of row `r`, with starts and ends that never decrease, so that rows `a..=b` reach
     /// only columns `hull[a, 0]..hull[b, 1]`. Each point of a product reads that part of `x`.
+    #[track_caller]
     pub fn column_hull(&self) -> Result<Array> {
         if let Some(hull) = self.hull.borrow().as_ref() {
             return Ok(hull.clone());
@@ -428,6 +442,7 @@ impl CsrMatrix {
     }
 
     /// The diagonal.
+    #[track_caller]
     pub fn diagonal(&self) -> Array {
         self.array_export("diagonal", |g, s, l, rows, cols| {
             g.call_diagonal(s, b(l, 0), b(l, 1), b(l, 2), rows, cols)
@@ -435,6 +450,7 @@ impl CsrMatrix {
     }
 
     /// The dense `rows` x `cols` array (for small matrices).
+    #[track_caller]
     pub fn to_dense(&self) -> Array {
         self.array_export("to-dense", |g, s, l, rows, cols| {
             g.call_to_dense(s, b(l, 0), b(l, 1), b(l, 2), rows, cols)
@@ -443,6 +459,7 @@ impl CsrMatrix {
 
     /// Calls `name`, an export that takes the matrix's three stores (`pos`, `crd`, `vals`, lent
     /// in that order) and its shape, and returns an array.
+    #[track_caller]
     fn array_export(
         &self,
         name: &str,
@@ -464,6 +481,7 @@ impl CsrMatrix {
     }
 
     /// `s * A` (same pattern, sharing this matrix's `pos` and `crd`).
+    #[track_caller]
     pub fn scale(&self, s: f64) -> Result<CsrMatrix> {
         let id = self.vals.handle()?.id();
         let vals = self
@@ -473,6 +491,7 @@ impl CsrMatrix {
     }
 
     /// `A + B` for two matrices of one shape and one sparsity pattern.
+    #[track_caller]
     pub fn add(&self, other: &CsrMatrix) -> Result<CsrMatrix> {
         if self.shape() != other.shape() {
             return Err(Error::Plugin(weft_plugin::Error::Plugin {
@@ -494,6 +513,7 @@ impl CsrMatrix {
     }
 
     /// The transpose, as a new matrix with sorted columns.
+    #[track_caller]
     pub fn transpose(&self) -> Result<CsrMatrix> {
         let ids = self.ids()?;
         let (rows, cols) = (self.rows, self.cols);

@@ -1,5 +1,6 @@
 //! Where Weft's `tracing` output goes: a Chrome/Perfetto trace file (`WEFT_TRACE`, written by
-//! `tracing-chrome`) and the planner's explanations on standard error (`WEFT_EXPLAIN`).
+//! `tracing-chrome`) and the planner's explanations on standard error (`WEFT_EXPLAIN`: the
+//! summaries of the window's runs at level 1, every decision in full at level 2).
 //!
 //! The runtime, the planner and the plugin host report through `tracing` spans (a plugin call,
 //! a kernel run, a compile) and events (explanations) and install nothing. A
@@ -17,7 +18,7 @@ use tracing_chrome::{ChromeLayerBuilder, EventOrSpan, FlushGuard};
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::registry::{LookupSpan, Registry};
-use weft_runtime::EXPLAIN_TARGET;
+use weft_runtime::{EXPLAIN_TARGET, SUMMARY_TARGET};
 
 use crate::{Error, Result};
 
@@ -36,10 +37,18 @@ pub struct Tracing {
 }
 
 impl Tracing {
-    /// A subscriber that writes a Chrome trace to `trace` (if given) and prints explanations
-    /// on standard error (if `explain` is on); `None` when neither is asked for.
-    pub fn new(trace: Option<&Path>, explain: bool) -> Result<Option<Tracing>> {
-        if trace.is_none() && !explain {
+    /// A subscriber that writes a Chrome trace to `trace` (if given) and prints on standard
+    /// error (with `explain`) the summaries of the window's runs, or every explanation in full
+    /// (with `detail` too); `None` when neither is asked for.
+    pub fn new(trace: Option<&Path>, explain: bool, detail: bool) -> Result<Option<Tracing>> {
+        let explain = explain.then_some(ExplainToStderr {
+            target: if detail {
+                EXPLAIN_TARGET
+            } else {
+                SUMMARY_TARGET
+            },
+        });
+        if trace.is_none() && explain.is_none() {
             return Ok(None);
         }
         let (chrome, flush) = match trace {
@@ -62,7 +71,7 @@ impl Tracing {
         let subscriber = Registry::default()
             .with(Provenance)
             .with(chrome)
-            .with(explain.then_some(ExplainToStderr));
+            .with(explain);
         Ok(Some(Tracing {
             _companion: Dispatch::new(tracing::subscriber::NoSubscriber::default()),
             dispatch: Dispatch::new(subscriber),
@@ -132,12 +141,15 @@ where
     }
 }
 
-/// Prints the planner's explanations on standard error.
-struct ExplainToStderr;
+/// Prints the events of one target on standard error: the planner's explanations in full
+/// ([`EXPLAIN_TARGET`]) or the summaries of the window's runs ([`SUMMARY_TARGET`]).
+struct ExplainToStderr {
+    target: &'static str,
+}
 
 impl<S: Subscriber> Layer<S> for ExplainToStderr {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        if event.metadata().target() == EXPLAIN_TARGET {
+        if event.metadata().target() == self.target {
             let mut fields = Fields::default();
             event.record(&mut fields);
             eprint!("{}", fields.message);

@@ -363,7 +363,7 @@ fn reduce_axes(name: String, op: ReduceOp, dtype: DType, rank: u32, mask: u32) -
     k
 }
 
-/// Leaves per subtree of [`tree_blocks`]: four levels of the canonical tree per pass.
+/// Leaves per subtree of `tree_blocks`: four levels of the canonical tree per pass.
 pub const TREE_BLOCK: u64 = 16;
 
 /// `out[b, i] = ` the aligned pairwise tree (`weft_ir::reduction`'s canonical order) of

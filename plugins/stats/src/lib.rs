@@ -1,14 +1,15 @@
-//! stats: mean, variance, clipping and z-scores of f64 vectors, written with the SDK. Each
-//! operation is tasks over the host's stores, so they fuse with numeric's and each other.
+//! stats: mean, variance, clipping and z-scores of f64 vectors, and a 3x3 box blur (`image`),
+//! written with the SDK. Each operation is tasks over the host's stores, so they fuse.
 
 use weft_sdk::{Dtype, Error, Launch, Partition::None as Whole, Store, host, scalar_store};
+mod image;
 
 weft_sdk::plugin! {
     plugin: Stats,
     name: "stats",
     wit: ["../../wit", "wit"],
     world: "plugin:stats/plugin",
-    kernels: weft_sdk::body_of::<(Mean, SquaredDeviation, Clip, Standardize)>,
+    kernels: weft_sdk::body_of::<(Mean, SquaredDeviation, Clip, Standardize, image::BoxBlur)>,
 }
 
 impl bindings::exports::plugin::stats::ops::Guest for Stats {

@@ -323,3 +323,179 @@ fn a_window_whose_fused_kernel_would_pass_the_kernel_limits_runs_in_smaller_fuse
         );
     }
 }
+
+/// A runtime that gathers the summaries of its window's runs (`WEFT_EXPLAIN=1`'s text).
+fn summarizing(fusion: bool) -> Numeric {
+    weft_tests::numeric_with(Config {
+        fusion,
+        threads: 2,
+        component_cache: None,
+        summarize: true,
+        explain: true,
+        ..Config::default()
+    })
+}
+
+fn summaries(np: &Numeric) -> String {
+    np.runtime(|rt| rt.take_summaries()).join("")
+}
+
+/// The summary of a small program (a few element-wise operations and a sum): one line per
+/// run of the window, in the application's terms, naming the lines of this file that asked
+/// for the work; results are those of the unfused program.
+#[test]
+fn the_summary_of_a_small_program_names_its_lines() {
+    let np = summarizing(true);
+    let a = np.linspace(0.0, 1.0, 64, DType::F64);
+    let b = np.ones(&[64], DType::F64);
+    np.runtime(|rt| rt.flush()).unwrap();
+    summaries(&np);
+    let first = line!() + 1;
+    let c = (&a * 2.0 + &b).exp();
+    let total = c.sum();
+    drop(c);
+    let got = total.item().unwrap();
+    let want: f64 = (0..64).map(|i| (2.0 * i as f64 / 63.0 + 1.0).exp()).sum();
+    assert!((got - want).abs() <= 1e-12 * want, "{got} vs {want}");
+    assert_eq!(
+        summaries(&np),
+        format!(
+            "weft: 4 tasks -> one task running 1 loop (3 temporaries vanished), at {}:{}-{}\n",
+            file!(),
+            first,
+            first + 1
+        )
+    );
+}
+
+/// A fused task whose loops did not all merge is said to run them all: two element-wise
+/// operations on arrays of different lengths become one task of two loops, and the summary
+/// says which did not merge and why (the full explanation too, instead of only "the whole
+/// window fused").
+#[test]
+fn a_fused_task_whose_loops_stay_apart_is_not_overstated() {
+    let np = summarizing(true);
+    let a = np.ones(&[64], DType::F64);
+    let b = np.ones(&[32], DType::F64);
+    np.runtime(|rt| rt.flush()).unwrap();
+    summaries(&np);
+    explanations(&np);
+    let first = line!() + 1;
+    let x = &a * 2.0;
+    let y = &b * 3.0;
+    np.runtime(|rt| rt.flush()).unwrap();
+    let here = |line: u32| format!("{}:{line}", file!());
+    assert_eq!(
+        summaries(&np),
+        format!(
+            "weft: 2 tasks -> one task running 2 loops, at {}-{}\n  the loops of \
+             numeric.binary.mul (at {}) and numeric.binary.mul (at {}) did not merge: they \
+             iterate over arrays of different shapes or tilings\n",
+            here(first),
+            first + 1,
+            here(first),
+            here(first + 1)
+        )
+    );
+    let detail = explanations(&np);
+    assert!(
+        detail.contains("the whole window fused into one task running 2 loops"),
+        "{detail}"
+    );
+    assert_eq!(x.to_vec().unwrap(), vec![2.0; 64]);
+    assert_eq!(y.to_vec().unwrap(), vec![3.0; 32]);
+}
+
+/// With fusion off, the summary says that every task ran alone, and why.
+#[test]
+fn the_summary_says_when_fusion_is_off() {
+    let np = summarizing(false);
+    let a = np.ones(&[8], DType::F64);
+    np.runtime(|rt| rt.flush()).unwrap();
+    summaries(&np);
+    let at = line!() + 1;
+    let b = (&a * 2.0).sqrt();
+    b.to_vec().unwrap();
+    let site = format!("{}:{at}", file!());
+    assert_eq!(
+        summaries(&np),
+        format!(
+            "weft: window of 2 tasks -> 2 tasks\n  numeric.binary.mul ran alone (fusion is \
+             off), at {site}\n  numeric.unary.sqrt ran alone (fusion is off), at {site}\n"
+        )
+    );
+}
+
+/// `WEFT_PROFILE` (here `Config::profile`) counts every run of every kernel under its
+/// provenance: the launch counts are exact, the kernels listed are those that ran, a fused
+/// kernel names the operations it came from, and its call site is this file's.
+#[test]
+fn the_profile_counts_every_kernel_run_exactly() {
+    let profiled = |fusion: bool| {
+        weft_tests::numeric_with(Config {
+            fusion,
+            threads: 2,
+            component_cache: None,
+            profile: true,
+            ..Config::default()
+        })
+    };
+    // Unfused: one launch per operation per iteration.
+    let np = profiled(false);
+    let a = np.ones(&[256], DType::F64);
+    for _ in 0..3 {
+        let b = (&a * 2.0).exp();
+        b.to_vec().unwrap();
+    }
+    let profile = np.runtime(|rt| rt.profile());
+    let mut counts: Vec<(String, u64)> = profile
+        .kernels
+        .iter()
+        .map(|k| (k.kernel.clone(), k.launches))
+        .collect();
+    counts.sort();
+    assert_eq!(
+        counts,
+        [
+            ("numeric.binary.mul.f64.r1.as".to_string(), 3),
+            ("numeric.fill.f64.r1".to_string(), 1),
+            ("numeric.unary.exp.f64.r1".to_string(), 3),
+        ]
+    );
+    let tasks = np.runtime(|rt| rt.stats().exec.tasks_executed);
+    assert_eq!(profile.launches(), tasks, "every task run is counted");
+    // Fused: the two operations are one kernel, run once per iteration.
+    let np = profiled(true);
+    let a = np.ones(&[256], DType::F64);
+    a.to_vec().unwrap();
+    let at = line!() + 2;
+    for _ in 0..3 {
+        let b = (&a * 2.0).exp();
+        b.to_vec().unwrap();
+    }
+    let profile = np.runtime(|rt| rt.profile());
+    let fused = profile
+        .kernels
+        .iter()
+        .find(|k| k.kernel.starts_with("fused("))
+        .unwrap_or_else(|| panic!("a fused kernel: {profile:?}"));
+    assert_eq!(
+        fused.kernel,
+        "fused(numeric.binary.mul.f64.r1.as+numeric.unary.exp.f64.r1)"
+    );
+    assert_eq!(fused.launches, 3);
+    assert_eq!(
+        fused.site.as_deref().map(|s| s.rsplit_once(':').unwrap().0),
+        Some(format!("{}:{at}", file!()).as_str())
+    );
+    assert_eq!(profile.kernels.len(), 2, "{profile:?}");
+    let table = profile.table(10);
+    assert!(
+        table.starts_with("weft profile: 2 kernel(s), 4 launch(es), "),
+        "{table}"
+    );
+    assert!(
+        table.contains("         3  ") && table.contains(&fused.kernel),
+        "{table}"
+    );
+}

@@ -15,6 +15,7 @@ mod numpy_ops;
 mod numpy_views;
 mod ptx_modules;
 mod ranks;
+mod readme;
 mod reproducible;
 mod sandbox;
 mod shared_window;

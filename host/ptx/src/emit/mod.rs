@@ -2,7 +2,7 @@
 //!
 //! [`emit`] plans which top-level instructions each entry needs (the values its loop uses,
 //! and what they are computed from), refuses top-level loads that an earlier entry may have
-//! overwritten by the time a later one would recompute them, and has [`body`] lower the
+//! overwritten by the time a later one would recompute them, and has `body` lower the
 //! instructions.
 
 mod body;
