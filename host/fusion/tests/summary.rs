@@ -80,12 +80,24 @@ fn submit(core: &mut Core, kernel: &Arc<KernelEntry>, a: StoreId, out: StoreId, 
     } else {
         TaskArg::new(out, tiles(n, 1), Privilege::Write)
     };
+    let args = vec![TaskArg::new(a, tiles(n, 1), Privilege::Read), out_arg];
+    submit_args(core, kernel, vec![1], args, site);
+}
+
+/// A task of `kernel` over `launch` and `args`, asked for at `site`.
+fn submit_args(
+    core: &mut Core,
+    kernel: &Arc<KernelEntry>,
+    launch: Vec<u64>,
+    args: Vec<TaskArg>,
+    site: &str,
+) {
     core.set_call_site(Some(site.into()));
     core.submit(IndexTask::new(
         PluginId(0),
         kernel.clone(),
-        vec![1],
-        vec![TaskArg::new(a, tiles(n, 1), Privilege::Read), out_arg],
+        launch,
+        args,
         Vec::new(),
     ))
     .expect("submits");
@@ -189,19 +201,16 @@ fn a_cut_window_says_why_in_one_line_and_repeats_are_counted() {
         submit(&mut core, &double, a, b, "app.rs:30:5");
         submit(&mut core, &inc, b, c, "app.rs:31:5");
         // Over two pieces: another launch.
-        core.set_call_site(Some("app.rs:32:5".into()));
-        core.submit(IndexTask::new(
-            PluginId(0),
-            inc.clone(),
+        submit_args(
+            &mut core,
+            &inc,
             vec![2],
             vec![
                 TaskArg::new(c, tiles(8, 2), Privilege::Read),
                 TaskArg::new(d, tiles(8, 2), Privilege::Write),
             ],
-            Vec::new(),
-        ))
-        .expect("submits");
-        core.set_call_site(None);
+            "app.rs:32:5",
+        );
         core.flush().expect("runs");
     }
     core.finish_summaries();
@@ -234,19 +243,16 @@ fn a_cut_on_a_named_array_names_it() {
     core.take_summaries();
     submit(&mut core, &double, a, b, "app.rs:40:5");
     // Reads b through two tiles where it was written whole: a true dependence.
-    core.set_call_site(Some("app.rs:41:5".into()));
-    core.submit(IndexTask::new(
-        PluginId(0),
-        double.clone(),
+    submit_args(
+        &mut core,
+        &double,
         vec![1],
         vec![
             TaskArg::new(b, tiles(8, 2), Privilege::Read),
             TaskArg::new(c, tiles(8, 2), Privilege::Write),
         ],
-        Vec::new(),
-    ))
-    .expect("submits");
-    core.set_call_site(None);
+        "app.rs:41:5",
+    );
     core.flush().expect("runs");
     let text = core.take_summaries().join("");
     assert!(
@@ -282,20 +288,17 @@ fn a_cut_by_a_reduction_names_the_reducing_task() {
     let out = core.create_store(vec![4], DType::F64).expect("a store");
     core.take_summaries();
     submit(&mut core, &total, a, s, "app.rs:50:5");
-    core.set_call_site(Some("app.rs:51:5".into()));
-    core.submit(IndexTask::new(
-        PluginId(0),
-        scale.clone(),
+    submit_args(
+        &mut core,
+        &scale,
         vec![1],
         vec![
             TaskArg::new(a, tiles(4, 1), Privilege::Read),
             TaskArg::new(s, Partition::None, Privilege::Read),
             TaskArg::new(out, tiles(4, 1), Privilege::Write),
         ],
-        Vec::new(),
-    ))
-    .expect("submits");
-    core.set_call_site(None);
+        "app.rs:51:5",
+    );
     assert_eq!(
         f64_values(&mut core, out).expect("reads"),
         vec![0.0, 6.0, 12.0, 18.0]
@@ -321,19 +324,16 @@ fn a_cut_by_an_anti_dependence_names_the_reading_task() {
     core.take_summaries();
     submit(&mut core, &double, a, b, "app.rs:60:5");
     // Overwrites a, read whole by the task before, through two tiles.
-    core.set_call_site(Some("app.rs:61:5".into()));
-    core.submit(IndexTask::new(
-        PluginId(0),
-        double.clone(),
+    submit_args(
+        &mut core,
+        &double,
         vec![1],
         vec![
             TaskArg::new(c, tiles(8, 2), Privilege::Read),
             TaskArg::new(a, tiles(8, 2), Privilege::Write),
         ],
-        Vec::new(),
-    ))
-    .expect("submits");
-    core.set_call_site(None);
+        "app.rs:61:5",
+    );
     core.flush().expect("runs");
     let text = core.take_summaries().join("");
     assert!(
@@ -373,19 +373,16 @@ fn a_cut_of_a_scalar_step_says_so() {
     let out = core.create_store(vec![], DType::F64).expect("a store");
     core.take_summaries();
     submit(&mut core, &total, a, s, "app.rs:70:5");
-    core.set_call_site(Some("app.rs:71:5".into()));
-    core.submit(IndexTask::new(
-        PluginId(0),
-        half,
+    submit_args(
+        &mut core,
+        &half,
         vec![],
         vec![
             TaskArg::new(s, Partition::None, Privilege::Read),
             TaskArg::new(out, Partition::None, Privilege::Write),
         ],
-        Vec::new(),
-    ))
-    .expect("submits");
-    core.set_call_site(None);
+        "app.rs:71:5",
+    );
     assert_eq!(f64_values(&mut core, out).expect("reads"), vec![3.0]);
     let text = core.take_summaries().join("");
     assert!(
@@ -406,19 +403,16 @@ fn a_cut_by_a_write_after_a_write_says_so() {
     let b = core.create_store(vec![8], DType::F64).expect("a store");
     core.take_summaries();
     submit(&mut core, &double, a, b, "app.rs:80:5");
-    core.set_call_site(Some("app.rs:81:5".into()));
-    core.submit(IndexTask::new(
-        PluginId(0),
-        double.clone(),
+    submit_args(
+        &mut core,
+        &double,
         vec![1],
         vec![
             TaskArg::new(c, tiles(8, 2), Privilege::Read),
             TaskArg::new(b, tiles(8, 2), Privilege::Write),
         ],
-        Vec::new(),
-    ))
-    .expect("submits");
-    core.set_call_site(None);
+        "app.rs:81:5",
+    );
     core.flush().expect("runs");
     let text = core.take_summaries().join("");
     assert!(

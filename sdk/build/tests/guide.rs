@@ -1,8 +1,10 @@
-//! `sdk/GUIDE.md` cannot drift from code that builds: every block the guide marks
-//! `<!-- excerpt: FILE -->` must appear word for word in that file of a plugin made from the
-//! template (named `my-stats`), or, for a FILE starting with `/`, in that file of this
+//! `sdk/GUIDE.md` and the README cannot drift from code that builds: every block the guide
+//! marks `<!-- excerpt: FILE -->` must appear word for word in that file of a plugin made from
+//! the template (named `my-stats`), or, for a FILE starting with `/`, in that file of this
 //! workspace; the test suite builds and runs such a plugin (`tests/tests/all/template.rs`)
-//! and the workspace's plugins.
+//! and the workspace's plugins. Every block the README marks so must appear line for line
+//! (indentation aside) in FILE, a path from the workspace root; its application and tenant
+//! examples are `tests/tests/all/readme.rs`'s, which runs them.
 
 use std::path::Path;
 
@@ -53,4 +55,28 @@ fn the_guides_code_is_the_templates() {
         );
     }
     let _ = std::fs::remove_dir_all(dir.parent().expect("temp dir"));
+}
+
+#[test]
+fn the_readmes_code_is_in_the_workspace() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let found = excerpts(&readme);
+    let files: Vec<&str> = found.iter().map(|(f, _)| f.as_str()).collect();
+    for expected in ["tests/tests/all/readme.rs", "plugins/stats/src/lib.rs"] {
+        assert!(
+            files.contains(&expected),
+            "the README shows {expected}: {files:?}"
+        );
+    }
+    for (file, block) in &found {
+        let text =
+            std::fs::read_to_string(root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        let wanted: Vec<&str> = block.lines().map(str::trim).collect();
+        assert!(
+            !wanted.is_empty() && lines.windows(wanted.len()).any(|w| w == wanted.as_slice()),
+            "README.md's excerpt of {file} is not in it:\n{block}"
+        );
+    }
 }

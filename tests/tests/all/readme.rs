@@ -1,61 +1,7 @@
-//! The README cannot drift from code that runs: every block it marks
-//! `<!-- excerpt: FILE -->` appears in FILE (a path from the workspace root) line for line,
-//! each line with its indentation trimmed, and the application and tenant examples are this
-//! file's, run below against plain-Rust references.
+//! The README's application and tenant examples, run against plain-Rust references. The
+//! README shows them as excerpts of this file, which `sdk/build/tests/guide.rs` checks.
 
-use std::path::Path;
 use std::time::Duration;
-
-fn workspace() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the workspace root")
-}
-
-/// The README's excerpts: (file, the block's text).
-fn excerpts(readme: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut lines = readme.lines();
-    while let Some(line) = lines.next() {
-        let Some(file) = line
-            .strip_prefix("<!-- excerpt: ")
-            .and_then(|l| l.strip_suffix(" -->"))
-        else {
-            continue;
-        };
-        let fence = lines.next().unwrap_or_default();
-        assert!(
-            fence.starts_with("```"),
-            "an excerpt of {file} is a fenced block"
-        );
-        let body: Vec<&str> = lines.by_ref().take_while(|l| *l != "```").collect();
-        out.push((file.to_string(), body.join("\n")));
-    }
-    out
-}
-
-#[test]
-fn the_readmes_code_is_in_the_workspace() {
-    let readme = std::fs::read_to_string(workspace().join("README.md")).expect("README.md");
-    let found = excerpts(&readme);
-    let files: Vec<&str> = found.iter().map(|(f, _)| f.as_str()).collect();
-    for expected in ["tests/tests/all/readme.rs", "plugins/stats/src/lib.rs"] {
-        assert!(
-            files.contains(&expected),
-            "the README shows {expected}: {files:?}"
-        );
-    }
-    for (file, block) in &found {
-        let text = std::fs::read_to_string(workspace().join(file))
-            .unwrap_or_else(|e| panic!("{file}: {e}"));
-        let lines: Vec<&str> = text.lines().map(str::trim).collect();
-        let wanted: Vec<&str> = block.lines().map(str::trim).collect();
-        assert!(
-            !wanted.is_empty() && lines.windows(wanted.len()).any(|w| w == wanted.as_slice()),
-            "README.md's excerpt of {file} is not in it:\n{block}"
-        );
-    }
-}
 
 /// The README's application example; returns `sum(sqrt(x^2 + 1))` over a linspace and
 /// `p . (A p)` for the 1000x1000-grid Poisson matrix and `p` all ones.
