@@ -60,7 +60,20 @@
 //! Beside them, the lowerings beyond scalar code: [`vector`] (parallel loops as vectors),
 //! [`wide`] (AVX2 and AVX-512 bodies of our own), [`lanes`] and [`iterations`] (`for` loops as
 //! vectors), [`jam`] (rows several at a time), [`pairs`] (two iterations per trip),
-//! [`prefetch`] and [`driver`] (loops cut into segments).
+//! [`prefetch`] and [`driver`] (loops cut into segments). What [`vector`] and [`lanes`] hold,
+//! file by file:
+//!
+//! - [`vector`]: the target's features ([`Features`](vector::Features)), the plan
+//!   ([`VecPlan`](vector::VecPlan)), the constant table and the emission state; in it,
+//!   `vector/analysis.rs` (which values are uniform or varying: [`vector::analyze`]),
+//!   `vector/build.rs` (the vector function: rows, main loop, scalar tail, groups of points,
+//!   calls of the wide body) and `vector/ops.rs` (vector values and operations: lanes, splats,
+//!   addresses, the body's instructions, arithmetic, comparisons, casts).
+//! - [`lanes`]: the plan of a lane loop ([`LanePlan`](lanes::LanePlan): its nodes and sites)
+//!   and its wide body ([`FoldCall`](lanes::FoldCall)); in it, `lanes/analysis.rs` (whether
+//!   the carried values form lanes: [`lanes::plan`], [`lanes::plan_wide`]), `lanes/emit.rs`
+//!   (the loop as vectors of lanes, its bounds checks, gathers and wide-body call) and
+//!   `lanes/tests.rs`.
 
 use std::collections::{HashMap, HashSet};
 
