@@ -177,9 +177,9 @@ impl Cli {
             Flag {
                 name: "device",
                 metavar: "D",
-                help: "where stores live and kernels run: cpu or gpu (default: WEFT_DEVICE, \
-                       else cpu)",
-                kind: Kind::Choice(&["cpu", "gpu"]),
+                help: "where stores live and kernels run: cpu or gpu, or sim (the GPU back end \
+                       on a simulated GPU, for tests) (default: WEFT_DEVICE, else cpu)",
+                kind: Kind::Choice(&["cpu", "gpu", "sim"]),
                 default: Some(default_device().name().to_string()),
             },
             Flag {

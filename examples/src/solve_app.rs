@@ -162,7 +162,7 @@ pub fn run(method: Method, args: &Args) -> Result<(), AppError> {
         }
         _ => None,
     };
-    np.runtime(|rt| rt.flush())?;
+    np.runtime(|rt| rt.synchronize())?;
 
     let (timing, per_iter, last) = bench(&np, args.warmup, args.iters, || {
         let solve = match (&mg, method) {

@@ -81,7 +81,7 @@ pub fn warm_up<T>(
 ) -> weft::Result<()> {
     for _ in 0..warmup {
         let kept = step()?;
-        np.runtime(|rt| rt.flush())?;
+        np.runtime(|rt| rt.synchronize())?;
         drop(kept);
     }
     Ok(())
@@ -102,8 +102,9 @@ pub struct PerIter {
     pub messages_sent: f64,
 }
 
-/// [`time_iterations`] for Weft code: each iteration runs `step`, then flushes the runtime
-/// (so the time includes running every task the step submitted) while the step's result is
+/// [`time_iterations`] for Weft code: each iteration runs `step`, then synchronizes the
+/// runtime ([`weft::Runtime::synchronize`]: the time includes running every task the step
+/// submitted, on the device too) while the step's result is
 /// still alive, then drops it. The timed iterations start with [`weft::Runtime::warmed_up`]
 /// (so `WEFT_FORBID_COMPILES_AFTER_WARMUP=1` makes a compile in them an error). Returns the timing, the runtime's work per timed iteration,
 /// and the last iteration's result.
@@ -144,7 +145,7 @@ pub fn bench_then<T>(
             // reassigns its results would: both are never alive at once.
             last = None;
             let kept = step()?;
-            np.runtime(|rt| rt.flush())?;
+            np.runtime(|rt| rt.synchronize())?;
             last = Some(kept);
             Ok::<(), weft::Error>(())
         },

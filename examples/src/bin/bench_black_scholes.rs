@@ -69,7 +69,7 @@ fn run(args: &Args) -> Result<(), AppError> {
     let mut results = Vec::new();
     for np in [&fused_np, &unfused_np] {
         let inputs = black_scholes::inputs(np, args.n, args.seed);
-        np.runtime(|rt| rt.flush())?;
+        np.runtime(|rt| rt.synchronize())?;
         let (t, per, last) = bench(np, args.warmup, args.iters, || {
             let (call, put) = inputs.price(Cnd::Erf);
             call.check()?;

@@ -82,7 +82,7 @@ fn run(args: &Args) -> Result<(), AppError> {
         DType::F64,
     );
     b.check()?;
-    np.runtime(|rt| rt.flush())?;
+    np.runtime(|rt| rt.synchronize())?;
 
     let mut report = Report::new(NAME, args);
     let mut lines = Vec::new();

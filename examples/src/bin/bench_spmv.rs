@@ -161,7 +161,7 @@ fn run(args: &Args) -> Result<(), AppError> {
     let xs: Vec<f64> = (0..cols).map(|i| 1.0 / (1.0 + (i % 1009) as f64)).collect();
     let x = np.from_vec(&[cols as u64], &xs);
     x.check()?;
-    np.runtime(|rt| rt.flush())?;
+    np.runtime(|rt| rt.synchronize())?;
     let in_lanes = matrix.with_row_order(RowOrder::Lanes);
 
     let pool = rayon::ThreadPoolBuilder::new()
@@ -186,7 +186,7 @@ fn run(args: &Args) -> Result<(), AppError> {
             let start = Instant::now();
             let y = in_lanes.matvec(&x);
             y.check()?;
-            np.runtime(|rt| rt.flush())?;
+            np.runtime(|rt| rt.synchronize())?;
             if timed {
                 weft_lanes.push(start.elapsed().as_secs_f64());
             }

@@ -42,7 +42,7 @@ fn run(args: &Args) -> Result<(), AppError> {
         let grid = initial_grid(&np, args.n, args.seed)?;
         initial = grid.to_vec()?;
         let stencil = Stencil::new(&grid);
-        np.runtime(|rt| rt.flush())?;
+        np.runtime(|rt| rt.synchronize())?;
         let (t, per, _) = bench_then(
             &np,
             args.warmup,

@@ -46,7 +46,7 @@ fn run(args: &Args) -> Result<(), AppError> {
     for a in [&inputs.s, &inputs.x, &inputs.t, &inputs.r, &inputs.v] {
         a.check()?;
     }
-    np.runtime(|rt| rt.flush())?;
+    np.runtime(|rt| rt.synchronize())?;
 
     let (timing, per_iter, last) = bench(&np, args.warmup, args.iters, || {
         let (call, put) = inputs.price(form);

@@ -59,7 +59,7 @@ fn run(args: &Args) -> Result<(), AppError> {
             save(dir, "u0.npy", &flow.u)?;
             save(dir, "v0.npy", &flow.v)?;
         }
-        np.runtime(|rt| rt.flush())?;
+        np.runtime(|rt| rt.synchronize())?;
         // The warm-up steps run on a copy, so the flow sees exactly `--iters` steps.
         let copy = Flow {
             u: flow.u.copy(),

@@ -43,21 +43,21 @@ fn run(args: &Args) -> Result<(), AppError> {
     }
     let solver = Jacobi::new(&a, &b);
     solver.r.check()?;
-    np.runtime(|rt| rt.flush())?;
+    np.runtime(|rt| rt.synchronize())?;
 
     // The warm-up steps run from a copy of the initial state, so `x` sees exactly `--iters`
     // steps.
     // (Both start from a copy of `x0`, so that the warm-up's first step is the timed loop's
     // first step, and the timed loop compiles nothing.)
     let mut warm = x0.copy();
-    np.runtime(|rt| rt.flush())?;
+    np.runtime(|rt| rt.synchronize())?;
     warm_up(&np, args.warmup, || {
         warm = solver.step(&warm);
         warm.check()
     })?;
     drop(warm);
     let mut x = x0.copy();
-    np.runtime(|rt| rt.flush())?;
+    np.runtime(|rt| rt.synchronize())?;
     // The bandwidth probe samples once before the timed steps and once after each.
     let mut probe = Probe::new(args.threads, PROBE_BYTES);
     probe.sample();

@@ -56,7 +56,7 @@ fn run(args: &Args) -> Result<(), AppError> {
     let problem = logreg::problem(&np, n, d, args.seed);
     problem.x.check()?;
     problem.y.check()?;
-    np.runtime(|rt| rt.flush())?;
+    np.runtime(|rt| rt.synchronize())?;
 
     // The same steps as a rayon loop over the same data, on a copy of the arrays, each step
     // timed right after a Weft step (in alternation, so both see the machine alike).

@@ -56,7 +56,7 @@ fn run() -> Result<(), AppError> {
         (&a + 1.0).check()?;
         Ok(())
     })?;
-    np.runtime(|rt| rt.flush())?;
+    np.runtime(|rt| rt.synchronize())?;
 
     let line = serde_json::json!({
         "example": "plugin_calls",

@@ -37,7 +37,7 @@ fn run(args: &Args) -> Result<(), AppError> {
     if let Some(dir) = &dir {
         save(dir, "grid0.npy", &grid)?;
     }
-    np.runtime(|rt| rt.flush())?;
+    np.runtime(|rt| rt.synchronize())?;
 
     // The warm-up sweeps run on a copy, so the grid sees exactly `--iters` sweeps.
     let copy = grid.copy();

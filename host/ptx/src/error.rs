@@ -25,6 +25,11 @@ pub enum Error {
         /// What happened.
         message: String,
     },
+    /// The device met an error that ends its context (an illegal address, a launch that
+    /// failed on the device): every later call of every runtime on it fails with this, and
+    /// the process must start a new one to use the GPU again.
+    #[error("the GPU was lost: {0}")]
+    DeviceLost(String),
     /// Device memory: a buffer that does not exist, a copy outside a buffer.
     #[error("gpu back end: {0}")]
     Memory(String),
@@ -39,6 +44,10 @@ impl From<Error> for weft_runtime::Error {
             Error::KernelFault { kernel, message } => {
                 weft_runtime::Error::KernelFault { kernel, message }
             }
+            Error::DeviceLost(message) => weft_runtime::Error::Backend {
+                backend: "ptx",
+                message: format!("the GPU was lost: {message}"),
+            },
             Error::NoDriver(message) | Error::Driver(message) | Error::Memory(message) => {
                 weft_runtime::Error::Backend {
                     backend: "ptx",

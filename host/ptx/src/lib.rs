@@ -7,8 +7,12 @@
 //!   the fault codes an entry reports;
 //! - [`mod@emit`]: the module's entries, one per top-level parallel loop, and the lowering of
 //!   every IR instruction to PTX;
-//! - `backend` (feature `cuda`): [`PtxBackend`], `weft-runtime`'s back-end seam over the CUDA
-//!   driver: device memory, module loading, launches;
+//! - `backend`: [`PtxBackend`], `weft-runtime`'s back-end seam over a [`device::Device`]:
+//!   device memory, module loading, launches, reductions;
+//! - [`device`]: the driver calls behind one trait: the CUDA driver (`device::cuda`, feature
+//!   `cuda`) and the simulator;
+//! - [`sim`]: a simulated GPU, an interpreter of the PTX the emitter writes, on which the
+//!   test suite runs the whole back end where no GPU is (`WEFT_DEVICE=sim`: a test device);
 //! - `driver` (feature `cuda`): finding the driver before any call into it;
 //! - [`ptxas`]: NVIDIA's assembler, to check modules offline in tests;
 //! - `checked`: [`checked()`], another back end with every kernel's PTX checked
@@ -33,17 +37,17 @@
 #![deny(missing_docs)]
 
 pub mod abi;
-#[cfg(feature = "cuda")]
 mod backend;
 mod checked;
+pub mod device;
 #[cfg(feature = "cuda")]
 pub mod driver;
 pub mod emit;
 mod error;
 pub mod ptxas;
+pub mod sim;
 pub mod tree;
 
-#[cfg(feature = "cuda")]
 pub use backend::{MODULE_CACHE_LIMITS, PtxBackend};
 pub use checked::checked;
 pub use emit::{Module, emit};

@@ -268,6 +268,15 @@ pub trait Backend {
 
     /// The back end's memory counters.
     fn memory(&self) -> MemoryStats;
+
+    /// A device-to-device copy probe: `samples` timed copies of `bytes` bytes between two
+    /// buffers of the device, each as bytes moved (read plus written) per second, in GB/s:
+    /// the bandwidth floor of a device whose memory the host cannot probe. `None` where the
+    /// back end's memory is the host's (the CPU's probe measures it).
+    fn copy_bandwidth(&mut self, bytes: u64, samples: usize) -> Result<Option<Vec<f64>>> {
+        let _ = (bytes, samples);
+        Ok(None)
+    }
 }
 
 #[cfg(test)]

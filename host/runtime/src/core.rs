@@ -306,6 +306,12 @@ impl Core {
         (self.stores.len(), self.stores.allocated_bytes())
     }
 
+    /// The back end's device-to-device copy probe ([`Backend::copy_bandwidth`]): GB/s per
+    /// sample, or `None` where the back end's memory is the host's.
+    pub fn copy_bandwidth(&mut self, bytes: u64, samples: usize) -> Result<Option<Vec<f64>>> {
+        self.backend.copy_bandwidth(bytes, samples)
+    }
+
     /// The most bytes of storage this process held at once so far (on one rank of several:
     /// only the spans of stores its points use).
     pub fn peak_memory(&self) -> u64 {

@@ -74,4 +74,7 @@ impl Backend for Observed {
     fn memory(&self) -> MemoryStats {
         self.inner.memory()
     }
+    fn copy_bandwidth(&mut self, bytes: u64, samples: usize) -> Result<Option<Vec<f64>>> {
+        self.inner.copy_bandwidth(bytes, samples)
+    }
 }

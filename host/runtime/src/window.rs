@@ -385,6 +385,14 @@ impl Core {
         }
     }
 
+    /// [`Core::flush`], then waits until the back end has run everything it was given (a GPU
+    /// runs launches after the host has enqueued them): the point where a clock may stop.
+    /// Reports a launch's fault found on the way.
+    pub fn synchronize(&mut self) -> Result<()> {
+        self.flush()?;
+        self.backend.synchronize()
+    }
+
     /// Runs all of `tasks`; on an error that is not a task's failure, drops the rest.
     fn run_all(&mut self, tasks: &mut Vec<IndexTask>) -> Result<()> {
         while !tasks.is_empty() {

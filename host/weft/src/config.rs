@@ -15,23 +15,30 @@ pub enum Device {
     /// The GPU back end: PTX on the first NVIDIA GPU, through the CUDA driver (needs the
     /// `cuda` feature, on by default, and a driver at run time).
     Gpu,
+    /// A test device, not a product one: the GPU back end on a simulated GPU, an
+    /// interpreter of its PTX on the host ([`weft_ptx::sim`]). The same launcher, module
+    /// cache and reductions as [`Device::Gpu`], with every PTX instruction run as the GPU
+    /// would; it is slow, and exists so that tests cover the GPU back end where no GPU is.
+    Sim,
 }
 
 impl Device {
-    /// Parses `cpu` or `gpu`.
+    /// Parses `cpu`, `gpu` or `sim`.
     pub fn from_name(name: &str) -> Option<Device> {
         match name.trim() {
             "cpu" => Some(Device::Cpu),
             "gpu" => Some(Device::Gpu),
+            "sim" => Some(Device::Sim),
             _ => None,
         }
     }
 
-    /// `cpu` or `gpu`.
+    /// `cpu`, `gpu` or `sim`.
     pub fn name(self) -> &'static str {
         match self {
             Device::Cpu => "cpu",
             Device::Gpu => "gpu",
+            Device::Sim => "sim",
         }
     }
 }
@@ -39,7 +46,7 @@ impl Device {
 /// The configuration of a [`Runtime`](crate::Runtime).
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Where stores live and kernels run (`WEFT_DEVICE=cpu|gpu`).
+    /// Where stores live and kernels run (`WEFT_DEVICE=cpu|gpu`, or `sim` in tests).
     pub device: Device,
     /// Whether every kernel the runtime prepares is also emitted as PTX and assembled by
     /// `ptxas` (`WEFT_PTX_CHECK=1`; `weft_ptx::ptxas::find` says where `ptxas` is): the GPU
@@ -220,7 +227,7 @@ impl Config {
     /// - `WEFT_SIMD=scalar|sse|avx2|avx512`: the CPU code path of vectorized loops (another
     ///   value is an error when the runtime starts); `WEFT_AVX512=0` is `sse`;
     /// - `WEFT_FORBID_COMPILES_AFTER_WARMUP=1`: compiling after the warm-up is an error;
-    /// - `WEFT_DEVICE=cpu|gpu`: the device (another value is an error when the runtime
+    /// - `WEFT_DEVICE=cpu|gpu|sim`: the device (`sim` is a test device) (another value is an error when the runtime
     ///   starts);
     /// - `WEFT_PTX_CHECK=1`: every kernel also emitted as PTX and assembled by `ptxas`;
     /// - `WEFT_STORE_QUOTA`: the most bytes all stores may hold at once;
@@ -245,9 +252,9 @@ impl Config {
         if let Some(v) = text("WEFT_DEVICE") {
             match Device::from_name(&v) {
                 Some(d) => config.device = d,
-                None => config
-                    .env_errors
-                    .push(format!("WEFT_DEVICE={v}: not a device (cpu or gpu)")),
+                None => config.env_errors.push(format!(
+                    "WEFT_DEVICE={v}: not a device (cpu, gpu, or sim for tests)"
+                )),
             }
         }
         if is("WEFT_FUSION", "0") {
@@ -421,7 +428,10 @@ mod tests {
         assert_eq!(c.window_bound, 1);
         assert!(!c.fusion);
         assert_eq!(c.component_cache, None);
-        assert_eq!(c.env_errors, ["WEFT_DEVICE=tpu: not a device (cpu or gpu)"]);
+        assert_eq!(
+            c.env_errors,
+            ["WEFT_DEVICE=tpu: not a device (cpu, gpu, or sim for tests)"]
+        );
         let c = with(&[("WEFT_CACHE_DIR", "/tmp/w"), ("WEFT_TRACE", "t.json")]);
         assert_eq!(c.component_cache, Some(PathBuf::from("/tmp/w")));
         assert_eq!(c.trace, Some(PathBuf::from("t.json")));

@@ -79,6 +79,7 @@ fn backend_for(config: &Config) -> Result<Box<dyn weft_runtime::Backend>> {
         Device::Gpu => Err(Error::Device(
             "no GPU back end: this build of weft has no `cuda` feature".to_string(),
         )),
+        Device::Sim => Ok(Box::new(weft_ptx::PtxBackend::simulated())),
     }
 }
 
@@ -310,6 +311,13 @@ impl Runtime {
         self.traced(|rt| Ok(rt.core()?.flush()?))
     }
 
+    /// Runs every pending task, as [`Runtime::flush`] does, then waits until the device has
+    /// finished them: on a GPU, [`Runtime::flush`] returns once the launches are enqueued,
+    /// so a benchmark synchronizes before it stops a clock.
+    pub fn synchronize(&mut self) -> Result<()> {
+        self.traced(|rt| Ok(rt.core()?.synchronize()?))
+    }
+
     /// Counters of what the runtime did.
     pub fn stats(&mut self) -> Stats {
         self.core.as_deref().map(Core::stats).unwrap_or_default()
@@ -323,6 +331,13 @@ impl Runtime {
     /// This process's rank and the number of ranks.
     pub fn ranks(&self) -> (usize, usize) {
         self.core.as_deref().map_or((0, 1), Core::ranks)
+    }
+
+    /// The device's copy bandwidth: `samples` timed device-to-device copies of `bytes` bytes,
+    /// each in GB/s of bytes moved (read plus written); `None` on the CPU, whose memory the
+    /// examples probe from the host. The floor of a GPU benchmark.
+    pub fn copy_bandwidth(&mut self, bytes: u64, samples: usize) -> Result<Option<Vec<f64>>> {
+        self.traced(|rt| Ok(rt.core()?.copy_bandwidth(bytes, samples)?))
     }
 
     /// Number of stores alive, and bytes of storage allocated.

@@ -1,5 +1,6 @@
-//! The GPU back end against the CPU's bits: where an NVIDIA driver is, the same programs run
-//! on both devices (`Device::Gpu`, `Device::Cpu`) and every result must be the same bits
+//! The GPU back end against the CPU's bits: the same programs run on the simulated GPU
+//! (`Device::Sim`) and, where an NVIDIA driver is, on the GPU (`Device::Gpu`), and every
+//! result must be the CPU's bits
 //! (element-wise arithmetic, the canonical reduction order, CSR rows in order). Where none is,
 //! the GPU runtime must refuse to start with an error naming the missing driver library, and
 //! the host must keep running.
@@ -51,6 +52,41 @@ fn results(device: Device) -> weft::Result<Vec<(String, Vec<u64>)>> {
     Ok(out)
 }
 
+/// Every difference between the CPU's results and `other`'s, listed.
+fn differences(cpu: &[(String, Vec<u64>)], other: &[(String, Vec<u64>)]) -> Vec<String> {
+    let mut out = Vec::new();
+    if cpu.len() != other.len() {
+        out.push(format!("{} results against {}", other.len(), cpu.len()));
+    }
+    for ((name, want), (_, got)) in cpu.iter().zip(other) {
+        if got.len() != want.len() {
+            out.push(format!(
+                "{name}: {} elements against {}",
+                got.len(),
+                want.len()
+            ));
+            continue;
+        }
+        let differ = got.iter().zip(want).filter(|(a, b)| a != b).count();
+        if differ > 0 {
+            out.push(format!(
+                "{name}: {differ} of {} elements differ",
+                want.len()
+            ));
+        }
+    }
+    out
+}
+
+/// The GPU back end on the simulated GPU (its PTX run as a GPU would) gives the CPU's bits.
+#[test]
+fn the_simulated_gpu_gives_the_cpu_bits() {
+    let cpu = results(Device::Cpu).expect("the CPU runs the programs");
+    let sim = results(Device::Sim).expect("the simulated GPU runs the programs");
+    let differ = differences(&cpu, &sim);
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}
+
 #[test]
 fn gpu_results_are_the_cpu_bits_or_the_gpu_names_its_missing_driver() {
     if !weft_ptx::driver::present() {
@@ -71,14 +107,6 @@ fn gpu_results_are_the_cpu_bits_or_the_gpu_names_its_missing_driver() {
     }
     let cpu = results(Device::Cpu).expect("the CPU runs the programs");
     let gpu = results(Device::Gpu).expect("the GPU runs the programs");
-    for ((name, want), (_, got)) in cpu.iter().zip(&gpu) {
-        assert_eq!(got.len(), want.len(), "{name}: lengths");
-        let differ = got.iter().zip(want).filter(|(a, b)| a != b).count();
-        assert_eq!(
-            differ,
-            0,
-            "{name}: {differ} of {} elements differ",
-            want.len()
-        );
-    }
+    let differ = differences(&cpu, &gpu);
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
 }

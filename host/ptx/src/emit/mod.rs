@@ -85,6 +85,15 @@ pub struct Leaf {
     pub dtype: weft_ir::DType,
 }
 
+/// `name` as the text of a one-line PTX comment: control characters (a NUL, which the
+/// driver's C string would cut at, a line break, which would end the comment) become spaces,
+/// and nothing else can leave the comment.
+fn comment_text(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
 /// Lowers a validated, math-lowered kernel to a PTX module.
 pub fn emit(kernel: &ValidKernel) -> Result<Module> {
     // PTX has no `fmod`: float remainders become integer arithmetic and a loop first.
@@ -107,11 +116,7 @@ pub fn emit(kernel: &ValidKernel) -> Result<Module> {
     };
     let mut text = String::new();
     let _ = writeln!(text, "//");
-    let _ = writeln!(
-        text,
-        "// weft kernel: {}",
-        k.name.replace(['\n', '\r'], " ")
-    );
+    let _ = writeln!(text, "// weft kernel: {}", comment_text(&k.name));
     let _ = writeln!(text, "//");
     let _ = writeln!(text, ".version {PTX_VERSION}");
     let _ = writeln!(text, ".target {PTX_TARGET}");

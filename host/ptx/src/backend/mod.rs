@@ -1,0 +1,815 @@
+//! The GPU back end: `weft-runtime`'s [`Backend`] seam over a [`Device`]: the CUDA driver
+//! (`CudaDevice`, feature `cuda`) or the PTX simulator ([`SimDevice`], a test device).
+//!
+//! - **Memory**: every buffer is a device allocation; freed buffers go to a pool keyed by
+//!   size and are reused (zeroed again where [`Backend::alloc`] asks for zeros). Memory fresh
+//!   from the device is always cleared first: the driver's pool may hand back bytes another
+//!   runtime of the process freed. Bytes cross to the host only in [`Backend::read`] and from
+//!   it only in [`Backend::write`].
+//! - **Kernels**: [`Backend::prepare`] emits the kernel's PTX ([`crate::emit()`]) and loads it
+//!   (the driver compiles it); the module is cached by [`KernelId`], and the time to emit and
+//!   load it is what [`Prepared::Compiled`] reports.
+//! - **Launches** run on one stream, entry after entry, without waiting for the host. Each
+//!   launch gets a fault word of the epoch's fault array ([`faults`]);
+//!   [`Backend::synchronize`] and [`Backend::read`] wait for the stream and report the first
+//!   launch whose index check failed, naming its kernel and the access.
+//! - **Reductions** in the canonical order ([`reduce`]): an entry leaves each point's
+//!   contribution in a leaf buffer ([`crate::emit::Leaf`]), reduced by the canonical tree on
+//!   the device or on the host; [`Backend::take_reductions`] hands the nodes to the executor.
+//! - **Deferred bindings** (fusion through a bounded anti-dependence): the entries store into
+//!   a dense temporary, which a copy kernel (emitted from the IR like any other) moves into
+//!   place after the launch's last entry; so every point's loads see the old values.
+
+mod faults;
+mod reduce;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use weft_ir::reduction::LoopPartial;
+use weft_ir::{DType, Param, Scalar};
+use weft_runtime::{
+    Backend, Binding, BoundedCache, BufferId, CacheLimits, KernelEntry, KernelId, MemoryStats,
+    Owner, Prepared,
+};
+
+use crate::abi::{self, AbiParam};
+#[cfg(feature = "cuda")]
+use crate::device::cuda::CudaDevice;
+use crate::device::{Device, Grid};
+use crate::emit::{BLOCK_THREADS, Module, ROWS_BLOCK};
+use crate::sim::{SimContext, SimDevice};
+use crate::{Error, Result};
+use faults::FaultWords;
+use reduce::Units;
+
+/// The most blocks a launch asks for: threads stride over the rest.
+const MAX_BLOCKS: u32 = 1 << 16;
+
+/// The most blocks along a 2-D grid's `y` (the driver's limit), and along its `x` here.
+const MAX_GRID_Y: u32 = 65_535;
+
+/// Freed device memory kept for reuse, at most.
+const POOL_BYTES: u64 = 4 << 30;
+
+/// A kernel loaded on the device.
+struct Loaded<F> {
+    /// The kernel it was loaded from: a hit must be this kernel.
+    entry: Arc<KernelEntry>,
+    /// Bytes per element of each store parameter: a launch's bindings must match.
+    element_sizes: Vec<usize>,
+    name: String,
+    params: Vec<Param>,
+    module: Module,
+    functions: Vec<F>,
+}
+
+/// One store argument of a launch, as the entries see it.
+struct StoreArg {
+    /// The device address of the element at index 0.
+    address: u64,
+    extents: Vec<i64>,
+    strides: Vec<i64>,
+    origin: Vec<i64>,
+    view: Vec<u64>,
+}
+
+/// The GPU back end over device `D` (see the module documentation).
+pub struct PtxBackend<D: Device> {
+    device: D,
+    /// Each buffer's address and size in bytes, as asked for (its allocation is
+    /// [`allocation_size`] of it).
+    buffers: HashMap<BufferId, (u64, u64)>,
+    next_buffer: u64,
+    /// Freed allocations of this back end, by size.
+    pool: HashMap<u64, Vec<u64>>,
+    pooled: u64,
+    allocated: u64,
+    kernels: BoundedCache<KernelId, Loaded<D::Function>>,
+    held: Vec<LoopPartial>,
+    faults: FaultWords,
+    /// The copy kernels of deferred bindings, by element size and rank.
+    copies: HashMap<(usize, usize), Arc<KernelEntry>>,
+    /// The reduction tree's level kernels, by operator and type.
+    levels: HashMap<(&'static str, DType), Arc<KernelEntry>>,
+    /// The longest the host waits for the launches pending at a synchronization before it
+    /// stops them.
+    kernel_time: Option<std::time::Duration>,
+}
+
+impl<D: Device> std::fmt::Debug for PtxBackend<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PtxBackend")
+            .field("buffers", &self.buffers.len())
+            .field("kernels", &self.kernels.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Device> Drop for PtxBackend<D> {
+    fn drop(&mut self) {
+        self.faults.free(&mut self.device);
+        for (_, (address, _)) in self.buffers.drain() {
+            self.device.free(address);
+        }
+        for (_, addresses) in self.pool.drain() {
+            for a in addresses {
+                self.device.free(a);
+            }
+        }
+    }
+}
+
+/// The bounds of the PTX back end's cache of loaded modules: 1024 kernels and 256 MiB
+/// (counted as twice each module's PTX text, for the text it keeps and the code the driver
+/// loaded).
+pub const MODULE_CACHE_LIMITS: CacheLimits = CacheLimits {
+    entries: 1024,
+    bytes: 256 << 20,
+};
+
+/// Refuses bindings that are not the kernel's store parameters in count and element size
+/// ([`weft_runtime::check_element_sizes`]).
+fn check_element_sizes<F>(loaded: &Loaded<F>, bindings: &[Binding]) -> Result<()> {
+    weft_runtime::check_element_sizes(&loaded.element_sizes, bindings)
+        .map_err(|message| Error::Memory(format!("kernel `{}`: {message}", loaded.name)))
+}
+
+#[cfg(feature = "cuda")]
+impl PtxBackend<CudaDevice> {
+    /// The back end on GPU `ordinal`. Fails with [`Error::NoDriver`] where the CUDA driver
+    /// library cannot be loaded (checked before any driver call, which would panic), and with
+    /// [`Error::Driver`] where the driver has no such device.
+    pub fn new(ordinal: usize) -> Result<PtxBackend<CudaDevice>> {
+        PtxBackend::with_kernel_time(ordinal, None)
+    }
+
+    /// The back end on GPU `ordinal`, stopping the launches pending at a synchronization
+    /// (a read, a reduction, [`Backend::synchronize`]) that it has waited `limit` for: the
+    /// host sets their fault words to [`abi::CANCELLED`] from a second stream, and every
+    /// `for` loop that no store bounds checks the word on its back edge.
+    pub fn with_kernel_time(
+        ordinal: usize,
+        limit: Option<std::time::Duration>,
+    ) -> Result<PtxBackend<CudaDevice>> {
+        let device = CudaDevice::new(ordinal, limit.is_some())?;
+        Ok(PtxBackend::on(device, limit))
+    }
+}
+
+impl PtxBackend<SimDevice> {
+    /// The back end on a simulated GPU of its own ([`SimDevice`]): the PTX runs in the
+    /// simulator on the host. A test device, not a product one.
+    pub fn simulated() -> PtxBackend<SimDevice> {
+        PtxBackend::on(SimDevice::new(), None)
+    }
+
+    /// The back end on simulated GPU `context`, shared with every other back end on it (as
+    /// runtimes of one process share a GPU's memory).
+    pub fn simulated_on(context: &SimContext) -> PtxBackend<SimDevice> {
+        PtxBackend::on(context.device(), None)
+    }
+}
+
+impl<D: Device> PtxBackend<D> {
+    /// The back end on `device`, with an optional kernel time limit (see
+    /// `PtxBackend::with_kernel_time`).
+    pub fn on(device: D, kernel_time: Option<std::time::Duration>) -> PtxBackend<D> {
+        PtxBackend {
+            device,
+            buffers: HashMap::new(),
+            next_buffer: 1,
+            pool: HashMap::new(),
+            pooled: 0,
+            allocated: 0,
+            kernels: BoundedCache::new(MODULE_CACHE_LIMITS),
+            held: Vec::new(),
+            faults: FaultWords::default(),
+            copies: HashMap::new(),
+            levels: HashMap::new(),
+            kernel_time,
+        }
+    }
+
+    /// The device's name, as the driver gives it.
+    pub fn device_name(&self) -> Result<String> {
+        self.device.name()
+    }
+
+    /// The device, for probes and tests.
+    pub fn device_mut(&mut self) -> &mut D {
+        &mut self.device
+    }
+
+    /// A buffer's address and size.
+    fn buffer(&self, id: BufferId) -> Result<(u64, u64)> {
+        self.buffers
+            .get(&id)
+            .copied()
+            .ok_or_else(|| Error::Memory(format!("no buffer {}", id.0)))
+    }
+
+    /// A device allocation of `bytes` (at least one): from the pool where one of that size is
+    /// free (this back end's own bytes: zeroed only if `zero`), else fresh from the device
+    /// and always zeroed (it may hold what another runtime freed).
+    fn allocate(&mut self, bytes: u64, zero: bool) -> Result<(u64, u64)> {
+        let size = allocation_size(bytes);
+        if let Some(address) = self.pool.get_mut(&size).and_then(Vec::pop) {
+            self.pooled = self.pooled.saturating_sub(size);
+            if zero {
+                self.device.memset_zero(address, size)?;
+            }
+            return Ok((address, size));
+        }
+        let address = self.device.alloc(size)?;
+        self.device.memset_zero(address, size)?;
+        Ok((address, size))
+    }
+
+    /// Gives an allocation back: to the pool while it has room, else to the device.
+    fn release(&mut self, address: u64, size: u64) {
+        if self.pooled + size <= POOL_BYTES {
+            self.pooled += size;
+            self.pool.entry(size).or_default().push(address);
+        } else {
+            self.device.free(address);
+        }
+    }
+
+    /// A new buffer of `bytes`.
+    fn new_buffer(&mut self, bytes: u64, zero: bool) -> Result<BufferId> {
+        let (address, size) = self.allocate(bytes, zero)?;
+        let id = BufferId(self.next_buffer);
+        self.next_buffer += 1;
+        self.allocated += size;
+        self.buffers.insert(id, (address, bytes));
+        Ok(id)
+    }
+
+    /// The kernel that copies a rank-`rank` rectangle of `size`-byte elements (as integers,
+    /// so every bit moves) from one binding into another, prepared.
+    fn copy_kernel(&mut self, size: usize, rank: usize) -> Result<KernelId> {
+        let entry = match self.copies.get(&(size, rank)) {
+            Some(entry) => entry.clone(),
+            None => {
+                let (name, kernel) = copy_kernel_ir(size, rank)?;
+                let entry = KernelEntry::new(&name, &kernel)
+                    .map_err(|e| Error::Memory(format!("the copy kernel {name}: {e}")))?;
+                let entry = Arc::new(entry);
+                self.copies.insert((size, rank), entry.clone());
+                entry
+            }
+        };
+        // Prepared again if the module cache evicted it.
+        self.prepare(&entry, Owner::RUNTIME)
+            .map_err(|e| Error::Memory(format!("the copy kernel {}: {e}", entry.name())))?;
+        Ok(entry.id())
+    }
+
+    /// Waits for the stream (stopping the pending launches at the kernel time limit) and
+    /// reports the first launch whose index check failed or that was stopped.
+    fn drain_faults(&mut self) -> Result<()> {
+        let cancelled = self.wait_within_kernel_time()?;
+        self.device.synchronize()?;
+        self.faults.drain(&mut self.device, cancelled)
+    }
+
+    /// With a kernel time limit, waits for the launches on the stream until they finish or
+    /// the limit passes; then sets every pending fault word to [`abi::CANCELLED`] at once, so
+    /// their runaway loops stop. Returns the limit when it did.
+    fn wait_within_kernel_time(&mut self) -> Result<Option<std::time::Duration>> {
+        let Some(limit) = self.kernel_time else {
+            return Ok(None);
+        };
+        if !self.faults.any_pending() || self.device.wait_for(limit)? {
+            return Ok(None);
+        }
+        let stop = abi::CANCELLED.to_le_bytes();
+        for address in self.faults.pending_addresses() {
+            self.device.write_now(address, &stop)?;
+        }
+        Ok(Some(limit))
+    }
+
+    /// The store arguments of a launch, checked against their buffers and the kernel's
+    /// parameters. Task-local scratch goes into `keep`, which the caller releases once every
+    /// entry of the launch is on the stream.
+    fn store_args(
+        &mut self,
+        kernel: &str,
+        params: &[Param],
+        bindings: &[Binding],
+        keep: &mut Vec<(u64, u64)>,
+    ) -> Result<Vec<StoreArg>> {
+        let ranks = params.iter().filter_map(|p| match p {
+            Param::Store { rank, .. } => Some(*rank as usize),
+            Param::Scalar { .. } => None,
+        });
+        let mut out = Vec::with_capacity(bindings.len());
+        for (b, rank) in bindings.iter().zip(ranks) {
+            let (extents, origin, view) = match b {
+                Binding::Buffer {
+                    extents,
+                    origin,
+                    view,
+                    ..
+                }
+                | Binding::Scratch {
+                    extents,
+                    origin,
+                    view,
+                    ..
+                } => (extents, origin, view),
+            };
+            if extents.len() != rank || origin.len() != rank || view.len() != rank {
+                return Err(Error::KernelFault {
+                    kernel: kernel.to_string(),
+                    message: format!(
+                        "a binding of rank {} (origin {}, view {}) for a store of rank {rank}",
+                        extents.len(),
+                        origin.len(),
+                        view.len()
+                    ),
+                });
+            }
+            match b {
+                Binding::Buffer {
+                    buffer,
+                    offset,
+                    extents,
+                    strides,
+                    element_size,
+                    deferred,
+                    ..
+                } => {
+                    if deferred.is_some() {
+                        return Err(Error::Memory(format!(
+                            "kernel `{kernel}`: a deferred binding reached the entries"
+                        )));
+                    }
+                    let (address, bytes) = self.buffer(*buffer)?;
+                    let len = usize::try_from(bytes).unwrap_or(usize::MAX);
+                    weft_runtime::check_view(*offset, extents, strides, *element_size, len)
+                        .map_err(|message| Error::KernelFault {
+                            kernel: kernel.to_string(),
+                            message,
+                        })?;
+                    out.push(StoreArg {
+                        address: address.wrapping_add(offset.wrapping_mul(*element_size as u64)),
+                        extents: extents.clone(),
+                        strides: strides.clone(),
+                        origin: origin.clone(),
+                        view: view.clone(),
+                    });
+                }
+                Binding::Scratch { element_size, .. } => {
+                    let count = extents
+                        .iter()
+                        .try_fold(1u64, |a, &e| {
+                            u64::try_from(e).ok().and_then(|e| a.checked_mul(e))
+                        })
+                        .and_then(|n| n.checked_mul(*element_size as u64))
+                        .ok_or_else(|| Error::Memory(format!("scratch of extents {extents:?}")))?;
+                    let (address, size) = self.allocate(count, true)?;
+                    keep.push((address, size));
+                    out.push(StoreArg {
+                        address,
+                        extents: extents.clone(),
+                        strides: dense_strides(extents),
+                        origin: origin.clone(),
+                        view: view.clone(),
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The bytes allocated for a buffer of `bytes`: at least one, in whole 8-byte words (a
+/// bool reduction's atomic works on the aligned 32-bit word that holds its byte, which must
+/// lie inside the allocation).
+fn allocation_size(bytes: u64) -> u64 {
+    bytes.max(1).next_multiple_of(8)
+}
+
+/// The launch geometry of `entry` over `points` points of sub-store `over`.
+fn grid_of(entry: &crate::emit::Entry, over: &StoreArg, points: u64) -> Grid {
+    if entry.rows {
+        let extent = |d: usize| {
+            over.extents
+                .get(d)
+                .and_then(|&e| u64::try_from(e).ok())
+                .unwrap_or(0)
+        };
+        let (bx, by) = ROWS_BLOCK;
+        let gx = extent(1)
+            .div_ceil(u64::from(bx))
+            .clamp(1, u64::from(MAX_GRID_Y));
+        let gy = extent(0)
+            .div_ceil(u64::from(by))
+            .clamp(1, u64::from(MAX_GRID_Y));
+        Grid {
+            blocks: [gx as u32, gy as u32, 1],
+            threads: [bx, by, 1],
+        }
+    } else {
+        let blocks = points
+            .div_ceil(u64::from(BLOCK_THREADS))
+            .clamp(1, u64::from(MAX_BLOCKS)) as u32;
+        Grid {
+            blocks: [blocks, 1, 1],
+            threads: [BLOCK_THREADS, 1, 1],
+        }
+    }
+}
+
+/// The IR of the copy kernel of deferred bindings ([`PtxBackend`]'s `copy_kernel`): its
+/// name and body.
+fn copy_kernel_ir(size: usize, rank: usize) -> Result<(String, weft_ir::Kernel)> {
+    let dtype = match size {
+        1 => "bool",
+        4 => "i32",
+        _ => "i64",
+    };
+    let ix: Vec<String> = (0..rank).map(|d| format!("%i{d}")).collect();
+    let ix = ix.join(", ");
+    let name = format!("weft.gpu.copy.{dtype}.r{rank}");
+    let text = format!(
+        "kernel @{name}(%src: store<{dtype}, {rank}, read>, %dst: store<{dtype}, {rank}, \
+         write>) {{\n  parallel %dst ({ix}) {{\n    %v = load %src[{ix}]\n    store \
+         %dst[{ix}], %v\n  }}\n}}\n"
+    );
+    let kernel = weft_ir::text::parse(&text)
+        .map_err(|e| Error::Memory(format!("the copy kernel {name}: {e}")))?;
+    Ok((name, kernel))
+}
+
+/// Row-major strides, in elements, of a dense rectangle of `extents`.
+fn dense_strides(extents: &[i64]) -> Vec<i64> {
+    let mut strides = vec![1i64; extents.len()];
+    for d in (0..extents.len().saturating_sub(1)).rev() {
+        strides[d] = strides[d + 1].saturating_mul(extents[d + 1]);
+    }
+    strides
+}
+
+/// The number of elements of a sub-store of `extents`.
+fn elements(extents: &[i64]) -> u64 {
+    extents
+        .iter()
+        .map(|&e| u64::try_from(e).unwrap_or(0))
+        .product()
+}
+
+impl<D: Device> Backend for PtxBackend<D> {
+    fn name(&self) -> &'static str {
+        "ptx"
+    }
+
+    fn alloc(&mut self, bytes: u64) -> weft_runtime::Result<BufferId> {
+        Ok(self.new_buffer(bytes, true)?)
+    }
+
+    fn alloc_uninit(&mut self, bytes: u64) -> weft_runtime::Result<BufferId> {
+        Ok(self.new_buffer(bytes, false)?)
+    }
+
+    fn free(&mut self, buffer: BufferId) {
+        if let Some((address, bytes)) = self.buffers.remove(&buffer) {
+            let size = allocation_size(bytes);
+            self.allocated = self.allocated.saturating_sub(size);
+            self.release(address, size);
+        }
+    }
+
+    fn write(&mut self, buffer: BufferId, offset: u64, data: &[u8]) -> weft_runtime::Result<()> {
+        let (address, size) = self.buffer(buffer)?;
+        let end = offset.checked_add(data.len() as u64).filter(|&e| e <= size);
+        if end.is_none() {
+            return Err(Error::Memory(format!(
+                "a write of {} bytes at {offset} outside a buffer of {size} bytes",
+                data.len()
+            ))
+            .into());
+        }
+        Ok(self.device.write(address + offset, data)?)
+    }
+
+    fn read(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> weft_runtime::Result<()> {
+        self.drain_faults()?;
+        let (address, size) = self.buffer(buffer)?;
+        let end = offset.checked_add(out.len() as u64).filter(|&e| e <= size);
+        if end.is_none() {
+            return Err(Error::Memory(format!(
+                "a read of {} bytes at {offset} outside a buffer of {size} bytes",
+                out.len()
+            ))
+            .into());
+        }
+        Ok(self.device.read(address + offset, out)?)
+    }
+
+    fn is_prepared(&self, kernel: &Arc<KernelEntry>) -> bool {
+        self.kernels
+            .get(&kernel.id())
+            .is_some_and(|k| k.entry.same_kernel(kernel))
+    }
+
+    fn prepare(
+        &mut self,
+        kernel: &Arc<KernelEntry>,
+        owner: Owner,
+    ) -> weft_runtime::Result<Prepared> {
+        if let Some(cached) = self.kernels.get(&kernel.id()) {
+            return weft_runtime::confirm_hit(&cached.entry, kernel);
+        }
+        let start = Instant::now();
+        let module = crate::emit(kernel.ir())?;
+        let names: Vec<String> = module.entries.iter().map(|e| e.name.clone()).collect();
+        let loaded = self.device.load(kernel.name(), &module.text, &names)?;
+        let bytes = (module.text.len() as u64).saturating_mul(2);
+        // Evicted modules are unloaded when their last function is dropped.
+        self.kernels.insert(
+            kernel.id(),
+            Loaded {
+                entry: kernel.clone(),
+                element_sizes: weft_runtime::store_element_sizes(&kernel.ir().params),
+                name: kernel.name().to_string(),
+                params: kernel.ir().params.clone(),
+                module,
+                functions: loaded.functions,
+            },
+            owner,
+            bytes,
+        );
+        Ok(Prepared::Compiled(start.elapsed()))
+    }
+
+    fn launch(
+        &mut self,
+        kernel: KernelId,
+        bindings: &[Binding],
+        scalars: &[Scalar],
+    ) -> weft_runtime::Result<()> {
+        let (name, params, entries, functions, sites) = {
+            let k = self
+                .kernels
+                .get(&kernel)
+                .ok_or_else(|| Error::Memory(format!("kernel {kernel} is not prepared")))?;
+            check_element_sizes(k, bindings)?;
+            (
+                k.name.clone(),
+                k.params.clone(),
+                k.module.entries.clone(),
+                k.functions.clone(),
+                k.module.faults.clone(),
+            )
+        };
+        // Deferred bindings: the entries store into a dense temporary of the rectangle,
+        // copied into place once every entry has run (so every point's loads see the old
+        // values, as the seam requires).
+        let mut bindings = bindings.to_vec();
+        let mut copies = Vec::new();
+        for b in bindings.iter_mut() {
+            if let Binding::Buffer {
+                extents,
+                origin,
+                view,
+                element_size,
+                deferred: Some(_),
+                ..
+            } = b
+            {
+                let bytes = elements(extents).saturating_mul(*element_size as u64);
+                let temp = self.new_buffer(bytes, false)?;
+                let dense = Binding::Buffer {
+                    buffer: temp,
+                    offset: 0,
+                    extents: extents.clone(),
+                    strides: dense_strides(extents),
+                    origin: origin.clone(),
+                    view: view.clone(),
+                    element_size: *element_size,
+                    deferred: None,
+                };
+                let mut target = std::mem::replace(b, dense.clone());
+                if let Binding::Buffer { deferred, .. } = &mut target {
+                    *deferred = None;
+                }
+                copies.push((temp, dense, target));
+            }
+        }
+        let bindings = &bindings[..];
+        let mut scratch = Vec::new();
+        let stores = self.store_args(&name, &params, bindings, &mut scratch)?;
+        // Kernel parameter to store argument or scalar position.
+        let mut position = Vec::with_capacity(params.len());
+        let (mut s, mut c) = (0usize, 0usize);
+        for p in &params {
+            match p {
+                Param::Store { .. } => {
+                    position.push(s);
+                    s += 1;
+                }
+                Param::Scalar { .. } => {
+                    position.push(c);
+                    c += 1;
+                }
+            }
+        }
+        if s != stores.len() || c != scalars.len() {
+            return Err(Error::KernelFault {
+                kernel: name,
+                message: format!(
+                    "{} store and {} scalar arguments for {s} store and {c} scalar parameters",
+                    stores.len(),
+                    scalars.len()
+                ),
+            }
+            .into());
+        }
+        let word_address = self.faults.take(&mut self.device, &name, sites)?;
+        let store = |param: u32| &stores[position[param as usize]];
+        let dim = |v: &[i64], d: u32| v.get(d as usize).copied().unwrap_or(0) as u64;
+        let mut words: Vec<u64> = Vec::new();
+        for p in abi::params_of(&params) {
+            words.push(match p {
+                AbiParam::Fault => word_address,
+                AbiParam::Pointer { param } => store(param).address,
+                AbiParam::Extent { param, dim: d } => dim(&store(param).extents, d),
+                AbiParam::Stride { param, dim: d } => dim(&store(param).strides, d),
+                AbiParam::Origin { param, dim: d } => dim(&store(param).origin, d),
+                AbiParam::Scalar { param } => scalars[position[param as usize]].to_bits(),
+                // Per entry, below.
+                AbiParam::Leaf { .. }
+                | AbiParam::UnitsHead
+                | AbiParam::UnitsWholeEnd
+                | AbiParam::Tree { .. } => continue,
+            });
+        }
+        for (index, (entry, function)) in entries.iter().zip(&functions).enumerate() {
+            let over = store(entry.over);
+            let points = over
+                .extents
+                .iter()
+                .try_fold(1u64, |a, &e| {
+                    u64::try_from(e).ok().map(|e| a.saturating_mul(e))
+                })
+                .unwrap_or(0);
+            if points == 0 {
+                continue;
+            }
+            // Leaf buffers are buffers of the back end, so the tree's level launches can bind
+            // views of them.
+            let mut leaves = Vec::new();
+            for leaf in &entry.leaves {
+                let bytes = points.saturating_mul(leaf.dtype.size() as u64);
+                leaves.push(self.new_buffer(bytes, false)?);
+            }
+            let mut args = words.clone();
+            for &l in &leaves {
+                args.push(self.buffer(l)?.0);
+            }
+            let units = if entry.trees.is_empty() {
+                None
+            } else {
+                let origin = over.origin.first().copied().unwrap_or(0);
+                let view = over.view.first().copied().unwrap_or(0);
+                Some(Units::new(u64::try_from(origin).unwrap_or(0), points, view))
+            };
+            let mut tree_buffers = Vec::new();
+            if let Some(u) = &units {
+                args.push(u.head);
+                args.push(u.whole_end);
+                for tree in &entry.trees {
+                    let bytes = u
+                        .count()
+                        .saturating_mul(elements(&store(tree.param).extents))
+                        .saturating_mul(tree.dtype.size() as u64);
+                    let buffer = self.new_buffer(bytes, false)?;
+                    args.push(self.buffer(buffer)?.0);
+                    tree_buffers.push(buffer);
+                }
+            }
+            self.device
+                .launch(function, grid_of(entry, over, points), &args)?;
+            for (leaf, &buffer) in entry.leaves.iter().zip(&leaves) {
+                let whole_rows = over.extents.len() == 2
+                    && over.origin.get(1) == Some(&0)
+                    && u64::try_from(over.extents[1]).ok() == over.view.get(1).copied();
+                let partial = if over.extents.len() == 1 || whole_rows {
+                    self.device_tree(leaf, buffer, over, points)?
+                } else {
+                    self.leaf_partial(leaf, buffer, over)?
+                };
+                self.held.push(LoopPartial {
+                    loop_index: u32::try_from(index).unwrap_or(u32::MAX),
+                    param: u32::try_from(position[leaf.param as usize]).unwrap_or(u32::MAX),
+                    element: Vec::new(),
+                    partial,
+                });
+            }
+            if let Some(u) = &units {
+                for (tree, &buffer) in entry.trees.iter().zip(&tree_buffers) {
+                    let target = store(tree.param);
+                    let parts = self.tree_partials(tree, buffer, u, target, over)?;
+                    for (element, partial) in parts {
+                        self.held.push(LoopPartial {
+                            loop_index: u32::try_from(index).unwrap_or(u32::MAX),
+                            param: u32::try_from(position[tree.param as usize]).unwrap_or(u32::MAX),
+                            element,
+                            partial,
+                        });
+                    }
+                }
+            }
+            for b in leaves.into_iter().chain(tree_buffers) {
+                self.free(b);
+            }
+        }
+        // Reused only by later calls on the stream, so after this launch.
+        for (address, size) in scratch {
+            self.release(address, size);
+        }
+        for (temp, dense, target) in copies {
+            let (rank, size) = match &target {
+                Binding::Buffer {
+                    extents,
+                    element_size,
+                    ..
+                }
+                | Binding::Scratch {
+                    extents,
+                    element_size,
+                    ..
+                } => (extents.len(), *element_size),
+            };
+            let copy = self.copy_kernel(size, rank)?;
+            self.launch(copy, &[dense, target], &[])?;
+            self.free(temp);
+        }
+        Ok(())
+    }
+
+    fn take_reductions(&mut self) -> weft_runtime::Result<Vec<LoopPartial>> {
+        Ok(std::mem::take(&mut self.held))
+    }
+
+    fn synchronize(&mut self) -> weft_runtime::Result<()> {
+        Ok(self.drain_faults()?)
+    }
+
+    fn memory(&self) -> MemoryStats {
+        MemoryStats {
+            allocated: self.allocated,
+            pooled: self.pooled,
+        }
+    }
+
+    fn copy_bandwidth(
+        &mut self,
+        bytes: u64,
+        samples: usize,
+    ) -> weft_runtime::Result<Option<Vec<f64>>> {
+        let bytes = bytes.max(1);
+        let (src, size) = self.allocate(bytes, true)?;
+        let (dst, _) = self.allocate(bytes, true)?;
+        let mut rates = Vec::with_capacity(samples);
+        let mut run = || -> Result<()> {
+            // Once untimed, so the first sample does not pay for first touches.
+            self.device.copy(dst, src, bytes)?;
+            for _ in 0..samples {
+                let from = self.device.mark()?;
+                self.device.copy(dst, src, bytes)?;
+                let to = self.device.mark()?;
+                let seconds = self.device.elapsed(&from, &to)?.as_secs_f64();
+                rates.push(2.0 * bytes as f64 / seconds.max(1e-9) / 1e9);
+            }
+            Ok(())
+        };
+        let result = run();
+        self.release(src, size);
+        self.release(dst, size);
+        result?;
+        Ok(Some(rates))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+
+    #[test]
+    fn copy_kernels_parse_emit_and_assemble() {
+        for size in [1, 4, 8] {
+            for rank in 0..4 {
+                let (name, kernel) = super::copy_kernel_ir(size, rank).expect("the copy parses");
+                let valid = weft_ir::ValidKernel::new(kernel).expect("the copy validates");
+                let module = crate::emit(&valid).expect("the copy emits");
+                assert_eq!(module.entries.len(), 1);
+                crate::ptxas::assemble(&module.text, "sm_80", &name).expect("ptxas takes it");
+            }
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! The GPU back end (`PtxBackend`) on the simulated GPU: the bugs a first run on a GPU would
+//! have met, each caught here. A float sum into a 0-d store (the canonical tree on the
+//! device, whose level kernel takes rank-2 views), a launch whose bindings do not match the
+//! kernel's ranks, an index check that fails, a sticky device error seen by every runtime on
+//! the device, another runtime's bytes, and a kernel name that would break the driver's C
+//! string.
+
+use std::sync::Arc;
+
+use weft_ir::reduction::canonical;
+use weft_ir::{DType, ReduceOp, Scalar};
+use weft_ptx::PtxBackend;
+use weft_ptx::device::{Device, Grid};
+use weft_ptx::sim::SimContext;
+use weft_runtime::{Backend, Binding, BufferId, KernelEntry, Owner};
+
+fn entry_of(text: &str) -> Arc<KernelEntry> {
+    let kernel = weft_ir::text::parse(text).expect("the kernel parses");
+    let kernel = weft_ir::passes::math::lower_math(&kernel);
+    Arc::new(KernelEntry::new(&kernel.name.clone(), &kernel).expect("the kernel is valid"))
+}
+
+fn vector(buffer: BufferId, n: usize, size: usize) -> Binding {
+    Binding::Buffer {
+        buffer,
+        offset: 0,
+        extents: vec![n as i64],
+        strides: vec![1],
+        origin: vec![0],
+        view: vec![n as u64],
+        element_size: size,
+        deferred: None,
+    }
+}
+
+fn scalar_store(buffer: BufferId) -> Binding {
+    Binding::Buffer {
+        buffer,
+        offset: 0,
+        extents: vec![],
+        strides: vec![],
+        origin: vec![],
+        view: vec![],
+        element_size: 8,
+        deferred: None,
+    }
+}
+
+fn upload(backend: &mut dyn Backend, values: &[f64]) -> BufferId {
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let id = backend.alloc(bytes.len() as u64).expect("alloc");
+    backend.write(id, 0, &bytes).expect("write");
+    id
+}
+
+const DOT: &str = "kernel @test.dot(%x: store<f64, 1, read>, %y: store<f64, 1, read>, \
+                   %s: store<f64, 0, reduce(sum)>) {\n  parallel %x (%i) {\n    \
+                   %a = load %x[%i]\n    %b = load %y[%i]\n    %m = mul %a, %b\n    \
+                   reduce sum %s[], %m\n  }\n}\n";
+
+/// A dot product of a rank-1 loop, on the device's canonical tree: the same bits as the
+/// canonical order computed on the host, for lengths around powers of two and an offset
+/// piece. (The launcher once bound rank-1 views to the rank-2 level kernel and panicked.)
+#[test]
+fn a_dot_product_reduces_on_the_device_in_the_canonical_order() {
+    let mut backend = PtxBackend::simulated();
+    let dot = entry_of(DOT);
+    backend.prepare(&dot, Owner::RUNTIME).expect("prepares");
+    for n in [1usize, 2, 3, 7, 64, 255, 256, 257, 1000, 4099] {
+        let x: Vec<f64> = (0..n).map(|i| ((i * 7 % 13) as f64 - 6.0) / 3.0).collect();
+        let y: Vec<f64> = (0..n).map(|i| 1.0 / (1.0 + i as f64)).collect();
+        let (bx, by) = (upload(&mut backend, &x), upload(&mut backend, &y));
+        let s = backend.alloc(8).expect("alloc");
+        backend
+            .launch(
+                dot.id(),
+                &[vector(bx, n, 8), vector(by, n, 8), scalar_store(s)],
+                &[],
+            )
+            .expect("the dot launches");
+        let mut parts = backend.take_reductions().expect("reductions");
+        assert_eq!(parts.len(), 1, "n = {n}");
+        let got = parts[0].partial.finish().expect("finishes");
+        let want = canonical(ReduceOp::Sum, DType::F64, &[n as u64], &|p| {
+            let i = p[0] as usize;
+            Scalar::F64(x[i] * y[i])
+        });
+        assert_eq!(got, want, "n = {n}");
+        for b in [bx, by, s] {
+            backend.free(b);
+        }
+    }
+}
+
+/// A launch whose binding has another rank than the kernel's parameter is an error naming
+/// the kernel, not a panic, and the back end keeps working.
+#[test]
+fn a_binding_of_the_wrong_rank_is_an_error() {
+    let mut backend = PtxBackend::simulated();
+    let dot = entry_of(DOT);
+    backend.prepare(&dot, Owner::RUNTIME).expect("prepares");
+    let x = upload(&mut backend, &[1.0; 16]);
+    let s = backend.alloc(8).expect("alloc");
+    let square = Binding::Buffer {
+        buffer: x,
+        offset: 0,
+        extents: vec![4, 4],
+        strides: vec![4, 1],
+        origin: vec![0, 0],
+        view: vec![4, 4],
+        element_size: 8,
+        deferred: None,
+    };
+    let e = backend
+        .launch(dot.id(), &[square, vector(x, 16, 8), scalar_store(s)], &[])
+        .expect_err("a rank-2 binding for a rank-1 store");
+    assert!(e.to_string().contains("test.dot"), "{e}");
+    assert!(e.to_string().contains("rank"), "{e}");
+    backend
+        .launch(
+            dot.id(),
+            &[vector(x, 16, 8), vector(x, 16, 8), scalar_store(s)],
+            &[],
+        )
+        .expect("a good launch after the bad one");
+    let mut parts = backend.take_reductions().expect("reductions");
+    assert_eq!(
+        parts[0].partial.finish().expect("finishes"),
+        Some(Scalar::F64(16.0))
+    );
+}
+
+const GATHER: &str = "kernel @test.gather(%x: store<f64, 1, read>, %idx: store<i64, 1, read>, \
+                      %out: store<f64, 1, write>) {\n  parallel %out (%i) {\n    \
+                      %j = load %idx[%i]\n    %v = load %x[%j]\n    store %out[%i], %v\n  }\n}\n";
+
+/// An index check that fails on the device is reported at the next synchronization as a
+/// fault of the kernel naming the access; the device is not lost and later launches run.
+#[test]
+fn a_failed_index_check_is_a_kernel_fault_not_a_lost_device() {
+    let mut backend = PtxBackend::simulated();
+    let gather = entry_of(GATHER);
+    backend.prepare(&gather, Owner::RUNTIME).expect("prepares");
+    let x = upload(&mut backend, &[10.0, 11.0, 12.0, 13.0]);
+    let idx_bytes: Vec<u8> = [3i64, 0, 9, 1]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let idx = backend.alloc(32).expect("alloc");
+    backend.write(idx, 0, &idx_bytes).expect("write");
+    let out = backend.alloc(32).expect("alloc");
+    let args = [vector(x, 4, 8), vector(idx, 4, 8), vector(out, 4, 8)];
+    backend.launch(gather.id(), &args, &[]).expect("enqueues");
+    let e = backend.synchronize().expect_err("index 9 of 4");
+    let text = e.to_string();
+    assert!(text.contains("test.gather"), "{text}");
+    assert!(!text.contains("lost"), "{text}");
+    // Fixed, the same launch runs.
+    let good: Vec<u8> = [3i64, 0, 2, 1]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    backend.write(idx, 0, &good).expect("write");
+    backend.launch(gather.id(), &args, &[]).expect("enqueues");
+    let mut bytes = vec![0u8; 32];
+    backend.read(out, 0, &mut bytes).expect("reads");
+    let got: Vec<f64> = bytes
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect();
+    assert_eq!(got, [13.0, 10.0, 12.0, 11.0]);
+}
+
+/// A sticky device error (an illegal address that no check of ours stopped: here a raw
+/// module launched on the device) is `DeviceLost` for every runtime on that device, on its
+/// next call, without a hang or a panic; a runtime on another device still works.
+#[test]
+fn a_lost_device_is_an_error_for_every_runtime_on_it() {
+    let context = SimContext::new();
+    let mut first = PtxBackend::simulated_on(&context);
+    let mut second = PtxBackend::simulated_on(&context);
+    let mut elsewhere = PtxBackend::simulated();
+    let a = upload(&mut first, &[1.0, 2.0]);
+    let b = upload(&mut second, &[3.0, 4.0]);
+    let c = upload(&mut elsewhere, &[5.0, 6.0]);
+    let bad = ".version 7.8\n.target sm_80\n.address_size 64\n\
+               .visible .entry bad(.param .u64 p)\n{\n  .reg .u64 %a;\n  .reg .f64 %v;\n  \
+               ld.param.u64 %a, [p];\n  ld.global.f64 %v, [%a];\n  ret;\n}\n";
+    let mut raw = context.device();
+    let loaded = raw
+        .load("test.bad", bad, &["bad".to_string()])
+        .expect("the module loads");
+    let grid = Grid {
+        blocks: [1, 1, 1],
+        threads: [1, 1, 1],
+    };
+    let e = raw
+        .launch(&loaded.functions[0], grid, &[16])
+        .expect_err("address 16 is no allocation");
+    assert!(matches!(e, weft_ptx::Error::DeviceLost(_)), "{e}");
+    for (backend, id) in [(&mut first, a), (&mut second, b)] {
+        let mut bytes = vec![0u8; 16];
+        let e = backend
+            .read(id, 0, &mut bytes)
+            .expect_err("the device is lost");
+        assert!(e.to_string().contains("lost"), "{e}");
+    }
+    let mut bytes = vec![0u8; 16];
+    elsewhere
+        .read(c, 0, &mut bytes)
+        .expect("another device works");
+    assert_eq!(f64::from_le_bytes(bytes[8..].try_into().expect("8")), 6.0);
+}
+
+/// Memory one runtime freed and another gets from the device reads as zeros, never as the
+/// first runtime's bytes, even where the second asked for memory it will write itself.
+#[test]
+fn no_runtime_sees_another_runtimes_bytes() {
+    let context = SimContext::new();
+    let secret: Vec<f64> = (0..512).map(|i| 1e6 + i as f64).collect();
+    {
+        let mut first = PtxBackend::simulated_on(&context);
+        let id = upload(&mut first, &secret);
+        first.free(id);
+    }
+    let mut second = PtxBackend::simulated_on(&context);
+    for uninit in [true, false] {
+        let id = if uninit {
+            second.alloc_uninit(4096).expect("alloc")
+        } else {
+            second.alloc(4096).expect("alloc")
+        };
+        let mut bytes = vec![0xffu8; 4096];
+        second.read(id, 0, &mut bytes).expect("reads");
+        assert!(
+            bytes.iter().all(|&b| b == 0),
+            "uninit {uninit}: another runtime's bytes"
+        );
+        second.free(id);
+    }
+    // The simulated device does hand freed memory back with its bytes: the zeros above are
+    // the back end's doing.
+    let mut raw = context.device();
+    let address = raw.alloc(64).expect("alloc");
+    raw.write(address, &[7u8; 64]).expect("write");
+    raw.free(address);
+    let again = raw.alloc(64).expect("alloc");
+    let mut bytes = vec![0u8; 64];
+    raw.read(again, &mut bytes).expect("read");
+    assert_eq!(bytes, [7u8; 64]);
+}
+
+/// A kernel name with a NUL and a line break (a plugin names its kernels) makes a module
+/// whose text has neither in its comment, which the device loads.
+#[test]
+fn a_kernel_name_cannot_break_the_module_text() {
+    let mut kernel = weft_ir::text::parse(DOT).expect("parses");
+    kernel.name = "evil\0name\n.entry x(".to_string();
+    let valid = weft_ir::ValidKernel::new(kernel).expect("valid");
+    let module = weft_ptx::emit(&valid).expect("emits");
+    assert!(!module.text.contains('\0'));
+    assert!(module.text.contains("// weft kernel: evil name .entry x("));
+    let mut device = weft_ptx::sim::SimDevice::new();
+    let names: Vec<String> = module.entries.iter().map(|e| e.name.clone()).collect();
+    device
+        .load("evil", &module.text, &names)
+        .expect("the module loads");
+}
+
+/// The device-to-device copy probe gives one positive rate per sample.
+#[test]
+fn the_copy_probe_reports_a_rate_per_sample() {
+    let mut backend = PtxBackend::simulated();
+    let rates = backend
+        .copy_bandwidth(1 << 16, 3)
+        .expect("probes")
+        .expect("a device probe");
+    assert_eq!(rates.len(), 3);
+    assert!(rates.iter().all(|r| r.is_finite() && *r > 0.0), "{rates:?}");
+}
