@@ -104,7 +104,8 @@ pub struct PerIter {
 
 /// [`time_iterations`] for Weft code: each iteration runs `step`, then synchronizes the
 /// runtime ([`weft::Runtime::synchronize`]: the time includes running every task the step
-/// submitted, on the device too) while the step's result is
+/// submitted, on the device too; on a device with a clock of its own, a GPU, the times are
+/// the device's, between marks recorded before the step and after the synchronization) while the step's result is
 /// still alive, then drops it. The timed iterations start with [`weft::Runtime::warmed_up`]
 /// (so `WEFT_FORBID_COMPILES_AFTER_WARMUP=1` makes a compile in them an error). Returns the timing, the runtime's work per timed iteration,
 /// and the last iteration's result.
@@ -130,6 +131,8 @@ pub fn bench_then<T>(
     let mut before = np.runtime(|rt| rt.stats());
     let mut sent_before = np.runtime(|rt| rt.traffic());
     let mut iteration = 0usize;
+    // The device's own times of the timed iterations, where it has a clock of its own.
+    let mut device = Vec::with_capacity(iters);
     let timing = time_iterations_then(
         warmup,
         iters,
@@ -144,14 +147,34 @@ pub fn bench_then<T>(
             // The previous iteration's results are dropped before this one runs, as a loop that
             // reassigns its results would: both are never alive at once.
             last = None;
+            let from = np.runtime(|rt| rt.record_mark())?;
             let kept = step()?;
             np.runtime(|rt| rt.synchronize())?;
+            let to = np.runtime(|rt| rt.record_mark())?;
+            if let (Some(from), Some(to)) = (from, to)
+                && let Some(d) = np.runtime(|rt| rt.mark_elapsed(from, to))?
+                && iteration > warmup
+            {
+                device.push(d.as_secs_f64());
+            }
             last = Some(kept);
             Ok::<(), weft::Error>(())
         },
         after,
     )?;
     np.runtime(|rt| rt.forbid_compiles(false));
+    // On a device with a clock of its own (a GPU's events), its times are the timing.
+    let timing = if device.len() == iters && iters > 0 {
+        Timing {
+            median: median(&device),
+            min: device.iter().copied().fold(f64::INFINITY, f64::min),
+            max: device.iter().copied().fold(0.0, f64::max),
+            samples: device,
+            warmup: timing.warmup,
+        }
+    } else {
+        timing
+    };
     let after = np.runtime(|rt| rt.stats());
     let sent_after = np.runtime(|rt| rt.traffic());
     let per = |a: u64, b: u64| a.saturating_sub(b) as f64 / iters.max(1) as f64;

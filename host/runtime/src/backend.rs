@@ -263,11 +263,36 @@ pub trait Backend {
         Ok(())
     }
 
+    /// Whether each launch that follows is the whole of its task (a task of one point, on
+    /// one process); the executor sets it before each task's points. A sole launch may
+    /// finish its task's work itself: fold a float reduction over a loop that covers the
+    /// target's whole view into the target on the device (`target = target op result`, as
+    /// the executor would) instead of holding the parts back for
+    /// [`Backend::take_reductions`], and land its deferred stores at once. A back end that
+    /// does neither ignores it.
+    fn set_sole_launch(&mut self, sole: bool) {
+        let _ = sole;
+    }
+
     /// Waits until every launch and copy issued so far has finished.
     fn synchronize(&mut self) -> Result<()>;
 
     /// The back end's memory counters.
     fn memory(&self) -> MemoryStats;
+
+    /// Records a mark in the device's stream: the device notes its time when it reaches the
+    /// mark (on a GPU, a CUDA event). `None` where the back end runs on the host, whose clock
+    /// is the device's.
+    fn record_mark(&mut self) -> Result<Option<u64>> {
+        Ok(None)
+    }
+
+    /// The device's time from mark `from` to mark `to` (waiting until the device has reached
+    /// `to`); both marks are forgotten. `None` for marks this back end does not know.
+    fn mark_elapsed(&mut self, from: u64, to: u64) -> Result<Option<std::time::Duration>> {
+        let _ = (from, to);
+        Ok(None)
+    }
 
     /// A device-to-device copy probe: `samples` timed copies of `bytes` bytes between two
     /// buffers of the device, each as bytes moved (read plus written) per second, in GB/s:

@@ -306,6 +306,16 @@ impl Core {
         (self.stores.len(), self.stores.allocated_bytes())
     }
 
+    /// A mark in the device's stream ([`Backend::record_mark`]); `None` on the host.
+    pub fn record_mark(&mut self) -> Result<Option<u64>> {
+        self.backend.record_mark()
+    }
+
+    /// The device's time between two marks ([`Backend::mark_elapsed`]).
+    pub fn mark_elapsed(&mut self, from: u64, to: u64) -> Result<Option<std::time::Duration>> {
+        self.backend.mark_elapsed(from, to)
+    }
+
     /// The back end's device-to-device copy probe ([`Backend::copy_bandwidth`]): GB/s per
     /// sample, or `None` where the back end's memory is the host's.
     pub fn copy_bandwidth(&mut self, bytes: u64, samples: usize) -> Result<Option<Vec<f64>>> {

@@ -223,6 +223,11 @@ impl Executor<'_> {
         // Whatever an earlier task that failed part-way held back is not this task's.
         drop(self.backend.take_reductions()?);
         self.backend.finish_deferred(false)?;
+        // A task of one point on one process is the only contribution to what it reduces
+        // and the only writer of its deferred stores: the back end may finish both itself.
+        let one_point = task.launch.iter().product::<u64>() == 1;
+        self.backend
+            .set_sole_launch(one_point && self.distribution.is_none());
         let mut bindings = Vec::with_capacity(task.args.len());
         let mut ran_any = false;
         for point in self.mapping.points_of(self.rank, &task.launch) {

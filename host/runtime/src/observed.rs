@@ -68,11 +68,20 @@ impl Backend for Observed {
     fn finish_deferred(&mut self, commit: bool) -> Result<()> {
         self.inner.finish_deferred(commit)
     }
+    fn set_sole_launch(&mut self, sole: bool) {
+        self.inner.set_sole_launch(sole)
+    }
     fn synchronize(&mut self) -> Result<()> {
         self.inner.synchronize()
     }
     fn memory(&self) -> MemoryStats {
         self.inner.memory()
+    }
+    fn record_mark(&mut self) -> Result<Option<u64>> {
+        self.inner.record_mark()
+    }
+    fn mark_elapsed(&mut self, from: u64, to: u64) -> Result<Option<std::time::Duration>> {
+        self.inner.mark_elapsed(from, to)
     }
     fn copy_bandwidth(&mut self, bytes: u64, samples: usize) -> Result<Option<Vec<f64>>> {
         self.inner.copy_bandwidth(bytes, samples)

@@ -333,6 +333,19 @@ impl Runtime {
         self.core.as_deref().map_or((0, 1), Core::ranks)
     }
 
+    /// Records a mark in the device's stream, which the device stamps with its own clock
+    /// when it reaches it (on a GPU, a CUDA event); `None` on the CPU, whose clock is the
+    /// host's. With [`Runtime::mark_elapsed`], benchmarks time the device itself.
+    pub fn record_mark(&mut self) -> Result<Option<u64>> {
+        self.traced(|rt| Ok(rt.core()?.record_mark()?))
+    }
+
+    /// The device's time from mark `from` to mark `to`, once it has reached `to`; both marks
+    /// are forgotten. `None` for marks the device does not know.
+    pub fn mark_elapsed(&mut self, from: u64, to: u64) -> Result<Option<std::time::Duration>> {
+        self.traced(|rt| Ok(rt.core()?.mark_elapsed(from, to)?))
+    }
+
     /// The device's copy bandwidth: `samples` timed device-to-device copies of `bytes` bytes,
     /// each in GB/s of bytes moved (read plus written); `None` on the CPU, whose memory the
     /// examples probe from the host. The floor of a GPU benchmark.

@@ -14,12 +14,18 @@
 //!   [`Backend::synchronize`] and [`Backend::read`] wait for the stream and report the first
 //!   launch whose index check failed, naming its kernel and the access.
 //! - **Reductions** in the canonical order ([`reduce`]): an entry leaves each point's
-//!   contribution in a leaf buffer ([`crate::emit::Leaf`]), reduced by the canonical tree on
-//!   the device or on the host; [`Backend::take_reductions`] hands the nodes to the executor.
-//! - **Deferred bindings** (fusion through a bounded anti-dependence): the entries store into
-//!   a dense temporary, which a copy kernel (emitted from the IR like any other) moves into
-//!   place after the launch's last entry; so every point's loads see the old values.
+//!   contribution in a leaf buffer ([`crate::emit::Leaf`]). A rank-1 loop's leaves go
+//!   through the canonical tree in shared memory ([`crate::tree::block`]: one launch per ten
+//!   levels, then one thread that gathers the nodes); a sole launch over the target's whole
+//!   view folds the root into the target on the device and reads nothing back, others read
+//!   the nodes in one copy for [`Backend::take_reductions`]. Rank-2 loops whose rows span
+//!   the view use the level launches of [`crate::tree`]; other loops' leaves are reduced on
+//!   the host.
+//! - **Deferred bindings** (fusion through a bounded anti-dependence, [`deferred`]): a sole
+//!   launch stores into a second buffer and swaps; others store into a dense temporary
+//!   copied into place when the task ends.
 
+mod deferred;
 mod faults;
 mod reduce;
 
@@ -93,6 +99,19 @@ pub struct PtxBackend<D: Device> {
     copies: HashMap<(usize, usize), Arc<KernelEntry>>,
     /// The reduction tree's level kernels, by operator and type.
     levels: HashMap<(&'static str, DType), Arc<KernelEntry>>,
+    /// The shared-memory tree modules' entries (pass, fold), by operator and type.
+    block_trees: HashMap<(&'static str, DType), Vec<D::Function>>,
+    /// Each buffer's shadow after a swap ([`deferred`]): a buffer of the same size, equal to
+    /// it outside the rectangle it holds.
+    shadows: HashMap<BufferId, (BufferId, deferred::Rect)>,
+    /// Dense temporaries of deferred stores, to land at the end of the task.
+    held_copies: Vec<deferred::HeldCopy>,
+    /// Marks recorded in the stream ([`Backend::record_mark`]), by number.
+    marks: HashMap<u64, D::Mark>,
+    next_mark: u64,
+    /// Whether the launches may fold a whole-view reduction on the device
+    /// ([`Backend::set_sole_launch`]).
+    sole_launch: bool,
     /// The longest the host waits for the launches pending at a synchronization before it
     /// stops them.
     kernel_time: Option<std::time::Duration>,
@@ -188,6 +207,12 @@ impl<D: Device> PtxBackend<D> {
             faults: FaultWords::default(),
             copies: HashMap::new(),
             levels: HashMap::new(),
+            block_trees: HashMap::new(),
+            sole_launch: false,
+            marks: HashMap::new(),
+            shadows: HashMap::new(),
+            held_copies: Vec::new(),
+            next_mark: 0,
             kernel_time,
         }
     }
@@ -477,6 +502,7 @@ impl<D: Device> Backend for PtxBackend<D> {
     }
 
     fn free(&mut self, buffer: BufferId) {
+        self.drop_shadow(buffer);
         if let Some((address, bytes)) = self.buffers.remove(&buffer) {
             let size = allocation_size(bytes);
             self.allocated = self.allocated.saturating_sub(size);
@@ -485,6 +511,7 @@ impl<D: Device> Backend for PtxBackend<D> {
     }
 
     fn write(&mut self, buffer: BufferId, offset: u64, data: &[u8]) -> weft_runtime::Result<()> {
+        self.drop_shadow(buffer);
         let (address, size) = self.buffer(buffer)?;
         let end = offset.checked_add(data.len() as u64).filter(|&e| e <= size);
         if end.is_none() {
@@ -567,40 +594,7 @@ impl<D: Device> Backend for PtxBackend<D> {
                 k.module.faults.clone(),
             )
         };
-        // Deferred bindings: the entries store into a dense temporary of the rectangle,
-        // copied into place once every entry has run (so every point's loads see the old
-        // values, as the seam requires).
-        let mut bindings = bindings.to_vec();
-        let mut copies = Vec::new();
-        for b in bindings.iter_mut() {
-            if let Binding::Buffer {
-                extents,
-                origin,
-                view,
-                element_size,
-                deferred: Some(_),
-                ..
-            } = b
-            {
-                let bytes = elements(extents).saturating_mul(*element_size as u64);
-                let temp = self.new_buffer(bytes, false)?;
-                let dense = Binding::Buffer {
-                    buffer: temp,
-                    offset: 0,
-                    extents: extents.clone(),
-                    strides: dense_strides(extents),
-                    origin: origin.clone(),
-                    view: view.clone(),
-                    element_size: *element_size,
-                    deferred: None,
-                };
-                let mut target = std::mem::replace(b, dense.clone());
-                if let Binding::Buffer { deferred, .. } = &mut target {
-                    *deferred = None;
-                }
-                copies.push((temp, dense, target));
-            }
-        }
+        let (bindings, swaps) = self.rebind_deferred(&params, bindings)?;
         let bindings = &bindings[..];
         let mut scratch = Vec::new();
         let stores = self.store_args(&name, &params, bindings, &mut scratch)?;
@@ -649,6 +643,7 @@ impl<D: Device> Backend for PtxBackend<D> {
                 | AbiParam::Tree { .. } => continue,
             });
         }
+        let mut folds = Vec::new();
         for (index, (entry, function)) in entries.iter().zip(&functions).enumerate() {
             let over = store(entry.over);
             let points = over
@@ -695,11 +690,27 @@ impl<D: Device> Backend for PtxBackend<D> {
             }
             self.device
                 .launch(function, grid_of(entry, over, points), &args)?;
+            let mut kept = Vec::new();
             for (leaf, &buffer) in entry.leaves.iter().zip(&leaves) {
                 let whole_rows = over.extents.len() == 2
                     && over.origin.get(1) == Some(&0)
                     && u64::try_from(over.extents[1]).ok() == over.view.get(1).copied();
-                let partial = if over.extents.len() == 1 || whole_rows {
+                let partial = if over.extents.len() == 1 {
+                    let start = over
+                        .origin
+                        .first()
+                        .and_then(|&o| u64::try_from(o).ok())
+                        .unwrap_or(0);
+                    self.block_tree_passes(leaf, buffer, start, points)?;
+                    let whole = start == 0 && over.view.first() == Some(&points);
+                    if whole && self.sole_launch {
+                        // Folded once every entry has run, as the executor would.
+                        folds.push((*leaf, buffer, points, store(leaf.param).address));
+                        kept.push(buffer);
+                        continue;
+                    }
+                    self.block_tree_nodes(leaf, buffer, start, points, over)?
+                } else if whole_rows {
                     self.device_tree(leaf, buffer, over, points)?
                 } else {
                     self.leaf_partial(leaf, buffer, over)?
@@ -726,35 +737,54 @@ impl<D: Device> Backend for PtxBackend<D> {
                 }
             }
             for b in leaves.into_iter().chain(tree_buffers) {
-                self.free(b);
+                if !kept.contains(&b) {
+                    self.free(b);
+                }
             }
+        }
+        // Whole-view reductions fold into their targets after the launch's last entry, in
+        // loop order.
+        for (leaf, buffer, points, target) in folds {
+            let folded = self.block_tree_fold(&leaf, buffer, points, target);
+            self.free(buffer);
+            folded?;
         }
         // Reused only by later calls on the stream, so after this launch.
         for (address, size) in scratch {
             self.release(address, size);
         }
-        for (temp, dense, target) in copies {
-            let (rank, size) = match &target {
-                Binding::Buffer {
-                    extents,
-                    element_size,
-                    ..
-                }
-                | Binding::Scratch {
-                    extents,
-                    element_size,
-                    ..
-                } => (extents.len(), *element_size),
-            };
-            let copy = self.copy_kernel(size, rank)?;
-            self.launch(copy, &[dense, target], &[])?;
-            self.free(temp);
-        }
+        self.finish_swaps(swaps)?;
         Ok(())
+    }
+
+    fn finish_deferred(&mut self, commit: bool) -> weft_runtime::Result<()> {
+        Ok(self.land_copies(commit)?)
     }
 
     fn take_reductions(&mut self) -> weft_runtime::Result<Vec<LoopPartial>> {
         Ok(std::mem::take(&mut self.held))
+    }
+
+    fn record_mark(&mut self) -> weft_runtime::Result<Option<u64>> {
+        let mark = self.device.mark()?;
+        self.next_mark += 1;
+        self.marks.insert(self.next_mark, mark);
+        Ok(Some(self.next_mark))
+    }
+
+    fn mark_elapsed(
+        &mut self,
+        from: u64,
+        to: u64,
+    ) -> weft_runtime::Result<Option<std::time::Duration>> {
+        let (Some(a), Some(b)) = (self.marks.remove(&from), self.marks.remove(&to)) else {
+            return Ok(None);
+        };
+        Ok(Some(self.device.elapsed(&a, &b)?))
+    }
+
+    fn set_sole_launch(&mut self, allowed: bool) {
+        self.sole_launch = allowed;
     }
 
     fn synchronize(&mut self) -> weft_runtime::Result<()> {

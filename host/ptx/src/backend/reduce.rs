@@ -11,7 +11,7 @@ use weft_ir::{DType, ReduceOp, Scalar};
 use weft_runtime::{Backend, Binding, BufferId, KernelEntry, KernelId, Owner};
 
 use super::{PtxBackend, StoreArg, elements};
-use crate::device::Device;
+use crate::device::{Device, Grid};
 use crate::emit::Leaf;
 use crate::{Error, Result};
 
@@ -56,6 +56,131 @@ impl<D: Device> PtxBackend<D> {
         };
         done.map_err(|e| Error::Memory(format!("a reduction's leaves: {e}")))?;
         Ok(part)
+    }
+
+    /// The shared-memory tree module of `op` on `dtype` ([`crate::tree::block`]), loaded
+    /// once: its pass and fold entries.
+    fn block_tree(&mut self, op: ReduceOp, dtype: DType) -> Result<Vec<D::Function>> {
+        if let Some(f) = self.block_trees.get(&(op.name(), dtype)) {
+            return Ok(f.clone());
+        }
+        let text = crate::tree::block::module(op, dtype);
+        let name = format!("weft.gpu.tree.{}.{}", op.name(), dtype.name());
+        let entries = ["weft_tree_pass".to_string(), "weft_tree_fold".to_string()];
+        let loaded = self.device.load(&name, &text, &entries)?;
+        self.block_trees
+            .insert((op.name(), dtype), loaded.functions.clone());
+        Ok(loaded.functions)
+    }
+
+    /// Runs the passes of the shared-memory tree over a rank-1 loop's leaves (global
+    /// coordinates `start .. start + points`): afterwards every complete aligned node of the
+    /// range lies at its first leaf. One launch per ten levels.
+    pub(super) fn block_tree_passes(
+        &mut self,
+        leaf: &Leaf,
+        buffer: BufferId,
+        start: u64,
+        points: u64,
+    ) -> Result<()> {
+        use crate::tree::block::{BLOCK, LEVELS};
+        let functions = self.block_tree(leaf.op, leaf.dtype)?;
+        let (address, _) = self.buffer(buffer)?;
+        let mut level = 0u32;
+        while level < 63 && (2u64 << level) <= points {
+            let first = start.div_ceil(1 << level);
+            let end = (start + points) >> level;
+            let blocks = (end - 1) / BLOCK - first / BLOCK + 1;
+            let grid = Grid {
+                blocks: [
+                    u32::try_from(blocks).map_err(|_| {
+                        Error::Memory(format!("a reduction of {points} points is too long"))
+                    })?,
+                    1,
+                    1,
+                ],
+                threads: [BLOCK as u32, 1, 1],
+            };
+            self.device.launch(
+                &functions[0],
+                grid,
+                &[address, start, points, u64::from(level)],
+            )?;
+            level += LEVELS;
+        }
+        Ok(())
+    }
+
+    /// The maximal aligned nodes of a rank-1 loop's range after [`Self::block_tree_passes`],
+    /// gathered on the device in order and read in one copy.
+    pub(super) fn block_tree_nodes(
+        &mut self,
+        leaf: &Leaf,
+        buffer: BufferId,
+        start: u64,
+        points: u64,
+        over: &StoreArg,
+    ) -> Result<Partial> {
+        let (_, nodes) = crate::tree::plan(start, points);
+        let size = leaf.dtype.size() as u64;
+        let gathered = self.new_buffer(crate::tree::block::MAX_NODES * size, false)?;
+        let result = self.fold_entry(leaf, buffer, (start, points), gathered, 0, false);
+        let mut bytes = vec![0u8; nodes.len() * size as usize];
+        let read = result.and_then(|()| self.drain_faults()).and_then(|()| {
+            let (to, _) = self.buffer(gathered)?;
+            self.device
+                .read(to, &mut bytes)
+                .map_err(|e| Error::Driver(format!("reading a reduction's nodes: {e}")))
+        });
+        self.free(gathered);
+        read?;
+        let mut part = Partial::new(leaf.op, leaf.dtype, &over.view);
+        for (node, raw) in nodes.iter().zip(bytes.chunks_exact(size as usize)) {
+            part.add_node(&[], node.level, node.index, scalar_of(leaf.dtype, raw))
+                .map_err(|e| Error::Memory(format!("a reduction's node: {e}")))?;
+        }
+        Ok(part)
+    }
+
+    /// Folds a whole view's leaves (after [`Self::block_tree_passes`]) into the 0-d target
+    /// at `target` on the device: `target = target op root`.
+    pub(super) fn block_tree_fold(
+        &mut self,
+        leaf: &Leaf,
+        buffer: BufferId,
+        points: u64,
+        target: u64,
+    ) -> Result<()> {
+        let size = leaf.dtype.size() as u64;
+        let gathered = self.new_buffer(crate::tree::block::MAX_NODES * size, false)?;
+        let result = self.fold_entry(leaf, buffer, (0, points), gathered, target, true);
+        self.free(gathered);
+        result
+    }
+
+    /// Launches the fold entry over leaves `buffer` (global coordinates `range`: start and
+    /// count) into node buffer `nodes`.
+    fn fold_entry(
+        &mut self,
+        leaf: &Leaf,
+        buffer: BufferId,
+        (start, points): (u64, u64),
+        nodes: BufferId,
+        target: u64,
+        fold: bool,
+    ) -> Result<()> {
+        let functions = self.block_tree(leaf.op, leaf.dtype)?;
+        let (leaves, _) = self.buffer(buffer)?;
+        let (nodes, _) = self.buffer(nodes)?;
+        let one = Grid {
+            blocks: [1, 1, 1],
+            threads: [1, 1, 1],
+        };
+        self.device.launch(
+            &functions[1],
+            one,
+            &[leaves, start, points, nodes, target, u64::from(fold)],
+        )
     }
 
     /// A rank-1 loop's leaves, or a rank-2 loop's whose rows are whole lines of the view,

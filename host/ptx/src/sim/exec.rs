@@ -1,13 +1,19 @@
-//! The executor: a launch's grid, block by block, each block's threads one after another
-//! (the emitter uses no shared memory and no barriers), each thread a loop over its entry's
-//! decoded instructions with its own register file.
+//! The executor: a launch's grid, block by block, each thread a loop over its entry's
+//! decoded instructions with its own program counter and registers ([`Thread`]).
 //!
-//! A thread's state is its program counter and its registers ([`Thread`]), and [`run`]
-//! returns when the thread ends. To add `.shared` memory and `bar.sync` later, `run` would
-//! also return at a barrier (with the thread's state kept), and [`run_block`] would keep one
-//! `Thread` per thread of the block and resume them in turn until all have passed it.
+//! [`run`] runs a thread until it ends or reaches a barrier (`bar.sync`), which it steps
+//! past. An entry without barriers runs each thread of a block to its end, one after
+//! another, in one reused register file (the fast path: the emitter writes no barriers).
+//! An entry with barriers runs its blocks in lockstep ([`run_lockstep`]): it keeps a
+//! register file, a program counter and a step count per thread of the block, runs each
+//! thread (in order of `%tid`, x fastest) until it reaches a barrier or ends, then resumes
+//! those waiting, and so on until every thread has ended. Threads that ended do not hold a barrier up (as on
+//! the hardware, where `bar.sync` waits for the threads that have not exited).
+//!
+//! A block's shared memory ([`Shared`]) is refilled with `0xA5` bytes before the block
+//! starts. The step limit is per thread, across its barriers.
 
-use super::memory::{Illegal, View};
+use super::memory::{Illegal, Shared, View};
 use super::ops::{DISCARD, IntOp, Op};
 use super::parse::{CTAID, Entry, NCTAID, NTID, PARAMS, TID};
 use super::scalar;
@@ -26,6 +32,15 @@ pub(crate) enum Stop {
     Steps { pc: usize },
 }
 
+/// Why [`run`] returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Event {
+    /// The thread ended.
+    Exit,
+    /// The thread reached a barrier (its `pc` is past it).
+    Barrier,
+}
+
 /// A launch that failed: why, and where in the grid.
 #[derive(Debug)]
 pub(crate) struct Failure {
@@ -34,10 +49,23 @@ pub(crate) struct Failure {
     pub thread: [u32; 3],
 }
 
-/// One thread: where it is and its registers.
-pub(crate) struct Thread {
+/// One thread: where it is, how many instructions it has run (counted at taken branches
+/// and barriers), and its registers.
+pub(crate) struct Thread<'r> {
     pub pc: usize,
-    pub regs: Vec<u64>,
+    pub steps: u64,
+    pub regs: &'r mut [u64],
+}
+
+/// The register files of a block's threads for an entry with barriers, one after another
+/// in one buffer, with each thread's program counter and step count.
+struct Lockstep {
+    regs: Vec<u64>,
+    pcs: Vec<usize>,
+    steps: Vec<u64>,
+    /// The threads yet to run (at a barrier, or not started), in order.
+    waiting: Vec<u32>,
+    next: Vec<u32>,
 }
 
 /// Runs every thread of `grid` of `entry` with parameters `args` (already checked against
@@ -57,10 +85,18 @@ pub(crate) fn launch(
     for (i, (&arg, (_, ty))) in args.iter().zip(&entry.params).enumerate() {
         start[PARAMS + i] = arg & ty.mask();
     }
-    let mut thread = Thread {
-        pc: 0,
-        regs: start.clone(),
-    };
+    let mut shared = Shared::new(entry.shared.iter().map(|a| (a.base, a.len)));
+    let mut regs = start.clone();
+    let mut lockstep = entry.barriers.then(|| {
+        let n: usize = grid.threads.iter().map(|&t| t as usize).product();
+        Lockstep {
+            regs: vec![0; n * start.len()],
+            pcs: vec![0; n],
+            steps: vec![0; n],
+            waiting: Vec::with_capacity(n),
+            next: Vec::with_capacity(n),
+        }
+    });
     for z in 0..grid.blocks[2] {
         for y in 0..grid.blocks[1] {
             for x in 0..grid.blocks[0] {
@@ -68,39 +104,97 @@ pub(crate) fn launch(
                 for k in 0..3 {
                     start[CTAID + k] = u64::from(block[k]);
                 }
-                run_block(entry, grid, &start, &mut thread, mem, limit).map_err(
-                    |(stop, thread)| Failure {
-                        stop,
-                        block,
-                        thread,
-                    },
-                )?;
+                shared.reset();
+                let ran = match &mut lockstep {
+                    None => run_block(entry, grid, &start, &mut regs, mem, &mut shared, limit),
+                    Some(l) => run_lockstep(entry, grid, &start, l, mem, &mut shared, limit),
+                };
+                ran.map_err(|(stop, thread)| Failure {
+                    stop,
+                    block,
+                    thread,
+                })?;
             }
         }
     }
     Ok(())
 }
 
-/// Runs the threads of one block, one after another, from register file `start`.
+/// Runs the threads of one block of an entry without barriers, one after another, each
+/// from register file `start` in `regs`.
 fn run_block(
     entry: &Entry,
     grid: Grid,
     start: &[u64],
-    t: &mut Thread,
+    regs: &mut [u64],
     mem: &mut View<'_>,
+    shared: &mut Shared,
     limit: u64,
 ) -> Result<(), (Stop, [u32; 3])> {
     for z in 0..grid.threads[2] {
         for y in 0..grid.threads[1] {
             for x in 0..grid.threads[0] {
-                t.regs.copy_from_slice(start);
-                t.regs[TID] = u64::from(x);
-                t.regs[TID + 1] = u64::from(y);
-                t.regs[TID + 2] = u64::from(z);
-                t.pc = 0;
-                run(&entry.code, t, mem, limit).map_err(|s| (s, [x, y, z]))?;
+                regs.copy_from_slice(start);
+                regs[TID] = u64::from(x);
+                regs[TID + 1] = u64::from(y);
+                regs[TID + 2] = u64::from(z);
+                let mut t = Thread {
+                    pc: 0,
+                    steps: 0,
+                    regs: &mut *regs,
+                };
+                // The entry has no barrier; were there one, it would hold nothing up.
+                while run(&entry.code, &mut t, mem, shared, limit).map_err(|s| (s, [x, y, z]))?
+                    == Event::Barrier
+                {}
             }
         }
+    }
+    Ok(())
+}
+
+/// Runs the threads of one block of an entry with barriers in lockstep: each thread until
+/// it reaches a barrier or ends, then those at a barrier again, until all have ended.
+fn run_lockstep(
+    entry: &Entry,
+    grid: Grid,
+    start: &[u64],
+    l: &mut Lockstep,
+    mem: &mut View<'_>,
+    shared: &mut Shared,
+    limit: u64,
+) -> Result<(), (Stop, [u32; 3])> {
+    let [nx, ny, _] = grid.threads;
+    let slots = start.len();
+    l.waiting.clear();
+    for (i, file) in l.regs.chunks_exact_mut(slots).enumerate() {
+        let i = i as u32;
+        file.copy_from_slice(start);
+        file[TID] = u64::from(i % nx);
+        file[TID + 1] = u64::from(i / nx % ny);
+        file[TID + 2] = u64::from(i / nx / ny);
+        l.pcs[i as usize] = 0;
+        l.steps[i as usize] = 0;
+        l.waiting.push(i);
+    }
+    while !l.waiting.is_empty() {
+        l.next.clear();
+        for &i in &l.waiting {
+            let k = i as usize;
+            let mut t = Thread {
+                pc: l.pcs[k],
+                steps: l.steps[k],
+                regs: &mut l.regs[k * slots..(k + 1) * slots],
+            };
+            let event = run(&entry.code, &mut t, mem, shared, limit)
+                .map_err(|s| (s, [i % nx, i / nx % ny, i / nx / ny]))?;
+            if event == Event::Barrier {
+                l.pcs[k] = t.pc;
+                l.steps[k] = t.steps;
+                l.next.push(i);
+            }
+        }
+        std::mem::swap(&mut l.waiting, &mut l.next);
     }
     Ok(())
 }
@@ -120,14 +214,21 @@ fn bits32(x: f32) -> u64 {
     u64::from(x.to_bits())
 }
 
-/// Runs thread `t` until it returns. Instructions are counted by straight runs: at each
-/// taken branch, the run that ends there is added, and the thread stops once the count
-/// passes `limit`.
-pub(crate) fn run(code: &[Op], t: &mut Thread, mem: &mut View<'_>, limit: u64) -> Result<(), Stop> {
-    let r = &mut t.regs[..];
+/// Runs thread `t` until it ends or reaches a barrier, accessing global memory through
+/// `mem` and its block's shared memory in `shared`. Instructions are counted by straight
+/// runs: at each taken branch (and barrier), the run that ends there is added to the
+/// thread's count, and the thread stops once the count passes `limit`.
+pub(crate) fn run(
+    code: &[Op],
+    t: &mut Thread<'_>,
+    mem: &mut View<'_>,
+    shared: &mut Shared,
+    limit: u64,
+) -> Result<Event, Stop> {
+    let r = &mut *t.regs;
     let mut pc = t.pc;
     let mut seg = pc;
-    let mut steps = 0u64;
+    let mut steps = t.steps;
     macro_rules! jump {
         ($target:expr) => {{
             steps += (pc - seg) as u64;
@@ -159,17 +260,42 @@ pub(crate) fn run(code: &[Op], t: &mut Thread, mem: &mut View<'_>, limit: u64) -
             }
         };
     }
+    // A read-modify-write of `$m` (global memory or shared): threads run one at a time.
+    macro_rules! atom {
+        ($m:ident, $what:expr, $op:expr, $ty:expr, $d:expr, $a:expr, $off:expr, $b:expr, $c:expr) => {{
+            let at = addr!($a, $off);
+            let old = if $ty.bits == 32 {
+                mem!($m.load::<4>(at), $what)
+            } else {
+                mem!($m.load::<8>(at), $what)
+            };
+            let new = scalar::atom_new($op, $ty, old, r[$b as usize], r[$c as usize]);
+            if $ty.bits == 32 {
+                mem!($m.store::<4>(at, new), $what);
+            } else {
+                mem!($m.store::<8>(at, new), $what);
+            }
+            if $d != DISCARD {
+                r[$d as usize] = old;
+            }
+        }};
+    }
     loop {
         let Some(&op) = code.get(pc) else {
             t.pc = pc;
-            return Ok(());
+            return Ok(Event::Exit);
         };
         pc += 1;
         match op {
             Op::Nop => {}
             Op::Ret => {
                 t.pc = pc - 1;
-                return Ok(());
+                return Ok(Event::Exit);
+            }
+            Op::Bar => {
+                t.steps = steps + (pc - seg) as u64;
+                t.pc = pc;
+                return Ok(Event::Barrier);
             }
             Op::Bra { target } => jump!(target),
             Op::BraIf { p, target } => {
@@ -251,6 +377,7 @@ pub(crate) fn run(code: &[Op], t: &mut Thread, mem: &mut View<'_>, limit: u64) -
                 r[d as usize] = p.wrapping_add(r[c as usize]) & scalar::mask(u32::from(out));
             }
             Op::IntUn { op, ty, d, a } => r[d as usize] = scalar::int_un(op, ty, r[a as usize]),
+            Op::Bits { op, bits, d, a } => r[d as usize] = scalar::bit_op(op, bits, r[a as usize]),
             Op::Shl { bits, d, a, b } => {
                 let n = r[b as usize] as u32;
                 r[d as usize] = if n >= u32::from(bits) {
@@ -409,6 +536,35 @@ pub(crate) fn run(code: &[Op], t: &mut Thread, mem: &mut View<'_>, limit: u64) -
             Op::St16 { a, off, v } => mem!(mem.store::<2>(addr!(a, off), r[v as usize]), "a store"),
             Op::St32 { a, off, v } => mem!(mem.store::<4>(addr!(a, off), r[v as usize]), "a store"),
             Op::St64 { a, off, v } => mem!(mem.store::<8>(addr!(a, off), r[v as usize]), "a store"),
+            Op::LdShared {
+                d,
+                a,
+                off,
+                bytes,
+                sext,
+            } => {
+                let at = addr!(a, off);
+                let v = match bytes {
+                    8 => mem!(shared.load::<8>(at), "a shared load"),
+                    4 => mem!(shared.load::<4>(at), "a shared load"),
+                    2 => mem!(shared.load::<2>(at), "a shared load"),
+                    _ => mem!(shared.load::<1>(at), "a shared load"),
+                };
+                r[d as usize] = if sext == 0 {
+                    v
+                } else {
+                    scalar::sext(v, u32::from(bytes) * 8) as u64 & scalar::mask(u32::from(sext))
+                };
+            }
+            Op::StShared { a, off, v, bytes } => {
+                let (at, v) = (addr!(a, off), r[v as usize]);
+                match bytes {
+                    8 => mem!(shared.store::<8>(at, v), "a shared store"),
+                    4 => mem!(shared.store::<4>(at, v), "a shared store"),
+                    2 => mem!(shared.store::<2>(at, v), "a shared store"),
+                    _ => mem!(shared.store::<1>(at, v), "a shared store"),
+                }
+            }
             Op::Atom {
                 op,
                 ty,
@@ -417,23 +573,16 @@ pub(crate) fn run(code: &[Op], t: &mut Thread, mem: &mut View<'_>, limit: u64) -
                 off,
                 b,
                 c,
-            } => {
-                let at = addr!(a, off);
-                let old = if ty.bits == 32 {
-                    mem!(mem.load::<4>(at), "an atomic")
-                } else {
-                    mem!(mem.load::<8>(at), "an atomic")
-                };
-                let new = scalar::atom_new(op, ty, old, r[b as usize], r[c as usize]);
-                if ty.bits == 32 {
-                    mem!(mem.store::<4>(at, new), "an atomic");
-                } else {
-                    mem!(mem.store::<8>(at, new), "an atomic");
-                }
-                if d != DISCARD {
-                    r[d as usize] = old;
-                }
-            }
+            } => atom!(mem, "an atomic", op, ty, d, a, off, b, c),
+            Op::AtomShared {
+                op,
+                ty,
+                d,
+                a,
+                off,
+                b,
+                c,
+            } => atom!(shared, "a shared atomic", op, ty, d, a, off, b, c),
         }
     }
 }

@@ -1,7 +1,9 @@
 //! The simulated GPU's global memory: allocations at 256-byte aligned addresses, a pool of
 //! freed ones that later allocations of the same size class reuse (old bytes left in
 //! place, as the driver's stream-ordered pool does), and the checked accesses of a launch
-//! through a small cache of the allocations it touched last.
+//! through a small cache of the allocations it touched last. And a block's shared memory
+//! ([`Shared`]): its `.shared` arrays in a window of their own, refilled with [`FRESH`]
+//! bytes for each block.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -35,6 +37,11 @@ pub(crate) enum Why {
     PastEnd { base: u64, len: u64 },
     /// Its address is not a multiple of its size.
     Misaligned,
+    /// A shared access whose first byte is in no shared array of the entry.
+    SharedOutside,
+    /// A shared access that starts in the shared array at `base` of `len` bytes but runs
+    /// past its end.
+    SharedPastEnd { base: u64, len: u64 },
 }
 
 /// An illegal access: `size` bytes at `addr`.
@@ -56,6 +63,14 @@ impl std::fmt::Display for Illegal {
                  0x{base:x}"
             ),
             Why::Misaligned => write!(f, "{size} bytes at 0x{addr:x}, misaligned"),
+            Why::SharedOutside => {
+                write!(f, "{size} bytes at 0x{addr:x}, outside every shared array")
+            }
+            Why::SharedPastEnd { base, len } => write!(
+                f,
+                "{size} bytes at 0x{addr:x}, past the end of the shared array of {len} bytes \
+                 at 0x{base:x}"
+            ),
         }
     }
 }
@@ -266,6 +281,123 @@ impl<'m> View<'m> {
                     addr,
                     size: N as u64,
                     why: Why::Outside,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where a block's shared window starts: not 0, so that a null pointer is no shared address,
+/// and far below any global allocation ([`BASE`]).
+pub(crate) const SHARED_BASE: u64 = 0x1000;
+
+/// The shared memory of the block being run: the bytes of the window from [`SHARED_BASE`],
+/// and the arrays that an access must fall wholly inside (offsets in the window and
+/// lengths, by address).
+pub(crate) struct Shared {
+    bytes: Vec<u8>,
+    arrays: Vec<(u64, u64)>,
+    /// The array the last access hit.
+    last: usize,
+}
+
+impl Shared {
+    /// The window of `arrays` (addresses and lengths, by address), unfilled.
+    pub(crate) fn new(arrays: impl IntoIterator<Item = (u64, u64)>) -> Self {
+        let arrays: Vec<(u64, u64)> = arrays
+            .into_iter()
+            .map(|(addr, len)| (addr - SHARED_BASE, len))
+            .collect();
+        let end = arrays
+            .iter()
+            .map(|&(off, len)| off + len)
+            .max()
+            .unwrap_or(0);
+        Shared {
+            bytes: vec![FRESH; end as usize],
+            arrays,
+            last: 0,
+        }
+    }
+
+    /// Refills the window with [`FRESH`] bytes, for a new block (shared memory starts out
+    /// as whatever the last block left; the simulator makes it a recognizable pattern).
+    pub(crate) fn reset(&mut self) {
+        self.bytes.fill(FRESH);
+    }
+
+    /// The window offset of `size` bytes at `addr`.
+    #[inline]
+    fn locate(&mut self, addr: u64, size: u64) -> Result<usize, Illegal> {
+        if addr & (size - 1) != 0 {
+            return Err(Illegal {
+                addr,
+                size,
+                why: Why::Misaligned,
+            });
+        }
+        let at = addr.wrapping_sub(SHARED_BASE);
+        if let Some(&(off, len)) = self.arrays.get(self.last) {
+            let rel = at.wrapping_sub(off);
+            if rel < len && len - rel >= size {
+                return Ok(at as usize);
+            }
+        }
+        self.locate_slow(addr, size)
+    }
+
+    #[inline(never)]
+    fn locate_slow(&mut self, addr: u64, size: u64) -> Result<usize, Illegal> {
+        let at = addr.wrapping_sub(SHARED_BASE);
+        for (k, &(off, len)) in self.arrays.iter().enumerate() {
+            let rel = at.wrapping_sub(off);
+            if rel < len {
+                if len - rel < size {
+                    let (base, len) = (off + SHARED_BASE, len);
+                    let why = Why::SharedPastEnd { base, len };
+                    return Err(Illegal { addr, size, why });
+                }
+                self.last = k;
+                return Ok(at as usize);
+            }
+        }
+        Err(Illegal {
+            addr,
+            size,
+            why: Why::SharedOutside,
+        })
+    }
+
+    /// Loads `N` bytes at `addr`, zero-extended.
+    #[inline]
+    pub(crate) fn load<const N: usize>(&mut self, addr: u64) -> Result<u64, Illegal> {
+        let at = self.locate(addr, N as u64)?;
+        let mut w = [0u8; 8];
+        match self.bytes.get(at..at + N) {
+            Some(b) => w[..N].copy_from_slice(b),
+            None => {
+                return Err(Illegal {
+                    addr,
+                    size: N as u64,
+                    why: Why::SharedOutside,
+                });
+            }
+        }
+        Ok(u64::from_le_bytes(w))
+    }
+
+    /// Stores the low `N` bytes of `value` at `addr`.
+    #[inline]
+    pub(crate) fn store<const N: usize>(&mut self, addr: u64, value: u64) -> Result<(), Illegal> {
+        let at = self.locate(addr, N as u64)?;
+        match self.bytes.get_mut(at..at + N) {
+            Some(b) => b.copy_from_slice(&value.to_le_bytes()[..N]),
+            None => {
+                return Err(Illegal {
+                    addr,
+                    size: N as u64,
+                    why: Why::SharedOutside,
                 });
             }
         }

@@ -10,19 +10,33 @@
 //!   allocation in the context's pool, and a later allocation of the same size class (the
 //!   size rounded up to 256 bytes), from any device on the context, gets it back with its
 //!   old bytes, as the driver's stream-ordered pool may.
-//! - Every access of a kernel must lie wholly inside one live allocation and be aligned to its
-//!   size; host copies (`read`, `write`, `copy`, `memset_zero`) must lie inside one. Otherwise
-//!   it is an illegal address: the context is *lost*, and that call and every later call of
-//!   every device on the context fail with the same [`Error::DeviceLost`] (`free` does
-//!   nothing).
+//! - Shared memory: each block has its own window of the entry's `.shared` arrays (the
+//!   module's arrays it names, then its own, in declaration order at their alignment, from
+//!   address `0x1000`; at most 48 KiB), filled with `0xA5` bytes when the block starts, as
+//!   uninitialised shared memory is not zero. `mov.u64 %rd, array` gives an array's address
+//!   in the window, which `ld.shared`, `st.shared`, `atom.shared` and `red.shared` take
+//!   (from a 32- or 64-bit register). Dynamic (`.extern`) shared memory and generic
+//!   addresses of shared memory (`cvta.shared`) are refused at load.
+//! - Every access of a kernel must lie wholly inside one live allocation (a shared access:
+//!   inside one shared array of the entry) and be aligned to its size; host copies (`read`,
+//!   `write`, `copy`, `memset_zero`) must lie inside one allocation. Otherwise it is an
+//!   illegal address: the context is *lost*, and that call and every later call of every
+//!   device on the context fail with the same [`Error::DeviceLost`] (`free` does nothing).
+//!   Its message names the kernel, the entry, the access (a shared one says so), the
+//!   address, the thread, the block and the PTX line.
 //! - `load` parses and decodes the whole module as the driver's JIT would; PTX it does not
 //!   know is an [`Error::Driver`] quoting the kernel, the entry, the line and its text.
-//! - `launch` runs the whole grid before it returns, block by block, each block's threads one
-//!   after another (the emitter uses no shared memory and no barriers; both are refused at
-//!   load). `synchronize` only reports the sticky error, `wait_for` is always done,
-//!   `write_now` is a `write`, and marks are host instants (a launch's time is the time it
-//!   took to simulate). A thread that runs past the step limit (2^28 instructions;
-//!   [`SimContext::with_step_limit`]) stops the launch with [`Error::KernelFault`].
+//! - `launch` runs the whole grid before it returns, block by block. A block of an entry
+//!   without barriers runs its threads one after another, each to its end. A block of an
+//!   entry with `bar.sync 0` (`barrier.sync 0`) runs in lockstep: every thread runs (in
+//!   order of `%tid`, x fastest) until it reaches the barrier or ends, then all those at the
+//!   barrier go on, and so on; threads that ended do not hold the others up. Other barriers
+//!   (`bar.arrive`, `bar.red`, named barriers, thread counts) are refused at load.
+//!   `synchronize` only reports the sticky error, `wait_for` is always done, `write_now` is
+//!   a `write`, and marks are host instants (a launch's time is the time it took to
+//!   simulate). A thread that runs past the step limit (2^28 instructions, counted across
+//!   its barriers; [`SimContext::with_step_limit`]) stops the launch with
+//!   [`Error::KernelFault`].
 //!
 //! # Semantics PTX leaves open
 //! - Integer division by zero gives all ones (-1 for signed types), and the remainder by zero
@@ -31,7 +45,9 @@
 //! - Float arithmetic is the host's IEEE arithmetic, round to nearest even, subnormals kept;
 //!   NaN payloads are the host's (the IR does not fix them), except that `min`/`max` of two
 //!   NaNs give the GPU's canonical NaN (`0x7fffffff`, `0x7fffffffffffffff`).
-//! - Atomics are plain read-modify-writes: threads run one at a time.
+//! - Atomics are plain read-modify-writes: threads run one at a time. So are races: between
+//!   two barriers, a block's threads run one after another in order of `%tid`.
+//! - `clz` of 0 is the width; `bfind` of 0 (of -1 when signed) is `0xffffffff`.
 //! - Memory-ordering qualifiers, scopes and cache hints are accepted and ignored; so are
 //!   `membar` and `fence`.
 
@@ -53,6 +69,11 @@ use parse::Entry;
 
 /// The step limit of a thread by default.
 pub const DEFAULT_STEP_LIMIT: u64 = 1 << 28;
+
+/// The most register slots (registers and constants) of all the threads of a block of an
+/// entry with barriers, which keeps one register file per thread: far more than a GPU's
+/// 64K 32-bit registers a block.
+const MAX_BLOCK_SLOTS: u64 = 1 << 25;
 
 /// The most threads per block, and per dimension (as CUDA GPUs have them).
 const MAX_BLOCK: u64 = 1024;
@@ -345,6 +366,14 @@ impl Device for SimDevice {
                 dims(grid.threads)
             ))
         })?;
+        let threads: u64 = grid.threads.iter().map(|&t| u64::from(t)).product();
+        if entry.barriers && threads * entry.template.len() as u64 > MAX_BLOCK_SLOTS {
+            return Err(Error::Driver(format!(
+                "kernel `{kernel}`: entry `{name}`: too many resources requested for a launch: \
+                 {} registers a thread in blocks of {threads} threads",
+                entry.template.len()
+            )));
+        }
         let limit = s.step_limit;
         let failed = {
             let mut view = View::new(&mut s.mem);
@@ -371,6 +400,27 @@ impl Device for SimDevice {
                 ),
             }),
             exec::Stop::Illegal { pc, access, what } => {
+                let why = access.why;
+                let mut access = access.to_string();
+                // The shared array overrun, by name.
+                if let memory::Why::SharedPastEnd { base, .. } = why
+                    && let Some(a) = entry.shared.iter().find(|a| a.base == base)
+                {
+                    access = access.replace(
+                        "the shared array",
+                        &format!("the shared array `{}`", a.name),
+                    );
+                }
+                if why == memory::Why::SharedOutside {
+                    access += &match (entry.shared.first(), entry.shared.last()) {
+                        (Some(a), Some(z)) => format!(
+                            " (the entry's shared arrays lie at 0x{:x}..0x{:x})",
+                            a.base,
+                            z.base + z.len
+                        ),
+                        _ => " (the entry has none)".to_string(),
+                    };
+                }
                 let msg = format!(
                     "kernel `{kernel}`: entry `{name}`: an illegal memory access: {what} of \
                      {access} ({})",

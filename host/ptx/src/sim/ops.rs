@@ -164,6 +164,21 @@ pub(crate) enum AtomOp {
     Dec,
 }
 
+/// A bit operation of one operand (`clz`, `popc`, `brev`, `bfind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BitOp {
+    /// Leading zeros (the width for 0).
+    Clz,
+    /// Set bits.
+    Popc,
+    /// The bits reversed.
+    Brev,
+    /// The most significant 1 bit's position (of a signed value: the most significant bit
+    /// that differs from the sign); all ones when there is none. With `shift`, its distance
+    /// from the top bit instead (`.shiftamt`).
+    Bfind { signed: bool, shift: bool },
+}
+
 /// A float-to-float conversion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum FConv {
@@ -183,6 +198,8 @@ pub(crate) enum FConv {
 pub(crate) enum Op {
     Nop,
     Ret,
+    /// `bar.sync 0`: the thread waits for the rest of its block.
+    Bar,
     Bra {
         target: u32,
     },
@@ -309,6 +326,13 @@ pub(crate) enum Op {
     IntUn {
         op: IntUn,
         ty: Ty,
+        d: R,
+        a: R,
+    },
+    /// A bit operation on the low `bits` bits of `a`.
+    Bits {
+        op: BitOp,
+        bits: u8,
         d: R,
         a: R,
     },
@@ -515,6 +539,32 @@ pub(crate) enum Op {
         a: R,
         off: i32,
         v: R,
+    },
+    /// A load of `bytes` bytes from the block's shared memory; sign-extended into a
+    /// register of `sext` bits unless `sext` is 0.
+    LdShared {
+        d: R,
+        a: R,
+        off: i32,
+        bytes: u8,
+        sext: u8,
+    },
+    /// A store of the low `bytes` bytes of `v` to the block's shared memory.
+    StShared {
+        a: R,
+        off: i32,
+        v: R,
+        bytes: u8,
+    },
+    /// [`Op::Atom`] on the block's shared memory.
+    AtomShared {
+        op: AtomOp,
+        ty: Ty,
+        d: R,
+        a: R,
+        off: i32,
+        b: R,
+        c: R,
     },
     /// `d = atom(op) [a + off], b (, c)`; `d` is [`DISCARD`] for `red`.
     Atom {

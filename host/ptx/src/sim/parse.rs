@@ -1,12 +1,20 @@
 //! The PTX parser: a module's header and entries into their decoded form ([`Entry`]), the
 //! way the driver's JIT would take them. Registers, special registers, parameters and
 //! immediates become slots of a register file, labels instruction indices; `decode` turns
-//! each instruction into an [`Op`]. What the simulator does not model (`.shared` memory,
-//! barriers, `.func`, vector operands...) is refused here, with its line.
+//! each instruction into an [`Op`]. What the simulator does not model (`.local`, `.const`
+//! and dynamic `.extern .shared` memory, `.func`, vector operands...) is refused here, with
+//! its line.
+//!
+//! `.shared` arrays, of the module or of an entry, are laid out per entry in the block's
+//! shared window (from [`SHARED_BASE`]): the module's arrays the entry names, then the
+//! entry's own, in declaration order, each at its alignment; at most [`MAX_SHARED`] bytes
+//! in all. An array's name stands for its address (a slot filled in once the layout is
+//! known) in `mov` and in the addresses of `.shared` accesses.
 
 use std::collections::HashMap;
 
 use super::lex::{Tok, Token, lex};
+use super::memory::SHARED_BASE;
 use super::operand::operand;
 pub(crate) use super::operand::{AddrBase, Operand, parse_int};
 use super::ops::{Op, R, Ty};
@@ -24,6 +32,38 @@ pub(crate) const PARAMS: usize = 12;
 
 /// The most slots (registers and constants) of one entry.
 const MAX_SLOTS: usize = 1 << 20;
+
+/// The most bytes of static shared memory a block may have (as on CUDA GPUs).
+pub(crate) const MAX_SHARED: u64 = 48 << 10;
+
+/// A `.shared` array as declared.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SharedDecl<'s> {
+    pub name: &'s str,
+    /// Its alignment in bytes: a power of two, at least its element's size.
+    pub align: u64,
+    /// Its size in bytes.
+    pub len: u64,
+    pub line: u32,
+}
+
+/// A shared array of an entry, laid out in the block's shared window.
+#[derive(Clone, Debug)]
+pub(crate) struct SharedArray {
+    pub name: String,
+    /// Its address in the window.
+    pub base: u64,
+    /// Its size in bytes.
+    pub len: u64,
+}
+
+/// A shared array an entry may name: of the module or its own, and the slot holding its
+/// address once an instruction names it.
+pub(crate) struct SharedVar<'s> {
+    pub decl: SharedDecl<'s>,
+    pub module: bool,
+    pub slot: Option<R>,
+}
 
 /// One `.entry` of a module, decoded.
 #[derive(Debug)]
@@ -44,6 +84,11 @@ pub(crate) struct Entry {
     pub max_threads: Option<u64>,
     /// `.reqntid`: the block it must be launched with.
     pub req_threads: Option<[u32; 3]>,
+    /// Its shared arrays, by address (empty: the entry uses no shared memory).
+    pub shared: Vec<SharedArray>,
+    /// Whether it has a barrier (`bar.sync`): then a block's threads run in lockstep from
+    /// barrier to barrier, each with its own register file; otherwise one after another.
+    pub barriers: bool,
 }
 
 /// A declared register (or special register, read-only).
@@ -75,10 +120,12 @@ pub(crate) struct Builder<'s> {
     pub labels: HashMap<&'s str, u32>,
     /// Branches to patch: instruction, label, line.
     pub fixups: Vec<(usize, &'s str, u32)>,
+    /// The shared arrays it may name: the module's, then its own.
+    pub shared: Vec<SharedVar<'s>>,
 }
 
 impl<'s> Builder<'s> {
-    fn new(params: &[(&'s str, Ty)]) -> Self {
+    fn new(params: &[(&'s str, Ty)], module_shared: &[SharedDecl<'s>]) -> Self {
         let mut regs = HashMap::new();
         for (base, name) in [
             (TID, "tid"),
@@ -108,7 +155,62 @@ impl<'s> Builder<'s> {
             lines: Vec::new(),
             labels: HashMap::new(),
             fixups: Vec::new(),
+            shared: module_shared
+                .iter()
+                .map(|&decl| SharedVar {
+                    decl,
+                    module: true,
+                    slot: None,
+                })
+                .collect(),
         }
+    }
+
+    /// The slot holding the address of the shared array `name` (its own, else the
+    /// module's), if there is one.
+    pub(crate) fn shared_slot(&mut self, name: &str) -> Result<Option<R>, String> {
+        let Some(k) = self.shared.iter().rposition(|v| v.decl.name == name) else {
+            return Ok(None);
+        };
+        if let Some(slot) = self.shared[k].slot {
+            return Ok(Some(slot));
+        }
+        let slot = self.slot(0)?;
+        self.shared[k].slot = Some(slot);
+        Ok(Some(slot))
+    }
+
+    /// Lays out the shared arrays (the module's that the entry names, then its own) and
+    /// fills the slots of their addresses.
+    fn layout_shared(&mut self) -> Res<Vec<SharedArray>> {
+        let mut next = SHARED_BASE;
+        let mut out = Vec::new();
+        for v in &self.shared {
+            if v.module && v.slot.is_none() {
+                continue;
+            }
+            let base = next.next_multiple_of(v.decl.align);
+            next = base + v.decl.len;
+            if next - SHARED_BASE > MAX_SHARED {
+                return Err((
+                    v.decl.line,
+                    format!(
+                        "`{}`: the entry's shared arrays take more than the {MAX_SHARED} bytes \
+                         a block may have",
+                        v.decl.name
+                    ),
+                ));
+            }
+            if let Some(slot) = v.slot {
+                self.template[slot as usize] = base;
+            }
+            out.push(SharedArray {
+                name: v.decl.name.to_string(),
+                base,
+                len: v.decl.len,
+            });
+        }
+        Ok(out)
     }
 
     /// A new slot holding `value` before the thread starts.
@@ -131,7 +233,10 @@ impl<'s> Builder<'s> {
     }
 
     fn declare(&mut self, name: String, ty: Ty) -> Result<(), String> {
-        if self.regs.contains_key(&name) || self.params.contains_key(name.as_str()) {
+        if self.regs.contains_key(&name)
+            || self.params.contains_key(name.as_str())
+            || self.shared.iter().any(|v| !v.module && v.decl.name == name)
+        {
             return Err(format!("`{name}` is declared twice"));
         }
         let slot = self.slot(0)?;
@@ -236,6 +341,7 @@ pub(crate) fn parse_module(kernel: &str, text: &str) -> Result<Vec<Entry>, Parse
         message,
     };
     let mut entries: Vec<Entry> = Vec::new();
+    let mut shared: Vec<SharedDecl<'_>> = Vec::new();
     let (mut version, mut target, mut address) = (false, false, false);
     while let Some(t) = p.peek() {
         match t {
@@ -281,7 +387,7 @@ pub(crate) fn parse_module(kernel: &str, text: &str) -> Result<Vec<Entry>, Parse
                             .to_string(),
                     )));
                 }
-                let entry = parse_entry(&mut p, kernel)?;
+                let entry = parse_entry(&mut p, kernel, &shared)?;
                 if entries.iter().any(|e| e.name == entry.name) {
                     return Err(ParseError {
                         line: p.line(),
@@ -291,13 +397,28 @@ pub(crate) fn parse_module(kernel: &str, text: &str) -> Result<Vec<Entry>, Parse
                 }
                 entries.push(entry);
             }
+            Tok::Word(".extern") if p.peek_at(1) == Some(Tok::Word(".shared")) => {
+                return Err(plain((
+                    p.line(),
+                    "`.extern .shared`: dynamic shared memory is not simulated".to_string(),
+                )));
+            }
+            Tok::Word(".shared") => {
+                p.next();
+                for d in shared_decl(&mut p).map_err(plain)? {
+                    if shared.iter().any(|s| s.name == d.name) {
+                        return Err(plain((d.line, format!("a second `.shared` `{}`", d.name))));
+                    }
+                    shared.push(d);
+                }
+            }
             Tok::Word(w @ (".func" | ".weak" | ".extern")) => {
                 return Err(plain((
                     p.line(),
                     format!("`{w}`: device functions are not simulated"),
                 )));
             }
-            Tok::Word(w @ (".global" | ".const" | ".shared" | ".local")) => {
+            Tok::Word(w @ (".global" | ".const" | ".local")) => {
                 return Err(plain((
                     p.line(),
                     format!("`{w}`: module-level variables are not simulated"),
@@ -313,8 +434,70 @@ pub(crate) fn parse_module(kernel: &str, text: &str) -> Result<Vec<Entry>, Parse
     Ok(entries)
 }
 
-/// Parses `[.visible] .entry NAME(PARAMS) [DIRECTIVES] { BODY }`.
-fn parse_entry(p: &mut Parser<'_>, kernel: &str) -> Result<Entry, ParseError> {
+/// `[.align N] .TYPE NAME[N]... {, NAME[N]...};` (after `.shared`): the arrays declared.
+fn shared_decl<'s>(p: &mut Parser<'s>) -> Res<Vec<SharedDecl<'s>>> {
+    let mut align = None;
+    if p.peek() == Some(Tok::Word(".align")) {
+        p.next();
+        let n = p.number("an alignment")?;
+        if n == 0 || !n.is_power_of_two() || n > MAX_SHARED {
+            return p.err(format!("a malformed alignment {n}"));
+        }
+        align = Some(n);
+    }
+    let t = p.word("a type")?;
+    let ty = t
+        .strip_prefix('.')
+        .and_then(Ty::parse)
+        .filter(|t| t.kind != super::ops::Kind::Pred);
+    let Some(ty) = ty else {
+        return p.err(format!("unsupported shared array type `{t}`"));
+    };
+    let size = u64::from(ty.bits / 8);
+    let mut out = Vec::new();
+    loop {
+        let line = p.line();
+        let name = p.word("an array name")?;
+        if name.starts_with('.') || name.starts_with(|c: char| c.is_ascii_digit()) {
+            return p.err(format!("a malformed array name `{name}`"));
+        }
+        let mut len = size;
+        while p.eat('[') {
+            if p.peek() == Some(Tok::Punct(']')) {
+                return p.err(format!(
+                    "`{name}[]`: dynamic shared memory is not simulated"
+                ));
+            }
+            let n = p.number("an array length")?;
+            p.punct(']')?;
+            len = len
+                .checked_mul(n)
+                .filter(|&l| l <= MAX_SHARED)
+                .ok_or((line, format!("`{name}`: more than {MAX_SHARED} bytes")))?;
+        }
+        if len == 0 {
+            return Err((line, format!("`{name}`: an array of 0 bytes")));
+        }
+        out.push(SharedDecl {
+            name,
+            align: align.unwrap_or(size).max(size),
+            len,
+            line,
+        });
+        if p.eat(';') {
+            return Ok(out);
+        }
+        p.punct(',')?;
+    }
+}
+
+/// Parses `[.visible] .entry NAME(PARAMS) [DIRECTIVES] { BODY }`, in a module whose
+/// `.shared` arrays so far are `shared`.
+fn parse_entry<'s>(
+    p: &mut Parser<'s>,
+    kernel: &str,
+    shared: &[SharedDecl<'s>],
+) -> Result<Entry, ParseError> {
     let plain = |(line, message): (u32, String)| ParseError {
         line,
         entry: None,
@@ -396,7 +579,7 @@ fn parse_entry(p: &mut Parser<'_>, kernel: &str) -> Result<Entry, ParseError> {
         }
     }
     p.punct('{').map_err(named)?;
-    let mut b = Builder::new(&params);
+    let mut b = Builder::new(&params, shared);
     body(p, &mut b).map_err(named)?;
     // Falling off the end returns.
     let end = p.line();
@@ -414,6 +597,8 @@ fn parse_entry(p: &mut Parser<'_>, kernel: &str) -> Result<Entry, ParseError> {
             _ => {}
         }
     }
+    let shared = b.layout_shared().map_err(named)?;
+    let barriers = b.code.contains(&Op::Bar);
     Ok(Entry {
         kernel: kernel.to_string(),
         name: name.to_string(),
@@ -423,6 +608,8 @@ fn parse_entry(p: &mut Parser<'_>, kernel: &str) -> Result<Entry, ParseError> {
         template: b.template,
         max_threads,
         req_threads,
+        shared,
+        barriers,
     })
 }
 
@@ -441,9 +628,26 @@ fn body<'s>(p: &mut Parser<'s>, b: &mut Builder<'s>) -> Res<()> {
                 p.next();
                 declaration(p, b)?;
             }
-            Some(Tok::Word(w @ (".shared" | ".local" | ".const" | ".global" | ".param"))) => {
+            Some(Tok::Word(".shared")) => {
+                p.next();
+                for d in shared_decl(p)? {
+                    let clash = b.regs.contains_key(d.name)
+                        || b.params.contains_key(d.name)
+                        || b.shared.iter().any(|v| !v.module && v.decl.name == d.name);
+                    if clash {
+                        return Err((d.line, format!("`{}` is declared twice", d.name)));
+                    }
+                    b.shared.push(SharedVar {
+                        decl: d,
+                        module: false,
+                        slot: None,
+                    });
+                }
+            }
+            Some(Tok::Word(w @ (".local" | ".const" | ".global" | ".param"))) => {
                 return p.err(format!(
-                    "`{w}` variables are not simulated (the simulator models global memory only)"
+                    "`{w}` variables are not simulated (the simulator models global and shared \
+                     memory only)"
                 ));
             }
             Some(Tok::Word(".pragma")) => {

@@ -3,7 +3,7 @@
 //! with their rounding and saturation, float `min`/`max`, atomic updates. Registers hold a
 //! value of `n` bits zero-extended (see [`super::ops`]).
 
-use super::ops::{AtomOp, Cmp, FConv, IntOp, IntUn, Kind, Round, Ty};
+use super::ops::{AtomOp, BitOp, Cmp, FConv, IntOp, IntUn, Kind, Round, Ty};
 
 /// The mask of the low `bits` bits.
 pub(crate) fn mask(bits: u32) -> u64 {
@@ -74,6 +74,38 @@ pub(crate) fn int_un(op: IntUn, ty: Ty, a: u64) -> u64 {
         IntUn::Abs => x.abs(),
     };
     (r as u64) & ty.mask()
+}
+
+/// A bit operation on the low `bits` (32 or 64) bits of `a`: the result is a `.u32` for
+/// all but `brev`, whose result has `bits` bits.
+pub(crate) fn bit_op(op: BitOp, bits: u8, a: u64) -> u64 {
+    let x = a & mask(u32::from(bits));
+    let wide = bits == 64;
+    match op {
+        BitOp::Clz if wide => u64::from(x.leading_zeros()),
+        BitOp::Clz => u64::from((x as u32).leading_zeros()),
+        BitOp::Popc => u64::from(x.count_ones()),
+        BitOp::Brev if wide => x.reverse_bits(),
+        BitOp::Brev => u64::from((x as u32).reverse_bits()),
+        BitOp::Bfind { signed, shift } => {
+            // A negative value: the most significant 0 bit.
+            let negative = signed && (x >> (bits - 1)) & 1 == 1;
+            let y = if negative {
+                !x & mask(u32::from(bits))
+            } else {
+                x
+            };
+            if y == 0 {
+                return u64::from(u32::MAX);
+            }
+            let top = 63 - y.leading_zeros();
+            u64::from(if shift {
+                u32::from(bits) - 1 - top
+            } else {
+                top
+            })
+        }
+    }
 }
 
 /// An integer-to-integer `cvt` with `.sat`.

@@ -278,3 +278,89 @@ fn the_copy_probe_reports_a_rate_per_sample() {
     assert_eq!(rates.len(), 3);
     assert!(rates.iter().all(|r| r.is_finite() && *r > 0.0), "{rates:?}");
 }
+
+/// A sole launch over the target's whole view folds the dot product into the 0-d target on
+/// the device (`target = target + dot`, the canonical order's bits) and holds nothing back;
+/// lengths cover one, two and three passes of the shared-memory tree.
+#[test]
+fn a_sole_launch_folds_its_reduction_on_the_device() {
+    let mut backend = PtxBackend::simulated();
+    let dot = entry_of(DOT);
+    backend.prepare(&dot, Owner::RUNTIME).expect("prepares");
+    backend.set_sole_launch(true);
+    for n in [5usize, 1024, 1025, 70_001, (1 << 21) + 3] {
+        let x: Vec<f64> = (0..n).map(|i| ((i * 7 % 13) as f64 - 6.0) / 3.0).collect();
+        let y: Vec<f64> = (0..n).map(|i| 1.0 / (1.0 + (i % 1000) as f64)).collect();
+        let (bx, by) = (upload(&mut backend, &x), upload(&mut backend, &y));
+        let s = upload(&mut backend, &[0.125]);
+        backend
+            .launch(
+                dot.id(),
+                &[vector(bx, n, 8), vector(by, n, 8), scalar_store(s)],
+                &[],
+            )
+            .expect("the dot launches");
+        assert!(
+            backend.take_reductions().expect("reductions").is_empty(),
+            "n = {n}: folded on the device, nothing held back"
+        );
+        let mut bytes = [0u8; 8];
+        backend.read(s, 0, &mut bytes).expect("reads");
+        let root = canonical(ReduceOp::Sum, DType::F64, &[n as u64], &|p| {
+            let i = p[0] as usize;
+            Scalar::F64(x[i] * y[i])
+        });
+        let Some(Scalar::F64(root)) = root else {
+            panic!("a root");
+        };
+        assert_eq!(
+            f64::from_le_bytes(bytes).to_bits(),
+            (0.125 + root).to_bits(),
+            "n = {n}"
+        );
+        for b in [bx, by, s] {
+            backend.free(b);
+        }
+    }
+}
+
+/// A piece of a longer view (not a sole launch, or not the whole view) holds back the
+/// canonical tree's nodes of its range, read in one copy: the same bits as the canonical
+/// order of the whole view once the pieces merge.
+#[test]
+fn pieces_of_a_view_hold_back_nodes_that_merge_to_the_canonical_bits() {
+    let mut backend = PtxBackend::simulated();
+    let dot = entry_of(DOT);
+    backend.prepare(&dot, Owner::RUNTIME).expect("prepares");
+    let n = 5000usize;
+    let x: Vec<f64> = (0..n).map(|i| (i as f64 * 0.37).sin()).collect();
+    let (bx, s) = (upload(&mut backend, &x), backend.alloc(8).expect("alloc"));
+    let mut merged: Option<weft_ir::reduction::Partial> = None;
+    for (lo, hi) in [(0usize, 1234usize), (1234, 4097), (4097, 5000)] {
+        let piece = Binding::Buffer {
+            buffer: bx,
+            offset: lo as u64,
+            extents: vec![(hi - lo) as i64],
+            strides: vec![1],
+            origin: vec![lo as i64],
+            view: vec![n as u64],
+            element_size: 8,
+            deferred: None,
+        };
+        backend
+            .launch(dot.id(), &[piece.clone(), piece, scalar_store(s)], &[])
+            .expect("a piece launches");
+        let mut parts = backend.take_reductions().expect("reductions");
+        assert_eq!(parts.len(), 1);
+        let part = parts.remove(0).partial;
+        match &mut merged {
+            Some(m) => m.merge(part).expect("merges"),
+            None => merged = Some(part),
+        }
+    }
+    let got = merged.expect("parts").finish().expect("finishes");
+    let want = canonical(ReduceOp::Sum, DType::F64, &[n as u64], &|p| {
+        Scalar::F64(x[p[0] as usize] * x[p[0] as usize])
+    });
+    assert_eq!(got, want);
+}

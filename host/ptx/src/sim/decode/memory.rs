@@ -1,16 +1,28 @@
-//! The memory instructions: `ld`, `st`, `atom` and `red` (global memory and parameters).
+//! The memory instructions: `ld`, `st`, `atom` and `red` (global and shared memory,
+//! parameters).
 
 use super::{Mods, Res, compatible, count};
-use crate::sim::ops::{AtomOp, DISCARD, Kind, Op};
+use crate::sim::ops::{AtomOp, DISCARD, Kind, Op, R};
 use crate::sim::parse::{AddrBase, Builder, Operand};
 
+/// The state space of a memory instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Space {
+    /// `.global`, or generic (which the simulator takes as global).
+    Global,
+    /// `.shared` (`.shared::cta`).
+    Shared,
+    /// `.param`.
+    Param,
+}
+
 impl<'s> Builder<'s> {
-    /// The state space of a memory instruction: whether it is `.param`.
-    pub(super) fn space(m: &mut Mods<'s>) -> Res<bool> {
+    /// The state space of a memory instruction.
+    pub(super) fn space(m: &mut Mods<'s>) -> Res<Space> {
         m.ignore_ordering();
-        if let Some(s) = m.take_one(&["shared", "local", "const", "tex"]) {
+        if let Some(s) = m.take_one(&["local", "const", "tex", "shared::cluster"]) {
             return Err(format!(
-                "`{}`: the .{s} state space is not simulated (global memory only)",
+                "`{}`: the .{s} state space is not simulated (global and shared memory only)",
                 m.opcode
             ));
         }
@@ -21,20 +33,78 @@ impl<'s> Builder<'s> {
             return Err(format!("`{}`: vector accesses are not simulated", m.opcode));
         }
         let param = m.take("param");
-        m.take("global");
-        Ok(param)
+        let shared = m.take("shared") || m.take("shared::cta");
+        let global = m.take("global");
+        Ok(match (param, shared, global) {
+            (false, false, _) => Space::Global,
+            (false, true, false) => Space::Shared,
+            (true, false, false) => Space::Param,
+            _ => return Err(format!("`{}`: two state spaces", m.opcode)),
+        })
+    }
+
+    /// A shared address operand: its base slot (a 32- or 64-bit integer register, or a
+    /// shared array) and offset. (`ptxas` refuses immediate addresses here.)
+    fn shared_addr(&mut self, o: &Operand<'s>) -> Res<(R, i32)> {
+        let Operand::Addr { base, off } = *o else {
+            return Err("expected an address `[...]`".to_string());
+        };
+        let off = i32::try_from(off).map_err(|_| format!("the offset {off} is too large"))?;
+        match base {
+            AddrBase::Imm(_) => {
+                Err("an immediate shared address (only `.local` takes them)".into())
+            }
+            AddrBase::Sym(name) => {
+                if let Some(r) = self.regs.get(name) {
+                    if !r.ty.is_int() || r.ty.bits < 32 {
+                        return Err(format!(
+                            "`{name}` (.{}) is not a 32- or 64-bit address",
+                            r.ty.name()
+                        ));
+                    }
+                    return Ok((r.slot, off));
+                }
+                match self.shared_slot(name)? {
+                    Some(slot) => Ok((slot, off)),
+                    None => Err(format!("unknown register or shared array `{name}`")),
+                }
+            }
+        }
+    }
+
+    /// The address operand of an access to `space` (not `.param`).
+    fn space_addr(&mut self, space: Space, o: &Operand<'s>) -> Res<(R, i32)> {
+        match space {
+            Space::Shared => self.shared_addr(o),
+            _ => self.addr(o),
+        }
     }
 
     pub(super) fn load(&mut self, m: &mut Mods<'s>, ops: &[Operand<'s>]) -> Res<Op> {
         let opcode = m.opcode;
-        let param = Self::space(m)?;
+        let space = Self::space(m)?;
         let ty = m.ty()?;
         if ty.kind == Kind::Pred {
             return Err(format!("`{opcode}`: predicates are not in memory"));
         }
         count(ops, 2, opcode)?;
         let (d, reg_bits) = self.dst_wide(&ops[0], ty)?;
-        if param {
+        if space == Space::Shared {
+            let (a, off) = self.shared_addr(&ops[1])?;
+            let sext = if ty.kind == Kind::S && reg_bits > ty.bits {
+                reg_bits
+            } else {
+                0
+            };
+            return Ok(Op::LdShared {
+                d,
+                a,
+                off,
+                bytes: ty.bits / 8,
+                sext,
+            });
+        }
+        if space == Space::Param {
             let Operand::Addr {
                 base: AddrBase::Sym(name),
                 off: 0,
@@ -81,7 +151,8 @@ impl<'s> Builder<'s> {
 
     pub(super) fn store(&mut self, m: &mut Mods<'s>, ops: &[Operand<'s>]) -> Res<Op> {
         let opcode = m.opcode;
-        if Self::space(m)? {
+        let space = Self::space(m)?;
+        if space == Space::Param {
             return Err(format!("`{opcode}`: parameters are read-only"));
         }
         let ty = m.ty()?;
@@ -89,7 +160,7 @@ impl<'s> Builder<'s> {
             return Err(format!("`{opcode}`: predicates are not in memory"));
         }
         count(ops, 2, opcode)?;
-        let (a, off) = self.addr(&ops[0])?;
+        let (a, off) = self.space_addr(space, &ops[0])?;
         let v = match ops[1] {
             Operand::Sym(name) => {
                 let r = self.reg_named(name)?;
@@ -109,6 +180,14 @@ impl<'s> Builder<'s> {
             }
             ref o => self.src(o, ty)?,
         };
+        if space == Space::Shared {
+            return Ok(Op::StShared {
+                a,
+                off,
+                v,
+                bytes: ty.bits / 8,
+            });
+        }
         Ok(match ty.bits {
             8 => Op::St8 { a, off, v },
             16 => Op::St16 { a, off, v },
@@ -119,7 +198,8 @@ impl<'s> Builder<'s> {
 
     pub(super) fn atom(&mut self, red: bool, m: &mut Mods<'s>, ops: &[Operand<'s>]) -> Res<Op> {
         let opcode = m.opcode;
-        if Self::space(m)? {
+        let space = Self::space(m)?;
+        if space == Space::Param {
             return Err(format!("`{opcode}`: parameters are read-only"));
         }
         const OPS: &[&str] = &[
@@ -162,7 +242,7 @@ impl<'s> Builder<'s> {
         };
         count(ops, n, opcode)?;
         let first = usize::from(!red);
-        let (a, off) = self.addr(&ops[first])?;
+        let (a, off) = self.space_addr(space, &ops[first])?;
         let b = self.src(&ops[first + 1], ty)?;
         let c = if op == AtomOp::Cas {
             self.src(&ops[3], ty)?
@@ -170,6 +250,17 @@ impl<'s> Builder<'s> {
             b
         };
         let d = if red { DISCARD } else { self.dst(&ops[0], ty)? };
+        if space == Space::Shared {
+            return Ok(Op::AtomShared {
+                op,
+                ty,
+                d,
+                a,
+                off,
+                b,
+                c,
+            });
+        }
         Ok(Op::Atom {
             op,
             ty,

@@ -5,7 +5,7 @@
 mod arith;
 mod memory;
 
-use super::ops::{Kind, Op, R, Ty};
+use super::ops::{BitOp, Kind, Op, R, Ty};
 use super::parse::{AddrBase, Builder, Operand, Reg, parse_int};
 
 type Res<T = ()> = Result<T, String>;
@@ -238,6 +238,11 @@ impl<'s> Builder<'s> {
         match base {
             AddrBase::Imm(v) => Ok((self.konst(v)?, off)),
             AddrBase::Sym(name) => {
+                if !self.regs.contains_key(name) && self.shared_slot(name)?.is_some() {
+                    return Err(format!(
+                        "`{name}` is a shared array: only `.shared` accesses reach it"
+                    ));
+                }
                 let r = self.reg_named(name)?;
                 if r.ty.kind == Kind::Pred || r.ty.kind == Kind::F || r.ty.bits != 64 {
                     return Err(format!(
@@ -320,20 +325,70 @@ impl<'s> Builder<'s> {
                 m.rest.clear();
                 Ok(Op::Nop)
             }
-            "bar" | "barrier" => Err(format!(
-                "`{opcode}`: barriers are not simulated (the simulator runs a block's threads \
-                 one after another)"
-            )),
+            "bar" | "barrier" => self.barrier(m, ops),
             "mov" => {
                 let ty = m.ty()?;
                 count(ops, 2, opcode)?;
+                // `mov.u64 %rd, array`: a shared array's address.
+                let a = match ops[1] {
+                    Operand::Sym(name) if !self.regs.contains_key(name) => {
+                        match self.shared_slot(name)? {
+                            Some(_) if !ty.is_int() || ty.bits < 32 => {
+                                return Err(format!(
+                                    "`{opcode}`: the address of `{name}` is a 32- or 64-bit \
+                                     integer"
+                                ));
+                            }
+                            Some(slot) => slot,
+                            None => self.src(&ops[1], ty)?,
+                        }
+                    }
+                    ref o => self.src(o, ty)?,
+                };
                 Ok(Op::Mov {
                     d: self.dst(&ops[0], ty)?,
-                    a: self.src(&ops[1], ty)?,
+                    a,
+                })
+            }
+            "clz" | "popc" | "brev" | "bfind" => {
+                let shift = base == "bfind" && m.take("shiftamt");
+                let ty = m.ty()?;
+                let ok = match base {
+                    "bfind" => matches!(ty.kind, Kind::U | Kind::S),
+                    _ => ty.kind == Kind::B,
+                };
+                if !ok || !matches!(ty.bits, 32 | 64) {
+                    return Err(format!("`{opcode}`: an unsupported type"));
+                }
+                count(ops, 2, opcode)?;
+                let a = self.src(&ops[1], ty)?;
+                let (op, out) = match base {
+                    "clz" => (BitOp::Clz, Ty::U32),
+                    "popc" => (BitOp::Popc, Ty::U32),
+                    "brev" => (BitOp::Brev, ty),
+                    _ => (
+                        BitOp::Bfind {
+                            signed: ty.kind == Kind::S,
+                            shift,
+                        },
+                        Ty::U32,
+                    ),
+                };
+                Ok(Op::Bits {
+                    op,
+                    bits: ty.bits,
+                    d: self.dst(&ops[0], out)?,
+                    a,
                 })
             }
             "cvta" => {
                 m.take("to");
+                if m.take("shared") {
+                    return Err(format!(
+                        "`{opcode}`: generic addresses of shared memory are not simulated \
+                         (use `ld.shared`, `st.shared` with the array's address)"
+                    ));
+                }
                 if !m.take("global") {
                     return Err(format!(
                         "`{opcode}`: only the global state space is simulated"
@@ -412,6 +467,26 @@ impl<'s> Builder<'s> {
                 }
             }
             _ => Err(format!("unknown instruction `{opcode}`")),
+        }
+    }
+
+    /// `bar.sync 0` (`barrier.sync`, `.aligned`, `bar.cta.sync`).
+    fn barrier(&mut self, m: &mut Mods<'s>, ops: &[Operand<'s>]) -> Res<Op> {
+        let opcode = m.opcode;
+        m.take("cta");
+        m.take("aligned");
+        if !m.take("sync") || !m.rest.is_empty() {
+            return Err(format!(
+                "`{opcode}`: only `bar.sync` and `barrier.sync` are simulated"
+            ));
+        }
+        match ops {
+            [Operand::Imm { neg: false, text }] if parse_int(text) == Some(0) => Ok(Op::Bar),
+            [Operand::Imm { .. }] => Err(format!("`{opcode}`: only barrier 0 is simulated")),
+            [_, _] => Err(format!(
+                "`{opcode}`: a barrier with a thread count is not simulated"
+            )),
+            _ => Err(format!("`{opcode}` takes the barrier number 0")),
         }
     }
 

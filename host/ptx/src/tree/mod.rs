@@ -12,6 +12,8 @@
 //! level, the complete aligned nodes of the range, the ones
 //! [`weft_ir::reduction::aligned_nodes`] emits, hold their values at their first leaf.
 
+pub mod block;
+
 use weft_ir::{DType, Kernel, ReduceOp};
 
 /// One launch of the level kernel: for each line `r < lines` and pair `k < count`, the node
