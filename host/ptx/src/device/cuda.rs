@@ -108,6 +108,10 @@ impl CudaDevice {
     pub fn new(ordinal: usize, side_stream: bool) -> Result<CudaDevice> {
         crate::driver::check_present()?;
         let ctx = CudaContext::new(ordinal).map_err(driver("cannot open the GPU"))?;
+        // SAFETY: this device makes no `CudaSlice` (memory is managed by address through the
+        // driver's calls), so no cudarc-tracked buffer is ever shared between streams: the
+        // events cudarc would record per use only cost time.
+        unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
         // Made before any work: making a second stream synchronizes the context once.
         let side = if side_stream {

@@ -70,6 +70,9 @@ pub(super) struct Body<'a> {
     /// The register holding the address of the unit's row of each element tree, by its
     /// store parameter.
     trees: HashMap<u32, String>,
+    /// The store parameters whose accesses at exactly the loop's indices are proven in
+    /// bounds for the whole loop (see [`Body::hoist_checks`]), and those indices.
+    proven: (HashSet<u32>, Vec<ValueId>),
     temps: u32,
     labels: u32,
 }
@@ -92,6 +95,7 @@ impl<'a> Body<'a> {
             stoppable: false,
             accumulators: HashMap::new(),
             trees: HashMap::new(),
+            proven: (HashSet::new(), Vec::new()),
             temps: 0,
             labels: 0,
         }
@@ -493,21 +497,24 @@ impl<'a> Body<'a> {
         if a.indices.is_empty() {
             return Ok(ptr);
         }
+        let proven = self.proven.0.contains(&param) && a.indices == self.proven.1;
         let offset = self.tmp("s64");
         for (d, &ix) in a.indices.iter().enumerate() {
             let dim = u32::try_from(d).map_err(|_| "too many dimensions".to_string())?;
             let ext = self.abi(AbiParam::Extent { param, dim });
             let stride = self.abi(AbiParam::Stride { param, dim });
             let rix = self.reg(ix);
-            let code = self.fault_code(FaultSite {
-                param,
-                dim,
-                access: kind,
-            });
-            let out = self.tmp("pred");
-            // Unsigned: a negative index is out of range too.
-            self.line(format!("setp.ge.u64 {out}, {rix}, {ext};"));
-            self.line(format!("@{out} bra $fault_{code};"));
+            if !proven {
+                let code = self.fault_code(FaultSite {
+                    param,
+                    dim,
+                    access: kind,
+                });
+                let out = self.tmp("pred");
+                // Unsigned: a negative index is out of range too.
+                self.line(format!("setp.ge.u64 {out}, {rix}, {ext};"));
+                self.line(format!("@{out} bra $fault_{code};"));
+            }
             if d == 0 {
                 self.line(format!("mul.lo.s64 {offset}, {rix}, {stride};"));
             } else {
@@ -650,6 +657,7 @@ impl<'a> Body<'a> {
             let dim = u32::try_from(d).map_err(|_| "too many dimensions".to_string())?;
             extents.push(self.abi(AbiParam::Extent { param: over, dim }));
         }
+        self.hoist_checks(lp, &extents)?;
         if rank == 2 && trees.is_empty() {
             self.rows_and_columns(lp, &leaves, &extents)?;
             return Ok((leaves, Vec::new()));
@@ -688,6 +696,61 @@ impl<'a> Body<'a> {
         self.line(format!("bra.uni {head};"));
         self.place(&end);
         Ok((leaves, Vec::new()))
+    }
+
+    /// The index checks the loop's range proves, made once before the loop (as the CPU back
+    /// end hoists them): an access at exactly the loop's indices, in the body's top level,
+    /// runs at every point, so it is in bounds at every point if and only if each of the
+    /// loop's extents (`over`'s) is at most its store's. A loop with points whose extents
+    /// are not faults at once with that access's code, before any store; one without
+    /// points never does. The loop's own store needs no check at all. The accesses of those
+    /// stores at the loop's indices (anywhere in the body) then skip their checks.
+    fn hoist_checks(&mut self, lp: &ParallelLoop, extents: &[String]) -> Res {
+        self.proven = (HashSet::new(), Vec::new());
+        let Some(first) = extents.first() else {
+            return Ok(());
+        };
+        let mut sites: Vec<(u32, AccessKind)> = Vec::new();
+        for inst in &lp.body {
+            let (a, kind) = match &inst.op {
+                Op::Load(a) => (a, AccessKind::Load),
+                Op::Store(a, _) => (a, AccessKind::Store),
+                _ => continue,
+            };
+            if a.indices == lp.indices && !sites.iter().any(|s| s.0 == a.param) {
+                sites.push((a.param, kind));
+            }
+        }
+        self.proven = (sites.iter().map(|s| s.0).collect(), lp.indices.clone());
+        let checked: Vec<(u32, AccessKind)> =
+            sites.into_iter().filter(|s| s.0 != lp.over).collect();
+        if checked.is_empty() {
+            return Ok(());
+        }
+        // Whether the loop has points at all.
+        let some = self.tmp("pred");
+        self.line(format!("setp.ne.u64 {some}, {first}, 0;"));
+        for e in &extents[1..] {
+            let nonzero = self.tmp("pred");
+            self.line(format!("setp.ne.u64 {nonzero}, {e}, 0;"));
+            self.line(format!("and.pred {some}, {some}, {nonzero};"));
+        }
+        for (param, kind) in checked {
+            for (d, over_extent) in extents.iter().enumerate() {
+                let dim = u32::try_from(d).map_err(|_| "too many dimensions".to_string())?;
+                let ext = self.abi(AbiParam::Extent { param, dim });
+                let code = self.fault_code(FaultSite {
+                    param,
+                    dim,
+                    access: kind,
+                });
+                let past = self.tmp("pred");
+                self.line(format!("setp.gt.u64 {past}, {over_extent}, {ext};"));
+                self.line(format!("and.pred {past}, {past}, {some};"));
+                self.line(format!("@{past} bra $fault_{code};"));
+            }
+        }
+        Ok(())
     }
 
     /// A rank-2 loop on a 2-D grid ([`super::Entry::rows`]): `y` threads stride over rows,

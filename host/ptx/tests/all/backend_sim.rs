@@ -364,3 +364,45 @@ fn pieces_of_a_view_hold_back_nodes_that_merge_to_the_canonical_bits() {
     });
     assert_eq!(got, want);
 }
+
+const COPY: &str = "kernel @test.copy(%x: store<f64, 1, read>, %y: store<f64, 1, write>) {\n  \
+                    parallel %y (%i) {\n    %v = load %x[%i]\n    store %y[%i], %v\n  }\n}\n";
+
+/// The index check of an access at the loop's own indices is made once, before the loop:
+/// a source shorter than the loop faults naming that access (and the loop stores nothing),
+/// an empty loop never faults, and an equal one runs.
+#[test]
+fn checks_the_loop_range_proves_are_made_once_before_the_loop() {
+    let mut backend = PtxBackend::simulated();
+    let copy = entry_of(COPY);
+    backend.prepare(&copy, Owner::RUNTIME).expect("prepares");
+    let x = upload(&mut backend, &[1.0, 2.0, 3.0]);
+    let y = upload(&mut backend, &[9.0; 4]);
+    backend
+        .launch(copy.id(), &[vector(x, 3, 8), vector(y, 4, 8)], &[])
+        .expect("enqueues");
+    let e = backend
+        .synchronize()
+        .expect_err("x has 3 elements, the loop 4");
+    assert!(e.to_string().contains("test.copy"), "{e}");
+    assert!(e.to_string().contains("load"), "{e}");
+    let mut bytes = vec![0u8; 32];
+    backend.read(y, 0, &mut bytes).expect("reads");
+    assert!(
+        bytes.chunks_exact(8).all(|c| c == 9.0f64.to_le_bytes()),
+        "the faulting loop stored nothing"
+    );
+    backend
+        .launch(copy.id(), &[vector(x, 0, 8), vector(y, 0, 8)], &[])
+        .expect("enqueues");
+    backend.synchronize().expect("an empty loop never faults");
+    backend
+        .launch(copy.id(), &[vector(x, 3, 8), vector(y, 3, 8)], &[])
+        .expect("enqueues");
+    backend.read(y, 0, &mut bytes).expect("reads");
+    let got: Vec<f64> = bytes
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect();
+    assert_eq!(got, [1.0, 2.0, 3.0, 9.0]);
+}
