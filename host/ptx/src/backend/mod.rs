@@ -106,6 +106,8 @@ pub struct PtxBackend<D: Device> {
     shadows: HashMap<BufferId, (BufferId, deferred::Rect)>,
     /// Dense temporaries of deferred stores, to land at the end of the task.
     held_copies: Vec<deferred::HeldCopy>,
+    /// Whether launches may run entries' narrow variants ([`crate::emit::Entry::narrow`]).
+    narrow_offsets: bool,
     /// Marks recorded in the stream ([`Backend::record_mark`]), by number.
     marks: HashMap<u64, D::Mark>,
     next_mark: u64,
@@ -209,6 +211,7 @@ impl<D: Device> PtxBackend<D> {
             levels: HashMap::new(),
             block_trees: HashMap::new(),
             sole_launch: false,
+            narrow_offsets: true,
             marks: HashMap::new(),
             shadows: HashMap::new(),
             held_copies: Vec::new(),
@@ -220,6 +223,12 @@ impl<D: Device> PtxBackend<D> {
     /// The device's name, as the driver gives it.
     pub fn device_name(&self) -> Result<String> {
         self.device.name()
+    }
+
+    /// Whether launches may run entries' 32-bit-offset variants where the arguments allow
+    /// (the default); off, every launch runs the 64-bit entries (tests compare the two).
+    pub fn set_narrow_offsets(&mut self, allowed: bool) {
+        self.narrow_offsets = allowed;
     }
 
     /// The device, for probes and tests.
@@ -554,7 +563,12 @@ impl<D: Device> Backend for PtxBackend<D> {
         }
         let start = Instant::now();
         let module = crate::emit(kernel.ir())?;
-        let names: Vec<String> = module.entries.iter().map(|e| e.name.clone()).collect();
+        // Each entry, then its narrow variant.
+        let names: Vec<String> = module
+            .entries
+            .iter()
+            .flat_map(|e| [e.name.clone(), e.narrow.clone()])
+            .collect();
         let loaded = self.device.load(kernel.name(), &module.text, &names)?;
         let bytes = (module.text.len() as u64).saturating_mul(2);
         // Evicted modules are unloaded when their last function is dropped.
@@ -644,7 +658,17 @@ impl<D: Device> Backend for PtxBackend<D> {
             });
         }
         let mut folds = Vec::new();
-        for (index, (entry, function)) in entries.iter().zip(&functions).enumerate() {
+        // 32-bit offsets where every store argument allows them.
+        let narrow = usize::from(
+            self.narrow_offsets
+                && stores
+                    .iter()
+                    .all(|s| crate::emit::fits_narrow(&s.extents, &s.strides)),
+        );
+        for (index, entry) in entries.iter().enumerate() {
+            let function = functions.get(2 * index + narrow).ok_or_else(|| {
+                Error::Memory(format!("kernel `{name}`: entry {index} is not loaded"))
+            })?;
             let over = store(entry.over);
             let points = over
                 .extents

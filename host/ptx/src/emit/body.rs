@@ -73,6 +73,8 @@ pub(super) struct Body<'a> {
     /// The store parameters whose accesses at exactly the loop's indices are proven in
     /// bounds for the whole loop (see [`Body::hoist_checks`]), and those indices.
     proven: (HashSet<u32>, Vec<ValueId>),
+    /// Whether offsets are computed in 32 bits (the entry's narrow variant).
+    narrow: bool,
     temps: u32,
     labels: u32,
 }
@@ -82,6 +84,7 @@ impl<'a> Body<'a> {
         kernel: &'a Kernel,
         types: &'a Types,
         faults: &'a mut Vec<FaultSite>,
+        narrow: bool,
     ) -> Self {
         Body {
             kernel,
@@ -96,6 +99,7 @@ impl<'a> Body<'a> {
             accumulators: HashMap::new(),
             trees: HashMap::new(),
             proven: (HashSet::new(), Vec::new()),
+            narrow,
             temps: 0,
             labels: 0,
         }
@@ -499,6 +503,11 @@ impl<'a> Body<'a> {
         }
         let proven = self.proven.0.contains(&param) && a.indices == self.proven.1;
         let offset = self.tmp("s64");
+        let narrow = if self.narrow {
+            Some(self.tmp("s32"))
+        } else {
+            None
+        };
         for (d, &ix) in a.indices.iter().enumerate() {
             let dim = u32::try_from(d).map_err(|_| "too many dimensions".to_string())?;
             let ext = self.abi(AbiParam::Extent { param, dim });
@@ -515,7 +524,17 @@ impl<'a> Body<'a> {
                 self.line(format!("setp.ge.u64 {out}, {rix}, {ext};"));
                 self.line(format!("@{out} bra $fault_{code};"));
             }
-            if d == 0 {
+            if let Some(off32) = &narrow {
+                // The launcher runs this variant only where every offset fits in 32 bits.
+                let (ix32, st32) = (self.tmp("s32"), self.tmp("s32"));
+                self.line(format!("cvt.u32.u64 {ix32}, {rix};"));
+                self.line(format!("cvt.u32.u64 {st32}, {stride};"));
+                if d == 0 {
+                    self.line(format!("mul.lo.s32 {off32}, {ix32}, {st32};"));
+                } else {
+                    self.line(format!("mad.lo.s32 {off32}, {ix32}, {st32}, {off32};"));
+                }
+            } else if d == 0 {
                 self.line(format!("mul.lo.s64 {offset}, {rix}, {stride};"));
             } else {
                 self.line(format!("mad.lo.s64 {offset}, {rix}, {stride}, {offset};"));
@@ -523,7 +542,10 @@ impl<'a> Body<'a> {
         }
         let shift = dtype.size().trailing_zeros();
         let addr = self.tmp("u64");
-        if shift > 0 {
+        if let Some(off32) = &narrow {
+            let size = dtype.size();
+            self.line(format!("mul.wide.s32 {offset}, {off32}, {size};"));
+        } else if shift > 0 {
             self.line(format!("shl.b64 {offset}, {offset}, {shift};"));
         }
         self.line(format!("add.s64 {addr}, {ptr}, {offset};"));

@@ -63,6 +63,11 @@ pub struct Entry {
     /// hands each row to the element's [`weft_ir::reduction::Partial::blocked`] as a block
     /// or a point.
     pub trees: Vec<Leaf>,
+    /// The same entry with 32-bit index arithmetic (`{name}_n32`): each access's offset is
+    /// computed in 32 bits and widened once. The launcher runs it where every store
+    /// argument's elements lie within `i32` offsets of its first ([`fits_narrow`]), which
+    /// makes every checked index's offset fit.
+    pub narrow: String,
     /// Whether the entry runs on a 2-D grid ([`ROWS_BLOCK`]; a rank-2 loop): `y` threads
     /// stride over dimension 0, `x` threads over dimension 1. Otherwise a 1-D grid of
     /// [`BLOCK_THREADS`]-thread blocks strides over the linear index.
@@ -153,40 +158,47 @@ pub fn emit(kernel: &ValidKernel) -> Result<Module> {
             }
         }
         let name = format!("weft_{}", entries.len());
-        let mut b = Body::new(k, types, &mut faults);
-        for &at in &needed {
-            b.inst(&k.body[at]).map_err(unsupported)?;
+        let narrow = format!("{name}_n32");
+        let mut shape = None;
+        for (entry_name, narrow_offsets) in [(&name, false), (&narrow, true)] {
+            let mut b = Body::new(k, types, &mut faults, narrow_offsets);
+            for &at in &needed {
+                b.inst(&k.body[at]).map_err(unsupported)?;
+            }
+            let (leaves, trees) = b.parallel(lp).map_err(unsupported)?;
+            let mut params = abi.clone();
+            params.extend(
+                leaves
+                    .iter()
+                    .map(|l| abi::AbiParam::Leaf { param: l.param }),
+            );
+            if !trees.is_empty() {
+                params.push(abi::AbiParam::UnitsHead);
+                params.push(abi::AbiParam::UnitsWholeEnd);
+                params.extend(trees.iter().map(|l| abi::AbiParam::Tree { param: l.param }));
+            }
+            let _ = writeln!(text);
+            let _ = writeln!(text, ".visible .entry {entry_name}(");
+            for (i, p) in params.iter().enumerate() {
+                let comma = if i + 1 < params.len() { "," } else { "" };
+                let _ = writeln!(text, "    .param .{} {}{comma}", p.ptx_type(), p.name());
+            }
+            let _ = writeln!(text, ")");
+            let rows = lp.indices.len() == 2 && trees.is_empty();
+            if rows {
+                let _ = writeln!(text, ".maxntid {}, {}, 1", ROWS_BLOCK.0, ROWS_BLOCK.1);
+            } else {
+                let _ = writeln!(text, ".maxntid {BLOCK_THREADS}, 1, 1");
+            }
+            let _ = writeln!(text, "{{");
+            b.finish(&mut text);
+            let _ = writeln!(text, "}}");
+            shape.get_or_insert((leaves, trees, rows));
         }
-        let (leaves, trees) = b.parallel(lp).map_err(unsupported)?;
-        let mut params = abi.clone();
-        params.extend(
-            leaves
-                .iter()
-                .map(|l| abi::AbiParam::Leaf { param: l.param }),
-        );
-        if !trees.is_empty() {
-            params.push(abi::AbiParam::UnitsHead);
-            params.push(abi::AbiParam::UnitsWholeEnd);
-            params.extend(trees.iter().map(|l| abi::AbiParam::Tree { param: l.param }));
-        }
-        let _ = writeln!(text);
-        let _ = writeln!(text, ".visible .entry {name}(");
-        for (i, p) in params.iter().enumerate() {
-            let comma = if i + 1 < params.len() { "," } else { "" };
-            let _ = writeln!(text, "    .param .{} {}{comma}", p.ptx_type(), p.name());
-        }
-        let _ = writeln!(text, ")");
-        let rows = lp.indices.len() == 2 && trees.is_empty();
-        if rows {
-            let _ = writeln!(text, ".maxntid {}, {}, 1", ROWS_BLOCK.0, ROWS_BLOCK.1);
-        } else {
-            let _ = writeln!(text, ".maxntid {BLOCK_THREADS}, 1, 1");
-        }
-        let _ = writeln!(text, "{{");
-        b.finish(&mut text);
-        let _ = writeln!(text, "}}");
+        let (leaves, trees, rows) = shape.ok_or_else(|| unsupported("no entry".to_string()))?;
         entries.push(Entry {
             name,
+            narrow,
             over: lp.over,
             leaves,
             trees,
@@ -198,6 +210,23 @@ pub fn emit(kernel: &ValidKernel) -> Result<Module> {
         entries,
         faults,
     })
+}
+
+/// Whether a store argument of `extents` and `strides` (in elements) may run an entry's
+/// narrow variant ([`Entry::narrow`]): every element's offset from the first, and every
+/// extent, fits in an `i32`.
+pub fn fits_narrow(extents: &[i64], strides: &[i64]) -> bool {
+    let mut span: i128 = 0;
+    for (&e, &s) in extents.iter().zip(strides) {
+        if e <= 0 {
+            return true;
+        }
+        if e > i64::from(i32::MAX) {
+            return false;
+        }
+        span += i128::from(e - 1) * i128::from(s).abs();
+    }
+    span <= i128::from(i32::MAX)
 }
 
 /// The positions of the top-level instructions that loop `lp` needs: those defining the

@@ -406,3 +406,69 @@ fn checks_the_loop_range_proves_are_made_once_before_the_loop() {
         .collect();
     assert_eq!(got, [1.0, 2.0, 3.0, 9.0]);
 }
+
+/// The entries' 32-bit-offset variants give the 64-bit entries' bits: a strided gather, a
+/// reversed view and a dot product, each run both ways.
+#[test]
+fn narrow_offsets_give_the_wide_entries_bits() {
+    let run = |narrow: bool| -> Vec<u64> {
+        let mut backend = PtxBackend::simulated();
+        backend.set_narrow_offsets(narrow);
+        let (copy, dot) = (entry_of(COPY), entry_of(DOT));
+        backend.prepare(&copy, Owner::RUNTIME).expect("prepares");
+        backend.prepare(&dot, Owner::RUNTIME).expect("prepares");
+        let n = 300usize;
+        let x: Vec<f64> = (0..2 * n).map(|i| (i as f64).sqrt() - 7.0).collect();
+        let bx = upload(&mut backend, &x);
+        let y = backend.alloc(8 * n as u64).expect("alloc");
+        let reversed = Binding::Buffer {
+            buffer: bx,
+            offset: 2 * n as u64 - 1,
+            extents: vec![n as i64],
+            strides: vec![-2],
+            origin: vec![0],
+            view: vec![n as u64],
+            element_size: 8,
+            deferred: None,
+        };
+        backend
+            .launch(copy.id(), &[reversed.clone(), vector(y, n, 8)], &[])
+            .expect("the copy launches");
+        let s = backend.alloc(8).expect("alloc");
+        backend
+            .launch(dot.id(), &[reversed, vector(y, n, 8), scalar_store(s)], &[])
+            .expect("the dot launches");
+        let mut parts = backend.take_reductions().expect("reductions");
+        let total = parts[0].partial.finish().expect("finishes");
+        let mut bytes = vec![0u8; 8 * n];
+        backend.read(y, 0, &mut bytes).expect("reads");
+        let mut bits: Vec<u64> = bytes
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        if let Some(Scalar::F64(t)) = total {
+            bits.push(t.to_bits());
+        }
+        assert_eq!(
+            f64::from_bits(bits[0]),
+            x[2 * n - 1],
+            "the reversed view's first element"
+        );
+        bits
+    };
+    assert_eq!(run(true), run(false));
+}
+
+/// Which arguments may take the 32-bit variants: every offset and extent within `i32`.
+#[test]
+fn narrow_offsets_need_every_offset_within_i32() {
+    use weft_ptx::emit::fits_narrow;
+    assert!(fits_narrow(&[8190, 8190], &[8192, 1]));
+    assert!(fits_narrow(&[], &[]));
+    assert!(fits_narrow(&[0, 1 << 40], &[1, 1]), "no elements");
+    assert!(fits_narrow(&[1 << 20], &[-2047]));
+    assert!(!fits_narrow(&[1 << 20], &[-2049]));
+    assert!(!fits_narrow(&[i64::from(i32::MAX) + 1], &[1]));
+    assert!(!fits_narrow(&[50_000, 50_000], &[50_000, 1]));
+    assert!(fits_narrow(&[2, 2], &[(1 << 30) - 1, 1]));
+}
