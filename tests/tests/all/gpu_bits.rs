@@ -121,3 +121,27 @@ fn gpu_results_are_the_cpu_bits_or_the_gpu_names_its_missing_driver() {
     let differ = differences(&cpu, &gpu);
     assert!(differ.is_empty(), "{}", differ.join("\n"));
 }
+
+/// On the GPU back end a flush only enqueues the launches: a failed index check on the
+/// device shows at [`Runtime::synchronize`] (which a benchmark calls before it stops its
+/// clock), naming the operation, and the runtime keeps working.
+#[test]
+fn a_flush_enqueues_and_synchronize_waits_for_the_device() {
+    let (np, _) = plugins(Device::Sim).expect("the simulated GPU starts");
+    let n = 60u64;
+    let x = np.arange(0.0, n as f64, 1.0, DType::F64);
+    let positions: Vec<f64> = (0..n)
+        .map(|i| if i == n - 1 { 1e6 } else { i as f64 })
+        .collect();
+    let indices = np.from_vec(&[n], &positions).astype(DType::I64);
+    let taken = x.take(&indices, None);
+    np.runtime(|rt| rt.flush())
+        .expect("the flush enqueues the gather without waiting for it");
+    let e = np
+        .runtime(|rt| rt.synchronize())
+        .expect_err("the device's index check failed");
+    assert!(e.to_string().contains("take"), "{e}");
+    drop(taken);
+    let y = np.arange(0.0, 4.0, 1.0, DType::F64);
+    assert_eq!((&y * &y).sum().to_vec().expect("reads"), vec![14.0]);
+}

@@ -472,3 +472,197 @@ fn narrow_offsets_need_every_offset_within_i32() {
     assert!(!fits_narrow(&[50_000, 50_000], &[50_000, 1]));
     assert!(fits_narrow(&[2, 2], &[(1 << 30) - 1, 1]));
 }
+
+/// A device that counts what the back end asks of the simulated one.
+#[derive(Default)]
+struct Counts {
+    launches: usize,
+    reads: usize,
+    copies: usize,
+}
+
+struct Counting {
+    inner: weft_ptx::sim::SimDevice,
+    counts: std::rc::Rc<std::cell::RefCell<Counts>>,
+}
+
+impl Device for Counting {
+    type Function = <weft_ptx::sim::SimDevice as Device>::Function;
+    type Mark = <weft_ptx::sim::SimDevice as Device>::Mark;
+    fn name(&self) -> weft_ptx::Result<String> {
+        self.inner.name()
+    }
+    fn alloc(&mut self, bytes: u64) -> weft_ptx::Result<u64> {
+        self.inner.alloc(bytes)
+    }
+    fn free(&mut self, address: u64) {
+        self.inner.free(address)
+    }
+    fn memset_zero(&mut self, address: u64, bytes: u64) -> weft_ptx::Result<()> {
+        self.inner.memset_zero(address, bytes)
+    }
+    fn write(&mut self, address: u64, data: &[u8]) -> weft_ptx::Result<()> {
+        self.inner.write(address, data)
+    }
+    fn read(&mut self, address: u64, out: &mut [u8]) -> weft_ptx::Result<()> {
+        self.counts.borrow_mut().reads += 1;
+        self.inner.read(address, out)
+    }
+    fn copy(&mut self, dst: u64, src: u64, bytes: u64) -> weft_ptx::Result<()> {
+        self.counts.borrow_mut().copies += 1;
+        self.inner.copy(dst, src, bytes)
+    }
+    fn load(
+        &mut self,
+        kernel: &str,
+        ptx: &str,
+        entries: &[String],
+    ) -> weft_ptx::Result<weft_ptx::device::LoadedModule<Self::Function>> {
+        self.inner.load(kernel, ptx, entries)
+    }
+    fn launch(&mut self, f: &Self::Function, grid: Grid, args: &[u64]) -> weft_ptx::Result<()> {
+        self.counts.borrow_mut().launches += 1;
+        self.inner.launch(f, grid, args)
+    }
+    fn synchronize(&mut self) -> weft_ptx::Result<()> {
+        self.inner.synchronize()
+    }
+    fn wait_for(&mut self, limit: std::time::Duration) -> weft_ptx::Result<bool> {
+        self.inner.wait_for(limit)
+    }
+    fn write_now(&mut self, address: u64, data: &[u8]) -> weft_ptx::Result<()> {
+        self.inner.write_now(address, data)
+    }
+    fn mark(&mut self) -> weft_ptx::Result<Self::Mark> {
+        self.inner.mark()
+    }
+    fn elapsed(
+        &mut self,
+        from: &Self::Mark,
+        to: &Self::Mark,
+    ) -> weft_ptx::Result<std::time::Duration> {
+        self.inner.elapsed(from, to)
+    }
+}
+
+fn counting() -> (
+    PtxBackend<Counting>,
+    std::rc::Rc<std::cell::RefCell<Counts>>,
+) {
+    let counts = std::rc::Rc::new(std::cell::RefCell::new(Counts::default()));
+    let device = Counting {
+        inner: weft_ptx::sim::SimDevice::new(),
+        counts: counts.clone(),
+    };
+    (PtxBackend::on(device, None), counts)
+}
+
+/// A dot product of a sole launch makes a fixed number of launches (its entry, one pass of
+/// the shared-memory tree per ten levels, the fold) and reads nothing back until the
+/// application reads the result; the synchronization then reads the epoch's fault words in
+/// one copy.
+#[test]
+fn a_dot_product_makes_no_round_trip() {
+    let (mut backend, counts) = counting();
+    let dot = entry_of(DOT);
+    backend.prepare(&dot, Owner::RUNTIME).expect("prepares");
+    backend.set_sole_launch(true);
+    let n = 300_000usize;
+    let x = upload(&mut backend, &vec![0.5; n]);
+    let s = backend.alloc(8).expect("alloc");
+    let before = counts.borrow().launches;
+    for _ in 0..3 {
+        backend
+            .launch(
+                dot.id(),
+                &[vector(x, n, 8), vector(x, n, 8), scalar_store(s)],
+                &[],
+            )
+            .expect("the dot launches");
+    }
+    // 300,000 leaves: levels 0-9 and 10-17, two passes.
+    assert_eq!(counts.borrow().launches - before, 3 * (1 + 2 + 1));
+    assert_eq!(counts.borrow().reads, 0, "nothing read back");
+    backend.synchronize().expect("no fault");
+    assert_eq!(counts.borrow().reads, 1, "the fault words, in one copy");
+    let mut bytes = [0u8; 8];
+    backend.read(s, 0, &mut bytes).expect("reads");
+    assert_eq!(f64::from_le_bytes(bytes), 3.0 * 0.25 * n as f64);
+}
+
+const SWEEP: &str = "kernel @test.sweep(%in: store<f64, 1, read>, %left: store<f64, 1, read>, \
+                     %out: store<f64, 1, write>) {\n  parallel %out (%i) {\n    \
+                     %a = load %in[%i]\n    %b = load %left[%i]\n    %c = add %a, %b\n    \
+                     store %out[%i], %c\n  }\n}\n";
+
+/// A sole launch's deferred store lands by swapping buffers: after the first sweep (a copy
+/// of the whole buffer) each sweep is one launch and no copy, and every sweep reads the old
+/// values (Jacobi, not Gauss-Seidel); a write between sweeps drops the shadow, so the next
+/// sweep copies again and sees the write.
+#[test]
+fn deferred_stores_of_sole_launches_swap_buffers() {
+    let (mut backend, counts) = counting();
+    let sweep = entry_of(SWEEP);
+    backend.prepare(&sweep, Owner::RUNTIME).expect("prepares");
+    backend.set_sole_launch(true);
+    let n = 10usize;
+    let mut want: Vec<f64> = (0..n).map(|i| i as f64).collect();
+    let grid = upload(&mut backend, &want);
+    let view = |offset: u64, deferred: Option<u32>| Binding::Buffer {
+        buffer: grid,
+        offset,
+        extents: vec![(n - 1) as i64],
+        strides: vec![1],
+        origin: vec![0],
+        view: vec![(n - 1) as u64],
+        element_size: 8,
+        deferred,
+    };
+    // out[i] = in[i] + in[i - 1] over grid[1..], in = grid[1..], left = grid[..n-1].
+    let args = [view(1, None), view(0, None), view(1, Some(1))];
+    let mut reference = |want: &mut Vec<f64>| {
+        let old = want.clone();
+        for i in 1..n {
+            want[i] = old[i] + old[i - 1];
+        }
+    };
+    for k in 0..4 {
+        let (launches, copies) = (counts.borrow().launches, counts.borrow().copies);
+        backend
+            .launch(sweep.id(), &args, &[])
+            .expect("the sweep launches");
+        reference(&mut want);
+        assert_eq!(
+            counts.borrow().launches - launches,
+            1,
+            "sweep {k}: one launch"
+        );
+        let copied = counts.borrow().copies - copies;
+        // The first sweep copies, and the one after the write below.
+        assert_eq!(copied, usize::from(k == 0 || k == 3), "sweep {k}: copies");
+        if k == 2 {
+            // A write into the grid drops the shadow.
+            backend
+                .write(grid, 0, &7.0f64.to_le_bytes())
+                .expect("writes");
+            want[0] = 7.0;
+        }
+    }
+    let copies = counts.borrow().copies;
+    backend
+        .launch(sweep.id(), &args, &[])
+        .expect("the sweep launches");
+    reference(&mut want);
+    assert_eq!(
+        counts.borrow().copies - copies,
+        0,
+        "a shadow again after sweep 3"
+    );
+    let mut bytes = vec![0u8; 8 * n];
+    backend.read(grid, 0, &mut bytes).expect("reads");
+    let got: Vec<f64> = bytes
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect();
+    assert_eq!(got, want);
+}
