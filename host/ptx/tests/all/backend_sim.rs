@@ -620,7 +620,7 @@ fn deferred_stores_of_sole_launches_swap_buffers() {
     };
     // out[i] = in[i] + in[i - 1] over grid[1..], in = grid[1..], left = grid[..n-1].
     let args = [view(1, None), view(0, None), view(1, Some(1))];
-    let mut reference = |want: &mut Vec<f64>| {
+    let reference = |want: &mut Vec<f64>| {
         let old = want.clone();
         for i in 1..n {
             want[i] = old[i] + old[i - 1];
