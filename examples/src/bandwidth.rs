@@ -25,6 +25,9 @@ pub struct Probe {
     buffer: Vec<u64>,
     share: usize,
     rates: Vec<f64>,
+    /// A device whose memory is not the host's (a GPU): the probe is its device-to-device
+    /// copy, `bytes` a sample, and the host buffer is empty.
+    device: Option<(weft::Numeric, u64)>,
 }
 
 impl Probe {
@@ -49,12 +52,40 @@ impl Probe {
             buffer,
             share,
             rates: Vec::new(),
+            device: None,
+        }
+    }
+
+    /// The probe of `np`'s device: where its memory is the host's (the CPU), [`Probe::new`];
+    /// where it is not (a GPU), the device's own copy probe
+    /// ([`weft::Runtime::copy_bandwidth`]: GB/s of bytes read plus written, `bytes` a copy),
+    /// so that a GPU benchmark's floor is the GPU's memory.
+    pub fn for_device(np: &weft::Numeric, threads: usize, bytes: usize) -> weft::Result<Probe> {
+        let first = np.runtime(|rt| rt.copy_bandwidth(bytes as u64, 1))?;
+        match first {
+            Some(rates) => Ok(Probe {
+                buffer: Vec::new(),
+                share: 1,
+                rates,
+                device: Some((np.clone(), bytes as u64)),
+            }),
+            None => Ok(Probe::new(threads, bytes)),
         }
     }
 
     /// Reads the buffer once, one thread per share with four streams each, and records the
     /// rate in GB/s (1e9 bytes per second), which it returns.
     pub fn sample(&mut self) -> f64 {
+        if let Some((np, bytes)) = &self.device {
+            let rate = np
+                .runtime(|rt| rt.copy_bandwidth(*bytes, 1))
+                .ok()
+                .flatten()
+                .and_then(|r| r.first().copied())
+                .unwrap_or(f64::NAN);
+            self.rates.push(rate);
+            return rate;
+        }
         let start = Instant::now();
         let sums: u64 = std::thread::scope(|s| {
             let handles: Vec<_> = self

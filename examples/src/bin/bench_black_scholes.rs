@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use rayon::prelude::*;
 use weft::{Numeric, Runtime};
-use weft_examples::bandwidth::{PROBE_BYTES, floor_seconds, read_gbs};
+use weft_examples::bandwidth::{PROBE_BYTES, Probe, floor_seconds};
 use weft_examples::black_scholes::{self, Cnd, RISK_FREE, VOLATILITY};
 use weft_examples::{AppError, Args, Cli, Report, bench, run_main, timing};
 
@@ -120,7 +120,9 @@ fn run(args: &Args) -> Result<(), AppError> {
     let (unfused, unfused_tasks, _) = medians[1];
     // Compulsory bytes: three inputs read, two outputs written.
     let bytes = 5.0 * 8.0 * args.n as f64;
-    let gbs = read_gbs(args.threads, PROBE_BYTES);
+    let gbs = Probe::for_device(&fused_np, args.threads, PROBE_BYTES)?
+        .samples(4)
+        .gbs();
     let mut report = Report::new(NAME, args);
     report
         .set("seconds_per_iter", fused)

@@ -93,7 +93,7 @@ fn run(args: &Args) -> Result<(), AppError> {
         .build()?;
     let rounds = args.extra_u64("rounds").unwrap_or(3) as usize;
     let fast_a = Csr32::new(&rust_a).ok_or("the matrix's indices do not fit 32 bits")?;
-    let mut probe = Probe::new(args.threads, PROBE_BYTES);
+    let mut probe = Probe::for_device(&np, args.threads, PROBE_BYTES)?;
     let mut all_rates = Vec::new();
     let n = (g * g) as f64;
     let nnz = a.nnz()? as f64;

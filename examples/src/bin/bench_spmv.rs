@@ -167,7 +167,7 @@ fn run(args: &Args) -> Result<(), AppError> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(args.threads)
         .build()?;
-    let mut probe = Probe::new(args.threads, PROBE_BYTES);
+    let mut probe = Probe::for_device(&np, args.threads, PROBE_BYTES)?;
     probe.sample();
     let mut y_seq = vec![0.0; n];
     let mut y_lanes = vec![0.0; n];

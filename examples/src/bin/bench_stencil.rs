@@ -35,10 +35,13 @@ fn run(args: &Args) -> Result<(), AppError> {
     let mut tasks = Vec::new();
     let mut fused_np = None;
     let mut initial = Vec::new();
-    // The bandwidth probe samples after each timed iteration of every variant.
-    let mut probe = Probe::new(args.threads, PROBE_BYTES);
+    // The bandwidth probe (the device's) samples after each timed iteration of every variant.
+    let mut probe: Option<Probe> = None;
     for fusion in [true, false] {
         let np = numeric(args, fusion)?;
+        if probe.is_none() {
+            probe = Some(Probe::for_device(&np, args.threads, PROBE_BYTES)?);
+        }
         let grid = initial_grid(&np, args.n, args.seed)?;
         initial = grid.to_vec()?;
         let stencil = Stencil::new(&grid);
@@ -54,8 +57,8 @@ fn run(args: &Args) -> Result<(), AppError> {
                 Ok(())
             },
             |timed| {
-                if timed {
-                    probe.sample();
+                if timed && let Some(p) = probe.as_mut() {
+                    p.sample();
                 }
                 Ok(())
             },
@@ -68,6 +71,7 @@ fn run(args: &Args) -> Result<(), AppError> {
         }
     }
     let np = fused_np.ok_or("no fused run")?;
+    let mut probe = probe.ok_or("no probe")?;
     let same = grids[0] == grids[1];
     let (fused, unfused) = (per_sweep[0], per_sweep[1]);
 

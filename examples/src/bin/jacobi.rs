@@ -59,7 +59,7 @@ fn run(args: &Args) -> Result<(), AppError> {
     let mut x = x0.copy();
     np.runtime(|rt| rt.synchronize())?;
     // The bandwidth probe samples once before the timed steps and once after each.
-    let mut probe = Probe::new(args.threads, PROBE_BYTES);
+    let mut probe = Probe::for_device(&np, args.threads, PROBE_BYTES)?;
     probe.sample();
     let (timing, per_iter, _) = bench_then(
         &np,
