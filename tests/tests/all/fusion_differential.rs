@@ -3,9 +3,16 @@
 //! every kind (slices with positive and negative steps, transposes, broadcasts, reshapes),
 //! in-place updates, reductions over all and over one axis, reads in the middle and dropped
 //! handles, run fused and unfused; every array the program still holds must agree.
+//!
+//! The runtimes run on `WEFT_DEVICE`'s device (the CPU when it is unset). On another device
+//! (`WEFT_DEVICE=sim`: the GPU back end on the simulated GPU, as `scripts/test` runs it) each
+//! program also runs fused on the CPU, and every array and every read of the device's fused
+//! run must be the CPU's bits exactly. (There the compiled plugins are cached on disk, in the
+//! target directory: each case makes three runtimes, and compiling the plugins for each would
+//! take most of the time.)
 
 use proptest::prelude::*;
-use weft::{Config, Numeric, Sparse};
+use weft::{Config, Device, Numeric, Sparse};
 use weft_ir::DType;
 use weft_tests::programs::{N, ROWS, Step, run};
 
@@ -38,12 +45,35 @@ fn numeric(fusion: bool) -> Numeric {
     plugins(fusion).0
 }
 
+/// The device under test: `WEFT_DEVICE`'s (the CPU when it is unset). A value that names no
+/// device fails the test rather than falling back to the CPU.
+fn device() -> Device {
+    let env = Config::from_env();
+    let bad: Vec<&String> = env
+        .env_errors
+        .iter()
+        .filter(|e| e.starts_with("WEFT_DEVICE"))
+        .collect();
+    assert!(bad.is_empty(), "{bad:?}");
+    env.device
+}
+
 fn plugins(fusion: bool) -> (Numeric, Sparse) {
+    plugins_on(device(), fusion)
+}
+
+fn plugins_on(device: Device, fusion: bool) -> (Numeric, Sparse) {
+    // Off the CPU a case makes three runtimes, and compiling the plugins for each (about a
+    // second) would be most of the time: there, the compiled plugins are kept on disk, in the
+    // target directory.
+    let component_cache = (self::device() != Device::Cpu)
+        .then(|| std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("weft-component-cache"));
     let config = Config {
+        device,
         fusion,
         pieces: 3,
         threads: 2,
-        component_cache: None,
+        component_cache,
         explain_to_stderr: std::env::var("WEFT_EXPLAIN").is_ok_and(|v| v == "1"),
         ..Config::default()
     };
@@ -63,6 +93,47 @@ fn agree(label: &str, fused: &[Vec<f64>], unfused: &[Vec<f64>]) -> Result<(), Te
     Ok(())
 }
 
+/// Every value of `got` (the device's run) must be the CPU's bits (`want`); a failure names
+/// the first element that differs and how many do.
+fn same_bits(
+    label: &str,
+    device: Device,
+    got: &[Vec<f64>],
+    want: &[Vec<f64>],
+) -> Result<(), TestCaseError> {
+    let name = device.name();
+    prop_assert_eq!(
+        got.len(),
+        want.len(),
+        "{}s on {} and on the CPU",
+        label,
+        name
+    );
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        prop_assert_eq!(
+            g.len(),
+            w.len(),
+            "{} {}: elements on {} and on the CPU",
+            label,
+            i,
+            name
+        );
+        let differ = |(x, y): (&f64, &f64)| x.to_bits() != y.to_bits();
+        if let Some(j) = g.iter().zip(w).position(differ) {
+            let count = g.iter().zip(w).filter(|&p| differ(p)).count();
+            let (x, y) = (g[j], w[j]);
+            return Err(TestCaseError::fail(format!(
+                "{label} {i}[{j}]: {name} {x:e} ({:#018x}), the CPU {y:e} ({:#018x}); {count} of {} \
+                 elements differ",
+                x.to_bits(),
+                y.to_bits(),
+                g.len()
+            )));
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 40, .. ProptestConfig::default() })]
 
@@ -72,6 +143,13 @@ proptest! {
         let (unfused, unfused_reads) = run(&plugins(false), &program);
         agree("array", &fused, &unfused)?;
         agree("read", &fused_reads, &unfused_reads)?;
+        let device = device();
+        if device != Device::Cpu {
+            // The device's fused run against the CPU's, bit for bit.
+            let (cpu, cpu_reads) = run(&plugins_on(Device::Cpu, true), &program);
+            same_bits("array", device, &fused, &cpu)?;
+            same_bits("read", device, &fused_reads, &cpu_reads)?;
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! The cross-crate tests, in one test binary: the examples against plain-Rust references,
-//! fusion (fused against unfused), numeric operations, sandboxing and sparse matrices.
+//! fusion (fused against unfused), numeric operations, sandboxing and sparse matrices; the GPU
+//! back end on the simulated GPU against the CPU's bits (every example, and 2 ranks).
 
 mod examples_black_scholes;
 mod examples_jacobi;
@@ -19,6 +20,8 @@ mod readme;
 mod reproducible;
 mod sandbox;
 mod shared_window;
+mod sim_examples;
+mod sim_ranks;
 mod simd_paths;
 mod sparse;
 mod stats;
