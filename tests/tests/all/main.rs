@@ -8,6 +8,7 @@ mod examples_stencil;
 mod fusion;
 mod fusion_differential;
 mod gpu_bits;
+mod gpu_check;
 mod hostile;
 mod in_place;
 mod interop;
