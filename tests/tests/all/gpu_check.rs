@@ -24,6 +24,9 @@ fn binary() -> PathBuf {
 fn run(args: &[&str]) -> (i32, Value) {
     let out = Command::new(binary())
         .args(args)
+        // No PTX check (`WEFT_PTX_CHECK`) in the child: ptx_modules.rs emits and assembles
+        // every example's kernels, and the simulated GPU loads and runs the PTX itself.
+        .env_remove("WEFT_PTX_CHECK")
         .output()
         .expect("weft-gpu-check runs");
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -231,6 +231,9 @@ fn run(bin: &str, args: &[&str], device: &str, dir: &Path) -> serde_json::Value 
             "--out",
         ])
         .arg(dir)
+        // No PTX check (`WEFT_PTX_CHECK`) in the child: ptx_modules.rs emits and assembles
+        // every example's kernels, and the simulated GPU loads and runs the PTX itself.
+        .env_remove("WEFT_PTX_CHECK")
         // The binaries may be built with MPI; one process is one rank.
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")

@@ -85,3 +85,48 @@ fn kernels_that_emit_and_assemble_pass_the_others_fail_naming_why() {
         .to_string();
     assert!(err.contains("cannot run /nonexistent/ptxas"), "{err}");
 }
+
+/// A module that assembled once is not assembled again, in this process or another: a
+/// second check of the same kernel, by another back end, runs no `ptxas`.
+#[test]
+fn a_module_that_assembled_once_is_not_assembled_again() {
+    use std::os::unix::fs::PermissionsExt;
+    let ptxas = weft_ptx::ptxas::find().expect("ptxas is installed");
+    let dir = std::env::temp_dir().join(format!("weft-checked-cache-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let log = dir.join("calls");
+    let script = dir.join("ptxas");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho call >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            ptxas.display()
+        ),
+    )
+    .expect("the wrapper writes");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
+        .expect("the wrapper runs");
+    // A name no earlier run used: the module's text (its comment names the kernel) is new.
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/filetests/axpy.ir");
+    let mut kernel =
+        weft_ir::text::parse(&std::fs::read_to_string(path).expect("reads")).expect("parses");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    kernel.name = format!("checked.cache.{}.{nanos}", std::process::id());
+    let entry = Arc::new(KernelEntry::new("checked.cache", &kernel).expect("enters"));
+    let calls = || {
+        std::fs::read_to_string(&log)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
+    let mut first = checked(Box::new(Counting::default()), Some(script.clone()));
+    first.prepare(&entry, Owner::RUNTIME).expect("assembles");
+    assert_eq!(calls(), 2, "sm_80 and sm_90");
+    let mut second = checked(Box::new(Counting::default()), Some(script.clone()));
+    second.prepare(&entry, Owner::RUNTIME).expect("remembered");
+    assert_eq!(calls(), 2, "no ptxas the second time");
+    let _ = std::fs::remove_dir_all(&dir);
+}
