@@ -346,6 +346,25 @@ impl Core {
         Some((*poison.error).clone())
     }
 
+    /// Poisons the storage of store `id` with `error`, at this point of the program: an
+    /// update of it failed before any task could carry the failure (an in-place operator
+    /// whose operands do not fit), so a read of the storage, through any store on it, returns
+    /// `error`, and the tasks that read it do not run, as after a failed task. The tasks
+    /// pending before run first, so that none of them cures it out of order.
+    pub fn poison(&mut self, id: StoreId, error: Error) -> Result<()> {
+        let storage = self.stores.get(id)?.storage;
+        self.flush_for(storage, true)?;
+        let error = Arc::new(error);
+        self.faults.poisoned.insert(
+            storage,
+            Poison {
+                root: error.clone(),
+                error,
+            },
+        );
+        Ok(())
+    }
+
     /// Clears the poison of storage `id`: the host overwrote all of it.
     pub(crate) fn cure(&mut self, id: StorageId) {
         self.faults.poisoned.remove(&id);

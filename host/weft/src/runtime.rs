@@ -311,6 +311,18 @@ impl Runtime {
         self.traced(|rt| Ok(rt.core()?.flush()?))
     }
 
+    /// Poisons the storage of store `id` with `error` (see [`Core::poison`]): a read of any
+    /// store on it returns the error, as after a failed task. For updates that fail on the
+    /// host, before a task could carry the failure (an in-place operator whose operands do
+    /// not fit): the failure is never dropped.
+    pub fn poison(&mut self, id: weft_runtime::StoreId, error: &Error) -> Result<()> {
+        let error = match error {
+            Error::Runtime(e) => e.clone(),
+            other => weft_runtime::Error::Usage(other.to_string()),
+        };
+        self.traced(|rt| Ok(rt.core()?.poison(id, error)?))
+    }
+
     /// Runs every pending task, as [`Runtime::flush`] does, then waits until the device has
     /// finished them: on a GPU, [`Runtime::flush`] returns once the launches are enqueued,
     /// so a benchmark synchronizes before it stops a clock.

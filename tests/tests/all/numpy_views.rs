@@ -305,3 +305,46 @@ fn broadcast_errors_read_like_numpy() {
     );
     assert_eq!((&a + 1.0).sum().item().unwrap(), 20.0);
 }
+
+/// An in-place operator on a view whose operand does not broadcast to it fails, as NumPy's
+/// raises; the failure is never dropped: the view, its root and the root's other views all
+/// return it at their next read, an unrelated array reads as before, and writing the whole
+/// root again clears it. For every in-place operator, with one piece and with three.
+#[test]
+fn a_failed_in_place_operator_on_a_view_poisons_what_it_would_write() {
+    type Update = fn(&mut Array, &Array);
+    let updates: [(&str, Update); 5] = [
+        ("+=", |v, r| *v += r),
+        ("-=", |v, r| *v -= r),
+        ("*=", |v, r| *v *= r),
+        ("/=", |v, r| *v /= r),
+        ("%=", |v, r| *v %= r),
+    ];
+    for pieces in [1, 3] {
+        let np = weft_tests::numeric(pieces);
+        for (name, update) in updates {
+            let root = np.arange(0.0, 12.0, 1.0, DType::F64).reshape(&[3, 4]);
+            let other = root.slice(&[Range::new(2, 3), Range::all()]);
+            let unrelated = np.ones(&[4], DType::F64);
+            let mut view = root.slice(&[Range::new(0, 2), Range::all()]);
+            let wrong = np.ones(&[3, 4], DType::F64);
+            update(&mut view, &wrong);
+            for (what, array) in [
+                ("the view", &view),
+                ("its root", &root),
+                ("a sibling", &other),
+            ] {
+                let e = array
+                    .to_vec()
+                    .expect_err(&format!("{name}, {pieces} pieces: {what} reads an error"));
+                assert!(
+                    e.to_string().contains("could not be broadcast"),
+                    "{name}, {pieces} pieces, {what}: {e}"
+                );
+            }
+            assert_eq!(unrelated.to_vec().expect("unrelated"), vec![1.0; 4]);
+            root.assign(2.0).expect("the whole root written again");
+            assert_eq!(root.to_vec().expect("cured"), vec![2.0; 12], "{name}");
+        }
+    }
+}

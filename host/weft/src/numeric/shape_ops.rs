@@ -326,13 +326,20 @@ impl Array {
 
     /// `self[...] = self op rhs`, the in-place form of a binary operator: the result is
     /// written into this array's elements (through a view, into its root), as NumPy's `+=`.
-    /// An error poisons `self`.
+    /// An error (operands whose shapes do not broadcast to this array's, say) poisons the
+    /// elements it would have written: `self` and every array on the same storage (the
+    /// view's root, its other views) return it at their next read, as after a failed task.
     #[track_caller]
     pub fn update<'a>(&mut self, op: BinaryOp, rhs: impl Into<Operand<'a>>) {
         let np = self.np.clone();
         let _site = np.site_guard(std::panic::Location::caller());
         let result = self.binary(op, rhs);
         if let Err(e) = self.assign(&result) {
+            if let Ok(handle) = self.handle() {
+                let id = handle.id();
+                // If even poisoning fails, `self` still carries the error.
+                let _ = np.runtime(|rt| rt.poison(id, &e));
+            }
             *self = self.np.wrap(Err(e));
         }
     }
