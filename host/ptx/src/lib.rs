@@ -17,7 +17,8 @@
 //! - [`ptxas`]: NVIDIA's assembler, to check modules offline in tests;
 //! - `checked`: [`checked()`], another back end with every kernel's PTX checked
 //!   (`WEFT_PTX_CHECK=1`);
-//! - [`tree`]: the canonical tree of a rank-1 loop's leaves as level launches on the device.
+//! - [`tree`]: the canonical tree of a loop's leaves on the device: in shared memory, ten
+//!   levels a launch ([`tree::block`]), or as level launches of an IR kernel.
 //!
 //! # How a kernel runs on the GPU
 //! - Each top-level parallel loop is one `.entry`. Its threads walk the loop's iteration space
@@ -32,7 +33,10 @@
 //!   giving 0, saturating float-to-integer casts with NaN giving 0.
 //! - Every index is checked against its sub-store's extent; a failed check writes a fault
 //!   code ([`abi::FaultSite`]) into the launch's fault word (the first one wins) and ends the
-//!   thread without touching memory.
+//!   thread without touching memory. An access at exactly the loop's indices is checked once
+//!   per thread, before the loop, by comparing extents.
+//! - Each entry also exists with 32-bit offset arithmetic ([`emit::Entry::narrow`]), which
+//!   the launcher runs where the shapes allow.
 
 #![deny(missing_docs)]
 
