@@ -89,16 +89,72 @@ pub fn pointwise(kernel: &Kernel) -> Vec<bool> {
 /// program order (and runs points over disjoint elements) computes what it would with
 /// separate memory. The runtime checks the rest: the same layout and sub-stores for `j` and
 /// `k` at every point, and that nothing else will read `j`.
+///
+/// One pass over the kernel gathers, per parameter, the top-level instructions that touch it
+/// and, per top-level loop, how each parameter is accessed in it; each pair is then decided
+/// in constant time, so a fused kernel of many small tasks (hundreds of parameters) costs
+/// time linear in its size plus the pairs, not the pairs times its size.
 pub fn shares_in_place(kernel: &Kernel) -> Vec<Vec<u32>> {
     let store = |p: &Param| match p {
         Param::Store { dtype, rank, .. } => Some((*dtype, *rank)),
         _ => None,
     };
-    let mut result = vec![Vec::new(); kernel.params.len()];
+    let n = kernel.params.len();
+    // Per parameter: the first top-level instruction that touches it, and the only one if
+    // exactly one does.
+    let mut first_touch: Vec<Option<usize>> = vec![None; n];
+    let mut only_touch: Vec<Option<usize>> = vec![None; n];
+    let mut touch_count = vec![0u32; n];
+    for (at, inst) in kernel.body.iter().enumerate() {
+        let mut seen: Vec<u32> = Vec::new();
+        visit_accesses(std::slice::from_ref(inst), &mut |a| seen.push(a.param));
+        seen.sort_unstable();
+        seen.dedup();
+        for param in seen {
+            let Some(i) = usize::try_from(param).ok().filter(|&i| i < n) else {
+                continue;
+            };
+            first_touch[i].get_or_insert(at);
+            touch_count[i] += 1;
+            only_touch[i] = (touch_count[i] == 1).then_some(at);
+        }
+    }
+    // Per top-level parallel loop that is some parameter's only toucher: how each parameter
+    // is accessed in it.
+    let mut usage: std::collections::HashMap<usize, Vec<Usage>> = Default::default();
+    for &at in only_touch.iter().flatten() {
+        if usage.contains_key(&at) {
+            continue;
+        }
+        if let Op::Parallel(p) = &kernel.body[at].op {
+            usage.insert(at, loop_usage(p, n));
+        }
+    }
+    let mut result = vec![Vec::new(); n];
     for (k, pk) in kernel.params.iter().enumerate() {
         let Some(kt) = store(pk) else { continue };
         for (j, pj) in kernel.params.iter().enumerate() {
-            if j != k && store(pj) == Some(kt) && in_place(kernel, j as u32, k as u32) {
+            if j == k || store(pj) != Some(kt) {
+                continue;
+            }
+            let Some(at) = only_touch[j] else { continue };
+            if first_touch[k].is_some_and(|f| f < at) {
+                continue;
+            }
+            let Some(uses) = usage.get(&at) else { continue };
+            let (uj, uk) = (&uses[j], &uses[k]);
+            let shares = !uj.wrong
+                && !uk.wrong
+                && uj.fits
+                && uk.fits
+                && uj.first_store.is_none()
+                && uk.last_load.is_none()
+                && match (uj.last_load, uk.first_store) {
+                    (Some(l), Some(f)) => l < f,
+                    (None, Some(_)) => true,
+                    _ => false,
+                };
+            if shares {
                 result[k].push(j as u32);
             }
         }
@@ -106,7 +162,56 @@ pub fn shares_in_place(kernel: &Kernel) -> Vec<Vec<u32>> {
     result
 }
 
-/// Whether store `k` may take over store `j`'s memory (see [`shares_in_place`]).
+/// How a parameter is accessed in one parallel loop (see [`loop_usage`]).
+#[derive(Clone, Copy, Default)]
+struct Usage {
+    /// Every access is at exactly the loop's index tuple.
+    fits: bool,
+    /// It is reduced into.
+    wrong: bool,
+    /// The last position of the loop's body (a top-level instruction of it) that loads it,
+    /// at any depth.
+    last_load: Option<usize>,
+    /// The first position that stores it.
+    first_store: Option<usize>,
+}
+
+/// Per parameter of a kernel of `n`, how loop `p` accesses it.
+fn loop_usage(p: &crate::ParallelLoop, n: usize) -> Vec<Usage> {
+    let mut out = vec![
+        Usage {
+            fits: true,
+            ..Usage::default()
+        };
+        n
+    ];
+    for (pos, inst) in p.body.iter().enumerate() {
+        visit_ops(std::slice::from_ref(inst), &mut |op| {
+            let (a, kind) = match op {
+                Op::Load(a) => (a, 0),
+                Op::Store(a, _) => (a, 1),
+                Op::Reduce(a, _, _) => (a, 2),
+                _ => return,
+            };
+            let Some(u) = usize::try_from(a.param).ok().and_then(|i| out.get_mut(i)) else {
+                return;
+            };
+            u.fits &= a.indices == p.indices;
+            match kind {
+                0 => u.last_load = Some(pos),
+                1 => {
+                    u.first_store.get_or_insert(pos);
+                }
+                _ => u.wrong = true,
+            }
+        });
+    }
+    out
+}
+
+/// Whether store `k` may take over store `j`'s memory (see [`shares_in_place`]), decided
+/// from the definition, pair by pair: the reference the tests hold [`shares_in_place`] to.
+#[cfg(test)]
 fn in_place(kernel: &Kernel, j: u32, k: u32) -> bool {
     let touches = |inst: &Inst, param: u32| {
         let mut t = false;
@@ -457,5 +562,79 @@ mod tests {
              }",
         );
         assert_eq!(k, vec![Vec::<u32>::new(), vec![]]);
+    }
+}
+
+#[cfg(test)]
+mod shares_in_place_against_the_definition {
+    use super::{in_place, shares_in_place};
+    use crate::{Kernel, Param};
+
+    /// [`shares_in_place`] decided pair by pair from the definition.
+    fn pairwise(kernel: &Kernel) -> Vec<Vec<u32>> {
+        let store = |p: &Param| match p {
+            Param::Store { dtype, rank, .. } => Some((*dtype, *rank)),
+            _ => None,
+        };
+        let mut result = vec![Vec::new(); kernel.params.len()];
+        for (k, pk) in kernel.params.iter().enumerate() {
+            let Some(kt) = store(pk) else { continue };
+            for (j, pj) in kernel.params.iter().enumerate() {
+                if j != k && store(pj) == Some(kt) && in_place(kernel, j as u32, k as u32) {
+                    result[k].push(j as u32);
+                }
+            }
+        }
+        result
+    }
+
+    /// Every filetest kernel of `weft-ir`, and each with its loops fused: the one-pass
+    /// answer is the pair-by-pair one.
+    #[test]
+    fn the_one_pass_answer_is_the_pairwise_one_on_every_filetest_kernel() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/filetests");
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&dir).expect("the filetests") {
+            let path = entry.expect("an entry").path();
+            if path.extension().and_then(|e| e.to_str()) != Some("ir") {
+                continue;
+            }
+            let src = std::fs::read_to_string(&path).expect("reads");
+            let Ok(kernel) = crate::text::parse(&src) else {
+                continue;
+            };
+            let facts = crate::passes::pipeline::FusionFacts::distinct(&kernel);
+            let (fused, _) = crate::passes::fuse::fuse_loops(&kernel, &facts);
+            for k in [&kernel, &fused] {
+                assert_eq!(shares_in_place(k), pairwise(k), "{}", path.display());
+                checked += 1;
+            }
+        }
+        assert!(checked >= 40, "only {checked} kernels");
+    }
+
+    /// A chain of 0-d tasks fused into one loop (the scalar programs of NumPy ports): loads
+    /// and stores interleaved, so that many pairs share and many do not.
+    #[test]
+    fn the_one_pass_answer_is_the_pairwise_one_on_a_fused_scalar_chain() {
+        let n = 40;
+        let mut params = Vec::new();
+        let mut body = String::new();
+        for i in 0..n {
+            params.push(format!("%s{i}: store<f64, 0, read>"));
+            params.push(format!("%t{i}: store<f64, 0, write>"));
+            body.push_str(&format!(
+                "  parallel %t{i} () {{\n    %a{i} = load %s{i}[]\n    %b{i} = mul %a{i}, %a{i}\n    store %t{i}[], %b{i}\n  }}\n"
+            ));
+        }
+        let text = format!("kernel @chain({}) {{\n{body}}}\n", params.join(", "));
+        let kernel = crate::text::parse(&text).expect("the chain parses");
+        let facts = crate::passes::pipeline::FusionFacts::distinct(&kernel);
+        let (fused, _) = crate::passes::fuse::fuse_loops(&kernel, &facts);
+        for k in [&kernel, &fused] {
+            let got = shares_in_place(k);
+            assert_eq!(got, pairwise(k));
+            assert!(got.iter().any(|s| !s.is_empty()), "some pairs share");
+        }
     }
 }
