@@ -20,6 +20,14 @@ fn entry_of(text: &str) -> Arc<KernelEntry> {
     Arc::new(KernelEntry::new(&kernel.name.clone(), &kernel).expect("the kernel is valid"))
 }
 
+/// A back end on a simulated GPU of its own, with the kernel of `text` prepared.
+fn simulated_with(text: &str) -> (PtxBackend<weft_ptx::sim::SimDevice>, Arc<KernelEntry>) {
+    let mut backend = PtxBackend::simulated();
+    let entry = entry_of(text);
+    backend.prepare(&entry, Owner::RUNTIME).expect("prepares");
+    (backend, entry)
+}
+
 fn vector(buffer: BufferId, n: usize, size: usize) -> Binding {
     Binding::Buffer {
         buffer,
@@ -63,9 +71,7 @@ const DOT: &str = "kernel @test.dot(%x: store<f64, 1, read>, %y: store<f64, 1, r
 /// piece. (The launcher once bound rank-1 views to the rank-2 level kernel and panicked.)
 #[test]
 fn a_dot_product_reduces_on_the_device_in_the_canonical_order() {
-    let mut backend = PtxBackend::simulated();
-    let dot = entry_of(DOT);
-    backend.prepare(&dot, Owner::RUNTIME).expect("prepares");
+    let (mut backend, dot) = simulated_with(DOT);
     for n in [1usize, 2, 3, 7, 64, 255, 256, 257, 1000, 4099] {
         let x: Vec<f64> = (0..n).map(|i| ((i * 7 % 13) as f64 - 6.0) / 3.0).collect();
         let y: Vec<f64> = (0..n).map(|i| 1.0 / (1.0 + i as f64)).collect();
@@ -96,9 +102,7 @@ fn a_dot_product_reduces_on_the_device_in_the_canonical_order() {
 /// the kernel, not a panic, and the back end keeps working.
 #[test]
 fn a_binding_of_the_wrong_rank_is_an_error() {
-    let mut backend = PtxBackend::simulated();
-    let dot = entry_of(DOT);
-    backend.prepare(&dot, Owner::RUNTIME).expect("prepares");
+    let (mut backend, dot) = simulated_with(DOT);
     let x = upload(&mut backend, &[1.0; 16]);
     let s = backend.alloc(8).expect("alloc");
     let square = Binding::Buffer {
@@ -138,9 +142,7 @@ const GATHER: &str = "kernel @test.gather(%x: store<f64, 1, read>, %idx: store<i
 /// fault of the kernel naming the access; the device is not lost and later launches run.
 #[test]
 fn a_failed_index_check_is_a_kernel_fault_not_a_lost_device() {
-    let mut backend = PtxBackend::simulated();
-    let gather = entry_of(GATHER);
-    backend.prepare(&gather, Owner::RUNTIME).expect("prepares");
+    let (mut backend, gather) = simulated_with(GATHER);
     let x = upload(&mut backend, &[10.0, 11.0, 12.0, 13.0]);
     let idx_bytes: Vec<u8> = [3i64, 0, 9, 1]
         .iter()
@@ -284,9 +286,7 @@ fn the_copy_probe_reports_a_rate_per_sample() {
 /// lengths cover one, two and three passes of the shared-memory tree.
 #[test]
 fn a_sole_launch_folds_its_reduction_on_the_device() {
-    let mut backend = PtxBackend::simulated();
-    let dot = entry_of(DOT);
-    backend.prepare(&dot, Owner::RUNTIME).expect("prepares");
+    let (mut backend, dot) = simulated_with(DOT);
     backend.set_sole_launch(true);
     for n in [5usize, 1024, 1025, 70_001, (1 << 21) + 3] {
         let x: Vec<f64> = (0..n).map(|i| ((i * 7 % 13) as f64 - 6.0) / 3.0).collect();
@@ -329,9 +329,7 @@ fn a_sole_launch_folds_its_reduction_on_the_device() {
 /// order of the whole view once the pieces merge.
 #[test]
 fn pieces_of_a_view_hold_back_nodes_that_merge_to_the_canonical_bits() {
-    let mut backend = PtxBackend::simulated();
-    let dot = entry_of(DOT);
-    backend.prepare(&dot, Owner::RUNTIME).expect("prepares");
+    let (mut backend, dot) = simulated_with(DOT);
     let n = 5000usize;
     let x: Vec<f64> = (0..n).map(|i| (i as f64 * 0.37).sin()).collect();
     let (bx, s) = (upload(&mut backend, &x), backend.alloc(8).expect("alloc"));
@@ -373,9 +371,7 @@ const COPY: &str = "kernel @test.copy(%x: store<f64, 1, read>, %y: store<f64, 1,
 /// an empty loop never faults, and an equal one runs.
 #[test]
 fn checks_the_loop_range_proves_are_made_once_before_the_loop() {
-    let mut backend = PtxBackend::simulated();
-    let copy = entry_of(COPY);
-    backend.prepare(&copy, Owner::RUNTIME).expect("prepares");
+    let (mut backend, copy) = simulated_with(COPY);
     let x = upload(&mut backend, &[1.0, 2.0, 3.0]);
     let y = upload(&mut backend, &[9.0; 4]);
     backend
