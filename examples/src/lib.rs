@@ -13,7 +13,8 @@
 //!
 //! The computations live here so that the binaries (`src/bin/`) and the tests run the same
 //! code. The shared pieces: a flag parser ([`cli`]), a `.npy` writer and reader ([`npy`]),
-//! a timing helper ([`timing`]) and the JSON result line ([`report`]).
+//! a timing helper ([`timing`]), the JSON result line ([`report`]) and NumPy timed in the same
+//! run ([`numpy_peer`]).
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -29,6 +30,7 @@ pub mod kernel_recording;
 pub mod krylov;
 pub mod logreg;
 pub use weft::npy;
+pub mod numpy_peer;
 pub mod report;
 pub mod side_by_side;
 pub mod solve_app;

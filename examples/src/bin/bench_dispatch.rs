@@ -4,8 +4,14 @@
 //!   submitted task, on a memo miss and on a memo hit, for launch domains of 1 to 10^6 points:
 //!   the analysis never looks at points, so the cost must not grow with the domain;
 //! - compiling the fused kernel with Cranelift;
+//! - the analysis per task against the window's length (16 to 4,096 tasks), every plan a memo
+//!   miss, for element-wise chains and for chains of 0-d tasks (`trace = trace * s + 1`): it
+//!   must stay flat (`analysis_by_window`, `analysis_per_task_us_window_16` and `_4096`);
 //! - end to end through the numeric plugin: submitting, analysing (a memo hit) and dispatching
-//!   one task of a steady-state loop on tiny arrays (plugin call included).
+//!   one task of a steady-state loop on tiny arrays (plugin call included), beside NumPy's
+//!   cost for the same operation measured in the same run by `python3`
+//!   (`end_to_end_per_task_us`, `numpy_per_op_us`; `null` with `numpy_unavailable` where
+//!   NumPy is missing).
 //!
 //! The window is a chain of `--n` element-wise tasks `t[i+1] = t[i] * s + 1` over arrays of
 //! 2^20 elements, the intermediate ones temporaries. Prints one JSON line.
@@ -27,11 +33,11 @@ use weft_runtime::task::{IndexTask, PluginId, TaskArg};
 const NAME: &str = "bench_dispatch";
 const ELEMENTS: u64 = 1 << 20;
 
-/// `out = a * s + 1`.
-fn kernel() -> Result<Arc<KernelEntry>, AppError> {
+/// `out = a * s + 1` over stores of `rank` 1 or 0.
+fn kernel(rank: u32) -> Result<Arc<KernelEntry>, AppError> {
     let mut k = KernelBuilder::new("bench.axpb");
-    let a = k.store(DType::F64, 1, Privilege::Read);
-    let out = k.store(DType::F64, 1, Privilege::Write);
+    let a = k.store(DType::F64, rank, Privilege::Read);
+    let out = k.store(DType::F64, rank, Privilege::Write);
     let s = k.scalar(DType::F64);
     k.body().parallel(out, |b, i| {
         let x = b.load(a, i);
@@ -43,21 +49,27 @@ fn kernel() -> Result<Arc<KernelEntry>, AppError> {
     Ok(Arc::new(KernelEntry::new("bench.axpb", &k.finish())?))
 }
 
-/// A chain of `len` tasks over stores of `ELEMENTS` elements, launched on `points` points.
+/// A chain of `len` tasks launched on `points` points, over stores of `ELEMENTS` elements
+/// (`scalar` false) or 0-d stores (`scalar` true, one point: `trace = trace * s + 1`).
 fn window(
     stores: &mut Stores,
     len: usize,
     points: u64,
+    scalar: bool,
 ) -> Result<(Vec<IndexTask>, Vec<StoreId>), AppError> {
-    let entry = kernel()?;
+    let (entry, shape, partition) = if scalar {
+        (kernel(0)?, vec![], Partition::None)
+    } else {
+        let tiling = Partition::Tiling(Tiling {
+            tile: vec![ELEMENTS.div_ceil(points)],
+            offset: vec![0],
+            projection: vec![Some(0)],
+        });
+        (kernel(1)?, vec![ELEMENTS], tiling)
+    };
     let ids: Vec<StoreId> = (0..=len)
-        .map(|_| stores.create(vec![ELEMENTS], DType::F64))
+        .map(|_| stores.create(shape.clone(), DType::F64))
         .collect::<Result<_, _>>()?;
-    let partition = Partition::Tiling(Tiling {
-        tile: vec![ELEMENTS.div_ceil(points)],
-        offset: vec![0],
-        projection: vec![Some(0)],
-    });
     let arg = |stores: &Stores, id: StoreId, privilege| -> Result<TaskArg, AppError> {
         Ok(TaskArg::folded(
             stores,
@@ -93,6 +105,37 @@ fn window(
     Ok((tasks, ids))
 }
 
+/// The windows of the scaling measurement: from 16 to 4,096 tasks.
+const WINDOWS: [usize; 5] = [16, 64, 256, 1024, 4096];
+
+/// Analysis per task, in seconds, of a window of `len` tasks analysed as the runtime does
+/// (plan the front, take the planned prefix, plan the rest), every plan a memo miss (a fresh
+/// memo each: a long chain's prefixes are alike and would hit), the median of `reps` runs;
+/// and the number of plans it took.
+fn analysis_per_task(len: usize, scalar: bool, reps: usize) -> Result<(f64, usize), AppError> {
+    let mut stores = Stores::default();
+    let (tasks, _) = window(&mut stores, len, 1, scalar)?;
+    let readers = std::collections::HashMap::new();
+    let mut samples = Vec::new();
+    let mut plans = 0;
+    for _ in 0..reps {
+        let mut fusers: Vec<Fuser> = (0..len).map(|_| Fuser::default()).collect();
+        let start = Instant::now();
+        let (mut at, mut count) = (0, 0);
+        while at < tasks.len() {
+            let planned = fusers[count].analyse(&tasks[at..], &stores, &readers)?;
+            if planned.hit {
+                return Err("a fresh memo had a hit".into());
+            }
+            at += planned.plan.prefix.max(1);
+            count += 1;
+        }
+        samples.push(start.elapsed().as_secs_f64() / len as f64);
+        plans = count;
+    }
+    Ok((median(&samples), plans))
+}
+
 fn run(args: &Args) -> Result<(), AppError> {
     let len = args.n as usize;
     let reps = args.iters.max(1);
@@ -100,7 +143,7 @@ fn run(args: &Args) -> Result<(), AppError> {
     let mut compile_ms: f64 = 0.0;
     for points in [1u64, 10, 100, 1_000, 10_000, 100_000, 1_000_000] {
         let mut stores = Stores::default();
-        let (tasks, _) = window(&mut stores, len, points)?;
+        let (tasks, _) = window(&mut stores, len, points, false)?;
         let readers = std::collections::HashMap::new();
         let mut miss = Vec::new();
         let mut hit = Vec::new();
@@ -124,7 +167,7 @@ fn run(args: &Args) -> Result<(), AppError> {
                 && let Some(fused) = &planned.plan.fused
             {
                 let mut backend = Compiler::new()?;
-                let _ = backend.compile(kernel()?.ir())?; // the module's first function
+                let _ = backend.compile(kernel(1)?.ir())?; // the module's first function
                 let start = Instant::now();
                 backend.compile(fused.kernel.ir())?;
                 compile_ms = compile_ms.max(start.elapsed().as_secs_f64() * 1e3);
@@ -136,6 +179,25 @@ fn run(args: &Args) -> Result<(), AppError> {
             "analysis_us_per_task_hit": median(&hit) * 1e6,
         }));
     }
+
+    // Analysis per task against the window's length, for element-wise and 0-d chains.
+    let mut scaling = Vec::new();
+    let mut per_window = std::collections::BTreeMap::new();
+    for scalar in [false, true] {
+        for len in WINDOWS {
+            let reps = if len >= 1024 { 3 } else { reps };
+            let (per_task, plans) = analysis_per_task(len, scalar, reps)?;
+            let worst = per_window.entry(len).or_insert(0.0f64);
+            *worst = worst.max(per_task);
+            scaling.push(serde_json::json!({
+                "tasks": len,
+                "chain": if scalar { "0-d" } else { "element-wise" },
+                "analysis_us_per_task": per_task * 1e6,
+                "plans": plans,
+            }));
+        }
+    }
+    let window_us = |len: usize| per_window.get(&len).copied().unwrap_or(0.0) * 1e6;
 
     // End to end: a steady-state loop of element-wise ops on tiny arrays.
     let np = Numeric::new(Runtime::new(args.config())?, weft_plugin_artifacts::NUMERIC)?;
@@ -166,8 +228,19 @@ fn run(args: &Args) -> Result<(), AppError> {
         .iter()
         .filter_map(|r| r["analysis_us_per_task_miss"].as_f64())
         .fold(0.0, f64::max);
+    let numpy = weft_examples::numpy_peer::per_tiny_op(2 * len, reps);
     let mut report = Report::new(NAME, args);
+    match &numpy {
+        Ok(seconds) => report.set("numpy_per_op_us", seconds * 1e6),
+        Err(why) => report
+            .set("numpy_per_op_us", serde_json::Value::Null)
+            .set("numpy_unavailable", why.as_str()),
+    };
     report
+        .set("analysis_by_window", serde_json::Value::Array(scaling))
+        .set("analysis_per_task_us_window_16", window_us(16))
+        .set("analysis_per_task_us_window_4096", window_us(4096))
+        .set("end_to_end_per_task_us", median(&per_task) * 1e6)
         .set("seconds_per_iter", median(&per_task))
         .set("window_tasks", len as u64)
         .set("by_launch_points", serde_json::Value::Array(rows))
@@ -179,8 +252,12 @@ fn run(args: &Args) -> Result<(), AppError> {
     args.say(&format!(
         "{NAME}: window of {len} tasks: analysis per task {miss_max:.2} us on a miss, {hit_max:.3} us on a hit \
          (worst over 1..10^6 points); compiling the fused kernel {compile_ms:.2} ms; \
-         end to end {:.2} us per task",
-        median(&per_task) * 1e6
+         end to end {:.2} us per task (NumPy {}); analysis per task from an empty memo {:.2} us \
+         at a window of 16 tasks, {:.2} us at 4096",
+        median(&per_task) * 1e6,
+        numpy.as_ref().map_or_else(|e| format!("unavailable: {e}"), |s| format!("{:.2} us per op", s * 1e6)),
+        window_us(16),
+        window_us(4096),
     ))?;
     report.print()?;
     Ok(())

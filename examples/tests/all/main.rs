@@ -3,6 +3,7 @@
 
 mod cfd;
 mod cli;
+mod dispatch;
 mod floors;
 mod logreg;
 mod numpy_compat;

@@ -3,7 +3,8 @@
 //! Stores are renamed by first use (like De Bruijn indices), so two prefixes that differ only
 //! in which stores they name share a plan (Figure 7 of the Diffuse paper). Everything the plan
 //! depends on is in the key: each task's kernel, launch domain, and per argument the renamed
-//! store, its partition (in root coordinates; an image names its source store) and privilege;
+//! store, its partition (in root coordinates; an image names its source store; the offset of a
+//! view that the prefix only reads is abstracted, see `Offsets`) and privilege;
 //! per store its root shape, whether anything holds a handle to it, and whether a task after
 //! the prefix reads it; and the cut that ended the prefix.
 
@@ -40,9 +41,56 @@ fn name(storages: &mut Vec<StorageId>, s: StorageId) -> usize {
     }
 }
 
-fn partition_words(p: &RootPartition, words: &mut Vec<u64>, storages: &mut Vec<StorageId>) {
+/// How a partition's view offset enters the key: exactly, or (for a storage the prefix only
+/// reads, through a partition without an image) as the index of that offset among the
+/// storage's distinct offsets in the prefix, in order of first use.
+///
+/// Nothing in a plan depends on where a read-only view starts, only on which of the prefix's
+/// reads of one storage name the same view (they share a fused argument): the constraints and
+/// deferrals that offsets decide involve a write, temporaries are written, and iteration
+/// classes compare shapes and tilings. So `trace += tanh(a[i, i])` for every `i`, or a loop
+/// over shifted slices of an array it does not write, shares one plan.
+struct Offsets {
+    /// Storages the prefix writes or reduces into: their offsets stay exact.
+    written: Vec<StorageId>,
+    /// Per read-only storage, its distinct offsets in order of first use.
+    seen: Vec<(StorageId, Vec<u64>)>,
+}
+
+impl Offsets {
+    fn word(&mut self, storage: StorageId, p: &RootPartition) -> u64 {
+        if p.image.is_some() || self.written.contains(&storage) {
+            return p.view.offset;
+        }
+        let at = match self.seen.iter().position(|(s, _)| *s == storage) {
+            Some(i) => i,
+            None => {
+                self.seen.push((storage, Vec::new()));
+                self.seen.len() - 1
+            }
+        };
+        let list = &mut self.seen[at].1;
+        let class = match list.iter().position(|&o| o == p.view.offset) {
+            Some(i) => i,
+            None => {
+                list.push(p.view.offset);
+                list.len() - 1
+            }
+        };
+        // Tagged apart from every exact offset a store may have.
+        (1 << 63) | class as u64
+    }
+}
+
+fn partition_words(
+    storage: StorageId,
+    p: &RootPartition,
+    words: &mut Vec<u64>,
+    storages: &mut Vec<StorageId>,
+    offsets: &mut Offsets,
+) {
     words.push(p.view.rank() as u64);
-    words.push(p.view.offset);
+    words.push(offsets.word(storage, p));
     words.extend(&p.view.shape);
     words.extend(p.view.strides.iter().map(|&s| s as u64));
     match &p.tiling {
@@ -59,7 +107,13 @@ fn partition_words(p: &RootPartition, words: &mut Vec<u64>, storages: &mut Vec<S
         Some(image) => {
             words.push(1);
             words.push(name(storages, image.source) as u64);
-            partition_words(&image.source_partition, words, storages);
+            partition_words(
+                image.source,
+                &image.source_partition,
+                words,
+                storages,
+                offsets,
+            );
         }
     }
 }
@@ -82,6 +136,15 @@ pub fn key(
 ) -> Key {
     let mut words = Vec::with_capacity(tasks.len() * 24);
     let mut storages: Vec<StorageId> = Vec::new();
+    let mut offsets = Offsets {
+        written: tasks
+            .iter()
+            .flat_map(|t| &t.args)
+            .filter(|a| !matches!(a.privilege, weft_ir::Privilege::Read))
+            .map(|a| a.storage)
+            .collect(),
+        seen: Vec::new(),
+    };
     words.push(tasks.len() as u64);
     for task in tasks {
         words.extend(task.kernel.id().words());
@@ -92,7 +155,13 @@ pub fn key(
             let index = name(&mut storages, arg.storage);
             words.push(index as u64);
             words.push(privilege_word(arg.privilege));
-            partition_words(&arg.root_partition, &mut words, &mut storages);
+            partition_words(
+                arg.storage,
+                &arg.root_partition,
+                &mut words,
+                &mut storages,
+                &mut offsets,
+            );
         }
     }
     for &s in &storages {

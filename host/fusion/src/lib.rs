@@ -176,11 +176,16 @@ impl Fuser {
         stores: &Stores,
         readers: &HashMap<StorageId, u32>,
     ) -> Result<Planned> {
-        let (prefix, cut, deferrals) = fusible_prefix_deferring(window);
-        let prefix = prefix.clamp(1, window.len().max(1)).min(window.len());
         // A prefix whose fused kernel would pass the limits every kernel is held to stops
-        // short of them (its cut is then the limit, not a constraint).
-        let capped = within_kernel_limits(&window[..prefix]).max(1);
+        // short of them (its cut is then the limit, not a constraint). The constraint check
+        // looks one task past that limit and no further (it scans forward and stops at the
+        // first cut, so the tasks after that one cannot change its answer): a long window is
+        // planned in limit-sized prefixes, each at a cost linear in its own length.
+        let limit = within_kernel_limits(window).max(1);
+        let scan = &window[..(limit + 1).min(window.len())];
+        let (prefix, cut, deferrals) = fusible_prefix_deferring(scan);
+        let prefix = prefix.clamp(1, window.len().max(1)).min(window.len());
+        let capped = limit.min(prefix);
         let (prefix, cut, capped) = if capped < prefix {
             (capped, None, true)
         } else {

@@ -499,3 +499,85 @@ fn the_profile_counts_every_kernel_run_exactly() {
         "{table}"
     );
 }
+
+/// `trace = trace + tanh(a[i, i])` over the diagonal (the example that took seconds on its
+/// first run): the views differ only in where they start, and the array is only read, so
+/// the windows share their plans. The analyses do not grow with the number of diagonal
+/// elements, and the result equals the unfused runtime's bit for bit.
+#[test]
+fn reads_of_one_array_at_many_offsets_share_their_plans() {
+    let trace_of = |np: &Numeric, n: i64| {
+        let a = np.random_uniform(&[n as u64, n as u64], -2.0, 2.0, 11, DType::F64);
+        a.check().unwrap();
+        let before = np.runtime(|rt| rt.fusion_stats().analyses);
+        let mut trace = np.zeros(&[], DType::F64);
+        for i in 0..n {
+            trace = &trace + &a.index(&[weft::Ix::At(i), weft::Ix::At(i)]).tanh();
+        }
+        let value = trace.item().unwrap();
+        (value, np.runtime(|rt| rt.fusion_stats().analyses) - before)
+    };
+    let window = |bound: usize| {
+        weft_tests::numeric_with(Config {
+            window_bound: bound,
+            threads: 2,
+            component_cache: None,
+            ..Config::default()
+        })
+    };
+    let (short, short_analyses) = trace_of(&window(16), 64);
+    let (long, long_analyses) = trace_of(&window(16), 256);
+    assert!(
+        long_analyses <= short_analyses,
+        "analyses grew with the diagonal: {short_analyses} for 64 elements, {long_analyses} \
+         for 256"
+    );
+    let unfused = numeric(false, 1);
+    assert_eq!(short.to_bits(), trace_of(&unfused, 64).0.to_bits());
+    assert_eq!(long.to_bits(), trace_of(&unfused, 256).0.to_bits());
+}
+
+/// Windows whose read-only views differ only in offsets share a plan only when the same
+/// reads name the same view: `a[i] + a[j]` with `i == j` reads one view (one fused argument)
+/// and with `i != j` two, and every sum is right whatever order the windows come in.
+#[test]
+fn read_only_views_at_equal_and_distinct_offsets_keep_their_own_plans() {
+    let np = weft_tests::numeric_with(Config {
+        window_bound: 4,
+        threads: 2,
+        component_cache: None,
+        ..Config::default()
+    });
+    let values: Vec<f64> = (0..16).map(|i| (i * i) as f64 + 0.5).collect();
+    let a = np.from_vec(&[16], &values);
+    let pairs = [
+        (0, 1),
+        (2, 2),
+        (3, 4),
+        (5, 5),
+        (7, 6),
+        (9, 9),
+        (1, 1),
+        (3, 3),
+    ];
+    for round in 0..2 {
+        let sums: Vec<Array> = pairs
+            .iter()
+            .map(|&(i, j)| {
+                let x = a.slice(&[Range::new(i, i + 4)]);
+                let y = a.slice(&[Range::new(j, j + 4)]);
+                (&x + &y) * 1.0
+            })
+            .collect();
+        for (s, &(i, j)) in sums.iter().zip(&pairs) {
+            let want: Vec<f64> = (0..4)
+                .map(|k| (values[(i + k) as usize] + values[(j + k) as usize]) * 1.0)
+                .collect();
+            assert_eq!(
+                s.to_vec().unwrap(),
+                want,
+                "round {round}, a[{i}:] + a[{j}:]"
+            );
+        }
+    }
+}

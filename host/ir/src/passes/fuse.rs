@@ -94,11 +94,15 @@ impl fmt::Display for FusionDecision {
 /// Fuses adjacent top-level parallel loops wherever the rule in the [module
 /// documentation](self) allows, and returns the new kernel with one decision per pair of
 /// loops considered.
+///
+/// Linear in the kernel: the loop being built keeps a summary of its accesses indexed by alias
+/// set ([`Group`]), so checking the next loop looks only at the accesses that may overlap its
+/// own, and a fused loop's body grows in place.
 pub fn fuse_loops(kernel: &Kernel, facts: &FusionFacts) -> (Kernel, Vec<FusionDecision>) {
     let mut out: Vec<Inst> = Vec::with_capacity(kernel.body.len());
     let mut decisions = Vec::new();
-    // The loop the next one may fuse into: its position in `out` and its number.
-    let mut current: Option<(usize, usize)> = None;
+    // The loop the next one may fuse into: its position in `out`, and its accesses.
+    let mut current: Option<(usize, Group)> = None;
     // Top-level instructions since the current loop.
     let mut pending: Vec<Inst> = Vec::new();
     let mut number = 0;
@@ -108,31 +112,25 @@ pub fn fuse_loops(kernel: &Kernel, facts: &FusionFacts) -> (Kernel, Vec<FusionDe
             continue;
         };
         number += 1;
-        if let Some((pos, first_number)) = current
+        let a2 = accesses(second, number);
+        if let Some((pos, group)) = current.as_mut()
             && let Some(Inst {
                 op: Op::Parallel(first),
                 ..
-            }) = out.get(pos)
+            }) = out.get(*pos)
             && inst.results.is_empty()
         {
-            match legality(
-                facts,
-                &kernel.params,
-                first,
-                first_number,
-                &pending,
-                second,
-                number,
-            ) {
+            match legality(facts, &kernel.params, first, group, &pending, second, &a2) {
                 Ok(reason) => {
-                    let merged = merge(first, second);
                     let hoisted = pending.len();
-                    out.splice(pos..pos, pending.drain(..));
-                    let pos = pos + hoisted;
-                    out[pos].op = Op::Parallel(merged);
-                    current = Some((pos, first_number));
+                    out.splice(*pos..*pos, pending.drain(..));
+                    *pos += hoisted;
+                    if let Op::Parallel(first) = &mut out[*pos].op {
+                        group.absorb(facts, a2, &second.indices, &first.indices);
+                        append(first, second);
+                    }
                     decisions.push(FusionDecision {
-                        first: first_number,
+                        first: group.number,
                         second: number,
                         fused: true,
                         reason,
@@ -140,7 +138,7 @@ pub fn fuse_loops(kernel: &Kernel, facts: &FusionFacts) -> (Kernel, Vec<FusionDe
                     continue;
                 }
                 Err(reason) => decisions.push(FusionDecision {
-                    first: first_number,
+                    first: group.number,
                     second: number,
                     fused: false,
                     reason,
@@ -149,7 +147,9 @@ pub fn fuse_loops(kernel: &Kernel, facts: &FusionFacts) -> (Kernel, Vec<FusionDe
         }
         out.append(&mut pending);
         out.push(inst.clone());
-        current = Some((out.len() - 1, number));
+        let mut group = Group::new(number);
+        group.absorb(facts, a2, &[], &[]);
+        current = Some((out.len() - 1, group));
     }
     out.append(&mut pending);
     let fused = Kernel {
@@ -161,10 +161,11 @@ pub fn fuse_loops(kernel: &Kernel, facts: &FusionFacts) -> (Kernel, Vec<FusionDe
 }
 
 /// One memory access of a loop, for the legality check.
-struct Acc<'a> {
+struct Acc {
     param: u32,
     kind: AccessKind,
-    indices: &'a [ValueId],
+    /// Its indices, as the loop that holds it names them (for messages).
+    indices: Vec<ValueId>,
     /// Whether the indices are the loop's index tuple.
     at_index: bool,
     /// Whether it sits in a `for` loop.
@@ -173,25 +174,25 @@ struct Acc<'a> {
     loop_number: usize,
 }
 
-impl Acc<'_> {
+impl Acc {
     fn describe(&self) -> String {
         format!(
             "{} at {} in loop {}{}",
             self.kind.verb(),
-            index_list(self.indices),
+            index_list(&self.indices),
             self.loop_number,
             if self.in_for { " (in a for loop)" } else { "" }
         )
     }
 }
 
-fn accesses(l: &ParallelLoop, number: usize) -> Vec<Acc<'_>> {
+fn accesses(l: &ParallelLoop, number: usize) -> Vec<Acc> {
     let mut out = Vec::new();
     for_each_access(&l.body, false, &mut |a, kind, in_for| {
         out.push(Acc {
             param: a.param,
             kind,
-            indices: &a.indices,
+            indices: a.indices.clone(),
             at_index: a.indices == l.indices,
             in_for,
             loop_number: number,
@@ -200,16 +201,111 @@ fn accesses(l: &ParallelLoop, number: usize) -> Vec<Acc<'_>> {
     out
 }
 
-/// Checks the fusion rule; `Ok` carries the reason for fusing, `Err` the reason not to.
+/// The accesses of the loop being built (the first loop of a group and those fused into it),
+/// in program order, all numbered as the group's first loop, indexed so that a check
+/// against the next loop costs what that loop's own accesses may overlap, not the group's
+/// size.
+struct Group {
+    /// The number of the group's first loop.
+    number: usize,
+    accs: Vec<Acc>,
+    /// Per alias set (`None`: unknown), the positions in `accs` of its parameters' accesses.
+    by_alias: std::collections::HashMap<Option<u32>, Vec<usize>>,
+    /// Per parameter, the positions in `accs` of its accesses.
+    by_param: std::collections::HashMap<u32, Vec<usize>>,
+    /// The parameters the group writes or reduces into, their alias sets, and whether one
+    /// of them has an unknown alias set.
+    written: BTreeSet<u32>,
+    written_alias: BTreeSet<u32>,
+    written_unknown: bool,
+}
+
+impl Group {
+    fn new(number: usize) -> Group {
+        Group {
+            number,
+            accs: Vec::new(),
+            by_alias: Default::default(),
+            by_param: Default::default(),
+            written: BTreeSet::new(),
+            written_alias: BTreeSet::new(),
+            written_unknown: false,
+        }
+    }
+
+    /// Adds a fused loop's accesses, its indices `from` renamed to the group's `to`.
+    fn absorb(&mut self, facts: &FusionFacts, accs: Vec<Acc>, from: &[ValueId], to: &[ValueId]) {
+        for mut a in accs {
+            for v in &mut a.indices {
+                if let Some(k) = from.iter().position(|j| j == v)
+                    && let Some(&w) = to.get(k)
+                {
+                    *v = w;
+                }
+            }
+            a.loop_number = self.number;
+            let at = self.accs.len();
+            let alias = facts.alias_of(a.param);
+            if a.kind.writes() {
+                self.written.insert(a.param);
+                match alias {
+                    Some(set) => {
+                        self.written_alias.insert(set);
+                    }
+                    None => self.written_unknown = true,
+                }
+            }
+            self.by_alias.entry(alias).or_default().push(at);
+            self.by_param.entry(a.param).or_default().push(at);
+            self.accs.push(a);
+        }
+    }
+
+    /// A parameter the group writes that may overlap `param`, if any.
+    fn written_overlapping(&self, facts: &FusionFacts, param: u32) -> Option<u32> {
+        let may = self.written.contains(&param)
+            || self.written_unknown
+            || match facts.alias_of(param) {
+                Some(set) => self.written_alias.contains(&set),
+                None => !self.written.is_empty(),
+            };
+        if !may {
+            return None;
+        }
+        self.written
+            .iter()
+            .copied()
+            .find(|&w| facts.may_alias(w, param))
+    }
+
+    /// The positions of the group's accesses whose parameters may overlap `param`, in
+    /// program order.
+    fn overlapping(&self, facts: &FusionFacts, param: u32) -> Vec<usize> {
+        let mut out: Vec<usize> = match facts.alias_of(param) {
+            None => (0..self.accs.len()).collect(),
+            Some(set) => {
+                let mut v = self.by_alias.get(&Some(set)).cloned().unwrap_or_default();
+                v.extend(self.by_alias.get(&None).into_iter().flatten());
+                v
+            }
+        };
+        out.sort_unstable();
+        out
+    }
+}
+
+/// Checks the fusion rule for the group `first` (its accesses `a1`) and the next loop
+/// `second` (its accesses `a2`); `Ok` carries the reason for fusing, `Err` the reason not to.
 fn legality(
     facts: &FusionFacts,
     params: &[Param],
     first: &ParallelLoop,
-    n1: usize,
+    a1: &Group,
     between: &[Inst],
     second: &ParallelLoop,
-    n2: usize,
+    a2: &[Acc],
 ) -> Result<String, String> {
+    let n1 = a1.number;
     if first.indices.len() != second.indices.len() {
         return Err(format!(
             "the loops have different ranks ({} and {})",
@@ -223,17 +319,10 @@ fn legality(
             first.over, second.over
         ));
     }
-    let a1 = accesses(first, n1);
-    let a2 = accesses(second, n2);
-    let written1: BTreeSet<u32> = a1
-        .iter()
-        .filter(|a| a.kind.writes())
-        .map(|a| a.param)
-        .collect();
     let mut hoist_error = None;
     for_each_access(between, false, &mut |a, _, _| {
         if hoist_error.is_none()
-            && let Some(w) = written1.iter().find(|&&w| facts.may_alias(w, a.param))
+            && let Some(w) = a1.written_overlapping(facts, a.param)
         {
             hoist_error = Some(format!(
                 "a top-level load of param {} between them reads what loop {n1} writes \
@@ -245,67 +334,77 @@ fn legality(
     if let Some(e) = hoist_error {
         return Err(e);
     }
+    // The pairs that may conflict, in the order of the group's accesses, then the loop's.
+    let mut pairs: Vec<(usize, usize)> = Vec::new();
+    for (j, y) in a2.iter().enumerate() {
+        pairs.extend(a1.overlapping(facts, y.param).into_iter().map(|i| (i, j)));
+    }
+    pairs.sort_unstable();
     // Conflicting parameters that need every access at the loop index.
     let mut shared: BTreeSet<u32> = BTreeSet::new();
-    for x in &a1 {
-        for y in &a2 {
-            if !(x.kind.writes() || y.kind.writes()) || !facts.may_alias(x.param, y.param) {
-                continue;
-            }
-            // A deferred store of the second loop lands after the fused loop ends, so the
-            // first loop's loads of what it overwrites still read the old values.
-            if x.param != y.param
-                && matches!(x.kind, AccessKind::Load)
-                && matches!(y.kind, AccessKind::Store)
-                && facts.is_deferred(y.param)
-            {
-                continue;
-            }
-            if let (AccessKind::Reduce(p), AccessKind::Reduce(q)) = (x.kind, y.kind)
-                && p == q
-            {
-                // Each loop's float sum or product is one canonical tree over its points;
-                // fused, each point would fold both contributions first, in other bits.
-                let float = |param: u32| {
-                    matches!(
-                        params.get(param as usize),
-                        Some(Param::Store {
-                            dtype: DType::F32 | DType::F64,
-                            ..
-                        })
-                    )
-                };
-                if matches!(p, ReduceOp::Sum | ReduceOp::Prod) && (float(x.param) || float(y.param))
-                {
-                    return Err(format!(
-                        "param {} {} may be param {} {}: float {} reductions keep one \
-                         canonical order per loop",
-                        x.param,
-                        x.describe(),
-                        y.param,
-                        y.describe(),
-                        p.name()
-                    ));
-                }
-                continue;
-            }
-            if x.param != y.param {
+    for (i, j) in pairs {
+        let (x, y) = (&a1.accs[i], &a2[j]);
+        if !(x.kind.writes() || y.kind.writes()) || !facts.may_alias(x.param, y.param) {
+            continue;
+        }
+        // A deferred store of the second loop lands after the fused loop ends, so the
+        // first loop's loads of what it overwrites still read the old values.
+        if x.param != y.param
+            && matches!(x.kind, AccessKind::Load)
+            && matches!(y.kind, AccessKind::Store)
+            && facts.is_deferred(y.param)
+        {
+            continue;
+        }
+        if let (AccessKind::Reduce(p), AccessKind::Reduce(q)) = (x.kind, y.kind)
+            && p == q
+        {
+            // Each loop's float sum or product is one canonical tree over its points;
+            // fused, each point would fold both contributions first, in other bits.
+            let float = |param: u32| {
+                matches!(
+                    params.get(param as usize),
+                    Some(Param::Store {
+                        dtype: DType::F32 | DType::F64,
+                        ..
+                    })
+                )
+            };
+            if matches!(p, ReduceOp::Sum | ReduceOp::Prod) && (float(x.param) || float(y.param)) {
                 return Err(format!(
-                    "param {} {} may overlap param {} {}",
+                    "param {} {} may be param {} {}: float {} reductions keep one \
+                     canonical order per loop",
                     x.param,
                     x.describe(),
                     y.param,
-                    y.describe()
+                    y.describe(),
+                    p.name()
                 ));
             }
-            shared.insert(x.param);
+            continue;
         }
+        if x.param != y.param {
+            return Err(format!(
+                "param {} {} may overlap param {} {}",
+                x.param,
+                x.describe(),
+                y.param,
+                y.describe()
+            ));
+        }
+        shared.insert(x.param);
     }
     for &p in &shared {
-        let all = a1.iter().chain(&a2).filter(|a| a.param == p);
+        let ours = a1
+            .by_param
+            .get(&p)
+            .into_iter()
+            .flatten()
+            .map(|&i| &a1.accs[i]);
+        let all = ours.chain(a2.iter().filter(|a| a.param == p));
         if let Some(bad) = all.clone().find(|a| !a.at_index) {
             // Name a conflicting access of the other loop, preferring a write.
-            let others: Vec<&Acc<'_>> = all.filter(|a| a.loop_number != bad.loop_number).collect();
+            let others: Vec<&Acc> = all.filter(|a| a.loop_number != bad.loop_number).collect();
             let other = others
                 .iter()
                 .find(|a| a.kind.writes() || !bad.kind.writes())
@@ -352,8 +451,8 @@ fn legality(
     Ok(reason)
 }
 
-/// `first` with `second`'s body appended, `second`'s indices replaced by `first`'s.
-fn merge(first: &ParallelLoop, second: &ParallelLoop) -> ParallelLoop {
+/// Appends `second`'s body to `first`'s, `second`'s indices replaced by `first`'s.
+fn append(first: &mut ParallelLoop, second: &ParallelLoop) {
     let mut body2 = second.body.clone();
     map_uses(
         &mut body2,
@@ -362,11 +461,5 @@ fn merge(first: &ParallelLoop, second: &ParallelLoop) -> ParallelLoop {
             None => v,
         },
     );
-    let mut body = first.body.clone();
-    body.extend(body2);
-    ParallelLoop {
-        over: first.over,
-        indices: first.indices.clone(),
-        body,
-    }
+    first.body.extend(body2);
 }

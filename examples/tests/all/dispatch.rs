@@ -1,0 +1,58 @@
+//! `bench_dispatch`'s report: the analysis per task for every window from 16 to 4,096 tasks
+//! (element-wise and 0-d chains), the end-to-end cost per task, and NumPy's cost for the same
+//! operation from the same run (or `null` with the reason).
+
+use crate::cli::{result_line, run};
+
+#[test]
+fn bench_dispatch_reports_analysis_by_window_and_numpy_beside_it() {
+    let out = run(
+        env!("CARGO_BIN_EXE_bench_dispatch"),
+        &[
+            "--n",
+            "4",
+            "--iters",
+            "1",
+            "--warmup",
+            "0",
+            "--threads",
+            "2",
+        ],
+    );
+    let v = result_line(&out, "bench_dispatch");
+    let rows = v["analysis_by_window"]
+        .as_array()
+        .expect("analysis_by_window");
+    let mut worst = std::collections::BTreeMap::new();
+    for chain in ["element-wise", "0-d"] {
+        for tasks in [16u64, 64, 256, 1024, 4096] {
+            let row = rows
+                .iter()
+                .find(|r| r["chain"] == chain && r["tasks"].as_u64() == Some(tasks))
+                .unwrap_or_else(|| panic!("no row for {chain} at {tasks} tasks: {v}"));
+            let us = row["analysis_us_per_task"].as_f64().expect("a number");
+            assert!(us.is_finite() && us > 0.0, "{row}");
+            let plans = row["plans"].as_u64().expect("plans");
+            // A window is planned in prefixes no longer than the kernel limits allow.
+            assert!(plans >= 1 && plans <= tasks, "{row}");
+            let w = worst.entry(tasks).or_insert(0.0f64);
+            *w = w.max(us);
+        }
+    }
+    for tasks in [16u64, 4096] {
+        let key = format!("analysis_per_task_us_window_{tasks}");
+        assert_eq!(v[&key].as_f64(), Some(worst[&tasks]), "{key} in {v}");
+    }
+    let e2e = v["end_to_end_per_task_us"].as_f64().expect("end to end");
+    assert!(e2e.is_finite() && e2e > 0.0, "{v}");
+    match v["numpy_per_op_us"].as_f64() {
+        Some(us) => assert!(us.is_finite() && us > 0.0, "{v}"),
+        None => {
+            assert!(v["numpy_per_op_us"].is_null(), "{v}");
+            let why = v["numpy_unavailable"]
+                .as_str()
+                .expect("the reason NumPy is missing");
+            assert!(!why.is_empty(), "{v}");
+        }
+    }
+}
