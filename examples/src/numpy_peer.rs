@@ -15,10 +15,19 @@ fn python() -> String {
 /// Runs `script` (Python that imports NumPy as `np` itself and prints one float as its last
 /// line of output) with `threads` threads for NumPy's BLAS and returns that float.
 pub fn measure(script: &str, threads: usize) -> Result<f64, String> {
+    let last = run(script, &[], threads)?;
+    last.parse::<f64>()
+        .map_err(|e| format!("the NumPy script printed {last:?}, not a number: {e}"))
+}
+
+/// Runs `script` with `args` (its `sys.argv[1..]`) and `threads` threads for NumPy's BLAS,
+/// and returns the last line it printed, trimmed.
+pub fn run(script: &str, args: &[String], threads: usize) -> Result<String, String> {
     let threads = threads.max(1).to_string();
     let out = Command::new(python())
         .arg("-c")
         .arg(script)
+        .args(args)
         .env("OMP_NUM_THREADS", &threads)
         .env("OPENBLAS_NUM_THREADS", &threads)
         .env("MKL_NUM_THREADS", &threads)
@@ -30,9 +39,7 @@ pub fn measure(script: &str, threads: usize) -> Result<f64, String> {
         return Err(format!("the NumPy script failed ({}): {last}", out.status));
     }
     let text = String::from_utf8_lossy(&out.stdout);
-    let last = text.lines().last().unwrap_or("").trim();
-    last.parse::<f64>()
-        .map_err(|e| format!("the NumPy script printed {last:?}, not a number: {e}"))
+    Ok(text.lines().last().unwrap_or("").trim().to_string())
 }
 
 /// NumPy's time per operation, in seconds, of `ops` element-wise operations on a 16-element

@@ -1,9 +1,9 @@
 //! The examples' tests, in one test binary: command lines, `.npy` files read by NumPy, and the
 //! solvers.
 
+mod benchmarks;
 mod cfd;
 mod cli;
-mod dispatch;
 mod floors;
 mod logreg;
 mod numpy_compat;

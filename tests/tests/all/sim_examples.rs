@@ -105,6 +105,11 @@ const EXAMPLES: &[Example] = &[
         fields: &["fused_equals_unfused", "fused_equals_rust"],
     },
     Example {
+        bin: "bench_graph",
+        args: &["--n", "2000", "--degree", "4"],
+        fields: &["nnz", "y_sum", "y_equals_scipy"],
+    },
+    Example {
         bin: "bench_spmv",
         args: &["--grid", "6"],
         fields: &["bits_equal_sequential", "bits_equal_lanes"],

@@ -549,3 +549,38 @@ fn run_dynamic(rt: &mut Runtime, sp: weft::PluginId) {
     // Row sums of the 5-point Laplacian on 3x3: corners 2, edges 1, center 0.
     assert_eq!(got, vec![2.0, 1.0, 2.0, 1.0, 0.0, 1.0, 2.0, 1.0, 2.0]);
 }
+
+/// `from_coo` on triplets in no order (rows interleaved, columns unsorted, duplicates far
+/// apart): the rows group, each row's columns sort, and duplicates sum in input order, so the
+/// arrays equal the reference's bit for bit, for both index types.
+#[test]
+fn from_coo_of_shuffled_triplets_equals_the_reference_bit_for_bit() {
+    let (_np, sp) = plugins(true, 1);
+    let (rows, cols) = (301u64, 97u64);
+    let (mut r, mut c, mut v) = random_coo(rows, cols, 29);
+    let mut rng = Rng(31);
+    for k in (1..r.len()).rev() {
+        let j = rng.below(k as u64 + 1) as usize;
+        r.swap(k, j);
+        c.swap(k, j);
+        v.swap(k, j);
+    }
+    let coo = (r, c, v);
+    let want = reference(rows, cols, &coo);
+    for i in [DType::I32, DType::I64] {
+        let a = sp
+            .from_triplets((rows, cols), (&coo.0, &coo.1, &coo.2), DType::F64, i)
+            .unwrap();
+        let what = format!("shuffled triplets, {i} indices");
+        check_structure(&what, &a, &want);
+        let got: Vec<u64> = a
+            .vals()
+            .to_vec()
+            .unwrap()
+            .iter()
+            .map(|x| x.to_bits())
+            .collect();
+        let want_bits: Vec<u64> = want.data.iter().map(|x| x.to_bits()).collect();
+        assert_eq!(got, want_bits, "{what}: values");
+    }
+}

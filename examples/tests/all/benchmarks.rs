@@ -1,6 +1,8 @@
-//! `bench_dispatch`'s report: the analysis per task for every window from 16 to 4,096 tasks
-//! (element-wise and 0-d chains), the end-to-end cost per task, and NumPy's cost for the same
-//! operation from the same run (or `null` with the reason).
+//! The reports of the benchmarks that time a peer in the same run: `bench_dispatch` (the
+//! analysis per task for every window from 16 to 4,096 tasks, element-wise and 0-d chains;
+//! the end-to-end cost per task beside NumPy's for the same operation) and `bench_graph`
+//! (`from_coo` and a random graph's SpMV beside SciPy's). Where the peer is missing its
+//! fields are `null`, with the reason.
 
 use crate::cli::{result_line, run};
 
@@ -54,5 +56,45 @@ fn bench_dispatch_reports_analysis_by_window_and_numpy_beside_it() {
                 .expect("the reason NumPy is missing");
             assert!(!why.is_empty(), "{v}");
         }
+    }
+}
+
+/// `bench_graph`: the matrix has the graph's edges less its duplicates, the timings are
+/// there, and where SciPy runs, Weft's `y` has SciPy's bits.
+#[test]
+fn bench_graph_reports_weft_and_scipy_side_by_side() {
+    let out = run(
+        env!("CARGO_BIN_EXE_bench_graph"),
+        &[
+            "--n",
+            "3000",
+            "--degree",
+            "5",
+            "--iters",
+            "1",
+            "--warmup",
+            "0",
+            "--threads",
+            "2",
+        ],
+    );
+    let v = result_line(&out, "bench_graph");
+    let nnz = v["nnz"].as_u64().expect("nnz");
+    assert!(nnz > 14_000 && nnz <= 15_000, "{v}");
+    for key in ["weft_from_coo_seconds", "weft_spmv_seconds"] {
+        let s = v[key].as_f64().expect(key);
+        assert!(s.is_finite() && s > 0.0, "{key} in {v}");
+    }
+    if v["scipy_from_coo_seconds"].is_null() {
+        let why = v["scipy_unavailable"]
+            .as_str()
+            .expect("the reason SciPy is missing");
+        assert!(!why.is_empty(), "{v}");
+    } else {
+        assert_eq!(v["y_equals_scipy"], true, "{v}");
+        let ratio = v["from_coo_over_scipy"].as_f64().expect("ratio");
+        let want = v["weft_from_coo_seconds"].as_f64().unwrap_or(0.0)
+            / v["scipy_from_coo_seconds"].as_f64().unwrap_or(1.0);
+        assert!((ratio - want).abs() <= 1e-9 * want, "{v}");
     }
 }
