@@ -1,6 +1,7 @@
 //! [`CpuBackend`]: the CPU's implementation of the runtime's back-end seam.
 
 use crate::HeldRow;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -74,7 +75,14 @@ struct Cached {
     compiled: CompiledKernel,
     /// Bytes per element of each store parameter, in order: a launch's bindings must match.
     element_sizes: Vec<usize>,
+    /// Its loads that a view broadcast along a loop's innermost dimension lets read one
+    /// element per row (see `splat`).
+    splats: Vec<crate::splat::Candidate>,
 }
+
+/// The most kernel variants for broadcast views (see `splat`) the back end keeps; past it
+/// they are compiled again as launches need them.
+const MAX_SPLAT_VARIANTS: usize = 256;
 
 /// The CPU back end: host memory, a Cranelift compiler, a bounded cache of compiled kernels by
 /// content id (each hit confirmed against the kernel's IR), and a thread pool that runs them.
@@ -82,6 +90,9 @@ pub struct CpuBackend {
     compiler: Compiler,
     memory: Memory,
     kernels: BoundedCache<KernelId, Cached>,
+    /// Variants of cached kernels for views broadcast along a loop's innermost dimension, by
+    /// kernel and mask of rewritten loads (see `splat`); at most [`MAX_SPLAT_VARIANTS`].
+    splat_variants: HashMap<(KernelId, u64), CompiledKernel>,
     pool: WorkerPool,
     /// Scratch memory of task-local temporaries, one per binding, reused across points.
     scratch: Vec<Vec<u64>>,
@@ -205,6 +216,7 @@ impl CpuBackend {
                 Memory::with_pool(options.pool_bytes).huge_pages(options.huge_pages)
             },
             kernels: BoundedCache::new(CODE_CACHE_LIMITS),
+            splat_variants: HashMap::new(),
             pool,
             scratch: Vec::new(),
             spare: Vec::new(),
@@ -270,6 +282,12 @@ impl CpuBackend {
         self.kernels.get(&id).map(|c| &c.compiled)
     }
 
+    /// How many kernel variants for views broadcast along a loop's innermost dimension the
+    /// back end holds (each compiled on the first launch that needs it).
+    pub fn splat_variants(&self) -> usize {
+        self.splat_variants.len()
+    }
+
     /// The counters of the cache of compiled kernels.
     pub fn code_cache_stats(&self) -> CacheStats {
         self.kernels.stats()
@@ -302,7 +320,7 @@ impl CpuBackend {
             .get(&kernel)
             .ok_or_else(|| Error::Memory(format!("kernel {kernel} was not prepared")))?;
         check_element_sizes(cached, bindings)?;
-        let compiled = &cached.compiled;
+        let mut compiled = &cached.compiled;
         if self.scratch.len() < bindings.len() {
             self.scratch.resize(bindings.len(), Vec::new());
         }
@@ -375,6 +393,21 @@ impl CpuBackend {
         // never binds one buffer's element to two points that write it concurrently (a
         // written partition's tiles are disjoint; a compiled kernel splits only its own
         // parallel loop across threads).
+        let mask = crate::splat::active(&cached.splats, &views);
+        if mask != 0 {
+            let key = (kernel, mask);
+            if !self.splat_variants.contains_key(&key) {
+                if self.splat_variants.len() >= MAX_SPLAT_VARIANTS {
+                    self.splat_variants.clear();
+                }
+                let ir = crate::splat::rewrite(cached.entry.ir(), &cached.splats, mask);
+                let variant = self.compiler.compile(&ir)?;
+                self.splat_variants.insert(key, variant);
+            }
+            if let Some(variant) = self.splat_variants.get(&key) {
+                compiled = variant;
+            }
+        }
         let view_extents: Vec<Vec<u64>> = bindings.iter().map(|b| b.view().to_vec()).collect();
         let deferred: Vec<Option<u32>> = bindings
             .iter()
@@ -481,6 +514,7 @@ impl Backend for CpuBackend {
         let compiled = self.compiler.compile_valid(kernel.ir(), Instant::now())?;
         let time = compiled.compile_time();
         let element_sizes = weft_runtime::store_element_sizes(&kernel.ir().params);
+        let splats = crate::splat::candidates(kernel.ir());
         let bytes = compiled.code_bytes().saturating_add(
             (weft_ir::validate::count_insts(&kernel.ir().body) as u64).saturating_mul(64),
         );
@@ -490,6 +524,7 @@ impl Backend for CpuBackend {
                 entry: kernel.clone(),
                 compiled,
                 element_sizes,
+                splats,
             },
             owner,
             bytes,
@@ -500,6 +535,8 @@ impl Backend for CpuBackend {
         if now != generation {
             self.kernels
                 .remove_where(|_, c| c.compiled.generation().saturating_add(1) < now);
+            self.splat_variants
+                .retain(|_, c| c.generation().saturating_add(1) >= now);
         }
         Ok(Prepared::Compiled(time))
     }

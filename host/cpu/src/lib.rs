@@ -122,6 +122,7 @@ pub mod math;
 mod memory;
 mod pool;
 mod simd_path;
+mod splat;
 mod strips;
 mod watchdog;
 

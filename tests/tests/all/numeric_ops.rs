@@ -499,3 +499,35 @@ fn dropped_arrays_free_their_storage() {
         "temporaries were freed ({stores} stores alive)"
     );
 }
+
+/// `x - x.max(axis=-1, keepdims=True)` (a softmax's first step) and `min` over the last axis,
+/// for rows short and long and for few rows and many: exact reductions over trailing axes
+/// take the per-row loops when there are rows enough, and the maxima are read through a view
+/// broadcast along the rows; every element equals the host's, bit for bit.
+#[test]
+fn last_axis_reductions_and_their_broadcasts_equal_the_host() {
+    both(|np| {
+        for (rows, cols) in [(300usize, 70usize), (80, 3000), (20, 5000), (1, 9)] {
+            let values = data(rows * cols, rows as u64, -3.0, 3.0);
+            let x = np.from_vec(&[rows as u64, cols as u64], &values);
+            let row = |i: usize| &values[i * cols..(i + 1) * cols];
+            let maxima: Vec<f64> = (0..rows)
+                .map(|i| row(i).iter().copied().fold(f64::NEG_INFINITY, f64::max))
+                .collect();
+            let minima: Vec<f64> = (0..rows)
+                .map(|i| row(i).iter().copied().fold(f64::INFINITY, f64::min))
+                .collect();
+            let m = x.reduce_axes(Reduction::Max, Some(&[-1]), true);
+            assert_eq!(m.shape().unwrap(), vec![rows as u64, 1]);
+            assert_eq!(m.to_vec().unwrap(), maxima, "{rows} x {cols} max");
+            let lo = x.reduce_axes(Reduction::Min, Some(&[1]), false);
+            assert_eq!(lo.to_vec().unwrap(), minima, "{rows} x {cols} min");
+            let shifted = (&x - &m).to_vec().unwrap();
+            let want: Vec<f64> = (0..rows * cols)
+                .map(|k| values[k] - maxima[k / cols])
+                .collect();
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<u64>>();
+            assert_eq!(bits(&shifted), bits(&want), "{rows} x {cols} x - max");
+        }
+    });
+}

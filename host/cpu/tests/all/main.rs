@@ -19,6 +19,7 @@ mod paths;
 mod prefetch;
 mod reduce;
 mod simd;
+mod splat;
 mod strips;
 mod util;
 mod wide;

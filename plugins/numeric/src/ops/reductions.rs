@@ -134,13 +134,19 @@ fn reduce_privilege(op: ReduceOp) -> Privilege {
     Privilege::Reduce(weft_sdk::wit_reduce_op(op))
 }
 
+/// The result elements from which an exact reduction runs one element per point (see
+/// [`reduce_axes`]).
+const ROWS_ENOUGH: u64 = 64;
+
 /// The reduction of `a` with `op` over `axes` (negative ones count from the end; `None`: all
 /// of them), keeping the reduced dimensions with extent 1 when `keepdims`, as NumPy's
 /// `a.sum(axis=..., keepdims=...)`.
 ///
 /// Plans, chosen by shape and operator: when the result has at least as many elements as
-/// each of them reduces, one task over the result computes each element with a loop over the
-/// reduced dimensions (a transposed view puts them last; one dimension in the lane order).
+/// each of them reduces (or, for a reduction exact in any order over trailing dimensions, at
+/// least [`ROWS_ENOUGH`] elements), one task over the result computes each element with a
+/// loop over the reduced dimensions (a transposed view puts them last; one dimension in the
+/// lane order).
 /// Otherwise, a float sum or product is computed as the canonical tree, level by level
 /// ([`tree_axes`]), and any other reduction (exact in any order) by one task over `a` that
 /// reduces every point's part into the whole (small) result, and fuses with the tasks over
@@ -197,7 +203,14 @@ pub fn reduce_axes(
     }
     let out_volume: u64 = kept_shape.iter().product();
     let reduced_volume: u64 = gone.iter().map(|&d| a.shape[d]).product();
-    if out_volume >= reduced_volume {
+    // Exact reductions (`min`, `max`, integer and `bool` ones) over trailing dimensions give
+    // the same bits in any order, so they take the per-element loops whenever there are
+    // elements enough to spread over the threads: each point then folds a contiguous run in
+    // vectors, where reducing every point into the whole result is scalar code (`max(axis=-1)`
+    // of a 1000 x 4000 array: 7.3 ms that way).
+    let exact = !(matches!(op, ReduceOp::Sum | ReduceOp::Prod) && a.dtype.is_float());
+    let trailing = gone.iter().enumerate().all(|(k, &d)| d == kept.len() + k);
+    if out_volume >= reduced_volume || (exact && trailing && out_volume >= ROWS_ENOUGH) {
         // One element per point of the result, the reduced dimensions last.
         let order: Vec<u32> = kept.iter().chain(&gone).map(|&d| d as u32).collect();
         let view = a.store.permute(&order).map_err(host_error(name))?;
