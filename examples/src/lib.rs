@@ -9,7 +9,8 @@
 //! - [`jacobi`]: dense Jacobi iteration for `A x = b` (Diffuse's and Legate's benchmark).
 //! - [`krylov`]: CG, BiCGSTAB and multigrid-preconditioned CG on the numeric and sparse
 //!   plugins (the Diffuse paper's sparse solvers), driven by [`solve_app`];
-//! - [`sparse_reference`]: plain-Rust CSR and op-by-op CG/BiCGSTAB, no Weft: the sparse reference.
+//! - [`sparse_reference`]: plain-Rust CSR and op-by-op CG/BiCGSTAB, no Weft: the sparse reference;
+//! - [`pagerank`]: PageRank by power iteration on a random graph (SciPy's program).
 //!
 //! The computations live here so that the binaries (`src/bin/`) and the tests run the same
 //! code. The shared pieces: a flag parser ([`cli`]), a `.npy` writer and reader ([`npy`]),
@@ -31,6 +32,7 @@ pub mod krylov;
 pub mod logreg;
 pub use weft::npy;
 pub mod numpy_peer;
+pub mod pagerank;
 pub mod report;
 pub mod side_by_side;
 pub mod solve_app;

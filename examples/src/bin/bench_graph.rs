@@ -2,7 +2,8 @@
 //! the same run.
 //!
 //! The graph has `--n` nodes (default 200,000), each with `--degree` (default 10) out-edges to
-//! nodes drawn at random (SplitMix64 from `--seed`); the matrix is PageRank's transition matrix
+//! nodes drawn at random (`weft_examples::pagerank::graph`, from `--seed`); the matrix is
+//! PageRank's transition matrix
 //! `M[dst, src] = 1 / degree`, as COO triplets in edge order (rows unsorted, a duplicate edge
 //! summed). Timed, each the median of `--iters` runs after `--warmup`:
 //! - `weft_from_coo_seconds`: `Sparse::from_coo` from triplets already in Weft's stores to a
@@ -25,7 +26,7 @@ use weft::npy::{self, NpyData};
 use weft_examples::numpy_peer;
 use weft_examples::solve_app::load_sparse;
 use weft_examples::timing::median;
-use weft_examples::{AppError, Args, Cli, Kind, Report, load_numeric, run_main, sub_seed};
+use weft_examples::{AppError, Args, Cli, Kind, Report, load_numeric, run_main};
 use weft_ir::DType;
 
 const NAME: &str = "bench_graph";
@@ -50,26 +51,6 @@ fn main() -> ExitCode {
     );
     let args = cli.parse_env_or_exit();
     run_main(NAME, || run(&args))
-}
-
-/// The triplets `(dst, src, 1 / degree)` of every node's `degree` out-edges, in edge order.
-fn graph(n: u64, degree: u64, seed: u64) -> (Vec<i64>, Vec<i64>, Vec<f64>) {
-    let edges = (n * degree) as usize;
-    let (mut r, mut c, mut v) = (
-        Vec::with_capacity(edges),
-        Vec::with_capacity(edges),
-        Vec::with_capacity(edges),
-    );
-    let weight = 1.0 / degree as f64;
-    for src in 0..n {
-        for k in 0..degree {
-            let dst = sub_seed(seed, src * degree + k) % n;
-            r.push(dst as i64);
-            c.push(src as i64);
-            v.push(weight);
-        }
-    }
-    (r, c, v)
 }
 
 /// The SciPy side: loads the triplets and `x`, times both operations, saves `y`, prints
@@ -142,7 +123,7 @@ fn run(args: &Args) -> Result<(), AppError> {
     let degree = args.extra_u64("degree").ok_or("no --degree")?;
     let np = load_numeric(args)?;
     let sp = load_sparse(&np)?;
-    let triplets = graph(n, degree, args.seed);
+    let triplets = weft_examples::pagerank::graph(n, degree, args.seed);
     let nnz = triplets.0.len() as u64;
     let as_f64 = |v: &[i64]| v.iter().map(|&i| i as f64).collect::<Vec<f64>>();
     let row = np.from_f64s(&[nnz], &as_f64(&triplets.0), DType::I64);

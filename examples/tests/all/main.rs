@@ -7,6 +7,7 @@ mod cli;
 mod floors;
 mod logreg;
 mod numpy_compat;
+mod pagerank;
 mod program;
 mod ranks;
 mod solvers;
