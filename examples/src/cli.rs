@@ -39,6 +39,8 @@ pub enum Kind {
     Choice(&'static [&'static str]),
     /// A file-system path.
     Path,
+    /// Any text (a list of names, say); may be empty.
+    Text,
     /// A switch that takes no value (present or absent).
     Switch,
 }
@@ -427,6 +429,7 @@ fn check(name: &str, kind: Kind, value: &str) -> Result<(), String> {
                 Ok(())
             }
         }
+        Kind::Text => Ok(()),
         Kind::Switch => Err(format!("flag `--{name}` takes no value")),
     }
 }

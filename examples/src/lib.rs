@@ -10,7 +10,8 @@
 //! - [`krylov`]: CG, BiCGSTAB and multigrid-preconditioned CG on the numeric and sparse
 //!   plugins (the Diffuse paper's sparse solvers), driven by [`solve_app`];
 //! - [`sparse_reference`]: plain-Rust CSR and op-by-op CG/BiCGSTAB, no Weft: the sparse reference;
-//! - [`pagerank`]: PageRank by power iteration on a random graph (SciPy's program).
+//! - [`pagerank`]: PageRank by power iteration on a random graph (SciPy's program);
+//! - [`npbench`]: NPBench's kernels, ported statement for statement.
 //!
 //! The computations live here so that the binaries (`src/bin/`) and the tests run the same
 //! code. The shared pieces: a flag parser ([`cli`]), a `.npy` writer and reader ([`npy`]),
@@ -31,6 +32,7 @@ pub mod kernel_recording;
 pub mod krylov;
 pub mod logreg;
 pub use weft::npy;
+pub mod npbench;
 pub mod numpy_peer;
 pub mod pagerank;
 pub mod report;

@@ -23,6 +23,12 @@ pub fn measure(script: &str, threads: usize) -> Result<f64, String> {
 /// Runs `script` with `args` (its `sys.argv[1..]`) and `threads` threads for NumPy's BLAS,
 /// and returns the last line it printed, trimmed.
 pub fn run(script: &str, args: &[String], threads: usize) -> Result<String, String> {
+    let text = run_all(script, args, threads)?;
+    Ok(text.lines().last().unwrap_or("").trim().to_string())
+}
+
+/// As [`run`], returning everything the script printed.
+pub fn run_all(script: &str, args: &[String], threads: usize) -> Result<String, String> {
     let threads = threads.max(1).to_string();
     let out = Command::new(python())
         .arg("-c")
@@ -38,8 +44,7 @@ pub fn run(script: &str, args: &[String], threads: usize) -> Result<String, Stri
         let last = err.lines().last().unwrap_or("").trim().to_string();
         return Err(format!("the NumPy script failed ({}): {last}", out.status));
     }
-    let text = String::from_utf8_lossy(&out.stdout);
-    Ok(text.lines().last().unwrap_or("").trim().to_string())
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// NumPy's time per operation, in seconds, of `ops` element-wise operations on a 16-element

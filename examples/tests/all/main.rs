@@ -6,6 +6,7 @@ mod cfd;
 mod cli;
 mod floors;
 mod logreg;
+mod npbench;
 mod numpy_compat;
 mod pagerank;
 mod program;

@@ -105,6 +105,11 @@ const EXAMPLES: &[Example] = &[
         fields: &["fused_equals_unfused", "fused_equals_rust"],
     },
     Example {
+        bin: "npbench",
+        args: &["--preset", "XS", "--iters", "1"],
+        fields: &["kernels", "max_rel_diff_max"],
+    },
+    Example {
         bin: "pagerank",
         args: &["--n", "2000", "--degree", "4", "--iters", "2"],
         fields: &["rank_sum", "last_change", "ranks_equal_scipy"],

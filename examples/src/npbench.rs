@@ -1,0 +1,327 @@
+//! NPBench's kernels (github.com/spcl/npbench) written in Weft statement for statement, as a
+//! NumPy user ports them, on NPBench's own initialization: `examples/numpy/npbench.py` makes
+//! each kernel's inputs with NPBench's formulas and writes them as `.npy` files, which
+//! [`Inputs::load`] uploads; the same script runs NumPy's version and compares the outputs.
+//! The `npbench` binary times both.
+//!
+//! Each kernel takes its inputs (fresh copies of the arrays it writes) and returns its
+//! outputs by name: the arrays it writes in place, or what it returns.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use weft::numeric::Reduction;
+use weft::{Array, Ix, Numeric, Range};
+use weft_ir::DType;
+
+use crate::AppError;
+
+/// A kernel's inputs as `npbench.py init` wrote them: sizes, arrays and scalars by name.
+pub struct Inputs {
+    /// The preset's sizes (`N`, `TSTEPS`, ...).
+    pub sizes: BTreeMap<String, i64>,
+    /// The array arguments, uploaded.
+    pub arrays: BTreeMap<String, Array>,
+    /// The scalar arguments (0-d in the files).
+    pub scalars: BTreeMap<String, f64>,
+    /// The names of the kernel's outputs, in order.
+    pub outputs: Vec<String>,
+}
+
+impl Inputs {
+    /// Reads `dir/sizes.json` and every argument's `.npy`, uploading the arrays.
+    pub fn load(np: &Numeric, dir: &Path) -> Result<Inputs, AppError> {
+        let text = std::fs::read_to_string(dir.join("sizes.json"))?;
+        let spec: serde_json::Value = serde_json::from_str(&text)?;
+        let sizes = spec["sizes"]
+            .as_object()
+            .ok_or("sizes.json has no sizes")?
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), v.as_i64().ok_or("a size is not an integer")?)))
+            .collect::<Result<BTreeMap<_, _>, AppError>>()?;
+        let names = |key: &str| -> Result<Vec<String>, AppError> {
+            spec[key]
+                .as_array()
+                .ok_or_else(|| format!("sizes.json has no {key}"))?
+                .iter()
+                .map(|v| Ok(v.as_str().ok_or("a name is not a string")?.to_string()))
+                .collect()
+        };
+        let (mut arrays, mut scalars) = (BTreeMap::new(), BTreeMap::new());
+        for arg in names("args")? {
+            let file = weft::npy::read(dir.join(format!("{arg}.npy")))?;
+            let values = file.data.to_f64();
+            if file.shape.is_empty() {
+                scalars.insert(arg, values.first().copied().ok_or("an empty scalar")?);
+                continue;
+            }
+            let dtype = match file.data {
+                weft::npy::NpyData::F64(_) => DType::F64,
+                weft::npy::NpyData::F32(_) => DType::F32,
+                weft::npy::NpyData::I64(_) => DType::I64,
+                weft::npy::NpyData::I32(_) => DType::I32,
+                weft::npy::NpyData::Bool(_) => DType::Bool,
+            };
+            arrays.insert(arg, np.from_f64s(&file.shape, &values, dtype));
+        }
+        Ok(Inputs {
+            sizes,
+            arrays,
+            scalars,
+            outputs: names("outputs")?,
+        })
+    }
+
+    /// Size `name`.
+    pub fn size(&self, name: &str) -> Result<i64, AppError> {
+        self.sizes
+            .get(name)
+            .copied()
+            .ok_or_else(|| format!("no size {name}").into())
+    }
+
+    /// Array `name`.
+    pub fn array(&self, name: &str) -> Result<&Array, AppError> {
+        self.arrays
+            .get(name)
+            .ok_or_else(|| format!("no array {name}").into())
+    }
+
+    /// Scalar `name`.
+    pub fn scalar(&self, name: &str) -> Result<f64, AppError> {
+        self.scalars
+            .get(name)
+            .copied()
+            .ok_or_else(|| format!("no scalar {name}").into())
+    }
+
+    /// Fresh copies of the arrays, for one run of a kernel that writes its arguments.
+    pub fn copies(&self) -> Inputs {
+        Inputs {
+            sizes: self.sizes.clone(),
+            arrays: self
+                .arrays
+                .iter()
+                .map(|(k, v)| (k.clone(), v.copy()))
+                .collect(),
+            scalars: self.scalars.clone(),
+            outputs: self.outputs.clone(),
+        }
+    }
+}
+
+/// A kernel's outputs by name.
+pub type Outputs = Vec<(String, Array)>;
+
+/// One kernel: its NPBench name and its Weft body.
+pub struct Kernel {
+    /// NPBench's name.
+    pub name: &'static str,
+    /// The body.
+    pub run: fn(&Inputs) -> Result<Outputs, AppError>,
+}
+
+/// The kernels, in NPBench's order of this list.
+pub const KERNELS: &[Kernel] = &[
+    Kernel {
+        name: "jacobi_1d",
+        run: jacobi_1d,
+    },
+    Kernel {
+        name: "jacobi_2d",
+        run: jacobi_2d,
+    },
+    Kernel {
+        name: "heat_3d",
+        run: heat_3d,
+    },
+    Kernel {
+        name: "fdtd_2d",
+        run: fdtd_2d,
+    },
+    Kernel {
+        name: "gesummv",
+        run: gesummv,
+    },
+    Kernel {
+        name: "atax",
+        run: atax,
+    },
+    Kernel {
+        name: "bicg",
+        run: bicg,
+    },
+    Kernel {
+        name: "mvt",
+        run: mvt,
+    },
+    Kernel {
+        name: "gemver",
+        run: gemver,
+    },
+    Kernel {
+        name: "softmax",
+        run: softmax,
+    },
+    Kernel {
+        name: "go_fast",
+        run: go_fast,
+    },
+    Kernel {
+        name: "compute",
+        run: compute,
+    },
+];
+
+/// `a[lo..hi]` along each dimension.
+fn s(a: &Array, ranges: &[(i64, i64)]) -> Array {
+    let r: Vec<Range> = ranges.iter().map(|&(lo, hi)| Range::new(lo, hi)).collect();
+    a.slice(&r)
+}
+
+/// The named arrays, in order, as outputs.
+fn outputs(x: &Inputs) -> Result<Outputs, AppError> {
+    x.outputs
+        .iter()
+        .map(|o| Ok((o.clone(), x.array(o)?.clone())))
+        .collect()
+}
+
+fn jacobi_1d(x: &Inputs) -> Result<Outputs, AppError> {
+    let (steps, n) = (x.size("TSTEPS")?, x.size("N")?);
+    let (a, b) = (x.array("A")?, x.array("B")?);
+    for _ in 1..steps {
+        let sweep = |from: &Array, to: &Array| -> weft::Result<()> {
+            let sum = &(&s(from, &[(0, n - 2)]) + &s(from, &[(1, n - 1)])) + &s(from, &[(2, n)]);
+            s(to, &[(1, n - 1)]).assign(&(sum * 0.33333))
+        };
+        sweep(a, b)?;
+        sweep(b, a)?;
+    }
+    outputs(x)
+}
+
+fn jacobi_2d(x: &Inputs) -> Result<Outputs, AppError> {
+    let (steps, n) = (x.size("TSTEPS")?, x.size("N")?);
+    let (a, b) = (x.array("A")?, x.array("B")?);
+    let (i, lo, hi) = ((1, n - 1), (0, n - 2), (2, n));
+    for _ in 1..steps {
+        let sweep = |f: &Array, to: &Array| -> weft::Result<()> {
+            let sum = &(&(&(&s(f, &[i, i]) + &s(f, &[i, lo])) + &s(f, &[i, hi])) + &s(f, &[hi, i]))
+                + &s(f, &[lo, i]);
+            s(to, &[i, i]).assign(&(sum * 0.2))
+        };
+        sweep(a, b)?;
+        sweep(b, a)?;
+    }
+    outputs(x)
+}
+
+fn heat_3d(x: &Inputs) -> Result<Outputs, AppError> {
+    let (steps, n) = (x.size("TSTEPS")?, x.size("N")?);
+    let (a, b) = (x.array("A")?, x.array("B")?);
+    let (i, lo, hi) = ((1, n - 1), (0, n - 2), (2, n));
+    for _ in 1..steps {
+        let sweep = |f: &Array, to: &Array| -> weft::Result<()> {
+            let c = s(f, &[i, i, i]);
+            let twice = &c * 2.0;
+            let axis = |p: [(i64, i64); 3], m: [(i64, i64); 3]| {
+                (&(&s(f, &p) - &twice) + &s(f, &m)) * 0.125
+            };
+            let sum = &(&(&axis([hi, i, i], [lo, i, i]) + &axis([i, hi, i], [i, lo, i]))
+                + &axis([i, i, hi], [i, i, lo]))
+                + &c;
+            s(to, &[i, i, i]).assign(&sum)
+        };
+        sweep(a, b)?;
+        sweep(b, a)?;
+    }
+    outputs(x)
+}
+
+fn fdtd_2d(x: &Inputs) -> Result<Outputs, AppError> {
+    let (tmax, nx, ny) = (x.size("TMAX")?, x.size("NX")?, x.size("NY")?);
+    let (ex, ey, hz, fict) = (
+        x.array("ex")?,
+        x.array("ey")?,
+        x.array("hz")?,
+        x.array("_fict_")?,
+    );
+    for t in 0..tmax {
+        s(ey, &[(0, 1), (0, ny)]).assign(&fict.index(&[Ix::At(t)]))?;
+        let mut v = s(ey, &[(1, nx), (0, ny)]);
+        v -= &((&s(hz, &[(1, nx), (0, ny)]) - &s(hz, &[(0, nx - 1), (0, ny)])) * 0.5);
+        let mut v = s(ex, &[(0, nx), (1, ny)]);
+        v -= &((&s(hz, &[(0, nx), (1, ny)]) - &s(hz, &[(0, nx), (0, ny - 1)])) * 0.5);
+        let (r, c, r1, c1) = ((0, nx - 1), (0, ny - 1), (1, nx), (1, ny));
+        let curl = &(&(&s(ex, &[r, c1]) - &s(ex, &[r, c])) + &s(ey, &[r1, c])) - &s(ey, &[r, c]);
+        let mut v = s(hz, &[r, c]);
+        v -= &(curl * 0.7);
+    }
+    outputs(x)
+}
+
+fn gesummv(x: &Inputs) -> Result<Outputs, AppError> {
+    let (alpha, beta) = (x.scalar("alpha")?, x.scalar("beta")?);
+    let (a, b, v) = (x.array("A")?, x.array("B")?, x.array("x")?);
+    let out = (a * alpha).matmul(v) + (b * beta).matmul(v);
+    Ok(vec![("out".into(), out)])
+}
+
+fn atax(x: &Inputs) -> Result<Outputs, AppError> {
+    let (a, v) = (x.array("A")?, x.array("x")?);
+    Ok(vec![("out".into(), a.matmul(v).matmul(a))])
+}
+
+fn bicg(x: &Inputs) -> Result<Outputs, AppError> {
+    let (a, p, r) = (x.array("A")?, x.array("p")?, x.array("r")?);
+    Ok(vec![("s".into(), r.matmul(a)), ("q".into(), a.matmul(p))])
+}
+
+fn mvt(x: &Inputs) -> Result<Outputs, AppError> {
+    let a = x.array("A")?;
+    let mut x1 = x.array("x1")?.clone();
+    x1 += &a.matmul(x.array("y_1")?);
+    let mut x2 = x.array("x2")?.clone();
+    x2 += &x.array("y_2")?.matmul(a);
+    outputs(x)
+}
+
+fn gemver(x: &Inputs) -> Result<Outputs, AppError> {
+    let (alpha, beta) = (x.scalar("alpha")?, x.scalar("beta")?);
+    let a = x.array("A")?;
+    let v = |name: &str| x.array(name);
+    let mut am = a.clone();
+    am += &(v("u1")?.outer(v("v1")?) + v("u2")?.outer(v("v2")?));
+    let mut xv = v("x")?.clone();
+    xv += &((v("y")? * beta).matmul(a) + v("z")?);
+    let mut w = v("w")?.clone();
+    w += &(a * alpha).matmul(v("x")?);
+    outputs(x)
+}
+
+fn softmax(x: &Inputs) -> Result<Outputs, AppError> {
+    let v = x.array("x")?;
+    let max = v.reduce_axes(Reduction::Max, Some(&[-1]), true);
+    let e = (v - &max).exp();
+    let sum = e.reduce_axes(Reduction::Sum, Some(&[-1]), true);
+    Ok(vec![("out".into(), &e / &sum)])
+}
+
+fn go_fast(x: &Inputs) -> Result<Outputs, AppError> {
+    let a = x.array("a")?;
+    let n = a.shape()?.first().copied().unwrap_or(0) as i64;
+    let np = a.numeric();
+    let mut trace = np.zeros(&[], DType::F64);
+    for i in 0..n {
+        trace = &trace + &a.index(&[Ix::At(i), Ix::At(i)]).tanh();
+    }
+    Ok(vec![("out".into(), a + &trace)])
+}
+
+fn compute(x: &Inputs) -> Result<Outputs, AppError> {
+    let (a1, a2) = (x.array("array_1")?, x.array("array_2")?);
+    let (a, b, c) = (x.scalar("a")?, x.scalar("b")?, x.scalar("c")?);
+    let out = &(&(a1.clip(2i64, 10i64) * a as i64) + &(a2 * b as i64)) + c as i64;
+    Ok(vec![("out".into(), out)])
+}
