@@ -261,6 +261,202 @@ kernel("compute", {"XS": dict(M=20, N=30), "S": dict(M=2000, N=2000),
                    "paper": dict(M=12500, N=12500)}, ["out"])((compute_init, compute))
 
 
+def gemm_init(NI, NJ, NK, dt=np.float64):
+    C = np.fromfunction(lambda i, j: ((i * j + 1) % NI) / NI, (NI, NJ), dtype=dt)
+    A = np.fromfunction(lambda i, k: (i * (k + 1) % NK) / NK, (NI, NK), dtype=dt)
+    B = np.fromfunction(lambda k, j: (k * (j + 2) % NJ) / NJ, (NK, NJ), dtype=dt)
+    return {"alpha": dt(1.5), "beta": dt(1.2), "C": C, "A": A, "B": B}
+
+
+def gemm(alpha, beta, C, A, B):
+    C[:] = alpha * A @ B + beta * C
+
+
+kernel("gemm", {"XS": dict(NI=20, NJ=22, NK=24), "S": dict(NI=1000, NJ=1100, NK=1200),
+                "M": dict(NI=2500, NJ=2750, NK=3000), "L": dict(NI=7000, NJ=7500, NK=8000),
+                "paper": dict(NI=2000, NJ=2300, NK=2600)}, ["C"])((gemm_init, gemm))
+
+
+def k2mm_init(NI, NJ, NK, NL, dt=np.float64):
+    A = np.fromfunction(lambda i, j: ((i * j + 1) % NI) / NI, (NI, NK), dtype=dt)
+    B = np.fromfunction(lambda i, j: (i * (j + 1) % NJ) / NJ, (NK, NJ), dtype=dt)
+    C = np.fromfunction(lambda i, j: ((i * (j + 3) + 1) % NL) / NL, (NJ, NL), dtype=dt)
+    D = np.fromfunction(lambda i, j: (i * (j + 2) % NK) / NK, (NI, NL), dtype=dt)
+    return {"alpha": dt(1.5), "beta": dt(1.2), "A": A, "B": B, "C": C, "D": D}
+
+
+def k2mm(alpha, beta, A, B, C, D):
+    D[:] = alpha * A @ B @ C + beta * D
+
+
+kernel("k2mm", {"XS": dict(NI=16, NJ=17, NK=18, NL=19),
+                "S": dict(NI=800, NJ=850, NK=900, NL=950),
+                "M": dict(NI=2000, NJ=2250, NK=2500, NL=2750),
+                "L": dict(NI=6000, NJ=6500, NK=7000, NL=7500),
+                "paper": dict(NI=3200, NJ=3600, NK=4400, NL=4800)}, ["D"])((k2mm_init, k2mm))
+
+
+def k3mm_init(NI, NJ, NK, NL, NM, dt=np.float64):
+    A = np.fromfunction(lambda i, j: ((i * j + 1) % NI) / (5 * NI), (NI, NK), dtype=dt)
+    B = np.fromfunction(lambda i, j: ((i * (j + 1) + 2) % NJ) / (5 * NJ), (NK, NJ), dtype=dt)
+    C = np.fromfunction(lambda i, j: (i * (j + 3) % NL) / (5 * NL), (NJ, NM), dtype=dt)
+    D = np.fromfunction(lambda i, j: ((i * (j + 2) + 2) % NK) / (5 * NK), (NM, NL), dtype=dt)
+    return {"A": A, "B": B, "C": C, "D": D}
+
+
+def k3mm(A, B, C, D):
+    return {"out": A @ B @ C @ D}
+
+
+kernel("k3mm", {"XS": dict(NI=16, NJ=17, NK=18, NL=19, NM=20),
+                "S": dict(NI=800, NJ=850, NK=900, NL=950, NM=1000),
+                "M": dict(NI=2000, NJ=2200, NK=2400, NL=2600, NM=2800),
+                "L": dict(NI=5500, NJ=6000, NK=6500, NL=7000, NM=7500),
+                "paper": dict(NI=3200, NJ=3600, NK=4000, NL=4400, NM=4800)},
+       ["out"])((k3mm_init, k3mm))
+
+
+def doitgen_init(NR, NQ, NP, dt=np.float64):
+    A = np.fromfunction(lambda i, j, k: ((i * j + k) % NP) / NP, (NR, NQ, NP), dtype=dt)
+    C4 = np.fromfunction(lambda i, j: (i * j % NP) / NP, (NP, NP), dtype=dt)
+    return {"NR": NR, "NQ": NQ, "NP": NP, "A": A, "C4": C4}
+
+
+def doitgen(NR, NQ, NP, A, C4):
+    A[:] = np.reshape(np.reshape(A, (NR, NQ, 1, NP)) @ C4, (NR, NQ, NP))
+
+
+kernel("doitgen", {"XS": dict(NR=5, NQ=6, NP=8), "S": dict(NR=60, NQ=60, NP=128),
+                   "M": dict(NR=110, NQ=125, NP=256), "L": dict(NR=220, NQ=250, NP=512),
+                   "paper": dict(NR=220, NQ=250, NP=270)}, ["A"])((doitgen_init, doitgen))
+
+
+def covariance_init(M, N, dt=np.float64):
+    data = np.fromfunction(lambda i, j: (i * j) / M, (N, M), dtype=dt)
+    return {"M": M, "float_n": dt(N), "data": data}
+
+
+def covariance(M, float_n, data):
+    mean = np.mean(data, axis=0)
+    data -= mean
+    cov = np.zeros((M, M), dtype=data.dtype)
+    for i in range(M):
+        cov[i:M, i] = cov[i, i:M] = data[:, i] @ data[:, i:M] / (float_n - 1.0)
+    return {"out": cov}
+
+
+kernel("covariance", {"XS": dict(M=12, N=15), "S": dict(M=500, N=600),
+                      "M": dict(M=1400, N=1800), "L": dict(M=3200, N=4000),
+                      "paper": dict(M=1200, N=1400)}, ["out"])((covariance_init, covariance))
+
+
+def floyd_warshall_init(N, dt=np.int32):
+    path = np.fromfunction(lambda i, j: i * j % 7 + 1, (N, N), dtype=dt)
+    for i in range(N):
+        for j in range(N):
+            if (i + j) % 13 == 0 or (i + j) % 7 == 0 or (i + j) % 11 == 0:
+                path[i, j] = 999
+    return {"path": path}
+
+
+def floyd_warshall(path):
+    for k in range(path.shape[0]):
+        path[:] = np.minimum(path[:], np.add.outer(path[:, k], path[k, :]))
+
+
+kernel("floyd_warshall", {"XS": dict(N=15), "S": dict(N=200), "M": dict(N=400),
+                          "L": dict(N=850), "paper": dict(N=2800)},
+       ["path"])((floyd_warshall_init, floyd_warshall))
+
+
+def trisolv_init(N, dt=np.float64):
+    L = np.fromfunction(lambda i, j: (i + N - j + 1) * 2 / N, (N, N), dtype=dt)
+    x = np.full((N,), -999, dtype=dt)
+    b = np.fromfunction(lambda i: i, (N,), dtype=dt)
+    return {"L": L, "x": x, "b": b}
+
+
+def trisolv(L, x, b):
+    for i in range(x.shape[0]):
+        x[i] = (b[i] - L[i, :i] @ x[:i]) / L[i, i]
+
+
+kernel("trisolv", {"XS": dict(N=12), "S": dict(N=2000), "M": dict(N=5000), "L": dict(N=14000),
+                   "paper": dict(N=16000)}, ["x"])((trisolv_init, trisolv))
+
+
+def hdiff_init(I, J, K):
+    r = rng()
+    return {"in_field": r.random((I + 4, J + 4, K)), "out_field": r.random((I, J, K)),
+            "coeff": r.random((I, J, K))}
+
+
+def hdiff(in_field, out_field, coeff):
+    I, J, K = out_field.shape[0], out_field.shape[1], out_field.shape[2]
+    lap_field = 4.0 * in_field[1:I + 3, 1:J + 3, :] - (
+        in_field[2:I + 4, 1:J + 3, :] + in_field[0:I + 2, 1:J + 3, :] +
+        in_field[1:I + 3, 2:J + 4, :] + in_field[1:I + 3, 0:J + 2, :])
+    res = lap_field[1:, 1:J + 1, :] - lap_field[:-1, 1:J + 1, :]
+    flx_field = np.where(
+        (res * (in_field[2:I + 3, 2:J + 2, :] - in_field[1:I + 2, 2:J + 2, :])) > 0, 0, res)
+    res = lap_field[1:I + 1, 1:, :] - lap_field[1:I + 1, :-1, :]
+    fly_field = np.where(
+        (res * (in_field[2:I + 2, 2:J + 3, :] - in_field[2:I + 2, 1:J + 2, :])) > 0, 0, res)
+    out_field[:, :, :] = in_field[2:I + 2, 2:J + 2, :] - coeff[:, :, :] * (
+        flx_field[1:, :, :] - flx_field[:-1, :, :] + fly_field[:, 1:, :] -
+        fly_field[:, :-1, :])
+
+
+kernel("hdiff", {"XS": dict(I=6, J=7, K=5), "S": dict(I=64, J=64, K=60),
+                 "M": dict(I=128, J=128, K=160), "L": dict(I=384, J=384, K=160),
+                 "paper": dict(I=256, J=256, K=160)}, ["out_field"])((hdiff_init, hdiff))
+
+
+def syrk_init(M, N, dt=np.float64):
+    C = np.fromfunction(lambda i, j: ((i * j + 2) % N) / M, (N, N), dtype=dt)
+    A = np.fromfunction(lambda i, j: ((i * j + 1) % N) / N, (N, M), dtype=dt)
+    return {"alpha": dt(1.5), "beta": dt(1.2), "C": C, "A": A}
+
+
+def syrk(alpha, beta, C, A):
+    for i in range(A.shape[0]):
+        C[i, :i + 1] *= beta
+        for k in range(A.shape[1]):
+            C[i, :i + 1] += alpha * A[i, k] * A[:i + 1, k]
+
+
+kernel("syrk", {"XS": dict(M=6, N=8), "S": dict(M=50, N=70), "M": dict(M=150, N=200),
+                "L": dict(M=500, N=600), "paper": dict(M=1000, N=1200)},
+       ["C"])((syrk_init, syrk))
+
+
+def mlp_init(C_in, N, S0, S1, S2):
+    r = rng()
+    return {
+        "input": np.random.rand(N, C_in).astype(np.float32),
+        "w1": r.random((C_in, S0), dtype=np.float32), "b1": r.random((S0,), dtype=np.float32),
+        "w2": r.random((S0, S1), dtype=np.float32), "b2": r.random((S1,), dtype=np.float32),
+        "w3": r.random((S1, S2), dtype=np.float32), "b3": r.random((S2,), dtype=np.float32),
+    }
+
+
+def mlp(input, w1, b1, w2, b2, w3, b3):
+    x = np.maximum(input @ w1 + b1, 0)
+    x = np.maximum(x @ w2 + b2, 0)
+    x = x @ w3 + b3
+    tmp_max = np.max(x, axis=-1, keepdims=True)
+    tmp_out = np.exp(x - tmp_max)
+    tmp_sum = np.sum(tmp_out, axis=-1, keepdims=True)
+    return {"out": tmp_out / tmp_sum}
+
+
+kernel("mlp", {"XS": dict(C_in=3, N=4, S0=40, S1=20, S2=20),
+               "S": dict(C_in=3, N=8, S0=30000, S1=2000, S2=2000),
+               "M": dict(C_in=3, N=8, S0=30000, S1=10000, S2=10000),
+               "L": dict(C_in=3, N=8, S0=30000, S1=30000, S2=30000),
+               "paper": dict(C_in=3, N=8, S0=30000, S1=10000, S2=1000)},
+       ["out"])((mlp_init, mlp))
+
 def inputs_of(d, name):
     """The inputs init wrote for kernel `name`, in argument order, as arrays and scalars."""
     spec = json.load(open(os.path.join(d, name, "sizes.json")))

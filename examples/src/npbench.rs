@@ -171,6 +171,46 @@ pub const KERNELS: &[Kernel] = &[
         name: "compute",
         run: compute,
     },
+    Kernel {
+        name: "gemm",
+        run: gemm,
+    },
+    Kernel {
+        name: "k2mm",
+        run: k2mm,
+    },
+    Kernel {
+        name: "k3mm",
+        run: k3mm,
+    },
+    Kernel {
+        name: "doitgen",
+        run: doitgen,
+    },
+    Kernel {
+        name: "covariance",
+        run: covariance,
+    },
+    Kernel {
+        name: "floyd_warshall",
+        run: floyd_warshall,
+    },
+    Kernel {
+        name: "trisolv",
+        run: trisolv,
+    },
+    Kernel {
+        name: "hdiff",
+        run: hdiff,
+    },
+    Kernel {
+        name: "syrk",
+        run: syrk,
+    },
+    Kernel {
+        name: "mlp",
+        run: mlp,
+    },
 ];
 
 /// `a[lo..hi]` along each dimension.
@@ -324,4 +364,134 @@ fn compute(x: &Inputs) -> Result<Outputs, AppError> {
     let (a, b, c) = (x.scalar("a")?, x.scalar("b")?, x.scalar("c")?);
     let out = &(&(a1.clip(2i64, 10i64) * a as i64) + &(a2 * b as i64)) + c as i64;
     Ok(vec![("out".into(), out)])
+}
+
+fn gemm(x: &Inputs) -> Result<Outputs, AppError> {
+    let (alpha, beta) = (x.scalar("alpha")?, x.scalar("beta")?);
+    let (a, b, c) = (x.array("A")?, x.array("B")?, x.array("C")?);
+    c.assign(&((a * alpha).matmul(b) + c * beta))?;
+    outputs(x)
+}
+
+fn k2mm(x: &Inputs) -> Result<Outputs, AppError> {
+    let (alpha, beta) = (x.scalar("alpha")?, x.scalar("beta")?);
+    let (a, b, c, d) = (x.array("A")?, x.array("B")?, x.array("C")?, x.array("D")?);
+    d.assign(&((a * alpha).matmul(b).matmul(c) + d * beta))?;
+    outputs(x)
+}
+
+fn k3mm(x: &Inputs) -> Result<Outputs, AppError> {
+    let (a, b, c, d) = (x.array("A")?, x.array("B")?, x.array("C")?, x.array("D")?);
+    Ok(vec![("out".into(), a.matmul(b).matmul(c).matmul(d))])
+}
+
+fn doitgen(x: &Inputs) -> Result<Outputs, AppError> {
+    let (nr, nq, np_) = (x.size("NR")?, x.size("NQ")?, x.size("NP")?);
+    let (a, c4) = (x.array("A")?, x.array("C4")?);
+    a.assign(
+        &a.reshape(&[nr, nq, 1, np_])
+            .matmul(c4)
+            .reshape(&[nr, nq, np_]),
+    )?;
+    outputs(x)
+}
+
+fn covariance(x: &Inputs) -> Result<Outputs, AppError> {
+    let m = x.size("M")?;
+    let float_n = x.scalar("float_n")?;
+    let mut data = x.array("data")?.clone();
+    let mean = data.mean_axes(Some(&[0]), false);
+    data -= &mean;
+    let cov = data.numeric().zeros(&[m as u64, m as u64], data.dtype()?);
+    let all = Ix::Slice(Range::all());
+    for i in 0..m {
+        let tail = Ix::Slice(Range::new(i, m));
+        let v = data
+            .index(&[all, Ix::At(i)])
+            .matmul(&data.index(&[all, tail]))
+            / (float_n - 1.0);
+        cov.index(&[tail, Ix::At(i)]).assign(&v)?;
+        cov.index(&[Ix::At(i), tail]).assign(&v)?;
+    }
+    Ok(vec![("out".into(), cov)])
+}
+
+fn floyd_warshall(x: &Inputs) -> Result<Outputs, AppError> {
+    let path = x.array("path")?;
+    let n = path.shape()?.first().copied().unwrap_or(0) as i64;
+    let all = Ix::Slice(Range::all());
+    for k in 0..n {
+        let column = path.index(&[all, Ix::At(k)]).reshape(&[n, 1]);
+        let row = path.index(&[Ix::At(k), all]).reshape(&[1, n]);
+        path.assign(&path.minimum(&(&column + &row)))?;
+    }
+    outputs(x)
+}
+
+fn trisolv(x: &Inputs) -> Result<Outputs, AppError> {
+    let (l, v, b) = (x.array("L")?, x.array("x")?, x.array("b")?);
+    let n = v.shape()?.first().copied().unwrap_or(0) as i64;
+    for i in 0..n {
+        let dot = l
+            .index(&[Ix::At(i), Ix::Slice(Range::new(0, i))])
+            .matmul(&v.slice(&[Range::new(0, i)]));
+        let value = (&b.index(&[Ix::At(i)]) - &dot) / &l.index(&[Ix::At(i), Ix::At(i)]);
+        v.index(&[Ix::At(i)]).assign(&value)?;
+    }
+    outputs(x)
+}
+
+fn hdiff(x: &Inputs) -> Result<Outputs, AppError> {
+    let (input, out, coeff) = (
+        x.array("in_field")?,
+        x.array("out_field")?,
+        x.array("coeff")?,
+    );
+    let shape = out.shape()?;
+    let (i, j, k) = (shape[0] as i64, shape[1] as i64, shape[2] as i64);
+    let f = |a: &Array, r: (i64, i64), c: (i64, i64)| s(a, &[r, c, (0, k)]);
+    let lap = &f(input, (1, i + 3), (1, j + 3)) * 4.0
+        - &(&(&(&f(input, (2, i + 4), (1, j + 3)) + &f(input, (0, i + 2), (1, j + 3)))
+            + &f(input, (1, i + 3), (2, j + 4)))
+            + &f(input, (1, i + 3), (0, j + 2)));
+    let res = &f(&lap, (1, i + 2), (1, j + 1)) - &f(&lap, (0, i + 1), (1, j + 1));
+    let flx = (&res * &(&f(input, (2, i + 3), (2, j + 2)) - &f(input, (1, i + 2), (2, j + 2))))
+        .gt(0.0)
+        .select(0.0, &res);
+    let res = &f(&lap, (1, i + 1), (1, j + 2)) - &f(&lap, (1, i + 1), (0, j + 1));
+    let fly = (&res * &(&f(input, (2, i + 2), (2, j + 3)) - &f(input, (2, i + 2), (1, j + 2))))
+        .gt(0.0)
+        .select(0.0, &res);
+    let diff = &(&(&f(&flx, (1, i + 1), (0, j)) - &f(&flx, (0, i), (0, j)))
+        + &f(&fly, (0, i), (1, j + 1)))
+        - &f(&fly, (0, i), (0, j));
+    out.assign(&(&f(input, (2, i + 2), (2, j + 2)) - &(coeff * &diff)))?;
+    outputs(x)
+}
+
+fn syrk(x: &Inputs) -> Result<Outputs, AppError> {
+    let (alpha, beta) = (x.scalar("alpha")?, x.scalar("beta")?);
+    let (c, a) = (x.array("C")?, x.array("A")?);
+    let shape = a.shape()?;
+    let (rows, cols) = (shape[0] as i64, shape[1] as i64);
+    for i in 0..rows {
+        let mut head = c.index(&[Ix::At(i), Ix::Slice(Range::new(0, i + 1))]);
+        head *= beta;
+        for k in 0..cols {
+            let column = a.index(&[Ix::Slice(Range::new(0, i + 1)), Ix::At(k)]);
+            head += &(&(&a.index(&[Ix::At(i), Ix::At(k)]) * alpha) * &column);
+        }
+    }
+    outputs(x)
+}
+
+fn mlp(x: &Inputs) -> Result<Outputs, AppError> {
+    let v = |name: &str| x.array(name);
+    let h = (v("input")?.matmul(v("w1")?) + v("b1")?).maximum(0.0);
+    let h = (h.matmul(v("w2")?) + v("b2")?).maximum(0.0);
+    let h = h.matmul(v("w3")?) + v("b3")?;
+    let max = h.reduce_axes(Reduction::Max, Some(&[-1]), true);
+    let e = (&h - &max).exp();
+    let sum = e.reduce_axes(Reduction::Sum, Some(&[-1]), true);
+    Ok(vec![("out".into(), &e / &sum)])
 }

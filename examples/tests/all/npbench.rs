@@ -13,13 +13,18 @@ fn every_npbench_kernel_matches_numpy() {
     let v = result_line(&out, "npbench");
     let rows = v["by_kernel"].as_array().expect("by_kernel");
     assert_eq!(v["kernels"].as_u64(), Some(rows.len() as u64), "{v}");
-    assert!(rows.len() >= 12, "{v}");
+    assert!(rows.len() >= 22, "{v}");
     let mut faster = 0;
     for row in rows {
         let name = row["kernel"].as_str().expect("a name");
-        // float32 kernels (softmax) agree to float32's precision; the others, in float64, to
-        // a few units in the last place (products sum in another order than BLAS).
-        let tol = if name == "softmax" { 1e-6 } else { 1e-13 };
+        // float32 kernels (softmax, mlp) agree to float32's precision; the others, in
+        // float64, to a few units in the last place (products sum in another order than
+        // BLAS; trisolv's recurrence carries it along).
+        let tol = if ["softmax", "mlp"].contains(&name) {
+            1e-5
+        } else {
+            1e-13
+        };
         let diff = row["max_rel_diff"].as_f64().expect("max_rel_diff");
         assert!(
             diff <= tol,

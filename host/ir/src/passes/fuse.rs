@@ -96,7 +96,7 @@ impl fmt::Display for FusionDecision {
 /// loops considered.
 ///
 /// Linear in the kernel: the loop being built keeps a summary of its accesses indexed by alias
-/// set ([`Group`]), so checking the next loop looks only at the accesses that may overlap its
+/// set (`Group`), so checking the next loop looks only at the accesses that may overlap its
 /// own, and a fused loop's body grows in place.
 pub fn fuse_loops(kernel: &Kernel, facts: &FusionFacts) -> (Kernel, Vec<FusionDecision>) {
     let mut out: Vec<Inst> = Vec::with_capacity(kernel.body.len());

@@ -144,7 +144,7 @@ const ROWS_ENOUGH: u64 = 64;
 ///
 /// Plans, chosen by shape and operator: when the result has at least as many elements as
 /// each of them reduces (or, for a reduction exact in any order over trailing dimensions, at
-/// least [`ROWS_ENOUGH`] elements), one task over the result computes each element with a
+/// least `ROWS_ENOUGH` elements), one task over the result computes each element with a
 /// loop over the reduced dimensions (a transposed view puts them last; one dimension in the
 /// lane order).
 /// Otherwise, a float sum or product is computed as the canonical tree, level by level
