@@ -55,14 +55,18 @@ impl Inputs {
                 scalars.insert(arg, values.first().copied().ok_or("an empty scalar")?);
                 continue;
             }
-            let dtype = match file.data {
-                weft::npy::NpyData::F64(_) => DType::F64,
-                weft::npy::NpyData::F32(_) => DType::F32,
-                weft::npy::NpyData::I64(_) => DType::I64,
-                weft::npy::NpyData::I32(_) => DType::I32,
-                weft::npy::NpyData::Bool(_) => DType::Bool,
+            // Straight into a store, bit for bit (a trip through the plugin would pass its
+            // memory cap on the larger presets).
+            use weft::npy::NpyData;
+            let (dtype, bytes): (DType, Vec<u8>) = match &file.data {
+                NpyData::F64(v) => (DType::F64, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+                NpyData::F32(v) => (DType::F32, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+                NpyData::I64(v) => (DType::I64, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+                NpyData::I32(v) => (DType::I32, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+                NpyData::Bool(v) => (DType::Bool, v.iter().map(|&b| u8::from(b)).collect()),
             };
-            arrays.insert(arg, np.from_f64s(&file.shape, &values, dtype));
+            let handle = np.runtime(|rt| rt.store_from_bytes(&file.shape, dtype, &bytes))?;
+            arrays.insert(arg, np.from_store(handle, dtype, &file.shape)?);
         }
         Ok(Inputs {
             sizes,

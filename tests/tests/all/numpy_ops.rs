@@ -131,6 +131,14 @@ fn cases() -> Vec<Case> {
             x.m.index(&[s(0, 3), s(0, 2)])
                 .matmul(&x.a.index(&[all(), s(0, 2)]))
         }),
+        ("A.transpose(0, 2, 1) @ M[:3, :2]", |x| {
+            x.a.permute(&[0, 2, 1])
+                .matmul(&x.m.index(&[s(0, 3), s(0, 2)]))
+        }),
+        ("A[:, 1:, :] @ M[:4, ::2]", |x| {
+            x.a.index(&[all(), s(1, 3)])
+                .matmul(&x.m.index(&[s(0, 4), Ix::Slice(Range::all().step(2))]))
+        }),
         ("A.transpose(0, 2, 1) @ A", |x| {
             x.a.permute(&[0, 2, 1]).matmul(&x.a)
         }),
