@@ -531,3 +531,39 @@ fn last_axis_reductions_and_their_broadcasts_equal_the_host() {
         }
     });
 }
+
+/// `A @ x` for a wide matrix stored by rows: with rows enough it takes the row products (each
+/// row in the lane order of `fold_lanes`, so its bits are the host's lane-order sums); with
+/// few rows it goes by columns. Both agree with the plain sum.
+#[test]
+fn wide_products_stored_by_rows_take_the_row_products() {
+    both(|np| {
+        for (m, n) in [(100usize, 300usize), (10, 300)] {
+            let a = data(m * n, m as u64, -1.0, 1.0);
+            let x = data(n, 7, -1.0, 1.0);
+            let got = np
+                .from_vec(&[m as u64, n as u64], &a)
+                .matvec(&np.from_vec(&[n as u64], &x))
+                .to_vec()
+                .unwrap();
+            let lanes = |i: usize| {
+                let row = &a[i * n..(i + 1) * n];
+                let mut p = [0.0f64; 8];
+                for q in 0..n / 8 {
+                    for (k, acc) in p.iter_mut().enumerate() {
+                        *acc += row[q * 8 + k] * x[q * 8 + k];
+                    }
+                }
+                let tail: f64 = (n / 8 * 8..n).fold(0.0, |t, j| t + row[j] * x[j]);
+                (((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]))) + tail
+            };
+            let want: Vec<f64> = (0..m).map(lanes).collect();
+            if m >= 64 {
+                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<u64>>();
+                assert_eq!(bits(&got), bits(&want), "{m} x {n}: row products");
+            } else {
+                close(&got, &want, 1e-12);
+            }
+        }
+    });
+}

@@ -10,6 +10,9 @@ use crate::catalog;
 use crate::keys::Key;
 use crate::shapes;
 
+/// The rows from which a wide matrix stored by rows multiplies a vector by row products.
+const ROWS_ENOUGH: u64 = 64;
+
 /// `A @ x` for an `(m, n)` matrix and an `(n,)` vector of one float dtype: an `(m,)` vector.
 pub fn matvec(a: &Array<'_>, x: &Array<'_>) -> Result<Store, Error> {
     let name = "matvec";
@@ -30,7 +33,16 @@ pub fn matvec(a: &Array<'_>, x: &Array<'_>) -> Result<Store, Error> {
     catalog::LINALG_RULE
         .check(name, dtype)
         .map_err(weft_sdk::error)?;
-    if m < n {
+    // A wide matrix goes by columns (`vecmat`), unless it is stored by rows and has rows
+    // enough to spread over the threads: then each row's product reads contiguous memory,
+    // where reading its columns strides across every row (NPBench's atax, a 10,000 x 12,500
+    // `A @ x`: 1.1 s by columns).
+    let stored_by_rows = a
+        .store
+        .reshape(&[m.saturating_mul(n)])
+        .map_err(host_error(name))?
+        .is_some();
+    if m < n && !(stored_by_rows && m >= ROWS_ENOUGH) {
         return vecmat(a, x, dtype);
     }
     let y = create(name, &[m], dtype)?;
