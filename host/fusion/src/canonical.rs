@@ -8,6 +8,8 @@
 //! per store its root shape, whether anything holds a handle to it, and whether a task after
 //! the prefix reads it; and the cut that ended the prefix.
 
+use std::collections::{HashMap, HashSet};
+
 use weft_runtime::partition::RootPartition;
 use weft_runtime::stores::{StorageId, Stores};
 use weft_runtime::task::IndexTask;
@@ -30,14 +32,20 @@ impl Key {
     }
 }
 
-/// The index of `s` in `storages` (first use), naming it if it is new.
-fn name(storages: &mut Vec<StorageId>, s: StorageId) -> usize {
-    match storages.iter().position(|&x| x == s) {
-        Some(i) => i,
-        None => {
-            storages.push(s);
-            storages.len() - 1
-        }
+/// The stores a key names, in order of first use, and each one's index.
+#[derive(Default)]
+struct Names {
+    storages: Vec<StorageId>,
+    index: HashMap<StorageId, usize>,
+}
+
+impl Names {
+    /// The index of `s` (first use), naming it if it is new.
+    fn name(&mut self, s: StorageId) -> usize {
+        *self.index.entry(s).or_insert_with(|| {
+            self.storages.push(s);
+            self.storages.len() - 1
+        })
     }
 }
 
@@ -52,9 +60,9 @@ fn name(storages: &mut Vec<StorageId>, s: StorageId) -> usize {
 /// over shifted slices of an array it does not write, shares one plan.
 struct Offsets {
     /// Storages the prefix writes or reduces into: their offsets stay exact.
-    written: Vec<StorageId>,
-    /// Per read-only storage, its distinct offsets in order of first use.
-    seen: Vec<(StorageId, Vec<u64>)>,
+    written: HashSet<StorageId>,
+    /// Per read-only storage, its distinct offsets and their ranks in order of first use.
+    seen: HashMap<StorageId, HashMap<u64, usize>>,
 }
 
 impl Offsets {
@@ -62,21 +70,9 @@ impl Offsets {
         if p.image.is_some() || self.written.contains(&storage) {
             return p.view.offset;
         }
-        let at = match self.seen.iter().position(|(s, _)| *s == storage) {
-            Some(i) => i,
-            None => {
-                self.seen.push((storage, Vec::new()));
-                self.seen.len() - 1
-            }
-        };
-        let list = &mut self.seen[at].1;
-        let class = match list.iter().position(|&o| o == p.view.offset) {
-            Some(i) => i,
-            None => {
-                list.push(p.view.offset);
-                list.len() - 1
-            }
-        };
+        let ranks = self.seen.entry(storage).or_default();
+        let next = ranks.len();
+        let class = *ranks.entry(p.view.offset).or_insert(next);
         // Tagged apart from every exact offset a store may have.
         (1 << 63) | class as u64
     }
@@ -86,7 +82,7 @@ fn partition_words(
     storage: StorageId,
     p: &RootPartition,
     words: &mut Vec<u64>,
-    storages: &mut Vec<StorageId>,
+    names: &mut Names,
     offsets: &mut Offsets,
 ) {
     words.push(p.view.rank() as u64);
@@ -106,14 +102,8 @@ fn partition_words(
         None => words.push(0),
         Some(image) => {
             words.push(1);
-            words.push(name(storages, image.source) as u64);
-            partition_words(
-                image.source,
-                &image.source_partition,
-                words,
-                storages,
-                offsets,
-            );
+            words.push(names.name(image.source) as u64);
+            partition_words(image.source, &image.source_partition, words, names, offsets);
         }
     }
 }
@@ -135,7 +125,7 @@ pub fn key(
     read_after: impl Fn(StorageId) -> bool,
 ) -> Key {
     let mut words = Vec::with_capacity(tasks.len() * 24);
-    let mut storages: Vec<StorageId> = Vec::new();
+    let mut names = Names::default();
     let mut offsets = Offsets {
         written: tasks
             .iter()
@@ -143,7 +133,7 @@ pub fn key(
             .filter(|a| !matches!(a.privilege, weft_ir::Privilege::Read))
             .map(|a| a.storage)
             .collect(),
-        seen: Vec::new(),
+        seen: HashMap::new(),
     };
     words.push(tasks.len() as u64);
     for task in tasks {
@@ -152,18 +142,19 @@ pub fn key(
         words.extend(&task.launch);
         words.push(task.args.len() as u64);
         for arg in &task.args {
-            let index = name(&mut storages, arg.storage);
+            let index = names.name(arg.storage);
             words.push(index as u64);
             words.push(privilege_word(arg.privilege));
             partition_words(
                 arg.storage,
                 &arg.root_partition,
                 &mut words,
-                &mut storages,
+                &mut names,
                 &mut offsets,
             );
         }
     }
+    let Names { storages, index } = names;
     for &s in &storages {
         let live = stores.storage_live(s);
         words.push(u64::from(live) | (u64::from(read_after(s)) << 1));
@@ -181,7 +172,7 @@ pub fn key(
             words.push(c.constraint as u64);
             words.push(
                 c.storage
-                    .and_then(|s| storages.iter().position(|&x| x == s))
+                    .and_then(|s| index.get(&s).copied())
                     .map_or(u64::MAX, |i| i as u64),
             );
         }
