@@ -387,12 +387,9 @@ impl CpuBackend {
                 }
             });
         }
-        // SAFETY: every buffer view lies inside its buffer (checked above) with the buffer's
-        // strides, every scratch view inside a dense buffer of its volume; buffers and scratch
-        // stay alive and unmoved for the call (`self` is borrowed mutably), and the runtime
-        // never binds one buffer's element to two points that write it concurrently (a
-        // written partition's tiles are disjoint; a compiled kernel splits only its own
-        // parallel loop across threads).
+        // Views broadcast along a loop's innermost dimension run through a variant whose
+        // loads of them read one element per row (see `splat`). It only saves time: should
+        // the variant not compile, the kernel itself runs.
         let mask = crate::splat::active(&cached.splats, &views);
         if mask != 0 {
             let key = (kernel, mask);
@@ -401,13 +398,21 @@ impl CpuBackend {
                     self.splat_variants.clear();
                 }
                 let ir = crate::splat::rewrite(cached.entry.ir(), &cached.splats, mask);
-                let variant = self.compiler.compile(&ir)?;
-                self.splat_variants.insert(key, variant);
+                if let Ok(variant) = self.compiler.compile(&ir) {
+                    self.splat_variants.insert(key, variant);
+                }
             }
             if let Some(variant) = self.splat_variants.get(&key) {
                 compiled = variant;
             }
         }
+        // SAFETY: every buffer view lies inside its buffer (checked above) with the buffer's
+        // strides, every scratch view inside a dense buffer of its volume; buffers and scratch
+        // stay alive and unmoved for the call (`self` is borrowed mutably), and the runtime
+        // never binds one buffer's element to two points that write it concurrently (a
+        // written partition's tiles are disjoint; a compiled kernel splits only its own
+        // parallel loop across threads). A broadcast variant reads index 0 only on dimensions
+        // whose extent is at least 1 (`splat::active`), so inside the same views.
         let view_extents: Vec<Vec<u64>> = bindings.iter().map(|b| b.view().to_vec()).collect();
         let deferred: Vec<Option<u32>> = bindings
             .iter()
