@@ -6,7 +6,7 @@
 
 use rayon::prelude::*;
 
-use crate::sparse_reference::Csr;
+use crate::sparse_reference::{Csr, dot, ordered_sum};
 
 /// Rows per rayon task.
 const ROWS: usize = 1 << 12;
@@ -72,36 +72,38 @@ impl Csr32 {
 
     /// `y = A x`, returning `sum(y * with)` from the same pass.
     fn product_dot(&self, x: &[f64], y: &mut [f64], with: &[f64]) -> f64 {
-        y.par_chunks_mut(ROWS)
-            .enumerate()
-            .map(|(c, ys)| {
-                let base = c * ROWS;
-                let mut dot = 0.0;
-                for (k, yi) in ys.iter_mut().enumerate() {
-                    *yi = self.row(base + k, x);
-                    dot += *yi * with[base + k];
-                }
-                dot
-            })
-            .sum()
+        ordered_sum(y.par_chunks_mut(ROWS).enumerate().map(|(c, ys)| {
+            let base = c * ROWS;
+            let mut dot = 0.0;
+            for (k, yi) in ys.iter_mut().enumerate() {
+                *yi = self.row(base + k, x);
+                dot += *yi * with[base + k];
+            }
+            dot
+        }))
     }
 
     /// `y = A x`, returning `(sum(y * s), sum(y * y))` from the same pass.
     fn product_dots(&self, x: &[f64], y: &mut [f64], s: &[f64]) -> (f64, f64) {
-        y.par_chunks_mut(ROWS)
-            .enumerate()
-            .map(|(c, ys)| {
-                let base = c * ROWS;
-                let (mut ys_dot, mut yy) = (0.0, 0.0);
-                for (k, yi) in ys.iter_mut().enumerate() {
-                    *yi = self.row(base + k, x);
-                    ys_dot += *yi * s[base + k];
-                    yy += *yi * *yi;
-                }
-                (ys_dot, yy)
-            })
-            .reduce(|| (0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1))
+        ordered_pair_sum(y.par_chunks_mut(ROWS).enumerate().map(|(c, ys)| {
+            let base = c * ROWS;
+            let (mut ys_dot, mut yy) = (0.0, 0.0);
+            for (k, yi) in ys.iter_mut().enumerate() {
+                *yi = self.row(base + k, x);
+                ys_dot += *yi * s[base + k];
+                yy += *yi * *yi;
+            }
+            (ys_dot, yy)
+        }))
     }
+}
+
+/// The sums of `parts` (one pair per chunk) in chunk order, whatever the pool's splitting.
+fn ordered_pair_sum(parts: impl IndexedParallelIterator<Item = (f64, f64)>) -> (f64, f64) {
+    parts
+        .collect::<Vec<_>>()
+        .iter()
+        .fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1))
 }
 
 /// The residual norms of a solve (first `||b||`, then one per iteration) and the seconds each
@@ -120,7 +122,7 @@ pub struct History {
 pub fn cg(a: &Csr32, b: &[f64], iters: usize) -> History {
     let n = b.len();
     let (mut x, mut r, mut p, mut q) = (vec![0.0; n], b.to_vec(), b.to_vec(), vec![0.0; n]);
-    let mut rr: f64 = r.par_iter().map(|v| v * v).sum();
+    let mut rr = dot(&r, &r);
     let mut h = History {
         residuals: vec![rr.sqrt()],
         seconds: Vec::with_capacity(iters),
@@ -129,20 +131,20 @@ pub fn cg(a: &Csr32, b: &[f64], iters: usize) -> History {
         let start = std::time::Instant::now();
         let pq = a.product_dot(&p, &mut q, &p);
         let alpha = rr / pq;
-        let rr_new: f64 = x
-            .par_chunks_mut(ROWS)
-            .zip(r.par_chunks_mut(ROWS))
-            .zip(p.par_chunks(ROWS).zip(q.par_chunks(ROWS)))
-            .map(|((xs, rs), (ps, qs))| {
-                let mut acc = 0.0;
-                for k in 0..xs.len() {
-                    xs[k] += alpha * ps[k];
-                    rs[k] -= alpha * qs[k];
-                    acc += rs[k] * rs[k];
-                }
-                acc
-            })
-            .sum();
+        let rr_new = ordered_sum(
+            x.par_chunks_mut(ROWS)
+                .zip(r.par_chunks_mut(ROWS))
+                .zip(p.par_chunks(ROWS).zip(q.par_chunks(ROWS)))
+                .map(|((xs, rs), (ps, qs))| {
+                    let mut acc = 0.0;
+                    for k in 0..xs.len() {
+                        xs[k] += alpha * ps[k];
+                        rs[k] -= alpha * qs[k];
+                        acc += rs[k] * rs[k];
+                    }
+                    acc
+                }),
+        );
         let beta = rr_new / rr;
         p.par_iter_mut()
             .zip(r.par_iter())
@@ -163,9 +165,9 @@ pub fn bicgstab(a: &Csr32, b: &[f64], iters: usize) -> History {
     let (mut x, mut r, r_hat) = (vec![0.0; n], b.to_vec(), b.to_vec());
     let (mut p, mut v, mut s, mut t) = (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
     let (mut rho, mut alpha, mut omega) = (1.0, 1.0, 1.0);
-    let mut rho_new: f64 = r_hat.par_iter().zip(&r).map(|(a, b)| a * b).sum();
+    let mut rho_new = dot(&r_hat, &r);
     let mut h = History {
-        residuals: vec![r.par_iter().map(|v| v * v).sum::<f64>().sqrt()],
+        residuals: vec![dot(&r, &r).sqrt()],
         seconds: Vec::with_capacity(iters),
     };
     for _ in 0..iters {
@@ -181,22 +183,22 @@ pub fn bicgstab(a: &Csr32, b: &[f64], iters: usize) -> History {
             .for_each(|(si, (&ri, &vi))| *si = ri - alpha * vi);
         let (ts, tt) = a.product_dots(&s, &mut t, &s);
         omega = ts / tt;
-        let (rr_hat, rr) = x
-            .par_chunks_mut(ROWS)
-            .zip(r.par_chunks_mut(ROWS))
-            .zip(p.par_chunks(ROWS).zip(s.par_chunks(ROWS)))
-            .zip(t.par_chunks(ROWS).zip(r_hat.par_chunks(ROWS)))
-            .map(|(((xs, rs), (ps, ss)), (ts, hs))| {
-                let (mut rh, mut rr) = (0.0, 0.0);
-                for k in 0..xs.len() {
-                    xs[k] += alpha * ps[k] + omega * ss[k];
-                    rs[k] = ss[k] - omega * ts[k];
-                    rh += hs[k] * rs[k];
-                    rr += rs[k] * rs[k];
-                }
-                (rh, rr)
-            })
-            .reduce(|| (0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1));
+        let (rr_hat, rr) = ordered_pair_sum(
+            x.par_chunks_mut(ROWS)
+                .zip(r.par_chunks_mut(ROWS))
+                .zip(p.par_chunks(ROWS).zip(s.par_chunks(ROWS)))
+                .zip(t.par_chunks(ROWS).zip(r_hat.par_chunks(ROWS)))
+                .map(|(((xs, rs), (ps, ss)), (ts, hs))| {
+                    let (mut rh, mut rr) = (0.0, 0.0);
+                    for k in 0..xs.len() {
+                        xs[k] += alpha * ps[k] + omega * ss[k];
+                        rs[k] = ss[k] - omega * ts[k];
+                        rh += hs[k] * rs[k];
+                        rr += rs[k] * rs[k];
+                    }
+                    (rh, rr)
+                }),
+        );
         rho = rho_new;
         rho_new = rr_hat;
         h.residuals.push(rr.sqrt());
@@ -250,6 +252,34 @@ mod tests {
             for (k, (f, s)) in fast.iter().zip(&slow).enumerate() {
                 assert!((f - s).abs() <= 1e-8 * slow[0], "iteration {k}: {f} vs {s}");
             }
+        }
+    }
+
+    /// Every reduction adds its chunks in order, so the residuals are the same bits on any
+    /// number of threads, run after run (the benchmarks compare them across devices bit for
+    /// bit). Sizes span several chunks so that rayon has work to split.
+    #[test]
+    fn the_solvers_give_the_same_bits_on_any_number_of_threads() {
+        let a = Csr::poisson2d(150);
+        let b: Vec<f64> = (0..a.rows).map(|i| ((i * 13) % 7) as f64 + 1.0).collect();
+        let a32 = Csr32::new(&a).expect("small indices");
+        let on = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("a pool");
+            pool.install(|| {
+                (
+                    cg(&a32, &b, 6).residuals,
+                    bicgstab(&a32, &b, 6).residuals,
+                    sparse_reference::cg(&a, &b, 0.0, 6).residuals,
+                    sparse_reference::dot(&b, &b),
+                )
+            })
+        };
+        let one = on(1);
+        for threads in [2, 3, 4, 4] {
+            assert_eq!(on(threads), one, "{threads} threads against one");
         }
     }
 }

@@ -55,7 +55,8 @@ pub fn step(p: &Problem, w: &Array, lr: f64, n: u64) -> Array {
 }
 
 /// `steps` gradient steps from `w` on the host, with `threads` rayon threads: each thread
-/// sums the gradient of its rows, the partial gradients are added, and `w` is updated.
+/// sums the gradient of its rows, the partial gradients are added in order (the same bits
+/// on every run), and `w` is updated.
 pub fn reference_steps(
     x: &[f64],
     y: &[f64],
@@ -82,13 +83,13 @@ pub fn reference_steps(
                     }
                     g
                 })
-                .reduce(
-                    || vec![0.0; d],
-                    |mut a, b| {
-                        a.iter_mut().zip(&b).for_each(|(a, b)| *a += b);
-                        a
-                    },
-                )
+                // Collected, then added in chunk order: rayon's own `reduce` associates as
+                // its splitting falls, so its bits would vary from run to run.
+                .collect::<Vec<_>>()
+        });
+        let g = g.into_iter().fold(vec![0.0; d], |mut a, b| {
+            a.iter_mut().zip(&b).for_each(|(a, b)| *a += b);
+            a
         });
         for (wj, gj) in w.iter_mut().zip(&g) {
             *wj -= lr * gj / n as f64;

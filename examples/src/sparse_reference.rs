@@ -368,19 +368,32 @@ fn check_len(op: &str, a: &[f64], b: &[f64]) {
     assert_eq!(a.len(), b.len(), "{op}: vectors differ in length");
 }
 
-/// `a . b`, one parallel pass.
+/// Elements per chunk of a reduction: each chunk sums in order, then the chunks' sums add in
+/// order, so the result does not depend on how rayon splits the work (its own `sum` does).
+const CHUNK: usize = 1 << 12;
+
+/// The sum of `parts` (one value per chunk) in chunk order, whatever the pool's splitting.
+pub fn ordered_sum(parts: impl IndexedParallelIterator<Item = f64>) -> f64 {
+    parts.collect::<Vec<f64>>().iter().sum()
+}
+
+/// `a . b`, one parallel pass, the same bits on any number of threads.
 ///
 /// # Panics
 ///
 /// If the lengths differ.
 pub fn dot(a: &[f64], b: &[f64]) -> f64 {
     check_len("dot", a, b);
-    a.par_iter().zip(b).map(|(&x, &y)| x * y).sum()
+    ordered_sum(
+        a.par_chunks(CHUNK)
+            .zip(b.par_chunks(CHUNK))
+            .map(|(x, y)| x.iter().zip(y).map(|(&x, &y)| x * y).sum()),
+    )
 }
 
-/// `||a||_2`, one parallel pass.
+/// `||a||_2`, one parallel pass, the same bits on any number of threads.
 pub fn norm2(a: &[f64]) -> f64 {
-    a.par_iter().map(|&x| x * x).sum::<f64>().sqrt()
+    dot(a, a).sqrt()
 }
 
 /// `alpha * x` into a new vector, one parallel pass (NumPy's `alpha * x`).
