@@ -29,6 +29,7 @@ pub mod csr_rows;
 pub mod hand_written;
 pub mod jacobi;
 pub mod kernel_recording;
+pub mod kmeans;
 pub mod krylov;
 pub mod logreg;
 pub use weft::npy;

@@ -5,6 +5,7 @@ mod benchmarks;
 mod cfd;
 mod cli;
 mod floors;
+mod kmeans;
 mod logreg;
 mod npbench;
 mod numpy_compat;

@@ -93,6 +93,7 @@ pub fn build(key: &Key) -> Result<Kernel, String> {
         Key::SqrtInPlace { dtype } => sqrt_in_place(name, dtype),
         Key::Matvec { dtype } => matvec(name, dtype),
         Key::Matmul { dtype } => matmul(name, dtype),
+        Key::MatmulRows { dtype } => matmul_rows(name, dtype),
         Key::DiagExtract { dtype } => diag_extract(name, dtype),
         Key::DiagEmbed { dtype } => diag_embed(name, dtype),
         Key::Cumsum { dtype, kept } => cumsum(name, dtype, kept),
@@ -627,6 +628,36 @@ fn matmul(name: String, dtype: DType) -> KernelBuilder {
     k
 }
 
+/// `C[r, j] += X[i, r] * B[i, j]` for every `r` and `j`: `C = X.T @ B`, launched over the rows
+/// `i` that `X` and `B` share (both tiled by rows, `C` whole). The loop runs over `rows`, the
+/// first column of `X` (its values unread), so that it has rank 1 and `C` reduces by element
+/// trees: each element's contributions in blocks of points, in point order.
+fn matmul_rows(name: String, dtype: DType) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let rows = k.store(dtype, 1, Privilege::Read);
+    let xm = k.store(dtype, 2, Privilege::Read);
+    let bm = k.store(dtype, 2, Privilege::Read);
+    let c = k.store(dtype, 2, Privilege::Reduce(ReduceOp::Sum));
+    let m = k.extent(xm, 1);
+    let n = k.extent(bm, 1);
+    k.parallel(rows, |b, idx| {
+        let i = idx[0];
+        let lo = b.const_i64(0);
+        b.for_loop(lo, m, &[], |b, r, _| {
+            let xir = b.load(xm, &[i, r]);
+            let lo = b.const_i64(0);
+            b.for_loop(lo, n, &[], |b, j, _| {
+                let bij = b.load(bm, &[i, j]);
+                let p = b.mul(xir, bij);
+                b.reduce(c, &[r, j], p);
+                vec![]
+            });
+            vec![]
+        });
+    });
+    k
+}
+
 /// `out[i] = A[i, i]`, `A` the diagonal block of `out`'s elements (it starts where `out`
 /// does, along both dimensions).
 fn diag_extract(name: String, dtype: DType) -> KernelBuilder {
@@ -680,6 +711,7 @@ mod tests {
                 Key::Vecmat { dtype },
                 Key::VecmatRows { dtype },
                 Key::Matmul { dtype },
+                Key::MatmulRows { dtype },
                 Key::DiagExtract { dtype },
                 Key::DiagEmbed { dtype },
             ]);

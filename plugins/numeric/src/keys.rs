@@ -32,6 +32,7 @@
 //! | `vecmat.<dt>` | `y[r] += A[r,i] * x[i]`, launched over `i` |
 //! | `vecmat_rows.<dt>` | `y[r] += B[i,r] * x[i]` (`B = A.T`, read by rows), launched over `i` |
 //! | `matmul.<dt>` | `C[i,j] = sum_p A[i,p] * B[p,j]` (in eight interleaved partial sums) |
+//! | `matmul_rows.<dt>` | `C[r,j] += X[i,r] * B[i,j]` (`A = X.T`), launched over the rows `i` of `X` and `B` |
 //! | `diag.extract.<dt>` | `out[i] = A[g,g]` |
 //! | `diag.embed.<dt>` | `out[i,j] = i == j ? v[i] : 0` (global indices) |
 //! | `cumsum.<dt>.r<k>` | `out[i, j] = sum over l <= j of a[i, l]`, launched over the `k` leading dims |
@@ -263,6 +264,13 @@ pub enum Key {
         /// Element type (a float).
         dtype: DType,
     },
+    /// `X.T @ B` launched over the rows of `X` and `B` (the product of a transposed tall
+    /// matrix, the inner dimension long): each point reduces the outer product of its rows
+    /// into the whole `C`.
+    MatmulRows {
+        /// Element type (a float).
+        dtype: DType,
+    },
     /// The diagonal of a matrix.
     DiagExtract {
         /// Element type.
@@ -317,6 +325,7 @@ impl fmt::Display for Key {
             Key::Vecmat { dtype } => write!(f, "vecmat.{dtype}"),
             Key::VecmatRows { dtype } => write!(f, "vecmat_rows.{dtype}"),
             Key::Matmul { dtype } => write!(f, "matmul.{dtype}"),
+            Key::MatmulRows { dtype } => write!(f, "matmul_rows.{dtype}"),
             Key::DiagExtract { dtype } => write!(f, "diag.extract.{dtype}"),
             Key::DiagEmbed { dtype } => write!(f, "diag.embed.{dtype}"),
             Key::Cumsum { dtype, kept } => write!(f, "cumsum.{dtype}.r{kept}"),
@@ -502,6 +511,7 @@ fn parse(s: &str) -> Result<Key, String> {
         },
         "matvec" => Key::Matvec { dtype: t.dtype()? },
         "matmul" => Key::Matmul { dtype: t.dtype()? },
+        "matmul_rows" => Key::MatmulRows { dtype: t.dtype()? },
         "diag" => match t.next("diag form")? {
             "extract" => Key::DiagExtract { dtype: t.dtype()? },
             "embed" => Key::DiagEmbed { dtype: t.dtype()? },
@@ -632,7 +642,9 @@ impl Key {
             Key::Vecmat { dtype } | Key::VecmatRows { dtype } => {
                 catalog::LINALG_RULE.check("matvec", dtype)
             }
-            Key::Matmul { dtype } => catalog::LINALG_RULE.check("matmul", dtype),
+            Key::Matmul { dtype } | Key::MatmulRows { dtype } => {
+                catalog::LINALG_RULE.check("matmul", dtype)
+            }
             Key::Cumsum { dtype, kept } => {
                 if kept == 0 {
                     return Err("a running sum is launched over at least one dimension".into());

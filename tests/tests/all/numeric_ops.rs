@@ -535,6 +535,50 @@ fn last_axis_reductions_and_their_broadcasts_equal_the_host() {
 /// `A @ x` for a wide matrix stored by rows: with rows enough it takes the row products (each
 /// row in the lane order of `fold_lanes`, so its bits are the host's lane-order sums); with
 /// few rows it goes by columns. Both agree with the plain sum.
+/// `X.T @ B` for a tall `X` stored by rows, a long inner dimension and a small product (as in
+/// k-means' `onehot.T @ x`) is launched over the rows: each element is the element tree of
+/// its contributions, blocks of 4096 rows folded in row order, the blocks added. The bits are
+/// those on one piece and three, fused with the producer of `B` and not, and a transpose that
+/// is not stored by rows (or a short inner dimension) still gives the row products' answer.
+#[test]
+fn transposed_tall_products_add_outer_products_by_rows() {
+    let (k, m, n) = (5000usize, 3usize, 4usize);
+    let x = data(k * m, 11, -1.0, 1.0);
+    let b = data(k * n, 12, -1.0, 1.0);
+    let tree = |r: usize, j: usize| {
+        let fold = |rows: std::ops::Range<usize>| {
+            rows.fold(0.0f64, |acc, i| acc + x[i * m + r] * (2.0 * b[i * n + j]))
+        };
+        fold(0..4096) + fold(4096..k)
+    };
+    let want: Vec<f64> = (0..m)
+        .flat_map(|r| (0..n).map(move |j| (r, j)))
+        .map(|(r, j)| tree(r, j))
+        .collect();
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<u64>>();
+    for fusion in [true, false] {
+        both(|np| {
+            np.runtime(|rt| rt.set_fusion(fusion)).unwrap();
+            let xs = np.from_vec(&[k as u64, m as u64], &x);
+            // `2 * B`: an element-wise producer the product may fuse with.
+            let bs = np.from_vec(&[k as u64, n as u64], &b) * 2.0;
+            let got = xs.t().matmul(&bs).to_vec().unwrap();
+            assert_eq!(bits(&got), bits(&want), "fusion {fusion}");
+            // `X` stored by columns: its transpose is not stored by rows.
+            let columns = np.from_vec(&[m as u64, k as u64], &transpose(&x, k, m));
+            let got = columns.matmul(&bs).to_vec().unwrap();
+            close(&got, &want, 1e-12);
+        });
+    }
+}
+
+/// The `(cols, rows)` row-major transpose of a `(rows, cols)` row-major matrix.
+fn transpose(a: &[f64], rows: usize, cols: usize) -> Vec<f64> {
+    (0..cols)
+        .flat_map(|c| (0..rows).map(move |r| a[r * cols + c]))
+        .collect()
+}
+
 #[test]
 fn wide_products_stored_by_rows_take_the_row_products() {
     both(|np| {

@@ -110,6 +110,11 @@ const EXAMPLES: &[Example] = &[
         fields: &["kernels", "max_rel_diff_max"],
     },
     Example {
+        bin: "kmeans",
+        args: &["--n", "5000", "--dim", "3", "--clusters", "4"],
+        fields: &["inertia", "points"],
+    },
+    Example {
         bin: "pagerank",
         args: &["--n", "2000", "--degree", "4", "--iters", "2"],
         fields: &["rank_sum", "last_change", "ranks_equal_scipy"],
@@ -461,6 +466,11 @@ fn bench_stencil() {
 #[test]
 fn bench_spmv() {
     check("bench_spmv");
+}
+
+#[test]
+fn kmeans() {
+    check("kmeans");
 }
 
 #[test]
