@@ -1,8 +1,9 @@
 //! The reports of the benchmarks that time a peer in the same run: `bench_dispatch` (the
 //! analysis per task for every window from 16 to 4,096 tasks, element-wise and 0-d chains;
-//! the end-to-end cost per task beside NumPy's for the same operation) and `bench_graph`
-//! (`from_coo` and a random graph's SpMV beside SciPy's). Where the peer is missing its
-//! fields are `null`, with the reason.
+//! the end-to-end cost per task beside NumPy's for the same operation), `bench_graph`
+//! (`from_coo` and a random graph's SpMV beside SciPy's) and `bench_products` (every form of
+//! dense product beside NumPy's `@`). Where the peer is missing its fields are `null`, with
+//! the reason.
 
 use crate::cli::{result_line, run};
 
@@ -96,5 +97,49 @@ fn bench_graph_reports_weft_and_scipy_side_by_side() {
         let want = v["weft_from_coo_seconds"].as_f64().unwrap_or(0.0)
             / v["scipy_from_coo_seconds"].as_f64().unwrap_or(1.0);
         assert!((ratio - want).abs() <= 1e-9 * want, "{v}");
+    }
+}
+
+/// `bench_products` times every form of product it lists, checks each against plain-Rust
+/// sums, and puts NumPy's rate beside Weft's (or says why NumPy is missing).
+#[test]
+fn bench_products_reports_every_form_beside_numpy() {
+    let out = run(
+        env!("CARGO_BIN_EXE_bench_products"),
+        &[
+            "--divide",
+            "64",
+            "--iters",
+            "1",
+            "--warmup",
+            "0",
+            "--threads",
+            "2",
+        ],
+    );
+    let v = result_line(&out, "bench_products");
+    let rows = v["by_shape"].as_array().expect("by_shape");
+    assert_eq!(v["shapes"].as_u64(), Some(rows.len() as u64), "{v}");
+    let forms: std::collections::BTreeSet<&str> =
+        rows.iter().filter_map(|r| r["form"].as_str()).collect();
+    for form in ["A@B", "A.T@B", "A@B.T", "A@x", "A.T@x", "x@A"] {
+        assert!(forms.contains(form), "no {form} in {v}");
+    }
+    let numpy = v["numpy_unavailable"].is_null();
+    for row in rows {
+        let tol = if row["dtype"] == "f32" { 1e-5 } else { 1e-13 };
+        let diff = row["max_rel_diff_sampled"].as_f64().expect("a difference");
+        assert!(diff <= tol, "{row}");
+        let gflops = row["weft_gflops"].as_f64().expect("Weft's rate");
+        assert!(gflops.is_finite() && gflops > 0.0, "{row}");
+        if numpy {
+            let ratio = row["ratio_vs_numpy"].as_f64().expect("a ratio");
+            assert!(ratio.is_finite() && ratio > 0.0, "{row}");
+        } else {
+            assert!(row["ratio_vs_numpy"].is_null(), "{row}");
+        }
+    }
+    if numpy {
+        assert!(v["ratio_vs_numpy_geomean"].as_f64().is_some(), "{v}");
     }
 }

@@ -139,6 +139,11 @@ const EXAMPLES: &[Example] = &[
         ],
     },
     Example {
+        bin: "bench_products",
+        args: &["--divide", "64", "--warmup", "0"],
+        fields: &["shapes", "sampled_sum"],
+    },
+    Example {
         bin: "bench_krylov",
         args: &["--grid", "9", "--rounds", "1"],
         fields: &[
@@ -471,6 +476,11 @@ fn bench_spmv() {
 #[test]
 fn kmeans() {
     check("kmeans");
+}
+
+#[test]
+fn bench_products() {
+    check("bench_products");
 }
 
 #[test]
