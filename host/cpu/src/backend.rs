@@ -387,6 +387,38 @@ impl CpuBackend {
                 }
             });
         }
+        // The canonical dense product runs through the blocked routine, with the compiled
+        // kernel's bits (see `product`), where its views are plain buffers that hold every
+        // element the kernel would touch; otherwise the kernel runs and checks them itself.
+        if let Some(dtype) = cached.entry.product()
+            && bindings
+                .iter()
+                .all(|b| matches!(b, Binding::Buffer { deferred: None, .. }))
+            && distinct_output(bindings)
+            && let Some(shape) = ProductShape::of(&views)
+        {
+            let path = crate::product::Path::detect(self.compiler.avx512());
+            let cancel = self.compiler.cancel_flag();
+            let pool = self.pool.rayon();
+            // SAFETY: `ProductShape::of` showed that every element the three matrices name
+            // lies inside its view, and every view inside its buffer (checked above); the
+            // buffers stay alive and unmoved for the call; `C` is written and lies in a buffer
+            // of its own (`distinct_output`), the operands read; the path is AVX-512 only
+            // where `Path::detect` found it.
+            let result = unsafe {
+                match dtype {
+                    weft_ir::DType::F32 => shape.run::<f32>(path, pool, &cancel),
+                    _ => shape.run::<f64>(path, pool, &cancel),
+                }
+            };
+            let name = compiled.name().to_string();
+            self.spare
+                .extend(views.into_iter().map(|v| [v.extents, v.strides, v.origin]));
+            return result.map_err(|crate::product::Cancelled| Error::KernelFault {
+                kernel: name,
+                message: crate::launch::CANCELLED_MESSAGE.to_string(),
+            });
+        }
         // Views broadcast along a loop's innermost dimension run through a variant whose
         // loads of them read one element per row (see `splat`). It only saves time: should
         // the variant not compile, the kernel itself runs.
@@ -603,6 +635,107 @@ impl Backend for CpuBackend {
 
 /// Refuses bindings that are not the kernel's store parameters in count and element size
 /// ([`weft_runtime::check_element_sizes`]).
+/// Whether the last of three bindings (a product's `C`) lies in another buffer than the
+/// first two.
+fn distinct_output(bindings: &[Binding]) -> bool {
+    let buffer = |b: &Binding| match b {
+        Binding::Buffer { buffer, .. } => Some(*buffer),
+        Binding::Scratch { .. } => None,
+    };
+    match bindings {
+        [a, bt, c] => buffer(c).is_some_and(|c| Some(c) != buffer(a) && Some(c) != buffer(bt)),
+        _ => false,
+    }
+}
+
+/// The matrices of one launch of the canonical product (`weft_ir::product`): `A` (rows of
+/// `C`, `k` columns), `BT` (the rows that `C`'s columns name, `k` columns) and `C`.
+struct ProductShape {
+    rows: usize,
+    cols: usize,
+    k: usize,
+    /// Element `(0, 0)` and the strides of `A`, `BT` and `C`.
+    a: (*mut u8, isize, isize),
+    bt: (*mut u8, isize, isize),
+    c: (*mut u8, isize, isize),
+    /// The row of `BT` that `C`'s first column names (`origin(C, 1)`).
+    first: isize,
+}
+
+impl ProductShape {
+    /// The product's matrices, if every element the kernel would read or write lies inside
+    /// the views: `A` has `C`'s rows at least, `BT` the rows `origin(C, 1) ..` of `C`'s
+    /// columns and `A`'s columns at least.
+    fn of(views: &[StoreView]) -> Option<ProductShape> {
+        let [a, bt, c] = views else { return None };
+        if [a, bt, c]
+            .iter()
+            .any(|v| v.extents.len() != 2 || v.origin.len() != 2)
+        {
+            return None;
+        }
+        let rows = usize::try_from(c.extents[0]).ok()?;
+        let cols = usize::try_from(c.extents[1]).ok()?;
+        let k = usize::try_from(a.extents[1]).ok()?;
+        let first = usize::try_from(c.origin[1]).ok()?;
+        let fits = usize::try_from(a.extents[0]).ok()? >= rows
+            && first.checked_add(cols)? <= usize::try_from(bt.extents[0]).ok()?
+            && usize::try_from(bt.extents[1]).ok()? >= k;
+        if !fits {
+            return None;
+        }
+        let stride = |v: &StoreView, d: usize| isize::try_from(v.strides[d]).ok();
+        Some(ProductShape {
+            rows,
+            cols,
+            k,
+            a: (a.ptr, stride(a, 0)?, stride(a, 1)?),
+            bt: (bt.ptr, stride(bt, 0)?, stride(bt, 1)?),
+            c: (c.ptr, stride(c, 0)?, stride(c, 1)?),
+            first: isize::try_from(first).ok()?,
+        })
+    }
+
+    /// Runs the product on elements of type `T`.
+    ///
+    /// # Safety
+    ///
+    /// As `product::multiply`: the views `of` came from are valid for the call, hold `T`s,
+    /// and `path` runs on this CPU.
+    unsafe fn run<T: crate::product::Element>(
+        &self,
+        path: crate::product::Path,
+        pool: &rayon::ThreadPool,
+        cancel: &std::sync::atomic::AtomicU32,
+    ) -> std::result::Result<(), crate::product::Cancelled> {
+        use crate::product::Matrix;
+        let matrix = |ptr: *mut u8, rows, cols, rs, cs| Matrix {
+            ptr: ptr.cast::<T>(),
+            rows,
+            cols,
+            rs,
+            cs,
+        };
+        let a = matrix(self.a.0, self.rows, self.k, self.a.1, self.a.2);
+        let (bt_ptr, bt_rs, bt_cs) = self.bt;
+        // `BT`'s row `first` (inside the view where `C` has columns, as `of` checked; with
+        // none, the routine reads nothing).
+        let bt_row = bt_ptr
+            .cast::<T>()
+            .wrapping_offset(self.first.wrapping_mul(bt_rs));
+        let bt = Matrix {
+            ptr: bt_row,
+            rows: self.cols,
+            cols: self.k,
+            rs: bt_rs,
+            cs: bt_cs,
+        };
+        let c = matrix(self.c.0, self.rows, self.cols, self.c.1, self.c.2);
+        // SAFETY: the caller's contract.
+        unsafe { crate::product::multiply(a, bt, c, path, pool, cancel) }
+    }
+}
+
 fn check_element_sizes(cached: &Cached, bindings: &[Binding]) -> Result<()> {
     weft_runtime::check_element_sizes(&cached.element_sizes, bindings).map_err(|message| {
         Error::KernelFault {

@@ -121,6 +121,7 @@ mod lower;
 pub mod math;
 mod memory;
 mod pool;
+mod product;
 mod simd_path;
 mod splat;
 mod strips;

@@ -72,6 +72,10 @@ pub enum Constraint {
     AntiDependence,
     /// The next task touches a store reduced earlier, or reduces a store touched earlier.
     Reduction,
+    /// The prefix or the next task is a dense product ([`weft_runtime::KernelEntry::product`]),
+    /// which runs alone so that the back end may run its tuned routine (not one of the paper's
+    /// constraints: Weft's own).
+    Product,
 }
 
 impl Constraint {
@@ -82,6 +86,7 @@ impl Constraint {
             Constraint::TrueDependence => "true dependence",
             Constraint::AntiDependence => "anti-dependence",
             Constraint::Reduction => "reduction",
+            Constraint::Product => "dense product alone",
         }
     }
 }
@@ -176,6 +181,13 @@ pub fn fusible_prefix_deferring(tasks: &[IndexTask]) -> (usize, Option<Cut>, Vec
         let scalar = is_scalar_task(task);
         let task_unsafe = scalar && repeats_unsafely(task, &seen);
         if j > 0 {
+            if task.kernel.product().is_some() || tasks[0].kernel.product().is_some() {
+                let cut = Cut {
+                    constraint: Constraint::Product,
+                    storage: None,
+                };
+                return (j, Some(cut), deferrals);
+            }
             let cut = |storage| {
                 Some(Cut {
                     constraint: Constraint::LaunchDomain,

@@ -540,6 +540,11 @@ impl Explanation {
                     )
                 }
             }
+            Constraint::Product => {
+                "a dense product runs as a task of its own, through the back end's product \
+                 routine"
+                    .to_string()
+            }
         }
     }
 }

@@ -25,6 +25,8 @@
 //! - [`flat`]: the flat form, with regions by index, that crosses the WIT boundary;
 //! - [`builder`]: a builder for plugin authors;
 //! - [`passes`]: transformations of kernels (math lowering, kernel fusion, ...);
+//! - [`product`]: the canonical dense product kernel, which back ends may run with a tuned
+//!   routine;
 //! - [`interp`]: a reference interpreter, the yardstick for testing passes;
 //! - [`semantics`]: what every back end must keep (limits, integer and float rules, NaNs,
 //!   reduction order).
@@ -40,6 +42,7 @@ pub mod flat;
 pub mod interp;
 pub mod liveness;
 pub mod passes;
+pub mod product;
 pub mod reduction;
 pub mod semantics;
 pub mod shape;

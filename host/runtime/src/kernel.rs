@@ -72,6 +72,8 @@ pub struct KernelEntry {
     /// Per parameter, the store parameters whose memory it may take over when their contents
     /// die with the kernel ([`weft_ir::coverage::shares_in_place`]).
     shares_in_place: Vec<Vec<u32>>,
+    /// The dtype, if the kernel is the canonical dense product ([`weft_ir::product`]).
+    product: Option<weft_ir::DType>,
 }
 
 impl KernelEntry {
@@ -112,6 +114,13 @@ impl KernelEntry {
         self.shares_in_place.get(param).map_or(&[], Vec::as_slice)
     }
 
+    /// The element type, if the kernel is exactly the canonical dense product
+    /// ([`weft_ir::product::recognize`]): such a task runs alone, never fused, so that a back
+    /// end may run it through a tuned routine with the same bits.
+    pub fn product(&self) -> Option<weft_ir::DType> {
+        self.product
+    }
+
     /// The kernel parameter of store argument `arg` (the `arg`-th store parameter).
     pub fn store_param(&self, arg: usize) -> Option<usize> {
         self.ir
@@ -127,12 +136,14 @@ impl KernelEntry {
         let overwritten_by = weft_ir::coverage::overwritten_by(&ir);
         let pointwise = weft_ir::coverage::pointwise(&ir);
         let shares_in_place = weft_ir::coverage::shares_in_place(&ir);
+        let product = weft_ir::product::recognize(&ir);
         KernelEntry {
             id,
             ir,
             overwritten_by,
             pointwise,
             shares_in_place,
+            product,
         }
     }
 

@@ -92,7 +92,9 @@ pub fn build(key: &Key) -> Result<Kernel, String> {
         }
         Key::SqrtInPlace { dtype } => sqrt_in_place(name, dtype),
         Key::Matvec { dtype } => matvec(name, dtype),
-        Key::Matmul { dtype } => matmul(name, dtype),
+        // The host's canonical product (`weft_ir::product`): recognized there, it runs alone
+        // and through the CPU back end's blocked routine.
+        Key::Matmul { dtype } => weft_sdk::ir::product::matmul(name, dtype),
         Key::MatmulRows { dtype } => matmul_rows(name, dtype),
         Key::DiagExtract { dtype } => diag_extract(name, dtype),
         Key::DiagEmbed { dtype } => diag_embed(name, dtype),
@@ -600,30 +602,6 @@ fn matvec(name: String, dtype: DType) -> KernelBuilder {
             b.mul(aij, xj)
         });
         b.store(y, idx, sum);
-    });
-    k
-}
-
-/// `C[i, j] = sum_p A[i, p] * B[p, j]`, read as `A[i, p] * BT[j, p]` from `B`'s transpose
-/// `BT` stored by rows, in the lane order: `A` tiled by rows like `C`, `BT` whole (indexed by
-/// `j`'s global column).
-fn matmul(name: String, dtype: DType) -> KernelBuilder {
-    let mut k = KernelBuilder::new(name);
-    let a = k.store(dtype, 2, Privilege::Read);
-    // `B.T`, `(n, k)`: row `j` is column `j` of `B`.
-    let bt = k.store(dtype, 2, Privilege::Read);
-    let c = k.store(dtype, 2, Privilege::Write);
-    let n = k.extent(a, 1);
-    k.parallel(c, |b, idx| {
-        let (i, j) = (idx[0], idx[1]);
-        let col = global(b, c, 1, j);
-        let lo = b.const_i64(0);
-        let sum = b.fold_lanes(ReduceOp::Sum, dtype, lo, n, |b, p| {
-            let aip = b.load(a, &[i, p]);
-            let bpj = b.load(bt, &[col, p]);
-            b.mul(aip, bpj)
-        });
-        b.store(c, idx, sum);
     });
     k
 }

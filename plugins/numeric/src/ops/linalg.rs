@@ -10,7 +10,8 @@ use crate::catalog;
 use crate::keys::Key;
 use crate::shapes;
 
-/// The rows from which a wide matrix stored by rows multiplies a vector by row products.
+/// The rows from which a wide matrix multiplies a vector by row products (the canonical
+/// product) rather than by columns (`vecmat`).
 const ROWS_ENOUGH: u64 = 64;
 
 /// The most elements of `C = X.T @ B` (16K: 128 KiB of `f64`, within a core's L2) for which
@@ -41,27 +42,53 @@ pub fn matvec(a: &Array<'_>, x: &Array<'_>) -> Result<Store, Error> {
     catalog::LINALG_RULE
         .check(name, dtype)
         .map_err(weft_sdk::error)?;
-    // A wide matrix goes by columns (`vecmat`), unless it is stored by rows and has rows
-    // enough to spread over the threads: then each row's product reads contiguous memory,
-    // where reading its columns strides across every row (NPBench's atax, a 10,000 x 12,500
-    // `A @ x`: 1.1 s by columns).
+    // A wide matrix with few rows goes by columns (`vecmat`): launched over `x`, it fuses with
+    // the task that made `x`. A matrix stored by rows takes the row products (`matvec`, the
+    // lane order), which fuse too. Any other (a transpose) takes the canonical product with
+    // `x` as `B` (`(k, 1)`, so `B.T` is `x` as one row): the same operations in the same order
+    // as a row product, run by the CPU back end's blocked routine, which packs the rows of a
+    // matrix stored by columns instead of striding down them. By columns, a wide matrix's
+    // product strided across every row (NPBench's atax, a 10,000 x 12,500 `A @ x`: 1.1 s).
+    if m < n && m < ROWS_ENOUGH {
+        return vecmat(a, x, dtype);
+    }
     let stored_by_rows = a
         .store
         .reshape(&[m.saturating_mul(n)])
         .map_err(host_error(name))?
         .is_some();
-    if m < n && !(stored_by_rows && m >= ROWS_ENOUGH) {
-        return vecmat(a, x, dtype);
+    if stored_by_rows {
+        let y = create(name, &[m], dtype)?;
+        let launch = Launch::preferred(&[m]);
+        Task::new(Key::Matvec { dtype }.to_string(), &launch)
+            .arg(a.store, launch.rows(&a.shape), Privilege::Read)
+            .arg(x.store, Partition::None, Privilege::Read)
+            .arg(&y, launch.tiled(), Privilege::Write)
+            .submit()
+            .map_err(host_error(name))?;
+        return Ok(y);
     }
-    let y = create(name, &[m], dtype)?;
-    let launch = Launch::preferred(&[m]);
-    Task::new(Key::Matvec { dtype }.to_string(), &launch)
+    let row = match x.store.reshape(&[1, k]).map_err(host_error(name))? {
+        Some(row) => row,
+        None => {
+            let dense = super::elementwise::copy(x)?;
+            dense
+                .reshape(&[1, k])
+                .map_err(host_error(name))?
+                .ok_or_else(|| fail(name, "the host could not view a vector as one row"))?
+        }
+    };
+    let c = create(name, &[m, 1], dtype)?;
+    let launch = Launch::preferred(&[m, 1]);
+    Task::new(Key::Matmul { dtype }.to_string(), &launch)
         .arg(a.store, launch.rows(&a.shape), Privilege::Read)
-        .arg(x.store, Partition::None, Privilege::Read)
-        .arg(&y, launch.tiled(), Privilege::Write)
+        .arg(&row, Partition::None, Privilege::Read)
+        .arg(&c, launch.tiled(), Privilege::Write)
         .submit()
         .map_err(host_error(name))?;
-    Ok(y)
+    c.reshape(&[m])
+        .map_err(host_error(name))?
+        .ok_or_else(|| fail(name, "the host could not view a column as a vector"))
 }
 
 /// `a @ b` with NumPy's rules for 1-d and 2-d operands: two vectors give their dot product
@@ -89,7 +116,8 @@ pub fn matmul(a: &Array<'_>, b: &Array<'_>) -> Result<Store, Error> {
 }
 
 /// `A @ B` for an `(m, k)` and a `(k, n)` matrix of one float dtype: an `(m, n)` matrix,
-/// each element the lane-order sum of a row of `A` times a row of a contiguous copy of `B.T`.
+/// each element the lane-order sum of a row of `A` times a row of `B.T` (the canonical product,
+/// `weft_ir::product`).
 fn matmul_2d(a: &Array<'_>, b: &Array<'_>) -> Result<Store, Error> {
     let name = "matmul";
     let (&[m, k], &[k2, n]) = (a.shape.as_slice(), b.shape.as_slice()) else {
@@ -112,10 +140,8 @@ fn matmul_2d(a: &Array<'_>, b: &Array<'_>) -> Result<Store, Error> {
     if let Some(c) = outer_products(a, b, dtype)? {
         return Ok(c);
     }
-    // `B`'s columns as contiguous rows (a copy of `B.T`), so that every element's row product
-    // reads both operands with unit strides: it runs in the lane order's vectors.
-    let view = b.store.permute(&[1, 0]).map_err(host_error(name))?;
-    let bt = super::elementwise::copy(&Array::new(&view))?;
+    // `B.T` as a view: the CPU back end packs its rows itself (`weft_ir::product`).
+    let bt = b.store.permute(&[1, 0]).map_err(host_error(name))?;
     let c = create(name, &[m, n], dtype)?;
     let launch = Launch::preferred(&[m, n]);
     Task::new(Key::Matmul { dtype }.to_string(), &launch)

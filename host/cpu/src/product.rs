@@ -1,0 +1,593 @@
+//! Dense products (`weft_ir::product`'s kernel) through a blocked routine with the lane
+//! order's bits.
+//!
+//! The kernel makes each `C[i, j]` the lane-order sum of `A[i, p] * BT[j, p]`: eight partial
+//! sums from the identity, partial `l` adding the terms `p = 8q + l` in order (each a rounded
+//! product, then a rounded sum: no fused multiply-add), the partials combined as
+//! `((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))`, then the terms past the last whole
+//! eight summed from the identity and added. Compiled as written, each element streams its two
+//! rows from memory. This routine computes the same operations in the same order per element,
+//! but for blocks of `C` at once, as BLAS does: operands packed per block, a register tile of
+//! 4 x 6 elements (each element's eight partials one vector), and the partials kept in memory
+//! between passes over `k`. Blocking changes which element is computed when, never the order
+//! of any element's own operations, so the bits are the compiled kernel's on any number of
+//! threads (the tests compare them with the reference interpreter's).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use rayon::prelude::*;
+
+/// The lane order's partial sums per element.
+const LANES: usize = weft_ir::builder::FOLD_LANES;
+/// Rows of the register tile.
+const MR: usize = 4;
+/// Columns of the register tile.
+const NR: usize = 6;
+/// Rows of `C` per block (a multiple of [`MR`]).
+const MB: usize = 64;
+/// Columns of `C` per block (a multiple of [`NR`]).
+const NB: usize = 72;
+/// Terms per pass over `k` (a multiple of [`LANES`]): a block's packed operands stay in L2.
+const KC: usize = 256;
+
+/// Which register tile runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Path {
+    /// Plain Rust, for any CPU.
+    Portable,
+    /// 512-bit vectors: needs AVX-512F (and, for `f32`, AVX-512VL).
+    Avx512,
+}
+
+impl Path {
+    /// The fastest path this CPU runs, unless `avx512` is off.
+    pub(crate) fn detect(avx512: bool) -> Path {
+        #[cfg(target_arch = "x86_64")]
+        if avx512
+            && std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+        {
+            return Path::Avx512;
+        }
+        let _ = avx512;
+        Path::Portable
+    }
+}
+
+/// A float element of a product.
+pub(crate) trait Element:
+    Copy + Send + Sync + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> + 'static
+{
+    /// The sum's identity (`+0`).
+    const ZERO: Self;
+
+    /// `acc[t][l] += a[t / NR][q * 8 + l] * b[t % NR][q * 8 + l]` for `q < steps`, with 512-bit
+    /// vectors; `a` holds [`MR`] rows and `b` [`NR`] rows, each `kc` apart.
+    ///
+    /// # Safety
+    ///
+    /// The CPU has AVX-512F and AVX-512VL; `a` and `b` hold their rows of `steps * 8` elements
+    /// and `acc` holds `MR * NR * 8` elements.
+    unsafe fn tile_avx512(a: *const Self, b: *const Self, kc: usize, steps: usize, acc: *mut Self);
+}
+
+impl Element for f64 {
+    const ZERO: f64 = 0.0;
+
+    unsafe fn tile_avx512(a: *const f64, b: *const f64, kc: usize, steps: usize, acc: *mut f64) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the caller's contract is this function's.
+        unsafe {
+            tile_f64_avx512(a, b, kc, steps, acc)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        unreachable!("no AVX-512 path off x86-64 ({a:?} {b:?} {kc} {steps} {acc:?})")
+    }
+}
+
+impl Element for f32 {
+    const ZERO: f32 = 0.0;
+
+    unsafe fn tile_avx512(a: *const f32, b: *const f32, kc: usize, steps: usize, acc: *mut f32) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the caller's contract is this function's.
+        unsafe {
+            tile_f32_avx512(a, b, kc, steps, acc)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        unreachable!("no AVX-512 path off x86-64 ({a:?} {b:?} {kc} {steps} {acc:?})")
+    }
+}
+
+/// A matrix in memory: element `(r, c)` at `ptr + r * rs + c * cs` (in elements).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Matrix<T> {
+    /// Element `(0, 0)`.
+    pub ptr: *mut T,
+    /// Rows.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+    /// Row stride, in elements.
+    pub rs: isize,
+    /// Column stride, in elements.
+    pub cs: isize,
+}
+
+// SAFETY: a `Matrix` only describes memory; `multiply`'s caller guarantees that the memory is
+// valid for the call, and the routine's threads read `A` and `BT` and write disjoint blocks
+// of `C`.
+unsafe impl<T: Send> Send for Matrix<T> {}
+// SAFETY: as for `Send`.
+unsafe impl<T: Sync> Sync for Matrix<T> {}
+
+impl<T: Copy> Matrix<T> {
+    /// Element `(r, c)`.
+    ///
+    /// # Safety
+    ///
+    /// `(r, c)` is inside the matrix, whose memory is valid for reads.
+    unsafe fn get(&self, r: usize, c: usize) -> T {
+        // SAFETY: the caller's contract.
+        unsafe { *self.ptr.offset(r as isize * self.rs + c as isize * self.cs) }
+    }
+
+    /// Sets element `(r, c)`.
+    ///
+    /// # Safety
+    ///
+    /// `(r, c)` is inside the matrix, whose memory is valid for writes by this thread alone.
+    unsafe fn set(&self, r: usize, c: usize, v: T) {
+        // SAFETY: the caller's contract.
+        unsafe { *self.ptr.offset(r as isize * self.rs + c as isize * self.cs) = v }
+    }
+}
+
+/// Why a product stopped early.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Cancelled;
+
+/// `C = A @ BT.T` in the lane order (see the module documentation): `a` is `(m, k)`, `bt`
+/// `(n, k)` and `c` `(m, n)`, on the threads of `pool`. Checks `cancel` between blocks and
+/// stops with [`Cancelled`] once it is set (the kernel time limit).
+///
+/// # Safety
+///
+/// Every element of the three matrices lies in memory valid for the call (reads of `a` and
+/// `bt`, writes of `c`); `c` overlaps neither operand, and nothing else touches `c` meanwhile;
+/// `path` is [`Path::Avx512`] only on a CPU with AVX-512F and AVX-512VL.
+pub(crate) unsafe fn multiply<T: Element>(
+    a: Matrix<T>,
+    bt: Matrix<T>,
+    c: Matrix<T>,
+    path: Path,
+    pool: &rayon::ThreadPool,
+    cancel: &AtomicU32,
+) -> Result<(), Cancelled> {
+    let (m, n, k) = (c.rows, c.cols, a.cols);
+    debug_assert!(a.rows == m && bt.rows == n && bt.cols == k);
+    let (row_blocks, col_blocks) = (m.div_ceil(MB), n.div_ceil(NB));
+    pool.install(|| {
+        (0..row_blocks * col_blocks)
+            .into_par_iter()
+            .map_init(Scratch::new, |scratch, block| {
+                if cancel.load(Ordering::Relaxed) != 0 {
+                    return Err(Cancelled);
+                }
+                let (bi, bj) = (block / col_blocks, block % col_blocks);
+                let rows = bi * MB..(bi * MB + MB).min(m);
+                let cols = bj * NB..(bj * NB + NB).min(n);
+                // SAFETY: the blocks lie inside `C` and are disjoint; the caller's contract
+                // covers the memory and the path.
+                unsafe { scratch.block(&a, &bt, &c, rows, cols, path) };
+                Ok(())
+            })
+            .collect::<Result<(), Cancelled>>()
+    })
+}
+
+/// One thread's buffers: the packed operands of a block and its partial sums.
+struct Scratch<T> {
+    a: Vec<T>,
+    b: Vec<T>,
+    acc: Vec<T>,
+}
+
+impl<T: Element> Scratch<T> {
+    /// Empty buffers.
+    fn new() -> Scratch<T> {
+        Scratch {
+            a: Vec::new(),
+            b: Vec::new(),
+            acc: Vec::new(),
+        }
+    }
+
+    /// `C[rows, cols]`.
+    ///
+    /// # Safety
+    ///
+    /// As [`multiply`], with `rows` and `cols` inside `C` and no other thread writing them.
+    unsafe fn block(
+        &mut self,
+        a: &Matrix<T>,
+        bt: &Matrix<T>,
+        c: &Matrix<T>,
+        rows: std::ops::Range<usize>,
+        cols: std::ops::Range<usize>,
+        path: Path,
+    ) {
+        let k = a.cols;
+        let whole = k / LANES * LANES;
+        let (mb, nb) = (rows.len(), cols.len());
+        let (mp, np) = (mb.div_ceil(MR) * MR, nb.div_ceil(NR) * NR);
+        let tiles_across = np / NR;
+        self.acc.clear();
+        self.acc.resize(mp * np * LANES, T::ZERO);
+        let mut k0 = 0;
+        while k0 < whole {
+            let kc = KC.min(whole - k0);
+            // SAFETY: the packed rows and columns lie inside `A` and `BT` (the caller's
+            // contract), and `k0 + kc <= k`.
+            unsafe {
+                pack(&mut self.a, a, rows.clone(), mp, k0, kc);
+                pack(&mut self.b, bt, cols.clone(), np, k0, kc);
+            }
+            for ti in 0..mp / MR {
+                for tj in 0..tiles_across {
+                    let acc = &mut self.acc[(ti * tiles_across + tj) * MR * NR * LANES..]
+                        [..MR * NR * LANES];
+                    let a_rows = &self.a[ti * MR * kc..][..MR * kc];
+                    let b_rows = &self.b[tj * NR * kc..][..NR * kc];
+                    match path {
+                        // SAFETY: the slices hold the rows and partials the tile reads and
+                        // writes; the path is AVX-512 only where the CPU has it.
+                        Path::Avx512 => unsafe {
+                            T::tile_avx512(
+                                a_rows.as_ptr(),
+                                b_rows.as_ptr(),
+                                kc,
+                                kc / LANES,
+                                acc.as_mut_ptr(),
+                            )
+                        },
+                        Path::Portable => tile_portable(a_rows, b_rows, kc, acc),
+                    }
+                }
+            }
+            k0 += kc;
+        }
+        for (r, i) in rows.clone().enumerate() {
+            for (cc, j) in cols.clone().enumerate() {
+                let tile = (r / MR) * tiles_across + cc / NR;
+                let at = (tile * MR * NR + (r % MR) * NR + cc % NR) * LANES;
+                let l = &self.acc[at..at + LANES];
+                let tree = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+                let mut tail = T::ZERO;
+                for p in whole..k {
+                    // SAFETY: `(i, p)` and `(j, p)` lie inside `A` and `BT`.
+                    tail = tail + unsafe { a.get(i, p) * bt.get(j, p) };
+                }
+                // SAFETY: `(i, j)` lies in this block of `C`, which only this thread writes.
+                unsafe { c.set(i, j, tree + tail) };
+            }
+        }
+    }
+}
+
+/// Packs rows `rows` of `x`, columns `k0..k0 + kc`, into `out` as `padded` rows of `kc`
+/// contiguous elements (the rows past `rows` zero).
+///
+/// # Safety
+///
+/// The rows and columns lie inside `x`, whose memory is valid for reads.
+unsafe fn pack<T: Element>(
+    out: &mut Vec<T>,
+    x: &Matrix<T>,
+    rows: std::ops::Range<usize>,
+    padded: usize,
+    k0: usize,
+    kc: usize,
+) {
+    out.clear();
+    out.resize(padded * kc, T::ZERO);
+    for (r, i) in rows.enumerate() {
+        let row = &mut out[r * kc..(r + 1) * kc];
+        if x.cs == 1 {
+            // SAFETY: the caller's contract: `kc` elements from `(i, k0)` lie inside `x`.
+            let src = unsafe {
+                std::slice::from_raw_parts(x.ptr.offset(i as isize * x.rs + k0 as isize), kc)
+            };
+            row.copy_from_slice(src);
+        } else {
+            for (p, v) in row.iter_mut().enumerate() {
+                // SAFETY: the caller's contract.
+                *v = unsafe { x.get(i, k0 + p) };
+            }
+        }
+    }
+}
+
+/// [`Element::tile_avx512`] in plain Rust.
+fn tile_portable<T: Element>(a: &[T], b: &[T], kc: usize, acc: &mut [T]) {
+    for q in 0..kc / LANES {
+        for i in 0..MR {
+            let ar = &a[i * kc + q * LANES..][..LANES];
+            for j in 0..NR {
+                let br = &b[j * kc + q * LANES..][..LANES];
+                let t = &mut acc[(i * NR + j) * LANES..][..LANES];
+                for l in 0..LANES {
+                    t[l] = t[l] + ar[l] * br[l];
+                }
+            }
+        }
+    }
+}
+
+/// [`Element::tile_avx512`] for `f64`: each element's eight partials one `zmm` register.
+///
+/// # Safety
+///
+/// As [`Element::tile_avx512`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn tile_f64_avx512(a: *const f64, b: *const f64, kc: usize, steps: usize, acc: *mut f64) {
+    use std::arch::x86_64::*;
+    let mut t = [_mm512_setzero_pd(); MR * NR];
+    for (x, v) in t.iter_mut().enumerate() {
+        // SAFETY: `acc` holds `MR * NR * 8` elements.
+        *v = unsafe { _mm512_loadu_pd(acc.add(x * LANES)) };
+    }
+    for q in 0..steps {
+        let at = q * LANES;
+        let mut ar = [_mm512_setzero_pd(); MR];
+        for (i, v) in ar.iter_mut().enumerate() {
+            // SAFETY: each of the `MR` rows of `a` holds `steps * 8` elements.
+            *v = unsafe { _mm512_loadu_pd(a.add(i * kc + at)) };
+        }
+        for j in 0..NR {
+            // SAFETY: each of the `NR` rows of `b` holds `steps * 8` elements.
+            let bj = unsafe { _mm512_loadu_pd(b.add(j * kc + at)) };
+            for i in 0..MR {
+                t[i * NR + j] = _mm512_add_pd(t[i * NR + j], _mm512_mul_pd(ar[i], bj));
+            }
+        }
+    }
+    for (x, v) in t.iter().enumerate() {
+        // SAFETY: as for the loads.
+        unsafe { _mm512_storeu_pd(acc.add(x * LANES), *v) };
+    }
+}
+
+/// [`Element::tile_avx512`] for `f32`: each element's eight partials one `ymm` register (of
+/// the 32 that AVX-512VL gives).
+///
+/// # Safety
+///
+/// As [`Element::tile_avx512`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl")]
+unsafe fn tile_f32_avx512(a: *const f32, b: *const f32, kc: usize, steps: usize, acc: *mut f32) {
+    use std::arch::x86_64::*;
+    let mut t = [_mm256_setzero_ps(); MR * NR];
+    for (x, v) in t.iter_mut().enumerate() {
+        // SAFETY: `acc` holds `MR * NR * 8` elements.
+        *v = unsafe { _mm256_loadu_ps(acc.add(x * LANES)) };
+    }
+    for q in 0..steps {
+        let at = q * LANES;
+        let mut ar = [_mm256_setzero_ps(); MR];
+        for (i, v) in ar.iter_mut().enumerate() {
+            // SAFETY: each of the `MR` rows of `a` holds `steps * 8` elements.
+            *v = unsafe { _mm256_loadu_ps(a.add(i * kc + at)) };
+        }
+        for j in 0..NR {
+            // SAFETY: each of the `NR` rows of `b` holds `steps * 8` elements.
+            let bj = unsafe { _mm256_loadu_ps(b.add(j * kc + at)) };
+            for i in 0..MR {
+                t[i * NR + j] = _mm256_add_ps(t[i * NR + j], _mm256_mul_ps(ar[i], bj));
+            }
+        }
+    }
+    for (x, v) in t.iter().enumerate() {
+        // SAFETY: as for the loads.
+        unsafe { _mm256_storeu_ps(acc.add(x * LANES), *v) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic values in `[-1, 1)`, not round, so that the order of additions shows.
+    fn values(n: usize, seed: u64) -> Vec<f64> {
+        let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+            })
+            .collect()
+    }
+
+    /// The lane order for one element, written out as `fold_lanes` builds it.
+    fn lane_order<T: Element>(a: impl Fn(usize) -> T, b: impl Fn(usize) -> T, k: usize) -> T {
+        let mut l = [T::ZERO; LANES];
+        for q in 0..k / LANES {
+            for (x, v) in l.iter_mut().enumerate() {
+                *v = *v + a(q * LANES + x) * b(q * LANES + x);
+            }
+        }
+        let mut tail = T::ZERO;
+        for p in k / LANES * LANES..k {
+            tail = tail + a(p) * b(p);
+        }
+        (((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))) + tail
+    }
+
+    /// `C = A @ BT.T` by the routine on `threads` threads, `A` stored by columns when
+    /// `a_by_columns` (a transposed view), `C` with a padded row stride.
+    fn routine<T: Element>(
+        a: &[T],
+        bt: &[T],
+        (m, n, k): (usize, usize, usize),
+        a_by_columns: bool,
+        path: Path,
+        threads: usize,
+    ) -> Vec<T> {
+        let mut a_store: Vec<T> = if a_by_columns {
+            (0..m * k).map(|x| a[(x % m) * k + x / m]).collect()
+        } else {
+            a.to_vec()
+        };
+        let mut bt_store = bt.to_vec();
+        let pad = 3;
+        let mut c_store = vec![T::ZERO; m * (n + pad)];
+        let (rs, cs) = if a_by_columns {
+            (1, m as isize)
+        } else {
+            (k as isize, 1)
+        };
+        let am = Matrix {
+            ptr: a_store.as_mut_ptr(),
+            rows: m,
+            cols: k,
+            rs,
+            cs,
+        };
+        let bm = Matrix {
+            ptr: bt_store.as_mut_ptr(),
+            rows: n,
+            cols: k,
+            rs: k as isize,
+            cs: 1,
+        };
+        let cm = Matrix {
+            ptr: c_store.as_mut_ptr(),
+            rows: m,
+            cols: n,
+            rs: (n + pad) as isize,
+            cs: 1,
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("a pool");
+        let cancel = AtomicU32::new(0);
+        // SAFETY: the three matrices describe the vectors above, which outlive the call; `C`
+        // is its own vector; the path was detected (or is the portable one).
+        unsafe { multiply(am, bm, cm, path, &pool, &cancel) }.expect("not cancelled");
+        (0..m)
+            .flat_map(|i| c_store[i * (n + pad)..i * (n + pad) + n].to_vec())
+            .collect()
+    }
+
+    fn paths() -> Vec<Path> {
+        let mut paths = vec![Path::Portable];
+        if Path::detect(true) == Path::Avx512 {
+            paths.push(Path::Avx512);
+        }
+        paths
+    }
+
+    /// Shapes around every blocking edge: fewer than eight terms, terms past the last eight,
+    /// more than one pass over `k`, rows and columns past the tiles and the blocks.
+    const SHAPES: [(usize, usize, usize); 7] = [
+        (1, 1, 1),
+        (3, 5, 7),
+        (5, 7, 8),
+        (9, 13, 21),
+        (67, 75, 300),
+        (130, 150, 515),
+        (4, 6, 256),
+    ];
+
+    #[test]
+    fn the_routine_has_the_lane_orders_bits_in_f64() {
+        for (s, &(m, n, k)) in SHAPES.iter().enumerate() {
+            let a = values(m * k, 2 * s as u64 + 1);
+            let bt = values(n * k, 2 * s as u64 + 2);
+            let want: Vec<u64> = (0..m * n)
+                .map(|x| {
+                    let (i, j) = (x / n, x % n);
+                    lane_order(|p| a[i * k + p], |p| bt[j * k + p], k).to_bits()
+                })
+                .collect();
+            for path in paths() {
+                for threads in [1, 3] {
+                    for by_columns in [false, true] {
+                        let got: Vec<u64> = routine(&a, &bt, (m, n, k), by_columns, path, threads)
+                            .iter()
+                            .map(|v| v.to_bits())
+                            .collect();
+                        assert!(
+                            got == want,
+                            "{m}x{k} @ {k}x{n}, {path:?}, {threads} threads, A by columns: \
+                             {by_columns}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_routine_has_the_lane_orders_bits_in_f32() {
+        for (s, &(m, n, k)) in SHAPES.iter().enumerate() {
+            let a: Vec<f32> = values(m * k, 3 * s as u64 + 1)
+                .iter()
+                .map(|&v| v as f32)
+                .collect();
+            let bt: Vec<f32> = values(n * k, 3 * s as u64 + 2)
+                .iter()
+                .map(|&v| v as f32)
+                .collect();
+            let want: Vec<u32> = (0..m * n)
+                .map(|x| {
+                    let (i, j) = (x / n, x % n);
+                    lane_order(|p| a[i * k + p], |p| bt[j * k + p], k).to_bits()
+                })
+                .collect();
+            for path in paths() {
+                let got: Vec<u32> = routine(&a, &bt, (m, n, k), true, path, 2)
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect();
+                assert!(got == want, "{m}x{k} @ {k}x{n}, {path:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_set_cancel_flag_stops_the_product() {
+        let (m, n, k) = (200, 200, 16);
+        let (mut a, mut bt, mut c) = (vec![1.0f64; m * k], vec![1.0f64; n * k], vec![0.0; m * n]);
+        let matrix = |ptr: *mut f64, rows: usize, cols: usize| Matrix {
+            ptr,
+            rows,
+            cols,
+            rs: cols as isize,
+            cs: 1,
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .expect("a pool");
+        let cancel = AtomicU32::new(1);
+        // SAFETY: the matrices describe the vectors above, which outlive the call.
+        let result = unsafe {
+            multiply(
+                matrix(a.as_mut_ptr(), m, k),
+                matrix(bt.as_mut_ptr(), n, k),
+                matrix(c.as_mut_ptr(), m, n),
+                Path::Portable,
+                &pool,
+                &cancel,
+            )
+        };
+        assert_eq!(result, Err(Cancelled));
+        assert!(c.iter().all(|&v| v == 0.0), "no block ran");
+    }
+}

@@ -1,0 +1,90 @@
+//! The canonical dense product kernel, which back ends may run with a tuned routine.
+//!
+//! [`matmul`] builds the kernel of `C = A @ B` that the `numeric` plugin submits: `C[i, j]`
+//! is the lane-order sum ([`crate::builder::BodyBuilder::fold_lanes`]) of `A[i, p] * BT[c, p]`
+//! over `p`, where `BT` is `B`'s transpose stored by rows and `c` is `j`'s global column. The
+//! IR fixes every operation and its order, so any routine that gives the same bits may run
+//! it. [`recognize`] says whether a kernel is exactly that kernel (under any name): the host
+//! runs a recognized product as a task of its own (never fused), so that the CPU back end can
+//! run it through its blocked routine (`weft-cpu`'s `product` module) instead of the
+//! compiled loop.
+
+use crate::builder::KernelBuilder;
+use crate::{DType, Kernel, Param, Privilege, ReduceOp};
+
+/// The kernel of `C = A @ B` for a float `dtype`, named `name`: parameters `A` (`(m, k)`,
+/// tiled by rows like `C`), `BT` (`(n, k)`, whole: row `c` is column `c` of `B`) and `C`
+/// (`(m, n)`, written); each element the lane-order sum of its row products.
+pub fn matmul(name: impl Into<String>, dtype: DType) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let a = k.store(dtype, 2, Privilege::Read);
+    let bt = k.store(dtype, 2, Privilege::Read);
+    let c = k.store(dtype, 2, Privilege::Write);
+    let n = k.extent(a, 1);
+    k.parallel(c, |b, idx| {
+        let (i, j) = (idx[0], idx[1]);
+        let origin = b.origin(c, 1);
+        let col = b.add(origin, j);
+        let lo = b.const_i64(0);
+        let sum = b.fold_lanes(ReduceOp::Sum, dtype, lo, n, |b, p| {
+            let aip = b.load(a, &[i, p]);
+            let bpj = b.load(bt, &[col, p]);
+            b.mul(aip, bpj)
+        });
+        b.store(c, idx, sum);
+    });
+    k
+}
+
+/// The dtype of `kernel` if it is exactly [`matmul`]'s kernel of a float dtype (its name
+/// aside), else `None`.
+pub fn recognize(kernel: &Kernel) -> Option<DType> {
+    let dtype = match kernel.params.first()? {
+        Param::Store {
+            dtype: d @ (DType::F32 | DType::F64),
+            rank: 2,
+            privilege: Privilege::Read,
+        } => *d,
+        _ => return None,
+    };
+    if kernel.params.len() != 3 {
+        return None;
+    }
+    let canonical = matmul(kernel.name.clone(), dtype).finish();
+    (canonical.params == kernel.params && canonical.body == kernel.body).then_some(dtype)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_product_kernel_is_recognized_under_any_name_and_nothing_else_is() {
+        for dtype in [DType::F32, DType::F64] {
+            let mut k = matmul("some.name", dtype).finish();
+            assert_eq!(recognize(&k), Some(dtype));
+            k.name = "another".into();
+            assert_eq!(recognize(&k), Some(dtype));
+            // One instruction fewer: not the product.
+            let mut short = k.clone();
+            if let Some(crate::Inst {
+                op: crate::Op::Parallel(p),
+                ..
+            }) = short.body.last_mut()
+            {
+                p.body.pop();
+            }
+            assert_eq!(recognize(&short), None);
+            // Another privilege on `C`.
+            let mut rw = k.clone();
+            rw.params[2] = Param::Store {
+                dtype,
+                rank: 2,
+                privilege: Privilege::ReadWrite,
+            };
+            assert_eq!(recognize(&rw), None);
+        }
+        let ints = matmul("ints", DType::I64).finish();
+        assert_eq!(recognize(&ints), None);
+    }
+}
