@@ -179,8 +179,7 @@ pub(crate) unsafe fn multiply<T: Element>(
                 let cols = bj * NB..(bj * NB + NB).min(n);
                 // SAFETY: the blocks lie inside `C` and are disjoint; the caller's contract
                 // covers the memory and the path.
-                unsafe { scratch.block(&a, &bt, &c, rows, cols, path) };
-                Ok(())
+                unsafe { scratch.block(&a, &bt, &c, rows, cols, path, cancel) }
             })
             .collect::<Result<(), Cancelled>>()
     })
@@ -203,11 +202,13 @@ impl<T: Element> Scratch<T> {
         }
     }
 
-    /// `C[rows, cols]`.
+    /// `C[rows, cols]`, unless `cancel` is set before one of its passes over `k` (then `C` is
+    /// left as it was).
     ///
     /// # Safety
     ///
     /// As [`multiply`], with `rows` and `cols` inside `C` and no other thread writing them.
+    #[allow(clippy::too_many_arguments)]
     unsafe fn block(
         &mut self,
         a: &Matrix<T>,
@@ -216,7 +217,8 @@ impl<T: Element> Scratch<T> {
         rows: std::ops::Range<usize>,
         cols: std::ops::Range<usize>,
         path: Path,
-    ) {
+        cancel: &AtomicU32,
+    ) -> Result<(), Cancelled> {
         let k = a.cols;
         let whole = k / LANES * LANES;
         let (mb, nb) = (rows.len(), cols.len());
@@ -226,6 +228,9 @@ impl<T: Element> Scratch<T> {
         self.acc.resize(mp * np * LANES, T::ZERO);
         let mut k0 = 0;
         while k0 < whole {
+            if cancel.load(Ordering::Relaxed) != 0 {
+                return Err(Cancelled);
+            }
             let kc = KC.min(whole - k0);
             // SAFETY: the packed rows and columns lie inside `A` and `BT` (the caller's
             // contract), and `k0 + kc <= k`.
@@ -272,6 +277,7 @@ impl<T: Element> Scratch<T> {
                 unsafe { c.set(i, j, tree + tail) };
             }
         }
+        Ok(())
     }
 }
 
