@@ -87,6 +87,20 @@ pub fn out_dir(args: &Args) -> Result<Option<PathBuf>, AppError> {
     }
 }
 
+/// `--out DIR` (created), or a fresh temporary directory for `example`'s files, and whether it
+/// is temporary (the caller removes it when done).
+pub fn out_dir_or_temp(args: &Args, example: &str) -> Result<(PathBuf, bool), AppError> {
+    match out_dir(args)? {
+        Some(dir) => Ok((dir, false)),
+        None => {
+            let dir = std::env::temp_dir().join(format!("weft-{example}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            Ok((dir, true))
+        }
+    }
+}
+
 /// Writes an array to `dir/name` as `.npy`, in its own element type (`<f8`, `<f4`, `<i8`,
 /// `<i4` or `|b1`) and shape (a 0-d array has shape `()`). This reads the array, so it runs
 /// the pending tasks.

@@ -14,7 +14,8 @@ use std::process::ExitCode;
 
 use weft_examples::kmeans;
 use weft_examples::{
-    AppError, Args, Cli, Kind, Report, bench_then, load_numeric, numpy_peer, out_dir, run_main,
+    AppError, Args, Cli, Kind, Report, bench_then, load_numeric, numpy_peer, out_dir_or_temp,
+    run_main,
 };
 
 const NAME: &str = "kmeans";
@@ -74,14 +75,7 @@ fn run(args: &Args) -> Result<(), AppError> {
     )?;
     let centroids = c.to_vec()?;
 
-    let (dir, temporary) = match out_dir(args)? {
-        Some(dir) => (dir, false),
-        None => {
-            let dir = std::env::temp_dir().join(format!("weft-kmeans-{}", std::process::id()));
-            std::fs::create_dir_all(&dir)?;
-            (dir, true)
-        }
-    };
+    let (dir, temporary) = out_dir_or_temp(args, NAME)?;
     weft::npy::write(dir.join("x.npy"), &[n, d], weft::npy::NpyData::F64(points))?;
     weft::npy::write(
         dir.join("c.npy"),

@@ -14,7 +14,8 @@ use std::process::ExitCode;
 use weft_examples::pagerank;
 use weft_examples::solve_app::load_sparse;
 use weft_examples::{
-    AppError, Args, Cli, Kind, Report, bench_then, load_numeric, numpy_peer, out_dir, run_main,
+    AppError, Args, Cli, Kind, Report, bench_then, load_numeric, numpy_peer, out_dir_or_temp,
+    run_main,
 };
 
 const NAME: &str = "pagerank";
@@ -65,14 +66,7 @@ fn run(args: &Args) -> Result<(), AppError> {
     let ranks = r.to_vec()?;
     let total: f64 = ranks.iter().sum();
 
-    let (dir, temporary) = match out_dir(args)? {
-        Some(dir) => (dir, false),
-        None => {
-            let dir = std::env::temp_dir().join(format!("weft-pagerank-{}", std::process::id()));
-            std::fs::create_dir_all(&dir)?;
-            (dir, true)
-        }
-    };
+    let (dir, temporary) = out_dir_or_temp(args, NAME)?;
     let nnz = triplets.0.len() as u64;
     let write = |name: &str, data: weft::npy::NpyData, len: u64| {
         weft::npy::write(dir.join(name), &[len], data)
