@@ -633,8 +633,6 @@ impl Backend for CpuBackend {
     }
 }
 
-/// Refuses bindings that are not the kernel's store parameters in count and element size
-/// ([`weft_runtime::check_element_sizes`]).
 /// Whether the last of three bindings (a product's `C`) lies in another buffer than the
 /// first two.
 fn distinct_output(bindings: &[Binding]) -> bool {
@@ -736,6 +734,8 @@ impl ProductShape {
     }
 }
 
+/// Refuses bindings that are not the kernel's store parameters in count and element size
+/// ([`weft_runtime::check_element_sizes`]).
 fn check_element_sizes(cached: &Cached, bindings: &[Binding]) -> Result<()> {
     weft_runtime::check_element_sizes(&cached.element_sizes, bindings).map_err(|message| {
         Error::KernelFault {

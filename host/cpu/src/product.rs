@@ -166,6 +166,10 @@ pub(crate) unsafe fn multiply<T: Element>(
 ) -> Result<(), Cancelled> {
     let (m, n, k) = (c.rows, c.cols, a.cols);
     debug_assert!(a.rows == m && bt.rows == n && bt.cols == k);
+    if n == 1 && a.rs == 1 && a.cs != 1 {
+        // SAFETY: the caller's contract.
+        return unsafe { by_columns(a, bt, c, path, pool, cancel) };
+    }
     let (row_blocks, col_blocks) = (m.div_ceil(MB), n.div_ceil(NB));
     pool.install(|| {
         (0..row_blocks * col_blocks)
@@ -183,6 +187,105 @@ pub(crate) unsafe fn multiply<T: Element>(
             })
             .collect::<Result<(), Cancelled>>()
     })
+}
+
+/// Rows of `C` per task of [`by_columns`]: its partials (`8 x ROWS_PER_TASK`) stay in L1.
+const ROWS_PER_TASK: usize = 256;
+
+/// [`multiply`] for a single column of `C` (`A @ x`) where `A` is stored by columns (a
+/// transpose, as in `x @ A`): each task takes a run of rows and streams down every column of
+/// `A` once, adding `A[i, p] * x[p]` into partial `p mod 8` of each of its rows, then
+/// combines each row's partials as the lane order does. Every element's operations and
+/// their order are the lane order's; only which rows advance together changes.
+///
+/// # Safety
+///
+/// As [`multiply`], with `c` one column and `a`'s rows contiguous (`rs == 1`).
+unsafe fn by_columns<T: Element>(
+    a: Matrix<T>,
+    bt: Matrix<T>,
+    c: Matrix<T>,
+    path: Path,
+    pool: &rayon::ThreadPool,
+    cancel: &AtomicU32,
+) -> Result<(), Cancelled> {
+    let (m, k) = (a.rows, a.cols);
+    let whole = k / LANES * LANES;
+    pool.install(|| {
+        (0..m.div_ceil(ROWS_PER_TASK))
+            .into_par_iter()
+            .map_init(Vec::new, |partials: &mut Vec<T>, task| {
+                if cancel.load(Ordering::Relaxed) != 0 {
+                    return Err(Cancelled);
+                }
+                let lo = task * ROWS_PER_TASK;
+                let len = ROWS_PER_TASK.min(m - lo);
+                partials.clear();
+                partials.resize(LANES * len, T::ZERO);
+                for p in 0..whole {
+                    // SAFETY: `(0, p)` lies inside `BT` (one row, `k` columns), and rows
+                    // `lo .. lo + len` of column `p` lie inside `A`, one element apart.
+                    let (xp, column) = unsafe {
+                        (
+                            bt.get(0, p),
+                            std::slice::from_raw_parts(
+                                a.ptr.offset(lo as isize + p as isize * a.cs),
+                                len,
+                            ),
+                        )
+                    };
+                    let lane = &mut partials[(p % LANES) * len..][..len];
+                    match path {
+                        // SAFETY: the path is AVX-512 only where the CPU has it.
+                        Path::Avx512 => unsafe { add_products_avx512(lane, column, xp) },
+                        Path::Portable => add_products(lane, column, xp),
+                    }
+                }
+                for r in 0..len {
+                    let l = |x: usize| partials[x * len + r];
+                    let tree = ((l(0) + l(1)) + (l(2) + l(3))) + ((l(4) + l(5)) + (l(6) + l(7)));
+                    let mut tail = T::ZERO;
+                    for p in whole..k {
+                        // SAFETY: `(lo + r, p)` and `(0, p)` lie inside `A` and `BT`.
+                        tail = tail + unsafe { a.get(lo + r, p) * bt.get(0, p) };
+                    }
+                    // SAFETY: `(lo + r, 0)` lies in this task's rows of `C`, which only this
+                    // thread writes.
+                    unsafe { c.set(lo + r, 0, tree + tail) };
+                }
+                Ok(())
+            })
+            .collect::<Result<(), Cancelled>>()
+    })
+}
+
+/// `acc[i] += column[i] * x` (a rounded product, then a rounded sum) for every `i`.
+#[inline(always)]
+fn add_products<T: Element>(acc: &mut [T], column: &[T], x: T) {
+    for (a, &v) in acc.iter_mut().zip(column) {
+        *a = *a + v * x;
+    }
+}
+
+/// [`add_products`] compiled for AVX-512, so that its loop runs in wide vectors.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F and AVX-512VL.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl")]
+unsafe fn add_products_avx512<T: Element>(acc: &mut [T], column: &[T], x: T) {
+    add_products(acc, column, x);
+}
+
+/// [`add_products`] off x86-64, where the AVX-512 path is never chosen.
+///
+/// # Safety
+///
+/// None beyond [`add_products`]'s.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn add_products_avx512<T: Element>(acc: &mut [T], column: &[T], x: T) {
+    add_products(acc, column, x);
 }
 
 /// One thread's buffers: the packed operands of a block and its partial sums.
@@ -500,7 +603,8 @@ mod tests {
 
     /// Shapes around every blocking edge: fewer than eight terms, terms past the last eight,
     /// more than one pass over `k`, rows and columns past the tiles and the blocks.
-    const SHAPES: [(usize, usize, usize); 7] = [
+    /// Single columns (`A @ x`), which take `by_columns` where `A` is stored by columns.
+    const SHAPES: [(usize, usize, usize); 10] = [
         (1, 1, 1),
         (3, 5, 7),
         (5, 7, 8),
@@ -508,6 +612,9 @@ mod tests {
         (67, 75, 300),
         (130, 150, 515),
         (4, 6, 256),
+        (300, 1, 7),
+        (517, 1, 83),
+        (1, 1, 40),
     ];
 
     #[test]
