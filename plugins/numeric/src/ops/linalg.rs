@@ -1,7 +1,10 @@
 //! Dense linear algebra: `matvec`, `matmul` and `diag`.
 //!
-//! The products split the output's rows over the launch and hand each point the matching rows
-//! of `A` (`Launch::rows`) and the whole of the other operand.
+//! Most products split the output's rows over the launch and hand each point the matching
+//! rows of `A` (`Launch::rows`) and the whole of the other operand; the products of a
+//! transposed tall matrix (`matmul_rows`) and of a wide matrix with few rows and a vector
+//! (`vecmat`) are launched over the long inner dimension instead, each point reducing into
+//! the whole output.
 
 use weft_sdk::{Error, Launch, Partition, Privilege, Store, Task, Tiling};
 
@@ -46,9 +49,10 @@ pub fn matvec(a: &Array<'_>, x: &Array<'_>) -> Result<Store, Error> {
     // the task that made `x`. A matrix stored by rows takes the row products (`matvec`, the
     // lane order), which fuse too. Any other (a transpose) takes the canonical product with
     // `x` as `B` (`(k, 1)`, so `B.T` is `x` as one row): the same operations in the same order
-    // as a row product, run by the CPU back end's blocked routine, which packs the rows of a
-    // matrix stored by columns instead of striding down them. By columns, a wide matrix's
-    // product strided across every row (NPBench's atax, a 10,000 x 12,500 `A @ x`: 1.1 s).
+    // as a row product, run by the CPU back end's product routine, which streams down the
+    // columns of a matrix stored by columns instead of striding along its rows. By columns, a
+    // wide matrix's product strided across every row (NPBench's atax, a 10,000 x 12,500
+    // `A @ x`: 1.1 s).
     if m < n && m < ROWS_ENOUGH {
         return vecmat(a, x, dtype);
     }
