@@ -27,6 +27,22 @@ pub fn run(script: &str, args: &[String], threads: usize) -> Result<String, Stri
     Ok(text.lines().last().unwrap_or("").trim().to_string())
 }
 
+/// Runs `examples/numpy/<file>` (read from the source tree) with `args` on one BLAS thread
+/// and returns the two numbers its last line prints (`seconds other`).
+pub fn run_program(file: &str, args: &[String]) -> Result<(f64, f64), String> {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("numpy")
+        .join(file);
+    let text =
+        std::fs::read_to_string(&script).map_err(|e| format!("{}: {e}", script.display()))?;
+    let line = run(&text, args, 1)?;
+    let mut words = line.split_whitespace().map(str::parse::<f64>);
+    match (words.next(), words.next()) {
+        (Some(Ok(first)), Some(Ok(second))) => Ok((first, second)),
+        _ => Err(format!("{file} printed {line:?}")),
+    }
+}
+
 /// As [`run`], returning everything the script printed.
 pub fn run_all(script: &str, args: &[String], threads: usize) -> Result<String, String> {
     let threads = threads.max(1).to_string();

@@ -82,48 +82,35 @@ fn run(args: &Args) -> Result<(), AppError> {
         &[k, d],
         weft::npy::NpyData::F64(centroids.clone()),
     )?;
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("numpy/kmeans.py");
-    let peer = std::fs::read_to_string(&script)
-        .map_err(|e| format!("{}: {e}", script.display()))
-        .and_then(|text| {
-            numpy_peer::run(
-                &text,
-                &[
-                    dir.display().to_string(),
-                    k.to_string(),
-                    args.iters.max(1).to_string(),
-                    args.warmup.to_string(),
-                ],
-                1,
-            )
-        })
-        .and_then(|line| {
-            let mut words = line.split_whitespace().map(str::parse::<f64>);
-            match (words.next(), words.next()) {
-                (Some(Ok(step)), Some(Ok(inertia))) => Ok((step, inertia)),
-                _ => Err(format!("the NumPy program printed {line:?}")),
-            }
-        })
-        .and_then(|(step, their_inertia)| {
-            let theirs = weft::npy::read(dir.join("c_numpy.npy"))
-                .map_err(|e| e.to_string())?
-                .data
-                .to_f64();
-            if theirs.len() != centroids.len() {
-                return Err(format!(
-                    "NumPy wrote {} centroid coordinates, Weft {}",
-                    theirs.len(),
-                    centroids.len()
-                ));
-            }
-            let scale = theirs.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-            let diff = theirs
-                .iter()
-                .zip(&centroids)
-                .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()))
-                / scale.max(f64::MIN_POSITIVE);
-            Ok((step, their_inertia, diff))
-        });
+    let peer = numpy_peer::run_program(
+        "kmeans.py",
+        &[
+            dir.display().to_string(),
+            k.to_string(),
+            args.iters.max(1).to_string(),
+            args.warmup.to_string(),
+        ],
+    )
+    .and_then(|(step, their_inertia)| {
+        let theirs = weft::npy::read(dir.join("c_numpy.npy"))
+            .map_err(|e| e.to_string())?
+            .data
+            .to_f64();
+        if theirs.len() != centroids.len() {
+            return Err(format!(
+                "NumPy wrote {} centroid coordinates, Weft {}",
+                theirs.len(),
+                centroids.len()
+            ));
+        }
+        let scale = theirs.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        let diff = theirs
+            .iter()
+            .zip(&centroids)
+            .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()))
+            / scale.max(f64::MIN_POSITIVE);
+        Ok((step, their_inertia, diff))
+    });
     if temporary {
         let _ = std::fs::remove_dir_all(&dir);
     }

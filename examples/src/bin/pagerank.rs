@@ -75,40 +75,27 @@ fn run(args: &Args) -> Result<(), AppError> {
     write("col.npy", weft::npy::NpyData::I64(triplets.1.clone()), nnz)?;
     write("val.npy", weft::npy::NpyData::F64(triplets.2.clone()), nnz)?;
     write("rank.npy", weft::npy::NpyData::F64(ranks.clone()), n)?;
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("numpy/pagerank.py");
-    let peer = std::fs::read_to_string(&script)
-        .map_err(|e| format!("{}: {e}", script.display()))
-        .and_then(|text| {
-            numpy_peer::run(
-                &text,
-                &[
-                    dir.display().to_string(),
-                    n.to_string(),
-                    args.iters.max(1).to_string(),
-                    args.warmup.to_string(),
-                ],
-                1,
-            )
-        })
-        .and_then(|line| {
-            let mut words = line.split_whitespace().map(str::parse::<f64>);
-            match (words.next(), words.next()) {
-                (Some(Ok(step)), Some(Ok(_build))) => Ok(step),
-                _ => Err(format!("the SciPy program printed {line:?}")),
-            }
-        })
-        .and_then(|step| {
-            let theirs = weft::npy::read(dir.join("rank_scipy.npy"))
-                .map_err(|e| e.to_string())?
-                .data
-                .to_f64();
-            let equal = theirs.len() == ranks.len()
-                && theirs
-                    .iter()
-                    .zip(&ranks)
-                    .all(|(a, b)| a.to_bits() == b.to_bits());
-            Ok((step, equal))
-        });
+    let peer = numpy_peer::run_program(
+        "pagerank.py",
+        &[
+            dir.display().to_string(),
+            n.to_string(),
+            args.iters.max(1).to_string(),
+            args.warmup.to_string(),
+        ],
+    )
+    .and_then(|(step, _build)| {
+        let theirs = weft::npy::read(dir.join("rank_scipy.npy"))
+            .map_err(|e| e.to_string())?
+            .data
+            .to_f64();
+        let equal = theirs.len() == ranks.len()
+            && theirs
+                .iter()
+                .zip(&ranks)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+        Ok((step, equal))
+    });
     if temporary {
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -433,76 +433,60 @@ fn tile_portable<T: Element>(a: &[T], b: &[T], kc: usize, acc: &mut [T]) {
     }
 }
 
-/// [`Element::tile_avx512`] for `f64`: each element's eight partials one `zmm` register.
-///
-/// # Safety
-///
-/// As [`Element::tile_avx512`].
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn tile_f64_avx512(a: *const f64, b: *const f64, kc: usize, steps: usize, acc: *mut f64) {
-    use std::arch::x86_64::*;
-    let mut t = [_mm512_setzero_pd(); MR * NR];
-    for (x, v) in t.iter_mut().enumerate() {
-        // SAFETY: `acc` holds `MR * NR * 8` elements.
-        *v = unsafe { _mm512_loadu_pd(acc.add(x * LANES)) };
-    }
-    for q in 0..steps {
-        let at = q * LANES;
-        let mut ar = [_mm512_setzero_pd(); MR];
-        for (i, v) in ar.iter_mut().enumerate() {
-            // SAFETY: each of the `MR` rows of `a` holds `steps * 8` elements.
-            *v = unsafe { _mm512_loadu_pd(a.add(i * kc + at)) };
-        }
-        for j in 0..NR {
-            // SAFETY: each of the `NR` rows of `b` holds `steps * 8` elements.
-            let bj = unsafe { _mm512_loadu_pd(b.add(j * kc + at)) };
-            for i in 0..MR {
-                t[i * NR + j] = _mm512_add_pd(t[i * NR + j], _mm512_mul_pd(ar[i], bj));
+/// Defines one register tile of [`Element::tile_avx512`] for an element type: the vector
+/// type holding one element's eight partials and its zero, load, store, add and multiply.
+macro_rules! tile_avx512 {
+    ($(#[$doc:meta])* $name:ident, $t:ty, $features:literal, $zero:ident, $load:ident,
+     $store:ident, $add:ident, $mul:ident) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        ///
+        /// As [`Element::tile_avx512`].
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $features)]
+        unsafe fn $name(a: *const $t, b: *const $t, kc: usize, steps: usize, acc: *mut $t) {
+            use std::arch::x86_64::*;
+            let mut t = [$zero(); MR * NR];
+            for (x, v) in t.iter_mut().enumerate() {
+                // SAFETY: `acc` holds `MR * NR * 8` elements.
+                *v = unsafe { $load(acc.add(x * LANES)) };
+            }
+            for q in 0..steps {
+                let at = q * LANES;
+                let mut ar = [$zero(); MR];
+                for (i, v) in ar.iter_mut().enumerate() {
+                    // SAFETY: each of the `MR` rows of `a` holds `steps * 8` elements.
+                    *v = unsafe { $load(a.add(i * kc + at)) };
+                }
+                for j in 0..NR {
+                    // SAFETY: each of the `NR` rows of `b` holds `steps * 8` elements.
+                    let bj = unsafe { $load(b.add(j * kc + at)) };
+                    for i in 0..MR {
+                        t[i * NR + j] = $add(t[i * NR + j], $mul(ar[i], bj));
+                    }
+                }
+            }
+            for (x, v) in t.iter().enumerate() {
+                // SAFETY: as for the loads.
+                unsafe { $store(acc.add(x * LANES), *v) };
             }
         }
-    }
-    for (x, v) in t.iter().enumerate() {
-        // SAFETY: as for the loads.
-        unsafe { _mm512_storeu_pd(acc.add(x * LANES), *v) };
-    }
+    };
 }
 
-/// [`Element::tile_avx512`] for `f32`: each element's eight partials one `ymm` register (of
-/// the 32 that AVX-512VL gives).
-///
-/// # Safety
-///
-/// As [`Element::tile_avx512`].
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512vl")]
-unsafe fn tile_f32_avx512(a: *const f32, b: *const f32, kc: usize, steps: usize, acc: *mut f32) {
-    use std::arch::x86_64::*;
-    let mut t = [_mm256_setzero_ps(); MR * NR];
-    for (x, v) in t.iter_mut().enumerate() {
-        // SAFETY: `acc` holds `MR * NR * 8` elements.
-        *v = unsafe { _mm256_loadu_ps(acc.add(x * LANES)) };
-    }
-    for q in 0..steps {
-        let at = q * LANES;
-        let mut ar = [_mm256_setzero_ps(); MR];
-        for (i, v) in ar.iter_mut().enumerate() {
-            // SAFETY: each of the `MR` rows of `a` holds `steps * 8` elements.
-            *v = unsafe { _mm256_loadu_ps(a.add(i * kc + at)) };
-        }
-        for j in 0..NR {
-            // SAFETY: each of the `NR` rows of `b` holds `steps * 8` elements.
-            let bj = unsafe { _mm256_loadu_ps(b.add(j * kc + at)) };
-            for i in 0..MR {
-                t[i * NR + j] = _mm256_add_ps(t[i * NR + j], _mm256_mul_ps(ar[i], bj));
-            }
-        }
-    }
-    for (x, v) in t.iter().enumerate() {
-        // SAFETY: as for the loads.
-        unsafe { _mm256_storeu_ps(acc.add(x * LANES), *v) };
-    }
-}
+tile_avx512!(
+    /// [`Element::tile_avx512`] for `f64`: each element's eight partials one `zmm` register.
+    tile_f64_avx512, f64, "avx512f", _mm512_setzero_pd, _mm512_loadu_pd, _mm512_storeu_pd,
+    _mm512_add_pd, _mm512_mul_pd
+);
+
+tile_avx512!(
+    /// [`Element::tile_avx512`] for `f32`: each element's eight partials one `ymm` register
+    /// (of the 32 that AVX-512VL gives).
+    tile_f32_avx512, f32, "avx512f,avx512vl", _mm256_setzero_ps, _mm256_loadu_ps,
+    _mm256_storeu_ps, _mm256_add_ps, _mm256_mul_ps
+);
 
 #[cfg(test)]
 mod tests {
