@@ -556,8 +556,31 @@ fn run_dynamic(rt: &mut Runtime, sp: weft::PluginId) {
 #[test]
 fn from_coo_of_shuffled_triplets_equals_the_reference_bit_for_bit() {
     let (_np, sp) = plugins(true, 1);
+    // Short rows (sorted by insertion in the plugin), then long ones with many duplicates
+    // (more than 32 entries a row: sorted by a merge sort).
     let (rows, cols) = (301u64, 97u64);
-    let (mut r, mut c, mut v) = random_coo(rows, cols, 29);
+    shuffled_from_coo_equals_the_reference(&sp, rows, cols, random_coo(rows, cols, 29));
+    let mut rng = Rng(37);
+    let (mut r, mut c, mut v) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..6u64 {
+        for _ in 0..20 + 15 * i {
+            r.push(i);
+            c.push(rng.below(24));
+            // Magnitudes 1 and 1e16 apart: every order of a sum has its own bits.
+            v.push((rng.unit() * 2.0 - 1.0) * [1.0, 1e16][rng.below(2) as usize]);
+        }
+    }
+    shuffled_from_coo_equals_the_reference(&sp, 6, 24, (r, c, v));
+}
+
+/// `from_coo` of the triplets `coo` in a shuffled order has the reference's structure and
+/// bits (duplicates summed in the shuffled order), with 32- and 64-bit indices.
+fn shuffled_from_coo_equals_the_reference(
+    sp: &Sparse,
+    rows: u64,
+    cols: u64,
+    (mut r, mut c, mut v): (Vec<u64>, Vec<u64>, Vec<f64>),
+) {
     let mut rng = Rng(31);
     for k in (1..r.len()).rev() {
         let j = rng.below(k as u64 + 1) as usize;
