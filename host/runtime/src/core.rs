@@ -88,6 +88,8 @@ impl Default for Settings {
 pub struct Stats {
     /// Tasks plugins submitted.
     pub tasks_submitted: u64,
+    /// Bytes copied out of stores to the application or a plugin (`read_bytes`).
+    pub bytes_read: u64,
     /// What the executor did.
     pub exec: ExecStats,
 }
@@ -661,6 +663,7 @@ impl Core {
             .storage(storage)
             .ok_or_else(|| Error::Internal(format!("storage of store {} vanished", id.0)))?;
         let mut out = zeroed(len, id)?;
+        self.stats.bytes_read = self.stats.bytes_read.saturating_add(len as u64);
         let Some((lo, hi)) = map.span() else {
             return Ok(out);
         };

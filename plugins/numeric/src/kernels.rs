@@ -99,6 +99,7 @@ pub fn build(key: &Key) -> Result<Kernel, String> {
         Key::DiagExtract { dtype } => diag_extract(name, dtype),
         Key::DiagEmbed { dtype } => diag_embed(name, dtype),
         Key::Cumsum { dtype, kept } => cumsum(name, dtype, kept),
+        Key::FlatNonzero => flat_nonzero(name),
         Key::Take {
             dtype,
             index,
@@ -486,6 +487,30 @@ fn cumsum(name: String, dtype: DType, kept: u32) -> KernelBuilder {
     k
 }
 
+/// One point walks a flattened mask in order, with `k` the number of true elements so far:
+/// element `i` writes `i` to `out[k]` where the mask is true, and to `out[count]` (one slot
+/// past the positions, `count` the 0-d total) where it is false. So `out[..count]` holds
+/// the positions of the true elements, in order.
+fn flat_nonzero(name: String) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let total = k.store(DType::I64, 0, Privilege::Read);
+    let mask = k.store(DType::Bool, 1, Privilege::Read);
+    let out = k.store(DType::I64, 1, Privilege::Write);
+    let n = k.extent(mask, 0);
+    k.parallel(total, |b, _| {
+        let count = b.load(total, &[]);
+        let zero = b.const_i64(0);
+        b.for_loop(zero, n, &[zero], |b, i, seen| {
+            let m = b.load(mask, &[i]);
+            let at = b.select(m, seen[0], count);
+            b.store(out, &[at], i);
+            let step = b.cast(DType::I64, m);
+            vec![b.add(seen[0], step)]
+        });
+    });
+    k
+}
+
 /// `out[i] = a[i with dimension axis replaced by p]` where `p = idx[i_axis]`, plus `a`'s
 /// extent there if negative (an out-of-range position faults, as every access is checked).
 fn take(name: String, dtype: DType, index: DType, rank: u32, axis: u32) -> KernelBuilder {
@@ -678,7 +703,7 @@ mod tests {
 
     /// Every key the operations can produce for small ranks.
     fn all_keys() -> Vec<Key> {
-        let mut keys = Vec::new();
+        let mut keys = vec![Key::FlatNonzero];
         for dtype in DType::ALL {
             keys.extend([
                 Key::Arange { dtype },

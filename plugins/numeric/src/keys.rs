@@ -224,6 +224,9 @@ pub enum Key {
         /// The gathered dimension.
         axis: u32,
     },
+    /// The positions of the true elements of a flattened bool mask, written in order by one
+    /// point that walks the mask (see `kernels::flat_nonzero`).
+    FlatNonzero,
     /// `A @ x` launched over `x` (a wide `A`, such as a transpose): each point reduces its
     /// columns' contributions into the whole `y`.
     Vecmat {
@@ -329,6 +332,7 @@ impl fmt::Display for Key {
             Key::DiagExtract { dtype } => write!(f, "diag.extract.{dtype}"),
             Key::DiagEmbed { dtype } => write!(f, "diag.embed.{dtype}"),
             Key::Cumsum { dtype, kept } => write!(f, "cumsum.{dtype}.r{kept}"),
+            Key::FlatNonzero => write!(f, "flatnonzero"),
             Key::Take {
                 dtype,
                 index,
@@ -521,6 +525,7 @@ fn parse(s: &str) -> Result<Key, String> {
             dtype: t.dtype()?,
             kept: t.rank()?,
         },
+        "flatnonzero" => Key::FlatNonzero,
         "take" => {
             let (dtype, index, rank) = (t.dtype()?, t.dtype()?, t.rank()?);
             let tok = t.next("axis")?;
@@ -571,6 +576,7 @@ impl Key {
         }
         match *self {
             Key::Fill { .. }
+            | Key::FlatNonzero
             | Key::Linspace { .. }
             | Key::DiagExtract { .. }
             | Key::DiagEmbed { .. } => Ok(()),

@@ -172,6 +172,10 @@ impl numeric::Guest for Numeric {
     fn cumsum(a: &Store, axis: Option<i64>) -> Result<Store, Error> {
         ops::indexing::cumsum(&Array::new(a), axis)
     }
+
+    fn flatnonzero(a: &Store) -> Result<Store, Error> {
+        ops::indexing::flatnonzero(&Array::new(a))
+    }
 }
 
 /// An operand as the operations take it.

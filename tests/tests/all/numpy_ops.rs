@@ -86,6 +86,50 @@ fn cases() -> Vec<Case> {
                 .map(|mut p| p.swap_remove(0))
                 .unwrap_or_else(|e| panic!("{e}"))
         }),
+        ("np.flatnonzero(A > 0.5)", |x| x.a.gt(0.5).flatnonzero()),
+        ("np.flatnonzero(I)", |x| x.i.flatnonzero()),
+        ("np.nonzero(A > 0.0)[0]", |x| {
+            ok(x.a.gt(0.0).nonzero().map(|mut p| p.swap_remove(0)))
+        }),
+        ("np.nonzero(A > 0.0)[2]", |x| {
+            ok(x.a.gt(0.0).nonzero().map(|mut p| p.swap_remove(2)))
+        }),
+        ("np.nonzero(M > 100.0)[1]", |x| {
+            ok(x.m.gt(100.0).nonzero().map(|mut p| p.swap_remove(1)))
+        }),
+        (
+            "X = M.copy(); X[X > 1.0] = np.sqrt(X[X > 1.0]); r = X",
+            |x| {
+                let out = x.m.copy();
+                let m = out.gt(1.0);
+                let values = ok(out.masked(&m)).sqrt();
+                out.assign_masked(&m, &values)
+                    .map(|()| out)
+                    .unwrap_or_else(|e| panic!("{e}"))
+            },
+        ),
+        (
+            "X = A.copy(); m = A < 0.0; X[m] = X[m] * 2.0 + 1.0; r = X",
+            |x| {
+                let out = x.a.copy();
+                let m = x.a.lt(0.0);
+                let values = ok(out.masked(&m)) * 2.0 + 1.0;
+                out.assign_masked(&m, &values)
+                    .map(|()| out)
+                    .unwrap_or_else(|e| panic!("{e}"))
+            },
+        ),
+        (
+            "X = M.copy(); X[M > 100.0] = X[M > 100.0] * 2.0; r = X",
+            |x| {
+                let out = x.m.copy();
+                let m = x.m.gt(100.0);
+                let values = ok(out.masked(&m)) * 2.0;
+                out.assign_masked(&m, &values)
+                    .map(|()| out)
+                    .unwrap_or_else(|e| panic!("{e}"))
+            },
+        ),
         ("X = M.copy(); X[X > 1.0] = 0.5; r = X", |x| {
             let out = x.m.copy();
             out.assign_where(&out.gt(1.0), 0.5)
@@ -199,6 +243,15 @@ fn errors_name_the_operation_and_the_problem() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("boolean index did not match"), "{e}");
+    // Compressed values of the wrong length, as NumPy words it; the array is untouched.
+    let e = m
+        .assign_masked(&m.eq(0.0), &np.ones(&[3], DType::F64))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("cannot assign 3 input values to the 12 output values"),
+        "{e}"
+    );
     // A position out of range is an error when the gather runs, and nothing breaks.
     let idx = np.from_f64s(&[2], &[1.0, 7.0], DType::I64);
     let gathered = np.arange(0.0, 5.0, 1.0, DType::F64).take(&idx, None);
@@ -280,4 +333,57 @@ fn errors_name_the_applications_source_line() {
     let line = line!() + 1;
     let e = a.sum_axis(5).check().unwrap_err().to_string();
     assert!(e.contains(&here(line)), "{e}");
+}
+
+/// `a[mask]`, `flatnonzero`, `nonzero` and `a[m] = f(a[m])` run on the back end: of all the
+/// bytes they touch, only each count (8 bytes) is read out of a store, on one piece or three;
+/// the results equal positions computed here.
+#[test]
+fn masks_and_positions_are_found_on_the_back_end() {
+    let n = 100_000u64;
+    let want: Vec<f64> = (0..n).filter(|p| p % 7 == 0).map(|p| p as f64).collect();
+    for pieces in [1, 3] {
+        let np = numeric_in_pieces(pieces);
+        let read = || np.runtime(|rt| rt.stats().bytes_read);
+        let x = np.arange(0.0, n as f64, 1.0, DType::F64);
+        let mask = (&x % 7.0).eq(0.0);
+        mask.check().unwrap_or_else(|e| panic!("{e}"));
+        let before = read();
+        let picked = ok(x.masked(&mask));
+        let flat = mask.flatnonzero();
+        let coords = mask
+            .reshape(&[100, 1000])
+            .nonzero()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let twice = ok(x.masked(&mask)) * 2.0;
+        x.assign_masked(&mask, &twice)
+            .unwrap_or_else(|e| panic!("{e}"));
+        for a in [&picked, &flat, &coords[0], &coords[1]] {
+            assert_eq!(a.shape().unwrap(), [want.len() as u64], "{pieces} pieces");
+        }
+        x.check().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            read() - before,
+            5 * 8,
+            "{pieces} pieces: only the five counts"
+        );
+        assert_eq!(picked.to_vec().unwrap(), want, "{pieces} pieces: a[mask]");
+        assert_eq!(flat.to_vec().unwrap(), want, "{pieces} pieces: flatnonzero");
+        let rows: Vec<f64> = want.iter().map(|p| (p / 1000.0).floor()).collect();
+        let cols: Vec<f64> = want.iter().map(|p| p % 1000.0).collect();
+        assert_eq!(coords[0].to_vec().unwrap(), rows, "{pieces} pieces: rows");
+        assert_eq!(
+            coords[1].to_vec().unwrap(),
+            cols,
+            "{pieces} pieces: columns"
+        );
+        let updated: Vec<f64> = (0..n)
+            .map(|p| if p % 7 == 0 { 2.0 * p as f64 } else { p as f64 })
+            .collect();
+        assert_eq!(
+            x.to_vec().unwrap(),
+            updated,
+            "{pieces} pieces: a[m] = 2 a[m]"
+        );
+    }
 }

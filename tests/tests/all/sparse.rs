@@ -593,13 +593,13 @@ fn shuffled_from_coo_equals_the_reference(
     for i in [DType::I32, DType::I64] {
         let a = sp
             .from_triplets((rows, cols), (&coo.0, &coo.1, &coo.2), DType::F64, i)
-            .unwrap();
+            .unwrap_or_else(|e| panic!("{e}"));
         let what = format!("shuffled triplets, {i} indices");
         check_structure(&what, &a, &want);
         let got: Vec<u64> = a
             .vals()
             .to_vec()
-            .unwrap()
+            .unwrap_or_else(|e| panic!("{e}"))
             .iter()
             .map(|x| x.to_bits())
             .collect();

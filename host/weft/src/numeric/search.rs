@@ -114,58 +114,111 @@ impl Array {
         }
     }
 
+    /// The positions of the nonzero elements of the flattened array, as `int64`, in order
+    /// (NumPy's `flatnonzero`). They are found on the back end: a running sum over
+    /// `self != 0`, then a binary search in it for each position; the one value read on the
+    /// host is the count (the result's shape needs it), so this runs the tasks it depends on.
+    #[track_caller]
+    pub fn flatnonzero(&self) -> Array {
+        let _site = self.np.site_guard(std::panic::Location::caller());
+        self.derive("flatnonzero", |g, s, id| {
+            let a = s.data_mut().lend(id)?;
+            g.call_flatnonzero(s, a)
+        })
+    }
+
     /// The positions of the nonzero elements, one `int64` array per dimension, in row-major
-    /// order (NumPy's `nonzero`, and `where` with one argument). How many there are depends on
-    /// the values, so this reads the array on the host and builds the positions there.
+    /// order (NumPy's `nonzero`, and `where` with one argument): [`Array::flatnonzero`]'s
+    /// positions, unravelled by tasks (`(p % (stride * extent)) / stride` per dimension).
+    /// A 0-d array counts as 1-d, as in NumPy.
     #[track_caller]
     pub fn nonzero(&self) -> Result<Vec<Array>> {
         let _site = self.np.site_guard(std::panic::Location::caller());
         let shape = self.shape()?;
-        let values = self.to_vec()?;
-        let mut positions: Vec<Vec<f64>> = vec![Vec::new(); shape.len().max(1)];
-        for (flat, _) in values.iter().enumerate().filter(|(_, v)| **v != 0.0) {
-            let mut rest = flat as u64;
-            for d in (0..shape.len()).rev() {
-                positions[d].push((rest % shape[d]) as f64);
-                rest /= shape[d];
-            }
+        let flat = self.flatnonzero();
+        flat.shape()?;
+        if shape.len() <= 1 {
+            return Ok(vec![flat]);
         }
-        if shape.is_empty() {
-            // NumPy treats a 0-d array as 1-d here: one position (0) if it is nonzero.
-            positions[0] = values.iter().filter(|v| **v != 0.0).map(|_| 0.0).collect();
+        let mut stride = 1i64;
+        let mut coords = Vec::with_capacity(shape.len());
+        for &extent in shape.iter().rev() {
+            let extent = i64::try_from(extent)
+                .map_err(|_| Error::Usage(format!("nonzero: an extent of {extent}")))?;
+            let within = flat.binary(
+                super::BinaryOp::Remainder,
+                Operand::Int(stride.saturating_mul(extent)),
+            );
+            let coord = within
+                .binary(super::BinaryOp::Div, Operand::Int(stride))
+                .floor()
+                .astype(DType::I64);
+            coords.push(coord);
+            stride = stride.saturating_mul(extent);
         }
-        Ok(positions
-            .into_iter()
-            .map(|p| self.np.from_f64s(&[p.len() as u64], &p, DType::I64))
-            .collect())
+        coords.reverse();
+        Ok(coords)
     }
 
     /// The elements where `mask` (a bool array of this shape) is true, in row-major order, as
-    /// a 1-d array (NumPy's `a[mask]`). The count depends on the mask, which is read on the
-    /// host; the elements are gathered by a task.
+    /// a 1-d array (NumPy's `a[mask]`): a gather at the mask's [`Array::flatnonzero`]
+    /// positions, all on the back end but the count.
     #[track_caller]
     pub fn masked(&self, mask: &Array) -> Result<Array> {
         let _site = self.np.site_guard(std::panic::Location::caller());
+        self.check_mask("numeric.masked", mask)?;
+        let positions = mask.reshape(&[-1]).flatnonzero();
+        Ok(self.reshape(&[-1]).take(&positions, Some(0)))
+    }
+
+    /// `self[mask] = values` where `values` holds one element for each true element of `mask`
+    /// (a bool array of this shape), in row-major order: NumPy's assignment through a boolean
+    /// index of compressed values, as in `a[m] = f(a[m])`. Each element where `mask` is true
+    /// takes `values[k]`, `k` the number of true elements before it (a running sum of the
+    /// mask, gathered from: tasks, with the count read to check `values`' length).
+    #[track_caller]
+    pub fn assign_masked(&self, mask: &Array, values: &Array) -> Result<()> {
+        let _site = self.np.site_guard(std::panic::Location::caller());
+        let shape = self.check_mask("numeric.assign_masked", mask)?;
+        let sums = mask.reshape(&[-1]).cumsum(None);
+        let elements: u64 = shape.iter().product();
+        let count = match elements {
+            0 => 0,
+            n => sums.index(&[super::Ix::At(n as i64 - 1)]).item()? as u64,
+        };
+        let given = values.shape()?;
+        if given != [count] && !(count == 1 && given.iter().product::<u64>() == 1) {
+            return Err(Error::Usage(format!(
+                "numeric.assign_masked: NumPy boolean array indexing assignment cannot assign \
+                 {} input values to the {count} output values where the mask is true",
+                given.iter().product::<u64>()
+            )));
+        }
+        if count == 0 {
+            return Ok(());
+        }
+        let before = (&sums - 1i64).maximum(Operand::Int(0));
+        let gathered = values.reshape(&[-1]).take(&before, Some(0));
+        let dims: Vec<i64> = shape.iter().map(|&e| e as i64).collect();
+        self.assign_where(mask, &gathered.reshape(&dims))
+    }
+
+    /// Checks that `mask` is a bool array of this array's shape, for operation `op`; this
+    /// array's shape.
+    fn check_mask(&self, op: &str, mask: &Array) -> Result<Vec<u64>> {
         let (shape, mask_shape) = (self.shape()?, mask.shape()?);
         if mask.dtype()? != DType::Bool {
-            return Err(Error::Usage(
-                "numeric.masked: the mask must be a bool array".into(),
-            ));
+            return Err(Error::Usage(format!("{op}: the mask must be a bool array")));
         }
         if shape != mask_shape {
             return Err(Error::Usage(format!(
-                "numeric.masked: boolean index did not match indexed array: the array has \
-                 shape {} and the mask {}",
+                "{op}: boolean index did not match indexed array: the array has shape {} and \
+                 the mask {}",
                 shape_text(&shape),
                 shape_text(&mask_shape)
             )));
         }
-        let flat = mask.reshape(&[-1]).nonzero()?;
-        let positions = flat
-            .into_iter()
-            .next()
-            .ok_or_else(|| Error::Usage("numeric.masked: a 1-d mask gave no positions".into()))?;
-        Ok(self.reshape(&[-1]).take(&positions, Some(0)))
+        Ok(shape)
     }
 
     /// `self[mask] = value` where `value` broadcasts to this shape (NumPy's
