@@ -16,12 +16,22 @@ use weft::{Config, Numeric, Runtime, Sparse};
 /// The numeric plugin in a fresh runtime with two worker threads and `pieces` points per
 /// launch (more than one splits every array into tiles, to check that results do not depend
 /// on partitioning).
+///
+/// Under the PTX check (`WEFT_PTX_CHECK=1`) a plugin call may run for up to two minutes:
+/// the check assembles each new kernel with `ptxas` inside whatever flush a plugin's call
+/// starts (its reads, a full window), and a plugin's deadline counts that time too. Under
+/// the test suite's load on a 2-core machine, one `div` that flushed 80 Jacobi steps ran past
+/// the default 10 s.
 pub fn numeric(pieces: u64) -> Numeric {
-    let config = Config {
+    let mut config = Config {
         threads: 2,
         pieces,
         ..Config::from_env()
     };
+    if config.ptx_check {
+        let two_minutes = std::time::Duration::from_secs(120);
+        config.plugin_limits.time = config.plugin_limits.time.max(two_minutes);
+    }
     numeric_with(config)
 }
 

@@ -23,6 +23,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 use weft_ir::Privilege;
 use weft_ir::semantics::MAX_LAUNCH_RANK;
@@ -135,14 +136,16 @@ impl Core {
     /// Checks a task's partitions and adds it to the window; runs the front of the window if
     /// it is full.
     pub fn submit(&mut self, mut task: IndexTask) -> Result<()> {
-        let kernel_name = task.name().to_string();
+        // The kernel's entry (shared, not copied: its name is only needed for an error).
+        let kernel = Arc::clone(&task.kernel);
         let invalid = |message: String| Error::InvalidTask {
-            plugin: kernel_name
+            plugin: kernel
+                .name()
                 .split('.')
                 .next()
                 .unwrap_or_default()
                 .to_string(),
-            kernel: kernel_name.clone(),
+            kernel: kernel.name().to_string(),
             message,
         };
         if task.launch.len() > MAX_LAUNCH_RANK {

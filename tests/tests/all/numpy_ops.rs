@@ -15,6 +15,15 @@ fn ok(r: weft::Result<Array>) -> Array {
     r.unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// `X = a.copy(); X[m] = f(X[m]); r = X`, through [`Array::assign_masked`].
+fn update_masked(a: &Array, m: &Array, f: impl Fn(Array) -> Array) -> Array {
+    let out = a.copy();
+    let values = f(ok(out.masked(m)));
+    out.assign_masked(m, &values)
+        .map(|()| out)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
 fn cases() -> Vec<Case> {
     vec![
         ("np.argmax(M)", |x| x.m.argmax(None)),
@@ -99,36 +108,15 @@ fn cases() -> Vec<Case> {
         }),
         (
             "X = M.copy(); X[X > 1.0] = np.sqrt(X[X > 1.0]); r = X",
-            |x| {
-                let out = x.m.copy();
-                let m = out.gt(1.0);
-                let values = ok(out.masked(&m)).sqrt();
-                out.assign_masked(&m, &values)
-                    .map(|()| out)
-                    .unwrap_or_else(|e| panic!("{e}"))
-            },
+            |x| update_masked(&x.m, &x.m.gt(1.0), |v| v.sqrt()),
         ),
         (
             "X = A.copy(); m = A < 0.0; X[m] = X[m] * 2.0 + 1.0; r = X",
-            |x| {
-                let out = x.a.copy();
-                let m = x.a.lt(0.0);
-                let values = ok(out.masked(&m)) * 2.0 + 1.0;
-                out.assign_masked(&m, &values)
-                    .map(|()| out)
-                    .unwrap_or_else(|e| panic!("{e}"))
-            },
+            |x| update_masked(&x.a, &x.a.lt(0.0), |v| v * 2.0 + 1.0),
         ),
         (
             "X = M.copy(); X[M > 100.0] = X[M > 100.0] * 2.0; r = X",
-            |x| {
-                let out = x.m.copy();
-                let m = x.m.gt(100.0);
-                let values = ok(out.masked(&m)) * 2.0;
-                out.assign_masked(&m, &values)
-                    .map(|()| out)
-                    .unwrap_or_else(|e| panic!("{e}"))
-            },
+            |x| update_masked(&x.m, &x.m.gt(100.0), |v| v * 2.0),
         ),
         ("X = M.copy(); X[X > 1.0] = 0.5; r = X", |x| {
             let out = x.m.copy();
