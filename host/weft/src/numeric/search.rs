@@ -115,9 +115,10 @@ impl Array {
     }
 
     /// The positions of the nonzero elements of the flattened array, as `int64`, in order
-    /// (NumPy's `flatnonzero`). They are found on the back end: a running sum over
-    /// `self != 0`, then a binary search in it for each position; the one value read on the
-    /// host is the count (the result's shape needs it), so this runs the tasks it depends on.
+    /// (NumPy's `flatnonzero`). They are found on the back end: a sum counts `self != 0`, and
+    /// one task walks the mask writing each position at the running count. The one value
+    /// read on the host is the count (the result's shape needs it), so this runs the tasks it
+    /// depends on.
     #[track_caller]
     pub fn flatnonzero(&self) -> Array {
         let _site = self.np.site_guard(std::panic::Location::caller());
