@@ -133,6 +133,8 @@ impl Report {
             .set("messages_sent", traffic.messages)
             .set("plans_derived", traffic.plans_derived)
             .set("plans_reused", traffic.plans_reused)
+            .set("calls_replayed", np.replay_stats().replayed)
+            .set("calls_recorded", np.replay_stats().recorded)
     }
 
     /// The value of `key`, if set.

@@ -115,7 +115,7 @@ const WINDOWS: [usize; 5] = [16, 64, 256, 1024, 4096];
 fn analysis_per_task(len: usize, scalar: bool, reps: usize) -> Result<(f64, usize), AppError> {
     let mut stores = Stores::default();
     let (tasks, _) = window(&mut stores, len, 1, scalar)?;
-    let readers = std::collections::HashMap::new();
+    let readers = weft_runtime::FastMap::default();
     let mut samples = Vec::new();
     let mut plans = 0;
     for _ in 0..reps {
@@ -144,7 +144,7 @@ fn run(args: &Args) -> Result<(), AppError> {
     for points in [1u64, 10, 100, 1_000, 10_000, 100_000, 1_000_000] {
         let mut stores = Stores::default();
         let (tasks, _) = window(&mut stores, len, points, false)?;
-        let readers = std::collections::HashMap::new();
+        let readers = weft_runtime::FastMap::default();
         let mut miss = Vec::new();
         let mut hit = Vec::new();
         for _ in 0..reps {

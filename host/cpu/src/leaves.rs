@@ -350,7 +350,11 @@ pub(crate) unsafe fn chunk_nodes(
         }
     }
     let rows = usize::try_from(shape.hi - shape.lo).unwrap_or(0);
-    let inner: usize = shape.extents[1..]
+    // A 0-d store has no dimensions past the first; its one element is one row.
+    let inner: usize = shape
+        .extents
+        .get(1..)
+        .unwrap_or_default()
         .iter()
         .map(|&e| usize::try_from(e).unwrap_or(0))
         .product();

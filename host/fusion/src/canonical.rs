@@ -8,8 +8,6 @@
 //! per store its root shape, whether anything holds a handle to it, and whether a task after
 //! the prefix reads it; and the cut that ended the prefix.
 
-use std::collections::{HashMap, HashSet};
-
 use weft_runtime::partition::RootPartition;
 use weft_runtime::stores::{StorageId, Stores};
 use weft_runtime::task::IndexTask;
@@ -36,7 +34,7 @@ impl Key {
 #[derive(Default)]
 struct Names {
     storages: Vec<StorageId>,
-    index: HashMap<StorageId, usize>,
+    index: weft_runtime::FastMap<StorageId, usize>,
 }
 
 impl Names {
@@ -60,9 +58,9 @@ impl Names {
 /// over shifted slices of an array it does not write, shares one plan.
 struct Offsets {
     /// Storages the prefix writes or reduces into: their offsets stay exact.
-    written: HashSet<StorageId>,
+    written: weft_runtime::FastSet<StorageId>,
     /// Per read-only storage, its distinct offsets and their ranks in order of first use.
-    seen: HashMap<StorageId, HashMap<u64, usize>>,
+    seen: weft_runtime::FastMap<StorageId, weft_runtime::FastMap<u64, usize>>,
 }
 
 impl Offsets {
@@ -133,7 +131,7 @@ pub fn key(
             .filter(|a| !matches!(a.privilege, weft_ir::Privilege::Read))
             .map(|a| a.storage)
             .collect(),
-        seen: HashMap::new(),
+        seen: weft_runtime::FastMap::default(),
     };
     words.push(tasks.len() as u64);
     for task in tasks {

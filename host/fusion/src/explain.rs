@@ -9,7 +9,6 @@
 //! task runs and which did not merge, and why the window was cut, naming the application's
 //! call sites where they are known.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use weft_ir::passes::Optimized;
@@ -360,7 +359,7 @@ impl Explanation {
         prefix: usize,
         key: &Key,
         label: &dyn Fn(StorageId) -> Option<String>,
-        sites: &HashMap<u64, Arc<str>>,
+        sites: &weft_runtime::FastMap<u64, Arc<str>>,
     ) -> PlanSummary {
         let prefix = prefix.clamp(1, window.len().max(1));
         let tasks = &window[..prefix.min(window.len())];

@@ -174,7 +174,7 @@ impl Fuser {
         &mut self,
         window: &[IndexTask],
         stores: &Stores,
-        readers: &HashMap<StorageId, u32>,
+        readers: &weft_runtime::FastMap<StorageId, u32>,
     ) -> Result<Planned> {
         // A prefix whose fused kernel would pass the limits every kernel is held to stops
         // short of them (its cut is then the limit, not a constraint). The constraint check

@@ -11,6 +11,7 @@ use crate::bindings::base::PluginBase;
 use crate::bindings::base::weft::plugin::{host, kernel_ir, types};
 use crate::convert;
 use crate::limits::{Limiter, PluginLimits};
+use crate::replay::{Event, Recorder, SubmitEvent, ViewOp};
 
 /// The entry of a plugin's `store` handle in its [`ResourceTable`]
 /// ([`PluginState::handles`]): the store it names and what the plugin may do with it.
@@ -113,6 +114,9 @@ pub struct PluginState {
     pub store_quota: u64,
     /// Handles lent for the current call, forgotten when it returns.
     lent: Vec<u32>,
+    /// The recording of the current call, when the caller asked for one
+    /// ([`crate::replay`]).
+    pub recorder: Option<Box<Recorder>>,
 }
 
 impl PluginState {
@@ -134,6 +138,7 @@ impl PluginState {
             deadline_ticks,
             store_quota,
             lent: Vec::new(),
+            recorder: None,
         }
     }
 
@@ -158,6 +163,9 @@ impl PluginState {
     pub fn lend(&mut self, id: StoreId) -> wasmtime::Result<Resource<StoreRes>> {
         let owned = self.own_entry(StoreRes::lent(id, true))?;
         self.lent.push(owned.rep());
+        if let Some(r) = self.recorder.as_deref_mut() {
+            r.lend(owned.rep(), id);
+        }
         Ok(Resource::new_borrow(owned.rep()))
     }
 
@@ -166,6 +174,9 @@ impl PluginState {
     /// count back already).
     pub fn drop_owned(&mut self, r: Resource<StoreRes>) -> wasmtime::Result<()> {
         let rep = r.rep();
+        if let Some(rec) = self.recorder.as_deref_mut() {
+            rec.drop_handle(rep);
+        }
         if let Ok(entry) = self.handles.delete(Resource::<StoreRes>::new_own(rep))
             && !entry.revoked
         {
@@ -202,6 +213,9 @@ impl PluginState {
 
     /// Takes an owned handle the plugin returned: the handle's count moves to the caller.
     pub fn take(&mut self, r: &Resource<StoreRes>) -> wasmtime::Result<StoreId> {
+        if let Some(rec) = self.recorder.as_deref_mut() {
+            rec.returned(r.rep());
+        }
         self.handles
             .delete(Resource::<StoreRes>::new_own(r.rep()))
             .map(|entry| entry.id)
@@ -237,6 +251,22 @@ impl PluginState {
 
     fn store_of(&self, r: &Resource<StoreRes>) -> wasmtime::Result<StoreId> {
         self.entry_of(r).map(|e| e.id)
+    }
+
+    /// Records an event about handle `rep`, made by `event` from its slot (when recording).
+    fn record(&mut self, rep: u32, event: impl FnOnce(crate::replay::Slot) -> Event) {
+        if let Some(rec) = self.recorder.as_deref_mut()
+            && let Some(slot) = rec.slot(rep)
+        {
+            rec.push(event(slot));
+        }
+    }
+
+    /// Records that the call cannot be replayed (when recording).
+    fn spoil(&mut self) {
+        if let Some(rec) = self.recorder.as_deref_mut() {
+            rec.spoil();
+        }
     }
 
     fn core(&mut self) -> wasmtime::Result<&mut Core> {
@@ -275,12 +305,16 @@ impl kernel_ir::Host for PluginState {}
 impl host::HostStore for PluginState {
     fn shape(&mut self, s: Resource<StoreRes>) -> wasmtime::Result<Vec<u64>> {
         let id = self.store_of(&s)?;
-        Ok(self.core()?.stores().get(id)?.shape.clone())
+        let shape = self.core()?.stores().get(id)?.shape.clone();
+        self.record(s.rep(), |slot| Event::Shape(slot, shape.clone()));
+        Ok(shape)
     }
 
     fn dtype(&mut self, s: Resource<StoreRes>) -> wasmtime::Result<types::Dtype> {
         let id = self.store_of(&s)?;
-        Ok(convert::wit_dtype(self.core()?.stores().get(id)?.dtype))
+        let dtype = self.core()?.stores().get(id)?.dtype;
+        self.record(s.rep(), |slot| Event::Dtype(slot, dtype));
+        Ok(convert::wit_dtype(dtype))
     }
 
     fn slice(
@@ -289,11 +323,7 @@ impl host::HostStore for PluginState {
         start: Vec<u64>,
         stop: Vec<u64>,
     ) -> wasmtime::Result<Result<Resource<StoreRes>, types::Error>> {
-        let entry = self.entry_of(&s)?;
-        match self.core()?.slice(entry.id, &start, &stop) {
-            Ok(view) => Ok(Ok(self.own_entry(entry.derived(view))?)),
-            Err(e) => Ok(Err(err(e.to_string()))),
-        }
+        self.view_of(&s, ViewOp::Slice(start, stop))
     }
 
     fn strided(
@@ -303,7 +333,7 @@ impl host::HostStore for PluginState {
         step: Vec<i64>,
         shape: Vec<u64>,
     ) -> wasmtime::Result<Result<Resource<StoreRes>, types::Error>> {
-        self.view_of(&s, |m| m.strided(&start, &step, &shape))
+        self.view_of(&s, ViewOp::Strided(start, step, shape))
     }
 
     fn permute(
@@ -311,7 +341,7 @@ impl host::HostStore for PluginState {
         s: Resource<StoreRes>,
         axes: Vec<u32>,
     ) -> wasmtime::Result<Result<Resource<StoreRes>, types::Error>> {
-        self.view_of(&s, |m| m.permute(&axes))
+        self.view_of(&s, ViewOp::Permute(axes))
     }
 
     fn broadcast_to(
@@ -319,7 +349,7 @@ impl host::HostStore for PluginState {
         s: Resource<StoreRes>,
         shape: Vec<u64>,
     ) -> wasmtime::Result<Result<Resource<StoreRes>, types::Error>> {
-        self.view_of(&s, |m| m.broadcast_to(&shape))
+        self.view_of(&s, ViewOp::Broadcast(shape))
     }
 
     fn reshape(
@@ -329,9 +359,23 @@ impl host::HostStore for PluginState {
     ) -> wasmtime::Result<Result<Option<Resource<StoreRes>>, types::Error>> {
         let entry = self.entry_of(&s)?;
         match self.core()?.reshape(entry.id, &shape) {
-            Ok(Some(view)) => Ok(Ok(Some(self.own_entry(entry.derived(view))?))),
-            Ok(None) => Ok(Ok(None)),
-            Err(e) => Ok(Err(err(e.to_string()))),
+            Ok(Some(view)) => {
+                let handle = self.own_entry(entry.derived(view))?;
+                if let Some(rec) = self.recorder.as_deref_mut()
+                    && let Some(slot) = rec.slot(s.rep())
+                {
+                    rec.made(handle.rep(), Event::Reshape(slot, shape, true));
+                }
+                Ok(Ok(Some(handle)))
+            }
+            Ok(None) => {
+                self.record(s.rep(), |slot| Event::Reshape(slot, shape, false));
+                Ok(Ok(None))
+            }
+            Err(e) => {
+                self.spoil();
+                Ok(Err(err(e.to_string())))
+            }
         }
     }
 
@@ -340,11 +384,10 @@ impl host::HostStore for PluginState {
         a: Resource<StoreRes>,
         b: Resource<StoreRes>,
     ) -> wasmtime::Result<bool> {
-        let (a, b) = (self.store_of(&a)?, self.store_of(&b)?);
-        let stores = self.core()?.stores();
-        let (a, b) = (stores.get(a)?, stores.get(b)?);
-        let root = stores.storage(a.storage).map(|s| s.shape.as_slice());
-        Ok(a.storage == b.storage && root.is_none_or(|root| a.map.may_overlap(&b.map, root)))
+        let (x, y) = (self.store_of(&a)?, self.store_of(&b)?);
+        let answer = crate::replay::may_overlap(self.core()?, x, y)?;
+        self.record_pair(&a, &b, |x, y| Event::MayOverlap(x, y, answer));
+        Ok(answer)
     }
 
     fn same_root(
@@ -352,9 +395,10 @@ impl host::HostStore for PluginState {
         a: Resource<StoreRes>,
         b: Resource<StoreRes>,
     ) -> wasmtime::Result<bool> {
-        let (a, b) = (self.store_of(&a)?, self.store_of(&b)?);
-        let stores = self.core()?.stores();
-        Ok(stores.get(a)?.storage == stores.get(b)?.storage)
+        let (x, y) = (self.store_of(&a)?, self.store_of(&b)?);
+        let answer = crate::replay::same_root(self.core()?, x, y)?;
+        self.record_pair(&a, &b, |x, y| Event::SameRoot(x, y, answer));
+        Ok(answer)
     }
 
     fn drop(&mut self, s: Resource<StoreRes>) -> wasmtime::Result<()> {
@@ -363,19 +407,41 @@ impl host::HostStore for PluginState {
 }
 
 impl PluginState {
-    /// A handle to the view `make` makes of `s`'s map, or the error that made it impossible.
+    /// A handle to the view `op` of `s`, or the error that made it impossible.
     fn view_of(
         &mut self,
         s: &Resource<StoreRes>,
-        make: impl FnOnce(
-            &weft_runtime::ViewMap,
-        )
-            -> std::result::Result<weft_runtime::ViewMap, weft_runtime::ViewError>,
+        op: ViewOp,
     ) -> wasmtime::Result<Result<Resource<StoreRes>, types::Error>> {
         let entry = self.entry_of(s)?;
-        match self.core()?.view(entry.id, make) {
-            Ok(view) => Ok(Ok(self.own_entry(entry.derived(view))?)),
-            Err(e) => Ok(Err(err(e.to_string()))),
+        match crate::replay::make_view(self.core()?, entry.id, &op) {
+            Ok(view) => {
+                let handle = self.own_entry(entry.derived(view))?;
+                if let Some(rec) = self.recorder.as_deref_mut()
+                    && let Some(slot) = rec.slot(s.rep())
+                {
+                    rec.made(handle.rep(), Event::View(slot, op));
+                }
+                Ok(Ok(handle))
+            }
+            Err(e) => {
+                self.spoil();
+                Ok(Err(err(e.to_string())))
+            }
+        }
+    }
+
+    /// Records an event about two handles (when recording).
+    fn record_pair(
+        &mut self,
+        a: &Resource<StoreRes>,
+        b: &Resource<StoreRes>,
+        event: impl FnOnce(crate::replay::Slot, crate::replay::Slot) -> Event,
+    ) {
+        if let Some(rec) = self.recorder.as_deref_mut()
+            && let (Some(x), Some(y)) = (rec.slot(a.rep()), rec.slot(b.rep()))
+        {
+            rec.push(event(x, y));
         }
     }
 }
@@ -387,12 +453,22 @@ impl host::Host for PluginState {
         dtype: types::Dtype,
     ) -> wasmtime::Result<Result<Resource<StoreRes>, types::Error>> {
         let (id, quota, name) = (self.id, self.store_quota, self.name.clone());
+        let dtype = convert::dtype(dtype);
         match self
             .core()?
-            .create_store_as(id, &name, quota, shape, convert::dtype(dtype))
+            .create_store_as(id, &name, quota, shape.clone(), dtype)
         {
-            Ok(id) => Ok(Ok(self.own(id)?)),
-            Err(e) => Ok(Err(err(e.to_string()))),
+            Ok(id) => {
+                let handle = self.own(id)?;
+                if let Some(rec) = self.recorder.as_deref_mut() {
+                    rec.made(handle.rep(), Event::Create(shape, dtype));
+                }
+                Ok(Ok(handle))
+            }
+            Err(e) => {
+                self.spoil();
+                Ok(Err(err(e.to_string())))
+            }
         }
     }
 
@@ -402,6 +478,7 @@ impl host::Host for PluginState {
         dtype: types::Dtype,
         data: Vec<u8>,
     ) -> wasmtime::Result<Result<Resource<StoreRes>, types::Error>> {
+        self.spoil();
         let (id, quota, name) = (self.id, self.store_quota, self.name.clone());
         match self.core()?.store_from_bytes_as(
             Some((id, &name, quota)),
@@ -420,6 +497,7 @@ impl host::Host for PluginState {
     ) -> wasmtime::Result<Result<Vec<u8>, types::Error>> {
         // Charged to the plugin's quota and the runtime's before anything is allocated: a
         // broadcast view costs no storage, but its read costs its full size.
+        self.spoil();
         let id = self.store_of(&s)?;
         let (plugin, quota, name) = (self.id, self.store_quota, self.name.clone());
         Ok(self
@@ -430,15 +508,21 @@ impl host::Host for PluginState {
 
     fn preferred_tiling(&mut self, shape: Vec<u64>) -> wasmtime::Result<(Vec<u64>, types::Tiling)> {
         let (launch, tiling) = self.core()?.preferred_tiling(&shape);
-        Ok((launch, convert::wit_tiling(tiling)))
+        let wit = convert::wit_tiling(tiling.clone());
+        if let Some(rec) = self.recorder.as_deref_mut() {
+            rec.push(Event::Tiling(shape, launch.clone(), tiling));
+        }
+        Ok((launch, wit))
     }
 
     fn submit(&mut self, task: host::IndexTask) -> wasmtime::Result<Result<(), types::Error>> {
         let mut args = Vec::with_capacity(task.args.len());
+        let mut reps = Vec::with_capacity(task.args.len());
         for (i, arg) in task.args.into_iter().enumerate() {
             let entry = self.entry_of(&arg.store)?;
             let privilege = convert::privilege(arg.privilege);
             if privilege.mutates() && !entry.writable {
+                self.spoil();
                 return Ok(Err(err(format!(
                     "task `{}`: argument {i} {} a store the plugin holds read-only",
                     task.kernel,
@@ -448,6 +532,7 @@ impl host::Host for PluginState {
                     }
                 ))));
             }
+            reps.push(arg.store.rep());
             args.push(TaskArg::new(
                 entry.id,
                 convert::partition(arg.partition),
@@ -456,10 +541,40 @@ impl host::Host for PluginState {
         }
         let kernel = match self.kernel(&task.kernel) {
             Ok(k) => k,
-            Err(e) => return Ok(Err(err(e.to_string()))),
+            Err(e) => {
+                self.spoil();
+                return Ok(Err(err(e.to_string())));
+            }
         };
-        let scalars = task.scalars.into_iter().map(convert::scalar).collect();
+        let scalars: Vec<weft_ir::Scalar> = task.scalars.into_iter().map(convert::scalar).collect();
+        let event = match self.recorder.as_deref_mut() {
+            Some(rec) => {
+                let slots: Option<Vec<_>> = reps.iter().map(|&rep| rec.slot(rep)).collect();
+                slots.map(|slots| SubmitEvent {
+                    kernel: Arc::clone(&kernel),
+                    launch: task.launch.clone(),
+                    args: slots
+                        .into_iter()
+                        .zip(&args)
+                        .map(|(slot, a)| (slot, a.partition.clone(), a.privilege))
+                        .collect(),
+                    scalars: scalars.clone(),
+                })
+            }
+            None => None,
+        };
         let task = IndexTask::new(self.id, kernel, task.launch, args, scalars);
-        Ok(self.core()?.submit(task).map_err(|e| err(e.to_string())))
+        match self.core()?.submit(task) {
+            Ok(()) => {
+                if let (Some(rec), Some(event)) = (self.recorder.as_deref_mut(), event) {
+                    rec.push(Event::Submit(Box::new(event)));
+                }
+                Ok(Ok(()))
+            }
+            Err(e) => {
+                self.spoil();
+                Ok(Err(err(e.to_string())))
+            }
+        }
     }
 }

@@ -25,6 +25,7 @@ mod error;
 pub mod imports;
 pub mod limits;
 mod plugin;
+pub mod replay;
 mod ticker;
 mod value_conversions;
 
@@ -124,6 +125,29 @@ impl PluginHost {
     /// How many times a plugin's instance was remade after a fault.
     pub fn plugin_generation(&self, id: PluginId) -> u64 {
         self.plugins.get(id.0 as usize).map_or(0, |p| p.generation)
+    }
+
+    /// Replays a recorded call of plugin `id` with `args` as its lent stores, on the core
+    /// alone (see [`replay`]): the store the call returns, or `None`, or a
+    /// [`replay::Miss`] (nothing done; make the real call). The tasks it submits carry the
+    /// plugin's id, and the stores it makes count against the plugin's quota, as the real
+    /// call's would.
+    pub fn replay(
+        &mut self,
+        core: &mut CoreSlot,
+        id: PluginId,
+        recording: &replay::Recording,
+        args: &[weft_runtime::StoreId],
+    ) -> std::result::Result<Option<weft_runtime::StoreId>, replay::Miss> {
+        let plugin = self.plugins.get(id.0 as usize).ok_or(replay::Miss)?;
+        let core = core.as_deref_mut().ok_or(replay::Miss)?;
+        core.collect_released();
+        let caller = replay::Caller {
+            id,
+            name: &plugin.name,
+            quota: plugin.store.data().store_quota,
+        };
+        recording.replay(core, caller, args)
     }
 
     /// How many components were compiled rather than found in the cache.

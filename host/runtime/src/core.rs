@@ -5,7 +5,6 @@
 //! reach it without locks or reference counting) and moves back when the call returns; see
 //! `weft-plugin`.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
 
@@ -116,7 +115,7 @@ pub struct Core {
     /// [`Core::set_call_site`]).
     pub(crate) call_site: Option<Arc<str>>,
     /// The call site of each pending task that has one, by sequence number.
-    pub(crate) sites: HashMap<u64, Arc<str>>,
+    pub(crate) sites: crate::FastMap<u64, Arc<str>>,
     released: (Sender<StoreId>, Receiver<StoreId>),
     /// This core's identity, shared by the handles it makes.
     token: Arc<crate::handle::CoreToken>,
@@ -154,7 +153,7 @@ impl Core {
             summaries: Default::default(),
             profiler: Default::default(),
             call_site: None,
-            sites: HashMap::new(),
+            sites: crate::FastMap::default(),
             released: channel(),
             token: Arc::default(),
             distribution: None,
@@ -567,7 +566,7 @@ impl Core {
     pub(crate) fn execute(
         &mut self,
         task: &crate::task::IndexTask,
-        uses: &HashMap<StoreId, u32>,
+        uses: &crate::FastMap<StoreId, u32>,
         hand_over: bool,
     ) -> Result<()> {
         let span = tracing::info_span!("kernel", kernel = task.name());

@@ -1,7 +1,7 @@
 //! Running one index task: the points this process owns, through a back end.
 
+use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, HashMap};
 
 use weft_ir::Scalar;
 use weft_ir::reduction::{LoopPartial, Partial};
@@ -51,7 +51,7 @@ pub struct Executor<'a> {
     /// Per store, how many references to it the tasks that run now (or ran before and are not
     /// yet retired) hold: a store whose pending count is no more than that, with no handle,
     /// dies with the task, and an output may take over its buffer.
-    pub uses: &'a HashMap<StoreId, u32>,
+    pub uses: &'a crate::FastMap<StoreId, u32>,
     /// Whether an output may take over the buffer of an input that dies with the task (off
     /// while a snapshot must stay able to run the task's parts again).
     pub hand_over: bool,

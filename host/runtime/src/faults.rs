@@ -89,9 +89,9 @@ impl Core {
         &mut self,
         done: &[IndexTask],
         fused: Option<&IndexTask>,
-        uses: &mut HashMap<StoreId, u32>,
+        uses: &mut crate::FastMap<StoreId, u32>,
     ) -> Result<()> {
-        let count = |task: &IndexTask, uses: &mut HashMap<StoreId, u32>| {
+        let count = |task: &IndexTask, uses: &mut crate::FastMap<StoreId, u32>| {
             for arg in &task.args {
                 *uses.entry(arg.store).or_default() += 1;
             }

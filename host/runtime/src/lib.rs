@@ -56,6 +56,13 @@ pub mod testing;
 pub mod view;
 pub mod window;
 
+/// The hash map of the runtime's own ids (stores, storages, sequence numbers): keys the host
+/// assigns, hashed with a fast non-cryptographic hash.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
+
+/// The hash set of the runtime's own ids (see [`FastMap`]).
+pub type FastSet<K> = std::collections::HashSet<K, rustc_hash::FxBuildHasher>;
+
 pub use backend::{
     Backend, Binding, BufferId, MemoryStats, Prepared, check_element_sizes, check_view,
     confirm_hit, store_element_sizes, view_inside,

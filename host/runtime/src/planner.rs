@@ -6,7 +6,6 @@
 //! [`NoFusion`] runs every task on its own. The window's policy (when to grow, when to run,
 //! what a read needs) lives in [`crate::window`] and knows nothing of how a planner decides.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::Result;
@@ -19,7 +18,7 @@ pub struct PlanContext<'a> {
     pub stores: &'a Stores,
     /// Per storage, how many arguments of pending tasks (anywhere in the window, the tasks
     /// being planned included) read or reduce it.
-    pub readers: &'a HashMap<StorageId, u32>,
+    pub readers: &'a crate::FastMap<StorageId, u32>,
     /// Whether the caller wants an explanation of the decision (the full detail,
     /// `WEFT_EXPLAIN=2`).
     pub explain: bool,
@@ -28,7 +27,7 @@ pub struct PlanContext<'a> {
     /// Where in the application each pending task was asked for, by sequence number (the
     /// tasks submitted under [`Core::set_call_site`](crate::Core::set_call_site)), for
     /// summaries to name.
-    pub sites: &'a HashMap<u64, Arc<str>>,
+    pub sites: &'a crate::FastMap<u64, Arc<str>>,
 }
 
 /// What to run next.

@@ -11,8 +11,6 @@
 //! A store whose handles are all gone is dead to the program; it is removed once no pending
 //! task names it either.
 
-use std::collections::HashMap;
-
 use weft_ir::DType;
 
 use weft_ir::semantics::MAX_RANK;
@@ -178,8 +176,8 @@ fn missing(id: StorageId) -> Error {
 /// counts. Memory belongs to the back end; a storage only names its buffer.
 #[derive(Debug, Default)]
 pub struct Stores {
-    stores: HashMap<StoreId, StoreInfo>,
-    storages: HashMap<StorageId, Storage>,
+    stores: crate::FastMap<StoreId, StoreInfo>,
+    storages: crate::FastMap<StorageId, Storage>,
     next: u64,
     /// Bytes of storage allocated now.
     allocated: u64,
@@ -188,7 +186,7 @@ pub struct Stores {
     /// Bytes of every live storage, allocated or not (what quotas count).
     live: u64,
     /// Bytes of the live storages each plugin created.
-    owned: HashMap<PluginId, u64>,
+    owned: crate::FastMap<PluginId, u64>,
 }
 
 impl Stores {

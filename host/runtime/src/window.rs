@@ -21,7 +21,7 @@
 //! The policy knows nothing of how the planner decides or how the back end runs: its tests
 //! use fake planners and the interpreting [`crate::testing::FakeBackend`].
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
@@ -42,7 +42,7 @@ pub const INITIAL_WINDOW: usize = 16;
 pub struct Window {
     tasks: Vec<IndexTask>,
     /// Per storage, how many arguments of pending tasks read or reduce it.
-    readers: HashMap<StorageId, u32>,
+    readers: crate::FastMap<StorageId, u32>,
     /// The last sequence number given to a task.
     last_seq: u64,
     /// The current size: it starts small and doubles (up to `bound`) each time a full window
@@ -57,7 +57,7 @@ impl Window {
         let bound = bound.max(1);
         Window {
             tasks: Vec::new(),
-            readers: HashMap::new(),
+            readers: crate::FastMap::default(),
             last_seq: 0,
             size: INITIAL_WINDOW.min(bound),
             bound,
@@ -367,7 +367,7 @@ impl Core {
         }
         let done: Vec<IndexTask> = tasks.drain(..prefix).collect();
         // The references to each store held by the tasks run so far (not yet retired).
-        let mut uses: HashMap<StoreId, u32> = HashMap::new();
+        let mut uses: crate::FastMap<StoreId, u32> = crate::FastMap::default();
         let result = self.run_isolated(&done, plan.fused.as_ref(), &mut uses);
         for task in &done {
             self.retire(task);

@@ -28,6 +28,7 @@ mod interop;
 mod joining;
 mod products;
 mod random;
+mod replayed;
 mod search;
 mod shape_ops;
 
@@ -43,6 +44,8 @@ use weft_plugin::imports::{PluginState, StoreRes};
 use weft_runtime::StoreHandle;
 
 pub use api::{BinaryOp, Reduction, UnaryOp};
+use replayed::CallKey;
+pub use replayed::ReplayStats;
 
 /// The numeric plugin, loaded in a runtime of its own or shared with other plugins.
 #[derive(Clone)]
@@ -55,7 +58,9 @@ struct Inner {
     exports: TypedExports<GuestIndices>,
     /// Each call site's text (`file:line:column`), made once per site: formatting it on
     /// every call was a few percent of a tiny operation's cost.
-    sites: RefCell<std::collections::HashMap<usize, std::sync::Arc<str>>>,
+    sites: RefCell<weft_runtime::FastMap<usize, std::sync::Arc<str>>>,
+    /// Recorded calls, replayed without entering the plugin.
+    memo: RefCell<replayed::CallMemo>,
 }
 
 /// One operand of an element-wise operation.
@@ -220,6 +225,7 @@ impl Numeric {
                 rt: RefCell::new(rt),
                 exports,
                 sites: RefCell::default(),
+                memo: RefCell::default(),
             }),
         })
     }
@@ -427,7 +433,7 @@ fn operand(
 }
 
 /// An operand whose array is known to be healthy.
-enum OperandRef {
+pub(crate) enum OperandRef {
     Store(weft_runtime::StoreId),
     Scalar(f64),
     Int(i64),
@@ -548,7 +554,8 @@ impl Array {
                 step: r.step,
             })
             .collect();
-        self.derive("slice", |g, s, id| {
+        let key = CallKey::new("slice").ranges(&ranges);
+        self.derive_replayed("slice", key, &[], |g, s, id| {
             let a = s.data_mut().lend(id)?;
             g.call_slice(s, a, &ranges)
         })
@@ -567,7 +574,8 @@ impl Array {
                 };
             }
         };
-        self.derive(op_name(op), |g, s, id| {
+        let key = CallKey::new(op_name(op)).word(0).operand(&rhs);
+        self.derive_replayed(op_name(op), key, &[&rhs], |g, s, id| {
             let a = api::Operand::Array(s.data_mut().lend(id)?);
             let b = operand(s, &rhs)?;
             g.call_binary(s, op, a, b)
@@ -577,7 +585,8 @@ impl Array {
     /// `scalar op self`, for operators with a scalar on the left.
     #[track_caller]
     pub fn binary_rev(&self, op: BinaryOp, scalar: f64) -> Array {
-        self.derive(op_name(op), |g, s, id| {
+        let key = CallKey::new(op_name(op)).word(1).word(scalar.to_bits());
+        self.derive_replayed(op_name(op), key, &[], |g, s, id| {
             let b = api::Operand::Array(s.data_mut().lend(id)?);
             g.call_binary(s, op, api::Operand::Scalar(wit::Scalar::F64(scalar)), b)
         })
@@ -586,7 +595,8 @@ impl Array {
     /// An element-wise unary operation.
     #[track_caller]
     pub fn unary(&self, op: UnaryOp) -> Array {
-        self.derive("unary", |g, s, id| {
+        let key = CallKey::new("unary").word(op as u64);
+        self.derive_replayed("unary", key, &[], |g, s, id| {
             let a = s.data_mut().lend(id)?;
             g.call_unary(s, op, a)
         })
@@ -604,7 +614,8 @@ impl Array {
                 };
             }
         };
-        self.derive("select", |g, s, id| {
+        let key = CallKey::new("select").operand(&a).operand(&b);
+        self.derive_replayed("select", key, &[&a, &b], |g, s, id| {
             let cond = s.data_mut().lend(id)?;
             let (a, b) = (operand(s, &a)?, operand(s, &b)?);
             g.call_select(s, cond, a, b)
@@ -614,7 +625,8 @@ impl Array {
     /// A copy converted to `dtype`.
     #[track_caller]
     pub fn astype(&self, dtype: DType) -> Array {
-        self.derive("astype", |g, s, id| {
+        let key = CallKey::new("astype").word(dtype as u64);
+        self.derive_replayed("astype", key, &[], |g, s, id| {
             let a = s.data_mut().lend(id)?;
             g.call_astype(s, a, convert::wit_dtype(dtype))
         })
@@ -623,7 +635,7 @@ impl Array {
     /// A fresh copy.
     #[track_caller]
     pub fn copy(&self) -> Array {
-        self.derive("copy", |g, s, id| {
+        self.derive_replayed("copy", CallKey::new("copy"), &[], |g, s, id| {
             let a = s.data_mut().lend(id)?;
             g.call_copy(s, a)
         })
@@ -634,17 +646,23 @@ impl Array {
     pub fn assign<'a>(&self, src: impl Into<Operand<'a>>) -> Result<()> {
         let dst = self.handle()?.id();
         let src = src.into().resolve(&self.np).map_err(|e| shared(&e))?;
-        self.np.call("assign", |g, s| {
-            let d = s.data_mut().lend(dst)?;
-            let src = operand(s, &src)?;
-            g.call_assign(s, d, src)
-        })
+        let key = CallKey::new("assign").operand(&src);
+        let mut args = vec![dst];
+        args.extend(replayed::stores_of(&[&src]));
+        self.np
+            .replayed("assign", key, &args, |g, s| {
+                let d = s.data_mut().lend(dst)?;
+                let src = operand(s, &src)?;
+                Ok(g.call_assign(s, d, src)?.map(|()| None))
+            })
+            .map(|_| ())
     }
 
     /// A reduction of all elements to a 0-d array.
     #[track_caller]
     pub fn reduce(&self, op: Reduction) -> Array {
-        self.derive("reduce", |g, s, id| {
+        let key = CallKey::new("reduce").word(op as u64);
+        self.derive_replayed("reduce", key, &[], |g, s, id| {
             let a = s.data_mut().lend(id)?;
             g.call_reduce(s, op, a)
         })
@@ -677,13 +695,15 @@ impl Array {
     /// The dot product with another vector (0-d).
     #[track_caller]
     pub fn dot(&self, other: &Array) -> Array {
-        self.pair("dot", other, |g, s, a, b| g.call_dot(s, a, b))
+        self.pair("dot", CallKey::new("dot"), other, |g, s, a, b| {
+            g.call_dot(s, a, b)
+        })
     }
 
     /// The 2-norm of all elements (0-d).
     #[track_caller]
     pub fn norm(&self) -> Array {
-        self.derive("norm", |g, s, id| {
+        self.derive_replayed("norm", CallKey::new("norm"), &[], |g, s, id| {
             let a = s.data_mut().lend(id)?;
             g.call_norm(s, a)
         })
@@ -692,7 +712,9 @@ impl Array {
     /// `self @ x` for a matrix and a vector.
     #[track_caller]
     pub fn matvec(&self, x: &Array) -> Array {
-        self.pair("matvec", x, |g, s, a, b| g.call_matvec(s, a, b))
+        self.pair("matvec", CallKey::new("matvec"), x, |g, s, a, b| {
+            g.call_matvec(s, a, b)
+        })
     }
 
     /// `self @ b` with NumPy's rules: 1-d and 2-d operands as the plugin's `matmul` (a
@@ -709,13 +731,15 @@ impl Array {
                 .stacked_matmul(b)
                 .unwrap_or_else(|e| self.np.wrap(Err(e)));
         }
-        self.pair("matmul", b, |g, s, a, b| g.call_matmul(s, a, b))
+        self.pair("matmul", CallKey::new("matmul"), b, |g, s, a, b| {
+            g.call_matmul(s, a, b)
+        })
     }
 
     /// The diagonal of a matrix, or a matrix with this vector on its diagonal.
     #[track_caller]
     pub fn diag(&self) -> Array {
-        self.derive("diag", |g, s, id| {
+        self.derive_replayed("diag", CallKey::new("diag"), &[], |g, s, id| {
             let a = s.data_mut().lend(id)?;
             g.call_diag(s, a)
         })
@@ -724,7 +748,8 @@ impl Array {
     #[track_caller]
     pub(crate) fn pair(
         &self,
-        name: &str,
+        name: &'static str,
+        key: CallKey,
         other: &Array,
         f: impl FnOnce(
             &Guest,
@@ -746,7 +771,8 @@ impl Array {
                 };
             }
         };
-        self.derive(name, |g, s, id| {
+        let rest = OperandRef::Store(other);
+        self.derive_replayed(name, key, &[&rest], |g, s, id| {
             let a = s.data_mut().lend(id)?;
             let b = s.data_mut().lend(other)?;
             f(g, s, a, b)

@@ -204,6 +204,18 @@ impl Runtime {
         self.traced(|rt| Ok(rt.plugins.with_plugin(&mut rt.core, id, call, f)?))
     }
 
+    /// Replays a recorded call of `plugin` with `args` as its lent stores, without entering
+    /// the plugin (see `weft_plugin::replay`): the store the call returns, or `None`, or a
+    /// miss (nothing was done: make the real call).
+    pub(crate) fn replay(
+        &mut self,
+        plugin: PluginId,
+        recording: &weft_plugin::replay::Recording,
+        args: &[weft_runtime::StoreId],
+    ) -> std::result::Result<Option<weft_runtime::StoreId>, weft_plugin::replay::Miss> {
+        self.traced(|rt| rt.plugins.replay(&mut rt.core, plugin, recording, args))
+    }
+
     /// Calls export `name` of a plugin with dynamic values: `"interface#function"` for a
     /// function of an exported interface (for example `"weft:plugin/numeric@0.1.0#zeros"`), or
     /// a plain name for a function the component exports directly.

@@ -18,6 +18,7 @@ mod numpy_views;
 mod ptx_modules;
 mod ranks;
 mod readme;
+mod replay;
 mod reproducible;
 mod sandbox;
 mod shared_window;

@@ -611,3 +611,25 @@ fn wide_products_stored_by_rows_take_the_row_products() {
         }
     });
 }
+
+/// A reduction of a 0-d array (`x.sum().sum()`) is its one element, for every reduction and
+/// dtype (the CPU back end once indexed past a 0-d store's missing dimensions).
+#[test]
+fn reductions_of_a_0d_array_give_its_element() {
+    both(|np| {
+        for dtype in [DType::F64, DType::F32, DType::I64] {
+            let x = np.from_f64s(&[4], &[3.0, -1.0, 2.0, 5.0], dtype);
+            for (op, want) in [
+                (Reduction::Sum, 9.0),
+                (Reduction::Prod, -30.0),
+                (Reduction::Min, -1.0),
+                (Reduction::Max, 5.0),
+            ] {
+                let once = x.reduce(op);
+                assert_eq!(once.shape().ok(), Some(vec![]), "{op:?} {dtype:?}");
+                let again = once.reduce(op).reduce(op);
+                assert_eq!(again.item().ok(), Some(want), "{op:?} {dtype:?}");
+            }
+        }
+    });
+}

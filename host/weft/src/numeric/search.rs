@@ -29,7 +29,10 @@ impl Array {
     #[track_caller]
     pub fn take(&self, indices: &Array, axis: Option<i64>) -> Array {
         let _site = self.np.site_guard(std::panic::Location::caller());
-        self.pair("take", indices, |g, s, a, i| g.call_take(s, a, i, axis))
+        let key = super::replayed::CallKey::new("take").option(axis);
+        self.pair("take", key, indices, |g, s, a, i| {
+            g.call_take(s, a, i, axis)
+        })
     }
 
     /// The running sum along `axis` (`None`: of the flattened array), as NumPy's `cumsum`
@@ -37,7 +40,8 @@ impl Array {
     #[track_caller]
     pub fn cumsum(&self, axis: Option<i64>) -> Array {
         let _site = self.np.site_guard(std::panic::Location::caller());
-        self.derive("cumsum", |g, s, id| {
+        let key = super::replayed::CallKey::new("cumsum").option(axis);
+        self.derive_replayed("cumsum", key, &[], |g, s, id| {
             let a = s.data_mut().lend(id)?;
             g.call_cumsum(s, a, axis)
         })

@@ -1,5 +1,6 @@
 //! The facade's views, axis reductions, named element-wise methods and in-place operators.
 
+use super::replayed::CallKey;
 use super::{Array, BinaryOp, Ix, Operand, Reduction, UnaryOp, api};
 
 impl Array {
@@ -20,7 +21,12 @@ impl Array {
                 Ix::NewAxis => api::Subscript::NewAxis,
             })
             .collect();
-        self.derive("index", |g, s, id| {
+        let key = indices.iter().fold(CallKey::new("index"), |k, i| match i {
+            api::Subscript::At(at) => k.word(0).word(*at as u64),
+            api::Subscript::Range(r) => k.word(1).option(r.start).option(r.stop).option(r.step),
+            api::Subscript::NewAxis => k.word(2),
+        });
+        self.derive_replayed("index", key, &[], |g, s, id| {
             let a = s.data_mut().lend(id)?;
             g.call_index(s, a, &indices)
         })
@@ -31,7 +37,8 @@ impl Array {
     #[track_caller]
     pub fn permute(&self, axes: &[u32]) -> Array {
         let _site = self.np.site_guard(std::panic::Location::caller());
-        self.derive("permute", |g, s, id| {
+        let key = CallKey::new("permute").words(axes.iter().map(|&a| u64::from(a)));
+        self.derive_replayed("permute", key, &[], |g, s, id| {
             let a = s.data_mut().lend(id)?;
             g.call_permute(s, a, axes)
         })
@@ -55,7 +62,8 @@ impl Array {
     #[track_caller]
     pub fn reshape(&self, shape: &[i64]) -> Array {
         let _site = self.np.site_guard(std::panic::Location::caller());
-        self.derive("reshape", |g, s, id| {
+        let key = CallKey::new("reshape").words(shape.iter().map(|&e| e as u64));
+        self.derive_replayed("reshape", key, &[], |g, s, id| {
             let a = s.data_mut().lend(id)?;
             g.call_reshape(s, a, shape)
         })
@@ -65,7 +73,8 @@ impl Array {
     #[track_caller]
     pub fn broadcast_to(&self, shape: &[u64]) -> Array {
         let _site = self.np.site_guard(std::panic::Location::caller());
-        self.derive("broadcast_to", |g, s, id| {
+        let key = CallKey::new("broadcast_to").words(shape.iter().copied());
+        self.derive_replayed("broadcast_to", key, &[], |g, s, id| {
             let a = s.data_mut().lend(id)?;
             g.call_broadcast_to(s, a, shape)
         })
@@ -119,7 +128,12 @@ impl Array {
     #[track_caller]
     pub fn reduce_axes(&self, op: Reduction, axes: Option<&[i64]>, keepdims: bool) -> Array {
         let _site = self.np.site_guard(std::panic::Location::caller());
-        self.derive("reduce-axes", |g, s, id| {
+        let key = CallKey::new("reduce-axes")
+            .word(op as u64)
+            .word(u64::from(keepdims))
+            .word(axes.map_or(0, |a| a.len() as u64 + 1))
+            .words(axes.unwrap_or_default().iter().map(|&a| a as u64));
+        self.derive_replayed("reduce-axes", key, &[], |g, s, id| {
             let a = s.data_mut().lend(id)?;
             g.call_reduce_axes(s, op, a, axes, keepdims)
         })

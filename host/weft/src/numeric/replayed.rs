@@ -1,0 +1,249 @@
+//! Numeric calls replayed from recordings (see `weft_plugin::replay`): a call whose
+//! operation, scalars and options were seen before is made again by the host alone, without
+//! entering the plugin, while every answer the plugin saw (shapes, dtypes, overlaps, the
+//! tiling) is the same; otherwise it is made for real and recorded again.
+//!
+//! The `numeric` interface promises what makes this sound: a call is a function of its
+//! arguments and of the answers of the host's imports (see its documentation in
+//! `wit/weft.wit`).
+
+use std::rc::Rc;
+
+use wasmtime::component::Resource;
+use weft_plugin::imports::{PluginState, StoreRes};
+use weft_plugin::replay::{Miss, Recorder, Recording};
+use weft_runtime::StoreId;
+
+use super::{Array, Guest, Numeric, OperandRef, api, wit};
+use crate::Result;
+
+/// The most recordings a [`Numeric`] keeps; when full, they are all dropped and recorded
+/// again as the calls come.
+const RECORDINGS_KEPT: usize = 4096;
+
+/// What the replay of calls did, for [`Numeric::replay_stats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplayStats {
+    /// Calls made by the host alone, from a recording.
+    pub replayed: u64,
+    /// Calls made for real and recorded.
+    pub recorded: u64,
+    /// Replays that did not match their recording (the call was then made for real).
+    pub missed: u64,
+}
+
+/// What identifies a call for its recording: the export, and every argument that is not a
+/// store (operation, scalars, ranges, options), as words. The stores are the recording's
+/// slots; their shapes and dtypes are checked by the replay itself.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct CallKey {
+    name: &'static str,
+    words: Vec<u64>,
+}
+
+impl CallKey {
+    /// The key of a call of export `name`, before its arguments.
+    pub fn new(name: &'static str) -> CallKey {
+        CallKey {
+            name,
+            words: Vec::with_capacity(8),
+        }
+    }
+
+    /// Adds a word.
+    pub fn word(mut self, w: u64) -> CallKey {
+        self.words.push(w);
+        self
+    }
+
+    /// Adds words, after their count.
+    pub fn words(self, words: impl ExactSizeIterator<Item = u64>) -> CallKey {
+        let n = words.len() as u64;
+        words.fold(self.word(n), CallKey::word)
+    }
+
+    /// Adds an operand: its kind, and its value for a scalar.
+    pub fn operand(self, o: &OperandRef) -> CallKey {
+        match o {
+            OperandRef::Store(_) => self.word(0),
+            OperandRef::Scalar(v) => self.word(1).word(v.to_bits()),
+            OperandRef::Int(v) => self.word(2).word(*v as u64),
+        }
+    }
+
+    /// Adds an optional integer.
+    pub fn option(self, v: Option<i64>) -> CallKey {
+        match v {
+            Some(v) => self.word(1).word(v as u64),
+            None => self.word(0),
+        }
+    }
+
+    /// Adds slice ranges.
+    pub fn ranges(self, ranges: &[api::Range]) -> CallKey {
+        ranges.iter().fold(self.word(ranges.len() as u64), |k, r| {
+            k.option(r.start).option(r.stop).option(r.step)
+        })
+    }
+}
+
+/// The recordings of one [`Numeric`], and what replaying them did.
+pub(crate) struct CallMemo {
+    recordings: weft_runtime::FastMap<CallKey, Rc<Recording>>,
+    enabled: bool,
+    stats: ReplayStats,
+}
+
+impl Default for CallMemo {
+    fn default() -> Self {
+        CallMemo {
+            recordings: weft_runtime::FastMap::default(),
+            enabled: true,
+            stats: ReplayStats::default(),
+        }
+    }
+}
+
+/// The stores lent to a call, in the order the call lends them.
+pub(crate) fn stores_of(operands: &[&OperandRef]) -> Vec<StoreId> {
+    operands
+        .iter()
+        .filter_map(|o| match o {
+            OperandRef::Store(id) => Some(*id),
+            _ => None,
+        })
+        .collect()
+}
+
+impl Numeric {
+    /// Whether calls are replayed from recordings (on by default). Off, every call enters
+    /// the plugin; the results are the same.
+    pub fn set_call_replay(&self, enabled: bool) {
+        let mut memo = self.inner.memo.borrow_mut();
+        memo.enabled = enabled;
+        if !enabled {
+            memo.recordings.clear();
+        }
+    }
+
+    /// What the replay of calls did so far.
+    pub fn replay_stats(&self) -> ReplayStats {
+        self.inner.memo.borrow().stats
+    }
+
+    /// Makes a call of export `name` lent `args` (in the order `f` lends them): from the
+    /// recording under `key` if it still matches, otherwise for real through `f`, recorded
+    /// for the next time. `f` lends the stores, calls the export and takes its result's
+    /// store (`None` for an export that returns no store).
+    #[track_caller]
+    pub(crate) fn replayed(
+        &self,
+        name: &str,
+        key: CallKey,
+        args: &[StoreId],
+        f: impl FnOnce(
+            &Guest,
+            &mut wasmtime::Store<PluginState>,
+        ) -> wasmtime::Result<std::result::Result<Option<StoreId>, wit::Error>>,
+    ) -> Result<Option<StoreId>> {
+        let enabled = self.inner.memo.borrow().enabled;
+        if !enabled {
+            return self.call(name, f);
+        }
+        let recording = self.inner.memo.borrow().recordings.get(&key).cloned();
+        if let Some(recording) = recording {
+            let _site = self.site_guard(std::panic::Location::caller());
+            let plugin = self.inner.exports.plugin;
+            let outcome = self.inner.rt.borrow_mut().replay(plugin, &recording, args);
+            let mut memo = self.inner.memo.borrow_mut();
+            match outcome {
+                Ok(out) => {
+                    memo.stats.replayed += 1;
+                    return Ok(out);
+                }
+                Err(Miss) => memo.stats.missed += 1,
+            }
+        }
+        let mut recording = None;
+        let result = self.call(name, |g, s| {
+            s.data_mut().recorder = Some(Box::<Recorder>::default());
+            let out = f(g, s);
+            let recorder = s.data_mut().recorder.take();
+            if let (Ok(Ok(_)), Some(recorder)) = (&out, recorder) {
+                recording = recorder.finish(args);
+            }
+            out
+        });
+        if result.is_ok()
+            && let Some(recording) = recording
+        {
+            let mut memo = self.inner.memo.borrow_mut();
+            if memo.recordings.len() >= RECORDINGS_KEPT {
+                memo.recordings.clear();
+            }
+            memo.recordings.insert(key, Rc::new(recording));
+            memo.stats.recorded += 1;
+        }
+        result
+    }
+
+    /// [`Numeric::replayed`] for an export that returns a new store, wrapped as an array.
+    #[track_caller]
+    pub(crate) fn make_replayed(
+        &self,
+        name: &str,
+        key: CallKey,
+        args: &[StoreId],
+        f: impl FnOnce(
+            &Guest,
+            &mut wasmtime::Store<PluginState>,
+        ) -> wasmtime::Result<std::result::Result<Resource<StoreRes>, wit::Error>>,
+    ) -> Array {
+        let result = self.replayed(name, key, args, |g, s| {
+            Ok(match f(g, s)? {
+                Ok(r) => Ok(Some(s.data_mut().take(&r)?)),
+                Err(e) => Err(e),
+            })
+        });
+        let value = result.and_then(|id| {
+            let id = id.ok_or_else(|| {
+                crate::Error::Usage(format!("numeric `{name}` returned no array"))
+            })?;
+            self.inner.rt.borrow().adopt(id)
+        });
+        Array {
+            np: self.clone(),
+            value: value.map_err(Rc::new),
+        }
+    }
+}
+
+impl Array {
+    /// [`Array::derive`] through [`Numeric::make_replayed`]: `f` gets this array's store,
+    /// lends it first and `rest` after it, in order.
+    #[track_caller]
+    pub(crate) fn derive_replayed(
+        &self,
+        name: &str,
+        key: CallKey,
+        rest: &[&OperandRef],
+        f: impl FnOnce(
+            &Guest,
+            &mut wasmtime::Store<PluginState>,
+            StoreId,
+        ) -> wasmtime::Result<std::result::Result<Resource<StoreRes>, wit::Error>>,
+    ) -> Array {
+        match &self.value {
+            Ok(h) => {
+                let id = h.id();
+                let mut args = vec![id];
+                args.extend(stores_of(rest));
+                self.np.make_replayed(name, key, &args, |g, s| f(g, s, id))
+            }
+            Err(e) => Array {
+                np: self.np.clone(),
+                value: Err(e.clone()),
+            },
+        }
+    }
+}
