@@ -403,8 +403,8 @@ impl CpuBackend {
             // SAFETY: `ProductShape::of` showed that every element the three matrices name
             // lies inside its view, and every view inside its buffer (checked above); the
             // buffers stay alive and unmoved for the call; `C` is written and lies in a buffer
-            // of its own (`distinct_output`), the operands read; the path is AVX-512 only
-            // where `Path::detect` found it.
+            // of its own (`distinct_output`), the operands read; the path is AVX-512 or
+            // AVX2 only where `Path::detect` found it.
             let result = unsafe {
                 match dtype {
                     weft_ir::DType::F32 => shape.run::<f32>(path, pool, &cancel),

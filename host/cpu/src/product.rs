@@ -35,6 +35,8 @@ const KC: usize = 256;
 pub(crate) enum Path {
     /// Plain Rust, for any CPU.
     Portable,
+    /// 256-bit vectors: needs AVX2.
+    Avx2,
     /// 512-bit vectors: needs AVX-512F (and, for `f32`, AVX-512VL).
     Avx512,
 }
@@ -48,6 +50,10 @@ impl Path {
             && std::arch::is_x86_feature_detected!("avx512vl")
         {
             return Path::Avx512;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            return Path::Avx2;
         }
         let _ = avx512;
         Path::Portable
@@ -69,6 +75,13 @@ pub(crate) trait Element:
     /// The CPU has AVX-512F and AVX-512VL; `a` and `b` hold their rows of `steps * 8` elements
     /// and `acc` holds `MR * NR * 8` elements.
     unsafe fn tile_avx512(a: *const Self, b: *const Self, kc: usize, steps: usize, acc: *mut Self);
+
+    /// [`Element::tile_avx512`] with 256-bit vectors.
+    ///
+    /// # Safety
+    ///
+    /// As [`Element::tile_avx512`], with AVX2 for AVX-512.
+    unsafe fn tile_avx2(a: *const Self, b: *const Self, kc: usize, steps: usize, acc: *mut Self);
 }
 
 impl Element for f64 {
@@ -83,6 +96,16 @@ impl Element for f64 {
         #[cfg(not(target_arch = "x86_64"))]
         unreachable!("no AVX-512 path off x86-64 ({a:?} {b:?} {kc} {steps} {acc:?})")
     }
+
+    unsafe fn tile_avx2(a: *const f64, b: *const f64, kc: usize, steps: usize, acc: *mut f64) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the caller's contract is this function's.
+        unsafe {
+            tile_f64_avx2(a, b, kc, steps, acc)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        unreachable!("no AVX2 path off x86-64 ({a:?} {b:?} {kc} {steps} {acc:?})")
+    }
 }
 
 impl Element for f32 {
@@ -96,6 +119,16 @@ impl Element for f32 {
         }
         #[cfg(not(target_arch = "x86_64"))]
         unreachable!("no AVX-512 path off x86-64 ({a:?} {b:?} {kc} {steps} {acc:?})")
+    }
+
+    unsafe fn tile_avx2(a: *const f32, b: *const f32, kc: usize, steps: usize, acc: *mut f32) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the caller's contract is this function's.
+        unsafe {
+            tile_f32_avx2(a, b, kc, steps, acc)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        unreachable!("no AVX2 path off x86-64 ({a:?} {b:?} {kc} {steps} {acc:?})")
     }
 }
 
@@ -155,7 +188,8 @@ pub(crate) struct Cancelled;
 ///
 /// Every element of the three matrices lies in memory valid for the call (reads of `a` and
 /// `bt`, writes of `c`); `c` overlaps neither operand, and nothing else touches `c` meanwhile;
-/// `path` is [`Path::Avx512`] only on a CPU with AVX-512F and AVX-512VL.
+/// `path` is [`Path::Avx512`] only on a CPU with AVX-512F and AVX-512VL, and [`Path::Avx2`]
+/// only on one with AVX2.
 pub(crate) unsafe fn multiply<T: Element>(
     a: Matrix<T>,
     bt: Matrix<T>,
@@ -238,6 +272,8 @@ unsafe fn by_columns<T: Element>(
                     match path {
                         // SAFETY: the path is AVX-512 only where the CPU has it.
                         Path::Avx512 => unsafe { add_products_avx512(lane, column, xp) },
+                        // SAFETY: the path is AVX2 only where the CPU has it.
+                        Path::Avx2 => unsafe { add_products_avx2(lane, column, xp) },
                         Path::Portable => add_products(lane, column, xp),
                     }
                 }
@@ -275,6 +311,27 @@ fn add_products<T: Element>(acc: &mut [T], column: &[T], x: T) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl")]
 unsafe fn add_products_avx512<T: Element>(acc: &mut [T], column: &[T], x: T) {
+    add_products(acc, column, x);
+}
+
+/// [`add_products`] compiled for AVX2.
+///
+/// # Safety
+///
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn add_products_avx2<T: Element>(acc: &mut [T], column: &[T], x: T) {
+    add_products(acc, column, x);
+}
+
+/// [`add_products`] off x86-64, where the AVX2 path is never chosen.
+///
+/// # Safety
+///
+/// None beyond [`add_products`]'s.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn add_products_avx2<T: Element>(acc: &mut [T], column: &[T], x: T) {
     add_products(acc, column, x);
 }
 
@@ -359,6 +416,16 @@ impl<T: Element> Scratch<T> {
                                 acc.as_mut_ptr(),
                             )
                         },
+                        // SAFETY: as above; the path is AVX2 only where the CPU has it.
+                        Path::Avx2 => unsafe {
+                            T::tile_avx2(
+                                a_rows.as_ptr(),
+                                b_rows.as_ptr(),
+                                kc,
+                                kc / LANES,
+                                acc.as_mut_ptr(),
+                            )
+                        },
                         Path::Portable => tile_portable(a_rows, b_rows, kc, acc),
                     }
                 }
@@ -400,7 +467,7 @@ unsafe fn pack<T: Element>(
 ) {
     out.clear();
     out.resize(padded * kc, T::ZERO);
-    for (r, i) in rows.enumerate() {
+    for (r, i) in rows.clone().enumerate() {
         let row = &mut out[r * kc..(r + 1) * kc];
         if x.cs == 1 {
             // SAFETY: the caller's contract: `kc` elements from `(i, k0)` lie inside `x`.
@@ -408,10 +475,28 @@ unsafe fn pack<T: Element>(
                 std::slice::from_raw_parts(x.ptr.offset(i as isize * x.rs + k0 as isize), kc)
             };
             row.copy_from_slice(src);
-        } else {
+        } else if x.rs != 1 {
             for (p, v) in row.iter_mut().enumerate() {
                 // SAFETY: the caller's contract.
                 *v = unsafe { x.get(i, k0 + p) };
+            }
+        }
+    }
+    if x.cs != 1 && x.rs == 1 {
+        // Stored by columns (`B` of `A @ B`, read as `BT`): walk each column of the block in
+        // memory order, so that the reads stream and only the writes stride.
+        let first = rows.start;
+        for p in 0..kc {
+            // SAFETY: the caller's contract: rows `rows` of column `k0 + p` lie inside `x`,
+            // one element apart.
+            let column = unsafe {
+                std::slice::from_raw_parts(
+                    x.ptr.offset(first as isize + (k0 + p) as isize * x.cs),
+                    rows.len(),
+                )
+            };
+            for (r, &v) in column.iter().enumerate() {
+                out[r * kc + p] = v;
             }
         }
     }
@@ -488,6 +573,85 @@ tile_avx512!(
     _mm256_storeu_ps, _mm256_add_ps, _mm256_mul_ps
 );
 
+/// Defines one register tile of [`Element::tile_avx2`] for an element type: the tile runs as
+/// sub-tiles of `$sr x $sc` elements whose partials fit the sixteen 256-bit registers (`$v`
+/// vectors per element's eight partials), each over all of the tile's steps.
+macro_rules! tile_avx2 {
+    ($(#[$doc:meta])* $name:ident, $t:ty, $vec:ty, $v:literal, $sr:literal, $sc:literal,
+     $zero:ident, $load:ident, $store:ident, $add:ident, $mul:ident) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        ///
+        /// As [`Element::tile_avx2`].
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2")]
+        unsafe fn $name(a: *const $t, b: *const $t, kc: usize, steps: usize, acc: *mut $t) {
+            use std::arch::x86_64::*;
+            const W: usize = LANES / $v;
+            for i0 in (0..MR).step_by($sr) {
+                for j0 in (0..NR).step_by($sc) {
+                    let mut t: [[$vec; $v]; $sr * $sc] = [[$zero(); $v]; $sr * $sc];
+                    for i in 0..$sr {
+                        for j in 0..$sc {
+                            let x = ((i0 + i) * NR + j0 + j) * LANES;
+                            for h in 0..$v {
+                                // SAFETY: `acc` holds `MR * NR * 8` elements.
+                                t[i * $sc + j][h] = unsafe { $load(acc.add(x + h * W)) };
+                            }
+                        }
+                    }
+                    for q in 0..steps {
+                        let at = q * LANES;
+                        let mut ar: [[$vec; $v]; $sr] = [[$zero(); $v]; $sr];
+                        for (i, r) in ar.iter_mut().enumerate() {
+                            for (h, v) in r.iter_mut().enumerate() {
+                                // SAFETY: each of the `MR` rows of `a` holds `steps * 8`
+                                // elements.
+                                *v = unsafe { $load(a.add((i0 + i) * kc + at + h * W)) };
+                            }
+                        }
+                        for j in 0..$sc {
+                            for h in 0..$v {
+                                // SAFETY: each of the `NR` rows of `b` holds `steps * 8`
+                                // elements.
+                                let bj = unsafe { $load(b.add((j0 + j) * kc + at + h * W)) };
+                                for i in 0..$sr {
+                                    let x = &mut t[i * $sc + j][h];
+                                    *x = $add(*x, $mul(ar[i][h], bj));
+                                }
+                            }
+                        }
+                    }
+                    for i in 0..$sr {
+                        for j in 0..$sc {
+                            let x = ((i0 + i) * NR + j0 + j) * LANES;
+                            for h in 0..$v {
+                                // SAFETY: as for the loads.
+                                unsafe { $store(acc.add(x + h * W), t[i * $sc + j][h]) };
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+}
+
+tile_avx2!(
+    /// [`Element::tile_avx2`] for `f64`: each element's eight partials two `ymm` registers,
+    /// in sub-tiles of 2 x 2 elements (2 x 3 spills two of them).
+    tile_f64_avx2, f64, __m256d, 2, 2, 2, _mm256_setzero_pd, _mm256_loadu_pd,
+    _mm256_storeu_pd, _mm256_add_pd, _mm256_mul_pd
+);
+
+tile_avx2!(
+    /// [`Element::tile_avx2`] for `f32`: each element's eight partials one `ymm` register, in
+    /// sub-tiles of 2 x 6 elements.
+    tile_f32_avx2, f32, __m256, 1, 2, 6, _mm256_setzero_ps, _mm256_loadu_ps,
+    _mm256_storeu_ps, _mm256_add_ps, _mm256_mul_ps
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -535,7 +699,17 @@ mod tests {
         } else {
             a.to_vec()
         };
-        let mut bt_store = bt.to_vec();
+        // With `a_by_columns`, `BT` is stored by columns too (`B` of `A @ B` by rows).
+        let mut bt_store: Vec<T> = if a_by_columns {
+            (0..n * k).map(|x| bt[(x % n) * k + x / n]).collect()
+        } else {
+            bt.to_vec()
+        };
+        let (bt_rs, bt_cs) = if a_by_columns {
+            (1, n as isize)
+        } else {
+            (k as isize, 1)
+        };
         let pad = 3;
         let mut c_store = vec![T::ZERO; m * (n + pad)];
         let (rs, cs) = if a_by_columns {
@@ -554,8 +728,8 @@ mod tests {
             ptr: bt_store.as_mut_ptr(),
             rows: n,
             cols: k,
-            rs: k as isize,
-            cs: 1,
+            rs: bt_rs,
+            cs: bt_cs,
         };
         let cm = Matrix {
             ptr: c_store.as_mut_ptr(),
@@ -579,6 +753,10 @@ mod tests {
 
     fn paths() -> Vec<Path> {
         let mut paths = vec![Path::Portable];
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            paths.push(Path::Avx2);
+        }
         if Path::detect(true) == Path::Avx512 {
             paths.push(Path::Avx512);
         }
