@@ -200,9 +200,23 @@ pub(crate) unsafe fn multiply<T: Element>(
 ) -> Result<(), Cancelled> {
     let (m, n, k) = (c.rows, c.cols, a.cols);
     debug_assert!(a.rows == m && bt.rows == n && bt.cols == k);
-    if n == 1 && a.rs == 1 && a.cs != 1 {
+    if n <= FEW_COLUMNS && a.rs == 1 && a.cs != 1 {
         // SAFETY: the caller's contract.
-        return unsafe { by_columns(a, bt, c, path, pool, cancel) };
+        return unsafe { by_columns::<T, false>(a, bt, c, path, pool, cancel) };
+    }
+    if m <= FEW_COLUMNS && bt.rs == 1 && bt.cs != 1 {
+        // `C.T = BT @ A.T`: few rows of `C` against a `B` stored by rows (an MLP's layer on a
+        // small batch) stream `B` once, as `BT`'s columns. Each product keeps its operands'
+        // order (`SWAPPED`), so every element's operations are the lane order's.
+        let ct = Matrix {
+            ptr: c.ptr,
+            rows: n,
+            cols: m,
+            rs: c.cs,
+            cs: c.rs,
+        };
+        // SAFETY: the caller's contract; `ct` names the elements of `c`.
+        return unsafe { by_columns::<T, true>(bt, a, ct, path, pool, cancel) };
     }
     let (row_blocks, col_blocks) = (m.div_ceil(MB), n.div_ceil(NB));
     pool.install(|| {
@@ -223,19 +237,29 @@ pub(crate) unsafe fn multiply<T: Element>(
     })
 }
 
-/// Rows of `C` per task of [`by_columns`]: its partials (`8 x ROWS_PER_TASK`) stay in L1.
-const ROWS_PER_TASK: usize = 256;
+/// The bytes of partial sums a task of [`by_columns`] keeps: its rows are as many as fit
+/// (from 64 to 4096), so that each column of `A` it reads is one long run of memory and its
+/// partials stay in L2.
+const PARTIAL_BYTES: usize = 128 << 10;
 
-/// [`multiply`] for a single column of `C` (`A @ x`) where `A` is stored by columns (a
-/// transpose, as in `x @ A`): each task takes a run of rows and streams down every column of
-/// `A` once, adding `A[i, p] * x[p]` into partial `p mod 8` of each of its rows, then
-/// combines each row's partials as the lane order does. Every element's operations and
-/// their order are the lane order's; only which rows advance together changes.
+/// The most columns of `C` (or, with the operands' roles swapped, rows) that [`by_columns`]
+/// takes: a task's partials are `8` per element of `C` it computes (see [`PARTIAL_BYTES`]).
+const FEW_COLUMNS: usize = 16;
+
+/// [`multiply`] for a few columns of `C` (`A @ x`, or `A @ X` with a thin `X`) where `A` is
+/// stored by columns (a transpose, as in `x @ A`): each task takes a run of rows and streams
+/// down every column of `A` once, adding `A[i, p] * BT[j, p]` into partial `p mod 8` of each
+/// of its elements `(i, j)`, then combines each element's partials as the lane order does.
+/// Every element's operations and their order are the lane order's; only which elements
+/// advance together changes. With `SWAPPED`, `a` is the caller's `BT` and `bt` its `A` (see
+/// [`multiply`]): each product is then formed as `BT[j, p]`'s partner times it, so that the
+/// operands keep the caller's order.
 ///
 /// # Safety
 ///
-/// As [`multiply`], with `c` one column and `a`'s rows contiguous (`rs == 1`).
-unsafe fn by_columns<T: Element>(
+/// As [`multiply`], with `a`'s rows contiguous (`rs == 1`) and at most [`FEW_COLUMNS`] rows
+/// in `bt`.
+unsafe fn by_columns<T: Element, const SWAPPED: bool>(
     a: Matrix<T>,
     bt: Matrix<T>,
     c: Matrix<T>,
@@ -243,51 +267,64 @@ unsafe fn by_columns<T: Element>(
     pool: &rayon::ThreadPool,
     cancel: &AtomicU32,
 ) -> Result<(), Cancelled> {
-    let (m, k) = (a.rows, a.cols);
+    let (m, k, n) = (a.rows, a.cols, bt.rows);
     let whole = k / LANES * LANES;
+    let per_task = (PARTIAL_BYTES / (n.max(1) * LANES * std::mem::size_of::<T>()))
+        .clamp(64, 4096)
+        .min(m.div_ceil(pool.current_num_threads()).max(64));
     pool.install(|| {
-        (0..m.div_ceil(ROWS_PER_TASK))
+        (0..m.div_ceil(per_task))
             .into_par_iter()
             .map_init(Vec::new, |partials: &mut Vec<T>, task| {
                 if cancel.load(Ordering::Relaxed) != 0 {
                     return Err(Cancelled);
                 }
-                let lo = task * ROWS_PER_TASK;
-                let len = ROWS_PER_TASK.min(m - lo);
+                let lo = task * per_task;
+                let len = per_task.min(m - lo);
                 partials.clear();
-                partials.resize(LANES * len, T::ZERO);
+                partials.resize(n * LANES * len, T::ZERO);
                 for p in 0..whole {
-                    // SAFETY: `(0, p)` lies inside `BT` (one row, `k` columns), and rows
-                    // `lo .. lo + len` of column `p` lie inside `A`, one element apart.
-                    let (xp, column) = unsafe {
-                        (
-                            bt.get(0, p),
-                            std::slice::from_raw_parts(
-                                a.ptr.offset(lo as isize + p as isize * a.cs),
-                                len,
-                            ),
+                    // SAFETY: rows `lo .. lo + len` of column `p` lie inside `A`, one element
+                    // apart.
+                    let column = unsafe {
+                        std::slice::from_raw_parts(
+                            a.ptr.offset(lo as isize + p as isize * a.cs),
+                            len,
                         )
                     };
-                    let lane = &mut partials[(p % LANES) * len..][..len];
-                    match path {
-                        // SAFETY: the path is AVX-512 only where the CPU has it.
-                        Path::Avx512 => unsafe { add_products_avx512(lane, column, xp) },
-                        // SAFETY: the path is AVX2 only where the CPU has it.
-                        Path::Avx2 => unsafe { add_products_avx2(lane, column, xp) },
-                        Path::Portable => add_products(lane, column, xp),
+                    for j in 0..n {
+                        // SAFETY: `(j, p)` lies inside `BT`.
+                        let xp = unsafe { bt.get(j, p) };
+                        let lane = &mut partials[(j * LANES + p % LANES) * len..][..len];
+                        match path {
+                            // SAFETY: the path is AVX-512 only where the CPU has it.
+                            Path::Avx512 => unsafe {
+                                add_products_avx512::<T, SWAPPED>(lane, column, xp)
+                            },
+                            // SAFETY: the path is AVX2 only where the CPU has it.
+                            Path::Avx2 => unsafe {
+                                add_products_avx2::<T, SWAPPED>(lane, column, xp)
+                            },
+                            Path::Portable => add_products::<T, SWAPPED>(lane, column, xp),
+                        }
                     }
                 }
-                for r in 0..len {
-                    let l = |x: usize| partials[x * len + r];
-                    let tree = ((l(0) + l(1)) + (l(2) + l(3))) + ((l(4) + l(5)) + (l(6) + l(7)));
-                    let mut tail = T::ZERO;
-                    for p in whole..k {
-                        // SAFETY: `(lo + r, p)` and `(0, p)` lie inside `A` and `BT`.
-                        tail = tail + unsafe { a.get(lo + r, p) * bt.get(0, p) };
+                for j in 0..n {
+                    let part = &partials[j * LANES * len..][..LANES * len];
+                    for r in 0..len {
+                        let l = |x: usize| part[x * len + r];
+                        let tree =
+                            ((l(0) + l(1)) + (l(2) + l(3))) + ((l(4) + l(5)) + (l(6) + l(7)));
+                        let mut tail = T::ZERO;
+                        for p in whole..k {
+                            // SAFETY: `(lo + r, p)` and `(j, p)` lie inside `A` and `BT`.
+                            let (v, x) = unsafe { (a.get(lo + r, p), bt.get(j, p)) };
+                            tail = tail + if SWAPPED { x * v } else { v * x };
+                        }
+                        // SAFETY: `(lo + r, j)` lies in this task's rows of `C`, which only
+                        // this thread writes.
+                        unsafe { c.set(lo + r, j, tree + tail) };
                     }
-                    // SAFETY: `(lo + r, 0)` lies in this task's rows of `C`, which only this
-                    // thread writes.
-                    unsafe { c.set(lo + r, 0, tree + tail) };
                 }
                 Ok(())
             })
@@ -295,11 +332,12 @@ unsafe fn by_columns<T: Element>(
     })
 }
 
-/// `acc[i] += column[i] * x` (a rounded product, then a rounded sum) for every `i`.
+/// `acc[i] += column[i] * x` (a rounded product, then a rounded sum) for every `i`; with
+/// `SWAPPED`, the product is `x * column[i]`.
 #[inline(always)]
-fn add_products<T: Element>(acc: &mut [T], column: &[T], x: T) {
+fn add_products<T: Element, const SWAPPED: bool>(acc: &mut [T], column: &[T], x: T) {
     for (a, &v) in acc.iter_mut().zip(column) {
-        *a = *a + v * x;
+        *a = *a + if SWAPPED { x * v } else { v * x };
     }
 }
 
@@ -310,8 +348,8 @@ fn add_products<T: Element>(acc: &mut [T], column: &[T], x: T) {
 /// The CPU has AVX-512F and AVX-512VL.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl")]
-unsafe fn add_products_avx512<T: Element>(acc: &mut [T], column: &[T], x: T) {
-    add_products(acc, column, x);
+unsafe fn add_products_avx512<T: Element, const SWAPPED: bool>(acc: &mut [T], column: &[T], x: T) {
+    add_products::<T, SWAPPED>(acc, column, x);
 }
 
 /// [`add_products`] compiled for AVX2.
@@ -321,8 +359,8 @@ unsafe fn add_products_avx512<T: Element>(acc: &mut [T], column: &[T], x: T) {
 /// The CPU has AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn add_products_avx2<T: Element>(acc: &mut [T], column: &[T], x: T) {
-    add_products(acc, column, x);
+unsafe fn add_products_avx2<T: Element, const SWAPPED: bool>(acc: &mut [T], column: &[T], x: T) {
+    add_products::<T, SWAPPED>(acc, column, x);
 }
 
 /// [`add_products`] off x86-64, where the AVX2 path is never chosen.
@@ -331,8 +369,8 @@ unsafe fn add_products_avx2<T: Element>(acc: &mut [T], column: &[T], x: T) {
 ///
 /// None beyond [`add_products`]'s.
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn add_products_avx2<T: Element>(acc: &mut [T], column: &[T], x: T) {
-    add_products(acc, column, x);
+unsafe fn add_products_avx2<T: Element, const SWAPPED: bool>(acc: &mut [T], column: &[T], x: T) {
+    add_products::<T, SWAPPED>(acc, column, x);
 }
 
 /// [`add_products`] off x86-64, where the AVX-512 path is never chosen.
@@ -341,8 +379,8 @@ unsafe fn add_products_avx2<T: Element>(acc: &mut [T], column: &[T], x: T) {
 ///
 /// None beyond [`add_products`]'s.
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn add_products_avx512<T: Element>(acc: &mut [T], column: &[T], x: T) {
-    add_products(acc, column, x);
+unsafe fn add_products_avx512<T: Element, const SWAPPED: bool>(acc: &mut [T], column: &[T], x: T) {
+    add_products::<T, SWAPPED>(acc, column, x);
 }
 
 /// One thread's buffers: the packed operands of a block and its partial sums.
@@ -685,34 +723,39 @@ mod tests {
     }
 
     /// `C = A @ BT.T` by the routine on `threads` threads, `A` stored by columns when
-    /// `a_by_columns` (a transposed view), `C` with a padded row stride.
+    /// `layout` (by rows, or by columns as a transposed view is), `C` with a padded row
+    /// stride.
     fn routine<T: Element>(
         a: &[T],
         bt: &[T],
         (m, n, k): (usize, usize, usize),
-        a_by_columns: bool,
+        layout: Layout,
         path: Path,
         threads: usize,
     ) -> Vec<T> {
-        let mut a_store: Vec<T> = if a_by_columns {
+        let (a_cols, bt_cols) = match layout {
+            Layout::Rows => (false, false),
+            Layout::Columns => (true, true),
+            Layout::BtColumns => (false, true),
+        };
+        let mut a_store: Vec<T> = if a_cols {
             (0..m * k).map(|x| a[(x % m) * k + x / m]).collect()
         } else {
             a.to_vec()
         };
-        // With `a_by_columns`, `BT` is stored by columns too (`B` of `A @ B` by rows).
-        let mut bt_store: Vec<T> = if a_by_columns {
+        let mut bt_store: Vec<T> = if bt_cols {
             (0..n * k).map(|x| bt[(x % n) * k + x / n]).collect()
         } else {
             bt.to_vec()
         };
-        let (bt_rs, bt_cs) = if a_by_columns {
+        let (bt_rs, bt_cs) = if bt_cols {
             (1, n as isize)
         } else {
             (k as isize, 1)
         };
         let pad = 3;
         let mut c_store = vec![T::ZERO; m * (n + pad)];
-        let (rs, cs) = if a_by_columns {
+        let (rs, cs) = if a_cols {
             (1, m as isize)
         } else {
             (k as isize, 1)
@@ -751,6 +794,17 @@ mod tests {
             .collect()
     }
 
+    /// How the test stores `A` and `BT`.
+    #[derive(Clone, Copy, Debug)]
+    enum Layout {
+        /// Both by rows (`A @ B.T`).
+        Rows,
+        /// Both by columns (`A.T @ B`).
+        Columns,
+        /// `A` by rows, `BT` by columns (`A @ B`).
+        BtColumns,
+    }
+
     fn paths() -> Vec<Path> {
         let mut paths = vec![Path::Portable];
         #[cfg(target_arch = "x86_64")]
@@ -766,7 +820,10 @@ mod tests {
     /// Shapes around every blocking edge: fewer than eight terms, terms past the last eight,
     /// more than one pass over `k`, rows and columns past the tiles and the blocks.
     /// Single columns (`A @ x`), which take `by_columns` where `A` is stored by columns.
-    const SHAPES: [(usize, usize, usize); 10] = [
+    /// A few rows against many columns (`A @ B` with `B` by rows streams `B` in tasks of 64 rows
+    /// or more).
+    const SHAPES: [(usize, usize, usize); 11] = [
+        (5, 600, 37),
         (1, 1, 1),
         (3, 5, 7),
         (5, 7, 8),
@@ -792,15 +849,14 @@ mod tests {
                 .collect();
             for path in paths() {
                 for threads in [1, 3] {
-                    for by_columns in [false, true] {
-                        let got: Vec<u64> = routine(&a, &bt, (m, n, k), by_columns, path, threads)
+                    for layout in [Layout::Rows, Layout::Columns, Layout::BtColumns] {
+                        let got: Vec<u64> = routine(&a, &bt, (m, n, k), layout, path, threads)
                             .iter()
                             .map(|v| v.to_bits())
                             .collect();
                         assert!(
                             got == want,
-                            "{m}x{k} @ {k}x{n}, {path:?}, {threads} threads, A by columns: \
-                             {by_columns}"
+                            "{m}x{k} @ {k}x{n}, {path:?}, {threads} threads, {layout:?}"
                         );
                     }
                 }
@@ -826,11 +882,13 @@ mod tests {
                 })
                 .collect();
             for path in paths() {
-                let got: Vec<u32> = routine(&a, &bt, (m, n, k), true, path, 2)
-                    .iter()
-                    .map(|v| v.to_bits())
-                    .collect();
-                assert!(got == want, "{m}x{k} @ {k}x{n}, {path:?}");
+                for layout in [Layout::Columns, Layout::BtColumns] {
+                    let got: Vec<u32> = routine(&a, &bt, (m, n, k), layout, path, 2)
+                        .iter()
+                        .map(|v| v.to_bits())
+                        .collect();
+                    assert!(got == want, "{m}x{k} @ {k}x{n}, {path:?}, {layout:?}");
+                }
             }
         }
     }
