@@ -23,6 +23,10 @@ use weft_ir::{DType, Privilege, Scalar};
 use weft_runtime::partition::{Partition, Tiling};
 use weft_runtime::{Core, IndexTask, KernelEntry, PluginId, StoreId, TaskArg};
 
+/// The most import calls a recorded call may make: a call that makes more is not recorded,
+/// so that a plugin cannot fill the host's memory with recordings.
+pub const MAX_EVENTS: usize = 1024;
+
 /// A store of a recorded call: the `n`-th lent argument, then the stores and views the call
 /// made, in the order it made them.
 pub type Slot = u32;
@@ -118,12 +122,16 @@ impl Recorder {
         self.made += 1;
         self.dropped.push(false);
         self.slots.insert(rep, slot);
-        self.events.push(event);
+        self.push(event);
     }
 
     /// An event that makes nothing.
     pub(crate) fn push(&mut self, event: Event) {
-        self.events.push(event);
+        if self.events.len() < MAX_EVENTS {
+            self.events.push(event);
+        } else {
+            self.spoiled = true;
+        }
     }
 
     /// The plugin dropped handle `rep`.
@@ -135,7 +143,7 @@ impl Recorder {
         match slot.checked_sub(self.lent.len() as Slot) {
             Some(made) => {
                 self.dropped[made as usize] = true;
-                self.events.push(Event::Drop(slot));
+                self.push(Event::Drop(slot));
             }
             // A lent handle is a borrow: the plugin cannot drop it.
             None => self.spoiled = true,
@@ -428,6 +436,25 @@ mod tests {
         assert!(
             r.finish(&[StoreId(7), StoreId(8)]).is_none(),
             "unknown handle"
+        );
+    }
+
+    #[test]
+    fn a_call_of_too_many_import_calls_is_not_recorded() {
+        let mut r = recorder();
+        for _ in 0..MAX_EVENTS {
+            r.push(Event::Shape(0, vec![4]));
+        }
+        r.returned(3);
+        assert!(r.finish(&[StoreId(7), StoreId(8)]).is_none());
+        let mut r = recorder();
+        for _ in 1..MAX_EVENTS {
+            r.push(Event::Shape(0, vec![4]));
+        }
+        r.returned(3);
+        assert!(
+            r.finish(&[StoreId(7), StoreId(8)]).is_some(),
+            "exactly the limit"
         );
     }
 
