@@ -242,7 +242,7 @@ impl Recording {
             }
             return Err(Miss);
         }
-        Ok(self.result.map(|r| slots[r as usize]))
+        self.result.map(|r| id(&slots, r)).transpose()
     }
 
     /// Replays the events in two passes: first everything the plugin observed and made
