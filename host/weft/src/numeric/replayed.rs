@@ -17,6 +17,9 @@ use weft_runtime::StoreId;
 use super::{Array, Guest, Numeric, OperandRef, api, wit};
 use crate::Result;
 
+/// What an export call gives back through wasmtime: a trap, or the plugin's result.
+type Answer<R> = wasmtime::Result<std::result::Result<R, wit::Error>>;
+
 /// The most recordings a [`Numeric`] keeps; when full, they are all dropped and recorded
 /// again as the calls come.
 const RECORDINGS_KEPT: usize = 4096;
@@ -141,10 +144,7 @@ impl Numeric {
         name: &str,
         key: CallKey,
         args: &[StoreId],
-        f: impl FnOnce(
-            &Guest,
-            &mut wasmtime::Store<PluginState>,
-        ) -> wasmtime::Result<std::result::Result<Option<StoreId>, wit::Error>>,
+        f: impl FnOnce(&Guest, &mut wasmtime::Store<PluginState>) -> Answer<Option<StoreId>>,
     ) -> Result<Option<StoreId>> {
         let enabled = self.inner.memo.borrow().enabled;
         if !enabled {
@@ -194,10 +194,7 @@ impl Numeric {
         name: &str,
         key: CallKey,
         args: &[StoreId],
-        f: impl FnOnce(
-            &Guest,
-            &mut wasmtime::Store<PluginState>,
-        ) -> wasmtime::Result<std::result::Result<Resource<StoreRes>, wit::Error>>,
+        f: impl FnOnce(&Guest, &mut wasmtime::Store<PluginState>) -> Answer<Resource<StoreRes>>,
     ) -> Array {
         let result = self.replayed(name, key, args, |g, s| {
             Ok(match f(g, s)? {
@@ -227,11 +224,7 @@ impl Array {
         name: &str,
         key: CallKey,
         rest: &[&OperandRef],
-        f: impl FnOnce(
-            &Guest,
-            &mut wasmtime::Store<PluginState>,
-            StoreId,
-        ) -> wasmtime::Result<std::result::Result<Resource<StoreRes>, wit::Error>>,
+        f: impl FnOnce(&Guest, &mut wasmtime::Store<PluginState>, StoreId) -> Answer<Resource<StoreRes>>,
     ) -> Array {
         match &self.value {
             Ok(h) => {
