@@ -288,6 +288,16 @@ impl CpuBackend {
         self.splat_variants.len()
     }
 
+    /// How many of those variants' parallel loops run in vectors (see
+    /// [`CompiledKernel::vectorized_loops`]): a broadcast load read once per row leaves the
+    /// row's other accesses free to run in vectors.
+    pub fn splat_vectorized_loops(&self) -> usize {
+        self.splat_variants
+            .values()
+            .map(CompiledKernel::vectorized_loops)
+            .sum()
+    }
+
     /// The counters of the cache of compiled kernels.
     pub fn code_cache_stats(&self) -> CacheStats {
         self.kernels.stats()

@@ -1026,6 +1026,64 @@ fn rounding_sums_and_special_reductions() {
     }
 }
 
+/// `out[i] = a[i] + t[k]` with `k` a constant, or an index read from a 0-d store: a load the
+/// same for a whole row, by an index that is not a loop index (a broadcast view's loads read
+/// index 0, see the back end's `splat`), is made by the row's scalar code, so the loop still
+/// runs in vectors, with the scalar code's values; an index past `t` still faults.
+#[test]
+fn uniform_loads_by_indices_that_are_not_loop_indices() {
+    for from_store in [false, true] {
+        let mut kb = Kb::new();
+        let a = kb.store(DType::F64, 1, Privilege::Read);
+        let t = kb.store(DType::F64, 1, Privilege::Read);
+        let ks = kb.store(DType::I64, 0, Privilege::Read);
+        let out = kb.store(DType::F64, 1, Privilege::Write);
+        kb.parallel(out, 1, |kb, i| {
+            let k = if from_store {
+                kb.load(ks, &[])
+            } else {
+                kb.i64(2)
+            };
+            let x = kb.load(a, &[i[0]]);
+            let y = kb.load(t, &[k]);
+            let r = kb.add(x, y);
+            kb.store_to(out, &[i[0]], r);
+        });
+        let (vk, sk) = both(&kb.finish(&format!("simd.uniform.{from_store}")), 1);
+        for n in lengths() {
+            let mut av: Vec<f64> = (0..n).map(|i| i as f64 * 0.5 - 1.0).collect();
+            let mut tv = vec![10.0, 20.0, 30.25];
+            let mut k = 2i64;
+            let want: Vec<f64> = av.iter().map(|x| x + 30.25).collect();
+            for compiled in [&vk, &sk] {
+                let mut o = vec![0.0f64; n];
+                let views = [
+                    dense(&mut av, &[n as i64]),
+                    dense(&mut tv, &[3]),
+                    scalar_view(&mut k),
+                    dense(&mut o, &[n as i64]),
+                ];
+                run_on(compiled, &views, &[], 2).unwrap();
+                assert_eq!(o, want, "n = {n}, index from a store: {from_store}");
+            }
+        }
+        // `t` of two elements: index 2 is past it.
+        let n = 9;
+        let mut av = vec![1.0f64; n];
+        let mut tv = vec![10.0, 20.0];
+        let mut k = 2i64;
+        let mut o = vec![0.0f64; n];
+        let views = [
+            dense(&mut av, &[n as i64]),
+            dense(&mut tv, &[2]),
+            scalar_view(&mut k),
+            dense(&mut o, &[n as i64]),
+        ];
+        let err = run_on(&vk, &views, &[], 2).unwrap_err();
+        assert!(err.to_string().contains("out of bounds"), "{err}");
+    }
+}
+
 /// An out-of-bounds loop extent is caught before the vector code runs, as for the scalar code.
 #[test]
 fn bounds_are_proven_before_the_vector_code_runs() {

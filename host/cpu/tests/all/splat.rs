@@ -100,6 +100,13 @@ fn a_view_broadcast_along_the_rows_runs_through_a_variant_with_the_dense_bits() 
         let (r, c) = (rows as i64, cols as i64);
         let broadcast = run(&mut b, (rows, cols), &maxima, [r, c], [1, 0]).expect("runs");
         assert!(b.splat_variants() >= 1, "no variant for {rows} x {cols}");
+        // The variant's rows run in vectors: the broadcast load, at index 0, is the row's.
+        if cfg!(target_arch = "x86_64") {
+            assert!(
+                b.splat_vectorized_loops() >= 1,
+                "the variant for {rows} x {cols} runs its rows in scalar code"
+            );
+        }
         let dense_values: Vec<f64> = (0..rows * cols).map(|k| maxima[k / cols]).collect();
         let dense = run(&mut b, (rows, cols), &dense_values, [r, c], [c, 1]).expect("runs");
         assert_eq!(broadcast, dense, "{rows} x {cols}");

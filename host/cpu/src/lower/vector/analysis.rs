@@ -64,8 +64,14 @@ impl Analysis<'_> {
 
     fn access_kind(&self, acc: &Access) -> Result<AccessKind, String> {
         let n = acc.indices.len();
+        let contiguous = acc.indices.last() == Some(&self.inner);
         for (d, iv) in acc.indices.iter().enumerate() {
-            if !self.loop_dims.contains_key(iv) {
+            // An access the same for the whole row (no index is the innermost index or
+            // varies with it) is made by the row's scalar code, which takes any index (a
+            // broadcast view's loads read index 0, see `splat`); a contiguous one addresses
+            // its rows by loop indices.
+            let row_value = !contiguous && *iv != self.inner && !self.is_varying(*iv);
+            if !self.loop_dims.contains_key(iv) && !row_value {
                 return Err(format!(
                     "an index of parameter {} is not a loop index",
                     acc.param
