@@ -135,6 +135,7 @@ impl Report {
             .set("plans_reused", traffic.plans_reused)
             .set("calls_replayed", np.replay_stats().replayed)
             .set("calls_recorded", np.replay_stats().recorded)
+            .set("views_by_host", np.replay_stats().host_views)
     }
 
     /// The value of `key`, if set.

@@ -24,6 +24,7 @@ use std::rc::Rc;
 use wasmtime::component::Resource;
 use weft_ir::DType;
 
+mod basic_index;
 mod interop;
 mod joining;
 mod products;
@@ -546,6 +547,10 @@ impl Array {
     /// A view `self[ranges]` sharing this array's storage.
     #[track_caller]
     pub fn slice(&self, ranges: &[Range]) -> Array {
+        let as_indices: Vec<Ix> = ranges.iter().map(|&r| Ix::Slice(r)).collect();
+        if let Some(view) = self.host_index(&as_indices) {
+            return view;
+        }
         let ranges: Vec<api::Range> = ranges
             .iter()
             .map(|r| api::Range {

@@ -302,6 +302,27 @@ impl Runtime {
         Ok(core.stores().get(core.resolve(s)?)?.shape.clone())
     }
 
+    /// The view `parent[start[d] :: step[d]]` of `extent[d]` elements per dimension, with
+    /// shape `shape` (the same elements, extents of 1 dropped or added): basic indexing as the
+    /// `numeric` plugin makes it, made by the host alone. The caller owns the view's count.
+    pub(crate) fn basic_view(
+        &mut self,
+        parent: StoreId,
+        start: &[u64],
+        step: &[i64],
+        extent: &[u64],
+        shape: &[u64],
+    ) -> Result<StoreId> {
+        let core = self.core()?;
+        let view = core.view(parent, |m| m.strided(start, step, extent))?;
+        if shape == extent {
+            return Ok(view);
+        }
+        let reshaped = core.reshape(view, shape);
+        core.release(view);
+        reshaped?.ok_or_else(|| internal("a view could not drop or add an axis of extent 1"))
+    }
+
     /// A store's element type.
     pub fn dtype(&mut self, s: &StoreHandle) -> Result<weft_ir::DType> {
         let core = self.core()?;

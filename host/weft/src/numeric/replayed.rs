@@ -33,6 +33,9 @@ pub struct ReplayStats {
     pub recorded: u64,
     /// Replays that did not match their recording (the call was then made for real).
     pub missed: u64,
+    /// Basic indexing (`index`, `slice`) made by the host alone, without a plugin call (see
+    /// [`Array::index`]).
+    pub host_views: u64,
 }
 
 /// What identifies a call for its recording: the export, and every argument that is not a
@@ -119,8 +122,8 @@ pub(crate) fn stores_of(operands: &[&OperandRef]) -> Vec<StoreId> {
 }
 
 impl Numeric {
-    /// Whether calls are replayed from recordings (on by default). Off, every call enters
-    /// the plugin; the results are the same.
+    /// Whether calls are replayed from recordings, and basic indexing made by the host alone
+    /// (both on by default). Off, every call enters the plugin; the results are the same.
     pub fn set_call_replay(&self, enabled: bool) {
         let mut memo = self.inner.memo.borrow_mut();
         memo.enabled = enabled;
@@ -132,6 +135,16 @@ impl Numeric {
     /// What the replay of calls did so far.
     pub fn replay_stats(&self) -> ReplayStats {
         self.inner.memo.borrow().stats
+    }
+
+    /// Whether calls are replayed (see [`Numeric::set_call_replay`]).
+    pub(crate) fn call_replay(&self) -> bool {
+        self.inner.memo.borrow().enabled
+    }
+
+    /// Counts one view of basic indexing that the host made alone.
+    pub(crate) fn count_host_view(&self) {
+        self.inner.memo.borrow_mut().stats.host_views += 1;
     }
 
     /// Makes a call of export `name` lent `args` (in the order `f` lends them): from the
