@@ -173,8 +173,9 @@ impl Executor<'_> {
                 continue;
             };
             for &j_param in kernel.shares_in_place(param) {
-                let Some(j) =
-                    (0..task.args.len()).find(|&a| kernel.store_param(a) == Some(j_param as usize))
+                let Some(j) = kernel
+                    .store_arg(j_param as usize)
+                    .filter(|&j| j < task.args.len())
                 else {
                     continue;
                 };

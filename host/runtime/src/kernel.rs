@@ -74,6 +74,8 @@ pub struct KernelEntry {
     shares_in_place: Vec<Vec<u32>>,
     /// The dtype, if the kernel is the canonical dense product ([`weft_ir::product`]).
     product: Option<weft_ir::DType>,
+    /// The kernel parameter of each store argument, in order (ascending).
+    store_params: Vec<usize>,
 }
 
 impl KernelEntry {
@@ -123,13 +125,13 @@ impl KernelEntry {
 
     /// The kernel parameter of store argument `arg` (the `arg`-th store parameter).
     pub fn store_param(&self, arg: usize) -> Option<usize> {
-        self.ir
-            .params
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| matches!(p, weft_ir::Param::Store { .. }))
-            .nth(arg)
-            .map(|(i, _)| i)
+        self.store_params.get(arg).copied()
+    }
+
+    /// The store argument whose kernel parameter is `param` (the inverse of
+    /// [`KernelEntry::store_param`]), if `param` is a store parameter.
+    pub fn store_arg(&self, param: usize) -> Option<usize> {
+        self.store_params.binary_search(&param).ok()
     }
 
     fn from_valid(id: KernelId, ir: ValidKernel) -> KernelEntry {
@@ -137,6 +139,13 @@ impl KernelEntry {
         let pointwise = weft_ir::coverage::pointwise(&ir);
         let shares_in_place = weft_ir::coverage::shares_in_place(&ir);
         let product = weft_ir::product::recognize(&ir);
+        let store_params = ir
+            .params
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| matches!(p, weft_ir::Param::Store { .. }))
+            .map(|(i, _)| i)
+            .collect();
         KernelEntry {
             id,
             ir,
@@ -144,6 +153,7 @@ impl KernelEntry {
             pointwise,
             shares_in_place,
             product,
+            store_params,
         }
     }
 
@@ -272,6 +282,26 @@ mod tests {
         assert_eq!(a.name(), "p.scale");
         // The whole hash names a kernel, not its first 64 bits.
         assert_ne!(a.id().0[8..], [0u8; 24]);
+    }
+
+    #[test]
+    fn store_arguments_and_their_parameters_map_both_ways() {
+        // Parameters: store, scalar, store.
+        use weft_ir::DType;
+        let mut k = weft_ir::KernelBuilder::new("p.axpy");
+        let x = k.store(DType::F64, 1, weft_ir::Privilege::Read);
+        let alpha = k.scalar(DType::F64);
+        let out = k.store(DType::F64, 1, weft_ir::Privilege::Write);
+        k.body().parallel(out, |b, i| {
+            let v = b.load(x, i);
+            let y = b.mul(v, alpha);
+            b.store(out, i, y);
+        });
+        let e = KernelEntry::new("p.axpy", &k.finish()).unwrap();
+        assert_eq!((e.store_param(0), e.store_param(1)), (Some(0), Some(2)));
+        assert_eq!(e.store_param(2), None);
+        assert_eq!((e.store_arg(0), e.store_arg(2)), (Some(0), Some(1)));
+        assert_eq!((e.store_arg(1), e.store_arg(3)), (None, None));
     }
 
     #[test]
