@@ -6,13 +6,25 @@
 //! store, its partition (in root coordinates; an image names its source store; the offset of a
 //! view that the prefix only reads is abstracted, see `Offsets`) and privilege;
 //! per store its root shape, whether anything holds a handle to it, and whether a task after
-//! the prefix reads it; and the cut that ended the prefix.
+//! the prefix reads it; the cut that ended the prefix, the writes it defers (with their
+//! halos) and its temporaries.
+//!
+//! The numbers of launches, views, tilings and root shapes enter the key as *classes*: the
+//! index of the value among the distinct values of the key so far, in order of first
+//! appearance (see `Values`). Two prefixes whose numbers differ but are equal and unequal in
+//! the same places share a plan: a loop over `L[i, :i]`, or over a view that moves each step,
+//! plans once, not once per step. This is sound because what the plan makes from numbers
+//! only compares them for equality (which arguments are the same partition, which loops are
+//! in one iteration class); the decisions that need arithmetic on them (where the prefix is
+//! cut and which writes are deferred, with their halos, run on every call; which stores are
+//! temporary, which needs whether a write covers its store) are computed before the lookup
+//! and are part of the key.
 
 use weft_runtime::partition::RootPartition;
 use weft_runtime::stores::{StorageId, Stores};
 use weft_runtime::task::IndexTask;
 
-use crate::constraints::Cut;
+use crate::constraints::{Cut, Deferral};
 
 /// A canonical key and the stores its indices stand for.
 #[derive(Clone, Debug)]
@@ -63,45 +75,89 @@ struct Offsets {
     seen: weft_runtime::FastMap<StorageId, weft_runtime::FastMap<u64, usize>>,
 }
 
+/// A view offset as the key takes it.
+enum Offset {
+    /// The offset itself (it enters the key as its class among the key's numbers).
+    Exact(u64),
+    /// The word of a read-only view's offset: its rank among its storage's offsets, tagged.
+    Abstracted(u64),
+}
+
 impl Offsets {
-    fn word(&mut self, storage: StorageId, p: &RootPartition) -> u64 {
+    fn word(&mut self, storage: StorageId, p: &RootPartition) -> Offset {
         if p.image.is_some() || self.written.contains(&storage) {
-            return p.view.offset;
+            return Offset::Exact(p.view.offset);
         }
         let ranks = self.seen.entry(storage).or_default();
         let next = ranks.len();
         let class = *ranks.entry(p.view.offset).or_insert(next);
-        // Tagged apart from every exact offset a store may have.
-        (1 << 63) | class as u64
+        // Tagged apart from every class of an exact offset.
+        Offset::Abstracted((1 << 63) | class as u64)
     }
 }
 
-fn partition_words(
-    storage: StorageId,
-    p: &RootPartition,
-    words: &mut Vec<u64>,
-    names: &mut Names,
-    offsets: &mut Offsets,
-) {
-    words.push(p.view.rank() as u64);
-    words.push(offsets.word(storage, p));
-    words.extend(&p.view.shape);
-    words.extend(p.view.strides.iter().map(|&s| s as u64));
-    match &p.tiling {
-        None => words.push(0),
-        Some(t) => {
-            words.push(1);
-            words.extend(&t.tile);
-            words.extend(t.offset.iter().map(|&o| o as u64));
-            words.extend(t.projection.iter().map(|p| p.map_or(u64::MAX, u64::from)));
+/// The classes of the key's numbers: each distinct value gets the next index at its first
+/// appearance, so a key keeps which numbers are equal, and nothing else about them.
+#[derive(Default)]
+struct Values {
+    classes: weft_runtime::FastMap<u64, u64>,
+}
+
+impl Values {
+    /// The class of `v`.
+    fn class(&mut self, v: u64) -> u64 {
+        let next = self.classes.len() as u64;
+        *self.classes.entry(v).or_insert(next)
+    }
+
+    /// Pushes the classes of `values` onto `words`.
+    fn push_all(&mut self, words: &mut Vec<u64>, values: impl IntoIterator<Item = u64>) {
+        for v in values {
+            words.push(self.class(v));
         }
     }
-    match &p.image {
-        None => words.push(0),
-        Some(image) => {
-            words.push(1);
-            words.push(names.name(image.source) as u64);
-            partition_words(image.source, &image.source_partition, words, names, offsets);
+}
+
+/// The key's state while it is built.
+struct Words {
+    words: Vec<u64>,
+    names: Names,
+    offsets: Offsets,
+    values: Values,
+}
+
+impl Words {
+    fn partition(&mut self, storage: StorageId, p: &RootPartition) {
+        self.words.push(p.view.rank() as u64);
+        let offset = match self.offsets.word(storage, p) {
+            Offset::Exact(o) => self.values.class(o),
+            Offset::Abstracted(w) => w,
+        };
+        self.words.push(offset);
+        self.values
+            .push_all(&mut self.words, p.view.shape.iter().copied());
+        self.values
+            .push_all(&mut self.words, p.view.strides.iter().map(|&s| s as u64));
+        match &p.tiling {
+            None => self.words.push(0),
+            Some(t) => {
+                self.words.push(1);
+                self.values
+                    .push_all(&mut self.words, t.tile.iter().copied());
+                self.values
+                    .push_all(&mut self.words, t.offset.iter().map(|&o| o as u64));
+                self.words
+                    .extend(t.projection.iter().map(|p| p.map_or(u64::MAX, u64::from)));
+            }
+        }
+        match &p.image {
+            None => self.words.push(0),
+            Some(image) => {
+                self.words.push(1);
+                let source = self.names.name(image.source) as u64;
+                self.words.push(source);
+                self.partition(image.source, &image.source_partition);
+            }
         }
     }
 }
@@ -115,43 +171,49 @@ fn privilege_word(p: weft_ir::Privilege) -> u64 {
     }
 }
 
-/// The key of the prefix `tasks`, cut by `cut`.
+/// The key of the prefix `tasks`, cut by `cut`, deferring `deferrals`, with temporaries
+/// `temps`.
 pub fn key(
     tasks: &[IndexTask],
     cut: Option<&Cut>,
+    deferrals: &[Deferral],
+    temps: &[StorageId],
     stores: &Stores,
     read_after: impl Fn(StorageId) -> bool,
 ) -> Key {
-    let mut words = Vec::with_capacity(tasks.len() * 24);
-    let mut names = Names::default();
-    let mut offsets = Offsets {
-        written: tasks
-            .iter()
-            .flat_map(|t| &t.args)
-            .filter(|a| !matches!(a.privilege, weft_ir::Privilege::Read))
-            .map(|a| a.storage)
-            .collect(),
-        seen: weft_runtime::FastMap::default(),
+    let mut w = Words {
+        words: Vec::with_capacity(tasks.len() * 24),
+        names: Names::default(),
+        offsets: Offsets {
+            written: tasks
+                .iter()
+                .flat_map(|t| &t.args)
+                .filter(|a| !matches!(a.privilege, weft_ir::Privilege::Read))
+                .map(|a| a.storage)
+                .collect(),
+            seen: weft_runtime::FastMap::default(),
+        },
+        values: Values::default(),
     };
-    words.push(tasks.len() as u64);
+    w.words.push(tasks.len() as u64);
     for task in tasks {
-        words.extend(task.kernel.id().words());
-        words.push(task.launch.len() as u64);
-        words.extend(&task.launch);
-        words.push(task.args.len() as u64);
+        w.words.extend(task.kernel.id().words());
+        w.words.push(task.launch.len() as u64);
+        w.values.push_all(&mut w.words, task.launch.iter().copied());
+        w.words.push(task.args.len() as u64);
         for arg in &task.args {
-            let index = names.name(arg.storage);
-            words.push(index as u64);
-            words.push(privilege_word(arg.privilege));
-            partition_words(
-                arg.storage,
-                &arg.root_partition,
-                &mut words,
-                &mut names,
-                &mut offsets,
-            );
+            let index = w.names.name(arg.storage);
+            w.words.push(index as u64);
+            w.words.push(privilege_word(arg.privilege));
+            w.partition(arg.storage, &arg.root_partition);
         }
     }
+    let Words {
+        mut words,
+        names,
+        mut values,
+        ..
+    } = w;
     let Names { storages, index } = names;
     for &s in &storages {
         let live = stores.storage_live(s);
@@ -159,7 +221,7 @@ pub fn key(
         match stores.storage(s) {
             Some(st) => {
                 words.push(st.shape.len() as u64);
-                words.extend(&st.shape);
+                values.push_all(&mut words, st.shape.iter().copied());
             }
             None => words.push(u64::MAX),
         }
@@ -175,5 +237,16 @@ pub fn key(
             );
         }
     }
+    words.push(deferrals.len() as u64);
+    for d in deferrals {
+        words.extend([d.task as u64, d.arg as u64, u64::from(d.halo)]);
+    }
+    let mut temps: Vec<u64> = temps
+        .iter()
+        .map(|s| index.get(s).map_or(u64::MAX, |&i| i as u64))
+        .collect();
+    temps.sort_unstable();
+    words.push(temps.len() as u64);
+    words.extend(temps);
     Key { words, storages }
 }

@@ -6,7 +6,9 @@
 //! more than one task) the fused kernel and where each of its arguments comes from. Its
 //! [`Planner`] implementation turns that into the fused task the runtime runs. Plans are
 //! memoized by the window's canonical form ([`canonical`]), so a loop in steady state neither
-//! analyses nor compiles anything: a hit costs a hash of the window and a table look-up.
+//! analyses nor compiles anything: a hit costs a hash of the window and a table look-up. The
+//! form keeps only which of the window's extents, offsets and strides are equal, so a loop
+//! whose views move or grow each step also plans once.
 //!
 //! It depends on `weft-runtime` (whose seam it implements) and `weft-ir`, never on a back end
 //! or the plugin host. Its errors are the runtime's: composing a fused kernel fails only on a
@@ -167,9 +169,10 @@ impl Fuser {
     /// storage, how many arguments of pending tasks (anywhere, the prefix's included) read or
     /// reduce it.
     ///
-    /// The constraint check runs on every call (it is linear in the prefix and never looks at
-    /// points); everything after it (temporaries, the fused task and kernel, compilation) is
-    /// memoized by the prefix's canonical form.
+    /// The constraint check and the temporaries run on every call (they are linear in the
+    /// prefix and never look at points); everything after them (the fused task and kernel,
+    /// compilation) is memoized by the prefix's canonical form, which keeps which of its
+    /// numbers are equal, not their values (see [`canonical`]).
     pub fn analyse(
         &mut self,
         window: &[IndexTask],
@@ -203,7 +206,20 @@ impl Fuser {
         let read_after = |s: StorageId| {
             readers.get(&s).copied().unwrap_or(0) > inside.get(&s).copied().unwrap_or(0)
         };
-        let key = canonical::key(tasks, cut.as_ref(), stores, read_after);
+        // What needs arithmetic on the prefix's numbers is decided before the lookup and
+        // keyed: the deferred writes (above) and the temporaries (see `canonical`).
+        let deferrals: Vec<Deferral> = if prefix > 1 {
+            deferrals.into_iter().filter(|d| d.task < prefix).collect()
+        } else {
+            Vec::new()
+        };
+        let temps = temporaries::temporaries(
+            tasks,
+            |s| stores.storage_live(s),
+            read_after,
+            |s| stores.storage(s).map(|st| st.shape.as_slice()),
+        );
+        let key = canonical::key(tasks, cut.as_ref(), &deferrals, &temps, stores, read_after);
         // A hit counts only when the window runs the plan's very kernels (the key names
         // them by id); anything else is analysed anew, and its plan replaces the entry.
         if let Some(plan) = self.memo.get(&key.words)
@@ -222,19 +238,8 @@ impl Fuser {
             });
         }
         let start = Instant::now();
-        let temps = temporaries::temporaries(
-            tasks,
-            |s| stores.storage_live(s),
-            read_after,
-            |s| stores.storage(s).map(|st| st.shape.as_slice()),
-        );
         let mut explanation = Explanation::new(tasks, window.get(prefix), cut, &temps, &key);
         explanation.capped = capped;
-        let deferrals: Vec<Deferral> = if prefix > 1 {
-            deferrals.into_iter().filter(|d| d.task < prefix).collect()
-        } else {
-            Vec::new()
-        };
         explanation.set_deferred(tasks, &deferrals, &key);
         let fused = if prefix > 1 {
             self.build(tasks, &temps, &deferrals, &key, &mut explanation)?

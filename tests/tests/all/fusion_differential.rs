@@ -153,6 +153,88 @@ proptest! {
     }
 }
 
+/// Random programs on one fused runtime that outlives them: its memo of plans, whose keys
+/// keep only which numbers of a window are equal (not the extents and offsets themselves),
+/// serves each program the plans of earlier ones with other views and sizes. Every array and
+/// read must still be the unfused run's.
+#[test]
+fn programs_sharing_plans_equal_unfused_ones() {
+    use proptest::test_runner::{Config as RunnerConfig, TestRunner};
+    let shared = plugins(true);
+    let mut runner = TestRunner::new(RunnerConfig::with_cases(40));
+    let result = runner.run(&proptest::collection::vec(step(), 1..40), |program| {
+        let (fused, fused_reads) = run(&shared, &program);
+        let (unfused, unfused_reads) = run(&plugins(false), &program);
+        agree("array", &fused, &unfused)?;
+        agree("read", &fused_reads, &unfused_reads)?;
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    let stats = shared.0.runtime(|rt| rt.fusion_stats());
+    assert!(
+        stats.memo_hits > 0,
+        "the programs reused each other's plans: {stats:?}"
+    );
+}
+
+/// A triangular solve by rows (`x[i] = (b[i] - L[i, :i] @ x[:i]) / L[i, i]`): every step's
+/// views move and grow, and its plans are a handful, not one per row; the solution is the
+/// unfused run's and a plain Rust loop's.
+#[test]
+fn a_triangular_solve_plans_a_handful_of_times() {
+    use weft::{Ix, Range};
+    let n = 120usize;
+    let l_values: Vec<f64> = (0..n * n)
+        .map(|k| {
+            let (i, j) = (k / n, k % n);
+            if j > i {
+                0.0
+            } else if i == j {
+                2.0 + (i % 3) as f64
+            } else {
+                ((i * 7 + j * 3) % 5) as f64 * 0.1
+            }
+        })
+        .collect();
+    let b_values: Vec<f64> = (0..n).map(|i| (i % 7) as f64 - 2.5).collect();
+    let solve = |np: &Numeric| {
+        let l = np.from_f64s(&[n as u64, n as u64], &l_values, DType::F64);
+        let b = np.from_f64s(&[n as u64], &b_values, DType::F64);
+        let x = np.zeros(&[n as u64], DType::F64);
+        for i in 0..n as i64 {
+            let dot = l
+                .index(&[Ix::At(i), Ix::Slice(Range::new(0, i))])
+                .matmul(&x.slice(&[Range::new(0, i)]));
+            let value = (&b.index(&[Ix::At(i)]) - &dot) / &l.index(&[Ix::At(i), Ix::At(i)]);
+            x.index(&[Ix::At(i)])
+                .assign(&value)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        x.to_vec().unwrap_or_else(|e| panic!("{e}"))
+    };
+    let fused_np = numeric(true);
+    let fused = solve(&fused_np);
+    assert_eq!(fused, solve(&numeric(false)), "fused and unfused");
+    let mut want = vec![0.0f64; n];
+    for i in 0..n {
+        let dot: f64 = (0..i).map(|j| l_values[i * n + j] * want[j]).sum();
+        want[i] = (b_values[i] - dot) / l_values[i * n + i];
+    }
+    for (i, (got, w)) in fused.iter().zip(&want).enumerate() {
+        assert!(
+            (got - w).abs() <= 1e-9 * (1.0 + w.abs()),
+            "x[{i}]: {got} against {w}"
+        );
+    }
+    let stats = fused_np.runtime(|rt| rt.fusion_stats());
+    assert!(
+        stats.analyses <= 40 && stats.memo_hits >= n as u64,
+        "{n} rows, a handful of plans: {stats:?}"
+    );
+}
+
 /// A read runs the window up to the last task it needs: a pending task that reads the store
 /// the read's producer overwrites (a write-after-read hazard) runs first, and a chain
 /// submitted after the producer stays in the window.
