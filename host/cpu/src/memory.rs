@@ -124,9 +124,10 @@ impl Memory {
 
     /// `words` words from the pool (zeroed again if `zero`) or fresh and zeroed.
     fn heap_words(&mut self, words: usize, zero: bool) -> Option<Box<[u64]>> {
-        match self.pool.iter().position(|b| b.len() == words) {
+        // The most recently freed buffer of the size: the pool stays in order of freeing.
+        match self.pool.iter().rposition(|b| b.len() == words) {
             Some(k) => {
-                let mut data = self.pool.swap_remove(k);
+                let mut data = self.pool.remove(k);
                 self.pooled -= words as u64 * 8;
                 if zero {
                     data.fill(0);
@@ -137,7 +138,9 @@ impl Memory {
         }
     }
 
-    /// Frees a buffer, keeping its memory for reuse while the pool has room.
+    /// Frees a buffer, keeping its memory for reuse: when the pool has no room for it, the
+    /// buffers freed longest ago leave it (their memory goes back to the allocator), so the
+    /// pool holds the sizes the program uses now, not those of a phase long over.
     pub fn free(&mut self, id: BufferId) {
         let Some(b) = self.buffers.remove(&id) else {
             return;
@@ -147,10 +150,17 @@ impl Memory {
             return;
         };
         let bytes = words.len() as u64 * 8;
-        if bytes > 0 && self.pooled + bytes <= self.pool_limit {
-            self.pooled += bytes;
-            self.pool.push(words);
+        if bytes == 0 || bytes > self.pool_limit {
+            return;
         }
+        let mut oldest = 0;
+        while self.pooled + bytes > self.pool_limit && oldest < self.pool.len() {
+            self.pooled -= self.pool[oldest].len() as u64 * 8;
+            oldest += 1;
+        }
+        self.pool.drain(..oldest);
+        self.pooled += bytes;
+        self.pool.push(words);
     }
 
     /// The bytes of a buffer.
@@ -292,6 +302,34 @@ mod tests {
         assert_eq!(m.allocated(), 24);
         m.free(c);
         assert_eq!(m.allocated(), 0);
+    }
+
+    #[test]
+    fn a_full_pool_gives_way_to_the_sizes_used_now() {
+        let mut m = Memory::with_pool(64);
+        // An earlier phase fills the pool with 32-byte buffers.
+        let old: Vec<BufferId> = (0..2).map(|_| m.alloc(32).unwrap()).collect();
+        for id in old {
+            m.free(id);
+        }
+        assert_eq!(m.pooled(), 64);
+        // A later phase frees 48-byte buffers: they take the place of the oldest, and are
+        // the ones reused.
+        let a = m.alloc(48).unwrap();
+        let pa = m.base(a).unwrap().0;
+        m.free(a);
+        assert_eq!(
+            m.pooled(),
+            48,
+            "both 32-byte buffers left for the 48-byte one"
+        );
+        let b = m.alloc(48).unwrap();
+        assert_eq!(m.base(b).unwrap().0, pa);
+        m.free(b);
+        // A buffer past the whole limit is not pooled, and evicts nothing.
+        let c = m.alloc(128).unwrap();
+        m.free(c);
+        assert_eq!(m.pooled(), 48);
     }
 
     #[test]
