@@ -15,7 +15,7 @@ use weft_ir::Privilege;
 
 use weft_runtime::partition::RootPartition;
 use weft_runtime::stores::StorageId;
-use weft_runtime::task::IndexTask;
+use weft_runtime::task::{IndexTask, TaskArg};
 
 /// Whether partition `p` of a launch over `launch` covers every element of a root of `shape`.
 /// An image never does as far as this analysis knows (its ranges are data).
@@ -55,20 +55,38 @@ pub fn temporaries<'s>(
         .collect();
     candidates.sort();
     candidates.dedup();
+    // Each candidate's arguments, by task in order: one pass over the prefix, so the check
+    // costs what the prefix's arguments do, not that times the candidates.
+    let mut uses: weft_runtime::FastMap<StorageId, Vec<(usize, &TaskArg)>> =
+        weft_runtime::FastMap::default();
+    for (t, task) in inside.iter().enumerate() {
+        for a in &task.args {
+            if candidates.binary_search(&a.storage).is_ok() {
+                uses.entry(a.storage).or_default().push((t, a));
+            }
+        }
+    }
     candidates.retain(|&s| {
         let Some(shape) = shape(s) else {
             return false;
         };
-        !read_after(s) && produced_inside(inside, s, shape)
+        let args = uses.get(&s).map_or(&[][..], Vec::as_slice);
+        !read_after(s) && produced_inside(inside, args, shape)
     });
     candidates
 }
 
-/// Whether every read of `s` in `tasks` follows a covering write through the same partition.
-fn produced_inside(tasks: &[IndexTask], s: StorageId, shape: &[u64]) -> bool {
+/// Whether every read in `uses` (one storage's arguments in `tasks`, by task index in order)
+/// follows a covering write through the same partition.
+fn produced_inside(tasks: &[IndexTask], uses: &[(usize, &TaskArg)], shape: &[u64]) -> bool {
     let mut covered: Vec<&RootPartition> = Vec::new();
-    for task in tasks {
-        let args = task.args.iter().filter(|a| a.storage == s);
+    let mut rest = uses;
+    while let Some(&(t, _)) = rest.first() {
+        let end = rest.iter().position(|&(u, _)| u != t).unwrap_or(rest.len());
+        let (now, later) = rest.split_at(end);
+        rest = later;
+        let task = &tasks[t];
+        let args = now.iter().map(|&(_, a)| a);
         // Reads of this task see only writes of earlier tasks.
         for a in args.clone() {
             let reads = matches!(
