@@ -1050,36 +1050,28 @@ fn uniform_loads_by_indices_that_are_not_loop_indices() {
             kb.store_to(out, &[i[0]], r);
         });
         let (vk, sk) = both(&kb.finish(&format!("simd.uniform.{from_store}")), 1);
+        // Runs `compiled` on `a` and `t` with index 2; `out` or the error.
+        let run = |compiled: &CompiledKernel, a: &[f64], t: &[f64]| {
+            let (mut av, mut tv, mut k) = (a.to_vec(), t.to_vec(), 2i64);
+            let mut o = vec![0.0f64; a.len()];
+            let views = [
+                dense(&mut av, &[a.len() as i64]),
+                dense(&mut tv, &[t.len() as i64]),
+                scalar_view(&mut k),
+                dense(&mut o, &[a.len() as i64]),
+            ];
+            run_on(compiled, &views, &[], 2).map(|()| o)
+        };
         for n in lengths() {
-            let mut av: Vec<f64> = (0..n).map(|i| i as f64 * 0.5 - 1.0).collect();
-            let mut tv = vec![10.0, 20.0, 30.25];
-            let mut k = 2i64;
+            let av: Vec<f64> = (0..n).map(|i| i as f64 * 0.5 - 1.0).collect();
             let want: Vec<f64> = av.iter().map(|x| x + 30.25).collect();
             for compiled in [&vk, &sk] {
-                let mut o = vec![0.0f64; n];
-                let views = [
-                    dense(&mut av, &[n as i64]),
-                    dense(&mut tv, &[3]),
-                    scalar_view(&mut k),
-                    dense(&mut o, &[n as i64]),
-                ];
-                run_on(compiled, &views, &[], 2).unwrap();
+                let o = run(compiled, &av, &[10.0, 20.0, 30.25]).unwrap();
                 assert_eq!(o, want, "n = {n}, index from a store: {from_store}");
             }
         }
         // `t` of two elements: index 2 is past it.
-        let n = 9;
-        let mut av = vec![1.0f64; n];
-        let mut tv = vec![10.0, 20.0];
-        let mut k = 2i64;
-        let mut o = vec![0.0f64; n];
-        let views = [
-            dense(&mut av, &[n as i64]),
-            dense(&mut tv, &[2]),
-            scalar_view(&mut k),
-            dense(&mut o, &[n as i64]),
-        ];
-        let err = run_on(&vk, &views, &[], 2).unwrap_err();
+        let err = run(&vk, &[1.0; 9], &[10.0, 20.0]).unwrap_err();
         assert!(err.to_string().contains("out of bounds"), "{err}");
     }
 }
