@@ -21,6 +21,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod allocator;
 pub mod bandwidth;
 pub mod black_scholes;
 pub mod cfd;

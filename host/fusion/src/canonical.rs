@@ -20,6 +20,8 @@
 //! temporary, which needs whether a write covers its store) are computed before the lookup
 //! and are part of the key.
 
+use std::sync::Arc;
+
 use weft_runtime::partition::RootPartition;
 use weft_runtime::stores::{StorageId, Stores};
 use weft_runtime::task::IndexTask;
@@ -29,8 +31,8 @@ use crate::constraints::{Cut, Deferral};
 /// A canonical key and the stores its indices stand for.
 #[derive(Clone, Debug)]
 pub struct Key {
-    /// The key.
-    pub words: Vec<u64>,
+    /// The key (shared: a plan's memo entries and the windows it serves hold one copy).
+    pub words: Arc<[u64]>,
     /// Canonical store index to the storage it names in this window.
     pub storages: Vec<StorageId>,
 }
@@ -248,5 +250,88 @@ pub fn key(
     temps.sort_unstable();
     words.push(temps.len() as u64);
     words.extend(temps);
-    Key { words, storages }
+    Key {
+        words: words.into(),
+        storages,
+    }
+}
+
+/// The exact form of a window's scanned tasks: the key of the window memo, which replays a
+/// window seen before without analysing it.
+///
+/// It holds everything that decides the plan (so equal forms get equal plans): per task its
+/// kernel and launch, per argument the renamed store, privilege and partition with every
+/// number as it is; per store whether anything holds a handle to it, how many pending
+/// arguments read it (which decides whether it is read after the prefix) and its root shape.
+/// Stores are named in the order [`key`] names them, so the first names of a prefix are its
+/// canonical key's.
+#[derive(Clone, Debug)]
+pub struct Exact {
+    /// The form.
+    pub words: Vec<u64>,
+    /// Index to the storage it names in this window.
+    pub storages: Vec<StorageId>,
+}
+
+/// The exact form of `tasks` (see [`Exact`]); `readers` counts each storage's pending readers.
+pub fn exact(
+    tasks: &[IndexTask],
+    stores: &Stores,
+    readers: &weft_runtime::FastMap<StorageId, u32>,
+) -> Exact {
+    let mut words = Vec::with_capacity(tasks.len() * 24);
+    let mut names = Names::default();
+    words.push(tasks.len() as u64);
+    for task in tasks {
+        words.extend(task.kernel.id().words());
+        words.push(task.launch.len() as u64);
+        words.extend(task.launch.iter().copied());
+        words.push(task.args.len() as u64);
+        for arg in &task.args {
+            words.push(names.name(arg.storage) as u64);
+            words.push(privilege_word(arg.privilege));
+            exact_partition(&mut words, &mut names, &arg.root_partition);
+        }
+    }
+    for &s in &names.storages {
+        let live = u64::from(stores.storage_live(s));
+        let readers = u64::from(readers.get(&s).copied().unwrap_or(0));
+        words.push(live | (readers << 1));
+        match stores.storage(s) {
+            Some(st) => {
+                words.push(st.shape.len() as u64);
+                words.extend(st.shape.iter().copied());
+            }
+            None => words.push(u64::MAX),
+        }
+    }
+    Exact {
+        words,
+        storages: names.storages,
+    }
+}
+
+/// Pushes the words of partition `p` as they are, naming an image's source.
+fn exact_partition(words: &mut Vec<u64>, names: &mut Names, p: &RootPartition) {
+    words.push(p.view.rank() as u64);
+    words.push(p.view.offset);
+    words.extend(p.view.shape.iter().copied());
+    words.extend(p.view.strides.iter().map(|&s| s as u64));
+    match &p.tiling {
+        None => words.push(0),
+        Some(t) => {
+            words.push(1);
+            words.extend(t.tile.iter().copied());
+            words.extend(t.offset.iter().map(|&o| o as u64));
+            words.extend(t.projection.iter().map(|p| p.map_or(u64::MAX, u64::from)));
+        }
+    }
+    match &p.image {
+        None => words.push(0),
+        Some(image) => {
+            words.push(1);
+            words.push(names.name(image.source) as u64);
+            exact_partition(words, names, &image.source_partition);
+        }
+    }
 }

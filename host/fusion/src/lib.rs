@@ -6,9 +6,10 @@
 //! more than one task) the fused kernel and where each of its arguments comes from. Its
 //! [`Planner`] implementation turns that into the fused task the runtime runs. Plans are
 //! memoized by the window's canonical form ([`canonical`]), so a loop in steady state neither
-//! analyses nor compiles anything: a hit costs a hash of the window and a table look-up. The
-//! form keeps only which of the window's extents, offsets and strides are equal, so a loop
-//! whose views move or grow each step also plans once.
+//! analyses nor compiles anything. The form keeps only which of the window's extents, offsets
+//! and strides are equal, so a loop whose views move or grow each step also plans once. A
+//! window seen before exactly skips even the constraint scan: its exact form keys a second
+//! memo, and a hit there costs writing the form down and a table look-up.
 //!
 //! It depends on `weft-runtime` (whose seam it implements) and `weft-ir`, never on a back end
 //! or the plugin host. Its errors are the runtime's: composing a fused kernel fails only on a
@@ -92,6 +93,15 @@ pub struct Planned {
     pub hit: bool,
 }
 
+/// A plan found for a window, kept by the window's exact form.
+struct WindowEntry {
+    plan: Arc<FusionPlan>,
+    /// The prefix's canonical key.
+    key: Arc<[u64]>,
+    /// How many of the exact form's stores the prefix names (its first ones).
+    named: usize,
+}
+
 /// The bounds of the memo of plans by default: 4096 plans and 256 MiB (keys, fused kernels'
 /// IR and explanations, estimated).
 pub const MEMO_LIMITS: CacheLimits = CacheLimits {
@@ -102,7 +112,12 @@ pub const MEMO_LIMITS: CacheLimits = CacheLimits {
 /// The fusion layer's state: the memo of plans, bounded ([`MEMO_LIMITS`]), each plan charged
 /// to the plugin of the first task of its prefix.
 pub struct Fuser {
-    memo: BoundedCache<Vec<u64>, Arc<FusionPlan>>,
+    memo: BoundedCache<Arc<[u64]>, Arc<FusionPlan>>,
+    /// The window memo: plans by the exact form of the scanned window ([`canonical::exact`]).
+    /// A window seen before (a time step, the same chain again) takes its plan from here
+    /// without the constraint scan, the temporaries or the canonical key. Bounded like the
+    /// memo.
+    windows: BoundedCache<Vec<u64>, Arc<WindowEntry>>,
     /// The fused kernels that plans hold, by id: plans that make the same kernel (they differ
     /// only in extents or tiles) share one entry, so that back ends confirm their cache hits
     /// by identity rather than by comparing IR. Entries die with the last plan holding them.
@@ -122,6 +137,7 @@ impl Fuser {
     pub fn with_limits(limits: CacheLimits) -> Fuser {
         Fuser {
             memo: BoundedCache::new(limits),
+            windows: BoundedCache::new(limits),
             fused: HashMap::new(),
             stats: FusionStats::default(),
         }
@@ -169,10 +185,12 @@ impl Fuser {
     /// storage, how many arguments of pending tasks (anywhere, the prefix's included) read or
     /// reduce it.
     ///
-    /// The constraint check and the temporaries run on every call (they are linear in the
-    /// prefix and never look at points); everything after them (the fused task and kernel,
-    /// compilation) is memoized by the prefix's canonical form, which keeps which of its
-    /// numbers are equal, not their values (see [`canonical`]).
+    /// Two memos. A window seen before exactly (its exact form, [`canonical::exact`]: a time
+    /// step, the same chain again) takes the plan it got then, at the cost of writing down
+    /// that form and one look-up. Otherwise the constraint check and the temporaries run
+    /// (they are linear in the prefix and never look at points), and everything after them
+    /// (the fused task and kernel, compilation) is memoized by the prefix's canonical form,
+    /// which keeps which of its numbers are equal, not their values (see [`canonical`]).
     pub fn analyse(
         &mut self,
         window: &[IndexTask],
@@ -186,6 +204,53 @@ impl Fuser {
         // planned in limit-sized prefixes, each at a cost linear in its own length.
         let limit = within_kernel_limits(window).max(1);
         let scan = &window[..(limit + 1).min(window.len())];
+        // A window seen before, exactly, takes the plan it got then.
+        let exact = canonical::exact(scan, stores, readers);
+        if let Some(entry) = self.windows.get(&exact.words)
+            && entry.plan.kernels.len() <= scan.len()
+            && entry
+                .plan
+                .kernels
+                .iter()
+                .zip(scan)
+                .all(|(k, t)| k.same_kernel(&t.kernel))
+        {
+            self.stats.memo_hits += 1;
+            self.stats.window_hits += 1;
+            return Ok(Planned {
+                plan: entry.plan.clone(),
+                key: canonical::Key {
+                    words: entry.key.clone(),
+                    storages: exact.storages[..entry.named.min(exact.storages.len())].to_vec(),
+                },
+                hit: true,
+            });
+        }
+        let planned = self.analyse_scan(window, scan, limit, stores, readers)?;
+        let owner = Owner(scan.first().map_or(u32::MAX, |t| t.plugin.0));
+        // Charged the plan too: the entry may keep it alive after the memo let it go.
+        let bytes = (exact.words.len() as u64 * 8)
+            .saturating_add(plan_bytes(&planned.key.words, &planned.plan));
+        let entry = WindowEntry {
+            plan: planned.plan.clone(),
+            key: planned.key.words.clone(),
+            named: planned.key.storages.len(),
+        };
+        self.windows
+            .insert(exact.words, Arc::new(entry), owner, bytes);
+        Ok(planned)
+    }
+
+    /// [`Fuser::analyse`] of a window not in the window memo: `scan` is the window's first
+    /// tasks up to one past the kernel limits (`limit` tasks).
+    fn analyse_scan(
+        &mut self,
+        window: &[IndexTask],
+        scan: &[IndexTask],
+        limit: usize,
+        stores: &Stores,
+        readers: &weft_runtime::FastMap<StorageId, u32>,
+    ) -> Result<Planned> {
         let (prefix, cut, deferrals) = fusible_prefix_deferring(scan);
         let prefix = prefix.clamp(1, window.len().max(1)).min(window.len());
         let capped = limit.min(prefix);
@@ -591,6 +656,7 @@ impl Planner for Fuser {
         PlannerStats {
             memo_entries: memo.entries as u64,
             memo_evictions: memo.evictions,
+            window_entries: self.windows.stats().entries as u64,
             ..self.stats
         }
     }

@@ -1,6 +1,8 @@
 //! The memo of fusion plans: a hit is confirmed against the kernels it was made for (a forged
 //! kernel id is analysed anew, never given another kernel's plan), plans that differ only in
-//! extents share their fused kernel's compiled code, and the memo is bounded.
+//! extents share their fused kernel's compiled code, a window seen before exactly takes its
+//! plan from the window memo (and only when what decides the plan is the same), and both
+//! memos are bounded.
 
 use std::sync::{Arc, Mutex};
 
@@ -76,6 +78,86 @@ fn chain(core: &mut Core, first: &Arc<KernelEntry>, second: &Arc<KernelEntry>, n
     got
 }
 
+/// `chain`, but `t` is either released before `out` is read (so it is a temporary of the
+/// fused task and never written) or held and read after `out`: returns `out` and, when held,
+/// `t`.
+fn chain_holding(
+    core: &mut Core,
+    first: &Arc<KernelEntry>,
+    second: &Arc<KernelEntry>,
+    n: u64,
+    hold: bool,
+) -> (Vec<f64>, Option<Vec<f64>>) {
+    let input: Vec<f64> = (0..n).map(|i| i as f64).collect();
+    let a = f64_store(core, &input).expect("a store");
+    let t = core.create_store(vec![n], DType::F64).expect("a store");
+    let out = core.create_store(vec![n], DType::F64).expect("a store");
+    core.submit(task(first, a, t, n)).expect("submits");
+    core.submit(task(second, t, out, n)).expect("submits");
+    if !hold {
+        core.release(t);
+    }
+    let got = f64_values(core, out).expect("reads");
+    let held = hold.then(|| f64_values(core, t).expect("reads"));
+    for s in [a, out] {
+        core.release(s);
+    }
+    if hold {
+        core.release(t);
+    }
+    (got, held)
+}
+
+#[test]
+fn a_window_seen_again_exactly_takes_its_plan_without_analysis() {
+    let (mut core, _) = core(Fuser::default());
+    let double = entry("t.double", 2.0, 0.0);
+    let inc = entry("t.inc", 1.0, 1.0);
+    let want = |n: u64| (0..n).map(|i| 2.0 * i as f64 + 1.0).collect::<Vec<f64>>();
+    let counts = |core: &Core| {
+        let s = core.planner_stats();
+        (s.analyses, s.memo_hits, s.window_hits)
+    };
+    assert_eq!(chain(&mut core, &double, &inc, 4), want(4));
+    assert_eq!(chain(&mut core, &double, &inc, 4), want(4));
+    assert_eq!(counts(&core), (1, 1, 1), "the same window again");
+    // Another extent: the same canonical plan, but not the same window.
+    assert_eq!(chain(&mut core, &double, &inc, 8), want(8));
+    assert_eq!(counts(&core), (1, 2, 1));
+    assert_eq!(chain(&mut core, &double, &inc, 8), want(8));
+    assert_eq!(counts(&core), (1, 3, 2));
+}
+
+#[test]
+fn the_window_memo_tells_a_held_store_from_a_temporary() {
+    let (mut core, _) = core(Fuser::default());
+    let double = entry("t.double", 2.0, 0.0);
+    let inc = entry("t.inc", 1.0, 1.0);
+    let n = 6u64;
+    let out: Vec<f64> = (0..n).map(|i| 2.0 * i as f64 + 1.0).collect();
+    let t: Vec<f64> = (0..n).map(|i| 2.0 * i as f64).collect();
+    for _ in 0..2 {
+        assert_eq!(
+            chain_holding(&mut core, &double, &inc, n, false),
+            (out.clone(), None)
+        );
+    }
+    let before = core.planner_stats();
+    assert_eq!(before.window_hits, 1, "{before:?}");
+    // The same tasks, but `t` is held: its plan (`t` written) is not the one where `t` was a
+    // temporary, which would leave `t` unwritten.
+    assert_eq!(
+        chain_holding(&mut core, &double, &inc, n, true),
+        (out.clone(), Some(t.clone()))
+    );
+    assert_eq!(core.planner_stats().window_hits, before.window_hits);
+    assert_eq!(
+        chain_holding(&mut core, &double, &inc, n, true),
+        (out, Some(t))
+    );
+    assert_eq!(core.planner_stats().window_hits, before.window_hits + 1);
+}
+
 #[test]
 fn a_memo_hit_needs_the_plans_own_kernels_not_only_their_ids() {
     let (mut core, _) = core(Fuser::default());
@@ -90,6 +172,8 @@ fn a_memo_hit_needs_the_plans_own_kernels_not_only_their_ids() {
     let forged = Arc::new(
         KernelEntry::with_forged_id(affine("t.triple", 3.0, 0.0), double.id()).expect("valid"),
     );
+    // The forged window is also the same exact window as `double`'s: the window memo, too,
+    // must confirm the kernels.
     let before = core.planner_stats();
     assert_eq!(
         chain(&mut core, &forged, &inc, 4),
@@ -148,6 +232,7 @@ fn the_memo_holds_no_more_plans_than_its_limit() {
         let want: Vec<f64> = (0..5).map(|i| 2.0 * i as f64 + shift).collect();
         assert_eq!(chain(&mut core, &double, &inc, 5), want);
         assert!(core.planner_stats().memo_entries <= 2);
+        assert!(core.planner_stats().window_entries <= 2);
     }
     assert!(core.planner_stats().memo_evictions >= 4);
 }

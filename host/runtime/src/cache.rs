@@ -15,6 +15,10 @@
 //! the first key whose stamp is current is the least recently used. (A scan of every entry per
 //! eviction made a loop of memo misses, one per `a[i, i]`, spend a tenth of its time here.)
 //!
+//! Keys are hashed with foldhash, seeded per cache: a plan's key is a few words per task, and
+//! SipHash over a 64-task window's key cost a sixth of a memo hit; the seed keeps a plugin
+//! from choosing keys that collide.
+//!
 //! A runtime is one tenant, and every cache lives in one runtime (its core, its planner, its
 //! back end): no cache is shared between tenants.
 
@@ -82,7 +86,7 @@ impl<K> Default for Held<K> {
 /// A map from `K` to `V` under [`CacheLimits`] (see the module documentation).
 pub struct BoundedCache<K, V> {
     limits: CacheLimits,
-    map: HashMap<K, Slot<V>>,
+    map: HashMap<K, Slot<V>, foldhash::fast::RandomState>,
     /// Per owner: entries and bytes held, and its keys in the order of use.
     owners: HashMap<Owner, Held<K>>,
     bytes: u64,
@@ -98,7 +102,7 @@ impl<K: Eq + Hash + Clone, V> BoundedCache<K, V> {
                 entries: limits.entries.max(1),
                 bytes: limits.bytes,
             },
-            map: HashMap::new(),
+            map: HashMap::default(),
             owners: HashMap::new(),
             bytes: 0,
             clock: Cell::new(0),

@@ -174,6 +174,10 @@ pub struct PlannerStats {
     pub analyses: u64,
     /// Windows whose plan came from the memo.
     pub memo_hits: u64,
+    /// Of the memo hits, the windows seen before exactly (the same tasks, views and stores,
+    /// up to the stores' names): their plan is taken by the window's exact form, with no
+    /// constraint scan or canonical key.
+    pub window_hits: u64,
     /// Fused kernels built.
     pub kernels_fused: u64,
     /// Seconds spent analysing and building fused kernels (misses only).
@@ -182,6 +186,8 @@ pub struct PlannerStats {
     pub memo_entries: u64,
     /// Plans evicted from the memo so far (it is bounded).
     pub memo_evictions: u64,
+    /// Windows held in the window memo now (bounded like the memo).
+    pub window_entries: u64,
 }
 
 /// Turns the front of a window into a plan (see the module documentation).
