@@ -280,7 +280,7 @@ pub fn exact(
     readers: &weft_runtime::FastMap<StorageId, u32>,
 ) -> Exact {
     let mut words = Vec::with_capacity(tasks.len() * 24);
-    let mut names = Names::default();
+    let mut names = FewNames::default();
     words.push(tasks.len() as u64);
     for task in tasks {
         words.extend(task.kernel.id().words());
@@ -311,8 +311,28 @@ pub fn exact(
     }
 }
 
+/// The stores of an exact form, named by first use as [`Names`] does, found by a scan: a
+/// window that decides its plan names a few stores, and a scan of a few beats hashing.
+#[derive(Default)]
+struct FewNames {
+    storages: Vec<StorageId>,
+}
+
+impl FewNames {
+    /// The index of `s` (first use), naming it if it is new.
+    fn name(&mut self, s: StorageId) -> usize {
+        match self.storages.iter().position(|&x| x == s) {
+            Some(i) => i,
+            None => {
+                self.storages.push(s);
+                self.storages.len() - 1
+            }
+        }
+    }
+}
+
 /// Pushes the words of partition `p` as they are, naming an image's source.
-fn exact_partition(words: &mut Vec<u64>, names: &mut Names, p: &RootPartition) {
+fn exact_partition(words: &mut Vec<u64>, names: &mut FewNames, p: &RootPartition) {
     words.push(p.view.rank() as u64);
     words.push(p.view.offset);
     words.extend(p.view.shape.iter().copied());

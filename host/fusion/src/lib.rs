@@ -117,7 +117,13 @@ pub struct Fuser {
     /// A window seen before (a time step, the same chain again) takes its plan from here
     /// without the constraint scan, the temporaries or the canonical key. Bounded like the
     /// memo.
-    windows: BoundedCache<Vec<u64>, Arc<WindowEntry>>,
+    windows: BoundedCache<Arc<[u64]>, Arc<WindowEntry>>,
+    /// Hashes of the exact forms of the windows analysed lately, in two generations of at
+    /// most the window memo's entries each: a window enters the window memo when it is seen
+    /// again while its first sighting is still in one of them. So windows that never repeat,
+    /// or repeat only after more windows than the memo could keep (a loop whose views move
+    /// every step), cost a hash each, not an entry that would be evicted unused.
+    seen: [weft_runtime::FastSet<u64>; 2],
     /// The fused kernels that plans hold, by id: plans that make the same kernel (they differ
     /// only in extents or tiles) share one entry, so that back ends confirm their cache hits
     /// by identity rather than by comparing IR. Entries die with the last plan holding them.
@@ -138,6 +144,7 @@ impl Fuser {
         Fuser {
             memo: BoundedCache::new(limits),
             windows: BoundedCache::new(limits),
+            seen: Default::default(),
             fused: HashMap::new(),
             stats: FusionStats::default(),
         }
@@ -159,6 +166,21 @@ impl Fuser {
         let kernel = Arc::new(kernel);
         self.fused.insert(kernel.id(), Arc::downgrade(&kernel));
         kernel
+    }
+
+    /// Whether a window of exact form `hash` was seen lately (see `seen`); notes it as seen
+    /// now.
+    fn seen_lately(&mut self, hash: u64) -> bool {
+        let [current, older] = &mut self.seen;
+        if current.contains(&hash) || older.contains(&hash) {
+            return true;
+        }
+        if current.len() >= self.windows.limits().entries {
+            std::mem::swap(current, older);
+            current.clear();
+        }
+        current.insert(hash);
+        false
     }
 
     /// The memo's counters.
@@ -204,15 +226,17 @@ impl Fuser {
         // planned in limit-sized prefixes, each at a cost linear in its own length.
         let limit = within_kernel_limits(window).max(1);
         let scan = &window[..(limit + 1).min(window.len())];
-        // A window seen before, exactly, takes the plan it got then.
-        let exact = canonical::exact(scan, stores, readers);
-        if let Some(entry) = self.windows.get(&exact.words)
-            && entry.plan.kernels.len() <= scan.len()
+        // A window seen before, exactly, takes the plan it got then. The form stops at the
+        // first task that certainly cuts the prefix: nothing after it changes the plan.
+        let deciding = &scan[..constraints::deciding_tasks(scan)];
+        let exact = canonical::exact(deciding, stores, readers);
+        if let Some(entry) = self.windows.get(exact.words.as_slice())
+            && entry.plan.kernels.len() <= deciding.len()
             && entry
                 .plan
                 .kernels
                 .iter()
-                .zip(scan)
+                .zip(deciding)
                 .all(|(k, t)| k.same_kernel(&t.kernel))
         {
             self.stats.memo_hits += 1;
@@ -227,6 +251,10 @@ impl Fuser {
             });
         }
         let planned = self.analyse_scan(window, scan, limit, stores, readers)?;
+        let hash = std::hash::BuildHasher::hash_one(&rustc_hash::FxBuildHasher, &exact.words);
+        if !self.seen_lately(hash) {
+            return Ok(planned);
+        }
         let owner = Owner(scan.first().map_or(u32::MAX, |t| t.plugin.0));
         // Charged the plan too: the entry may keep it alive after the memo let it go.
         let bytes = (exact.words.len() as u64 * 8)
@@ -237,7 +265,7 @@ impl Fuser {
             named: planned.key.storages.len(),
         };
         self.windows
-            .insert(exact.words, Arc::new(entry), owner, bytes);
+            .insert(exact.words.into(), Arc::new(entry), owner, bytes);
         Ok(planned)
     }
 

@@ -121,8 +121,13 @@ impl<K: Eq + Hash + Clone, V> BoundedCache<K, V> {
         t
     }
 
-    /// The entry for `key`, marked as used now.
-    pub fn get(&self, key: &K) -> Option<&V> {
+    /// The entry for `key` (or anything the key type borrows as, such as a slice for shared
+    /// slice keys), marked as used now.
+    pub fn get<Q>(&self, key: &Q) -> Option<&V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let slot = self.map.get(key)?;
         slot.used.set(self.tick());
         Some(&slot.value)

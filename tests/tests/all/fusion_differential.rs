@@ -156,8 +156,8 @@ proptest! {
 /// Random programs on one fused runtime that outlives them: its memo of plans, whose keys
 /// keep only which numbers of a window are equal (not the extents and offsets themselves),
 /// serves each program the plans of earlier ones with other views and sizes; and each program
-/// runs twice, the second time taking its windows' plans from the window memo (the same
-/// windows exactly). Every array and read must still be the unfused run's.
+/// runs three times, the third time taking its windows' plans from the window memo (the same
+/// windows exactly, kept the second time they are seen). Every array and read must still be the unfused run's.
 #[test]
 fn programs_sharing_plans_equal_unfused_ones() {
     use proptest::test_runner::{Config as RunnerConfig, TestRunner};
@@ -165,7 +165,7 @@ fn programs_sharing_plans_equal_unfused_ones() {
     let mut runner = TestRunner::new(RunnerConfig::with_cases(40));
     let result = runner.run(&proptest::collection::vec(step(), 1..40), |program| {
         let (unfused, unfused_reads) = run(&plugins(false), &program);
-        for _ in 0..2 {
+        for _ in 0..3 {
             let (fused, fused_reads) = run(&shared, &program);
             agree("array", &fused, &unfused)?;
             agree("read", &fused_reads, &unfused_reads)?;
