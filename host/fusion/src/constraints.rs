@@ -147,33 +147,6 @@ pub fn is_scalar_task(task: &IndexTask) -> bool {
     task.launch.is_empty() && task.args.iter().all(|a| a.root_partition.rank() == 0)
 }
 
-/// How many tasks at the front of `tasks` decide where its prefix ends: up to and including
-/// the first task that certainly cuts it, by the first two checks of
-/// [`fusible_prefix_deferring`] (a product, after or before it; a multi-point task launched
-/// over another domain than the first one's). Whatever the prefix, its plan depends only on
-/// these tasks (the prefix ends at that task or before it, and each check looks only at the
-/// tasks up to the one it cuts at).
-pub fn deciding_tasks(tasks: &[IndexTask]) -> usize {
-    let Some(first) = tasks.first() else {
-        return 0;
-    };
-    let first_product = first.kernel.product().is_some();
-    let mut launch: Option<&[u64]> = (!is_scalar_task(first)).then_some(first.launch.as_slice());
-    for (j, task) in tasks.iter().enumerate().skip(1) {
-        if first_product || task.kernel.product().is_some() {
-            return j + 1;
-        }
-        if !is_scalar_task(task) {
-            match launch {
-                Some(l) if l != task.launch.as_slice() => return j + 1,
-                Some(_) => {}
-                None => launch = Some(&task.launch),
-            }
-        }
-    }
-    tasks.len()
-}
-
 /// The launch domain of a fused prefix: that of its first task that is not a scalar task (or
 /// of its first task, if all are).
 pub fn fused_launch(tasks: &[IndexTask]) -> &[u64] {
@@ -726,10 +699,11 @@ mod scalar_task_tests {
     }
 
     proptest::proptest! {
-        /// The tasks that `deciding_tasks` keeps decide the prefix: the constraint scan over
-        /// them gives the prefix, cut and deferrals it gives over the whole window.
+        /// A prefix cut at task `p` is decided by the tasks up to `p`: the constraint scan
+        /// over them gives the prefix, cut and deferrals it gives over the whole window (the
+        /// window memo keys a plan by these tasks alone).
         #[test]
-        fn the_deciding_tasks_decide_the_prefix(
+        fn a_cut_prefix_is_decided_by_the_tasks_up_to_its_cut(
             window in proptest::collection::vec(
                 (
                     0usize..3,
@@ -759,10 +733,10 @@ mod scalar_task_tests {
                     task(launch, args)
                 })
                 .collect();
-            let deciding = deciding_tasks(&tasks);
-            proptest::prop_assert!(deciding >= 1 && deciding <= tasks.len());
             let whole = fusible_prefix_deferring(&tasks);
-            proptest::prop_assert!(whole.0 <= deciding);
+            proptest::prop_assert!(whole.0 >= 1 && whole.0 <= tasks.len());
+            proptest::prop_assert_eq!(whole.0 < tasks.len(), whole.1.is_some());
+            let deciding = (whole.0 + 1).min(tasks.len());
             proptest::prop_assert_eq!(fusible_prefix_deferring(&tasks[..deciding]), whole);
         }
     }

@@ -93,6 +93,21 @@ pub struct Planned {
     pub hit: bool,
 }
 
+/// The tasks at the front of a window that decided its plan: the scan never looked past
+/// them. The prefix's cut is the last of them; or, when no task cut it, they are the tasks up
+/// to one past the kernel limits, or the whole window (`ends`: then where the window ended
+/// decided the prefix too, and the form says so).
+#[derive(Clone, Copy, Debug)]
+struct Decided {
+    len: usize,
+    ends: bool,
+}
+
+/// The hash of a task's kernel id.
+fn kernel_hash(task: &IndexTask) -> u64 {
+    std::hash::BuildHasher::hash_one(&rustc_hash::FxBuildHasher, task.kernel.id().words())
+}
+
 /// A plan found for a window, kept by the window's exact form.
 struct WindowEntry {
     plan: Arc<FusionPlan>,
@@ -124,6 +139,10 @@ pub struct Fuser {
     /// or repeat only after more windows than the memo could keep (a loop whose views move
     /// every step), cost a hash each, not an entry that would be evicted unused.
     seen: [weft_runtime::FastSet<u64>; 2],
+    /// Per first kernel of a window (its id, hashed), the last four lengths of the tasks
+    /// that decided such windows' plans (0: none): the lengths at which the window memo is
+    /// looked up. Cleared when it holds more kernels than the window memo holds entries.
+    lengths: weft_runtime::FastMap<u64, [usize; 4]>,
     /// The fused kernels that plans hold, by id: plans that make the same kernel (they differ
     /// only in extents or tiles) share one entry, so that back ends confirm their cache hits
     /// by identity rather than by comparing IR. Entries die with the last plan holding them.
@@ -145,6 +164,7 @@ impl Fuser {
             memo: BoundedCache::new(limits),
             windows: BoundedCache::new(limits),
             seen: Default::default(),
+            lengths: weft_runtime::FastMap::default(),
             fused: HashMap::new(),
             stats: FusionStats::default(),
         }
@@ -226,38 +246,45 @@ impl Fuser {
         // planned in limit-sized prefixes, each at a cost linear in its own length.
         let limit = within_kernel_limits(window).max(1);
         let scan = &window[..(limit + 1).min(window.len())];
-        // A window seen before, exactly, takes the plan it got then. The form stops at the
-        // first task that certainly cuts the prefix: nothing after it changes the plan.
-        let deciding = &scan[..constraints::deciding_tasks(scan)];
-        let exact = canonical::exact(deciding, stores, readers);
-        if let Some(entry) = self.windows.get(exact.words.as_slice())
-            && entry.plan.kernels.len() <= deciding.len()
-            && entry
-                .plan
-                .kernels
-                .iter()
-                .zip(deciding)
-                .all(|(k, t)| k.same_kernel(&t.kernel))
-        {
-            self.stats.memo_hits += 1;
-            self.stats.window_hits += 1;
-            return Ok(Planned {
-                plan: entry.plan.clone(),
-                key: canonical::Key {
-                    words: entry.key.clone(),
-                    storages: exact.storages[..entry.named.min(exact.storages.len())].to_vec(),
-                },
-                hit: true,
-            });
+        // A window seen before, exactly, takes the plan it got then. Its form covers the
+        // tasks that decided that plan (see `Decided`): one of the few lengths that plans of
+        // windows starting with this kernel were decided by.
+        let first = kernel_hash(&scan[0]);
+        let candidates = self.lengths.get(&first).copied().unwrap_or_default();
+        for len in candidates.into_iter().filter(|&l| l > 0 && l <= scan.len()) {
+            let deciding = &scan[..len];
+            let mut form = canonical::exact(deciding, stores, readers);
+            form.words.push(0);
+            let ends = len == window.len();
+            if let Some(planned) = self.window_hit(&form, deciding) {
+                return Ok(planned);
+            }
+            if ends {
+                form.words.pop();
+                form.words.push(1);
+                if let Some(planned) = self.window_hit(&form, deciding) {
+                    return Ok(planned);
+                }
+            }
         }
-        let planned = self.analyse_scan(window, scan, limit, stores, readers)?;
-        let hash = std::hash::BuildHasher::hash_one(&rustc_hash::FxBuildHasher, &exact.words);
+        let (planned, decided) = self.analyse_scan(window, scan, limit, stores, readers)?;
+        let lengths = self.lengths.entry(first).or_default();
+        if !lengths.contains(&decided.len) {
+            lengths.rotate_right(1);
+            lengths[0] = decided.len;
+        }
+        if self.lengths.len() > self.windows.limits().entries {
+            self.lengths.clear();
+        }
+        let mut form = canonical::exact(&scan[..decided.len], stores, readers);
+        form.words.push(u64::from(decided.ends));
+        let hash = std::hash::BuildHasher::hash_one(&rustc_hash::FxBuildHasher, &form.words);
         if !self.seen_lately(hash) {
             return Ok(planned);
         }
         let owner = Owner(scan.first().map_or(u32::MAX, |t| t.plugin.0));
         // Charged the plan too: the entry may keep it alive after the memo let it go.
-        let bytes = (exact.words.len() as u64 * 8)
+        let bytes = (form.words.len() as u64 * 8)
             .saturating_add(plan_bytes(&planned.key.words, &planned.plan));
         let entry = WindowEntry {
             plan: planned.plan.clone(),
@@ -265,8 +292,35 @@ impl Fuser {
             named: planned.key.storages.len(),
         };
         self.windows
-            .insert(exact.words.into(), Arc::new(entry), owner, bytes);
+            .insert(form.words.into(), Arc::new(entry), owner, bytes);
         Ok(planned)
+    }
+
+    /// The plan of the window memo for the window whose deciding tasks are `deciding`, of
+    /// exact form `form` (with its end word), if it holds one for these very kernels.
+    fn window_hit(&mut self, form: &canonical::Exact, deciding: &[IndexTask]) -> Option<Planned> {
+        let entry = self.windows.get(form.words.as_slice())?;
+        let same = entry.plan.kernels.len() <= deciding.len()
+            && entry
+                .plan
+                .kernels
+                .iter()
+                .zip(deciding)
+                .all(|(k, t)| k.same_kernel(&t.kernel));
+        if !same {
+            return None;
+        }
+        let planned = Planned {
+            plan: entry.plan.clone(),
+            key: canonical::Key {
+                words: entry.key.clone(),
+                storages: form.storages[..entry.named.min(form.storages.len())].to_vec(),
+            },
+            hit: true,
+        };
+        self.stats.memo_hits += 1;
+        self.stats.window_hits += 1;
+        Some(planned)
     }
 
     /// [`Fuser::analyse`] of a window not in the window memo: `scan` is the window's first
@@ -278,8 +332,22 @@ impl Fuser {
         limit: usize,
         stores: &Stores,
         readers: &weft_runtime::FastMap<StorageId, u32>,
-    ) -> Result<Planned> {
+    ) -> Result<(Planned, Decided)> {
         let (prefix, cut, deferrals) = fusible_prefix_deferring(scan);
+        let decided = if prefix < scan.len() {
+            // Cut at task `prefix`: the scan never looked past it.
+            Decided {
+                len: prefix + 1,
+                ends: false,
+            }
+        } else {
+            // The whole scan fuses: capped by the kernel limits when the window goes on
+            // past it, else it is the whole window, and its end decided the prefix.
+            Decided {
+                len: scan.len(),
+                ends: scan.len() == window.len(),
+            }
+        };
         let prefix = prefix.clamp(1, window.len().max(1)).min(window.len());
         let capped = limit.min(prefix);
         let (prefix, cut, capped) = if capped < prefix {
@@ -324,11 +392,12 @@ impl Fuser {
                 .all(|(k, t)| k.same_kernel(&t.kernel))
         {
             self.stats.memo_hits += 1;
-            return Ok(Planned {
+            let planned = Planned {
                 plan: plan.clone(),
                 key,
                 hit: true,
-            });
+            };
+            return Ok((planned, decided));
         }
         let start = Instant::now();
         let mut explanation = Explanation::new(tasks, window.get(prefix), cut, &temps, &key);
@@ -360,11 +429,12 @@ impl Fuser {
         let bytes = plan_bytes(&key.words, &plan);
         self.memo
             .insert(key.words.clone(), plan.clone(), owner, bytes);
-        Ok(Planned {
+        let planned = Planned {
             plan,
             key,
             hit: false,
-        })
+        };
+        Ok((planned, decided))
     }
 
     /// Builds the fused task of `tasks`: deduplicated arguments with merged privileges, the
