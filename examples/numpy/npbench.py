@@ -8,7 +8,10 @@ Usage:
       runs each kernel once (its first run) and ITERS more times, each on fresh copies of its
       inputs, compares its outputs with Weft's (DIR/KERNEL/weft_NAME.npy) and prints one JSON
       line per kernel: NumPy's median and first-run seconds and the largest difference
-      relative to the largest NumPy output.
+      relative to the largest NumPy output. Where JAX is installed, the kernels with a JAX
+      version (`npbench_jax.py`, imported from DIR) are timed the same way under `jax.jit` and compared with
+      NumPy's outputs (`jax_seconds`, `jax_first_seconds`, `jax_max_rel_diff`); elsewhere
+      each line says why not (`jax_unavailable`).
 
 The kernels and initializations follow NPBench (github.com/spcl/npbench) statement for
 statement, with its presets S, M, L and paper; XS holds tiny sizes for the tests.
@@ -471,6 +474,42 @@ def copies(values):
     return {k: (np.copy(v) if isinstance(v, np.ndarray) else v) for k, v in values.items()}
 
 
+def jax_peer(d):
+    """The JAX versions (`npbench_jax.py`, which `npbench` copies into DIR `d`), or why there
+    are none."""
+    sys.path.insert(0, d)
+    try:
+        import npbench_jax
+    except ImportError as e:
+        return None, f"JAX is not installed ({e})"
+    return npbench_jax, None
+
+
+def rel_diff(ours, theirs):
+    """The largest difference between two outputs, relative to the largest of `ours`."""
+    ours = np.asarray(ours, dtype=np.float64)
+    theirs = np.asarray(theirs, dtype=np.float64)
+    if ours.shape != theirs.shape:
+        return float("inf")
+    scale = max(float(np.max(np.abs(ours))) if ours.size else 0.0, 1e-300)
+    return float(np.max(np.abs(theirs - ours))) / scale if ours.size else 0.0
+
+
+def time_jax(jx, name, pristine, iters, outputs):
+    """JAX's median and first-run seconds for kernel `name`, and its largest difference
+    from NumPy's `outputs`."""
+    run = jx.KERNELS[name]
+    times = []
+    for i in range(iters + 1):
+        args = jx.device_copies(pristine)
+        t = time.perf_counter()
+        got = jx.block(run(**args))
+        times.append(time.perf_counter() - t)
+    worst = max(rel_diff(outputs[o], np.asarray(got[o])) for o in got)
+    steady = sorted(times[1:])[len(times[1:]) // 2] if iters > 0 else times[0]
+    return {"jax_seconds": steady, "jax_first_seconds": times[0], "jax_max_rel_diff": worst}
+
+
 def main():
     mode, d, preset = sys.argv[1], sys.argv[2], sys.argv[3]
     if mode == "init":
@@ -485,6 +524,7 @@ def main():
                            "outputs": k["outputs"]}, f)
         return
     iters = int(sys.argv[4])
+    jx, no_jax = jax_peer(d)
     for name in sys.argv[5:]:
         k = KERNELS[name]
         pristine = inputs_of(d, name)
@@ -508,9 +548,15 @@ def main():
             worst = max(worst, diff / scale)
             count += 1
         steady = sorted(times[1:])[len(times[1:]) // 2] if iters > 0 else times[0]
-        print(json.dumps({"kernel": name, "numpy_seconds": steady,
-                          "numpy_first_seconds": times[0], "max_rel_diff": worst,
-                          "outputs_compared": count}))
+        line = {"kernel": name, "numpy_seconds": steady, "numpy_first_seconds": times[0],
+                "max_rel_diff": worst, "outputs_compared": count}
+        if jx is None:
+            line["jax_unavailable"] = no_jax
+        elif name in jx.KERNELS:
+            line.update(time_jax(jx, name, pristine, iters, outputs))
+        else:
+            line["jax_unavailable"] = "NPBench's JAX version of this kernel is not ported"
+        print(json.dumps(line))
 
 
 main()

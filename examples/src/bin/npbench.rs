@@ -7,7 +7,11 @@
 //! way and compares the outputs. Prints one JSON line: per kernel (`by_kernel`) Weft's median
 //! and first run, NumPy's, the speedup and the largest difference relative to NumPy's
 //! largest output; overall `seconds_per_iter` (Weft's medians summed), `kernels`, `faster_than_numpy`, `geomean_speedup_vs_numpy`,
-//! `first_run_over_steady_max` and `max_rel_diff_max`.
+//! `first_run_over_steady_max` and `max_rel_diff_max`. Where JAX is installed, the kernels
+//! with a JAX version (`examples/numpy/npbench_jax.py`: the time-stepped stencils under
+//! `jax.jit`) are timed in the same script: per kernel `jax_seconds`, `speedup_vs_jax` and
+//! `jax_max_rel_diff`, overall `jax_kernels` and `faster_than_jax`; elsewhere each kernel
+//! says why not (`jax_unavailable`).
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -54,6 +58,15 @@ fn python(words: &[String]) -> Result<String, String> {
     let text =
         std::fs::read_to_string(&script).map_err(|e| format!("{}: {e}", script.display()))?;
     numpy_peer::run_all(&text, words, 1)
+}
+
+/// Copies the JAX versions of the kernels (`numpy/npbench_jax.py`) into `dir`, where
+/// `npbench.py run` imports them from.
+fn place_jax_peer(dir: &std::path::Path) -> Result<(), AppError> {
+    let from = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("numpy/npbench_jax.py");
+    std::fs::copy(&from, dir.join("npbench_jax.py"))
+        .map_err(|e| format!("{}: {e}", from.display()))?;
+    Ok(())
 }
 
 fn run(args: &Args) -> Result<(), AppError> {
@@ -119,6 +132,7 @@ fn run(args: &Args) -> Result<(), AppError> {
         args.iters.to_string(),
     ];
     words.extend(chosen.iter().map(|s| s.to_string()));
+    place_jax_peer(&dir)?;
     let lines = python(&words).map_err(|e| format!("the NumPy side failed: {e}"))?;
     if args.out.is_none() {
         let _ = std::fs::remove_dir_all(&dir);
@@ -126,6 +140,7 @@ fn run(args: &Args) -> Result<(), AppError> {
     let mut rows = Vec::new();
     let (mut faster, mut log_sum, mut first_worst, mut diff_worst) = (0u64, 0.0f64, 0.0f64, 0.0f64);
     let mut summary = Vec::new();
+    let (mut jax_kernels, mut faster_than_jax) = (0u64, 0u64);
     for (name, steady, first) in &weft_times {
         let line = lines
             .lines()
@@ -140,7 +155,17 @@ fn run(args: &Args) -> Result<(), AppError> {
         first_worst = first_worst.max(first / steady);
         diff_worst = diff_worst.max(diff);
         summary.push(format!("{name} {speedup:.2}x"));
+        let jax = line["jax_seconds"].as_f64();
+        if let Some(jax) = jax {
+            jax_kernels += 1;
+            faster_than_jax += u64::from(jax > *steady);
+        }
         rows.push(serde_json::json!({
+            "jax_seconds": jax,
+            "jax_first_seconds": line["jax_first_seconds"],
+            "speedup_vs_jax": jax.map(|j| j / steady),
+            "jax_max_rel_diff": line["jax_max_rel_diff"],
+            "jax_unavailable": line["jax_unavailable"],
             "kernel": name,
             "weft_seconds": steady,
             "weft_first_seconds": first,
@@ -166,6 +191,8 @@ fn run(args: &Args) -> Result<(), AppError> {
         .set("geomean_speedup_vs_numpy", geomean)
         .set("first_run_over_steady_max", first_worst)
         .set("max_rel_diff_max", diff_worst)
+        .set("jax_kernels", jax_kernels)
+        .set("faster_than_jax", faster_than_jax)
         .set("by_kernel", serde_json::Value::Array(rows))
         .runtime_stats(&np);
     args.say(&format!(

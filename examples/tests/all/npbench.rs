@@ -1,6 +1,7 @@
 //! `npbench` at NPBench-shaped tiny sizes (preset `XS`): every kernel's outputs against
-//! NumPy's on NPBench's initialization (`examples/numpy/npbench.py`), and the report's
-//! summary fields against its rows.
+//! NumPy's on NPBench's initialization (`examples/numpy/npbench.py`), JAX's where JAX is
+//! installed (each row says why not elsewhere), and the report's summary fields against its
+//! rows.
 
 use crate::cli::{result_line, run};
 
@@ -14,7 +15,7 @@ fn every_npbench_kernel_matches_numpy() {
     let rows = v["by_kernel"].as_array().expect("by_kernel");
     assert_eq!(v["kernels"].as_u64(), Some(rows.len() as u64), "{v}");
     assert!(rows.len() >= 22, "{v}");
-    let mut faster = 0;
+    let (mut faster, mut jax_kernels, mut faster_than_jax) = (0, 0, 0);
     for row in rows {
         let name = row["kernel"].as_str().expect("a name");
         // float32 kernels (softmax, mlp) agree to float32's precision; the others, in
@@ -39,6 +40,25 @@ fn every_npbench_kernel_matches_numpy() {
             / row["weft_seconds"].as_f64().unwrap_or(1.0);
         assert!((speedup - want).abs() <= 1e-9 * want, "{row}");
         faster += u64::from(speedup > 1.0);
+        // JAX's run: timed and agreeing with NumPy's, or a reason it did not run.
+        match (row["jax_seconds"].as_f64(), row["jax_unavailable"].as_str()) {
+            (Some(jax), None) => {
+                jax_kernels += 1;
+                let diff = row["jax_max_rel_diff"].as_f64().expect("jax_max_rel_diff");
+                assert!(
+                    diff <= 1e-12,
+                    "{name}: JAX differs from NumPy by {diff}: {row}"
+                );
+                let vs_jax = row["speedup_vs_jax"].as_f64().expect("speedup_vs_jax");
+                let want = jax / row["weft_seconds"].as_f64().unwrap_or(1.0);
+                assert!((vs_jax - want).abs() <= 1e-9 * want, "{row}");
+                faster_than_jax += u64::from(vs_jax > 1.0);
+            }
+            (None, Some(why)) => assert!(!why.is_empty(), "{row}"),
+            _ => panic!("{name}: neither JAX's time nor why it is missing: {row}"),
+        }
     }
     assert_eq!(v["faster_than_numpy"].as_u64(), Some(faster), "{v}");
+    assert_eq!(v["jax_kernels"].as_u64(), Some(jax_kernels), "{v}");
+    assert_eq!(v["faster_than_jax"].as_u64(), Some(faster_than_jax), "{v}");
 }
