@@ -16,40 +16,24 @@ import jax.numpy as jnp  # noqa: E402  (after enabling float64)
 from jax import lax  # noqa: E402
 
 
-@jax.jit
-def _jacobi_1d(steps, a, b):
+def _alternate(steps, a, b, interior, update):
+    """`steps - 1` time steps of `b[interior] = update(a)` then `a[interior] = update(b)`."""
+
     def step(_, ab):
         a, b = ab
-        b = b.at[1:-1].set(0.33333 * (a[:-2] + a[1:-1] + a[2:]))
-        a = a.at[1:-1].set(0.33333 * (b[:-2] + b[1:-1] + b[2:]))
+        b = b.at[interior].set(update(a))
+        a = a.at[interior].set(update(b))
         return a, b
 
     return lax.fori_loop(1, steps, step, (a, b))
 
 
-def jacobi_1d(TSTEPS, A, B):
-    a, b = _jacobi_1d(TSTEPS, A, B)
-    return {"A": a, "B": b}
+def _three_point(f):
+    return 0.33333 * (f[:-2] + f[1:-1] + f[2:])
 
 
 def _five_point(f):
     return 0.2 * (f[1:-1, 1:-1] + f[1:-1, :-2] + f[1:-1, 2:] + f[2:, 1:-1] + f[:-2, 1:-1])
-
-
-@jax.jit
-def _jacobi_2d(steps, a, b):
-    def step(_, ab):
-        a, b = ab
-        b = b.at[1:-1, 1:-1].set(_five_point(a))
-        a = a.at[1:-1, 1:-1].set(_five_point(b))
-        return a, b
-
-    return lax.fori_loop(1, steps, step, (a, b))
-
-
-def jacobi_2d(TSTEPS, A, B):
-    a, b = _jacobi_2d(TSTEPS, A, B)
-    return {"A": a, "B": b}
 
 
 def _heat(f):
@@ -59,15 +43,20 @@ def _heat(f):
             0.125 * (f[1:-1, 1:-1, 2:] - 2.0 * c + f[1:-1, 1:-1, 0:-2]) + c)
 
 
-@jax.jit
-def _heat_3d(steps, a, b):
-    def step(_, ab):
-        a, b = ab
-        b = b.at[1:-1, 1:-1, 1:-1].set(_heat(a))
-        a = a.at[1:-1, 1:-1, 1:-1].set(_heat(b))
-        return a, b
+_INNER = slice(1, -1)
+_jacobi_1d = jax.jit(lambda steps, a, b: _alternate(steps, a, b, (_INNER,), _three_point))
+_jacobi_2d = jax.jit(lambda steps, a, b: _alternate(steps, a, b, (_INNER,) * 2, _five_point))
+_heat_3d = jax.jit(lambda steps, a, b: _alternate(steps, a, b, (_INNER,) * 3, _heat))
 
-    return lax.fori_loop(1, steps, step, (a, b))
+
+def jacobi_1d(TSTEPS, A, B):
+    a, b = _jacobi_1d(TSTEPS, A, B)
+    return {"A": a, "B": b}
+
+
+def jacobi_2d(TSTEPS, A, B):
+    a, b = _jacobi_2d(TSTEPS, A, B)
+    return {"A": a, "B": b}
 
 
 def heat_3d(TSTEPS, A, B):

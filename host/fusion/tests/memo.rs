@@ -65,17 +65,7 @@ fn task(kernel: &Arc<KernelEntry>, a: StoreId, out: StoreId, n: u64) -> IndexTas
 
 /// `t = first(a); out = second(t)`, fused, over `n` elements; returns `out`.
 fn chain(core: &mut Core, first: &Arc<KernelEntry>, second: &Arc<KernelEntry>, n: u64) -> Vec<f64> {
-    let input: Vec<f64> = (0..n).map(|i| i as f64).collect();
-    let a = f64_store(core, &input).expect("a store");
-    let t = core.create_store(vec![n], DType::F64).expect("a store");
-    let out = core.create_store(vec![n], DType::F64).expect("a store");
-    core.submit(task(first, a, t, n)).expect("submits");
-    core.submit(task(second, t, out, n)).expect("submits");
-    let got = f64_values(core, out).expect("reads");
-    for s in [a, t, out] {
-        core.release(s);
-    }
-    got
+    chain_holding(core, first, second, n, true).0
 }
 
 /// `chain`, but `t` is either released before `out` is read (so it is a temporary of the
