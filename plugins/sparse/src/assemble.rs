@@ -106,36 +106,53 @@ fn index_bytes(
     Ok(out.into_flattened())
 }
 
-/// Value bytes of `v`, collected as fixed-size words.
-fn value_bytes(values: &[f64], v: DType) -> Vec<u8> {
-    if v == DType::F32 {
-        let words: Vec<[u8; 4]> = values.iter().map(|&x| (x as f32).to_le_bytes()).collect();
-        words.into_flattened()
-    } else {
-        let words: Vec<[u8; 8]> = values.iter().map(|x| x.to_le_bytes()).collect();
+/// A column index as the assembly keeps it: `u32` for a matrix of 32-bit indices (checked to
+/// fit `i32` when read), `i64` otherwise. Half the bytes to move for the usual 32-bit case.
+trait Column: Copy + Ord + Default {
+    /// The column, known to fit.
+    fn new(c: i64) -> Self;
+    /// The little-endian bytes of `cols`, as the matrix's index type, collected as fixed-size
+    /// words (a copy of a run-time length per element is a call in Wasm).
+    fn bytes(cols: &[Self]) -> Vec<u8>;
+}
+
+impl Column for u32 {
+    fn new(c: i64) -> u32 {
+        c as u32
+    }
+    fn bytes(cols: &[u32]) -> Vec<u8> {
+        let words: Vec<[u8; 4]> = cols.iter().map(|c| c.to_le_bytes()).collect();
         words.into_flattened()
     }
 }
 
-/// The stores of a matrix whose row `r` is `indptr[r]..indptr[r + 1]` of `crd` and `vals`.
-fn make(
+impl Column for i64 {
+    fn new(c: i64) -> i64 {
+        c
+    }
+    fn bytes(cols: &[i64]) -> Vec<u8> {
+        let words: Vec<[u8; 8]> = cols.iter().map(|c| c.to_le_bytes()).collect();
+        words.into_flattened()
+    }
+}
+
+/// The stores of a matrix from its CSR arrays.
+fn make<C: Column>(
     rows: u64,
     cols: u64,
-    indptr: &[i64],
-    crd: &[i64],
-    vals: &[f64],
+    m: &Compressed<C>,
     (v, i): (DType, DType),
     op: &str,
 ) -> Result<Parts, Error> {
-    let crd = index_bytes(crd.iter().copied(), i, op)?;
-    make_from_bytes(
-        rows,
-        cols,
-        indptr,
-        (&crd, &value_bytes(vals, v)),
-        (v, i),
-        op,
-    )
+    let crd = C::bytes(&m.cols);
+    let vals = if v == DType::F32 {
+        let words: Vec<[u8; 4]> = m.vals.iter().map(|&x| (x as f32).to_le_bytes()).collect();
+        words.into_flattened()
+    } else {
+        let words: Vec<[u8; 8]> = m.vals.iter().map(|x| x.to_le_bytes()).collect();
+        words.into_flattened()
+    };
+    make_from_bytes(rows, cols, &m.indptr, (&crd, &vals), (v, i), op)
 }
 
 /// [`make`], with `crd` and `vals` given as the bytes of their stores (of types `i` and `v`).
@@ -192,16 +209,19 @@ fn row_count(rows: u64, op: &str) -> Result<usize, Error> {
         })
 }
 
+/// Rows per block in [`compress`]'s first pass: a block's entries (about 10,000 for
+/// PageRank's graph) fit in the cache.
+const BLOCK_SHIFT: usize = 10;
+
 /// Sorts entries (`row[k]`, `col[k]`, `val[k]`, every row below `rows`) by row, then column,
-/// sums duplicates in input order, and returns CSR arrays.
+/// sums duplicates in input order, and returns the row pointers and the entries.
 ///
 /// SciPy's `tocsr` and `sum_duplicates`: a counting sort by row (stable, linear) that moves
 /// each entry's column and value together, then each row's entries sorted on their own,
 /// stably (rows are short: an insertion sort, linear where a row is already in order), so
-/// duplicates still meet in input order. A comparison sort of all the triplets made
-/// `from_coo` of a 2M-edge graph twice as slow.
-fn compress(rows: usize, row: &[i64], col: &[i64], val: &[f64]) -> (Vec<i64>, Vec<i64>, Vec<f64>) {
-    let n = row.len();
+/// duplicates still meet in input order, and merged in place. A comparison sort of all the
+/// triplets made `from_coo` of a 2M-edge graph twice as slow.
+fn compress<C: Column>(rows: usize, row: &[u32], col: &[C], val: &[f64]) -> Compressed<C> {
     let mut start = vec![0usize; rows + 1];
     for &r in row {
         start[r as usize + 1] += 1;
@@ -209,50 +229,94 @@ fn compress(rows: usize, row: &[i64], col: &[i64], val: &[f64]) -> (Vec<i64>, Ve
     for r in 0..rows {
         start[r + 1] += start[r];
     }
-    let mut next = start.clone();
-    let mut by_row = vec![(0i64, 0f64); n];
+    // Entries move to their rows in two passes: first, in input order, to their block of
+    // `1 << BLOCK_SHIFT` rows (a few hundred places to write to, each written in sequence),
+    // then within the block, whose entries stay in the cache. One scatter straight to the rows
+    // wrote each entry to a random place in the whole array, and that was most of its time.
+    let blocks = (rows >> BLOCK_SHIFT) + 1;
+    let mut block_next: Vec<usize> = (0..blocks)
+        .map(|b| start[(b << BLOCK_SHIFT).min(rows)])
+        .collect();
+    let mut staged = vec![(0u32, C::default(), 0f64); row.len()];
     for ((&r, &c), &v) in row.iter().zip(col).zip(val) {
-        let at = &mut next[r as usize];
-        by_row[*at] = (c, v);
+        let at = &mut block_next[r as usize >> BLOCK_SHIFT];
+        staged[*at] = (r, c, v);
         *at += 1;
     }
-    drop(next);
+    drop(block_next);
+    let mut next = start[..rows].to_vec();
+    // Columns and values in arrays of their own, as SciPy keeps them: the arrays are the new
+    // stores' words as they stand.
+    let (mut cols, mut vals) = (vec![C::default(); row.len()], vec![0f64; row.len()]);
+    for &(r, c, v) in &staged {
+        let at = &mut next[r as usize];
+        cols[*at] = c;
+        vals[*at] = v;
+        *at += 1;
+    }
+    drop((next, staged));
     let mut indptr = vec![0i64; rows + 1];
-    let mut crd: Vec<i64> = Vec::with_capacity(n);
-    let mut vals: Vec<f64> = Vec::with_capacity(n);
+    let mut kept = 0usize;
     for r in 0..rows {
-        let entries = &mut by_row[start[r]..start[r + 1]];
-        sort_by_column(entries);
-        let first = crd.len();
-        for &(c, v) in entries.iter() {
-            match (crd.last(), vals.last_mut()) {
-                (Some(&last), Some(sum)) if crd.len() > first && last == c => *sum += v,
-                _ => {
-                    crd.push(c);
-                    vals.push(v);
-                }
+        let (lo, hi) = (start[r], start[r + 1]);
+        sort_by_column(&mut cols[lo..hi], &mut vals[lo..hi]);
+        let first = kept;
+        for k in lo..hi {
+            let (c, v) = (cols[k], vals[k]);
+            if kept > first && cols[kept - 1] == c {
+                vals[kept - 1] += v;
+            } else {
+                cols[kept] = c;
+                vals[kept] = v;
+                kept += 1;
             }
         }
-        indptr[r + 1] = crd.len() as i64;
+        indptr[r + 1] = kept as i64;
     }
-    (indptr, crd, vals)
+    cols.truncate(kept);
+    vals.truncate(kept);
+    Compressed { indptr, cols, vals }
 }
 
-/// Sorts one row's entries by column, stably.
-fn sort_by_column(entries: &mut [(i64, f64)]) {
-    if entries.len() > 32 {
-        entries.sort_by_key(|e| e.0);
+/// A matrix's CSR arrays, as [`compress`] leaves them.
+struct Compressed<C> {
+    /// Row `r` is `indptr[r]..indptr[r + 1]` of the entries.
+    indptr: Vec<i64>,
+    /// Each entry's column, in order within a row.
+    cols: Vec<C>,
+    /// Each entry's value, its duplicates' sum.
+    vals: Vec<f64>,
+}
+
+/// Sorts one row's entries (`cols` and `vals` alike) by column, stably.
+fn sort_by_column<C: Column>(cols: &mut [C], vals: &mut [f64]) {
+    if cols.len() > 32 {
+        let mut pairs: Vec<(C, f64)> = cols.iter().copied().zip(vals.iter().copied()).collect();
+        pairs.sort_by_key(|e| e.0);
+        for ((c, v), (pc, pv)) in cols.iter_mut().zip(vals.iter_mut()).zip(pairs) {
+            (*c, *v) = (pc, pv);
+        }
         return;
     }
-    for i in 1..entries.len() {
-        let x = entries[i];
+    for i in 1..cols.len() {
+        let (c, v) = (cols[i], vals[i]);
         let mut j = i;
-        while j > 0 && entries[j - 1].0 > x.0 {
-            entries[j] = entries[j - 1];
+        while j > 0 && cols[j - 1] > c {
+            cols[j] = cols[j - 1];
+            vals[j] = vals[j - 1];
             j -= 1;
         }
-        entries[j] = x;
+        cols[j] = c;
+        vals[j] = v;
     }
+}
+
+/// Element `k` of a vector store's integers (`dtype` `i32` or `i64`, as `bytes`).
+fn word(bytes: &[u8], dtype: DType, k: usize) -> i64 {
+    let size = dtype.size();
+    let mut w = [0u8; 8];
+    w[..size].copy_from_slice(&bytes[k * size..(k + 1) * size]);
+    int(u64::from_le_bytes(w), size)
 }
 
 /// A matrix from COO triplets: duplicates summed, columns sorted.
@@ -266,26 +330,59 @@ pub(crate) fn from_coo(
 ) -> Result<Parts, Error> {
     let op = "from-coo";
     index_type(i, op)?;
-    let r = read_ints(row, op, "row")?;
-    let c = read_ints(col, op, "col")?;
+    let ints = [DType::I32, DType::I64];
+    let (rb, rt) = read_vector(row, op, "row", ints)?;
+    let (cb, ct) = read_vector(col, op, "col", ints)?;
     let (v, vt) = read_floats(val, op, "val")?;
-    if r.len() != c.len() || r.len() != v.len() {
+    let (nr, nc) = (rb.len() / rt.size(), cb.len() / ct.size());
+    if nr != nc || nr != v.len() {
         return Err(error(format!(
-            "{op}: row, col and val have lengths {}, {} and {}",
-            r.len(),
-            c.len(),
+            "{op}: row, col and val have lengths {nr}, {nc} and {}",
             v.len()
         )));
     }
-    for (k, (&ri, &ci)) in r.iter().zip(&c).enumerate() {
-        if ri < 0 || ri as u64 >= rows || ci < 0 || ci as u64 >= cols {
-            return Err(error(format!(
-                "{op}: entry {k} at ({ri}, {ci}) is outside the {rows} x {cols} matrix"
-            )));
-        }
+    let outside = |k: usize| {
+        let (ri, ci) = (word(&rb, rt, k), word(&cb, ct, k));
+        error(format!(
+            "{op}: entry {k} at ({ri}, {ci}) is outside the {rows} x {cols} matrix"
+        ))
+    };
+    let row_total = row_count(rows, op)?;
+    // Indices decode straight to the words the assembly keeps; one out of range becomes
+    // `u32::MAX`, which no valid one is (rows stay below `u32::MAX / 16`, 32-bit columns
+    // below `2^31`), found by one scan after.
+    let r: Vec<u32> = decode(&rb, rt, |bits, size| below(int(bits, size), rows));
+    if let Some(k) = r.iter().position(|&x| x == u32::MAX) {
+        return Err(outside(k));
     }
-    let (indptr, crd, vals) = compress(row_count(rows, op)?, &r, &c, &v);
-    make(rows, cols, &indptr, &crd, &vals, (vt, i), op)
+    if i == DType::I32 {
+        let c: Vec<u32> = decode(&cb, ct, |bits, size| {
+            below(int(bits, size), cols.min(1 << 31))
+        });
+        if let Some(k) = c.iter().position(|&x| x == u32::MAX) {
+            let x = word(&cb, ct, k);
+            return Err(if x >= 0 && (x as u64) < cols {
+                error(format!("{op}: index {x} does not fit i32 indices"))
+            } else {
+                outside(k)
+            });
+        }
+        make(rows, cols, &compress(row_total, &r, &c, &v), (vt, i), op)
+    } else {
+        let c: Vec<i64> = decode(&cb, ct, int);
+        if let Some(k) = c.iter().position(|&x| x < 0 || x as u64 >= cols) {
+            return Err(outside(k));
+        }
+        make(rows, cols, &compress(row_total, &r, &c, &v), (vt, i), op)
+    }
+}
+
+/// `x` as a `u32` if it is in `0..bound`, else `u32::MAX`.
+fn below(x: i64, bound: u64) -> u32 {
+    match u32::try_from(x) {
+        Ok(x) if u64::from(x) < bound => x,
+        _ => u32::MAX,
+    }
 }
 
 /// A matrix from SciPy-style CSR arrays, checked. `indices` and `data` go to the new stores
@@ -371,6 +468,8 @@ pub(crate) fn transpose(m: &Matrix<'_>, rows: u64, cols: u64) -> Result<Parts, E
     let pos = decode(&host::read_bytes(m.pos)?, s.i, int);
     let crd = read_ints(m.crd, op, "crd")?;
     let (vals, vt) = read_floats(m.vals, op, "vals")?;
+    // The transpose's rows are the columns, which `row_count` keeps below `u32::MAX / 16`.
+    let new_rows = row_count(cols, op)?;
     let (mut new_row, mut new_col) = (Vec::with_capacity(crd.len()), Vec::with_capacity(crd.len()));
     let mut new_val = Vec::with_capacity(crd.len());
     for r in 0..row_count(rows, op)? {
@@ -388,13 +487,19 @@ pub(crate) fn transpose(m: &Matrix<'_>, rows: u64, cols: u64) -> Result<Parts, E
                     "{op}: column {c} of entry {j} is outside 0..{cols}"
                 )));
             }
-            new_row.push(c);
+            new_row.push(c as u32);
             new_col.push(r as i64);
             new_val.push(vals[j]);
         }
     }
-    let (indptr, crd, vals) = compress(row_count(cols, op)?, &new_row, &new_col, &new_val);
-    make(cols, rows, &indptr, &crd, &vals, (vt, s.i), op)
+    if s.i == DType::I32 {
+        let new_col: Vec<u32> = new_col.into_iter().map(u32::new).collect();
+        let m = compress(new_rows, &new_row, &new_col, &new_val);
+        make(cols, rows, &m, (vt, s.i), op)
+    } else {
+        let m = compress(new_rows, &new_row, &new_col, &new_val);
+        make(cols, rows, &m, (vt, s.i), op)
+    }
 }
 
 /// The column hull of a matrix (see the `column-hull` export), of `pos`'s index type: per row

@@ -327,6 +327,42 @@ fn bad_input_is_a_clear_error_and_the_host_keeps_running() {
         e.contains("from-coo") && e.contains("entry 1 at (3, 1)") && e.contains("outside"),
         "{e}"
     );
+    // A negative row, and a column inside the matrix that 32-bit indices cannot hold.
+    let (r, c) = (
+        np.from_f64s(&[2], &[0.0, -1.0], DType::I32),
+        np.from_f64s(&[2], &[0.0, 1.0], DType::I32),
+    );
+    let e = sp
+        .from_coo((3, 3), &r, &c, &np.ones(&[2], DType::F64), DType::I32)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("from-coo") && e.contains("entry 1 at (-1, 1)"),
+        "{e}"
+    );
+    let wide = 1u64 << 32;
+    let e = sp
+        .from_triplets(
+            (2, wide),
+            (&[0, 1], &[1, (1 << 31) + 5], &[1.0, 2.0]),
+            DType::F64,
+            DType::I32,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("from-coo") && e.contains("2147483653 does not fit i32"),
+        "{e}"
+    );
+    let m = sp
+        .from_triplets(
+            (2, wide),
+            (&[1, 1], &[(1 << 31) + 5, 3], &[1.0, 2.0]),
+            DType::F64,
+            DType::I64,
+        )
+        .expect("64-bit indices hold any column");
+    assert_eq!(m.nnz().expect("nnz"), 2);
     // Triplets of different lengths.
     let e = sp
         .from_triplets((3, 3), (&[0, 1], &[0], &[1.0, 2.0]), DType::F64, DType::I64)
