@@ -99,6 +99,7 @@ pub fn build(key: &Key) -> Result<Kernel, String> {
         Key::DiagExtract { dtype } => diag_extract(name, dtype),
         Key::DiagEmbed { dtype } => diag_embed(name, dtype),
         Key::Cumsum { dtype, kept } => cumsum(name, dtype, kept),
+        Key::ArgRows { op, dtype, kept } => arg_rows(name, op, dtype, kept),
         Key::FlatNonzero => flat_nonzero(name),
         Key::Take {
             dtype,
@@ -462,6 +463,45 @@ fn reduce_nest(
     out[0]
 }
 
+/// `out[i]` = the first `j` where `a[i, j]` is least (`Min`) or greatest (`Max`), or the first
+/// `j` where it is NaN: `i` the `kept` leading dimensions (the launch's), `j` the last one
+/// (whole, not empty), scanned in order with the best value and its position carried.
+fn arg_rows(name: String, op: ReduceOp, dtype: DType, kept: u32) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let a = k.store(dtype, kept + 1, Privilege::Read);
+    let out = k.store(DType::I64, kept, Privilege::Write);
+    let n = k.extent(a, kept);
+    let beats = if op == ReduceOp::Max {
+        CmpOp::Gt
+    } else {
+        CmpOp::Lt
+    };
+    k.parallel(out, |b, idx| {
+        let mut at = idx.to_vec();
+        let (zero, one) = (b.const_i64(0), b.const_i64(1));
+        at.push(zero);
+        let first = b.load(a, &at);
+        at.pop();
+        let found = b.for_loop(one, n, &[first, zero], |b, j, carried| {
+            let (best, pos) = (carried[0], carried[1]);
+            at.push(j);
+            let x = b.load(a, &at);
+            at.pop();
+            let mut better = b.cmp(beats, x, best);
+            if dtype.is_float() {
+                // A NaN beats every number and nothing beats a NaN: the first NaN stays.
+                let x_nan = b.cmp(CmpOp::Ne, x, x);
+                let best_number = b.cmp(CmpOp::Eq, best, best);
+                let nan_first = b.and(x_nan, best_number);
+                better = b.or(better, nan_first);
+            }
+            vec![b.select(better, x, best), b.select(better, j, pos)]
+        });
+        b.store(out, idx, found[1]);
+    });
+    k
+}
+
 /// `out[i, j] = a[i, 0] + ... + a[i, j]`: `i` the `kept` leading dimensions, iterated over
 /// `domain` (a view of `a[..., 0]` tiled like the launch), `j` the last one (whole), summed
 /// in order.
@@ -732,6 +772,11 @@ mod tests {
                 }));
                 keys.extend(UnOp::ALL.map(|op| Key::Unary { op, dtype, rank }));
                 keys.push(Key::Cumsum { dtype, kept: rank });
+                keys.extend([ReduceOp::Min, ReduceOp::Max].map(|op| Key::ArgRows {
+                    op,
+                    dtype,
+                    kept: rank,
+                }));
                 for index in DType::ALL {
                     keys.extend((0..rank).map(|axis| Key::Take {
                         dtype,

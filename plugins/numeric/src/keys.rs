@@ -212,6 +212,17 @@ pub enum Key {
         /// The rank of the launch (the input's rank minus one).
         kept: u32,
     },
+    /// The first position of the least (`min`) or greatest (`max`) element along the last
+    /// dimension, as `i64` (the first NaN where there is one), one sequential scan per point
+    /// of the `kept` leading dimensions (the launch's, the output's).
+    ArgRows {
+        /// The operator: `min` or `max`.
+        op: ReduceOp,
+        /// The input's dtype.
+        dtype: DType,
+        /// The output's rank (the input's rank minus one).
+        kept: u32,
+    },
     /// `a` gathered along dimension `axis` at the positions of a 1-d integer array, launched
     /// over the output (of `a`'s rank).
     Take {
@@ -332,6 +343,7 @@ impl fmt::Display for Key {
             Key::DiagExtract { dtype } => write!(f, "diag.extract.{dtype}"),
             Key::DiagEmbed { dtype } => write!(f, "diag.embed.{dtype}"),
             Key::Cumsum { dtype, kept } => write!(f, "cumsum.{dtype}.r{kept}"),
+            Key::ArgRows { op, dtype, kept } => write!(f, "argrows.{}.{dtype}.r{kept}", op.name()),
             Key::FlatNonzero => write!(f, "flatnonzero"),
             Key::Take {
                 dtype,
@@ -525,6 +537,11 @@ fn parse(s: &str) -> Result<Key, String> {
             dtype: t.dtype()?,
             kept: t.rank()?,
         },
+        "argrows" => Key::ArgRows {
+            op: t.reduce_op()?,
+            dtype: t.dtype()?,
+            kept: t.rank()?,
+        },
         "flatnonzero" => Key::FlatNonzero,
         "take" => {
             let (dtype, index, rank) = (t.dtype()?, t.dtype()?, t.rank()?);
@@ -562,7 +579,7 @@ impl Key {
             | Key::TreeBlocks { rank, .. }
             | Key::SumSquares { rank, .. } => rank,
             Key::ReduceRows { kept, reduced, .. } => kept.saturating_add(reduced),
-            Key::Cumsum { kept, .. } => kept.saturating_add(1),
+            Key::Cumsum { kept, .. } | Key::ArgRows { kept, .. } => kept.saturating_add(1),
             Key::Take { rank, .. } => rank,
             _ => 0,
         }
@@ -656,6 +673,20 @@ impl Key {
                     return Err("a running sum is launched over at least one dimension".into());
                 }
                 catalog::reduce_rule(ReduceOp::Sum).check("cumsum", dtype)
+            }
+            Key::ArgRows { op, kept, .. } => {
+                if kept == 0 {
+                    return Err(
+                        "a scan for a position is launched over at least one dimension".into(),
+                    );
+                }
+                if !matches!(op, ReduceOp::Min | ReduceOp::Max) {
+                    return Err(format!(
+                        "a position is of the least or greatest element, not of a {}",
+                        op.name()
+                    ));
+                }
+                Ok(())
             }
             Key::Take {
                 index, rank, axis, ..

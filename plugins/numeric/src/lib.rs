@@ -173,6 +173,10 @@ impl numeric::Guest for Numeric {
         ops::indexing::cumsum(&Array::new(a), axis)
     }
 
+    fn arg_reduce(op: Reduction, a: &Store, axis: Option<i64>) -> Result<Store, Error> {
+        ops::indexing::arg_reduce(reduce_op(op), &Array::new(a), axis)
+    }
+
     fn flatnonzero(a: &Store) -> Result<Store, Error> {
         ops::indexing::flatnonzero(&Array::new(a))
     }

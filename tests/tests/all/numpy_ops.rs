@@ -15,6 +15,15 @@ fn ok(r: weft::Result<Array>) -> Array {
     r.unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// A 3 x 4 matrix with ties, NaNs first and later in a row, and a column of NaN after numbers.
+fn ties_and_nans(x: &Inputs) -> Array {
+    let nan = f64::NAN;
+    let values = [
+        2.0, 1.0, 1.0, 5.0, nan, 0.0, nan, -1.0, 3.0, nan, -1.0, -1.0,
+    ];
+    x.m.numeric().from_vec(&[3, 4], &values)
+}
+
 /// `X = a.copy(); X[m] = f(X[m]); r = X`, through [`Array::assign_masked`].
 fn update_masked(a: &Array, m: &Array, f: impl Fn(Array) -> Array) -> Array {
     let out = a.copy();
@@ -41,6 +50,19 @@ fn cases() -> Vec<Case> {
                 .argmax(None)
         }),
         ("np.argmin(I, axis=-1)", |x| x.i.argmin(Some(-1))),
+        ("np.argmin(np.sin(A), axis=1)", |x| {
+            x.a.sin().argmin(Some(1))
+        }),
+        (
+            "np.argmin(np.array([[2.0, 1.0, 1.0, 5.0], [np.nan, 0.0, np.nan, -1.0], \
+             [3.0, np.nan, -1.0, -1.0]]), axis=1)",
+            |x| ties_and_nans(x).argmin(Some(1)),
+        ),
+        (
+            "np.argmax(np.array([[2.0, 1.0, 1.0, 5.0], [np.nan, 0.0, np.nan, -1.0], \
+             [3.0, np.nan, -1.0, -1.0]]), axis=0)",
+            |x| ties_and_nans(x).argmax(Some(0)),
+        ),
         ("np.any(M > 2.0, axis=0)", |x| {
             x.m.gt(2.0).any(Some(&[0]), false)
         }),

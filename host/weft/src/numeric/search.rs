@@ -64,33 +64,14 @@ impl Array {
         self.arg_extreme("argmin", Reduction::Min, axis)
     }
 
-    fn arg_extreme(&self, what: &str, op: Reduction, axis: Option<i64>) -> Array {
-        let result = (|| -> Result<Array> {
-            let a = match axis {
-                None => self.reshape(&[-1]),
-                Some(_) => self.clone(),
-            };
-            let shape = a.shape()?;
-            let d = normalize_axis(axis.unwrap_or(0), shape.len())?;
-            let n = shape[d];
-            if n == 0 {
-                return Err(Error::Usage(format!(
-                    "numeric.{what}: attempt to get {what} of an empty sequence"
-                )));
-            }
-            let extreme = a.reduce_axes(op, Some(&[d as i64]), true);
-            // Where the extreme is NaN, the NaNs are the hits (a != a only there).
-            let hit = a.eq(&extreme).logical_or(&a.ne(&a));
-            let mut along = vec![1i64; shape.len()];
-            along[d] = n as i64;
-            let position = self
-                .np
-                .arange(0.0, n as f64, 1.0, DType::I64)
-                .reshape(&along);
-            let first = hit.select(&position, Operand::Int(n as i64));
-            Ok(first.reduce_axes(Reduction::Min, Some(&[d as i64]), false))
-        })();
-        result.unwrap_or_else(|e| self.np.wrap(Err(e)))
+    fn arg_extreme(&self, what: &'static str, op: Reduction, axis: Option<i64>) -> Array {
+        let key = super::replayed::CallKey::new(what)
+            .word(op as u64)
+            .option(axis);
+        self.derive_replayed(what, key, &[], |g, s, id| {
+            let a = s.data_mut().lend(id)?;
+            g.call_arg_reduce(s, op, a, axis)
+        })
     }
 
     /// Whether any element over `axes` (`None`: all) is nonzero (NumPy's `any`), as bool.

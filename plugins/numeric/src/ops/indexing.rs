@@ -138,6 +138,75 @@ pub fn take(a: &Array<'_>, indices: &Array<'_>, axis: Option<i64>) -> Result<Sto
     reshape(&Array::new(&out), &shape)
 }
 
+/// The first position of the least (`Min`) or greatest (`Max`) element along `axis` (`None`:
+/// of the flattened array), as `i64`, as NumPy's `argmin` and `argmax`: the first one on
+/// ties, and the first NaN where there is one. One task over the other dimensions; each point
+/// scans its line once, in order (a vector is one line, scanned by one thread).
+pub fn arg_reduce(op: ReduceOp, a: &Array<'_>, axis: Option<i64>) -> Result<Store, Error> {
+    let name = match op {
+        ReduceOp::Min => "argmin",
+        ReduceOp::Max => "argmax",
+        other => {
+            return Err(fail(
+                "arg-reduce",
+                format!("a position is of a min or a max, not of a {}", other.name()),
+            ));
+        }
+    };
+    let (source, d) = along(name, a, axis)?;
+    let source = Array::new(&source);
+    let shape = source.shape.clone();
+    let n = shape.get(d).copied().unwrap_or(1);
+    if n == 0 {
+        return Err(fail(
+            name,
+            format!("attempt to get {name} of an empty sequence"),
+        ));
+    }
+    let kept: Vec<u64> = (0..shape.len())
+        .filter(|&k| k != d)
+        .map(|k| shape[k])
+        .collect();
+    let out = create(name, &kept, DType::I64)?;
+    if kept.contains(&0) {
+        return Ok(out);
+    }
+    // The scanned dimension last; a vector becomes a single line.
+    let order: Vec<u32> = (0..shape.len())
+        .filter(|&k| k != d)
+        .chain([d])
+        .map(|k| k as u32)
+        .collect();
+    let moved = source.store.permute(&order).map_err(host_error(name))?;
+    let one_line = |s: &Store, to: &[u64]| -> Result<Store, Error> {
+        s.reshape(to)
+            .map_err(host_error(name))?
+            .ok_or_else(|| fail(name, "the host could not add an axis of extent 1"))
+    };
+    let (src, dst) = if kept.is_empty() {
+        (one_line(&moved, &[1, n])?, one_line(&out, &[1])?)
+    } else {
+        (moved, one_line(&out, &kept)?)
+    };
+    let lines = dst.shape();
+    let launch = Launch::preferred(&lines);
+    let mut rows = launch.tiling.clone();
+    rows.tile.push(n);
+    rows.offset.push(0);
+    rows.projection.push(None);
+    let key = Key::ArgRows {
+        op,
+        dtype: a.dtype,
+        kept: rank(name, &lines)?,
+    };
+    Task::new(key.to_string(), &launch)
+        .arg(&src, Partition::Tiling(rows), Privilege::Read)
+        .arg(&dst, launch.tiled(), Privilege::Write)
+        .submit()
+        .map_err(host_error(name))?;
+    Ok(out)
+}
+
 /// The running sum along `axis` (`None`: of the flattened array), as NumPy's `cumsum`: bool
 /// and `i32` arrays sum as `i64`, as NumPy's default integer. One task over the other
 /// dimensions; each point sums its line in order.
