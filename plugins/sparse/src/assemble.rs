@@ -214,7 +214,7 @@ fn row_count(rows: u64, op: &str) -> Result<usize, Error> {
 const BLOCK_SHIFT: usize = 10;
 
 /// Sorts entries (`row[k]`, `col[k]`, `val[k]`, every row below `rows`) by row, then column,
-/// sums duplicates in input order, and returns the row pointers and the entries.
+/// sums duplicates in input order, and returns the CSR arrays.
 ///
 /// SciPy's `tocsr` and `sum_duplicates`: a counting sort by row (stable, linear) that moves
 /// each entry's column and value together, then each row's entries sorted on their own,
@@ -245,8 +245,7 @@ fn compress<C: Column>(rows: usize, row: &[u32], col: &[C], val: &[f64]) -> Comp
     }
     drop(block_next);
     let mut next = start[..rows].to_vec();
-    // Columns and values in arrays of their own, as SciPy keeps them: the arrays are the new
-    // stores' words as they stand.
+    // Columns and values in arrays of their own, as SciPy keeps them.
     let (mut cols, mut vals) = (vec![C::default(); row.len()], vec![0f64; row.len()]);
     for &(r, c, v) in &staged {
         let at = &mut next[r as usize];
