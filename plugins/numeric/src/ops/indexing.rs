@@ -8,7 +8,7 @@ use weft_sdk::{Error, Launch, Partition, Privilege, Store, Task, host};
 use super::elementwise::{astype, binary};
 use super::reductions::reduce;
 use super::views::reshape;
-use super::{Arg, Array, create, fail, host_error, rank};
+use super::{Arg, Array, create, fail, host_error, rank, whole_trailing};
 use crate::catalog::BinOp;
 use crate::keys::Key;
 
@@ -190,17 +190,13 @@ pub fn arg_reduce(op: ReduceOp, a: &Array<'_>, axis: Option<i64>) -> Result<Stor
     };
     let lines = dst.shape();
     let launch = Launch::preferred(&lines);
-    let mut rows = launch.tiling.clone();
-    rows.tile.push(n);
-    rows.offset.push(0);
-    rows.projection.push(None);
     let key = Key::ArgRows {
         op,
         dtype: a.dtype,
         kept: rank(name, &lines)?,
     };
     Task::new(key.to_string(), &launch)
-        .arg(&src, Partition::Tiling(rows), Privilege::Read)
+        .arg(&src, whole_trailing(&launch, [n]), Privilege::Read)
         .arg(&dst, launch.tiled(), Privilege::Write)
         .submit()
         .map_err(host_error(name))?;
@@ -263,18 +259,14 @@ pub fn cumsum(a: &Array<'_>, axis: Option<i64>) -> Result<Store, Error> {
         .map_err(host_error(op))?
         .ok_or_else(|| fail(op, "the host could not drop an axis of extent 1"))?;
     let launch = Launch::preferred(kept);
-    let mut rows = launch.tiling.clone();
-    rows.tile.push(n);
-    rows.offset.push(0);
-    rows.projection.push(None);
     let key = Key::Cumsum {
         dtype,
         kept: rank(op, kept)?,
     };
     Task::new(key.to_string(), &launch)
         .arg(&first, launch.tiled(), Privilege::Read)
-        .arg(&src, Partition::Tiling(rows.clone()), Privilege::Read)
-        .arg(&dst, Partition::Tiling(rows), Privilege::Write)
+        .arg(&src, whole_trailing(&launch, [n]), Privilege::Read)
+        .arg(&dst, whole_trailing(&launch, [n]), Privilege::Write)
         .submit()
         .map_err(host_error(op))?;
     Ok(out)

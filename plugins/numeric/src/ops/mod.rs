@@ -122,6 +122,19 @@ pub fn create(op: &str, shape: &[u64], dtype: DType) -> Result<Store, Error> {
     host::create_store(shape, weft_sdk::wit_dtype(dtype)).map_err(host_error(op))
 }
 
+/// The partition of an array whose leading dimensions follow `launch`'s tiling and whose
+/// trailing ones (of extents `whole`) each point reads in full: a row reduction's or a
+/// scan's input.
+pub fn whole_trailing(launch: &Launch, whole: impl IntoIterator<Item = u64>) -> Partition {
+    let mut tiling = launch.tiling.clone();
+    for n in whole {
+        tiling.tile.push(n);
+        tiling.offset.push(0);
+        tiling.projection.push(None);
+    }
+    Partition::Tiling(tiling)
+}
+
 /// The partition of an array argument of this kind under `launch`.
 pub fn partition(launch: &Launch, kind: Kind) -> Partition {
     match kind {

@@ -7,7 +7,7 @@
 use weft_sdk::ir::{DType, ReduceOp};
 use weft_sdk::{Error, Launch, Partition, Privilege, Store, Task};
 
-use super::{Array, fail, host_error, rank, same_dtype};
+use super::{Array, fail, host_error, rank, same_dtype, whole_trailing};
 use crate::catalog;
 use crate::keys::Key;
 use crate::shapes;
@@ -216,12 +216,6 @@ pub fn reduce_axes(
         let view = a.store.permute(&order).map_err(host_error(name))?;
         let out = super::create(name, &kept_shape, a.dtype)?;
         let launch = Launch::preferred(&kept_shape);
-        let mut tiling = launch.tiling.clone();
-        for &d in &gone {
-            tiling.tile.push(a.shape[d]);
-            tiling.offset.push(0);
-            tiling.projection.push(None);
-        }
         let key = Key::ReduceRows {
             op,
             dtype: a.dtype,
@@ -229,7 +223,11 @@ pub fn reduce_axes(
             reduced: gone.len() as u32,
         };
         Task::new(key.to_string(), &launch)
-            .arg(&view, Partition::Tiling(tiling), Privilege::Read)
+            .arg(
+                &view,
+                whole_trailing(&launch, gone.iter().map(|&d| a.shape[d])),
+                Privilege::Read,
+            )
             .arg(&out, launch.tiled(), Privilege::Write)
             .submit()
             .map_err(host_error(name))?;
