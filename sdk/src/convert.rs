@@ -60,6 +60,7 @@ fn op(o: FlatOp) -> wit::Op {
             rhs,
         }),
         FlatOp::Select(c, a, b) => wit::Op::Select((c, a, b)),
+        FlatOp::Fma(a, b, c) => wit::Op::Fma((a, b, c)),
         FlatOp::Cast(d, v) => wit::Op::Cast((wit_dtype(d), v)),
         FlatOp::Bitcast(d, v) => wit::Op::Bitcast((wit_dtype(d), v)),
         FlatOp::Load(a) => wit::Op::Load(access(a)),

@@ -130,6 +130,9 @@ fn fresh_module(cancel: &Arc<AtomicU32>) -> Result<(Arc<CodeOwner>, MathDecls)> 
             builder.symbol(f.symbol(dt), f.address(dt));
         }
     }
+    for (name, address) in crate::math::fma_libcalls() {
+        builder.symbol(name, address);
+    }
     let mut module = JITModule::new(builder);
     let mut ids = HashMap::new();
     for f in MathFn::ALL {

@@ -85,6 +85,23 @@ impl MathFn {
     }
 }
 
+/// The functions Cranelift calls for the IR's `fma` on a CPU without an FMA instruction
+/// (its libcall names, each with its address): `mul_add` rounds once, as `fma` must.
+pub(crate) fn fma_libcalls() -> [(&'static str, *const u8); 2] {
+    [
+        ("fma", fma_f64 as *const u8),
+        ("fmaf", fma_f32 as *const u8),
+    ]
+}
+
+extern "C" fn fma_f64(a: f64, b: f64, c: f64) -> f64 {
+    a.mul_add(b, c)
+}
+
+extern "C" fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
+    a.mul_add(b, c)
+}
+
 extern "C" fn exp_f64(x: f64) -> f64 {
     x.exp()
 }

@@ -2,10 +2,10 @@
 //! order's bits.
 //!
 //! The kernel makes each `C[i, j]` the lane-order sum of `A[i, p] * BT[j, p]`: eight partial
-//! sums from the identity, partial `l` adding the terms `p = 8q + l` in order (each a rounded
-//! product, then a rounded sum: no fused multiply-add), the partials combined as
+//! sums from the identity, partial `l` adding the terms `p = 8q + l` in order (each by one
+//! fused multiply-add, `partial = fma(A[i, p], BT[j, p], partial)`), the partials combined as
 //! `((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))`, then the terms past the last whole
-//! eight summed from the identity and added. Compiled as written, each element streams its two
+//! eight summed from the identity (by `fma` too) and added. Compiled as written, each element streams its two
 //! rows from memory. This routine computes the same operations in the same order per element,
 //! but for blocks of `C` at once, as BLAS does: operands packed per block, a register tile of
 //! 4 x 6 elements (each element's eight partials one vector), and the partials kept in memory
@@ -33,11 +33,11 @@ const KC: usize = 256;
 /// Which register tile runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Path {
-    /// Plain Rust, for any CPU.
+    /// Plain Rust, for any CPU (`mul_add`, which is a library call without FMA hardware).
     Portable,
-    /// 256-bit vectors: needs AVX2.
+    /// 256-bit vectors: needs AVX2 and FMA.
     Avx2,
-    /// 512-bit vectors: needs AVX-512F (and, for `f32`, AVX-512VL).
+    /// 512-bit vectors: needs AVX-512F (and, for `f32`, AVX-512VL) and FMA.
     Avx512,
 }
 
@@ -48,11 +48,13 @@ impl Path {
         if avx512
             && std::arch::is_x86_feature_detected!("avx512f")
             && std::arch::is_x86_feature_detected!("avx512vl")
+            && std::arch::is_x86_feature_detected!("fma")
         {
             return Path::Avx512;
         }
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
             return Path::Avx2;
         }
         let _ = avx512;
@@ -67,68 +69,125 @@ pub(crate) trait Element:
     /// The sum's identity (`+0`).
     const ZERO: Self;
 
-    /// `acc[t][l] += a[t / NR][q * 8 + l] * b[t % NR][q * 8 + l]` for `q < steps`, with 512-bit
-    /// vectors; `a` holds [`MR`] rows and `b` [`NR`] rows, each `kc` apart.
+    /// `self * b + c` rounded once.
+    fn fma(self, b: Self, c: Self) -> Self;
+
+    /// `acc[t][l] = fma(a[t / NR][q * 8 + l], b[t % NR][q * 8 + l], acc[t][l])` for
+    /// `q < steps`, with 512-bit vectors; `a` holds [`MR`] rows and `b` [`NR`] rows, each `ld`
+    /// apart. The partials start from `acc` if `load`, else from zero (`acc` is then only
+    /// written).
     ///
     /// # Safety
     ///
-    /// The CPU has AVX-512F and AVX-512VL; `a` and `b` hold their rows of `steps * 8` elements
+    /// The CPU has AVX-512F, AVX-512VL and FMA; `a` and `b` hold their rows of `steps * 8` elements
     /// and `acc` holds `MR * NR * 8` elements.
-    unsafe fn tile_avx512(a: *const Self, b: *const Self, kc: usize, steps: usize, acc: *mut Self);
+    unsafe fn tile_avx512(
+        a: *const Self,
+        b: *const Self,
+        ld: usize,
+        steps: usize,
+        load: bool,
+        acc: *mut Self,
+    );
 
     /// [`Element::tile_avx512`] with 256-bit vectors.
     ///
     /// # Safety
     ///
-    /// As [`Element::tile_avx512`], with AVX2 for AVX-512.
-    unsafe fn tile_avx2(a: *const Self, b: *const Self, kc: usize, steps: usize, acc: *mut Self);
+    /// As [`Element::tile_avx512`], with AVX2 and FMA for AVX-512.
+    unsafe fn tile_avx2(
+        a: *const Self,
+        b: *const Self,
+        ld: usize,
+        steps: usize,
+        load: bool,
+        acc: *mut Self,
+    );
 }
 
 impl Element for f64 {
     const ZERO: f64 = 0.0;
 
-    unsafe fn tile_avx512(a: *const f64, b: *const f64, kc: usize, steps: usize, acc: *mut f64) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: the caller's contract is this function's.
-        unsafe {
-            tile_f64_avx512(a, b, kc, steps, acc)
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        unreachable!("no AVX-512 path off x86-64 ({a:?} {b:?} {kc} {steps} {acc:?})")
+    #[inline(always)]
+    fn fma(self, b: f64, c: f64) -> f64 {
+        self.mul_add(b, c)
     }
 
-    unsafe fn tile_avx2(a: *const f64, b: *const f64, kc: usize, steps: usize, acc: *mut f64) {
+    unsafe fn tile_avx512(
+        a: *const f64,
+        b: *const f64,
+        ld: usize,
+        steps: usize,
+        load: bool,
+        acc: *mut f64,
+    ) {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the caller's contract is this function's.
         unsafe {
-            tile_f64_avx2(a, b, kc, steps, acc)
+            tile_f64_avx512(a, b, ld, steps, load, acc)
         }
         #[cfg(not(target_arch = "x86_64"))]
-        unreachable!("no AVX2 path off x86-64 ({a:?} {b:?} {kc} {steps} {acc:?})")
+        unreachable!("no AVX-512 path off x86-64 ({a:?} {b:?} {ld} {steps} {load} {acc:?})")
+    }
+
+    unsafe fn tile_avx2(
+        a: *const f64,
+        b: *const f64,
+        ld: usize,
+        steps: usize,
+        load: bool,
+        acc: *mut f64,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the caller's contract is this function's.
+        unsafe {
+            tile_f64_avx2(a, b, ld, steps, load, acc)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        unreachable!("no AVX2 path off x86-64 ({a:?} {b:?} {ld} {steps} {load} {acc:?})")
     }
 }
 
 impl Element for f32 {
     const ZERO: f32 = 0.0;
 
-    unsafe fn tile_avx512(a: *const f32, b: *const f32, kc: usize, steps: usize, acc: *mut f32) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: the caller's contract is this function's.
-        unsafe {
-            tile_f32_avx512(a, b, kc, steps, acc)
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        unreachable!("no AVX-512 path off x86-64 ({a:?} {b:?} {kc} {steps} {acc:?})")
+    #[inline(always)]
+    fn fma(self, b: f32, c: f32) -> f32 {
+        self.mul_add(b, c)
     }
 
-    unsafe fn tile_avx2(a: *const f32, b: *const f32, kc: usize, steps: usize, acc: *mut f32) {
+    unsafe fn tile_avx512(
+        a: *const f32,
+        b: *const f32,
+        ld: usize,
+        steps: usize,
+        load: bool,
+        acc: *mut f32,
+    ) {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the caller's contract is this function's.
         unsafe {
-            tile_f32_avx2(a, b, kc, steps, acc)
+            tile_f32_avx512(a, b, ld, steps, load, acc)
         }
         #[cfg(not(target_arch = "x86_64"))]
-        unreachable!("no AVX2 path off x86-64 ({a:?} {b:?} {kc} {steps} {acc:?})")
+        unreachable!("no AVX-512 path off x86-64 ({a:?} {b:?} {ld} {steps} {load} {acc:?})")
+    }
+
+    unsafe fn tile_avx2(
+        a: *const f32,
+        b: *const f32,
+        ld: usize,
+        steps: usize,
+        load: bool,
+        acc: *mut f32,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the caller's contract is this function's.
+        unsafe {
+            tile_f32_avx2(a, b, ld, steps, load, acc)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        unreachable!("no AVX2 path off x86-64 ({a:?} {b:?} {ld} {steps} {load} {acc:?})")
     }
 }
 
@@ -188,8 +247,8 @@ pub(crate) struct Cancelled;
 ///
 /// Every element of the three matrices lies in memory valid for the call (reads of `a` and
 /// `bt`, writes of `c`); `c` overlaps neither operand, and nothing else touches `c` meanwhile;
-/// `path` is [`Path::Avx512`] only on a CPU with AVX-512F and AVX-512VL, and [`Path::Avx2`]
-/// only on one with AVX2.
+/// `path` is [`Path::Avx512`] only on a CPU with AVX-512F, AVX-512VL and FMA, and
+/// [`Path::Avx2`] only on one with AVX2 and FMA.
 pub(crate) unsafe fn multiply<T: Element>(
     a: Matrix<T>,
     bt: Matrix<T>,
@@ -248,12 +307,12 @@ const FEW_COLUMNS: usize = 16;
 
 /// [`multiply`] for a few columns of `C` (`A @ x`, or `A @ X` with a thin `X`) where `A` is
 /// stored by columns (a transpose, as in `x @ A`): each task takes a run of rows and streams
-/// down every column of `A` once, adding `A[i, p] * BT[j, p]` into partial `p mod 8` of each
+/// down every column of `A` once, adding `A[i, p] * BT[j, p]` (by `fma`) into partial `p mod 8` of each
 /// of its elements `(i, j)`, then combines each element's partials as the lane order does.
 /// Every element's operations and their order are the lane order's; only which elements
 /// advance together changes. With `SWAPPED`, `a` is the caller's `BT` and `bt` its `A` (see
-/// [`multiply`]): each product is then formed as `BT[j, p]`'s partner times it, so that the
-/// operands keep the caller's order.
+/// [`multiply`]): each `fma` then takes `BT[j, p]`'s partner as its first factor, so that the
+/// factors keep the caller's order.
 ///
 /// # Safety
 ///
@@ -319,7 +378,11 @@ unsafe fn by_columns<T: Element, const SWAPPED: bool>(
                         for p in whole..k {
                             // SAFETY: `(lo + r, p)` and `(j, p)` lie inside `A` and `BT`.
                             let (v, x) = unsafe { (a.get(lo + r, p), bt.get(j, p)) };
-                            tail = tail + if SWAPPED { x * v } else { v * x };
+                            tail = if SWAPPED {
+                                x.fma(v, tail)
+                            } else {
+                                v.fma(x, tail)
+                            };
                         }
                         // SAFETY: `(lo + r, j)` lies in this task's rows of `C`, which only
                         // this thread writes.
@@ -332,12 +395,12 @@ unsafe fn by_columns<T: Element, const SWAPPED: bool>(
     })
 }
 
-/// `acc[i] += column[i] * x` (a rounded product, then a rounded sum) for every `i`; with
-/// `SWAPPED`, the product is `x * column[i]`.
+/// `acc[i] = fma(column[i], x, acc[i])` for every `i`; with `SWAPPED`,
+/// `fma(x, column[i], acc[i])`.
 #[inline(always)]
 fn add_products<T: Element, const SWAPPED: bool>(acc: &mut [T], column: &[T], x: T) {
     for (a, &v) in acc.iter_mut().zip(column) {
-        *a = *a + if SWAPPED { x * v } else { v * x };
+        *a = if SWAPPED { x.fma(v, *a) } else { v.fma(x, *a) };
     }
 }
 
@@ -345,9 +408,9 @@ fn add_products<T: Element, const SWAPPED: bool>(acc: &mut [T], column: &[T], x:
 ///
 /// # Safety
 ///
-/// The CPU has AVX-512F and AVX-512VL.
+/// The CPU has AVX-512F, AVX-512VL and FMA.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512vl")]
+#[target_feature(enable = "avx512f,avx512vl,fma")]
 unsafe fn add_products_avx512<T: Element, const SWAPPED: bool>(acc: &mut [T], column: &[T], x: T) {
     add_products::<T, SWAPPED>(acc, column, x);
 }
@@ -356,9 +419,9 @@ unsafe fn add_products_avx512<T: Element, const SWAPPED: bool>(acc: &mut [T], co
 ///
 /// # Safety
 ///
-/// The CPU has AVX2.
+/// The CPU has AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 unsafe fn add_products_avx2<T: Element, const SWAPPED: bool>(acc: &mut [T], column: &[T], x: T) {
     add_products::<T, SWAPPED>(acc, column, x);
 }
@@ -422,26 +485,55 @@ impl<T: Element> Scratch<T> {
         let (mb, nb) = (rows.len(), cols.len());
         let (mp, np) = (mb.div_ceil(MR) * MR, nb.div_ceil(NR) * NR);
         let tiles_across = np / NR;
-        self.acc.clear();
-        self.acc.resize(mp * np * LANES, T::ZERO);
+        // Every tile's partials are written by its first pass (which does not read them),
+        // so the buffer is never cleared.
+        if self.acc.len() < mp * np * LANES {
+            self.acc.resize(mp * np * LANES, T::ZERO);
+        }
+        if whole == 0 {
+            // No whole vector of terms: every partial is zero.
+            self.acc[..MR * NR * LANES].fill(T::ZERO);
+            for ti in 0..mp / MR {
+                for tj in 0..tiles_across {
+                    // SAFETY: as this function's.
+                    unsafe { self.finish(a, bt, c, (&rows, &cols), (ti, tj), 0) };
+                }
+            }
+            return Ok(());
+        }
         let mut k0 = 0;
         while k0 < whole {
             if cancel.load(Ordering::Relaxed) != 0 {
                 return Err(Cancelled);
             }
             let kc = KC.min(whole - k0);
+            let (load, last) = (k0 > 0, k0 + kc == whole);
+            // Packed rows one vector longer than their terms: a power-of-two row length would
+            // put the rows that a transposing pack writes at once into a few cache sets.
+            let ld = kc + LANES;
             // SAFETY: the packed rows and columns lie inside `A` and `BT` (the caller's
             // contract), and `k0 + kc <= k`.
             unsafe {
-                pack(&mut self.a, a, rows.clone(), mp, k0, kc);
-                pack(&mut self.b, bt, cols.clone(), np, k0, kc);
+                pack(&mut self.a, a, rows.clone(), mp, k0, kc, ld);
+                pack(&mut self.b, bt, cols.clone(), np, k0, kc, ld);
             }
             for ti in 0..mp / MR {
                 for tj in 0..tiles_across {
-                    let acc = &mut self.acc[(ti * tiles_across + tj) * MR * NR * LANES..]
-                        [..MR * NR * LANES];
-                    let a_rows = &self.a[ti * MR * kc..][..MR * kc];
-                    let b_rows = &self.b[tj * NR * kc..][..NR * kc];
+                    let at = if last {
+                        // The last pass leaves each tile's partials at the buffer's start,
+                        // where they stay in the cache until `finish` reads them.
+                        0
+                    } else {
+                        (ti * tiles_across + tj) * MR * NR * LANES
+                    };
+                    let from = (ti * tiles_across + tj) * MR * NR * LANES;
+                    if last && load {
+                        self.acc.copy_within(from..from + MR * NR * LANES, 0);
+                    }
+                    let acc = &mut self.acc[at..][..MR * NR * LANES];
+                    let a_rows = &self.a[ti * MR * ld..][..MR * ld];
+                    let b_rows = &self.b[tj * NR * ld..][..NR * ld];
+                    let steps = kc / LANES;
                     match path {
                         // SAFETY: the slices hold the rows and partials the tile reads and
                         // writes; the path is AVX-512 only where the CPU has it.
@@ -449,8 +541,9 @@ impl<T: Element> Scratch<T> {
                             T::tile_avx512(
                                 a_rows.as_ptr(),
                                 b_rows.as_ptr(),
-                                kc,
-                                kc / LANES,
+                                ld,
+                                steps,
+                                load,
                                 acc.as_mut_ptr(),
                             )
                         },
@@ -459,38 +552,67 @@ impl<T: Element> Scratch<T> {
                             T::tile_avx2(
                                 a_rows.as_ptr(),
                                 b_rows.as_ptr(),
-                                kc,
-                                kc / LANES,
+                                ld,
+                                steps,
+                                load,
                                 acc.as_mut_ptr(),
                             )
                         },
-                        Path::Portable => tile_portable(a_rows, b_rows, kc, acc),
+                        Path::Portable => tile_portable(a_rows, b_rows, ld, steps, load, acc),
+                    }
+                    if last {
+                        // SAFETY: as this function's.
+                        unsafe { self.finish(a, bt, c, (&rows, &cols), (ti, tj), whole) };
                     }
                 }
             }
             k0 += kc;
         }
-        for (r, i) in rows.clone().enumerate() {
-            for (cc, j) in cols.clone().enumerate() {
-                let tile = (r / MR) * tiles_across + cc / NR;
-                let at = (tile * MR * NR + (r % MR) * NR + cc % NR) * LANES;
-                let l = &self.acc[at..at + LANES];
+        Ok(())
+    }
+
+    /// Writes the elements of tile `(ti, tj)` of the block `(rows, cols)` of `C` whose
+    /// partials lie at the start of the partial buffer: each the tree of its eight partials
+    /// plus the sum of its terms from `whole` on, in the lane order.
+    ///
+    /// # Safety
+    ///
+    /// As [`Scratch::block`].
+    unsafe fn finish(
+        &self,
+        a: &Matrix<T>,
+        bt: &Matrix<T>,
+        c: &Matrix<T>,
+        (rows, cols): (&std::ops::Range<usize>, &std::ops::Range<usize>),
+        (ti, tj): (usize, usize),
+        whole: usize,
+    ) {
+        for r in 0..MR {
+            let i = rows.start + ti * MR + r;
+            if i >= rows.end {
+                break;
+            }
+            for cc in 0..NR {
+                let j = cols.start + tj * NR + cc;
+                if j >= cols.end {
+                    break;
+                }
+                let l = &self.acc[(r * NR + cc) * LANES..][..LANES];
                 let tree = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
                 let mut tail = T::ZERO;
-                for p in whole..k {
+                for p in whole..a.cols {
                     // SAFETY: `(i, p)` and `(j, p)` lie inside `A` and `BT`.
-                    tail = tail + unsafe { a.get(i, p) * bt.get(j, p) };
+                    tail = unsafe { a.get(i, p).fma(bt.get(j, p), tail) };
                 }
                 // SAFETY: `(i, j)` lies in this block of `C`, which only this thread writes.
                 unsafe { c.set(i, j, tree + tail) };
             }
         }
-        Ok(())
     }
 }
 
 /// Packs rows `rows` of `x`, columns `k0..k0 + kc`, into `out` as `padded` rows of `kc`
-/// contiguous elements (the rows past `rows` zero).
+/// contiguous elements, `ld` apart (the rows past `rows`, and the elements past `kc`, zero).
 ///
 /// # Safety
 ///
@@ -502,11 +624,12 @@ unsafe fn pack<T: Element>(
     padded: usize,
     k0: usize,
     kc: usize,
+    ld: usize,
 ) {
     out.clear();
-    out.resize(padded * kc, T::ZERO);
+    out.resize(padded * ld, T::ZERO);
     for (r, i) in rows.clone().enumerate() {
-        let row = &mut out[r * kc..(r + 1) * kc];
+        let row = &mut out[r * ld..r * ld + kc];
         if x.cs == 1 {
             // SAFETY: the caller's contract: `kc` elements from `(i, k0)` lie inside `x`.
             let src = unsafe {
@@ -534,22 +657,25 @@ unsafe fn pack<T: Element>(
                 )
             };
             for (r, &v) in column.iter().enumerate() {
-                out[r * kc + p] = v;
+                out[r * ld + p] = v;
             }
         }
     }
 }
 
-/// [`Element::tile_avx512`] in plain Rust.
-fn tile_portable<T: Element>(a: &[T], b: &[T], kc: usize, acc: &mut [T]) {
-    for q in 0..kc / LANES {
+/// [`Element::tile_avx512`] in plain Rust: rows `ld` apart, `steps` vectors of terms.
+fn tile_portable<T: Element>(a: &[T], b: &[T], ld: usize, steps: usize, load: bool, acc: &mut [T]) {
+    if !load {
+        acc[..MR * NR * LANES].fill(T::ZERO);
+    }
+    for q in 0..steps {
         for i in 0..MR {
-            let ar = &a[i * kc + q * LANES..][..LANES];
+            let ar = &a[i * ld + q * LANES..][..LANES];
             for j in 0..NR {
-                let br = &b[j * kc + q * LANES..][..LANES];
+                let br = &b[j * ld + q * LANES..][..LANES];
                 let t = &mut acc[(i * NR + j) * LANES..][..LANES];
                 for l in 0..LANES {
-                    t[l] = t[l] + ar[l] * br[l];
+                    t[l] = ar[l].fma(br[l], t[l]);
                 }
             }
         }
@@ -557,10 +683,10 @@ fn tile_portable<T: Element>(a: &[T], b: &[T], kc: usize, acc: &mut [T]) {
 }
 
 /// Defines one register tile of [`Element::tile_avx512`] for an element type: the vector
-/// type holding one element's eight partials and its zero, load, store, add and multiply.
+/// type holding one element's eight partials and its zero, load, store and multiply-add.
 macro_rules! tile_avx512 {
     ($(#[$doc:meta])* $name:ident, $t:ty, $features:literal, $zero:ident, $load:ident,
-     $store:ident, $add:ident, $mul:ident) => {
+     $store:ident, $fma:ident) => {
         $(#[$doc])*
         ///
         /// # Safety
@@ -568,25 +694,34 @@ macro_rules! tile_avx512 {
         /// As [`Element::tile_avx512`].
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = $features)]
-        unsafe fn $name(a: *const $t, b: *const $t, kc: usize, steps: usize, acc: *mut $t) {
+        unsafe fn $name(
+            a: *const $t,
+            b: *const $t,
+            ld: usize,
+            steps: usize,
+            load: bool,
+            acc: *mut $t,
+        ) {
             use std::arch::x86_64::*;
             let mut t = [$zero(); MR * NR];
-            for (x, v) in t.iter_mut().enumerate() {
-                // SAFETY: `acc` holds `MR * NR * 8` elements.
-                *v = unsafe { $load(acc.add(x * LANES)) };
+            if load {
+                for (x, v) in t.iter_mut().enumerate() {
+                    // SAFETY: `acc` holds `MR * NR * 8` elements.
+                    *v = unsafe { $load(acc.add(x * LANES)) };
+                }
             }
             for q in 0..steps {
                 let at = q * LANES;
                 let mut ar = [$zero(); MR];
                 for (i, v) in ar.iter_mut().enumerate() {
                     // SAFETY: each of the `MR` rows of `a` holds `steps * 8` elements.
-                    *v = unsafe { $load(a.add(i * kc + at)) };
+                    *v = unsafe { $load(a.add(i * ld + at)) };
                 }
                 for j in 0..NR {
                     // SAFETY: each of the `NR` rows of `b` holds `steps * 8` elements.
-                    let bj = unsafe { $load(b.add(j * kc + at)) };
+                    let bj = unsafe { $load(b.add(j * ld + at)) };
                     for i in 0..MR {
-                        t[i * NR + j] = $add(t[i * NR + j], $mul(ar[i], bj));
+                        t[i * NR + j] = $fma(ar[i], bj, t[i * NR + j]);
                     }
                 }
             }
@@ -600,15 +735,15 @@ macro_rules! tile_avx512 {
 
 tile_avx512!(
     /// [`Element::tile_avx512`] for `f64`: each element's eight partials one `zmm` register.
-    tile_f64_avx512, f64, "avx512f", _mm512_setzero_pd, _mm512_loadu_pd, _mm512_storeu_pd,
-    _mm512_add_pd, _mm512_mul_pd
+    tile_f64_avx512, f64, "avx512f,fma", _mm512_setzero_pd, _mm512_loadu_pd, _mm512_storeu_pd,
+    _mm512_fmadd_pd
 );
 
 tile_avx512!(
     /// [`Element::tile_avx512`] for `f32`: each element's eight partials one `ymm` register
     /// (of the 32 that AVX-512VL gives).
-    tile_f32_avx512, f32, "avx512f,avx512vl", _mm256_setzero_ps, _mm256_loadu_ps,
-    _mm256_storeu_ps, _mm256_add_ps, _mm256_mul_ps
+    tile_f32_avx512, f32, "avx512f,avx512vl,fma", _mm256_setzero_ps, _mm256_loadu_ps,
+    _mm256_storeu_ps, _mm256_fmadd_ps
 );
 
 /// Defines one register tile of [`Element::tile_avx2`] for an element type: the tile runs as
@@ -616,21 +751,28 @@ tile_avx512!(
 /// vectors per element's eight partials), each over all of the tile's steps.
 macro_rules! tile_avx2 {
     ($(#[$doc:meta])* $name:ident, $t:ty, $vec:ty, $v:literal, $sr:literal, $sc:literal,
-     $zero:ident, $load:ident, $store:ident, $add:ident, $mul:ident) => {
+     $zero:ident, $load:ident, $store:ident, $fma:ident) => {
         $(#[$doc])*
         ///
         /// # Safety
         ///
         /// As [`Element::tile_avx2`].
         #[cfg(target_arch = "x86_64")]
-        #[target_feature(enable = "avx2")]
-        unsafe fn $name(a: *const $t, b: *const $t, kc: usize, steps: usize, acc: *mut $t) {
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn $name(
+            a: *const $t,
+            b: *const $t,
+            ld: usize,
+            steps: usize,
+            load: bool,
+            acc: *mut $t,
+        ) {
             use std::arch::x86_64::*;
             const W: usize = LANES / $v;
             for i0 in (0..MR).step_by($sr) {
                 for j0 in (0..NR).step_by($sc) {
                     let mut t: [[$vec; $v]; $sr * $sc] = [[$zero(); $v]; $sr * $sc];
-                    for i in 0..$sr {
+                    for i in (0..$sr).filter(|_| load) {
                         for j in 0..$sc {
                             let x = ((i0 + i) * NR + j0 + j) * LANES;
                             for h in 0..$v {
@@ -646,17 +788,17 @@ macro_rules! tile_avx2 {
                             for (h, v) in r.iter_mut().enumerate() {
                                 // SAFETY: each of the `MR` rows of `a` holds `steps * 8`
                                 // elements.
-                                *v = unsafe { $load(a.add((i0 + i) * kc + at + h * W)) };
+                                *v = unsafe { $load(a.add((i0 + i) * ld + at + h * W)) };
                             }
                         }
                         for j in 0..$sc {
                             for h in 0..$v {
                                 // SAFETY: each of the `NR` rows of `b` holds `steps * 8`
                                 // elements.
-                                let bj = unsafe { $load(b.add((j0 + j) * kc + at + h * W)) };
+                                let bj = unsafe { $load(b.add((j0 + j) * ld + at + h * W)) };
                                 for i in 0..$sr {
                                     let x = &mut t[i * $sc + j][h];
-                                    *x = $add(*x, $mul(ar[i][h], bj));
+                                    *x = $fma(ar[i][h], bj, *x);
                                 }
                             }
                         }
@@ -680,14 +822,14 @@ tile_avx2!(
     /// [`Element::tile_avx2`] for `f64`: each element's eight partials two `ymm` registers,
     /// in sub-tiles of 2 x 2 elements (2 x 3 spills two of them).
     tile_f64_avx2, f64, __m256d, 2, 2, 2, _mm256_setzero_pd, _mm256_loadu_pd,
-    _mm256_storeu_pd, _mm256_add_pd, _mm256_mul_pd
+    _mm256_storeu_pd, _mm256_fmadd_pd
 );
 
 tile_avx2!(
     /// [`Element::tile_avx2`] for `f32`: each element's eight partials one `ymm` register, in
     /// sub-tiles of 2 x 6 elements.
     tile_f32_avx2, f32, __m256, 1, 2, 6, _mm256_setzero_ps, _mm256_loadu_ps,
-    _mm256_storeu_ps, _mm256_add_ps, _mm256_mul_ps
+    _mm256_storeu_ps, _mm256_fmadd_ps
 );
 
 #[cfg(test)]
@@ -712,12 +854,12 @@ mod tests {
         let mut l = [T::ZERO; LANES];
         for q in 0..k / LANES {
             for (x, v) in l.iter_mut().enumerate() {
-                *v = *v + a(q * LANES + x) * b(q * LANES + x);
+                *v = a(q * LANES + x).fma(b(q * LANES + x), *v);
             }
         }
         let mut tail = T::ZERO;
         for p in k / LANES * LANES..k {
-            tail = tail + a(p) * b(p);
+            tail = a(p).fma(b(p), tail);
         }
         (((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))) + tail
     }
@@ -808,7 +950,8 @@ mod tests {
     fn paths() -> Vec<Path> {
         let mut paths = vec![Path::Portable];
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
             paths.push(Path::Avx2);
         }
         if Path::detect(true) == Path::Avx512 {

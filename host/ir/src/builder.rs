@@ -426,6 +426,11 @@ impl BodyBuilder {
         self.push_value(Op::Select(cond.id, a.id, b.id), a.dtype)
     }
 
+    /// `a * b + c` rounded once (floats of one type).
+    pub fn fma(&self, a: Value, b: Value, c: Value) -> Value {
+        self.push_value(Op::Fma(a.id, b.id, c.id), a.dtype)
+    }
+
     /// `a` converted to `dtype`.
     pub fn cast(&self, dtype: DType, a: Value) -> Value {
         self.push_value(Op::Cast(dtype, a.id), dtype)
@@ -646,15 +651,39 @@ impl BodyBuilder {
         hi: Value,
         mut term: impl FnMut(&mut BodyBuilder, Value) -> Value,
     ) -> Value {
-        let combine = |b: &BodyBuilder, x: Value, y: Value| {
-            let bin = match op {
-                ReduceOp::Sum => BinaryOp::Add,
-                ReduceOp::Prod => BinaryOp::Mul,
-                ReduceOp::Min => BinaryOp::Min,
-                ReduceOp::Max => BinaryOp::Max,
-            };
-            b.binary(bin, x, y)
-        };
+        self.fold_lanes_with(op, dtype, lo, hi, |b, acc, p| {
+            let t = term(b, p);
+            combine(b, op, acc, t)
+        })
+    }
+
+    /// The sum of `x(p) * y(p)` for `p` in `lo..hi` in the lane order of
+    /// [`BodyBuilder::fold_lanes`], each term added to its partial by one fused multiply-add
+    /// (`partial = fma(x, y, partial)`, one rounding per term, as BLAS's kernels do) instead of
+    /// a rounded product and a rounded sum. The partials combine by the same tree, by `add`.
+    /// `terms` returns the two factors of term `p`.
+    pub fn fold_lanes_fma(
+        &mut self,
+        dtype: DType,
+        lo: Value,
+        hi: Value,
+        mut terms: impl FnMut(&mut BodyBuilder, Value) -> (Value, Value),
+    ) -> Value {
+        self.fold_lanes_with(ReduceOp::Sum, dtype, lo, hi, |b, acc, p| {
+            let (x, y) = terms(b, p);
+            b.fma(x, y, acc)
+        })
+    }
+
+    /// [`BodyBuilder::fold_lanes`] with `step(acc, p)` giving a partial's next value.
+    fn fold_lanes_with(
+        &mut self,
+        op: ReduceOp,
+        dtype: DType,
+        lo: Value,
+        hi: Value,
+        mut step: impl FnMut(&mut BodyBuilder, Value, Value) -> Value,
+    ) -> Value {
         let identity = self.constant(op.identity(dtype));
         let zero = self.const_i64(0);
         let lanes = self.const_i64(FOLD_LANES as i64);
@@ -665,32 +694,39 @@ impl BodyBuilder {
         let span = self.max(span, zero);
         let blocks = self.shr(span, log);
         let partials = self.for_loop(zero, blocks, &[identity; FOLD_LANES], |b, q, acc| {
-            let step = b.mul(q, lanes);
-            let base = b.add(lo, step);
+            let base_step = b.mul(q, lanes);
+            let base = b.add(lo, base_step);
             (0..FOLD_LANES)
                 .map(|k| {
                     let offset = b.const_i64(k as i64);
                     let p = b.add(base, offset);
-                    let t = term(b, p);
-                    combine(b, acc[k], t)
+                    step(b, acc[k], p)
                 })
                 .collect()
         });
         let done = self.shl(blocks, log);
         let start = self.add(lo, done);
-        let tail = self.for_loop(start, hi, &[identity], |b, p, acc| {
-            let t = term(b, p);
-            vec![combine(b, acc[0], t)]
-        });
+        let tail = self.for_loop(start, hi, &[identity], |b, p, acc| vec![step(b, acc[0], p)]);
         let mut level = partials;
         while level.len() > 1 {
             level = level
                 .chunks(2)
-                .map(|pair| combine(self, pair[0], pair[1]))
+                .map(|pair| combine(self, op, pair[0], pair[1]))
                 .collect();
         }
-        combine(self, level[0], tail[0])
+        combine(self, op, level[0], tail[0])
     }
+}
+
+/// `x op y` for a reduction's operator.
+fn combine(b: &BodyBuilder, op: ReduceOp, x: Value, y: Value) -> Value {
+    let bin = match op {
+        ReduceOp::Sum => BinaryOp::Add,
+        ReduceOp::Prod => BinaryOp::Mul,
+        ReduceOp::Min => BinaryOp::Min,
+        ReduceOp::Max => BinaryOp::Max,
+    };
+    b.binary(bin, x, y)
 }
 
 /// The number of interleaved partial results of [`BodyBuilder::fold_lanes`]: every vector

@@ -92,6 +92,8 @@ pub enum FlatOp {
     Cmp(CmpOp, u32, u32),
     /// `cond ? a : b`.
     Select(u32, u32, u32),
+    /// [`Op::Fma`].
+    Fma(u32, u32, u32),
     /// A conversion.
     Cast(DType, u32),
     /// A reinterpretation of the bits as another type of the same size.
@@ -182,6 +184,7 @@ fn flatten(body: &[Inst], region: usize, regions: &mut Vec<Region>) {
             Op::Unary(op, a) => FlatOp::Unary(*op, a.0),
             Op::Cmp(op, a, b) => FlatOp::Cmp(*op, a.0, b.0),
             Op::Select(c, a, b) => FlatOp::Select(c.0, a.0, b.0),
+            Op::Fma(a, b, c) => FlatOp::Fma(a.0, b.0, c.0),
             Op::Cast(t, a) => FlatOp::Cast(*t, a.0),
             Op::Bitcast(t, a) => FlatOp::Bitcast(*t, a.0),
             Op::Load(a) => FlatOp::Load(acc(a)),
@@ -447,6 +450,7 @@ impl Build<'_> {
                 FlatOp::Unary(op, a) => Op::Unary(*op, v(*a)?),
                 FlatOp::Cmp(op, a, b) => Op::Cmp(*op, v(*a)?, v(*b)?),
                 FlatOp::Select(c, a, b) => Op::Select(v(*c)?, v(*a)?, v(*b)?),
+                FlatOp::Fma(a, b, c) => Op::Fma(v(*a)?, v(*b)?, v(*c)?),
                 FlatOp::Cast(t, a) => Op::Cast(*t, v(*a)?),
                 FlatOp::Bitcast(t, a) => Op::Bitcast(*t, v(*a)?),
                 FlatOp::Load(a) => Op::Load(acc(a)?),

@@ -452,6 +452,11 @@ impl Machine<'_> {
                 Scalar::Bool(false) => self.get(*b)?,
                 _ => return Err(bad()),
             },
+            Op::Fma(a, b, c) => match (self.get(*a)?, self.get(*b)?, self.get(*c)?) {
+                (Scalar::F64(x), Scalar::F64(y), Scalar::F64(z)) => Scalar::F64(x.mul_add(y, z)),
+                (Scalar::F32(x), Scalar::F32(y), Scalar::F32(z)) => Scalar::F32(x.mul_add(y, z)),
+                _ => return Err(bad()),
+            },
             Op::Cast(t, a) => cast(*t, self.get(*a)?),
             Op::Bitcast(t, a) => bitcast(*t, self.get(*a)?).ok_or_else(bad)?,
             Op::Load(a) => {

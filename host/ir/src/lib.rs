@@ -635,6 +635,9 @@ pub enum Op {
     Cmp(CmpOp, ValueId, ValueId),
     /// `cond ? a : b`. One result.
     Select(ValueId, ValueId, ValueId),
+    /// `a * b + c` with one rounding (a fused multiply-add), for floats: the three operands
+    /// and the result have one float type. One result.
+    Fma(ValueId, ValueId, ValueId),
     /// A conversion to another type. One result.
     Cast(DType, ValueId),
     /// A reinterpretation of the operand's bits as another type of the same size: `f64` and
@@ -684,6 +687,7 @@ impl Op {
                 | Op::Unary(..)
                 | Op::Cmp(..)
                 | Op::Select(..)
+                | Op::Fma(..)
                 | Op::Cast(..)
                 | Op::Bitcast(..)
                 | Op::Extent { .. }

@@ -1,8 +1,8 @@
 //! The canonical dense product kernel, which back ends may run with a tuned routine.
 //!
 //! [`matmul`] builds the kernel of `C = A @ B` that the `numeric` plugin submits: `C[i, j]`
-//! is the lane-order sum ([`crate::builder::BodyBuilder::fold_lanes`]) of `A[i, p] * BT[c, p]`
-//! over `p`, where `BT` is `B`'s transpose stored by rows and `c` is `j`'s global column. The
+//! is the lane-order sum ([`crate::builder::BodyBuilder::fold_lanes_fma`]: each term added to
+//! its partial by one fused multiply-add) of `A[i, p] * BT[c, p]` over `p`, where `BT` is `B`'s transpose stored by rows and `c` is `j`'s global column. The
 //! IR fixes every operation and its order, so any routine that gives the same bits may run
 //! it. [`recognize`] says whether a kernel is exactly that kernel (under any name): the host
 //! runs a recognized product as a task of its own (never fused), so that the CPU back end can
@@ -10,7 +10,7 @@
 //! compiled loop.
 
 use crate::builder::KernelBuilder;
-use crate::{DType, Kernel, Param, Privilege, ReduceOp};
+use crate::{DType, Kernel, Param, Privilege};
 
 /// The kernel of `C = A @ B` for a float `dtype`, named `name`: parameters `A` (`(m, k)`,
 /// tiled by rows like `C`), `BT` (`(n, k)`, whole: row `c` is column `c` of `B`) and `C`
@@ -26,10 +26,10 @@ pub fn matmul(name: impl Into<String>, dtype: DType) -> KernelBuilder {
         let origin = b.origin(c, 1);
         let col = b.add(origin, j);
         let lo = b.const_i64(0);
-        let sum = b.fold_lanes(ReduceOp::Sum, dtype, lo, n, |b, p| {
+        let sum = b.fold_lanes_fma(dtype, lo, n, |b, p| {
             let aip = b.load(a, &[i, p]);
             let bpj = b.load(bt, &[col, p]);
-            b.mul(aip, bpj)
+            (aip, bpj)
         });
         b.store(c, idx, sum);
     });

@@ -20,8 +20,12 @@
 //!   logical (it shifts zeros in).
 //!
 //! # Floats
-//! - Arithmetic is IEEE 754 with round-to-nearest-even, one rounding per operation: no fused
-//!   multiply-add, no reassociation, no flush of subnormals.
+//! - Arithmetic is IEEE 754 with round-to-nearest-even, one rounding per operation: no
+//!   reassociation, no flush of subnormals, and no multiply and add contracted into one
+//!   operation. A fused multiply-add exists only where the IR says `fma` (`a * b + c`
+//!   rounded once, as IEEE 754's `fusedMultiplyAdd`), and every back end computes that
+//!   exactly: the FMA instruction or a library `fma` on the CPU, `fma.rn` on the GPU,
+//!   `mul_add` in the interpreter. [`crate::product::matmul`] uses it.
 //! - Float remainder follows C's `fmod` (`x rem 0.0` is NaN).
 //! - Float `min`/`max` (operators and reductions) give NaN if either operand is NaN and order
 //!   `-0.0` below `+0.0`.

@@ -259,6 +259,9 @@ pub fn inst_head(inst: &Inst) -> String {
         Op::Select(c, a, b) => {
             let _ = write!(s, "select {c}, {a}, {b}");
         }
+        Op::Fma(a, b, c) => {
+            let _ = write!(s, "fma {a}, {b}, {c}");
+        }
         Op::Cast(t, a) => {
             let _ = write!(s, "cast {t} {a}");
         }
@@ -879,6 +882,13 @@ impl Parser {
                 let a = self.use_value()?;
                 self.punct(',')?;
                 Op::Select(c, a, self.use_value()?)
+            }
+            "fma" => {
+                let a = self.use_value()?;
+                self.punct(',')?;
+                let b = self.use_value()?;
+                self.punct(',')?;
+                Op::Fma(a, b, self.use_value()?)
             }
             "cast" => {
                 let t = self.dtype()?;

@@ -193,7 +193,7 @@ pub(crate) fn for_each_value_mut(body: &mut [Inst], f: &mut impl FnMut(&mut Valu
                 f(b);
             }
             Op::Unary(_, a) | Op::Cast(_, a) | Op::Bitcast(_, a) => f(a),
-            Op::Select(c, a, b) => {
+            Op::Select(c, a, b) | Op::Fma(c, a, b) => {
                 f(c);
                 f(a);
                 f(b);
@@ -321,7 +321,9 @@ fn check_races(body: &[Inst], varies: &mut [bool]) -> Res<()> {
             Op::Const(_) | Op::Param(_) | Op::Extent { .. } | Op::Origin { .. } => false,
             Op::Binary(_, a, b) | Op::Cmp(_, a, b) => get(varies, *a) || get(varies, *b),
             Op::Unary(_, a) | Op::Cast(_, a) | Op::Bitcast(_, a) => get(varies, *a),
-            Op::Select(c, a, b) => get(varies, *c) || get(varies, *a) || get(varies, *b),
+            Op::Select(c, a, b) | Op::Fma(c, a, b) => {
+                get(varies, *c) || get(varies, *a) || get(varies, *b)
+            }
             Op::Load(access) => access.indices.iter().any(|&i| get(varies, i)),
             // Only reached inside a parallel loop with indices (see `Op::Parallel` below, and
             // the validator's structure rule).
@@ -668,6 +670,25 @@ impl Checker<'_> {
                     ));
                 }
                 Some(ta)
+            }
+            Op::Fma(a, b, c) => {
+                let t = self.use_(inst, *a)?;
+                for v in [*b, *c] {
+                    let tv = self.use_(inst, v)?;
+                    if tv != t {
+                        return Err(format!(
+                            "in `{}`: fma operands differ in type: {a} is {t}, {v} is {tv}",
+                            head()
+                        ));
+                    }
+                }
+                if !t.is_float() {
+                    return Err(format!(
+                        "in `{}`: fma needs float operands, got {t}",
+                        head()
+                    ));
+                }
+                Some(t)
             }
             Op::Cast(to, a) => {
                 self.use_(inst, *a)?;

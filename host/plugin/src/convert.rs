@@ -49,6 +49,7 @@ fn op(o: wit::Op) -> FlatOp {
         wit::Op::Unary((op, v)) => FlatOp::Unary(unary_op(op), v),
         wit::Op::Compare(c) => FlatOp::Cmp(cmp_op(c.op), c.lhs, c.rhs),
         wit::Op::Select((c, a, b)) => FlatOp::Select(c, a, b),
+        wit::Op::Fma((a, b, c)) => FlatOp::Fma(a, b, c),
         wit::Op::Cast((d, v)) => FlatOp::Cast(dtype(d), v),
         wit::Op::Bitcast((d, v)) => FlatOp::Bitcast(dtype(d), v),
         wit::Op::Load(a) => FlatOp::Load(access(a)),

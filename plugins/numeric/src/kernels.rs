@@ -851,7 +851,8 @@ mod tests {
     #[test]
     fn row_products_run_in_vector_lanes_and_wide_bodies() {
         // `matmul` reads `B`'s transpose by rows, so its row products, like `matvec`'s and a
-        // reduction's over a trailing dimension, read both operands with unit strides.
+        // reduction's over a trailing dimension, read both operands with unit strides (its
+        // terms add by `fma`, which the 128-bit lanes take).
         let keys = [
             Key::Matvec { dtype: DType::F64 },
             Key::Matmul { dtype: DType::F64 },
@@ -873,11 +874,9 @@ mod tests {
                 let (lanes, wide) = match path {
                     weft_cpu::SimdPath::Scalar => (0, 0),
                     weft_cpu::SimdPath::Sse => (1, 0),
-                    // The wide bodies take `f64` lanes.
-                    _ => (
-                        1,
-                        usize::from(!matches!(key, Key::Matmul { dtype: DType::F32 })),
-                    ),
+                    // The wide bodies take `f64` lanes, and no `fma` (a product's terms
+                    // add by `fma`; the product routine runs the recognized kernel).
+                    _ => (1, usize::from(!matches!(key, Key::Matmul { .. }))),
                 };
                 assert_eq!(compiled.lane_loops(), lanes, "{key} on {path}");
                 assert_eq!(compiled.wide_lane_loops(), wide, "{key} on {path}");

@@ -14,7 +14,7 @@ pub(super) fn operands(op: &Op) -> Vec<ValueId> {
         Op::Const(_) | Op::Param(_) | Op::Extent { .. } | Op::Origin { .. } => vec![],
         Op::Binary(_, a, b) | Op::Cmp(_, a, b) => vec![*a, *b],
         Op::Unary(_, a) | Op::Cast(_, a) | Op::Bitcast(_, a) => vec![*a],
-        Op::Select(c, a, b) => vec![*c, *a, *b],
+        Op::Select(c, a, b) | Op::Fma(c, a, b) => vec![*c, *a, *b],
         Op::Load(acc) => acc.indices.clone(),
         Op::Store(acc, v) | Op::Reduce(acc, _, v) => {
             let mut v2 = acc.indices.clone();
@@ -86,6 +86,17 @@ impl FnLower<'_, '_> {
                     return Err(format!("select of {ta} and {tb}"));
                 }
                 (self.b.ins().select(c, a, b), ta)
+            }
+            Op::Fma(a, b, c) => {
+                let (x, t) = self.val(*a)?;
+                if !t.is_float() {
+                    return Err(format!("fma of {t}"));
+                }
+                let y = self.typed(*b, t, "fma operand")?;
+                let z = self.typed(*c, t, "fma operand")?;
+                // Cranelift's `fma` rounds once: the FMA instruction where the CPU has it,
+                // else a call to `fma`/`fmaf` (registered with the JIT module).
+                (self.ins().fma(x, y, z), t)
             }
             Op::Cast(to, v) => {
                 let (x, from) = self.val(*v)?;
@@ -197,6 +208,7 @@ pub(super) fn op_name(op: &Op) -> &'static str {
         Op::Unary(..) => "unary",
         Op::Cmp(..) => "cmp",
         Op::Select(..) => "select",
+        Op::Fma(..) => "fma",
         Op::Cast(..) => "cast",
         Op::Bitcast(..) => "bitcast",
         Op::Load(_) => "load",

@@ -86,6 +86,8 @@ pub(super) enum Node {
     Binary(BinaryOp, DType, usize, usize),
     /// `op` of a node whose lanes have type `.1`.
     Unary(UnaryOp, DType, usize),
+    /// `x * y + z` rounded once, of three nodes whose lanes have float type `.0`.
+    Fma(DType, usize, usize, usize),
     /// A conversion of a node from `.0` to `.1`.
     Cast(DType, DType, usize),
     /// `L` consecutive elements of a site, the first at the site's base plus `offset`.

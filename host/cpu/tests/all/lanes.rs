@@ -224,6 +224,75 @@ fn row_reductions_in_lanes_give_the_scalar_bits() {
     }
 }
 
+/// `y[i]` = the sum of `a[i, j] * x[j]` over `j` with each term added by `fma`
+/// (`BodyBuilder::fold_lanes_fma`, the dense product's order).
+fn fma_row_kernel(dtype: DType) -> Kernel {
+    let mut k = KernelBuilder::new(format!("rows.fma.{dtype}"));
+    let a = k.store(dtype, 2, Privilege::Read);
+    let x = k.store(dtype, 1, Privilege::Read);
+    let y = k.store(dtype, 1, Privilege::Write);
+    let n = k.extent(a, 1);
+    k.parallel(y, |b, i| {
+        let lo = b.const_i64(0);
+        let r = b.fold_lanes_fma(dtype, lo, n, |b, j| {
+            (b.load(a, &[i[0], j]), b.load(x, &[j]))
+        });
+        b.store(y, i, r);
+    });
+    k.finish_validated().unwrap()
+}
+
+#[test]
+fn fma_rows_in_lanes_give_the_scalar_bits_and_the_rust_lane_order() {
+    for dt in [DType::F64, DType::F32] {
+        let k = fma_row_kernel(dt);
+        let (v, s) = both(&k, 1);
+        same_rows(&v, &s, (dt, dt), &k.name);
+        // The wide bodies take no `fma`: their paths keep the 128-bit lanes.
+        for (path, w) in wide_paths(&k, 0) {
+            same_rows(&w, &s, (dt, dt), &format!("{} on {path}", k.name));
+        }
+    }
+    // Against the order written out with Rust's `mul_add`, on values whose sums differ when
+    // products are rounded first (checked below), so the test fails if a lowering does.
+    let k = fma_row_kernel(DType::F64);
+    let (v, _) = both(&k, 1);
+    let (m, n) = (5, 203);
+    let mut a: Vec<f64> = values(DType::F64, m * n, 7, false)
+        .into_iter()
+        .map(f64::from_bits)
+        .collect();
+    let mut x: Vec<f64> = values(DType::F64, n, 11, false)
+        .into_iter()
+        .map(f64::from_bits)
+        .collect();
+    let mut y = vec![0.0f64; m];
+    let stores = [
+        dense(&mut a, &[m as i64, n as i64]),
+        dense(&mut x, &[n as i64]),
+        dense(&mut y, &[m as i64]),
+    ];
+    run_on(&v, &stores, &[], 2).unwrap();
+    let mut rounded_twice_differs = false;
+    for (i, got) in y.iter().enumerate() {
+        let row = &a[i * n..(i + 1) * n];
+        let blocks = n / FOLD_LANES;
+        let mut s = [0.0f64; FOLD_LANES];
+        for q in 0..blocks {
+            for (l, acc) in s.iter_mut().enumerate() {
+                let j = q * FOLD_LANES + l;
+                *acc = row[j].mul_add(x[j], *acc);
+            }
+        }
+        let tail = (blocks * FOLD_LANES..n).fold(0.0f64, |acc, j| row[j].mul_add(x[j], acc));
+        let want = (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))) + tail;
+        assert_eq!(got.to_bits(), want.to_bits(), "row {i}");
+        let terms: Vec<f64> = (0..n).map(|j| row[j] * x[j]).collect();
+        rounded_twice_differs |= lane_sum(&terms).to_bits() != want.to_bits();
+    }
+    assert!(rounded_twice_differs, "no row tells one rounding from two");
+}
+
 #[test]
 fn a_view_with_a_wider_last_stride_takes_the_scalar_code_with_the_same_bits() {
     for dt in [DType::F64, DType::F32] {

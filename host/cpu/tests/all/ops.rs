@@ -594,6 +594,76 @@ fn select_on_every_type() {
     }
 }
 
+/// `a * b + c` rounded once and rounded twice, for one float type.
+fn fma_reference(a: Scalar, b: Scalar, c: Scalar) -> (Scalar, Scalar) {
+    match (a, b, c) {
+        (Scalar::F64(x), Scalar::F64(y), Scalar::F64(z)) => {
+            (Scalar::F64(x.mul_add(y, z)), Scalar::F64(x * y + z))
+        }
+        (Scalar::F32(x), Scalar::F32(y), Scalar::F32(z)) => {
+            (Scalar::F32(x.mul_add(y, z)), Scalar::F32(x * y + z))
+        }
+        _ => panic!("fma of {a:?}, {b:?}, {c:?}"),
+    }
+}
+
+#[test]
+fn fma_rounds_once_on_floats_and_is_refused_on_integers() {
+    let mut be = CpuBackend::new().unwrap();
+    for dt in DType::ALL {
+        let (mut a, mut b) = pairs(dt);
+        let mut c: Vec<Scalar> = a.iter().rev().copied().collect();
+        if dt.is_float() {
+            // `(1 + e)(1 - e) - 1` is `-e^2` exactly, and 0 when the product is rounded first
+            // (`e^2` below half an ulp of 1).
+            let ks = if dt == DType::F32 {
+                [13, 17, 20]
+            } else {
+                [27, 30, 40]
+            };
+            for k in ks {
+                let e = (0.5f64).powi(k);
+                let cast = |x: f64| match dt {
+                    DType::F32 => Scalar::F32(x as f32),
+                    _ => Scalar::F64(x),
+                };
+                a.push(cast(1.0 + e));
+                b.push(cast(1.0 - e));
+                c.push(cast(-1.0));
+            }
+        }
+        let mut ins = [Col::from(dt, &a), Col::from(dt, &b), Col::from(dt, &c)];
+        let got = elementwise(&mut be, "fma", &mut ins, &[dt, dt, dt], dt, |kb, x| {
+            kb.fma(x[0], x[1], x[2])
+        });
+        if !dt.is_float() {
+            assert!(
+                matches!(got, Err(Error::Compile { .. })),
+                "fma on {dt} should not compile"
+            );
+            continue;
+        }
+        let got = got.unwrap_or_else(|e| panic!("fma on {dt}: {e}"));
+        let mut fused = 0;
+        for i in 0..a.len() {
+            let (want, twice) = fma_reference(a[i], b[i], c[i]);
+            assert!(
+                same(got.get(i), want),
+                "fma({:?}, {:?}, {:?}) = {:?}, want {want:?}",
+                a[i],
+                b[i],
+                c[i],
+                got.get(i)
+            );
+            fused += usize::from(!same(want, twice));
+        }
+        assert!(
+            fused >= 2,
+            "{dt}: only {fused} cases tell one rounding from two"
+        );
+    }
+}
+
 #[test]
 fn constants_and_scalar_parameters_of_every_type() {
     let mut be = CpuBackend::new().unwrap();

@@ -16,7 +16,7 @@ pub fn op_uses(op: &Op, f: &mut impl FnMut(ValueId)) {
             f(*b);
         }
         Op::Unary(_, a) | Op::Cast(_, a) | Op::Bitcast(_, a) => f(*a),
-        Op::Select(c, a, b) => {
+        Op::Select(c, a, b) | Op::Fma(c, a, b) => {
             f(*c);
             f(*a);
             f(*b);
@@ -79,7 +79,7 @@ pub fn map_op_uses(op: &mut Op, f: &mut impl FnMut(ValueId) -> ValueId) {
             m(b);
         }
         Op::Unary(_, a) | Op::Cast(_, a) | Op::Bitcast(_, a) => m(a),
-        Op::Select(c, a, b) => {
+        Op::Select(c, a, b) | Op::Fma(c, a, b) => {
             m(c);
             m(a);
             m(b);

@@ -409,6 +409,7 @@ fn arb_op() -> impl Strategy<Value = FlatOp> {
         (0..UnaryOp::ALL.len(), n()).prop_map(|(o, a)| FlatOp::Unary(UnaryOp::ALL[o], a)),
         (0..6usize, n(), n()).prop_map(|(o, a, b)| FlatOp::Cmp(CmpOp::ALL[o], a, b)),
         (n(), n(), n()).prop_map(|(c, a, b)| FlatOp::Select(c, a, b)),
+        (n(), n(), n()).prop_map(|(a, b, c)| FlatOp::Fma(a, b, c)),
         (arb_dtype(), n()).prop_map(|(t, a)| FlatOp::Cast(t, a)),
         (arb_dtype(), n()).prop_map(|(t, a)| FlatOp::Bitcast(t, a)),
         access().prop_map(FlatOp::Load),
@@ -491,7 +492,7 @@ fn make_tree(flat: &mut FlatKernel, seeds: &[u32]) {
                     v(b);
                 }
                 FlatOp::Unary(_, a) | FlatOp::Cast(_, a) | FlatOp::Bitcast(_, a) => v(a),
-                FlatOp::Select(a, b, c) => {
+                FlatOp::Select(a, b, c) | FlatOp::Fma(a, b, c) => {
                     v(a);
                     v(b);
                     v(c);

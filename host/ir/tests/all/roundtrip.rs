@@ -64,6 +64,10 @@ fn everything() -> Kernel {
                     b.store(*s, &[i], r);
                 }
             }
+            if t.is_float() {
+                let r = b.fma(x, y, x);
+                b.store(*s, &[i], r);
+            }
             for op in CmpOp::ALL {
                 let c = b.cmp(op, x, y);
                 let r = b.select(c, x, y);
@@ -189,7 +193,7 @@ fn every_op_appears_in_everything() {
     let mut seen = Default::default();
     walk(&everything().body, &mut seen);
     let mut want: Vec<&str> = vec![
-        "const", "param", "select", "cast", "bitcast", "load", "store", "reduce", "extent",
+        "const", "param", "select", "fma", "cast", "bitcast", "load", "store", "reduce", "extent",
         "origin", "parallel", "for",
     ];
     want.extend(BinaryOp::ALL.iter().map(|o| o.name()));

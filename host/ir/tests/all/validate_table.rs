@@ -185,6 +185,16 @@ const TEXT_ROWS: &[(&str, &str, &str)] = &[
         "%a = param %s\n%b = param %n\n%t = const bool true\n%c = select %t, %a, %b",
         "select arms differ in type: %0 is f64, %1 is i64",
     ),
+    (
+        "fma of mixed types",
+        "%a = param %s\n%b = const f32 1.0\n%c = fma %a, %a, %b",
+        "fma operands differ in type: %0 is f64, %1 is f32",
+    ),
+    (
+        "fma of integers",
+        "%a = param %n\n%c = fma %a, %a, %a",
+        "fma needs float operands, got i64",
+    ),
     // Accesses.
     (
         "index not i64",

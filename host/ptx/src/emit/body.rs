@@ -207,6 +207,17 @@ impl<'a> Body<'a> {
             Op::Unary(op, a) => self.unary(result()?, *op, *a),
             Op::Cmp(op, a, b) => self.cmp(result()?, *op, *a, *b),
             Op::Select(c, a, b) => self.select(result()?, *c, *a, *b),
+            Op::Fma(a, b, c) => {
+                let d = self.ty(*a);
+                if !d.is_float() {
+                    return Err(format!("`fma` of {d}"));
+                }
+                let rv = self.reg(result()?);
+                let (ra, rb, rc) = (self.reg(*a), self.reg(*b), self.reg(*c));
+                // `.rn`: one rounding, as the IR defines it.
+                self.line(format!("fma.rn.{} {rv}, {ra}, {rb}, {rc};", reg_type(d)));
+                Ok(())
+            }
             Op::Cast(to, a) => self.cast(result()?, *to, *a),
             Op::Bitcast(_, a) => {
                 let (v, a) = (result()?, *a);

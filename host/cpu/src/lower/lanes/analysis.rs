@@ -323,6 +323,26 @@ impl Analysis<'_> {
                 let y = self.node(&ys)?;
                 Node::Binary(*op, t, x, y)
             }
+            Op::Fma(..) if same(&|o| matches!(o, Op::Fma(..))) => {
+                let mut parts: [Vec<ValueId>; 3] = Default::default();
+                for i in insts {
+                    if let Op::Fma(x, y, z) = i.op {
+                        for (part, v) in parts.iter_mut().zip([x, y, z]) {
+                            part.push(v);
+                        }
+                    }
+                }
+                let t = self.ty(parts[0][0])?;
+                self.need(t)?;
+                if !matches!(t, DType::F32 | DType::F64) {
+                    return Err(format!("fma on {t} has no vector form here"));
+                }
+                let [xs, ys, zs] = parts;
+                let x = self.node(&xs)?;
+                let y = self.node(&ys)?;
+                let z = self.node(&zs)?;
+                Node::Fma(t, x, y, z)
+            }
             Op::Unary(op, _) if same(&|o| matches!(o, Op::Unary(p, _) if p == op)) => {
                 let xs: Vec<ValueId> = insts
                     .iter()

@@ -287,6 +287,9 @@ impl FnLower<'_, '_> {
                 Node::Carried(g) => params[1 + g],
                 Node::Binary(op, t, x, y) => self.vbinary(op, t, vals[x], vals[y], lanes)?,
                 Node::Unary(op, t, x) => self.vunary(op, t, vals[x])?,
+                // One rounding per lane, as the scalar `fma`: the FMA instruction where the
+                // CPU has it, else Cranelift's call to `fma`/`fmaf` per lane.
+                Node::Fma(_, x, y, z) => self.b.ins().fma(vals[x], vals[y], vals[z]),
                 Node::Cast(from, to, x) => self.vcast(vals[x], from, to, lanes)?,
                 Node::Load {
                     site,

@@ -74,6 +74,36 @@ fn a_two_lane_row_product_runs_as_one_vector() {
     assert!(plan.sites.iter().all(|s| (s.min, s.max) == (0, 1)));
 }
 
+#[test]
+fn a_row_product_by_fma_runs_as_a_vector_fma() {
+    let src = ROW
+        .replace(
+            "%t0 = mul %a0, %x0\n  %n0 = add %c0, %t0",
+            "%n0 = fma %a0, %x0, %c0",
+        )
+        .replace(
+            "%t1 = mul %a1, %x1\n  %n1 = add %c1, %t1",
+            "%n1 = fma %a1, %x1, %c1",
+        );
+    assert!(src.contains("fma %a1"), "the row's lanes now add by fma");
+    let plan = plan_of(&src).expect("qualifies");
+    assert_eq!(plan.lanes, 2);
+    assert_eq!(loads(&plan), 2);
+    assert_eq!(
+        plan.nodes
+            .iter()
+            .filter(|n| matches!(n, Node::Fma(DType::F64, ..)))
+            .count(),
+        1
+    );
+    // Lanes whose operations differ (an fma beside a multiply and an add) do not qualify.
+    let mixed = ROW.replace(
+        "%t0 = mul %a0, %x0\n  %n0 = add %c0, %t0",
+        "%n0 = fma %a0, %x0, %c0",
+    );
+    assert!(plan_of(&mixed).is_err());
+}
+
 /// `y[i] = sum of vals[j] * x[crd[j]]` over two lanes, `crd` of `i32`.
 const GATHER: &str = "
 kernel @gather(%crd: store<i32, 1, read>, %vals: store<f64, 1, read>, %x: store<f64, 1, read>, %y: store<f64, 1, write>) {

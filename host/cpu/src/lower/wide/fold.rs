@@ -410,6 +410,7 @@ pub(crate) fn compile_fold(
                 }
                 // A cast to the type a value has already (`i64` column indices cast to `i64`).
                 Node::Cast(from, to, x) if from == to => vals[x],
+                Node::Fma(..) => return Err("fma has no wide form here".into()),
                 Node::Unary(..) | Node::Cast(..) => {
                     return Err("a unary operation on integers, or a cast".into());
                 }

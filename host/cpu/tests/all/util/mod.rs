@@ -97,6 +97,9 @@ impl Kb {
     pub fn select(&mut self, c: ValueId, a: ValueId, b: ValueId) -> ValueId {
         self.op(Op::Select(c, a, b))
     }
+    pub fn fma(&mut self, a: ValueId, b: ValueId, c: ValueId) -> ValueId {
+        self.op(Op::Fma(a, b, c))
+    }
     pub fn cast(&mut self, to: DType, a: ValueId) -> ValueId {
         self.op(Op::Cast(to, a))
     }

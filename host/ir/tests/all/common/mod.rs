@@ -44,6 +44,7 @@ pub fn map_ids(body: &[Inst], map: &impl Fn(ValueId) -> ValueId) -> Vec<Inst> {
                 Op::Cast(t, a) => Op::Cast(*t, map(*a)),
                 Op::Bitcast(t, a) => Op::Bitcast(*t, map(*a)),
                 Op::Select(c, a, b) => Op::Select(map(*c), map(*a), map(*b)),
+                Op::Fma(a, b, c) => Op::Fma(map(*a), map(*b), map(*c)),
                 Op::Load(a) => Op::Load(weft_ir::Access {
                     param: a.param,
                     indices: m(&a.indices),
