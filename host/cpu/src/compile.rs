@@ -22,6 +22,7 @@ use crate::lower::vector::Features;
 use crate::lower::wide::Isa;
 use crate::lower::{MathDecls, StepKind, Target};
 use crate::math::MathFn;
+use crate::rows_product::RowsProduct;
 use crate::{Error, Result, SimdPath};
 use weft_ir::ValidKernel;
 
@@ -408,6 +409,12 @@ impl Compiler {
             kernel: valid.kernel().name.clone(),
             message,
         };
+        // The canonical product by rows runs its blocks through a routine (`rows_product`).
+        let rows_product =
+            weft_ir::product::recognize_rows(valid.kernel()).map(|dtype| RowsProduct {
+                dtype,
+                avx2: self.simd.is_some() && avx2_detected(),
+            });
         // Reductions into 0-d stores go through leaf stores (see `leaves`).
         let (rewritten, leaves) = leaves::rewrite(valid.kernel());
         let with_leaves = if leaves.is_empty() {
@@ -497,6 +504,7 @@ impl Compiler {
                         .collect(),
                     deferrable,
                     cancel: self.cancel.clone(),
+                    rows_product,
                 },
                 compile_time: start.elapsed(),
                 generation: self.generation,
@@ -760,6 +768,18 @@ impl CompiledKernel {
             lower::Slot::Store(i) => u32::try_from(*i).ok(),
             lower::Slot::Scalar(_) => None,
         }
+    }
+}
+
+/// Whether this CPU has AVX2.
+fn avx2_detected() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
     }
 }
 

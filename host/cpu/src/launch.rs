@@ -26,6 +26,7 @@ use crate::compile::StoreView;
 use crate::leaves::{Leaf, LeafPart, Rows, chunk_nodes, fill_exact_identity, grouped_chunk_nodes};
 use crate::lower::wide::Isa;
 use crate::lower::{FaultSite, Layout, Obligation, RedBuf, RedMode, StepKind};
+use crate::rows_product::{B_PARAM, RowsProduct, X_PARAM};
 use crate::{Error, Result};
 use weft_ir::reduction::DenseShape;
 
@@ -100,6 +101,9 @@ pub(crate) struct Plan {
     pub deferrable: Vec<Vec<u32>>,
     /// The back end's cancel flag (see `Compiler::cancel_flag`).
     pub cancel: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    /// Set when the kernel is the canonical product by rows: its element tree's whole blocks
+    /// run through [`crate::rows_product`].
+    pub rows_product: Option<RowsProduct>,
 }
 
 /// A leaf store as one parallel step runs it.
@@ -618,6 +622,15 @@ impl Plan {
         let nchunks = (rows + shift - 1) / per + 1;
         let frame_len = frame.len();
         let frame_ptr = Shared(frame.as_mut_ptr());
+        // The canonical product by rows: its matrices, for the routine that runs whole blocks.
+        let rows_views = match (self.rows_product, leaves) {
+            (Some(rp), [leaf]) => {
+                let x = self.store_index(X_PARAM).ok().and_then(|i| stores.get(i));
+                let b = self.store_index(B_PARAM).ok().and_then(|i| stores.get(i));
+                x.zip(b).and_then(|(x, b)| rp.views(x, b, &leaf.shape))
+            }
+            _ => None,
+        };
         let (sub_extents, sub_origin) = (&stores[over].extents, &stores[over].origin);
         // Runs chunk `c`; with leaf stores, on a copy of the frame that points them at the
         // chunk's own leaf buffers, whose nodes it returns.
@@ -723,12 +736,29 @@ impl Plan {
                         own[r.stride_word] = row_bytes;
                     }
                 }
-                // SAFETY: as above, with the chunk's own frame, whose leaf pointers address
-                // rows `start..end` of buffers private to this chunk, or one row that every
-                // point of a block updates in turn (the leaf stores' accesses are at the
-                // loop's indices, proven in bounds by the obligations, and an element tree's
-                // are inside `for` loops, which run each point's iterations in order).
-                let s = unsafe { func(own.as_mut_ptr(), red, start, end) };
+                // The canonical product by rows runs a whole block through its routine.
+                let routine = match (&rows_views, block, bufs.first_mut()) {
+                    (Some(views), Some(_), Some(buf)) => {
+                        // SAFETY: the views are the task's (the caller's contract); the
+                        // buffer holds the block's row of leaves of the kernel's type (sized
+                        // and filled above), private to this chunk; the routine runs only
+                        // where every element lies inside.
+                        unsafe {
+                            views.run_block(buf.as_mut_ptr().cast(), leaves[0].width, (start, end))
+                        }
+                    }
+                    _ => false,
+                };
+                let s = if routine {
+                    0
+                } else {
+                    // SAFETY: as above, with the chunk's own frame, whose leaf pointers address
+                    // rows `start..end` of buffers private to this chunk, or one row that every
+                    // point of a block updates in turn (the leaf stores' accesses are at the
+                    // loop's indices, proven in bounds by the obligations, and an element tree's
+                    // are inside `for` loops, which run each point's iterations in order).
+                    unsafe { func(own.as_mut_ptr(), red, start, end) }
+                };
                 if s != 0 {
                     return Err(self.status_error(s));
                 }

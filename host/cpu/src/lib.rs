@@ -122,6 +122,7 @@ pub mod math;
 mod memory;
 mod pool;
 mod product;
+mod rows_product;
 mod simd_path;
 mod splat;
 mod strips;

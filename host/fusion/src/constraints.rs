@@ -72,7 +72,7 @@ pub enum Constraint {
     AntiDependence,
     /// The next task touches a store reduced earlier, or reduces a store touched earlier.
     Reduction,
-    /// The prefix or the next task is a dense product ([`weft_runtime::KernelEntry::product`]),
+    /// The prefix or the next task is a dense product ([`weft_runtime::KernelEntry::runs_alone`]),
     /// which runs alone so that the back end may run its tuned routine (not one of the paper's
     /// constraints: Weft's own).
     Product,
@@ -181,7 +181,7 @@ pub fn fusible_prefix_deferring(tasks: &[IndexTask]) -> (usize, Option<Cut>, Vec
         let scalar = is_scalar_task(task);
         let task_unsafe = scalar && repeats_unsafely(task, &seen);
         if j > 0 {
-            if task.kernel.product().is_some() || tasks[0].kernel.product().is_some() {
+            if task.kernel.runs_alone() || tasks[0].kernel.runs_alone() {
                 let cut = Cut {
                     constraint: Constraint::Product,
                     storage: None,

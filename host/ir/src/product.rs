@@ -8,9 +8,16 @@
 //! runs a recognized product as a task of its own (never fused), so that the CPU back end can
 //! run it through its blocked routine (`weft-cpu`'s `product` module) instead of the
 //! compiled loop.
+//!
+//! [`matmul_rows`] builds the kernel of `C = X.T @ B` launched over the rows that `X` and `B`
+//! share (a transposed tall matrix times a tall one, as k-means' `onehot.T @ x`): each point
+//! adds its outer product into `C`, whose elements reduce by element trees
+//! ([`crate::reduction::element_trees`]). [`recognize_rows`] says whether a kernel is exactly
+//! that one; the host runs it alone too, so that a back end may run a block of points with a
+//! register-tiled routine that keeps each element's order.
 
 use crate::builder::KernelBuilder;
-use crate::{DType, Kernel, Param, Privilege};
+use crate::{DType, Kernel, Param, Privilege, ReduceOp};
 
 /// The kernel of `C = A @ B` for a float `dtype`, named `name`: parameters `A` (`(m, k)`,
 /// tiled by rows like `C`), `BT` (`(n, k)`, whole: row `c` is column `c` of `B`) and `C`
@@ -54,6 +61,56 @@ pub fn recognize(kernel: &Kernel) -> Option<DType> {
     (canonical.params == kernel.params && canonical.body == kernel.body).then_some(dtype)
 }
 
+/// The kernel of `C += X.T @ B` for a float `dtype`, named `name`: parameters `rows` (`(p,)`,
+/// a view of `X`'s first column, never read: the loop runs over it), `X` (`(p, m)`), `B`
+/// (`(p, n)`), both tiled by rows like `rows`, and `C` (`(m, n)`, whole, reduced by sums).
+/// Point `i` adds `X[i, r] * B[i, j]` (one rounded product) into every `C[r, j]`, `r` outer
+/// and `j` inner; the loop has rank 1, so each element of `C` reduces by its element tree
+/// (its contributions in blocks of points, in point order).
+pub fn matmul_rows(name: impl Into<String>, dtype: DType) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let rows = k.store(dtype, 1, Privilege::Read);
+    let xm = k.store(dtype, 2, Privilege::Read);
+    let bm = k.store(dtype, 2, Privilege::Read);
+    let c = k.store(dtype, 2, Privilege::Reduce(ReduceOp::Sum));
+    let m = k.extent(xm, 1);
+    let n = k.extent(bm, 1);
+    k.parallel(rows, |b, idx| {
+        let i = idx[0];
+        let lo = b.const_i64(0);
+        b.for_loop(lo, m, &[], |b, r, _| {
+            let xir = b.load(xm, &[i, r]);
+            let lo = b.const_i64(0);
+            b.for_loop(lo, n, &[], |b, j, _| {
+                let bij = b.load(bm, &[i, j]);
+                let p = b.mul(xir, bij);
+                b.reduce(c, &[r, j], p);
+                vec![]
+            });
+            vec![]
+        });
+    });
+    k
+}
+
+/// The dtype of `kernel` if it is exactly [`matmul_rows`]'s kernel of a float dtype (its
+/// name aside), else `None`.
+pub fn recognize_rows(kernel: &Kernel) -> Option<DType> {
+    let dtype = match kernel.params.first()? {
+        Param::Store {
+            dtype: d @ (DType::F32 | DType::F64),
+            rank: 1,
+            privilege: Privilege::Read,
+        } => *d,
+        _ => return None,
+    };
+    if kernel.params.len() != 4 {
+        return None;
+    }
+    let canonical = matmul_rows(kernel.name.clone(), dtype).finish();
+    (canonical.params == kernel.params && canonical.body == kernel.body).then_some(dtype)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,5 +143,29 @@ mod tests {
         }
         let ints = matmul("ints", DType::I64).finish();
         assert_eq!(recognize(&ints), None);
+    }
+
+    #[test]
+    fn the_rows_product_kernel_is_recognized_under_any_name_and_nothing_else_is() {
+        for dtype in [DType::F32, DType::F64] {
+            let mut k = matmul_rows("some.name", dtype).finish();
+            assert_eq!(recognize_rows(&k), Some(dtype));
+            assert_eq!(recognize(&k), None);
+            k.name = "another".into();
+            assert_eq!(recognize_rows(&k), Some(dtype));
+            assert_eq!(recognize_rows(&matmul("p", dtype).finish()), None);
+            // Another privilege on `C`.
+            let mut rw = k.clone();
+            rw.params[3] = Param::Store {
+                dtype,
+                rank: 2,
+                privilege: Privilege::ReadWrite,
+            };
+            assert_eq!(recognize_rows(&rw), None);
+        }
+        assert_eq!(
+            recognize_rows(&matmul_rows("ints", DType::I64).finish()),
+            None
+        );
     }
 }

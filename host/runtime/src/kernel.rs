@@ -74,6 +74,9 @@ pub struct KernelEntry {
     shares_in_place: Vec<Vec<u32>>,
     /// The dtype, if the kernel is the canonical dense product ([`weft_ir::product`]).
     product: Option<weft_ir::DType>,
+    /// The dtype, if the kernel is the canonical product by rows
+    /// ([`weft_ir::product::matmul_rows`]).
+    rows_product: Option<weft_ir::DType>,
     /// The kernel parameter of each store argument, in order (ascending).
     store_params: Vec<usize>,
 }
@@ -123,6 +126,19 @@ impl KernelEntry {
         self.product
     }
 
+    /// The element type, if the kernel is exactly the canonical product by rows
+    /// ([`weft_ir::product::recognize_rows`]): such a task runs alone too, so that a back end
+    /// may run its blocks of points through a routine with the same bits.
+    pub fn rows_product(&self) -> Option<weft_ir::DType> {
+        self.rows_product
+    }
+
+    /// Whether a task of this kernel runs alone, never fused: a canonical product
+    /// ([`KernelEntry::product`] or [`KernelEntry::rows_product`]).
+    pub fn runs_alone(&self) -> bool {
+        self.product.is_some() || self.rows_product.is_some()
+    }
+
     /// The kernel parameter of store argument `arg` (the `arg`-th store parameter).
     pub fn store_param(&self, arg: usize) -> Option<usize> {
         self.store_params.get(arg).copied()
@@ -139,6 +155,7 @@ impl KernelEntry {
         let pointwise = weft_ir::coverage::pointwise(&ir);
         let shares_in_place = weft_ir::coverage::shares_in_place(&ir);
         let product = weft_ir::product::recognize(&ir);
+        let rows_product = weft_ir::product::recognize_rows(&ir);
         let store_params = ir
             .params
             .iter()
@@ -153,6 +170,7 @@ impl KernelEntry {
             pointwise,
             shares_in_place,
             product,
+            rows_product,
             store_params,
         }
     }

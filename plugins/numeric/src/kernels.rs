@@ -95,7 +95,8 @@ pub fn build(key: &Key) -> Result<Kernel, String> {
         // The host's canonical product (`weft_ir::product`): recognized there, it runs alone
         // and through the CPU back end's blocked routine.
         Key::Matmul { dtype } => weft_sdk::ir::product::matmul(name, dtype),
-        Key::MatmulRows { dtype } => matmul_rows(name, dtype),
+        // Also recognized by the host: it runs alone, blocks of points through a routine.
+        Key::MatmulRows { dtype } => weft_sdk::ir::product::matmul_rows(name, dtype),
         Key::DiagExtract { dtype } => diag_extract(name, dtype),
         Key::DiagEmbed { dtype } => diag_embed(name, dtype),
         Key::Cumsum { dtype, kept } => cumsum(name, dtype, kept),
@@ -667,36 +668,6 @@ fn matvec(name: String, dtype: DType) -> KernelBuilder {
             b.mul(aij, xj)
         });
         b.store(y, idx, sum);
-    });
-    k
-}
-
-/// `C[r, j] += X[i, r] * B[i, j]` for every `r` and `j`: `C = X.T @ B`, launched over the rows
-/// `i` that `X` and `B` share (both tiled by rows, `C` whole). The loop runs over `rows`, the
-/// first column of `X` (its values unread), so that it has rank 1 and `C` reduces by element
-/// trees: each element's contributions in blocks of points, in point order.
-fn matmul_rows(name: String, dtype: DType) -> KernelBuilder {
-    let mut k = KernelBuilder::new(name);
-    let rows = k.store(dtype, 1, Privilege::Read);
-    let xm = k.store(dtype, 2, Privilege::Read);
-    let bm = k.store(dtype, 2, Privilege::Read);
-    let c = k.store(dtype, 2, Privilege::Reduce(ReduceOp::Sum));
-    let m = k.extent(xm, 1);
-    let n = k.extent(bm, 1);
-    k.parallel(rows, |b, idx| {
-        let i = idx[0];
-        let lo = b.const_i64(0);
-        b.for_loop(lo, m, &[], |b, r, _| {
-            let xir = b.load(xm, &[i, r]);
-            let lo = b.const_i64(0);
-            b.for_loop(lo, n, &[], |b, j, _| {
-                let bij = b.load(bm, &[i, j]);
-                let p = b.mul(xir, bij);
-                b.reduce(c, &[r, j], p);
-                vec![]
-            });
-            vec![]
-        });
     });
     k
 }

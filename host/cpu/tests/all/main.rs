@@ -18,6 +18,7 @@ mod pairs;
 mod paths;
 mod prefetch;
 mod reduce;
+mod rows_product;
 mod simd;
 mod splat;
 mod strips;
