@@ -105,91 +105,56 @@ pub(crate) trait Element:
     );
 }
 
-impl Element for f64 {
-    const ZERO: f64 = 0.0;
+/// Implements [`Element`] for a float type, with its tiles.
+macro_rules! element {
+    ($t:ty, $tile512:ident, $tile256:ident) => {
+        impl Element for $t {
+            const ZERO: $t = 0.0;
 
-    #[inline(always)]
-    fn fma(self, b: f64, c: f64) -> f64 {
-        self.mul_add(b, c)
-    }
+            #[inline(always)]
+            fn fma(self, b: $t, c: $t) -> $t {
+                self.mul_add(b, c)
+            }
 
-    unsafe fn tile_avx512(
-        a: *const f64,
-        b: *const f64,
-        ld: usize,
-        steps: usize,
-        load: bool,
-        acc: *mut f64,
-    ) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: the caller's contract is this function's.
-        unsafe {
-            tile_f64_avx512(a, b, ld, steps, load, acc)
+            unsafe fn tile_avx512(
+                a: *const $t,
+                b: *const $t,
+                ld: usize,
+                steps: usize,
+                load: bool,
+                acc: *mut $t,
+            ) {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the caller's contract is this function's.
+                unsafe {
+                    $tile512(a, b, ld, steps, load, acc)
+                }
+                #[cfg(not(target_arch = "x86_64"))]
+                unreachable!("no AVX-512 path off x86-64 ({a:?} {b:?} {ld} {steps} {load} {acc:?})")
+            }
+
+            unsafe fn tile_avx2(
+                a: *const $t,
+                b: *const $t,
+                ld: usize,
+                steps: usize,
+                load: bool,
+                acc: *mut $t,
+            ) {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the caller's contract is this function's.
+                unsafe {
+                    $tile256(a, b, ld, steps, load, acc)
+                }
+                #[cfg(not(target_arch = "x86_64"))]
+                unreachable!("no AVX2 path off x86-64 ({a:?} {b:?} {ld} {steps} {load} {acc:?})")
+            }
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        unreachable!("no AVX-512 path off x86-64 ({a:?} {b:?} {ld} {steps} {load} {acc:?})")
-    }
-
-    unsafe fn tile_avx2(
-        a: *const f64,
-        b: *const f64,
-        ld: usize,
-        steps: usize,
-        load: bool,
-        acc: *mut f64,
-    ) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: the caller's contract is this function's.
-        unsafe {
-            tile_f64_avx2(a, b, ld, steps, load, acc)
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        unreachable!("no AVX2 path off x86-64 ({a:?} {b:?} {ld} {steps} {load} {acc:?})")
-    }
+    };
 }
 
-impl Element for f32 {
-    const ZERO: f32 = 0.0;
-
-    #[inline(always)]
-    fn fma(self, b: f32, c: f32) -> f32 {
-        self.mul_add(b, c)
-    }
-
-    unsafe fn tile_avx512(
-        a: *const f32,
-        b: *const f32,
-        ld: usize,
-        steps: usize,
-        load: bool,
-        acc: *mut f32,
-    ) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: the caller's contract is this function's.
-        unsafe {
-            tile_f32_avx512(a, b, ld, steps, load, acc)
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        unreachable!("no AVX-512 path off x86-64 ({a:?} {b:?} {ld} {steps} {load} {acc:?})")
-    }
-
-    unsafe fn tile_avx2(
-        a: *const f32,
-        b: *const f32,
-        ld: usize,
-        steps: usize,
-        load: bool,
-        acc: *mut f32,
-    ) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: the caller's contract is this function's.
-        unsafe {
-            tile_f32_avx2(a, b, ld, steps, load, acc)
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        unreachable!("no AVX2 path off x86-64 ({a:?} {b:?} {ld} {steps} {load} {acc:?})")
-    }
-}
+element!(f64, tile_f64_avx512, tile_f64_avx2);
+element!(f32, tile_f32_avx512, tile_f32_avx2);
 
 /// A matrix in memory: element `(r, c)` at `ptr + r * rs + c * cs` (in elements).
 #[derive(Clone, Copy, Debug)]
