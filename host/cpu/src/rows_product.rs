@@ -33,9 +33,10 @@ pub(crate) struct RowsProduct {
     pub avx2: bool,
 }
 
-/// The kernel's parameters: `X` and `B` (its first, `rows`, is never read, and `C` is the
+/// The kernel's parameter `X` (its first, `rows`, is never read, and its last, `C`, is the
 /// element tree's target).
 pub(crate) const X_PARAM: u32 = 1;
+/// The kernel's parameter `B`.
 pub(crate) const B_PARAM: u32 = 2;
 
 /// One block call: `X` and `B` (element `(0, 0)` and strides in elements), the extents the
