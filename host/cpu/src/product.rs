@@ -73,35 +73,23 @@ pub(crate) trait Element:
     fn fma(self, b: Self, c: Self) -> Self;
 
     /// `acc[t][l] = fma(a[t / NR][q * 8 + l], b[t % NR][q * 8 + l], acc[t][l])` for
-    /// `q < steps`, with 512-bit vectors; `a` holds [`MR`] rows and `b` [`NR`] rows, each `ld`
-    /// apart. The partials start from `acc` if `load`, else from zero (`acc` is then only
-    /// written).
+    /// `q < steps`, on `path`'s vectors (512-bit, 256-bit, or plain Rust); `a` holds [`MR`]
+    /// rows and `b` [`NR`] rows, each `ld` apart. The partials start from `acc` if `load`,
+    /// else from zero (`acc` is then only written).
     ///
     /// # Safety
     ///
-    /// The CPU has AVX-512F, AVX-512VL and FMA; `a` and `b` hold their rows of `steps * 8` elements
-    /// and `acc` holds `MR * NR * 8` elements.
-    unsafe fn tile_avx512(
-        a: *const Self,
-        b: *const Self,
+    /// The CPU has `path`'s features (see [`Path`]); `a` and `b` hold their rows of
+    /// `steps * 8` elements and `acc` holds `MR * NR * 8` elements.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tile(
+        path: Path,
+        a: &[Self],
+        b: &[Self],
         ld: usize,
         steps: usize,
         load: bool,
-        acc: *mut Self,
-    );
-
-    /// [`Element::tile_avx512`] with 256-bit vectors.
-    ///
-    /// # Safety
-    ///
-    /// As [`Element::tile_avx512`], with AVX2 and FMA for AVX-512.
-    unsafe fn tile_avx2(
-        a: *const Self,
-        b: *const Self,
-        ld: usize,
-        steps: usize,
-        load: bool,
-        acc: *mut Self,
+        acc: &mut [Self],
     );
 }
 
@@ -116,38 +104,36 @@ macro_rules! element {
                 self.mul_add(b, c)
             }
 
-            unsafe fn tile_avx512(
-                a: *const $t,
-                b: *const $t,
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn tile(
+                path: Path,
+                a: &[$t],
+                b: &[$t],
                 ld: usize,
                 steps: usize,
                 load: bool,
-                acc: *mut $t,
+                acc: &mut [$t],
             ) {
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: the caller's contract is this function's.
-                unsafe {
-                    $tile512(a, b, ld, steps, load, acc)
+                let (a, b) = (a.as_ptr(), b.as_ptr());
+                match path {
+                    // SAFETY: the caller's contract is the tile's.
+                    #[cfg(target_arch = "x86_64")]
+                    Path::Avx512 => unsafe { $tile512(a, b, ld, steps, load, acc.as_mut_ptr()) },
+                    // SAFETY: as above.
+                    #[cfg(target_arch = "x86_64")]
+                    Path::Avx2 => unsafe { $tile256(a, b, ld, steps, load, acc.as_mut_ptr()) },
+                    // SAFETY: the caller's contract: the slices hold the rows and partials.
+                    _ => unsafe {
+                        tile_portable(
+                            std::slice::from_raw_parts(a, (MR - 1) * ld + steps * LANES),
+                            std::slice::from_raw_parts(b, (NR - 1) * ld + steps * LANES),
+                            ld,
+                            steps,
+                            load,
+                            acc,
+                        )
+                    },
                 }
-                #[cfg(not(target_arch = "x86_64"))]
-                unreachable!("no AVX-512 path off x86-64 ({a:?} {b:?} {ld} {steps} {load} {acc:?})")
-            }
-
-            unsafe fn tile_avx2(
-                a: *const $t,
-                b: *const $t,
-                ld: usize,
-                steps: usize,
-                load: bool,
-                acc: *mut $t,
-            ) {
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: the caller's contract is this function's.
-                unsafe {
-                    $tile256(a, b, ld, steps, load, acc)
-                }
-                #[cfg(not(target_arch = "x86_64"))]
-                unreachable!("no AVX2 path off x86-64 ({a:?} {b:?} {ld} {steps} {load} {acc:?})")
             }
         }
     };
@@ -499,32 +485,9 @@ impl<T: Element> Scratch<T> {
                     let a_rows = &self.a[ti * MR * ld..][..MR * ld];
                     let b_rows = &self.b[tj * NR * ld..][..NR * ld];
                     let steps = kc / LANES;
-                    match path {
-                        // SAFETY: the slices hold the rows and partials the tile reads and
-                        // writes; the path is AVX-512 only where the CPU has it.
-                        Path::Avx512 => unsafe {
-                            T::tile_avx512(
-                                a_rows.as_ptr(),
-                                b_rows.as_ptr(),
-                                ld,
-                                steps,
-                                load,
-                                acc.as_mut_ptr(),
-                            )
-                        },
-                        // SAFETY: as above; the path is AVX2 only where the CPU has it.
-                        Path::Avx2 => unsafe {
-                            T::tile_avx2(
-                                a_rows.as_ptr(),
-                                b_rows.as_ptr(),
-                                ld,
-                                steps,
-                                load,
-                                acc.as_mut_ptr(),
-                            )
-                        },
-                        Path::Portable => tile_portable(a_rows, b_rows, ld, steps, load, acc),
-                    }
+                    // SAFETY: the slices hold the rows and partials the tile reads and writes;
+                    // the path is a vector one only where the CPU has it (`Path::detect`).
+                    unsafe { T::tile(path, a_rows, b_rows, ld, steps, load, acc) };
                     if last {
                         // SAFETY: as this function's.
                         unsafe { self.finish(a, bt, c, (&rows, &cols), (ti, tj), whole) };
@@ -628,7 +591,7 @@ unsafe fn pack<T: Element>(
     }
 }
 
-/// [`Element::tile_avx512`] in plain Rust: rows `ld` apart, `steps` vectors of terms.
+/// [`Element::tile`] in plain Rust: rows `ld` apart, `steps` vectors of terms.
 fn tile_portable<T: Element>(a: &[T], b: &[T], ld: usize, steps: usize, load: bool, acc: &mut [T]) {
     if !load {
         acc[..MR * NR * LANES].fill(T::ZERO);
@@ -647,7 +610,7 @@ fn tile_portable<T: Element>(a: &[T], b: &[T], ld: usize, steps: usize, load: bo
     }
 }
 
-/// Defines one register tile of [`Element::tile_avx512`] for an element type: the vector
+/// Defines one 512-bit register tile of [`Element::tile`] for an element type: the vector
 /// type holding one element's eight partials and its zero, load, store and multiply-add.
 macro_rules! tile_avx512 {
     ($(#[$doc:meta])* $name:ident, $t:ty, $features:literal, $zero:ident, $load:ident,
@@ -656,7 +619,7 @@ macro_rules! tile_avx512 {
         ///
         /// # Safety
         ///
-        /// As [`Element::tile_avx512`].
+        /// As [`Element::tile`] on [`Path::Avx512`].
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = $features)]
         unsafe fn $name(
@@ -699,19 +662,19 @@ macro_rules! tile_avx512 {
 }
 
 tile_avx512!(
-    /// [`Element::tile_avx512`] for `f64`: each element's eight partials one `zmm` register.
+    /// [`Element::tile`] on AVX-512 for `f64`: each element's eight partials one `zmm` register.
     tile_f64_avx512, f64, "avx512f,fma", _mm512_setzero_pd, _mm512_loadu_pd, _mm512_storeu_pd,
     _mm512_fmadd_pd
 );
 
 tile_avx512!(
-    /// [`Element::tile_avx512`] for `f32`: each element's eight partials one `ymm` register
+    /// [`Element::tile`] on AVX-512 for `f32`: each element's eight partials one `ymm` register
     /// (of the 32 that AVX-512VL gives).
     tile_f32_avx512, f32, "avx512f,avx512vl,fma", _mm256_setzero_ps, _mm256_loadu_ps,
     _mm256_storeu_ps, _mm256_fmadd_ps
 );
 
-/// Defines one register tile of [`Element::tile_avx2`] for an element type: the tile runs as
+/// Defines one 256-bit register tile of [`Element::tile`] for an element type: the tile runs as
 /// sub-tiles of `$sr x $sc` elements whose partials fit the sixteen 256-bit registers (`$v`
 /// vectors per element's eight partials), each over all of the tile's steps.
 macro_rules! tile_avx2 {
@@ -721,7 +684,7 @@ macro_rules! tile_avx2 {
         ///
         /// # Safety
         ///
-        /// As [`Element::tile_avx2`].
+        /// As [`Element::tile`] on [`Path::Avx2`].
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2,fma")]
         unsafe fn $name(
@@ -784,14 +747,14 @@ macro_rules! tile_avx2 {
 }
 
 tile_avx2!(
-    /// [`Element::tile_avx2`] for `f64`: each element's eight partials two `ymm` registers,
+    /// [`Element::tile`] on AVX2 for `f64`: each element's eight partials two `ymm` registers,
     /// in sub-tiles of 2 x 2 elements (2 x 3 spills two of them).
     tile_f64_avx2, f64, __m256d, 2, 2, 2, _mm256_setzero_pd, _mm256_loadu_pd,
     _mm256_storeu_pd, _mm256_fmadd_pd
 );
 
 tile_avx2!(
-    /// [`Element::tile_avx2`] for `f32`: each element's eight partials one `ymm` register, in
+    /// [`Element::tile`] on AVX2 for `f32`: each element's eight partials one `ymm` register, in
     /// sub-tiles of 2 x 6 elements.
     tile_f32_avx2, f32, __m256, 1, 2, 6, _mm256_setzero_ps, _mm256_loadu_ps,
     _mm256_storeu_ps, _mm256_fmadd_ps

@@ -10,22 +10,37 @@
 
 use crate::util::*;
 use weft_cpu::{CompiledKernel, CpuBackend, SimdPath, StoreView};
-use weft_ir::builder::{FOLD_LANES, KernelBuilder};
+use weft_ir::builder::{BodyBuilder, FOLD_LANES, KernelBuilder, StoreParam, Value};
 use weft_ir::{DType, Kernel, Privilege, ReduceOp};
 
-/// `y[i] = op over j of term(a[i, j], x[j])`, the term a product for sums and products and
-/// `a[i, j]` itself for `min` and `max`; `cast` converts `a`'s elements (of type `from`) to
-/// `dtype` first.
-fn row_kernel(op: ReduceOp, dtype: DType, from: DType) -> Kernel {
-    let mut k = KernelBuilder::new(format!("rows.{}.{dtype}.{from}", op.name()));
+/// The skeleton of this file's row kernels: `y[i] = row(b, i, n, a, x)` for each row `i`
+/// of `a` (`(m, n)` of `from`), `x` (`n`) and `y` (`m`) of `dtype`.
+fn rows_kernel(
+    name: String,
+    (dtype, from): (DType, DType),
+    row: impl FnOnce(&mut BodyBuilder, Value, Value, StoreParam, StoreParam) -> Value,
+) -> Kernel {
+    let mut k = KernelBuilder::new(name);
     let a = k.store(from, 2, Privilege::Read);
     let x = k.store(dtype, 1, Privilege::Read);
     let y = k.store(dtype, 1, Privilege::Write);
     let n = k.extent(a, 1);
     k.parallel(y, |b, i| {
+        let r = row(b, i[0], n, a, x);
+        b.store(y, i, r);
+    });
+    k.finish_validated().unwrap()
+}
+
+/// `y[i] = op over j of term(a[i, j], x[j])`, the term a product for sums and products and
+/// `a[i, j]` itself for `min` and `max`; `cast` converts `a`'s elements (of type `from`) to
+/// `dtype` first.
+fn row_kernel(op: ReduceOp, dtype: DType, from: DType) -> Kernel {
+    let name = format!("rows.{}.{dtype}.{from}", op.name());
+    rows_kernel(name, (dtype, from), |b, i, n, a, x| {
         let lo = b.const_i64(0);
-        let r = b.fold_lanes(op, dtype, lo, n, |b, j| {
-            let v = b.load(a, &[i[0], j]);
+        b.fold_lanes(op, dtype, lo, n, |b, j| {
+            let v = b.load(a, &[i, j]);
             let v = if from == dtype { v } else { b.cast(dtype, v) };
             match op {
                 ReduceOp::Sum | ReduceOp::Prod => {
@@ -34,10 +49,8 @@ fn row_kernel(op: ReduceOp, dtype: DType, from: DType) -> Kernel {
                 }
                 ReduceOp::Min | ReduceOp::Max => v,
             }
-        });
-        b.store(y, i, r);
-    });
-    k.finish_validated().unwrap()
+        })
+    })
 }
 
 /// Compiles `k` with the 128-bit vector lowering (asserting that `lanes` loops run as lanes)
@@ -227,19 +240,14 @@ fn row_reductions_in_lanes_give_the_scalar_bits() {
 /// `y[i]` = the sum of `a[i, j] * x[j]` over `j` with each term added by `fma`
 /// (`BodyBuilder::fold_lanes_fma`, the dense product's order).
 fn fma_row_kernel(dtype: DType) -> Kernel {
-    let mut k = KernelBuilder::new(format!("rows.fma.{dtype}"));
-    let a = k.store(dtype, 2, Privilege::Read);
-    let x = k.store(dtype, 1, Privilege::Read);
-    let y = k.store(dtype, 1, Privilege::Write);
-    let n = k.extent(a, 1);
-    k.parallel(y, |b, i| {
-        let lo = b.const_i64(0);
-        let r = b.fold_lanes_fma(dtype, lo, n, |b, j| {
-            (b.load(a, &[i[0], j]), b.load(x, &[j]))
-        });
-        b.store(y, i, r);
-    });
-    k.finish_validated().unwrap()
+    rows_kernel(
+        format!("rows.fma.{dtype}"),
+        (dtype, dtype),
+        |b, i, n, a, x| {
+            let lo = b.const_i64(0);
+            b.fold_lanes_fma(dtype, lo, n, |b, j| (b.load(a, &[i, j]), b.load(x, &[j])))
+        },
+    )
 }
 
 #[test]
@@ -266,13 +274,7 @@ fn fma_rows_in_lanes_give_the_scalar_bits_and_the_rust_lane_order() {
         .into_iter()
         .map(f64::from_bits)
         .collect();
-    let mut y = vec![0.0f64; m];
-    let stores = [
-        dense(&mut a, &[m as i64, n as i64]),
-        dense(&mut x, &[n as i64]),
-        dense(&mut y, &[m as i64]),
-    ];
-    run_on(&v, &stores, &[], 2).unwrap();
+    let y = run_f64_rows(&v, &mut a, &mut x);
     let mut rounded_twice_differs = false;
     for (i, got) in y.iter().enumerate() {
         let row = &a[i * n..(i + 1) * n];
@@ -306,6 +308,19 @@ fn a_view_with_a_wider_last_stride_takes_the_scalar_code_with_the_same_bits() {
     }
 }
 
+/// Runs a row kernel of `f64` on `a` (`x.len()` columns) and `x` at two threads: `y`.
+fn run_f64_rows(k: &CompiledKernel, a: &mut [f64], x: &mut [f64]) -> Vec<f64> {
+    let (m, n) = (a.len() / x.len(), x.len());
+    let mut y = vec![0.0f64; m];
+    let stores = [
+        dense(a, &[m as i64, n as i64]),
+        dense(x, &[n as i64]),
+        dense(&mut y, &[m as i64]),
+    ];
+    run_on(k, &stores, &[], 2).unwrap();
+    y
+}
+
 #[test]
 fn a_matvec_row_in_lanes_equals_the_lane_order_written_in_rust() {
     let k = row_kernel(ReduceOp::Sum, DType::F64, DType::F64);
@@ -315,13 +330,7 @@ fn a_matvec_row_in_lanes_equals_the_lane_order_written_in_rust() {
         .map(|i| ((i * 7919) % 1013) as f64 / 97.0 - 5.0)
         .collect();
     let mut x: Vec<f64> = (0..n).map(|j| 1.0 / (j as f64 + 1.5)).collect();
-    let mut y = vec![0.0f64; m];
-    let stores = [
-        dense(&mut a, &[m as i64, n as i64]),
-        dense(&mut x, &[n as i64]),
-        dense(&mut y, &[m as i64]),
-    ];
-    run_on(&v, &stores, &[], 2).unwrap();
+    let y = run_f64_rows(&v, &mut a, &mut x);
     for (i, got) in y.iter().enumerate() {
         let terms: Vec<f64> = (0..n).map(|j| a[i * n + j] * x[j]).collect();
         assert_eq!(got.to_bits(), lane_sum(&terms).to_bits(), "row {i}");
@@ -355,15 +364,10 @@ fn an_index_past_the_end_in_a_lane_loop_faults_as_the_scalar_code_does() {
 /// one's vector form is checked against the scalar code (operand order included).
 fn mixed_kernel(dt: DType) -> Kernel {
     use weft_ir::{BinaryOp as B, UnaryOp as U};
-    let mut k = KernelBuilder::new(format!("rows.mixed.{dt}"));
-    let a = k.store(dt, 2, Privilege::Read);
-    let x = k.store(dt, 1, Privilege::Read);
-    let y = k.store(dt, 1, Privilege::Write);
-    let n = k.extent(a, 1);
-    k.parallel(y, |b, i| {
+    rows_kernel(format!("rows.mixed.{dt}"), (dt, dt), |b, i, n, a, x| {
         let lo = b.const_i64(0);
-        let r = b.fold_lanes(ReduceOp::Sum, dt, lo, n, |b, j| {
-            let u = b.load(a, &[i[0], j]);
+        b.fold_lanes(ReduceOp::Sum, dt, lo, n, |b, j| {
+            let u = b.load(a, &[i, j]);
             let v = b.load(x, &[j]);
             let c = b.const_of(dt, 3.0);
             let d = b.binary(B::Sub, u, v);
@@ -378,10 +382,8 @@ fn mixed_kernel(dt: DType) -> Kernel {
                 let h = b.unary(U::Abs, b.unary(U::Neg, g));
                 b.binary(B::Mul, b.unary(U::Not, h), c)
             }
-        });
-        b.store(y, i, r);
-    });
-    k.finish_validated().unwrap()
+        })
+    })
 }
 
 #[test]
