@@ -484,6 +484,7 @@ impl Compiler {
                     vectorized: s.vectorized,
                     wide: s.wide,
                     wide_refusal: s.wide_refusal,
+                    whole_rows: s.whole_rows,
                 }
             })
             .collect();
@@ -692,6 +693,15 @@ impl CompiledKernel {
     /// AVX2 code (see [`Compiler::set_avx2`]).
     pub fn avx2_loops(&self) -> usize {
         self.wide_loops(Isa::Avx2)
+    }
+
+    /// Number of loops whose wide body runs whole rows: the bulk in whole steps, then the
+    /// row's last iterations in one step whose loads and stores move only their lanes (AVX2
+    /// bodies without gathers, widened loads or grouped stores), so that short rows (a 3-D
+    /// stencil's 38 elements) leave nothing to the 128-bit and scalar loops.
+    pub fn whole_row_loops(&self) -> usize {
+        let steps = &self.inner.plan.steps;
+        steps.iter().filter(|s| s.whole_rows).count()
     }
 
     /// Why each vectorized loop that runs without a wide body on a path that has them (AVX2 or

@@ -77,6 +77,8 @@ pub(crate) struct PlanStep {
     pub wide: Option<Isa>,
     /// Why that vector function calls no wide body on a path that has them.
     pub wide_refusal: Option<String>,
+    /// Whether that wide body runs whole rows (its last partial step masked).
+    pub whole_rows: bool,
 }
 
 /// The message of a kernel fault caused by the cancel flag; the back end adds why it was

@@ -68,6 +68,8 @@ pub(crate) struct WideCall {
     pub args: Vec<wide::ArgWord>,
     /// Whether it leaves its loop's grouped leaf stores grouped (see [`wide::compile`]).
     pub grouped: bool,
+    /// Where it runs whole rows, its lane masks' address (see [`wide::WideBody::masks`]).
+    pub masks: Option<u64>,
 }
 
 impl StepCx<'_> {
@@ -146,6 +148,7 @@ impl StepCx<'_> {
             vectorized,
             wide: wide.as_ref().filter(|_| vectorized).map(|w| w.isa),
             wide_refusal,
+            whole_rows: vectorized && wide.as_ref().is_some_and(|w| w.masks.is_some()),
         })
     }
 
@@ -161,6 +164,7 @@ impl StepCx<'_> {
             func,
             args: body.args,
             grouped,
+            masks: body.masks,
         })
     }
 

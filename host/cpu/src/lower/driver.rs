@@ -128,6 +128,7 @@ impl StepCx<'_> {
             vectorized: heavy.is_some_and(|s| s.vectorized),
             wide: heavy.and_then(|s| s.wide),
             wide_refusal: heavy.and_then(|s| s.wide_refusal.clone()),
+            whole_rows: heavy.is_some_and(|s| s.whole_rows),
         })
     }
 }

@@ -54,6 +54,9 @@ pub(crate) struct Step {
     pub wide: Option<wide::Isa>,
     /// Why a vectorized loop has no wide body on a path that has them.
     pub wide_refusal: Option<String>,
+    /// Whether that wide body runs whole rows, its last partial step masked (see
+    /// [`wide::WideBody::masks`]).
+    pub whole_rows: bool,
 }
 
 /// The result of lowering a kernel.
@@ -303,6 +306,7 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
                     vectorized: false,
                     wide: None,
                     wide_refusal: None,
+                    whole_rows: false,
                 });
                 continue;
             }

@@ -18,7 +18,7 @@ use crate::util::*;
 use proptest::prelude::{
     Just, ProptestConfig, Strategy, any, prop, prop_assert, prop_oneof, proptest,
 };
-use weft_cpu::{CompiledKernel, CpuBackend, SimdPath, StoreView};
+use weft_cpu::{CompiledKernel, CpuBackend, Memory, SimdPath, StoreView};
 use weft_ir::{BinaryOp, CmpOp, DType, Kernel, Privilege, Scalar, UnaryOp, ValueId};
 
 /// A uniform operand: the kernel's scalar parameter of the type, or a constant.
@@ -585,5 +585,92 @@ proptest! {
         seed in any::<u64>(),
     ) {
         random_program_gives_the_scalar_bits(SimdPath::Avx512, &steps, seed)?;
+    }
+}
+
+/// An AVX2 body runs whole rows, the last partial step's loads and stores moving only the
+/// row's own lanes: over an interior view (gaps between its rows) whose first element starts
+/// the buffer and whose last ends it at a guard page, rows of 1 to 35 iterations give the
+/// scalar code's bits, the gaps keep what they held, and no access reaches a guard page (a
+/// whole vector loaded or stored past the last row would stop the process).
+#[test]
+fn avx2_a_rows_last_partial_step_moves_only_its_own_lanes() {
+    let mut kb = Kb::new();
+    let a = kb.store(DType::F64, 2, Privilege::Read);
+    let b = kb.store(DType::F64, 2, Privilege::Read);
+    let out = kb.store(DType::F64, 2, Privilege::ReadWrite);
+    let s = kb.scalar(DType::F64);
+    kb.parallel(out, 2, |kb, i| {
+        let ix = [i[0], i[1]];
+        let x = kb.load(a, &ix);
+        let y = kb.load(b, &ix);
+        let o = kb.load(out, &ix);
+        let u = kb.param(s);
+        let t = kb.mul(x, u);
+        let d = kb.bin(BinaryOp::Sub, t, y);
+        let r = kb.add(d, o);
+        kb.store_to(out, &ix, r);
+    });
+    let k = kb.finish("wide.whole_rows");
+    let mut be = CpuBackend::new().unwrap();
+    if be.compiler().set_path(SimdPath::Avx2).is_err() {
+        eprintln!("wide.whole_rows: no AVX2 on this CPU: nothing to check");
+        assert!(!be.compiler().available_paths().contains(&SimdPath::Avx2));
+        return;
+    }
+    let wide = be.compile(&k).unwrap();
+    assert_eq!((wide.avx2_loops(), wide.whole_row_loops()), (1, 1));
+    be.compiler().set_path(SimdPath::Scalar).unwrap();
+    let scalar = be.compile(&k).unwrap();
+    assert_eq!(scalar.whole_row_loops(), 0);
+    let (rows, gap) = (3usize, 3usize);
+    for len in 1..=35usize {
+        let stride = len + gap;
+        let words = (rows - 1) * stride + len;
+        let in_row = |e: usize| e % stride < len;
+        let mut outs = Vec::new();
+        for kernel in [&wide, &scalar] {
+            let mut mem = Memory::guarded();
+            let mut buffer = |fill: &dyn Fn(usize) -> f64| {
+                let id = mem.alloc((words * 8) as u64).unwrap();
+                let bytes = mem.bytes_mut(id).unwrap();
+                for (e, w) in bytes.chunks_exact_mut(8).enumerate() {
+                    w.copy_from_slice(&fill(e).to_le_bytes());
+                }
+                id
+            };
+            let ids = [
+                buffer(&|e| e as f64 * 0.75 - 3.0),
+                buffer(&|e| 1.0 / (e as f64 + 0.5)),
+                buffer(&|e| if in_row(e) { e as f64 } else { -42.5 }),
+            ];
+            let views: Vec<StoreView> = ids
+                .iter()
+                .map(|&id| {
+                    let (ptr, got) = mem.base(id).unwrap();
+                    assert_eq!(got, words * 8);
+                    StoreView {
+                        ptr,
+                        extents: vec![rows as i64, len as i64],
+                        strides: vec![stride as i64, 1],
+                        origin: vec![0, 0],
+                    }
+                })
+                .collect();
+            run_on(kernel, &views, &[Scalar::F64(1.25)], 2).unwrap();
+            let bytes = mem.bytes(ids[2]).unwrap();
+            let got: Vec<u64> = bytes
+                .chunks_exact(8)
+                .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
+                .collect();
+            outs.push(got);
+        }
+        assert_eq!(outs[0].len(), words);
+        for (e, (&w, &s)) in outs[0].iter().zip(&outs[1]).enumerate() {
+            if !in_row(e) {
+                assert_eq!(f64::from_bits(w), -42.5, "len {len}: gap element {e}");
+            }
+            assert_eq!(w, s, "len {len}: element {e}");
+        }
     }
 }

@@ -444,7 +444,8 @@ impl FnLower<'_, '_> {
 
     /// Calls the wide body `w` for the row's iterations `start..start + step * steps` (`steps =
     /// (end - start) / step`, or none when a contiguous store's stride is not one element, as
-    /// `unit` says); returns where the rest of the row starts.
+    /// `unit` says), and for the rest of the row too where `w` runs whole rows (with a
+    /// partial step's lane masks); returns where the rest of the row starts.
     fn call_wide(
         &mut self,
         w: &WideCall,
@@ -471,15 +472,33 @@ impl FnLower<'_, '_> {
         let zero = self.b.ins().iconst(types::I64, 0);
         let steps = self.b.ins().smax(steps, zero);
         let steps = self.b.ins().select(unit, steps, zero);
-        // Rows too short for one step skip the call.
+        // Rows too short for one step skip the call, unless the body runs whole rows.
         let call = self.b.create_block();
         let after = self.b.create_block();
         self.b.append_block_param(after, types::I64);
-        let any = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, steps, 0);
+        let any = match w.masks {
+            Some(_) => {
+                let some = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, left, 0);
+                self.b.ins().band(some, unit)
+            }
+            None => self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, steps, 0),
+        };
         self.b
             .ins()
             .brif(any, call, &[], after, &[BlockArg::Value(start)]);
         self.b.switch_to_block(call);
+        let done = self.b.ins().imul_imm_s(steps, step);
+        // The lane masks of the row's last `left - done` iterations (see `ArgWord::Masks`).
+        let masks = match w.masks {
+            Some(at) => {
+                let r = self.b.ins().isub(left, done);
+                let bytes = self.b.ins().ishl_imm_u(r, 3);
+                let top = self.b.ins().iconst(types::I64, (at + 128) as i64);
+                let addr = self.b.ins().isub(top, bytes);
+                Some(self.b.ins().select(r, addr, zero))
+            }
+            None => None,
+        };
         for (k, word) in w.args.iter().enumerate() {
             let x = match word {
                 ArgWord::RowBase(param, indices) => {
@@ -492,6 +511,7 @@ impl FnLower<'_, '_> {
                     let off = self.b.ins().ishl_imm_u(start, i64::from(shift));
                     self.b.ins().iadd(base, off)
                 }
+                ArgWord::Masks => masks.ok_or("internal: lane masks for a body without")?,
                 ArgWord::Uniform(v) => {
                     let (x, t) = self.val(*v)?;
                     match t {
@@ -510,8 +530,11 @@ impl FnLower<'_, '_> {
         // displacement reaches from the caller: call it through its absolute address.
         self.b.func.dfg.ext_funcs[callee].colocated = false;
         self.b.ins().call(callee, &[args, steps]);
-        let done = self.b.ins().imul_imm_s(steps, step);
-        let rest = self.b.ins().iadd(start, done);
+        // A body that runs whole rows leaves nothing of the row.
+        let rest = match w.masks {
+            Some(_) => end,
+            None => self.b.ins().iadd(start, done),
+        };
         self.b.ins().jump(after, &[BlockArg::Value(rest)]);
         self.b.switch_to_block(after);
         Ok(self.b.block_params(after)[0])

@@ -197,6 +197,12 @@ pub(crate) mod op {
     /// `vperm2f128 v, a, b/m, imm8`: each 128-bit half picked from `a` and `b`'s four by two
     /// bits of the immediate.
     pub const VPERM2F128: VecOp = vop(Map::M0f3a, Pp::P66, 0x06);
+    /// `vmaskmovpd v, mask, m`: the lanes whose mask lane has its sign bit set, from memory
+    /// (the others zero; masked-out lanes are not read and cannot fault).
+    pub const VMASKMOVPD_LOAD: VecOp = vop(Map::M0f38, Pp::P66, 0x2d);
+    /// `vmaskmovpd m, mask, v`: the lanes whose mask lane has its sign bit set, into memory
+    /// (the others are not written and cannot fault).
+    pub const VMASKMOVPD_STORE: VecOp = vop(Map::M0f38, Pp::P66, 0x2f);
 }
 
 /// The mask-register instructions (VEX, map 0F, `W0`).
@@ -858,6 +864,30 @@ mod tests {
         assert_eq!(
             vex(|a| a.vector(op::VPERM2F128, 1, Some(1), m(RSP, None, 0x40), 0, Some(1))),
             [0xc4, 0xe3, 0x75, 0x06, 0x8c, 0x24, 0x40, 0, 0, 0, 0x01]
+        );
+        // vmaskmovpd ymm3, ymm15, [r9+rax*1+0x20]
+        assert_eq!(
+            vex(|a| a.vector(
+                op::VMASKMOVPD_LOAD,
+                3,
+                Some(15),
+                mem(R9, Some(RAX), 0, 0x20),
+                0,
+                None
+            )),
+            [0xc4, 0xc2, 0x05, 0x2d, 0x9c, 0x01, 0x20, 0, 0, 0]
+        );
+        // vmaskmovpd [rbx+rax*1+0x60], ymm15, ymm12
+        assert_eq!(
+            vex(|a| a.vector(
+                op::VMASKMOVPD_STORE,
+                12,
+                Some(15),
+                mem(RBX, Some(RAX), 0, 0x60),
+                0,
+                None
+            )),
+            [0xc4, 0x62, 0x05, 0x2f, 0xa4, 0x03, 0x60, 0, 0, 0]
         );
     }
 

@@ -432,7 +432,7 @@ pub(crate) fn compile_fold(
         .map(|&size| u8::from(size == 8) + 2)
         .collect();
     scales.resize(pointers, 0);
-    let (code, table) = assemble(Body {
+    let (code, table, _) = assemble(Body {
         isa,
         insts: &s.insts,
         classes: &s.classes,
@@ -444,6 +444,7 @@ pub(crate) fn compile_fold(
             word: u32::try_from(words).map_err(|e| e.to_string())?,
             pinned,
         }),
+        masks_word: None,
     })?;
     let mut args: Vec<FoldWord> = (0..plan.sites.len()).map(FoldWord::Site).collect();
     args.extend((0..gathers.len()).map(FoldWord::GatherRow));

@@ -15,7 +15,9 @@
 //! contiguous access (the address of the first iteration's element), then the bits of each
 //! uniform value that the body reads. Constants live in a table that the function addresses
 //! directly. The vector function calls it for each row's first `step * floor(len / step)`
-//! iterations and runs the rest as before.
+//! iterations and runs the rest as before, or, for a body that runs whole rows (AVX2; see
+//! [`WideBody::masks`]), for the whole row: the body then runs the last `len % step`
+//! iterations in one more step whose loads and stores are masked to those lanes.
 //!
 //! Every operation is the one the 128-bit and scalar code perform, lane by lane, in the same
 //! operand order: no contraction into fused multiply-adds, no reassociation, the scalar rules
@@ -129,6 +131,10 @@ pub(crate) enum ArgWord {
     RowBase(u32, Vec<ValueId>),
     /// The bits of a uniform value (a `f64` or an `i64`).
     Uniform(ValueId),
+    /// For a body that runs whole rows ([`WideBody::masks`]): the address of the lane masks
+    /// of the row's partial last step, `masks + 8 * (16 - r)` for its `r` iterations, or 0
+    /// when the row has none.
+    Masks,
 }
 
 /// A compiled wide body.
@@ -142,6 +148,12 @@ pub(crate) struct WideBody {
     pub table: ConstTable,
     /// What the caller puts in each word of the argument array.
     pub args: Vec<ArgWord>,
+    /// Where the body runs whole rows: the address of its lane-mask table (16 words of all
+    /// ones, then 16 of zeros). After its `steps` whole steps the function runs one more
+    /// step, masked, for the row's last `r < step` iterations (loads and stores move only
+    /// those lanes, so nothing past the row is read or written), as [`ArgWord::Masks`] says.
+    /// AVX2 bodies without gathers, widened loads or grouped stores.
+    pub masks: Option<u64>,
 }
 
 /// Registers for pointer arguments: caller-saved first, then callee-saved (saved by the
@@ -240,7 +252,9 @@ pub(crate) fn compile(
     if ptrs.len() > PTR_REGS.len() {
         return Err(format!("{} contiguous accesses", ptrs.len()));
     }
-    let (code, table) = assemble(Body {
+    let whole_rows = isa == Isa::Avx2 && grouped.is_empty() && s.insts.iter().all(maskable);
+    let masks_word = whole_rows.then_some((ptrs.len() + s.uniforms.args.len()) as u32);
+    let (code, table, masks) = assemble(Body {
         isa,
         insts: &s.insts,
         classes: &s.classes,
@@ -249,18 +263,46 @@ pub(crate) fn compile(
         uniforms: s.uniforms.args.len(),
         advance: i32::try_from(isa.step() * 8).map_err(|e| e.to_string())?,
         carry: None,
+        masks_word,
     })?;
     let mut args: Vec<ArgWord> = ptrs
         .into_iter()
         .map(|(p, ix)| ArgWord::RowBase(p, ix))
         .collect();
     args.extend(s.uniforms.args.into_iter().map(ArgWord::Uniform));
+    if whole_rows {
+        args.push(ArgWord::Masks);
+    }
     Ok(WideBody {
         isa,
         code,
         table,
         args,
+        masks,
     })
+}
+
+/// Whether `inst` may run in a masked step: its loads and stores are whole vectors of the
+/// step (not gathers, widened `i32` loads or one lane), its other operations touch no memory
+/// but the frame's, and nothing carries from step to step.
+fn maskable(inst: &MInst) -> bool {
+    match inst {
+        MInst::Load { disp, .. } | MInst::Store { disp, .. } => {
+            disp % 8 == 0 && (0..=regalloc::MASKED_STEP_BYTES - 32).contains(disp)
+        }
+        MInst::StoreLane0 { .. }
+        | MInst::LoadWiden { .. }
+        | MInst::CheckIndices { .. }
+        | MInst::Gather { .. }
+        | MInst::Pin { .. } => false,
+        MInst::Op3 { .. }
+        | MInst::Op2 { .. }
+        | MInst::ShiftImm { .. }
+        | MInst::Blend { .. }
+        | MInst::Bcast { .. }
+        | MInst::KOp { .. }
+        | MInst::KNot { .. } => true,
+    }
 }
 
 /// What [`assemble`] puts a function around.
@@ -278,6 +320,9 @@ struct Body<'a> {
     advance: i32,
     /// Values carried from step to step, if any.
     carry: Option<Carry>,
+    /// For a body that runs whole rows (see [`WideBody::masks`]): the argument word holding
+    /// the address of the row's lane masks.
+    masks_word: Option<u32>,
 }
 
 /// Vectors that the body carries from step to step in pinned registers (see
@@ -288,12 +333,15 @@ struct Carry {
     pinned: Vec<(VReg, u8)>,
 }
 
-/// The constant table of `consts` for `isa`, and the address of its first entry (entries of
-/// [`Isa::const_bytes`], 32-byte aligned on AVX2).
-fn const_table(isa: Isa, consts: &[u64]) -> (ConstTable, u64) {
+/// The constant table of `consts` for `isa`, the address of its first entry (entries of
+/// [`Isa::const_bytes`], 32-byte aligned on AVX2), and that of its lane masks (with `masks`;
+/// see [`WideBody::masks`]).
+fn const_table(isa: Isa, consts: &[u64], masks: bool) -> (ConstTable, u64, u64) {
     let per = isa.const_bytes() / 16;
-    // One spare entry to align to 32 bytes.
-    let mut entries = vec![0u128; consts.len().max(1) * per + per - 1].into_boxed_slice();
+    // One spare entry to align to 32 bytes; the masks (32 words) after the constants.
+    let mask_entries = if masks { MASK_WORDS / 2 } else { 0 };
+    let mut entries =
+        vec![0u128; consts.len().max(1) * per + mask_entries + per - 1].into_boxed_slice();
     let skip = match isa {
         Isa::Avx2 => (entries.as_ptr() as usize % 32) / 16,
         Isa::Avx512 => 0,
@@ -305,22 +353,28 @@ fn const_table(isa: Isa, consts: &[u64]) -> (ConstTable, u64) {
         };
         entries[skip + k * per..skip + (k + 1) * per].fill(e);
     }
+    let first_mask = skip + consts.len().max(1) * per;
+    entries[first_mask..first_mask + mask_entries / 2].fill(u128::MAX);
     let at = entries[skip..].as_ptr() as u64;
-    (ConstTable::new(entries), at)
+    let masks_at = entries[first_mask..].as_ptr() as u64;
+    (ConstTable::new(entries), at, masks_at)
 }
+
+/// Words in a lane-mask table: 16 of all ones, then 16 of zeros (see [`WideBody::masks`]).
+const MASK_WORDS: usize = 32;
 
 /// The function around a body: saves what it uses, loads the pointers (on AVX2, broadcasts
 /// the uniform arguments onto the stack) and the carried vectors, runs the steps, stores the
 /// carried vectors, and returns the steps it did not run: 0, or, when a step's
 /// [`regalloc::MInst::CheckIndices`] left early, that step and those after it (the carried
 /// vectors are then those before that step). Returns its machine code and constant table.
-fn assemble(s: Body<'_>) -> Result<(Vec<u8>, ConstTable), String> {
+fn assemble(s: Body<'_>) -> Result<(Vec<u8>, ConstTable, Option<u64>), String> {
     let isa = s.isa;
     let pointers = s.scales.len();
     if pointers > PTR_REGS.len() {
         return Err(format!("{pointers} pointer arguments"));
     }
-    let (table, table_at) = const_table(isa, s.consts);
+    let (table, table_at, masks_at) = const_table(isa, s.consts, s.masks_word.is_some());
     let ptr_regs = PTR_REGS[..pointers].to_vec();
     let first_uniform = pointers as u32;
     let broadcast = match isa {
@@ -336,10 +390,34 @@ fn assemble(s: Body<'_>) -> Result<(Vec<u8>, ConstTable), String> {
         args: gpr::RDI,
         first_uniform,
         slots_at: (broadcast * 32).next_multiple_of(64),
+        masked: None,
     };
     let mut body = Asm::new(isa);
     let pinned = s.carry.as_ref().map_or(&[][..], |c| &c.pinned[..]);
-    let slots = regalloc::emit_body(s.insts, s.classes, &frame, pinned, &mut body)?;
+    let mut slots = regalloc::emit_body(s.insts, s.classes, &frame, pinned, &mut body)?;
+    // The masked step of a body that runs whole rows: the same body, its loads and stores
+    // masked by the lane masks that `rsi` then addresses.
+    let masked = match s.masks_word {
+        Some(word) => {
+            let masked_frame = Frame {
+                masked: Some(gpr::RSI),
+                ..frame.clone()
+            };
+            let mut m = Asm::new(isa);
+            slots = slots.max(regalloc::emit_body(
+                s.insts,
+                s.classes,
+                &masked_frame,
+                pinned,
+                &mut m,
+            )?);
+            if !m.exits.is_empty() || !body.exits.is_empty() {
+                return Err("internal: a body that runs whole rows leaves early".into());
+            }
+            Some((word, m))
+        }
+        None => None,
+    };
     let saved: Vec<u8> = ptr_regs
         .iter()
         .copied()
@@ -418,7 +496,20 @@ fn assemble(s: Body<'_>) -> Result<(Vec<u8>, ConstTable), String> {
     if let Some(c) = &s.carry {
         carried(&mut a, op::VMOVUPD_STORE, c);
     }
-    a.mov_rr(gpr::RAX, gpr::RSI);
+    match &masked {
+        // The row's last iterations, if any (`rsi`: their lane masks' address, or 0), and
+        // every step ran.
+        Some((word, m)) => {
+            a.mov_load(gpr::RSI, Mem::at(gpr::RDI, (word * 8) as i32));
+            a.test(gpr::RSI);
+            // je: no partial step.
+            let none = a.jcc_forward(0x4);
+            a.code.extend_from_slice(&m.code);
+            a.patch(none);
+            a.zero(gpr::RAX);
+        }
+        None => a.mov_rr(gpr::RAX, gpr::RSI),
+    }
     // rsp = rbp - 8 * saved, then restore.
     a.mov_rr(gpr::RSP, gpr::RBP);
     if !saved.is_empty() {
@@ -430,7 +521,7 @@ fn assemble(s: Body<'_>) -> Result<(Vec<u8>, ConstTable), String> {
     a.pop(gpr::RBP);
     a.vzeroupper();
     a.ret();
-    Ok((a.code, table))
+    Ok((a.code, table, masked.is_some().then_some(masks_at)))
 }
 
 /// The page size that stack probes step by.

@@ -261,9 +261,21 @@ pub(crate) struct Frame {
     /// The bytes below the stack slots, from a 64-byte aligned `rsp`: on AVX2, where the
     /// frame leaves the uniform arguments broadcast (32 bytes each).
     pub slots_at: u32,
+    /// For a body that runs a row's last, partial step (AVX2 only): the general-purpose
+    /// register holding the address of the step's lane masks. Each load and store of
+    /// the step's offset plus `disp` bytes then moves only the lanes that the 32 bytes at that
+    /// register plus `disp` mark (sign bits), through [`Frame::mask_register`], which the
+    /// body's values leave alone.
+    pub masked: Option<u8>,
 }
 
 impl Frame {
+    /// The vector register that a masked body's loads and stores take their lane mask in:
+    /// the last of the file, kept from the body's values.
+    pub(crate) fn mask_register(&self) -> u8 {
+        (self.isa.vector_registers() - 1) as u8
+    }
+
     /// A uniform operand: on AVX-512 one element broadcast (a table entry is 16 bytes, an
     /// argument word 8), on AVX2 a whole vector (of the table's 32-byte entries, or of the
     /// copies the frame broadcasts on the stack).
@@ -459,8 +471,12 @@ pub(crate) fn emit_body(
 ) -> Result<u32, String> {
     let n = classes.len();
     let registers = frame.isa.vector_registers();
+    if frame.masked.is_some() && (frame.isa != Isa::Avx2 || !pinned.is_empty()) {
+        return Err("internal: a masked body on AVX-512 or with pinned registers".into());
+    }
+    let reserved = usize::from(frame.masked.is_some());
     let free_regs = registers
-        .checked_sub(pinned.len())
+        .checked_sub(pinned.len() + reserved)
         .filter(|&f| f >= 4)
         .ok_or("internal: too many pinned registers")?;
     let mut uses = vec![Vec::new(); n];
@@ -664,17 +680,42 @@ pub(crate) fn emit_body(
             }
             Enc::KOp(op, x, y) => asm.kop(op, d, x, y),
             Enc::KNot(x) => asm.knot(d, x),
-            Enc::Load(mem) => asm.vector(
-                op::VMOVUPD_LOAD,
-                d,
-                None,
-                Rm::Mem { mem, bcst: false },
-                0,
-                None,
-            ),
-            Enc::Store(ins, mem, r) => {
-                asm.vector(ins, r, None, Rm::Mem { mem, bcst: false }, 0, None)
-            }
+            Enc::Load(mem) => match frame.masked {
+                None => asm.vector(
+                    op::VMOVUPD_LOAD,
+                    d,
+                    None,
+                    Rm::Mem { mem, bcst: false },
+                    0,
+                    None,
+                ),
+                Some(at) => {
+                    let k = load_mask(asm, frame, at, mem.disp)?;
+                    asm.vector(
+                        op::VMASKMOVPD_LOAD,
+                        d,
+                        Some(k),
+                        Rm::Mem { mem, bcst: false },
+                        0,
+                        None,
+                    );
+                }
+            },
+            Enc::Store(ins, mem, r) => match frame.masked {
+                None => asm.vector(ins, r, None, Rm::Mem { mem, bcst: false }, 0, None),
+                Some(at) if ins == op::VMOVUPD_STORE => {
+                    let k = load_mask(asm, frame, at, mem.disp)?;
+                    asm.vector(
+                        op::VMASKMOVPD_STORE,
+                        r,
+                        Some(k),
+                        Rm::Mem { mem, bcst: false },
+                        0,
+                        None,
+                    );
+                }
+                Some(_) => return Err("internal: a masked store of one lane".into()),
+            },
             Enc::Pin(to, rm) => asm.vector(op::VMOVAPD_LOAD, to, None, rm, 0, None),
             Enc::LoadWiden(mem) => asm.vector(
                 op::VPMOVSXDQ,
@@ -699,6 +740,31 @@ pub(crate) fn emit_body(
         }
     }
     Ok(a.slots)
+}
+
+/// The bytes of one step of a masked body (AVX2: four vectors of four lanes).
+pub(crate) const MASKED_STEP_BYTES: i32 = 128;
+
+/// Loads the lane mask of the masked step's vector at `disp` bytes from the step's offset
+/// (the 32 bytes at the masks' address in `at`, plus `disp`) into the frame's mask register,
+/// and returns that register.
+fn load_mask(asm: &mut Asm, frame: &Frame, at: u8, disp: i32) -> Result<u8, String> {
+    if disp % 8 != 0 || !(0..=(MASKED_STEP_BYTES - 32)).contains(&disp) {
+        return Err(format!(
+            "internal: a masked access at {disp} bytes into its step"
+        ));
+    }
+    let k = frame.mask_register();
+    let mem = Mem::at(at, disp);
+    asm.vector(
+        op::VMOVUPD_LOAD,
+        k,
+        None,
+        Rm::Mem { mem, bcst: false },
+        0,
+        None,
+    );
+    Ok(k)
 }
 
 /// The code of [`MInst::CheckIndices`]: `d` is its result (a mask register on AVX-512, a
