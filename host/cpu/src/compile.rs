@@ -696,9 +696,10 @@ impl CompiledKernel {
     }
 
     /// Number of loops whose wide body runs whole rows: the bulk in whole steps, then the
-    /// row's last iterations in one step whose loads and stores move only their lanes (AVX2
-    /// bodies without gathers, widened loads or grouped stores), so that short rows (a 3-D
-    /// stencil's 38 elements) leave nothing to the 128-bit and scalar loops.
+    /// row's last iterations one vector at a time, the last, partial vector's loads and
+    /// stores moving only its lanes (AVX2 bodies without gathers, widened loads or grouped
+    /// stores), so that short rows (a 3-D stencil's 38 elements) leave nothing to the
+    /// 128-bit and scalar loops.
     pub fn whole_row_loops(&self) -> usize {
         let steps = &self.inner.plan.steps;
         steps.iter().filter(|s| s.whole_rows).count()

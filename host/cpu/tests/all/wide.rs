@@ -588,7 +588,7 @@ proptest! {
     }
 }
 
-/// An AVX2 body runs whole rows, the last partial step's loads and stores moving only the
+/// An AVX2 body runs whole rows, the last partial vector's loads and stores moving only the
 /// row's own lanes: over an interior view (gaps between its rows) whose first element starts
 /// the buffer and whose last ends it at a guard page, rows of 1 to 35 iterations give the
 /// scalar code's bits, the gaps keep what they held, and no access reaches a guard page (a

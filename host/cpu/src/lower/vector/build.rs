@@ -488,14 +488,24 @@ impl FnLower<'_, '_> {
             .brif(any, call, &[], after, &[BlockArg::Value(start)]);
         self.b.switch_to_block(call);
         let done = self.b.ins().imul_imm_s(steps, step);
-        // The lane masks of the row's last `left - done` iterations (see `ArgWord::Masks`).
-        let masks = match w.masks {
+        // The row's last `r = left - done` iterations: `r / lanes` whole vectors, then the
+        // lane masks of the last `q = r % lanes` (see `ArgWord::Vectors` and `::Masks`).
+        let tail = match w.masks {
             Some(at) => {
+                let lanes = w.isa.lanes();
+                if !(lanes as u64).is_power_of_two() {
+                    return Err("internal: a wide vector of lanes not a power of two".into());
+                }
                 let r = self.b.ins().isub(left, done);
-                let bytes = self.b.ins().ishl_imm_u(r, 3);
+                let vectors = self
+                    .b
+                    .ins()
+                    .sshr_imm_u(r, i64::from(lanes.trailing_zeros()));
+                let q = self.b.ins().band_imm_u(r, lanes - 1);
+                let bytes = self.b.ins().ishl_imm_u(q, 3);
                 let top = self.b.ins().iconst(types::I64, (at + 128) as i64);
                 let addr = self.b.ins().isub(top, bytes);
-                Some(self.b.ins().select(r, addr, zero))
+                Some((vectors, self.b.ins().select(q, addr, zero)))
             }
             None => None,
         };
@@ -511,7 +521,8 @@ impl FnLower<'_, '_> {
                     let off = self.b.ins().ishl_imm_u(start, i64::from(shift));
                     self.b.ins().iadd(base, off)
                 }
-                ArgWord::Masks => masks.ok_or("internal: lane masks for a body without")?,
+                ArgWord::Vectors => tail.ok_or("internal: a tail for a body without")?.0,
+                ArgWord::Masks => tail.ok_or("internal: lane masks for a body without")?.1,
                 ArgWord::Uniform(v) => {
                     let (x, t) = self.val(*v)?;
                     match t {

@@ -444,7 +444,7 @@ pub(crate) fn compile_fold(
             word: u32::try_from(words).map_err(|e| e.to_string())?,
             pinned,
         }),
-        masks_word: None,
+        tail: None,
     })?;
     let mut args: Vec<FoldWord> = (0..plan.sites.len()).map(FoldWord::Site).collect();
     args.extend((0..gathers.len()).map(FoldWord::GatherRow));

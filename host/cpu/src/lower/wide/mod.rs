@@ -17,7 +17,8 @@
 //! directly. The vector function calls it for each row's first `step * floor(len / step)`
 //! iterations and runs the rest as before, or, for a body that runs whole rows (AVX2; see
 //! [`WideBody::masks`]), for the whole row: the body then runs the last `len % step`
-//! iterations in one more step whose loads and stores are masked to those lanes.
+//! iterations one vector at a time, the last, partial vector with its loads and stores
+//! masked to its lanes.
 //!
 //! Every operation is the one the 128-bit and scalar code perform, lane by lane, in the same
 //! operand order: no contraction into fused multiply-adds, no reassociation, the scalar rules
@@ -131,9 +132,12 @@ pub(crate) enum ArgWord {
     RowBase(u32, Vec<ValueId>),
     /// The bits of a uniform value (a `f64` or an `i64`).
     Uniform(ValueId),
-    /// For a body that runs whole rows ([`WideBody::masks`]): the address of the lane masks
-    /// of the row's partial last step, `masks + 8 * (16 - r)` for its `r` iterations, or 0
-    /// when the row has none.
+    /// For a body that runs whole rows ([`WideBody::masks`]): how many whole vectors of the
+    /// row's last `r < step` iterations run one at a time, `r / lanes`.
+    Vectors,
+    /// For a body that runs whole rows: the address of the lane masks of the row's last,
+    /// partial vector, `masks + 8 * (16 - q)` for its `q = r % lanes` iterations, or 0 when
+    /// the row has none.
     Masks,
 }
 
@@ -149,10 +153,11 @@ pub(crate) struct WideBody {
     /// What the caller puts in each word of the argument array.
     pub args: Vec<ArgWord>,
     /// Where the body runs whole rows: the address of its lane-mask table (16 words of all
-    /// ones, then 16 of zeros). After its `steps` whole steps the function runs one more
-    /// step, masked, for the row's last `r < step` iterations (loads and stores move only
-    /// those lanes, so nothing past the row is read or written), as [`ArgWord::Masks`] says.
-    /// AVX2 bodies without gathers, widened loads or grouped stores.
+    /// ones, then 16 of zeros). After its `steps` whole steps the function runs the row's
+    /// last `r < step` iterations one vector at a time ([`ArgWord::Vectors`]), the last,
+    /// partial vector masked (its loads and stores move only its lanes, so nothing past the
+    /// row is read or written), as [`ArgWord::Masks`] says. AVX2 bodies without gathers,
+    /// widened loads or grouped stores.
     pub masks: Option<u64>,
 }
 
@@ -249,11 +254,32 @@ pub(crate) fn compile(
             return Err("internal: a step of a partial group".into());
         }
     }
+    // A body that runs whole rows also runs the row's last iterations one vector at a time,
+    // the last vector masked: the body again, selected for one vector (the same pointers,
+    // uniform values and constants, in the same order).
+    let single = if isa == Isa::Avx2 && grouped.is_empty() && s.insts.iter().all(maskable) {
+        let mut one = Select::new(isa, plan, types, const_of);
+        for (inst, &at_row) in pl.body.iter().zip(&plan.row_level) {
+            if !at_row {
+                one.inst(0, inst, &mut ptr_of)?;
+            }
+        }
+        let same = one.uniforms.args == s.uniforms.args && one.uniforms.consts == s.uniforms.consts;
+        (same && one.insts.iter().all(maskable)).then_some(one)
+    } else {
+        None
+    };
     if ptrs.len() > PTR_REGS.len() {
         return Err(format!("{} contiguous accesses", ptrs.len()));
     }
-    let whole_rows = isa == Isa::Avx2 && grouped.is_empty() && s.insts.iter().all(maskable);
-    let masks_word = whole_rows.then_some((ptrs.len() + s.uniforms.args.len()) as u32);
+    let words = (ptrs.len() + s.uniforms.args.len()) as u32;
+    let tail = single.as_ref().map(|one| Tail {
+        insts: &one.insts,
+        classes: &one.classes,
+        vectors_word: words,
+        masks_word: words + 1,
+    });
+    let whole_rows = tail.is_some();
     let (code, table, masks) = assemble(Body {
         isa,
         insts: &s.insts,
@@ -263,7 +289,7 @@ pub(crate) fn compile(
         uniforms: s.uniforms.args.len(),
         advance: i32::try_from(isa.step() * 8).map_err(|e| e.to_string())?,
         carry: None,
-        masks_word,
+        tail,
     })?;
     let mut args: Vec<ArgWord> = ptrs
         .into_iter()
@@ -271,7 +297,7 @@ pub(crate) fn compile(
         .collect();
     args.extend(s.uniforms.args.into_iter().map(ArgWord::Uniform));
     if whole_rows {
-        args.push(ArgWord::Masks);
+        args.extend([ArgWord::Vectors, ArgWord::Masks]);
     }
     Ok(WideBody {
         isa,
@@ -320,9 +346,18 @@ struct Body<'a> {
     advance: i32,
     /// Values carried from step to step, if any.
     carry: Option<Carry>,
-    /// For a body that runs whole rows (see [`WideBody::masks`]): the argument word holding
-    /// the address of the row's lane masks.
-    masks_word: Option<u32>,
+    /// For a body that runs whole rows (see [`WideBody::masks`]): its one-vector form.
+    tail: Option<Tail<'a>>,
+}
+
+/// The one-vector form of a body that runs whole rows, and the argument words that say how
+/// many whole vectors it runs ([`ArgWord::Vectors`]) and the last vector's lane masks
+/// ([`ArgWord::Masks`]).
+struct Tail<'a> {
+    insts: &'a [MInst],
+    classes: &'a [Class],
+    vectors_word: u32,
+    masks_word: u32,
 }
 
 /// Vectors that the body carries from step to step in pinned registers (see
@@ -374,7 +409,7 @@ fn assemble(s: Body<'_>) -> Result<(Vec<u8>, ConstTable, Option<u64>), String> {
     if pointers > PTR_REGS.len() {
         return Err(format!("{pointers} pointer arguments"));
     }
-    let (table, table_at, masks_at) = const_table(isa, s.consts, s.masks_word.is_some());
+    let (table, table_at, masks_at) = const_table(isa, s.consts, s.tail.is_some());
     let ptr_regs = PTR_REGS[..pointers].to_vec();
     let first_uniform = pointers as u32;
     let broadcast = match isa {
@@ -395,26 +430,30 @@ fn assemble(s: Body<'_>) -> Result<(Vec<u8>, ConstTable, Option<u64>), String> {
     let mut body = Asm::new(isa);
     let pinned = s.carry.as_ref().map_or(&[][..], |c| &c.pinned[..]);
     let mut slots = regalloc::emit_body(s.insts, s.classes, &frame, pinned, &mut body)?;
-    // The masked step of a body that runs whole rows: the same body, its loads and stores
-    // masked by the lane masks that `rsi` then addresses.
-    let masked = match s.masks_word {
-        Some(word) => {
+    // The one-vector form of a body that runs whole rows, plain and with its loads and
+    // stores masked by the lane masks that `rsi` then addresses.
+    let tail = match &s.tail {
+        Some(t) => {
+            let mut one = Asm::new(isa);
+            slots = slots.max(regalloc::emit_body(
+                t.insts, t.classes, &frame, pinned, &mut one,
+            )?);
             let masked_frame = Frame {
                 masked: Some(gpr::RSI),
                 ..frame.clone()
             };
             let mut m = Asm::new(isa);
             slots = slots.max(regalloc::emit_body(
-                s.insts,
-                s.classes,
+                t.insts,
+                t.classes,
                 &masked_frame,
                 pinned,
                 &mut m,
             )?);
-            if !m.exits.is_empty() || !body.exits.is_empty() {
+            if !m.exits.is_empty() || !one.exits.is_empty() || !body.exits.is_empty() {
                 return Err("internal: a body that runs whole rows leaves early".into());
             }
-            Some((word, m))
+            Some((t, one, m))
         }
         None => None,
     };
@@ -496,13 +535,27 @@ fn assemble(s: Body<'_>) -> Result<(Vec<u8>, ConstTable, Option<u64>), String> {
     if let Some(c) = &s.carry {
         carried(&mut a, op::VMOVUPD_STORE, c);
     }
-    match &masked {
-        // The row's last iterations, if any (`rsi`: their lane masks' address, or 0), and
-        // every step ran.
-        Some((word, m)) => {
-            a.mov_load(gpr::RSI, Mem::at(gpr::RDI, (word * 8) as i32));
+    match &tail {
+        // The row's last iterations: whole vectors (`rsi` counting them), then the partial
+        // one, if any (`rsi`: its lane masks' address, or 0); every step ran.
+        Some((t, one, m)) => {
+            a.mov_load(gpr::RSI, Mem::at(gpr::RDI, (t.vectors_word * 8) as i32));
             a.test(gpr::RSI);
-            // je: no partial step.
+            // jle: no whole vector.
+            let no_vector = a.jcc_forward(0xe);
+            let top = a.code.len();
+            a.code.extend_from_slice(&one.code);
+            a.add_imm(
+                gpr::RAX,
+                i32::try_from(isa.lanes() * 8).map_err(|e| e.to_string())?,
+            );
+            a.sub_imm(gpr::RSI, 1);
+            // jnz top
+            a.jcc(0x5, top);
+            a.patch(no_vector);
+            a.mov_load(gpr::RSI, Mem::at(gpr::RDI, (t.masks_word * 8) as i32));
+            a.test(gpr::RSI);
+            // je: no partial vector.
             let none = a.jcc_forward(0x4);
             a.code.extend_from_slice(&m.code);
             a.patch(none);
@@ -521,7 +574,7 @@ fn assemble(s: Body<'_>) -> Result<(Vec<u8>, ConstTable, Option<u64>), String> {
     a.pop(gpr::RBP);
     a.vzeroupper();
     a.ret();
-    Ok((a.code, table, masked.is_some().then_some(masks_at)))
+    Ok((a.code, table, tail.is_some().then_some(masks_at)))
 }
 
 /// The page size that stack probes step by.

@@ -742,7 +742,8 @@ pub(crate) fn emit_body(
     Ok(a.slots)
 }
 
-/// The bytes of one step of a masked body (AVX2: four vectors of four lanes).
+/// The most bytes of one step of a masked body (AVX2: four vectors of four lanes; the
+/// bodies that run whole rows mask one vector).
 pub(crate) const MASKED_STEP_BYTES: i32 = 128;
 
 /// Loads the lane mask of the masked step's vector at `disp` bytes from the step's offset
