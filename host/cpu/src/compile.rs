@@ -699,7 +699,8 @@ impl CompiledKernel {
     /// row's last iterations one vector at a time, the last, partial vector's loads and
     /// stores moving only its lanes (AVX2 bodies without gathers, widened loads or grouped
     /// stores), so that short rows (a 3-D stencil's 38 elements) leave nothing to the
-    /// 128-bit and scalar loops.
+    /// 128-bit and scalar loops; where the rows differ only in their addresses, one call
+    /// runs every row of the dimension around them.
     pub fn whole_row_loops(&self) -> usize {
         let steps = &self.inner.plan.steps;
         steps.iter().filter(|s| s.whole_rows).count()

@@ -674,3 +674,75 @@ fn avx2_a_rows_last_partial_step_moves_only_its_own_lanes() {
         }
     }
 }
+
+/// A body that runs whole rows walks the rows of the dimension around them in one call, each
+/// pointer advancing by its access's stride along that dimension, unless the rows differ in
+/// more than their addresses. Rank-3 loops, AVX2 against the scalar code: rows that read a
+/// value broadcast along them (`b[i, j]`), the row index as a value, and a permuted access
+/// (`c[j, i, k]`), whose row stride is another dimension's.
+#[test]
+fn avx2_rows_walked_in_one_call_give_the_scalar_bits() {
+    // (name, uses b[i, j] at row level, uses j as a value)
+    for (name, broadcast, index_value) in [
+        ("wide.walk", false, false),
+        ("wide.walk_broadcast", true, false),
+        ("wide.walk_index", false, true),
+    ] {
+        let mut kb = Kb::new();
+        let a = kb.store(DType::F64, 3, Privilege::Read);
+        let b = kb.store(DType::F64, 2, Privilege::Read);
+        let c = kb.store(DType::F64, 3, Privilege::Read);
+        let out = kb.store(DType::F64, 3, Privilege::Write);
+        kb.parallel(out, 3, |kb, i| {
+            let x = kb.load(a, &[i[0], i[1], i[2]]);
+            let y = kb.load(c, &[i[1], i[0], i[2]]);
+            let mut r = kb.bin(BinaryOp::Sub, x, y);
+            if broadcast {
+                let u = kb.load(b, &[i[0], i[1]]);
+                r = kb.add(r, u);
+            }
+            if index_value {
+                let j = kb.cast(DType::F64, i[1]);
+                r = kb.mul(r, j);
+            }
+            kb.store_to(out, &[i[0], i[1], i[2]], r);
+        });
+        let k = kb.finish(name);
+        let mut be = CpuBackend::new().unwrap();
+        if be.compiler().set_path(SimdPath::Avx2).is_err() {
+            eprintln!("{name}: no AVX2 on this CPU: nothing to check");
+            return;
+        }
+        let wide = be.compile(&k).unwrap();
+        assert_eq!(wide.whole_row_loops(), 1, "{name}");
+        be.compiler().set_path(SimdPath::Scalar).unwrap();
+        let scalar = be.compile(&k).unwrap();
+        let (n0, n1) = (4i64, 5i64);
+        for n2 in [1i64, 3, 16, 19, 37] {
+            let len = (n0 * n1 * n2) as usize;
+            let mut rng = Rng(n2 as u64 + 5);
+            let mut av: Vec<f64> = (0..len).map(|_| rng.uniform(-4.0, 4.0)).collect();
+            let mut bv: Vec<f64> = (0..n0 * n1).map(|_| rng.uniform(-4.0, 4.0)).collect();
+            let mut cv: Vec<f64> = (0..len).map(|_| rng.uniform(-4.0, 4.0)).collect();
+            let mut outs = Vec::new();
+            for kernel in [&wide, &scalar] {
+                let mut o = vec![0.0f64; len];
+                let views = [
+                    dense(&mut av, &[n0, n1, n2]),
+                    dense(&mut bv, &[n0, n1]),
+                    dense(&mut cv, &[n1, n0, n2]),
+                    dense(&mut o, &[n0, n1, n2]),
+                ];
+                run_on(kernel, &views, &[], 2).unwrap();
+                outs.push(o);
+            }
+            for (e, (w, s)) in outs[0].iter().zip(&outs[1]).enumerate() {
+                assert_eq!(
+                    w.to_bits(),
+                    s.to_bits(),
+                    "{name}, rows of {n2}: element {e}"
+                );
+            }
+        }
+    }
+}

@@ -8,7 +8,7 @@ use cranelift_codegen::ir::{
     Block, BlockArg, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Value, types,
 };
 use cranelift_module::Module;
-use weft_ir::{Access, DType, Op, ParallelLoop, ReduceOp, Scalar};
+use weft_ir::{Access, DType, Op, ParallelLoop, ReduceOp, Scalar, ValueId};
 
 use super::{ConstTable, MAX_VECTORS, UNROLL, VecCx, VecPlan, vec_type};
 use crate::lower::define::WideCall;
@@ -151,6 +151,42 @@ impl FnLower<'_, '_> {
 
         // The row: uniform values, splats and base addresses.
         self.b.switch_to_block(row);
+        // A rank-1 loop whose points store reduction leaves runs its points eight at a time
+        // where it can, each group's leaves combined in registers (see `grouped_vectors`).
+        let targets = if rank == 1 {
+            self.group_targets(pl)?
+        } else {
+            Vec::new()
+        };
+        // A body that runs whole rows walks every row of the dimension around the rows in
+        // one call (see `ArgWord::Rows`), where nothing it reads at the row level depends on
+        // that dimension's index: the first row of each walk calls it, the others (when the
+        // rows have unit strides, as the body needs) go straight to the latch.
+        let latch = self.b.create_block();
+        let walk = if targets.is_empty()
+            && rank >= 2
+            && wide.is_some_and(|w| w.masks.is_some())
+            && !row_level_depends_on(pl, plan, pl.indices[rank - 2])
+        {
+            let d = rank - 2;
+            let j = self.b.block_params(heads[d])[0];
+            let (first, limit) = if d == 0 {
+                (lo, hi)
+            } else {
+                (self.b.ins().iconst(types::I64, 0), over_ext[d])
+            };
+            let later = self.b.ins().icmp(IntCC::NotEqual, j, first);
+            let skip = self.b.ins().band(later, unit);
+            let first_row = self.b.create_block();
+            self.b.ins().brif(skip, latch, &[], first_row, &[]);
+            self.b.switch_to_block(first_row);
+            Some(RowWalk {
+                index: pl.indices[d],
+                rows: self.b.ins().isub(limit, j),
+            })
+        } else {
+            None
+        };
         for (inst, &at_row) in pl.body.iter().zip(&plan.row_level) {
             if at_row {
                 self.lower_inst(inst)?;
@@ -170,13 +206,6 @@ impl FnLower<'_, '_> {
             let base = self.b.ins().iconst(types::I64, cx.table.as_ptr() as i64);
             cx.table_base = Some(base);
         }
-        // A rank-1 loop whose points store reduction leaves runs its points eight at a time
-        // where it can, each group's leaves combined in registers (see `grouped_vectors`).
-        let targets = if rank == 1 {
-            self.group_targets(pl)?
-        } else {
-            Vec::new()
-        };
         if wide.is_some_and(|w| w.grouped == targets.is_empty()) {
             return Err("internal: a wide body grouped otherwise than its loop".into());
         }
@@ -199,7 +228,7 @@ impl FnLower<'_, '_> {
             };
             // The bulk of the row in the wide body, where there is one.
             let start = match wide {
-                Some(w) => self.call_wide(w, &cx, start, end, unit)?,
+                Some(w) => self.call_wide(w, &cx, start, end, unit, walk.as_ref())?,
                 None => start,
             };
             let l = i64::from(lanes);
@@ -207,7 +236,6 @@ impl FnLower<'_, '_> {
             let step = l * UNROLL as i64;
             let main = self.b.create_block();
             let tail = self.b.create_block();
-            let latch = self.b.create_block();
             for blk in [main, tail] {
                 self.b.append_block_param(blk, types::I64);
             }
@@ -338,7 +366,7 @@ impl FnLower<'_, '_> {
         self.scalar_points(pl, plan, (lo, a), groups)?;
         self.b.switch_to_block(groups);
         let start = match wide {
-            Some(w) => self.call_wide(w, cx, a, b, unit)?,
+            Some(w) => self.call_wide(w, cx, a, b, unit, None)?,
             None => a,
         };
         let size = 1i64 << GROUP_LEVEL;
@@ -445,7 +473,8 @@ impl FnLower<'_, '_> {
     /// Calls the wide body `w` for the row's iterations `start..start + step * steps` (`steps =
     /// (end - start) / step`, or none when a contiguous store's stride is not one element, as
     /// `unit` says), and for the rest of the row too where `w` runs whole rows (with a
-    /// partial step's lane masks); returns where the rest of the row starts.
+    /// partial step's lane masks), and for the rows `walk` gives after this one; returns
+    /// where the rest of the row starts.
     fn call_wide(
         &mut self,
         w: &WideCall,
@@ -453,6 +482,7 @@ impl FnLower<'_, '_> {
         start: Value,
         end: Value,
         unit: Value,
+        walk: Option<&RowWalk>,
     ) -> LResult<Value> {
         let words = u32::try_from(w.args.len().max(1) * 8).map_err(|e| e.to_string())?;
         let slot = self.b.create_sized_stack_slot(StackSlotData::new(
@@ -521,6 +551,12 @@ impl FnLower<'_, '_> {
                     let off = self.b.ins().ishl_imm_u(start, i64::from(shift));
                     self.b.ins().iadd(base, off)
                 }
+                ArgWord::Steps => steps,
+                ArgWord::Rows => match walk {
+                    Some(r) => r.rows,
+                    None => self.b.ins().iconst(types::I64, 1),
+                },
+                ArgWord::RowStride(k) => self.row_stride(w, *k, walk)?,
                 ArgWord::Vectors => tail.ok_or("internal: a tail for a body without")?.0,
                 ArgWord::Masks => tail.ok_or("internal: lane masks for a body without")?.1,
                 ArgWord::Uniform(v) => {
@@ -549,5 +585,57 @@ impl FnLower<'_, '_> {
         self.b.ins().jump(after, &[BlockArg::Value(rest)]);
         self.b.switch_to_block(after);
         Ok(self.b.block_params(after)[0])
+    }
+}
+
+/// The rows that one call of a body that runs whole rows walks: `rows` of them, from the
+/// current one along the loop index `index`.
+pub(super) struct RowWalk {
+    index: ValueId,
+    rows: Value,
+}
+
+/// Whether an instruction of `pl` reads `index` other than as an index of a varying load or
+/// store (a row-level value or access, as `plan` places them, or a varying value): then rows
+/// along `index` differ in more than their addresses, and a body cannot walk them. (A value
+/// computed from `index` is computed by an instruction that reads it.)
+fn row_level_depends_on(pl: &ParallelLoop, plan: &VecPlan, index: ValueId) -> bool {
+    pl.body.iter().zip(&plan.row_level).any(|(inst, &at_row)| {
+        let reads = |v: &ValueId| *v == index;
+        match (&inst.op, at_row) {
+            (Op::Load(_), false) => false,
+            (Op::Store(_, v) | Op::Reduce(_, _, v), false) => reads(v),
+            (op, _) => operands(op).iter().any(reads),
+        }
+    })
+}
+
+impl FnLower<'_, '_> {
+    /// The bytes between consecutive rows of `walk` of the `k`-th pointer of `w` (an
+    /// [`ArgWord::RowBase`]): the strides of its access's dimensions indexed by the walk's
+    /// index; 0 without a walk.
+    fn row_stride(&mut self, w: &WideCall, k: u32, walk: Option<&RowWalk>) -> LResult<Value> {
+        let mut stride = self.b.ins().iconst(types::I64, 0);
+        let Some(walk) = walk else {
+            return Ok(stride);
+        };
+        let Some(ArgWord::RowBase(param, indices)) = w.args.get(k as usize) else {
+            return Err("internal: a row stride of no pointer".into());
+        };
+        let view = self
+            .views
+            .get(param)
+            .ok_or_else(|| format!("internal: store parameter {param} not loaded"))?;
+        let strides = view.stride.clone();
+        let outer = indices.len().saturating_sub(1);
+        for (d, iv) in indices[..outer].iter().enumerate() {
+            if *iv == walk.index {
+                let s = *strides
+                    .get(d)
+                    .ok_or_else(|| format!("internal: no stride {d}"))?;
+                stride = self.b.ins().iadd(stride, s);
+            }
+        }
+        Ok(stride)
     }
 }

@@ -437,6 +437,16 @@ impl Asm {
         self.rex_w(0x8b, dst, Rm::Mem { mem, bcst: false });
     }
 
+    /// `mov [mem], src` (64 bits).
+    pub fn mov_store(&mut self, mem: Mem, src: u8) {
+        self.rex_w(0x89, src, Rm::Mem { mem, bcst: false });
+    }
+
+    /// `add dst, [mem]` (64 bits).
+    pub fn add_load(&mut self, dst: u8, mem: Mem) {
+        self.rex_w(0x03, dst, Rm::Mem { mem, bcst: false });
+    }
+
     /// `mov dst, imm64`.
     pub fn mov_imm64(&mut self, dst: u8, imm: u64) {
         self.byte(0x48 | ((dst >> 3) & 1));
@@ -637,6 +647,18 @@ mod tests {
         assert_eq!(
             enc(|a| a.mov_load(R9, Mem::at(RDI, 0x18))),
             [0x4c, 0x8b, 0x8f, 0x18, 0, 0, 0]
+        );
+        // add r9, [rdi+0x18] ; mov [rdi+0x20], rsi ; add r15, [rdi+0x40]
+        assert_eq!(
+            enc(|a| {
+                a.add_load(R9, Mem::at(RDI, 0x18));
+                a.mov_store(Mem::at(RDI, 0x20), RSI);
+                a.add_load(R15, Mem::at(RDI, 0x40));
+            }),
+            [
+                0x4c, 0x03, 0x8f, 0x18, 0, 0, 0, 0x48, 0x89, 0xb7, 0x20, 0, 0, 0, 0x4c, 0x03, 0xbf,
+                0x40, 0, 0, 0
+            ]
         );
         // add rax, 64 ; sub rsi, 1 ; and rsp, -64
         assert_eq!(

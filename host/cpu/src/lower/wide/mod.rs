@@ -18,7 +18,8 @@
 //! iterations and runs the rest as before, or, for a body that runs whole rows (AVX2; see
 //! [`WideBody::masks`]), for the whole row: the body then runs the last `len % step`
 //! iterations one vector at a time, the last, partial vector with its loads and stores
-//! masked to its lanes.
+//! masked to its lanes, and then, where the vector function walks them
+//! ([`ArgWord::Rows`]), the rows that follow, each pointer advanced by its row stride.
 //!
 //! Every operation is the one the 128-bit and scalar code perform, lane by lane, in the same
 //! operand order: no contraction into fused multiply-adds, no reassociation, the scalar rules
@@ -139,6 +140,16 @@ pub(crate) enum ArgWord {
     /// partial vector, `masks + 8 * (16 - q)` for its `q = r % lanes` iterations, or 0 when
     /// the row has none.
     Masks,
+    /// For a body that runs whole rows: the whole steps of each row, `len / step` (the
+    /// function's `steps` argument is then unused).
+    Steps,
+    /// For a body that runs whole rows: how many rows it runs, at least one. Each row has
+    /// the first's length; between rows, each [`ArgWord::RowBase`] pointer advances by its
+    /// [`ArgWord::RowStride`].
+    Rows,
+    /// For a body that runs whole rows: the bytes between consecutive rows of the `.0`-th
+    /// [`ArgWord::RowBase`] pointer.
+    RowStride(u32),
 }
 
 /// A compiled wide body.
@@ -278,7 +289,11 @@ pub(crate) fn compile(
         classes: &one.classes,
         vectors_word: words,
         masks_word: words + 1,
+        steps_word: words + 2,
+        rows_word: words + 3,
+        strides_word: words + 4,
     });
+    let pointers = ptrs.len() as u32;
     let whole_rows = tail.is_some();
     let (code, table, masks) = assemble(Body {
         isa,
@@ -297,7 +312,13 @@ pub(crate) fn compile(
         .collect();
     args.extend(s.uniforms.args.into_iter().map(ArgWord::Uniform));
     if whole_rows {
-        args.extend([ArgWord::Vectors, ArgWord::Masks]);
+        args.extend([
+            ArgWord::Vectors,
+            ArgWord::Masks,
+            ArgWord::Steps,
+            ArgWord::Rows,
+        ]);
+        args.extend((0..pointers).map(ArgWord::RowStride));
     }
     Ok(WideBody {
         isa,
@@ -358,6 +379,11 @@ struct Tail<'a> {
     classes: &'a [Class],
     vectors_word: u32,
     masks_word: u32,
+    /// The words of [`ArgWord::Steps`], [`ArgWord::Rows`] and the first
+    /// [`ArgWord::RowStride`].
+    steps_word: u32,
+    rows_word: u32,
+    strides_word: u32,
 }
 
 /// Vectors that the body carries from step to step in pinned registers (see
@@ -517,6 +543,11 @@ fn assemble(s: Body<'_>) -> Result<(Vec<u8>, ConstTable, Option<u64>), String> {
     if let Some(c) = &s.carry {
         carried(&mut a, op::VMOVUPD_LOAD, c);
     }
+    // A body that runs whole rows starts each row here, its steps from their word.
+    let row_top = a.code.len();
+    if let Some((t, ..)) = &tail {
+        a.mov_load(gpr::RSI, Mem::at(gpr::RDI, (t.steps_word * 8) as i32));
+    }
     a.zero(gpr::RAX);
     a.test(gpr::RSI);
     // jle: no steps.
@@ -559,6 +590,17 @@ fn assemble(s: Body<'_>) -> Result<(Vec<u8>, ConstTable, Option<u64>), String> {
             let none = a.jcc_forward(0x4);
             a.code.extend_from_slice(&m.code);
             a.patch(none);
+            // The next row: each pointer by its row stride, while rows are left.
+            for (k, &r) in ptr_regs.iter().enumerate() {
+                let stride = (t.strides_word as usize + k) * 8;
+                a.add_load(r, Mem::at(gpr::RDI, stride as i32));
+            }
+            let rows = Mem::at(gpr::RDI, (t.rows_word * 8) as i32);
+            a.mov_load(gpr::RSI, rows);
+            a.sub_imm(gpr::RSI, 1);
+            a.mov_store(rows, gpr::RSI);
+            // jnz: another row.
+            a.jcc(0x5, row_top);
             a.zero(gpr::RAX);
         }
         None => a.mov_rr(gpr::RAX, gpr::RSI),
