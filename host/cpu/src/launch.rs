@@ -824,14 +824,14 @@ impl Plan {
         };
 
         if reds.is_empty() {
+            // The launching thread runs chunks itself while the pool's workers join in (see
+            // `shared_chunks`).
             let results: Vec<std::result::Result<Vec<LeafPart>, Error>> = if nchunks == 1 {
                 vec![call(0, std::ptr::null(), &mut Vec::new())]
             } else {
-                pool.install(|| {
-                    (0..nchunks)
-                        .into_par_iter()
-                        .map_init(Vec::new, |bufs, c| call(c, std::ptr::null(), bufs))
-                        .collect()
+                let chunks = usize::try_from(nchunks).map_err(|e| self.fault(e.to_string()))?;
+                crate::shared_chunks::run(pool, chunks, pool.current_num_threads(), |c, bufs| {
+                    call(c as i64, std::ptr::null(), bufs)
                 })
             };
             // The first failing chunk's error, as a serial run would stop there.

@@ -123,6 +123,7 @@ mod memory;
 mod pool;
 mod product;
 mod rows_product;
+mod shared_chunks;
 mod simd_path;
 mod splat;
 mod strips;

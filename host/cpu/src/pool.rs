@@ -2,12 +2,15 @@
 //! own runtime (their own plugins, stores, quotas and kernel time limit) but should not each
 //! bring a thread per core.
 //!
-//! **Fairness.** A launch enters the pool as one job (rayon's `install` from a thread outside
-//! the pool) and is split among the workers there. Workers finish the launch they are in
-//! before they take the next job, and jobs from outside wait in one first-in, first-out
-//! queue. Each tenant's thread waits for its own launch, so it has at most one job queued:
-//! a tenant waits at most for the launches queued ahead of its own, one per other tenant,
-//! and with [`weft_runtime::Limits::kernel_time`] set each of those stops at the limit.
+//! **Fairness.** A parallel loop without reductions or deferred stores runs its chunks on the
+//! launching thread, which starts at once, and on helper jobs queued on the pool, at most one
+//! per worker, each taking chunks of that launch only until none is left (see
+//! `crate::shared_chunks`); other loops enter the pool as one job (rayon's `install`). Jobs from outside
+//! wait in one first-in, first-out queue. Each tenant's thread waits for its own launch, so
+//! it has at most one launch's helpers queued: a tenant waits at most for the helpers queued
+//! ahead of its own, one launch per other tenant, and with
+//! [`weft_runtime::Limits::kernel_time`] set each of those stops at the limit; meanwhile its
+//! own thread runs its chunks.
 
 use std::sync::Arc;
 
