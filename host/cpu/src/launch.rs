@@ -916,18 +916,12 @@ impl Plan {
             let results: Vec<std::result::Result<Vec<LeafPart>, Error>> = if n == 1 {
                 vec![run_chunk(0, region, &mut Vec::new())]
             } else {
-                // The launching thread runs chunks itself while the pool's workers join in
-                // (see `shared_chunks`), each chunk in its own region of the wave.
-                let base = Shared(region.as_mut_ptr());
-                crate::shared_chunks::run(pool, n, pool.current_num_threads(), |j, bufs| {
-                    // SAFETY: `shared_chunks::run` runs each `j < n` once, so the regions
-                    // `j * chunk_words..(j + 1) * chunk_words` of `region` (which holds
-                    // `n * chunk_words` words) are touched by one call each, while `region`
-                    // stays borrowed here.
-                    let mem = unsafe {
-                        std::slice::from_raw_parts_mut(base.get().add(j * chunk_words), chunk_words)
-                    };
-                    run_chunk(j, mem, bufs)
+                pool.install(|| {
+                    region
+                        .par_chunks_mut(chunk_words)
+                        .enumerate()
+                        .map_init(Vec::new, |bufs, (j, mem)| run_chunk(j, mem, bufs))
+                        .collect()
                 })
             };
             for r in results {
