@@ -5,8 +5,8 @@
 //! **Fairness.** A parallel loop without reductions or deferred stores runs its chunks on the
 //! launching thread, which starts at once, and on helper jobs queued on the pool, at most one
 //! per worker, each taking chunks of that launch only until none is left (see
-//! `crate::shared_chunks`); other loops enter the pool as one job (rayon's `install`). Jobs from outside
-//! wait in one first-in, first-out queue. Each tenant's thread waits for its own launch, so
+//! `crate::shared_chunks`); other loops enter the pool as one job (rayon's `install`). Jobs
+//! from outside wait in one first-in, first-out queue. Each tenant's thread waits for its own launch, so
 //! it has at most one launch's helpers queued: a tenant waits at most for the helpers queued
 //! ahead of its own, one launch per other tenant, and with
 //! [`weft_runtime::Limits::kernel_time`] set each of those stops at the limit; meanwhile its
