@@ -491,14 +491,8 @@ impl FnLower<'_, '_> {
             3,
         ));
         let step = w.isa.step();
-        if !(step as u64).is_power_of_two() {
-            return Err("internal: a wide step that is not a power of two".into());
-        }
         let left = self.b.ins().isub(end, start);
-        let steps = self
-            .b
-            .ins()
-            .sshr_imm_u(left, i64::from(step.trailing_zeros()));
+        let steps = self.div_pow2(left, step, "a wide step")?;
         let zero = self.b.ins().iconst(types::I64, 0);
         let steps = self.b.ins().smax(steps, zero);
         let steps = self.b.ins().select(unit, steps, zero);
@@ -523,14 +517,8 @@ impl FnLower<'_, '_> {
         let tail = match w.masks {
             Some(at) => {
                 let lanes = w.isa.lanes();
-                if !(lanes as u64).is_power_of_two() {
-                    return Err("internal: a wide vector of lanes not a power of two".into());
-                }
                 let r = self.b.ins().isub(left, done);
-                let vectors = self
-                    .b
-                    .ins()
-                    .sshr_imm_u(r, i64::from(lanes.trailing_zeros()));
+                let vectors = self.div_pow2(r, lanes, "a wide vector's lanes")?;
                 let q = self.b.ins().band_imm_u(r, lanes - 1);
                 let bytes = self.b.ins().ishl_imm_u(q, 3);
                 let top = self.b.ins().iconst(types::I64, (at + 128) as i64);
@@ -611,6 +599,15 @@ fn row_level_depends_on(pl: &ParallelLoop, plan: &VecPlan, index: ValueId) -> bo
 }
 
 impl FnLower<'_, '_> {
+    /// `x / d` rounded towards minus infinity (an arithmetic shift), for `d` a power of two;
+    /// `what` names `d` in the error otherwise.
+    fn div_pow2(&mut self, x: Value, d: i64, what: &str) -> LResult<Value> {
+        if !(d > 0 && (d as u64).is_power_of_two()) {
+            return Err(format!("internal: {what} ({d}) is not a power of two"));
+        }
+        Ok(self.b.ins().sshr_imm_u(x, i64::from(d.trailing_zeros())))
+    }
+
     /// The bytes between consecutive rows of `walk` of the `k`-th pointer of `w` (an
     /// [`ArgWord::RowBase`]): the strides of its access's dimensions indexed by the walk's
     /// index; 0 without a walk.

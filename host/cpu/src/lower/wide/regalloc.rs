@@ -689,30 +689,12 @@ pub(crate) fn emit_body(
                     0,
                     None,
                 ),
-                Some(at) => {
-                    let k = load_mask(asm, frame, at, mem.disp)?;
-                    asm.vector(
-                        op::VMASKMOVPD_LOAD,
-                        d,
-                        Some(k),
-                        Rm::Mem { mem, bcst: false },
-                        0,
-                        None,
-                    );
-                }
+                Some(at) => masked_move(asm, frame, at, op::VMASKMOVPD_LOAD, d, mem)?,
             },
             Enc::Store(ins, mem, r) => match frame.masked {
                 None => asm.vector(ins, r, None, Rm::Mem { mem, bcst: false }, 0, None),
                 Some(at) if ins == op::VMOVUPD_STORE => {
-                    let k = load_mask(asm, frame, at, mem.disp)?;
-                    asm.vector(
-                        op::VMASKMOVPD_STORE,
-                        r,
-                        Some(k),
-                        Rm::Mem { mem, bcst: false },
-                        0,
-                        None,
-                    );
+                    masked_move(asm, frame, at, op::VMASKMOVPD_STORE, r, mem)?
                 }
                 Some(_) => return Err("internal: a masked store of one lane".into()),
             },
@@ -766,6 +748,21 @@ fn load_mask(asm: &mut Asm, frame: &Frame, at: u8, disp: i32) -> Result<u8, Stri
         None,
     );
     Ok(k)
+}
+
+/// A masked body's load into, or store from, vector register `reg` (`ins`: a `vmaskmovpd`
+/// form) at `mem`, with the lane mask of its vector (see [`load_mask`]).
+fn masked_move(
+    asm: &mut Asm,
+    frame: &Frame,
+    at: u8,
+    ins: VecOp,
+    reg: u8,
+    mem: Mem,
+) -> Result<(), String> {
+    let k = load_mask(asm, frame, at, mem.disp)?;
+    asm.vector(ins, reg, Some(k), Rm::Mem { mem, bcst: false }, 0, None);
+    Ok(())
 }
 
 /// The code of [`MInst::CheckIndices`]: `d` is its result (a mask register on AVX-512, a
