@@ -1,10 +1,12 @@
 //! The canonical dense product kernel, which back ends may run with a tuned routine.
 //!
 //! [`matmul`] builds the kernel of `C = A @ B` that the `numeric` plugin submits: `C[i, j]`
-//! is the lane-order sum ([`crate::builder::BodyBuilder::fold_lanes_fma`]: each term added to
-//! its partial by one fused multiply-add) of `A[i, p] * BT[c, p]` over `p`, where `BT` is `B`'s transpose stored by rows and `c` is `j`'s global column. The
-//! IR fixes every operation and its order, so any routine that gives the same bits may run
-//! it. [`recognize`] says whether a kernel is exactly that kernel (under any name): the host
+//! is the sum of `A[i, p] * BT[c, p]` over `p` as one chain of fused multiply-adds from zero
+//! in increasing `p` (`sum = fma(A[i, p], BT[c, p], sum)`, one rounding per term), where `BT`
+//! is `B`'s transpose stored by rows and `c` is `j`'s global column. The IR fixes every
+//! operation and its order, so any routine that gives the same bits may run it: a BLAS-style
+//! register tile that keeps a tile of `C` in registers while the terms stream through, and
+//! continues each element's chain from memory between passes over `k`, does. [`recognize`] says whether a kernel is exactly that kernel (under any name): the host
 //! runs a recognized product as a task of its own (never fused), so that the CPU back end can
 //! run it through its blocked routine (`weft-cpu`'s `product` module) instead of the
 //! compiled loop.
@@ -21,7 +23,7 @@ use crate::{DType, Kernel, Param, Privilege, ReduceOp};
 
 /// The kernel of `C = A @ B` for a float `dtype`, named `name`: parameters `A` (`(m, k)`,
 /// tiled by rows like `C`), `BT` (`(n, k)`, whole: row `c` is column `c` of `B`) and `C`
-/// (`(m, n)`, written); each element the lane-order sum of its row products.
+/// (`(m, n)`, written); each element the chain of `fma`s of its row products, in order.
 pub fn matmul(name: impl Into<String>, dtype: DType) -> KernelBuilder {
     let mut k = KernelBuilder::new(name);
     let a = k.store(dtype, 2, Privilege::Read);
@@ -33,12 +35,13 @@ pub fn matmul(name: impl Into<String>, dtype: DType) -> KernelBuilder {
         let origin = b.origin(c, 1);
         let col = b.add(origin, j);
         let lo = b.const_i64(0);
-        let sum = b.fold_lanes_fma(dtype, lo, n, |b, p| {
+        let zero = b.constant(ReduceOp::Sum.identity(dtype));
+        let sum = b.for_loop(lo, n, &[zero], |b, p, acc| {
             let aip = b.load(a, &[i, p]);
             let bpj = b.load(bt, &[col, p]);
-            (aip, bpj)
+            vec![b.fma(aip, bpj, acc[0])]
         });
-        b.store(c, idx, sum);
+        b.store(c, idx, sum[0]);
     });
     k
 }

@@ -89,7 +89,11 @@
 //!   in AVX2 and AVX-512 bodies where the CPU has them: `weft-cpu`'s `lanes` and
 //!   `wide::fold` modules) and a GPU may give each partial its own thread, with the same bits. A
 //!   row is never split between threads, pieces or ranks, so neither changes the result.
-//!   `numeric`'s `matvec`, `matmul` and reductions over one trailing dimension use it.
+//!   `numeric`'s `matvec` and reductions over one trailing dimension use it. The dense
+//!   product ([`crate::product::matmul`]) writes another order: each element one chain of
+//!   `fma`s in increasing index from zero, the order in which BLAS-style register tiles
+//!   (which keep a tile of results in vector registers while the terms stream through)
+//!   compute it, so that a back end runs it at BLAS speed with the same bits.
 //! - *Reductions written as trees*: a plugin may also write the canonical tree itself, as
 //!   plain arithmetic. `numeric`'s float sums and products over axes whose result is small
 //!   (smaller than what each element reduces) do: tasks `treeblocks` each compute one level

@@ -1,0 +1,141 @@
+//! Products with a few columns of `C` (`A @ x`, or a thin `X`) where `A` is stored by
+//! columns: each task streams down every column of `A` once, with no packing.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use rayon::prelude::*;
+
+use super::{Cancelled, Element, Matrix, Path};
+
+/// The bytes of running sums a task keeps: its rows are as many as fit (from 64 to 4096), so
+/// that each column of `A` it reads is one long run of memory and its sums stay in L1.
+const SUM_BYTES: usize = 32 << 10;
+
+/// The most columns of `C` (or, with the operands' roles swapped, rows) that [`by_columns`]
+/// takes: a task keeps one running sum per element of `C` it computes.
+pub(crate) const FEW_COLUMNS: usize = 16;
+
+/// `C = A @ BT.T` for a few columns of `C` where `A` is stored by columns (a transpose, as in
+/// `x @ A`): each task takes a run of rows and streams down every column of `A` once, adding
+/// `A[i, p] * BT[j, p]` (by `fma`) into the running sum of each of its elements `(i, j)`,
+/// in increasing `p`: every element's chain is the product's. With `SWAPPED`, `a` is the
+/// caller's `BT` and `bt` its `A` (see [`super::multiply`]): each `fma` then takes
+/// `BT[j, p]`'s partner as its first factor, so that the factors keep the caller's order.
+///
+/// # Safety
+///
+/// As [`super::multiply`], with `a`'s rows contiguous (`rs == 1`) and at most
+/// [`FEW_COLUMNS`] rows in `bt`.
+pub(crate) unsafe fn by_columns<T: Element, const SWAPPED: bool>(
+    a: Matrix<T>,
+    bt: Matrix<T>,
+    c: Matrix<T>,
+    path: Path,
+    pool: &rayon::ThreadPool,
+    cancel: &AtomicU32,
+) -> Result<(), Cancelled> {
+    let (m, k, n) = (a.rows, a.cols, bt.rows);
+    let per_task = (SUM_BYTES / (n.max(1) * std::mem::size_of::<T>()))
+        .clamp(64, 4096)
+        .min(m.div_ceil(pool.current_num_threads()).max(64));
+    pool.install(|| {
+        (0..m.div_ceil(per_task))
+            .into_par_iter()
+            .map_init(Vec::new, |sums: &mut Vec<T>, task| {
+                // The whole matrix, not its pointer field alone (which is not `Sync`).
+                let a = &a;
+                if cancel.load(Ordering::Relaxed) != 0 {
+                    return Err(Cancelled);
+                }
+                let lo = task * per_task;
+                let len = per_task.min(m - lo);
+                sums.clear();
+                sums.resize(n * len, T::ZERO);
+                for p in 0..k {
+                    // SAFETY: rows `lo .. lo + len` of column `p` lie inside `A`, one element
+                    // apart.
+                    let column = unsafe {
+                        std::slice::from_raw_parts(
+                            a.ptr.offset(lo as isize + p as isize * a.cs),
+                            len,
+                        )
+                    };
+                    for (j, sum) in sums.chunks_exact_mut(len).enumerate() {
+                        // SAFETY: `(j, p)` lies inside `BT`.
+                        let xp = unsafe { bt.get(j, p) };
+                        match path {
+                            // SAFETY: the path is AVX-512 only where the CPU has it.
+                            Path::Avx512 => unsafe {
+                                add_products_avx512::<T, SWAPPED>(sum, column, xp)
+                            },
+                            // SAFETY: the path is AVX2 only where the CPU has it.
+                            Path::Avx2 => unsafe {
+                                add_products_avx2::<T, SWAPPED>(sum, column, xp)
+                            },
+                            Path::Portable => add_products::<T, SWAPPED>(sum, column, xp),
+                        }
+                    }
+                }
+                for (j, sum) in sums.chunks_exact(len).enumerate() {
+                    for (r, &v) in sum.iter().enumerate() {
+                        // SAFETY: `(lo + r, j)` lies in this task's rows of `C`, which only
+                        // this thread writes.
+                        unsafe { c.set(lo + r, j, v) };
+                    }
+                }
+                Ok(())
+            })
+            .collect::<Result<(), Cancelled>>()
+    })
+}
+
+/// `acc[i] = fma(column[i], x, acc[i])` for every `i`; with `SWAPPED`,
+/// `fma(x, column[i], acc[i])`.
+#[inline(always)]
+fn add_products<T: Element, const SWAPPED: bool>(acc: &mut [T], column: &[T], x: T) {
+    for (a, &v) in acc.iter_mut().zip(column) {
+        *a = if SWAPPED { x.fma(v, *a) } else { v.fma(x, *a) };
+    }
+}
+
+/// [`add_products`] compiled for AVX-512, so that its loop runs in wide vectors.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F, AVX-512VL and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,fma")]
+unsafe fn add_products_avx512<T: Element, const SWAPPED: bool>(acc: &mut [T], column: &[T], x: T) {
+    add_products::<T, SWAPPED>(acc, column, x);
+}
+
+/// [`add_products`] compiled for AVX2.
+///
+/// # Safety
+///
+/// The CPU has AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn add_products_avx2<T: Element, const SWAPPED: bool>(acc: &mut [T], column: &[T], x: T) {
+    add_products::<T, SWAPPED>(acc, column, x);
+}
+
+/// [`add_products`] off x86-64, where the AVX2 path is never chosen.
+///
+/// # Safety
+///
+/// None beyond [`add_products`]'s.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn add_products_avx2<T: Element, const SWAPPED: bool>(acc: &mut [T], column: &[T], x: T) {
+    add_products::<T, SWAPPED>(acc, column, x);
+}
+
+/// [`add_products`] off x86-64, where the AVX-512 path is never chosen.
+///
+/// # Safety
+///
+/// None beyond [`add_products`]'s.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn add_products_avx512<T: Element, const SWAPPED: bool>(acc: &mut [T], column: &[T], x: T) {
+    add_products::<T, SWAPPED>(acc, column, x);
+}

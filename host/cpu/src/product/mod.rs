@@ -1,0 +1,439 @@
+//! Dense products (`weft_ir::product`'s kernel) through blocked routines with the kernel's
+//! bits.
+//!
+//! The kernel makes each `C[i, j]` the sum of `A[i, p] * BT[j, p]` over `p`, one chain of
+//! fused multiply-adds from zero in increasing `p` (`sum = fma(A[i, p], BT[j, p], sum)`).
+//! Compiled as written, each element streams its two rows from memory. These routines compute
+//! the same operations in the same order per element, but for many elements at once, as BLAS
+//! does: [`blocks`] packs the operands per block and runs register tiles ([`kernels`]) that
+//! keep a tile of `C` in vector registers while the terms stream through, continuing each
+//! element's chain from `C` between passes over `k`; [`by_columns`] streams a matrix stored
+//! by columns once for a few columns of `C`. Blocking changes which element is computed
+//! when, never the order of any element's own operations, so the bits are the compiled
+//! kernel's on any number of threads (the tests compare them with the chain written out).
+
+mod blocks;
+mod by_columns;
+mod kernels;
+
+use std::sync::atomic::AtomicU32;
+
+use by_columns::{FEW_COLUMNS, by_columns};
+
+/// Which register tile runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Path {
+    /// Plain Rust, for any CPU (`mul_add`, which is a library call without FMA hardware).
+    Portable,
+    /// 256-bit vectors: needs AVX2 and FMA.
+    Avx2,
+    /// 512-bit vectors: needs AVX-512F (and, for `f32`, AVX-512VL) and FMA.
+    Avx512,
+}
+
+impl Path {
+    /// The fastest path this CPU runs, unless `avx512` is off.
+    pub(crate) fn detect(avx512: bool) -> Path {
+        #[cfg(target_arch = "x86_64")]
+        if avx512
+            && std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+            && std::arch::is_x86_feature_detected!("fma")
+        {
+            return Path::Avx512;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            return Path::Avx2;
+        }
+        let _ = avx512;
+        Path::Portable
+    }
+}
+
+/// A float element of a product.
+pub(crate) trait Element:
+    Copy + Send + Sync + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> + 'static
+{
+    /// The sum's identity (`+0`).
+    const ZERO: Self;
+
+    /// `self * b + c` rounded once.
+    fn fma(self, b: Self, c: Self) -> Self;
+
+    /// `C[r, c] = fma(a[p * mr + r], b[p * nr + c], C[r, c])` for `p < kc` in increasing
+    /// `p`, `C[r, c]` at `c + r * rs`, on `path`'s tile (`kernels::Geometry::of(path,
+    /// size_of::<Self>())` gives `mr` and `nr`); the chains start from `C`'s values if `load`,
+    /// else from zero (`C` is then only written).
+    ///
+    /// # Safety
+    ///
+    /// The CPU has `path`'s features (see [`Path`]); `a` holds `kc * mr` elements, `b`
+    /// `kc * nr`, and the tile of `C` (`mr` rows of `nr` elements, `rs` apart) is valid for
+    /// reads and writes.
+    unsafe fn tile(
+        path: Path,
+        kc: usize,
+        a: *const Self,
+        b: *const Self,
+        c: *mut Self,
+        rs: usize,
+        load: bool,
+    );
+}
+
+/// Implements [`Element`] for a float type, with its tiles.
+macro_rules! element {
+    ($t:ty, $tile512:ident, $tile256:ident) => {
+        impl Element for $t {
+            const ZERO: $t = 0.0;
+
+            #[inline(always)]
+            fn fma(self, b: $t, c: $t) -> $t {
+                self.mul_add(b, c)
+            }
+
+            unsafe fn tile(
+                path: Path,
+                kc: usize,
+                a: *const $t,
+                b: *const $t,
+                c: *mut $t,
+                rs: usize,
+                load: bool,
+            ) {
+                match path {
+                    // SAFETY: the caller's contract is the tile's.
+                    #[cfg(target_arch = "x86_64")]
+                    Path::Avx512 => unsafe { kernels::$tile512(kc, a, b, c, rs, load) },
+                    // SAFETY: as above.
+                    #[cfg(target_arch = "x86_64")]
+                    Path::Avx2 => unsafe { kernels::$tile256(kc, a, b, c, rs, load) },
+                    // SAFETY: as above.
+                    _ => unsafe { kernels::portable(kc, a, b, c, rs, load) },
+                }
+            }
+        }
+    };
+}
+
+element!(f64, f64_avx512, f64_avx2);
+element!(f32, f32_avx512, f32_avx2);
+
+/// A matrix in memory: element `(r, c)` at `ptr + r * rs + c * cs` (in elements).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Matrix<T> {
+    /// Element `(0, 0)`.
+    pub ptr: *mut T,
+    /// Rows.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+    /// Row stride, in elements.
+    pub rs: isize,
+    /// Column stride, in elements.
+    pub cs: isize,
+}
+
+// SAFETY: a `Matrix` only describes memory; `multiply`'s caller guarantees that the memory is
+// valid for the call, and the routine's threads read `A` and `BT` and write disjoint blocks
+// of `C`.
+unsafe impl<T: Send> Send for Matrix<T> {}
+// SAFETY: as for `Send`.
+unsafe impl<T: Sync> Sync for Matrix<T> {}
+
+impl<T: Copy> Matrix<T> {
+    /// Element `(r, c)`.
+    ///
+    /// # Safety
+    ///
+    /// `(r, c)` is inside the matrix, whose memory is valid for reads.
+    unsafe fn get(&self, r: usize, c: usize) -> T {
+        // SAFETY: the caller's contract.
+        unsafe { *self.ptr.offset(r as isize * self.rs + c as isize * self.cs) }
+    }
+
+    /// Sets element `(r, c)`.
+    ///
+    /// # Safety
+    ///
+    /// `(r, c)` is inside the matrix, whose memory is valid for writes by this thread alone.
+    unsafe fn set(&self, r: usize, c: usize, v: T) {
+        // SAFETY: the caller's contract.
+        unsafe { *self.ptr.offset(r as isize * self.rs + c as isize * self.cs) = v }
+    }
+}
+
+/// Why a product stopped early.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Cancelled;
+
+/// `C = A @ BT.T`, each element its chain of `fma`s (see the module documentation): `a` is `(m, k)`, `bt`
+/// `(n, k)` and `c` `(m, n)`, on the threads of `pool`. Checks `cancel` between blocks and
+/// stops with [`Cancelled`] once it is set (the kernel time limit).
+///
+/// # Safety
+///
+/// Every element of the three matrices lies in memory valid for the call (reads of `a` and
+/// `bt`, writes of `c`); `c` overlaps neither operand, and nothing else touches `c` meanwhile;
+/// `path` is [`Path::Avx512`] only on a CPU with AVX-512F, AVX-512VL and FMA, and
+/// [`Path::Avx2`] only on one with AVX2 and FMA.
+pub(crate) unsafe fn multiply<T: Element>(
+    a: Matrix<T>,
+    bt: Matrix<T>,
+    c: Matrix<T>,
+    path: Path,
+    pool: &rayon::ThreadPool,
+    cancel: &AtomicU32,
+) -> Result<(), Cancelled> {
+    let (m, n, k) = (c.rows, c.cols, a.cols);
+    debug_assert!(a.rows == m && bt.rows == n && bt.cols == k);
+    if n <= FEW_COLUMNS && a.rs == 1 && a.cs != 1 {
+        // SAFETY: the caller's contract.
+        return unsafe { by_columns::<T, false>(a, bt, c, path, pool, cancel) };
+    }
+    if m <= FEW_COLUMNS && bt.rs == 1 && bt.cs != 1 {
+        // `C.T = BT @ A.T`: few rows of `C` against a `B` stored by rows (an MLP's layer on a
+        // small batch) stream `B` once, as `BT`'s columns. Each product keeps its operands'
+        // order (`SWAPPED`), so every element's operations are the kernel's.
+        let ct = Matrix {
+            ptr: c.ptr,
+            rows: n,
+            cols: m,
+            rs: c.cs,
+            cs: c.rs,
+        };
+        // SAFETY: the caller's contract; `ct` names the elements of `c`.
+        return unsafe { by_columns::<T, true>(bt, a, ct, path, pool, cancel) };
+    }
+    // SAFETY: the caller's contract.
+    unsafe { blocks::by_blocks(a, bt, c, path, pool, cancel) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic values in `[-1, 1)`, not round, so that the order of additions shows.
+    fn values(n: usize, seed: u64) -> Vec<f64> {
+        let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+            })
+            .collect()
+    }
+
+    /// One element's chain, written out as the kernel builds it.
+    fn chain<T: Element>(a: impl Fn(usize) -> T, b: impl Fn(usize) -> T, k: usize) -> T {
+        (0..k).fold(T::ZERO, |sum, p| a(p).fma(b(p), sum))
+    }
+
+    /// `C = A @ BT.T` by the routine on `threads` threads, `A` stored by columns when
+    /// `layout` (by rows, or by columns as a transposed view is), `C` with a padded row
+    /// stride.
+    fn routine<T: Element>(
+        a: &[T],
+        bt: &[T],
+        (m, n, k): (usize, usize, usize),
+        layout: Layout,
+        path: Path,
+        threads: usize,
+    ) -> Vec<T> {
+        let (a_cols, bt_cols) = match layout {
+            Layout::Rows => (false, false),
+            Layout::Columns => (true, true),
+            Layout::BtColumns => (false, true),
+        };
+        let mut a_store: Vec<T> = if a_cols {
+            (0..m * k).map(|x| a[(x % m) * k + x / m]).collect()
+        } else {
+            a.to_vec()
+        };
+        let mut bt_store: Vec<T> = if bt_cols {
+            (0..n * k).map(|x| bt[(x % n) * k + x / n]).collect()
+        } else {
+            bt.to_vec()
+        };
+        let (bt_rs, bt_cs) = if bt_cols {
+            (1, n as isize)
+        } else {
+            (k as isize, 1)
+        };
+        let pad = 3;
+        let mut c_store = vec![T::ZERO; m * (n + pad)];
+        let (rs, cs) = if a_cols {
+            (1, m as isize)
+        } else {
+            (k as isize, 1)
+        };
+        let am = Matrix {
+            ptr: a_store.as_mut_ptr(),
+            rows: m,
+            cols: k,
+            rs,
+            cs,
+        };
+        let bm = Matrix {
+            ptr: bt_store.as_mut_ptr(),
+            rows: n,
+            cols: k,
+            rs: bt_rs,
+            cs: bt_cs,
+        };
+        let cm = Matrix {
+            ptr: c_store.as_mut_ptr(),
+            rows: m,
+            cols: n,
+            rs: (n + pad) as isize,
+            cs: 1,
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("a pool");
+        let cancel = AtomicU32::new(0);
+        // SAFETY: the three matrices describe the vectors above, which outlive the call; `C`
+        // is its own vector; the path was detected (or is the portable one).
+        unsafe { multiply(am, bm, cm, path, &pool, &cancel) }.expect("not cancelled");
+        (0..m)
+            .flat_map(|i| c_store[i * (n + pad)..i * (n + pad) + n].to_vec())
+            .collect()
+    }
+
+    /// How the test stores `A` and `BT`.
+    #[derive(Clone, Copy, Debug)]
+    enum Layout {
+        /// Both by rows (`A @ B.T`).
+        Rows,
+        /// Both by columns (`A.T @ B`).
+        Columns,
+        /// `A` by rows, `BT` by columns (`A @ B`).
+        BtColumns,
+    }
+
+    fn paths() -> Vec<Path> {
+        let mut paths = vec![Path::Portable];
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            paths.push(Path::Avx2);
+        }
+        if Path::detect(true) == Path::Avx512 {
+            paths.push(Path::Avx512);
+        }
+        paths
+    }
+
+    /// Shapes around every blocking edge: no terms, fewer terms than a tile's pass, more
+    /// than one pass over `k`, rows and columns past the tiles and the blocks.
+    /// Single columns (`A @ x`), which take `by_columns` where `A` is stored by columns.
+    /// A few rows against many columns (`A @ B` with `B` by rows streams `B` in tasks of 64 rows
+    /// or more).
+    const SHAPES: [(usize, usize, usize); 12] = [
+        (5, 600, 37),
+        (3, 4, 0),
+        (1, 1, 1),
+        (3, 5, 7),
+        (5, 7, 8),
+        (9, 13, 21),
+        (67, 75, 300),
+        (130, 150, 515),
+        (4, 6, 256),
+        (300, 1, 7),
+        (517, 1, 83),
+        (1, 1, 40),
+    ];
+
+    #[test]
+    fn the_routine_has_the_chains_bits_in_f64() {
+        for (s, &(m, n, k)) in SHAPES.iter().enumerate() {
+            let a = values(m * k, 2 * s as u64 + 1);
+            let bt = values(n * k, 2 * s as u64 + 2);
+            let want: Vec<u64> = (0..m * n)
+                .map(|x| {
+                    let (i, j) = (x / n, x % n);
+                    chain(|p| a[i * k + p], |p| bt[j * k + p], k).to_bits()
+                })
+                .collect();
+            for path in paths() {
+                for threads in [1, 3] {
+                    for layout in [Layout::Rows, Layout::Columns, Layout::BtColumns] {
+                        let got: Vec<u64> = routine(&a, &bt, (m, n, k), layout, path, threads)
+                            .iter()
+                            .map(|v| v.to_bits())
+                            .collect();
+                        assert!(
+                            got == want,
+                            "{m}x{k} @ {k}x{n}, {path:?}, {threads} threads, {layout:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_routine_has_the_chains_bits_in_f32() {
+        for (s, &(m, n, k)) in SHAPES.iter().enumerate() {
+            let a: Vec<f32> = values(m * k, 3 * s as u64 + 1)
+                .iter()
+                .map(|&v| v as f32)
+                .collect();
+            let bt: Vec<f32> = values(n * k, 3 * s as u64 + 2)
+                .iter()
+                .map(|&v| v as f32)
+                .collect();
+            let want: Vec<u32> = (0..m * n)
+                .map(|x| {
+                    let (i, j) = (x / n, x % n);
+                    chain(|p| a[i * k + p], |p| bt[j * k + p], k).to_bits()
+                })
+                .collect();
+            for path in paths() {
+                for layout in [Layout::Columns, Layout::BtColumns] {
+                    let got: Vec<u32> = routine(&a, &bt, (m, n, k), layout, path, 2)
+                        .iter()
+                        .map(|v| v.to_bits())
+                        .collect();
+                    assert!(got == want, "{m}x{k} @ {k}x{n}, {path:?}, {layout:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_set_cancel_flag_stops_the_product() {
+        let (m, n, k) = (200, 200, 16);
+        let (mut a, mut bt, mut c) = (vec![1.0f64; m * k], vec![1.0f64; n * k], vec![0.0; m * n]);
+        let matrix = |ptr: *mut f64, rows: usize, cols: usize| Matrix {
+            ptr,
+            rows,
+            cols,
+            rs: cols as isize,
+            cs: 1,
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .expect("a pool");
+        let cancel = AtomicU32::new(1);
+        // SAFETY: the matrices describe the vectors above, which outlive the call.
+        let result = unsafe {
+            multiply(
+                matrix(a.as_mut_ptr(), m, k),
+                matrix(bt.as_mut_ptr(), n, k),
+                matrix(c.as_mut_ptr(), m, n),
+                Path::Portable,
+                &pool,
+                &cancel,
+            )
+        };
+        assert_eq!(result, Err(Cancelled));
+        assert!(c.iter().all(|&v| v == 0.0), "no block ran");
+    }
+}
