@@ -11,8 +11,9 @@ use rayon::prelude::*;
 use super::kernels::Geometry;
 use super::{Cancelled, Element, Matrix, Path};
 
-/// Bytes of `A`'s packed rows per block: the block stays in L2 while the tiles stream it.
-const A_BLOCK_BYTES: usize = 256 << 10;
+/// Bytes of `A`'s packed rows per block: the block stays in L2 while the tiles stream it, and
+/// a square product of 1024 `f64` has blocks enough for two threads without packing `A` twice.
+const A_BLOCK_BYTES: usize = 128 << 10;
 
 /// Bytes of `BT`'s packed rows per panel (a panel covers every column of `C` unless they
 /// need more).
