@@ -42,6 +42,9 @@ pub(crate) unsafe fn by_blocks<T: Element>(
     cancel: &AtomicU32,
 ) -> Result<(), Cancelled> {
     let (m, n, k) = (c.rows, c.cols, a.cols);
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
     if k == 0 {
         // The sum of no terms.
         for i in 0..m {

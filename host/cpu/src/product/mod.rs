@@ -329,14 +329,17 @@ mod tests {
         paths
     }
 
-    /// Shapes around every blocking edge: no terms, fewer terms than a tile's pass, more
-    /// than one pass over `k`, rows and columns past the tiles and the blocks.
+    /// Shapes around every blocking edge: no rows, no columns, no terms, fewer terms than a
+    /// tile's pass, more than one pass over `k`, rows and columns past the tiles and the
+    /// blocks.
     /// Single columns (`A @ x`), which take `by_columns` where `A` is stored by columns.
     /// A few rows against many columns (`A @ B` with `B` by rows streams `B` in tasks of 64 rows
     /// or more).
-    const SHAPES: [(usize, usize, usize); 12] = [
+    const SHAPES: [(usize, usize, usize); 14] = [
         (5, 600, 37),
         (3, 4, 0),
+        (0, 20, 7),
+        (20, 0, 7),
         (1, 1, 1),
         (3, 5, 7),
         (5, 7, 8),
