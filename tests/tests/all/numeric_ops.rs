@@ -633,3 +633,28 @@ fn reductions_of_a_0d_array_give_its_element() {
         }
     });
 }
+
+/// Products with no rows, no columns or no terms, as NumPy gives them: an empty result, or
+/// zeros (the sum of no terms), with `A` stored by rows and through a transpose.
+#[test]
+fn empty_products_are_empty_or_zero() {
+    both(|np| {
+        for (m, k, n) in [(0usize, 5usize, 20usize), (20, 5, 0), (3, 0, 4), (0, 0, 0)] {
+            let a = data(m * k, 3, -1.0, 1.0);
+            let b = data(k * n, 4, -1.0, 1.0);
+            let bm = np.from_vec(&[k as u64, n as u64], &b);
+            let by_rows = np.from_vec(&[m as u64, k as u64], &a);
+            let by_columns = np.from_vec(&[k as u64, m as u64], &transpose(&a, m, k)).t();
+            for am in [by_rows, by_columns] {
+                let c = am.matmul(&bm);
+                assert_eq!(
+                    c.shape().unwrap(),
+                    vec![m as u64, n as u64],
+                    "{m}x{k} @ {k}x{n}"
+                );
+                let got = c.to_vec().unwrap();
+                assert_eq!(got, vec![0.0; m * n], "{m}x{k} @ {k}x{n}");
+            }
+        }
+    });
+}
