@@ -4,12 +4,12 @@
 //! from one pass to the next.
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 
 use rayon::prelude::*;
 
 use super::kernels::Geometry;
-use super::{Cancelled, Element, Matrix, Path};
+use super::{Cancelled, Element, Job, Matrix, Path};
 
 /// Bytes of `A`'s packed rows per block: the block stays in L2 while the tiles stream it, and
 /// a square product of 1024 `f64` has blocks enough for two threads without packing `A` twice.
@@ -33,14 +33,15 @@ const MOST_ROWS: usize = 48;
 /// # Safety
 ///
 /// As [`super::multiply`].
-pub(crate) unsafe fn by_blocks<T: Element>(
-    a: Matrix<T>,
-    bt: Matrix<T>,
-    c: Matrix<T>,
-    path: Path,
-    pool: &rayon::ThreadPool,
-    cancel: &AtomicU32,
-) -> Result<(), Cancelled> {
+pub(crate) unsafe fn by_blocks<T: Element>(job: Job<'_, T>) -> Result<(), Cancelled> {
+    let Job {
+        a,
+        bt,
+        c,
+        path,
+        pool,
+        cancel,
+    } = job;
     let (m, n, k) = (c.rows, c.cols, a.cols);
     if m == 0 || n == 0 {
         return Ok(());

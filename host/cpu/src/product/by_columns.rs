@@ -1,11 +1,11 @@
 //! Products with a few columns of `C` (`A @ x`, or a thin `X`) where `A` is stored by
 //! columns: each task streams down every column of `A` once, with no packing.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 
 use rayon::prelude::*;
 
-use super::{Cancelled, Element, Matrix, Path};
+use super::{Cancelled, Element, Job, Path};
 
 /// The bytes of running sums a task keeps: its rows are as many as fit (from 64 to 4096), so
 /// that each column of `A` it reads is one long run of memory and its sums stay in L1.
@@ -27,13 +27,16 @@ pub(crate) const FEW_COLUMNS: usize = 16;
 /// As [`super::multiply`], with `a`'s rows contiguous (`rs == 1`) and at most
 /// [`FEW_COLUMNS`] rows in `bt`.
 pub(crate) unsafe fn by_columns<T: Element, const SWAPPED: bool>(
-    a: Matrix<T>,
-    bt: Matrix<T>,
-    c: Matrix<T>,
-    path: Path,
-    pool: &rayon::ThreadPool,
-    cancel: &AtomicU32,
+    job: Job<'_, T>,
 ) -> Result<(), Cancelled> {
+    let Job {
+        a,
+        bt,
+        c,
+        path,
+        pool,
+        cancel,
+    } = job;
     let (m, k, n) = (a.rows, a.cols, bt.rows);
     let per_task = (SUM_BYTES / (n.max(1) * std::mem::size_of::<T>()))
         .clamp(64, 4096)

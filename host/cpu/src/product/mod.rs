@@ -169,8 +169,26 @@ impl<T: Copy> Matrix<T> {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Cancelled;
 
-/// `C = A @ BT.T`, each element its chain of `fma`s (see the module documentation): `a` is `(m, k)`, `bt`
-/// `(n, k)` and `c` `(m, n)`, on the threads of `pool`. Checks `cancel` between blocks and
+/// One product for a routine to run: `C = A @ BT.T` (`a` `(m, k)`, `bt` `(n, k)`, `c`
+/// `(m, n)`), the tile path, the threads, and the flag that stops it.
+#[derive(Clone, Copy)]
+pub(crate) struct Job<'a, T> {
+    /// `A`.
+    pub a: Matrix<T>,
+    /// `BT`, `B`'s transpose.
+    pub bt: Matrix<T>,
+    /// `C`, written.
+    pub c: Matrix<T>,
+    /// The register tiles to run.
+    pub path: Path,
+    /// The threads.
+    pub pool: &'a rayon::ThreadPool,
+    /// Set to stop the product (the kernel time limit).
+    pub cancel: &'a AtomicU32,
+}
+
+/// `C = A @ BT.T`, each element its chain of `fma`s (see the module documentation): `a` is
+/// `(m, k)`, `bt` `(n, k)` and `c` `(m, n)`, on the threads of `pool`. Checks `cancel` between blocks and
 /// stops with [`Cancelled`] once it is set (the kernel time limit).
 ///
 /// # Safety
@@ -189,9 +207,17 @@ pub(crate) unsafe fn multiply<T: Element>(
 ) -> Result<(), Cancelled> {
     let (m, n, k) = (c.rows, c.cols, a.cols);
     debug_assert!(a.rows == m && bt.rows == n && bt.cols == k);
+    let job = Job {
+        a,
+        bt,
+        c,
+        path,
+        pool,
+        cancel,
+    };
     if n <= FEW_COLUMNS && a.rs == 1 && a.cs != 1 {
         // SAFETY: the caller's contract.
-        return unsafe { by_columns::<T, false>(a, bt, c, path, pool, cancel) };
+        return unsafe { by_columns::<T, false>(job) };
     }
     if m <= FEW_COLUMNS && bt.rs == 1 && bt.cs != 1 {
         // `C.T = BT @ A.T`: few rows of `C` against a `B` stored by rows (an MLP's layer on a
@@ -204,11 +230,17 @@ pub(crate) unsafe fn multiply<T: Element>(
             rs: c.cs,
             cs: c.rs,
         };
+        let swapped = Job {
+            a: bt,
+            bt: a,
+            c: ct,
+            ..job
+        };
         // SAFETY: the caller's contract; `ct` names the elements of `c`.
-        return unsafe { by_columns::<T, true>(bt, a, ct, path, pool, cancel) };
+        return unsafe { by_columns::<T, true>(swapped) };
     }
     // SAFETY: the caller's contract.
-    unsafe { blocks::by_blocks(a, bt, c, path, pool, cancel) }
+    unsafe { blocks::by_blocks(job) }
 }
 
 #[cfg(test)]
