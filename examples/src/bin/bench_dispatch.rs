@@ -5,7 +5,8 @@
 //!   the analysis never looks at points, so the cost must not grow with the domain;
 //! - compiling the fused kernel with Cranelift;
 //! - the analysis per task against the window's length (16 to 4,096 tasks), every plan a memo
-//!   miss, for element-wise chains and for chains of 0-d tasks (`trace = trace * s + 1`): it
+//!   miss, for element-wise chains, chains of 0-d tasks (`trace = trace * s + 1`) and
+//!   in-place updates of one array from a store of its own per task (`acc += a[i] * s`): it
 //!   must stay flat (`analysis_by_window`, `analysis_per_task_us_window_16` and `_4096`);
 //! - end to end through the numeric plugin: submitting, analysing (a memo hit) and dispatching
 //!   one task of a steady-state loop on tiny arrays (plugin call included), beside NumPy's
@@ -49,6 +50,46 @@ fn kernel(rank: u32) -> Result<Arc<KernelEntry>, AppError> {
     Ok(Arc::new(KernelEntry::new("bench.axpb", &k.finish())?))
 }
 
+/// `acc = acc + a * s` over vectors: an update in place.
+fn accumulate() -> Result<Arc<KernelEntry>, AppError> {
+    let mut k = KernelBuilder::new("bench.accumulate");
+    let a = k.store(DType::F64, 1, Privilege::Read);
+    let acc = k.store(DType::F64, 1, Privilege::ReadWrite);
+    let s = k.scalar(DType::F64);
+    k.body().parallel(acc, |b, i| {
+        let x = b.load(a, i);
+        let y = b.mul(x, s);
+        let old = b.load(acc, i);
+        let z = b.add(old, y);
+        b.store(acc, i, z);
+    });
+    Ok(Arc::new(KernelEntry::new("bench.accumulate", &k.finish())?))
+}
+
+/// The chains whose analysis per task is measured against the window's length.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Chain {
+    /// `t[i+1] = t[i] * s + 1` over vectors, the intermediate ones temporaries.
+    ElementWise,
+    /// `trace = trace * s + 1` over 0-d stores, one point each.
+    Scalar,
+    /// `acc += a[i] * s` over vectors, a store `a[i]` of its own per task (a loop body that
+    /// updates one array from many others, as `C[i, :] += alpha * A[i, k] * A[:, k]` does):
+    /// one store read and written by every task, and as many stores as tasks.
+    InPlace,
+}
+
+impl Chain {
+    /// Its name in the report.
+    fn name(self) -> &'static str {
+        match self {
+            Chain::ElementWise => "element-wise",
+            Chain::Scalar => "0-d",
+            Chain::InPlace => "in-place",
+        }
+    }
+}
+
 /// A chain of `len` tasks launched on `points` points, over stores of `ELEMENTS` elements
 /// (`scalar` false) or 0-d stores (`scalar` true, one point: `trace = trace * s + 1`).
 fn window(
@@ -57,6 +98,26 @@ fn window(
     points: u64,
     scalar: bool,
 ) -> Result<(Vec<IndexTask>, Vec<StoreId>), AppError> {
+    chain_window(
+        stores,
+        len,
+        points,
+        if scalar {
+            Chain::Scalar
+        } else {
+            Chain::ElementWise
+        },
+    )
+}
+
+/// A window of `len` tasks of `chain` launched on `points` points (one, for 0-d stores).
+fn chain_window(
+    stores: &mut Stores,
+    len: usize,
+    points: u64,
+    chain: Chain,
+) -> Result<(Vec<IndexTask>, Vec<StoreId>), AppError> {
+    let scalar = chain == Chain::Scalar;
     let (entry, shape, partition) = if scalar {
         (kernel(0)?, vec![], Partition::None)
     } else {
@@ -65,7 +126,12 @@ fn window(
             offset: vec![0],
             projection: vec![Some(0)],
         });
-        (kernel(1)?, vec![ELEMENTS], tiling)
+        let entry = if chain == Chain::InPlace {
+            accumulate()?
+        } else {
+            kernel(1)?
+        };
+        (entry, vec![ELEMENTS], tiling)
     };
     let ids: Vec<StoreId> = (0..=len)
         .map(|_| stores.create(shape.clone(), DType::F64))
@@ -81,14 +147,16 @@ fn window(
     };
     let mut tasks = Vec::with_capacity(len);
     for i in 0..len {
+        let out = if chain == Chain::InPlace {
+            arg(stores, ids[len], Privilege::ReadWrite)?
+        } else {
+            arg(stores, ids[i + 1], Privilege::Write)?
+        };
         tasks.push(IndexTask::new(
             PluginId(0),
             entry.clone(),
             vec![points],
-            vec![
-                arg(stores, ids[i], Privilege::Read)?,
-                arg(stores, ids[i + 1], Privilege::Write)?,
-            ],
+            vec![arg(stores, ids[i], Privilege::Read)?, out],
             vec![Scalar::F64(1.0001)],
         ));
     }
@@ -97,7 +165,8 @@ fn window(
             stores.add_pending(a.store);
         }
     }
-    // The application keeps the first and the last store; the rest are temporaries.
+    // The application keeps the first and the last store; the rest are temporaries (of the
+    // in-place chain, the operands, which it drops once submitted).
     for &id in &ids[1..len] {
         // Nothing is allocated, so no buffer comes back to free.
         let _ = stores.release(id);
@@ -112,9 +181,9 @@ const WINDOWS: [usize; 5] = [16, 64, 256, 1024, 4096];
 /// (plan the front, take the planned prefix, plan the rest), every plan a memo miss (a fresh
 /// memo each: a long chain's prefixes are alike and would hit), the median of `reps` runs;
 /// and the number of plans it took.
-fn analysis_per_task(len: usize, scalar: bool, reps: usize) -> Result<(f64, usize), AppError> {
+fn analysis_per_task(len: usize, chain: Chain, reps: usize) -> Result<(f64, usize), AppError> {
     let mut stores = Stores::default();
-    let (tasks, _) = window(&mut stores, len, 1, scalar)?;
+    let (tasks, _) = chain_window(&mut stores, len, 1, chain)?;
     let readers = weft_runtime::FastMap::default();
     let mut samples = Vec::new();
     let mut plans = 0;
@@ -180,18 +249,19 @@ fn run(args: &Args) -> Result<(), AppError> {
         }));
     }
 
-    // Analysis per task against the window's length, for element-wise and 0-d chains.
+    // Analysis per task against the window's length, for element-wise, 0-d and in-place
+    // chains.
     let mut scaling = Vec::new();
     let mut per_window = std::collections::BTreeMap::new();
-    for scalar in [false, true] {
+    for chain in [Chain::ElementWise, Chain::Scalar, Chain::InPlace] {
         for len in WINDOWS {
             let reps = if len >= 1024 { 3 } else { reps };
-            let (per_task, plans) = analysis_per_task(len, scalar, reps)?;
+            let (per_task, plans) = analysis_per_task(len, chain, reps)?;
             let worst = per_window.entry(len).or_insert(0.0f64);
             *worst = worst.max(per_task);
             scaling.push(serde_json::json!({
                 "tasks": len,
-                "chain": if scalar { "0-d" } else { "element-wise" },
+                "chain": chain.name(),
                 "analysis_us_per_task": per_task * 1e6,
                 "plans": plans,
             }));

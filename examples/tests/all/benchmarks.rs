@@ -27,7 +27,7 @@ fn bench_dispatch_reports_analysis_by_window_and_numpy_beside_it() {
         .as_array()
         .expect("analysis_by_window");
     let mut worst = std::collections::BTreeMap::new();
-    for chain in ["element-wise", "0-d"] {
+    for chain in ["element-wise", "0-d", "in-place"] {
         for tasks in [16u64, 64, 256, 1024, 4096] {
             let row = rows
                 .iter()

@@ -311,23 +311,43 @@ pub fn exact(
     }
 }
 
-/// The stores of an exact form, named by first use as [`Names`] does, found by a scan: a
-/// window that decides its plan names a few stores, and a scan of a few beats hashing.
+/// The stores of an exact form, named by first use as [`Names`] does: found by a scan while
+/// they are few (a window that decides its plan usually names a few, and a scan of a few
+/// beats hashing), through a map once they are many (a fused loop body of hundreds of
+/// statements names hundreds of temporaries, and a scan per argument made the form quadratic
+/// in the window).
 #[derive(Default)]
 struct FewNames {
     storages: Vec<StorageId>,
+    /// Each storage's index, once there are more than [`FEW`].
+    index: weft_runtime::FastMap<StorageId, usize>,
 }
+
+/// The most stores [`FewNames`] finds by a scan.
+const FEW: usize = 16;
 
 impl FewNames {
     /// The index of `s` (first use), naming it if it is new.
     fn name(&mut self, s: StorageId) -> usize {
-        match self.storages.iter().position(|&x| x == s) {
-            Some(i) => i,
-            None => {
-                self.storages.push(s);
-                self.storages.len() - 1
+        if self.storages.len() <= FEW {
+            if let Some(i) = self.storages.iter().position(|&x| x == s) {
+                return i;
             }
+            self.storages.push(s);
+            if self.storages.len() > FEW {
+                self.index = self
+                    .storages
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &x)| (x, i))
+                    .collect();
+            }
+            return self.storages.len() - 1;
         }
+        *self.index.entry(s).or_insert_with(|| {
+            self.storages.push(s);
+            self.storages.len() - 1
+        })
     }
 }
 

@@ -103,8 +103,8 @@ pub struct Cut {
 /// The accesses to one store seen so far in the prefix.
 #[derive(Default)]
 struct Seen<'a> {
-    reads: Vec<&'a RootPartition>,
-    writes: Vec<&'a RootPartition>,
+    reads: Accesses<'a>,
+    writes: Accesses<'a>,
     reduced: Option<weft_ir::ReduceOp>,
     /// Written or reduced by a task that is not a scalar task.
     changed_by_launch: bool,
@@ -120,11 +120,70 @@ struct Seen<'a> {
     deferred: bool,
 }
 
+/// The partitions through which the prefix reads (or writes) one store. What a later access
+/// asks of them is whether some of them differ from its own partition, which only needs to
+/// know whether they are all one partition: answered in constant time, so that a loop body
+/// of hundreds of statements updating one array (`C[i, :i+1] += ...`) is checked in time
+/// linear in its length. The partitions themselves (for the halos of a deferred write) are
+/// kept in order, consecutive repeats dropped.
+#[derive(Default)]
+struct Accesses<'a> {
+    list: Vec<&'a RootPartition>,
+    /// Whether they are not all one partition.
+    many: bool,
+}
+
+impl<'a> Accesses<'a> {
+    /// Notes an access through `p`.
+    fn push(&mut self, p: &'a RootPartition) {
+        match (self.list.first(), self.list.last()) {
+            (Some(&first), Some(&last)) => {
+                self.many |= first != p;
+                if last != p {
+                    self.list.push(p);
+                }
+            }
+            _ => self.list.push(p),
+        }
+    }
+
+    /// Whether there was no access.
+    fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Whether some access was through another partition than `p`.
+    fn other_than(&self, p: &RootPartition) -> bool {
+        self.many || self.list.first().is_some_and(|&first| first != p)
+    }
+
+    /// The partitions, in order (consecutive repeats dropped).
+    fn iter(&self) -> std::slice::Iter<'_, &'a RootPartition> {
+        self.list.iter()
+    }
+}
+
+/// The accesses of the prefix so far, by store (a map: a long loop body names hundreds of
+/// temporaries, and a scan of them per argument made the check quadratic in the window).
+#[derive(Default)]
+struct SeenStores<'a> {
+    by_storage: weft_runtime::FastMap<StorageId, Seen<'a>>,
+    /// Whether some store was reduced into.
+    reduced: bool,
+}
+
+impl<'a> SeenStores<'a> {
+    /// The accesses to `s`, if any.
+    fn get(&self, s: StorageId) -> Option<&Seen<'a>> {
+        self.by_storage.get(&s)
+    }
+}
+
 /// Whether a scalar task, run once per point of a multi-point fused task (as its promotion
 /// does), could leave other values than running once: it updates a store in place or reduces
 /// into it, or it overwrites a store that it reads itself (through another argument) or that
 /// an earlier scalar task of the prefix read.
-fn repeats_unsafely(task: &IndexTask, seen: &[(StorageId, Seen<'_>)]) -> bool {
+fn repeats_unsafely(task: &IndexTask, seen: &SeenStores<'_>) -> bool {
     let reads_itself = |storage| {
         task.args
             .iter()
@@ -134,10 +193,7 @@ fn repeats_unsafely(task: &IndexTask, seen: &[(StorageId, Seen<'_>)]) -> bool {
         Privilege::ReadWrite | Privilege::Reduce(_) => true,
         Privilege::Read => false,
         Privilege::Write => {
-            reads_itself(arg.storage)
-                || seen
-                    .iter()
-                    .any(|(id, s)| *id == arg.storage && s.read_by_scalar)
+            reads_itself(arg.storage) || seen.get(arg.storage).is_some_and(|s| s.read_by_scalar)
         }
     })
 }
@@ -171,8 +227,7 @@ pub fn fusible_prefix_deferring(tasks: &[IndexTask]) -> (usize, Option<Cut>, Vec
     if tasks.is_empty() {
         return (0, None, deferrals);
     }
-    // Few stores per window: a small vector beats a map here.
-    let mut seen: Vec<(StorageId, Seen<'_>)> = Vec::new();
+    let mut seen = SeenStores::default();
     let mut launch: Option<&[u64]> = None;
     // Whether running the scalar tasks so far once per point could give other values than
     // running them once (see `repeats_unsafely`).
@@ -234,13 +289,8 @@ pub fn fusible_prefix_deferring(tasks: &[IndexTask]) -> (usize, Option<Cut>, Vec
             launch = Some(&task.launch);
         }
         for (a, arg) in task.args.iter().enumerate() {
-            let entry = match seen.iter_mut().position(|(s, _)| *s == arg.storage) {
-                Some(i) => &mut seen[i].1,
-                None => {
-                    seen.push((arg.storage, Seen::default()));
-                    &mut seen.last_mut().expect("just pushed").1
-                }
-            };
+            seen.reduced |= matches!(arg.privilege, Privilege::Reduce(_));
+            let entry = seen.by_storage.entry(arg.storage).or_default();
             if arg.privilege.mutates() {
                 if scalar {
                     entry.written_by_scalar = true;
@@ -283,13 +333,9 @@ pub fn fusible_prefix_deferring(tasks: &[IndexTask]) -> (usize, Option<Cut>, Vec
 /// scalar task touching a store that a multi-point task changed (or overwriting one it read),
 /// or a multi-point task changing a store that a scalar task wrote (every point writes it
 /// again). With these excluded, the scalar tasks of a prefix can run before all the others.
-fn scalar_conflict(
-    task: &IndexTask,
-    scalar: bool,
-    seen: &[(StorageId, Seen<'_>)],
-) -> Option<StorageId> {
+fn scalar_conflict(task: &IndexTask, scalar: bool, seen: &SeenStores<'_>) -> Option<StorageId> {
     task.args.iter().find_map(|arg| {
-        let (_, s) = seen.iter().find(|(id, _)| *id == arg.storage)?;
+        let s = seen.get(arg.storage)?;
         let bad = if scalar {
             // Also: a scalar task may not overwrite what a multi-point task read, so that the
             // fused kernel can run every scalar task first.
@@ -306,7 +352,7 @@ fn scalar_conflict(
 /// says whether the prefix already defers a write.
 fn bounded_anti_dependence(
     task: &IndexTask,
-    seen: &[(StorageId, Seen<'_>)],
+    seen: &SeenStores<'_>,
     deferring: bool,
 ) -> Option<(usize, u32)> {
     let reduces = |t: &IndexTask| {
@@ -314,13 +360,13 @@ fn bounded_anti_dependence(
             .iter()
             .any(|a| matches!(a.privilege, Privilege::Reduce(_)))
     };
-    if deferring || reduces(task) || seen.iter().any(|(_, s)| s.reduced.is_some()) {
+    if deferring || reduces(task) || seen.reduced {
         return None;
     }
     task.args.iter().enumerate().find_map(|(a, arg)| {
-        let (_, s) = seen.iter().find(|(id, _)| *id == arg.storage)?;
+        let s = seen.get(arg.storage)?;
         let p = &arg.root_partition;
-        let anti = s.reads.iter().any(|r| *r != p);
+        let anti = s.reads.other_than(p);
         let alone = task
             .args
             .iter()
@@ -402,11 +448,7 @@ pub fn bounded_shift(read: &RootPartition, write: &RootPartition) -> Option<u32>
 
 /// The first constraint that `task` breaks against the accesses in `seen`; the anti-dependence
 /// of argument `deferred` (a deferred write) is allowed.
-fn conflict(
-    task: &IndexTask,
-    seen: &[(StorageId, Seen<'_>)],
-    deferred: Option<usize>,
-) -> Option<Cut> {
+fn conflict(task: &IndexTask, seen: &SeenStores<'_>, deferred: Option<usize>) -> Option<Cut> {
     // An image partition's ranges are read from its source when the fused task starts, so the
     // source must not be written or reduced earlier in the prefix, through any partition
     // (a true dependence that the partitions alone do not show).
@@ -415,9 +457,8 @@ fn conflict(
             continue;
         };
         let changed = seen
-            .iter()
-            .find(|(id, _)| *id == image.source)
-            .is_some_and(|(_, s)| !s.writes.is_empty() || s.reduced.is_some());
+            .get(image.source)
+            .is_some_and(|s| !s.writes.is_empty() || s.reduced.is_some());
         if changed {
             return Some(Cut {
                 constraint: Constraint::TrueDependence,
@@ -426,7 +467,7 @@ fn conflict(
         }
     }
     for (a, arg) in task.args.iter().enumerate() {
-        let Some((_, s)) = seen.iter().find(|(id, _)| *id == arg.storage) else {
+        let Some(s) = seen.get(arg.storage) else {
             continue;
         };
         let cut = |constraint| {
@@ -452,10 +493,10 @@ fn conflict(
                 return cut(Constraint::Reduction);
             }
         }
-        if (reads || writes) && s.writes.iter().any(|w| *w != p) {
+        if (reads || writes) && s.writes.other_than(p) {
             return cut(Constraint::TrueDependence);
         }
-        if writes && deferred != Some(a) && s.reads.iter().any(|r| *r != p) {
+        if writes && deferred != Some(a) && s.reads.other_than(p) {
             return cut(Constraint::AntiDependence);
         }
         if s.deferred {
@@ -599,6 +640,63 @@ mod tests {
             task(vec![arg(1, part(0, 100), R), arg(2, part(0, 100), W)]),
         ];
         assert_eq!(cut_of(&tasks).0, 2);
+    }
+
+    /// Hundreds of updates of one store in place through one partition (`C[i, :] += ...` in
+    /// a loop), each with an operand of its own, fuse whole; then one access through another
+    /// partition still cuts, as it would after one update, whether the store's earlier
+    /// accesses were one partition repeated or several.
+    #[test]
+    fn long_in_place_chains_fuse_and_still_cut_on_another_partition() {
+        let n = 500u64;
+        let mut tasks: Vec<IndexTask> = (0..n)
+            .map(|k| {
+                task(vec![
+                    arg(100 + k, part(0, 100), R),
+                    arg(1, part(0, 100), RW),
+                ])
+            })
+            .collect();
+        assert_eq!(cut_of(&tasks), (n as usize, None, None));
+        tasks.push(task(vec![arg(1, part(1, 99), R), arg(2, part(0, 99), W)]));
+        assert_eq!(
+            cut_of(&tasks),
+            (n as usize, Some(Constraint::TrueDependence), Some(1))
+        );
+        // A write through another partition after many reads of one: an anti-dependence.
+        let mut reads: Vec<IndexTask> = (0..n)
+            .map(|k| task(vec![arg(1, part(0, 100), R), arg(100 + k, part(0, 100), W)]))
+            .collect();
+        reads.push(task(vec![arg(1, part(0, 50), W)]));
+        assert_eq!(
+            cut_of(&reads),
+            (n as usize, Some(Constraint::AntiDependence), Some(1))
+        );
+        // Reads through two partitions, then a write through the first: the second differs.
+        let mut two = vec![
+            task(vec![arg(1, part(0, 100), R), arg(2, part(0, 100), W)]),
+            task(vec![arg(1, part(0, 100), R), arg(3, part(0, 100), W)]),
+            task(vec![arg(1, part(0, 50), R), arg(4, part(0, 50), W)]),
+        ];
+        assert_eq!(cut_of(&two).0, 3);
+        two.push(task(vec![arg(1, part(0, 100), W)]));
+        assert_eq!(cut_of(&two), (3, Some(Constraint::AntiDependence), Some(1)));
+    }
+
+    #[test]
+    fn accesses_know_whether_they_are_one_partition() {
+        let (a, b) = (part(0, 100), part(1, 99));
+        let mut acc = Accesses::default();
+        assert!(acc.is_empty() && !acc.other_than(&a));
+        for _ in 0..3 {
+            acc.push(&a);
+        }
+        assert!(!acc.other_than(&a) && acc.other_than(&b));
+        assert_eq!(acc.iter().count(), 1, "repeats are kept once");
+        acc.push(&b);
+        acc.push(&a);
+        assert!(acc.other_than(&a) && acc.other_than(&b));
+        assert_eq!(acc.iter().count(), 3, "a, b, a in order");
     }
 
     /// Figure 1 of the paper: reads of aliasing views of `grid` (center and north), then

@@ -10,7 +10,7 @@
 //! memory. Operands are compared as they are (`add %a, %b` and `add %b, %a` differ: swapping
 //! them may change which NaN payload comes out).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::passes::util::{Subst, map_op_uses};
 use crate::{Inst, Kernel, Op, ValueId};
@@ -29,7 +29,7 @@ pub fn cse(kernel: &Kernel) -> (Kernel, CseStats) {
         subst: Subst::new(kernel),
         stats: CseStats::default(),
     };
-    let body = c.block(&kernel.body, &HashMap::new());
+    let body = c.block(&kernel.body, &HashMap::default());
     let out = Kernel {
         name: kernel.name.clone(),
         params: kernel.params.clone(),
@@ -45,9 +45,12 @@ struct Cse {
 
 impl Cse {
     /// Rewrites `body`; `outer` holds the values available from enclosing blocks. The map is
-    /// only looked up, never iterated, so the result does not depend on its order.
+    /// only looked up, never iterated, so the result does not depend on its order (nor on
+    /// its hasher: a fast one, as a fused body of hundreds of statements has thousands of
+    /// values).
     fn block(&mut self, body: &[Inst], outer: &HashMap<Op, ValueId>) -> Vec<Inst> {
         let mut known = outer.clone();
+        known.reserve(body.len());
         let mut out = Vec::with_capacity(body.len());
         for inst in body {
             let mut inst = inst.clone();

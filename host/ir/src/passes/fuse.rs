@@ -244,6 +244,24 @@ impl Group {
                 }
             }
             a.loop_number = self.number;
+            // An access the group already makes, the same way (a loop body of hundreds of
+            // statements updates one array at the loop index in each), adds nothing to the
+            // check, whose pairs are judged one by one: kept once, so that the check of each
+            // next loop costs the distinct accesses it may overlap, not the group's length.
+            let same = |b: &Acc| {
+                b.param == a.param
+                    && b.kind == a.kind
+                    && b.indices == a.indices
+                    && b.at_index == a.at_index
+                    && b.in_for == a.in_for
+            };
+            if self
+                .by_param
+                .get(&a.param)
+                .is_some_and(|ats| ats.iter().any(|&i| same(&self.accs[i])))
+            {
+                continue;
+            }
             let at = self.accs.len();
             let alias = facts.alias_of(a.param);
             if a.kind.writes() {
