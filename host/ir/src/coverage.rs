@@ -93,7 +93,8 @@ pub fn pointwise(kernel: &Kernel) -> Vec<bool> {
 /// One pass over the kernel gathers, per parameter, the top-level instructions that touch it
 /// and, per top-level loop, how each parameter is accessed in it; each pair is then decided
 /// in constant time, so a fused kernel of many small tasks (hundreds of parameters) costs
-/// time linear in its size plus the pairs, not the pairs times its size.
+/// time linear in its size plus the pairs, not the pairs times its size. Only pairs that can
+/// share are visited: a `k` with the parameters that can give memory in its first loop.
 pub fn shares_in_place(kernel: &Kernel) -> Vec<Vec<u32>> {
     let store = |p: &Param| match p {
         Param::Store { dtype, rank, .. } => Some((*dtype, *rank)),
@@ -130,31 +131,35 @@ pub fn shares_in_place(kernel: &Kernel) -> Vec<Vec<u32>> {
             usage.insert(at, loop_usage(p, n));
         }
     }
+    // A pair needs `j` only loaded in its only loop, and `k` first touched and stored in that
+    // loop and never loaded there: per loop, the `j`s that can give their memory, in order;
+    // each `k` is then paired with those of its first loop only, not with every parameter.
+    let mut givers: std::collections::HashMap<usize, Vec<usize>> = Default::default();
+    for (j, at) in only_touch.iter().enumerate() {
+        let Some(at) = *at else { continue };
+        let Some(uses) = usage.get(&at) else { continue };
+        let uj = &uses[j];
+        if !uj.wrong && uj.fits && uj.first_store.is_none() {
+            givers.entry(at).or_default().push(j);
+        }
+    }
     let mut result = vec![Vec::new(); n];
     for (k, pk) in kernel.params.iter().enumerate() {
         let Some(kt) = store(pk) else { continue };
-        for (j, pj) in kernel.params.iter().enumerate() {
-            if j == k || store(pj) != Some(kt) {
+        let Some(at) = first_touch[k] else { continue };
+        let (Some(uses), Some(js)) = (usage.get(&at), givers.get(&at)) else {
+            continue;
+        };
+        let uk = &uses[k];
+        if uk.wrong || !uk.fits || uk.last_load.is_some() {
+            continue;
+        }
+        let Some(f) = uk.first_store else { continue };
+        for &j in js {
+            if j == k || store(&kernel.params[j]) != Some(kt) {
                 continue;
             }
-            let Some(at) = only_touch[j] else { continue };
-            if first_touch[k].is_some_and(|f| f < at) {
-                continue;
-            }
-            let Some(uses) = usage.get(&at) else { continue };
-            let (uj, uk) = (&uses[j], &uses[k]);
-            let shares = !uj.wrong
-                && !uk.wrong
-                && uj.fits
-                && uk.fits
-                && uj.first_store.is_none()
-                && uk.last_load.is_none()
-                && match (uj.last_load, uk.first_store) {
-                    (Some(l), Some(f)) => l < f,
-                    (None, Some(_)) => true,
-                    _ => false,
-                };
-            if shares {
+            if uses[j].last_load.is_none_or(|l| l < f) {
                 result[k].push(j as u32);
             }
         }
