@@ -543,6 +543,19 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
+    fn read_append(
+        &mut self,
+        buffer: BufferId,
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> weft_runtime::Result<()> {
+        let bytes = self.memory.bytes(buffer)?;
+        let range = byte_range(bytes.len(), offset, len)?;
+        out.extend_from_slice(&bytes[range]);
+        Ok(())
+    }
+
     fn is_prepared(&self, kernel: &Arc<KernelEntry>) -> bool {
         self.kernels
             .get(&kernel.id())

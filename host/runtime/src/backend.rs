@@ -223,6 +223,21 @@ pub trait Backend {
     /// Copies bytes of a buffer, from byte `offset`, into `out`.
     fn read(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<()>;
 
+    /// Appends `len` bytes of a buffer, from byte `offset`, to `out`. The default zeroes the
+    /// new bytes, then [`Backend::read`]s into them; a back end whose buffers are host memory
+    /// copies straight onto the end, with no zeroing pass (`out` should have the capacity).
+    fn read_append(
+        &mut self,
+        buffer: BufferId,
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let at = out.len();
+        out.resize(at + len, 0);
+        self.read(buffer, offset, &mut out[at..])
+    }
+
     /// Whether `kernel` is compiled and cached: an entry under its id that is confirmed to be
     /// this kernel ([`KernelEntry::same_kernel`]), never an id alone.
     fn is_prepared(&self, kernel: &Arc<KernelEntry>) -> bool;

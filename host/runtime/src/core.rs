@@ -661,14 +661,13 @@ impl Core {
             .stores
             .storage(storage)
             .ok_or_else(|| Error::Internal(format!("storage of store {} vanished", id.0)))?;
-        let mut out = zeroed(len, id)?;
         self.stats.bytes_read = self.stats.bytes_read.saturating_add(len as u64);
         let Some((lo, hi)) = map.span() else {
-            return Ok(out);
+            return zeroed(len, id);
         };
         let short = || Error::Internal(format!("the runs of store {} overrun its read", id.0));
         if let Some(whole) = gathered {
-            let mut at = 0;
+            let mut out = reserved(len, id)?;
             for (offset, n) in runs(&map, size) {
                 let from = usize::try_from(offset)
                     .ok()
@@ -676,16 +675,14 @@ impl Core {
                     .ok_or_else(|| {
                         Error::Internal(format!("the gathered store {} is too short", id.0))
                     })?;
-                out.get_mut(at..at + n)
-                    .ok_or_else(short)?
-                    .copy_from_slice(from);
-                at += n;
+                append(&mut out, from, len).ok_or_else(short)?;
             }
+            out.resize(len, 0);
             return Ok(out);
         }
         // Never written: zeros, without allocating the storage for a read.
         let Some(buffer) = s.buffer() else {
-            return Ok(out);
+            return zeroed(len, id);
         };
         let size64 = size as u64;
         // `hi >= lo`; both are elements of a storage of at most `MAX_STORE_BYTES`.
@@ -700,26 +697,27 @@ impl Core {
             // span, then a gather.
             let mut whole = zeroed(usize::try_from(span).map_err(|_| short())?, id)?;
             self.backend.read(buffer, base, &mut whole)?;
-            let mut at = 0;
+            let mut out = reserved(len, id)?;
             for (offset, n) in runs(&map, size) {
                 let from = offset
                     .checked_sub(base)
                     .and_then(|f| usize::try_from(f).ok())
                     .and_then(|f| whole.get(f..f.checked_add(n)?))
                     .ok_or_else(short)?;
-                out.get_mut(at..at + n)
-                    .ok_or_else(short)?
-                    .copy_from_slice(from);
-                at += n;
+                append(&mut out, from, len).ok_or_else(short)?;
             }
+            out.resize(len, 0);
             return Ok(out);
         }
-        let mut at = 0;
+        // Each run appended, with no zeroing pass before.
+        let mut out = reserved(len, id)?;
         for (offset, n) in runs(&map, size) {
-            let to = out.get_mut(at..at + n).ok_or_else(short)?;
-            self.backend.read(buffer, offset, to)?;
-            at += n;
+            if out.len() + n > len {
+                return Err(short());
+            }
+            self.backend.read_append(buffer, offset, n, &mut out)?;
         }
+        out.resize(len, 0);
         Ok(out)
     }
 
@@ -808,6 +806,15 @@ impl Core {
                 storage,
             )?;
         }
+        // A storage that this write fills whole, in one run, needs no zeroing first: it is
+        // allocated uncleared (a new store from a plugin's or the user's bytes).
+        let whole = self
+            .stores
+            .storage(storage)
+            .is_some_and(|s| s.len() == map.volume());
+        let uninit = whole && map.is_contiguous();
+        self.stores
+            .ensure_allocated(storage, self.backend.as_mut(), uninit)?;
         let buffer = self.stores.ensure_buffer(storage, self.backend.as_mut())?;
         let mut at = 0;
         for (offset, len) in runs(&map, size) {
@@ -821,11 +828,7 @@ impl Core {
             d.replicated(storage);
         }
         // Written whole, the storage holds values again whatever failed before.
-        if self
-            .stores
-            .storage(storage)
-            .is_some_and(|s| s.len() == map.volume())
-        {
+        if whole {
             self.cure(storage);
         }
         Ok(())
@@ -835,6 +838,19 @@ impl Core {
 /// A zeroed buffer of `len` bytes for a read of store `id`: a failed allocation is an error,
 /// never an abort of the host.
 fn zeroed(len: usize, id: StoreId) -> Result<Vec<u8>> {
+    let mut out = reserved(len, id)?;
+    out.resize(len, 0);
+    Ok(out)
+}
+
+/// Appends `from` to `out` unless that would take it past `len` bytes (`None`).
+fn append(out: &mut Vec<u8>, from: &[u8], len: usize) -> Option<()> {
+    (out.len() + from.len() <= len).then(|| out.extend_from_slice(from))
+}
+
+/// An empty buffer with room for `len` bytes, for a read of store `id`: a failed allocation
+/// is an error, never an abort of the host.
+fn reserved(len: usize, id: StoreId) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     out.try_reserve_exact(len).map_err(|e| {
         Error::Usage(format!(
@@ -842,7 +858,6 @@ fn zeroed(len: usize, id: StoreId) -> Result<Vec<u8>> {
             id.0
         ))
     })?;
-    out.resize(len, 0);
     Ok(out)
 }
 

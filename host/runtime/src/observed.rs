@@ -49,6 +49,15 @@ impl Backend for Observed {
     fn read(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<()> {
         self.inner.read(buffer, offset, out)
     }
+    fn read_append(
+        &mut self,
+        buffer: BufferId,
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        self.inner.read_append(buffer, offset, len, out)
+    }
     fn is_prepared(&self, kernel: &Arc<KernelEntry>) -> bool {
         self.inner.is_prepared(kernel)
     }

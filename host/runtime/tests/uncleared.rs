@@ -1,6 +1,6 @@
-//! Fresh stores that a task writes whole get their buffer without the zero fill, and only
-//! those: the fake back end fills such buffers with the byte `0xA5`, so a store that was
-//! wrongly left uncleared would read back as garbage instead of zeros.
+//! Fresh stores that a task, or a write of host bytes, fills whole get their buffer without
+//! the zero fill, and only those: the fake back end fills such buffers with the byte `0xA5`,
+//! so a store that was wrongly left uncleared would read back as garbage instead of zeros.
 
 #![allow(clippy::unwrap_used)]
 
@@ -81,17 +81,47 @@ fn a_store_written_whole_by_its_first_task_is_left_uncleared_and_reads_right() {
     let (mut core, log) = core();
     let input: Vec<f64> = (0..7).map(f64::from).collect();
     let a = f64_store(&mut core, &input).unwrap();
+    let before = log.lock().unwrap().uncleared.len();
     let out = core.create_store(vec![7], DType::F64).unwrap();
     core.submit(task(&double(false), a, out, 3, 3)).unwrap();
     let got = f64_values(&mut core, out).unwrap();
     assert_eq!(got, input.iter().map(|x| 2.0 * x).collect::<Vec<_>>());
+    assert_eq!(log.lock().unwrap().uncleared.len(), before + 1);
+}
+
+#[test]
+fn a_store_made_from_bytes_is_left_uncleared_and_reads_its_bytes() {
+    let (mut core, log) = core();
+    let input = [1.5, -2.0, 3.25];
+    let a = f64_store(&mut core, &input).unwrap();
     assert_eq!(log.lock().unwrap().uncleared.len(), 1);
+    assert_eq!(f64_values(&mut core, a).unwrap(), input);
+}
+
+#[test]
+fn bytes_written_to_part_of_a_fresh_store_leave_the_rest_zero() {
+    let (mut core, log) = core();
+    let wide = core.create_store(vec![6], DType::F64).unwrap();
+    let part = core.slice(wide, &[1], &[5]).unwrap();
+    let bytes: Vec<u8> = [1.0f64, 2.0, 3.0, 4.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    core.write_bytes(part, &bytes).unwrap();
+    assert_eq!(
+        f64_values(&mut core, wide).unwrap(),
+        vec![0.0, 1.0, 2.0, 3.0, 4.0, 0.0]
+    );
+    assert!(log.lock().unwrap().uncleared.is_empty());
 }
 
 #[test]
 fn a_store_read_first_or_written_in_part_is_zeroed() {
     let (mut core, log) = core();
     let a = f64_store(&mut core, &[1.0, 2.0, 3.0, 4.0]).unwrap();
+    // Only `a`, made from bytes, is uncleared.
+    let before = log.lock().unwrap().uncleared.clone();
+    assert_eq!(before.len(), 1);
     // Read before written: `out += 2 a` starts from zeros.
     let out = core.create_store(vec![4], DType::F64).unwrap();
     core.submit(task(&double(true), a, out, 2, 2)).unwrap();
@@ -107,7 +137,7 @@ fn a_store_read_first_or_written_in_part_is_zeroed() {
         f64_values(&mut core, wide).unwrap(),
         vec![0.0, 2.0, 4.0, 6.0, 8.0, 0.0]
     );
-    assert!(log.lock().unwrap().uncleared.is_empty());
+    assert_eq!(log.lock().unwrap().uncleared, before);
 }
 
 #[test]
@@ -116,11 +146,13 @@ fn a_fault_in_a_task_given_an_uncleared_buffer_leaves_the_store_zero() {
     let kernel = double(false);
     log.lock().unwrap().faulty.insert("t.double".into());
     let a = f64_store(&mut core, &[1.0, 2.0]).unwrap();
+    let before = log.lock().unwrap().uncleared.len();
     let out = core.create_store(vec![2], DType::F64).unwrap();
     core.submit(task(&kernel, a, out, 1, 2)).unwrap();
     let e = core.flush().unwrap_err();
     assert!(matches!(&e, Error::KernelFault { .. }), "{e}");
-    let uncleared = log.lock().unwrap().uncleared.clone();
+    // The output's buffer, after `a`'s.
+    let uncleared = log.lock().unwrap().uncleared[before..].to_vec();
     assert_eq!(uncleared.len(), 1);
     assert_eq!(
         log.lock().unwrap().freed,

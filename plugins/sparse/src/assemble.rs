@@ -13,7 +13,7 @@ use crate::{Matrix, Parts};
 /// Little-endian elements of `dtype` (`i32`, `i64`, `f32` or `f64`), widened. Each width has
 /// its own loop of fixed-size loads: a copy of a run-time length per element (a call in
 /// Wasm) made decoding a tenth of `from_coo`'s time.
-fn decode<T>(bytes: &[u8], dtype: DType, wide: impl Fn(u64, usize) -> T) -> Vec<T> {
+fn decode<T>(bytes: &[u8], dtype: DType, mut wide: impl FnMut(u64, usize) -> T) -> Vec<T> {
     if dtype.size() == 4 {
         bytes
             .as_chunks::<4>()
@@ -221,60 +221,171 @@ const BLOCK_SHIFT: usize = 10;
 /// stably (rows are short: an insertion sort, linear where a row is already in order), so
 /// duplicates still meet in input order, and merged in place. A comparison sort of all the
 /// triplets made `from_coo` of a 2M-edge graph twice as slow.
+///
+/// Each pass is a function of its own over slices: in Wasm a `Vec` whose address escapes
+/// lives in linear memory, and a loop that stores through it reloads its pointer and length
+/// at every step; a slice argument stays in registers (this halved the passes' instructions).
 fn compress<C: Column>(rows: usize, row: &[u32], col: &[C], val: &[f64]) -> Compressed<C> {
     let mut start = vec![0usize; rows + 1];
-    for &r in row {
-        start[r as usize + 1] += 1;
-    }
-    for r in 0..rows {
-        start[r + 1] += start[r];
-    }
+    count_rows(row, &mut start);
     // Entries move to their rows in two passes: first, in input order, to their block of
     // `1 << BLOCK_SHIFT` rows (a few hundred places to write to, each written in sequence),
     // then within the block, whose entries stay in the cache. One scatter straight to the rows
     // wrote each entry to a random place in the whole array, and that was most of its time.
-    let blocks = (rows >> BLOCK_SHIFT) + 1;
-    let mut block_next: Vec<usize> = (0..blocks)
+    let mut block_next: Vec<usize> = (0..(rows >> BLOCK_SHIFT) + 1)
         .map(|b| start[(b << BLOCK_SHIFT).min(rows)])
         .collect();
     let mut staged = vec![(0u32, C::default(), 0f64); row.len()];
-    for ((&r, &c), &v) in row.iter().zip(col).zip(val) {
-        let at = &mut block_next[r as usize >> BLOCK_SHIFT];
-        staged[*at] = (r, c, v);
-        *at += 1;
-    }
+    stage_by_block(row, col, val, &mut block_next, &mut staged);
     drop(block_next);
     let mut next = start[..rows].to_vec();
     // Columns and values in arrays of their own, as SciPy keeps them.
     let (mut cols, mut vals) = (vec![C::default(); row.len()], vec![0f64; row.len()]);
-    for &(r, c, v) in &staged {
-        let at = &mut next[r as usize];
-        cols[*at] = c;
-        vals[*at] = v;
-        *at += 1;
-    }
+    scatter_to_rows(&staged, &mut next, &mut cols, &mut vals);
     drop((next, staged));
     let mut indptr = vec![0i64; rows + 1];
-    let mut kept = 0usize;
-    for r in 0..rows {
-        let (lo, hi) = (start[r], start[r + 1]);
-        sort_by_column(&mut cols[lo..hi], &mut vals[lo..hi]);
-        let first = kept;
-        for k in lo..hi {
-            let (c, v) = (cols[k], vals[k]);
-            if kept > first && cols[kept - 1] == c {
-                vals[kept - 1] += v;
-            } else {
-                cols[kept] = c;
-                vals[kept] = v;
-                kept += 1;
-            }
-        }
-        indptr[r + 1] = kept as i64;
-    }
+    let kept = sort_and_merge_rows(&start, &mut cols, &mut vals, &mut indptr);
     cols.truncate(kept);
     vals.truncate(kept);
     Compressed { indptr, cols, vals }
+}
+
+/// `start[r]` becomes the first entry of row `r` once sorted (`start[rows]` the count).
+#[inline(never)]
+fn count_rows(row: &[u32], start: &mut [usize]) {
+    for &r in row {
+        if let Some(n) = start.get_mut(r as usize + 1) {
+            *n += 1;
+        }
+    }
+    let mut sum = 0;
+    for s in start.iter_mut() {
+        sum += *s;
+        *s = sum;
+    }
+}
+
+/// Entries per step of [`stage_by_block`]'s and [`scatter_to_rows`]' loops. Cranelift keeps
+/// few of a Wasm loop's values in registers across its back edge (where the epoch check may
+/// call out): the loop spills and reloads them once per step, so a step moves four entries.
+const STEP: usize = 4;
+
+/// Moves each entry, in input order, to the next free place of its block of rows.
+#[inline(never)]
+fn stage_by_block<C: Column>(
+    row: &[u32],
+    col: &[C],
+    val: &[f64],
+    block_next: &mut [usize],
+    staged: &mut [(u32, C, f64)],
+) {
+    let n = row.len().min(col.len()).min(val.len());
+    let (row, col, val) = (&row[..n], &col[..n], &val[..n]);
+    let mut place = |k: usize| {
+        let r = row[k];
+        if let Some(at) = block_next.get_mut(r as usize >> BLOCK_SHIFT) {
+            if let Some(slot) = staged.get_mut(*at) {
+                *slot = (r, col[k], val[k]);
+            }
+            *at += 1;
+        }
+    };
+    let whole = n - n % STEP;
+    for k in (0..whole).step_by(STEP) {
+        for j in 0..STEP {
+            place(k + j);
+        }
+    }
+    for k in whole..n {
+        place(k);
+    }
+}
+
+/// Moves each staged entry, in order, to the next free place of its row.
+#[inline(never)]
+fn scatter_to_rows<C: Column>(
+    staged: &[(u32, C, f64)],
+    next: &mut [usize],
+    cols: &mut [C],
+    vals: &mut [f64],
+) {
+    let n = cols.len().min(vals.len());
+    let (cols, vals) = (&mut cols[..n], &mut vals[..n]);
+    let mut place = |&(r, c, v): &(u32, C, f64)| {
+        if let Some(at) = next.get_mut(r as usize) {
+            let k = *at;
+            if k < n {
+                cols[k] = c;
+                vals[k] = v;
+            }
+            *at = k + 1;
+        }
+    };
+    let mut steps = staged.chunks_exact(STEP);
+    for step in &mut steps {
+        for e in step {
+            place(e);
+        }
+    }
+    for e in steps.remainder() {
+        place(e);
+    }
+}
+
+/// Sorts each row's entries by column and sums its duplicates, compacting the entries to the
+/// front; fills `indptr` and returns the number kept. A row already in strictly increasing
+/// order (the usual case) is only checked and moved.
+#[inline(never)]
+fn sort_and_merge_rows<C: Column>(
+    start: &[usize],
+    cols: &mut [C],
+    vals: &mut [f64],
+    indptr: &mut [i64],
+) -> usize {
+    let mut kept = 0usize;
+    for (w, end) in start.windows(2).zip(indptr.iter_mut().skip(1)) {
+        let (lo, hi) = (w[0], w[1]);
+        if strictly_increasing(&cols[lo..hi]) {
+            if kept != lo {
+                cols.copy_within(lo..hi, kept);
+                vals.copy_within(lo..hi, kept);
+            }
+            kept += hi - lo;
+        } else {
+            kept = merge_row(cols, vals, (lo, hi), kept);
+        }
+        *end = kept as i64;
+    }
+    kept
+}
+
+/// Whether `cols` increases strictly: sorted, without duplicates.
+fn strictly_increasing<C: Column>(cols: &[C]) -> bool {
+    cols.windows(2).all(|w| w[0] < w[1])
+}
+
+/// Sorts the entries `lo..hi` by column, stably, and moves them to `kept..` with each run of
+/// duplicates summed in order; returns the new `kept` (`kept <= lo`).
+#[inline(never)]
+fn merge_row<C: Column>(
+    cols: &mut [C],
+    vals: &mut [f64],
+    (lo, hi): (usize, usize),
+    mut kept: usize,
+) -> usize {
+    sort_by_column(&mut cols[lo..hi], &mut vals[lo..hi]);
+    let first = kept;
+    for k in lo..hi {
+        let (c, v) = (cols[k], vals[k]);
+        if kept > first && cols[kept - 1] == c {
+            vals[kept - 1] += v;
+        } else {
+            cols[kept] = c;
+            vals[kept] = v;
+            kept += 1;
+        }
+    }
+    kept
 }
 
 /// A matrix's CSR arrays, as [`compress`] leaves them.
@@ -347,25 +458,18 @@ pub(crate) fn from_coo(
         ))
     };
     let row_total = row_count(rows, op)?;
-    // Indices decode straight to the words the assembly keeps; one out of range becomes
-    // `u32::MAX`, which no valid one is (rows stay below `u32::MAX / 16`, 32-bit columns
-    // below `2^31`), found by one scan after.
-    let r: Vec<u32> = decode(&rb, rt, |bits, size| below(int(bits, size), rows));
-    if let Some(k) = r.iter().position(|&x| x == u32::MAX) {
-        return Err(outside(k));
-    }
+    // Indices decode straight to the words the assembly keeps (rows stay below
+    // `u32::MAX / 16`, 32-bit columns below `2^31`).
+    let r = decode_below(&rb, rt, rows).map_err(outside)?;
     if i == DType::I32 {
-        let c: Vec<u32> = decode(&cb, ct, |bits, size| {
-            below(int(bits, size), cols.min(1 << 31))
-        });
-        if let Some(k) = c.iter().position(|&x| x == u32::MAX) {
+        let c = decode_below(&cb, ct, cols.min(1 << 31)).map_err(|k| {
             let x = word(&cb, ct, k);
-            return Err(if x >= 0 && (x as u64) < cols {
+            if x >= 0 && (x as u64) < cols {
                 error(format!("{op}: index {x} does not fit i32 indices"))
             } else {
                 outside(k)
-            });
-        }
+            }
+        })?;
         make(rows, cols, &compress(row_total, &r, &c, &v), (vt, i), op)
     } else {
         let c: Vec<i64> = decode(&cb, ct, int);
@@ -376,12 +480,23 @@ pub(crate) fn from_coo(
     }
 }
 
-/// `x` as a `u32` if it is in `0..bound`, else `u32::MAX`.
-fn below(x: i64, bound: u64) -> u32 {
-    match u32::try_from(x) {
-        Ok(x) if u64::from(x) < bound => x,
-        _ => u32::MAX,
+/// Integers (`i32` or `i64` bytes) as `u32`s, each checked to lie in `0..bound` (`bound <=
+/// 2^32`); `Err(k)` names the first outside. One pass without a branch per element (an index
+/// outside sets a flag), and a scan for the first only when the flag is set: a scan of the
+/// result after made a third of the decoding's instructions in Wasm.
+fn decode_below(bytes: &[u8], dtype: DType, bound: u64) -> Result<Vec<u32>, usize> {
+    let mut outside = false;
+    let out = decode(bytes, dtype, |bits, size| {
+        let x = int(bits, size);
+        // A negative index is a huge `u64`.
+        outside |= x as u64 >= bound;
+        x as u32
+    });
+    if outside {
+        let first = (0..out.len()).find(|&k| word(bytes, dtype, k) as u64 >= bound);
+        return Err(first.unwrap_or(0));
     }
+    Ok(out)
 }
 
 /// A matrix from SciPy-style CSR arrays, checked. `indices` and `data` go to the new stores

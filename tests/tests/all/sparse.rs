@@ -609,6 +609,30 @@ fn from_coo_of_shuffled_triplets_equals_the_reference_bit_for_bit() {
     shuffled_from_coo_equals_the_reference(&sp, 6, 24, (r, c, v));
 }
 
+#[test]
+fn from_coo_in_column_order_over_many_row_blocks_equals_the_reference() {
+    let (_np, sp) = plugins(true, 1);
+    // PageRank's triplets: out-edges node by node, so each row's columns arrive in order
+    // (the plugin only checks and moves such a row), and a duplicate edge repeats a column
+    // (that row is sorted and merged). 5,000 rows: the plugin stages entries in blocks of
+    // 1,024 rows, so five blocks, the last one partial.
+    let (rows, cols) = (5000u64, 700u64);
+    let mut rng = Rng(41);
+    let (mut r, mut c, mut v) = (Vec::new(), Vec::new(), Vec::new());
+    for src in 0..cols {
+        for _ in 0..rng.below(30) {
+            let dst = rng.below(rows);
+            let copies = if rng.below(8) == 0 { 2 } else { 1 };
+            for _ in 0..copies {
+                r.push(dst);
+                c.push(src);
+                v.push((rng.unit() * 2.0 - 1.0) * [1.0, 1e16][rng.below(2) as usize]);
+            }
+        }
+    }
+    from_coo_equals_the_reference(&sp, rows, cols, &(r, c, v), "column-ordered triplets");
+}
+
 /// `from_coo` of the triplets `coo` in a shuffled order has the reference's structure and
 /// bits (duplicates summed in the shuffled order), with 32- and 64-bit indices.
 fn shuffled_from_coo_equals_the_reference(
@@ -624,13 +648,24 @@ fn shuffled_from_coo_equals_the_reference(
         c.swap(k, j);
         v.swap(k, j);
     }
-    let coo = (r, c, v);
-    let want = reference(rows, cols, &coo);
+    from_coo_equals_the_reference(sp, rows, cols, &(r, c, v), "shuffled triplets");
+}
+
+/// `from_coo` of the triplets `coo`, in their order, has the reference's structure and bits
+/// (duplicates summed in that order), with 32- and 64-bit indices.
+fn from_coo_equals_the_reference(
+    sp: &Sparse,
+    rows: u64,
+    cols: u64,
+    coo: &(Vec<u64>, Vec<u64>, Vec<f64>),
+    name: &str,
+) {
+    let want = reference(rows, cols, coo);
     for i in [DType::I32, DType::I64] {
         let a = sp
             .from_triplets((rows, cols), (&coo.0, &coo.1, &coo.2), DType::F64, i)
             .unwrap_or_else(|e| panic!("{e}"));
-        let what = format!("shuffled triplets, {i} indices");
+        let what = format!("{name}, {i} indices");
         check_structure(&what, &a, &want);
         let got: Vec<u64> = a
             .vals()
