@@ -244,7 +244,7 @@ pub fn host_shapes(data: &[u8]) {
                         Partition::None
                     } else {
                         Partition::Tiling(Tiling {
-                            tile: shape(b, rank),
+                            tile: shape(b, rank).into(),
                             offset: (0..rank).map(|_| step(b)).collect(),
                             projection: (0..rank)
                                 .map(|_| match b.below(4) {

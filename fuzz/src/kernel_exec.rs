@@ -252,9 +252,9 @@ pub fn kernel_exec(data: &[u8]) {
             panic!("small stores are made on both cores");
         };
         let tiled = Partition::Tiling(Tiling {
-            tile: vec![tile],
-            offset: vec![offset],
-            projection: vec![Some(0)],
+            tile: weft_runtime::smallvec::smallvec![tile],
+            offset: weft_runtime::smallvec::smallvec![offset],
+            projection: weft_runtime::smallvec::smallvec![Some(0)],
         });
         let task = weft_runtime::IndexTask::new(
             PluginId(0),

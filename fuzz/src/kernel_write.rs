@@ -1106,9 +1106,9 @@ fn setup(b: &mut Bytes, r: &Ranks) -> Setup {
     } else {
         let t = tiling(b, 1, Some(0));
         Partition::Tiling(Tiling {
-            tile: vec![t.tile[0], 2],
-            offset: vec![t.offset[0], 0],
-            projection: vec![Some(0), None],
+            tile: vec![t.tile[0], 2].into(),
+            offset: vec![t.offset[0], 0].into(),
+            projection: weft_runtime::smallvec::smallvec![Some(0), None],
         })
     };
     let img_p = match b.byte() % 3 {

@@ -99,9 +99,9 @@ pub fn partition(bytes: &[u8]) {
     let point = word(3);
     let projected = word(4) % 2 == 0;
     let tiling = Tiling {
-        tile: vec![tile],
-        offset: vec![offset],
-        projection: vec![projected.then_some(0)],
+        tile: weft_runtime::smallvec::smallvec![tile],
+        offset: weft_runtime::smallvec::smallvec![offset],
+        projection: weft_runtime::smallvec::smallvec![projected.then_some(0)],
     };
     let view = ViewMap::whole(&[extent]);
     let p = RootPartition::fold(&Partition::Tiling(tiling), &view);

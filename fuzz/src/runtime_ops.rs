@@ -326,9 +326,9 @@ impl Machine {
         let (tile, offset) = (b.word().unsigned_abs(), b.word());
         let by_rows = |cols: usize| {
             Partition::Tiling(Tiling {
-                tile: [vec![tile], vec![2; cols]].concat(),
-                offset: [vec![offset], vec![0; cols]].concat(),
-                projection: [vec![Some(0)], vec![None; cols]].concat(),
+                tile: [vec![tile], vec![2; cols]].concat().into(),
+                offset: [vec![offset], vec![0; cols]].concat().into(),
+                projection: [vec![Some(0)], vec![None; cols]].concat().into(),
             })
         };
         let owner = PluginId(u32::from(b.byte() % 2));
@@ -364,9 +364,9 @@ impl Machine {
         }
         let tile = b.word().unsigned_abs();
         Partition::Tiling(Tiling {
-            tile: vec![tile],
-            offset: vec![b.word()],
-            projection: vec![Some(0)],
+            tile: weft_runtime::smallvec::smallvec![tile],
+            offset: weft_runtime::smallvec::smallvec![b.word()],
+            projection: weft_runtime::smallvec::smallvec![Some(0)],
         })
     }
 

@@ -77,9 +77,9 @@ fn run(
             TaskArg::new(
                 out,
                 Partition::Tiling(Tiling {
-                    tile: vec![rows as u64 / 2],
-                    offset: vec![0],
-                    projection: vec![Some(0)],
+                    tile: weft_runtime::smallvec::smallvec![rows as u64 / 2],
+                    offset: weft_runtime::smallvec::smallvec![0],
+                    projection: weft_runtime::smallvec::smallvec![Some(0)],
                 }),
                 weft_ir::Privilege::Write,
             ),

@@ -122,9 +122,9 @@ fn chain_window(
         (kernel(0)?, vec![], Partition::None)
     } else {
         let tiling = Partition::Tiling(Tiling {
-            tile: vec![ELEMENTS.div_ceil(points)],
-            offset: vec![0],
-            projection: vec![Some(0)],
+            tile: weft_runtime::smallvec::smallvec![ELEMENTS.div_ceil(points)],
+            offset: weft_runtime::smallvec::smallvec![0],
+            projection: weft_runtime::smallvec::smallvec![Some(0)],
         });
         let entry = if chain == Chain::InPlace {
             accumulate()?

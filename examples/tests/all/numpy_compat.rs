@@ -186,7 +186,7 @@ np.save(d + "/slice.npy", np.arange(20.0).reshape(4, 5)[1:3, ::2])
     );
     let read = |name: &str| -> Npy { npy::read(dir.join(name)).expect("reads") };
     let f8 = read("f8.npy");
-    assert_eq!(f8.shape, vec![3, 4]);
+    assert_eq!(f8.shape.as_slice(), &[3, 4]);
     assert_eq!(
         f8.data,
         NpyData::F64((0..12).map(|i| f64::from(i) / 8.0).collect())
@@ -198,7 +198,7 @@ np.save(d + "/slice.npy", np.arange(20.0).reshape(4, 5)[1:3, ::2])
     assert_eq!((i8.shape, i8.data), (vec![2, 1], NpyData::I64(vec![-3, 4])));
     assert_eq!(read("b1.npy").data, NpyData::Bool(vec![true, false, true]));
     let sl = read("slice.npy");
-    assert_eq!(sl.shape, vec![2, 3]);
+    assert_eq!(sl.shape.as_slice(), &[2, 3]);
     assert_eq!(sl.data, NpyData::F64(vec![5.0, 7.0, 9.0, 10.0, 12.0, 14.0]));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -575,9 +575,9 @@ impl Backend for CpuBackend {
         let time = compiled.compile_time();
         let element_sizes = weft_runtime::store_element_sizes(&kernel.ir().params);
         let splats = crate::splat::candidates(kernel.ir());
-        let bytes = compiled.code_bytes().saturating_add(
-            (weft_ir::validate::count_insts(&kernel.ir().body) as u64).saturating_mul(64),
-        );
+        let bytes = compiled
+            .code_bytes()
+            .saturating_add((kernel.insts() as u64).saturating_mul(64));
         self.kernels.insert(
             kernel.id(),
             Cached {

@@ -16,7 +16,10 @@ pub fn intersect(a: &Rect, b: &Rect) -> Option<Rect> {
         origin.push(lo);
         extent.push(hi - lo);
     }
-    Some(Rect { origin, extent })
+    Some(Rect {
+        origin: origin.into(),
+        extent: extent.into(),
+    })
 }
 
 /// `a` minus `b`: at most two boxes per dimension, disjoint, covering exactly the elements of
@@ -80,9 +83,9 @@ pub fn coords(element: u64, root: &[u64]) -> Vec<u64> {
 /// launch, the other dimensions whole: how the host splits arrays by rows.
 pub fn row_tiles(tile: u64, offset: i64, rank: usize) -> weft_runtime::Partition {
     let mut t = weft_runtime::Tiling {
-        tile: vec![u64::MAX; rank],
-        offset: vec![0; rank],
-        projection: vec![None; rank],
+        tile: weft_runtime::smallvec::smallvec![u64::MAX; rank],
+        offset: weft_runtime::smallvec::smallvec![0; rank],
+        projection: weft_runtime::smallvec::smallvec![None; rank],
     };
     if rank > 0 {
         t.tile[0] = tile;
@@ -110,8 +113,8 @@ pub fn element_boxes(view: &ViewMap, sub: &Rect, root: &[u64]) -> Vec<Rect> {
             }
         }
         out.push(Rect {
-            extent: vec![1; coords.len()],
-            origin: coords,
+            extent: weft_runtime::smallvec::smallvec![1; coords.len()],
+            origin: coords.into(),
         });
     }
     out
@@ -193,8 +196,8 @@ impl BoxView {
     /// The root box of the view's sub-store `sub` (view coordinates).
     pub fn root_box(&self, sub: &Rect) -> Rect {
         let mut out = Rect {
-            origin: self.origin.clone(),
-            extent: vec![1; self.root.len()],
+            origin: self.origin.clone().into(),
+            extent: weft_runtime::smallvec::smallvec![1; self.root.len()],
         };
         for (vd, &rd) in self.dims.iter().enumerate() {
             if rd < self.root.len() {
@@ -206,11 +209,11 @@ impl BoxView {
                 }
                 out.extent[rd] = sub.extent[vd];
             } else if sub.extent[vd] == 0 {
-                out.extent = vec![0; self.root.len()];
+                out.extent = weft_runtime::smallvec::smallvec![0; self.root.len()];
             }
         }
         if sub.extent.contains(&0) {
-            out.extent = vec![0; self.root.len()];
+            out.extent = weft_runtime::smallvec::smallvec![0; self.root.len()];
         }
         out
     }
@@ -243,8 +246,8 @@ mod tests {
 
     fn r(origin: &[u64], extent: &[u64]) -> Rect {
         Rect {
-            origin: origin.to_vec(),
-            extent: extent.to_vec(),
+            origin: weft_runtime::Dims::from_slice(origin),
+            extent: weft_runtime::Dims::from_slice(extent),
         }
     }
 

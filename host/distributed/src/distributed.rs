@@ -405,8 +405,8 @@ fn given_layer(
                     return Err(bad());
                 }
                 mine.push(Rect {
-                    origin: rest[..dims].to_vec(),
-                    extent: rest[dims..2 * dims].to_vec(),
+                    origin: rest[..dims].to_vec().into(),
+                    extent: rest[dims..2 * dims].to_vec().into(),
                 });
                 rest = &rest[2 * dims..];
             }

@@ -140,8 +140,8 @@ impl Layer {
         match (&self.explicit, &self.view) {
             (None, Some(view)) => view.root_box(&self.partition.sub_rect(point)),
             _ => Rect {
-                origin: vec![0; rank],
-                extent: vec![0; rank],
+                origin: weft_runtime::smallvec::smallvec![0; rank],
+                extent: weft_runtime::smallvec::smallvec![0; rank],
             },
         }
     }

@@ -185,12 +185,12 @@ mod tests {
         let mut src: Vec<u8> = (0..20u8).collect();
         let boxes = vec![
             Rect {
-                origin: vec![1, 1],
-                extent: vec![2, 3],
+                origin: weft_runtime::smallvec::smallvec![1, 1],
+                extent: weft_runtime::smallvec::smallvec![2, 3],
             },
             Rect {
-                origin: vec![3, 0],
-                extent: vec![1, 5],
+                origin: weft_runtime::smallvec::smallvec![3, 0],
+                extent: weft_runtime::smallvec::smallvec![1, 5],
             },
         ];
         let packed = pack(
@@ -227,8 +227,8 @@ mod tests {
         // A 0-d store has one element.
         let mut one = vec![7u8, 9];
         let scalar = [Rect {
-            origin: vec![],
-            extent: vec![],
+            origin: weft_runtime::smallvec::smallvec![],
+            extent: weft_runtime::smallvec::smallvec![],
         }];
         let packed0 = pack(
             &mut Local {
@@ -241,8 +241,8 @@ mod tests {
         .unwrap();
         assert_eq!(packed0, vec![7, 9]);
         let outside = [Rect {
-            origin: vec![3, 3],
-            extent: vec![2, 1],
+            origin: weft_runtime::smallvec::smallvec![3, 3],
+            extent: weft_runtime::smallvec::smallvec![2, 1],
         }];
         assert!(
             pack(

@@ -105,9 +105,9 @@ fn stencil_halos_match_brute_force() {
 
 fn tiling2(tile: [u64; 2], offset: [i64; 2]) -> Partition {
     Partition::Tiling(Tiling {
-        tile: tile.to_vec(),
-        offset: offset.to_vec(),
-        projection: vec![Some(0), Some(1)],
+        tile: weft_runtime::Dims::from_slice(&tile),
+        offset: weft_runtime::Dims::from_slice(&offset),
+        projection: weft_runtime::smallvec::smallvec![Some(0), Some(1)],
     })
 }
 

@@ -520,9 +520,9 @@ mod tests {
         RootPartition {
             view: ViewMap::whole(&[100]).slice(&[lo], &[lo + len]).unwrap(),
             tiling: Some(Tiling {
-                tile: vec![len.div_ceil(4)],
-                offset: vec![0],
-                projection: vec![Some(0)],
+                tile: weft_runtime::smallvec::smallvec![len.div_ceil(4)],
+                offset: weft_runtime::smallvec::smallvec![0],
+                projection: weft_runtime::smallvec::smallvec![Some(0)],
             }),
             image: None,
         }
@@ -545,7 +545,7 @@ mod tests {
             seq: 0,
             plugin: PluginId(0),
             kernel: weft_runtime::testing::empty_kernel("t"),
-            launch: vec![4],
+            launch: weft_runtime::smallvec::smallvec![4],
             args,
             scalars: Vec::new(),
         }
@@ -583,9 +583,9 @@ mod tests {
         let ranges = RootPartition {
             view: ViewMap::whole(&[100, 2]),
             tiling: Some(Tiling {
-                tile: vec![25, 2],
-                offset: vec![0, 0],
-                projection: vec![Some(0), None],
+                tile: weft_runtime::smallvec::smallvec![25, 2],
+                offset: weft_runtime::smallvec::smallvec![0, 0],
+                projection: weft_runtime::smallvec::smallvec![Some(0), None],
             }),
             image: None,
         };
@@ -619,7 +619,7 @@ mod tests {
     fn launch_domains_must_match() {
         let all = part(0, 100);
         let mut second = task(vec![arg(2, all.clone(), R)]);
-        second.launch = vec![2];
+        second.launch = weft_runtime::smallvec::smallvec![2];
         let tasks = vec![task(vec![arg(1, all.clone(), W)]), second];
         assert_eq!(cut_of(&tasks), (1, Some(Constraint::LaunchDomain), None));
     }
@@ -767,9 +767,9 @@ mod scalar_task_tests {
             RootPartition {
                 view: ViewMap::whole(&[100]),
                 tiling: Some(Tiling {
-                    tile: vec![25],
-                    offset: vec![0],
-                    projection: vec![Some(0)],
+                    tile: weft_runtime::smallvec::smallvec![25],
+                    offset: weft_runtime::smallvec::smallvec![0],
+                    projection: weft_runtime::smallvec::smallvec![Some(0)],
                 }),
                 image: None,
             }
@@ -790,7 +790,7 @@ mod scalar_task_tests {
             seq: 0,
             plugin: weft_runtime::task::PluginId(0),
             kernel: weft_runtime::testing::empty_kernel("t"),
-            launch,
+            launch: launch.into(),
             args,
             scalars: Vec::new(),
         }
@@ -984,7 +984,7 @@ mod deferral_tests {
         let mut write = task(vec![arg(2, whole(0, 90), R), arg(1, whole(1, 90), W)]);
         write.kernel = copy_kernel(false);
         for t in [&mut read, &mut write] {
-            t.launch = vec![points];
+            t.launch = weft_runtime::smallvec::smallvec![points];
         }
         vec![read, write]
     }
@@ -1020,7 +1020,7 @@ mod deferral_tests {
         // Nothing after the deferred write may touch its store.
         let mut tasks = shifted_copy(0, 1, false);
         let mut after = task(vec![arg(1, whole(0, 90), R), arg(3, whole(0, 90), W)]);
-        after.launch = vec![1];
+        after.launch = weft_runtime::smallvec::smallvec![1];
         tasks.push(after);
         assert_eq!(
             cut_of(&tasks),

@@ -212,10 +212,7 @@ impl Fuser {
 /// What a plan is charged in the memo: its key, and its fused kernel's IR and explanation,
 /// estimated from their sizes.
 fn plan_bytes(key: &[u64], plan: &FusionPlan) -> u64 {
-    let insts = plan
-        .fused
-        .as_ref()
-        .map_or(0, |f| weft_ir::validate::count_insts(&f.kernel.ir().body));
+    let insts = plan.fused.as_ref().map_or(0, |f| f.kernel.insts());
     (key.len() as u64 * 8)
         .saturating_add(insts as u64 * 64)
         .saturating_add(plan.kernels.len() as u64 * 16)
@@ -601,7 +598,7 @@ fn within_kernel_limits(tasks: &[IndexTask]) -> usize {
     let (mut params, mut insts) = (0usize, 0usize);
     for (i, t) in tasks.iter().enumerate() {
         params += t.args.len() + t.scalars.len();
-        insts += weft_ir::validate::count_insts(&t.kernel.ir().body);
+        insts += t.kernel.insts();
         if params > weft_ir::semantics::MAX_PARAMS || insts > weft_ir::semantics::MAX_INSTS {
             return i;
         }
@@ -646,7 +643,7 @@ fn fused_name(entries: &[&KernelEntry]) -> String {
 /// What decides a partition's sub-store extents at every point: the view's extent, the tile,
 /// offset relative to the view, and projection of its tiling, and an image's source.
 type ExtentShape = (
-    Vec<u64>,
+    weft_runtime::Dims<u64>,
     Option<weft_runtime::partition::Tiling>,
     Option<weft_runtime::partition::Image>,
 );
@@ -703,7 +700,7 @@ pub fn instantiate(plan: &FusionPlan, tasks: &[IndexTask]) -> Option<IndexTask> 
         seq: first.seq,
         plugin: first.plugin,
         kernel: fused.kernel.clone(),
-        launch: constraints::fused_launch(tasks).to_vec(),
+        launch: constraints::fused_launch(tasks).to_vec().into(),
         args,
         scalars,
     })

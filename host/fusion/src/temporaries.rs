@@ -117,9 +117,9 @@ mod tests {
         RootPartition {
             view: ViewMap::whole(shape),
             tiling: Some(Tiling {
-                tile: vec![tile],
-                offset: vec![offset],
-                projection: vec![Some(0)],
+                tile: weft_runtime::smallvec::smallvec![tile],
+                offset: weft_runtime::smallvec::smallvec![offset],
+                projection: weft_runtime::smallvec::smallvec![Some(0)],
             }),
             image: None,
         }

@@ -46,9 +46,9 @@ fn core(fuser: Fuser) -> (Core, Arc<Mutex<Log>>) {
 fn task(kernel: &Arc<KernelEntry>, a: StoreId, out: StoreId, n: u64) -> IndexTask {
     let whole = || {
         Partition::Tiling(Tiling {
-            tile: vec![n],
-            offset: vec![0],
-            projection: vec![Some(0)],
+            tile: weft_runtime::smallvec::smallvec![n],
+            offset: weft_runtime::smallvec::smallvec![0],
+            projection: weft_runtime::smallvec::smallvec![Some(0)],
         })
     };
     IndexTask::new(

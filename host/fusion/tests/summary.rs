@@ -57,9 +57,9 @@ fn core() -> Core {
 /// Rank-1 stores of `n` elements in `pieces` tiles.
 fn tiles(n: u64, pieces: u64) -> Partition {
     Partition::Tiling(Tiling {
-        tile: vec![n / pieces],
-        offset: vec![0],
-        projection: vec![Some(0)],
+        tile: weft_runtime::smallvec::smallvec![n / pieces],
+        offset: weft_runtime::smallvec::smallvec![0],
+        projection: weft_runtime::smallvec::smallvec![Some(0)],
     })
 }
 

@@ -341,28 +341,34 @@ pub enum Param {
 impl Param {
     /// The store parameters of `params`, in order: (dtype, rank, privilege).
     pub fn stores(params: &[Param]) -> Vec<(DType, u32, Privilege)> {
-        params
-            .iter()
-            .filter_map(|p| match *p {
-                Param::Store {
-                    dtype,
-                    rank,
-                    privilege,
-                } => Some((dtype, rank, privilege)),
-                Param::Scalar { .. } => None,
-            })
-            .collect()
+        Param::store_iter(params).collect()
+    }
+
+    /// [`Param::stores`] without collecting them.
+    pub fn store_iter(
+        params: &[Param],
+    ) -> impl Iterator<Item = (DType, u32, Privilege)> + Clone + '_ {
+        params.iter().filter_map(|p| match *p {
+            Param::Store {
+                dtype,
+                rank,
+                privilege,
+            } => Some((dtype, rank, privilege)),
+            Param::Scalar { .. } => None,
+        })
     }
 
     /// The scalar parameters of `params`, in order: their dtypes.
     pub fn scalars(params: &[Param]) -> Vec<DType> {
-        params
-            .iter()
-            .filter_map(|p| match *p {
-                Param::Scalar { dtype } => Some(dtype),
-                Param::Store { .. } => None,
-            })
-            .collect()
+        Param::scalar_iter(params).collect()
+    }
+
+    /// [`Param::scalars`] without collecting them.
+    pub fn scalar_iter(params: &[Param]) -> impl Iterator<Item = DType> + Clone + '_ {
+        params.iter().filter_map(|p| match *p {
+            Param::Scalar { dtype } => Some(dtype),
+            Param::Store { .. } => None,
+        })
     }
 }
 

@@ -146,18 +146,18 @@ pub fn partition(p: types::Partition) -> Partition {
 /// The runtime's tiling of a WIT one.
 pub fn tiling(t: types::Tiling) -> Tiling {
     Tiling {
-        tile: t.tile,
-        offset: t.offset,
-        projection: t.projection,
+        tile: t.tile.into(),
+        offset: t.offset.into(),
+        projection: t.projection.into(),
     }
 }
 
 /// The WIT tiling of the runtime's one.
 pub fn wit_tiling(t: Tiling) -> types::Tiling {
     types::Tiling {
-        tile: t.tile,
-        offset: t.offset,
-        projection: t.projection,
+        tile: t.tile.to_vec(),
+        offset: t.offset.to_vec(),
+        projection: t.projection.to_vec(),
     }
 }
 

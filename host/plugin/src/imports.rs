@@ -512,7 +512,7 @@ impl host::Host for PluginState {
         if let Some(rec) = self.recorder.as_deref_mut() {
             rec.push(Event::Tiling(shape, launch.clone(), tiling));
         }
-        Ok((launch, wit))
+        Ok((launch.to_vec(), wit))
     }
 
     fn submit(&mut self, task: host::IndexTask) -> wasmtime::Result<Result<(), types::Error>> {
@@ -552,7 +552,7 @@ impl host::Host for PluginState {
                 let slots: Option<Vec<_>> = reps.iter().map(|&rep| rec.slot(rep)).collect();
                 slots.map(|slots| SubmitEvent {
                     kernel: Arc::clone(&kernel),
-                    launch: task.launch.clone(),
+                    launch: task.launch.clone().into(),
                     args: slots
                         .into_iter()
                         .zip(&args)

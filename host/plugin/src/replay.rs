@@ -31,6 +31,10 @@ pub const MAX_EVENTS: usize = 1024;
 /// made, in the order it made them.
 pub type Slot = u32;
 
+/// The stores of a replay by slot (and whether each is alive): inline for the calls that
+/// make a few, as nearly all do, so that a replay does not allocate for them.
+type Slots<T> = weft_runtime::smallvec::SmallVec<[T; 16]>;
+
 /// A view the plugin made of a store, with what it made it from.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ViewOp {
@@ -64,7 +68,7 @@ pub enum Event {
     /// `create-store(shape, dtype)`: the next slot.
     Create(Vec<u64>, DType),
     /// `preferred-tiling(shape)` answered this launch and tiling.
-    Tiling(Vec<u64>, Vec<u64>, Tiling),
+    Tiling(Vec<u64>, weft_runtime::Dims<u64>, Tiling),
     /// A task submitted.
     Submit(Box<SubmitEvent>),
 }
@@ -75,7 +79,7 @@ pub struct SubmitEvent {
     /// The kernel, as the core resolved it for the plugin.
     pub kernel: Arc<KernelEntry>,
     /// The launch domain.
-    pub launch: Vec<u64>,
+    pub launch: weft_runtime::Dims<u64>,
     /// The arguments: slot, partition and privilege.
     pub args: Vec<(Slot, Partition, Privilege)>,
     /// The scalars.
@@ -230,8 +234,8 @@ impl Recording {
             return Err(Miss);
         }
         let mark = core.next_seq();
-        let mut slots: Vec<StoreId> = args.to_vec();
-        let mut live: Vec<bool> = vec![false; args.len()];
+        let mut slots: Slots<StoreId> = Slots::from_slice(args);
+        let mut live: Slots<bool> = weft_runtime::smallvec::smallvec![false; args.len()];
         let outcome = self.run(core, caller, &mut slots, &mut live);
         if outcome.is_err() {
             core.truncate_window(mark);
@@ -253,8 +257,8 @@ impl Recording {
         &self,
         core: &mut Core,
         caller: Caller<'_>,
-        slots: &mut Vec<StoreId>,
-        live: &mut Vec<bool>,
+        slots: &mut Slots<StoreId>,
+        live: &mut Slots<bool>,
     ) -> Result<(), Miss> {
         for event in &self.events {
             observe(core, caller, event, slots, live)?;
@@ -277,8 +281,8 @@ fn observe(
     core: &mut Core,
     caller: Caller<'_>,
     event: &Event,
-    slots: &mut Vec<StoreId>,
-    live: &mut Vec<bool>,
+    slots: &mut Slots<StoreId>,
+    live: &mut Slots<bool>,
 ) -> Result<(), Miss> {
     let same = |ok: bool| if ok { Ok(()) } else { Err(Miss) };
     match event {

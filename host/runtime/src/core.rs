@@ -5,6 +5,7 @@
 //! reach it without locks or reference counting) and moves back when the call returns; see
 //! `weft-plugin`.
 
+use crate::Dims;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
 
@@ -394,10 +395,11 @@ impl Core {
         // Stores the application let go of count until they are collected.
         self.collect_released();
         let bytes = Stores::store_bytes(shape, dtype)?;
-        let over = |who: String, held: u64, quota: u64| {
+        // The owner's name is only formatted for an error: this runs for every store made.
+        let over = |who: &dyn Fn() -> String, held: u64, quota: u64| {
             let total = held.saturating_add(bytes);
             (total > quota).then(|| Error::Quota {
-                owner: who,
+                owner: who(),
                 shape: crate::view::shape_text(shape),
                 bytes,
                 total,
@@ -406,7 +408,7 @@ impl Core {
         };
         if let Some((id, name, quota)) = owner
             && let Some(e) = over(
-                format!("plugin `{name}`"),
+                &|| format!("plugin `{name}`"),
                 self.stores.owned_bytes(id),
                 quota,
             )
@@ -414,7 +416,7 @@ impl Core {
             return Err(e);
         }
         match over(
-            "the runtime".into(),
+            &|| "the runtime".into(),
             self.stores.live_bytes(),
             self.settings.limits.store_bytes,
         ) {
@@ -501,29 +503,29 @@ impl Core {
 
     /// The launch domain and tiling the host prefers for an array of `shape`: dimension 0 is
     /// split into at most `pieces` tiles, the others stay whole.
-    pub fn preferred_tiling(&self, shape: &[u64]) -> (Vec<u64>, Tiling) {
+    pub fn preferred_tiling(&self, shape: &[u64]) -> (Dims<u64>, Tiling) {
         let Some(&rows) = shape.first() else {
             return (
-                Vec::new(),
+                Dims::new(),
                 Tiling {
-                    tile: Vec::new(),
-                    offset: Vec::new(),
-                    projection: Vec::new(),
+                    tile: Dims::new(),
+                    offset: Dims::new(),
+                    projection: Dims::new(),
                 },
             );
         };
         let pieces = self.settings.pieces.clamp(1, rows.max(1));
         let tile_rows = rows.div_ceil(pieces).max(1);
         let launch = rows.div_ceil(tile_rows);
-        let mut tile = shape.to_vec();
+        let mut tile = Dims::from_slice(shape);
         tile[0] = tile_rows;
-        let mut projection = vec![None; shape.len()];
+        let mut projection: Dims<Option<u32>> = smallvec::smallvec![None; shape.len()];
         projection[0] = Some(0);
         (
-            vec![launch],
+            smallvec::smallvec![launch],
             Tiling {
                 tile,
-                offset: vec![0; shape.len()],
+                offset: smallvec::smallvec![0; shape.len()],
                 projection,
             },
         )
@@ -547,7 +549,7 @@ impl Core {
             message,
         })?;
         let entry = Arc::new(kernel::plugin_kernel(plugin_name, key, &flat)?);
-        let bytes = (weft_ir::validate::count_insts(&entry.ir().body) as u64)
+        let bytes = (entry.insts() as u64)
             .saturating_mul(64)
             .saturating_add(key.len() as u64 + 256);
         self.kernels.insert(

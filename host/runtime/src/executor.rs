@@ -304,7 +304,7 @@ impl Executor<'_> {
                 bindings.push(Binding::Scratch {
                     extents,
                     origin,
-                    view: p.view.shape.clone(),
+                    view: p.view.shape.to_vec(),
                     element_size,
                 });
                 continue;
@@ -350,9 +350,9 @@ impl Executor<'_> {
                 buffer,
                 offset: if rect.volume() == 0 { 0 } else { first - base },
                 extents,
-                strides: p.view.strides.clone(),
+                strides: p.view.strides.to_vec(),
                 origin,
-                view: p.view.shape.clone(),
+                view: p.view.shape.to_vec(),
                 element_size,
                 deferred: arg.deferred,
             });

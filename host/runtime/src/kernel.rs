@@ -79,6 +79,12 @@ pub struct KernelEntry {
     rows_product: Option<weft_ir::DType>,
     /// The kernel parameter of each store argument, in order (ascending).
     store_params: Vec<usize>,
+    /// The store parameters' (dtype, rank, privilege), in order.
+    store_signature: Vec<(weft_ir::DType, u32, weft_ir::Privilege)>,
+    /// The scalar parameters' dtypes, in order.
+    scalar_signature: Vec<weft_ir::DType>,
+    /// The instructions of its body, nested ones included.
+    insts: usize,
 }
 
 impl KernelEntry {
@@ -139,6 +145,23 @@ impl KernelEntry {
         self.product.is_some() || self.rows_product.is_some()
     }
 
+    /// The store parameters' (dtype, rank, privilege), in order: what a task's store
+    /// arguments must match.
+    pub fn store_signature(&self) -> &[(weft_ir::DType, u32, weft_ir::Privilege)] {
+        &self.store_signature
+    }
+
+    /// The scalar parameters' dtypes, in order: what a task's scalars must match.
+    pub fn scalar_signature(&self) -> &[weft_ir::DType] {
+        &self.scalar_signature
+    }
+
+    /// The number of instructions of its body, nested ones included
+    /// ([`weft_ir::validate::count_insts`]).
+    pub fn insts(&self) -> usize {
+        self.insts
+    }
+
     /// The kernel parameter of store argument `arg` (the `arg`-th store parameter).
     pub fn store_param(&self, arg: usize) -> Option<usize> {
         self.store_params.get(arg).copied()
@@ -163,6 +186,9 @@ impl KernelEntry {
             .filter(|(_, p)| matches!(p, weft_ir::Param::Store { .. }))
             .map(|(i, _)| i)
             .collect();
+        let store_signature = weft_ir::Param::stores(&ir.params);
+        let scalar_signature = weft_ir::Param::scalars(&ir.params);
+        let insts = weft_ir::validate::count_insts(&ir.body);
         KernelEntry {
             id,
             ir,
@@ -172,6 +198,9 @@ impl KernelEntry {
             product,
             rows_product,
             store_params,
+            store_signature,
+            scalar_signature,
+            insts,
         }
     }
 

@@ -63,6 +63,14 @@ pub type FastMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHash
 /// The hash set of the runtime's own ids (see [`FastMap`]).
 pub type FastSet<K> = std::collections::HashSet<K, rustc_hash::FxBuildHasher>;
 
+/// A short per-dimension list (a shape, strides, a tile, a rectangle's corner): held inline
+/// up to four dimensions, so that the views, partitions and rectangles made for every task do
+/// not each allocate (they were most of a tiny task's allocations).
+pub type Dims<T> = smallvec::SmallVec<[T; 4]>;
+
+/// The crate of [`Dims`], for its `smallvec!` macro.
+pub use smallvec;
+
 pub use backend::{
     Backend, Binding, BufferId, MemoryStats, Prepared, check_element_sizes, check_view,
     confirm_hit, store_element_sizes, view_inside,

@@ -11,24 +11,36 @@
 //! a constant-time comparison, and the ranges are read from the source's data only when a
 //! point task runs ([`RootPartition::sub_rect_with`]).
 
+use crate::Dims;
 use crate::stores::StorageId;
 use crate::view::ViewMap;
 
 /// A rectangle `origin .. origin + extent` in some store's coordinates.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub struct Rect {
     /// First index per dimension.
-    pub origin: Vec<u64>,
+    pub origin: Dims<u64>,
     /// Extent per dimension.
-    pub extent: Vec<u64>,
+    pub extent: Dims<u64>,
+}
+
+// Cloned by copying (a derived clone of a `Dims` pushes element by element): every task
+// clones its partitions.
+impl Clone for Rect {
+    fn clone(&self) -> Rect {
+        Rect {
+            origin: Dims::from_slice(&self.origin),
+            extent: Dims::from_slice(&self.extent),
+        }
+    }
 }
 
 impl Rect {
     /// The rectangle `0..shape`.
     pub fn whole(shape: &[u64]) -> Rect {
         Rect {
-            origin: vec![0; shape.len()],
-            extent: shape.to_vec(),
+            origin: smallvec::smallvec![0; shape.len()],
+            extent: Dims::from_slice(shape),
         }
     }
 
@@ -41,14 +53,24 @@ impl Rect {
 
 /// A tiling as a plugin states it on a store: point `p` sees the rectangle starting at
 /// `offset[d] + tile[d] * p[projection[d]]` with extent `tile[d]`, clipped to the store.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub struct Tiling {
     /// Tile extent per store dimension.
-    pub tile: Vec<u64>,
+    pub tile: Dims<u64>,
     /// Offset of tile 0 per store dimension.
-    pub offset: Vec<i64>,
+    pub offset: Dims<i64>,
     /// Which launch dimension moves the tile along each store dimension (none: it does not).
-    pub projection: Vec<Option<u32>>,
+    pub projection: Dims<Option<u32>>,
+}
+
+impl Clone for Tiling {
+    fn clone(&self) -> Tiling {
+        Tiling {
+            tile: Dims::from_slice(&self.tile),
+            offset: Dims::from_slice(&self.offset),
+            projection: Dims::from_slice(&self.projection),
+        }
+    }
 }
 
 /// How a task argument is split across the points of its launch, on the store it names.
@@ -172,7 +194,11 @@ impl RootPartition {
         if self.tiling.is_none() || crate::limits::launch_points(launch) != Some(1) {
             return;
         }
-        if self.sub_rect(&vec![0; launch.len()]) == Rect::whole(&self.view.shape) {
+        // The one point is the origin of the launch: an empty `point` reads as zeros.
+        let whole = self.tiling.as_ref().is_some_and(|t| {
+            (0..self.view.rank()).all(|d| self.tile_range(t, d, &[]) == (0, self.view.shape[d]))
+        });
+        if whole {
             self.tiling = None;
         }
     }
@@ -206,8 +232,8 @@ impl RootPartition {
             (rows.origin.first(), rows.extent.first(), rows.origin.get(1))
         else {
             return Rect {
-                origin: vec![0],
-                extent: vec![0],
+                origin: smallvec::smallvec![0],
+                extent: smallvec::smallvec![0],
             };
         };
         let range = if n == 0 {
@@ -224,8 +250,8 @@ impl RootPartition {
             None => (0, 0),
         };
         Rect {
-            origin: vec![lo],
-            extent: vec![hi - lo],
+            origin: smallvec::smallvec![lo],
+            extent: smallvec::smallvec![hi - lo],
         }
     }
 
@@ -237,30 +263,37 @@ impl RootPartition {
             return Rect::whole(&self.view.shape);
         };
         let rank = self.view.rank();
-        let mut origin = Vec::with_capacity(rank);
-        let mut extent = Vec::with_capacity(rank);
+        let mut origin = Dims::with_capacity(rank);
+        let mut extent = Dims::with_capacity(rank);
         for d in 0..rank {
-            let bound = i128::from(self.view.shape[d]);
-            let step = t.projection[d]
-                .and_then(|k| point.get(k as usize))
-                .copied()
-                .unwrap_or(0);
-            // Exact, whatever the plugin gave: `tile * step` is below 2^128, and where it
-            // passes i128's range the tile starts past any store.
-            let tile = i128::from(t.tile[d]);
-            let (lo, hi) = match tile
-                .checked_mul(i128::from(step))
-                .and_then(|s| s.checked_add(i128::from(t.offset[d])))
-                .and_then(|start| Some((start, start.checked_add(tile)?)))
-            {
-                Some((start, end)) => (start.clamp(0, bound), end.clamp(0, bound)),
-                None => (bound, bound),
-            };
-            // Both lie in `0..=shape[d]`, so they fit in u64.
-            origin.push(lo as u64);
-            extent.push((hi - lo) as u64);
+            let (lo, n) = self.tile_range(t, d, point);
+            origin.push(lo);
+            extent.push(n);
         }
         Rect { origin, extent }
+    }
+
+    /// The first index and the extent along dimension `d` of the tile of `t` that point
+    /// `point` sees, clipped to the view.
+    fn tile_range(&self, t: &Tiling, d: usize, point: &[u64]) -> (u64, u64) {
+        let bound = i128::from(self.view.shape[d]);
+        let step = t.projection[d]
+            .and_then(|k| point.get(k as usize))
+            .copied()
+            .unwrap_or(0);
+        // Exact, whatever the plugin gave: `tile * step` is below 2^128, and where it
+        // passes i128's range the tile starts past any store.
+        let tile = i128::from(t.tile[d]);
+        let (lo, hi) = match tile
+            .checked_mul(i128::from(step))
+            .and_then(|s| s.checked_add(i128::from(t.offset[d])))
+            .and_then(|start| Some((start, start.checked_add(tile)?)))
+        {
+            Some((start, end)) => (start.clamp(0, bound), end.clamp(0, bound)),
+            None => (bound, bound),
+        };
+        // Both lie in `0..=shape[d]`, so they fit in u64.
+        (lo as u64, (hi - lo) as u64)
     }
 }
 
@@ -291,9 +324,9 @@ mod tests {
 
     fn rows(tile: u64) -> Partition {
         Partition::Tiling(Tiling {
-            tile: vec![tile],
-            offset: vec![0],
-            projection: vec![Some(0)],
+            tile: smallvec::smallvec![tile],
+            offset: smallvec::smallvec![0],
+            projection: smallvec::smallvec![Some(0)],
         })
     }
 
@@ -301,18 +334,18 @@ mod tests {
     fn views_fold_into_distinct_root_partitions() {
         // grid is 6x6; center = grid[1:-1, 1:-1], north = grid[0:-2, 1:-1], tiles of 2 rows.
         let tiling = Partition::Tiling(Tiling {
-            tile: vec![2, 4],
-            offset: vec![0, 0],
-            projection: vec![Some(0), None],
+            tile: smallvec::smallvec![2, 4],
+            offset: smallvec::smallvec![0, 0],
+            projection: smallvec::smallvec![Some(0), None],
         });
         let grid = ViewMap::whole(&[6, 6]);
         let center = RootPartition::fold(&tiling, &grid.slice(&[1, 1], &[5, 5]).unwrap());
         let north = RootPartition::fold(&tiling, &grid.slice(&[0, 1], &[4, 5]).unwrap());
         assert_ne!(center, north);
-        assert_eq!(center.sub_rect(&[1]).origin, vec![2, 0]);
+        assert_eq!(center.sub_rect(&[1]).origin.as_slice(), &[2, 0]);
         assert_eq!(center.view.element(&[2, 0]), 19);
         assert_eq!(north.view.element(&[2, 0]), 13);
-        assert_eq!(north.sub_rect(&[1]).extent, vec![2, 4]);
+        assert_eq!(north.sub_rect(&[1]).extent.as_slice(), &[2, 4]);
         // A transpose of the same elements is another partition.
         let t = grid.permute(&[1, 0]).unwrap();
         assert_ne!(
@@ -324,9 +357,9 @@ mod tests {
     #[test]
     fn a_tiling_that_gives_every_point_everything_is_none() {
         let scalar = Partition::Tiling(Tiling {
-            tile: vec![],
-            offset: vec![],
-            projection: vec![],
+            tile: smallvec::smallvec![],
+            offset: smallvec::smallvec![],
+            projection: smallvec::smallvec![],
         });
         assert_eq!(
             RootPartition::fold(&scalar, &ViewMap::whole(&[])),
@@ -358,16 +391,16 @@ mod tests {
     #[test]
     fn tiles_are_clipped_to_the_view() {
         let p = RootPartition::fold(&rows(4), &ViewMap::whole(&[10]));
-        assert_eq!(p.sub_rect(&[2]).extent, vec![2]);
-        assert_eq!(p.sub_rect(&[3]).extent, vec![0]);
+        assert_eq!(p.sub_rect(&[2]).extent.as_slice(), &[2]);
+        assert_eq!(p.sub_rect(&[3]).extent.as_slice(), &[0]);
         // Huge tiles and offsets saturate instead of overflowing.
         let huge = Partition::Tiling(Tiling {
-            tile: vec![u64::MAX],
-            offset: vec![i64::MAX],
-            projection: vec![Some(0)],
+            tile: smallvec::smallvec![u64::MAX],
+            offset: smallvec::smallvec![i64::MAX],
+            projection: smallvec::smallvec![Some(0)],
         });
         let p = RootPartition::fold(&huge, &ViewMap::whole(&[10]));
-        assert_eq!(p.sub_rect(&[u64::MAX]).extent, vec![0]);
+        assert_eq!(p.sub_rect(&[u64::MAX]).extent.as_slice(), &[0]);
     }
 
     #[test]
@@ -376,18 +409,18 @@ mod tests {
         // view at root offset 10 of length 6.
         let ranges = [0i64, 2, 2, 2, 2, 5, 5, 6];
         let two_rows = Partition::Tiling(Tiling {
-            tile: vec![2, 2],
-            offset: vec![0, 0],
-            projection: vec![Some(0), None],
+            tile: smallvec::smallvec![2, 2],
+            offset: smallvec::smallvec![0, 0],
+            projection: smallvec::smallvec![Some(0), None],
         });
         let source = RootPartition::fold(&two_rows, &ViewMap::whole(&[4, 2]));
         let target = ViewMap::whole(&[16]).slice(&[10], &[16]).unwrap();
         let p = RootPartition::image(&target, StorageId(7), source.clone());
         let read = |e: u64| ranges.get(e as usize).copied();
-        assert_eq!(p.sub_rect_with(&[0], read).origin, vec![0]);
-        assert_eq!(p.sub_rect_with(&[0], read).extent, vec![2]);
-        assert_eq!(p.sub_rect_with(&[1], read).origin, vec![2]);
-        assert_eq!(p.sub_rect_with(&[1], read).extent, vec![4]);
+        assert_eq!(p.sub_rect_with(&[0], read).origin.as_slice(), &[0]);
+        assert_eq!(p.sub_rect_with(&[0], read).extent.as_slice(), &[2]);
+        assert_eq!(p.sub_rect_with(&[1], read).origin.as_slice(), &[2]);
+        assert_eq!(p.sub_rect_with(&[1], read).extent.as_slice(), &[4]);
         // Equal sources and partitions give equal images; another source does not.
         assert_eq!(
             p,
@@ -396,7 +429,7 @@ mod tests {
         assert_ne!(p, RootPartition::image(&target, StorageId(8), source));
         // Ranges past the view are clipped to it.
         let wild = |e: u64| Some(if e.is_multiple_of(2) { -5 } else { 100 });
-        assert_eq!(p.sub_rect_with(&[0], wild).extent, vec![6]);
+        assert_eq!(p.sub_rect_with(&[0], wild).extent.as_slice(), &[6]);
     }
 
     #[test]
@@ -415,13 +448,13 @@ mod tests {
         assert_eq!(first, vec![vec![0, 0], vec![0, 1]]);
         assert_eq!(points(&[1 << 63, 1 << 63, 0]).count(), 0);
         let r = Rect {
-            origin: vec![0; 3],
-            extent: vec![1 << 63, 1 << 63, 0],
+            origin: smallvec::smallvec![0; 3],
+            extent: smallvec::smallvec![1 << 63, 1 << 63, 0],
         };
         assert_eq!(r.volume(), 0);
         let r = Rect {
-            origin: vec![0; 2],
-            extent: huge.to_vec(),
+            origin: smallvec::smallvec![0; 2],
+            extent: Dims::from_slice(&huge),
         };
         assert_eq!(r.volume(), u64::MAX);
     }

@@ -117,7 +117,7 @@ impl Storage {
 
     /// Row-major strides, in elements.
     pub fn strides(&self) -> Vec<i64> {
-        row_major_strides(&self.shape)
+        row_major_strides(&self.shape).to_vec()
     }
 
     /// The buffer that holds every element, once allocated (none while the storage is held as
@@ -269,7 +269,7 @@ impl Stores {
             id,
             StoreInfo {
                 storage,
-                shape: map.shape.clone(),
+                shape: map.shape.to_vec(),
                 dtype,
                 map,
                 handles: 1,
@@ -830,13 +830,13 @@ mod tests {
         let b = stores.slice(a, &[1, 1], &[2, 5]).unwrap();
         let map = &stores.get(b).unwrap().map;
         assert_eq!(map.offset, 34);
-        assert_eq!(map.shape, vec![1, 4]);
+        assert_eq!(map.shape.as_slice(), &[1, 4]);
         assert!(stores.slice(a, &[0, 0], &[7, 1]).is_err());
     }
 
     #[test]
     fn strides_are_row_major() {
-        assert_eq!(row_major_strides(&[2, 3, 4]), vec![12, 4, 1]);
+        assert_eq!(row_major_strides(&[2, 3, 4]).as_slice(), &[12, 4, 1]);
         assert!(row_major_strides(&[]).is_empty());
     }
 }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use weft_ir::{Kernel, Param, Privilege, Scalar};
+use weft_ir::{Privilege, Scalar};
 
 use crate::kernel::KernelEntry;
 use crate::partition::{Partition, RootPartition};
@@ -85,7 +85,7 @@ pub struct IndexTask {
     /// The kernel it runs.
     pub kernel: Arc<KernelEntry>,
     /// The launch domain `0..launch[d]`.
-    pub launch: Vec<u64>,
+    pub launch: crate::Dims<u64>,
     /// Store arguments.
     pub args: Vec<TaskArg>,
     /// Scalar arguments.
@@ -98,7 +98,7 @@ impl IndexTask {
     pub fn new(
         plugin: PluginId,
         kernel: Arc<KernelEntry>,
-        launch: Vec<u64>,
+        launch: impl Into<crate::Dims<u64>>,
         args: Vec<TaskArg>,
         scalars: Vec<Scalar>,
     ) -> IndexTask {
@@ -106,7 +106,7 @@ impl IndexTask {
             seq: 0,
             plugin,
             kernel,
-            launch,
+            launch: launch.into(),
             args,
             scalars,
         }
@@ -121,52 +121,47 @@ impl IndexTask {
 /// Checks that a task's arguments match its kernel's parameters.
 pub fn check_against_kernel(
     task: &IndexTask,
-    kernel: &Kernel,
+    kernel: &KernelEntry,
     info: impl Fn(StoreId) -> Option<(usize, weft_ir::DType)>,
 ) -> Result<(), String> {
-    let stores: Vec<_> = Param::stores(&kernel.params)
-        .into_iter()
-        .map(|(dtype, rank, privilege)| (dtype, rank as usize, privilege))
-        .collect();
-    let scalars = Param::scalars(&kernel.params);
+    // The entry's signature, computed once: this runs for every submitted task.
+    let (stores, scalars) = (kernel.store_signature(), kernel.scalar_signature());
+    let name = kernel.name();
     if stores.len() != task.args.len() {
         return Err(format!(
-            "kernel `{}` takes {} stores, the task passes {}",
-            kernel.name,
+            "kernel `{name}` takes {} stores, the task passes {}",
             stores.len(),
             task.args.len()
         ));
     }
     if scalars.len() != task.scalars.len() {
         return Err(format!(
-            "kernel `{}` takes {} scalars, the task passes {}",
-            kernel.name,
+            "kernel `{name}` takes {} scalars, the task passes {}",
             scalars.len(),
             task.scalars.len()
         ));
     }
-    for (i, ((dtype, rank, privilege), arg)) in stores.iter().zip(&task.args).enumerate() {
+    for (i, (&(dtype, rank, privilege), arg)) in stores.iter().zip(&task.args).enumerate() {
+        let rank = rank as usize;
         let (arg_rank, arg_dtype) =
             info(arg.store).ok_or_else(|| format!("store argument {i} does not exist"))?;
-        if arg_rank != *rank || arg_dtype != *dtype {
+        if arg_rank != rank || arg_dtype != dtype {
             return Err(format!(
-                "store argument {i} is {arg_dtype} of rank {arg_rank}, kernel `{}` expects {dtype} of rank {rank}",
-                kernel.name
+                "store argument {i} is {arg_dtype} of rank {arg_rank}, kernel `{name}` expects {dtype} of rank {rank}"
             ));
         }
-        if arg.privilege != *privilege {
+        if arg.privilege != privilege {
             return Err(format!(
-                "store argument {i} is passed with privilege {:?}, kernel `{}` declares {privilege:?}",
-                arg.privilege, kernel.name
+                "store argument {i} is passed with privilege {:?}, kernel `{name}` declares {privilege:?}",
+                arg.privilege
             ));
         }
     }
-    for (i, (want, got)) in scalars.iter().zip(&task.scalars).enumerate() {
-        if *want != got.dtype() {
+    for (i, (&want, got)) in scalars.iter().zip(&task.scalars).enumerate() {
+        if want != got.dtype() {
             return Err(format!(
-                "scalar argument {i} is {}, kernel `{}` expects {want}",
-                got.dtype(),
-                kernel.name
+                "scalar argument {i} is {}, kernel `{name}` expects {want}",
+                got.dtype()
             ));
         }
     }

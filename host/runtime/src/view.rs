@@ -24,6 +24,7 @@
 //! correct (or, for overlap, conservative) answers for any map, even one built by hand past
 //! the bounds: nothing in them wraps.
 
+use crate::Dims;
 use std::fmt;
 
 use weft_ir::semantics::MAX_RANK;
@@ -51,20 +52,32 @@ fn err<T>(message: String) -> ViewResult<T> {
 }
 
 /// The map of a view onto its root storage's row-major memory, in elements.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub struct ViewMap {
     /// The storage element of view index 0 (every index 0).
     pub offset: u64,
     /// The view's shape.
-    pub shape: Vec<u64>,
+    pub shape: Dims<u64>,
     /// The storage distance, in elements, between neighbours along each dimension.
-    pub strides: Vec<i64>,
+    pub strides: Dims<i64>,
+}
+
+// Cloned by copying (a derived clone of a `Dims` pushes element by element): every task
+// clones the maps of its arguments.
+impl Clone for ViewMap {
+    fn clone(&self) -> ViewMap {
+        ViewMap {
+            offset: self.offset,
+            shape: Dims::from_slice(&self.shape),
+            strides: Dims::from_slice(&self.strides),
+        }
+    }
 }
 
 /// Row-major strides (in elements) of a shape. A stride past `i64::MAX` (only for shapes
 /// past [`MAX_VIEW_ELEMENTS`]) saturates there; no stride is ever negative.
-pub fn row_major_strides(shape: &[u64]) -> Vec<i64> {
-    let mut strides = vec![1i64; shape.len()];
+pub fn row_major_strides(shape: &[u64]) -> Dims<i64> {
+    let mut strides: Dims<i64> = smallvec::smallvec![1i64; shape.len()];
     for d in (0..shape.len().saturating_sub(1)).rev() {
         let extent = i64::try_from(shape[d + 1]).unwrap_or(i64::MAX);
         strides[d] = strides[d + 1].saturating_mul(extent);
@@ -113,7 +126,7 @@ impl ViewMap {
     pub fn whole(shape: &[u64]) -> ViewMap {
         ViewMap {
             offset: 0,
-            shape: shape.to_vec(),
+            shape: Dims::from_slice(shape),
             strides: row_major_strides(shape),
         }
     }
@@ -172,7 +185,7 @@ impl ViewMap {
     /// Whether this is the identity map of a root of shape `root`: every element of the root,
     /// once, in row-major order.
     pub fn is_whole(&self, root: &[u64]) -> bool {
-        self.shape == root && self.offset == 0 && self.strides == row_major_strides(root)
+        self.shape.as_slice() == root && self.offset == 0 && self.strides == row_major_strides(root)
     }
 
     /// Whether two different indices of the view reach the same element (a broadcast view).
@@ -365,8 +378,8 @@ impl ViewMap {
         }
         ViewMap {
             offset: clamp_u64(offset),
-            shape: shape.to_vec(),
-            strides,
+            shape: Dims::from_slice(shape),
+            strides: strides.into(),
         }
         .check()
     }
@@ -453,8 +466,8 @@ impl ViewMap {
         }
         ViewMap {
             offset: self.offset,
-            shape: shape.to_vec(),
-            strides,
+            shape: Dims::from_slice(shape),
+            strides: strides.into(),
         }
         .check()
     }
@@ -478,7 +491,7 @@ impl ViewMap {
         if self.volume() == 0 {
             return ViewMap {
                 offset: self.offset,
-                shape: shape.to_vec(),
+                shape: Dims::from_slice(shape),
                 strides: row_major_strides(shape),
             }
             .check()
@@ -537,8 +550,8 @@ impl ViewMap {
         }
         ViewMap {
             offset: self.offset,
-            shape: shape.to_vec(),
-            strides,
+            shape: Dims::from_slice(shape),
+            strides: strides.into(),
         }
         .check()
         .map(Some)
@@ -622,7 +635,7 @@ mod tests {
     fn transposes_permute_strides() {
         let v = ViewMap::whole(&[2, 3]);
         let t = v.permute(&[1, 0]).unwrap();
-        assert_eq!(t.shape, vec![3, 2]);
+        assert_eq!(t.shape.as_slice(), &[3, 2]);
         assert_eq!(elements(&t), vec![0, 3, 1, 4, 2, 5]);
         assert!(!t.is_contiguous());
         assert!(v.permute(&[0, 0]).is_err());
@@ -633,7 +646,7 @@ mod tests {
     fn broadcasting_follows_numpy() {
         let col = ViewMap::whole(&[3, 1]);
         let b = col.broadcast_to(&[2, 3, 4]).unwrap();
-        assert_eq!(b.strides, vec![0, 1, 0]);
+        assert_eq!(b.strides.as_slice(), &[0, 1, 0]);
         assert!(b.overlaps_itself());
         let e = ViewMap::whole(&[10, 1])
             .broadcast_to(&[8])
@@ -665,7 +678,10 @@ mod tests {
         assert!(v.reshape(&[5, 5]).is_err());
         // Empty arrays reshape freely.
         let empty = ViewMap::whole(&[0, 3]);
-        assert_eq!(empty.reshape(&[3, 0]).unwrap().unwrap().shape, vec![3, 0]);
+        assert_eq!(
+            empty.reshape(&[3, 0]).unwrap().unwrap().shape.as_slice(),
+            &[3, 0]
+        );
     }
 
     /// The overlap test against brute force: it may say "may" when they do not, never "no"
@@ -737,8 +753,8 @@ mod tests {
         ] {
             let m = ViewMap {
                 offset: 7,
-                shape: shape.to_vec(),
-                strides: vec![0, 0],
+                shape: Dims::from_slice(&shape),
+                strides: smallvec::smallvec![0, 0],
             };
             assert_eq!(m.checked_volume(), None, "{shape:?}");
             assert_eq!(m.volume(), u64::MAX, "{shape:?}");
@@ -750,8 +766,8 @@ mod tests {
         // An extent of 0 makes any shape empty, whatever the others multiply to.
         let zero = ViewMap {
             offset: 0,
-            shape: vec![u64::MAX, u64::MAX, 0],
-            strides: vec![0, 0, 0],
+            shape: smallvec::smallvec![u64::MAX, u64::MAX, 0],
+            strides: smallvec::smallvec![0, 0, 0],
         };
         assert_eq!(zero.checked_volume(), Some(0));
         assert_eq!(zero.span(), None);
@@ -762,14 +778,14 @@ mod tests {
     fn span_never_says_empty_for_a_nonempty_view() {
         let up = ViewMap {
             offset: 5,
-            shape: vec![u64::MAX; 16],
-            strides: vec![i64::MAX; 16],
+            shape: smallvec::smallvec![u64::MAX; 16],
+            strides: smallvec::smallvec![i64::MAX; 16],
         };
         assert_eq!(up.span(), Some((5, u64::MAX)));
         let down = ViewMap {
             offset: 5,
-            shape: vec![u64::MAX; 16],
-            strides: vec![i64::MIN; 16],
+            shape: smallvec::smallvec![u64::MAX; 16],
+            strides: smallvec::smallvec![i64::MIN; 16],
         };
         assert_eq!(down.span(), Some((0, 5)));
         assert_eq!(down.element(&[u64::MAX; 16]), 0);
@@ -778,15 +794,15 @@ mod tests {
         // first dimension is i64::MAX, which these strides match).
         let past = ViewMap {
             offset: 0,
-            shape: vec![2, 1 << 62, 4],
-            strides: vec![i64::MAX, 4, 1],
+            shape: smallvec::smallvec![2, 1 << 62, 4],
+            strides: smallvec::smallvec![i64::MAX, 4, 1],
         };
         assert!(!past.is_contiguous());
         // Progressions past i128 in one root dimension: "may", never a panic.
         let wide = ViewMap {
             offset: 0,
-            shape: vec![u64::MAX, u64::MAX, u64::MAX],
-            strides: vec![i64::MAX, i64::MAX, i64::MAX],
+            shape: smallvec::smallvec![u64::MAX, u64::MAX, u64::MAX],
+            strides: smallvec::smallvec![i64::MAX, i64::MAX, i64::MAX],
         };
         assert!(wide.may_overlap(&wide, &[u64::MAX]));
     }
@@ -796,15 +812,15 @@ mod tests {
         // A start times a stride past i128 when summed over dimensions.
         let far = ViewMap {
             offset: 0,
-            shape: vec![u64::MAX, u64::MAX],
-            strides: vec![i64::MAX, i64::MAX],
+            shape: smallvec::smallvec![u64::MAX, u64::MAX],
+            strides: smallvec::smallvec![i64::MAX, i64::MAX],
         };
         assert!(far.strided(&[u64::MAX - 1; 2], &[1, 1], &[1, 1]).is_err());
         // Strides and extents of different lengths.
         let bent = ViewMap {
             offset: 0,
-            shape: vec![4, 4],
-            strides: vec![1],
+            shape: smallvec::smallvec![4, 4],
+            strides: smallvec::smallvec![1],
         };
         assert!(bent.strided(&[0, 0], &[1, 1], &[1, 1]).is_err());
         assert!(bent.slice(&[0, 0], &[1, 1]).is_err());
@@ -832,7 +848,7 @@ mod tests {
             other in proptest::collection::vec(extent(), 0..9),
         ) {
             let (shape, strides): (Vec<u64>, Vec<i64>) = dims.into_iter().unzip();
-            let m = ViewMap { offset, shape: shape.clone(), strides };
+            let m = ViewMap { offset, shape: shape.clone().into(), strides: strides.into() };
             let nonempty = !shape.contains(&0);
             proptest::prop_assert_eq!(m.span().is_some(), nonempty);
             proptest::prop_assert_eq!(m.volume() == 0, !nonempty);

@@ -174,7 +174,7 @@ impl Core {
             )));
         }
         let stores = &self.stores;
-        crate::task::check_against_kernel(&task, task.kernel.ir(), |id| {
+        crate::task::check_against_kernel(&task, &task.kernel, |id| {
             stores.get(id).ok().map(|i| (i.shape.len(), i.dtype))
         })
         .map_err(&invalid)?;

@@ -48,9 +48,9 @@ fn double(update: bool) -> Arc<KernelEntry> {
 /// Tiles of `tile` elements, one per point of the launch.
 fn tiles(tile: u64) -> Partition {
     Partition::Tiling(Tiling {
-        tile: vec![tile],
-        offset: vec![0],
-        projection: vec![Some(0)],
+        tile: smallvec::smallvec![tile],
+        offset: smallvec::smallvec![0],
+        projection: smallvec::smallvec![Some(0)],
     })
 }
 

@@ -103,9 +103,9 @@ fn values(core: &mut Core, s: StoreId) -> Vec<f64> {
 
 fn whole(n: u64) -> Partition {
     Partition::Tiling(Tiling {
-        tile: vec![n],
-        offset: vec![0],
-        projection: vec![Some(0)],
+        tile: smallvec::smallvec![n],
+        offset: smallvec::smallvec![0],
+        projection: smallvec::smallvec![Some(0)],
     })
 }
 
@@ -585,9 +585,9 @@ fn image_partitions_are_checked_at_submit() {
     let pos = core.create_store(vec![4, 2], DType::I64).unwrap();
     let vals = core.create_store(vec![10], DType::F64).unwrap();
     let rows = Partition::Tiling(Tiling {
-        tile: vec![2, 2],
-        offset: vec![0, 0],
-        projection: vec![Some(0), None],
+        tile: smallvec::smallvec![2, 2],
+        offset: smallvec::smallvec![0, 0],
+        projection: smallvec::smallvec![Some(0), None],
     });
     let image_task = |kernel: &Arc<KernelEntry>, args: Vec<TaskArg>| {
         IndexTask::new(PluginId(0), kernel.clone(), vec![2], args, Vec::new())

@@ -38,9 +38,9 @@ fn backend() -> CpuBackend {
 
 fn whole(n: u64) -> Partition {
     Partition::Tiling(Tiling {
-        tile: vec![n],
-        offset: vec![0],
-        projection: vec![Some(0)],
+        tile: weft_runtime::smallvec::smallvec![n],
+        offset: weft_runtime::smallvec::smallvec![0],
+        projection: weft_runtime::smallvec::smallvec![Some(0)],
     })
 }
 

@@ -15,9 +15,9 @@ use weft_runtime::{Partition, RootPartition, Tiling, ViewMap};
 
 fn tiling(tile: &[u64], offset: &[i64], projection: &[Option<u32>]) -> Partition {
     Partition::Tiling(Tiling {
-        tile: tile.to_vec(),
-        offset: offset.to_vec(),
-        projection: projection.to_vec(),
+        tile: weft_runtime::Dims::from_slice(tile),
+        offset: weft_runtime::Dims::from_slice(offset),
+        projection: weft_runtime::Dims::from_slice(projection),
     })
 }
 

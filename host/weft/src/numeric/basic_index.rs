@@ -143,8 +143,8 @@ mod tests {
             .unwrap_or_else(|| panic!("a view"));
         assert_eq!(v.start, vec![4, 1, 0]);
         assert_eq!(v.step, vec![1, 2, 1]);
-        assert_eq!(v.extent, vec![1, 2, 7]);
-        assert_eq!(v.shape, vec![2, 7]);
+        assert_eq!(v.extent.as_slice(), &[1, 2, 7]);
+        assert_eq!(v.shape.as_slice(), &[2, 7]);
     }
 
     /// A slice's `(start, stop, step)`.
