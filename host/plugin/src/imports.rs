@@ -478,16 +478,26 @@ impl host::Host for PluginState {
         dtype: types::Dtype,
         data: Vec<u8>,
     ) -> wasmtime::Result<Result<Resource<StoreRes>, types::Error>> {
-        self.spoil();
         let (id, quota, name) = (self.id, self.store_quota, self.name.clone());
+        let dtype = convert::dtype(dtype);
         match self.core()?.store_from_bytes_as(
             Some((id, &name, quota)),
-            shape,
-            convert::dtype(dtype),
+            shape.clone(),
+            dtype,
             &data,
         ) {
-            Ok(id) => Ok(Ok(self.own(id)?)),
-            Err(e) => Ok(Err(err(e.to_string()))),
+            Ok(id) => {
+                let handle = self.own(id)?;
+                // Recorded with its bytes (a small upload only: see `replay::MAX_BYTES`).
+                if let Some(rec) = self.recorder.as_deref_mut() {
+                    rec.uploaded(handle.rep(), shape, dtype, data);
+                }
+                Ok(Ok(handle))
+            }
+            Err(e) => {
+                self.spoil();
+                Ok(Err(err(e.to_string())))
+            }
         }
     }
 

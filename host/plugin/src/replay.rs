@@ -13,8 +13,12 @@
 //!
 //! Replayed tasks go through [`Core::submit`] and every check it makes, like the plugin's own;
 //! the replay only skips the Wasm boundary and the plugin's own work. A call that reads data
-//! (`read-bytes`), uploads data (`store-from-bytes`), keeps a handle past the call, or uses
-//! a handle the call did not get is not recorded.
+//! (`read-bytes`), keeps a handle past the call, or uses a handle the call did not get is not
+//! recorded. A call that uploads data (`store-from-bytes`) is recorded with what it uploaded:
+//! the bytes are a function of what the call observed, as the rest of it is (a reduction's
+//! output made holding its identity, which every `dot` and `sum` makes). Bytes that repeat
+//! one element are recorded as that element, at any size; others whole, up to [`MAX_BYTES`]
+//! for the call, past which the call is not recorded.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,6 +30,10 @@ use weft_runtime::{Core, IndexTask, KernelEntry, PluginId, StoreId, TaskArg};
 /// The most import calls a recorded call may make: a call that makes more is not recorded,
 /// so that a plugin cannot fill the host's memory with recordings.
 pub const MAX_EVENTS: usize = 1024;
+
+/// The most bytes a recorded call may upload (`store-from-bytes`), all its uploads together:
+/// a call that uploads more is not recorded, so that recordings stay small.
+pub const MAX_BYTES: usize = 4096;
 
 /// A store of a recorded call: the `n`-th lent argument, then the stores and views the call
 /// made, in the order it made them.
@@ -67,6 +75,11 @@ pub enum Event {
     Drop(Slot),
     /// `create-store(shape, dtype)`: the next slot.
     Create(Vec<u64>, DType),
+    /// `store-from-bytes(shape, dtype, bytes)`: the next slot.
+    FromBytes(Vec<u64>, DType, Vec<u8>),
+    /// `store-from-bytes(shape, dtype, bytes)` with `bytes` one element repeated: the next
+    /// slot.
+    Fill(Vec<u64>, DType, Vec<u8>),
     /// `preferred-tiling(shape)` answered this launch and tiling.
     Tiling(Vec<u64>, weft_runtime::Dims<u64>, Tiling),
     /// A task submitted.
@@ -97,6 +110,8 @@ pub struct Recorder {
     events: Vec<Event>,
     result: Option<Slot>,
     spoiled: bool,
+    /// The bytes uploaded so far ([`MAX_BYTES`] at most).
+    uploaded: usize,
 }
 
 impl Recorder {
@@ -127,6 +142,28 @@ impl Recorder {
         self.dropped.push(false);
         self.slots.insert(rep, slot);
         self.push(event);
+    }
+
+    /// A store the call uploaded `bytes` into, under handle `rep`. Bytes that repeat one
+    /// element (a reduction's output holding its identity) are recorded as that element, at
+    /// any size; other bytes are recorded whole up to [`MAX_BYTES`] for the call, past which the
+    /// recording is spoiled instead.
+    pub(crate) fn uploaded(&mut self, rep: u32, shape: Vec<u64>, dtype: DType, bytes: Vec<u8>) {
+        let size = dtype.size();
+        let first = bytes.get(..size);
+        let uniform = first.is_some_and(|one| bytes.chunks(size).all(|c| c == one));
+        let event = match first {
+            Some(one) if uniform => Event::Fill(shape, dtype, one.to_vec()),
+            _ => {
+                self.uploaded = self.uploaded.saturating_add(bytes.len());
+                if self.uploaded > MAX_BYTES {
+                    self.spoiled = true;
+                    return;
+                }
+                Event::FromBytes(shape, dtype, bytes)
+            }
+        };
+        self.made(rep, event);
     }
 
     /// An event that makes nothing.
@@ -324,6 +361,37 @@ fn observe(
             live.push(true);
             Ok(())
         }
+        Event::FromBytes(shape, dtype, bytes) => {
+            let made = core
+                .store_from_bytes_as(
+                    Some((caller.id, caller.name, caller.quota)),
+                    shape.clone(),
+                    *dtype,
+                    bytes,
+                )
+                .map_err(|_| Miss)?;
+            slots.push(made);
+            live.push(true);
+            Ok(())
+        }
+        Event::Fill(shape, dtype, element) => {
+            // The real call uploaded as many bytes, within its quota.
+            let count = shape.iter().try_fold(1usize, |n, &d| {
+                usize::try_from(d).ok().and_then(|d| n.checked_mul(d))
+            });
+            let bytes = element.repeat(count.ok_or(Miss)?);
+            let made = core
+                .store_from_bytes_as(
+                    Some((caller.id, caller.name, caller.quota)),
+                    shape.clone(),
+                    *dtype,
+                    &bytes,
+                )
+                .map_err(|_| Miss)?;
+            slots.push(made);
+            live.push(true);
+            Ok(())
+        }
         Event::Tiling(shape, launch, tiling) => {
             let (l, t) = core.preferred_tiling(shape);
             same(l == *launch && t == *tiling)
@@ -407,6 +475,43 @@ mod tests {
         r.lend(2, StoreId(8));
         r.made(3, Event::Create(vec![4], DType::F64));
         r
+    }
+
+    #[test]
+    fn an_upload_is_recorded_as_one_element_or_its_bytes_up_to_the_bound() {
+        // One element repeated, at any size: the element.
+        let mut r = recorder();
+        let ones: Vec<u8> = (0..MAX_BYTES).flat_map(|_| 1f64.to_le_bytes()).collect();
+        r.uploaded(4, vec![MAX_BYTES as u64], DType::F64, ones);
+        r.drop_handle(3);
+        r.returned(4);
+        let rec = r.finish(&[StoreId(7), StoreId(8)]).expect("replayable");
+        assert!(
+            matches!(&rec.events[1], Event::Fill(shape, DType::F64, one) if shape == &[MAX_BYTES as u64] && one == &1f64.to_le_bytes())
+        );
+        // Distinct elements: the bytes, up to the bound for the whole call.
+        let mut r = recorder();
+        let distinct = |n: usize| -> Vec<u8> { (0..n as u32).flat_map(u32::to_le_bytes).collect() };
+        r.uploaded(4, vec![4], DType::I32, distinct(4));
+        r.drop_handle(3);
+        r.returned(4);
+        let rec = r.finish(&[StoreId(7), StoreId(8)]).expect("replayable");
+        assert!(
+            matches!(&rec.events[1], Event::FromBytes(shape, DType::I32, bytes) if shape == &[4] && bytes == &distinct(4))
+        );
+        let mut r = recorder();
+        let half = (MAX_BYTES / 8) as u64;
+        r.uploaded(4, vec![half], DType::I32, distinct(MAX_BYTES / 8));
+        r.uploaded(5, vec![half], DType::I32, distinct(MAX_BYTES / 8));
+        r.uploaded(6, vec![2], DType::I32, distinct(2));
+        r.drop_handle(3);
+        r.drop_handle(4);
+        r.drop_handle(5);
+        r.returned(6);
+        assert!(
+            r.finish(&[StoreId(7), StoreId(8)]).is_none(),
+            "past the bound"
+        );
     }
 
     #[test]

@@ -204,6 +204,22 @@ impl Runtime {
         self.traced(|rt| Ok(rt.plugins.with_plugin(&mut rt.core, id, call, f)?))
     }
 
+    /// Calls `f` with the shape and element type of each of `args`, in order (a store that
+    /// does not exist is skipped: the call it is lent to fails on its own).
+    pub(crate) fn each_layout(
+        &mut self,
+        args: &[StoreId],
+        mut f: impl FnMut(&[u64], weft_ir::DType),
+    ) {
+        if let Ok(core) = self.core() {
+            for id in args {
+                if let Ok(info) = core.stores().get(*id) {
+                    f(&info.shape, info.dtype);
+                }
+            }
+        }
+    }
+
     /// Replays a recorded call of `plugin` with `args` as its lent stores, without entering
     /// the plugin (see `weft_plugin::replay`): the store the call returns, or `None`, or a
     /// miss (nothing was done: make the real call).

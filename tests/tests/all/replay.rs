@@ -129,9 +129,11 @@ fn replayed_programs_give_the_bits_and_errors_of_real_calls() {
         panic!("{e}");
     }
     let stats = on.replay_stats();
+    // Recordings are kept by the shapes of the stores lent, so these programs rarely miss;
+    // the misses are the overlap test's below.
     assert!(
-        stats.replayed > 200 && stats.missed > 0,
-        "the programs replayed calls and missed some: {stats:?}"
+        stats.replayed > 200,
+        "the programs replayed calls: {stats:?}"
     );
     assert_eq!(off.replay_stats().replayed, 0, "replay off replays nothing");
 }
@@ -167,21 +169,71 @@ fn a_time_step_loop_is_replayed_after_its_first_step() {
     assert_eq!(stats.missed, 0, "{stats:?}");
 }
 
-/// A recording made on one shape, replayed on another, misses and the call is made for real:
-/// the result has the new shape, and a shape error is the real call's error.
+/// Reductions make their output holding the identity, uploaded by the plugin
+/// (`store-from-bytes`): a loop of them is recorded with that element and replayed after its
+/// first step, with the bits of real calls, whatever the output's size (a product's
+/// 600-element output, past the bound on bytes recorded whole). The scaled operand (its
+/// scalar part of the call) is made for real every step.
 #[test]
-fn a_replay_that_sees_other_shapes_makes_the_real_call() {
+fn a_loop_of_reductions_is_replayed_with_what_it_uploaded() {
+    let steps = |np: &Numeric, n: u64| {
+        let x = np.linspace(-1.0, 2.0, n, DType::F64);
+        let m = np
+            .linspace(0.0, 1.0, n * 3, DType::F64)
+            .reshape(&[3, n as i64]);
+        let wide = np
+            .linspace(0.0, 1.0, 600 * 1000, DType::F64)
+            .reshape(&[600, 1000]);
+        let v = np.linspace(1.0, 3.0, 1000, DType::F64);
+        let mut out = Vec::new();
+        for i in 0..5 {
+            let x = &x * (1.0 + i as f64);
+            let dot = x.matmul(&x);
+            let total = x.sum();
+            let top = x.max();
+            let rows = m.matmul(&x);
+            let cols = x.matmul(&m.t());
+            let long = wide.matmul(&v);
+            for a in [dot, total, top, rows, cols, long] {
+                out.push(a.to_vec().unwrap_or_else(|e| panic!("{e}")));
+            }
+        }
+        out
+    };
+    let (on, off) = (numeric(true), numeric(false));
+    assert_eq!(
+        steps(&on, 16),
+        steps(&off, 16),
+        "replayed against real calls"
+    );
+    let stats = on.replay_stats();
+    // The 4 steps after the first replay all six products and reductions.
+    assert!(stats.replayed >= 4 * 6, "{stats:?}");
+    assert_eq!(stats.missed, 0, "{stats:?}");
+}
+
+/// Calls on stores of other shapes are recorded apart: each replays its own recording, and a
+/// call that fails (a shape error) is the real call, with the real call's error.
+#[test]
+fn calls_on_other_shapes_are_recorded_apart() {
     let np = numeric(true);
     let x = np.arange(0.0, 4.0, 1.0, DType::F64);
     let y = np.arange(0.0, 6.0, 1.0, DType::F64).reshape(&[2, 3]);
     let plus = |a: &Array, b: &Array| a + b;
-    assert_eq!(plus(&x, &x).to_vec().ok(), Some(vec![0.0, 2.0, 4.0, 6.0]));
-    assert_eq!(
-        plus(&y, &y).to_vec().ok(),
-        Some(vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0])
-    );
+    for _ in 0..2 {
+        assert_eq!(plus(&x, &x).to_vec().ok(), Some(vec![0.0, 2.0, 4.0, 6.0]));
+        assert_eq!(
+            plus(&y, &y).to_vec().ok(),
+            Some(vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0])
+        );
+    }
     let stats = np.replay_stats();
-    assert_eq!(stats.missed, 1, "{stats:?}");
+    assert_eq!(
+        (stats.recorded, stats.replayed, stats.missed),
+        // `reshape`, `x + x`, `y + y`: recorded once each.
+        (3, 2, 0),
+        "{stats:?}"
+    );
     let replayed = plus(&x, &y).to_vec().map_err(|e| e.to_string());
     let real = {
         let off = numeric(false);

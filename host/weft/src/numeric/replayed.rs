@@ -77,6 +77,15 @@ impl CallKey {
         }
     }
 
+    /// Adds a lent store's layout: its element type and shape. With them in the key, a call
+    /// made on stores of different shapes (a product of a vector with itself, then of a
+    /// matrix with it) keeps a recording for each, instead of one that the other misses.
+    pub fn add_layout(&mut self, shape: &[u64], dtype: weft_ir::DType) {
+        self.words.push(dtype as u64);
+        self.words.push(shape.len() as u64);
+        self.words.extend_from_slice(shape);
+    }
+
     /// Adds an optional integer.
     pub fn option(self, v: Option<i64>) -> CallKey {
         match v {
@@ -163,6 +172,11 @@ impl Numeric {
         if !enabled {
             return self.call(name, f);
         }
+        let mut key = key;
+        self.inner
+            .rt
+            .borrow_mut()
+            .each_layout(args, |shape, dtype| key.add_layout(shape, dtype));
         let recording = self.inner.memo.borrow().recordings.get(&key).cloned();
         if let Some(recording) = recording {
             let _site = self.site_guard(std::panic::Location::caller());
