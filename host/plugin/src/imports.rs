@@ -488,7 +488,8 @@ impl host::Host for PluginState {
         ) {
             Ok(id) => {
                 let handle = self.own(id)?;
-                // Recorded with its bytes (a small upload only: see `replay::MAX_BYTES`).
+                // Recorded with what it uploaded (`Recorder::uploaded`: one element repeated, or
+                // a few bytes).
                 if let Some(rec) = self.recorder.as_deref_mut() {
                     rec.uploaded(handle.rep(), shape, dtype, data);
                 }
