@@ -76,6 +76,10 @@ pub enum Constraint {
     /// which runs alone so that the back end may run its tuned routine (not one of the paper's
     /// constraints: Weft's own).
     Product,
+    /// The next task and those after it up to the true cut only make what the task that cut
+    /// the prefix reads at the same positions: they wait for it in the next window, where
+    /// what they make can be a temporary (see [`leave_for_consumer`]; Weft's own).
+    Consumer,
 }
 
 impl Constraint {
@@ -87,6 +91,7 @@ impl Constraint {
             Constraint::AntiDependence => "anti-dependence",
             Constraint::Reduction => "reduction",
             Constraint::Product => "dense product alone",
+            Constraint::Consumer => "left for its consumer",
         }
     }
 }
@@ -211,6 +216,72 @@ pub fn fused_launch(tasks: &[IndexTask]) -> &[u64] {
         .find(|t| !is_scalar_task(t))
         .or(tasks.first())
         .map_or(&[], |t| t.launch.as_slice())
+}
+
+/// How many of the tasks of `prefix` run now, when `next` cut it (beyond Diffuse): the prefix
+/// less its longest tail of tasks that each only make a store that `next` reads through the
+/// same partition and nothing else in the prefix touches. Such a task gains nothing from the
+/// prefix: its result must be written out for `next`, while in the next window it fuses with
+/// `next` and its result can vanish as a temporary. A time step of a stencil whose first
+/// statement reads only the grid's centre (`twice = 2.0 * B[1:-1, 1:-1, 1:-1]` in NPBench's
+/// `heat_3d`) joined the step before (it reads what that step wrote, at the same positions)
+/// and wrote a whole array each step for the next kernel to read. At least one task stays;
+/// the tasks left are those the tail's checks looked at, which are all among the tasks that
+/// decided the cut, so the window memo's keys still cover the decision.
+pub fn leave_for_consumer(prefix: &[IndexTask], next: &IndexTask, deferrals: &[Deferral]) -> usize {
+    // The store a task makes for `next`, if it qualifies.
+    let made_for_next = |t: &IndexTask| -> Option<StorageId> {
+        if is_scalar_task(t)
+            || t.kernel.runs_alone()
+            || next.kernel.runs_alone()
+            || t.launch != next.launch
+            || t.args.iter().any(|a| a.root_partition.image.is_some())
+        {
+            return None;
+        }
+        let mut written = t
+            .args
+            .iter()
+            .filter(|a| !matches!(a.privilege, Privilege::Read));
+        let w = written.next()?;
+        if written.next().is_some() || !matches!(w.privilege, Privilege::Write) {
+            return None;
+        }
+        let on_w: Vec<_> = next
+            .args
+            .iter()
+            .filter(|a| a.storage == w.storage)
+            .collect();
+        let read_alike = !on_w.is_empty()
+            && on_w.iter().all(|a| {
+                matches!(a.privilege, Privilege::Read) && a.root_partition == w.root_partition
+            });
+        // `next` must not change what the task reads (it would not fuse after it).
+        let overwrites = next
+            .args
+            .iter()
+            .any(|n| n.privilege.mutates() && t.args.iter().any(|a| a.storage == n.storage));
+        (read_alike && !overwrites).then_some(w.storage)
+    };
+    let mut kept = prefix.len();
+    while kept > 1 {
+        let last = kept - 1;
+        if deferrals.iter().any(|d| d.task == last) {
+            break;
+        }
+        let Some(w) = made_for_next(&prefix[last]) else {
+            break;
+        };
+        let elsewhere = prefix
+            .iter()
+            .enumerate()
+            .any(|(i, u)| i != last && u.args.iter().any(|a| a.storage == w));
+        if elsewhere {
+            break;
+        }
+        kept = last;
+    }
+    kept
 }
 
 /// The longest fusible prefix of `tasks` (at least one task if any), and the cut that ended it
@@ -1056,5 +1127,56 @@ mod deferral_tests {
             image: None,
         };
         assert_eq!(bounded_shift(&t, &w), None);
+    }
+
+    /// A stencil's time step, as NPBench's `heat_3d` runs it: `b[1..91] = t` ends a step,
+    /// `c = 2 * b[1..91]` starts the next one, and `u = b[0..90] - c` (reading `b` shifted)
+    /// cuts the prefix. `c` is read by `u` through `read_c`.
+    fn step(read_c: RootPartition) -> Vec<IndexTask> {
+        vec![
+            task(vec![arg(2, whole(0, 90), R), arg(1, whole(1, 90), W)]),
+            task(vec![arg(1, whole(1, 90), R), arg(3, whole(0, 90), W)]),
+            task(vec![
+                arg(1, whole(0, 90), R),
+                arg(3, read_c, R),
+                arg(4, whole(0, 90), W),
+            ]),
+        ]
+    }
+
+    #[test]
+    fn what_only_the_cutting_task_reads_is_left_for_it() {
+        let tasks = step(whole(0, 90));
+        let (n, cut, deferrals) = fusible_prefix_deferring(&tasks);
+        assert_eq!(n, 2, "the shifted read of b cuts");
+        assert_eq!(cut.map(|c| c.constraint), Some(Constraint::TrueDependence));
+        assert_eq!(leave_for_consumer(&tasks[..2], &tasks[2], &deferrals), 1);
+        // In the next window the two fuse, so `c` can be a temporary.
+        assert_eq!(fusible_prefix(&tasks[1..]), (2, None));
+    }
+
+    #[test]
+    fn a_tail_stays_when_its_consumer_reads_it_otherwise_or_others_touch_it() {
+        // Read through another partition: in the next window they would not fuse either.
+        let tasks = step(whole(1, 90));
+        assert_eq!(leave_for_consumer(&tasks[..2], &tasks[2], &[]), 2);
+        // Something earlier in the prefix reads `c`'s store.
+        let mut tasks = step(whole(0, 90));
+        tasks.insert(
+            0,
+            task(vec![arg(3, whole(0, 90), R), arg(5, whole(0, 90), W)]),
+        );
+        assert_eq!(leave_for_consumer(&tasks[..3], &tasks[3], &[]), 3);
+        // The consumer overwrites what the tail reads.
+        let mut tasks = step(whole(0, 90));
+        tasks[2].args[0].privilege = Privilege::ReadWrite;
+        assert_eq!(leave_for_consumer(&tasks[..2], &tasks[2], &[]), 2);
+        // A tail that writes twice, or updates in place, stays.
+        let mut tasks = step(whole(0, 90));
+        tasks[1].args[0].privilege = Privilege::ReadWrite;
+        assert_eq!(leave_for_consumer(&tasks[..2], &tasks[2], &[]), 2);
+        // At least one task runs.
+        let tasks = step(whole(0, 90));
+        assert_eq!(leave_for_consumer(&tasks[1..2], &tasks[2], &[]), 1);
     }
 }

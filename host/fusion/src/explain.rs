@@ -544,6 +544,12 @@ impl Explanation {
                  routine"
                     .to_string()
             }
+            Constraint::Consumer => {
+                "it makes only what a later task reads at the same positions, and that task \
+                 could not join: it runs with that task in the next window, where its result \
+                 need not be written out"
+                    .to_string()
+            }
         }
     }
 }

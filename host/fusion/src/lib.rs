@@ -36,7 +36,9 @@ use weft_runtime::stores::{StorageId, Stores};
 use weft_runtime::task::{IndexTask, TaskArg};
 use weft_runtime::{BoundedCache, CacheLimits, CacheStats, Error, KernelEntry, Owner, Result};
 
-use constraints::{Cut, Deferral, fusible_prefix, fusible_prefix_deferring};
+use constraints::{
+    Constraint, Cut, Deferral, fusible_prefix, fusible_prefix_deferring, leave_for_consumer,
+};
 use explain::Explanation;
 
 /// The planner's counters (the runtime's [`PlannerStats`]).
@@ -351,6 +353,23 @@ impl Fuser {
             (capped, None, true)
         } else {
             (prefix, cut, false)
+        };
+        // A tail that only makes what the cutting task reads waits for it (see
+        // `leave_for_consumer`); what it looks at is within the deciding tasks.
+        let (prefix, cut) = match (cut, window.get(prefix)) {
+            (Some(cut), Some(next)) => {
+                let kept = leave_for_consumer(&window[..prefix], next, &deferrals);
+                if kept < prefix {
+                    let left = Cut {
+                        constraint: Constraint::Consumer,
+                        storage: None,
+                    };
+                    (kept, Some(left))
+                } else {
+                    (prefix, Some(cut))
+                }
+            }
+            (cut, _) => (prefix, cut),
         };
         let tasks = &window[..prefix];
         // A store is read after the prefix if pending tasks outside it read it (they may be
