@@ -133,7 +133,8 @@ struct Seen<'a> {
 /// kept in order, consecutive repeats dropped.
 #[derive(Default)]
 struct Accesses<'a> {
-    list: Vec<&'a RootPartition>,
+    /// Inline up to two: most stores are read or written through one or two partitions.
+    list: weft_runtime::smallvec::SmallVec<[&'a RootPartition; 2]>,
     /// Whether they are not all one partition.
     many: bool,
 }
@@ -298,7 +299,15 @@ pub fn fusible_prefix_deferring(tasks: &[IndexTask]) -> (usize, Option<Cut>, Vec
     if tasks.is_empty() {
         return (0, None, deferrals);
     }
-    let mut seen = SeenStores::default();
+    // Sized for the stores of a short prefix up front: growing the map was a good part of a
+    // short scan's cost (each flush of a loop of small steps scans a few tasks).
+    let mut seen = SeenStores {
+        by_storage: weft_runtime::FastMap::with_capacity_and_hasher(
+            (tasks.len() * 3).min(64),
+            Default::default(),
+        ),
+        reduced: false,
+    };
     let mut launch: Option<&[u64]> = None;
     // Whether running the scalar tasks so far once per point could give other values than
     // running them once (see `repeats_unsafely`).
