@@ -353,9 +353,9 @@ impl CpuBackend {
                             kernel: compiled.name().to_string(),
                             message,
                         })?;
-                    e.clone_from(extents);
-                    s.clone_from(strides);
-                    o.clone_from(origin);
+                    refill(&mut e, extents);
+                    refill(&mut s, strides);
+                    refill(&mut o, origin);
                     StoreView {
                         // SAFETY: `check_view` showed that every element the view reaches,
                         // the one at `offset` included, lies inside the buffer (an empty view
@@ -381,13 +381,13 @@ impl CpuBackend {
                         })?;
                     scratch.clear();
                     scratch.resize(volume.div_ceil(8).max(1), 0);
-                    e.clone_from(extents);
+                    refill(&mut e, extents);
                     s.clear();
                     s.resize(extents.len(), 1);
                     for d in (0..extents.len().saturating_sub(1)).rev() {
                         s[d] = s[d + 1].saturating_mul(extents[d + 1]);
                     }
-                    o.clone_from(origin);
+                    refill(&mut o, origin);
                     StoreView {
                         ptr: scratch.as_mut_ptr().cast(),
                         extents: e,
@@ -455,7 +455,8 @@ impl CpuBackend {
         // written partition's tiles are disjoint; a compiled kernel splits only its own
         // parallel loop across threads). A broadcast variant reads index 0 only on dimensions
         // whose extent is at least 1 (`splat::active`), so inside the same views.
-        let view_extents: Vec<Vec<u64>> = bindings.iter().map(|b| b.view().to_vec()).collect();
+        let view_extents: Vec<weft_runtime::Dims<u64>> =
+            bindings.iter().map(|b| b.view().into()).collect();
         let deferred: Vec<Option<u32>> = bindings
             .iter()
             .map(|b| match b {
@@ -493,8 +494,8 @@ impl CpuBackend {
             self.held_rows.push(PendingRow {
                 buffer: *buffer,
                 offset: *offset,
-                extents: extents.clone(),
-                strides: strides.clone(),
+                extents: extents.to_vec(),
+                strides: strides.to_vec(),
                 element_size: *element_size,
                 row: h,
             });
@@ -778,6 +779,12 @@ fn byte_range(len: usize, offset: u64, n: usize) -> Result<std::ops::Range<usize
                 "{n} bytes at offset {offset} reach outside a buffer of {len} bytes"
             ))
         })
+}
+
+/// `v` holding `from`'s elements, in the memory it already has.
+fn refill<T: Copy>(v: &mut Vec<T>, from: &[T]) {
+    v.clear();
+    v.extend_from_slice(from);
 }
 
 #[cfg(test)]

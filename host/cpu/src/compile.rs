@@ -762,7 +762,7 @@ impl CompiledKernel {
         stores: &[StoreView],
         scalars: &[Scalar],
         pool: &rayon::ThreadPool,
-        views: Option<&[Vec<u64>]>,
+        views: Option<&[weft_runtime::Dims<u64>]>,
         deferred: &[Option<u32>],
     ) -> Result<crate::TaskOutput> {
         // SAFETY: forwarded from the caller.

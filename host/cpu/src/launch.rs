@@ -357,7 +357,7 @@ impl Plan {
         stores: &[StoreView],
         scalars: &[Scalar],
         pool: &ThreadPool,
-        views: Option<&[Vec<u64>]>,
+        views: Option<&[weft_runtime::Dims<u64>]>,
         deferred: &[Option<u32>],
     ) -> Result<TaskOutput> {
         let given = self.layout.stores.len() - self.leaves.len() - self.scratch.len();
@@ -369,7 +369,8 @@ impl Plan {
         }
         // The leaf stores: shaped like their loop's sub-store, dense; each chunk points them
         // at its own buffer.
-        let mut all = stores.to_vec();
+        // Copied only when leaf or scratch stores join (each view holds three vectors).
+        let mut all: std::borrow::Cow<'_, [StoreView]> = std::borrow::Cow::Borrowed(stores);
         let mut runs = Vec::with_capacity(self.leaves.len());
         for leaf in &self.leaves {
             let over = self.store_index(leaf.over)?;
@@ -389,12 +390,12 @@ impl Plan {
                 .ok_or_else(|| self.fault("reduction target too large"))?;
             let mut extents = sub.extents.clone();
             extents.extend(&shape);
-            all.push(StoreView {
+            all.to_mut().push(StoreView {
                 ptr: std::ptr::NonNull::<u64>::dangling().as_ptr().cast(),
                 ..StoreView::dense(std::ptr::null_mut(), &extents)
             });
             let view = match views.and_then(|v| v.get(over)) {
-                Some(v) if v.len() == sub.extents.len() => v.clone(),
+                Some(v) if v.len() == sub.extents.len() => v.to_vec(),
                 _ => sub
                     .origin
                     .iter()
@@ -423,7 +424,7 @@ impl Plan {
         // points them at its own buffers.
         for &(_, over) in &self.scratch {
             let sub = &stores[self.store_index(over)?];
-            all.push(StoreView {
+            all.to_mut().push(StoreView {
                 ptr: std::ptr::NonNull::<u64>::dangling().as_ptr().cast(),
                 ..StoreView::dense(std::ptr::null_mut(), &sub.extents)
             });

@@ -28,10 +28,10 @@ fn vector(buffer: BufferId, n: u64) -> Binding {
     Binding::Buffer {
         buffer,
         offset: 0,
-        extents: vec![n as i64],
-        strides: vec![1],
-        origin: vec![0],
-        view: vec![n],
+        extents: vec![n as i64].into(),
+        strides: vec![1].into(),
+        origin: vec![0].into(),
+        view: vec![n].into(),
         element_size: 8,
         deferred: None,
     }
@@ -73,10 +73,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let scalar = Binding::Buffer {
         buffer: s,
         offset: 0,
-        extents: vec![],
-        strides: vec![],
-        origin: vec![],
-        view: vec![],
+        extents: vec![].into(),
+        strides: vec![].into(),
+        origin: vec![].into(),
+        view: vec![].into(),
         element_size: 8,
         deferred: None,
     };

@@ -14,9 +14,9 @@ use std::time::Duration;
 use weft_ir::Scalar;
 use weft_ir::reduction::LoopPartial;
 
-use crate::Result;
 use crate::cache::Owner;
 use crate::kernel::{KernelEntry, KernelId};
+use crate::{Dims, Result};
 
 /// A buffer of a back end: the memory of one storage (or of a piece of it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -32,14 +32,14 @@ pub enum Binding {
         /// The element at index 0 in every dimension, in elements from the buffer's start.
         offset: u64,
         /// Extent of each dimension.
-        extents: Vec<i64>,
+        extents: Dims<i64>,
         /// Stride of each dimension, in elements.
-        strides: Vec<i64>,
+        strides: Dims<i64>,
         /// Global coordinates of the sub-store's origin (what `Op::Origin` reads).
-        origin: Vec<i64>,
+        origin: Dims<i64>,
         /// Extents of the whole view the sub-store is cut from: the coordinates of the
         /// canonical reduction order ([`weft_ir::reduction`]) run over it.
-        view: Vec<u64>,
+        view: Dims<u64>,
         /// Bytes per element.
         element_size: usize,
         /// `Some(h)`: the kernel's stores to this argument are *deferred*. Each parallel loop
@@ -57,11 +57,11 @@ pub enum Binding {
     /// dense and row-major, that lives only for this point.
     Scratch {
         /// Extent of each dimension.
-        extents: Vec<i64>,
+        extents: Dims<i64>,
         /// Global coordinates of the sub-store's origin.
-        origin: Vec<i64>,
+        origin: Dims<i64>,
         /// Extents of the whole view the sub-store is cut from.
-        view: Vec<u64>,
+        view: Dims<u64>,
         /// Bytes per element.
         element_size: usize,
     },

@@ -298,13 +298,13 @@ impl Executor<'_> {
                     })
                 }
             };
-            let origin: Vec<i64> = rect.origin.iter().map(|&o| o as i64).collect();
-            let extents = rect.extent.iter().map(|&e| e as i64).collect();
+            let origin: crate::Dims<i64> = rect.origin.iter().map(|&o| o as i64).collect();
+            let extents: crate::Dims<i64> = rect.extent.iter().map(|&e| e as i64).collect();
             if held.local {
                 bindings.push(Binding::Scratch {
                     extents,
                     origin,
-                    view: p.view.shape.to_vec(),
+                    view: p.view.shape.clone(),
                     element_size,
                 });
                 continue;
@@ -350,9 +350,9 @@ impl Executor<'_> {
                 buffer,
                 offset: if rect.volume() == 0 { 0 } else { first - base },
                 extents,
-                strides: p.view.strides.to_vec(),
+                strides: p.view.strides.clone(),
                 origin,
-                view: p.view.shape.to_vec(),
+                view: p.view.shape.clone(),
                 element_size,
                 deferred: arg.deferred,
             });

@@ -225,9 +225,9 @@ impl Backend for FakeBackend {
                     View {
                         storage: index,
                         offset: *offset as i64,
-                        strides: strides.clone(),
-                        extents: extents.clone(),
-                        origin: origin.clone(),
+                        strides: strides.to_vec(),
+                        extents: extents.to_vec(),
+                        origin: origin.to_vec(),
                     }
                 }
                 Binding::Scratch {
@@ -238,7 +238,7 @@ impl Backend for FakeBackend {
                     sources.push(None);
                     deferred_copy.push(false);
                     let mut view = View::dense(storages.len() - 1, extents);
-                    view.origin = origin.clone();
+                    view.origin = origin.to_vec();
                     view
                 }
             };

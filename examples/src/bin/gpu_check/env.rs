@@ -15,6 +15,7 @@ use weft::Device;
 use weft_examples::AppError;
 use weft_ir::Scalar;
 use weft_ptx::PtxBackend;
+use weft_runtime::smallvec::smallvec;
 use weft_runtime::{Backend, Binding, BufferId, KernelEntry, Owner, Prepared};
 
 use crate::cli::Common;
@@ -102,10 +103,10 @@ fn vector(buffer: BufferId, n: usize, size: usize) -> Binding {
     Binding::Buffer {
         buffer,
         offset: 0,
-        extents: vec![n as i64],
-        strides: vec![1],
-        origin: vec![0],
-        view: vec![n as u64],
+        extents: smallvec![n as i64],
+        strides: smallvec![1],
+        origin: smallvec![0],
+        view: smallvec![n as u64],
         element_size: size,
         deferred: None,
     }

@@ -38,10 +38,10 @@ fn run(b: &mut CpuBackend, kernel: &Arc<KernelEntry>, owner: Owner) -> Vec<f64> 
     let binding = |buffer| Binding::Buffer {
         buffer,
         offset: 0,
-        extents: vec![4],
-        strides: vec![1],
-        origin: vec![0],
-        view: vec![4],
+        extents: vec![4].into(),
+        strides: vec![1].into(),
+        origin: vec![0].into(),
+        view: vec![4].into(),
         element_size: 8,
         deferred: None,
     };

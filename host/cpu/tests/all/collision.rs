@@ -142,10 +142,10 @@ fn the_launcher_refuses_bindings_of_another_element_size() {
     let binding = |element_size: usize| Binding::Buffer {
         buffer: small,
         offset: 0,
-        extents: vec![4],
-        strides: vec![1],
-        origin: vec![0],
-        view: vec![4],
+        extents: vec![4].into(),
+        strides: vec![1].into(),
+        origin: vec![0].into(),
+        view: vec![4].into(),
         element_size,
         deferred: None,
     };

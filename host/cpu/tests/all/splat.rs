@@ -36,9 +36,9 @@ fn binding(buffer: BufferId, extents: [i64; 2], strides: [i64; 2]) -> Binding {
     Binding::Buffer {
         buffer,
         offset: 0,
-        extents: extents.to_vec(),
-        strides: strides.to_vec(),
-        origin: vec![0, 0],
+        extents: extents.to_vec().into(),
+        strides: strides.to_vec().into(),
+        origin: vec![0, 0].into(),
         view: extents.iter().map(|&e| e as u64).collect(),
         element_size: 8,
         deferred: None,

@@ -85,7 +85,7 @@ impl<D: Device> PtxBackend<D> {
                 continue;
             };
             if self.sole_launch {
-                let rect: Rect = (*offset, extents.clone(), strides.clone());
+                let rect: Rect = (*offset, extents.to_vec(), strides.to_vec());
                 let written = match swaps.iter().find(|s| s.target == *buffer) {
                     Some(s) => s.written,
                     None => {
@@ -116,7 +116,7 @@ impl<D: Device> PtxBackend<D> {
                 buffer: temp,
                 offset: 0,
                 extents: extents.clone(),
-                strides: dense_strides(extents),
+                strides: dense_strides(extents).into(),
                 origin: origin.clone(),
                 view: view.clone(),
                 element_size: *element_size,

@@ -391,10 +391,10 @@ impl<D: Device> PtxBackend<D> {
                         })?;
                     out.push(StoreArg {
                         address: address.wrapping_add(offset.wrapping_mul(*element_size as u64)),
-                        extents: extents.clone(),
-                        strides: strides.clone(),
-                        origin: origin.clone(),
-                        view: view.clone(),
+                        extents: extents.to_vec(),
+                        strides: strides.to_vec(),
+                        origin: origin.to_vec(),
+                        view: view.to_vec(),
                     });
                 }
                 Binding::Scratch { element_size, .. } => {
@@ -409,10 +409,10 @@ impl<D: Device> PtxBackend<D> {
                     keep.push((address, size));
                     out.push(StoreArg {
                         address,
-                        extents: extents.clone(),
+                        extents: extents.to_vec(),
                         strides: dense_strides(extents),
-                        origin: origin.clone(),
-                        view: view.clone(),
+                        origin: origin.to_vec(),
+                        view: view.to_vec(),
                     });
                 }
             }

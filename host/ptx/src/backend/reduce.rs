@@ -208,10 +208,10 @@ impl<D: Device> PtxBackend<D> {
         let view = |offset: u64, step: &crate::tree::LevelStep| Binding::Buffer {
             buffer,
             offset,
-            extents: vec![int(step.lines), int(step.count)],
-            strides: vec![int(step.line_stride), int(step.stride)],
-            origin: vec![0, 0],
-            view: vec![step.lines, step.count],
+            extents: weft_runtime::smallvec::smallvec![int(step.lines), int(step.count)],
+            strides: weft_runtime::smallvec::smallvec![int(step.line_stride), int(step.stride)],
+            origin: weft_runtime::smallvec::smallvec![0, 0],
+            view: weft_runtime::smallvec::smallvec![step.lines, step.count],
             element_size: size,
             deferred: None,
         };

@@ -32,10 +32,10 @@ fn vector(buffer: BufferId, n: usize, size: usize) -> Binding {
     Binding::Buffer {
         buffer,
         offset: 0,
-        extents: vec![n as i64],
-        strides: vec![1],
-        origin: vec![0],
-        view: vec![n as u64],
+        extents: vec![n as i64].into(),
+        strides: vec![1].into(),
+        origin: vec![0].into(),
+        view: vec![n as u64].into(),
         element_size: size,
         deferred: None,
     }
@@ -45,10 +45,10 @@ fn scalar_store(buffer: BufferId) -> Binding {
     Binding::Buffer {
         buffer,
         offset: 0,
-        extents: vec![],
-        strides: vec![],
-        origin: vec![],
-        view: vec![],
+        extents: vec![].into(),
+        strides: vec![].into(),
+        origin: vec![].into(),
+        view: vec![].into(),
         element_size: 8,
         deferred: None,
     }
@@ -108,10 +108,10 @@ fn a_binding_of_the_wrong_rank_is_an_error() {
     let square = Binding::Buffer {
         buffer: x,
         offset: 0,
-        extents: vec![4, 4],
-        strides: vec![4, 1],
-        origin: vec![0, 0],
-        view: vec![4, 4],
+        extents: vec![4, 4].into(),
+        strides: vec![4, 1].into(),
+        origin: vec![0, 0].into(),
+        view: vec![4, 4].into(),
         element_size: 8,
         deferred: None,
     };
@@ -338,10 +338,10 @@ fn pieces_of_a_view_hold_back_nodes_that_merge_to_the_canonical_bits() {
         let piece = Binding::Buffer {
             buffer: bx,
             offset: lo as u64,
-            extents: vec![(hi - lo) as i64],
-            strides: vec![1],
-            origin: vec![lo as i64],
-            view: vec![n as u64],
+            extents: vec![(hi - lo) as i64].into(),
+            strides: vec![1].into(),
+            origin: vec![lo as i64].into(),
+            view: vec![n as u64].into(),
             element_size: 8,
             deferred: None,
         };
@@ -420,10 +420,10 @@ fn narrow_offsets_give_the_wide_entries_bits() {
         let reversed = Binding::Buffer {
             buffer: bx,
             offset: 2 * n as u64 - 1,
-            extents: vec![n as i64],
-            strides: vec![-2],
-            origin: vec![0],
-            view: vec![n as u64],
+            extents: vec![n as i64].into(),
+            strides: vec![-2].into(),
+            origin: vec![0].into(),
+            view: vec![n as u64].into(),
             element_size: 8,
             deferred: None,
         };
@@ -607,10 +607,10 @@ fn deferred_stores_of_sole_launches_swap_buffers() {
     let view = |offset: u64, deferred: Option<u32>| Binding::Buffer {
         buffer: grid,
         offset,
-        extents: vec![(n - 1) as i64],
-        strides: vec![1],
-        origin: vec![0],
-        view: vec![(n - 1) as u64],
+        extents: vec![(n - 1) as i64].into(),
+        strides: vec![1].into(),
+        origin: vec![0].into(),
+        view: vec![(n - 1) as u64].into(),
         element_size: 8,
         deferred,
     };
