@@ -697,7 +697,7 @@ impl CompiledKernel {
 
     /// Number of loops whose wide body runs whole rows: the bulk in whole steps, then the
     /// row's last iterations one vector at a time, the last, partial vector's loads and
-    /// stores moving only its lanes (AVX2 bodies without gathers, widened loads or grouped
+    /// stores moving only its lanes (bodies without gathers, widened loads or grouped
     /// stores), so that short rows (a 3-D stencil's 38 elements) leave nothing to the
     /// 128-bit and scalar loops; where the rows differ only in their addresses, one call
     /// runs every row of the dimension around them.

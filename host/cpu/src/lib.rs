@@ -49,7 +49,9 @@
 //!   vector function with 64-bit lanes, no reduction and no use of the loop index as a value
 //!   first calls a body of machine code emitted by the back end itself (`lower::wide`) for most
 //!   of each row: 32 iterations per step in 512-bit registers, or 16 in 256-bit ones; the
-//!   128-bit and scalar loops run the rest. AVX2 bodies do not take 64-bit integer `mul` nor
+//!   128-bit and scalar loops run the rest, or, where the body runs whole rows (no gathers,
+//!   widened loads or grouped stores), the body runs the row's last iterations one vector at a
+//!   time, the last vector masked, and walks the rows around them. AVX2 bodies do not take 64-bit integer `mul` nor
 //!   `i64 -> f64` casts: such loops keep the 128-bit code
 //!   ([`CompiledKernel::wide_refusals`] says why). Same operations, same bits (up to the sign
 //!   and payload of a NaN made by arithmetic, which the IR leaves open).

@@ -336,7 +336,7 @@ impl FnLower<'_, '_> {
         let mark = self.env.mark();
         self.enter_loop_heads(pl, &heads, None);
         self.lower_body(&pl.body)?;
-        self.loop_latches(&heads, hi, over_ext, exit);
+        self.loop_latches(&heads, hi, over_ext, exit, None);
         self.env.pop_to(mark);
         Ok(())
     }
@@ -375,17 +375,23 @@ impl FnLower<'_, '_> {
     }
 
     /// The latches of a loop nest, innermost first, from the current block: dimension 0 runs
-    /// to `hi`, dimension `d > 0` to `over_ext[d]`; the nest leaves to `exit`.
+    /// to `hi`, dimension `d > 0` to `over_ext[d]`; the nest leaves to `exit`. The innermost
+    /// dimension's next index is `inner_next` where given (computed where it dominates the
+    /// latch), else its index plus one.
     pub(crate) fn loop_latches(
         &mut self,
         heads: &[Block],
         hi: Value,
         over_ext: &[Value],
         exit: Block,
+        inner_next: Option<Value>,
     ) {
         for (d, &head) in heads.iter().enumerate().rev() {
             let i = self.b.block_params(head)[0];
-            let next = self.b.ins().iadd_imm_s(i, 1);
+            let next = match inner_next {
+                Some(next) if d + 1 == heads.len() => next,
+                _ => self.b.ins().iadd_imm_s(i, 1),
+            };
             let limit = if d == 0 { hi } else { over_ext[d] };
             let more = self.b.ins().icmp(IntCC::SignedLessThan, next, limit);
             let out = if d == 0 { exit } else { self.b.create_block() };

@@ -588,13 +588,20 @@ proptest! {
     }
 }
 
-/// An AVX2 body runs whole rows, the last partial vector's loads and stores moving only the
-/// row's own lanes: over an interior view (gaps between its rows) whose first element starts
-/// the buffer and whose last ends it at a guard page, rows of 1 to 35 iterations give the
-/// scalar code's bits, the gaps keep what they held, and no access reaches a guard page (a
-/// whole vector loaded or stored past the last row would stop the process).
+/// An AVX2 or AVX-512 body runs whole rows, the last partial vector's loads and stores moving
+/// only the row's own lanes: over an interior view (gaps between its rows) whose first element
+/// starts the buffer and whose last ends it at a guard page, rows of 1 to 45 iterations (up to
+/// one step and a partial vector on both paths) give the scalar code's bits, the gaps keep
+/// what they held, and no access reaches a guard page (a whole vector loaded or stored past
+/// the last row would stop the process).
 #[test]
-fn avx2_a_rows_last_partial_step_moves_only_its_own_lanes() {
+fn wide_a_rows_last_partial_step_moves_only_its_own_lanes() {
+    for path in [SimdPath::Avx2, SimdPath::Avx512] {
+        a_rows_last_partial_step_moves_only_its_own_lanes(path);
+    }
+}
+
+fn a_rows_last_partial_step_moves_only_its_own_lanes(path: SimdPath) {
     let mut kb = Kb::new();
     let a = kb.store(DType::F64, 2, Privilege::Read);
     let b = kb.store(DType::F64, 2, Privilege::Read);
@@ -613,18 +620,22 @@ fn avx2_a_rows_last_partial_step_moves_only_its_own_lanes() {
     });
     let k = kb.finish("wide.whole_rows");
     let mut be = CpuBackend::new().unwrap();
-    if be.compiler().set_path(SimdPath::Avx2).is_err() {
-        eprintln!("wide.whole_rows: no AVX2 on this CPU: nothing to check");
-        assert!(!be.compiler().available_paths().contains(&SimdPath::Avx2));
+    if be.compiler().set_path(path).is_err() {
+        eprintln!("wide.whole_rows: no {path} on this CPU: nothing to check");
+        assert!(!be.compiler().available_paths().contains(&path));
         return;
     }
     let wide = be.compile(&k).unwrap();
-    assert_eq!((wide.avx2_loops(), wide.whole_row_loops()), (1, 1));
+    let loops = match path {
+        SimdPath::Avx2 => wide.avx2_loops(),
+        _ => wide.avx512_loops(),
+    };
+    assert_eq!((loops, wide.whole_row_loops()), (1, 1), "{path}");
     be.compiler().set_path(SimdPath::Scalar).unwrap();
     let scalar = be.compile(&k).unwrap();
     assert_eq!(scalar.whole_row_loops(), 0);
     let (rows, gap) = (3usize, 3usize);
-    for len in 1..=35usize {
+    for len in 1..=45usize {
         let stride = len + gap;
         let words = (rows - 1) * stride + len;
         let in_row = |e: usize| e % stride < len;
@@ -668,20 +679,30 @@ fn avx2_a_rows_last_partial_step_moves_only_its_own_lanes() {
         assert_eq!(outs[0].len(), words);
         for (e, (&w, &s)) in outs[0].iter().zip(&outs[1]).enumerate() {
             if !in_row(e) {
-                assert_eq!(f64::from_bits(w), -42.5, "len {len}: gap element {e}");
+                assert_eq!(
+                    f64::from_bits(w),
+                    -42.5,
+                    "{path}, len {len}: gap element {e}"
+                );
             }
-            assert_eq!(w, s, "len {len}: element {e}");
+            assert_eq!(w, s, "{path}, len {len}: element {e}");
         }
     }
 }
 
 /// A body that runs whole rows walks the rows of the dimension around them in one call, each
 /// pointer advancing by its access's stride along that dimension, unless the rows differ in
-/// more than their addresses. Rank-3 loops, AVX2 against the scalar code: rows that read a
-/// value broadcast along them (`b[i, j]`), the row index as a value, and a permuted access
-/// (`c[j, i, k]`), whose row stride is another dimension's.
+/// more than their addresses. Rank-3 loops, AVX2 and AVX-512 against the scalar code: rows
+/// that read a value broadcast along them (`b[i, j]`), the row index as a value, and a
+/// permuted access (`c[j, i, k]`), whose row stride is another dimension's.
 #[test]
-fn avx2_rows_walked_in_one_call_give_the_scalar_bits() {
+fn wide_rows_walked_in_one_call_give_the_scalar_bits() {
+    for path in [SimdPath::Avx2, SimdPath::Avx512] {
+        rows_walked_in_one_call_give_the_scalar_bits(path);
+    }
+}
+
+fn rows_walked_in_one_call_give_the_scalar_bits(path: SimdPath) {
     // (name, uses b[i, j] at row level, uses j as a value)
     for (name, broadcast, index_value) in [
         ("wide.walk", false, false),
@@ -709,12 +730,13 @@ fn avx2_rows_walked_in_one_call_give_the_scalar_bits() {
         });
         let k = kb.finish(name);
         let mut be = CpuBackend::new().unwrap();
-        if be.compiler().set_path(SimdPath::Avx2).is_err() {
-            eprintln!("{name}: no AVX2 on this CPU: nothing to check");
+        if be.compiler().set_path(path).is_err() {
+            eprintln!("{name}: no {path} on this CPU: nothing to check");
+            assert!(!be.compiler().available_paths().contains(&path));
             return;
         }
         let wide = be.compile(&k).unwrap();
-        assert_eq!(wide.whole_row_loops(), 1, "{name}");
+        assert_eq!(wide.whole_row_loops(), 1, "{name}, {path}");
         be.compiler().set_path(SimdPath::Scalar).unwrap();
         let scalar = be.compile(&k).unwrap();
         let (n0, n1) = (4i64, 5i64);
@@ -740,7 +762,7 @@ fn avx2_rows_walked_in_one_call_give_the_scalar_bits() {
                 assert_eq!(
                     w.to_bits(),
                     s.to_bits(),
-                    "{name}, rows of {n2}: element {e}"
+                    "{name}, {path}, rows of {n2}: element {e}"
                 );
             }
         }

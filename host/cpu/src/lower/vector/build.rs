@@ -160,8 +160,9 @@ impl FnLower<'_, '_> {
         };
         // A body that runs whole rows walks every row of the dimension around the rows in
         // one call (see `ArgWord::Rows`), where nothing it reads at the row level depends on
-        // that dimension's index: the first row of each walk calls it, the others (when the
-        // rows have unit strides, as the body needs) go straight to the latch.
+        // that dimension's index: the first row of each walk calls it, and the row loop then
+        // ends (when the rows have unit strides, as the body needs; a later row, which it
+        // then never reaches, would go straight to the latch).
         let latch = self.b.create_block();
         let walk = if targets.is_empty()
             && rank >= 2
@@ -177,12 +178,19 @@ impl FnLower<'_, '_> {
             };
             let later = self.b.ins().icmp(IntCC::NotEqual, j, first);
             let skip = self.b.ins().band(later, unit);
+            // After the walk, the row loop goes straight to its end: its next index is the
+            // walk's limit where the first row walked, else the next row.
+            let first_here = self.b.ins().icmp(IntCC::Equal, j, first);
+            let walked = self.b.ins().band(first_here, unit);
+            let after_one = self.b.ins().iadd_imm_s(j, 1);
+            let next = self.b.ins().select(walked, limit, after_one);
             let first_row = self.b.create_block();
             self.b.ins().brif(skip, latch, &[], first_row, &[]);
             self.b.switch_to_block(first_row);
             Some(RowWalk {
                 index: pl.indices[d],
                 rows: self.b.ins().isub(limit, j),
+                next,
             })
         } else {
             None
@@ -284,7 +292,8 @@ impl FnLower<'_, '_> {
             if outer == 0 {
                 self.b.ins().jump(exit, &[]);
             }
-            self.loop_latches(&heads, hi, &over_ext, exit);
+            let inner_next = walk.as_ref().map(|w| w.next);
+            self.loop_latches(&heads, hi, &over_ext, exit, inner_next);
         }
         self.env.pop_to(mark);
 
@@ -581,6 +590,9 @@ impl FnLower<'_, '_> {
 pub(super) struct RowWalk {
     index: ValueId,
     rows: Value,
+    /// The row loop's next index after this row: the walk's limit where this row walked the
+    /// rest (so the rows it ran are not visited again), else the next row.
+    next: Value,
 }
 
 /// Whether an instruction of `pl` reads `index` other than as an index of a varying load or

@@ -178,6 +178,8 @@ pub(crate) mod op {
     pub const VPCMPQ: VecOp = vop(Map::M0f3a, Pp::P66, 0x1f);
     pub const VCVTQQ2PD: VecOp = vop(Map::M0f, Pp::Pf3, 0xe6);
     pub const VPMOVM2Q: VecOp = vop(Map::M0f38, Pp::Pf3, 0x38);
+    /// `vpmovq2m k, v`: bit `l` of the mask register is the sign bit of lane `l`.
+    pub const VPMOVQ2M: VecOp = vop(Map::M0f38, Pp::Pf3, 0x39);
     /// `vpcmpuq k, v, v/m, imm8`: unsigned comparison (imm 5: not less than).
     pub const VPCMPUQ: VecOp = vop(Map::M0f3a, Pp::P66, 0x1e);
     /// `vpermpd v, v/m, imm8`: within each 256-bit half, lane `i` takes the half's lane given
@@ -312,6 +314,16 @@ impl Asm {
         if let Some(i) = imm {
             self.byte(i);
         }
+    }
+
+    /// `vmovupd dst{k}{z}, m` (EVEX): the lanes that mask register `k` marks from memory, the
+    /// others zero; the lanes it does not mark are not read and cannot fault.
+    pub fn load_zero_masked(&mut self, dst: u8, mem: Mem, k: u8) {
+        let at = self.code.len();
+        let rm = Rm::Mem { mem, bcst: false };
+        self.evex(op::VMOVUPD_LOAD, dst, None, rm, k, None);
+        // EVEX.z (bit 7 of the prefix's last byte): zeroing, not merging, masked-out lanes.
+        self.code[at + 3] |= 0x80;
     }
 
     /// A three-byte VEX instruction with `W0`: `l` picks 256 bits (or `L1` for the mask
@@ -626,6 +638,41 @@ mod tests {
                 None
             )),
             [0x62, 0x61, 0xfd, 0x48, 0x29, 0xbc, 0x24, 0x80, 0, 0, 0]
+        );
+    }
+
+    #[test]
+    fn evex_masked_forms() {
+        let at = |base: u8| Mem {
+            base,
+            index: Some(RAX),
+            scale: 0,
+            disp: 0,
+        };
+        // vpmovq2m k7, zmm31
+        assert_eq!(
+            enc(|a| a.evex(op::VPMOVQ2M, 7, None, Rm::Reg(31), 0, None)),
+            [0x62, 0x92, 0xfe, 0x48, 0x39, 0xff]
+        );
+        // vmovupd zmm3{k7}{z}, [r10+rax]
+        assert_eq!(
+            enc(|a| a.load_zero_masked(3, at(R10), 7)),
+            [0x62, 0xd1, 0xfd, 0xcf, 0x10, 0x9c, 0x02, 0, 0, 0, 0]
+        );
+        // vmovupd [r13+rax]{k7}, zmm0
+        assert_eq!(
+            enc(|a| a.evex(
+                op::VMOVUPD_STORE,
+                0,
+                None,
+                Rm::Mem {
+                    mem: at(R13),
+                    bcst: false
+                },
+                7,
+                None
+            )),
+            [0x62, 0xd1, 0xfd, 0x4f, 0x11, 0x84, 0x05, 0, 0, 0, 0]
         );
     }
 

@@ -15,7 +15,7 @@
 //! contiguous access (the address of the first iteration's element), then the bits of each
 //! uniform value that the body reads. Constants live in a table that the function addresses
 //! directly. The vector function calls it for each row's first `step * floor(len / step)`
-//! iterations and runs the rest as before, or, for a body that runs whole rows (AVX2; see
+//! iterations and runs the rest as before, or, for a body that runs whole rows (see
 //! [`WideBody::masks`]), for the whole row: the body then runs the last `len % step`
 //! iterations one vector at a time, the last, partial vector with its loads and stores
 //! masked to its lanes, and then, where the vector function walks them
@@ -167,7 +167,7 @@ pub(crate) struct WideBody {
     /// ones, then 16 of zeros). After its `steps` whole steps the function runs the row's
     /// last `r < step` iterations one vector at a time ([`ArgWord::Vectors`]), the last,
     /// partial vector masked (its loads and stores move only its lanes, so nothing past the
-    /// row is read or written), as [`ArgWord::Masks`] says. AVX2 bodies without gathers,
+    /// row is read or written), as [`ArgWord::Masks`] says. Bodies without gathers,
     /// widened loads or grouped stores.
     pub masks: Option<u64>,
 }
@@ -268,7 +268,7 @@ pub(crate) fn compile(
     // A body that runs whole rows also runs the row's last iterations one vector at a time,
     // the last vector masked: the body again, selected for one vector (the same pointers,
     // uniform values and constants, in the same order).
-    let single = if isa == Isa::Avx2 && grouped.is_empty() && s.insts.iter().all(maskable) {
+    let single = if grouped.is_empty() && s.insts.iter().all(|i| maskable(None, i)) {
         let mut one = Select::new(isa, plan, types, const_of);
         for (inst, &at_row) in pl.body.iter().zip(&plan.row_level) {
             if !at_row {
@@ -276,7 +276,7 @@ pub(crate) fn compile(
             }
         }
         let same = one.uniforms.args == s.uniforms.args && one.uniforms.consts == s.uniforms.consts;
-        (same && one.insts.iter().all(maskable)).then_some(one)
+        (same && one.insts.iter().all(|i| maskable(Some(isa), i))).then_some(one)
     } else {
         None
     };
@@ -329,14 +329,20 @@ pub(crate) fn compile(
     })
 }
 
-/// Whether `inst` may run in a masked step: its loads and stores are whole vectors of the
-/// step (not gathers, widened `i32` loads or one lane), its other operations touch no memory
-/// but the frame's, and nothing carries from step to step.
-fn maskable(inst: &MInst) -> bool {
+/// Whether `inst` may run in a masked step: its loads and stores are whole vectors (not
+/// gathers, widened `i32` loads or one lane) at an offset of the step that the masks of
+/// `isa` cover (any offset without `isa`; on AVX-512 the step's one vector), its other
+/// operations touch no memory but the frame's, and nothing carries from step to step.
+fn maskable(isa: Option<Isa>, inst: &MInst) -> bool {
     match inst {
-        MInst::Load { disp, .. } | MInst::Store { disp, .. } => {
-            disp % 8 == 0 && (0..=regalloc::MASKED_STEP_BYTES - 32).contains(disp)
-        }
+        MInst::Load { disp, .. } | MInst::Store { disp, .. } => match isa {
+            None => true,
+            Some(Isa::Avx2) => {
+                disp % 8 == 0 && (0..=regalloc::MASKED_STEP_BYTES - 32).contains(disp)
+            }
+            // One vector, its mask in a mask register (see `regalloc::Frame::masked`).
+            Some(Isa::Avx512) => *disp == 0,
+        },
         MInst::StoreLane0 { .. }
         | MInst::LoadWiden { .. }
         | MInst::CheckIndices { .. }

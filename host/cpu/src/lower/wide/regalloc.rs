@@ -261,11 +261,14 @@ pub(crate) struct Frame {
     /// The bytes below the stack slots, from a 64-byte aligned `rsp`: on AVX2, where the
     /// frame leaves the uniform arguments broadcast (32 bytes each).
     pub slots_at: u32,
-    /// For a body that runs a row's last, partial step (AVX2 only): the general-purpose
-    /// register holding the address of the step's lane masks. Each load and store of
-    /// the step's offset plus `disp` bytes then moves only the lanes that the 32 bytes at that
-    /// register plus `disp` mark (sign bits), through [`Frame::mask_register`], which the
-    /// body's values leave alone.
+    /// For a body that runs a row's last, partial step: the general-purpose register holding
+    /// the address of the step's lane masks. On AVX2 each load and store of the step's offset
+    /// plus `disp` bytes then moves only the lanes that the 32 bytes at that register plus
+    /// `disp` mark (sign bits), through [`Frame::mask_register`], which the body's values
+    /// leave alone. On AVX-512 the step is one vector (`disp` 0): the body starts by turning
+    /// the 64 bytes at that register into mask register [`MASKED_K`] (through
+    /// [`Frame::mask_register`]), which its loads (zeroing the other lanes) and stores then
+    /// take, and which its own masks leave alone.
     pub masked: Option<u8>,
 }
 
@@ -332,6 +335,9 @@ struct Alloc<'a> {
     /// The occupant of each vector register, and of each mask register (`k0` never used).
     vecs: Vec<Option<VReg>>,
     kmask: [Option<VReg>; 8],
+    /// One past the last mask register the body's values may take (`k7` is kept for the lane
+    /// mask of a masked AVX-512 body).
+    k_end: usize,
     slots: u32,
     /// Per virtual register: whether it is pinned (its register is its own for the loop).
     pinned: Vec<bool>,
@@ -354,7 +360,7 @@ impl Alloc<'_> {
     fn file(&mut self, c: Class) -> &mut [Option<VReg>] {
         match c {
             Class::V => &mut self.vecs,
-            Class::K => &mut self.kmask[1..],
+            Class::K => &mut self.kmask[1..self.k_end],
         }
     }
 
@@ -471,8 +477,8 @@ pub(crate) fn emit_body(
 ) -> Result<u32, String> {
     let n = classes.len();
     let registers = frame.isa.vector_registers();
-    if frame.masked.is_some() && (frame.isa != Isa::Avx2 || !pinned.is_empty()) {
-        return Err("internal: a masked body on AVX-512 or with pinned registers".into());
+    if frame.masked.is_some() && !pinned.is_empty() {
+        return Err("internal: a masked body with pinned registers".into());
     }
     let reserved = usize::from(frame.masked.is_some());
     let free_regs = registers
@@ -499,6 +505,10 @@ pub(crate) fn emit_body(
         slot: vec![None; n],
         vecs: vec![None; free_regs],
         kmask: [None; 8],
+        k_end: match (frame.isa, frame.masked) {
+            (Isa::Avx512, Some(_)) => usize::from(MASKED_K),
+            _ => 8,
+        },
         slots: 0,
         pinned: vec![false; n],
     };
@@ -509,6 +519,20 @@ pub(crate) fn emit_body(
         }
         a.pinned[i] = true;
         a.reg[i] = Some(hw);
+    }
+    if let (Isa::Avx512, Some(at)) = (frame.isa, frame.masked) {
+        // The step's lane mask, once: its eight words' sign bits into `k7`.
+        let v = frame.mask_register();
+        let mem = Mem::at(at, 0);
+        asm.vector(
+            op::VMOVUPD_LOAD,
+            v,
+            None,
+            Rm::Mem { mem, bcst: false },
+            0,
+            None,
+        );
+        asm.vector(op::VPMOVQ2M, MASKED_K, None, Rm::Reg(v), 0, None);
     }
     for (pos, inst) in insts.iter().enumerate() {
         let pos = pos as u32;
@@ -689,10 +713,20 @@ pub(crate) fn emit_body(
                     0,
                     None,
                 ),
+                Some(_) if frame.isa == Isa::Avx512 => {
+                    asm.load_zero_masked(d, one_vector(mem)?, MASKED_K)
+                }
                 Some(at) => masked_move(asm, frame, at, op::VMASKMOVPD_LOAD, d, mem)?,
             },
             Enc::Store(ins, mem, r) => match frame.masked {
                 None => asm.vector(ins, r, None, Rm::Mem { mem, bcst: false }, 0, None),
+                Some(_) if frame.isa == Isa::Avx512 && ins == op::VMOVUPD_STORE => {
+                    let rm = Rm::Mem {
+                        mem: one_vector(mem)?,
+                        bcst: false,
+                    };
+                    asm.vector(ins, r, None, rm, MASKED_K, None)
+                }
                 Some(at) if ins == op::VMOVUPD_STORE => {
                     masked_move(asm, frame, at, op::VMASKMOVPD_STORE, r, mem)?
                 }
@@ -727,6 +761,21 @@ pub(crate) fn emit_body(
 /// The most bytes of one step of a masked body (AVX2: four vectors of four lanes; the
 /// bodies that run whole rows mask one vector).
 pub(crate) const MASKED_STEP_BYTES: i32 = 128;
+
+/// The mask register that holds a masked AVX-512 body's lane mask (see [`Frame::masked`]).
+pub(crate) const MASKED_K: u8 = 7;
+
+/// `mem`, an access of a masked AVX-512 body, whose one vector starts its step.
+fn one_vector(mem: Mem) -> Result<Mem, String> {
+    if mem.disp == 0 {
+        Ok(mem)
+    } else {
+        Err(format!(
+            "internal: a masked AVX-512 access at {} bytes into its step",
+            mem.disp
+        ))
+    }
+}
 
 /// Loads the lane mask of the masked step's vector at `disp` bytes from the step's offset
 /// (the 32 bytes at the masks' address in `at`, plus `disp`) into the frame's mask register,
