@@ -1,7 +1,7 @@
 //! `npbench` at NPBench-shaped tiny sizes (preset `XS`): every kernel's outputs against
 //! NumPy's on NPBench's initialization (`examples/numpy/npbench.py`), JAX's where JAX is
-//! installed (each row says why not elsewhere), and the report's summary fields against its
-//! rows.
+//! installed (each row says why not elsewhere), and the report's summary fields (first runs
+//! against NumPy's included) against its rows.
 
 use crate::cli::{result_line, run};
 
@@ -16,6 +16,7 @@ fn every_npbench_kernel_matches_numpy() {
     assert_eq!(v["kernels"].as_u64(), Some(rows.len() as u64), "{v}");
     assert!(rows.len() >= 22, "{v}");
     let (mut faster, mut jax_kernels, mut faster_than_jax) = (0, 0, 0);
+    let (mut numpy_first_worst, mut first_logs) = (0.0f64, 0.0f64);
     for row in rows {
         let name = row["kernel"].as_str().expect("a name");
         // float32 kernels (softmax, mlp) agree to float32's precision; the others, in
@@ -40,6 +41,16 @@ fn every_npbench_kernel_matches_numpy() {
             / row["weft_seconds"].as_f64().unwrap_or(1.0);
         assert!((speedup - want).abs() <= 1e-9 * want, "{row}");
         faster += u64::from(speedup > 1.0);
+        // First runs: Weft's against NumPy's first, and NumPy's first against its median.
+        let field = |k: &str| row[k].as_f64().unwrap_or_else(|| panic!("no {k}: {row}"));
+        let (first, numpy_first) = (field("weft_first_seconds"), field("numpy_first_seconds"));
+        let got = field("first_run_speedup_vs_numpy");
+        assert!((got - numpy_first / first).abs() <= 1e-9 * got, "{row}");
+        let got = field("numpy_first_run_over_steady");
+        let want = numpy_first / field("numpy_seconds");
+        assert!((got - want).abs() <= 1e-9 * want, "{row}");
+        numpy_first_worst = f64::max(numpy_first_worst, want);
+        first_logs += (numpy_first / first).ln();
         // JAX's run: timed and agreeing with NumPy's, or a reason it did not run.
         match (row["jax_seconds"].as_f64(), row["jax_unavailable"].as_str()) {
             (Some(jax), None) => {
@@ -59,6 +70,15 @@ fn every_npbench_kernel_matches_numpy() {
         }
     }
     assert_eq!(v["faster_than_numpy"].as_u64(), Some(faster), "{v}");
+    let worst = v["numpy_first_run_over_steady_max"]
+        .as_f64()
+        .expect("worst");
+    assert!((worst - numpy_first_worst).abs() <= 1e-9 * worst, "{v}");
+    let geomean = v["first_run_geomean_speedup_vs_numpy"]
+        .as_f64()
+        .expect("first-run geomean");
+    let want = (first_logs / rows.len() as f64).exp();
+    assert!((geomean - want).abs() <= 1e-9 * want, "{v}");
     assert_eq!(v["jax_kernels"].as_u64(), Some(jax_kernels), "{v}");
     assert_eq!(v["faster_than_jax"].as_u64(), Some(faster_than_jax), "{v}");
 }
