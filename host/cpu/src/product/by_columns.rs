@@ -54,15 +54,34 @@ pub(crate) unsafe fn by_columns<T: Element, const SWAPPED: bool>(
                 let len = per_task.min(m - lo);
                 sums.clear();
                 sums.resize(n * len, T::ZERO);
-                for p in 0..k {
-                    // SAFETY: rows `lo .. lo + len` of column `p` lie inside `A`, one element
-                    // apart.
-                    let column = unsafe {
-                        std::slice::from_raw_parts(
-                            a.ptr.offset(lo as isize + p as isize * a.cs),
-                            len,
-                        )
-                    };
+                // SAFETY: rows `lo .. lo + len` of column `p < k` lie inside `A`, one element
+                // apart.
+                let column = |p: usize| unsafe {
+                    std::slice::from_raw_parts(a.ptr.offset(lo as isize + p as isize * a.cs), len)
+                };
+                // The columns of `A` [`GROUP`] at a time: each running sum is loaded and stored
+                // once per group, its `fma`s in increasing `p` as before.
+                let whole = k - k % GROUP;
+                for p in (0..whole).step_by(GROUP) {
+                    let columns: [&[T]; GROUP] = std::array::from_fn(|g| column(p + g));
+                    for (j, sum) in sums.chunks_exact_mut(len).enumerate() {
+                        // SAFETY: `(j, p + g)` lies inside `BT` (`p + g < k`).
+                        let xs: [T; GROUP] = std::array::from_fn(|g| unsafe { bt.get(j, p + g) });
+                        match path {
+                            // SAFETY: the path is AVX-512 only where the CPU has it.
+                            Path::Avx512 => unsafe {
+                                add_group_avx512::<T, SWAPPED>(sum, &columns, &xs)
+                            },
+                            // SAFETY: the path is AVX2 only where the CPU has it.
+                            Path::Avx2 => unsafe {
+                                add_group_avx2::<T, SWAPPED>(sum, &columns, &xs)
+                            },
+                            Path::Portable => add_group::<T, SWAPPED>(sum, &columns, &xs),
+                        }
+                    }
+                }
+                for p in whole..k {
+                    let column = column(p);
                     for (j, sum) in sums.chunks_exact_mut(len).enumerate() {
                         // SAFETY: `(j, p)` lies inside `BT`.
                         let xp = unsafe { bt.get(j, p) };
@@ -90,6 +109,92 @@ pub(crate) unsafe fn by_columns<T: Element, const SWAPPED: bool>(
             })
             .collect::<Result<(), Cancelled>>()
     })
+}
+
+/// The columns of `A` that [`by_columns`] adds into its running sums at once.
+const GROUP: usize = 8;
+
+/// For every `i`, `acc[i]` takes `fma(columns[g][i], xs[g], acc[i])` for `g` from 0 to
+/// [`GROUP`] in order (with `SWAPPED`, `fma(xs[g], columns[g][i], acc[i])`): the chain that
+/// [`GROUP`] calls of [`add_products`] make, with each sum loaded and stored once.
+#[inline(always)]
+fn add_group<T: Element, const SWAPPED: bool>(
+    acc: &mut [T],
+    columns: &[&[T]; GROUP],
+    xs: &[T; GROUP],
+) {
+    let n = acc.len();
+    let columns: [&[T]; GROUP] = std::array::from_fn(|g| &columns[g][..n]);
+    for (i, a) in acc.iter_mut().enumerate() {
+        let mut s = *a;
+        for g in 0..GROUP {
+            let v = columns[g][i];
+            s = if SWAPPED {
+                xs[g].fma(v, s)
+            } else {
+                v.fma(xs[g], s)
+            };
+        }
+        *a = s;
+    }
+}
+
+/// [`add_group`] compiled for AVX-512.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F, AVX-512VL and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,fma")]
+unsafe fn add_group_avx512<T: Element, const SWAPPED: bool>(
+    acc: &mut [T],
+    columns: &[&[T]; GROUP],
+    xs: &[T; GROUP],
+) {
+    add_group::<T, SWAPPED>(acc, columns, xs);
+}
+
+/// [`add_group`] compiled for AVX2.
+///
+/// # Safety
+///
+/// The CPU has AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn add_group_avx2<T: Element, const SWAPPED: bool>(
+    acc: &mut [T],
+    columns: &[&[T]; GROUP],
+    xs: &[T; GROUP],
+) {
+    add_group::<T, SWAPPED>(acc, columns, xs);
+}
+
+/// [`add_group`] off x86-64, where the AVX2 path is never chosen.
+///
+/// # Safety
+///
+/// None beyond [`add_group`]'s.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn add_group_avx2<T: Element, const SWAPPED: bool>(
+    acc: &mut [T],
+    columns: &[&[T]; GROUP],
+    xs: &[T; GROUP],
+) {
+    add_group::<T, SWAPPED>(acc, columns, xs);
+}
+
+/// [`add_group`] off x86-64, where the AVX-512 path is never chosen.
+///
+/// # Safety
+///
+/// None beyond [`add_group`]'s.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn add_group_avx512<T: Element, const SWAPPED: bool>(
+    acc: &mut [T],
+    columns: &[&[T]; GROUP],
+    xs: &[T; GROUP],
+) {
+    add_group::<T, SWAPPED>(acc, columns, xs);
 }
 
 /// `acc[i] = fma(column[i], x, acc[i])` for every `i`; with `SWAPPED`,
