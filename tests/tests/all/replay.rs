@@ -249,6 +249,48 @@ fn calls_on_other_shapes_are_recorded_apart() {
     assert_eq!(Err(err), real);
 }
 
+/// A loop over shrinking slices (`trisolv`'s `L[i, :i] @ x[:i]`) makes one recording per
+/// shape: 6,000 of them, more than the 4,096 recordings once kept (which dropped them all and
+/// so recorded every call again on every pass), are kept, and the second pass replays every
+/// call with the first pass's bits.
+#[test]
+fn a_loop_over_thousands_of_shapes_is_replayed_on_its_next_pass() {
+    let np = numeric(true);
+    let n = 6000i64;
+    let x = np.arange(0.0, n as f64, 1.0, DType::F64);
+    let pass = || -> Vec<u64> {
+        let mut sums = Vec::new();
+        for i in 1..=n {
+            let head = x.slice(&[Range::new(0, i)]);
+            let v = (&head * 0.5).sum().to_vec().expect("sum");
+            sums.push(v[0].to_bits());
+        }
+        sums
+    };
+    let first = pass();
+    let after_first = np.replay_stats();
+    let second = pass();
+    let after_second = np.replay_stats();
+    assert_eq!(first, second);
+    // Every `head * 0.5` and every `sum` has its own shape: recorded on the first pass,
+    // replayed on the second, none recorded again.
+    assert_eq!(
+        after_second.recorded, after_first.recorded,
+        "{after_first:?} -> {after_second:?}"
+    );
+    assert!(
+        after_second.replayed - after_first.replayed >= 2 * n as u64,
+        "{after_first:?} -> {after_second:?}"
+    );
+    assert_eq!(after_second.missed, 0, "{after_second:?}");
+    // Their bits are the real calls': the closed form of the sum of `0.5 k` for `k < i`
+    // is exact in `f64` here.
+    for (i, bits) in (1..=n).zip(&first) {
+        let want = 0.25 * (i * (i - 1)) as f64;
+        assert_eq!(f64::from_bits(*bits), want, "i = {i}");
+    }
+}
+
 /// `a[1:5] = a[0:4]` reads what it overwrites: recorded on arrays that do not overlap and
 /// replayed on views that do, the assignment still copies as NumPy does.
 #[test]

@@ -20,9 +20,16 @@ use crate::Result;
 /// What an export call gives back through wasmtime: a trap, or the plugin's result.
 type Answer<R> = wasmtime::Result<std::result::Result<R, wit::Error>>;
 
-/// The most recordings a [`Numeric`] keeps; when full, they are all dropped and recorded
-/// again as the calls come.
-const RECORDINGS_KEPT: usize = 4096;
+/// The most recordings a [`Numeric`] keeps, and the most import calls they hold together
+/// ([`Recording::len`], which bounds their memory: a recording holds at most
+/// [`weft_plugin::replay::MAX_EVENTS`]); when a new recording would pass either, they are all
+/// dropped and recorded again as the calls come. A loop over shrinking slices (`L[i, :i] @
+/// x[:i]` for every `i`, a dozen events a call) makes one recording per shape and operation:
+/// 4,096 recordings (the bound before the events were) were fewer than NPBench's `trisolv` and
+/// `covariance` make at their `M` size (5,000 and 5,600), so every run recorded them all again.
+const RECORDINGS_KEPT: usize = 1 << 15;
+/// See [`RECORDINGS_KEPT`].
+const EVENTS_KEPT: usize = 1 << 18;
 
 /// What the replay of calls did, for [`Numeric::replay_stats`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -105,6 +112,8 @@ impl CallKey {
 /// The recordings of one [`Numeric`], and what replaying them did.
 pub(crate) struct CallMemo {
     recordings: weft_runtime::FastMap<CallKey, Rc<Recording>>,
+    /// The import calls the recordings hold together.
+    events: usize,
     enabled: bool,
     stats: ReplayStats,
 }
@@ -113,6 +122,7 @@ impl Default for CallMemo {
     fn default() -> Self {
         CallMemo {
             recordings: weft_runtime::FastMap::default(),
+            events: 0,
             enabled: true,
             stats: ReplayStats::default(),
         }
@@ -138,6 +148,7 @@ impl Numeric {
         memo.enabled = enabled;
         if !enabled {
             memo.recordings.clear();
+            memo.events = 0;
         }
     }
 
@@ -205,10 +216,16 @@ impl Numeric {
             && let Some(recording) = recording
         {
             let mut memo = self.inner.memo.borrow_mut();
-            if memo.recordings.len() >= RECORDINGS_KEPT {
+            if memo.recordings.len() >= RECORDINGS_KEPT
+                || memo.events + recording.len() > EVENTS_KEPT
+            {
                 memo.recordings.clear();
+                memo.events = 0;
             }
-            memo.recordings.insert(key, Rc::new(recording));
+            memo.events += recording.len();
+            if let Some(old) = memo.recordings.insert(key, Rc::new(recording)) {
+                memo.events -= old.len();
+            }
             memo.stats.recorded += 1;
         }
         result
