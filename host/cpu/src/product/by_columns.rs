@@ -111,6 +111,33 @@ pub(crate) unsafe fn by_columns<T: Element, const SWAPPED: bool>(
     })
 }
 
+/// Defines `$avx512` and `$avx2`: `$inner` compiled for AVX-512 (F and VL) with FMA, and
+/// for AVX2 with FMA, so that its loops run in wide vectors. Off x86-64, where neither path
+/// is ever chosen, both are `$inner` as it is.
+macro_rules! wide_variants {
+    ($inner:ident => $avx512:ident, $avx2:ident; ($($arg:ident: $ty:ty),*)) => {
+        #[doc = concat!("[`", stringify!($inner), "`] compiled for AVX-512.")]
+        ///
+        /// # Safety
+        ///
+        /// The CPU has AVX-512F, AVX-512VL and FMA.
+        #[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx512f,avx512vl,fma"))]
+        unsafe fn $avx512<T: Element, const SWAPPED: bool>($($arg: $ty),*) {
+            $inner::<T, SWAPPED>($($arg),*)
+        }
+
+        #[doc = concat!("[`", stringify!($inner), "`] compiled for AVX2.")]
+        ///
+        /// # Safety
+        ///
+        /// The CPU has AVX2 and FMA.
+        #[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx2,fma"))]
+        unsafe fn $avx2<T: Element, const SWAPPED: bool>($($arg: $ty),*) {
+            $inner::<T, SWAPPED>($($arg),*)
+        }
+    };
+}
+
 /// The columns of `A` that [`by_columns`] adds into its running sums at once.
 const GROUP: usize = 8;
 
@@ -139,63 +166,8 @@ fn add_group<T: Element, const SWAPPED: bool>(
     }
 }
 
-/// [`add_group`] compiled for AVX-512.
-///
-/// # Safety
-///
-/// The CPU has AVX-512F, AVX-512VL and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512vl,fma")]
-unsafe fn add_group_avx512<T: Element, const SWAPPED: bool>(
-    acc: &mut [T],
-    columns: &[&[T]; GROUP],
-    xs: &[T; GROUP],
-) {
-    add_group::<T, SWAPPED>(acc, columns, xs);
-}
-
-/// [`add_group`] compiled for AVX2.
-///
-/// # Safety
-///
-/// The CPU has AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn add_group_avx2<T: Element, const SWAPPED: bool>(
-    acc: &mut [T],
-    columns: &[&[T]; GROUP],
-    xs: &[T; GROUP],
-) {
-    add_group::<T, SWAPPED>(acc, columns, xs);
-}
-
-/// [`add_group`] off x86-64, where the AVX2 path is never chosen.
-///
-/// # Safety
-///
-/// None beyond [`add_group`]'s.
-#[cfg(not(target_arch = "x86_64"))]
-unsafe fn add_group_avx2<T: Element, const SWAPPED: bool>(
-    acc: &mut [T],
-    columns: &[&[T]; GROUP],
-    xs: &[T; GROUP],
-) {
-    add_group::<T, SWAPPED>(acc, columns, xs);
-}
-
-/// [`add_group`] off x86-64, where the AVX-512 path is never chosen.
-///
-/// # Safety
-///
-/// None beyond [`add_group`]'s.
-#[cfg(not(target_arch = "x86_64"))]
-unsafe fn add_group_avx512<T: Element, const SWAPPED: bool>(
-    acc: &mut [T],
-    columns: &[&[T]; GROUP],
-    xs: &[T; GROUP],
-) {
-    add_group::<T, SWAPPED>(acc, columns, xs);
-}
+wide_variants!(add_group => add_group_avx512, add_group_avx2;
+    (acc: &mut [T], columns: &[&[T]; GROUP], xs: &[T; GROUP]));
 
 /// `acc[i] = fma(column[i], x, acc[i])` for every `i`; with `SWAPPED`,
 /// `fma(x, column[i], acc[i])`.
@@ -206,44 +178,5 @@ fn add_products<T: Element, const SWAPPED: bool>(acc: &mut [T], column: &[T], x:
     }
 }
 
-/// [`add_products`] compiled for AVX-512, so that its loop runs in wide vectors.
-///
-/// # Safety
-///
-/// The CPU has AVX-512F, AVX-512VL and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512vl,fma")]
-unsafe fn add_products_avx512<T: Element, const SWAPPED: bool>(acc: &mut [T], column: &[T], x: T) {
-    add_products::<T, SWAPPED>(acc, column, x);
-}
-
-/// [`add_products`] compiled for AVX2.
-///
-/// # Safety
-///
-/// The CPU has AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn add_products_avx2<T: Element, const SWAPPED: bool>(acc: &mut [T], column: &[T], x: T) {
-    add_products::<T, SWAPPED>(acc, column, x);
-}
-
-/// [`add_products`] off x86-64, where the AVX2 path is never chosen.
-///
-/// # Safety
-///
-/// None beyond [`add_products`]'s.
-#[cfg(not(target_arch = "x86_64"))]
-unsafe fn add_products_avx2<T: Element, const SWAPPED: bool>(acc: &mut [T], column: &[T], x: T) {
-    add_products::<T, SWAPPED>(acc, column, x);
-}
-
-/// [`add_products`] off x86-64, where the AVX-512 path is never chosen.
-///
-/// # Safety
-///
-/// None beyond [`add_products`]'s.
-#[cfg(not(target_arch = "x86_64"))]
-unsafe fn add_products_avx512<T: Element, const SWAPPED: bool>(acc: &mut [T], column: &[T], x: T) {
-    add_products::<T, SWAPPED>(acc, column, x);
-}
+wide_variants!(add_products => add_products_avx512, add_products_avx2;
+    (acc: &mut [T], column: &[T], x: T));
