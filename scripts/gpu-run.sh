@@ -7,14 +7,15 @@
 #
 #   bash scripts/gpu-run.sh [BUNDLE]        # BUNDLE: default target/gpu-bundle
 #
-# The stages and their time limits (seconds; 460 in all with nvidia-smi's 15, so the run ends
-# within 8 minutes even if every stage runs out of time): env 20, bits 70 (each child at most
-# 30), jit 40, the five benchmarks 32 each, the CuPy/JAX/PyTorch baselines 155 (each framework
-# at most 50).
+# The stages and their time limits (seconds; 465 in all with nvidia-smi's 15, so the run ends
+# within 8 minutes even if every stage runs out of time): env 20, bits 60 (each child at most
+# 30), jit 40, the five benchmarks 20 each, the CuPy/JAX/PyTorch op-by-op baselines 90 (each
+# framework at most 35), the hand-fused peers of scripts/gpu-peers.py 140 (CuPy kernels and
+# torch.compile, each at most 65).
 #
 # Without a GPU: WEFT_GPU_CHECK_DEVICE=sim runs every stage on the PTX simulator at small
 # sizes (WEFT_GPU_CHECK_SMALL=1, the default with sim), so the script can be tried anywhere.
-# WEFT_GPU_CHECK_BASELINES=0 skips the Python baselines; WEFT_GPU_CHECK_FRAMEWORKS picks their
+# WEFT_GPU_CHECK_BASELINES=0 skips the Python baselines and peers; WEFT_GPU_CHECK_FRAMEWORKS picks their
 # frameworks (default all: cupy, jax, torch; `numpy` runs them on the CPU, to try the script).
 set -uo pipefail
 
@@ -66,12 +67,12 @@ echo "$?" >"$work/nvidia-smi.rc"
 
 if [[ -x $bin ]]; then
     stage env 20 "$bin" env "${flags[@]}"
-    stage bits 70 "$bin" bits "${flags[@]}" --timeout 30 --budget 60
+    stage bits 60 "$bin" bits "${flags[@]}" --timeout 30 --budget 50
     kernels=()
     [[ -f $bundle/kernels.jsonl ]] && kernels=(--kernels "$bundle/kernels.jsonl")
     stage jit 40 "$bin" jit "${flags[@]}" ${kernels[@]+"${kernels[@]}"}
     for w in black-scholes stencil cg bicgstab jacobi; do
-        stage "bench.$w" 32 "$bin" bench "${flags[@]}" --workload "$w"
+        stage "bench.$w" 20 "$bin" bench "${flags[@]}" --workload "$w"
     done
 else
     echo "no executable $bin: build the bundle with scripts/gpu-bundle" >"$work/missing-binary.err"
@@ -79,9 +80,14 @@ fi
 if [[ $baselines == 1 ]]; then
     py=(python3 "$bundle/gpu_baselines.py")
     [[ -f $bundle/gpu_baselines.py ]] || py=(python3 scripts/gpu_baselines.py)
-    pyflags=(--timeout 50 --framework "$frameworks")
+    pyflags=(--timeout 35 --framework "$frameworks")
     [[ $small == 1 ]] && pyflags+=(--small)
-    stage baselines 155 "${py[@]}" "${pyflags[@]}"
+    stage baselines 90 "${py[@]}" "${pyflags[@]}"
+    peers=(python3 "$bundle/gpu-peers.py")
+    [[ -f $bundle/gpu-peers.py ]] || peers=(python3 scripts/gpu-peers.py)
+    peerflags=(--timeout 65)
+    [[ $small == 1 ]] && peerflags+=(--small)
+    stage peers 140 "${peers[@]}" "${peerflags[@]}"
 fi
 
 t1=$(date +%s.%N)
@@ -141,15 +147,15 @@ for row in read("stages.tsv").splitlines():
         seconds = None
     lines = json_lines(read(name + ".out"))
     err = read(name + ".err")
-    if name == "baselines":
-        baselines = lines
+    if name in ("baselines", "peers"):
+        baselines = baselines + lines
         stages[name] = {"ok": rc == 0, "exit_code": rc, "wall_seconds": seconds,
                         "lines": len(lines),
                         "available": sorted({b["framework"] for b in lines
                                              if b.get("workload") == "info" and b.get("available")})}
         if rc != 0:
             stages[name]["error"] = ("killed at its time limit" if rc == 137 else
-                                     "a framework failed or ran out of time (see baselines)")
+                                     f"a framework failed or ran out of time (see {name})")
             stages[name]["stderr_tail"] = err[-1500:]
         continue
     rec = dict(lines[-1]) if lines else {}
@@ -180,7 +186,8 @@ for b in baselines:
     w, fw = b.get("workload"), b.get("framework")
     if w in ("black-scholes", "stencil", "cg", "bicgstab", "jacobi"):
         side.setdefault(w, {})[fw] = {k: b.get(k) for k in (
-            "ok", "seconds_per_iter", "floor_ratio", "probe_gbs", "error") if b.get(k) is not None}
+            "ok", "seconds_per_iter", "floor_ratio", "probe_gbs", "gemv_seconds", "error")
+            if b.get(k) is not None}
 for w, row in side.items():
     weft = row.get("weft", {}).get("seconds_per_iter")
     for fw, r in row.items():
@@ -189,7 +196,7 @@ for w, row in side.items():
 summary["side_by_side"] = side
 
 summary["ok"] = bool(stages) and all(
-    r.get("ok") for n, r in stages.items() if n != "baselines") and "error" not in summary
+    r.get("ok") for n, r in stages.items() if n not in ("baselines", "peers")) and "error" not in summary
 summary["wall_seconds"] = float(os.environ["T1"]) - float(os.environ["T0"])
 with open(os.path.join(out, "gpu-summary.json"), "w") as f:
     json.dump(summary, f, indent=1, allow_nan=False, default=str)

@@ -133,6 +133,18 @@ impl<K: Eq + Hash + Clone, V> BoundedCache<K, V> {
         Some(&slot.value)
     }
 
+    /// The entry for `key`, mutable, marked as used now.
+    pub fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let t = self.tick();
+        let slot = self.map.get_mut(key)?;
+        slot.used.set(t);
+        Some(&mut slot.value)
+    }
+
     /// Whether an entry for `key` is held (without marking it used).
     pub fn contains(&self, key: &K) -> bool {
         self.map.contains_key(key)

@@ -31,7 +31,7 @@ mod reduce;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use weft_ir::reduction::LoopPartial;
 use weft_ir::{DType, Param, Scalar};
@@ -68,7 +68,8 @@ struct Loaded<F> {
     name: String,
     params: Vec<Param>,
     module: Module,
-    functions: Vec<F>,
+    /// The entries of the 64-bit variant (`[0]`) and the narrow one (`[1]`), once loaded.
+    variants: [Option<Vec<F>>; 2],
 }
 
 /// One store argument of a launch, as the entries see it.
@@ -234,6 +235,42 @@ impl<D: Device> PtxBackend<D> {
     /// The device, for probes and tests.
     pub fn device_mut(&mut self) -> &mut D {
         &mut self.device
+    }
+
+    /// Loads whichever variant of a prepared kernel ([`crate::emit::Module::variants`]) no
+    /// launch has needed yet, so that every entry of the module has been through the
+    /// driver's JIT (the `jit` check), and returns the time the loads took.
+    pub fn load_every_variant(&mut self, kernel: KernelId) -> weft_runtime::Result<Duration> {
+        let start = Instant::now();
+        for narrow in 0..2 {
+            self.variant(kernel, narrow)?;
+        }
+        Ok(start.elapsed())
+    }
+
+    /// The entries of variant `narrow` (0: 64-bit offsets, 1: narrow) of a prepared
+    /// kernel, loaded now if no launch has needed them yet.
+    fn variant(&mut self, kernel: KernelId, narrow: usize) -> Result<Vec<D::Function>> {
+        let k = self
+            .kernels
+            .get_mut(&kernel)
+            .ok_or_else(|| Error::Memory(format!("kernel {kernel} is not prepared")))?;
+        if let Some(functions) = &k.variants[narrow] {
+            return Ok(functions.clone());
+        }
+        let functions = load_variant(&mut self.device, &k.name, &k.module, narrow)?;
+        k.variants[narrow] = Some(functions.clone());
+        Ok(functions)
+    }
+
+    /// Loads variant `narrow` of `module` (of kernel `name`): its entries, in order.
+    fn load_variant(
+        &mut self,
+        name: &str,
+        module: &Module,
+        narrow: usize,
+    ) -> Result<Vec<D::Function>> {
+        load_variant(&mut self.device, name, module, narrow)
     }
 
     /// A buffer's address and size.
@@ -428,6 +465,28 @@ fn allocation_size(bytes: u64) -> u64 {
     bytes.max(1).next_multiple_of(8)
 }
 
+/// Loads variant `narrow` of `module` (kernel `name`) on `device`: its entries, in order.
+fn load_variant<D: Device>(
+    device: &mut D,
+    name: &str,
+    module: &Module,
+    narrow: usize,
+) -> Result<Vec<D::Function>> {
+    let names: Vec<String> = module
+        .entries
+        .iter()
+        .map(|e| {
+            if narrow == 1 {
+                e.narrow.clone()
+            } else {
+                e.name.clone()
+            }
+        })
+        .collect();
+    let text = module.variants.get(narrow).unwrap_or(&module.text);
+    Ok(device.load(name, text, &names)?.functions)
+}
+
 /// The launch geometry of `entry` over `points` points of sub-store `over`.
 fn grid_of(entry: &crate::emit::Entry, over: &StoreArg, points: u64) -> Grid {
     if entry.rows {
@@ -450,6 +509,7 @@ fn grid_of(entry: &crate::emit::Entry, over: &StoreArg, points: u64) -> Grid {
         }
     } else {
         let blocks = points
+            .saturating_mul(u64::from(entry.lanes))
             .div_ceil(u64::from(BLOCK_THREADS))
             .clamp(1, u64::from(MAX_BLOCKS)) as u32;
         Grid {
@@ -563,13 +623,10 @@ impl<D: Device> Backend for PtxBackend<D> {
         }
         let start = Instant::now();
         let module = crate::emit(kernel.ir())?;
-        // Each entry, then its narrow variant.
-        let names: Vec<String> = module
-            .entries
-            .iter()
-            .flat_map(|e| [e.name.clone(), e.narrow.clone()])
-            .collect();
-        let loaded = self.device.load(kernel.name(), &module.text, &names)?;
+        // The variant launches take by default now; the other on its first launch.
+        let first = usize::from(self.narrow_offsets);
+        let mut variants = [None, None];
+        variants[first] = Some(self.load_variant(kernel.name(), &module, first)?);
         let bytes = (module.text.len() as u64).saturating_mul(2);
         // Evicted modules are unloaded when their last function is dropped.
         self.kernels.insert(
@@ -580,7 +637,7 @@ impl<D: Device> Backend for PtxBackend<D> {
                 name: kernel.name().to_string(),
                 params: kernel.ir().params.clone(),
                 module,
-                functions: loaded.functions,
+                variants,
             },
             owner,
             bytes,
@@ -594,7 +651,7 @@ impl<D: Device> Backend for PtxBackend<D> {
         bindings: &[Binding],
         scalars: &[Scalar],
     ) -> weft_runtime::Result<()> {
-        let (name, params, entries, functions, sites) = {
+        let (name, params, entries, sites) = {
             let k = self
                 .kernels
                 .get(&kernel)
@@ -604,7 +661,6 @@ impl<D: Device> Backend for PtxBackend<D> {
                 k.name.clone(),
                 k.params.clone(),
                 k.module.entries.clone(),
-                k.functions.clone(),
                 k.module.faults.clone(),
             )
         };
@@ -665,8 +721,9 @@ impl<D: Device> Backend for PtxBackend<D> {
                     .iter()
                     .all(|s| crate::emit::fits_narrow(&s.extents, &s.strides)),
         );
+        let functions = self.variant(kernel, narrow)?;
         for (index, entry) in entries.iter().enumerate() {
-            let function = functions.get(2 * index + narrow).ok_or_else(|| {
+            let function = functions.get(index).ok_or_else(|| {
                 Error::Memory(format!("kernel `{name}`: entry {index} is not loaded"))
             })?;
             let over = store(entry.over);

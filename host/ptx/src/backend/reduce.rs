@@ -75,7 +75,7 @@ impl<D: Device> PtxBackend<D> {
 
     /// Runs the passes of the shared-memory tree over a rank-1 loop's leaves (global
     /// coordinates `start .. start + points`): afterwards every complete aligned node of the
-    /// range lies at its first leaf. One launch per ten levels.
+    /// range lies at its first leaf. One launch per [`crate::tree::block::LEVELS`] levels.
     pub(super) fn block_tree_passes(
         &mut self,
         leaf: &Leaf,
@@ -83,7 +83,7 @@ impl<D: Device> PtxBackend<D> {
         start: u64,
         points: u64,
     ) -> Result<()> {
-        use crate::tree::block::{BLOCK, LEVELS};
+        use crate::tree::block::{BLOCK, LEVELS, THREADS};
         let functions = self.block_tree(leaf.op, leaf.dtype)?;
         let (address, _) = self.buffer(buffer)?;
         let mut level = 0u32;
@@ -99,7 +99,7 @@ impl<D: Device> PtxBackend<D> {
                     1,
                     1,
                 ],
-                threads: [BLOCK as u32, 1, 1],
+                threads: [THREADS as u32, 1, 1],
             };
             self.device.launch(
                 &functions[0],

@@ -18,6 +18,10 @@ use weft_ir::{
 use super::Leaf;
 use crate::abi::{AbiParam, AccessKind, FaultSite};
 
+mod lanes;
+
+pub use lanes::LANES;
+
 type Res<T = ()> = std::result::Result<T, String>;
 
 /// The PTX register type of a value of `d`.
@@ -36,6 +40,15 @@ fn bits_type(d: DType) -> &'static str {
     match d {
         DType::F32 | DType::I32 => "b32",
         _ => "b64",
+    }
+}
+
+/// Zero as a literal of `d`'s register type.
+fn zero_bits(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "0f00000000",
+        DType::F64 => "0d0000000000000000",
+        _ => "0",
     }
 }
 
@@ -77,6 +90,24 @@ pub(super) struct Body<'a> {
     narrow: bool,
     temps: u32,
     labels: u32,
+    /// A predicate that must hold for a store or a reduction into memory to run (thread 0
+    /// of a lanes group), if any.
+    guard: Option<String>,
+    /// Where index checks record a failure instead of branching (a split loop's body): the
+    /// register of the pending fault code.
+    deferred: Option<String>,
+    /// The predicate of the last deferred-checked address that failed its check: the access
+    /// that uses it is predicated off.
+    last_bad: Option<String>,
+    /// Whether a split loop raises its pending fault code (`$fault_pending`).
+    pending_raised: bool,
+    /// The registers of a lanes entry ([`lanes`]), once its points begin.
+    lanes: Option<lanes::LaneRegs>,
+    /// Whether the entry runs a group of [`LANES`] threads per point.
+    pub(super) lanes_entry: bool,
+    /// Values the body defines itself (lane constants), with their types.
+    overrides: HashMap<ValueId, DType>,
+    synthetics: u32,
 }
 
 impl<'a> Body<'a> {
@@ -102,6 +133,14 @@ impl<'a> Body<'a> {
             narrow,
             temps: 0,
             labels: 0,
+            guard: None,
+            deferred: None,
+            last_bad: None,
+            pending_raised: false,
+            lanes: None,
+            lanes_entry: false,
+            overrides: HashMap::new(),
+            synthetics: 0,
         }
     }
 
@@ -115,12 +154,25 @@ impl<'a> Body<'a> {
         for (name, ty) in &self.regs {
             let _ = writeln!(out, "    .reg .{ty} {name};");
         }
+        if let Some(shared) = self.lanes_shared() {
+            out.push_str(&shared);
+        }
         out.push_str(&self.prologue);
         out.push_str(&self.code);
         let _ = writeln!(out, "    ret;");
         if self.stoppable {
             let _ = writeln!(out, "    // the fault word was set while a loop ran: stop");
             let _ = writeln!(out, "$stopped:");
+            let _ = writeln!(out, "    ret;");
+        }
+        if self.pending_raised {
+            let ptr = fault.as_deref().unwrap_or("%a_fault");
+            let _ = writeln!(out, "    // a split loop's index check that failed");
+            let _ = writeln!(out, "$fault_pending:");
+            let _ = writeln!(
+                out,
+                "    atom.global.cas.b32 %fault_old, [{ptr}], 0, %fault_pending;"
+            );
             let _ = writeln!(out, "    ret;");
         }
         let mut raised: Vec<u32> = self.raised.into_iter().collect();
@@ -166,7 +218,10 @@ impl<'a> Body<'a> {
     }
 
     fn ty(&self, v: ValueId) -> DType {
-        self.types.of(v)
+        match self.overrides.get(&v) {
+            Some(&d) => d,
+            None => self.types.of(v),
+        }
     }
 
     /// The register of value `v`, declared with its type.
@@ -239,11 +294,26 @@ impl<'a> Body<'a> {
                 Ok(())
             }
             Op::Load(a) => self.load(result()?, a),
-            Op::Store(a, v) => self.store(a, *v, AccessKind::Store),
-            Op::Reduce(a, op, v) => self.reduce(a, *op, *v),
+            Op::Store(a, v) => self.guarded(|b| b.store(a, *v, AccessKind::Store)),
+            Op::Reduce(a, op, v) if self.accumulators.contains_key(&a.param) => {
+                self.reduce(a, *op, *v)
+            }
+            Op::Reduce(a, op, v) => self.guarded(|b| b.reduce(a, *op, *v)),
             Op::For(l) => self.for_loop(l, &inst.results),
             Op::Parallel(_) => Err("a parallel loop inside a loop".to_string()),
         }
+    }
+
+    /// `write`, skipped where the store guard (a lanes group's thread 0) does not hold.
+    fn guarded(&mut self, write: impl FnOnce(&mut Self) -> Res) -> Res {
+        let Some(guard) = self.guard.clone() else {
+            return write(self);
+        };
+        let skip = self.label("unguarded");
+        self.line(format!("@!{guard} bra {skip};"));
+        write(self)?;
+        self.place(&skip);
+        Ok(())
     }
 
     fn constant(&mut self, v: ValueId, s: Scalar) -> Res {
@@ -513,6 +583,8 @@ impl<'a> Body<'a> {
             return Ok(ptr);
         }
         let proven = self.proven.0.contains(&param) && a.indices == self.proven.1;
+        // A deferred check's failure: the access is predicated off.
+        let mut bad: Option<String> = None;
         let offset = self.tmp("s64");
         let narrow = if self.narrow {
             Some(self.tmp("s32"))
@@ -533,7 +605,15 @@ impl<'a> Body<'a> {
                 let out = self.tmp("pred");
                 // Unsigned: a negative index is out of range too.
                 self.line(format!("setp.ge.u64 {out}, {rix}, {ext};"));
-                self.line(format!("@{out} bra $fault_{code};"));
+                if let Some(pending) = self.deferred.clone() {
+                    self.line(format!("@{out} mov.b32 {pending}, {code};"));
+                    match &bad {
+                        Some(b) => self.line(format!("or.pred {b}, {b}, {out};")),
+                        None => bad = Some(out),
+                    }
+                } else {
+                    self.line(format!("@{out} bra $fault_{code};"));
+                }
             }
             if let Some(off32) = &narrow {
                 // The launcher runs this variant only where every offset fits in 32 bits.
@@ -560,6 +640,7 @@ impl<'a> Body<'a> {
             self.line(format!("shl.b64 {offset}, {offset}, {shift};"));
         }
         self.line(format!("add.s64 {addr}, {ptr}, {offset};"));
+        self.last_bad = bad;
         Ok(addr)
     }
 
@@ -579,14 +660,34 @@ impl<'a> Body<'a> {
 
     fn load(&mut self, v: ValueId, a: &Access) -> Res {
         let addr = self.address(a, AccessKind::Load)?;
+        let bad = self.last_bad.take();
+        let on = match &bad {
+            Some(bad) => format!("@!{bad} "),
+            None => String::new(),
+        };
+        // A split loop's group reads 64 bytes of a row a step: the L2 fetches the next
+        // steps' bytes with them.
+        let ld = if self.deferred.is_some() {
+            "ld.global.L2::256B"
+        } else {
+            "ld.global"
+        };
         let rv = self.reg(v);
         match self.ty(v) {
             DType::Bool => {
                 let byte = self.tmp("u16");
-                self.line(format!("ld.global.u8 {byte}, [{addr}];"));
+                self.line(format!("{on}{ld}.u8 {byte}, [{addr}];"));
                 self.line(format!("setp.ne.u16 {rv}, {byte}, 0;"));
             }
-            d => self.line(format!("ld.global.{} {rv}, [{addr}];", reg_type(d))),
+            d => {
+                if bad.is_some() {
+                    // A fresh value first: a load predicated off keeps its register's old
+                    // value, which would chain an unrolled loop's copies of this load (the
+                    // assembler cannot rename the register), one load in flight at a time.
+                    self.line(format!("mov.{} {rv}, {};", reg_type(d), zero_bits(d)));
+                }
+                self.line(format!("{on}{ld}.{} {rv}, [{addr}];", reg_type(d)));
+            }
         }
         Ok(())
     }
@@ -632,16 +733,7 @@ impl<'a> Body<'a> {
             let rc = self.reg(c);
             self.line(format!("mov.{} {rc}, {t};", reg_type(self.ty(c))));
         }
-        if !weft_ir::coverage::bounded_by_a_store(l) {
-            // A runaway loop stops once the fault word is set: by a fault of another thread,
-            // or by the host at the kernel time limit (`abi::CANCELLED`).
-            let fault = self.abi(AbiParam::Fault);
-            let (word, set) = (self.tmp("b32"), self.tmp("pred"));
-            self.line(format!("ld.volatile.global.u32 {word}, [{fault}];"));
-            self.line(format!("setp.ne.u32 {set}, {word}, 0;"));
-            self.line(format!("@{set} bra $stopped;"));
-            self.stoppable = true;
-        }
+        self.stop_check(weft_ir::coverage::bounded_by_a_store(l));
         self.line(format!("add.s64 {ri}, {ri}, 1;"));
         self.line(format!("bra.uni {head};"));
         self.place(&end);
@@ -650,6 +742,21 @@ impl<'a> Body<'a> {
             self.line(format!("mov.{} {rr}, {rc};", reg_type(self.ty(r))));
         }
         Ok(())
+    }
+
+    /// A loop's back edge, unless a store bounds the loop (`bounded`): a runaway loop stops
+    /// once the fault word is set, by a fault of another thread or by the host at the kernel
+    /// time limit (`abi::CANCELLED`).
+    fn stop_check(&mut self, bounded: bool) {
+        if bounded {
+            return;
+        }
+        let fault = self.abi(AbiParam::Fault);
+        let (word, set) = (self.tmp("b32"), self.tmp("pred"));
+        self.line(format!("ld.volatile.global.u32 {word}, [{fault}];"));
+        self.line(format!("setp.ne.u32 {set}, {word}, 0;"));
+        self.line(format!("@{set} bra $stopped;"));
+        self.stoppable = true;
     }
 
     /// The entry's parallel loop: a grid-stride loop over the linear index of `lp.over`'s
@@ -694,6 +801,13 @@ impl<'a> Body<'a> {
         if rank == 2 && trees.is_empty() {
             self.rows_and_columns(lp, &leaves, &extents)?;
             return Ok((leaves, Vec::new()));
+        }
+        if rank == 1 && trees.is_empty() {
+            let splits = lanes::plan(self.kernel, lp);
+            if !splits.is_empty() {
+                self.lanes_points(lp, &leaves, &extents, &splits)?;
+                return Ok((leaves, Vec::new()));
+            }
         }
         let (linear, step) = self.grid();
         if !trees.is_empty() {
@@ -855,26 +969,44 @@ impl<'a> Body<'a> {
     /// One point: the leaves' registers start from the exact identity, the body runs, and
     /// each leaf's value goes to the leaf buffer at the point's linear index `point`.
     fn point(&mut self, lp: &ParallelLoop, leaves: &[Leaf], point: &str) -> Res {
+        self.point_split(lp, leaves, point, &[])
+    }
+
+    /// [`Body::point`] with the loops of `splits` run split by lanes.
+    fn point_split(
+        &mut self,
+        lp: &ParallelLoop,
+        leaves: &[Leaf],
+        point: &str,
+        splits: &[lanes::Split],
+    ) -> Res {
         for leaf in leaves {
             let acc = format!("%acc_p{}", leaf.param);
             let identity = literal(exact_identity(leaf.op, leaf.dtype));
             self.line(format!("mov.{} {acc}, {identity};", reg_type(leaf.dtype)));
         }
-        for inst in &lp.body {
-            self.inst(inst)?;
+        for (at, inst) in lp.body.iter().enumerate() {
+            match splits.iter().find(|s| s.at() == at) {
+                Some(split) => self.split_loop(inst, split)?,
+                None => self.inst(inst)?,
+            }
         }
         for leaf in leaves {
-            let acc = format!("%acc_p{}", leaf.param);
-            let base = self.abi(AbiParam::Leaf { param: leaf.param });
-            let (offset, addr) = (self.tmp("u64"), self.tmp("u64"));
-            let shift = leaf.dtype.size().trailing_zeros();
-            self.line(format!("shl.b64 {offset}, {point}, {shift};"));
-            self.line(format!("add.s64 {addr}, {base}, {offset};"));
-            self.line(format!(
-                "st.global.{} [{addr}], {acc};",
-                reg_type(leaf.dtype)
-            ));
+            self.guarded(|b| b.leaf_store(leaf, point))?;
         }
+        Ok(())
+    }
+
+    /// A leaf's value into the leaf buffer at the point's linear index `point`.
+    fn leaf_store(&mut self, leaf: &Leaf, point: &str) -> Res {
+        let acc = format!("%acc_p{}", leaf.param);
+        let base = self.abi(AbiParam::Leaf { param: leaf.param });
+        let (offset, addr) = (self.tmp("u64"), self.tmp("u64"));
+        let shift = leaf.dtype.size().trailing_zeros();
+        self.line(format!("shl.b64 {offset}, {point}, {shift};"));
+        self.line(format!("add.s64 {addr}, {base}, {offset};"));
+        let ty = reg_type(leaf.dtype);
+        self.line(format!("st.global.{ty} [{addr}], {acc};"));
         Ok(())
     }
 

@@ -15,6 +15,7 @@ use weft_ir::{Inst, Op, ParallelLoop, ValidKernel, ValueId, visit_defs};
 use crate::abi::{self, FaultSite};
 use crate::{Error, Result};
 use body::Body;
+pub use body::LANES;
 
 /// The PTX ISA version the module declares.
 pub const PTX_VERSION: &str = "7.8";
@@ -33,8 +34,12 @@ pub const ROWS_BLOCK: (u32, u32) = (32, 8);
 /// A kernel as PTX: the module text and what the launcher needs to run it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Module {
-    /// The PTX text.
+    /// The PTX text: every entry and its narrow variant.
     pub text: String,
+    /// The same module with only the 64-bit entries (`[0]`) or only the narrow variants
+    /// (`[1]`, [`Entry::narrow`]): the launcher loads each on first use, so the driver's JIT
+    /// compiles the variants a program runs, not all of them.
+    pub variants: [String; 2],
     /// The entries, in the order the launcher runs them.
     pub entries: Vec<Entry>,
     /// The index checks, by fault code minus one.
@@ -72,6 +77,10 @@ pub struct Entry {
     /// stride over dimension 0, `x` threads over dimension 1. Otherwise a 1-D grid of
     /// [`BLOCK_THREADS`]-thread blocks strides over the linear index.
     pub rows: bool,
+    /// Threads per point of a 1-D entry: 1, or [`LANES`] where a rank-1 loop's points run a
+    /// fold's lanes on a group of threads each (its loop of eight independent partials split
+    /// across the group, which meets in shared memory; see `emit/body/lanes.rs`).
+    pub lanes: u32,
 }
 
 /// A float sum or product of a parallel loop into a 0-d store, kept in the canonical order
@@ -126,6 +135,8 @@ pub fn emit(kernel: &ValidKernel) -> Result<Module> {
     let _ = writeln!(text, ".version {PTX_VERSION}");
     let _ = writeln!(text, ".target {PTX_TARGET}");
     let _ = writeln!(text, ".address_size 64");
+    let mut variants = [text.clone(), text.clone()];
+    let mut all = text;
     let abi = abi::params_of(&k.params);
     let mut faults = Vec::new();
     let mut entries = Vec::new();
@@ -161,11 +172,13 @@ pub fn emit(kernel: &ValidKernel) -> Result<Module> {
         let narrow = format!("{name}_n32");
         let mut shape = None;
         for (entry_name, narrow_offsets) in [(&name, false), (&narrow, true)] {
+            let mut text = String::new();
             let mut b = Body::new(k, types, &mut faults, narrow_offsets);
             for &at in &needed {
                 b.inst(&k.body[at]).map_err(unsupported)?;
             }
             let (leaves, trees) = b.parallel(lp).map_err(unsupported)?;
+            let lanes = if b.lanes_entry { LANES } else { 1 };
             let mut params = abi.clone();
             params.extend(
                 leaves
@@ -193,9 +206,12 @@ pub fn emit(kernel: &ValidKernel) -> Result<Module> {
             let _ = writeln!(text, "{{");
             b.finish(&mut text);
             let _ = writeln!(text, "}}");
-            shape.get_or_insert((leaves, trees, rows));
+            variants[usize::from(narrow_offsets)].push_str(&text);
+            all.push_str(&text);
+            shape.get_or_insert((leaves, trees, rows, lanes));
         }
-        let (leaves, trees, rows) = shape.ok_or_else(|| unsupported("no entry".to_string()))?;
+        let (leaves, trees, rows, lanes) =
+            shape.ok_or_else(|| unsupported("no entry".to_string()))?;
         entries.push(Entry {
             name,
             narrow,
@@ -203,10 +219,12 @@ pub fn emit(kernel: &ValidKernel) -> Result<Module> {
             leaves,
             trees,
             rows,
+            lanes,
         });
     }
     Ok(Module {
-        text,
+        text: all,
+        variants,
         entries,
         faults,
     })

@@ -89,6 +89,13 @@ pub(crate) fn lex(text: &str) -> Result<Vec<Token<'_>>, (u32, String)> {
                 let start = i;
                 while i < b.len() && is_word(b[i]) {
                     i += 1;
+                    // `L2::256B`, `shared::cta`: a qualifier's `::` stays inside the word.
+                    if b.get(i) == Some(&b':')
+                        && b.get(i + 1) == Some(&b':')
+                        && b.get(i + 2).is_some_and(|&n| is_word(n))
+                    {
+                        i += 2;
+                    }
                     // `1.5e-3`: the exponent's sign belongs to the number.
                     if i < b.len() && matches!(b[i], b'-' | b'+') && cut_exponent(&text[start..i]) {
                         i += 1;

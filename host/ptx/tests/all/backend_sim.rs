@@ -288,7 +288,7 @@ fn the_copy_probe_reports_a_rate_per_sample() {
 fn a_sole_launch_folds_its_reduction_on_the_device() {
     let (mut backend, dot) = simulated_with(DOT);
     backend.set_sole_launch(true);
-    for n in [5usize, 1024, 1025, 70_001, (1 << 21) + 3] {
+    for n in [5usize, 1024, 1025, 8191, 8193, 70_001, (1 << 21) + 3] {
         let x: Vec<f64> = (0..n).map(|i| ((i * 7 % 13) as f64 - 6.0) / 3.0).collect();
         let y: Vec<f64> = (0..n).map(|i| 1.0 / (1.0 + (i % 1000) as f64)).collect();
         let (bx, by) = (upload(&mut backend, &x), upload(&mut backend, &y));
@@ -326,15 +326,25 @@ fn a_sole_launch_folds_its_reduction_on_the_device() {
 
 /// A piece of a longer view (not a sole launch, or not the whole view) holds back the
 /// canonical tree's nodes of its range, read in one copy: the same bits as the canonical
-/// order of the whole view once the pieces merge.
+/// order of the whole view once the pieces merge. Pieces start and end off every node
+/// boundary (a thread's eight, a block's 8192) and span two passes.
 #[test]
 fn pieces_of_a_view_hold_back_nodes_that_merge_to_the_canonical_bits() {
+    for pieces in [
+        &[(0usize, 1234usize), (1234, 4097), (4097, 5000)][..],
+        &[(0, 3), (3, 8195), (8195, 30_001), (30_001, 40_000)][..],
+    ] {
+        pieces_merge(pieces);
+    }
+}
+
+fn pieces_merge(pieces: &[(usize, usize)]) {
     let (mut backend, dot) = simulated_with(DOT);
-    let n = 5000usize;
+    let n = pieces.last().map_or(0, |p| p.1);
     let x: Vec<f64> = (0..n).map(|i| (i as f64 * 0.37).sin()).collect();
     let (bx, s) = (upload(&mut backend, &x), backend.alloc(8).expect("alloc"));
     let mut merged: Option<weft_ir::reduction::Partial> = None;
-    for (lo, hi) in [(0usize, 1234usize), (1234, 4097), (4097, 5000)] {
+    for &(lo, hi) in pieces {
         let piece = Binding::Buffer {
             buffer: bx,
             offset: lo as u64,

@@ -6,6 +6,7 @@ mod checked;
 #[cfg(feature = "cuda")]
 mod driver;
 mod filetests;
+mod lanes;
 mod ptxas;
 mod sim;
 mod tree;

@@ -37,7 +37,8 @@ impl<'s> Mods<'s> {
     fn ignore_ordering(&mut self) {
         const IGNORED: &[&str] = &[
             "volatile", "relaxed", "acquire", "release", "acq_rel", "sc", "weak", "cta", "gpu",
-            "sys", "cluster", "ca", "cg", "cs", "lu", "cv", "wb", "wt", "nc",
+            "sys", "cluster", "ca", "cg", "cs", "lu", "cv", "wb", "wt", "nc", "L2::64B",
+            "L2::128B", "L2::256B",
         ];
         self.rest.retain(|r| !IGNORED.contains(r));
     }
