@@ -139,8 +139,9 @@ fn a_matvec_entry_runs_eight_threads_a_point() {
     assert!(module.text.contains("weft_lanes"), "{}", module.text);
 }
 
-/// Rows and columns around the group and step sizes, by rows and by columns: the bits of the
-/// lane order, every row written once, and the leaves' sum that of the rows.
+/// Rows and columns around the group and step sizes (a group's eight lanes, a step of eight
+/// unrolled iterations), by rows and by columns: the bits of the lane order, every row
+/// written once, and the leaves' sum that of the rows.
 #[test]
 fn split_lanes_give_the_lane_orders_bits() {
     let kernel = scaled_matvec();
@@ -154,6 +155,9 @@ fn split_lanes_give_the_lane_orders_bits() {
         (40, 31),
         (70, 45),
         (2, 64),
+        // Unrolled steps of eight blocks of eight, then the rest and the tail.
+        (3, 157),
+        (9, 300),
     ] {
         for by_columns in [false, true] {
             let mut backend = PtxBackend::simulated();

@@ -421,9 +421,7 @@ impl Body<'_> {
         self.line(format!("add.s64 {far}, {ri}, {UNROLL};"));
         self.line(format!("setp.gt.s64 {done}, {far}, {rhi};"));
         self.line(format!("@{done} bra {rest};"));
-        for _ in 0..UNROLL {
-            self.lane_step(&body, l.yields[0], carried, &ri)?;
-        }
+        self.unrolled_steps(&body, l, &ri)?;
         self.line(format!("setp.ne.b32 {faulted}, {pending}, 0;"));
         self.line(format!("@{faulted} bra $fault_pending;"));
         if !bounded {
@@ -488,6 +486,76 @@ impl Body<'_> {
         let (rc, ry) = (self.reg(carried), self.reg(yielded));
         self.line(format!("mov.{ty} {rc}, {ry};"));
         self.line(format!("add.s64 {induction}, {induction}, 1;"));
+        Ok(())
+    }
+
+    /// [`UNROLL`] iterations of a split loop at once: each copy's values renamed (copy `u`
+    /// runs at induction value `i + u`), every copy's instructions that do not depend on the
+    /// partial (its loads, their indices, the terms) first, then the copies' updates of the
+    /// partial in order. So the copies' loads are issued together, not one copy's after the
+    /// last one's use; the partial's chain, and so its bits, are unchanged.
+    fn unrolled_steps(&mut self, body: &[Inst], l: &ForLoop, induction: &str) -> Res {
+        let carried = l.carried[0];
+        // Which of the body's values depend on the partial.
+        let mut chained: HashSet<ValueId> = HashSet::from([carried]);
+        for inst in body {
+            if uses_of(&inst.op).iter().any(|u| chained.contains(u)) {
+                chained.extend(inst.results.iter().copied());
+            }
+        }
+        let mut copies: Vec<(Vec<Inst>, ValueId)> = Vec::with_capacity(UNROLL);
+        for u in 0..UNROLL {
+            let mut rename: HashMap<ValueId, ValueId> = HashMap::new();
+            if u > 0 {
+                let at = self.synthetic(DType::I64);
+                let r = self.reg(at);
+                self.line(format!("add.s64 {r}, {induction}, {u};"));
+                rename.insert(l.induction, at);
+                for inst in body {
+                    for &v in &inst.results {
+                        let ty = self.ty(v);
+                        rename.insert(v, self.synthetic(ty));
+                    }
+                }
+            }
+            let copy = body
+                .iter()
+                .map(|inst| {
+                    let mut inst = inst.clone();
+                    map_op_uses(&mut inst.op, &mut |v| rename.get(&v).copied().unwrap_or(v));
+                    for r in &mut inst.results {
+                        *r = rename.get(r).copied().unwrap_or(*r);
+                    }
+                    inst
+                })
+                .collect();
+            let yielded = rename.get(&l.yields[0]).copied().unwrap_or(l.yields[0]);
+            copies.push((copy, yielded));
+        }
+        // The original body's positions say which instructions are on the chain.
+        let on_chain: Vec<bool> = body
+            .iter()
+            .map(|i| i.results.iter().any(|r| chained.contains(r)) || i.results.is_empty())
+            .collect();
+        for (copy, _) in &copies {
+            for (inst, &chain) in copy.iter().zip(&on_chain) {
+                if !chain {
+                    self.inst(inst)?;
+                }
+            }
+        }
+        let ty = reg_type(self.ty(carried));
+        let rc = self.reg(carried);
+        for (copy, yielded) in &copies {
+            for (inst, &chain) in copy.iter().zip(&on_chain) {
+                if chain {
+                    self.inst(inst)?;
+                }
+            }
+            let ry = self.reg(*yielded);
+            self.line(format!("mov.{ty} {rc}, {ry};"));
+        }
+        self.line(format!("add.s64 {induction}, {induction}, {UNROLL};"));
         Ok(())
     }
 
