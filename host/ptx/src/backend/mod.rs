@@ -56,6 +56,12 @@ const MAX_BLOCKS: u32 = 1 << 16;
 /// The most blocks along a 2-D grid's `y` (the driver's limit), and along its `x` here.
 const MAX_GRID_Y: u32 = 65_535;
 
+/// The most blocks of a 2-D grid ([`crate::emit::Entry::rows`]) along `y` times `x`: 2^14
+/// blocks of 256 threads (about sixteen waves of an H200's resident threads), so that a
+/// thread of an 8190^2 grid walks 16 rows. One point per thread spent most of a stencil sweep on
+/// each thread's prologue (`ncu` on an H200: 72% of the SMs' issue rate, 54% of DRAM's).
+const ROWS_GRID_BLOCKS: u64 = 1 << 14;
+
 /// Freed device memory kept for reuse, at most.
 const POOL_BYTES: u64 = 4 << 30;
 
@@ -500,9 +506,11 @@ fn grid_of(entry: &crate::emit::Entry, over: &StoreArg, points: u64) -> Grid {
         let gx = extent(1)
             .div_ceil(u64::from(bx))
             .clamp(1, u64::from(MAX_GRID_Y));
-        let gy = extent(0)
-            .div_ceil(u64::from(by))
-            .clamp(1, u64::from(MAX_GRID_Y));
+        // Rows beyond the grid's are walked by the same threads (a grid-stride loop): a
+        // thread's prologue (its parameters, the hoisted index checks) is then spread over
+        // several points instead of paid for each.
+        let most_rows = (ROWS_GRID_BLOCKS / gx).clamp(1, u64::from(MAX_GRID_Y));
+        let gy = extent(0).div_ceil(u64::from(by)).clamp(1, most_rows);
         Grid {
             blocks: [gx as u32, gy as u32, 1],
             threads: [bx, by, 1],
