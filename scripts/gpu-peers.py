@@ -986,19 +986,9 @@ def run_framework(name, workloads, small, device, deadline):
           "timer": clock.label})
     pick = 1 if small else 0
     size = {k: v[pick] for k, v in gb.SIZES.items()}
-    failed = 0
-    try:
-        start = time.perf_counter()
-        rates, kind = fw.copy_probe(size["probe_bytes"], 3 if small else 10)
-        gbs = statistics.median(rates)
-        emit({**base, "workload": "copy-probe", "ok": True, "gbs": gbs, "kind": kind,
-              "bytes": size["probe_bytes"], "samples": rates,
-              "wall_seconds": time.perf_counter() - start})
-    except Exception as e:  # noqa: BLE001
-        gbs = float("nan")
-        failed += 1
-        emit({**base, "workload": "copy-probe", "ok": False,
-              "error": f"{type(e).__name__}: {e}"[:2000]})
+    gbs, probe_failed = gb.copy_probe_line(base, fw.copy_probe, size["probe_bytes"],
+                                           3 if small else 10)
+    failed = int(probe_failed)
     fw.free()
     csr_cache = {}
     for w in workloads:
@@ -1088,20 +1078,7 @@ def run_children(args):
                 p.kill()
             out, err = p.communicate()
             code = p.returncode if exited else None
-        sys.stderr.write(err)
-        for line in out.splitlines():
-            if line.startswith("{"):
-                print(line, flush=True)
-        if code is None:
-            status = 1
-            emit({"framework": name, "workload": "framework", "ok": False, "timed_out": True,
-                  "error": f"timed out after {args.timeout} s", "stderr_tail": err[-1500:],
-                  "wall_seconds": time.perf_counter() - start})
-        elif code != 0:
-            status = 1
-            emit({"framework": name, "workload": "framework", "ok": False, "exit_code": code,
-                  "error": f"exit code {code}", "stderr_tail": err[-1500:],
-                  "wall_seconds": time.perf_counter() - start})
+        status |= gb.relay_child(name, out, err, code, args.timeout, start)
     return status
 
 

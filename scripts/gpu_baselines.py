@@ -668,21 +668,9 @@ def run_framework(name, workloads, small):
           "device": fw.device, "jit": fw.jit})
     pick = 1 if small else 0
     size = {k: v[pick] for k, v in SIZES.items()}
-    failed = 0
-    try:
-        start = time.perf_counter()
-        if fw.jit:
-            rates, kind = jax_copy_probe(fw, size["probe_bytes"], 3 if small else 10)
-        else:
-            rates, kind = fw.copy_probe(size["probe_bytes"], 3 if small else 10)
-        gbs = statistics.median(rates)
-        emit({**base, "workload": "copy-probe", "ok": True, "gbs": gbs, "kind": kind,
-              "bytes": size["probe_bytes"], "samples": rates,
-              "wall_seconds": time.perf_counter() - start})
-    except Exception as e:  # noqa: BLE001
-        gbs = float("nan")
-        failed += 1
-        emit({**base, "workload": "copy-probe", "ok": False, "error": f"{type(e).__name__}: {e}"})
+    probe = (lambda n, k: jax_copy_probe(fw, n, k)) if fw.jit else fw.copy_probe
+    gbs, probe_failed = copy_probe_line(base, probe, size["probe_bytes"], 3 if small else 10)
+    failed = int(probe_failed)
     csr_cache = {}
     for w in workloads:
         warmup, iters = COUNTS[w][pick]
@@ -730,21 +718,44 @@ def run_children(args):
             out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
             err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
             code = None
-        sys.stderr.write(err)
-        for line in out.splitlines():
-            if line.startswith("{"):
-                print(line, flush=True)
-        if code is None:
-            status = 1
-            emit({"framework": name, "workload": "framework", "ok": False, "timed_out": True,
-                  "error": f"timed out after {args.timeout} s", "stderr_tail": err[-1500:],
-                  "wall_seconds": time.perf_counter() - start})
-        elif code != 0:
-            status = 1
-            emit({"framework": name, "workload": "framework", "ok": False, "exit_code": code,
-                  "error": f"exit code {code}", "stderr_tail": err[-1500:],
-                  "wall_seconds": time.perf_counter() - start})
+        status |= relay_child(name, out, err, code, args.timeout, start)
     return status
+
+
+def copy_probe_line(base, probe, nbytes, samples):
+    """Runs `probe(nbytes, samples)` (rates in GB/s, and what was copied) and emits its
+    `copy-probe` line. Returns the median rate (NaN if the probe failed) and whether it
+    failed."""
+    start = time.perf_counter()
+    try:
+        rates, kind = probe(nbytes, samples)
+    except Exception as e:  # noqa: BLE001
+        emit({**base, "workload": "copy-probe", "ok": False,
+              "error": f"{type(e).__name__}: {e}"[:2000]})
+        return float("nan"), True
+    gbs = statistics.median(rates)
+    emit({**base, "workload": "copy-probe", "ok": True, "gbs": gbs, "kind": kind,
+          "bytes": nbytes, "samples": rates, "wall_seconds": time.perf_counter() - start})
+    return gbs, False
+
+
+def relay_child(name, out, err, code, timeout, start):
+    """Passes a framework child's JSON lines and standard error on, and reports its failure (a
+    time-out, `code` None, or a non-zero exit code) as a `framework` line. Returns 1 if it
+    failed, else 0."""
+    sys.stderr.write(err)
+    for line in out.splitlines():
+        if line.startswith("{"):
+            print(line, flush=True)
+    failure = {"framework": name, "workload": "framework", "ok": False,
+               "stderr_tail": err[-1500:], "wall_seconds": time.perf_counter() - start}
+    if code is None:
+        emit({**failure, "timed_out": True, "error": f"timed out after {timeout} s"})
+        return 1
+    if code != 0:
+        emit({**failure, "exit_code": code, "error": f"exit code {code}"})
+        return 1
+    return 0
 
 
 def main():

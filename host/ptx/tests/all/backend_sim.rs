@@ -28,7 +28,8 @@ fn simulated_with(text: &str) -> (PtxBackend<weft_ptx::sim::SimDevice>, Arc<Kern
     (backend, entry)
 }
 
-fn vector(buffer: BufferId, n: usize, size: usize) -> Binding {
+/// A rank-1 binding of `n` elements of `size` bytes at the start of `buffer`.
+pub(crate) fn vector(buffer: BufferId, n: usize, size: usize) -> Binding {
     Binding::Buffer {
         buffer,
         offset: 0,
@@ -41,7 +42,8 @@ fn vector(buffer: BufferId, n: usize, size: usize) -> Binding {
     }
 }
 
-fn scalar_store(buffer: BufferId) -> Binding {
+/// A 0-d binding of an `f64` at the start of `buffer`.
+pub(crate) fn scalar_store(buffer: BufferId) -> Binding {
     Binding::Buffer {
         buffer,
         offset: 0,
@@ -54,10 +56,13 @@ fn scalar_store(buffer: BufferId) -> Binding {
     }
 }
 
-fn upload(backend: &mut dyn Backend, values: &[f64]) -> BufferId {
+/// A new buffer holding `values` (at least 8 bytes, so that an empty one is a buffer too).
+pub(crate) fn upload(backend: &mut dyn Backend, values: &[f64]) -> BufferId {
     let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let id = backend.alloc(bytes.len() as u64).expect("alloc");
-    backend.write(id, 0, &bytes).expect("write");
+    let id = backend.alloc(bytes.len().max(8) as u64).expect("alloc");
+    if !bytes.is_empty() {
+        backend.write(id, 0, &bytes).expect("write");
+    }
     id
 }
 

@@ -12,6 +12,8 @@ use weft_ptx::emit::LANES;
 use weft_ptx::{PtxBackend, emit};
 use weft_runtime::{Backend, Binding, BufferId, KernelEntry, Owner};
 
+use crate::backend_sim::{scalar_store, upload, vector};
+
 /// `y[i] = 0.5 * sum_j A[i, j] * x[j]` in the lane order, and `total += y[i]`.
 fn scaled_matvec() -> Kernel {
     let mut k = KernelBuilder::new("test.lanes.matvec");
@@ -69,41 +71,6 @@ fn matrix(buffer: BufferId, rows: usize, cols: usize, by_columns: bool) -> Bindi
         element_size: 8,
         deferred: None,
     }
-}
-
-fn vector(buffer: BufferId, n: usize) -> Binding {
-    Binding::Buffer {
-        buffer,
-        offset: 0,
-        extents: vec![n as i64].into(),
-        strides: vec![1].into(),
-        origin: vec![0].into(),
-        view: vec![n as u64].into(),
-        element_size: 8,
-        deferred: None,
-    }
-}
-
-fn scalar_store(buffer: BufferId) -> Binding {
-    Binding::Buffer {
-        buffer,
-        offset: 0,
-        extents: vec![].into(),
-        strides: vec![].into(),
-        origin: vec![].into(),
-        view: vec![].into(),
-        element_size: 8,
-        deferred: None,
-    }
-}
-
-fn upload(backend: &mut dyn Backend, values: &[f64]) -> BufferId {
-    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let id = backend.alloc(bytes.len().max(8) as u64).expect("alloc");
-    if !bytes.is_empty() {
-        backend.write(id, 0, &bytes).expect("write");
-    }
-    id
 }
 
 fn read(backend: &mut dyn Backend, buffer: BufferId, n: usize) -> Vec<f64> {
@@ -177,8 +144,8 @@ fn split_lanes_give_the_lane_orders_bits() {
             let bt = upload(&mut backend, &[0.0]);
             let args = [
                 matrix(ba, rows, cols, by_columns),
-                vector(bx, cols),
-                vector(by, rows),
+                vector(bx, cols, 8),
+                vector(by, rows, 8),
                 scalar_store(bt),
             ];
             backend.launch(entry.id(), &args, &[]).expect("launches");
@@ -219,8 +186,8 @@ fn a_lanes_failed_check_is_a_fault_of_the_kernel() {
     let bt = upload(&mut backend, &[0.0]);
     let short = [
         matrix(ba, rows, cols, false),
-        vector(bx, cols - 3),
-        vector(by, rows),
+        vector(bx, cols - 3, 8),
+        vector(by, rows, 8),
         scalar_store(bt),
     ];
     // Reported by the launch or at the next synchronization.
@@ -235,8 +202,8 @@ fn a_lanes_failed_check_is_a_fault_of_the_kernel() {
     let _ = backend.take_reductions();
     let good = [
         matrix(ba, rows, cols, false),
-        vector(bx, cols),
-        vector(by, rows),
+        vector(bx, cols, 8),
+        vector(by, rows, 8),
         scalar_store(bt),
     ];
     backend.launch(entry.id(), &good, &[]).expect("launches");

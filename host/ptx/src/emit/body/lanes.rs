@@ -229,6 +229,7 @@ fn plan_loop(at: usize, l: &ForLoop, consts: &HashMap<ValueId, (i64, DType)>) ->
 }
 
 /// The registers a lanes entry's points share.
+#[derive(Clone)]
 pub(super) struct LaneRegs {
     /// The thread's lane in its group (`u64`).
     lane: String,
@@ -355,21 +356,17 @@ impl Body<'_> {
         let Op::For(l) = &inst.op else {
             return Err("a split that is not a `for` loop".to_string());
         };
-        let regs = self
+        let LaneRegs {
+            lane,
+            token,
+            mine,
+            group,
+            token_mine,
+            token_group,
+        } = self
             .lanes
-            .as_ref()
-            .map(|r| {
-                (
-                    r.lane.clone(),
-                    r.token.clone(),
-                    r.mine.clone(),
-                    r.group.clone(),
-                    r.token_mine.clone(),
-                    r.token_group.clone(),
-                )
-            })
+            .clone()
             .ok_or_else(|| "a split loop outside a lanes entry".to_string())?;
-        let (lane, token, mine, group, token_mine, token_group) = regs;
         // This lane's constants: lane 0's plus the lane.
         let mut substitute: HashMap<(usize, usize), ValueId> = HashMap::new();
         for &(pos, u, c0, dtype) in &split.lane_operands {
