@@ -628,13 +628,7 @@ _torch = None
 
 
 def _cg_tail(x, r, p, q, rr):
-    torch = _torch
-    alpha = rr / torch.dot(p, q)
-    x = x + alpha * p
-    r = r - alpha * q
-    rr_new = torch.dot(r, r)
-    p = r + (rr_new / rr) * p
-    return x, r, p, rr_new
+    return gb.cg_update(_torch.dot, x, r, p, q, rr)
 
 
 def _cg_step(a, x, r, p, rr):

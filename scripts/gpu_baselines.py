@@ -556,13 +556,7 @@ def jax_solver(method, fw, a, b, total, on_iteration):
         # compiled step.
         @jax.jit
         def step(a, x, r, p, rr):
-            q = a @ p
-            alpha = rr / jnp.dot(p, q)
-            x = x + alpha * p
-            r = r - alpha * q
-            rr_new = jnp.dot(r, r)
-            p = r + (rr_new / rr) * p
-            return x, r, p, rr_new
+            return cg_update(jnp.dot, x, r, p, a @ p, rr)
 
         x, r = jnp.zeros_like(b), b
         p, rr = r, jnp.dot(r, r)
@@ -720,6 +714,18 @@ def run_children(args):
             code = None
         status |= relay_child(name, out, err, code, args.timeout, start)
     return status
+
+
+def cg_update(dot, x, r, p, q, rr):
+    """One CG iteration after its product `q = A p`, written once for the frameworks that
+    compile a whole step (JAX's `jit` here, `torch.compile` in gpu-peers.py): the new `x`,
+    `r`, `p` and `r.r`, with `dot` the framework's dot product."""
+    alpha = rr / dot(p, q)
+    x = x + alpha * p
+    r = r - alpha * q
+    rr_new = dot(r, r)
+    p = r + (rr_new / rr) * p
+    return x, r, p, rr_new
 
 
 def copy_probe_line(base, probe, nbytes, samples):
