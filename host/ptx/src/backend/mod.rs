@@ -790,7 +790,7 @@ impl<D: Device> Backend for PtxBackend<D> {
                         .first()
                         .and_then(|&o| u64::try_from(o).ok())
                         .unwrap_or(0);
-                    self.block_tree_passes(leaf, buffer, start, points)?;
+                    self.block_tree_passes(leaf, buffer, start, points, entry.leaf_level)?;
                     let whole = start == 0 && over.view.first() == Some(&points);
                     if whole && self.sole_launch {
                         // Folded once every entry has run, as the executor would.

@@ -74,19 +74,22 @@ impl<D: Device> PtxBackend<D> {
     }
 
     /// Runs the passes of the shared-memory tree over a rank-1 loop's leaves (global
-    /// coordinates `start .. start + points`): afterwards every complete aligned node of the
-    /// range lies at its first leaf. One launch per [`crate::tree::block::LEVELS`] levels.
+    /// coordinates `start .. start + points`) that hold the complete aligned nodes of levels
+    /// up to `from` at their first leaf ([`crate::emit::Entry::leaf_level`]): afterwards every
+    /// complete aligned node of the range lies at its first leaf. One launch per
+    /// [`crate::tree::block::LEVELS`] levels.
     pub(super) fn block_tree_passes(
         &mut self,
         leaf: &Leaf,
         buffer: BufferId,
         start: u64,
         points: u64,
+        from: u32,
     ) -> Result<()> {
         use crate::tree::block::{BLOCK, LEVELS, THREADS};
         let functions = self.block_tree(leaf.op, leaf.dtype)?;
         let (address, _) = self.buffer(buffer)?;
-        let mut level = 0u32;
+        let mut level = from;
         while level < 63 && (2u64 << level) <= points {
             let first = start.div_ceil(1 << level);
             let end = (start + points) >> level;

@@ -315,14 +315,16 @@ impl Device for CudaDevice {
             .record_event(None)
             .map_err(driver("recording an event"))?;
         let start = Instant::now();
+        let mut backoff = super::wait::Backoff::new();
         while !done
             .try_is_complete()
             .map_err(driver("waiting for the GPU"))?
         {
-            if start.elapsed() >= limit {
+            let waited = start.elapsed();
+            if waited >= limit {
                 return Ok(false);
             }
-            std::thread::sleep(Duration::from_micros(200));
+            backoff.wait(waited, limit);
         }
         Ok(true)
     }

@@ -11,6 +11,7 @@ use crate::Result;
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod wait;
 
 /// The launch geometry: blocks per grid and threads per block, `x`, `y`, `z`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -18,6 +18,7 @@ use weft_ir::{
 use super::Leaf;
 use crate::abi::{AbiParam, AccessKind, FaultSite};
 
+mod group;
 mod lanes;
 
 pub use lanes::LANES;
@@ -105,6 +106,9 @@ pub(super) struct Body<'a> {
     lanes: Option<lanes::LaneRegs>,
     /// Whether the entry runs a group of [`LANES`] threads per point.
     pub(super) lanes_entry: bool,
+    /// The bytes of shared memory of an entry whose block combines its leaves
+    /// (`group.rs`), if this is one.
+    pub(super) group_slots: Option<u64>,
     /// Values the body defines itself (lane constants), with their types.
     overrides: HashMap<ValueId, DType>,
     synthetics: u32,
@@ -138,6 +142,7 @@ impl<'a> Body<'a> {
             last_bad: None,
             pending_raised: false,
             lanes: None,
+            group_slots: None,
             lanes_entry: false,
             overrides: HashMap::new(),
             synthetics: 0,
@@ -155,6 +160,9 @@ impl<'a> Body<'a> {
             let _ = writeln!(out, "    .reg .{ty} {name};");
         }
         if let Some(shared) = self.lanes_shared() {
+            out.push_str(&shared);
+        }
+        if let Some(shared) = self.group_shared() {
             out.push_str(&shared);
         }
         out.push_str(&self.prologue);
@@ -808,6 +816,10 @@ impl<'a> Body<'a> {
                 self.lanes_points(lp, &leaves, &extents, &splits)?;
                 return Ok((leaves, Vec::new()));
             }
+        }
+        if rank == 1 && trees.is_empty() && !leaves.is_empty() {
+            self.grouped_points(lp, &leaves, &extents)?;
+            return Ok((leaves, Vec::new()));
         }
         let (linear, step) = self.grid();
         if !trees.is_empty() {

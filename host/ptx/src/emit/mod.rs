@@ -27,6 +27,10 @@ pub const PTX_TARGET: &str = "sm_80";
 /// Threads per block of an entry over a linear index.
 pub const BLOCK_THREADS: u32 = 256;
 
+/// Levels of the canonical tree a rank-1 entry's block combines before it writes its leaves
+/// (`emit/body/group.rs`): one per doubling up to [`BLOCK_THREADS`].
+pub const GROUP_LEVELS: u32 = BLOCK_THREADS.trailing_zeros();
+
 /// The block of an entry over rows and columns ([`Entry::rows`]): `x` along columns, `y`
 /// along rows.
 pub const ROWS_BLOCK: (u32, u32) = (32, 8);
@@ -81,6 +85,11 @@ pub struct Entry {
     /// fold's lanes on a group of threads each (its loop of eight independent partials split
     /// across the group, which meets in shared memory; see `emit/body/lanes.rs`).
     pub lanes: u32,
+    /// The level of the canonical tree the entry's leaf buffers hold: 0, a leaf per point;
+    /// [`GROUP_LEVELS`] where the block combined the first levels (a rank-1 loop that does
+    /// not split lanes): every complete aligned node of at most that level lies at its first
+    /// leaf, and only those slots are written.
+    pub leaf_level: u32,
 }
 
 /// A float sum or product of a parallel loop into a 0-d store, kept in the canonical order
@@ -179,6 +188,11 @@ pub fn emit(kernel: &ValidKernel) -> Result<Module> {
             }
             let (leaves, trees) = b.parallel(lp).map_err(unsupported)?;
             let lanes = if b.lanes_entry { LANES } else { 1 };
+            let leaf_level = if b.group_slots.is_some() {
+                GROUP_LEVELS
+            } else {
+                0
+            };
             let mut params = abi.clone();
             params.extend(
                 leaves
@@ -208,9 +222,9 @@ pub fn emit(kernel: &ValidKernel) -> Result<Module> {
             let _ = writeln!(text, "}}");
             variants[usize::from(narrow_offsets)].push_str(&text);
             all.push_str(&text);
-            shape.get_or_insert((leaves, trees, rows, lanes));
+            shape.get_or_insert((leaves, trees, rows, lanes, leaf_level));
         }
-        let (leaves, trees, rows, lanes) =
+        let (leaves, trees, rows, lanes, leaf_level) =
             shape.ok_or_else(|| unsupported("no entry".to_string()))?;
         entries.push(Entry {
             name,
@@ -220,6 +234,7 @@ pub fn emit(kernel: &ValidKernel) -> Result<Module> {
             trees,
             rows,
             lanes,
+            leaf_level,
         });
     }
     Ok(Module {

@@ -378,6 +378,69 @@ fn pieces_merge(pieces: &[(usize, usize)]) {
     assert_eq!(got, want);
 }
 
+const SUM_AND_PRODUCT: &str = "kernel @test.sum_prod(%x: store<f64, 1, read>, \
+                               %s: store<f64, 0, reduce(sum)>, \
+                               %p: store<f64, 0, reduce(prod)>) {\n  parallel %x (%i) {\n    \
+                               %a = load %x[%i]\n    reduce sum %s[], %a\n    \
+                               reduce prod %p[], %a\n  }\n}\n";
+
+/// A rank-1 entry's blocks combine the first eight levels of both of its reductions (a sum
+/// and a product) before they write their leaves: pieces of a view that start and end off
+/// every block's 256 points, one shorter than a block inside one, and one long enough that
+/// the grid-stride loop takes a second step (more points than 2^16 blocks of 256 threads),
+/// merge to the canonical order's bits.
+#[test]
+fn grouped_leaves_of_a_sum_and_a_product_merge_to_the_canonical_bits() {
+    let long = (1usize << 24) + 1000;
+    let pieces = [
+        (0usize, 37usize),
+        (37, 300),
+        (300, 301),
+        (301, 70_001),
+        (70_001, 70_001 + long),
+    ];
+    let n = pieces[pieces.len() - 1].1;
+    let x: Vec<f64> = (0..n)
+        .map(|i| 1.0 + ((i * 7919 % 1013) as f64 - 506.0) * 1e-9)
+        .collect();
+    let (mut backend, k) = simulated_with(SUM_AND_PRODUCT);
+    let bx = upload(&mut backend, &x);
+    let (s, p) = (
+        backend.alloc(8).expect("alloc"),
+        backend.alloc(8).expect("alloc"),
+    );
+    let mut merged: Vec<Option<weft_ir::reduction::Partial>> = vec![None, None];
+    for &(lo, hi) in &pieces {
+        let piece = Binding::Buffer {
+            buffer: bx,
+            offset: lo as u64,
+            extents: vec![(hi - lo) as i64].into(),
+            strides: vec![1].into(),
+            origin: vec![lo as i64].into(),
+            view: vec![n as u64].into(),
+            element_size: 8,
+            deferred: None,
+        };
+        backend
+            .launch(k.id(), &[piece, scalar_store(s), scalar_store(p)], &[])
+            .expect("a piece launches");
+        for part in backend.take_reductions().expect("reductions") {
+            let slot = &mut merged[part.param as usize - 1];
+            match slot {
+                Some(m) => m.merge(part.partial).expect("merges"),
+                None => *slot = Some(part.partial),
+            }
+        }
+    }
+    for (slot, op) in merged.into_iter().zip([ReduceOp::Sum, ReduceOp::Prod]) {
+        let got = slot.expect("parts").finish().expect("finishes");
+        let want = canonical(op, DType::F64, &[n as u64], &|q| {
+            Scalar::F64(x[q[0] as usize])
+        });
+        assert_eq!(got, want, "{op:?}");
+    }
+}
+
 const COPY: &str = "kernel @test.copy(%x: store<f64, 1, read>, %y: store<f64, 1, write>) {\n  \
                     parallel %y (%i) {\n    %v = load %x[%i]\n    store %y[%i], %v\n  }\n}\n";
 
@@ -568,8 +631,9 @@ fn counting() -> (
     (PtxBackend::on(device, None), counts)
 }
 
-/// A dot product of a sole launch makes a fixed number of launches (its entry, one pass of
-/// the shared-memory tree per ten levels, the fold) and reads nothing back until the
+/// A dot product of a sole launch makes a fixed number of launches (its entry, which
+/// combines the first eight levels, one pass of the shared-memory tree per thirteen levels
+/// after those, the fold) and reads nothing back until the
 /// application reads the result; the synchronization then reads the epoch's fault words in
 /// one copy.
 #[test]
@@ -591,8 +655,8 @@ fn a_dot_product_makes_no_round_trip() {
             )
             .expect("the dot launches");
     }
-    // 300,000 leaves: levels 0-9 and 10-17, two passes.
-    assert_eq!(counts.borrow().launches - before, 3 * (1 + 2 + 1));
+    // 300,000 leaves: levels 1-8 in the entry's blocks, 9-18 in one pass.
+    assert_eq!(counts.borrow().launches - before, 3 * (1 + 1 + 1));
     assert_eq!(counts.borrow().reads, 0, "nothing read back");
     backend.synchronize().expect("no fault");
     assert_eq!(counts.borrow().reads, 1, "the fault words, in one copy");
