@@ -815,6 +815,7 @@ impl Core {
             .storage(storage)
             .is_some_and(|s| s.len() == map.volume());
         let uninit = whole && map.is_contiguous();
+        self.stores.forget_indices(storage);
         self.stores
             .ensure_allocated(storage, self.backend.as_mut(), uninit)?;
         let buffer = self.stores.ensure_buffer(storage, self.backend.as_mut())?;

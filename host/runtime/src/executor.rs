@@ -62,6 +62,28 @@ pub struct Executor<'a> {
 impl Executor<'_> {
     /// Runs the points of `task` that this process owns.
     pub fn run(&mut self, task: &IndexTask) -> Result<()> {
+        // What the task writes is no longer known as indices (nor after it: a point reads
+        // through an image before the kernel runs).
+        self.forget_written(task);
+        let ran = self.run_task(task);
+        self.forget_written(task);
+        ran
+    }
+
+    /// Forgets the index values known of every storage `task` may write.
+    fn forget_written(&mut self, task: &IndexTask) {
+        for arg in &task.args {
+            if arg.privilege != weft_ir::Privilege::Read
+                && let Ok(info) = self.stores.get(arg.store)
+            {
+                let storage = info.storage;
+                self.stores.forget_indices(storage);
+            }
+        }
+    }
+
+    /// [`Executor::run`], between the forgetting.
+    fn run_task(&mut self, task: &IndexTask) -> Result<()> {
         let kernel = &task.kernel;
         if !self.backend.is_prepared(kernel) {
             if self.forbid_compiles {
@@ -292,9 +314,19 @@ impl Executor<'_> {
             let rect = match &p.image {
                 None => p.sub_rect(point),
                 Some(image) => {
-                    let (stores, backend) = (&*self.stores, &mut *self.backend);
+                    // On one process, values read back stay known until the storage changes
+                    // (on several, a rank's pieces may be refilled by the distribution).
+                    let known = self.distribution.is_none();
+                    let (stores, backend) = (&mut *self.stores, &mut *self.backend);
                     p.sub_rect_with(point, |element| {
-                        read_index(stores, backend, image.source, element)
+                        if known && let Some(v) = stores.known_index(image.source, element) {
+                            return Some(v);
+                        }
+                        let v = read_index(stores, backend, image.source, element)?;
+                        if known {
+                            stores.remember_index(image.source, element, v);
+                        }
+                        Some(v)
                     })
                 }
             };

@@ -164,6 +164,10 @@ impl Storage {
     }
 }
 
+/// The most index values [`Stores`] keeps per storage for image partitions (two per point of
+/// each launch that reads through one).
+pub const MAX_KNOWN_INDICES: usize = 4096;
+
 /// The largest root store, in bytes (64 TiB): past any machine's memory, small enough that
 /// byte offsets stay far from overflow.
 pub const MAX_STORE_BYTES: u64 = 1 << 46;
@@ -187,6 +191,12 @@ pub struct Stores {
     live: u64,
     /// Bytes of the live storages each plugin created.
     owned: crate::FastMap<PluginId, u64>,
+    /// Index values read back from the device for image partitions
+    /// ([`crate::partition::RootPartition::sub_rect_with`]), per storage and element: a
+    /// storage's are forgotten whenever it may change (a task that writes it runs, the host
+    /// writes it, its buffers go or move), so a matrix's row pointers are read once, not at
+    /// every launch (each read waits for the device).
+    indices: crate::FastMap<StorageId, crate::FastMap<u64, i64>>,
 }
 
 impl Stores {
@@ -390,6 +400,7 @@ impl Stores {
     /// Returns the buffers, for the caller to free.
     #[must_use = "discarded buffers must be freed"]
     pub fn discard_buffers(&mut self, id: StorageId) -> Vec<BufferId> {
+        self.forget_indices(id);
         let Some(storage) = self.storages.get_mut(&id) else {
             return Vec::new();
         };
@@ -534,9 +545,32 @@ impl Stores {
         {
             return None;
         }
+        self.forget_indices(from);
+        self.forget_indices(to);
         let pieces = std::mem::take(&mut self.storages.get_mut(&from)?.pieces);
         self.storages.get_mut(&to)?.pieces = pieces.clone();
         Some(pieces)
+    }
+
+    /// The value of element `element` of storage `storage` as an index, if it was read back
+    /// since the storage last changed ([`Stores::remember_index`]).
+    pub fn known_index(&self, storage: StorageId, element: u64) -> Option<i64> {
+        self.indices.get(&storage)?.get(&element).copied()
+    }
+
+    /// Records the value of element `element` of storage `storage`, read back from the
+    /// device; at most [`MAX_KNOWN_INDICES`] per storage are kept.
+    pub fn remember_index(&mut self, storage: StorageId, element: u64, value: i64) {
+        let known = self.indices.entry(storage).or_default();
+        if known.len() >= MAX_KNOWN_INDICES {
+            known.clear();
+        }
+        known.insert(element, value);
+    }
+
+    /// Forgets the index values read back from storage `storage`: it may have changed.
+    pub fn forget_indices(&mut self, storage: StorageId) {
+        self.indices.remove(&storage);
     }
 
     /// Adds a handle to a store.
@@ -612,6 +646,7 @@ impl Stores {
         if s.stores > 0 {
             return Vec::new();
         }
+        self.forget_indices(storage);
         let Some(s) = self.storages.remove(&storage) else {
             return Vec::new();
         };

@@ -29,6 +29,8 @@ pub struct Log {
     pub faulty: HashSet<String>,
     /// Buffers allocated uncleared ([`Backend::alloc_uninit`]), in order.
     pub uncleared: Vec<BufferId>,
+    /// Reads of buffers ([`Backend::read`]), as `(buffer, offset, bytes)`, in order.
+    pub reads: Vec<(BufferId, u64, usize)>,
 }
 
 /// An interpreting back end with host memory (see the module documentation).
@@ -138,6 +140,7 @@ impl Backend for FakeBackend {
     }
 
     fn read(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<()> {
+        self.logged().reads.push((buffer, offset, out.len()));
         let b = self.buffer(buffer)?;
         let r = range(b.len(), offset, out.len())?;
         out.copy_from_slice(&b[r]);

@@ -646,3 +646,67 @@ fn image_partitions_are_checked_at_submit() {
     let image = queued.args[1].root_partition.image.as_ref().unwrap();
     assert_eq!(image.source, core.stores().get(pos).unwrap().storage);
 }
+
+/// A launch that reads through an image reads its source's bounds back (two per point); later
+/// launches find them known and read nothing, until the source changes: a host write, or a
+/// task that writes it. Each read back waits for the device, so a solver's matrix-vector
+/// product would otherwise wait for the GPU at every launch.
+#[test]
+fn image_bounds_are_read_back_once_until_their_source_changes() {
+    let (mut core, log) = core_with(Box::new(NoFusion), 256);
+    let ranges = (DType::I64, 2, Privilege::Read);
+    let read = signature("t.image_read", ranges, (DType::F64, 1, Privilege::Read));
+    let refill = signature(
+        "t.refill",
+        (DType::I64, 2, Privilege::ReadWrite),
+        (DType::F64, 1, Privilege::Read),
+    );
+    let pos = core.create_store(vec![4, 2], DType::I64).unwrap();
+    let bounds: Vec<u8> = [0i64, 2, 2, 5, 5, 7, 7, 10]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    core.write_bytes(pos, &bounds).unwrap();
+    let vals = vector(&mut core, &[1.0; 10]);
+    let rows = Partition::Tiling(Tiling {
+        tile: smallvec::smallvec![2, 2],
+        offset: smallvec::smallvec![0, 0],
+        projection: smallvec::smallvec![Some(0), None],
+    });
+    let reads = |log: &Arc<Mutex<Log>>| log.lock().unwrap().reads.len();
+    let through_image = |core: &mut Core| {
+        let before = reads(&log);
+        core.submit(IndexTask::new(
+            PluginId(0),
+            read.clone(),
+            vec![2],
+            vec![
+                TaskArg::new(pos, rows.clone(), Privilege::Read),
+                TaskArg::new(vals, Partition::Image(0), Privilege::Read),
+            ],
+            Vec::new(),
+        ))
+        .unwrap();
+        core.flush().unwrap();
+        reads(&log) - before
+    };
+    assert_eq!(through_image(&mut core), 4, "two points, two bounds each");
+    assert_eq!(through_image(&mut core), 0, "known");
+    assert_eq!(through_image(&mut core), 0, "still known");
+    core.write_bytes(pos, &bounds).unwrap();
+    assert_eq!(through_image(&mut core), 4, "a host write: read again");
+    assert_eq!(through_image(&mut core), 0, "known again");
+    core.submit(IndexTask::new(
+        PluginId(0),
+        refill.clone(),
+        vec![1],
+        vec![
+            TaskArg::new(pos, Partition::None, Privilege::ReadWrite),
+            TaskArg::new(vals, Partition::None, Privilege::Read),
+        ],
+        Vec::new(),
+    ))
+    .unwrap();
+    core.flush().unwrap();
+    assert_eq!(through_image(&mut core), 4, "a task wrote it: read again");
+}
