@@ -16,7 +16,7 @@ use weft_ir::reduction::LoopPartial;
 
 use crate::cache::Owner;
 use crate::kernel::{KernelEntry, KernelId};
-use crate::{Dims, Result};
+use crate::{Dims, Error, Result};
 
 /// A buffer of a back end: the memory of one storage (or of a piece of it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -222,6 +222,18 @@ pub trait Backend {
 
     /// Copies bytes of a buffer, from byte `offset`, into `out`.
     fn read(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<()>;
+
+    /// Copies the first `bytes` bytes of buffer `from` to the start of buffer `to`, in the
+    /// order of the back end's work: after every launch before it, before every one after.
+    /// The default reads and writes through the host; a device copies on the device, without
+    /// waiting for its work.
+    fn copy(&mut self, from: BufferId, to: BufferId, bytes: u64) -> Result<()> {
+        let len = usize::try_from(bytes)
+            .map_err(|_| Error::Internal(format!("a copy of {bytes} bytes")))?;
+        let mut data = vec![0u8; len];
+        self.read(from, 0, &mut data)?;
+        self.write(to, 0, &data)
+    }
 
     /// Appends `len` bytes of a buffer, from byte `offset`, to `out`. The default zeroes the
     /// new bytes, then [`Backend::read`]s into them; a back end whose buffers are host memory

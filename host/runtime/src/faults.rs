@@ -31,6 +31,7 @@ use std::sync::Arc;
 
 use weft_ir::Privilege;
 
+use crate::backend::BufferId;
 use crate::core::Core;
 use crate::stores::{StorageId, StoreId};
 use crate::task::IndexTask;
@@ -72,8 +73,9 @@ impl Faults {
 }
 
 /// The bytes of storages a fused task may clobber, taken before it runs so that its tasks can
-/// run again unfused: `None` for a storage with no buffer yet.
-pub(crate) struct Snapshot(Vec<(StorageId, Option<Vec<u8>>)>);
+/// run again unfused: copies in buffers of the back end (so a device takes them without
+/// waiting for its work), with their sizes; `None` for a storage with no buffer yet.
+pub(crate) struct Snapshot(Vec<(StorageId, Option<(BufferId, u64)>)>);
 
 /// The plugin part of a kernel name (`numeric.add` is `numeric`'s).
 fn plugin_of(name: &str) -> String {
@@ -114,6 +116,9 @@ impl Core {
             };
             let handed = self.stats.exec.buffers_handed_over;
             let Err(e) = self.execute(task, uses, snapshot.is_none()) else {
+                if let Some(snapshot) = snapshot {
+                    self.drop_snapshot(snapshot);
+                }
                 done.iter().for_each(|t| self.cure_written(t));
                 return Ok(());
             };
@@ -294,46 +299,62 @@ impl Core {
         ids
     }
 
-    /// The bytes of storages `ids` now.
+    /// Copies of storages `ids` now, taken in the order of the back end's work.
     fn snapshot(&mut self, ids: Vec<StorageId>) -> Result<Snapshot> {
         let mut taken = Vec::with_capacity(ids.len());
-        if !ids.is_empty() {
-            self.backend.synchronize()?;
-        }
         for id in ids {
             let Some(storage) = self.stores.storage(id) else {
                 continue;
             };
-            let bytes = match storage.buffer() {
+            let (buffer, bytes) = (storage.buffer(), storage.bytes());
+            let copy = match buffer {
                 Some(buffer) => {
-                    let len = usize::try_from(storage.bytes())
-                        .map_err(|_| Error::Internal(format!("storage {} too large", id.0)))?;
-                    let mut bytes = vec![0u8; len];
-                    self.backend.read(buffer, 0, &mut bytes)?;
-                    Some(bytes)
+                    let copy = self.backend.alloc_uninit(bytes)?;
+                    if let Err(e) = self.backend.copy(buffer, copy, bytes) {
+                        self.backend.free(copy);
+                        self.drop_snapshot(Snapshot(taken));
+                        return Err(e);
+                    }
+                    Some((copy, bytes))
                 }
                 None => None,
             };
-            taken.push((id, bytes));
+            taken.push((id, copy));
         }
         Ok(Snapshot(taken))
     }
 
+    /// Frees what [`Core::snapshot`] took, unused.
+    fn drop_snapshot(&mut self, snapshot: Snapshot) {
+        for (_, copy) in snapshot.0 {
+            if let Some((buffer, _)) = copy {
+                self.backend.free(buffer);
+            }
+        }
+    }
+
     /// Puts back what [`Core::snapshot`] took.
     fn restore(&mut self, snapshot: Snapshot) -> Result<()> {
-        for (id, bytes) in snapshot.0 {
-            match bytes {
-                Some(bytes) => {
-                    let buffer = self.stores.ensure_buffer(id, self.backend.as_mut())?;
-                    self.backend.write(buffer, 0, &bytes)?;
+        let mut result = Ok(());
+        for (id, copy) in snapshot.0 {
+            match copy {
+                Some((copy, bytes)) => {
+                    if result.is_ok() {
+                        result = self
+                            .stores
+                            .ensure_buffer(id, self.backend.as_mut())
+                            .and_then(|buffer| self.backend.copy(copy, buffer, bytes));
+                    }
+                    self.backend.free(copy);
                 }
                 None => {
                     let freed = self.stores.discard_buffers(id);
                     self.free(freed);
                 }
             }
+            self.stores.forget_indices(id);
         }
-        Ok(())
+        result
     }
 
     /// The error a read of storage `id` returns, if a failure poisoned it. It counts as

@@ -49,6 +49,9 @@ impl Backend for Observed {
     fn read(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<()> {
         self.inner.read(buffer, offset, out)
     }
+    fn copy(&mut self, from: BufferId, to: BufferId, bytes: u64) -> Result<()> {
+        self.inner.copy(from, to, bytes)
+    }
     fn read_append(
         &mut self,
         buffer: BufferId,

@@ -31,6 +31,8 @@ pub struct Log {
     pub uncleared: Vec<BufferId>,
     /// Reads of buffers ([`Backend::read`]), as `(buffer, offset, bytes)`, in order.
     pub reads: Vec<(BufferId, u64, usize)>,
+    /// Copies between buffers ([`Backend::copy`]), as `(from, to, bytes)`, in order.
+    pub copies: Vec<(BufferId, BufferId, u64)>,
 }
 
 /// An interpreting back end with host memory (see the module documentation).
@@ -136,6 +138,18 @@ impl Backend for FakeBackend {
         let b = self.buffer(buffer)?;
         let r = range(b.len(), offset, data.len())?;
         b[r].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn copy(&mut self, from: BufferId, to: BufferId, bytes: u64) -> Result<()> {
+        self.logged().copies.push((from, to, bytes));
+        let data = {
+            let b = self.buffer(from)?;
+            b[range(b.len(), 0, usize::try_from(bytes).unwrap_or(usize::MAX))?].to_vec()
+        };
+        let b = self.buffer(to)?;
+        let r = range(b.len(), 0, data.len())?;
+        b[r].copy_from_slice(&data);
         Ok(())
     }
 

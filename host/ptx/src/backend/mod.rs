@@ -601,6 +601,24 @@ impl<D: Device> Backend for PtxBackend<D> {
         Ok(self.device.write(address + offset, data)?)
     }
 
+    fn copy(&mut self, from: BufferId, to: BufferId, bytes: u64) -> weft_runtime::Result<()> {
+        let (src, src_size) = self.buffer(from)?;
+        let (dst, dst_size) = self.buffer(to)?;
+        if bytes > src_size || bytes > dst_size {
+            return Err(Error::Memory(format!(
+                "a copy of {bytes} bytes from a buffer of {src_size} bytes into one of \
+                 {dst_size}"
+            ))
+            .into());
+        }
+        self.drop_shadow(to);
+        if bytes == 0 {
+            return Ok(());
+        }
+        // On the stream, after the launches before it: nothing waits.
+        Ok(self.device.copy(dst, src, bytes)?)
+    }
+
     fn read(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> weft_runtime::Result<()> {
         self.drain_faults()?;
         let (address, size) = self.buffer(buffer)?;

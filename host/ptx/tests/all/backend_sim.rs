@@ -441,6 +441,34 @@ fn grouped_leaves_of_a_sum_and_a_product_merge_to_the_canonical_bits() {
     }
 }
 
+/// A copy between buffers runs on the device, in order with the launches: the bytes a
+/// launch wrote before it arrive, a launch after it sees the copy, and nothing is read back
+/// to the host; a copy past either buffer's end is an error that copies nothing.
+#[test]
+fn a_buffer_copy_runs_on_the_device_in_order_with_the_launches() {
+    let (mut backend, counts) = counting();
+    let copy = entry_of(COPY);
+    backend.prepare(&copy, Owner::RUNTIME).expect("prepares");
+    let x = upload(&mut backend, &[1.0, 2.0, 3.0, 4.0]);
+    let y = upload(&mut backend, &[0.0; 4]);
+    let z = upload(&mut backend, &[9.0; 4]);
+    let reads = counts.borrow().reads;
+    backend
+        .launch(copy.id(), &[vector(x, 4, 8), vector(y, 4, 8)], &[])
+        .expect("enqueues");
+    backend.copy(y, z, 24).expect("copies three elements");
+    assert_eq!(counts.borrow().reads, reads, "nothing read back");
+    let e = backend.copy(y, z, 40).expect_err("past the end");
+    assert!(e.to_string().contains("40 bytes"), "{e}");
+    let mut bytes = vec![0u8; 32];
+    backend.read(z, 0, &mut bytes).expect("reads");
+    let got: Vec<f64> = bytes
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect();
+    assert_eq!(got, [1.0, 2.0, 3.0, 9.0]);
+}
+
 const COPY: &str = "kernel @test.copy(%x: store<f64, 1, read>, %y: store<f64, 1, write>) {\n  \
                     parallel %y (%i) {\n    %v = load %x[%i]\n    store %y[%i], %v\n  }\n}\n";
 
