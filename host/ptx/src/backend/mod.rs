@@ -808,8 +808,21 @@ impl<D: Device> Backend for PtxBackend<D> {
                         .first()
                         .and_then(|&o| u64::try_from(o).ok())
                         .unwrap_or(0);
-                    self.block_tree_passes(leaf, buffer, start, points, entry.leaf_level)?;
                     let whole = start == 0 && over.view.first() == Some(&points);
+                    if whole && self.sole_launch && index + 1 == entries.len() && folds.is_empty() {
+                        // The launch's last entry, nothing folded before it: its last pass
+                        // may fold at once, in loop order all the same.
+                        let target = store(leaf.param).address;
+                        self.block_tree_passes_and_fold(
+                            leaf,
+                            buffer,
+                            points,
+                            entry.leaf_level,
+                            target,
+                        )?;
+                        continue;
+                    }
+                    self.block_tree_passes(leaf, buffer, start, points, entry.leaf_level)?;
                     if whole && self.sole_launch {
                         // Folded once every entry has run, as the executor would.
                         folds.push((*leaf, buffer, points, store(leaf.param).address));

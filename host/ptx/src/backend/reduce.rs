@@ -66,7 +66,11 @@ impl<D: Device> PtxBackend<D> {
         }
         let text = crate::tree::block::module(op, dtype);
         let name = format!("weft.gpu.tree.{}.{}", op.name(), dtype.name());
-        let entries = ["weft_tree_pass".to_string(), "weft_tree_fold".to_string()];
+        let entries = [
+            "weft_tree_pass".to_string(),
+            "weft_tree_fold".to_string(),
+            "weft_tree_pass_fold".to_string(),
+        ];
         let loaded = self.device.load(&name, &text, &entries)?;
         self.block_trees
             .insert((op.name(), dtype), loaded.functions.clone());
@@ -86,11 +90,36 @@ impl<D: Device> PtxBackend<D> {
         points: u64,
         from: u32,
     ) -> Result<()> {
+        self.passes_between(leaf, buffer, start, points, from, 63)
+    }
+
+    /// The passes of a whole view's leaves from level `from` up to, not including, `below`.
+    fn block_tree_passes_below(
+        &mut self,
+        leaf: &Leaf,
+        buffer: BufferId,
+        points: u64,
+        from: u32,
+        below: u32,
+    ) -> Result<()> {
+        self.passes_between(leaf, buffer, 0, points, from, below)
+    }
+
+    /// [`Self::block_tree_passes`] at the levels `from`, `from + LEVELS`, ... below `below`.
+    fn passes_between(
+        &mut self,
+        leaf: &Leaf,
+        buffer: BufferId,
+        start: u64,
+        points: u64,
+        from: u32,
+        below: u32,
+    ) -> Result<()> {
         use crate::tree::block::{BLOCK, LEVELS, THREADS};
         let functions = self.block_tree(leaf.op, leaf.dtype)?;
         let (address, _) = self.buffer(buffer)?;
         let mut level = from;
-        while level < 63 && (2u64 << level) <= points {
+        while level < below && (2u64 << level) <= points {
             let first = start.div_ceil(1 << level);
             let end = (start + points) >> level;
             let blocks = (end - 1) / BLOCK - first / BLOCK + 1;
@@ -143,6 +172,54 @@ impl<D: Device> PtxBackend<D> {
                 .map_err(|e| Error::Memory(format!("a reduction's node: {e}")))?;
         }
         Ok(part)
+    }
+
+    /// The passes of [`Self::block_tree_passes`] over a whole view's leaves (`points` of them,
+    /// holding the nodes up to level `from`) and the fold into the 0-d target at `target`:
+    /// where the last pass is one block, that block folds (`weft_tree_pass_fold`), one launch
+    /// instead of two.
+    pub(super) fn block_tree_passes_and_fold(
+        &mut self,
+        leaf: &Leaf,
+        buffer: BufferId,
+        points: u64,
+        from: u32,
+        target: u64,
+    ) -> Result<()> {
+        use crate::tree::block::{BLOCK, LEVELS};
+        let mut last = None;
+        let mut level = from;
+        while level < 63 && (2u64 << level) <= points {
+            last = Some(level);
+            level += LEVELS;
+        }
+        let one_block = last.is_some_and(|l| ((points >> l) - 1) / BLOCK == 0);
+        let Some(last) = last.filter(|_| one_block) else {
+            self.block_tree_passes(leaf, buffer, 0, points, from)?;
+            return self.block_tree_fold(leaf, buffer, points, target);
+        };
+        // Every pass but the last, then the last with the fold.
+        if last > from {
+            self.block_tree_passes_below(leaf, buffer, points, from, last)?;
+        }
+        let functions = self.block_tree(leaf.op, leaf.dtype)?;
+        let (address, _) = self.buffer(buffer)?;
+        let size = leaf.dtype.size() as u64;
+        let gathered = self.new_buffer(crate::tree::block::MAX_NODES * size, false)?;
+        let nodes = self.buffer(gathered).map(|(a, _)| a);
+        let result = nodes.and_then(|nodes| {
+            let grid = Grid {
+                blocks: [1, 1, 1],
+                threads: [crate::tree::block::THREADS as u32, 1, 1],
+            };
+            self.device.launch(
+                &functions[2],
+                grid,
+                &[address, 0, points, u64::from(last), nodes, target],
+            )
+        });
+        self.free(gathered);
+        result
     }
 
     /// Folds a whole view's leaves (after [`Self::block_tree_passes`]) into the 0-d target

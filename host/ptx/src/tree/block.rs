@@ -20,6 +20,9 @@
 //!   root over a whole view: each node passes up unchanged until it meets its left
 //!   neighbour) and folds the root into the 0-d target: `target = target op root`, as the
 //!   executor folds a result.
+//! - `weft_tree_pass_fold`: a pass whose one block's thread 0 then runs the fold's walk,
+//!   folding (the last pass of a whole view's reduction that fits one block: one launch
+//!   fewer, and no wait for a second one between them).
 
 use weft_ir::{DType, ReduceOp};
 
@@ -46,7 +49,7 @@ pub const MAX_NODES: u64 = 128;
 /// base + i + 2h)` lies inside the range: the left one is *made*, the right one *absorbed*),
 /// then puts its first node's value in shared memory for the block's ten levels over the
 /// threads' first nodes, and writes back each of its nodes made and not absorbed.
-fn pass_entry(t: &str, size: u64, shift: u32, inst: &str) -> String {
+fn pass_entry(t: &str, size: u64, shift: u32, inst: &str, fold: bool) -> String {
     let per = 1u64 << THREAD_LEVELS;
     let mut c = String::new();
     let mut line = |l: String| {
@@ -169,22 +172,44 @@ fn pass_entry(t: &str, size: u64, shift: u32, inst: &str) -> String {
         line(format!("and.pred %join, %join, %inside{i};"));
         line(format!("@%join st.global.{t} [%a{i}], %v{i};"));
     }
+    if fold {
+        line("// the last pass, one block: thread 0 walks and folds the nodes".into());
+        line("bar.sync 0;".into());
+        line("setp.ne.u64 %p3, %rd10, 0;".into());
+        line("@%p3 bra.uni $done;".into());
+        for l in fold_walk(t, shift, inst, ["%fp", "%fr", "%frd", "%ff"], None).lines() {
+            line(l.trim().to_string());
+        }
+        line("$done:".into());
+    }
     line("ret;".into());
     let regs = |prefix: &str, ty: &str| -> String {
         (0..per)
             .map(|i| format!("    .reg .{ty} {prefix}{i};\n"))
             .collect()
     };
+    let (name, extra, fold_regs) = if fold {
+        (
+            "weft_tree_pass_fold",
+            ",\n    .param .u64 nodes,\n    .param .u64 target",
+            format!(
+                "    .reg .pred %fp<4>;\n    .reg .u32 %fr<6>;\n    .reg .u64 %frd<20>;\n    \
+                 .reg .{t} %ff<4>;\n"
+            ),
+        )
+    } else {
+        ("weft_tree_pass", "", String::new())
+    };
     format!(
-        ".visible .entry weft_tree_pass(
+        ".visible .entry {name}(
     .param .u64 buf,
     .param .u64 start,
     .param .u64 count,
-    .param .u64 level
+    .param .u64 level{extra}
 )
 .maxntid {THREADS}, 1, 1
 {{
-    .reg .pred %p<10>;
+{fold_regs}    .reg .pred %p<10>;
     .reg .pred %join;
     .reg .u32 %r<8>;
     .reg .u64 %rd<24>;
@@ -204,8 +229,86 @@ fn pass_entry(t: &str, size: u64, shift: u32, inst: &str) -> String {
     )
 }
 
+/// The fold's walk (see the module documentation): the maximal aligned nodes of the range
+/// (`start`, `count` parameters) into `nodes` in order, then, where `fold` (a parameter's
+/// name; none: always) asks, folded right to left into the root and the root into `target`;
+/// its registers named by the prefixes given (predicates, 32-bit, 64-bit, values), so the last
+/// pass can run it after its levels.
+fn fold_walk(t: &str, shift: u32, inst: &str, regs: [&str; 4], fold: Option<&str>) -> String {
+    let [p, r, rd, f] = regs;
+    let fold = match fold {
+        Some(param) => format!("ld.param.u64 {rd}6, [{param}];"),
+        None => format!("mov.u64 {rd}6, 1;"),
+    };
+    format!(
+        "    ld.param.u64 {rd}1, [buf];\n\
+    cvta.to.global.u64 {rd}1, {rd}1;\n\
+    ld.param.u64 {rd}2, [start];\n\
+    ld.param.u64 {rd}3, [count];\n\
+    ld.param.u64 {rd}4, [nodes];\n\
+    cvta.to.global.u64 {rd}4, {rd}4;\n\
+    ld.param.u64 {rd}5, [target];\n\
+    cvta.to.global.u64 {rd}5, {rd}5;\n\
+    {fold}\n\
+    // pos = start, end = start + count, k = 0\n\
+    mov.u64 {rd}7, {rd}2;\n\
+    add.s64 {rd}8, {rd}2, {rd}3;\n\
+    mov.u64 {rd}9, 0;\n\
+$walk:\n\
+    setp.ge.u64 {p}1, {rd}7, {rd}8;\n\
+    @{p}1 bra.uni $walked;\n\
+    // level = min(trailing zeros of pos, floor(log2(end - pos)))\n\
+    brev.b64 {rd}10, {rd}7;\n\
+    clz.b64 {r}1, {rd}10;\n\
+    sub.s64 {rd}11, {rd}8, {rd}7;\n\
+    clz.b64 {r}2, {rd}11;\n\
+    mov.u32 {r}3, 63;\n\
+    sub.s32 {r}3, {r}3, {r}2;\n\
+    min.u32 {r}4, {r}1, {r}3;\n\
+    // nodes[k] = buf[pos - start] (from the L2: other threads of the block wrote it)\n\
+    sub.s64 {rd}12, {rd}7, {rd}2;\n\
+    shl.b64 {rd}12, {rd}12, {shift};\n\
+    add.s64 {rd}12, {rd}1, {rd}12;\n\
+    ld.global.cg.{t} {f}1, [{rd}12];\n\
+    shl.b64 {rd}13, {rd}9, {shift};\n\
+    add.s64 {rd}13, {rd}4, {rd}13;\n\
+    st.global.{t} [{rd}13], {f}1;\n\
+    add.s64 {rd}9, {rd}9, 1;\n\
+    mov.u64 {rd}14, 1;\n\
+    shl.b64 {rd}14, {rd}14, {r}4;\n\
+    add.s64 {rd}7, {rd}7, {rd}14;\n\
+    bra.uni $walk;\n\
+$walked:\n\
+    setp.eq.u64 {p}1, {rd}6, 0;\n\
+    setp.eq.u64 {p}2, {rd}9, 0;\n\
+    or.pred {p}1, {p}1, {p}2;\n\
+    @{p}1 bra.uni $done;\n\
+    // the root: the nodes folded right to left\n\
+    sub.s64 {rd}9, {rd}9, 1;\n\
+    shl.b64 {rd}13, {rd}9, {shift};\n\
+    add.s64 {rd}13, {rd}4, {rd}13;\n\
+    ld.global.{t} {f}1, [{rd}13];\n\
+$fold:\n\
+    setp.eq.u64 {p}1, {rd}9, 0;\n\
+    @{p}1 bra.uni $folded;\n\
+    sub.s64 {rd}9, {rd}9, 1;\n\
+    shl.b64 {rd}13, {rd}9, {shift};\n\
+    add.s64 {rd}13, {rd}4, {rd}13;\n\
+    ld.global.{t} {f}2, [{rd}13];\n\
+    {inst} {f}1, {f}2, {f}1;\n\
+    bra.uni $fold;\n\
+$folded:\n\
+    // target = target op root\n\
+    ld.global.{t} {f}3, [{rd}5];\n\
+    {inst} {f}3, {f}3, {f}1;\n\
+    st.global.{t} [{rd}5], {f}3;\n\
+"
+    )
+}
+
 /// The module of `op` (`sum` or `prod`) on `dtype` (`f32` or `f64`): PTX text with the
-/// entries `weft_tree_pass` and `weft_tree_fold`.
+/// entries `weft_tree_pass`, `weft_tree_pass_fold` (a last pass of one block whose thread 0
+/// then runs the fold's walk, always folding) and `weft_tree_fold`.
 pub fn module(op: ReduceOp, dtype: DType) -> String {
     let (t, size, shift) = match dtype {
         DType::F32 => ("f32", 4, 2),
@@ -224,6 +327,7 @@ pub fn module(op: ReduceOp, dtype: DType) -> String {
 .address_size 64
 
 {pass}
+{pass_fold}
 .visible .entry weft_tree_fold(
     .param .u64 buf,
     .param .u64 start,
@@ -238,73 +342,14 @@ pub fn module(op: ReduceOp, dtype: DType) -> String {
     .reg .u32 %r<6>;
     .reg .u64 %rd<20>;
     .reg .{t} %f<4>;
-    ld.param.u64 %rd1, [buf];
-    cvta.to.global.u64 %rd1, %rd1;
-    ld.param.u64 %rd2, [start];
-    ld.param.u64 %rd3, [count];
-    ld.param.u64 %rd4, [nodes];
-    cvta.to.global.u64 %rd4, %rd4;
-    ld.param.u64 %rd5, [target];
-    cvta.to.global.u64 %rd5, %rd5;
-    ld.param.u64 %rd6, [fold];
-    // pos = start, end = start + count, k = 0
-    mov.u64 %rd7, %rd2;
-    add.s64 %rd8, %rd2, %rd3;
-    mov.u64 %rd9, 0;
-$walk:
-    setp.ge.u64 %p1, %rd7, %rd8;
-    @%p1 bra.uni $walked;
-    // level = min(trailing zeros of pos, floor(log2(end - pos)))
-    brev.b64 %rd10, %rd7;
-    clz.b64 %r1, %rd10;
-    sub.s64 %rd11, %rd8, %rd7;
-    clz.b64 %r2, %rd11;
-    mov.u32 %r3, 63;
-    sub.s32 %r3, %r3, %r2;
-    min.u32 %r4, %r1, %r3;
-    // nodes[k] = buf[pos - start]
-    sub.s64 %rd12, %rd7, %rd2;
-    shl.b64 %rd12, %rd12, {shift};
-    add.s64 %rd12, %rd1, %rd12;
-    ld.global.{t} %f1, [%rd12];
-    shl.b64 %rd13, %rd9, {shift};
-    add.s64 %rd13, %rd4, %rd13;
-    st.global.{t} [%rd13], %f1;
-    add.s64 %rd9, %rd9, 1;
-    mov.u64 %rd14, 1;
-    shl.b64 %rd14, %rd14, %r4;
-    add.s64 %rd7, %rd7, %rd14;
-    bra.uni $walk;
-$walked:
-    setp.eq.u64 %p1, %rd6, 0;
-    setp.eq.u64 %p2, %rd9, 0;
-    or.pred %p1, %p1, %p2;
-    @%p1 bra.uni $done;
-    // the root: the nodes folded right to left
-    sub.s64 %rd9, %rd9, 1;
-    shl.b64 %rd13, %rd9, {shift};
-    add.s64 %rd13, %rd4, %rd13;
-    ld.global.{t} %f1, [%rd13];
-$fold:
-    setp.eq.u64 %p1, %rd9, 0;
-    @%p1 bra.uni $folded;
-    sub.s64 %rd9, %rd9, 1;
-    shl.b64 %rd13, %rd9, {shift};
-    add.s64 %rd13, %rd4, %rd13;
-    ld.global.{t} %f2, [%rd13];
-    {inst} %f1, %f2, %f1;
-    bra.uni $fold;
-$folded:
-    // target = target op root
-    ld.global.{t} %f3, [%rd5];
-    {inst} %f3, %f3, %f1;
-    st.global.{t} [%rd5], %f3;
-$done:
+{walk}$done:
     ret;
 }}
 ",
         name = op.name(),
-        pass = pass_entry(t, size, shift, &inst),
+        pass = pass_entry(t, size, shift, &inst, false),
+        pass_fold = pass_entry(t, size, shift, &inst, true),
+        walk = fold_walk(t, shift, &inst, ["%p", "%r", "%rd", "%f"], Some("fold")),
         version = crate::emit::PTX_VERSION,
         target = crate::emit::PTX_TARGET,
     )
