@@ -822,7 +822,7 @@ impl<D: Device> Backend for PtxBackend<D> {
                         )?;
                         continue;
                     }
-                    self.block_tree_passes(leaf, buffer, start, points, entry.leaf_level)?;
+                    self.block_tree_passes(leaf, buffer, (start, points), entry.leaf_level..63)?;
                     if whole && self.sole_launch {
                         // Folded once every entry has run, as the executor would.
                         folds.push((*leaf, buffer, points, store(leaf.param).address));

@@ -79,47 +79,22 @@ impl<D: Device> PtxBackend<D> {
 
     /// Runs the passes of the shared-memory tree over a rank-1 loop's leaves (global
     /// coordinates `start .. start + points`) that hold the complete aligned nodes of levels
-    /// up to `from` at their first leaf ([`crate::emit::Entry::leaf_level`]): afterwards every
-    /// complete aligned node of the range lies at its first leaf. One launch per
-    /// [`crate::tree::block::LEVELS`] levels.
+    /// up to `levels.start` at their first leaf ([`crate::emit::Entry::leaf_level`]), at the
+    /// levels `levels.start`, `levels.start + LEVELS`, ... below `levels.end`: with no end
+    /// below 63, afterwards every complete aligned node of the range lies at its first leaf.
+    /// One launch per [`crate::tree::block::LEVELS`] levels.
     pub(super) fn block_tree_passes(
         &mut self,
         leaf: &Leaf,
         buffer: BufferId,
-        start: u64,
-        points: u64,
-        from: u32,
-    ) -> Result<()> {
-        self.passes_between(leaf, buffer, start, points, from, 63)
-    }
-
-    /// The passes of a whole view's leaves from level `from` up to, not including, `below`.
-    fn block_tree_passes_below(
-        &mut self,
-        leaf: &Leaf,
-        buffer: BufferId,
-        points: u64,
-        from: u32,
-        below: u32,
-    ) -> Result<()> {
-        self.passes_between(leaf, buffer, 0, points, from, below)
-    }
-
-    /// [`Self::block_tree_passes`] at the levels `from`, `from + LEVELS`, ... below `below`.
-    fn passes_between(
-        &mut self,
-        leaf: &Leaf,
-        buffer: BufferId,
-        start: u64,
-        points: u64,
-        from: u32,
-        below: u32,
+        (start, points): (u64, u64),
+        levels: std::ops::Range<u32>,
     ) -> Result<()> {
         use crate::tree::block::{BLOCK, LEVELS, THREADS};
         let functions = self.block_tree(leaf.op, leaf.dtype)?;
         let (address, _) = self.buffer(buffer)?;
-        let mut level = from;
-        while level < below && (2u64 << level) <= points {
+        let mut level = levels.start;
+        while level < levels.end.min(63) && (2u64 << level) <= points {
             let first = start.div_ceil(1 << level);
             let end = (start + points) >> level;
             let blocks = (end - 1) / BLOCK - first / BLOCK + 1;
@@ -195,12 +170,12 @@ impl<D: Device> PtxBackend<D> {
         }
         let one_block = last.is_some_and(|l| ((points >> l) - 1) / BLOCK == 0);
         let Some(last) = last.filter(|_| one_block) else {
-            self.block_tree_passes(leaf, buffer, 0, points, from)?;
+            self.block_tree_passes(leaf, buffer, (0, points), from..63)?;
             return self.block_tree_fold(leaf, buffer, points, target);
         };
         // Every pass but the last, then the last with the fold.
         if last > from {
-            self.block_tree_passes_below(leaf, buffer, points, from, last)?;
+            self.block_tree_passes(leaf, buffer, (0, points), from..last)?;
         }
         let functions = self.block_tree(leaf.op, leaf.dtype)?;
         let (address, _) = self.buffer(buffer)?;

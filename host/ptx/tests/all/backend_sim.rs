@@ -356,6 +356,20 @@ fn pieces_of_a_view_hold_back_nodes_that_merge_to_the_canonical_bits() {
     }
 }
 
+/// Elements `lo..hi` of an `n`-element f64 vector in `buffer`, as a piece of its view.
+fn piece_of(buffer: BufferId, lo: usize, hi: usize, n: usize) -> Binding {
+    Binding::Buffer {
+        buffer,
+        offset: lo as u64,
+        extents: vec![(hi - lo) as i64].into(),
+        strides: vec![1].into(),
+        origin: vec![lo as i64].into(),
+        view: vec![n as u64].into(),
+        element_size: 8,
+        deferred: None,
+    }
+}
+
 fn pieces_merge(pieces: &[(usize, usize)]) {
     let (mut backend, dot) = simulated_with(DOT);
     let n = pieces.last().map_or(0, |p| p.1);
@@ -363,16 +377,7 @@ fn pieces_merge(pieces: &[(usize, usize)]) {
     let (bx, s) = (upload(&mut backend, &x), backend.alloc(8).expect("alloc"));
     let mut merged: Option<weft_ir::reduction::Partial> = None;
     for &(lo, hi) in pieces {
-        let piece = Binding::Buffer {
-            buffer: bx,
-            offset: lo as u64,
-            extents: vec![(hi - lo) as i64].into(),
-            strides: vec![1].into(),
-            origin: vec![lo as i64].into(),
-            view: vec![n as u64].into(),
-            element_size: 8,
-            deferred: None,
-        };
+        let piece = piece_of(bx, lo, hi, n);
         backend
             .launch(dot.id(), &[piece.clone(), piece, scalar_store(s)], &[])
             .expect("a piece launches");
@@ -424,16 +429,7 @@ fn grouped_leaves_of_a_sum_and_a_product_merge_to_the_canonical_bits() {
     );
     let mut merged: Vec<Option<weft_ir::reduction::Partial>> = vec![None, None];
     for &(lo, hi) in &pieces {
-        let piece = Binding::Buffer {
-            buffer: bx,
-            offset: lo as u64,
-            extents: vec![(hi - lo) as i64].into(),
-            strides: vec![1].into(),
-            origin: vec![lo as i64].into(),
-            view: vec![n as u64].into(),
-            element_size: 8,
-            deferred: None,
-        };
+        let piece = piece_of(bx, lo, hi, n);
         backend
             .launch(k.id(), &[piece, scalar_store(s), scalar_store(p)], &[])
             .expect("a piece launches");
