@@ -19,6 +19,7 @@ use super::Leaf;
 use crate::abi::{AbiParam, AccessKind, FaultSite};
 
 mod group;
+use group::MAX_GROUPED_LEAVES;
 mod lanes;
 
 pub use lanes::LANES;
@@ -817,7 +818,8 @@ impl<'a> Body<'a> {
                 return Ok((leaves, Vec::new()));
             }
         }
-        if rank == 1 && trees.is_empty() && !leaves.is_empty() {
+        if rank == 1 && trees.is_empty() && !leaves.is_empty() && leaves.len() <= MAX_GROUPED_LEAVES
+        {
             self.grouped_points(lp, &leaves, &extents)?;
             return Ok((leaves, Vec::new()));
         }

@@ -478,6 +478,59 @@ fn a_buffer_copy_runs_on_the_device_in_order_with_the_launches() {
     assert_eq!(got, [1.0, 2.0, 3.0, 9.0]);
 }
 
+/// A kernel whose one loop sums `x * (k + 1)` into `count` 0-d stores.
+fn many_sums(count: usize) -> String {
+    let mut params = String::from("%x: store<f64, 1, read>");
+    let mut body = String::from("    %a = load %x[%i]\n");
+    for k in 0..count {
+        params.push_str(&format!(", %s{k}: store<f64, 0, reduce(sum)>"));
+        body.push_str(&format!(
+            "    %c{k} = const f64 {}.0\n    %m{k} = mul %a, %c{k}\n    reduce sum %s{k}[], %m{k}\n",
+            k + 1
+        ));
+    }
+    format!("kernel @test.sums{count}({params}) {{\n  parallel %x (%i) {{\n{body}  }}\n}}\n")
+}
+
+/// A loop with at most `MAX_GROUPED_LEAVES` float sums combines them in its blocks; one with
+/// more (whose slots would pass a block's 48 KiB of static shared memory) writes a leaf per
+/// point; both give the canonical order's bits.
+#[test]
+fn a_loop_with_too_many_sums_for_shared_memory_writes_a_leaf_per_point() {
+    use weft_ptx::emit::GROUP_LEVELS;
+    for (count, level) in [(16, GROUP_LEVELS), (17, 0)] {
+        let text = many_sums(count);
+        let kernel = weft_ir::text::parse(&text).expect("parses");
+        let valid = weft_ir::ValidKernel::new(kernel).expect("valid");
+        let module = weft_ptx::emit(&valid).expect("emits");
+        assert_eq!(module.entries[0].leaf_level, level, "{count} sums");
+        let (mut backend, k) = simulated_with(&text);
+        backend.set_sole_launch(true);
+        let n = 3001usize;
+        let x: Vec<f64> = (0..n).map(|i| (i as f64 * 0.71).cos()).collect();
+        let bx = upload(&mut backend, &x);
+        let sums: Vec<BufferId> = (0..count).map(|_| upload(&mut backend, &[0.0])).collect();
+        let mut bindings = vec![vector(bx, n, 8)];
+        bindings.extend(sums.iter().map(|&b| scalar_store(b)));
+        backend.launch(k.id(), &bindings, &[]).expect("launches");
+        for (j, &b) in sums.iter().enumerate() {
+            let mut bytes = [0u8; 8];
+            backend.read(b, 0, &mut bytes).expect("reads");
+            let want = canonical(ReduceOp::Sum, DType::F64, &[n as u64], &|p| {
+                Scalar::F64(x[p[0] as usize] * (j + 1) as f64)
+            });
+            let Some(Scalar::F64(want)) = want else {
+                panic!("a root");
+            };
+            assert_eq!(
+                f64::from_le_bytes(bytes).to_bits(),
+                (0.0 + want).to_bits(),
+                "{count} sums, sum {j}"
+            );
+        }
+    }
+}
+
 const COPY: &str = "kernel @test.copy(%x: store<f64, 1, read>, %y: store<f64, 1, write>) {\n  \
                     parallel %y (%i) {\n    %v = load %x[%i]\n    store %y[%i], %v\n  }\n}\n";
 

@@ -29,6 +29,10 @@ use weft_ir::{ParallelLoop, ReduceOp};
 /// Children one thread combines in a round (three levels).
 const FAN: u64 = 8;
 
+/// The most leaves a grouped entry combines: each takes 2 KiB of shared memory, and a block's
+/// static shared memory stops at 48 KiB. A loop with more writes a leaf per point.
+pub const MAX_GROUPED_LEAVES: usize = 16;
+
 impl Body<'_> {
     /// The grouped loop of a rank-1 entry with leaves (see the module documentation).
     pub(super) fn grouped_points(
