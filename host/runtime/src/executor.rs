@@ -72,6 +72,9 @@ impl Executor<'_> {
 
     /// Forgets the index values known of every storage `task` may write.
     fn forget_written(&mut self, task: &IndexTask) {
+        if !self.stores.knows_indices() {
+            return;
+        }
         for arg in &task.args {
             if arg.privilege != weft_ir::Privilege::Read
                 && let Ok(info) = self.stores.get(arg.store)

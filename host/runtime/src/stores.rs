@@ -568,6 +568,12 @@ impl Stores {
         known.insert(element, value);
     }
 
+    /// Whether any index values are known (so a task that writes need not look at its
+    /// arguments' storages when none are).
+    pub fn knows_indices(&self) -> bool {
+        !self.indices.is_empty()
+    }
+
     /// Forgets the index values read back from storage `storage`: it may have changed.
     pub fn forget_indices(&mut self, storage: StorageId) {
         self.indices.remove(&storage);
