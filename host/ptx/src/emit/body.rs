@@ -823,7 +823,7 @@ impl<'a> Body<'a> {
             self.grouped_points(lp, &leaves, &extents)?;
             return Ok((leaves, Vec::new()));
         }
-        let (linear, step) = self.grid();
+        let (linear, step, _) = self.grid();
         if !trees.is_empty() {
             self.units(lp, &leaves, &trees, &extents, &linear, &step)?;
             return Ok((leaves, trees));
@@ -960,8 +960,9 @@ impl<'a> Body<'a> {
         Ok(())
     }
 
-    /// The thread's first linear index and the grid's stride.
-    fn grid(&mut self) -> (String, String) {
+    /// The thread's first linear index, the grid's stride and the thread's index in its
+    /// block, each in a 64-bit register.
+    fn grid(&mut self) -> (String, String, String) {
         let (ctaid, ntid, tid, nctaid) = (
             self.tmp("u32"),
             self.tmp("u32"),
@@ -977,7 +978,7 @@ impl<'a> Body<'a> {
         self.line(format!("cvt.u64.u32 {t64}, {tid};"));
         self.line(format!("add.s64 {linear}, {linear}, {t64};"));
         self.line(format!("mul.wide.u32 {step}, {nctaid}, {ntid};"));
-        (linear, step)
+        (linear, step, t64)
     }
 
     /// One point: the leaves' registers start from the exact identity, the body runs, and

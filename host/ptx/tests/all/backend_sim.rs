@@ -56,6 +56,16 @@ pub(crate) fn scalar_store(buffer: BufferId) -> Binding {
     }
 }
 
+/// The first `n` f64 values of `buffer`, read back.
+fn download(backend: &mut dyn Backend, buffer: BufferId, n: usize) -> Vec<f64> {
+    let mut bytes = vec![0u8; 8 * n];
+    backend.read(buffer, 0, &mut bytes).expect("reads");
+    bytes
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect()
+}
+
 /// A new buffer holding `values` (at least 8 bytes, so that an empty one is a buffer too).
 pub(crate) fn upload(backend: &mut dyn Backend, values: &[f64]) -> BufferId {
     let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -169,12 +179,7 @@ fn a_failed_index_check_is_a_kernel_fault_not_a_lost_device() {
         .collect();
     backend.write(idx, 0, &good).expect("write");
     backend.launch(gather.id(), &args, &[]).expect("enqueues");
-    let mut bytes = vec![0u8; 32];
-    backend.read(out, 0, &mut bytes).expect("reads");
-    let got: Vec<f64> = bytes
-        .chunks_exact(8)
-        .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
-        .collect();
+    let got = download(&mut backend, out, 4);
     assert_eq!(got, [13.0, 10.0, 12.0, 11.0]);
 }
 
@@ -469,12 +474,7 @@ fn a_buffer_copy_runs_on_the_device_in_order_with_the_launches() {
     assert_eq!(counts.borrow().reads, reads, "nothing read back");
     let e = backend.copy(y, z, 40).expect_err("past the end");
     assert!(e.to_string().contains("40 bytes"), "{e}");
-    let mut bytes = vec![0u8; 32];
-    backend.read(z, 0, &mut bytes).expect("reads");
-    let got: Vec<f64> = bytes
-        .chunks_exact(8)
-        .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
-        .collect();
+    let got = download(&mut backend, z, 4);
     assert_eq!(got, [1.0, 2.0, 3.0, 9.0]);
 }
 
@@ -563,12 +563,7 @@ fn checks_the_loop_range_proves_are_made_once_before_the_loop() {
     backend
         .launch(copy.id(), &[vector(x, 3, 8), vector(y, 3, 8)], &[])
         .expect("enqueues");
-    backend.read(y, 0, &mut bytes).expect("reads");
-    let got: Vec<f64> = bytes
-        .chunks_exact(8)
-        .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
-        .collect();
-    assert_eq!(got, [1.0, 2.0, 3.0, 9.0]);
+    assert_eq!(download(&mut backend, y, 4), [1.0, 2.0, 3.0, 9.0]);
 }
 
 /// The entries' 32-bit-offset variants give the 64-bit entries' bits: a strided gather, a
@@ -824,11 +819,5 @@ fn deferred_stores_of_sole_launches_swap_buffers() {
         0,
         "a shadow again after sweep 3"
     );
-    let mut bytes = vec![0u8; 8 * n];
-    backend.read(grid, 0, &mut bytes).expect("reads");
-    let got: Vec<f64> = bytes
-        .chunks_exact(8)
-        .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
-        .collect();
-    assert_eq!(got, want);
+    assert_eq!(download(&mut backend, grid, n), want);
 }

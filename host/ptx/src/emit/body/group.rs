@@ -51,26 +51,8 @@ impl Body<'_> {
             param: lp.over,
             dim: 0,
         });
-        let (ctaid, ntid, tid, nctaid) = (
-            self.tmp("u32"),
-            self.tmp("u32"),
-            self.tmp("u32"),
-            self.tmp("u32"),
-        );
-        let (local, step, tid64, shift) = (
-            self.tmp("s64"),
-            self.tmp("s64"),
-            self.tmp("s64"),
-            self.tmp("s64"),
-        );
-        self.line(format!("mov.u32 {ctaid}, %ctaid.x;"));
-        self.line(format!("mov.u32 {ntid}, %ntid.x;"));
-        self.line(format!("mov.u32 {tid}, %tid.x;"));
-        self.line(format!("mov.u32 {nctaid}, %nctaid.x;"));
-        self.line(format!("mul.wide.u32 {local}, {ctaid}, {ntid};"));
-        self.line(format!("cvt.u64.u32 {tid64}, {tid};"));
-        self.line(format!("add.s64 {local}, {local}, {tid64};"));
-        self.line(format!("mul.wide.u32 {step}, {nctaid}, {ntid};"));
+        let (local, step, tid64) = self.grid();
+        let shift = self.tmp("s64");
         self.line("// blocks on aligned runs of the global coordinates");
         self.line(format!("and.b64 {shift}, {origin}, {};", block - 1));
         self.line(format!("sub.s64 {local}, {local}, {shift};"));

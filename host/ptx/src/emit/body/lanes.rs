@@ -259,7 +259,7 @@ impl Body<'_> {
             .first()
             .cloned()
             .ok_or_else(|| "lanes of a 0-d loop".to_string())?;
-        let (linear, step) = self.grid();
+        let (linear, step, tid) = self.grid();
         let shift = LANES.trailing_zeros();
         let (lane, group, gstep, first) = (
             self.tmp("u64"),
@@ -267,12 +267,10 @@ impl Body<'_> {
             self.tmp("u64"),
             self.tmp("u64"),
         );
-        let (tid32, tid, slot) = (self.tmp("u32"), self.tmp("u64"), self.tmp("u64"));
+        let slot = self.tmp("u64");
         self.line(format!("and.b64 {lane}, {linear}, {};", LANES - 1));
         self.line(format!("shr.u64 {group}, {linear}, {shift};"));
         self.line(format!("shr.u64 {gstep}, {step}, {shift};"));
-        self.line(format!("mov.u32 {tid32}, %tid.x;"));
-        self.line(format!("cvt.u64.u32 {tid}, {tid32};"));
         self.line(format!("shr.u64 {slot}, {tid}, {shift};"));
         self.line(format!("sub.s64 {first}, {group}, {slot};"));
         let token = self.tmp("u32");
