@@ -57,7 +57,7 @@ pub(crate) fn scalar_store(buffer: BufferId) -> Binding {
 }
 
 /// The first `n` f64 values of `buffer`, read back.
-fn download(backend: &mut dyn Backend, buffer: BufferId, n: usize) -> Vec<f64> {
+pub(crate) fn download(backend: &mut dyn Backend, buffer: BufferId, n: usize) -> Vec<f64> {
     let mut bytes = vec![0u8; 8 * n];
     backend.read(buffer, 0, &mut bytes).expect("reads");
     bytes

@@ -12,7 +12,7 @@ use weft_ptx::emit::LANES;
 use weft_ptx::{PtxBackend, emit};
 use weft_runtime::{Backend, Binding, BufferId, KernelEntry, Owner};
 
-use crate::backend_sim::{scalar_store, upload, vector};
+use crate::backend_sim::{download, scalar_store, upload, vector};
 
 /// `y[i] = 0.5 * sum_j A[i, j] * x[j]` in the lane order, and `total += y[i]`.
 fn scaled_matvec() -> Kernel {
@@ -71,15 +71,6 @@ fn matrix(buffer: BufferId, rows: usize, cols: usize, by_columns: bool) -> Bindi
         element_size: 8,
         deferred: None,
     }
-}
-
-fn read(backend: &mut dyn Backend, buffer: BufferId, n: usize) -> Vec<f64> {
-    let mut bytes = vec![0u8; 8 * n];
-    backend.read(buffer, 0, &mut bytes).expect("reads");
-    bytes
-        .chunks_exact(8)
-        .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
-        .collect()
 }
 
 /// Values with many distinct bits, so that another order of the terms shows.
@@ -150,7 +141,7 @@ fn split_lanes_give_the_lane_orders_bits() {
             ];
             backend.launch(entry.id(), &args, &[]).expect("launches");
             let mut parts = backend.take_reductions().expect("reductions");
-            let got = read(&mut backend, by, rows);
+            let got = download(&mut backend, by, rows);
             let want: Vec<f64> = (0..rows)
                 .map(|i| lane_order_dot(&a[i * cols..(i + 1) * cols], &x) * 0.5)
                 .collect();
@@ -207,7 +198,7 @@ fn a_lanes_failed_check_is_a_fault_of_the_kernel() {
         scalar_store(bt),
     ];
     backend.launch(entry.id(), &good, &[]).expect("launches");
-    let got = read(&mut backend, by, rows);
+    let got = download(&mut backend, by, rows);
     let want: Vec<f64> = (0..rows)
         .map(|i| lane_order_dot(&a[i * cols..(i + 1) * cols], &x) * 0.5)
         .collect();
