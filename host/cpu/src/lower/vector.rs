@@ -73,6 +73,9 @@ pub(crate) struct Features {
     /// Vector `floor` and `ceil` are single instructions (on x86_64, SSE4.1's `roundpd`;
     /// without it Cranelift would call `floor` per lane, so loops using them stay scalar).
     pub round: bool,
+    /// Vector `fma` is one instruction (x86_64's FMA3; without it Cranelift would call `fma`
+    /// per lane, so loops using it stay scalar).
+    pub fma: bool,
     /// Loops with 64-bit lanes run their bulk in bodies of this instruction set (see
     /// [`super::wide`]), where it takes them.
     pub wide: Option<Isa>,
@@ -84,17 +87,20 @@ impl Features {
     pub(crate) fn of(isa: &dyn TargetIsa) -> Option<Features> {
         match isa.name() {
             "x64" => {
-                let sse41 = isa
-                    .isa_flags()
-                    .iter()
-                    .any(|f| f.name == "has_sse41" && f.as_bool() == Some(true));
+                let has = |name: &str| {
+                    isa.isa_flags()
+                        .iter()
+                        .any(|f| f.name == name && f.as_bool() == Some(true))
+                };
                 Some(Features {
-                    round: sse41,
+                    round: has("has_sse41"),
+                    fma: has("has_fma"),
                     wide: Isa::widest_detected(),
                 })
             }
             "aarch64" => Some(Features {
                 round: true,
+                fma: true,
                 wide: None,
             }),
             _ => None,

@@ -256,15 +256,33 @@ fn fma_rows_in_lanes_give_the_scalar_bits_and_the_rust_lane_order() {
         let k = fma_row_kernel(dt);
         let (v, s) = both(&k, 1);
         same_rows(&v, &s, (dt, dt), &k.name);
-        // The wide bodies take no `fma`: their paths keep the 128-bit lanes.
-        for (path, w) in wide_paths(&k, 0) {
+        // The wide bodies take `fma` on `f64` lanes (`vfmadd...pd`), where the CPU has the
+        // FMA instructions; `f32` lanes keep the 128-bit code.
+        let wide = usize::from(dt == DType::F64 && std::arch::is_x86_feature_detected!("fma"));
+        for (path, w) in wide_paths(&k, wide) {
             same_rows(&w, &s, (dt, dt), &format!("{} on {path}", k.name));
         }
     }
     // Against the order written out with Rust's `mul_add`, on values whose sums differ when
-    // products are rounded first (checked below), so the test fails if a lowering does.
+    // products are rounded first (checked below), so the test fails if a lowering does: the
+    // 128-bit lanes and every wide path.
     let k = fma_row_kernel(DType::F64);
     let (v, _) = both(&k, 1);
+    let wide = usize::from(std::arch::is_x86_feature_detected!("fma"));
+    let mut compiled = vec![("128-bit".to_string(), v)];
+    compiled.extend(
+        wide_paths(&k, wide)
+            .into_iter()
+            .map(|(p, c)| (p.to_string(), c)),
+    );
+    for (path, v) in &compiled {
+        rows_match_rust_mul_add(v, path);
+    }
+}
+
+/// Checks the rows of `fma_row_kernel(F64)`, compiled as `v` (on `path`), against the lane
+/// order written out with Rust's `mul_add`.
+fn rows_match_rust_mul_add(v: &CompiledKernel, path: &str) {
     let (m, n) = (5, 203);
     let mut a: Vec<f64> = values(DType::F64, m * n, 7, false)
         .into_iter()
@@ -274,7 +292,7 @@ fn fma_rows_in_lanes_give_the_scalar_bits_and_the_rust_lane_order() {
         .into_iter()
         .map(f64::from_bits)
         .collect();
-    let y = run_f64_rows(&v, &mut a, &mut x);
+    let y = run_f64_rows(v, &mut a, &mut x);
     let mut rounded_twice_differs = false;
     for (i, got) in y.iter().enumerate() {
         let row = &a[i * n..(i + 1) * n];
@@ -288,7 +306,7 @@ fn fma_rows_in_lanes_give_the_scalar_bits_and_the_rust_lane_order() {
         }
         let tail = (blocks * FOLD_LANES..n).fold(0.0f64, |acc, j| row[j].mul_add(x[j], acc));
         let want = (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))) + tail;
-        assert_eq!(got.to_bits(), want.to_bits(), "row {i}");
+        assert_eq!(got.to_bits(), want.to_bits(), "row {i} on {path}");
         let terms: Vec<f64> = (0..n).map(|j| row[j] * x[j]).collect();
         rounded_twice_differs |= lane_sum(&terms).to_bits() != want.to_bits();
     }

@@ -36,6 +36,10 @@ enum Step {
     F(BinaryOp, usize, Result<usize, Uni>),
     /// `uniform op f64`: a uniform first operand.
     FRev(BinaryOp, Uni, usize),
+    /// `fma(x, y, z)`, `x·y + z` rounded once: `x` a value, `y` and `z` values or uniforms.
+    Fma(usize, Result<usize, Uni>, Result<usize, Uni>),
+    /// `fma(u, y, z)`: a uniform first factor.
+    FmaRev(Uni, usize, Result<usize, Uni>),
     FUn(UnaryOp, usize),
     I(BinaryOp, usize, Result<usize, Uni>),
     IShift(BinaryOp, usize, u8),
@@ -162,6 +166,14 @@ fn program(name: &str, steps: &[Step]) -> Kernel {
                     let x = uni(kb, u, f);
                     (f, kb.bin(op, x, p.pick(f, y)))
                 }
+                Step::Fma(x, y, z) => {
+                    let (y, z) = (operand(kb, &p, f, y), operand(kb, &p, f, z));
+                    (f, kb.op(weft_ir::Op::Fma(p.pick(f, x), y, z)))
+                }
+                Step::FmaRev(u, y, z) => {
+                    let (x, z) = (uni(kb, u, f), operand(kb, &p, f, z));
+                    (f, kb.op(weft_ir::Op::Fma(x, p.pick(f, y), z)))
+                }
                 Step::FUn(op, x) => (f, kb.un(op, p.pick(f, x))),
                 Step::I(op, x, y) => {
                     let y = operand(kb, &p, int, y);
@@ -254,8 +266,13 @@ fn inputs(len: usize, seed: u64) -> (Vec<f64>, Vec<f64>, Vec<i64>) {
     (a, b, n)
 }
 
-/// Whether `path`'s bodies take the operations of `steps` (AVX-512 takes them all).
+/// Whether `path`'s bodies take the operations of `steps` (AVX-512 takes them all; `fma`
+/// needs the CPU's FMA instructions on both).
 fn takes(path: SimdPath, steps: &[Step]) -> bool {
+    let fma = |s: &Step| matches!(s, Step::Fma(..) | Step::FmaRev(..));
+    if steps.iter().any(fma) && !std::arch::is_x86_feature_detected!("fma") {
+        return false;
+    }
     path != SimdPath::Avx2
         || !steps.iter().any(|s| match *s {
             Step::I(op, ..) => op == BinaryOp::Mul,
@@ -293,7 +310,7 @@ fn three_ways(k: &Kernel, path: SimdPath, takes: bool) -> [CompiledKernel; 3] {
         if !takes {
             let why = wide.wide_refusals();
             assert!(
-                why.len() == 1 && why[0].contains("AVX2"),
+                why.len() == 1 && (why[0].contains("AVX2") || why[0].contains("FMA")),
                 "{}: {why:?}",
                 k.name
             );
@@ -401,6 +418,42 @@ fn every_operation_gives_the_scalar_bits(path: SimdPath) {
     for op in F_UN {
         check(&format!("f64.{}", op.name()), &[Step::FUn(op, 0)]);
     }
+    // `fma` with every operand a value, and each of the three (then two) uniform.
+    check("f64.fma", &[Step::Fma(0, Ok(1), Ok(0))]);
+    for u in unis {
+        check("f64.fma.uniform_y", &[Step::Fma(0, Err(u), Ok(1))]);
+        check("f64.fma.uniform_z", &[Step::Fma(0, Ok(1), Err(u))]);
+        check("f64.fma.uniform_yz", &[Step::Fma(1, Err(u), Err(u))]);
+        check("f64.fma.uniform_x", &[Step::FmaRev(u, 0, Ok(1))]);
+        check("f64.fma.uniform_xz", &[Step::FmaRev(u, 1, Err(Uni::Param))]);
+    }
+    // The first factor lives on and the addend is uniform: the result takes the second
+    // factor's register (`vfmadd213pd`), and the first is read again after.
+    check(
+        "f64.fma.second_factor_dies",
+        &[
+            Step::F(BinaryOp::Add, 0, Ok(1)),
+            Step::Fma(0, Ok(2), Err(Uni::Param)),
+            Step::F(BinaryOp::Sub, 0, Ok(3)),
+        ],
+    );
+    // Both factors live on and the addend is uniform: the addend is copied into the result's
+    // own register first (`vfmadd231pd`).
+    for u in unis {
+        check(
+            "f64.fma.factors_live_on",
+            &[
+                Step::Fma(0, Ok(1), Err(u)),
+                Step::F(BinaryOp::Sub, 0, Ok(1)),
+                Step::F(BinaryOp::Add, 2, Ok(3)),
+            ],
+        );
+    }
+    // A Horner chain: each step's result the next step's factor, the addend a constant.
+    let horner: Vec<Step> = (0..6)
+        .map(|k| Step::Fma(usize::MAX, Ok(0), Err(Uni::Const((0.5 + k as f64).to_bits()))))
+        .collect();
+    check("f64.fma.horner", &horner);
     for op in I_OPS {
         check(&format!("i64.{}", op.name()), &[Step::I(op, 0, Ok(0))]);
         check(
@@ -477,7 +530,7 @@ fn avx512_every_operation_gives_the_scalar_bits() {
 
 /// More values alive at once than registers: 48 vectors and 12 masks, all used at the end, so
 /// the body stores values into stack slots, reads them back and reads them from the slots as
-/// operands.
+/// operands (of `fma` too).
 fn values_beyond_the_registers_are_spilled_and_reloaded(path: SimdPath) {
     let mut steps = vec![];
     for k in 0..48 {
@@ -496,6 +549,11 @@ fn values_beyond_the_registers_are_spilled_and_reloaded(path: SimdPath) {
     }
     for k in 0..12 {
         steps.push(Step::B(BinaryOp::Xor, 13 + k, 1 + k));
+    }
+    // And by `fma`, whose operands are read back from their slots or from memory: f64
+    // values 2..98, the first factor the previous result.
+    for k in 0..48 {
+        steps.push(Step::Fma(98 + k, Ok(2 + k), Ok(50 + k)));
     }
     check(path, "spills", &steps);
 }
@@ -530,6 +588,8 @@ fn arb_step() -> impl Strategy<Value = Step> {
         (prop::sample::select(F_OPS.to_vec()), arb_uni(), i())
             .prop_map(|(o, u, y)| Step::FRev(o, u, y)),
         (prop::sample::select(F_UN.to_vec()), i()).prop_map(|(o, x)| Step::FUn(o, x)),
+        (i(), arb_operand(), arb_operand()).prop_map(|(x, y, z)| Step::Fma(x, y, z)),
+        (arb_uni(), i(), arb_operand()).prop_map(|(u, y, z)| Step::FmaRev(u, y, z)),
         (prop::sample::select(I_OPS.to_vec()), i(), arb_operand())
             .prop_map(|(o, x, y)| Step::I(o, x, y)),
         (

@@ -2,7 +2,7 @@
 //!
 //! [`lower_math`] replaces every `exp`, `log`, `sin`, `cos`, `tanh`, `erf` (unary) and `pow`
 //! (binary) on `f64` or `f32` by a straight-line sequence of IR operations: `add`, `sub`,
-//! `mul`, `div`, `min`, `max`, `neg`, `abs`, `floor`, comparisons, `select`, `bitcast`, the
+//! `mul`, `div`, `fma`, `min`, `max`, `neg`, `abs`, `floor`, comparisons, `select`, `bitcast`, the
 //! integer `add`, `and`, `or`, `xor`, `shl` and `shr`, and (only in the `f32` forms of `sin`,
 //! `cos` and `pow`, which compute in `f64`) `cast` between `f32` and `f64`. The expansions have
 //! no calls, no loops and no branches, never convert between floats and integers (so a vector
@@ -27,29 +27,31 @@
 //! for `f32`), whose bits also hold the rounded value in their low bits, so `2^k` is built by
 //! adding the exponent bias to those bits and shifting them into the exponent field (`shl`); an
 //! exponent field `e` becomes the float `e` as `bitcast(e | bits(2^52)) - 2^52`. Polynomials
-//! are evaluated by Horner's rule, split into even and odd chains where they are long.
+//! are evaluated by Horner's rule, each step one `fma` (rounded once, on every back end: the
+//! FMA instruction or a library `fma` on the CPU, `fma.rn` on the GPU), split into even and odd
+//! chains where they are long.
 //!
 //! - **exp** (`f64`): `k = round(x/ln 2)`, `r = x - k·ln 2` with `ln 2` in two parts (Cody and
 //!   Waite), `e^r = 1 + r + r²·Q(r)` with `Q` of degree 9 (relative error 1.6e-17 on
 //!   `|r| <= 0.3466`); `2^k` is applied as two exact power-of-two factors (`2^(k-1)·2` for
 //!   `x > 0`, `2^(k+64)·2^-64` otherwise), so that results near the overflow threshold are
 //!   finite and gradual underflow is rounded once. `x` is first clamped to `[-746, 710]`, which
-//!   makes overflow give `+inf` and underflow `+0` with no other test; NaN propagates. 40
+//!   makes overflow give `+inf` and underflow `+0` with no other test; NaN propagates. 30
 //!   operations.
 //! - **exp** (`f32`): the same with Cephes' degree-7 `expf` polynomial, `2^(k-1)·2` or
-//!   `2^(k+32)·2^-32`, and `x` clamped to `[-104, 89]`. 32 operations.
+//!   `2^(k+32)·2^-32`, and `x` clamped to `[-104, 89]`. 26 operations.
 //! - **log**: subnormals are scaled by `2^54` (`f32`: `2^25`); the bits give `x = 2^k·m` with
 //!   `m` in `[√½, √2)`; `log m = f - f²/2 + s·(f²/2 + R(s²))` with `f = m - 1`, `s = f/(2 + f)`
 //!   (one division) and fdlibm's `R` (degree 7; `f32`: `logf`'s, degree 4); `k·ln 2` in two
 //!   parts. Selects give `log(±0) = -inf`, `log x = NaN` for `x < 0` and NaN, `log(+inf) =
-//!   +inf`. 47 (`f64`) and 41 (`f32`) operations.
+//!   +inf`. 42 (`f64`) and 39 (`f32`) operations.
 //! - **sin, cos** (`f64`): `n = round(x·2/π)`; `x - n·π/2` with π/2 in three 33-bit pieces, the
 //!   reduced argument kept as a double-double `y0 + y1` (fdlibm's medium-range reduction, its
 //!   second round always taken); fdlibm's `__kernel_sin` and `__kernel_cos`, both computed; a
-//!   select on the parity of `n` picks one and the bits of `n` give the sign. 68 and 69
+//!   select on the parity of `n` picks one and the bits of `n` give the sign. 59 and 60
 //!   operations.
 //! - **sin, cos** (`f32`): computed in `f64` (two-part reduction, fdlibm's `__kernel_sindf` and
-//!   `__kernel_cosdf` polynomials) and rounded once. 42 and 43 operations.
+//!   `__kernel_cosdf` polynomials) and rounded once. 37 and 38 operations.
 //!
 //!   The reduction is exact while `|n| < 2^20`, that is for `|x| < 2^20·π/2 ≈ 1.6e6`, where both
 //!   types are within an ulp. Beyond, the absolute error grows like `|x|·2^-54` (measured: 1e-9
@@ -59,19 +61,19 @@
 //!   else `(E - 1)/(E + 1)` with `E = e^(2·min(a, 20))`; the two share one division (numerator
 //!   and denominator are selected). `f32`: Cephes' `tanhf` polynomial below 0.625, else
 //!   `1 - 2/(E + 1)` with `E = e^(2·min(a, 10))`. The sign of `x` is copied onto the result,
-//!   so `tanh(-0) = -0`; `tanh(±inf) = ±1`. 62 (`f64`) and 51 (`f32`) operations.
+//!   so `tanh(-0) = -0`; `tanh(±inf) = ±1`. 48 (`f64`) and 40 (`f32`) operations.
 //! - **erf**: on `a = |x|`: `a + a·P(a²)` for `a < 0.84375` (`P` of degree 10, relative error
 //!   2e-17; `f32`: degree 5); else `1 - e^(-c²)·N(c)/D(c)` with `c = min(a, 6)` (`f32`:
 //!   `min(a, 4)`, where `erf` rounds to 1) and a rational fit of `erfc(c)·e^(c²)` of degree
 //!   5/6 (`f32`: 2/3) whose absolute error in `erfc` is below 1e-17 (`f32`: 5e-10). The sign of
-//!   `x` is copied onto the result; `erf(±inf) = ±1`. 93 (`f64`) and 62 (`f32`) operations.
+//!   `x` is copied onto the result; `erf(±inf) = ±1`. 62 (`f64`) and 46 (`f32`) operations.
 //! - **pow** (`f64`): `a^b = e^(b·log|a|)` with `log|a|` a double-double accurate to about
 //!   2^-64 relative (the reduction of `log` above; `s` split into a 16-bit head and a tail,
 //!   `2s + (2/3)s³` kept exact, a degree-7 series for the rest), `b·log|a|` as an exact product
 //!   (Dekker's, with Veltkamp's splitting), and its low part added to the reduced argument of
-//!   `exp`. 169 operations.
+//!   `exp`. 152 operations.
 //! - **pow** (`f32`): in `f64`, `e^(b·log|a|)` with the plain `f64` `log` (its error, at most
-//!   `|b·log a|·2^-52`, is far below an `f32` ulp), rounded once. 115 operations.
+//!   `|b·log a|·2^-52`, is far below an `f32` ulp), rounded once. 100 operations.
 //!
 //!   The special cases of `pow` (both types) are those of C99 and Rust's `powf`:
 //!   `pow(a, ±0) = 1` for any `a`, NaN included; `pow(1, b) = 1` for any `b`, NaN included;
@@ -514,13 +516,17 @@ impl Em<'_> {
         self.sel(c, x, y)
     }
 
-    /// `a + b·c`.
+    /// `a + b·c`, rounded once (`fma`).
     fn mad(&mut self, a: V, b: V, c: V) -> V {
-        let p = self.mul(b, c);
-        self.add(a, p)
+        self.fma(b, c, a)
     }
 
-    /// `c[0] + x·(c[1] + x·(c[2] + ...))` (Horner).
+    /// `a·b + c`, rounded once.
+    fn fma(&mut self, a: V, b: V, c: V) -> V {
+        self.push(Op::Fma(a.id, b.id, c.id), a.t)
+    }
+
+    /// `c[0] + x·(c[1] + x·(c[2] + ...))` (Horner), each step one `fma`.
     fn horner(&mut self, x: V, c: &[f64]) -> V {
         let Some((&last, rest)) = c.split_last() else {
             return self.f(x.t, 0.0);
@@ -528,17 +534,16 @@ impl Em<'_> {
         let Some((&next, rest)) = rest.split_last() else {
             return self.f(x.t, last);
         };
-        // The first step is `next + x·last`, or `next + x` for a monic polynomial.
+        // The first step is `last·x + next`, or `x + next` for a monic polynomial.
         let mut acc = if last == 1.0 {
             self.addc(x, next)
         } else {
-            let l = self.f(x.t, last);
-            let p = self.mul(l, x);
-            self.addc(p, next)
+            let (l, n) = (self.f(x.t, last), self.f(x.t, next));
+            self.fma(l, x, n)
         };
         for &ci in rest.iter().rev() {
-            let p = self.mul(acc, x);
-            acc = self.addc(p, ci);
+            let c = self.f(x.t, ci);
+            acc = self.fma(acc, x, c);
         }
         acc
     }

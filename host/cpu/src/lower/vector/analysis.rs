@@ -144,6 +144,7 @@ fn vector_op(op: &Op, a: &Analysis<'_>, features: Features) -> Result<(), String
         },
         Op::Cmp(_, x, _) => ty(*x)? != DType::Bool,
         Op::Select(..) | Op::Bitcast(..) => true,
+        Op::Fma(x, ..) => matches!(ty(*x)?, DType::F32 | DType::F64) && features.fma,
         Op::Cast(to, x) => {
             use DType::*;
             let from = ty(*x)?;

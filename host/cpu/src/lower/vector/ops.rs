@@ -242,6 +242,14 @@ impl FnLower<'_, '_> {
                 let m = self.as_type(m, vec_type(t, lanes));
                 self.b.ins().bitselect(m, x, y)
             }
+            Op::Fma(a, b, c) => {
+                // One rounding per lane, as the scalar `fma` (the FMA instruction: the
+                // analysis takes `fma` only where the target has it).
+                let x = self.vval(*a, k, cx)?;
+                let y = self.vval(*b, k, cx)?;
+                let z = self.vval(*c, k, cx)?;
+                self.b.ins().fma(x, y, z)
+            }
             Op::Cast(to, a) => {
                 let from = self.types_of(*a, plan, cx)?;
                 let x = self.vval(*a, k, cx)?;

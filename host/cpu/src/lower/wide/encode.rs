@@ -165,6 +165,12 @@ pub(crate) mod op {
     pub const VPERMILPD_IMM: VecOp = vop(Map::M0f3a, Pp::P66, 0x05);
     /// `vpmovsxdq v, m`: consecutive `i32` elements, each sign-extended to a 64-bit lane.
     pub const VPMOVSXDQ: VecOp = vop_w(Map::M0f38, Pp::P66, 0x25, WBit::Zero);
+    /// `vfmadd132pd d, v, m`: `d = d·m + v`, rounded once (`W1` in both forms, as below).
+    pub const VFMADD132PD: VecOp = vop_w(Map::M0f38, Pp::P66, 0x98, WBit::One);
+    /// `vfmadd213pd d, v, m`: `d = v·d + m`, rounded once.
+    pub const VFMADD213PD: VecOp = vop_w(Map::M0f38, Pp::P66, 0xa8, WBit::One);
+    /// `vfmadd231pd d, v, m`: `d = v·m + d`, rounded once.
+    pub const VFMADD231PD: VecOp = vop_w(Map::M0f38, Pp::P66, 0xb8, WBit::One);
     /// `vgatherqpd`: 64-bit lanes at 64-bit indices (a VSIB operand, see [`super::Asm::gather`]).
     pub const VGATHERQPD: VecOp = vop_w(Map::M0f38, Pp::P66, 0x93, WBit::One);
 
@@ -759,6 +765,42 @@ mod tests {
             },
             bcst: false,
         }
+    }
+
+    #[test]
+    fn fma_forms() {
+        // vfmadd231pd zmm1, zmm2, zmm3 / ymm1, ymm2, ymm3
+        assert_eq!(
+            both(&|a| a.vector(op::VFMADD231PD, 1, Some(2), Rm::Reg(3), 0, None)),
+            (
+                vec![0x62, 0xf2, 0xed, 0x48, 0xb8, 0xcb],
+                vec![0xc4, 0xe2, 0xed, 0xb8, 0xcb]
+            )
+        );
+        // vfmadd132pd zmm17, zmm30, zmm9
+        assert_eq!(
+            enc(|a| a.vector(op::VFMADD132PD, 17, Some(30), Rm::Reg(9), 0, None)),
+            [0x62, 0xc2, 0x8d, 0x40, 0x98, 0xc9]
+        );
+        // vfmadd132pd ymm0, ymm15, ymm8
+        assert_eq!(
+            vex(|a| a.vector(op::VFMADD132PD, 0, Some(15), Rm::Reg(8), 0, None)),
+            [0xc4, 0xc2, 0x85, 0x98, 0xc0]
+        );
+        // vfmadd213pd zmm4, zmm5, qword bcst [r12+0x40]
+        let bcst = Rm::Mem {
+            mem: Mem::at(R12, 0x40),
+            bcst: true,
+        };
+        assert_eq!(
+            enc(|a| a.vector(op::VFMADD213PD, 4, Some(5), bcst, 0, None)),
+            [0x62, 0xd2, 0xd5, 0x58, 0xa8, 0xa4, 0x24, 0x40, 0x00, 0x00, 0x00]
+        );
+        // vfmadd213pd ymm9, ymm12, [rsp+0x60]
+        assert_eq!(
+            vex(|a| a.vector(op::VFMADD213PD, 9, Some(12), mem(RSP, None, 0, 0x60), 0, None)),
+            [0xc4, 0x62, 0x9d, 0xa8, 0x8c, 0x24, 0x60, 0x00, 0x00, 0x00]
+        );
     }
 
     #[test]

@@ -410,7 +410,13 @@ pub(crate) fn compile_fold(
                 }
                 // A cast to the type a value has already (`i64` column indices cast to `i64`).
                 Node::Cast(from, to, x) if from == to => vals[x],
-                Node::Fma(..) => return Err("fma has no wide form here".into()),
+                Node::Fma(DType::F64, x, y, z) => {
+                    if !Isa::fma_detected() {
+                        return Err("fma on a CPU without the FMA instructions".into());
+                    }
+                    Src::V(s.fma(vals[x], vals[y], vals[z]))
+                }
+                Node::Fma(t, ..) => return Err(format!("fma on {t} has no wide form here")),
                 Node::Unary(..) | Node::Cast(..) => {
                     return Err("a unary operation on integers, or a cast".into());
                 }

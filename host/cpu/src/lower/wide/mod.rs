@@ -76,6 +76,19 @@ impl Isa {
         }
     }
 
+    /// Whether this CPU has the FMA instructions (`vfmadd...pd`), which bodies with `fma`
+    /// need besides their instruction set.
+    pub(crate) fn fma_detected() -> bool {
+        #[cfg(all(target_arch = "x86_64", unix))]
+        {
+            std::is_x86_feature_detected!("fma")
+        }
+        #[cfg(not(all(target_arch = "x86_64", unix)))]
+        {
+            false
+        }
+    }
+
     /// The widest instruction set this CPU runs, if any.
     pub(crate) fn widest_detected() -> Option<Isa> {
         [Isa::Avx512, Isa::Avx2].into_iter().find(|i| i.detected())
@@ -350,6 +363,7 @@ fn maskable(isa: Option<Isa>, inst: &MInst) -> bool {
         | MInst::Pin { .. } => false,
         MInst::Op3 { .. }
         | MInst::Op2 { .. }
+        | MInst::Fma { .. }
         | MInst::ShiftImm { .. }
         | MInst::Blend { .. }
         | MInst::Bcast { .. }

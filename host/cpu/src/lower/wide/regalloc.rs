@@ -125,6 +125,11 @@ pub(crate) enum MInst {
     /// `dst = k ? t : f`, lane by lane (`vblendmpd dst{k}, f, t`; on AVX2
     /// `vblendvpd dst, f, t, k`, which reads each lane's sign bit of `k`).
     Blend { dst: VReg, k: VReg, f: VReg, t: Src },
+    /// `dst = a·b + c`, rounded once (`vfmadd132pd`, `vfmadd213pd` or `vfmadd231pd`, by which
+    /// operand's register `dst` takes; `vfmadd231pd` after a copy of `c` where it takes none).
+    /// `b` and `c` are not both uniform; a spilled `b` is reloaded, as is a spilled `c` when `b`
+    /// is uniform: so at least one of them is in a register.
+    Fma { dst: VReg, a: VReg, b: Src, c: Src },
     /// `dst = u` in every lane (`vbroadcastsd`).
     Bcast { dst: VReg, u: Uniform },
     /// A mask operation.
@@ -190,6 +195,19 @@ impl MInst {
                 src(b, &mut out);
             }
             MInst::Op2 { b, .. } => src(b, &mut out),
+            MInst::Fma { a, b, c, .. } => {
+                out.push((*a, Need::Reg));
+                if let Src::V(v) = b {
+                    out.push((*v, Need::Reg));
+                }
+                if let Src::V(v) = c {
+                    let need = match b {
+                        Src::U(_) => Need::Reg,
+                        Src::V(_) => Need::RegOrMem,
+                    };
+                    out.push((*v, need));
+                }
+            }
             MInst::ShiftImm { b, .. } => out.push((*b, Need::Reg)),
             MInst::Blend { k, f, t, .. } => {
                 out.push((*k, Need::Reg));
@@ -226,6 +244,7 @@ impl MInst {
         match self {
             MInst::Op3 { dst, .. }
             | MInst::Op2 { dst, .. }
+            | MInst::Fma { dst, .. }
             | MInst::ShiftImm { dst, .. }
             | MInst::Blend { dst, .. }
             | MInst::Bcast { dst, .. }
@@ -419,6 +438,19 @@ impl Alloc<'_> {
         Ok(r)
     }
 
+    /// A register of class [`Class::V`] for `v`: the first of `prefer` that is free, else
+    /// as [`Alloc::take`] gives one.
+    fn take_preferring(&mut self, v: VReg, prefer: &[u8], asm: &mut Asm) -> Result<u8, String> {
+        for &r in prefer {
+            if self.vecs.get(usize::from(r)) == Some(&None) {
+                self.vecs[usize::from(r)] = Some(v);
+                self.reg[v.0 as usize] = Some(r);
+                return Ok(r);
+            }
+        }
+        self.take(Class::V, v, asm)
+    }
+
     fn free(&mut self, v: VReg) {
         if self.pinned[v.0 as usize] {
             return;
@@ -569,6 +601,11 @@ pub(crate) fn emit_body(
                 imm: Option<u8>,
                 dst_in_vvvv: bool,
             },
+            Fma {
+                a: u8,
+                b: Rm,
+                c: Rm,
+            },
             KOp(KOp, u8, u8),
             KNot(u8),
             Store(VecOp, Mem, u8),
@@ -602,6 +639,11 @@ pub(crate) fn emit_body(
                 mask: 0,
                 imm,
                 dst_in_vvvv: false,
+            },
+            MInst::Fma { a: x, b, c, .. } => Enc::Fma {
+                a: reg_of(&a, x)?,
+                b: rm_of(&a, b)?,
+                c: rm_of(&a, c)?,
             },
             MInst::ShiftImm { ext, b, imm, .. } => Enc::Vector {
                 ins: op::VPSHIFTQ_IMM,
@@ -680,10 +722,19 @@ pub(crate) fn emit_body(
                 a.free(v);
             }
         }
-        let dst = match (early, inst.def()) {
-            (Some(e), _) => Some(e),
-            (None, Some(d)) => Some((d, a.take(a.class(d), d, asm)?)),
-            (None, None) => None,
+        let dst = match (early, inst.def(), &enc) {
+            (Some(e), ..) => Some(e),
+            // An fma's result takes an operand's register where one is free now: no copy.
+            (None, Some(d), Enc::Fma { a: ra, b, c }) => {
+                let mut prefer = vec![*ra];
+                prefer.extend([*c, *b].into_iter().filter_map(|rm| match rm {
+                    Rm::Reg(r) => Some(r),
+                    Rm::Mem { .. } => None,
+                }));
+                Some((d, a.take_preferring(d, &prefer, asm)?))
+            }
+            (None, Some(d), _) => Some((d, a.take(a.class(d), d, asm)?)),
+            (None, None, _) => None,
         };
         let d = dst.map_or(0, |(_, r)| r);
         match enc {
@@ -702,6 +753,7 @@ pub(crate) fn emit_body(
                     asm.vector(ins, d, vvvv, rm, mask, imm);
                 }
             }
+            Enc::Fma { a: ra, b, c } => fma(asm, d, ra, b, c)?,
             Enc::KOp(op, x, y) => asm.kop(op, d, x, y),
             Enc::KNot(x) => asm.knot(d, x),
             Enc::Load(mem) => match frame.masked {
@@ -756,6 +808,38 @@ pub(crate) fn emit_body(
         }
     }
     Ok(a.slots)
+}
+
+/// The code of [`MInst::Fma`]: `d = ra·b + c` in the form that overwrites the operand whose
+/// register `d` is, or, where `d` is none of theirs, `vfmadd231pd` after copying `c` into `d`.
+fn fma(asm: &mut Asm, d: u8, ra: u8, b: Rm, c: Rm) -> Result<(), String> {
+    let reg = |rm: Rm| match rm {
+        Rm::Reg(r) => Some(r),
+        Rm::Mem { .. } => None,
+    };
+    match (reg(b), reg(c)) {
+        // d = ra·b + d
+        (_, Some(rc)) if d == rc => asm.vector(op::VFMADD231PD, d, Some(ra), b, 0, None),
+        // d = d·b + rc
+        (_, Some(rc)) if d == ra => asm.vector(op::VFMADD132PD, d, Some(rc), b, 0, None),
+        // d = rb·d + c
+        (Some(rb), _) if d == ra => asm.vector(op::VFMADD213PD, d, Some(rb), c, 0, None),
+        // d = ra·d + c
+        (Some(rb), _) if d == rb => asm.vector(op::VFMADD213PD, d, Some(ra), c, 0, None),
+        _ if d == ra => return Err("internal: an fma with two operands in memory".into()),
+        _ => {
+            match c {
+                Rm::Reg(_) => asm.vector(op::VMOVAPD_LOAD, d, None, c, 0, None),
+                Rm::Mem { mem, bcst: true } => {
+                    let rm = Rm::Mem { mem, bcst: false };
+                    asm.vector(op::VBROADCASTSD, d, None, rm, 0, None)
+                }
+                Rm::Mem { bcst: false, .. } => asm.vector(op::VMOVUPD_LOAD, d, None, c, 0, None),
+            }
+            asm.vector(op::VFMADD231PD, d, Some(ra), b, 0, None)
+        }
+    }
+    Ok(())
 }
 
 /// The most bytes of one step of a masked body (AVX2: four vectors of four lanes; the

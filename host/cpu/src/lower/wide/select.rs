@@ -40,6 +40,31 @@ pub(super) trait Emit {
         });
         dst
     }
+
+    /// `dst = u` in every lane, `dst` a fresh vector register.
+    fn broadcast(&mut self, u: Uniform) -> VReg {
+        let dst = self.fresh(Class::V);
+        self.emit(MInst::Bcast { dst, u });
+        dst
+    }
+
+    /// `dst = x·y + z`, rounded once, `dst` a fresh vector register. The product's operands
+    /// may be swapped (the exact product does not depend on their order) so that the first is
+    /// a vector; of the other two at most one stays uniform (see [`MInst::Fma`]).
+    fn fma(&mut self, x: Src, y: Src, z: Src) -> VReg {
+        let (a, b) = match (x, y) {
+            (Src::V(a), b) => (a, b),
+            (b, Src::V(a)) => (a, b),
+            (Src::U(u), b) => (self.broadcast(u), b),
+        };
+        let c = match (b, z) {
+            (Src::U(_), Src::U(u)) => Src::V(self.broadcast(u)),
+            _ => z,
+        };
+        let dst = self.fresh(Class::V);
+        self.emit(MInst::Fma { dst, a, b, c });
+        dst
+    }
 }
 
 impl Emit for Select<'_> {
@@ -471,6 +496,17 @@ impl<'a> Select<'a> {
                         self.blend(k, f, t)
                     }
                 }
+            }
+            Op::Fma(x, y, z) => {
+                let t = self.ty(*x)?;
+                if t != DType::F64 {
+                    return Err(format!("no {} form of fma on {t}", self.isa.name()));
+                }
+                if !Isa::fma_detected() {
+                    return Err("fma on a CPU without the FMA instructions".into());
+                }
+                let (x, y, z) = (self.src(*x)?, self.src(*y)?, self.src(*z)?);
+                self.fma(x, y, z)
             }
             Op::Cast(to, x) => self.cast(*to, *x)?,
             Op::Bitcast(to, x) => {
