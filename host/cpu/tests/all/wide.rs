@@ -451,7 +451,13 @@ fn every_operation_gives_the_scalar_bits(path: SimdPath) {
     }
     // A Horner chain: each step's result the next step's factor, the addend a constant.
     let horner: Vec<Step> = (0..6)
-        .map(|k| Step::Fma(usize::MAX, Ok(0), Err(Uni::Const((0.5 + k as f64).to_bits()))))
+        .map(|k| {
+            Step::Fma(
+                usize::MAX,
+                Ok(0),
+                Err(Uni::Const((0.5 + k as f64).to_bits())),
+            )
+        })
         .collect();
     check("f64.fma.horner", &horner);
     for op in I_OPS {

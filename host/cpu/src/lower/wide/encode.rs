@@ -794,11 +794,20 @@ mod tests {
         };
         assert_eq!(
             enc(|a| a.vector(op::VFMADD213PD, 4, Some(5), bcst, 0, None)),
-            [0x62, 0xd2, 0xd5, 0x58, 0xa8, 0xa4, 0x24, 0x40, 0x00, 0x00, 0x00]
+            [
+                0x62, 0xd2, 0xd5, 0x58, 0xa8, 0xa4, 0x24, 0x40, 0x00, 0x00, 0x00
+            ]
         );
         // vfmadd213pd ymm9, ymm12, [rsp+0x60]
         assert_eq!(
-            vex(|a| a.vector(op::VFMADD213PD, 9, Some(12), mem(RSP, None, 0, 0x60), 0, None)),
+            vex(|a| a.vector(
+                op::VFMADD213PD,
+                9,
+                Some(12),
+                mem(RSP, None, 0, 0x60),
+                0,
+                None
+            )),
             [0xc4, 0x62, 0x9d, 0xa8, 0x8c, 0x24, 0x60, 0x00, 0x00, 0x00]
         );
     }

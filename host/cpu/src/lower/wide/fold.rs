@@ -20,7 +20,8 @@
 //! the carried values are those before that step.
 //!
 //! A loop qualifies when, besides what [`crate::lower::lanes::plan_wide`] requires, its lanes
-//! are `f64` computed by `add`, `sub`, `mul`, `div`, `min`, `max`, `neg`, `abs` and `sqrt` of
+//! are `f64` computed by `add`, `sub`, `mul`, `div`, `fma` (on a CPU with the FMA
+//! instructions), `min`, `max`, `neg`, `abs` and `sqrt` of
 //! loads, gathers, uniform values and carried values (a gather's indices `i64` lanes of
 //! loads, `i32` loads widened, uniform values, `add` and `sub`; each lane's index is checked
 //! before the gather, `vgatherqpd`, reads it), and every site's base index advances by the

@@ -22,7 +22,8 @@
 //! ([`ArgWord::Rows`]), the rows that follow, each pointer advanced by its row stride.
 //!
 //! Every operation is the one the 128-bit and scalar code perform, lane by lane, in the same
-//! operand order: no contraction into fused multiply-adds, no reassociation, the scalar rules
+//! operand order (the IR's `fma` is a `vfmadd...pd`, rounded once, as the scalar FMA
+//! instruction): no contraction into fused multiply-adds, no reassociation, the scalar rules
 //! for `min`/`max`, so results are the same bits on every path (up to the sign and payload of a
 //! NaN made by arithmetic, which the IR leaves unspecified and Cranelift's optimizer changes).
 //! Masks (comparison results, `bool` values) live in `k` registers on AVX-512 and in vectors of
