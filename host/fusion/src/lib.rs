@@ -610,15 +610,32 @@ impl Fuser {
     }
 }
 
+/// The most instructions (math lowered, as every kernel is at intake) that the scalar tasks
+/// ([`constraints::is_scalar_task`]: one point, stores of rank 0) of one fused kernel hold
+/// together. A long chain of them (a scalar recurrence such as NPBench's
+/// `trace += tanh(a[i, i])`) fuses into one straight-line body whose compile time grows with
+/// its length while what fusing it saves, a launch per task, does not: `go_fast` at `M`
+/// compiled its two 256-task chain kernels in about 70 ms of a 170-195 ms first run (its
+/// steady run 37-41 ms), and in about 5 ms at 64 tasks a kernel. Past this budget the prefix
+/// ends, at the cost of one more launch per budget's worth of scalar work.
+pub const SCALAR_INSTS_BUDGET: usize = 2048;
+
 /// The longest prefix of `tasks` whose fused kernel stays within `weft_ir`'s limits on
 /// parameters and instructions, counting every argument and scalar and every instruction of
-/// every task (the fused kernel has no more: arguments merge and passes only remove).
+/// every task (the fused kernel has no more: arguments merge and passes only remove), and
+/// whose scalar tasks stay within [`SCALAR_INSTS_BUDGET`].
 fn within_kernel_limits(tasks: &[IndexTask]) -> usize {
-    let (mut params, mut insts) = (0usize, 0usize);
+    let (mut params, mut insts, mut scalar_insts) = (0usize, 0usize, 0usize);
     for (i, t) in tasks.iter().enumerate() {
         params += t.args.len() + t.scalars.len();
         insts += t.kernel.insts();
-        if params > weft_ir::semantics::MAX_PARAMS || insts > weft_ir::semantics::MAX_INSTS {
+        if constraints::is_scalar_task(t) {
+            scalar_insts += t.kernel.insts();
+        }
+        if params > weft_ir::semantics::MAX_PARAMS
+            || insts > weft_ir::semantics::MAX_INSTS
+            || scalar_insts > SCALAR_INSTS_BUDGET
+        {
             return i;
         }
     }

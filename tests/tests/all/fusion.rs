@@ -537,6 +537,48 @@ fn reads_of_one_array_at_many_offsets_share_their_plans() {
     assert_eq!(long.to_bits(), trace_of(&unfused, 256).0.to_bits());
 }
 
+/// A long chain of scalar tasks (`trace = trace + tanh(a[i, i])`, 300 tasks in one window)
+/// fuses into several kernels, each within `weft_fusion::SCALAR_INSTS_BUDGET`: one kernel of
+/// the whole chain compiled for tens of milliseconds (NPBench's `go_fast`). The result
+/// equals the unfused runtime's bit for bit.
+#[test]
+fn a_long_chain_of_scalar_tasks_fuses_into_kernels_within_the_budget() {
+    let trace_of = |np: &Numeric| {
+        let a = np.random_uniform(&[150, 150], -2.0, 2.0, 5, DType::F64);
+        a.check().unwrap();
+        np.runtime(|rt| rt.flush()).unwrap();
+        let mut trace = np.zeros(&[], DType::F64);
+        for i in 0..150 {
+            trace = &trace + &a.index(&[weft::Ix::At(i), weft::Ix::At(i)]).tanh();
+        }
+        trace.item().unwrap()
+    };
+    let np = weft_tests::numeric_with(Config {
+        window_bound: 1024,
+        threads: 2,
+        component_cache: None,
+        ..Config::default()
+    });
+    np.runtime(|rt| rt.set_profile(true));
+    let fused = trace_of(&np);
+    let profile = np.runtime(|rt| rt.profile());
+    let chains: Vec<_> = profile
+        .kernels
+        .iter()
+        .filter(|k| k.kernel.contains("numeric.unary.tanh"))
+        .collect();
+    let launches: u64 = chains.iter().map(|k| k.launches).sum();
+    assert!(
+        launches >= 3,
+        "the chain of 300 tasks ran in {launches} launches: {profile:?}"
+    );
+    assert!(
+        chains.iter().all(|k| k.kernel.starts_with("fused(")),
+        "{profile:?}"
+    );
+    assert_eq!(fused.to_bits(), trace_of(&numeric(false, 1)).to_bits());
+}
+
 /// Windows whose read-only views differ only in offsets share a plan only when the same
 /// reads name the same view: `a[i] + a[j]` with `i == j` reads one view (one fused argument)
 /// and with `i != j` two, and every sum is right whatever order the windows come in.
