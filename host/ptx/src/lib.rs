@@ -52,7 +52,7 @@ pub mod ptxas;
 pub mod sim;
 pub mod tree;
 
-pub use backend::{MODULE_CACHE_LIMITS, PtxBackend};
+pub use backend::{GridCaps, MODULE_CACHE_LIMITS, PtxBackend};
 pub use checked::checked;
 pub use emit::{Module, emit};
 pub use error::{Error, Result};

@@ -110,6 +110,10 @@ pub struct Config {
     /// Whether the CPU back end's buffers of 8 MiB or more ask for transparent huge pages
     /// (`WEFT_HUGE_PAGES=0` turns it off).
     pub huge_pages: bool,
+    /// The most blocks the GPU back end's launches ask for (`WEFT_GPU_BLOCKS` for 1-D grids,
+    /// `WEFT_GPU_ROWS_BLOCKS` for the 2-D grids of rank-2 loops); results do not depend on
+    /// them. For measuring other grids than the defaults.
+    pub gpu_grid: weft_ptx::GridCaps,
     /// The CPU back end's code path for vectorized loops (`None`: the widest the CPU runs):
     /// `WEFT_SIMD=scalar|sse|avx2|avx512` (`WEFT_AVX512=0` is `sse`): scalar code, 128-bit
     /// vectors, or 128-bit vectors with AVX2 or AVX-512 bodies for the loops those take. A
@@ -198,6 +202,7 @@ impl Default for Config {
             trace: None,
             pool_bytes: 1 << 30,
             huge_pages: true,
+            gpu_grid: weft_ptx::GridCaps::default(),
             simd: None,
             prefetch: true,
             env_errors: Vec::new(),
@@ -231,7 +236,9 @@ impl Config {
     ///   starts);
     /// - `WEFT_PTX_CHECK=1`: every kernel also emitted as PTX and assembled by `ptxas`;
     /// - `WEFT_STORE_QUOTA`: the most bytes all stores may hold at once;
-    /// - `WEFT_KERNEL_TIME_MS`: the longest one kernel launch may run before it is cancelled.
+    /// - `WEFT_KERNEL_TIME_MS`: the longest one kernel launch may run before it is cancelled;
+    /// - `WEFT_GPU_BLOCKS`, `WEFT_GPU_ROWS_BLOCKS`: the most blocks of the GPU back end's 1-D
+    ///   and 2-D grids ([`Config::gpu_grid`]).
     pub fn from_env() -> Config {
         Config::from_lookup(|name| std::env::var_os(name))
     }
@@ -308,6 +315,12 @@ impl Config {
         }
         if let Some(b) = number("WEFT_STORE_QUOTA") {
             config.limits.store_bytes = b;
+        }
+        if let Some(b) = number("WEFT_GPU_BLOCKS") {
+            config.gpu_grid.blocks = u32::try_from(b).unwrap_or(u32::MAX).max(1);
+        }
+        if let Some(b) = number("WEFT_GPU_ROWS_BLOCKS") {
+            config.gpu_grid.rows_blocks = b.max(1);
         }
         if let Some(ms) = number("WEFT_KERNEL_TIME_MS") {
             config.limits.kernel_time = Some(std::time::Duration::from_millis(ms));
@@ -413,6 +426,21 @@ mod tests {
         assert!(on.profile);
         assert!(on.core_settings().profile);
         assert!(!with(&[]).core_settings().profile);
+    }
+
+    #[test]
+    fn the_gpu_grid_caps_read_from_the_environment() {
+        assert_eq!(with(&[]).gpu_grid, weft_ptx::GridCaps::default());
+        let c = with(&[("WEFT_GPU_BLOCKS", "4096"), ("WEFT_GPU_ROWS_BLOCKS", "0")]);
+        assert_eq!(
+            c.gpu_grid,
+            weft_ptx::GridCaps {
+                blocks: 4096,
+                rows_blocks: 1
+            }
+        );
+        let c = with(&[("WEFT_GPU_BLOCKS", "99999999999")]);
+        assert_eq!(c.gpu_grid.blocks, u32::MAX);
     }
 
     #[test]

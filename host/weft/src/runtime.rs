@@ -73,13 +73,20 @@ fn backend_for(config: &Config) -> Result<Box<dyn weft_runtime::Backend>> {
         Device::Cpu => Ok(Box::new(CpuBackend::with_options(&config.cpu_options())?)),
         #[cfg(feature = "cuda")]
         Device::Gpu => weft_ptx::PtxBackend::with_kernel_time(0, config.limits.kernel_time)
-            .map(|b| Box::new(b) as Box<dyn weft_runtime::Backend>)
+            .map(|mut b| {
+                b.set_grid_caps(config.gpu_grid);
+                Box::new(b) as Box<dyn weft_runtime::Backend>
+            })
             .map_err(|e| Error::Device(e.to_string())),
         #[cfg(not(feature = "cuda"))]
         Device::Gpu => Err(Error::Device(
             "no GPU back end: this build of weft has no `cuda` feature".to_string(),
         )),
-        Device::Sim => Ok(Box::new(weft_ptx::PtxBackend::simulated())),
+        Device::Sim => {
+            let mut b = weft_ptx::PtxBackend::simulated();
+            b.set_grid_caps(config.gpu_grid);
+            Ok(Box::new(b))
+        }
     }
 }
 

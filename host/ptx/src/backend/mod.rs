@@ -62,6 +62,27 @@ const MAX_GRID_Y: u32 = 65_535;
 /// each thread's prologue (`ncu` on an H200: 72% of the SMs' issue rate, 54% of DRAM's).
 const ROWS_GRID_BLOCKS: u64 = 1 << 14;
 
+/// How many blocks a launch may ask for: threads stride over the points beyond (the results
+/// do not depend on it). Set with [`PtxBackend::set_grid_caps`] (`WEFT_GPU_BLOCKS` and
+/// `WEFT_GPU_ROWS_BLOCKS` through `weft::Config`), to measure other grids than the default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GridCaps {
+    /// The most blocks of a 1-D grid (256 threads each); default 2^16.
+    pub blocks: u32,
+    /// The most blocks of a 2-D grid (a rank-2 loop, 32 x 8 threads each) along `y` times
+    /// `x`; default 2^14. Rows beyond the grid's are walked by the same threads.
+    pub rows_blocks: u64,
+}
+
+impl Default for GridCaps {
+    fn default() -> GridCaps {
+        GridCaps {
+            blocks: MAX_BLOCKS,
+            rows_blocks: ROWS_GRID_BLOCKS,
+        }
+    }
+}
+
 /// Freed device memory kept for reuse, at most.
 const POOL_BYTES: u64 = 4 << 30;
 
@@ -124,6 +145,8 @@ pub struct PtxBackend<D: Device> {
     /// The longest the host waits for the launches pending at a synchronization before it
     /// stops them.
     kernel_time: Option<std::time::Duration>,
+    /// The most blocks its launches ask for.
+    grid_caps: GridCaps,
 }
 
 impl<D: Device> std::fmt::Debug for PtxBackend<D> {
@@ -224,12 +247,21 @@ impl<D: Device> PtxBackend<D> {
             held_copies: Vec::new(),
             next_mark: 0,
             kernel_time,
+            grid_caps: GridCaps::default(),
         }
     }
 
     /// The device's name, as the driver gives it.
     pub fn device_name(&self) -> Result<String> {
         self.device.name()
+    }
+
+    /// The most blocks its launches ask for from now on (each cap at least 1).
+    pub fn set_grid_caps(&mut self, caps: GridCaps) {
+        self.grid_caps = GridCaps {
+            blocks: caps.blocks.max(1),
+            rows_blocks: caps.rows_blocks.max(1),
+        };
     }
 
     /// Whether launches may run entries' 32-bit-offset variants where the arguments allow
@@ -493,8 +525,8 @@ fn load_variant<D: Device>(
     Ok(device.load(name, text, &names)?.functions)
 }
 
-/// The launch geometry of `entry` over `points` points of sub-store `over`.
-fn grid_of(entry: &crate::emit::Entry, over: &StoreArg, points: u64) -> Grid {
+/// The launch geometry of `entry` over `points` points of sub-store `over`, within `caps`.
+fn grid_of(entry: &crate::emit::Entry, over: &StoreArg, points: u64, caps: GridCaps) -> Grid {
     if entry.rows {
         let extent = |d: usize| {
             over.extents
@@ -509,7 +541,7 @@ fn grid_of(entry: &crate::emit::Entry, over: &StoreArg, points: u64) -> Grid {
         // Rows beyond the grid's are walked by the same threads (a grid-stride loop): a
         // thread's prologue (its parameters, the hoisted index checks) is then spread over
         // several points instead of paid for each.
-        let most_rows = (ROWS_GRID_BLOCKS / gx).clamp(1, u64::from(MAX_GRID_Y));
+        let most_rows = (caps.rows_blocks / gx).clamp(1, u64::from(MAX_GRID_Y));
         let gy = extent(0).div_ceil(u64::from(by)).clamp(1, most_rows);
         Grid {
             blocks: [gx as u32, gy as u32, 1],
@@ -519,7 +551,7 @@ fn grid_of(entry: &crate::emit::Entry, over: &StoreArg, points: u64) -> Grid {
         let blocks = points
             .saturating_mul(u64::from(entry.lanes))
             .div_ceil(u64::from(BLOCK_THREADS))
-            .clamp(1, u64::from(MAX_BLOCKS)) as u32;
+            .clamp(1, u64::from(caps.blocks)) as u32;
         Grid {
             blocks: [blocks, 1, 1],
             threads: [BLOCK_THREADS, 1, 1],
@@ -795,8 +827,11 @@ impl<D: Device> Backend for PtxBackend<D> {
                     tree_buffers.push(buffer);
                 }
             }
-            self.device
-                .launch(function, grid_of(entry, over, points), &args)?;
+            self.device.launch(
+                function,
+                grid_of(entry, over, points, self.grid_caps),
+                &args,
+            )?;
             let mut kept = Vec::new();
             for (leaf, &buffer) in entry.leaves.iter().zip(&leaves) {
                 let whole_rows = over.extents.len() == 2

@@ -638,6 +638,8 @@ struct Counts {
     launches: usize,
     reads: usize,
     copies: usize,
+    /// Every launch's grid, in order.
+    grids: Vec<Grid>,
 }
 
 struct Counting {
@@ -680,7 +682,10 @@ impl Device for Counting {
         self.inner.load(kernel, ptx, entries)
     }
     fn launch(&mut self, f: &Self::Function, grid: Grid, args: &[u64]) -> weft_ptx::Result<()> {
-        self.counts.borrow_mut().launches += 1;
+        let mut counts = self.counts.borrow_mut();
+        counts.launches += 1;
+        counts.grids.push(grid);
+        drop(counts);
         self.inner.launch(f, grid, args)
     }
     fn synchronize(&mut self) -> weft_ptx::Result<()> {
@@ -820,4 +825,91 @@ fn deferred_stores_of_sole_launches_swap_buffers() {
         "a shadow again after sweep 3"
     );
     assert_eq!(download(&mut backend, grid, n), want);
+}
+
+const DOUBLE_2D: &str = "kernel @test.double2(%a: store<f64, 2, read>, %b: store<f64, 2, write>) \
+                         {\n  parallel %b (%i, %j) {\n    %v = load %a[%i, %j]\n    \
+                         %w = add %v, %v\n    store %b[%i, %j], %w\n  }\n}\n";
+
+/// A row-major `rows x cols` binding of `f64` at the start of `buffer`.
+fn matrix(buffer: BufferId, rows: usize, cols: usize) -> Binding {
+    Binding::Buffer {
+        buffer,
+        offset: 0,
+        extents: vec![rows as i64, cols as i64].into(),
+        strides: vec![cols as i64, 1].into(),
+        origin: vec![0, 0].into(),
+        view: vec![rows as u64, cols as u64].into(),
+        element_size: 8,
+        deferred: None,
+    }
+}
+
+/// Grid caps bound every launch's blocks and leave the results as they were: a rank-2 loop
+/// on a 2-D grid and a dot product (grouped leaves, then the tree passes), each with the
+/// default caps and with caps of one and two blocks, where the threads stride over the rest.
+#[test]
+fn grid_caps_bound_the_launches_and_leave_the_bits() {
+    let run = |caps: weft_ptx::GridCaps| -> (Vec<u64>, Vec<Grid>) {
+        let (mut backend, counts) = counting();
+        backend.set_grid_caps(caps);
+        let (double, dot) = (entry_of(DOUBLE_2D), entry_of(DOT));
+        backend.prepare(&double, Owner::RUNTIME).expect("prepares");
+        backend.prepare(&dot, Owner::RUNTIME).expect("prepares");
+        let (rows, cols) = (37usize, 70usize);
+        let a: Vec<f64> = (0..rows * cols).map(|i| (i as f64).sin()).collect();
+        let ba = upload(&mut backend, &a);
+        let bb = backend.alloc(8 * (rows * cols) as u64).expect("alloc");
+        backend
+            .launch(
+                double.id(),
+                &[matrix(ba, rows, cols), matrix(bb, rows, cols)],
+                &[],
+            )
+            .expect("the rank-2 loop launches");
+        let mut bits: Vec<u64> = download(&mut backend, bb, rows * cols)
+            .iter()
+            .map(|v| v.to_bits())
+            .collect();
+        let n = rows * cols;
+        let s = backend.alloc(8).expect("alloc");
+        backend
+            .launch(
+                dot.id(),
+                &[vector(ba, n, 8), vector(ba, n, 8), scalar_store(s)],
+                &[],
+            )
+            .expect("the dot launches");
+        let mut parts = backend.take_reductions().expect("reductions");
+        match parts[0].partial.finish().expect("finishes") {
+            Some(Scalar::F64(t)) => bits.push(t.to_bits()),
+            other => panic!("a dot of f64: {other:?}"),
+        }
+        let grids = counts.borrow().grids.clone();
+        (bits, grids)
+    };
+    let (want, default_grids) = run(weft_ptx::GridCaps::default());
+    assert_eq!(
+        default_grids[0].blocks,
+        [3, 5, 1],
+        "70 columns and 37 rows in blocks of 32 x 8"
+    );
+    assert_eq!(
+        default_grids[1].blocks,
+        [11, 1, 1],
+        "2590 points in blocks of 256"
+    );
+    for (blocks, rows_blocks) in [(1u32, 1u64), (2, 2)] {
+        let caps = weft_ptx::GridCaps {
+            blocks,
+            rows_blocks,
+        };
+        let (got, grids) = run(caps);
+        assert_eq!(got, want, "{caps:?}");
+        // The 2-D grid: its columns' blocks, and one row of blocks (the cap is below them);
+        // the dot's entry: the cap's blocks of 256 threads.
+        assert_eq!(grids[0].blocks, [3, 1, 1], "{caps:?}");
+        assert_eq!(grids[1].blocks, [blocks, 1, 1], "{caps:?}: {grids:?}");
+        assert_eq!(grids[1].threads, [256, 1, 1], "{caps:?}: {grids:?}");
+    }
 }
