@@ -119,10 +119,12 @@ struct WindowEntry {
     named: usize,
 }
 
-/// The bounds of the memo of plans by default: 4096 plans and 256 MiB (keys, fused kernels'
-/// IR and explanations, estimated).
+/// The bounds of the memo of plans by default, and of the window memo: 16,384 entries and
+/// 256 MiB each (keys, fused kernels' IR and explanations, estimated). A loop whose windows
+/// differ in their numbers makes one window-memo entry per window of a pass: NPBench's
+/// `trisolv` at `M` makes 10,000, which 4,096 entries evicted before they came round again.
 pub const MEMO_LIMITS: CacheLimits = CacheLimits {
-    entries: 4096,
+    entries: 16384,
     bytes: 256 << 20,
 };
 

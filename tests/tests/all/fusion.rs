@@ -579,6 +579,52 @@ fn a_long_chain_of_scalar_tasks_fuses_into_kernels_within_the_budget() {
     assert_eq!(fused.to_bits(), trace_of(&numeric(false, 1)).to_bits());
 }
 
+/// A loop whose windows all differ in their numbers (a triangular solve, NPBench's
+/// `trisolv`: each row's `L[i, :i] @ x[:i]` of its own length, two windows a row) shares
+/// a few plans through the canonical keys, and from its third pass on takes each window's
+/// plan from the window memo (which skips the constraint scan and the key): the window memo
+/// holds more windows than the 5,000 of these 2,500 rows (NPBench's `M` size makes 10,000;
+/// with 4,096 entries the third pass found none). Every pass gives the first's bits.
+#[test]
+fn a_loop_of_thousands_of_distinct_windows_takes_them_from_the_window_memo() {
+    let np = weft_tests::numeric_with(Config {
+        threads: 2,
+        component_cache: None,
+        ..Config::default()
+    });
+    let n = 2500i64;
+    let l = np.random_uniform(&[n as u64, n as u64], 0.5, 1.5, 3, DType::F64);
+    let b = np.random_uniform(&[n as u64], -1.0, 1.0, 4, DType::F64);
+    let solve = || -> Vec<u64> {
+        let x = np.zeros(&[n as u64], DType::F64);
+        for i in 0..n {
+            let dot = l
+                .index(&[weft::Ix::At(i), weft::Ix::Slice(Range::new(0, i))])
+                .matmul(&x.slice(&[Range::new(0, i)]));
+            let value = (&b.index(&[weft::Ix::At(i)]) - &dot)
+                / &l.index(&[weft::Ix::At(i), weft::Ix::At(i)]);
+            x.index(&[weft::Ix::At(i)]).assign(&value).expect("assigns");
+        }
+        x.to_vec()
+            .expect("reads")
+            .iter()
+            .map(|v| v.to_bits())
+            .collect()
+    };
+    let first = solve();
+    assert_eq!(solve(), first);
+    let before = np.runtime(|rt| rt.fusion_stats());
+    assert_eq!(solve(), first);
+    let after = np.runtime(|rt| rt.fusion_stats());
+    // Two windows a row, and the read at the end.
+    let windows = (after.memo_hits - before.memo_hits) + (after.analyses - before.analyses);
+    assert_eq!(windows, 2 * n as u64 + 1, "{before:?} -> {after:?}");
+    assert!(
+        after.window_hits - before.window_hits >= 2 * n as u64,
+        "the third pass took the rows' windows from the window memo: {before:?} -> {after:?}"
+    );
+}
+
 /// Windows whose read-only views differ only in offsets share a plan only when the same
 /// reads name the same view: `a[i] + a[j]` with `i == j` reads one view (one fused argument)
 /// and with `i != j` two, and every sum is right whatever order the windows come in.
