@@ -2,8 +2,8 @@
 //! own runtime (their own plugins, stores, quotas and kernel time limit) but should not each
 //! bring a thread per core.
 //!
-//! **Fairness.** A parallel loop without reductions or deferred stores runs its chunks on the
-//! launching thread, which starts at once, and on helper jobs queued on the pool, at most one
+//! **Fairness.** A parallel loop without reductions or deferred stores, and a product with few
+//! columns (`product::by_columns`), runs its chunks on the launching thread, which starts at once, and on helper jobs queued on the pool, at most one
 //! per worker, each taking chunks of that launch only until none is left (see
 //! `crate::shared_chunks`); other loops enter the pool as one job (rayon's `install`). Jobs
 //! from outside wait in one first-in, first-out queue. Each tenant's thread waits for its own launch, so

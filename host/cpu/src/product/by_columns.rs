@@ -3,8 +3,6 @@
 
 use std::sync::atomic::Ordering;
 
-use rayon::prelude::*;
-
 use super::{Cancelled, Element, Job, Path};
 
 /// The bytes of running sums a task keeps: its rows are as many as fit (from 64 to 4096), so
@@ -38,77 +36,82 @@ pub(crate) unsafe fn by_columns<T: Element, const SWAPPED: bool>(
         cancel,
     } = job;
     let (m, k, n) = (a.rows, a.cols, bt.rows);
+    let threads = pool.current_num_threads().max(1);
+    // A task per thread (of 64 rows at least). The calling thread starts on them at once and
+    // the pool's workers join as they wake (`shared_chunks`): handing the whole product to the
+    // pool made the caller wait for a worker to wake first. On the 2-core machine this was
+    // measured on, NPBench's `covariance` (1,400 products `x @ A` of about 0.2 ms each) took
+    // 208-234 ms against 273-328 ms in three alternating runs each; two or four tasks per
+    // thread were slower than one (shorter runs of each column).
     let per_task = (SUM_BYTES / (n.max(1) * std::mem::size_of::<T>()))
         .clamp(64, 4096)
-        .min(m.div_ceil(pool.current_num_threads()).max(64));
-    pool.install(|| {
-        (0..m.div_ceil(per_task))
-            .into_par_iter()
-            .map_init(Vec::new, |sums: &mut Vec<T>, task| {
-                // The whole matrix, not its pointer field alone (which is not `Sync`).
-                let a = &a;
-                if cancel.load(Ordering::Relaxed) != 0 {
-                    return Err(Cancelled);
-                }
-                let lo = task * per_task;
-                let len = per_task.min(m - lo);
-                sums.clear();
-                sums.resize(n * len, T::ZERO);
-                // SAFETY: rows `lo .. lo + len` of column `p < k` lie inside `A`, one element
-                // apart.
-                let column = |p: usize| unsafe {
-                    std::slice::from_raw_parts(a.ptr.offset(lo as isize + p as isize * a.cs), len)
-                };
-                // The columns of `A` [`GROUP`] at a time: each running sum is loaded and stored
-                // once per group, its `fma`s in increasing `p` as before.
-                let whole = k - k % GROUP;
-                for p in (0..whole).step_by(GROUP) {
-                    let columns: [&[T]; GROUP] = std::array::from_fn(|g| column(p + g));
-                    for (j, sum) in sums.chunks_exact_mut(len).enumerate() {
-                        // SAFETY: `(j, p + g)` lies inside `BT` (`p + g < k`).
-                        let xs: [T; GROUP] = std::array::from_fn(|g| unsafe { bt.get(j, p + g) });
-                        match path {
-                            // SAFETY: the path is AVX-512 only where the CPU has it.
-                            Path::Avx512 => unsafe {
-                                add_group_avx512::<T, SWAPPED>(sum, &columns, &xs)
-                            },
-                            // SAFETY: the path is AVX2 only where the CPU has it.
-                            Path::Avx2 => unsafe {
-                                add_group_avx2::<T, SWAPPED>(sum, &columns, &xs)
-                            },
-                            Path::Portable => add_group::<T, SWAPPED>(sum, &columns, &xs),
-                        }
+        .min(m.div_ceil(threads).max(64));
+    let tasks = m.div_ceil(per_task);
+    let results = crate::shared_chunks::run(
+        pool,
+        tasks,
+        threads - 1,
+        |task, sums: &mut Vec<T>| -> Result<(), Cancelled> {
+            // The whole matrix, not its pointer field alone (which is not `Sync`).
+            let a = &a;
+            if cancel.load(Ordering::Relaxed) != 0 {
+                return Err(Cancelled);
+            }
+            let lo = task * per_task;
+            let len = per_task.min(m - lo);
+            sums.clear();
+            sums.resize(n * len, T::ZERO);
+            // SAFETY: rows `lo .. lo + len` of column `p < k` lie inside `A`, one element
+            // apart.
+            let column = |p: usize| unsafe {
+                std::slice::from_raw_parts(a.ptr.offset(lo as isize + p as isize * a.cs), len)
+            };
+            // The columns of `A` [`GROUP`] at a time: each running sum is loaded and stored
+            // once per group, its `fma`s in increasing `p` as before.
+            let whole = k - k % GROUP;
+            for p in (0..whole).step_by(GROUP) {
+                let columns: [&[T]; GROUP] = std::array::from_fn(|g| column(p + g));
+                for (j, sum) in sums.chunks_exact_mut(len).enumerate() {
+                    // SAFETY: `(j, p + g)` lies inside `BT` (`p + g < k`).
+                    let xs: [T; GROUP] = std::array::from_fn(|g| unsafe { bt.get(j, p + g) });
+                    match path {
+                        // SAFETY: the path is AVX-512 only where the CPU has it.
+                        Path::Avx512 => unsafe {
+                            add_group_avx512::<T, SWAPPED>(sum, &columns, &xs)
+                        },
+                        // SAFETY: the path is AVX2 only where the CPU has it.
+                        Path::Avx2 => unsafe { add_group_avx2::<T, SWAPPED>(sum, &columns, &xs) },
+                        Path::Portable => add_group::<T, SWAPPED>(sum, &columns, &xs),
                     }
                 }
-                for p in whole..k {
-                    let column = column(p);
-                    for (j, sum) in sums.chunks_exact_mut(len).enumerate() {
-                        // SAFETY: `(j, p)` lies inside `BT`.
-                        let xp = unsafe { bt.get(j, p) };
-                        match path {
-                            // SAFETY: the path is AVX-512 only where the CPU has it.
-                            Path::Avx512 => unsafe {
-                                add_products_avx512::<T, SWAPPED>(sum, column, xp)
-                            },
-                            // SAFETY: the path is AVX2 only where the CPU has it.
-                            Path::Avx2 => unsafe {
-                                add_products_avx2::<T, SWAPPED>(sum, column, xp)
-                            },
-                            Path::Portable => add_products::<T, SWAPPED>(sum, column, xp),
-                        }
+            }
+            for p in whole..k {
+                let column = column(p);
+                for (j, sum) in sums.chunks_exact_mut(len).enumerate() {
+                    // SAFETY: `(j, p)` lies inside `BT`.
+                    let xp = unsafe { bt.get(j, p) };
+                    match path {
+                        // SAFETY: the path is AVX-512 only where the CPU has it.
+                        Path::Avx512 => unsafe {
+                            add_products_avx512::<T, SWAPPED>(sum, column, xp)
+                        },
+                        // SAFETY: the path is AVX2 only where the CPU has it.
+                        Path::Avx2 => unsafe { add_products_avx2::<T, SWAPPED>(sum, column, xp) },
+                        Path::Portable => add_products::<T, SWAPPED>(sum, column, xp),
                     }
                 }
-                for (j, sum) in sums.chunks_exact(len).enumerate() {
-                    for (r, &v) in sum.iter().enumerate() {
-                        // SAFETY: `(lo + r, j)` lies in this task's rows of `C`, which only
-                        // this thread writes.
-                        unsafe { c.set(lo + r, j, v) };
-                    }
+            }
+            for (j, sum) in sums.chunks_exact(len).enumerate() {
+                for (r, &v) in sum.iter().enumerate() {
+                    // SAFETY: `(lo + r, j)` lies in this task's rows of `C`, which only
+                    // this thread writes.
+                    unsafe { c.set(lo + r, j, v) };
                 }
-                Ok(())
-            })
-            .collect::<Result<(), Cancelled>>()
-    })
+            }
+            Ok(())
+        },
+    );
+    results.into_iter().collect()
 }
 
 /// Defines `$avx512` and `$avx2`: `$inner` compiled for AVX-512 (F and VL) with FMA, and
