@@ -231,17 +231,23 @@ fn outputs(x: &Inputs) -> Result<Outputs, AppError> {
         .collect()
 }
 
+/// The steps of NPBench's `for t in range(1, TSTEPS)`.
+fn time_steps(steps: i64) -> usize {
+    usize::try_from(steps.saturating_sub(1)).unwrap_or(0)
+}
+
 fn jacobi_1d(x: &Inputs) -> Result<Outputs, AppError> {
     let (steps, n) = (x.size("TSTEPS")?, x.size("N")?);
     let (a, b) = (x.array("A")?, x.array("B")?);
-    for _ in 1..steps {
-        let sweep = |from: &Array, to: &Array| -> weft::Result<()> {
-            let sum = &(&s(from, &[(0, n - 2)]) + &s(from, &[(1, n - 1)])) + &s(from, &[(2, n)]);
-            s(to, &[(1, n - 1)]).assign(&(sum * 0.33333))
-        };
+    let sweep = |from: &Array, to: &Array| -> weft::Result<()> {
+        let sum = &(&s(from, &[(0, n - 2)]) + &s(from, &[(1, n - 1)])) + &s(from, &[(2, n)]);
+        s(to, &[(1, n - 1)]).assign(&(sum * 0.33333))
+    };
+    // `for _ in 1..steps`, as a replayed trace (see `Numeric::repeat`).
+    a.numeric().repeat(time_steps(steps), || {
         sweep(a, b)?;
-        sweep(b, a)?;
-    }
+        sweep(b, a)
+    })?;
     outputs(x)
 }
 
@@ -249,15 +255,15 @@ fn jacobi_2d(x: &Inputs) -> Result<Outputs, AppError> {
     let (steps, n) = (x.size("TSTEPS")?, x.size("N")?);
     let (a, b) = (x.array("A")?, x.array("B")?);
     let (i, lo, hi) = ((1, n - 1), (0, n - 2), (2, n));
-    for _ in 1..steps {
-        let sweep = |f: &Array, to: &Array| -> weft::Result<()> {
-            let sum = &(&(&(&s(f, &[i, i]) + &s(f, &[i, lo])) + &s(f, &[i, hi])) + &s(f, &[hi, i]))
-                + &s(f, &[lo, i]);
-            s(to, &[i, i]).assign(&(sum * 0.2))
-        };
+    let sweep = |f: &Array, to: &Array| -> weft::Result<()> {
+        let sum = &(&(&(&s(f, &[i, i]) + &s(f, &[i, lo])) + &s(f, &[i, hi])) + &s(f, &[hi, i]))
+            + &s(f, &[lo, i]);
+        s(to, &[i, i]).assign(&(sum * 0.2))
+    };
+    a.numeric().repeat(time_steps(steps), || {
         sweep(a, b)?;
-        sweep(b, a)?;
-    }
+        sweep(b, a)
+    })?;
     outputs(x)
 }
 
@@ -265,21 +271,20 @@ fn heat_3d(x: &Inputs) -> Result<Outputs, AppError> {
     let (steps, n) = (x.size("TSTEPS")?, x.size("N")?);
     let (a, b) = (x.array("A")?, x.array("B")?);
     let (i, lo, hi) = ((1, n - 1), (0, n - 2), (2, n));
-    for _ in 1..steps {
-        let sweep = |f: &Array, to: &Array| -> weft::Result<()> {
-            let c = s(f, &[i, i, i]);
-            let twice = &c * 2.0;
-            let axis = |p: [(i64, i64); 3], m: [(i64, i64); 3]| {
-                (&(&s(f, &p) - &twice) + &s(f, &m)) * 0.125
-            };
-            let sum = &(&(&axis([hi, i, i], [lo, i, i]) + &axis([i, hi, i], [i, lo, i]))
-                + &axis([i, i, hi], [i, i, lo]))
-                + &c;
-            s(to, &[i, i, i]).assign(&sum)
-        };
+    let sweep = |f: &Array, to: &Array| -> weft::Result<()> {
+        let c = s(f, &[i, i, i]);
+        let twice = &c * 2.0;
+        let axis =
+            |p: [(i64, i64); 3], m: [(i64, i64); 3]| (&(&s(f, &p) - &twice) + &s(f, &m)) * 0.125;
+        let sum = &(&(&axis([hi, i, i], [lo, i, i]) + &axis([i, hi, i], [i, lo, i]))
+            + &axis([i, i, hi], [i, i, lo]))
+            + &c;
+        s(to, &[i, i, i]).assign(&sum)
+    };
+    a.numeric().repeat(time_steps(steps), || {
         sweep(a, b)?;
-        sweep(b, a)?;
-    }
+        sweep(b, a)
+    })?;
     outputs(x)
 }
 

@@ -92,6 +92,10 @@ pub struct Stats {
     pub bytes_read: u64,
     /// What the executor did.
     pub exec: ExecStats,
+    /// Steps made by replaying a trace ([`Core::replay`]), not counted in `exec`.
+    pub steps_replayed: u64,
+    /// Launches those replays made.
+    pub launches_replayed: u64,
 }
 
 /// The runtime core (see the module documentation).
@@ -124,6 +128,8 @@ pub struct Core {
     pub(crate) distribution: Option<Box<dyn Distribution>>,
     /// Failed tasks: the storages they left without a value, and what is not yet reported.
     pub(crate) faults: crate::faults::Faults,
+    /// The trace being recorded, if any (see [`crate::trace`]).
+    pub(crate) recording: Option<crate::trace::Recording>,
 }
 
 impl Drop for Core {
@@ -159,6 +165,7 @@ impl Core {
             token: Arc::default(),
             distribution: None,
             faults: Default::default(),
+            recording: None,
         }
     }
 

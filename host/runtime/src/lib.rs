@@ -13,6 +13,7 @@
 //! - [`window`]: the window's policy (grow, run the front, run what a read needs);
 //! - [`executor`]: running a task's points through a back end;
 //! - [`profile`]: the time of kernel runs per kernel (`WEFT_PROFILE=1`);
+//! - [`trace`]: the back-end work of a repeated step, recorded and replayed;
 //! - [`faults`]: fault isolation in the shared window (poisoned storages, attribution);
 //! - [`mapping`]: which rank owns which point;
 //! - [`core`]: the state plugin calls and the application share.
@@ -53,6 +54,7 @@ pub mod profile;
 pub mod stores;
 pub mod task;
 pub mod testing;
+pub mod trace;
 pub mod view;
 pub mod window;
 
@@ -89,4 +91,5 @@ pub use planner::{NoFusion, Plan, PlanContext, PlanSummary, Planner, PlannerStat
 pub use profile::{KernelProfile, Profile};
 pub use stores::{StorageId, StoreId, Stores};
 pub use task::{IndexTask, PluginId, TaskArg};
+pub use trace::Trace;
 pub use view::{ViewError, ViewMap, shape_text};

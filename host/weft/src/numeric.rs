@@ -29,6 +29,7 @@ mod interop;
 mod joining;
 mod products;
 mod random;
+mod repeat;
 mod replayed;
 mod search;
 mod shape_ops;
@@ -45,6 +46,7 @@ use weft_plugin::imports::{PluginState, StoreRes};
 use weft_runtime::StoreHandle;
 
 pub use api::{BinaryOp, Reduction, UnaryOp};
+pub use repeat::RepeatStats;
 use replayed::CallKey;
 pub use replayed::ReplayStats;
 

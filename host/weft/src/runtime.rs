@@ -386,6 +386,24 @@ impl Runtime {
         self.traced(|rt| Ok(rt.core()?.synchronize()?))
     }
 
+    /// Runs what is pending, then records the back-end work of what follows, up to
+    /// [`Runtime::end_trace`] (see `weft_runtime::trace`; [`crate::Numeric::repeat`] uses it).
+    pub fn begin_trace(&mut self) -> Result<()> {
+        self.traced(|rt| Ok(rt.core()?.begin_trace()?))
+    }
+
+    /// Ends the recording that [`Runtime::begin_trace`] began: the step's trace, or `None`
+    /// where the step cannot be replayed.
+    pub fn end_trace(&mut self) -> Result<Option<weft_runtime::Trace>> {
+        self.traced(|rt| Ok(rt.core()?.end_trace()?))
+    }
+
+    /// Makes the back-end calls of a trace again; `Ok(false)`, having done nothing, where a
+    /// kernel of the trace is no longer compiled.
+    pub fn replay_trace(&mut self, trace: &weft_runtime::Trace) -> Result<bool> {
+        self.traced(|rt| Ok(rt.core()?.replay(trace)?))
+    }
+
     /// Counters of what the runtime did.
     pub fn stats(&mut self) -> Stats {
         self.core.as_deref().map(Core::stats).unwrap_or_default()

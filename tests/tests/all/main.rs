@@ -30,4 +30,5 @@ mod stats;
 mod stencil_fusion;
 mod template;
 mod tenants;
+mod traced_steps;
 mod wasm_limits;

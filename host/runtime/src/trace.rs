@@ -1,0 +1,548 @@
+//! Traces: the back-end work of one step of a repeated loop, recorded while the step runs and
+//! replayed for the steps after it without running the step again, as Legion's tracing
+//! replays a recorded stretch of tasks.
+//!
+//! A time-stepped loop makes the same calls every step: the same plugin calls, the same
+//! tasks over the same stores, the same windows, the same fused kernels with the same
+//! bindings. Everything above the back end (the plugin's calls, submitting, the dependence
+//! analysis, planning, binding) then decides the same thing every step, and costs more than
+//! the kernels of a small step. [`Core::begin_trace`] puts a [`Recorder`] in front of the back
+//! end; [`Core::end_trace`] takes it away and keeps what it saw as a [`Trace`]:
+//! allocations, frees, writes, copies and launches, with the buffers a step allocates for
+//! itself named by their order ([`BufRef::Slot`]) and every other buffer by its id.
+//! [`Core::replay`] makes the same calls on the back end again.
+//!
+//! A step is traced only where its replay is the step: a step that reads a store on the host,
+//! hands back partial reductions for the executor to fold, frees a buffer that it did not
+//! allocate, keeps one that it did, or runs on several ranks, gives no trace. The caller
+//! (`weft::Numeric::repeat`) replays a trace only once two consecutive steps recorded the
+//! same one; the step's own code (its closure) must make the same calls every step, which
+//! the two recordings check but cannot prove.
+
+use std::cell::{RefCell, RefMut};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use weft_ir::Scalar;
+use weft_ir::reduction::LoopPartial;
+
+use crate::backend::{Backend, Binding, BufferId, MemoryStats, Prepared};
+use crate::cache::Owner;
+use crate::core::Core;
+use crate::kernel::{KernelEntry, KernelId};
+use crate::{Error, Result};
+
+/// A buffer named in a trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BufRef {
+    /// A buffer that was there before the step (a store the step reads or updates).
+    Fixed(BufferId),
+    /// The `n`th buffer the step allocated (counted from 0).
+    Slot(usize),
+}
+
+/// One call on the back end, as a trace keeps it.
+#[derive(Clone, Debug)]
+enum Event {
+    Alloc {
+        bytes: u64,
+        uninit: bool,
+    },
+    Free(BufRef),
+    Write {
+        buffer: BufRef,
+        offset: u64,
+        data: Vec<u8>,
+    },
+    Copy {
+        from: BufRef,
+        to: BufRef,
+        bytes: u64,
+    },
+    SoleLaunch(bool),
+    /// A launch; `buffers[i]` names the buffer of `bindings[i]` (`None` for scratch).
+    Launch {
+        kernel: KernelId,
+        bindings: Vec<Binding>,
+        buffers: Vec<Option<BufRef>>,
+        scalars: Vec<Scalar>,
+    },
+    /// `take_reductions`, which gave nothing back.
+    TakeReductions,
+    FinishDeferred(bool),
+}
+
+impl PartialEq for Event {
+    fn eq(&self, other: &Event) -> bool {
+        use Event::*;
+        match (self, other) {
+            (
+                Launch {
+                    kernel,
+                    bindings,
+                    buffers,
+                    scalars,
+                },
+                Launch {
+                    kernel: k2,
+                    bindings: b2,
+                    buffers: r2,
+                    scalars: s2,
+                },
+            ) => {
+                // Bindings compare without their buffer ids (`buffers` names them).
+                let strip = |b: &Binding| match b {
+                    Binding::Buffer { .. } => {
+                        let mut b = b.clone();
+                        if let Binding::Buffer { buffer, .. } = &mut b {
+                            *buffer = BufferId(0);
+                        }
+                        b
+                    }
+                    Binding::Scratch { .. } => b.clone(),
+                };
+                kernel == k2
+                    && buffers == r2
+                    && bindings.len() == b2.len()
+                    && bindings.iter().zip(b2).all(|(a, b)| strip(a) == strip(b))
+                    && scalars.len() == s2.len()
+                    && scalars
+                        .iter()
+                        .zip(s2)
+                        .all(|(a, b)| a.dtype() == b.dtype() && a.to_bits() == b.to_bits())
+            }
+            (
+                Alloc { bytes, uninit },
+                Alloc {
+                    bytes: b2,
+                    uninit: u2,
+                },
+            ) => bytes == b2 && uninit == u2,
+            (Free(a), Free(b)) => a == b,
+            (
+                Write {
+                    buffer,
+                    offset,
+                    data,
+                },
+                Write {
+                    buffer: b2,
+                    offset: o2,
+                    data: d2,
+                },
+            ) => buffer == b2 && offset == o2 && data == d2,
+            (
+                Copy { from, to, bytes },
+                Copy {
+                    from: f2,
+                    to: t2,
+                    bytes: n2,
+                },
+            ) => from == f2 && to == t2 && bytes == n2,
+            (SoleLaunch(a), SoleLaunch(b)) => a == b,
+            (TakeReductions, TakeReductions) => true,
+            (FinishDeferred(a), FinishDeferred(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+/// The back-end work of one step (see the module documentation). Two traces are equal when
+/// they make the same calls, up to the ids of the buffers the step allocated.
+#[derive(Clone, Debug)]
+pub struct Trace {
+    events: Vec<Event>,
+    /// The kernels the step launched, each once: a replay runs only while every one of them
+    /// is prepared (a bounded cache may have evicted one).
+    kernels: Vec<Arc<KernelEntry>>,
+    launches: usize,
+}
+
+impl PartialEq for Trace {
+    fn eq(&self, other: &Trace) -> bool {
+        self.events == other.events
+    }
+}
+
+impl Trace {
+    /// The launches a replay makes.
+    pub fn launches(&self) -> usize {
+        self.launches
+    }
+}
+
+/// What a [`Recorder`] saw so far.
+#[derive(Default)]
+struct Log {
+    events: Vec<Event>,
+    kernels: Vec<Arc<KernelEntry>>,
+    /// Each slot's buffer while it is allocated.
+    slots: Vec<Option<BufferId>>,
+    /// Why the step gives no trace, once something shows it.
+    refused: Option<&'static str>,
+}
+
+impl Log {
+    fn name(&self, buffer: BufferId) -> BufRef {
+        match self.slots.iter().position(|s| *s == Some(buffer)) {
+            Some(n) => BufRef::Slot(n),
+            None => BufRef::Fixed(buffer),
+        }
+    }
+
+    fn refuse(&mut self, why: &'static str) {
+        self.refused.get_or_insert(why);
+    }
+}
+
+/// The back end a [`Recorder`] runs on, and what it saw.
+struct Shared {
+    inner: Box<dyn Backend>,
+    log: Log,
+}
+
+/// A back end that runs everything on another one and logs it (see the module
+/// documentation). The recorded back end and the log sit in a cell that the core shares, so
+/// that the core takes the back end back when the recording ends.
+struct Recorder(Rc<RefCell<Shared>>);
+
+impl Recorder {
+    /// The shared state; the core touches it only once the recorder is gone, and no call
+    /// here holds it across another, so it is never borrowed twice.
+    fn lock(&self) -> RefMut<'_, Shared> {
+        self.0.borrow_mut()
+    }
+}
+
+impl Backend for Recorder {
+    fn name(&self) -> &'static str {
+        self.lock().inner.name()
+    }
+    fn alloc(&mut self, bytes: u64) -> Result<BufferId> {
+        let mut s = self.lock();
+        let b = s.inner.alloc(bytes)?;
+        s.log.events.push(Event::Alloc {
+            bytes,
+            uninit: false,
+        });
+        s.log.slots.push(Some(b));
+        Ok(b)
+    }
+    fn alloc_uninit(&mut self, bytes: u64) -> Result<BufferId> {
+        let mut s = self.lock();
+        let b = s.inner.alloc_uninit(bytes)?;
+        s.log.events.push(Event::Alloc {
+            bytes,
+            uninit: true,
+        });
+        s.log.slots.push(Some(b));
+        Ok(b)
+    }
+    fn free(&mut self, buffer: BufferId) {
+        let mut s = self.lock();
+        s.inner.free(buffer);
+        match s.log.name(buffer) {
+            BufRef::Slot(n) => {
+                s.log.slots[n] = None;
+                s.log.events.push(Event::Free(BufRef::Slot(n)));
+            }
+            BufRef::Fixed(_) => s.log.refuse("it frees a buffer allocated before it"),
+        }
+    }
+    fn write(&mut self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<()> {
+        let mut s = self.lock();
+        s.inner.write(buffer, offset, data)?;
+        let buffer = s.log.name(buffer);
+        s.log.events.push(Event::Write {
+            buffer,
+            offset,
+            data: data.to_vec(),
+        });
+        Ok(())
+    }
+    fn read(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<()> {
+        let mut s = self.lock();
+        s.log.refuse("it reads a store on the host");
+        s.inner.read(buffer, offset, out)
+    }
+    fn copy(&mut self, from: BufferId, to: BufferId, bytes: u64) -> Result<()> {
+        let mut s = self.lock();
+        s.inner.copy(from, to, bytes)?;
+        let (from, to) = (s.log.name(from), s.log.name(to));
+        s.log.events.push(Event::Copy { from, to, bytes });
+        Ok(())
+    }
+    fn read_append(
+        &mut self,
+        buffer: BufferId,
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let mut s = self.lock();
+        s.log.refuse("it reads a store on the host");
+        s.inner.read_append(buffer, offset, len, out)
+    }
+    fn is_prepared(&self, kernel: &Arc<KernelEntry>) -> bool {
+        // The executor asks before each task it runs: the step's kernels are those asked of.
+        let mut s = self.lock();
+        if !s.log.kernels.iter().any(|k| k.id() == kernel.id()) {
+            s.log.kernels.push(Arc::clone(kernel));
+        }
+        s.inner.is_prepared(kernel)
+    }
+    fn prepare(&mut self, kernel: &Arc<KernelEntry>, owner: Owner) -> Result<Prepared> {
+        self.lock().inner.prepare(kernel, owner)
+    }
+    fn launch(&mut self, kernel: KernelId, bindings: &[Binding], scalars: &[Scalar]) -> Result<()> {
+        let mut s = self.lock();
+        s.inner.launch(kernel, bindings, scalars)?;
+        let buffers = bindings
+            .iter()
+            .map(|b| match b {
+                Binding::Buffer { buffer, .. } => Some(s.log.name(*buffer)),
+                Binding::Scratch { .. } => None,
+            })
+            .collect();
+        s.log.events.push(Event::Launch {
+            kernel,
+            bindings: bindings.to_vec(),
+            buffers,
+            scalars: scalars.to_vec(),
+        });
+        Ok(())
+    }
+    fn take_reductions(&mut self) -> Result<Vec<LoopPartial>> {
+        let mut s = self.lock();
+        let parts = s.inner.take_reductions()?;
+        if parts.is_empty() {
+            s.log.events.push(Event::TakeReductions);
+        } else {
+            s.log
+                .refuse("the executor folds partial reductions of its launches");
+        }
+        Ok(parts)
+    }
+    fn finish_deferred(&mut self, commit: bool) -> Result<()> {
+        let mut s = self.lock();
+        s.inner.finish_deferred(commit)?;
+        s.log.events.push(Event::FinishDeferred(commit));
+        Ok(())
+    }
+    fn set_sole_launch(&mut self, sole: bool) {
+        let mut s = self.lock();
+        s.inner.set_sole_launch(sole);
+        s.log.events.push(Event::SoleLaunch(sole));
+    }
+    fn synchronize(&mut self) -> Result<()> {
+        self.lock().inner.synchronize()
+    }
+    fn memory(&self) -> MemoryStats {
+        self.lock().inner.memory()
+    }
+    fn record_mark(&mut self) -> Result<Option<u64>> {
+        let mut s = self.lock();
+        s.log.refuse("it records device marks");
+        s.inner.record_mark()
+    }
+    fn mark_elapsed(&mut self, from: u64, to: u64) -> Result<Option<std::time::Duration>> {
+        self.lock().inner.mark_elapsed(from, to)
+    }
+    fn copy_bandwidth(&mut self, bytes: u64, samples: usize) -> Result<Option<Vec<f64>>> {
+        let mut s = self.lock();
+        s.log.refuse("it probes the device");
+        s.inner.copy_bandwidth(bytes, samples)
+    }
+}
+
+/// Stands in for the back end while the recorder is put in front of it or taken away; it is
+/// never called.
+struct Vacant;
+
+impl Backend for Vacant {
+    fn name(&self) -> &'static str {
+        "vacant"
+    }
+    fn alloc(&mut self, _: u64) -> Result<BufferId> {
+        Err(vacant())
+    }
+    fn free(&mut self, _: BufferId) {}
+    fn write(&mut self, _: BufferId, _: u64, _: &[u8]) -> Result<()> {
+        Err(vacant())
+    }
+    fn read(&mut self, _: BufferId, _: u64, _: &mut [u8]) -> Result<()> {
+        Err(vacant())
+    }
+    fn is_prepared(&self, _: &Arc<KernelEntry>) -> bool {
+        false
+    }
+    fn prepare(&mut self, _: &Arc<KernelEntry>, _: Owner) -> Result<Prepared> {
+        Err(vacant())
+    }
+    fn launch(&mut self, _: KernelId, _: &[Binding], _: &[Scalar]) -> Result<()> {
+        Err(vacant())
+    }
+    fn take_reductions(&mut self) -> Result<Vec<LoopPartial>> {
+        Err(vacant())
+    }
+    fn synchronize(&mut self) -> Result<()> {
+        Err(vacant())
+    }
+    fn memory(&self) -> MemoryStats {
+        MemoryStats::default()
+    }
+}
+
+fn vacant() -> Error {
+    Error::Internal("the back end is out while a trace recorder is swapped in".into())
+}
+
+/// The recording in progress: what the recorder in front of the back end shares with the
+/// core.
+pub(crate) struct Recording(Rc<RefCell<Shared>>);
+
+impl Core {
+    /// Runs what is pending, then records the back-end work from here to
+    /// [`Core::end_trace`] (see the module documentation). On several ranks, or while a
+    /// recording is already under way, nothing is recorded and `end_trace` gives no trace.
+    pub fn begin_trace(&mut self) -> Result<()> {
+        self.flush()?;
+        if self.distribution.is_some() || self.recording.is_some() {
+            return Ok(());
+        }
+        let inner = std::mem::replace(&mut self.backend, Box::new(Vacant));
+        let shared = Rc::new(RefCell::new(Shared {
+            inner,
+            log: Log::default(),
+        }));
+        self.backend = Box::new(Recorder(Rc::clone(&shared)));
+        self.recording = Some(Recording(shared));
+        Ok(())
+    }
+
+    /// Runs what is pending and frees what the step released, then stops recording: the
+    /// step's trace, or `None` where the step cannot be replayed (see the module
+    /// documentation). The back end is the one before [`Core::begin_trace`] again, also when
+    /// this fails.
+    pub fn end_trace(&mut self) -> Result<Option<Trace>> {
+        let Some(Recording(shared)) = self.recording.take() else {
+            self.flush()?;
+            return Ok(None);
+        };
+        self.collect_released();
+        let flushed = self.flush();
+        self.collect_released();
+        // Dropping the recorder leaves the core the only holder of the shared state.
+        drop(std::mem::replace(&mut self.backend, Box::new(Vacant)));
+        let Shared { inner, log } = match Rc::try_unwrap(shared) {
+            Ok(shared) => shared.into_inner(),
+            Err(_) => return Err(Error::Internal("a trace recorder outlived its step".into())),
+        };
+        self.backend = inner;
+        flushed?;
+        if log.refused.is_some() || log.slots.iter().any(Option::is_some) {
+            return Ok(None);
+        }
+        let launches = log
+            .events
+            .iter()
+            .filter(|e| matches!(e, Event::Launch { .. }))
+            .count();
+        Ok(Some(Trace {
+            events: log.events,
+            kernels: log.kernels,
+            launches,
+        }))
+    }
+
+    /// Makes the back-end calls of `trace` again (see the module documentation): `Ok(false)`,
+    /// having done nothing, where a kernel of the trace is no longer prepared (the caller
+    /// then runs the step itself). The trace must come from [`Core::end_trace`] on this core,
+    /// with nothing pending since (it runs what is pending first).
+    pub fn replay(&mut self, trace: &Trace) -> Result<bool> {
+        self.flush()?;
+        if self.recording.is_some() || !trace.kernels.iter().all(|k| self.backend.is_prepared(k)) {
+            return Ok(false);
+        }
+        let mut slots: Vec<Option<BufferId>> = Vec::new();
+        let result = self.replay_events(trace, &mut slots);
+        // On a failure, what the step allocated and did not free yet goes back.
+        for b in slots.into_iter().flatten() {
+            self.backend.free(b);
+        }
+        result?;
+        self.stats.steps_replayed += 1;
+        self.stats.launches_replayed += trace.launches as u64;
+        Ok(true)
+    }
+
+    fn replay_events(&mut self, trace: &Trace, slots: &mut Vec<Option<BufferId>>) -> Result<()> {
+        let resolve = |slots: &[Option<BufferId>], r: BufRef| match r {
+            BufRef::Fixed(b) => Ok(b),
+            BufRef::Slot(n) => slots.get(n).copied().flatten().ok_or_else(|| {
+                Error::Internal(format!("a trace names buffer slot {n} while it is free"))
+            }),
+        };
+        for event in &trace.events {
+            match event {
+                Event::Alloc { bytes, uninit } => {
+                    let b = if *uninit {
+                        self.backend.alloc_uninit(*bytes)?
+                    } else {
+                        self.backend.alloc(*bytes)?
+                    };
+                    slots.push(Some(b));
+                }
+                Event::Free(r) => {
+                    let b = resolve(slots, *r)?;
+                    self.backend.free(b);
+                    if let BufRef::Slot(n) = r {
+                        slots[*n] = None;
+                    }
+                }
+                Event::Write {
+                    buffer,
+                    offset,
+                    data,
+                } => {
+                    let b = resolve(slots, *buffer)?;
+                    self.backend.write(b, *offset, data)?;
+                }
+                Event::Copy { from, to, bytes } => {
+                    let (f, t) = (resolve(slots, *from)?, resolve(slots, *to)?);
+                    self.backend.copy(f, t, *bytes)?;
+                }
+                Event::SoleLaunch(sole) => self.backend.set_sole_launch(*sole),
+                Event::Launch {
+                    kernel,
+                    bindings,
+                    buffers,
+                    scalars,
+                } => {
+                    if buffers.iter().any(|b| matches!(b, Some(BufRef::Slot(_)))) {
+                        let mut bound = bindings.clone();
+                        for (binding, r) in bound.iter_mut().zip(buffers) {
+                            if let (Binding::Buffer { buffer, .. }, Some(r)) = (binding, r) {
+                                *buffer = resolve(slots, *r)?;
+                            }
+                        }
+                        self.backend.launch(*kernel, &bound, scalars)?;
+                    } else {
+                        self.backend.launch(*kernel, bindings, scalars)?;
+                    }
+                }
+                Event::TakeReductions => {
+                    if !self.backend.take_reductions()?.is_empty() {
+                        return Err(Error::Internal(
+                            "a replayed launch held back partial reductions that its recording \
+                             did not"
+                                .into(),
+                        ));
+                    }
+                }
+                Event::FinishDeferred(commit) => self.backend.finish_deferred(*commit)?,
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,208 @@
+//! Time-stepped loops run as replayed traces (`Numeric::repeat`, `weft_runtime::trace`): the
+//! replayed steps give the bits of the loop written out, and a step that a replay would not
+//! reproduce (a host read, a scalar that changes, an array kept past the step) is never
+//! replayed.
+
+use weft::{Array, Ix, Numeric, Range, RepeatStats};
+use weft_ir::DType;
+
+/// An `n` x `n` grid of values that are not round.
+fn grid(np: &Numeric, n: u64) -> Array {
+    np.linspace(-1.3, 2.9, n * n, DType::F64)
+        .sin()
+        .reshape(&[n as i64, n as i64])
+}
+
+/// Rows or columns `lo..hi` of every dimension.
+fn s(a: &Array, r: &[(i64, i64)]) -> Array {
+    let ix: Vec<Ix> = r
+        .iter()
+        .map(|&(lo, hi)| Ix::Slice(Range::new(lo, hi)))
+        .collect();
+    a.index(&ix)
+}
+
+/// One Jacobi sweep from `f` into `to` (NPBench's `jacobi_2d`).
+fn sweep(f: &Array, to: &Array, n: i64) -> weft::Result<()> {
+    let (i, lo, hi) = ((1, n - 1), (0, n - 2), (2, n));
+    let sum = &(&(&(&s(f, &[i, i]) + &s(f, &[i, lo])) + &s(f, &[i, hi])) + &s(f, &[hi, i]))
+        + &s(f, &[lo, i]);
+    s(to, &[i, i]).assign(&(sum * 0.2))
+}
+
+fn bits(a: &Array) -> Vec<u64> {
+    a.to_vec()
+        .expect("the array reads")
+        .iter()
+        .map(|v| v.to_bits())
+        .collect()
+}
+
+/// The same sweeps in plain Rust.
+fn reference(a: &mut [f64], b: &mut [f64], n: usize, steps: usize) {
+    let one = |f: &[f64], to: &mut [f64]| {
+        for r in 1..n - 1 {
+            for c in 1..n - 1 {
+                let at = |r: usize, c: usize| f[r * n + c];
+                to[r * n + c] = ((((at(r, c) + at(r, c - 1)) + at(r, c + 1)) + at(r + 1, c))
+                    + at(r - 1, c))
+                    * 0.2;
+            }
+        }
+    };
+    for _ in 0..steps {
+        one(a, b);
+        one(b, a);
+    }
+}
+
+#[test]
+fn a_repeated_stencil_step_replays_with_the_bits_of_the_loop_written_out() {
+    let (n, steps) = (40u64, 12);
+    let plain = weft_tests::numeric(2);
+    let (a0, b0) = (grid(&plain, n), grid(&plain, n) * 0.5);
+    for _ in 0..steps {
+        sweep(&a0, &b0, n as i64).expect("a sweep");
+        sweep(&b0, &a0, n as i64).expect("a sweep");
+    }
+
+    let np = weft_tests::numeric(2);
+    let (a, b) = (grid(&np, n), grid(&np, n) * 0.5);
+    let (mut ra, mut rb) = (a.to_vec().expect("reads"), b.to_vec().expect("reads"));
+    let stats = np
+        .repeat(steps, || {
+            sweep(&a, &b, n as i64)?;
+            sweep(&b, &a, n as i64)
+        })
+        .expect("the loop runs");
+    assert_eq!(
+        stats,
+        RepeatStats {
+            steps_run: 3,
+            steps_replayed: steps - 3
+        },
+        "the first step runs, the next two are recorded, the rest replayed"
+    );
+    let replayed = np.runtime(|rt| rt.stats());
+    assert_eq!(replayed.steps_replayed, (steps - 3) as u64);
+    assert!(replayed.launches_replayed >= replayed.steps_replayed);
+    assert_eq!(bits(&a), bits(&a0));
+    assert_eq!(bits(&b), bits(&b0));
+
+    reference(&mut ra, &mut rb, n as usize, steps);
+    let got = a.to_vec().expect("reads");
+    for (g, w) in got.iter().zip(&ra) {
+        assert!((g - w).abs() <= 1e-12 * w.abs().max(1.0), "{g} against {w}");
+    }
+}
+
+/// Runs `steps` steps of `step` through `repeat` and as a plain loop, on two runtimes, and
+/// returns the repeat's stats; `step` gets the runtime and its step number, and its arrays
+/// come from `make`.
+fn both<S>(
+    steps: usize,
+    make: impl Fn(&Numeric) -> S,
+    step: impl Fn(&Numeric, &S, usize) -> weft::Result<()>,
+    read: impl Fn(&S) -> Vec<u64>,
+) -> RepeatStats {
+    let plain = weft_tests::numeric(2);
+    let state = make(&plain);
+    for k in 0..steps {
+        step(&plain, &state, k).expect("a plain step");
+    }
+    let np = weft_tests::numeric(2);
+    let repeated = make(&np);
+    let mut k = 0;
+    let stats = np
+        .repeat(steps, || {
+            k += 1;
+            step(&np, &repeated, k - 1)
+        })
+        .expect("the loop runs");
+    assert_eq!(read(&repeated), read(&state), "{stats:?}");
+    assert_eq!(stats.steps_run + stats.steps_replayed, steps);
+    stats
+}
+
+#[test]
+fn a_step_that_reads_on_the_host_is_never_replayed() {
+    let stats = both(
+        8,
+        |np| grid(np, 16),
+        |_, a, _| {
+            a.assign(&(a * 0.75 + 0.25))?;
+            // A host read in the step: a replay would not make it.
+            let _ = a.to_vec()?;
+            Ok(())
+        },
+        bits,
+    );
+    assert_eq!(stats.steps_replayed, 0);
+}
+
+#[test]
+fn a_step_whose_scalars_change_is_never_replayed() {
+    let stats = both(
+        8,
+        |np| grid(np, 16),
+        |_, a, k| a.assign(&(a * (1.0 + k as f64 / 8.0))),
+        bits,
+    );
+    assert_eq!(stats.steps_replayed, 0);
+}
+
+#[test]
+fn a_step_that_keeps_an_array_is_never_replayed() {
+    let kept = std::cell::RefCell::new(Vec::new());
+    let stats = both(
+        6,
+        |np| grid(np, 16),
+        |_, a, _| {
+            a.assign(&(a * 0.5 - 1.0))?;
+            kept.borrow_mut().push(a.copy());
+            Ok(())
+        },
+        bits,
+    );
+    assert_eq!(stats.steps_replayed, 0);
+    // Each copy holds its step's values: the last two plain and repeated copies agree.
+    let kept = kept.into_inner();
+    assert_eq!(kept.len(), 12);
+    assert_eq!(bits(&kept[5]), bits(&kept[11]));
+}
+
+#[test]
+fn a_step_with_a_reduction_gives_the_loops_bits() {
+    both(
+        9,
+        |np| grid(np, 24),
+        |_, a, _| a.assign(&(a / &(a.sum() * 0.01 + 3.0))),
+        bits,
+    );
+}
+
+#[test]
+fn an_error_in_a_recorded_step_ends_the_loop_and_the_runtime_keeps_running() {
+    let np = weft_tests::numeric(2);
+    let a = grid(&np, 8);
+    let mut k = 0;
+    let result = np.repeat(10, || {
+        k += 1;
+        a.assign(&(&a * 2.0))?;
+        if k == 2 {
+            // The second step is the first recorded: a shape mismatch there.
+            a.assign(&np.ones(&[3, 4], DType::F64))?;
+        }
+        Ok(())
+    });
+    let err = result.expect_err("the mismatch is reported");
+    assert!(err.to_string().contains("shape"), "{err}");
+    assert_eq!(k, 2, "no step runs after the failing one");
+    // The back end is back in place: arrays are made, computed and read.
+    let v = (np.arange(0.0, 4.0, 1.0, DType::F64) * 3.0)
+        .to_vec()
+        .expect("the runtime keeps running");
+    assert_eq!(v, vec![0.0, 3.0, 6.0, 9.0]);
+    let twice = bits(&(grid(&np, 8) * 4.0));
+    assert_eq!(bits(&a), twice, "the two steps before the error landed");
+}
