@@ -244,7 +244,7 @@ fn jacobi_1d(x: &Inputs) -> Result<Outputs, AppError> {
         s(to, &[(1, n - 1)]).assign(&(sum * 0.33333))
     };
     // `for _ in 1..steps`, as a replayed trace (see `Numeric::repeat`).
-    a.numeric().repeat(time_steps(steps), || {
+    a.numeric().repeat(time_steps(steps), |_| {
         sweep(a, b)?;
         sweep(b, a)
     })?;
@@ -260,7 +260,7 @@ fn jacobi_2d(x: &Inputs) -> Result<Outputs, AppError> {
             + &s(f, &[lo, i]);
         s(to, &[i, i]).assign(&(sum * 0.2))
     };
-    a.numeric().repeat(time_steps(steps), || {
+    a.numeric().repeat(time_steps(steps), |_| {
         sweep(a, b)?;
         sweep(b, a)
     })?;
@@ -281,7 +281,7 @@ fn heat_3d(x: &Inputs) -> Result<Outputs, AppError> {
             + &c;
         s(to, &[i, i, i]).assign(&sum)
     };
-    a.numeric().repeat(time_steps(steps), || {
+    a.numeric().repeat(time_steps(steps), |_| {
         sweep(a, b)?;
         sweep(b, a)
     })?;
@@ -296,7 +296,11 @@ fn fdtd_2d(x: &Inputs) -> Result<Outputs, AppError> {
         x.array("hz")?,
         x.array("_fict_")?,
     );
-    for t in 0..tmax {
+    // `for t in range(TMAX)`, as a replayed trace (see `Numeric::repeat`): the view of
+    // `_fict_[t]` moves by one element a step.
+    let steps = usize::try_from(tmax).unwrap_or(0);
+    ex.numeric().repeat(steps, |t| {
+        let t = i64::try_from(t).map_err(|e| weft::Error::Usage(e.to_string()))?;
         s(ey, &[(0, 1), (0, ny)]).assign(&fict.index(&[Ix::At(t)]))?;
         let mut v = s(ey, &[(1, nx), (0, ny)]);
         v -= &((&s(hz, &[(1, nx), (0, ny)]) - &s(hz, &[(0, nx - 1), (0, ny)])) * 0.5);
@@ -306,7 +310,8 @@ fn fdtd_2d(x: &Inputs) -> Result<Outputs, AppError> {
         let curl = &(&(&s(ex, &[r, c1]) - &s(ex, &[r, c])) + &s(ey, &[r1, c])) - &s(ey, &[r, c]);
         let mut v = s(hz, &[r, c]);
         v -= &(curl * 0.7);
-    }
+        Ok(())
+    })?;
     outputs(x)
 }
 

@@ -15,9 +15,11 @@
 //! A step is traced only where its replay is the step: a step that reads a store on the host,
 //! hands back partial reductions for the executor to fold, frees a buffer that it did not
 //! allocate, keeps one that it did, or runs on several ranks, gives no trace. The caller
-//! (`weft::Numeric::repeat`) replays a trace only once two consecutive steps recorded the
-//! same one; the step's own code (its closure) must make the same calls every step, which
-//! the two recordings check but cannot prove.
+//! (`weft::Numeric::repeat`) replays a trace only once consecutive steps recorded the same
+//! calls ([`Trace::follows`]): two the same, or three whose only difference is the offsets of
+//! some views, each moved by the same amount from one step to the next (a loop that reads
+//! `a[t]` at step `t`); a replay `k` steps on moves those `k` times further. The step's own
+//! code (its closure) must keep doing so, which the recordings check but cannot prove.
 
 use std::cell::{RefCell, RefMut};
 use std::rc::Rc;
@@ -72,8 +74,11 @@ enum Event {
     FinishDeferred(bool),
 }
 
-impl PartialEq for Event {
-    fn eq(&self, other: &Event) -> bool {
+impl Event {
+    /// Whether `other` makes the same call up to the offsets of its bindings: the offsets'
+    /// differences (`other`'s less this one's) by binding, those that are not zero; `None`
+    /// where anything else differs.
+    fn moves_to(&self, other: &Event) -> Option<Vec<(usize, i64)>> {
         use Event::*;
         match (self, other) {
             (
@@ -90,26 +95,54 @@ impl PartialEq for Event {
                     scalars: s2,
                 },
             ) => {
-                // Bindings compare without their buffer ids (`buffers` names them).
-                let strip = |b: &Binding| match b {
-                    Binding::Buffer { .. } => {
-                        let mut b = b.clone();
-                        if let Binding::Buffer { buffer, .. } = &mut b {
-                            *buffer = BufferId(0);
-                        }
-                        b
-                    }
-                    Binding::Scratch { .. } => b.clone(),
-                };
-                kernel == k2
+                let same = kernel == k2
                     && buffers == r2
                     && bindings.len() == b2.len()
-                    && bindings.iter().zip(b2).all(|(a, b)| strip(a) == strip(b))
                     && scalars.len() == s2.len()
                     && scalars
                         .iter()
                         .zip(s2)
-                        .all(|(a, b)| a.dtype() == b.dtype() && a.to_bits() == b.to_bits())
+                        .all(|(a, b)| a.dtype() == b.dtype() && a.to_bits() == b.to_bits());
+                if !same {
+                    return None;
+                }
+                let mut moves = Vec::new();
+                for (i, (a, b)) in bindings.iter().zip(b2).enumerate() {
+                    match (a, b) {
+                        (
+                            Binding::Buffer { offset, .. },
+                            Binding::Buffer {
+                                offset: offset2, ..
+                            },
+                        ) => {
+                            // Everything but the buffer (named by `buffers`) and the offset.
+                            let mut b = b.clone();
+                            if let (
+                                Binding::Buffer {
+                                    buffer: to_buffer,
+                                    offset: to_offset,
+                                    ..
+                                },
+                                Binding::Buffer { buffer, .. },
+                            ) = (&mut b, a)
+                            {
+                                *to_buffer = *buffer;
+                                *to_offset = *offset;
+                            }
+                            if &b != a {
+                                return None;
+                            }
+                            let delta =
+                                i64::try_from(i128::from(*offset2) - i128::from(*offset)).ok()?;
+                            if delta != 0 {
+                                moves.push((i, delta));
+                            }
+                        }
+                        (Binding::Scratch { .. }, Binding::Scratch { .. }) if a == b => {}
+                        _ => return None,
+                    }
+                }
+                Some(moves)
             }
             (
                 Alloc { bytes, uninit },
@@ -117,8 +150,8 @@ impl PartialEq for Event {
                     bytes: b2,
                     uninit: u2,
                 },
-            ) => bytes == b2 && uninit == u2,
-            (Free(a), Free(b)) => a == b,
+            ) => (bytes == b2 && uninit == u2).then(Vec::new),
+            (Free(a), Free(b)) => (a == b).then(Vec::new),
             (
                 Write {
                     buffer,
@@ -130,7 +163,7 @@ impl PartialEq for Event {
                     offset: o2,
                     data: d2,
                 },
-            ) => buffer == b2 && offset == o2 && data == d2,
+            ) => (buffer == b2 && offset == o2 && data == d2).then(Vec::new),
             (
                 Copy { from, to, bytes },
                 Copy {
@@ -138,17 +171,26 @@ impl PartialEq for Event {
                     to: t2,
                     bytes: n2,
                 },
-            ) => from == f2 && to == t2 && bytes == n2,
-            (SoleLaunch(a), SoleLaunch(b)) => a == b,
-            (TakeReductions, TakeReductions) => true,
-            (FinishDeferred(a), FinishDeferred(b)) => a == b,
-            _ => false,
+            ) => (from == f2 && to == t2 && bytes == n2).then(Vec::new),
+            (SoleLaunch(a), SoleLaunch(b)) => (a == b).then(Vec::new),
+            (TakeReductions, TakeReductions) => Some(Vec::new()),
+            (FinishDeferred(a), FinishDeferred(b)) => (a == b).then(Vec::new),
+            _ => None,
         }
     }
 }
 
-/// The back-end work of one step (see the module documentation). Two traces are equal when
-/// they make the same calls, up to the ids of the buffers the step allocated.
+/// A binding whose offset moves by the same number of elements every step: launch event
+/// `event`, binding `binding`, `delta` elements a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Move {
+    event: usize,
+    binding: usize,
+    delta: i64,
+}
+
+/// The back-end work of one step (see the module documentation), and the bindings whose
+/// offsets move from step to step.
 #[derive(Clone, Debug)]
 pub struct Trace {
     events: Vec<Event>,
@@ -156,18 +198,50 @@ pub struct Trace {
     /// is prepared (a bounded cache may have evicted one).
     kernels: Vec<Arc<KernelEntry>>,
     launches: usize,
-}
-
-impl PartialEq for Trace {
-    fn eq(&self, other: &Trace) -> bool {
-        self.events == other.events
-    }
+    /// Bindings whose offsets move by a fixed amount each step (see [`Trace::follows`]).
+    moves: Vec<Move>,
 }
 
 impl Trace {
     /// The launches a replay makes.
     pub fn launches(&self) -> usize {
         self.launches
+    }
+
+    /// The moves from `self` to `next`, a trace of the step after it: `None` unless `next`
+    /// makes the same calls up to the offsets of its bindings (and, for buffers the step
+    /// allocated, up to their ids).
+    fn moves_to(&self, next: &Trace) -> Option<Vec<Move>> {
+        if self.events.len() != next.events.len() {
+            return None;
+        }
+        let mut moves = Vec::new();
+        for (event, (a, b)) in self.events.iter().zip(&next.events).enumerate() {
+            for (binding, delta) in a.moves_to(b)? {
+                moves.push(Move {
+                    event,
+                    binding,
+                    delta,
+                });
+            }
+        }
+        Some(moves)
+    }
+
+    /// `next` as a trace to replay, where it follows `self` (the trace of the step before it)
+    /// as `self` followed `earlier` (the one before that, if any): the same calls, every
+    /// binding's offset moved by the same amount from one to the next. Replaying the result
+    /// `k` steps after `next`'s moves each such offset `k` times further. With no moving
+    /// binding, `earlier` is not needed: `next` makes the same calls as `self`.
+    pub fn follows(&self, earlier: Option<&Trace>, next: &Trace) -> Option<Trace> {
+        let moves = self.moves_to(next)?;
+        if !moves.is_empty() && earlier?.moves_to(self)? != moves {
+            return None;
+        }
+        Some(Trace {
+            moves,
+            ..next.clone()
+        })
     }
 }
 
@@ -452,20 +526,22 @@ impl Core {
             events: log.events,
             kernels: log.kernels,
             launches,
+            moves: Vec::new(),
         }))
     }
 
-    /// Makes the back-end calls of `trace` again (see the module documentation): `Ok(false)`,
-    /// having done nothing, where a kernel of the trace is no longer prepared (the caller
-    /// then runs the step itself). The trace must come from [`Core::end_trace`] on this core,
-    /// with nothing pending since (it runs what is pending first).
-    pub fn replay(&mut self, trace: &Trace) -> Result<bool> {
+    /// Makes the back-end calls of `trace` again (see the module documentation), as the step
+    /// `after` steps after the recorded one (its moving bindings moved `after` times):
+    /// `Ok(false)`, having done nothing, where a kernel of the trace is no longer prepared
+    /// (the caller then runs the step itself). The trace must come from [`Core::end_trace`]
+    /// (or [`Trace::follows`]) on this core; what is pending runs first.
+    pub fn replay(&mut self, trace: &Trace, after: u64) -> Result<bool> {
         self.flush()?;
         if self.recording.is_some() || !trace.kernels.iter().all(|k| self.backend.is_prepared(k)) {
             return Ok(false);
         }
         let mut slots: Vec<Option<BufferId>> = Vec::new();
-        let result = self.replay_events(trace, &mut slots);
+        let result = self.replay_events(trace, after, &mut slots);
         // On a failure, what the step allocated and did not free yet goes back.
         for b in slots.into_iter().flatten() {
             self.backend.free(b);
@@ -476,14 +552,20 @@ impl Core {
         Ok(true)
     }
 
-    fn replay_events(&mut self, trace: &Trace, slots: &mut Vec<Option<BufferId>>) -> Result<()> {
+    fn replay_events(
+        &mut self,
+        trace: &Trace,
+        after: u64,
+        slots: &mut Vec<Option<BufferId>>,
+    ) -> Result<()> {
         let resolve = |slots: &[Option<BufferId>], r: BufRef| match r {
             BufRef::Fixed(b) => Ok(b),
             BufRef::Slot(n) => slots.get(n).copied().flatten().ok_or_else(|| {
                 Error::Internal(format!("a trace names buffer slot {n} while it is free"))
             }),
         };
-        for event in &trace.events {
+        let mut moves = trace.moves.iter().peekable();
+        for (at, event) in trace.events.iter().enumerate() {
             match event {
                 Event::Alloc { bytes, uninit } => {
                     let b = if *uninit {
@@ -519,11 +601,26 @@ impl Core {
                     buffers,
                     scalars,
                 } => {
-                    if buffers.iter().any(|b| matches!(b, Some(BufRef::Slot(_)))) {
+                    let moved = moves.peek().is_some_and(|m| m.event == at);
+                    if moved || buffers.iter().any(|b| matches!(b, Some(BufRef::Slot(_)))) {
                         let mut bound = bindings.clone();
                         for (binding, r) in bound.iter_mut().zip(buffers) {
                             if let (Binding::Buffer { buffer, .. }, Some(r)) = (binding, r) {
                                 *buffer = resolve(slots, *r)?;
+                            }
+                        }
+                        while let Some(m) = moves.next_if(|m| m.event == at) {
+                            if let Some(Binding::Buffer { offset, .. }) = bound.get_mut(m.binding) {
+                                let moved = i128::from(m.delta)
+                                    .checked_mul(i128::from(after))
+                                    .and_then(|d| d.checked_add(i128::from(*offset)))
+                                    .and_then(|o| u64::try_from(o).ok());
+                                *offset = moved.ok_or_else(|| {
+                                    Error::Usage(format!(
+                                        "a replayed step's view moved out of its store (step \
+                                         {after} after the recorded one)"
+                                    ))
+                                })?;
                             }
                         }
                         self.backend.launch(*kernel, &bound, scalars)?;

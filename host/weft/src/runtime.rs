@@ -398,10 +398,11 @@ impl Runtime {
         self.traced(|rt| Ok(rt.core()?.end_trace()?))
     }
 
-    /// Makes the back-end calls of a trace again; `Ok(false)`, having done nothing, where a
-    /// kernel of the trace is no longer compiled.
-    pub fn replay_trace(&mut self, trace: &weft_runtime::Trace) -> Result<bool> {
-        self.traced(|rt| Ok(rt.core()?.replay(trace)?))
+    /// Makes the back-end calls of a trace again, as the step `after` steps after the one it
+    /// recorded; `Ok(false)`, having done nothing, where a kernel of the trace is no longer
+    /// compiled.
+    pub fn replay_trace(&mut self, trace: &weft_runtime::Trace, after: u64) -> Result<bool> {
+        self.traced(|rt| Ok(rt.core()?.replay(trace, after)?))
     }
 
     /// Counters of what the runtime did.

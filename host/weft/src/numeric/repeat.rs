@@ -17,60 +17,77 @@ pub struct RepeatStats {
 }
 
 impl Numeric {
-    /// Runs `step` `steps` times, as `for _ in 0..steps { step()? }` would, but makes the
-    /// later steps by replaying a recording of an earlier one (as Legion's tracing does), at
-    /// the cost of its launches alone: no plugin calls, no submitting, no dependence
-    /// analysis, no planning (see `weft_runtime::trace`).
+    /// Runs `step(k)` for `k` in `0..steps`, as `for k in 0..steps { step(k)? }` would, but
+    /// makes the later steps by replaying a recording of an earlier one (as Legion's tracing
+    /// does), at the cost of its launches alone: no plugin calls, no submitting, no
+    /// dependence analysis, no planning (see `weft_runtime::trace`).
     ///
-    /// `step` must make the same calls every time, on the same arrays and with the same
-    /// scalars, and keep no new array past its end: a time step that updates arrays in
-    /// place (`a.index(..).assign(..)`). The first step runs as it is (it compiles); the
-    /// next are recorded, and once two consecutive recordings are the same, the rest are
-    /// replays of it. A step that reads an array on the host, folds a reduction on the host,
-    /// keeps an array it made, or runs on several ranks, is never replayed: every step then
-    /// runs as it is, with the same results. So is a step whose recordings keep differing
-    /// (after four). Each step runs what it submitted before the next begins, so windows do
-    /// not span steps.
+    /// Every step must make the same calls, on the same arrays and with the same scalars,
+    /// and keep no new array past its end: a time step that updates arrays in place
+    /// (`a.index(..).assign(..)`). Its views may move with `k` by the same amount each step
+    /// (`a.index(&[Ix::At(k)])`). The first step runs as it is (it compiles); the next are
+    /// recorded, and once two consecutive recordings make the same calls (three, where a
+    /// view moves, by the same amount both times), the rest are replays of the last, each
+    /// moving view moved on. A step that reads an array on the host, folds a reduction on
+    /// the host, keeps an array it made, or runs on several ranks, is never replayed: every
+    /// step then runs as it is, with the same results. So is a step whose recordings keep
+    /// differing (after four). Each step runs what it submitted before the next begins, so
+    /// windows do not span steps. Replayed launches are not in `WEFT_PROFILE`'s table.
     ///
-    /// The Rust code of a replayed step does not run: a step that changes what it does
-    /// (a counter, a branch on the step number) past the recorded steps is not seen to.
+    /// The Rust code of a replayed step does not run: a step that changes what it does past
+    /// the recorded steps (a branch on `k`, a view that stops moving) is not seen to.
     pub fn repeat(
         &self,
         steps: usize,
-        mut step: impl FnMut() -> Result<()>,
+        mut step: impl FnMut(usize) -> Result<()>,
     ) -> Result<RepeatStats> {
         let mut stats = RepeatStats::default();
-        let mut previous = None;
-        let mut stable = None;
+        // The last recordings, oldest first (two at most), and the trace being replayed with
+        // the steps made since the one it recorded.
+        let mut recorded: Vec<weft_runtime::Trace> = Vec::new();
+        let mut stable: Option<(weft_runtime::Trace, u64)> = None;
         let mut recordings = 0;
         while stats.steps_run + stats.steps_replayed < steps {
-            if let Some(trace) = &stable {
-                if self.runtime(|rt| rt.replay_trace(trace))? {
+            if let Some((trace, after)) = &mut stable {
+                *after += 1;
+                let after = *after;
+                if self.runtime(|rt| rt.replay_trace(trace, after))? {
                     stats.steps_replayed += 1;
                     continue;
                 }
                 // A kernel of the trace was evicted: run the step, and record again.
                 stable = None;
-                previous = None;
+                recorded.clear();
                 recordings = 0;
             }
+            let k = stats.steps_run + stats.steps_replayed;
             if stats.steps_run == 0 || recordings >= RECORDINGS {
-                step()?;
+                step(k)?;
                 self.runtime(|rt| rt.flush())?;
                 stats.steps_run += 1;
                 continue;
             }
             self.runtime(|rt| rt.begin_trace())?;
-            let ran = step();
+            let ran = step(k);
             let trace = self.runtime(|rt| rt.end_trace());
             ran?;
-            let trace = trace?;
             stats.steps_run += 1;
             recordings += 1;
-            match (previous.take(), trace) {
-                (Some(p), Some(t)) if p == t => stable = Some(t),
-                (_, Some(t)) => previous = Some(t),
-                (_, None) => recordings = RECORDINGS,
+            let Some(trace) = trace? else {
+                recordings = RECORDINGS;
+                continue;
+            };
+            if let Some(last) = recorded.last() {
+                let earlier = recorded.len().checked_sub(2).map(|i| &recorded[i]);
+                if let Some(replayable) = last.follows(earlier, &trace) {
+                    stable = Some((replayable, 0));
+                    recorded.clear();
+                    continue;
+                }
+            }
+            recorded.push(trace);
+            if recorded.len() > 2 {
+                recorded.remove(0);
             }
         }
         Ok(stats)
