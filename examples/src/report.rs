@@ -3,7 +3,8 @@
 //! The object always holds `example`, `n`, `iters`, `warmup`, `threads`, `seed`,
 //! `seconds_per_iter` (the median), `seconds_min`, `seconds_max`, and the runtime's counters
 //! over the whole run: `tasks_submitted`, `tasks_executed`, `points_executed`,
-//! `kernels_compiled`, `buffers_handed_over` (outputs that took over a dying input's memory);
+//! `kernels_compiled`, `buffers_handed_over` (outputs that took over a dying input's memory),
+//! `steps_replayed` and `launches_replayed` (steps of `Numeric::repeat` made from a trace);
 //! and per timed iteration: `tasks_submitted_per_iter`,
 //! `tasks_executed_per_iter`, and `kernels_compiled_timed` (kernels compiled during the timed
 //! iterations: 0 once the loop is in a steady state). Examples add their own keys; the
@@ -136,6 +137,8 @@ impl Report {
             .set("calls_replayed", np.replay_stats().replayed)
             .set("calls_recorded", np.replay_stats().recorded)
             .set("views_by_host", np.replay_stats().host_views)
+            .set("steps_replayed", stats.steps_replayed)
+            .set("launches_replayed", stats.launches_replayed)
     }
 
     /// The value of `key`, if set.
