@@ -439,11 +439,14 @@ fn floyd_warshall(x: &Inputs) -> Result<Outputs, AppError> {
     let path = x.array("path")?;
     let n = path.shape()?.first().copied().unwrap_or(0) as i64;
     let all = Ix::Slice(Range::all());
-    for k in 0..n {
+    // `for k in range(path.shape[0])`, as a replayed trace (see `Numeric::repeat`): the
+    // views of `path[:, k]` and `path[k, :]` move by 1 and `n` elements a step.
+    path.numeric().repeat(usize::try_from(n).unwrap_or(0), |k| {
+        let k = i64::try_from(k).map_err(|e| weft::Error::Usage(e.to_string()))?;
         let column = path.index(&[all, Ix::At(k)]).reshape(&[n, 1]);
         let row = path.index(&[Ix::At(k), all]).reshape(&[1, n]);
-        path.assign(&path.minimum(&(&column + &row)))?;
-    }
+        path.assign(&path.minimum(&(&column + &row)))
+    })?;
     outputs(x)
 }
 
