@@ -499,10 +499,15 @@ fn syrk(x: &Inputs) -> Result<Outputs, AppError> {
     for i in 0..rows {
         let mut head = c.index(&[Ix::At(i), Ix::Slice(Range::new(0, i + 1))]);
         head *= beta;
-        for k in 0..cols {
+        // `for k in range(A.shape[1])`, as a replayed trace (see `Numeric::repeat`): the
+        // views of `A[i, k]` and `A[:i + 1, k]` move by one element a step.
+        a.numeric().repeat(usize::try_from(cols).unwrap_or(0), |k| {
+            let k = i64::try_from(k).map_err(|e| weft::Error::Usage(e.to_string()))?;
             let column = a.index(&[Ix::Slice(Range::new(0, i + 1)), Ix::At(k)]);
-            head += &(&(&a.index(&[Ix::At(i), Ix::At(k)]) * alpha) * &column);
-        }
+            let mut sum = head.clone();
+            sum += &(&(&a.index(&[Ix::At(i), Ix::At(k)]) * alpha) * &column);
+            sum.check()
+        })?;
     }
     outputs(x)
 }
