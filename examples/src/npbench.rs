@@ -441,12 +441,13 @@ fn floyd_warshall(x: &Inputs) -> Result<Outputs, AppError> {
     let all = Ix::Slice(Range::all());
     // `for k in range(path.shape[0])`, as a replayed trace (see `Numeric::repeat`): the
     // views of `path[:, k]` and `path[k, :]` move by 1 and `n` elements a step.
-    path.numeric().repeat(usize::try_from(n).unwrap_or(0), |k| {
-        let k = i64::try_from(k).map_err(|e| weft::Error::Usage(e.to_string()))?;
-        let column = path.index(&[all, Ix::At(k)]).reshape(&[n, 1]);
-        let row = path.index(&[Ix::At(k), all]).reshape(&[1, n]);
-        path.assign(&path.minimum(&(&column + &row)))
-    })?;
+    path.numeric()
+        .repeat(usize::try_from(n).unwrap_or(0), |k| {
+            let k = i64::try_from(k).map_err(|e| weft::Error::Usage(e.to_string()))?;
+            let column = path.index(&[all, Ix::At(k)]).reshape(&[n, 1]);
+            let row = path.index(&[Ix::At(k), all]).reshape(&[1, n]);
+            path.assign(&path.minimum(&(&column + &row)))
+        })?;
     outputs(x)
 }
 
@@ -501,13 +502,14 @@ fn syrk(x: &Inputs) -> Result<Outputs, AppError> {
         head *= beta;
         // `for k in range(A.shape[1])`, as a replayed trace (see `Numeric::repeat`): the
         // views of `A[i, k]` and `A[:i + 1, k]` move by one element a step.
-        a.numeric().repeat(usize::try_from(cols).unwrap_or(0), |k| {
-            let k = i64::try_from(k).map_err(|e| weft::Error::Usage(e.to_string()))?;
-            let column = a.index(&[Ix::Slice(Range::new(0, i + 1)), Ix::At(k)]);
-            let mut sum = head.clone();
-            sum += &(&(&a.index(&[Ix::At(i), Ix::At(k)]) * alpha) * &column);
-            sum.check()
-        })?;
+        a.numeric()
+            .repeat(usize::try_from(cols).unwrap_or(0), |k| {
+                let k = i64::try_from(k).map_err(|e| weft::Error::Usage(e.to_string()))?;
+                let column = a.index(&[Ix::Slice(Range::new(0, i + 1)), Ix::At(k)]);
+                let mut sum = head.clone();
+                sum += &(&(&a.index(&[Ix::At(i), Ix::At(k)]) * alpha) * &column);
+                sum.check()
+            })?;
     }
     outputs(x)
 }

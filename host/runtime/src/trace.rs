@@ -16,9 +16,10 @@
 //! hands back partial reductions for the executor to fold, frees a buffer that it did not
 //! allocate, keeps one that it did, or runs on several ranks, gives no trace. The caller
 //! (`weft::Numeric::repeat`) replays a trace only once consecutive steps recorded the same
-//! calls ([`Trace::follows`]): two the same, or three whose only difference is the offsets of
-//! some views, each moved by the same amount from one step to the next (a loop that reads
-//! `a[t]` at step `t`); a replay `k` steps on moves those `k` times further. The step's own
+//! calls ([`Trace::follows`]): two the same, or three whose only differences are numbers of
+//! some bindings (offsets, extents, strides, origins), each changed by the same amount from
+//! one step to the next (a loop that reads `a[t]` at step `t`, or updates `a[:t + 1]` in a
+//! launch of one point); a replay `k` steps on moves those `k` times further. The step's own
 //! code (its closure) must keep doing so, which the recordings check but cannot prove.
 
 use std::cell::{RefCell, RefMut};
@@ -75,10 +76,11 @@ enum Event {
 }
 
 impl Event {
-    /// Whether `other` makes the same call up to the offsets of its bindings: the offsets'
-    /// differences (`other`'s less this one's) by binding, those that are not zero; `None`
-    /// where anything else differs.
-    fn moves_to(&self, other: &Event) -> Option<Vec<(usize, i64)>> {
+    /// Whether `other` makes the same call up to the numbers of its bindings (offsets,
+    /// extents, strides, origins, views: see [`numbers`]): the differences (`other`'s less
+    /// this one's) by binding and number, those that are not zero; `None` where anything else
+    /// differs (the kernel, the buffers, a binding's kind, rank or element size, a scalar).
+    fn moves_to(&self, other: &Event) -> Option<Vec<(usize, usize, i64)>> {
         use Event::*;
         match (self, other) {
             (
@@ -108,38 +110,15 @@ impl Event {
                 }
                 let mut moves = Vec::new();
                 for (i, (a, b)) in bindings.iter().zip(b2).enumerate() {
-                    match (a, b) {
-                        (
-                            Binding::Buffer { offset, .. },
-                            Binding::Buffer {
-                                offset: offset2, ..
-                            },
-                        ) => {
-                            // Everything but the buffer (named by `buffers`) and the offset.
-                            let mut b = b.clone();
-                            if let (
-                                Binding::Buffer {
-                                    buffer: to_buffer,
-                                    offset: to_offset,
-                                    ..
-                                },
-                                Binding::Buffer { buffer, .. },
-                            ) = (&mut b, a)
-                            {
-                                *to_buffer = *buffer;
-                                *to_offset = *offset;
-                            }
-                            if &b != a {
-                                return None;
-                            }
-                            let delta =
-                                i64::try_from(i128::from(*offset2) - i128::from(*offset)).ok()?;
-                            if delta != 0 {
-                                moves.push((i, delta));
-                            }
+                    let (na, nb) = (numbers(a), numbers(b));
+                    if na.len() != nb.len() || kind_of(a) != kind_of(b) {
+                        return None;
+                    }
+                    for (field, (x, y)) in na.iter().zip(&nb).enumerate() {
+                        let delta = i64::try_from(y - x).ok()?;
+                        if delta != 0 {
+                            moves.push((i, field, delta));
                         }
-                        (Binding::Scratch { .. }, Binding::Scratch { .. }) if a == b => {}
-                        _ => return None,
                     }
                 }
                 Some(moves)
@@ -180,17 +159,117 @@ impl Event {
     }
 }
 
-/// A binding whose offset moves by the same number of elements every step: launch event
-/// `event`, binding `binding`, `delta` elements a step.
+/// A number of a binding that moves by the same amount every step: launch event `event`,
+/// binding `binding`, number `field` of [`numbers`], `delta` a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Move {
     event: usize,
     binding: usize,
+    field: usize,
     delta: i64,
 }
 
-/// The back-end work of one step (see the module documentation), and the bindings whose
-/// offsets move from step to step.
+/// What no step may change of a binding: whether it is scratch, its rank, its element size,
+/// and whether its stores are deferred.
+fn kind_of(b: &Binding) -> (bool, usize, usize, bool) {
+    match b {
+        Binding::Buffer {
+            extents,
+            element_size,
+            deferred,
+            ..
+        } => (false, extents.len(), *element_size, deferred.is_some()),
+        Binding::Scratch {
+            extents,
+            element_size,
+            ..
+        } => (true, extents.len(), *element_size, false),
+    }
+}
+
+/// A binding's numbers, in order: for a buffer its offset, extents, strides, origin, view and
+/// deferred rows; for scratch its extents, origin and view.
+fn numbers(b: &Binding) -> Vec<i128> {
+    let mut n = Vec::new();
+    match b {
+        Binding::Buffer {
+            offset,
+            extents,
+            strides,
+            origin,
+            view,
+            deferred,
+            ..
+        } => {
+            n.push(i128::from(*offset));
+            n.extend(extents.iter().map(|&e| i128::from(e)));
+            n.extend(strides.iter().map(|&e| i128::from(e)));
+            n.extend(origin.iter().map(|&e| i128::from(e)));
+            n.extend(view.iter().map(|&e| i128::from(e)));
+            n.extend(deferred.iter().map(|&e| i128::from(e)));
+        }
+        Binding::Scratch {
+            extents,
+            origin,
+            view,
+            ..
+        } => {
+            n.extend(extents.iter().map(|&e| i128::from(e)));
+            n.extend(origin.iter().map(|&e| i128::from(e)));
+            n.extend(view.iter().map(|&e| i128::from(e)));
+        }
+    }
+    n
+}
+
+/// Sets a binding's numbers (in [`numbers`]' order); `None` where one does not fit its type.
+fn set_numbers(b: &mut Binding, n: &[i128]) -> Option<()> {
+    let mut it = n.iter().copied();
+    let mut next = || it.next();
+    match b {
+        Binding::Buffer {
+            offset,
+            extents,
+            strides,
+            origin,
+            view,
+            deferred,
+            ..
+        } => {
+            *offset = u64::try_from(next()?).ok()?;
+            for e in extents
+                .iter_mut()
+                .chain(strides.iter_mut())
+                .chain(origin.iter_mut())
+            {
+                *e = i64::try_from(next()?).ok()?;
+            }
+            for e in view.iter_mut() {
+                *e = u64::try_from(next()?).ok()?;
+            }
+            if let Some(d) = deferred {
+                *d = u32::try_from(next()?).ok()?;
+            }
+        }
+        Binding::Scratch {
+            extents,
+            origin,
+            view,
+            ..
+        } => {
+            for e in extents.iter_mut().chain(origin.iter_mut()) {
+                *e = i64::try_from(next()?).ok()?;
+            }
+            for e in view.iter_mut() {
+                *e = u64::try_from(next()?).ok()?;
+            }
+        }
+    }
+    Some(())
+}
+
+/// The back-end work of one step (see the module documentation), and the numbers of its
+/// bindings that move from step to step.
 #[derive(Clone, Debug)]
 pub struct Trace {
     events: Vec<Event>,
@@ -198,7 +277,7 @@ pub struct Trace {
     /// is prepared (a bounded cache may have evicted one).
     kernels: Vec<Arc<KernelEntry>>,
     launches: usize,
-    /// Bindings whose offsets move by a fixed amount each step (see [`Trace::follows`]).
+    /// Numbers of bindings that move by a fixed amount each step (see [`Trace::follows`]).
     moves: Vec<Move>,
 }
 
@@ -209,7 +288,7 @@ impl Trace {
     }
 
     /// The moves from `self` to `next`, a trace of the step after it: `None` unless `next`
-    /// makes the same calls up to the offsets of its bindings (and, for buffers the step
+    /// makes the same calls up to the numbers of its bindings (and, for buffers the step
     /// allocated, up to their ids).
     fn moves_to(&self, next: &Trace) -> Option<Vec<Move>> {
         if self.events.len() != next.events.len() {
@@ -217,10 +296,11 @@ impl Trace {
         }
         let mut moves = Vec::new();
         for (event, (a, b)) in self.events.iter().zip(&next.events).enumerate() {
-            for (binding, delta) in a.moves_to(b)? {
+            for (binding, field, delta) in a.moves_to(b)? {
                 moves.push(Move {
                     event,
                     binding,
+                    field,
                     delta,
                 });
             }
@@ -230,9 +310,9 @@ impl Trace {
 
     /// `next` as a trace to replay, where it follows `self` (the trace of the step before it)
     /// as `self` followed `earlier` (the one before that, if any): the same calls, every
-    /// binding's offset moved by the same amount from one to the next. Replaying the result
-    /// `k` steps after `next`'s moves each such offset `k` times further. With no moving
-    /// binding, `earlier` is not needed: `next` makes the same calls as `self`.
+    /// number of every binding changed by the same amount from one to the next. Replaying the
+    /// result `k` steps after `next`'s moves each such number `k` times further. With nothing
+    /// moving, `earlier` is not needed: `next` makes the same calls as `self`.
     pub fn follows(&self, earlier: Option<&Trace>, next: &Trace) -> Option<Trace> {
         let moves = self.moves_to(next)?;
         if !moves.is_empty() && earlier?.moves_to(self)? != moves {
@@ -610,17 +690,17 @@ impl Core {
                             }
                         }
                         while let Some(m) = moves.next_if(|m| m.event == at) {
-                            if let Some(Binding::Buffer { offset, .. }) = bound.get_mut(m.binding) {
-                                let moved = i128::from(m.delta)
-                                    .checked_mul(i128::from(after))
-                                    .and_then(|d| d.checked_add(i128::from(*offset)))
-                                    .and_then(|o| u64::try_from(o).ok());
-                                *offset = moved.ok_or_else(|| {
-                                    Error::Usage(format!(
-                                        "a replayed step's view moved out of its store (step \
-                                         {after} after the recorded one)"
-                                    ))
-                                })?;
+                            let moved = bound.get_mut(m.binding).and_then(|b| {
+                                let mut n = numbers(b);
+                                let v = n.get_mut(m.field)?;
+                                *v = v.checked_add(i128::from(m.delta) * i128::from(after))?;
+                                set_numbers(b, &n)
+                            });
+                            if moved.is_none() {
+                                return Err(Error::Usage(format!(
+                                    "a replayed step's view moved out of its store (step \
+                                     {after} after the recorded one)"
+                                )));
                             }
                         }
                         self.backend.launch(*kernel, &bound, scalars)?;

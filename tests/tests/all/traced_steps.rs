@@ -105,12 +105,23 @@ fn both<S>(
     step: impl Fn(&Numeric, &S, usize) -> weft::Result<()>,
     read: impl Fn(&S) -> Vec<u64>,
 ) -> RepeatStats {
-    let plain = weft_tests::numeric(2);
+    both_in(2, steps, make, step, read)
+}
+
+/// [`both`], with launches split into `pieces` points.
+fn both_in<S>(
+    pieces: u64,
+    steps: usize,
+    make: impl Fn(&Numeric) -> S,
+    step: impl Fn(&Numeric, &S, usize) -> weft::Result<()>,
+    read: impl Fn(&S) -> Vec<u64>,
+) -> RepeatStats {
+    let plain = weft_tests::numeric(pieces);
     let state = make(&plain);
     for k in 0..steps {
         step(&plain, &state, k).expect("a plain step");
     }
-    let np = weft_tests::numeric(2);
+    let np = weft_tests::numeric(pieces);
     let repeated = make(&np);
     let stats = np
         .repeat(steps, |k| step(&np, &repeated, k))
@@ -245,5 +256,33 @@ fn a_view_that_moves_by_changing_amounts_is_never_replayed() {
         moving_step(|k| (k * k) as i64 % 40),
         |(a, _)| bits(a),
     );
+    assert_eq!(stats.steps_replayed, 0);
+}
+
+#[test]
+fn a_view_that_grows_by_the_same_amount_each_step_is_replayed_grown() {
+    // `a[:k + 1] = a[:k + 1] * 0.5 + src[k]`: the view's extent and the scalar's offset move.
+    // In one piece: split in two, the pieces' extents would not grow by the same amount.
+    let step = |_: &Numeric, (a, src): &(Array, Array), k: usize| {
+        let k = k as i64;
+        let head = a.slice(&[Range::new(0, k + 1)]);
+        head.assign(&(&(&head * 0.5) + &src.index(&[Ix::At(k)])))
+    };
+    let state = |np: &Numeric| {
+        (
+            np.linspace(-2.0, 3.0, 64, DType::F64).sin(),
+            np.linspace(0.25, 9.0, 64, DType::F64).exp(),
+        )
+    };
+    let stats = both_in(1, 20, state, step, |(a, _)| bits(a));
+    assert_eq!(
+        stats,
+        RepeatStats {
+            steps_run: 4,
+            steps_replayed: 16
+        }
+    );
+    // In two pieces the recordings differ by more than a fixed amount: never replayed.
+    let stats = both_in(2, 20, state, step, |(a, _)| bits(a));
     assert_eq!(stats.steps_replayed, 0);
 }

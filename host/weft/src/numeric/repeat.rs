@@ -25,10 +25,11 @@ impl Numeric {
     /// Every step must make the same calls, on the same arrays and with the same scalars,
     /// and keep no new array past its end: a time step that updates arrays in place
     /// (`a.index(..).assign(..)`). Its views may move with `k` by the same amount each step
-    /// (`a.index(&[Ix::At(k)])`). The first step runs as it is (it compiles); the next are
-    /// recorded, and once two consecutive recordings make the same calls (three, where a
-    /// view moves, by the same amount both times), the rest are replays of the last, each
-    /// moving view moved on. A step that reads an array on the host, folds a reduction on
+    /// (`a.index(&[Ix::At(k)])`), and grow where the launch is not split into pieces whose
+    /// sizes would then change by different amounts. The first step runs as it is (it
+    /// compiles); the next are recorded, and once two consecutive recordings make the same
+    /// calls (three, where a view moves, by the same amount both times), the rest are
+    /// replays of the last, each moving view moved on. A step that reads an array on the host, folds a reduction on
     /// the host, keeps an array it made, or runs on several ranks, is never replayed: every
     /// step then runs as it is, with the same results. So is a step whose recordings keep
     /// differing (after four). Each step runs what it submitted before the next begins, so
