@@ -453,14 +453,17 @@ fn floyd_warshall(x: &Inputs) -> Result<Outputs, AppError> {
 
 fn trisolv(x: &Inputs) -> Result<Outputs, AppError> {
     let (l, v, b) = (x.array("L")?, x.array("x")?, x.array("b")?);
-    let n = v.shape()?.first().copied().unwrap_or(0) as i64;
-    for i in 0..n {
+    let n = v.shape()?.first().copied().unwrap_or(0);
+    // `for i in range(x.shape[0])`, as a replayed trace (see `Numeric::repeat`): each row's
+    // views move by a row and grow by one element.
+    l.numeric().repeat(usize::try_from(n).unwrap_or(0), |i| {
+        let i = i64::try_from(i).map_err(|e| weft::Error::Usage(e.to_string()))?;
         let dot = l
             .index(&[Ix::At(i), Ix::Slice(Range::new(0, i))])
             .matmul(&v.slice(&[Range::new(0, i)]));
         let value = (&b.index(&[Ix::At(i)]) - &dot) / &l.index(&[Ix::At(i), Ix::At(i)]);
-        v.index(&[Ix::At(i)]).assign(&value)?;
-    }
+        v.index(&[Ix::At(i)]).assign(&value)
+    })?;
     outputs(x)
 }
 

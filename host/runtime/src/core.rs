@@ -597,6 +597,7 @@ impl Core {
                 .distribution
                 .as_deref_mut()
                 .map(|d| d as &mut dyn Distribution),
+            recording: self.recording.as_ref(),
         }
         .run(task);
         if let Some((start, compiled_before)) = timed

@@ -57,6 +57,8 @@ pub struct Executor<'a> {
     pub hand_over: bool,
     /// What crosses ranks, when the program runs on several.
     pub distribution: Option<&'a mut dyn Distribution>,
+    /// The trace being recorded, told of each fold of partial reductions.
+    pub(crate) recording: Option<&'a crate::trace::Recording>,
 }
 
 impl Executor<'_> {
@@ -280,7 +282,14 @@ impl Executor<'_> {
         }
         if !held.is_empty() {
             let targets: Vec<u32> = held.iter().map(|p| p.param).collect();
-            fold_reductions(&mut *self.backend, kernel.name(), &bindings, held)?;
+            if let Some(r) = self.recording {
+                r.begin_fold(kernel.name());
+            }
+            let folded = fold_reductions(&mut *self.backend, kernel.name(), &bindings, held);
+            if let Some(r) = self.recording {
+                r.end_fold();
+            }
+            folded?;
             if let Some(d) = self.distribution.as_deref_mut() {
                 for param in targets {
                     let arg = kernel
@@ -558,7 +567,7 @@ fn covers_exactly(rects: &[Rect], shape: &[u64]) -> bool {
 /// loop order (as the unfused tasks would): `old op result`. `bindings` are the last point's (a
 /// 0-d store's binding is the same for every point). A target bound to scratch memory (a
 /// temporary) is never read, and is skipped.
-fn fold_reductions(
+pub(crate) fn fold_reductions(
     backend: &mut dyn Backend,
     kernel: &str,
     bindings: &[Binding],

@@ -13,8 +13,11 @@
 //! [`Core::replay`] makes the same calls on the back end again.
 //!
 //! A step is traced only where its replay is the step: a step that reads a store on the host,
-//! hands back partial reductions for the executor to fold, frees a buffer that it did not
-//! allocate, keeps one that it did, or runs on several ranks, gives no trace. The caller
+//! drops partial reductions, frees a buffer that it did not allocate, keeps one that it did,
+//! or runs on several ranks, gives no trace. The executor's folds of partial reductions
+//! into their targets are the one host work a trace keeps ([`Event::Fold`]): the executor
+//! announces each (`Recording::begin_fold`), and a replay folds its own partials the same
+//! way (`executor::fold_reductions`). The caller
 //! (`weft::Numeric::repeat`) replays a trace only once consecutive steps recorded the same
 //! calls ([`Trace::follows`]): two the same, or three whose only differences are numbers of
 //! some bindings (offsets, extents, strides, origins), each changed by the same amount from
@@ -72,6 +75,10 @@ enum Event {
     },
     /// `take_reductions`, which gave nothing back.
     TakeReductions,
+    /// `take_reductions`, whose partials the executor folded into the targets of the last
+    /// launch's bindings (`executor::fold_reductions`, through reads and writes of the back
+    /// end that the event stands for); the kernel's name is for errors.
+    Fold(String),
     FinishDeferred(bool),
 }
 
@@ -153,6 +160,7 @@ impl Event {
             ) => (from == f2 && to == t2 && bytes == n2).then(Vec::new),
             (SoleLaunch(a), SoleLaunch(b)) => (a == b).then(Vec::new),
             (TakeReductions, TakeReductions) => Some(Vec::new()),
+            (Fold(a), Fold(b)) => (a == b).then(Vec::new),
             (FinishDeferred(a), FinishDeferred(b)) => (a == b).then(Vec::new),
             _ => None,
         }
@@ -334,6 +342,11 @@ struct Log {
     slots: Vec<Option<BufferId>>,
     /// Why the step gives no trace, once something shows it.
     refused: Option<&'static str>,
+    /// Whether the executor is folding partial reductions (see [`Recording::begin_fold`]):
+    /// its reads and writes are the fold's.
+    folding: bool,
+    /// Whether partials were taken that no fold has taken up yet.
+    partials: bool,
 }
 
 impl Log {
@@ -406,6 +419,9 @@ impl Backend for Recorder {
     fn write(&mut self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<()> {
         let mut s = self.lock();
         s.inner.write(buffer, offset, data)?;
+        if s.log.folding {
+            return Ok(());
+        }
         let buffer = s.log.name(buffer);
         s.log.events.push(Event::Write {
             buffer,
@@ -416,7 +432,9 @@ impl Backend for Recorder {
     }
     fn read(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<()> {
         let mut s = self.lock();
-        s.log.refuse("it reads a store on the host");
+        if !s.log.folding {
+            s.log.refuse("it reads a store on the host");
+        }
         s.inner.read(buffer, offset, out)
     }
     fn copy(&mut self, from: BufferId, to: BufferId, bytes: u64) -> Result<()> {
@@ -469,11 +487,14 @@ impl Backend for Recorder {
     fn take_reductions(&mut self) -> Result<Vec<LoopPartial>> {
         let mut s = self.lock();
         let parts = s.inner.take_reductions()?;
+        if s.log.partials {
+            s.log.refuse("it drops partial reductions");
+        }
         if parts.is_empty() {
             s.log.events.push(Event::TakeReductions);
         } else {
-            s.log
-                .refuse("the executor folds partial reductions of its launches");
+            // A fold follows (`Recording::begin_fold`), or the step is not replayed.
+            s.log.partials = true;
         }
         Ok(parts)
     }
@@ -555,6 +576,22 @@ fn vacant() -> Error {
 /// core.
 pub(crate) struct Recording(Rc<RefCell<Shared>>);
 
+impl Recording {
+    /// The executor folds the partials it just took into the targets of the last launch's
+    /// bindings, through the back end, for `kernel`: a replay folds its own partials there.
+    pub(crate) fn begin_fold(&self, kernel: &str) {
+        let mut s = self.0.borrow_mut();
+        s.log.partials = false;
+        s.log.folding = true;
+        s.log.events.push(Event::Fold(kernel.to_string()));
+    }
+
+    /// The fold [`Recording::begin_fold`] announced is over.
+    pub(crate) fn end_fold(&self) {
+        self.0.borrow_mut().log.folding = false;
+    }
+}
+
 impl Core {
     /// Runs what is pending, then records the back-end work from here to
     /// [`Core::end_trace`] (see the module documentation). On several ranks, or while a
@@ -579,13 +616,18 @@ impl Core {
     /// documentation). The back end is the one before [`Core::begin_trace`] again, also when
     /// this fails.
     pub fn end_trace(&mut self) -> Result<Option<Trace>> {
-        let Some(Recording(shared)) = self.recording.take() else {
+        if self.recording.is_none() {
             self.flush()?;
             return Ok(None);
-        };
+        }
+        // The step's last window runs while the recording is still the core's (its folds
+        // are announced to it).
         self.collect_released();
         let flushed = self.flush();
         self.collect_released();
+        let Some(Recording(shared)) = self.recording.take() else {
+            return Err(Error::Internal("a trace recording went missing".into()));
+        };
         // Dropping the recorder leaves the core the only holder of the shared state.
         drop(std::mem::replace(&mut self.backend, Box::new(Vacant)));
         let Shared { inner, log } = match Rc::try_unwrap(shared) {
@@ -594,7 +636,7 @@ impl Core {
         };
         self.backend = inner;
         flushed?;
-        if log.refused.is_some() || log.slots.iter().any(Option::is_some) {
+        if log.refused.is_some() || log.partials || log.slots.iter().any(Option::is_some) {
             return Ok(None);
         }
         let launches = log
@@ -645,6 +687,9 @@ impl Core {
             }),
         };
         let mut moves = trace.moves.iter().peekable();
+        let folds = trace.events.iter().any(|e| matches!(e, Event::Fold(_)));
+        // The bindings of the last launch, for a fold that follows it.
+        let mut last: Vec<Binding> = Vec::new();
         for (at, event) in trace.events.iter().enumerate() {
             match event {
                 Event::Alloc { bytes, uninit } => {
@@ -704,9 +749,19 @@ impl Core {
                             }
                         }
                         self.backend.launch(*kernel, &bound, scalars)?;
+                        if folds {
+                            last = bound;
+                        }
                     } else {
                         self.backend.launch(*kernel, bindings, scalars)?;
+                        if folds {
+                            last.clone_from(bindings);
+                        }
                     }
+                }
+                Event::Fold(kernel) => {
+                    let held = self.backend.take_reductions()?;
+                    crate::executor::fold_reductions(self.backend.as_mut(), kernel, &last, held)?;
                 }
                 Event::TakeReductions => {
                     if !self.backend.take_reductions()?.is_empty() {

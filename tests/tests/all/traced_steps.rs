@@ -286,3 +286,48 @@ fn a_view_that_grows_by_the_same_amount_each_step_is_replayed_grown() {
     let stats = both_in(2, 20, state, step, |(a, _)| bits(a));
     assert_eq!(stats.steps_replayed, 0);
 }
+
+#[test]
+fn a_triangular_solve_replays_its_rows_dot_products_with_the_loops_bits() {
+    // NPBench's `trisolv`: each row's dot product grows by one term and is folded by the
+    // executor, in the replays as in the loop.
+    let n = 48;
+    let state = |np: &Numeric| {
+        let l =
+            (np.linspace(0.5, 3.5, n * n, DType::F64).cos() + 2.5).reshape(&[n as i64, n as i64]);
+        (
+            l,
+            np.linspace(-1.0, 2.0, n, DType::F64),
+            np.zeros(&[n], DType::F64),
+        )
+    };
+    let step = |_: &Numeric, (l, b, x): &(Array, Array, Array), i: usize| {
+        let i = i as i64;
+        let dot = l
+            .index(&[Ix::At(i), Ix::Slice(Range::new(0, i))])
+            .matmul(&x.slice(&[Range::new(0, i)]));
+        let value = (&b.index(&[Ix::At(i)]) - &dot) / &l.index(&[Ix::At(i), Ix::At(i)]);
+        x.index(&[Ix::At(i)]).assign(&value)
+    };
+    // In one piece the rows' launches change by fixed amounts; in two, their pieces do not
+    // (the loop's bits either way).
+    let stats = both_in(1, n as usize, state, step, |(_, _, x)| bits(x));
+    assert!(stats.steps_replayed >= n as usize - 8, "{stats:?}");
+    both_in(2, n as usize, state, step, |(_, _, x)| bits(x));
+    let runtime = weft_tests::numeric(1);
+    let (l, b, x) = state(&runtime);
+    for i in 0..n as usize {
+        step(&runtime, &(l.clone(), b.clone(), x.clone()), i).expect("a row");
+    }
+    // Against plain Rust: the solve's residual is tiny.
+    let (lv, bv, xv) = (
+        l.to_vec().expect("reads"),
+        b.to_vec().expect("reads"),
+        x.to_vec().expect("reads"),
+    );
+    let n = n as usize;
+    for r in 0..n {
+        let lhs: f64 = (0..=r).map(|c| lv[r * n + c] * xv[c]).sum();
+        assert!((lhs - bv[r]).abs() < 1e-9 * bv[r].abs().max(1.0), "row {r}");
+    }
+}

@@ -29,9 +29,10 @@ impl Numeric {
     /// sizes would then change by different amounts. The first step runs as it is (it
     /// compiles); the next are recorded, and once two consecutive recordings make the same
     /// calls (three, where a view moves, by the same amount both times), the rest are
-    /// replays of the last, each moving view moved on. A step that reads an array on the host, folds a reduction on
-    /// the host, keeps an array it made, or runs on several ranks, is never replayed: every
-    /// step then runs as it is, with the same results. So is a step whose recordings keep
+    /// replays of the last, each moving view moved on (a reduction the runtime folds on the
+    /// host, such as a dot product's, is folded again in each replay). A step that reads an
+    /// array on the host, keeps an array it made, or runs on several ranks, is never
+    /// replayed: every step then runs as it is, with the same results. So is a step whose recordings keep
     /// differing (after four). Each step runs what it submitted before the next begins, so
     /// windows do not span steps. Replayed launches are not in `WEFT_PROFILE`'s table.
     ///
