@@ -6,7 +6,7 @@
 //! tasks over the same stores, the same windows, the same fused kernels with the same
 //! bindings. Everything above the back end (the plugin's calls, submitting, the dependence
 //! analysis, planning, binding) then decides the same thing every step, and costs more than
-//! the kernels of a small step. [`Core::begin_trace`] puts a [`Recorder`] in front of the back
+//! the kernels of a small step. [`Core::begin_trace`] puts a recorder in front of the back
 //! end; [`Core::end_trace`] takes it away and keeps what it saw as a [`Trace`]:
 //! allocations, frees, writes, copies and launches, with the buffers a step allocates for
 //! itself named by their order ([`BufRef::Slot`]) and every other buffer by its id.
@@ -15,7 +15,7 @@
 //! A step is traced only where its replay is the step: a step that reads a store on the host,
 //! drops partial reductions, frees a buffer that it did not allocate, keeps one that it did,
 //! or runs on several ranks, gives no trace. The executor's folds of partial reductions
-//! into their targets are the one host work a trace keeps ([`Event::Fold`]): the executor
+//! into their targets are the one host work a trace keeps (a fold event): the executor
 //! announces each (`Recording::begin_fold`), and a replay folds its own partials the same
 //! way (`executor::fold_reductions`). The caller
 //! (`weft::Numeric::repeat`) replays a trace only once consecutive steps recorded the same
