@@ -130,6 +130,8 @@ pub struct Core {
     pub(crate) faults: crate::faults::Faults,
     /// The trace being recorded, if any (see [`crate::trace`]).
     pub(crate) recording: Option<crate::trace::Recording>,
+    /// Recordings begun inside it and not yet ended (they record nothing of their own).
+    pub(crate) nested_traces: u32,
 }
 
 impl Drop for Core {
@@ -166,6 +168,7 @@ impl Core {
             distribution: None,
             faults: Default::default(),
             recording: None,
+            nested_traces: 0,
         }
     }
 

@@ -594,11 +594,17 @@ impl Recording {
 
 impl Core {
     /// Runs what is pending, then records the back-end work from here to
-    /// [`Core::end_trace`] (see the module documentation). On several ranks, or while a
-    /// recording is already under way, nothing is recorded and `end_trace` gives no trace.
+    /// [`Core::end_trace`] (see the module documentation). On several ranks nothing is
+    /// recorded and `end_trace` gives no trace. Inside a recording (a repeated loop inside
+    /// another's step) nothing new begins: the matching `end_trace` gives no trace and the
+    /// outer recording goes on.
     pub fn begin_trace(&mut self) -> Result<()> {
         self.flush()?;
-        if self.distribution.is_some() || self.recording.is_some() {
+        if self.recording.is_some() {
+            self.nested_traces += 1;
+            return Ok(());
+        }
+        if self.distribution.is_some() {
             return Ok(());
         }
         let inner = std::mem::replace(&mut self.backend, Box::new(Vacant));
@@ -616,7 +622,8 @@ impl Core {
     /// documentation). The back end is the one before [`Core::begin_trace`] again, also when
     /// this fails.
     pub fn end_trace(&mut self) -> Result<Option<Trace>> {
-        if self.recording.is_none() {
+        if self.recording.is_none() || self.nested_traces > 0 {
+            self.nested_traces = self.nested_traces.saturating_sub(1);
             self.flush()?;
             return Ok(None);
         }

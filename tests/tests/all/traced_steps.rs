@@ -331,3 +331,35 @@ fn a_triangular_solve_replays_its_rows_dot_products_with_the_loops_bits() {
         assert!((lhs - bv[r]).abs() < 1e-9 * bv[r].abs().max(1.0), "row {r}");
     }
 }
+
+#[test]
+fn a_repeated_loop_inside_a_repeated_step_gives_the_loops_bits() {
+    // An inner loop (`syrk`'s over `k`) inside an outer repeated step: the inner loop
+    // records nothing of its own while the outer step is recorded, and both give the bits
+    // of the loops written out.
+    let (n, inner) = (12u64, 6usize);
+    let state = |np: &Numeric| (grid(np, n), np.linspace(0.1, 0.9, n * n, DType::F64));
+    let step = |np: &Numeric, (a, src): &(Array, Array), _: usize| -> weft::Result<()> {
+        np.repeat(inner, |k| {
+            let k = k as i64;
+            let row = a.index(&[Ix::At(k)]);
+            row.assign(&(&(&row * 0.5) + &src.slice(&[Range::new(k, k + n as i64)])))
+        })?;
+        a.assign(&(a * 0.75))
+    };
+    let plain = weft_tests::numeric(2);
+    let (a0, src0) = state(&plain);
+    for _ in 0..7 {
+        for k in 0..inner as i64 {
+            let row = a0.index(&[Ix::At(k)]);
+            row.assign(&(&(&row * 0.5) + &src0.slice(&[Range::new(k, k + n as i64)])))
+                .expect("a row");
+        }
+        a0.assign(&(&a0 * 0.75)).expect("a scaling");
+    }
+    let np = weft_tests::numeric(2);
+    let s = state(&np);
+    let stats = np.repeat(7, |k| step(&np, &s, k)).expect("the loops run");
+    assert_eq!(bits(&s.0), bits(&a0), "{stats:?}");
+    assert!(stats.steps_replayed > 0, "{stats:?}");
+}
