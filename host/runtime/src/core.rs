@@ -123,7 +123,7 @@ pub struct Core {
     pub(crate) sites: crate::FastMap<u64, Arc<str>>,
     released: (Sender<StoreId>, Receiver<StoreId>),
     /// This core's identity, shared by the handles it makes.
-    token: Arc<crate::handle::CoreToken>,
+    pub(crate) token: Arc<crate::handle::CoreToken>,
     /// What crosses ranks, when the program runs on several.
     pub(crate) distribution: Option<Box<dyn Distribution>>,
     /// Failed tasks: the storages they left without a value, and what is not yet reported.

@@ -287,6 +287,8 @@ pub struct Trace {
     launches: usize,
     /// Numbers of bindings that move by a fixed amount each step (see [`Trace::follows`]).
     moves: Vec<Move>,
+    /// The core that recorded it: its buffer ids mean nothing to another.
+    core: Arc<crate::handle::CoreToken>,
 }
 
 impl Trace {
@@ -322,6 +324,9 @@ impl Trace {
     /// result `k` steps after `next`'s moves each such number `k` times further. With nothing
     /// moving, `earlier` is not needed: `next` makes the same calls as `self`.
     pub fn follows(&self, earlier: Option<&Trace>, next: &Trace) -> Option<Trace> {
+        if !Arc::ptr_eq(&self.core, &next.core) {
+            return None;
+        }
         let moves = self.moves_to(next)?;
         if !moves.is_empty() && earlier?.moves_to(self)? != moves {
             return None;
@@ -656,6 +661,7 @@ impl Core {
             kernels: log.kernels,
             launches,
             moves: Vec::new(),
+            core: Arc::clone(&self.token),
         }))
     }
 
@@ -665,6 +671,13 @@ impl Core {
     /// (the caller then runs the step itself). The trace must come from [`Core::end_trace`]
     /// (or [`Trace::follows`]) on this core; what is pending runs first.
     pub fn replay(&mut self, trace: &Trace, after: u64) -> Result<bool> {
+        if !Arc::ptr_eq(&trace.core, &self.token) {
+            return Err(Error::Usage(
+                "a trace was replayed on another runtime than the one that recorded it: its \
+                 buffers mean nothing there"
+                    .into(),
+            ));
+        }
         self.flush()?;
         if self.recording.is_some() || !trace.kernels.iter().all(|k| self.backend.is_prepared(k)) {
             return Ok(false);

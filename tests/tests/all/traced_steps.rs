@@ -363,3 +363,32 @@ fn a_repeated_loop_inside_a_repeated_step_gives_the_loops_bits() {
     assert_eq!(bits(&s.0), bits(&a0), "{stats:?}");
     assert!(stats.steps_replayed > 0, "{stats:?}");
 }
+
+#[test]
+fn a_trace_replayed_on_another_runtime_is_refused() {
+    let (one, other) = (weft_tests::numeric(1), weft_tests::numeric(1));
+    let a = grid(&one, 8);
+    let b = grid(&other, 8);
+    let step = |a: &Array| a.assign(&(a * 0.5));
+    // A first step each, so that the recorded one compiles nothing.
+    step(&a).expect("a step");
+    step(&b).expect("a step");
+    one.runtime(|rt| rt.begin_trace())
+        .expect("recording begins");
+    step(&a).expect("a step");
+    let trace = one
+        .runtime(|rt| rt.end_trace())
+        .expect("recording ends")
+        .expect("an in-place step traces");
+    let before = bits(&b);
+    let err = other
+        .runtime(|rt| rt.replay_trace(&trace, 1))
+        .expect_err("another runtime's trace is refused");
+    assert!(err.to_string().contains("another runtime"), "{err}");
+    assert_eq!(bits(&b), before, "nothing ran");
+    // On its own runtime it replays.
+    assert!(
+        one.runtime(|rt| rt.replay_trace(&trace, 1))
+            .expect("replays")
+    );
+}
