@@ -84,7 +84,7 @@ enum Event {
 
 impl Event {
     /// Whether `other` makes the same call up to the numbers of its bindings (offsets,
-    /// extents, strides, origins, views: see [`numbers`]): the differences (`other`'s less
+    /// extents, strides, origins, views: see [`each_number`]): the differences (`other`'s less
     /// this one's) by binding and number, those that are not zero; `None` where anything else
     /// differs (the kernel, the buffers, a binding's kind, rank or element size, a scalar).
     fn moves_to(&self, other: &Event) -> Option<Vec<(usize, usize, i64)>> {
@@ -168,7 +168,7 @@ impl Event {
 }
 
 /// A number of a binding that moves by the same amount every step: launch event `event`,
-/// binding `binding`, number `field` of [`numbers`], `delta` a step.
+/// binding `binding`, number `field` in [`each_number`]'s order, `delta` a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Move {
     event: usize,
@@ -195,45 +195,36 @@ fn kind_of(b: &Binding) -> (bool, usize, usize, bool) {
     }
 }
 
-/// A binding's numbers, in order: for a buffer its offset, extents, strides, origin, view and
-/// deferred rows; for scratch its extents, origin and view.
-fn numbers(b: &Binding) -> Vec<i128> {
-    let mut n = Vec::new();
-    match b {
-        Binding::Buffer {
-            offset,
-            extents,
-            strides,
-            origin,
-            view,
-            deferred,
-            ..
-        } => {
-            n.push(i128::from(*offset));
-            n.extend(extents.iter().map(|&e| i128::from(e)));
-            n.extend(strides.iter().map(|&e| i128::from(e)));
-            n.extend(origin.iter().map(|&e| i128::from(e)));
-            n.extend(view.iter().map(|&e| i128::from(e)));
-            n.extend(deferred.iter().map(|&e| i128::from(e)));
-        }
-        Binding::Scratch {
-            extents,
-            origin,
-            view,
-            ..
-        } => {
-            n.extend(extents.iter().map(|&e| i128::from(e)));
-            n.extend(origin.iter().map(|&e| i128::from(e)));
-            n.extend(view.iter().map(|&e| i128::from(e)));
-        }
-    }
-    n
+/// One number of a binding, in place (see [`each_number`]).
+enum Number<'a> {
+    Unsigned(&'a mut u64),
+    Signed(&'a mut i64),
+    Rows(&'a mut u32),
 }
 
-/// Sets a binding's numbers (in [`numbers`]' order); `None` where one does not fit its type.
-fn set_numbers(b: &mut Binding, n: &[i128]) -> Option<()> {
-    let mut it = n.iter().copied();
-    let mut next = || it.next();
+impl Number<'_> {
+    fn get(&self) -> i128 {
+        match self {
+            Number::Unsigned(v) => i128::from(**v),
+            Number::Signed(v) => i128::from(**v),
+            Number::Rows(v) => i128::from(**v),
+        }
+    }
+
+    /// Sets it; `None` where `to` does not fit its type.
+    fn set(&mut self, to: i128) -> Option<()> {
+        match self {
+            Number::Unsigned(v) => **v = u64::try_from(to).ok()?,
+            Number::Signed(v) => **v = i64::try_from(to).ok()?,
+            Number::Rows(v) => **v = u32::try_from(to).ok()?,
+        }
+        Some(())
+    }
+}
+
+/// Calls `f` on each number of a binding, in order: for a buffer its offset, extents,
+/// strides, origin, view and deferred rows; for scratch its extents, origin and view.
+fn each_number(b: &mut Binding, mut f: impl FnMut(Number<'_>)) {
     match b {
         Binding::Buffer {
             offset,
@@ -244,20 +235,14 @@ fn set_numbers(b: &mut Binding, n: &[i128]) -> Option<()> {
             deferred,
             ..
         } => {
-            *offset = u64::try_from(next()?).ok()?;
-            for e in extents
+            f(Number::Unsigned(offset));
+            extents
                 .iter_mut()
                 .chain(strides.iter_mut())
                 .chain(origin.iter_mut())
-            {
-                *e = i64::try_from(next()?).ok()?;
-            }
-            for e in view.iter_mut() {
-                *e = u64::try_from(next()?).ok()?;
-            }
-            if let Some(d) = deferred {
-                *d = u32::try_from(next()?).ok()?;
-            }
+                .for_each(|v| f(Number::Signed(v)));
+            view.iter_mut().for_each(|v| f(Number::Unsigned(v)));
+            deferred.iter_mut().for_each(|v| f(Number::Rows(v)));
         }
         Binding::Scratch {
             extents,
@@ -265,15 +250,34 @@ fn set_numbers(b: &mut Binding, n: &[i128]) -> Option<()> {
             view,
             ..
         } => {
-            for e in extents.iter_mut().chain(origin.iter_mut()) {
-                *e = i64::try_from(next()?).ok()?;
-            }
-            for e in view.iter_mut() {
-                *e = u64::try_from(next()?).ok()?;
-            }
+            extents
+                .iter_mut()
+                .chain(origin.iter_mut())
+                .for_each(|v| f(Number::Signed(v)));
+            view.iter_mut().for_each(|v| f(Number::Unsigned(v)));
         }
     }
-    Some(())
+}
+
+/// A binding's numbers, in [`each_number`]'s order.
+fn numbers(b: &Binding) -> Vec<i128> {
+    let mut n = Vec::new();
+    each_number(&mut b.clone(), |v| n.push(v.get()));
+    n
+}
+
+/// Moves number `field` (in [`each_number`]'s order) of a binding by `by`; `None` where the
+/// binding has no such number or the result does not fit its type.
+fn move_number(b: &mut Binding, field: usize, by: i128) -> Option<()> {
+    let mut done = None;
+    let mut at = 0;
+    each_number(b, |mut v| {
+        if at == field {
+            done = v.get().checked_add(by).and_then(|to| v.set(to));
+        }
+        at += 1;
+    });
+    done
 }
 
 /// The back-end work of one step (see the module documentation), and the numbers of its
@@ -379,6 +383,20 @@ struct Shared {
 struct Recorder(Rc<RefCell<Shared>>);
 
 impl Recorder {
+    /// Allocates a buffer on the recorded back end (zeroed unless `uninit`) as the step's
+    /// next slot.
+    fn record_alloc(&mut self, bytes: u64, uninit: bool) -> Result<BufferId> {
+        let mut s = self.lock();
+        let b = if uninit {
+            s.inner.alloc_uninit(bytes)?
+        } else {
+            s.inner.alloc(bytes)?
+        };
+        s.log.events.push(Event::Alloc { bytes, uninit });
+        s.log.slots.push(Some(b));
+        Ok(b)
+    }
+
     /// The shared state; the core touches it only once the recorder is gone, and no call
     /// here holds it across another, so it is never borrowed twice.
     fn lock(&self) -> RefMut<'_, Shared> {
@@ -391,24 +409,10 @@ impl Backend for Recorder {
         self.lock().inner.name()
     }
     fn alloc(&mut self, bytes: u64) -> Result<BufferId> {
-        let mut s = self.lock();
-        let b = s.inner.alloc(bytes)?;
-        s.log.events.push(Event::Alloc {
-            bytes,
-            uninit: false,
-        });
-        s.log.slots.push(Some(b));
-        Ok(b)
+        self.record_alloc(bytes, false)
     }
     fn alloc_uninit(&mut self, bytes: u64) -> Result<BufferId> {
-        let mut s = self.lock();
-        let b = s.inner.alloc_uninit(bytes)?;
-        s.log.events.push(Event::Alloc {
-            bytes,
-            uninit: true,
-        });
-        s.log.slots.push(Some(b));
-        Ok(b)
+        self.record_alloc(bytes, true)
     }
     fn free(&mut self, buffer: BufferId) {
         let mut s = self.lock();
@@ -755,12 +759,10 @@ impl Core {
                             }
                         }
                         while let Some(m) = moves.next_if(|m| m.event == at) {
-                            let moved = bound.get_mut(m.binding).and_then(|b| {
-                                let mut n = numbers(b);
-                                let v = n.get_mut(m.field)?;
-                                *v = v.checked_add(i128::from(m.delta) * i128::from(after))?;
-                                set_numbers(b, &n)
-                            });
+                            let by = i128::from(m.delta) * i128::from(after);
+                            let moved = bound
+                                .get_mut(m.binding)
+                                .and_then(|b| move_number(b, m.field, by));
                             if moved.is_none() {
                                 return Err(Error::Usage(format!(
                                     "a replayed step's view moved out of its store (step \
