@@ -117,7 +117,7 @@ fn binary_ops(t: DType) -> Vec<BinaryOp> {
     BinaryOp::ALL
         .into_iter()
         .filter(|op| match op {
-            BinaryOp::Pow => t.is_float(),
+            BinaryOp::Pow | BinaryOp::Atan2 => t.is_float(),
             BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => t.is_int() || t == DType::Bool,
             BinaryOp::Shl | BinaryOp::Shr => t.is_int(),
             BinaryOp::Min | BinaryOp::Max => true,

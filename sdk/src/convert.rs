@@ -92,6 +92,7 @@ fn binary_op(op: ir::BinaryOp) -> wit::BinaryOp {
         ir::BinaryOp::Xor => wit::BinaryOp::BitXor,
         ir::BinaryOp::Shl => wit::BinaryOp::Shl,
         ir::BinaryOp::Shr => wit::BinaryOp::Shr,
+        ir::BinaryOp::Atan2 => wit::BinaryOp::Atan2,
     }
 }
 
@@ -109,6 +110,14 @@ fn unary_op(op: ir::UnaryOp) -> wit::UnaryOp {
         ir::UnaryOp::Floor => wit::UnaryOp::Floor,
         ir::UnaryOp::Ceil => wit::UnaryOp::Ceil,
         ir::UnaryOp::Not => wit::UnaryOp::BitNot,
+        ir::UnaryOp::Asin => wit::UnaryOp::Asin,
+        ir::UnaryOp::Acos => wit::UnaryOp::Acos,
+        ir::UnaryOp::Atan => wit::UnaryOp::Atan,
+        ir::UnaryOp::Sinh => wit::UnaryOp::Sinh,
+        ir::UnaryOp::Cosh => wit::UnaryOp::Cosh,
+        ir::UnaryOp::Asinh => wit::UnaryOp::Asinh,
+        ir::UnaryOp::Acosh => wit::UnaryOp::Acosh,
+        ir::UnaryOp::Atanh => wit::UnaryOp::Atanh,
     }
 }
 

@@ -107,7 +107,9 @@ pub fn run((np, sp): &(Numeric, Sparse), program: &[Step]) -> (Vec<Vec<f64>>, Ve
                 pool.push(match o {
                     0 => x.abs().sqrt(),
                     1 => -&x,
-                    _ => (&x / 8.0).exp(),
+                    2 => (&x / 8.0).exp(),
+                    3 => x.arctan2(0.5),
+                    _ => (&x / 8.0).cosh().arccosh(),
                 });
             }
             Step::AssignView(a, b, lo, lo2, len) => {
@@ -204,7 +206,7 @@ pub fn random_program(seed: u64) -> Vec<Step> {
             0 => Step::Random(r(u64::MAX)),
             1 => Step::Binary(ix(r(8)), ix(r(8)), r(5) as u8),
             2 => Step::Scalar(ix(r(8)), r(5) as u8, f(r(u64::MAX), -2.0, 2.0)),
-            3 => Step::Unary(ix(r(8)), r(3) as u8),
+            3 => Step::Unary(ix(r(8)), r(5) as u8),
             4 => Step::AssignView(ix(r(8)), ix(r(8)), r(N), r(N), 1 + r(N - 1)),
             5 => Step::Fill(ix(r(8)), f(r(u64::MAX), -1.0, 1.0)),
             6 => Step::Normalize(ix(r(8)), ix(r(8))),

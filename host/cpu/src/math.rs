@@ -19,7 +19,7 @@ pub(crate) enum MathFn {
 
 impl MathFn {
     /// Every function, in a fixed order.
-    pub(crate) const ALL: [MathFn; 8] = [
+    pub(crate) const ALL: [MathFn; 17] = [
         MathFn::Ir(IrFn::Exp),
         MathFn::Ir(IrFn::Log),
         MathFn::Ir(IrFn::Sin),
@@ -27,13 +27,22 @@ impl MathFn {
         MathFn::Ir(IrFn::Tanh),
         MathFn::Ir(IrFn::Erf),
         MathFn::Ir(IrFn::Pow),
+        MathFn::Ir(IrFn::Asin),
+        MathFn::Ir(IrFn::Acos),
+        MathFn::Ir(IrFn::Atan),
+        MathFn::Ir(IrFn::Sinh),
+        MathFn::Ir(IrFn::Cosh),
+        MathFn::Ir(IrFn::Asinh),
+        MathFn::Ir(IrFn::Acosh),
+        MathFn::Ir(IrFn::Atanh),
+        MathFn::Ir(IrFn::Atan2),
         MathFn::Rem,
     ];
 
     /// How many arguments it takes.
     pub(crate) fn arity(self) -> usize {
         match self {
-            MathFn::Ir(IrFn::Pow) | MathFn::Rem => 2,
+            MathFn::Ir(IrFn::Pow | IrFn::Atan2) | MathFn::Rem => 2,
             MathFn::Ir(_) => 1,
         }
     }
@@ -56,6 +65,24 @@ impl MathFn {
             MathFn::Ir(IrFn::Erf) => "weft_cpu_erf_f64",
             MathFn::Ir(IrFn::Pow) if f32 => "weft_cpu_pow_f32",
             MathFn::Ir(IrFn::Pow) => "weft_cpu_pow_f64",
+            MathFn::Ir(IrFn::Asin) if f32 => "weft_cpu_asin_f32",
+            MathFn::Ir(IrFn::Asin) => "weft_cpu_asin_f64",
+            MathFn::Ir(IrFn::Acos) if f32 => "weft_cpu_acos_f32",
+            MathFn::Ir(IrFn::Acos) => "weft_cpu_acos_f64",
+            MathFn::Ir(IrFn::Atan) if f32 => "weft_cpu_atan_f32",
+            MathFn::Ir(IrFn::Atan) => "weft_cpu_atan_f64",
+            MathFn::Ir(IrFn::Sinh) if f32 => "weft_cpu_sinh_f32",
+            MathFn::Ir(IrFn::Sinh) => "weft_cpu_sinh_f64",
+            MathFn::Ir(IrFn::Cosh) if f32 => "weft_cpu_cosh_f32",
+            MathFn::Ir(IrFn::Cosh) => "weft_cpu_cosh_f64",
+            MathFn::Ir(IrFn::Asinh) if f32 => "weft_cpu_asinh_f32",
+            MathFn::Ir(IrFn::Asinh) => "weft_cpu_asinh_f64",
+            MathFn::Ir(IrFn::Acosh) if f32 => "weft_cpu_acosh_f32",
+            MathFn::Ir(IrFn::Acosh) => "weft_cpu_acosh_f64",
+            MathFn::Ir(IrFn::Atanh) if f32 => "weft_cpu_atanh_f32",
+            MathFn::Ir(IrFn::Atanh) => "weft_cpu_atanh_f64",
+            MathFn::Ir(IrFn::Atan2) if f32 => "weft_cpu_atan2_f32",
+            MathFn::Ir(IrFn::Atan2) => "weft_cpu_atan2_f64",
             MathFn::Rem if f32 => "weft_cpu_rem_f32",
             MathFn::Rem => "weft_cpu_rem_f64",
         }
@@ -79,6 +106,24 @@ impl MathFn {
             MathFn::Ir(IrFn::Erf) => erf_f64 as *const u8,
             MathFn::Ir(IrFn::Pow) if f32 => pow_f32 as *const u8,
             MathFn::Ir(IrFn::Pow) => pow_f64 as *const u8,
+            MathFn::Ir(IrFn::Asin) if f32 => asin_f32 as *const u8,
+            MathFn::Ir(IrFn::Asin) => asin_f64 as *const u8,
+            MathFn::Ir(IrFn::Acos) if f32 => acos_f32 as *const u8,
+            MathFn::Ir(IrFn::Acos) => acos_f64 as *const u8,
+            MathFn::Ir(IrFn::Atan) if f32 => atan_f32 as *const u8,
+            MathFn::Ir(IrFn::Atan) => atan_f64 as *const u8,
+            MathFn::Ir(IrFn::Sinh) if f32 => sinh_f32 as *const u8,
+            MathFn::Ir(IrFn::Sinh) => sinh_f64 as *const u8,
+            MathFn::Ir(IrFn::Cosh) if f32 => cosh_f32 as *const u8,
+            MathFn::Ir(IrFn::Cosh) => cosh_f64 as *const u8,
+            MathFn::Ir(IrFn::Asinh) if f32 => asinh_f32 as *const u8,
+            MathFn::Ir(IrFn::Asinh) => asinh_f64 as *const u8,
+            MathFn::Ir(IrFn::Acosh) if f32 => acosh_f32 as *const u8,
+            MathFn::Ir(IrFn::Acosh) => acosh_f64 as *const u8,
+            MathFn::Ir(IrFn::Atanh) if f32 => atanh_f32 as *const u8,
+            MathFn::Ir(IrFn::Atanh) => atanh_f64 as *const u8,
+            MathFn::Ir(IrFn::Atan2) if f32 => atan2_f32 as *const u8,
+            MathFn::Ir(IrFn::Atan2) => atan2_f64 as *const u8,
             MathFn::Rem if f32 => rem_f32 as *const u8,
             MathFn::Rem => rem_f64 as *const u8,
         }
@@ -131,6 +176,54 @@ extern "C" fn tanh_f64(x: f64) -> f64 {
 }
 extern "C" fn tanh_f32(x: f32) -> f32 {
     x.tanh()
+}
+/// Shims that call Rust's functions of the same name, in both float types.
+macro_rules! std_shims {
+    ($($name:ident: $f64:ident, $f32:ident;)*) => {$(
+        extern "C" fn $f64(x: f64) -> f64 {
+            x.$name()
+        }
+        extern "C" fn $f32(x: f32) -> f32 {
+            x.$name()
+        }
+    )*};
+}
+
+std_shims! {
+    asin: asin_f64, asin_f32;
+    acos: acos_f64, acos_f32;
+    atan: atan_f64, atan_f32;
+    sinh: sinh_f64, sinh_f32;
+    cosh: cosh_f64, cosh_f32;
+}
+
+/// Shims for the inverse hyperbolic functions: `libm`'s (Rust's own lose most of their digits
+/// near `acosh(1)` and `atanh(±1)`; `acosh` below 1 is NaN), the `f32` ones through `f64`.
+macro_rules! libm_shims {
+    ($($name:ident: $f64:ident, $f32:ident;)*) => {$(
+        extern "C" fn $f64(x: f64) -> f64 {
+            $name(x)
+        }
+        extern "C" fn $f32(x: f32) -> f32 {
+            $name(f64::from(x)) as f32
+        }
+    )*};
+}
+
+use libm::{asinh, atanh};
+use weft_ir::interp::acosh;
+
+libm_shims! {
+    asinh: asinh_f64, asinh_f32;
+    acosh: acosh_f64, acosh_f32;
+    atanh: atanh_f64, atanh_f32;
+}
+
+extern "C" fn atan2_f64(y: f64, x: f64) -> f64 {
+    y.atan2(x)
+}
+extern "C" fn atan2_f32(y: f32, x: f32) -> f32 {
+    y.atan2(x)
 }
 extern "C" fn erf_f64(x: f64) -> f64 {
     erf(x)

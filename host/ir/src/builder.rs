@@ -357,6 +357,8 @@ impl BodyBuilder {
         max => Max;
         /// `a` to the power `b` (floats).
         pow => Pow;
+        /// `atan2(a, b)`: the angle of the point `(b, a)` (floats).
+        atan2 => Atan2;
         /// Bitwise and (integers and bools).
         and => And;
         /// Bitwise or (integers and bools).
@@ -393,6 +395,22 @@ impl BodyBuilder {
         tanh => Tanh;
         /// The error function.
         erf => Erf;
+        /// Inverse sine.
+        asin => Asin;
+        /// Inverse cosine.
+        acos => Acos;
+        /// Inverse tangent.
+        atan => Atan;
+        /// Hyperbolic sine.
+        sinh => Sinh;
+        /// Hyperbolic cosine.
+        cosh => Cosh;
+        /// Inverse hyperbolic sine.
+        asinh => Asinh;
+        /// Inverse hyperbolic cosine.
+        acosh => Acosh;
+        /// Inverse hyperbolic tangent.
+        atanh => Atanh;
         /// Round toward minus infinity.
         floor => Floor;
         /// Round toward plus infinity.

@@ -10,7 +10,8 @@
 //! 0-d stores, and into the elements of their element trees
 //! ([`crate::reduction::element_trees`]), combine the points' contributions in the canonical
 //! order ([`crate::reduction`]) and fold into the store when the run ends ([`run_deferring`] hands them back instead). The math functions
-//! use Rust's `std` (and, for `erf`, [`erf`]); they are a reference, not bit-for-bit what every
+//! use Rust's `std` (for `erf`, [`erf`]; for `asinh`, `acosh` and `atanh`, the `libm` crate's,
+//! which keep their digits near 1 where `std`'s formulas do not); they are a reference, not bit-for-bit what every
 //! back end computes.
 //!
 //! Stores are [`View`]s of [`Storage`]s, so that two parameters may share elements, as two
@@ -668,7 +669,7 @@ pub fn binary(op: BinaryOp, a: Scalar, b: Scalar) -> Option<Scalar> {
                 Xor => $x ^ $y,
                 Shl => $x.wrapping_shl($y as u32),
                 Shr => ($x as $u).wrapping_shr($y as u32) as _,
-                Pow => return None,
+                Pow | Atan2 => return None,
             }
         };
     }
@@ -682,6 +683,7 @@ pub fn binary(op: BinaryOp, a: Scalar, b: Scalar) -> Option<Scalar> {
             Min => float_min(x, y),
             Max => float_max(x, y),
             Pow => x.powf(y),
+            Atan2 => x.atan2(y),
             _ => return None,
         }),
         (S::F32(x), S::F32(y)) => S::F32(match op {
@@ -693,6 +695,7 @@ pub fn binary(op: BinaryOp, a: Scalar, b: Scalar) -> Option<Scalar> {
             Min => float_min(f64::from(x), f64::from(y)) as f32,
             Max => float_max(f64::from(x), f64::from(y)) as f32,
             Pow => x.powf(y),
+            Atan2 => x.atan2(y),
             _ => return None,
         }),
         (S::I64(x), S::I64(y)) => S::I64(int_binary!(x, y, u64)),
@@ -705,6 +708,11 @@ pub fn binary(op: BinaryOp, a: Scalar, b: Scalar) -> Option<Scalar> {
         }),
         _ => return None,
     })
+}
+
+/// `acosh(x)`: `libm`'s, which gives NaN below 1 only for some arguments.
+pub fn acosh(x: f64) -> f64 {
+    if x >= 1.0 { libm::acosh(x) } else { f64::NAN }
 }
 
 /// `op a` with the IR's semantics, or `None` if the operator does not take `a`'s type.
@@ -722,6 +730,14 @@ pub fn unary(op: UnaryOp, a: Scalar) -> Option<Scalar> {
             Cos => x.cos(),
             Tanh => x.tanh(),
             Erf => erf(x),
+            Asin => x.asin(),
+            Acos => x.acos(),
+            Atan => x.atan(),
+            Sinh => x.sinh(),
+            Cosh => x.cosh(),
+            Asinh => libm::asinh(x),
+            Acosh => acosh(x),
+            Atanh => libm::atanh(x),
             Floor => x.floor(),
             Ceil => x.ceil(),
             Not => return None,
@@ -739,6 +755,14 @@ pub fn unary(op: UnaryOp, a: Scalar) -> Option<Scalar> {
             Cos => x.cos(),
             Tanh => x.tanh(),
             Erf => erf(f64::from(x)) as f32,
+            Asin => x.asin(),
+            Acos => x.acos(),
+            Atan => x.atan(),
+            Sinh => x.sinh(),
+            Cosh => x.cosh(),
+            Asinh => libm::asinh(f64::from(x)) as f32,
+            Acosh => acosh(f64::from(x)) as f32,
+            Atanh => libm::atanh(f64::from(x)) as f32,
             Floor => x.floor(),
             Ceil => x.ceil(),
             Not => return None,

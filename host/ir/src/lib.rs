@@ -402,6 +402,9 @@ pub enum BinaryOp {
     Max,
     /// `a` to the power `b` (floats only).
     Pow,
+    /// The angle of the point `(b, a)`: `atan2(a, b)`, in `[-π, π]` (floats only; C99's
+    /// special cases).
+    Atan2,
     /// Bitwise and (integers and bools).
     And,
     /// Bitwise or (integers and bools).
@@ -419,7 +422,7 @@ pub enum BinaryOp {
 
 impl BinaryOp {
     /// Every operator, in a fixed order.
-    pub const ALL: [BinaryOp; 13] = [
+    pub const ALL: [BinaryOp; 14] = [
         BinaryOp::Add,
         BinaryOp::Sub,
         BinaryOp::Mul,
@@ -428,6 +431,7 @@ impl BinaryOp {
         BinaryOp::Min,
         BinaryOp::Max,
         BinaryOp::Pow,
+        BinaryOp::Atan2,
         BinaryOp::And,
         BinaryOp::Or,
         BinaryOp::Xor,
@@ -446,6 +450,7 @@ impl BinaryOp {
             BinaryOp::Min => "min",
             BinaryOp::Max => "max",
             BinaryOp::Pow => "pow",
+            BinaryOp::Atan2 => "atan2",
             BinaryOp::And => "and",
             BinaryOp::Or => "or",
             BinaryOp::Xor => "xor",
@@ -482,6 +487,22 @@ pub enum UnaryOp {
     Tanh,
     /// The error function.
     Erf,
+    /// Inverse sine, in `[-π/2, π/2]`.
+    Asin,
+    /// Inverse cosine, in `[0, π]`.
+    Acos,
+    /// Inverse tangent, in `[-π/2, π/2]`.
+    Atan,
+    /// Hyperbolic sine.
+    Sinh,
+    /// Hyperbolic cosine.
+    Cosh,
+    /// Inverse hyperbolic sine.
+    Asinh,
+    /// Inverse hyperbolic cosine (on `[1, inf]`).
+    Acosh,
+    /// Inverse hyperbolic tangent (on `[-1, 1]`).
+    Atanh,
     /// Round toward minus infinity.
     Floor,
     /// Round toward plus infinity.
@@ -492,7 +513,7 @@ pub enum UnaryOp {
 
 impl UnaryOp {
     /// Every operator, in a fixed order.
-    pub const ALL: [UnaryOp; 12] = [
+    pub const ALL: [UnaryOp; 20] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
         UnaryOp::Sqrt,
@@ -502,6 +523,14 @@ impl UnaryOp {
         UnaryOp::Cos,
         UnaryOp::Tanh,
         UnaryOp::Erf,
+        UnaryOp::Asin,
+        UnaryOp::Acos,
+        UnaryOp::Atan,
+        UnaryOp::Sinh,
+        UnaryOp::Cosh,
+        UnaryOp::Asinh,
+        UnaryOp::Acosh,
+        UnaryOp::Atanh,
         UnaryOp::Floor,
         UnaryOp::Ceil,
         UnaryOp::Not,
@@ -519,6 +548,14 @@ impl UnaryOp {
             UnaryOp::Cos => "cos",
             UnaryOp::Tanh => "tanh",
             UnaryOp::Erf => "erf",
+            UnaryOp::Asin => "asin",
+            UnaryOp::Acos => "acos",
+            UnaryOp::Atan => "atan",
+            UnaryOp::Sinh => "sinh",
+            UnaryOp::Cosh => "cosh",
+            UnaryOp::Asinh => "asinh",
+            UnaryOp::Acosh => "acosh",
+            UnaryOp::Atanh => "atanh",
             UnaryOp::Floor => "floor",
             UnaryOp::Ceil => "ceil",
             UnaryOp::Not => "not",

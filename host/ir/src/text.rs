@@ -40,8 +40,8 @@
 //! | --- | --- |
 //! | `const f64 1.5`, `const i32 -3`, `const bool true` | a constant |
 //! | `param %s` | the value of scalar parameter `%s` |
-//! | `add %a, %b` (also `sub mul div rem min max pow and or xor shl shr`) | a binary operation |
-//! | `neg %a` (also `abs sqrt exp log sin cos tanh erf floor ceil not`) | a unary operation |
+//! | `add %a, %b` (also `sub mul div rem min max pow atan2 and or xor shl shr`) | a binary operation |
+//! | `neg %a` (also `abs sqrt exp log sin cos tanh erf asin acos atan sinh cosh asinh acosh atanh floor ceil not`) | a unary operation |
 //! | `lt %a, %b` (also `eq ne le gt ge`) | a comparison |
 //! | `select %c, %a, %b` | `%c ? %a : %b` |
 //! | `cast f32 %a` | a conversion |

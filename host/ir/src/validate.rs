@@ -605,7 +605,7 @@ impl Checker<'_> {
                     ));
                 }
                 let ok = match op {
-                    BinaryOp::Pow => ta.is_float(),
+                    BinaryOp::Pow | BinaryOp::Atan2 => ta.is_float(),
                     BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => {
                         ta.is_int() || ta == DType::Bool
                     }
@@ -615,7 +615,7 @@ impl Checker<'_> {
                 };
                 if !ok {
                     let need = match op {
-                        BinaryOp::Pow => "float",
+                        BinaryOp::Pow | BinaryOp::Atan2 => "float",
                         BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => "integer or bool",
                         BinaryOp::Shl | BinaryOp::Shr => "integer",
                         _ => "number (not bool)",

@@ -176,6 +176,7 @@ fn binary_op(op: wit::BinaryOp) -> BinaryOp {
         wit::BinaryOp::BitXor => BinaryOp::Xor,
         wit::BinaryOp::Shl => BinaryOp::Shl,
         wit::BinaryOp::Shr => BinaryOp::Shr,
+        wit::BinaryOp::Atan2 => BinaryOp::Atan2,
     }
 }
 
@@ -193,6 +194,14 @@ fn unary_op(op: wit::UnaryOp) -> UnaryOp {
         wit::UnaryOp::Floor => UnaryOp::Floor,
         wit::UnaryOp::Ceil => UnaryOp::Ceil,
         wit::UnaryOp::BitNot => UnaryOp::Not,
+        wit::UnaryOp::Asin => UnaryOp::Asin,
+        wit::UnaryOp::Acos => UnaryOp::Acos,
+        wit::UnaryOp::Atan => UnaryOp::Atan,
+        wit::UnaryOp::Sinh => UnaryOp::Sinh,
+        wit::UnaryOp::Cosh => UnaryOp::Cosh,
+        wit::UnaryOp::Asinh => UnaryOp::Asinh,
+        wit::UnaryOp::Acosh => UnaryOp::Acosh,
+        wit::UnaryOp::Atanh => UnaryOp::Atanh,
     }
 }
 

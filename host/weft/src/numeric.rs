@@ -33,6 +33,7 @@ mod repeat;
 mod replayed;
 mod search;
 mod shape_ops;
+mod trigonometry;
 
 use crate::runtime::Runtime;
 use crate::typed_exports::TypedExports;
@@ -865,6 +866,7 @@ fn op_name(op: BinaryOp) -> &'static str {
         BinaryOp::LogicalAnd => "logical-and",
         BinaryOp::LogicalOr => "logical-or",
         BinaryOp::Remainder => "remainder",
+        BinaryOp::Arctan2 => "arctan2",
     }
 }
 

@@ -81,11 +81,13 @@ pub enum BinOp {
     LogicalOr,
     /// NumPy's `%`: the remainder with the divisor's sign.
     Remainder,
+    /// NumPy's `arctan2(a, b)`: the angle of the point `(b, a)` (floats).
+    Arctan2,
 }
 
 impl BinOp {
     /// Every operator, in a fixed order.
-    pub const ALL: [BinOp; 16] = [
+    pub const ALL: [BinOp; 17] = [
         BinOp::Add,
         BinOp::Sub,
         BinOp::Mul,
@@ -102,6 +104,7 @@ impl BinOp {
         BinOp::LogicalAnd,
         BinOp::LogicalOr,
         BinOp::Remainder,
+        BinOp::Arctan2,
     ];
 
     /// The operator's name, as the WIT interface spells it; used in keys and errors.
@@ -123,6 +126,7 @@ impl BinOp {
             BinOp::LogicalAnd => "logical-and",
             BinOp::LogicalOr => "logical-or",
             BinOp::Remainder => "remainder",
+            BinOp::Arctan2 => "arctan2",
         }
     }
 
@@ -147,7 +151,7 @@ impl BinOp {
     /// The dtypes the operands may have.
     pub fn rule(self) -> Rule {
         match self {
-            BinOp::Pow => Rule::Float,
+            BinOp::Pow | BinOp::Arctan2 => Rule::Float,
             BinOp::LogicalAnd | BinOp::LogicalOr => Rule::Bool,
             op if op.is_comparison() => Rule::Any,
             _ => Rule::Numeric,
@@ -191,11 +195,27 @@ pub enum UnOp {
     Floor,
     /// Rounding up (floats).
     Ceil,
+    /// Inverse sine.
+    Arcsin,
+    /// Inverse cosine.
+    Arccos,
+    /// Inverse tangent.
+    Arctan,
+    /// Hyperbolic sine.
+    Sinh,
+    /// Hyperbolic cosine.
+    Cosh,
+    /// Inverse hyperbolic sine.
+    Arcsinh,
+    /// Inverse hyperbolic cosine.
+    Arccosh,
+    /// Inverse hyperbolic tangent.
+    Arctanh,
 }
 
 impl UnOp {
     /// Every operator, in a fixed order.
-    pub const ALL: [UnOp; 12] = [
+    pub const ALL: [UnOp; 20] = [
         UnOp::Neg,
         UnOp::Abs,
         UnOp::Sqrt,
@@ -208,6 +228,14 @@ impl UnOp {
         UnOp::LogicalNot,
         UnOp::Floor,
         UnOp::Ceil,
+        UnOp::Arcsin,
+        UnOp::Arccos,
+        UnOp::Arctan,
+        UnOp::Sinh,
+        UnOp::Cosh,
+        UnOp::Arcsinh,
+        UnOp::Arccosh,
+        UnOp::Arctanh,
     ];
 
     /// The operator's name, as the WIT interface spells it; used in keys and errors.
@@ -225,6 +253,14 @@ impl UnOp {
             UnOp::LogicalNot => "logical-not",
             UnOp::Floor => "floor",
             UnOp::Ceil => "ceil",
+            UnOp::Arcsin => "arcsin",
+            UnOp::Arccos => "arccos",
+            UnOp::Arctan => "arctan",
+            UnOp::Sinh => "sinh",
+            UnOp::Cosh => "cosh",
+            UnOp::Arcsinh => "arcsinh",
+            UnOp::Arccosh => "arccosh",
+            UnOp::Arctanh => "arctanh",
         }
     }
 

@@ -216,6 +216,7 @@ fn lower(op: BinOp) -> Lowered {
         BinOp::Greater => Lowered::Cmp(CmpOp::Gt),
         BinOp::GreaterEqual => Lowered::Cmp(CmpOp::Ge),
         BinOp::Remainder => Lowered::FloorRemainder,
+        BinOp::Arctan2 => Lowered::Binary(BinaryOp::Atan2),
     }
 }
 
@@ -234,6 +235,14 @@ fn unary_op(op: UnOp) -> UnaryOp {
         UnOp::LogicalNot => UnaryOp::Not,
         UnOp::Floor => UnaryOp::Floor,
         UnOp::Ceil => UnaryOp::Ceil,
+        UnOp::Arcsin => UnaryOp::Asin,
+        UnOp::Arccos => UnaryOp::Acos,
+        UnOp::Arctan => UnaryOp::Atan,
+        UnOp::Sinh => UnaryOp::Sinh,
+        UnOp::Cosh => UnaryOp::Cosh,
+        UnOp::Arcsinh => UnaryOp::Asinh,
+        UnOp::Arccosh => UnaryOp::Acosh,
+        UnOp::Arctanh => UnaryOp::Atanh,
     }
 }
 

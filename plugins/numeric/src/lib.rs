@@ -209,6 +209,7 @@ fn bin_op(op: BinaryOp) -> BinOp {
         BinaryOp::LogicalAnd => BinOp::LogicalAnd,
         BinaryOp::LogicalOr => BinOp::LogicalOr,
         BinaryOp::Remainder => BinOp::Remainder,
+        BinaryOp::Arctan2 => BinOp::Arctan2,
     }
 }
 
@@ -227,6 +228,14 @@ fn un_op(op: UnaryOp) -> UnOp {
         UnaryOp::LogicalNot => UnOp::LogicalNot,
         UnaryOp::Floor => UnOp::Floor,
         UnaryOp::Ceil => UnOp::Ceil,
+        UnaryOp::Arcsin => UnOp::Arcsin,
+        UnaryOp::Arccos => UnOp::Arccos,
+        UnaryOp::Arctan => UnOp::Arctan,
+        UnaryOp::Sinh => UnOp::Sinh,
+        UnaryOp::Cosh => UnOp::Cosh,
+        UnaryOp::Arcsinh => UnOp::Arcsinh,
+        UnaryOp::Arccosh => UnOp::Arccosh,
+        UnaryOp::Arctanh => UnOp::Arctanh,
     }
 }
 

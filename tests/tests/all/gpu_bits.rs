@@ -31,6 +31,16 @@ fn results(device: Device) -> weft::Result<Vec<(String, Vec<u64>)>> {
     let y = np.random_uniform(&[10_001], -1.0, 1.0, 8, DType::F64);
     out.push(("dot".to_string(), bits(&x.dot(&y))?));
     out.push(("sum".to_string(), bits(&(&x * &y).sum())?));
+    // The inverse trigonometric and hyperbolic functions, fused into one kernel.
+    let angles = &(&x.arcsin() + &x.arccos()) * &y.arctan2(&x);
+    let hyperbolic = &(&(&x * 30.0).sinh() - &(&y * 3.0).cosh()).arcsinh()
+        + &(&(&y * 5.0).abs() + 1.0).arccosh();
+    out.push(("inverse trigonometric".to_string(), bits(&angles)?));
+    out.push(("hyperbolic".to_string(), bits(&hyperbolic)?));
+    out.push((
+        "arctanh, arctan".to_string(),
+        bits(&(&x.arctanh() - &y.arctan()))?,
+    ));
     let inputs = black_scholes::inputs(&np, 5000, 1);
     let (call, put) = inputs.price(black_scholes::Cnd::Erf);
     out.push(("black-scholes call".to_string(), bits(&call)?));
@@ -113,7 +123,7 @@ fn gpu_results_are_the_cpu_bits_or_the_gpu_names_its_missing_driver() {
         }
         // The host keeps running: the CPU still works.
         let cpu = results(Device::Cpu).expect("the CPU runs the programs");
-        assert_eq!(cpu.len(), 9);
+        assert_eq!(cpu.len(), 12);
         return;
     }
     let cpu = results(Device::Cpu).expect("the CPU runs the programs");

@@ -50,6 +50,8 @@ fn data(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
 type Bin = fn(f64, f64) -> f64;
 type Cmp = fn(f64, f64) -> bool;
 type Un = fn(f64) -> f64;
+/// A named element-wise method of [`Array`].
+type Method = fn(&Array) -> Array;
 
 fn arr(np: &Numeric, shape: &[u64], v: &[f64]) -> Array {
     np.from_f64s(shape, v, DType::F64)
@@ -239,6 +241,81 @@ fn unary_ops_against_reference() {
         let neg = arr(np, &[3], &[-3.0, -1.0, -0.5]);
         let want: Vec<f64> = [-3.0, -1.0, -0.5].iter().map(|&v| erf_series(v)).collect();
         close(&neg.erf().to_vec().unwrap(), &want, 1e-13);
+    });
+}
+
+/// The inverse trigonometric functions, `arctan2` and the hyperbolic functions with their
+/// inverses, against Rust's functions (the inverse hyperbolic ones against their logarithmic
+/// definitions, accurate on these arguments), in `f64` and `f32`, fused and each alone.
+#[test]
+fn inverse_trigonometric_and_hyperbolic_functions_against_reference() {
+    both(|np| {
+        let a = data(41, 5, -0.99, 0.99);
+        let b = data(41, 6, -3.0, 3.0);
+        let (x, y) = (arr(np, &[41], &a), arr(np, &[41], &b));
+        let cases: [(Method, Un); 8] = [
+            (Array::arcsin, f64::asin),
+            (Array::arccos, f64::acos),
+            (Array::arctan, f64::atan),
+            (Array::sinh, f64::sinh),
+            (Array::cosh, f64::cosh),
+            (Array::arcsinh, |v| {
+                v.signum() * (v.abs() + (v * v + 1.0).sqrt()).ln()
+            }),
+            (Array::arccosh, |v| {
+                let w = v.abs() + 1.5;
+                (w + (w * w - 1.0).sqrt()).ln()
+            }),
+            (Array::arctanh, |v| 0.5 * ((1.0 + v) / (1.0 - v)).ln()),
+        ];
+        for (i, (f, r)) in cases.into_iter().enumerate() {
+            // arccosh takes |x| + 1.5, in its domain.
+            let (arg, want): (Array, Vec<f64>) = if i == 6 {
+                (&x.abs() + 1.5, a.iter().map(|&v| r(v)).collect())
+            } else {
+                (x.copy(), a.iter().map(|&v| r(v)).collect())
+            };
+            close(&f(&arg).to_vec().unwrap(), &want, 1e-13);
+            // In f32: within f32's precision of the f64 reference.
+            let arg32 = arg.astype(DType::F32);
+            let got32 = f(&arg32);
+            assert_eq!(got32.dtype().unwrap(), DType::F32);
+            close(&got32.to_vec().unwrap(), &want, 1e-6);
+        }
+        // arctan2 over all four quadrants, against an array and a scalar.
+        let want: Vec<f64> = a.iter().zip(&b).map(|(&p, &q)| p.atan2(q)).collect();
+        close(&x.arctan2(&y).to_vec().unwrap(), &want, 1e-15);
+        let want: Vec<f64> = b.iter().map(|&q| q.atan2(-0.5)).collect();
+        close(&y.arctan2(-0.5).to_vec().unwrap(), &want, 1e-15);
+        // One fused expression, against the same built from the references.
+        let fused = &(&x.arcsin() * &y.sinh()) + &x.arctanh().cosh();
+        let want: Vec<f64> = a
+            .iter()
+            .zip(&b)
+            .map(|(&p, &q)| p.asin() * q.sinh() + (0.5 * ((1.0 + p) / (1.0 - p)).ln()).cosh())
+            .collect();
+        close(&fused.to_vec().unwrap(), &want, 1e-13);
+        // Outside their domains: NaN, and infinities at the poles, as NumPy gives.
+        let edge = arr(np, &[4], &[2.0, -1.0, 1.0, 0.5]);
+        let got = edge.arcsin().to_vec().unwrap();
+        assert!(
+            got[0].is_nan() && got[1] == -std::f64::consts::FRAC_PI_2,
+            "{got:?}"
+        );
+        let got = edge.arctanh().to_vec().unwrap();
+        assert!(got[0].is_nan() && got[1] == f64::NEG_INFINITY && got[2] == f64::INFINITY);
+        assert!(edge.arccosh().to_vec().unwrap()[3].is_nan());
+        // Integers are taken as f64, as NumPy's `np.arctan` does; bools are refused.
+        let i = np.from_f64s(&[3], &[1.0, -2.0, 0.0], DType::I64);
+        assert_eq!(i.arctan().dtype().unwrap(), DType::F64);
+        close(
+            &i.arctan().to_vec().unwrap(),
+            &[1f64.atan(), (-2f64).atan(), 0.0],
+            1e-15,
+        );
+        let flags = np.from_f64s(&[2], &[1.0, 0.0], DType::Bool);
+        let err = flags.arctan2(&flags).check().unwrap_err().to_string();
+        assert!(err.contains("arctan2"), "{err}");
     });
 }
 

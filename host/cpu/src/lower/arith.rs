@@ -33,6 +33,7 @@ impl FnLower<'_, '_> {
                 BinaryOp::Max => self.ins().fmax(x, y),
                 BinaryOp::Rem => self.call_math(MathFn::Rem, ta, &[x, y])?,
                 BinaryOp::Pow => self.call_math(MathFn::Ir(IrFn::Pow), ta, &[x, y])?,
+                BinaryOp::Atan2 => self.call_math(MathFn::Ir(IrFn::Atan2), ta, &[x, y])?,
                 BinaryOp::And | BinaryOp::Or | BinaryOp::Xor | BinaryOp::Shl | BinaryOp::Shr => {
                     return bad();
                 }
@@ -71,7 +72,7 @@ impl FnLower<'_, '_> {
                     // Cranelift takes the amount modulo the bit width, as the IR does.
                     BinaryOp::Shl => self.ins().ishl(x, y),
                     BinaryOp::Shr => self.ins().ushr(x, y),
-                    BinaryOp::Pow => return bad(),
+                    BinaryOp::Pow | BinaryOp::Atan2 => return bad(),
                 }
             }
             DType::Bool => match op {

@@ -35,6 +35,49 @@ fn run32(be: &mut CpuBackend, f: F, xs: &mut [f32], ys: &mut [f32]) -> Vec<f32> 
     out
 }
 
+/// Rust's value of `f` at `(x, y)` (`libm`'s for the inverse hyperbolic functions, `erf`'s
+/// reference for `erf`), the reference for the `f64` expansions.
+fn want64(f: F, x: f64, y: f64) -> f64 {
+    match f {
+        F::Exp => x.exp(),
+        F::Log => x.ln(),
+        F::Sin => x.sin(),
+        F::Cos => x.cos(),
+        F::Tanh => x.tanh(),
+        F::Erf => weft_cpu::math::erf(x),
+        F::Pow => x.powf(y),
+        F::Asin => x.asin(),
+        F::Acos => x.acos(),
+        F::Atan => x.atan(),
+        F::Atan2 => x.atan2(y),
+        F::Sinh => x.sinh(),
+        F::Cosh => x.cosh(),
+        F::Asinh => libm::asinh(x),
+        F::Acosh => weft_ir::interp::acosh(x),
+        F::Atanh => libm::atanh(x),
+    }
+}
+
+/// The reference for the `f32` expansions: Rust's `f32` functions, or the `f64` reference
+/// rounded where Rust's own are not accurate (`erf`, the inverse hyperbolic functions).
+fn want32(f: F, x: f32, y: f32) -> f32 {
+    match f {
+        F::Exp => x.exp(),
+        F::Log => x.ln(),
+        F::Sin => x.sin(),
+        F::Cos => x.cos(),
+        F::Tanh => x.tanh(),
+        F::Pow => x.powf(y),
+        F::Asin => x.asin(),
+        F::Acos => x.acos(),
+        F::Atan => x.atan(),
+        F::Atan2 => x.atan2(y),
+        F::Sinh => x.sinh(),
+        F::Cosh => x.cosh(),
+        F::Erf | F::Asinh | F::Acosh | F::Atanh => want64(f, f64::from(x), f64::from(y)) as f32,
+    }
+}
+
 const N: usize = 100_000;
 
 /// Half the points on a uniform grid over `[lo, hi]`, half random in it.
@@ -70,6 +113,11 @@ fn args(f: F, rng: &mut Rng) -> (Vec<f64>, Vec<f64>) {
             }
             (a, b)
         }
+        F::Asin | F::Acos | F::Atanh => (points(rng, -1.0, 1.0), vec![0.0; N]),
+        F::Atan | F::Asinh => (points(rng, -50.0, 50.0), vec![0.0; N]),
+        F::Sinh | F::Cosh => (points(rng, -710.4, 710.4), vec![0.0; N]),
+        F::Acosh => (points(rng, 1.0, 1e4), vec![0.0; N]),
+        F::Atan2 => (points(rng, -1e3, 1e3), points(rng, -1e3, 1e3)),
     }
 }
 
@@ -95,12 +143,7 @@ fn f64_expansions_match_std_on_100k_points() {
                         d / (want.abs() * 1e-16).max(1e-32)
                     }
                 }
-                F::Exp => ulps64(got[i], x.exp()),
-                F::Log => ulps64(got[i], x.ln()),
-                F::Sin => ulps64(got[i], x.sin()),
-                F::Cos => ulps64(got[i], x.cos()),
-                F::Tanh => ulps64(got[i], x.tanh()),
-                F::Pow => ulps64(got[i], x.powf(y)),
+                _ => ulps64(got[i], want64(f, x, y)),
             };
             if err > worst.0 {
                 worst = (err, x, y);
@@ -149,6 +192,11 @@ fn f32_expansions_match_std_on_100k_points() {
                 }
                 (a, b)
             }
+            F::Asin | F::Acos | F::Atanh => (points(&mut rng, -1.0, 1.0), vec![0.0; N]),
+            F::Atan | F::Asinh => (points(&mut rng, -50.0, 50.0), vec![0.0; N]),
+            F::Sinh | F::Cosh => (points(&mut rng, -89.4, 89.4), vec![0.0; N]),
+            F::Acosh => (points(&mut rng, 1.0, 1e4), vec![0.0; N]),
+            F::Atan2 => (points(&mut rng, -1e3, 1e3), points(&mut rng, -1e3, 1e3)),
         };
         let mut xs: Vec<f32> = xs.iter().map(|&x| x as f32).collect();
         let mut ys: Vec<f32> = ys.iter().map(|&y| y as f32).collect();
@@ -156,15 +204,7 @@ fn f32_expansions_match_std_on_100k_points() {
         let mut worst = (0.0, 0.0f32, 0.0f32);
         for i in 0..N {
             let (x, y) = (xs[i], ys[i]);
-            let want = match f {
-                F::Exp => x.exp(),
-                F::Log => x.ln(),
-                F::Sin => x.sin(),
-                F::Cos => x.cos(),
-                F::Tanh => x.tanh(),
-                F::Erf => weft_cpu::math::erf(f64::from(x)) as f32,
-                F::Pow => x.powf(y),
-            };
+            let want = want32(f, x, y);
             let err = ulps32(got[i], want);
             if err > worst.0 {
                 worst = (err, x, y);
@@ -216,7 +256,7 @@ fn special_values_through_the_back_end() {
     };
     let mut failures = vec![];
     for f in ALL {
-        let (mut xs, mut ys) = if f == F::Pow {
+        let (mut xs, mut ys) = if matches!(f, F::Pow | F::Atan2) {
             let mut a = vec![];
             let mut b = vec![];
             for &x in &specials {
@@ -235,15 +275,7 @@ fn special_values_through_the_back_end() {
             if matches!(f, F::Sin | F::Cos) && x.is_finite() && x.abs() > 1e5 {
                 continue;
             }
-            let want = match f {
-                F::Exp => x.exp(),
-                F::Log => x.ln(),
-                F::Sin => x.sin(),
-                F::Cos => x.cos(),
-                F::Tanh => x.tanh(),
-                F::Erf => weft_cpu::math::erf(x),
-                F::Pow => x.powf(y),
-            };
+            let want = want64(f, x, y);
             if !same(got[i], want) {
                 failures.push(format!("{f:?}({x:e}, {y:e}) = {:e}, want {want:e}", got[i]));
             }

@@ -168,6 +168,7 @@ fn ref_binary(op: BinaryOp, a: Scalar, b: Scalar) -> Option<Scalar> {
             Min => fmin64(x, y),
             Max => fmax64(x, y),
             Pow => x.powf(y),
+            Atan2 => x.atan2(y),
             And | Or | Xor | Shl | Shr => return None,
         }),
         (Scalar::F32(x), Scalar::F32(y)) => Scalar::F32(match op {
@@ -179,6 +180,7 @@ fn ref_binary(op: BinaryOp, a: Scalar, b: Scalar) -> Option<Scalar> {
             Min => fmin32(x, y),
             Max => fmax32(x, y),
             Pow => x.powf(y),
+            Atan2 => x.atan2(y),
             And | Or | Xor | Shl | Shr => return None,
         }),
         (Scalar::I32(x), Scalar::I32(y)) => Scalar::I32(match op {
@@ -196,7 +198,7 @@ fn ref_binary(op: BinaryOp, a: Scalar, b: Scalar) -> Option<Scalar> {
             Xor => x ^ y,
             Shl => x.wrapping_shl(y as u32),
             Shr => (x as u32).wrapping_shr(y as u32) as i32,
-            Pow => return None,
+            Pow | Atan2 => return None,
         }),
         (Scalar::I64(x), Scalar::I64(y)) => Scalar::I64(match op {
             Add => x.wrapping_add(y),
@@ -213,7 +215,7 @@ fn ref_binary(op: BinaryOp, a: Scalar, b: Scalar) -> Option<Scalar> {
             Xor => x ^ y,
             Shl => x.wrapping_shl(y as u32),
             Shr => (x as u64).wrapping_shr(y as u32) as i64,
-            Pow => return None,
+            Pow | Atan2 => return None,
         }),
         (Scalar::Bool(x), Scalar::Bool(y)) => Scalar::Bool(match op {
             And | Min => x & y,
@@ -239,6 +241,14 @@ fn ref_unary(op: UnaryOp, a: Scalar) -> Option<Scalar> {
             Cos => x.cos(),
             Tanh => x.tanh(),
             Erf => erf(x),
+            Asin => x.asin(),
+            Acos => x.acos(),
+            Atan => x.atan(),
+            Sinh => x.sinh(),
+            Cosh => x.cosh(),
+            Asinh => libm::asinh(x),
+            Acosh => weft_ir::interp::acosh(x),
+            Atanh => libm::atanh(x),
             Floor => x.floor(),
             Ceil => x.ceil(),
             Not => return None,
@@ -253,6 +263,14 @@ fn ref_unary(op: UnaryOp, a: Scalar) -> Option<Scalar> {
             Cos => x.cos(),
             Tanh => x.tanh(),
             Erf => erf(f64::from(x)) as f32,
+            Asin => x.asin(),
+            Acos => x.acos(),
+            Atan => x.atan(),
+            Sinh => x.sinh(),
+            Cosh => x.cosh(),
+            Asinh => libm::asinh(f64::from(x)) as f32,
+            Acosh => weft_ir::interp::acosh(f64::from(x)) as f32,
+            Atanh => libm::atanh(f64::from(x)) as f32,
             Floor => x.floor(),
             Ceil => x.ceil(),
             Not => return None,
@@ -403,7 +421,7 @@ fn binary_ops_on_every_type() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 8 + 8 + 12 + 12 + 5);
+    assert_eq!(checked, 9 + 9 + 12 + 12 + 5);
 }
 
 #[test]
@@ -463,7 +481,7 @@ fn unary_ops_on_every_type() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 11 + 11 + 3 + 3 + 1);
+    assert_eq!(checked, 19 + 19 + 3 + 3 + 1);
 }
 
 #[test]

@@ -1,10 +1,12 @@
 //! Math lowering: expands the math functions of a kernel into plain arithmetic.
 //!
-//! [`lower_math`] replaces every `exp`, `log`, `sin`, `cos`, `tanh`, `erf` (unary) and `pow`
-//! (binary) on `f64` or `f32` by a straight-line sequence of IR operations: `add`, `sub`,
-//! `mul`, `div`, `fma`, `min`, `max`, `neg`, `abs`, `floor`, comparisons, `select`, `bitcast`, the
+//! [`lower_math`] replaces every `exp`, `log`, `sin`, `cos`, `tanh`, `erf`, `asin`, `acos`,
+//! `atan`, `sinh`, `cosh`, `asinh`, `acosh`, `atanh` (unary), `pow` and `atan2` (binary) on
+//! `f64` or `f32` by a straight-line sequence of IR operations: `add`, `sub`, `mul`, `div`,
+//! `fma`, `min`, `max`, `neg`, `abs`, `sqrt`, `floor`, comparisons, `select`, `bitcast`, the
 //! integer `add`, `and`, `or`, `xor`, `shl` and `shr`, and (only in the `f32` forms of `sin`,
-//! `cos` and `pow`, which compute in `f64`) `cast` between `f32` and `f64`. The expansions have
+//! `cos`, `pow` and the functions after `erf` above, which compute in `f64`) `cast` between
+//! `f32` and `f64`. The expansions have
 //! no calls, no loops and no branches, never convert between floats and integers (so a vector
 //! unit without packed `i64`/`f64` conversions, such as SSE2, can run them), never compare
 //! integers, and never trap: a back end can vectorize a loop that uses math functions, and
@@ -82,6 +84,25 @@
 //!   exponent gives NaN; otherwise NaN in gives NaN out; `pow(±0, b)` and `pow(±inf, b)` give
 //!   the zeros and infinities C99 gives, and `b = ±inf` gives `+0` or `+inf` by whether `|a|`
 //!   is below or above 1. Every pair of special values agrees with Rust's `powf` (tested).
+//! - **atan** (in `arc_hyperbolic`): on `a = |x|`, Cephes' reduction (`-1/a` above
+//!   `tan(3π/8)`, `(a - 1)/(a + 1)` above 0.66, with `π/2` or `π/4` added back together with
+//!   the bits they lose to rounding) and its rational `x + x·z·P(z)/Q(z)` of degree 4/5; `x`'s
+//!   sign. One division picks the reduction (numerator and denominator are selected).
+//! - **asin** is `atan(a/√((1 - a)(1 + a)))` with `x`'s sign; **acos** is
+//!   `2·atan(√((1 - x)/(1 + x)))`; both give NaN outside `[-1, 1]` through the square root.
+//! - **atan2(y, x)**: `atan(y/x)`, plus `π` (in two parts) with `y`'s sign where `x`'s sign bit
+//!   is set; where `y/x` is `0/0` or `inf/inf`, C99's `±0`, `±π`, `±π/4` and `±3π/4`.
+//! - **sinh**: on `a = |x|`, its Taylor series to `a^19` below 1, `(E - 1/E)/2` with
+//!   `E = e^a` up to 709, `(e^(a/2)/2)·e^(a/2)` beyond (so results up to the overflow threshold
+//!   stay finite); `x`'s sign. **cosh**: `E/2 + (1/2)/E` up to 709, then the same product.
+//! - **asinh, acosh**: one logarithm, of an argument selected per range: `log1p(v)` for small
+//!   arguments (`v = a + a²/(1 + √(1 + a²))`, and `v = t + √(2t + t²)` with `t = x - 1` for
+//!   `acosh` up to 2), `log(2a ± 1/(√(a² ± 1) + a))` in the middle, `log(a) + ln 2` from `2^28`
+//!   on. `log1p(v)` is `log(u) + c/u` with `u = 1 + v` rounded and `c` its rounding error
+//!   (exact by Fast2Sum). `acosh` is NaN below 1. **atanh**: `log1p(2a + 2a·a/(1 - a))/2` below
+//!   1/2, `log1p(2a/(1 - a))/2` above; `±inf` at `±1`, NaN beyond.
+//!
+//!   Every one of these computes in `f64`; the `f32` forms convert, compute and round once.
 //!
 //! (Operation counts exclude constants and count `bitcast`, which is free on most machines.)
 //!
@@ -100,14 +121,25 @@
 //! | tanh | all reals | 2 ulp | 2 ulp |
 //! | erf | all reals | 2.9e-16 relative | 1 ulp |
 //! | pow | `a > 0`, `|b·ln a| < 700` (`f32`: `< 85`) | 1 ulp | 1 ulp |
+//! | asin, acos | `[-1, 1]` | 2 ulp | 1 ulp |
+//! | atan | all reals | 1 ulp | 1 ulp |
+//! | atan2 | all pairs | 1 ulp | 1 ulp |
+//! | sinh, cosh | up to overflow | 3 ulp | 2 ulp |
+//! | asinh | all reals | 1 ulp | 0 ulp |
+//! | acosh | `[1, inf)` | 1 ulp | 0 ulp |
+//! | atanh | `(-1, 1)` | 2 ulp | 0 ulp |
 //!
-//! Special values (`±0`, `±inf`, NaN, subnormals, the overflow and underflow thresholds) give
-//! the results of Rust's functions, signed zeros and infinities included.
+//! The inverse hyperbolic functions are measured against the `libm` crate's (Rust's own lose
+//! most of their digits near `acosh(1)` and `atanh(±1)`), their `f32` forms against its `f64`
+//! ones rounded. Special values (`±0`, `±inf`, NaN, subnormals, the overflow and underflow
+//! thresholds) give the results of Rust's functions, signed zeros and infinities included.
 
 // The published constants (fdlibm, Cephes) are kept digit for digit.
 #![allow(clippy::excessive_precision)]
 
 use std::collections::HashMap;
+
+mod arc_hyperbolic;
 
 use crate::validate::{MAX_VALUE_ID, Types, validate};
 use crate::{BinaryOp, CmpOp, DType, Inst, Kernel, Op, Scalar, UnaryOp, ValueId};
@@ -161,8 +193,8 @@ pub fn lower_math(kernel: &Kernel) -> Kernel {
     }
 }
 
-/// Whether `kernel` holds an operation that [`lower_math`] expands: a `Unary` `exp`, `log`,
-/// `sin`, `cos`, `tanh` or `erf`, or a `Binary` `pow`, anywhere in its body.
+/// Whether `kernel` holds an operation that [`lower_math`] expands (a [`MathFn`]: a `Unary`
+/// `exp`, `log`, `sin`, ..., `atanh`, or a `Binary` `pow` or `atan2`) anywhere in its body.
 pub fn has_math_functions(kernel: &Kernel) -> bool {
     fn any(body: &[Inst]) -> bool {
         body.iter().any(|inst| match &inst.op {
@@ -174,9 +206,8 @@ pub fn has_math_functions(kernel: &Kernel) -> bool {
     any(&kernel.body)
 }
 
-/// Whether `op` is one of the operations [`lower_math`] expands: a `Unary` `exp`, `log`,
-/// `sin`, `cos`, `tanh` or `erf`, or a `Binary` `pow` (unlike [`UnaryOp::is_math`], which also
-/// counts `sqrt`, `floor` and `ceil`).
+/// Whether `op` is one of the operations [`lower_math`] expands, a [`MathFn`] (unlike
+/// [`UnaryOp::is_math`], which also counts `sqrt`, `floor` and `ceil`).
 pub fn is_math_function(op: &Op) -> bool {
     MathFn::of(op).is_some()
 }
@@ -198,11 +229,29 @@ pub enum MathFn {
     Erf,
     /// `a^b` (`Binary` `pow`).
     Pow,
+    /// Inverse sine (`Unary` `asin`).
+    Asin,
+    /// Inverse cosine (`Unary` `acos`).
+    Acos,
+    /// Inverse tangent (`Unary` `atan`).
+    Atan,
+    /// The angle of a point (`Binary` `atan2`).
+    Atan2,
+    /// Hyperbolic sine (`Unary` `sinh`).
+    Sinh,
+    /// Hyperbolic cosine (`Unary` `cosh`).
+    Cosh,
+    /// Inverse hyperbolic sine (`Unary` `asinh`).
+    Asinh,
+    /// Inverse hyperbolic cosine (`Unary` `acosh`).
+    Acosh,
+    /// Inverse hyperbolic tangent (`Unary` `atanh`).
+    Atanh,
 }
 
 impl MathFn {
     /// Every math function, in a fixed order.
-    pub const ALL: [MathFn; 7] = [
+    pub const ALL: [MathFn; 16] = [
         MathFn::Exp,
         MathFn::Log,
         MathFn::Sin,
@@ -210,6 +259,15 @@ impl MathFn {
         MathFn::Tanh,
         MathFn::Erf,
         MathFn::Pow,
+        MathFn::Asin,
+        MathFn::Acos,
+        MathFn::Atan,
+        MathFn::Atan2,
+        MathFn::Sinh,
+        MathFn::Cosh,
+        MathFn::Asinh,
+        MathFn::Acosh,
+        MathFn::Atanh,
     ];
 
     /// The math function `op` applies and its operands (one, or two for `pow`); `None` for
@@ -218,6 +276,7 @@ impl MathFn {
         match op {
             Op::Unary(u, a) => Some((MathFn::of_unary(*u)?, vec![*a])),
             Op::Binary(BinaryOp::Pow, a, b) => Some((MathFn::Pow, vec![*a, *b])),
+            Op::Binary(BinaryOp::Atan2, a, b) => Some((MathFn::Atan2, vec![*a, *b])),
             _ => None,
         }
     }
@@ -231,6 +290,14 @@ impl MathFn {
             UnaryOp::Cos => MathFn::Cos,
             UnaryOp::Tanh => MathFn::Tanh,
             UnaryOp::Erf => MathFn::Erf,
+            UnaryOp::Asin => MathFn::Asin,
+            UnaryOp::Acos => MathFn::Acos,
+            UnaryOp::Atan => MathFn::Atan,
+            UnaryOp::Sinh => MathFn::Sinh,
+            UnaryOp::Cosh => MathFn::Cosh,
+            UnaryOp::Asinh => MathFn::Asinh,
+            UnaryOp::Acosh => MathFn::Acosh,
+            UnaryOp::Atanh => MathFn::Atanh,
             _ => return None,
         })
     }
@@ -319,6 +386,15 @@ impl Lowerer {
             (MathFn::Erf, _) => erf_f32(&mut e, args[0]),
             (MathFn::Pow, DType::F64) => pow_f64(&mut e, args[0], args[1]),
             (MathFn::Pow, _) => pow_f32(&mut e, args[0], args[1]),
+            (MathFn::Asin, _) => arc_hyperbolic::asin(&mut e, args[0]),
+            (MathFn::Acos, _) => arc_hyperbolic::acos(&mut e, args[0]),
+            (MathFn::Atan, _) => arc_hyperbolic::atan(&mut e, args[0]),
+            (MathFn::Atan2, _) => arc_hyperbolic::atan2(&mut e, args[0], args[1]),
+            (MathFn::Sinh, _) => arc_hyperbolic::sinh(&mut e, args[0]),
+            (MathFn::Cosh, _) => arc_hyperbolic::cosh(&mut e, args[0]),
+            (MathFn::Asinh, _) => arc_hyperbolic::asinh(&mut e, args[0]),
+            (MathFn::Acosh, _) => arc_hyperbolic::acosh(&mut e, args[0]),
+            (MathFn::Atanh, _) => arc_hyperbolic::atanh(&mut e, args[0]),
         };
         let mut out = e.out;
         // Make the last instruction define the original result.

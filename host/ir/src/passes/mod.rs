@@ -1,9 +1,10 @@
 //! Transformations of kernels. Each pass takes a kernel and returns a new one; a pass keeps a
 //! valid kernel valid.
 //!
-//! - [`math`]: expands math functions (`exp`, `log`, `sin`, `cos`, `tanh`, `erf`, `pow`) into
-//!   plain arithmetic, so that every back end computes the same results and loops with math in
-//!   them can be vectorized;
+//! - [`math`]: expands math functions (`exp`, `log`, `sin`, `cos`, `tanh`, `erf`, `pow`, the
+//!   inverse trigonometric functions, `atan2`, the hyperbolic functions and their inverses)
+//!   into plain arithmetic, so that every back end computes the same results and loops with
+//!   math in them can be vectorized;
 //! - [`rem`]: expands float `rem` (C's `fmod`) into integer arithmetic and a `for` loop, for
 //!   back ends with no `fmod` (PTX).
 //!

@@ -281,6 +281,15 @@ fn ref64(f: F, x: f64, y: f64) -> f64 {
         F::Tanh => x.tanh(),
         F::Erf => fdlibm_erf(x),
         F::Pow => x.powf(y),
+        F::Asin => x.asin(),
+        F::Acos => x.acos(),
+        F::Atan => x.atan(),
+        F::Sinh => x.sinh(),
+        F::Cosh => x.cosh(),
+        F::Asinh => libm::asinh(x),
+        F::Acosh => weft_ir::interp::acosh(x),
+        F::Atanh => libm::atanh(x),
+        F::Atan2 => x.atan2(y),
     }
 }
 
@@ -293,6 +302,15 @@ fn ref32(f: F, x: f32, y: f32) -> f32 {
         F::Tanh => x.tanh(),
         F::Erf => fdlibm_erf(f64::from(x)) as f32,
         F::Pow => x.powf(y),
+        F::Asin => x.asin(),
+        F::Acos => x.acos(),
+        F::Atan => x.atan(),
+        F::Sinh => x.sinh(),
+        F::Cosh => x.cosh(),
+        F::Asinh => libm::asinh(f64::from(x)) as f32,
+        F::Acosh => weft_ir::interp::acosh(f64::from(x)) as f32,
+        F::Atanh => libm::atanh(f64::from(x)) as f32,
+        F::Atan2 => x.atan2(y),
     }
 }
 
@@ -491,6 +509,50 @@ fn args64(f: F) -> (Vec<f64>, Vec<f64>) {
                 ys.push(b);
             }
         }
+        F::Asin | F::Acos | F::Atanh => {
+            xs.extend(sweep(-1.0, 1.0, 40_000));
+            // Close to ±1 and to 0.
+            let near: Vec<f64> = log_sweep(1e-300, 0.5, 10_000);
+            xs.extend(near.iter().flat_map(|&d| [1.0 - d, d - 1.0, d, -d]));
+            xs.extend((0..20_000).map(|_| rng.uniform(-1.0, 1.0)));
+        }
+        F::Atan => {
+            xs.extend(sweep(-10.0, 10.0, 40_000));
+            xs.extend(log_sweep(1e-300, 1e300, 20_000));
+            xs.extend(sweep(2.0, 3.0, 10_000));
+            xs.extend((0..20_000).map(|_| rng.uniform(-100.0, 100.0)));
+        }
+        F::Sinh | F::Cosh => {
+            xs.extend(sweep(-710.4, 710.4, 40_000));
+            xs.extend(sweep(-2.0, 2.0, 20_000));
+            xs.extend(log_sweep(1e-300, 1.0, 5_000));
+            xs.extend(sweep(705.0, 710.47, 5_000));
+            xs.extend((0..20_000).map(|_| rng.uniform(-30.0, 30.0)));
+        }
+        F::Asinh => {
+            xs.extend(sweep(-10.0, 10.0, 40_000));
+            xs.extend(log_sweep(1e-300, 1e300, 20_000));
+            xs.extend(sweep(1.5, 2.5, 5_000));
+            xs.extend((0..20_000).map(|_| rng.uniform(-1e3, 1e3)));
+        }
+        F::Acosh => {
+            xs.extend(sweep(1.0, 10.0, 40_000));
+            xs.extend(log_sweep(1.0, 1e300, 20_000));
+            xs.extend(log_sweep(1e-300, 1.0, 10_000).into_iter().map(|d| 1.0 + d));
+            xs.extend((0..20_000).map(|_| rng.uniform(1.0, 1e3)));
+        }
+        F::Atan2 => {
+            for _ in 0..60_000 {
+                let y = rng.uniform(-300.0, 300.0).exp() * rng.uniform(-1.0, 1.0).signum();
+                let x = rng.uniform(-300.0, 300.0).exp() * rng.uniform(-1.0, 1.0).signum();
+                xs.push(y);
+                ys.push(x);
+            }
+            for _ in 0..40_000 {
+                xs.push(rng.uniform(-10.0, 10.0));
+                ys.push(rng.uniform(-10.0, 10.0));
+            }
+        }
     }
     if ys.is_empty() {
         ys = vec![0.0; xs.len()];
@@ -587,6 +649,29 @@ fn args32(f: F) -> (Vec<f32>, Vec<f32>) {
                 ys.push(b as f32);
             }
         }
+        F::Asin | F::Acos | F::Atanh => {
+            xs.extend(sw(-1.0, 1.0, 40_000));
+            xs.extend((0..20_000).map(|_| rng.uniform(-1.0, 1.0) as f32));
+        }
+        F::Atan | F::Asinh => {
+            xs.extend(sw(-10.0, 10.0, 40_000));
+            xs.extend(log_sweep(1e-40, 3e38, 20_000).into_iter().map(|x| x as f32));
+        }
+        F::Sinh | F::Cosh => {
+            xs.extend(sw(-89.5, 89.5, 40_000));
+            xs.extend(sw(-2.0, 2.0, 20_000));
+            xs.extend(log_sweep(1e-40, 1.0, 5_000).into_iter().map(|x| x as f32));
+        }
+        F::Acosh => {
+            xs.extend(sw(1.0, 10.0, 40_000));
+            xs.extend(log_sweep(1.0, 3e38, 20_000).into_iter().map(|x| x as f32));
+        }
+        F::Atan2 => {
+            for _ in 0..60_000 {
+                xs.push((rng.uniform(-80.0, 80.0).exp() * rng.uniform(-1.0, 1.0).signum()) as f32);
+                ys.push((rng.uniform(-80.0, 80.0).exp() * rng.uniform(-1.0, 1.0).signum()) as f32);
+            }
+        }
     }
     if ys.is_empty() {
         ys = vec![0.0; xs.len()];
@@ -635,7 +720,7 @@ fn op_count(f: F, t: DType) -> usize {
     else {
         panic!("no loop")
     };
-    let loads_stores = if f == F::Pow { 3 } else { 2 };
+    let loads_stores = if matches!(f, F::Pow | F::Atan2) { 3 } else { 2 };
     p.body
         .iter()
         .filter(|i| !matches!(i.op, Op::Const(_)))
@@ -754,8 +839,8 @@ fn specials32() -> Vec<f32> {
     v
 }
 
-/// A test that every function but `pow` on every special value, and `pow` on every pair of
-/// them, gives what Rust's function gives (`special_ok`), for float type `$t`.
+/// A test that every function but `pow` and `atan2` on every special value, and those two on
+/// every pair of them, gives what Rust's function gives (`special_ok`), for float type `$t`.
 macro_rules! special_values_test {
     ($name:ident, $t:ty, $specials:ident, $run:ident, $reference:ident, $ok:ident) => {
         #[test]
@@ -763,7 +848,7 @@ macro_rules! special_values_test {
             let xs = $specials();
             let mut failures = vec![];
             for f in ALL {
-                if f == F::Pow {
+                if matches!(f, F::Pow | F::Atan2) {
                     continue;
                 }
                 let got = $run(f, &xs, &[]);
@@ -787,6 +872,16 @@ macro_rules! special_values_test {
                 for &y in &xs {
                     a.push(x);
                     b.push(y);
+                }
+            }
+            let got = $run(F::Atan2, &a, &b);
+            for i in 0..a.len() {
+                let want = a[i].atan2(b[i]);
+                if !$ok(got[i], want) {
+                    failures.push(format!(
+                        "atan2({:e}, {:e}) = {:e}, want {want:e}",
+                        a[i], b[i], got[i]
+                    ));
                 }
             }
             let got = $run(F::Pow, &a, &b);
@@ -1033,6 +1128,15 @@ fn operation_counts() {
         (F::Tanh, 48, 40),
         (F::Erf, 62, 46),
         (F::Pow, 152, 100),
+        (F::Asin, 39, 41),
+        (F::Acos, 33, 35),
+        (F::Atan, 34, 36),
+        (F::Atan2, 76, 79),
+        (F::Sinh, 82, 84),
+        (F::Cosh, 64, 66),
+        (F::Asinh, 75, 77),
+        (F::Acosh, 74, 76),
+        (F::Atanh, 67, 69),
     ];
     let got: Vec<_> = want
         .iter()
@@ -1183,6 +1287,29 @@ proptest! {
             check32(f, &any32, &[])?;
             check32(f, &xs32, &[])?;
         }
+    }
+
+    #[test]
+    fn prop_inverse_and_hyperbolic(bits in prop::collection::vec(any::<u64>(), 256), xs in prop::collection::vec(-1.0f64..1.0, 256), ws in prop::collection::vec(-30.0f64..30.0, 256)) {
+        let any: Vec<f64> = bits.iter().map(|&b| f64::from_bits(b)).collect();
+        let any32: Vec<f32> = bits.iter().map(|&b| f32::from_bits(b as u32)).collect();
+        let xs32: Vec<f32> = xs.iter().map(|&x| x as f32).collect();
+        let ws32: Vec<f32> = ws.iter().map(|&x| x as f32).collect();
+        for f in [F::Asin, F::Acos, F::Atan, F::Sinh, F::Cosh, F::Asinh, F::Acosh, F::Atanh] {
+            check64(f, &any, &[])?;
+            check64(f, &xs, &[])?;
+            check64(f, &ws, &[])?;
+            check32(f, &any32, &[])?;
+            check32(f, &xs32, &[])?;
+            check32(f, &ws32, &[])?;
+        }
+        // atan2 of random bits against random bits, and of ordinary values.
+        let other: Vec<f64> = bits.iter().map(|&b| f64::from_bits(b.rotate_left(17))).collect();
+        check64(F::Atan2, &any, &other)?;
+        check64(F::Atan2, &xs, &ws)?;
+        let other32: Vec<f32> = bits.iter().map(|&b| f32::from_bits((b >> 32) as u32)).collect();
+        check32(F::Atan2, &any32, &other32)?;
+        check32(F::Atan2, &xs32, &ws32)?;
     }
 
     #[test]

@@ -42,7 +42,7 @@ fn everything() -> Kernel {
             let y = b.load(*s, &[i]);
             for op in BinaryOp::ALL {
                 let ok = match op {
-                    BinaryOp::Pow => t.is_float(),
+                    BinaryOp::Pow | BinaryOp::Atan2 => t.is_float(),
                     BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => !t.is_float(),
                     BinaryOp::Shl | BinaryOp::Shr => t.is_int(),
                     BinaryOp::Min | BinaryOp::Max => true,

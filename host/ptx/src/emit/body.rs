@@ -443,7 +443,9 @@ impl<'a> Body<'a> {
                 };
                 self.line(format!("{inst} {rv}, {ra}, {amount};"));
             }
-            BinaryOp::Pow => return Err("`pow` survived math lowering".to_string()),
+            BinaryOp::Pow | BinaryOp::Atan2 => {
+                return Err(format!("`{}` survived math lowering", op.name()));
+            }
         }
         Ok(())
     }

@@ -124,7 +124,7 @@ fn vector_op(op: &Op, a: &Analysis<'_>, features: Features) -> Result<(), String
                 | BinaryOp::Max => true,
                 // One shift amount for all lanes.
                 BinaryOp::Shl | BinaryOp::Shr => !a.is_varying(*y) && *y != a.inner,
-                BinaryOp::Div | BinaryOp::Rem | BinaryOp::Pow => false,
+                BinaryOp::Div | BinaryOp::Rem | BinaryOp::Pow | BinaryOp::Atan2 => false,
             },
             DType::Bool => matches!(
                 bop,

@@ -9,9 +9,9 @@ use weft_ir::{DType, Kernel, Privilege};
 pub use weft_ir::passes::math::MathFn as F;
 
 /// Every function.
-pub const ALL: [F; 7] = F::ALL;
+pub const ALL: [F; 16] = F::ALL;
 
-/// `out[i] = f(x[i])` (or `pow(x[i], y[i])`) for element type `t`: stores `x`, `y`, `out`.
+/// `out[i] = f(x[i])` (or `pow(x[i], y[i])`, `atan2(x[i], y[i])`) for element type `t`: stores `x`, `y`, `out`.
 pub fn kernel(f: F, t: DType) -> Kernel {
     let mut k = KernelBuilder::new(format!("math.{f:?}.{t}").to_lowercase());
     let x = k.store(t, 1, Privilege::Read);
@@ -30,6 +30,18 @@ pub fn kernel(f: F, t: DType) -> Kernel {
                 let c = b.load(y, i);
                 b.pow(a, c)
             }
+            F::Atan2 => {
+                let c = b.load(y, i);
+                b.atan2(a, c)
+            }
+            F::Asin => b.asin(a),
+            F::Acos => b.acos(a),
+            F::Atan => b.atan(a),
+            F::Sinh => b.sinh(a),
+            F::Cosh => b.cosh(a),
+            F::Asinh => b.asinh(a),
+            F::Acosh => b.acosh(a),
+            F::Atanh => b.atanh(a),
         };
         b.store(out, i, r);
     });

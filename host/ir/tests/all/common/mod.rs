@@ -317,7 +317,7 @@ impl<'a> Gen<'a> {
                 let ops: Vec<BinaryOp> = BinaryOp::ALL
                     .into_iter()
                     .filter(|op| match op {
-                        BinaryOp::Pow => t.is_float(),
+                        BinaryOp::Pow | BinaryOp::Atan2 => t.is_float(),
                         BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => !t.is_float(),
                         BinaryOp::Shl | BinaryOp::Shr => t.is_int(),
                         BinaryOp::Min | BinaryOp::Max => true,
