@@ -25,6 +25,8 @@ use wasmtime::component::Resource;
 use weft_ir::DType;
 
 mod basic_index;
+mod grids;
+pub use grids::Indexing;
 mod interop;
 mod joining;
 mod products;
@@ -33,6 +35,9 @@ mod repeat;
 mod replayed;
 mod search;
 mod shape_ops;
+mod statistics;
+mod tiling;
+mod triangular;
 mod trigonometry;
 
 use crate::runtime::Runtime;
@@ -358,6 +363,13 @@ impl Numeric {
         self.make("zeros", |g, s| {
             g.call_zeros(s, shape, convert::wit_dtype(dtype))
         })
+    }
+
+    /// An array to be written before it is read (NumPy's `empty`, whose contents are
+    /// unspecified): here, zeros.
+    #[track_caller]
+    pub fn empty(&self, shape: &[u64], dtype: DType) -> Array {
+        self.zeros(shape, dtype)
     }
 
     /// An array of ones.

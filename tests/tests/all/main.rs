@@ -14,6 +14,7 @@ mod in_place;
 mod interop;
 mod numeric_ops;
 mod numpy_ops;
+mod numpy_pieces;
 mod numpy_views;
 mod ptx_modules;
 mod ranks;
