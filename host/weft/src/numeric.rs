@@ -25,6 +25,7 @@ use wasmtime::component::Resource;
 use weft_ir::DType;
 
 mod basic_index;
+mod bitwise;
 mod grids;
 pub use grids::Indexing;
 mod interop;
@@ -879,6 +880,11 @@ fn op_name(op: BinaryOp) -> &'static str {
         BinaryOp::LogicalOr => "logical-or",
         BinaryOp::Remainder => "remainder",
         BinaryOp::Arctan2 => "arctan2",
+        BinaryOp::BitwiseAnd => "bitwise-and",
+        BinaryOp::BitwiseOr => "bitwise-or",
+        BinaryOp::BitwiseXor => "bitwise-xor",
+        BinaryOp::LeftShift => "left-shift",
+        BinaryOp::RightShift => "right-shift",
     }
 }
 
@@ -980,6 +986,29 @@ binary_operator!(Sub, sub, BinaryOp::Sub);
 binary_operator!(Mul, mul, BinaryOp::Mul);
 binary_operator!(Div, div, BinaryOp::Div);
 binary_operator!(Rem, rem, BinaryOp::Remainder);
+binary_operator!(BitAnd, bitand, BinaryOp::BitwiseAnd);
+binary_operator!(BitOr, bitor, BinaryOp::BitwiseOr);
+binary_operator!(BitXor, bitxor, BinaryOp::BitwiseXor);
+binary_operator!(Shl, shl, BinaryOp::LeftShift);
+binary_operator!(Shr, shr, BinaryOp::RightShift);
+
+/// `!a`: NumPy's `~a` (bitwise not of integers, logical not of bools).
+impl std::ops::Not for &Array {
+    type Output = Array;
+    #[track_caller]
+    fn not(self) -> Array {
+        self.invert()
+    }
+}
+
+/// `!a`: NumPy's `~a`.
+impl std::ops::Not for Array {
+    type Output = Array;
+    #[track_caller]
+    fn not(self) -> Array {
+        self.invert()
+    }
+}
 
 impl std::ops::Neg for &Array {
     type Output = Array;

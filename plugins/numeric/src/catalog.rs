@@ -17,6 +17,10 @@ pub enum Rule {
     Float,
     /// `bool` only.
     Bool,
+    /// Integers: `i32` and `i64`.
+    Integer,
+    /// Integers and `bool`.
+    IntegerOrBool,
 }
 
 impl Rule {
@@ -27,6 +31,8 @@ impl Rule {
             Rule::Numeric => dtype != DType::Bool,
             Rule::Float => dtype.is_float(),
             Rule::Bool => dtype == DType::Bool,
+            Rule::Integer => matches!(dtype, DType::I32 | DType::I64),
+            Rule::IntegerOrBool => matches!(dtype, DType::I32 | DType::I64 | DType::Bool),
         }
     }
 
@@ -41,6 +47,8 @@ impl Rule {
             Rule::Numeric => "a numeric dtype (not bool)",
             Rule::Float => "a float dtype (f32 or f64)",
             Rule::Bool => "a bool dtype",
+            Rule::Integer => "an integer dtype (i32 or i64)",
+            Rule::IntegerOrBool => "an integer or bool dtype",
         };
         Err(format!("{op}: needs {wanted}, got {dtype}"))
     }
@@ -83,11 +91,21 @@ pub enum BinOp {
     Remainder,
     /// NumPy's `arctan2(a, b)`: the angle of the point `(b, a)` (floats).
     Arctan2,
+    /// `a & b` (integers and bools).
+    BitwiseAnd,
+    /// `a | b` (integers and bools).
+    BitwiseOr,
+    /// `a ^ b` (integers and bools).
+    BitwiseXor,
+    /// `a << b` (integers).
+    LeftShift,
+    /// `a >> b`, arithmetic (integers).
+    RightShift,
 }
 
 impl BinOp {
     /// Every operator, in a fixed order.
-    pub const ALL: [BinOp; 17] = [
+    pub const ALL: [BinOp; 22] = [
         BinOp::Add,
         BinOp::Sub,
         BinOp::Mul,
@@ -105,6 +123,11 @@ impl BinOp {
         BinOp::LogicalOr,
         BinOp::Remainder,
         BinOp::Arctan2,
+        BinOp::BitwiseAnd,
+        BinOp::BitwiseOr,
+        BinOp::BitwiseXor,
+        BinOp::LeftShift,
+        BinOp::RightShift,
     ];
 
     /// The operator's name, as the WIT interface spells it; used in keys and errors.
@@ -127,6 +150,11 @@ impl BinOp {
             BinOp::LogicalOr => "logical-or",
             BinOp::Remainder => "remainder",
             BinOp::Arctan2 => "arctan2",
+            BinOp::BitwiseAnd => "bitwise-and",
+            BinOp::BitwiseOr => "bitwise-or",
+            BinOp::BitwiseXor => "bitwise-xor",
+            BinOp::LeftShift => "left-shift",
+            BinOp::RightShift => "right-shift",
         }
     }
 
@@ -153,6 +181,8 @@ impl BinOp {
         match self {
             BinOp::Pow | BinOp::Arctan2 => Rule::Float,
             BinOp::LogicalAnd | BinOp::LogicalOr => Rule::Bool,
+            BinOp::BitwiseAnd | BinOp::BitwiseOr | BinOp::BitwiseXor => Rule::IntegerOrBool,
+            BinOp::LeftShift | BinOp::RightShift => Rule::Integer,
             op if op.is_comparison() => Rule::Any,
             _ => Rule::Numeric,
         }
@@ -211,11 +241,13 @@ pub enum UnOp {
     Arccosh,
     /// Inverse hyperbolic tangent.
     Arctanh,
+    /// `~a`: bitwise not of integers, logical not of bools.
+    Invert,
 }
 
 impl UnOp {
     /// Every operator, in a fixed order.
-    pub const ALL: [UnOp; 20] = [
+    pub const ALL: [UnOp; 21] = [
         UnOp::Neg,
         UnOp::Abs,
         UnOp::Sqrt,
@@ -236,6 +268,7 @@ impl UnOp {
         UnOp::Arcsinh,
         UnOp::Arccosh,
         UnOp::Arctanh,
+        UnOp::Invert,
     ];
 
     /// The operator's name, as the WIT interface spells it; used in keys and errors.
@@ -261,6 +294,7 @@ impl UnOp {
             UnOp::Arcsinh => "arcsinh",
             UnOp::Arccosh => "arccosh",
             UnOp::Arctanh => "arctanh",
+            UnOp::Invert => "invert",
         }
     }
 
@@ -274,6 +308,7 @@ impl UnOp {
         match self {
             UnOp::Neg | UnOp::Abs => Rule::Numeric,
             UnOp::LogicalNot => Rule::Bool,
+            UnOp::Invert => Rule::IntegerOrBool,
             _ => Rule::Float,
         }
     }

@@ -184,7 +184,34 @@ fn binary(b: &mut BodyBuilder, op: BinOp, x: Value, y: Value) -> Value {
             let moved = b.binary(BinaryOp::Add, r, y);
             b.select(adjust, moved, r)
         }
+        Lowered::LeftShift => {
+            // NumPy's `<<`: 0 once the amount reaches the width (the IR takes it modulo).
+            let width = b.const_like(y, bit_width(x));
+            let past = b.cmp(CmpOp::Ge, y, width);
+            let shifted = b.binary(BinaryOp::Shl, x, y);
+            let zero = b.const_like(x, 0.0);
+            b.select(past, zero, shifted)
+        }
+        Lowered::ArithmeticRightShift => {
+            // NumPy's `>>` on signed integers copies the sign bit in: the IR's logical shift
+            // of `x`, or of `!x` inverted back for negative `x`; amounts from the width on
+            // shift by width - 1 (0 or -1).
+            let top = b.const_like(y, bit_width(x) - 1.0);
+            let amount = b.binary(BinaryOp::Min, y, top);
+            let zero = b.const_like(x, 0.0);
+            let negative = b.cmp(CmpOp::Lt, x, zero);
+            let flipped = b.unary(UnaryOp::Not, x);
+            let source = b.select(negative, flipped, x);
+            let shifted = b.binary(BinaryOp::Shr, source, amount);
+            let back = b.unary(UnaryOp::Not, shifted);
+            b.select(negative, back, shifted)
+        }
     }
+}
+
+/// The bits of `v`'s integer type, as a float (for `const_like`).
+fn bit_width(v: Value) -> f64 {
+    if v.dtype() == DType::I32 { 32.0 } else { 64.0 }
 }
 
 /// The IR operation a binary operator becomes.
@@ -195,6 +222,10 @@ enum Lowered {
     Cmp(CmpOp),
     /// NumPy's remainder (the sign of the divisor), from the IR's truncated remainder.
     FloorRemainder,
+    /// NumPy's `<<` (0 past the bit width).
+    LeftShift,
+    /// NumPy's `>>` (arithmetic, saturating at the bit width).
+    ArithmeticRightShift,
 }
 
 /// The IR operation of a binary operator.
@@ -217,6 +248,11 @@ fn lower(op: BinOp) -> Lowered {
         BinOp::GreaterEqual => Lowered::Cmp(CmpOp::Ge),
         BinOp::Remainder => Lowered::FloorRemainder,
         BinOp::Arctan2 => Lowered::Binary(BinaryOp::Atan2),
+        BinOp::BitwiseAnd => Lowered::Binary(BinaryOp::And),
+        BinOp::BitwiseOr => Lowered::Binary(BinaryOp::Or),
+        BinOp::BitwiseXor => Lowered::Binary(BinaryOp::Xor),
+        BinOp::LeftShift => Lowered::LeftShift,
+        BinOp::RightShift => Lowered::ArithmeticRightShift,
     }
 }
 
@@ -243,6 +279,7 @@ fn unary_op(op: UnOp) -> UnaryOp {
         UnOp::Arcsinh => UnaryOp::Asinh,
         UnOp::Arccosh => UnaryOp::Acosh,
         UnOp::Arctanh => UnaryOp::Atanh,
+        UnOp::Invert => UnaryOp::Not,
     }
 }
 

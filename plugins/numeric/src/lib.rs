@@ -210,6 +210,11 @@ fn bin_op(op: BinaryOp) -> BinOp {
         BinaryOp::LogicalOr => BinOp::LogicalOr,
         BinaryOp::Remainder => BinOp::Remainder,
         BinaryOp::Arctan2 => BinOp::Arctan2,
+        BinaryOp::BitwiseAnd => BinOp::BitwiseAnd,
+        BinaryOp::BitwiseOr => BinOp::BitwiseOr,
+        BinaryOp::BitwiseXor => BinOp::BitwiseXor,
+        BinaryOp::LeftShift => BinOp::LeftShift,
+        BinaryOp::RightShift => BinOp::RightShift,
     }
 }
 
@@ -236,6 +241,7 @@ fn un_op(op: UnaryOp) -> UnOp {
         UnaryOp::Arcsinh => UnOp::Arcsinh,
         UnaryOp::Arccosh => UnOp::Arccosh,
         UnaryOp::Arctanh => UnOp::Arctanh,
+        UnaryOp::Invert => UnOp::Invert,
     }
 }
 

@@ -41,6 +41,11 @@ fn results(device: Device) -> weft::Result<Vec<(String, Vec<u64>)>> {
         "arctanh, arctan".to_string(),
         bits(&(&x.arctanh() - &y.arctan()))?,
     ));
+    // NumPy's bitwise operators on integers, arithmetic right shifts of negatives included.
+    let xi = (&x * 1e6).astype(DType::I64);
+    let yi = (&y * 40.0).abs().astype(DType::I64);
+    let mixed = &(&(&(&xi & 0xffff) ^ &(&xi << &yi)) >> &yi) | &!&xi;
+    out.push(("bitwise".to_string(), bits(&mixed.astype(DType::F64))?));
     let inputs = black_scholes::inputs(&np, 5000, 1);
     let (call, put) = inputs.price(black_scholes::Cnd::Erf);
     out.push(("black-scholes call".to_string(), bits(&call)?));
@@ -123,7 +128,7 @@ fn gpu_results_are_the_cpu_bits_or_the_gpu_names_its_missing_driver() {
         }
         // The host keeps running: the CPU still works.
         let cpu = results(Device::Cpu).expect("the CPU runs the programs");
-        assert_eq!(cpu.len(), 12);
+        assert_eq!(cpu.len(), 13);
         return;
     }
     let cpu = results(Device::Cpu).expect("the CPU runs the programs");

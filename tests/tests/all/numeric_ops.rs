@@ -319,6 +319,89 @@ fn inverse_trigonometric_and_hyperbolic_functions_against_reference() {
     });
 }
 
+/// NumPy's bitwise operators on `i64`, `i32` and bool arrays, against Rust's, with NumPy's
+/// results for shift amounts from the bit width on (`<<` gives 0, `>>` is arithmetic).
+#[test]
+fn bitwise_operators_against_reference() {
+    both(|np| {
+        let a: Vec<i64> = vec![5, -8, 12, 0, -1, i64::MIN, 1 << 40];
+        let b: Vec<i64> = vec![3, 2, 10, 7, 70, 63, 64];
+        let af: Vec<f64> = a.iter().map(|&v| v as f64).collect();
+        let bf: Vec<f64> = b.iter().map(|&v| v as f64).collect();
+        let (x, y) = (
+            np.from_f64s(&[7], &af, DType::I64),
+            np.from_f64s(&[7], &bf, DType::I64),
+        );
+        let want = |f: fn(i64, i64) -> i64| -> Vec<f64> {
+            a.iter().zip(&b).map(|(&p, &q)| f(p, q) as f64).collect()
+        };
+        let shl = |p: i64, q: i64| if q >= 64 { 0 } else { p << q };
+        let shr = |p: i64, q: i64| p >> q.min(63);
+        assert_eq!((&x & &y).to_vec().unwrap(), want(|p, q| p & q));
+        assert_eq!((&x | &y).to_vec().unwrap(), want(|p, q| p | q));
+        assert_eq!((&x ^ &y).to_vec().unwrap(), want(|p, q| p ^ q));
+        assert_eq!((&x << &y).to_vec().unwrap(), want(shl));
+        assert_eq!((&x >> &y).to_vec().unwrap(), want(shr));
+        assert_eq!((!&x).to_vec().unwrap(), want(|p, _| !p));
+        assert_eq!(x.left_shift(3).to_vec().unwrap(), want(|p, _| p << 3));
+        assert_eq!(x.right_shift(1).to_vec().unwrap(), want(|p, _| p >> 1));
+        // One fused expression.
+        let fused = &(&(&x & &y) ^ &(&x << 1)) >> 1;
+        assert_eq!(fused.dtype().unwrap(), DType::I64);
+        assert_eq!(
+            fused.to_vec().unwrap(),
+            want(|p, q| ((p & q) ^ (p << 1)) >> 1)
+        );
+        // i32: the width is 32.
+        let a32: Vec<i32> = vec![-7, 9, 1 << 30, -1];
+        let b32: Vec<i32> = vec![1, 31, 32, 40];
+        let x32 = np.from_f64s(
+            &[4],
+            &a32.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(),
+            DType::I32,
+        );
+        let y32 = np.from_f64s(
+            &[4],
+            &b32.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(),
+            DType::I32,
+        );
+        let w32 = |f: fn(i32, i32) -> i32| -> Vec<f64> {
+            a32.iter()
+                .zip(&b32)
+                .map(|(&p, &q)| f64::from(f(p, q)))
+                .collect()
+        };
+        assert_eq!(
+            (&x32 << &y32).to_vec().unwrap(),
+            w32(|p, q| if q >= 32 { 0 } else { p << q })
+        );
+        assert_eq!((&x32 >> &y32).to_vec().unwrap(), w32(|p, q| p >> q.min(31)));
+        assert_eq!((&x32 ^ &y32).dtype().unwrap(), DType::I32);
+        // Bools: logical, as NumPy's.
+        let p = np.from_f64s(&[4], &[1.0, 1.0, 0.0, 0.0], DType::Bool);
+        let q = np.from_f64s(&[4], &[1.0, 0.0, 1.0, 0.0], DType::Bool);
+        assert_eq!((&p & &q).to_vec().unwrap(), vec![1.0, 0.0, 0.0, 0.0]);
+        assert_eq!((&p | &q).to_vec().unwrap(), vec![1.0, 1.0, 1.0, 0.0]);
+        assert_eq!((&p ^ &q).to_vec().unwrap(), vec![0.0, 1.0, 1.0, 0.0]);
+        assert_eq!((!&p).to_vec().unwrap(), vec![0.0, 0.0, 1.0, 1.0]);
+        assert_eq!((&p ^ &q).dtype().unwrap(), DType::Bool);
+        // Floats are refused, naming the operator; shifts refuse bools.
+        let f = np.ones(&[2], DType::F64);
+        let err = (&f & &f).check().unwrap_err().to_string();
+        assert!(
+            err.contains("bitwise-and") && err.contains("integer"),
+            "{err}"
+        );
+        let err = (&p << &q).check().unwrap_err().to_string();
+        assert!(
+            err.contains("left-shift") && err.contains("integer"),
+            "{err}"
+        );
+        let err = f.invert().check().unwrap_err().to_string();
+        assert!(err.contains("invert"), "{err}");
+    });
+}
+
 /// erf by its Taylor series (converges for the small arguments used here).
 fn erf_series(x: f64) -> f64 {
     let mut sum: f64 = 0.0;
