@@ -460,6 +460,42 @@ kernel("mlp", {"XS": dict(C_in=3, N=4, S0=40, S1=20, S2=20),
                "paper": dict(C_in=3, N=8, S0=30000, S1=10000, S2=1000)},
        ["out"])((mlp_init, mlp))
 
+
+def arc_distance_init(N):
+    r = rng()
+    return {"theta_1": r.random((N,)), "phi_1": r.random((N,)), "theta_2": r.random((N,)),
+            "phi_2": r.random((N,))}
+
+
+def arc_distance(theta_1, phi_1, theta_2, phi_2):
+    temp = np.sin((theta_2 - theta_1) / 2)**2 + np.cos(theta_1) * np.cos(theta_2) * np.sin(
+        (phi_2 - phi_1) / 2)**2
+    return {"distance": 2 * (np.arctan2(np.sqrt(temp), np.sqrt(1 - temp)))}
+
+
+kernel("arc_distance", {"XS": dict(N=40), "S": dict(N=100000), "M": dict(N=1000000),
+                        "L": dict(N=10000000), "paper": dict(N=10000000)},
+       ["distance"])((arc_distance_init, arc_distance))
+
+
+def syr2k_init(M, N, dt=np.float64):
+    C = np.fromfunction(lambda i, j: ((i * j + 3) % N) / M, (N, N), dtype=dt)
+    A = np.fromfunction(lambda i, j: ((i * j + 1) % N) / N, (N, M), dtype=dt)
+    B = np.fromfunction(lambda i, j: ((i * j + 2) % M) / M, (N, M), dtype=dt)
+    return {"alpha": dt(1.5), "beta": dt(1.2), "C": C, "A": A, "B": B}
+
+
+def syr2k(alpha, beta, C, A, B):
+    for i in range(A.shape[0]):
+        C[i, :i + 1] *= beta
+        for k in range(A.shape[1]):
+            C[i, :i + 1] += (A[:i + 1, k] * alpha * B[i, k] + B[:i + 1, k] * alpha * A[i, k])
+
+
+kernel("syr2k", {"XS": dict(M=6, N=8), "S": dict(M=35, N=50), "M": dict(M=110, N=140),
+                 "L": dict(M=350, N=400), "paper": dict(M=1000, N=1200)},
+       ["C"])((syr2k_init, syr2k))
+
 def inputs_of(d, name):
     """The inputs init wrote for kernel `name`, in argument order, as arrays and scalars."""
     spec = json.load(open(os.path.join(d, name, "sizes.json")))

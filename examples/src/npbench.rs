@@ -215,6 +215,14 @@ pub const KERNELS: &[Kernel] = &[
         name: "mlp",
         run: mlp,
     },
+    Kernel {
+        name: "arc_distance",
+        run: arc_distance,
+    },
+    Kernel {
+        name: "syr2k",
+        run: syr2k,
+    },
 ];
 
 /// `a[lo..hi]` along each dimension.
@@ -515,6 +523,43 @@ fn syrk(x: &Inputs) -> Result<Outputs, AppError> {
             })?;
     }
     outputs(x)
+}
+
+fn syr2k(x: &Inputs) -> Result<Outputs, AppError> {
+    let (alpha, beta) = (x.scalar("alpha")?, x.scalar("beta")?);
+    let (c, a, b) = (x.array("C")?, x.array("A")?, x.array("B")?);
+    let shape = a.shape()?;
+    let (rows, cols) = (shape[0] as i64, shape[1] as i64);
+    for i in 0..rows {
+        let mut head = c.index(&[Ix::At(i), Ix::Slice(Range::new(0, i + 1))]);
+        head *= beta;
+        // `for k in range(A.shape[1])`, as a replayed trace (see `Numeric::repeat`): every
+        // view moves by one element a step.
+        a.numeric()
+            .repeat(usize::try_from(cols).unwrap_or(0), |k| {
+                let k = i64::try_from(k).map_err(|e| weft::Error::Usage(e.to_string()))?;
+                let column = |m: &Array| m.index(&[Ix::Slice(Range::new(0, i + 1)), Ix::At(k)]);
+                let at = |m: &Array| m.index(&[Ix::At(i), Ix::At(k)]);
+                let mut sum = head.clone();
+                sum += &(&(&(&column(a) * alpha) * &at(b)) + &(&(&column(b) * alpha) * &at(a)));
+                sum.check()
+            })?;
+    }
+    outputs(x)
+}
+
+fn arc_distance(x: &Inputs) -> Result<Outputs, AppError> {
+    let v = |name: &str| x.array(name);
+    let (theta_1, phi_1, theta_2, phi_2) = (v("theta_1")?, v("phi_1")?, v("theta_2")?, v("phi_2")?);
+    // NumPy squares by multiplying (`x**2` is `x*x`).
+    let half_sin_squared = |d: Array| {
+        let s = (d / 2.0).sin();
+        &s * &s
+    };
+    let temp = half_sin_squared(theta_2 - theta_1)
+        + &(&(&theta_1.cos() * &theta_2.cos()) * &half_sin_squared(phi_2 - phi_1));
+    let distance = temp.sqrt().arctan2(&(1.0 - &temp).sqrt()) * 2.0;
+    Ok(vec![("distance".into(), distance)])
 }
 
 fn mlp(x: &Inputs) -> Result<Outputs, AppError> {

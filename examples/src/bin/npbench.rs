@@ -14,7 +14,7 @@
 //! with a JAX version (`examples/numpy/npbench_jax.py`: the time-stepped stencils under
 //! `jax.jit`) are timed in the same script: per kernel `jax_seconds`, `speedup_vs_jax` and
 //! `jax_max_rel_diff`, overall `jax_kernels` and `faster_than_jax`; elsewhere each kernel
-//! says why not (`jax_unavailable`).
+//! says why not (`jax_unavailable`). `--list` prints the kernels' names, one a line.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -50,8 +50,21 @@ fn main() -> ExitCode {
         "the kernels to run, by name, comma-separated (default: all)",
         Kind::Text,
         "",
+    )
+    .extra(
+        "list",
+        "",
+        "print the names of the kernels, one a line, and run nothing",
+        Kind::Switch,
+        "",
     );
     let args = cli.parse_env_or_exit();
+    if args.extra("list") == Some("1") {
+        for k in KERNELS {
+            println!("{}", k.name);
+        }
+        return ExitCode::SUCCESS;
+    }
     run_main(NAME, || run(&args))
 }
 

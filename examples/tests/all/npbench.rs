@@ -14,7 +14,17 @@ fn every_npbench_kernel_matches_numpy() {
     let v = result_line(&out, "npbench");
     let rows = v["by_kernel"].as_array().expect("by_kernel");
     assert_eq!(v["kernels"].as_u64(), Some(rows.len() as u64), "{v}");
-    assert!(rows.len() >= 22, "{v}");
+    assert!(rows.len() >= 24, "{v}");
+    // `--list` names the kernels a full run runs, in its order, and runs none.
+    let listed = run(env!("CARGO_BIN_EXE_npbench"), &["--list"]);
+    assert!(listed.status.success());
+    let names: Vec<&str> = rows.iter().filter_map(|r| r["kernel"].as_str()).collect();
+    assert_eq!(
+        String::from_utf8_lossy(&listed.stdout)
+            .lines()
+            .collect::<Vec<_>>(),
+        names
+    );
     let (mut faster, mut jax_kernels, mut faster_than_jax) = (0, 0, 0);
     let (mut numpy_first_worst, mut first_logs) = (0.0f64, 0.0f64);
     for row in rows {
