@@ -50,7 +50,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use weft::{Array, Numeric, Runtime};
-use weft_ir::DType;
 
 pub use cli::{Args, Cli, Kind};
 pub use report::Report;
@@ -106,19 +105,8 @@ pub fn out_dir_or_temp(args: &Args, example: &str) -> Result<(PathBuf, bool), Ap
 /// `<i4` or `|b1`) and shape (a 0-d array has shape `()`). This reads the array, so it runs
 /// the pending tasks.
 pub fn save(dir: &Path, name: &str, a: &Array) -> Result<(), AppError> {
-    let shape = a.shape()?;
-    let values = a.to_vec()?;
-    let data = match a.dtype()? {
-        DType::F64 => npy::NpyData::F64(values),
-        DType::F32 => npy::NpyData::F32(values.iter().map(|&v| v as f32).collect()),
-        DType::I64 => npy::NpyData::I64(values.iter().map(|&v| v as i64).collect()),
-        DType::I32 => npy::NpyData::I32(values.iter().map(|&v| v as i32).collect()),
-        DType::Bool => npy::NpyData::Bool(values.iter().map(|&v| v != 0.0).collect()),
-    };
     // Every rank reads (the read is collective); rank 0 writes the file.
-    if a.numeric().runtime(|rt| rt.ranks()).0 == 0 {
-        npy::write(dir.join(name), &shape, data)?;
-    }
+    a.save(dir.join(name))?;
     Ok(())
 }
 

@@ -49,24 +49,14 @@ impl Inputs {
         };
         let (mut arrays, mut scalars) = (BTreeMap::new(), BTreeMap::new());
         for arg in names("args")? {
-            let file = weft::npy::read(dir.join(format!("{arg}.npy")))?;
-            let values = file.data.to_f64();
-            if file.shape.is_empty() {
-                scalars.insert(arg, values.first().copied().ok_or("an empty scalar")?);
+            // Straight into a store, bit for bit, in the file's dtype (a trip through the
+            // plugin would pass its memory cap on the larger presets).
+            let a = np.load(dir.join(format!("{arg}.npy")))?;
+            if a.shape()?.is_empty() {
+                scalars.insert(arg, a.item()?);
                 continue;
             }
-            // Straight into a store, bit for bit (a trip through the plugin would pass its
-            // memory cap on the larger presets).
-            use weft::npy::NpyData;
-            let (dtype, bytes): (DType, Vec<u8>) = match &file.data {
-                NpyData::F64(v) => (DType::F64, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
-                NpyData::F32(v) => (DType::F32, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
-                NpyData::I64(v) => (DType::I64, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
-                NpyData::I32(v) => (DType::I32, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
-                NpyData::Bool(v) => (DType::Bool, v.iter().map(|&b| u8::from(b)).collect()),
-            };
-            let handle = np.runtime(|rt| rt.store_from_bytes(&file.shape, dtype, &bytes))?;
-            arrays.insert(arg, np.from_store(handle, dtype, &file.shape)?);
+            arrays.insert(arg, a);
         }
         Ok(Inputs {
             sizes,

@@ -248,3 +248,80 @@ fn empty_has_the_shape_and_dtype_asked_for() {
     assert_eq!(e.dtype().unwrap(), DType::F32);
     assert_eq!(e.to_vec().unwrap().len(), 6);
 }
+
+#[test]
+fn typed_host_data_goes_in_and_out_exactly_in_every_dtype() {
+    let np = numeric(3);
+    // Values f64 cannot hold exactly, and the extremes of each type.
+    let i64s = [i64::MIN, -(1 << 53) - 1, 0, 1 << 60, i64::MAX, 7];
+    let a = np.from_slice(&[2, 3], &i64s);
+    assert_eq!(a.dtype().unwrap(), DType::I64);
+    assert_eq!(a.to_vec_of::<i64>().unwrap(), i64s);
+    let i32s = [i32::MIN, -1, 0, i32::MAX];
+    assert_eq!(np.from_slice(&[4], &i32s).to_vec_of::<i32>().unwrap(), i32s);
+    let f32s = [f32::MIN_POSITIVE, -0.0, 1.0e30, f32::EPSILON];
+    let got = np.from_slice(&[2, 2], &f32s).to_vec_of::<f32>().unwrap();
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&got), bits(&f32s));
+    let bools = [true, false, false, true, true];
+    assert_eq!(
+        np.from_slice(&[5], &bools).to_vec_of::<bool>().unwrap(),
+        bools
+    );
+    let f64s = [0.1, -2.5e300, 5e-324];
+    assert_eq!(np.from_slice(&[3], &f64s).to_vec_of::<f64>().unwrap(), f64s);
+    // Arithmetic on them keeps their type: i64 + 1 stays exact.
+    let plus = &np.from_slice(&[1], &[(1i64 << 60) + 1]) + 1;
+    assert_eq!(plus.to_vec_of::<i64>().unwrap(), [(1i64 << 60) + 2]);
+    // A count that does not fill the shape, and a type that is not the array's.
+    let err = np
+        .from_slice(&[2, 2], &[1i32, 2, 3])
+        .check()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("from_slice") && err.contains("(2, 2)"),
+        "{err}"
+    );
+    let err = a.to_vec_of::<f64>().unwrap_err().to_string();
+    assert!(err.contains("i64") && err.contains("f64"), "{err}");
+}
+
+#[test]
+fn save_and_load_keep_every_dtype_exactly() {
+    let np = numeric(1);
+    let dir = std::env::temp_dir().join(format!("weft-npy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let arrays = [
+        (
+            "i64",
+            np.from_slice(&[3], &[i64::MIN, (1 << 53) + 1, -5]),
+            "<i8",
+        ),
+        ("i32", np.from_slice(&[2, 1], &[i32::MAX, -9]), "<i4"),
+        ("f32", np.from_slice(&[2], &[0.1f32, -3.5]), "<f4"),
+        ("f64", np.from_slice(&[], &[std::f64::consts::PI]), "<f8"),
+        ("bool", np.from_slice(&[3], &[true, false, true]), "|b1"),
+    ];
+    for (name, a, descr) in &arrays {
+        let path = dir.join(format!("{name}.npy"));
+        a.save(&path).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let header = String::from_utf8_lossy(&bytes[..64.min(bytes.len())]).into_owned();
+        assert!(header.contains(descr), "{name}: {header}");
+        let back = np.load(&path).unwrap();
+        assert_eq!(back.dtype().unwrap(), a.dtype().unwrap(), "{name}");
+        assert_eq!(back.shape().unwrap(), a.shape().unwrap(), "{name}");
+        let same = match a.dtype().unwrap() {
+            DType::I64 => back.to_vec_of::<i64>().unwrap() == a.to_vec_of::<i64>().unwrap(),
+            DType::I32 => back.to_vec_of::<i32>().unwrap() == a.to_vec_of::<i32>().unwrap(),
+            DType::F32 => back.to_vec_of::<f32>().unwrap() == a.to_vec_of::<f32>().unwrap(),
+            DType::F64 => back.to_vec_of::<f64>().unwrap() == a.to_vec_of::<f64>().unwrap(),
+            DType::Bool => back.to_vec_of::<bool>().unwrap() == a.to_vec_of::<bool>().unwrap(),
+        };
+        assert!(same, "{name} changed through a file");
+    }
+    let err = np.load(dir.join("missing.npy")).unwrap_err().to_string();
+    assert!(err.contains("missing.npy"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,155 @@
+//! Data in and out of a Rust application, in every dtype: [`Numeric::from_slice`] and
+//! [`Array::to_vec_of`] copy typed host values straight into and out of a store (no trip
+//! through the plugin, no conversion through `f64`), and [`Numeric::load`] and
+//! [`Array::save`] read and write NumPy's `.npy` files in the array's own dtype.
+
+use std::path::Path;
+use std::rc::Rc;
+
+use weft_io::npy::{self, NpyData};
+use weft_ir::DType;
+
+use super::{Array, Numeric, shape_text};
+use crate::{Error, Result};
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f64 {}
+    impl Sealed for f32 {}
+    impl Sealed for i64 {}
+    impl Sealed for i32 {}
+    impl Sealed for bool {}
+}
+
+/// A Rust type an array's elements can be read as and written from: `f64`, `f32`, `i64`,
+/// `i32` and `bool`, one per [`DType`].
+pub trait Element: Copy + sealed::Sealed {
+    /// The dtype whose elements are this type.
+    const DTYPE: DType;
+    /// Appends the element's little-endian bytes (one byte, 0 or 1, for a bool).
+    fn put(self, out: &mut Vec<u8>);
+    /// The element in `bytes` (exactly [`DType::size`] of them).
+    fn get(bytes: &[u8]) -> Self;
+}
+
+macro_rules! number_element {
+    ($t:ty, $dtype:expr) => {
+        impl Element for $t {
+            const DTYPE: DType = $dtype;
+            fn put(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+            fn get(bytes: &[u8]) -> Self {
+                let mut word = [0u8; std::mem::size_of::<$t>()];
+                word.copy_from_slice(bytes);
+                <$t>::from_le_bytes(word)
+            }
+        }
+    };
+}
+
+number_element!(f64, DType::F64);
+number_element!(f32, DType::F32);
+number_element!(i64, DType::I64);
+number_element!(i32, DType::I32);
+
+impl Element for bool {
+    const DTYPE: DType = DType::Bool;
+    fn put(self, out: &mut Vec<u8>) {
+        out.push(u8::from(self));
+    }
+    fn get(bytes: &[u8]) -> Self {
+        bytes.first().is_some_and(|&b| b != 0)
+    }
+}
+
+/// The elements of `bytes` (little-endian, `T`'s size each).
+fn elements<T: Element>(bytes: &[u8]) -> Vec<T> {
+    bytes.chunks_exact(T::DTYPE.size()).map(T::get).collect()
+}
+
+impl Numeric {
+    /// An array of `T`'s dtype and `shape` holding `values` in row-major order, copied
+    /// straight into a store (no trip through the plugin). `values` must hold exactly as many
+    /// elements as the shape.
+    #[track_caller]
+    pub fn from_slice<T: Element>(&self, shape: &[u64], values: &[T]) -> Array {
+        let _site = self.site_guard(std::panic::Location::caller());
+        let count = shape.iter().try_fold(1u64, |a, &e| a.checked_mul(e));
+        if count != u64::try_from(values.len()).ok() {
+            return self.wrap(Err(Error::Usage(format!(
+                "numeric.from_slice: {} values cannot fill an array of shape {}",
+                values.len(),
+                shape_text(shape)
+            ))));
+        }
+        let mut bytes = Vec::with_capacity(values.len() * T::DTYPE.size());
+        for &v in values {
+            v.put(&mut bytes);
+        }
+        let value = self
+            .inner
+            .rt
+            .borrow_mut()
+            .store_from_bytes(shape, T::DTYPE, &bytes);
+        Array {
+            np: self.clone(),
+            value: value.map_err(Rc::new),
+        }
+    }
+
+    /// The array in the `.npy` file at `path` (NumPy's `np.load` of one array), in its own
+    /// dtype: `f64`, `f32`, `i64`, `i32` or `bool`, C order.
+    #[track_caller]
+    pub fn load(&self, path: impl AsRef<Path>) -> Result<Array> {
+        let _site = self.site_guard(std::panic::Location::caller());
+        let file = npy::read(path)?;
+        let a = match file.data {
+            NpyData::F64(v) => self.from_slice(&file.shape, &v),
+            NpyData::F32(v) => self.from_slice(&file.shape, &v),
+            NpyData::I64(v) => self.from_slice(&file.shape, &v),
+            NpyData::I32(v) => self.from_slice(&file.shape, &v),
+            NpyData::Bool(v) => self.from_slice(&file.shape, &v),
+        };
+        a.check()?;
+        Ok(a)
+    }
+}
+
+impl Array {
+    /// The elements in row-major order as `T`, which must be the array's dtype (convert with
+    /// [`Array::astype`] first otherwise): exact, unlike [`Array::to_vec`], which converts to
+    /// `f64`. This runs the pending tasks.
+    #[track_caller]
+    pub fn to_vec_of<T: Element>(&self) -> Result<Vec<T>> {
+        let h = self.handle()?;
+        let mut rt = self.np.inner.rt.borrow_mut();
+        let dtype = rt.dtype(h)?;
+        if dtype != T::DTYPE {
+            return Err(Error::Usage(format!(
+                "to_vec_of: the array holds {dtype}, not {} (convert it with astype first)",
+                T::DTYPE
+            )));
+        }
+        let bytes = rt.read_bytes(h)?;
+        Ok(elements(&bytes))
+    }
+
+    /// Writes the array to a `.npy` file at `path` (NumPy's `np.save`), in its own dtype.
+    /// On several ranks every rank reads the array and rank 0 writes the file.
+    #[track_caller]
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        let shape = self.shape()?;
+        let data = match self.dtype()? {
+            DType::F64 => NpyData::F64(self.to_vec_of()?),
+            DType::F32 => NpyData::F32(self.to_vec_of()?),
+            DType::I64 => NpyData::I64(self.to_vec_of()?),
+            DType::I32 => NpyData::I32(self.to_vec_of()?),
+            DType::Bool => NpyData::Bool(self.to_vec_of()?),
+        };
+        if self.np.runtime(|rt| rt.ranks()).0 == 0 {
+            npy::write(path, &shape, data)?;
+        }
+        Ok(())
+    }
+}
