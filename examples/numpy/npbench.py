@@ -461,6 +461,72 @@ kernel("mlp", {"XS": dict(C_in=3, N=4, S0=40, S1=20, S2=20),
        ["out"])((mlp_init, mlp))
 
 
+def correlation_init(M, N, dt=np.float64):
+    return {"M": M, "float_n": dt(N),
+            "data": np.fromfunction(lambda i, j: (i * j) / M + i, (N, M), dtype=dt)}
+
+
+def correlation(M, float_n, data):
+    mean = np.mean(data, axis=0)
+    stddev = np.std(data, axis=0)
+    stddev[stddev <= 0.1] = 1.0
+    data -= mean
+    data /= np.sqrt(float_n) * stddev
+    corr = np.eye(M, dtype=data.dtype)
+    for i in range(M - 1):
+        corr[i + 1:M, i] = corr[i, i + 1:M] = data[:, i] @ data[:, i + 1:M]
+    return {"corr": corr}
+
+
+kernel("correlation", {"XS": dict(M=10, N=12), "S": dict(M=500, N=600),
+                       "M": dict(M=1400, N=1800), "L": dict(M=3200, N=4000),
+                       "paper": dict(M=1200, N=1400)}, ["corr"])((correlation_init, correlation))
+
+
+def trmm_init(M, N, dt=np.float64):
+    A = np.fromfunction(lambda i, j: ((i * j) % M) / M, (M, M), dtype=dt)
+    for i in range(M):
+        A[i, i] = 1.0
+    B = np.fromfunction(lambda i, j: ((N + i - j) % N) / N, (M, N), dtype=dt)
+    return {"alpha": dt(1.5), "A": A, "B": B}
+
+
+def trmm(alpha, A, B):
+    for i in range(B.shape[0]):
+        for j in range(B.shape[1]):
+            B[i, j] += np.dot(A[i + 1:, i], B[i + 1:, j])
+    B *= alpha
+
+
+kernel("trmm", {"XS": dict(M=7, N=9), "S": dict(M=65, N=80), "M": dict(M=200, N=250),
+                "L": dict(M=600, N=700), "paper": dict(M=1000, N=1200)},
+       ["B"])((trmm_init, trmm))
+
+
+def symm_init(M, N, dt=np.float64):
+    C = np.fromfunction(lambda i, j: ((i + j) % 100) / M, (M, N), dtype=dt)
+    B = np.fromfunction(lambda i, j: ((N + i - j) % 100) / M, (M, N), dtype=dt)
+    A = np.empty((M, M), dtype=dt)
+    for i in range(M):
+        A[i, :i + 1] = np.fromfunction(lambda j: ((i + j) % 100) / M, (i + 1,), dtype=dt)
+        A[i, i + 1:] = -999
+    return {"alpha": dt(1.5), "beta": dt(1.2), "C": C, "A": A, "B": B}
+
+
+def symm(alpha, beta, C, A, B):
+    temp2 = np.empty((C.shape[1],), dtype=C.dtype)
+    C *= beta
+    for i in range(C.shape[0]):
+        for j in range(C.shape[1]):
+            C[:i, j] += alpha * B[i, j] * A[i, :i]
+            temp2[j] = B[:i, j] @ A[i, :i]
+        C[i, :] += alpha * B[i, :] * A[i, i] + alpha * temp2
+
+
+kernel("symm", {"XS": dict(M=6, N=8), "S": dict(M=40, N=50), "M": dict(M=120, N=150),
+                "L": dict(M=350, N=550), "paper": dict(M=1000, N=1200)},
+       ["C"])((symm_init, symm))
+
 def arc_distance_init(N):
     r = rng()
     return {"theta_1": r.random((N,)), "phi_1": r.random((N,)), "theta_2": r.random((N,)),

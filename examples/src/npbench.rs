@@ -213,6 +213,18 @@ pub const KERNELS: &[Kernel] = &[
         name: "syr2k",
         run: syr2k,
     },
+    Kernel {
+        name: "correlation",
+        run: correlation,
+    },
+    Kernel {
+        name: "trmm",
+        run: trmm,
+    },
+    Kernel {
+        name: "symm",
+        run: symm,
+    },
 ];
 
 /// `a[lo..hi]` along each dimension.
@@ -534,6 +546,81 @@ fn syr2k(x: &Inputs) -> Result<Outputs, AppError> {
                 sum += &(&(&(&column(a) * alpha) * &at(b)) + &(&(&column(b) * alpha) * &at(a)));
                 sum.check()
             })?;
+    }
+    outputs(x)
+}
+
+fn correlation(x: &Inputs) -> Result<Outputs, AppError> {
+    let m = x.size("M")?;
+    let float_n = x.scalar("float_n")?;
+    let mut data = x.array("data")?.clone();
+    let mean = data.mean_axes(Some(&[0]), false);
+    let stddev = data.std_axes(Some(&[0]), false, 0);
+    stddev.assign_where(&stddev.le(0.1), 1.0)?;
+    data -= &mean;
+    data /= &(&stddev * float_n.sqrt());
+    let corr = data.numeric().eye(m as u64, data.dtype()?);
+    let all = Ix::Slice(Range::all());
+    for i in 0..m - 1 {
+        let tail = Ix::Slice(Range::new(i + 1, m));
+        let v = data
+            .index(&[all, Ix::At(i)])
+            .matmul(&data.index(&[all, tail]));
+        corr.index(&[Ix::At(i), tail]).assign(&v)?;
+        corr.index(&[tail, Ix::At(i)]).assign(&v)?;
+    }
+    Ok(vec![("corr".into(), corr)])
+}
+
+fn trmm(x: &Inputs) -> Result<Outputs, AppError> {
+    let alpha = x.scalar("alpha")?;
+    let (a, b) = (x.array("A")?, x.array("B")?);
+    let shape = b.shape()?;
+    let (rows, cols) = (shape[0] as i64, shape[1] as i64);
+    for i in 0..rows {
+        let below = Ix::Slice(Range::new(i + 1, rows));
+        let column = a.index(&[below, Ix::At(i)]);
+        // `for j in range(B.shape[1])`, as a replayed trace (see `Numeric::repeat`): the views
+        // of `B[i, j]` and `B[i + 1:, j]` move by one element a step.
+        b.numeric()
+            .repeat(usize::try_from(cols).unwrap_or(0), |j| {
+                let j = i64::try_from(j).map_err(|e| weft::Error::Usage(e.to_string()))?;
+                let mut at = b.index(&[Ix::At(i), Ix::At(j)]);
+                at += &column.dot(&b.index(&[below, Ix::At(j)]));
+                at.check()
+            })?;
+    }
+    let mut all = b.clone();
+    all *= alpha;
+    outputs(x)
+}
+
+fn symm(x: &Inputs) -> Result<Outputs, AppError> {
+    let (alpha, beta) = (x.scalar("alpha")?, x.scalar("beta")?);
+    let (c, a, b) = (x.array("C")?, x.array("A")?, x.array("B")?);
+    let shape = c.shape()?;
+    let (rows, cols) = (shape[0] as i64, shape[1] as i64);
+    let np = c.numeric();
+    let temp2 = np.empty(&[cols as u64], c.dtype()?);
+    let mut scaled = c.clone();
+    scaled *= beta;
+    for i in 0..rows {
+        let head = Ix::Slice(Range::new(0, i));
+        let a_row = a.index(&[Ix::At(i), head]);
+        // `for j in range(C.shape[1])`, as a replayed trace: every view moves by one element
+        // (one column) a step.
+        np.repeat(usize::try_from(cols).unwrap_or(0), |j| {
+            let j = i64::try_from(j).map_err(|e| weft::Error::Usage(e.to_string()))?;
+            let mut column = c.index(&[head, Ix::At(j)]);
+            column += &(&(&b.index(&[Ix::At(i), Ix::At(j)]) * alpha) * &a_row);
+            temp2
+                .index(&[Ix::At(j)])
+                .assign(&b.index(&[head, Ix::At(j)]).dot(&a_row))
+        })?;
+        let mut row = c.index(&[Ix::At(i)]);
+        row += &(&(&(&b.index(&[Ix::At(i)]) * alpha) * &a.index(&[Ix::At(i), Ix::At(i)]))
+            + &(&temp2 * alpha));
+        row.check()?;
     }
     outputs(x)
 }
