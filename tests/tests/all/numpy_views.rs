@@ -298,6 +298,19 @@ fn broadcast_errors_read_like_numpy() {
         e.contains("cannot reshape array of size 20 into shape (3,7)"),
         "{e}"
     );
+    // An unknown extent that does not divide the size: NumPy's `newaxis`.
+    let e = a.reshape(&[3, -1]).check().unwrap_err().to_string();
+    assert!(
+        e.contains("cannot reshape array of size 20 into shape (3,newaxis)"),
+        "{e}"
+    );
+    let e = a.reshape(&[-1, 2, -1]).check().unwrap_err().to_string();
+    assert!(e.contains("can only specify one unknown dimension"), "{e}");
+    let e = a.reshape(&[7]).check().unwrap_err().to_string();
+    assert!(
+        e.contains("cannot reshape array of size 20 into shape (7,)"),
+        "{e}"
+    );
     let e = a.sum_axis(2).check().unwrap_err().to_string();
     assert!(
         e.contains("axis 2 is out of bounds for array of dimension 2"),

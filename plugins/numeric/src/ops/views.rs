@@ -109,25 +109,37 @@ pub fn reshape(a: &Array<'_>, shape: &[i64]) -> Result<Store, Error> {
     let op = "reshape";
     let volume: u64 = a.shape.iter().product();
     let unknown: Vec<usize> = (0..shape.len()).filter(|&d| shape[d] == -1).collect();
-    if unknown.len() > 1 || shape.iter().any(|&e| e < -1) {
-        return Err(fail(
-            op,
-            format!(
-                "can only specify one unknown dimension, and no other negative one, in {shape:?}"
-            ),
-        ));
+    if unknown.len() > 1 {
+        return Err(fail(op, "can only specify one unknown dimension"));
+    }
+    if shape.iter().any(|&e| e < -1) {
+        return Err(fail(op, "negative dimensions not allowed"));
     }
     let known: Option<u64> = shape
         .iter()
         .filter(|&&e| e != -1)
         .try_fold(1u64, |acc, &e| acc.checked_mul(e as u64));
+    // NumPy's words, the unknown extent shown as `newaxis`: "cannot reshape array of size 12
+    // into shape (5,newaxis)".
+    let asked: Vec<String> = shape
+        .iter()
+        .map(|&e| {
+            if e == -1 {
+                "newaxis".to_string()
+            } else {
+                e.to_string()
+            }
+        })
+        .collect();
+    let asked = if asked.len() == 1 {
+        format!("({},)", asked[0])
+    } else {
+        format!("({})", asked.join(","))
+    };
     let bad = || {
         fail(
             op,
-            format!(
-                "cannot reshape array of size {volume} into shape {}",
-                shapes::tuple(&shape.iter().map(|&e| e as u64).collect::<Vec<_>>())
-            ),
+            format!("cannot reshape array of size {volume} into shape {asked}"),
         )
     };
     let known = known.ok_or_else(bad)?;
