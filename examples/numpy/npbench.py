@@ -527,6 +527,89 @@ kernel("symm", {"XS": dict(M=6, N=8), "S": dict(M=40, N=50), "M": dict(M=120, N=
                 "L": dict(M=350, N=550), "paper": dict(M=1000, N=1200)},
        ["C"])((symm_init, symm))
 
+def _spd_init(N, dt=np.float64):
+    A = np.empty((N, N), dtype=dt)
+    for i in range(N):
+        A[i, :i + 1] = np.fromfunction(lambda j: (-j % N) / N + 1, (i + 1,), dtype=dt)
+        A[i, i + 1:] = 0.0
+        A[i, i] = 1.0
+    A[:] = A @ np.transpose(A)
+    return {"A": A}
+
+
+def lu(A):
+    for i in range(A.shape[0]):
+        for j in range(i):
+            A[i, j] -= A[i, :j] @ A[:j, j]
+            A[i, j] /= A[j, j]
+        for j in range(i, A.shape[0]):
+            A[i, j] -= A[i, :i] @ A[:i, j]
+
+
+kernel("lu", {"XS": dict(N=8), "S": dict(N=60), "M": dict(N=220), "L": dict(N=700),
+              "paper": dict(N=2000)}, ["A"])((_spd_init, lu))
+
+
+def cholesky(A):
+    A[0, 0] = np.sqrt(A[0, 0])
+    for i in range(1, A.shape[0]):
+        for j in range(i):
+            A[i, j] -= np.dot(A[i, :j], A[j, :j])
+            A[i, j] /= A[j, j]
+        A[i, i] -= np.dot(A[i, :i], A[i, :i])
+        A[i, i] = np.sqrt(A[i, i])
+
+
+kernel("cholesky", {"XS": dict(N=8), "S": dict(N=100), "M": dict(N=300), "L": dict(N=900),
+                    "paper": dict(N=2000)}, ["A"])((_spd_init, cholesky))
+
+
+def gramschmidt_init(M, N, dt=np.float64):
+    r = rng()
+    A = r.random((M, N), dtype=dt)
+    while np.linalg.matrix_rank(A) < N:
+        A = r.random((M, N), dtype=dt)
+    return {"A": A}
+
+
+def gramschmidt(A):
+    Q = np.zeros_like(A)
+    R = np.zeros((A.shape[1], A.shape[1]), dtype=A.dtype)
+    for k in range(A.shape[1]):
+        nrm = np.dot(A[:, k], A[:, k])
+        R[k, k] = np.sqrt(nrm)
+        Q[:, k] = A[:, k] / R[k, k]
+        for j in range(k + 1, A.shape[1]):
+            R[k, j] = np.dot(Q[:, k], A[:, j])
+            A[:, j] -= Q[:, k] * R[k, j]
+    return {"Q": Q, "R": R}
+
+
+kernel("gramschmidt", {"XS": dict(M=9, N=7), "S": dict(M=70, N=60), "M": dict(M=220, N=180),
+                       "L": dict(M=600, N=500), "paper": dict(M=240, N=200)},
+       ["Q", "R"])((gramschmidt_init, gramschmidt))
+
+
+def durbin_init(N, dt=np.float64):
+    return {"r": np.fromfunction(lambda i: N + 1 - i, (N,), dtype=dt)}
+
+
+def durbin(r):
+    y = np.empty_like(r)
+    alpha = -r[0]
+    beta = 1.0
+    y[0] = -r[0]
+    for k in range(1, r.shape[0]):
+        beta *= 1.0 - alpha * alpha
+        alpha = -(r[k] + np.dot(np.flip(r[:k]), y[:k])) / beta
+        y[:k] += alpha * np.flip(y[:k])
+        y[k] = alpha
+    return {"y": y}
+
+
+kernel("durbin", {"XS": dict(N=12), "S": dict(N=1000), "M": dict(N=6000), "L": dict(N=20000),
+                  "paper": dict(N=16000)}, ["y"])((durbin_init, durbin))
+
 def arc_distance_init(N):
     r = rng()
     return {"theta_1": r.random((N,)), "phi_1": r.random((N,)), "theta_2": r.random((N,)),

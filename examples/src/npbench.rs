@@ -225,6 +225,22 @@ pub const KERNELS: &[Kernel] = &[
         name: "symm",
         run: symm,
     },
+    Kernel {
+        name: "lu",
+        run: lu,
+    },
+    Kernel {
+        name: "cholesky",
+        run: cholesky,
+    },
+    Kernel {
+        name: "gramschmidt",
+        run: gramschmidt,
+    },
+    Kernel {
+        name: "durbin",
+        run: durbin,
+    },
 ];
 
 /// `a[lo..hi]` along each dimension.
@@ -431,17 +447,21 @@ fn covariance(x: &Inputs) -> Result<Outputs, AppError> {
     let mut data = x.array("data")?.clone();
     let mean = data.mean_axes(Some(&[0]), false);
     data -= &mean;
-    let cov = data.numeric().zeros(&[m as u64, m as u64], data.dtype()?);
+    let np = data.numeric();
+    let cov = np.zeros(&[m as u64, m as u64], data.dtype()?);
     let all = Ix::Slice(Range::all());
-    for i in 0..m {
+    // `for i in range(M)`, as a replayed trace (see `Numeric::repeat`): the views move by a
+    // row or a column and shrink by one element a step, and so does the product's buffer.
+    np.repeat(usize::try_from(m).unwrap_or(0), |i| {
+        let i = index(i)?;
         let tail = Ix::Slice(Range::new(i, m));
         let v = data
             .index(&[all, Ix::At(i)])
             .matmul(&data.index(&[all, tail]))
             / (float_n - 1.0);
         cov.index(&[tail, Ix::At(i)]).assign(&v)?;
-        cov.index(&[Ix::At(i), tail]).assign(&v)?;
-    }
+        cov.index(&[Ix::At(i), tail]).assign(&v)
+    })?;
     Ok(vec![("out".into(), cov)])
 }
 
@@ -559,16 +579,19 @@ fn correlation(x: &Inputs) -> Result<Outputs, AppError> {
     stddev.assign_where(&stddev.le(0.1), 1.0)?;
     data -= &mean;
     data /= &(&stddev * float_n.sqrt());
-    let corr = data.numeric().eye(m as u64, data.dtype()?);
+    let np = data.numeric();
+    let corr = np.eye(m as u64, data.dtype()?);
     let all = Ix::Slice(Range::all());
-    for i in 0..m - 1 {
+    // `for i in range(M - 1)`, as a replayed trace, as `covariance`'s.
+    np.repeat(usize::try_from(m - 1).unwrap_or(0), |i| {
+        let i = index(i)?;
         let tail = Ix::Slice(Range::new(i + 1, m));
         let v = data
             .index(&[all, Ix::At(i)])
             .matmul(&data.index(&[all, tail]));
         corr.index(&[Ix::At(i), tail]).assign(&v)?;
-        corr.index(&[tail, Ix::At(i)]).assign(&v)?;
-    }
+        corr.index(&[tail, Ix::At(i)]).assign(&v)
+    })?;
     Ok(vec![("corr".into(), corr)])
 }
 
@@ -623,6 +646,116 @@ fn symm(x: &Inputs) -> Result<Outputs, AppError> {
         row.check()?;
     }
     outputs(x)
+}
+
+/// A loop's index as the `i64` that views take.
+fn index(k: usize) -> weft::Result<i64> {
+    i64::try_from(k).map_err(|e| weft::Error::Usage(e.to_string()))
+}
+
+/// `a[lo:hi]` of one dimension, as an index.
+fn span(lo: i64, hi: i64) -> Ix {
+    Ix::Slice(Range::new(lo, hi))
+}
+
+fn lu(x: &Inputs) -> Result<Outputs, AppError> {
+    let a = x.array("A")?;
+    let n = a.shape()?.first().copied().unwrap_or(0) as i64;
+    let np = a.numeric();
+    for i in 0..n {
+        // Both `for j` loops as replayed traces: their views grow and move by one element.
+        np.repeat(usize::try_from(i).unwrap_or(0), |j| {
+            let j = index(j)?;
+            let mut at = a.index(&[Ix::At(i), Ix::At(j)]);
+            at -= &a
+                .index(&[Ix::At(i), span(0, j)])
+                .matmul(&a.index(&[span(0, j), Ix::At(j)]));
+            at /= &a.index(&[Ix::At(j), Ix::At(j)]);
+            at.check()
+        })?;
+        np.repeat(usize::try_from(n - i).unwrap_or(0), |j| {
+            let j = i + index(j)?;
+            let mut at = a.index(&[Ix::At(i), Ix::At(j)]);
+            at -= &a
+                .index(&[Ix::At(i), span(0, i)])
+                .matmul(&a.index(&[span(0, i), Ix::At(j)]));
+            at.check()
+        })?;
+    }
+    outputs(x)
+}
+
+fn cholesky(x: &Inputs) -> Result<Outputs, AppError> {
+    let a = x.array("A")?;
+    let n = a.shape()?.first().copied().unwrap_or(0) as i64;
+    let np = a.numeric();
+    let diagonal = |i: i64| a.index(&[Ix::At(i), Ix::At(i)]);
+    diagonal(0).assign(&diagonal(0).sqrt())?;
+    for i in 1..n {
+        np.repeat(usize::try_from(i).unwrap_or(0), |j| {
+            let j = index(j)?;
+            let mut at = a.index(&[Ix::At(i), Ix::At(j)]);
+            at -= &a
+                .index(&[Ix::At(i), span(0, j)])
+                .dot(&a.index(&[Ix::At(j), span(0, j)]));
+            at /= &diagonal(j);
+            at.check()
+        })?;
+        let row = a.index(&[Ix::At(i), span(0, i)]);
+        let mut d = diagonal(i);
+        d -= &row.dot(&row);
+        d.assign(&d.sqrt())?;
+    }
+    outputs(x)
+}
+
+fn gramschmidt(x: &Inputs) -> Result<Outputs, AppError> {
+    let a = x.array("A")?;
+    let n = a.shape()?.get(1).copied().unwrap_or(0) as i64;
+    let np = a.numeric();
+    let q = a.zeros_like();
+    let r = np.zeros(&[n as u64, n as u64], a.dtype()?);
+    let all = Ix::Slice(Range::all());
+    for k in 0..n {
+        let a_k = a.index(&[all, Ix::At(k)]);
+        let q_k = q.index(&[all, Ix::At(k)]);
+        let r_kk = r.index(&[Ix::At(k), Ix::At(k)]);
+        r_kk.assign(&a_k.dot(&a_k).sqrt())?;
+        q_k.assign(&(&a_k / &r_kk))?;
+        np.repeat(usize::try_from(n - k - 1).unwrap_or(0), |j| {
+            let j = k + 1 + index(j)?;
+            let r_kj = r.index(&[Ix::At(k), Ix::At(j)]);
+            r_kj.assign(&q_k.dot(&a.index(&[all, Ix::At(j)])))?;
+            let mut a_j = a.index(&[all, Ix::At(j)]);
+            a_j -= &(&q_k * &r_kj);
+            a_j.check()
+        })?;
+    }
+    Ok(vec![("Q".into(), q), ("R".into(), r)])
+}
+
+fn durbin(x: &Inputs) -> Result<Outputs, AppError> {
+    let r = x.array("r")?;
+    let n = r.shape()?.first().copied().unwrap_or(0) as i64;
+    let np = r.numeric();
+    let y = np.empty(&[n as u64], r.dtype()?);
+    // alpha and beta live on the device as 0-d arrays, updated in place, so that a step
+    // keeps nothing it made and the loop replays.
+    let alpha = -&r.index(&[Ix::At(0)]);
+    let mut beta = np.ones(&[], r.dtype()?);
+    y.index(&[Ix::At(0)]).assign(&alpha)?;
+    let reversed = |v: &Array| v.index(&[Ix::Slice(Range::all().step(-1))]);
+    np.repeat(usize::try_from(n - 1).unwrap_or(0), |k| {
+        let k = 1 + index(k)?;
+        beta *= &(1.0 - &(&alpha * &alpha));
+        let head = span(0, k);
+        let dot = reversed(&r.index(&[head])).dot(&y.index(&[head]));
+        alpha.assign(&(-(&r.index(&[Ix::At(k)]) + &dot) / &beta))?;
+        let mut y_head = y.index(&[head]);
+        y_head += &(&alpha * &reversed(&y.index(&[head])));
+        y.index(&[Ix::At(k)]).assign(&alpha)
+    })?;
+    Ok(vec![("y".into(), y)])
 }
 
 fn arc_distance(x: &Inputs) -> Result<Outputs, AppError> {

@@ -20,9 +20,11 @@
 //! way (`executor::fold_reductions`). The caller
 //! (`weft::Numeric::repeat`) replays a trace only once consecutive steps recorded the same
 //! calls ([`Trace::follows`]): two the same, or three whose only differences are numbers of
-//! some bindings (offsets, extents, strides, origins), each changed by the same amount from
-//! one step to the next (a loop that reads `a[t]` at step `t`, or updates `a[:t + 1]` in a
-//! launch of one point); a replay `k` steps on moves those `k` times further. The step's own
+//! some bindings (offsets, extents, strides, origins) and sizes of the buffers the step
+//! allocates and copies, each changed by the same amount from one step to the next (a loop
+//! that reads `a[t]` at step `t`, updates `a[:t + 1]` in a launch of one point, or makes a
+//! temporary of `a[:t]`); a replay `k` steps on moves those `k` times further. The back end
+//! still checks every replayed view against its buffer. The step's own
 //! code (its closure) must keep doing so, which the recordings check but cannot prove.
 
 use std::cell::{RefCell, RefMut};
@@ -130,13 +132,15 @@ impl Event {
                 }
                 Some(moves)
             }
+            // A buffer the step allocates, and a copy, may grow by a fixed amount a step
+            // (a temporary of a view that grows): their size is number 0 of "binding" 0.
             (
                 Alloc { bytes, uninit },
                 Alloc {
                     bytes: b2,
                     uninit: u2,
                 },
-            ) => (bytes == b2 && uninit == u2).then(Vec::new),
+            ) => (uninit == u2).then(|| size_move(*bytes, *b2)).flatten(),
             (Free(a), Free(b)) => (a == b).then(Vec::new),
             (
                 Write {
@@ -157,7 +161,9 @@ impl Event {
                     to: t2,
                     bytes: n2,
                 },
-            ) => (from == f2 && to == t2 && bytes == n2).then(Vec::new),
+            ) => (from == f2 && to == t2)
+                .then(|| size_move(*bytes, *n2))
+                .flatten(),
             (SoleLaunch(a), SoleLaunch(b)) => (a == b).then(Vec::new),
             (TakeReductions, TakeReductions) => Some(Vec::new()),
             (Fold(a), Fold(b)) => (a == b).then(Vec::new),
@@ -165,6 +171,24 @@ impl Event {
             _ => None,
         }
     }
+}
+
+/// The move of a size (an allocation's or a copy's bytes) from `a` to `b`, as
+/// [`Event::moves_to`] gives moves: none where they are equal.
+fn size_move(a: u64, b: u64) -> Option<Vec<(usize, usize, i64)>> {
+    let delta = i64::try_from(i128::from(b) - i128::from(a)).ok()?;
+    Some(if delta == 0 {
+        Vec::new()
+    } else {
+        vec![(0, 0, delta)]
+    })
+}
+
+/// The size `bytes` moved by `delta` bytes a step, `after` steps on; `None` where it leaves
+/// `u64`.
+fn moved_size(bytes: u64, delta: i64, after: u64) -> Option<u64> {
+    let to = i128::from(bytes) + i128::from(delta) * i128::from(after);
+    u64::try_from(to).ok()
 }
 
 /// A number of a binding that moves by the same amount every step: launch event `event`,
@@ -717,10 +741,11 @@ impl Core {
         for (at, event) in trace.events.iter().enumerate() {
             match event {
                 Event::Alloc { bytes, uninit } => {
+                    let bytes = replayed_size(&mut moves, at, *bytes, after)?;
                     let b = if *uninit {
-                        self.backend.alloc_uninit(*bytes)?
+                        self.backend.alloc_uninit(bytes)?
                     } else {
-                        self.backend.alloc(*bytes)?
+                        self.backend.alloc(bytes)?
                     };
                     slots.push(Some(b));
                 }
@@ -740,8 +765,9 @@ impl Core {
                     self.backend.write(b, *offset, data)?;
                 }
                 Event::Copy { from, to, bytes } => {
+                    let bytes = replayed_size(&mut moves, at, *bytes, after)?;
                     let (f, t) = (resolve(slots, *from)?, resolve(slots, *to)?);
-                    self.backend.copy(f, t, *bytes)?;
+                    self.backend.copy(f, t, bytes)?;
                 }
                 Event::SoleLaunch(sole) => self.backend.set_sole_launch(*sole),
                 Event::Launch {
@@ -798,5 +824,24 @@ impl Core {
             }
         }
         Ok(())
+    }
+}
+
+/// The size of event `at` (an allocation's or a copy's bytes, recorded as `bytes`), `after`
+/// steps past the recorded one: moved where the trace moves it.
+fn replayed_size(
+    moves: &mut std::iter::Peekable<std::slice::Iter<'_, Move>>,
+    at: usize,
+    bytes: u64,
+    after: u64,
+) -> Result<u64> {
+    match moves.next_if(|m| m.event == at) {
+        None => Ok(bytes),
+        Some(m) => moved_size(bytes, m.delta, after).ok_or_else(|| {
+            Error::Usage(format!(
+                "a replayed step's buffer size left the range of sizes (step {after} after the \
+                 recorded one)"
+            ))
+        }),
     }
 }

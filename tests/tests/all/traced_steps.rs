@@ -288,6 +288,36 @@ fn a_view_that_grows_by_the_same_amount_each_step_is_replayed_grown() {
 }
 
 #[test]
+fn a_step_whose_temporary_grows_by_the_same_amount_is_replayed_with_it() {
+    // NPBench's `durbin`: `y[:k] += alpha * flip(y[:k])` reads the view it writes, so the
+    // product goes to a temporary of `k` elements, one more each step; `alpha` and `beta`
+    // are 0-d arrays updated in place.
+    let n = 40usize;
+    let state = |np: &Numeric| {
+        let r = np.linspace(3.0, 1.0, n as u64, DType::F64);
+        let y = np.zeros(&[n as u64], DType::F64);
+        let alpha = -&r.index(&[Ix::At(0)]);
+        y.index(&[Ix::At(0)]).assign(&alpha).expect("y[0]");
+        (r, y, alpha, np.ones(&[], DType::F64))
+    };
+    let step = |_: &Numeric, (r, y, alpha, beta): &(Array, Array, Array, Array), k: usize| {
+        let k = k as i64 + 1;
+        let flip = |v: &Array| v.index(&[Ix::Slice(Range::all().step(-1))]);
+        let mut beta = beta.clone();
+        beta *= &(1.0 - &(alpha * alpha));
+        let head = Ix::Slice(Range::new(0, k));
+        let dot = flip(&r.index(&[head])).dot(&y.index(&[head]));
+        alpha.assign(&(-(&r.index(&[Ix::At(k)]) + &dot) / &beta))?;
+        let mut y_head = y.index(&[head]);
+        y_head += &(alpha * &flip(&y.index(&[head])));
+        y.index(&[Ix::At(k)]).assign(alpha)
+    };
+    let stats = both_in(1, n - 1, state, step, |(_, y, _, _)| bits(y));
+    assert!(stats.steps_replayed >= n - 8, "{stats:?}");
+    both_in(2, n - 1, state, step, |(_, y, _, _)| bits(y));
+}
+
+#[test]
 fn a_triangular_solve_replays_its_rows_dot_products_with_the_loops_bits() {
     // NPBench's `trisolv`: each row's dot product grows by one term and is folded by the
     // executor, in the replays as in the loop.
