@@ -318,6 +318,31 @@ fn a_step_whose_temporary_grows_by_the_same_amount_is_replayed_with_it() {
 }
 
 #[test]
+fn a_loop_whose_first_steps_differ_replays_once_they_settle() {
+    // The view read moves by 3, 5, 7, ... elements (`k * k`) while `k < 6`, then stays: the
+    // first four recordings do not settle, the steps run as they are, and the next round of
+    // recordings, 16 steps later, settles and replays the rest (with the loop's bits).
+    let step = |_: &Numeric, (a, src): &(Array, Array), k: usize| {
+        let at = (k.min(6) * k.min(6)) as i64;
+        a.assign(&(&(a * 0.5) + &src.index(&[Ix::At(at)])))
+    };
+    let state = |np: &Numeric| {
+        (
+            np.linspace(-1.0, 2.0, 32, DType::F64).sin(),
+            np.linspace(0.5, 4.0, 64, DType::F64).exp(),
+        )
+    };
+    let stats = both_in(1, 60, state, step, |(a, _)| bits(a));
+    assert_eq!(
+        stats,
+        RepeatStats {
+            steps_run: 23,
+            steps_replayed: 37
+        }
+    );
+}
+
+#[test]
 fn a_triangular_solve_replays_its_rows_dot_products_with_the_loops_bits() {
     // NPBench's `trisolv`: each row's dot product grows by one term and is folded by the
     // executor, in the replays as in the loop.

@@ -4,8 +4,15 @@ use super::Numeric;
 use crate::Result;
 
 /// The steps recorded, at most, before a loop whose consecutive recordings differ runs its
-/// steps as they are.
+/// steps as they are for a while.
 const RECORDINGS: usize = 4;
+
+/// The steps run as they are after the first failed round of recordings before the loop
+/// records again; each further failed round doubles it, up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: usize = 16;
+
+/// The most steps run as they are between two rounds of recordings.
+const MAX_BACKOFF: usize = 4096;
 
 /// What [`Numeric::repeat`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -32,9 +39,12 @@ impl Numeric {
     /// replays of the last, each moving view moved on (a reduction the runtime folds on the
     /// host, such as a dot product's, is folded again in each replay). A step that reads an
     /// array on the host, keeps an array it made, or runs on several ranks, is never
-    /// replayed: every step then runs as it is, with the same results. So is a step whose recordings keep
-    /// differing (after four). Each step runs what it submitted before the next begins, so
-    /// windows do not span steps. Replayed launches are not in `WEFT_PROFILE`'s table.
+    /// replayed: every step then runs as it is, with the same results. After four recordings
+    /// that do not settle (or one that cannot be replayed), the loop runs its steps as they
+    /// are, then records again after 16 steps, then 32, and so on up to 4,096: a loop whose
+    /// first steps differ from the rest (a pool or a cache still filling) replays once they
+    /// settle. Each step runs what it submitted before the next begins, so windows do not
+    /// span steps. Replayed launches are not in `WEFT_PROFILE`'s table.
     ///
     /// The Rust code of a replayed step does not run: a step that changes what it does past
     /// the recorded steps (a branch on `k`, a view that stops moving) is not seen to.
@@ -49,6 +59,8 @@ impl Numeric {
         let mut recorded: Vec<weft_runtime::Trace> = Vec::new();
         let mut stable: Option<(weft_runtime::Trace, u64)> = None;
         let mut recordings = 0;
+        // Where recording starts again after a failed round, and the wait after the next.
+        let (mut retry_at, mut backoff) = (0, FIRST_BACKOFF);
         while stats.steps_run + stats.steps_replayed < steps {
             if let Some((trace, after)) = &mut stable {
                 *after += 1;
@@ -63,6 +75,11 @@ impl Numeric {
                 recordings = 0;
             }
             let k = stats.steps_run + stats.steps_replayed;
+            if recordings >= RECORDINGS && k >= retry_at {
+                // A new round of recordings.
+                recordings = 0;
+                recorded.clear();
+            }
             if stats.steps_run == 0 || recordings >= RECORDINGS {
                 step(k)?;
                 self.runtime(|rt| rt.flush())?;
@@ -75,8 +92,13 @@ impl Numeric {
             ran?;
             stats.steps_run += 1;
             recordings += 1;
+            let give_up = |recordings: &mut usize, retry_at: &mut usize, backoff: &mut usize| {
+                *recordings = RECORDINGS;
+                *retry_at = k + 1 + *backoff;
+                *backoff = (*backoff * 2).min(MAX_BACKOFF);
+            };
             let Some(trace) = trace? else {
-                recordings = RECORDINGS;
+                give_up(&mut recordings, &mut retry_at, &mut backoff);
                 continue;
             };
             if let Some(last) = recorded.last() {
@@ -90,6 +112,9 @@ impl Numeric {
             recorded.push(trace);
             if recorded.len() > 2 {
                 recorded.remove(0);
+            }
+            if recordings >= RECORDINGS {
+                give_up(&mut recordings, &mut retry_at, &mut backoff);
             }
         }
         Ok(stats)
