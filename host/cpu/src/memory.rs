@@ -8,7 +8,7 @@
 //! store that its first task writes whole before reading: the fill would be a pass over
 //! memory for nothing.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use weft_runtime::BufferId;
 
@@ -17,7 +17,9 @@ use crate::{Error, Result};
 /// The buffers of one back end.
 #[derive(Debug, Default)]
 pub struct Memory {
-    buffers: HashMap<BufferId, Buffer>,
+    /// By id; looked up for every binding of every launch, so hashed cheaply (the ids are
+    /// the back end's own counter, not anyone's input to collide).
+    buffers: FxHashMap<BufferId, Buffer>,
     next: u64,
     /// Bytes in live buffers.
     allocated: u64,
