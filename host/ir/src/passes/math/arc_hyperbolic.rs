@@ -235,11 +235,23 @@ fn half_square_exp(e: &mut Em<'_>, a: V) -> V {
     e.mul(hw, w)
 }
 
-/// `log(arg) + extra`, the one logarithm that `asinh` and `acosh` take: `arg` and `extra`
-/// selected per range.
+/// `log(arg) + extra`.
 fn log_plus(e: &mut Em<'_>, arg: V, extra: V) -> V {
     let l = log_f64(e, arg);
     e.add(l, extra)
+}
+
+/// The one logarithm that `asinh` and `acosh` take, its argument selected per range:
+/// `log(u) + corr` (`log1p`, see [`log1p_parts`]) where `small`, `log(w)` where `mid`, and
+/// `log(a) + ln 2` beyond.
+fn ranged_log(e: &mut Em<'_>, [small, mid]: [V; 2], (u, corr): (V, V), w: V, a: V) -> V {
+    let arg_mid = e.sel(mid, w, a);
+    let arg = e.sel(small, u, arg_mid);
+    let zero = e.f(DType::F64, 0.0);
+    let ln2 = e.f(DType::F64, LN2);
+    let extra_mid = e.sel(mid, zero, ln2);
+    let extra = e.sel(small, corr, extra_mid);
+    log_plus(e, arg, extra)
 }
 
 /// `asinh(x)`: on `a = |x|`, `log1p(a + a²/(1 + √(1 + a²)))` below 2, `log(2a + 1/(√(a² + 1)
@@ -264,13 +276,7 @@ pub(super) fn asinh(e: &mut Em<'_>, x: V) -> V {
         let w = e.add(a2, inv);
         let small = e.cmpc(CmpOp::Lt, a, 2.0);
         let mid = e.cmpc(CmpOp::Lt, a, TWO_28);
-        let arg_mid = e.sel(mid, w, a);
-        let arg = e.sel(small, u, arg_mid);
-        let zero = e.f(t, 0.0);
-        let ln2 = e.f(t, LN2);
-        let extra_mid = e.sel(mid, zero, ln2);
-        let extra = e.sel(small, corr, extra_mid);
-        let y = log_plus(e, arg, extra);
+        let y = ranged_log(e, [small, mid], (u, corr), w, a);
         e.copysign_pos(y, x)
     })
 }
@@ -297,13 +303,7 @@ pub(super) fn acosh(e: &mut Em<'_>, x: V) -> V {
         let w = e.sub(x2, inv);
         let small = e.cmpc(CmpOp::Le, x, 2.0);
         let mid = e.cmpc(CmpOp::Lt, x, TWO_28);
-        let arg_mid = e.sel(mid, w, x);
-        let arg = e.sel(small, u, arg_mid);
-        let zero = e.f(t, 0.0);
-        let ln2 = e.f(t, LN2);
-        let extra_mid = e.sel(mid, zero, ln2);
-        let extra = e.sel(small, corr, extra_mid);
-        let y = log_plus(e, arg, extra);
+        let y = ranged_log(e, [small, mid], (u, corr), w, x);
         let domain = e.cmpc(CmpOp::Ge, x, 1.0);
         let nan = e.f(t, f64::NAN);
         e.sel(domain, y, nan)
