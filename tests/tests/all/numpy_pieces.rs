@@ -238,6 +238,15 @@ fn random_integers_and_choice_are_seeded_in_range_and_independent_of_pieces() {
         err.contains("random_integers") && err.contains("high"),
         "{err}"
     );
+    let err = np
+        .random_integers(&[3], 0, 5, 1, DType::F64)
+        .check()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("random_integers") && err.contains("f64"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -73,6 +73,11 @@ impl Numeric {
                 "numeric.random_integers: low >= high ({low} >= {high})"
             ))));
         }
+        if !matches!(dtype, DType::I32 | DType::I64) {
+            return self.wrap(Err(Error::Usage(format!(
+                "numeric.random_integers: dtype must be i32 or i64, got {dtype}"
+            ))));
+        }
         let u = self.random_uniform(shape, low as f64, high as f64, seed, DType::F64);
         // A product that rounds up to `high` is the last integer below it.
         u.floor().minimum((high - 1) as f64).astype(dtype)
