@@ -145,6 +145,11 @@ fn repeat_and_tile_copy_as_numpy_does() {
         assert_eq!(t.to_vec().unwrap(), [7.0, 8.0].repeat(6));
         let err = a.repeat(2, Some(2)).check().unwrap_err().to_string();
         assert!(err.contains("axis"), "{err}");
+        // Counts past what a shape can hold are errors, not overflows.
+        let err = a.repeat(u64::MAX, None).check().unwrap_err().to_string();
+        assert!(err.contains("repeat") && err.contains("overflow"), "{err}");
+        let err = a.tile(&[u64::MAX / 2, 1]).check().unwrap_err().to_string();
+        assert!(err.contains("tile") && err.contains("overflow"), "{err}");
     });
 }
 

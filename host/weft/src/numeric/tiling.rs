@@ -24,7 +24,15 @@ impl Array {
         let mut wide = shape.clone();
         wide.insert(d + 1, repeats);
         let mut merged: Vec<i64> = shape.iter().map(|&e| e as i64).collect();
-        merged[d] = (shape[d] * repeats) as i64;
+        merged[d] = shape[d]
+            .checked_mul(repeats)
+            .and_then(|n| i64::try_from(n).ok())
+            .ok_or_else(|| {
+                Error::Usage(format!(
+                    "numeric.repeat: {repeats} copies of shape {} overflow",
+                    super::shape_text(&shape)
+                ))
+            })?;
         Ok(a.expand_dims(d as i64 + 1)
             .broadcast_to(&wide)
             .copy()
@@ -47,7 +55,8 @@ impl Array {
         s.extend(&shape);
         let mut r = vec![1u64; d - reps.len()];
         r.extend(reps);
-        if s.iter().zip(&r).any(|(&e, &k)| e.checked_mul(k).is_none()) {
+        let fits = |e: u64, k: u64| e.checked_mul(k).is_some_and(|n| i64::try_from(n).is_ok());
+        if s.iter().zip(&r).any(|(&e, &k)| !fits(e, k)) {
             return Err(Error::Usage(format!(
                 "numeric.tile: {reps:?} copies of shape {} overflow",
                 super::shape_text(&shape)
