@@ -525,48 +525,54 @@ fn hdiff(x: &Inputs) -> Result<Outputs, AppError> {
     outputs(x)
 }
 
-fn syrk(x: &Inputs) -> Result<Outputs, AppError> {
-    let (alpha, beta) = (x.scalar("alpha")?, x.scalar("beta")?);
-    let (c, a) = (x.array("C")?, x.array("A")?);
-    let shape = a.shape()?;
-    let (rows, cols) = (shape[0] as i64, shape[1] as i64);
+/// The loops of NPBench's `syrk` and `syr2k`: for each row `i` of `c`, `C[i, :i + 1] *=
+/// beta`, then `for k in range(cols)`, as a replayed trace (see `Numeric::repeat`), `C[i, :i
+/// + 1] += term(i, k)`, whose views move by one element a step.
+fn rank_update(
+    c: &Array,
+    beta: f64,
+    (rows, cols): (i64, i64),
+    term: impl Fn(i64, i64) -> Array,
+) -> Result<(), AppError> {
     for i in 0..rows {
-        let mut head = c.index(&[Ix::At(i), Ix::Slice(Range::new(0, i + 1))]);
+        let mut head = c.index(&[Ix::At(i), span(0, i + 1)]);
         head *= beta;
-        // `for k in range(A.shape[1])`, as a replayed trace (see `Numeric::repeat`): the
-        // views of `A[i, k]` and `A[:i + 1, k]` move by one element a step.
-        a.numeric()
+        c.numeric()
             .repeat(usize::try_from(cols).unwrap_or(0), |k| {
-                let k = i64::try_from(k).map_err(|e| weft::Error::Usage(e.to_string()))?;
-                let column = a.index(&[Ix::Slice(Range::new(0, i + 1)), Ix::At(k)]);
                 let mut sum = head.clone();
-                sum += &(&(&a.index(&[Ix::At(i), Ix::At(k)]) * alpha) * &column);
+                sum += &term(i, index(k)?);
                 sum.check()
             })?;
     }
+    Ok(())
+}
+
+/// The rows and columns of a matrix.
+fn rows_cols(a: &Array) -> Result<(i64, i64), AppError> {
+    match a.shape()?[..] {
+        [rows, cols] => Ok((rows as i64, cols as i64)),
+        ref other => Err(format!("expected a matrix, got shape {other:?}").into()),
+    }
+}
+
+fn syrk(x: &Inputs) -> Result<Outputs, AppError> {
+    let (alpha, beta) = (x.scalar("alpha")?, x.scalar("beta")?);
+    let (c, a) = (x.array("C")?, x.array("A")?);
+    rank_update(c, beta, rows_cols(a)?, |i, k| {
+        let column = a.index(&[span(0, i + 1), Ix::At(k)]);
+        &(&a.index(&[Ix::At(i), Ix::At(k)]) * alpha) * &column
+    })?;
     outputs(x)
 }
 
 fn syr2k(x: &Inputs) -> Result<Outputs, AppError> {
     let (alpha, beta) = (x.scalar("alpha")?, x.scalar("beta")?);
     let (c, a, b) = (x.array("C")?, x.array("A")?, x.array("B")?);
-    let shape = a.shape()?;
-    let (rows, cols) = (shape[0] as i64, shape[1] as i64);
-    for i in 0..rows {
-        let mut head = c.index(&[Ix::At(i), Ix::Slice(Range::new(0, i + 1))]);
-        head *= beta;
-        // `for k in range(A.shape[1])`, as a replayed trace (see `Numeric::repeat`): every
-        // view moves by one element a step.
-        a.numeric()
-            .repeat(usize::try_from(cols).unwrap_or(0), |k| {
-                let k = i64::try_from(k).map_err(|e| weft::Error::Usage(e.to_string()))?;
-                let column = |m: &Array| m.index(&[Ix::Slice(Range::new(0, i + 1)), Ix::At(k)]);
-                let at = |m: &Array| m.index(&[Ix::At(i), Ix::At(k)]);
-                let mut sum = head.clone();
-                sum += &(&(&(&column(a) * alpha) * &at(b)) + &(&(&column(b) * alpha) * &at(a)));
-                sum.check()
-            })?;
-    }
+    rank_update(c, beta, rows_cols(a)?, |i, k| {
+        let column = |m: &Array| m.index(&[span(0, i + 1), Ix::At(k)]);
+        let at = |m: &Array| m.index(&[Ix::At(i), Ix::At(k)]);
+        &(&(&column(a) * alpha) * &at(b)) + &(&(&column(b) * alpha) * &at(a))
+    })?;
     outputs(x)
 }
 

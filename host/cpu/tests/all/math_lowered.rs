@@ -35,47 +35,15 @@ fn run32(be: &mut CpuBackend, f: F, xs: &mut [f32], ys: &mut [f32]) -> Vec<f32> 
     out
 }
 
-/// Rust's value of `f` at `(x, y)` (`libm`'s for the inverse hyperbolic functions, `erf`'s
-/// reference for `erf`), the reference for the `f64` expansions.
+/// The reference for the `f64` expansions (`math_cases::reference64`, with the CPU back
+/// end's `erf` reference).
 fn want64(f: F, x: f64, y: f64) -> f64 {
-    match f {
-        F::Exp => x.exp(),
-        F::Log => x.ln(),
-        F::Sin => x.sin(),
-        F::Cos => x.cos(),
-        F::Tanh => x.tanh(),
-        F::Erf => weft_cpu::math::erf(x),
-        F::Pow => x.powf(y),
-        F::Asin => x.asin(),
-        F::Acos => x.acos(),
-        F::Atan => x.atan(),
-        F::Atan2 => x.atan2(y),
-        F::Sinh => x.sinh(),
-        F::Cosh => x.cosh(),
-        F::Asinh => libm::asinh(x),
-        F::Acosh => weft_ir::interp::acosh(x),
-        F::Atanh => libm::atanh(x),
-    }
+    math_cases::reference64(f, x, y, weft_cpu::math::erf)
 }
 
-/// The reference for the `f32` expansions: Rust's `f32` functions, or the `f64` reference
-/// rounded where Rust's own are not accurate (`erf`, the inverse hyperbolic functions).
+/// The reference for the `f32` expansions.
 fn want32(f: F, x: f32, y: f32) -> f32 {
-    match f {
-        F::Exp => x.exp(),
-        F::Log => x.ln(),
-        F::Sin => x.sin(),
-        F::Cos => x.cos(),
-        F::Tanh => x.tanh(),
-        F::Pow => x.powf(y),
-        F::Asin => x.asin(),
-        F::Acos => x.acos(),
-        F::Atan => x.atan(),
-        F::Atan2 => x.atan2(y),
-        F::Sinh => x.sinh(),
-        F::Cosh => x.cosh(),
-        F::Erf | F::Asinh | F::Acosh | F::Atanh => want64(f, f64::from(x), f64::from(y)) as f32,
-    }
+    math_cases::reference32(f, x, y, weft_cpu::math::erf)
 }
 
 const N: usize = 100_000;

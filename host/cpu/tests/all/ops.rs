@@ -227,71 +227,15 @@ fn ref_binary(op: BinaryOp, a: Scalar, b: Scalar) -> Option<Scalar> {
     })
 }
 
+/// The reference semantics of a unary operator: the IR's interpreter, but for `erf`, whose
+/// CPU shim is fdlibm's (the interpreter's is a series of its own).
 fn ref_unary(op: UnaryOp, a: Scalar) -> Option<Scalar> {
-    use UnaryOp::*;
     let erf = weft_cpu::math::erf;
-    Some(match a {
-        Scalar::F64(x) => Scalar::F64(match op {
-            Neg => -x,
-            Abs => x.abs(),
-            Sqrt => x.sqrt(),
-            Exp => x.exp(),
-            Log => x.ln(),
-            Sin => x.sin(),
-            Cos => x.cos(),
-            Tanh => x.tanh(),
-            Erf => erf(x),
-            Asin => x.asin(),
-            Acos => x.acos(),
-            Atan => x.atan(),
-            Sinh => x.sinh(),
-            Cosh => x.cosh(),
-            Asinh => libm::asinh(x),
-            Acosh => weft_ir::interp::acosh(x),
-            Atanh => libm::atanh(x),
-            Floor => x.floor(),
-            Ceil => x.ceil(),
-            Not => return None,
-        }),
-        Scalar::F32(x) => Scalar::F32(match op {
-            Neg => -x,
-            Abs => x.abs(),
-            Sqrt => x.sqrt(),
-            Exp => x.exp(),
-            Log => x.ln(),
-            Sin => x.sin(),
-            Cos => x.cos(),
-            Tanh => x.tanh(),
-            Erf => erf(f64::from(x)) as f32,
-            Asin => x.asin(),
-            Acos => x.acos(),
-            Atan => x.atan(),
-            Sinh => x.sinh(),
-            Cosh => x.cosh(),
-            Asinh => libm::asinh(f64::from(x)) as f32,
-            Acosh => weft_ir::interp::acosh(f64::from(x)) as f32,
-            Atanh => libm::atanh(f64::from(x)) as f32,
-            Floor => x.floor(),
-            Ceil => x.ceil(),
-            Not => return None,
-        }),
-        Scalar::I32(x) => Scalar::I32(match op {
-            Neg => x.wrapping_neg(),
-            Abs => x.wrapping_abs(),
-            Not => !x,
-            _ => return None,
-        }),
-        Scalar::I64(x) => Scalar::I64(match op {
-            Neg => x.wrapping_neg(),
-            Abs => x.wrapping_abs(),
-            Not => !x,
-            _ => return None,
-        }),
-        Scalar::Bool(x) => Scalar::Bool(match op {
-            Not => !x,
-            _ => return None,
-        }),
-    })
+    match (op, a) {
+        (UnaryOp::Erf, Scalar::F64(x)) => Some(Scalar::F64(erf(x))),
+        (UnaryOp::Erf, Scalar::F32(x)) => Some(Scalar::F32(erf(f64::from(x)) as f32)),
+        _ => weft_ir::interp::unary(op, a),
+    }
 }
 
 fn ref_cmp(op: CmpOp, a: Scalar, b: Scalar) -> bool {

@@ -273,45 +273,11 @@ fn run(kernel: &Kernel, mut cols: Vec<Vec<u64>>) -> Vec<Vec<u64>> {
 // ---------------------------------------------------------------------------------------------
 
 fn ref64(f: F, x: f64, y: f64) -> f64 {
-    match f {
-        F::Exp => x.exp(),
-        F::Log => x.ln(),
-        F::Sin => x.sin(),
-        F::Cos => x.cos(),
-        F::Tanh => x.tanh(),
-        F::Erf => fdlibm_erf(x),
-        F::Pow => x.powf(y),
-        F::Asin => x.asin(),
-        F::Acos => x.acos(),
-        F::Atan => x.atan(),
-        F::Sinh => x.sinh(),
-        F::Cosh => x.cosh(),
-        F::Asinh => libm::asinh(x),
-        F::Acosh => weft_ir::interp::acosh(x),
-        F::Atanh => libm::atanh(x),
-        F::Atan2 => x.atan2(y),
-    }
+    math_cases::reference64(f, x, y, fdlibm_erf)
 }
 
 fn ref32(f: F, x: f32, y: f32) -> f32 {
-    match f {
-        F::Exp => x.exp(),
-        F::Log => x.ln(),
-        F::Sin => x.sin(),
-        F::Cos => x.cos(),
-        F::Tanh => x.tanh(),
-        F::Erf => fdlibm_erf(f64::from(x)) as f32,
-        F::Pow => x.powf(y),
-        F::Asin => x.asin(),
-        F::Acos => x.acos(),
-        F::Atan => x.atan(),
-        F::Sinh => x.sinh(),
-        F::Cosh => x.cosh(),
-        F::Asinh => libm::asinh(f64::from(x)) as f32,
-        F::Acosh => weft_ir::interp::acosh(f64::from(x)) as f32,
-        F::Atanh => libm::atanh(f64::from(x)) as f32,
-        F::Atan2 => x.atan2(y),
-    }
+    math_cases::reference32(f, x, y, fdlibm_erf)
 }
 
 /// fdlibm's erf (the reference the CPU back end's `erf` call also uses).

@@ -48,6 +48,52 @@ pub fn kernel(f: F, t: DType) -> Kernel {
     k.finish_validated().expect("a valid kernel")
 }
 
+/// The reference value of `f` at `(x, y)` in `f64`: Rust's function, the `libm` crate's for
+/// the inverse hyperbolic ones (Rust's lose their digits near `acosh(1)` and `atanh(±1)`),
+/// and `erf` (each crate's tests pass their own reference) for `erf`.
+pub fn reference64(f: F, x: f64, y: f64, erf: fn(f64) -> f64) -> f64 {
+    match f {
+        F::Exp => x.exp(),
+        F::Log => x.ln(),
+        F::Sin => x.sin(),
+        F::Cos => x.cos(),
+        F::Tanh => x.tanh(),
+        F::Erf => erf(x),
+        F::Pow => x.powf(y),
+        F::Asin => x.asin(),
+        F::Acos => x.acos(),
+        F::Atan => x.atan(),
+        F::Atan2 => x.atan2(y),
+        F::Sinh => x.sinh(),
+        F::Cosh => x.cosh(),
+        F::Asinh => libm::asinh(x),
+        F::Acosh => weft_ir::interp::acosh(x),
+        F::Atanh => libm::atanh(x),
+    }
+}
+
+/// The reference for `f32`: Rust's `f32` functions, or the `f64` reference rounded where
+/// Rust's own are not accurate (`erf`, the inverse hyperbolic functions).
+pub fn reference32(f: F, x: f32, y: f32, erf: fn(f64) -> f64) -> f32 {
+    match f {
+        F::Exp => x.exp(),
+        F::Log => x.ln(),
+        F::Sin => x.sin(),
+        F::Cos => x.cos(),
+        F::Tanh => x.tanh(),
+        F::Pow => x.powf(y),
+        F::Asin => x.asin(),
+        F::Acos => x.acos(),
+        F::Atan => x.atan(),
+        F::Atan2 => x.atan2(y),
+        F::Sinh => x.sinh(),
+        F::Cosh => x.cosh(),
+        F::Erf | F::Asinh | F::Acosh | F::Atanh => {
+            reference64(f, f64::from(x), f64::from(y), erf) as f32
+        }
+    }
+}
+
 /// Distance in ulps between two floats (0 for two NaNs or for ±0; infinite if only one is NaN).
 pub fn ulps64(a: f64, b: f64) -> f64 {
     if a.is_nan() || b.is_nan() {
