@@ -15,7 +15,9 @@ use weft_runtime::{
 use crate::compile::{CompiledKernel, Compiler, StoreView};
 use crate::memory::Memory;
 use crate::pool::WorkerPool;
+use crate::quick::BoundStore;
 use crate::{Error, Result, SimdPath};
+use weft_runtime::smallvec::SmallVec;
 
 /// How a CPU back end is set up.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,6 +108,11 @@ pub struct CpuBackend {
     held_rows: Vec<PendingRow>,
     /// The kernel time limit's watchdog, when there is a limit.
     watchdog: Option<crate::watchdog::Watchdog>,
+    /// Whether each launch is the whole of its task (see `Backend::set_sole_launch`): it
+    /// then folds its reductions itself.
+    sole: bool,
+    /// What quick launches keep from one to the next (see `quick`).
+    quick: crate::quick::QuickScratch,
 }
 
 /// A held row of a deferred binding and where it goes.
@@ -222,6 +229,8 @@ impl CpuBackend {
             spare: Vec::new(),
             held: Vec::new(),
             held_rows: Vec::new(),
+            sole: false,
+            quick: crate::quick::QuickScratch::default(),
             watchdog,
         })
     }
@@ -330,6 +339,60 @@ impl CpuBackend {
             .get(&kernel)
             .ok_or_else(|| Error::Memory(format!("kernel {kernel} was not prepared")))?;
         check_element_sizes(cached, bindings)?;
+        if cached.compiled.allows_quick() && cached.entry.product().is_none() {
+            let mut stores: SmallVec<[BoundStore<'_>; 8]> = SmallVec::new();
+            for binding in bindings {
+                let Binding::Buffer {
+                    buffer,
+                    offset,
+                    extents,
+                    strides,
+                    origin,
+                    view,
+                    element_size,
+                    deferred: None,
+                } = binding
+                else {
+                    break;
+                };
+                let (base, len) = self.memory.base(*buffer)?;
+                weft_runtime::check_view(*offset, extents, strides, *element_size, len).map_err(
+                    |message| Error::KernelFault {
+                        kernel: cached.compiled.name().to_string(),
+                        message,
+                    },
+                )?;
+                stores.push(BoundStore {
+                    // SAFETY: as for the general path below: `check_view` showed that every
+                    // element the view reaches lies inside the buffer.
+                    ptr: base.wrapping_add(*offset as usize * element_size),
+                    extents,
+                    strides,
+                    origin,
+                    view,
+                });
+            }
+            // Views broadcast along a loop's innermost dimension take the general path, and its
+            // variant (see `splat`).
+            let splat = !cached.splats.is_empty()
+                && crate::splat::active_by(&cached.splats, |k| {
+                    stores.get(k).map(|s| (s.extents, s.strides))
+                }) != 0;
+            if stores.len() == bindings.len() && !splat {
+                let threads = self.pool.rayon().current_num_threads();
+                // SAFETY: every view lies inside its buffer (checked above) with the buffer's
+                // strides; the buffers stay alive and unmoved for the call (`self` is
+                // borrowed mutably); a quick launch runs on this thread alone.
+                let ran = unsafe {
+                    cached
+                        .compiled
+                        .run_quick(&stores, scalars, threads, self.sole, &mut self.quick)
+                }?;
+                if ran {
+                    return Ok(());
+                }
+            }
+        }
         let mut compiled = &cached.compiled;
         if self.scratch.len() < bindings.len() {
             self.scratch.resize(bindings.len(), Vec::new());
@@ -513,6 +576,24 @@ impl CpuBackend {
     }
 }
 
+impl CpuBackend {
+    /// After a sole launch (see `Backend::set_sole_launch`), folds the partials it held back
+    /// into their targets, as the executor would after the task's one point, so that a sole
+    /// launch never holds partials back: whether the launch was quick or not, its task's
+    /// reductions are done when it returns.
+    fn fold_sole(&mut self, kernel: KernelId, bindings: &[Binding]) -> weft_runtime::Result<()> {
+        if !self.sole || self.held.is_empty() {
+            return Ok(());
+        }
+        let held = std::mem::take(&mut self.held);
+        let name = self
+            .kernels
+            .get(&kernel)
+            .map_or_else(|| kernel.to_string(), |c| c.entry.name().to_string());
+        weft_runtime::executor::fold_reductions(self, &name, bindings, held)
+    }
+}
+
 impl Backend for CpuBackend {
     fn name(&self) -> &'static str {
         "cpu"
@@ -609,12 +690,13 @@ impl Backend for CpuBackend {
         scalars: &[Scalar],
     ) -> weft_runtime::Result<()> {
         let Some(watchdog) = &self.watchdog else {
-            return Ok(self.launch_views(kernel, bindings, scalars)?);
+            self.launch_views(kernel, bindings, scalars)?;
+            return self.fold_sole(kernel, bindings);
         };
         watchdog.arm();
         let result = self.launch_views(kernel, bindings, scalars);
         let cancelled = self.watchdog.as_ref().is_some_and(|w| w.disarm());
-        match result {
+        let result: weft_runtime::Result<()> = match result {
             Err(Error::KernelFault { kernel, message })
                 if cancelled && message == crate::launch::CANCELLED_MESSAGE =>
             {
@@ -628,11 +710,17 @@ impl Backend for CpuBackend {
                 .into())
             }
             other => Ok(other?),
-        }
+        };
+        result?;
+        self.fold_sole(kernel, bindings)
     }
 
     fn take_reductions(&mut self) -> weft_runtime::Result<Vec<LoopPartial>> {
         Ok(std::mem::take(&mut self.held))
+    }
+
+    fn set_sole_launch(&mut self, sole: bool) {
+        self.sole = sole;
     }
 
     fn finish_deferred(&mut self, commit: bool) -> weft_runtime::Result<()> {

@@ -491,22 +491,25 @@ impl Compiler {
         drop(guard);
         let code_bytes = lowered.loop_counts.code_bytes as u64;
         self.module_bytes = self.module_bytes.saturating_add(code_bytes);
+        let mut plan = Plan {
+            name: kernel.name.clone(),
+            layout: lowered.layout,
+            steps,
+            faults: lowered.faults,
+            leaves,
+            scratch: groups
+                .iter()
+                .flat_map(|g| g.scratch.iter().map(|&p| (p, g.over)))
+                .collect(),
+            deferrable,
+            cancel: self.cancel.clone(),
+            rows_product,
+            quick: false,
+        };
+        plan.quick = crate::quick::allowed(&plan);
         Ok(CompiledKernel {
             inner: Arc::new(KernelInner {
-                plan: Plan {
-                    name: kernel.name.clone(),
-                    layout: lowered.layout,
-                    steps,
-                    faults: lowered.faults,
-                    leaves,
-                    scratch: groups
-                        .iter()
-                        .flat_map(|g| g.scratch.iter().map(|&p| (p, g.over)))
-                        .collect(),
-                    deferrable,
-                    cancel: self.cancel.clone(),
-                    rows_product,
-                },
+                plan,
                 compile_time: start.elapsed(),
                 generation: self.generation,
                 loop_counts: lowered.loop_counts,
@@ -770,6 +773,32 @@ impl CompiledKernel {
             self.inner
                 .plan
                 .run_deferring(stores, scalars, pool, views, deferred)
+        }
+    }
+
+    /// Whether the kernel's form allows quick launches (see [`crate::quick`]).
+    pub(crate) fn allows_quick(&self) -> bool {
+        self.inner.plan.quick
+    }
+
+    /// Runs the kernel as a quick launch (see [`crate::quick`]): `Ok(false)`, having done
+    /// nothing, where the launch is not one.
+    ///
+    /// # Safety
+    /// As for [`CompiledKernel::run`].
+    pub(crate) unsafe fn run_quick(
+        &self,
+        stores: &[crate::quick::BoundStore<'_>],
+        scalars: &[Scalar],
+        threads: usize,
+        sole: bool,
+        scratch: &mut crate::quick::QuickScratch,
+    ) -> Result<bool> {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            self.inner
+                .plan
+                .run_quick(stores, scalars, threads, sole, scratch)
         }
     }
 

@@ -56,6 +56,14 @@ pub(crate) fn chunk_rows(inner: i64) -> i64 {
     (CHUNK_ITERS / inner.max(1)).max(1)
 }
 
+/// [`chunk_rows`] of a loop whose points run `for` loops (its step's `spread`): also at least
+/// [`SPREAD`] chunks per thread, whatever the shape says (a `matvec` has few rows, each of much
+/// work).
+pub(crate) fn chunk_rows_spread(rows: i64, inner: i64, threads: usize) -> i64 {
+    let threads = i64::try_from(threads).unwrap_or(1).max(1);
+    chunk_rows(inner).min((rows - 1) / (SPREAD * threads) + 1)
+}
+
 /// What running a kernel on one point task hands back (see
 /// [`crate::CompiledKernel::run_task`]).
 #[derive(Debug, Default)]
@@ -106,6 +114,8 @@ pub(crate) struct Plan {
     /// Set when the kernel is the canonical product by rows: its element tree's whole blocks
     /// run through [`crate::rows_product`].
     pub rows_product: Option<RowsProduct>,
+    /// Whether the kernel's form allows quick launches (see [`crate::quick`]).
+    pub quick: bool,
 }
 
 /// A leaf store as one parallel step runs it.
@@ -141,7 +151,7 @@ impl<T> Shared<T> {
 
 /// Writes `s`'s bytes at the start of a frame word, in native order (where compiled code
 /// loads a value of its type).
-fn scalar_word(s: Scalar) -> u64 {
+pub(crate) fn scalar_word(s: Scalar) -> u64 {
     let mut b = [0u8; 8];
     match s {
         Scalar::F32(x) => b[..4].copy_from_slice(&x.to_ne_bytes()),
@@ -187,6 +197,60 @@ impl Plan {
         }
     }
 
+    /// Checks store argument `j` (the sub-store at `ptr` with `extents`, `strides` in elements
+    /// and `origin`) against its slot, and writes its words into `frame`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn write_store(
+        &self,
+        frame: &mut [u64],
+        j: usize,
+        slot: &crate::lower::StoreSlot,
+        ptr: *mut u8,
+        extents: &[i64],
+        strides: &[i64],
+        origin: &[i64],
+    ) -> Result<()> {
+        let r = slot.rank;
+        if extents.len() != r || strides.len() != r || origin.len() != r {
+            return Err(self.fault(format!(
+                "store argument {j} (parameter {}) has rank {} (strides {}, origin {}), \
+                 expected {r}",
+                slot.param,
+                extents.len(),
+                strides.len(),
+                origin.len()
+            )));
+        }
+        if let Some(e) = extents.iter().find(|&&e| e < 0) {
+            return Err(self.fault(format!(
+                "store argument {j} (parameter {}) has a negative extent {e}",
+                slot.param
+            )));
+        }
+        let empty = extents.contains(&0);
+        if ptr.is_null() && !empty {
+            return Err(self.fault(format!(
+                "store argument {j} (parameter {}) has a null pointer",
+                slot.param
+            )));
+        }
+        let size = slot.dtype.size() as i64;
+        frame[slot.ptr()] = ptr as u64;
+        let mut dense = size;
+        for d in (0..r).rev() {
+            frame[slot.extent(d)] = extents[d] as u64;
+            let stride = strides[d]
+                .checked_mul(size)
+                .ok_or_else(|| self.fault(format!("store argument {j}: stride overflows")))?;
+            frame[slot.stride(d)] = stride as u64;
+            frame[slot.origin(d)] = origin[d] as u64;
+            frame[slot.dense_stride(d)] = dense as u64;
+            // Only reduction buffers use dense strides; those check their size apart.
+            dense = dense.saturating_mul(extents[d]);
+        }
+        Ok(())
+    }
+
     /// Checks the arguments and builds the frame.
     fn frame(&self, stores: &[StoreView], scalars: &[Scalar]) -> Result<Vec<u64>> {
         let layout = &self.layout;
@@ -206,44 +270,15 @@ impl Plan {
         }
         let mut frame = vec![0u64; layout.frame_len];
         for (j, (slot, view)) in layout.stores.iter().zip(stores).enumerate() {
-            let r = slot.rank;
-            if view.extents.len() != r || view.strides.len() != r || view.origin.len() != r {
-                return Err(self.fault(format!(
-                    "store argument {j} (parameter {}) has rank {} (strides {}, origin {}), \
-                     expected {r}",
-                    slot.param,
-                    view.extents.len(),
-                    view.strides.len(),
-                    view.origin.len()
-                )));
-            }
-            if let Some(e) = view.extents.iter().find(|&&e| e < 0) {
-                return Err(self.fault(format!(
-                    "store argument {j} (parameter {}) has a negative extent {e}",
-                    slot.param
-                )));
-            }
-            let empty = view.extents.contains(&0);
-            if view.ptr.is_null() && !empty {
-                return Err(self.fault(format!(
-                    "store argument {j} (parameter {}) has a null pointer",
-                    slot.param
-                )));
-            }
-            let size = slot.dtype.size() as i64;
-            frame[slot.ptr()] = view.ptr as u64;
-            let mut dense = size;
-            for d in (0..r).rev() {
-                frame[slot.extent(d)] = view.extents[d] as u64;
-                let stride = view.strides[d]
-                    .checked_mul(size)
-                    .ok_or_else(|| self.fault(format!("store argument {j}: stride overflows")))?;
-                frame[slot.stride(d)] = stride as u64;
-                frame[slot.origin(d)] = view.origin[d] as u64;
-                frame[slot.dense_stride(d)] = dense as u64;
-                // Only reduction buffers use dense strides; those check their size apart.
-                dense = dense.saturating_mul(view.extents[d]);
-            }
+            self.write_store(
+                &mut frame,
+                j,
+                slot,
+                view.ptr,
+                &view.extents,
+                &view.strides,
+                &view.origin,
+            )?;
         }
         for (j, (slot, s)) in layout.scalars.iter().zip(scalars).enumerate() {
             if s.dtype() != slot.dtype {
@@ -530,11 +565,23 @@ impl Plan {
         obligations: &[Obligation],
         stores: &[StoreView],
     ) -> Result<()> {
-        let ext = &stores[over].extents;
+        self.check_obligations_by(over, obligations, |k| {
+            stores.get(k).map_or(&[][..], |s| &s.extents[..])
+        })
+    }
+
+    /// [`Plan::check_obligations`], the extents of layout store `k` given by `extents(k)`.
+    pub(crate) fn check_obligations_by<'a>(
+        &self,
+        over: usize,
+        obligations: &[Obligation],
+        extents: impl Fn(usize) -> &'a [i64],
+    ) -> Result<()> {
+        let ext = extents(over);
         let points = !ext.contains(&0);
         for ob in obligations {
+            let lim = extents(ob.store).get(ob.dim).copied().unwrap_or(0);
             if let Some(c) = ob.index {
-                let lim = stores[ob.store].extents[ob.dim];
                 if points && c >= lim {
                     return Err(self.fault(format!(
                         "index out of bounds in store parameter {} (dim {}): index {c}, extent \
@@ -544,7 +591,7 @@ impl Plan {
                 }
                 continue;
             }
-            let (e, lim) = (ext[ob.loop_dim], stores[ob.store].extents[ob.dim]);
+            let e = ext.get(ob.loop_dim).copied().unwrap_or(0);
             if e > lim {
                 return Err(self.fault(format!(
                     "index out of bounds in store parameter {} (dim {}): the parallel loop over \
@@ -560,7 +607,7 @@ impl Plan {
     }
 
     /// The index in [`Layout::stores`] of store parameter `param`.
-    fn store_index(&self, param: u32) -> Result<usize> {
+    pub(crate) fn store_index(&self, param: u32) -> Result<usize> {
         match self.layout.slots.get(param as usize) {
             Some(crate::lower::Slot::Store(i)) => Ok(*i),
             _ => Err(self.fault(format!("internal: no store parameter {param}"))),
@@ -603,15 +650,11 @@ impl Plan {
         if rows == 0 || inner == 0 {
             return self.loop_partials(leaves, parts);
         }
-        let mut per = chunk_rows(inner);
-        if spread {
-            // Points with `for` loops inside: at least `SPREAD` chunks per thread, whatever
-            // the shape says (a `matvec` has few rows, each of much work).
-            let threads = i64::try_from(pool.current_num_threads())
-                .unwrap_or(1)
-                .max(1);
-            per = per.min((rows - 1) / (SPREAD * threads) + 1);
-        }
+        let mut per = if spread {
+            chunk_rows_spread(rows, inner, pool.current_num_threads())
+        } else {
+            chunk_rows(inner)
+        };
         // With element trees, chunks of whole blocks, their bounds on the blocks' (in the
         // view's coordinates), so that only a point task's first and last blocks may be split.
         let origin0 = stores[over].origin.first().copied().unwrap_or(0);
@@ -831,7 +874,11 @@ impl Plan {
                 vec![call(0, std::ptr::null(), &mut Vec::new())]
             } else {
                 let chunks = usize::try_from(nchunks).map_err(|e| self.fault(e.to_string()))?;
-                crate::shared_chunks::run(pool, chunks, pool.current_num_threads(), |c, bufs| {
+                // The launching thread counts as one of the pool's threads (as in
+                // `product::by_columns`): one helper fewer than the pool has workers, so that
+                // no more threads run chunks than the tenant was given.
+                let helpers = pool.current_num_threads().saturating_sub(1);
+                crate::shared_chunks::run(pool, chunks, helpers, |c, bufs| {
                     call(c as i64, std::ptr::null(), bufs)
                 })
             };

@@ -124,6 +124,7 @@ pub mod math;
 mod memory;
 mod pool;
 mod product;
+mod quick;
 mod rows_product;
 mod shared_chunks;
 mod simd_path;

@@ -109,7 +109,7 @@ pub use define::MAX_FRAME_BYTES;
 
 pub(crate) use access::{FaultSite, Obligation};
 pub(crate) use kernel::{LoopCounts, MathDecls, StepKind, Target, lower_kernel, vectorizes};
-pub(crate) use layout::{Layout, Slot};
+pub(crate) use layout::{Layout, Slot, StoreSlot};
 pub(crate) use loops::CANCELLED;
 pub(crate) use reduce::{RedBuf, RedMode};
 

@@ -121,19 +121,27 @@ pub(crate) fn candidates(kernel: &Kernel) -> Vec<Candidate> {
 /// view's stride on the dimension is 0 and every loop that indexes it runs within its extent
 /// (which is then at least 1 wherever such a loop runs at all).
 pub(crate) fn active(candidates: &[Candidate], views: &[StoreView]) -> u64 {
+    active_by(candidates, |k| {
+        views.get(k).map(|v| (&v.extents[..], &v.strides[..]))
+    })
+}
+
+/// [`active`], the extents and strides of store argument `k` given by `view(k)`.
+pub(crate) fn active_by<'a>(
+    candidates: &[Candidate],
+    view: impl Fn(usize) -> Option<(&'a [i64], &'a [i64])>,
+) -> u64 {
     let mut mask = 0u64;
     for (i, c) in candidates.iter().enumerate() {
-        let Some(view) = views.get(c.store) else {
+        let Some((extents, strides)) = view(c.store) else {
             continue;
         };
-        let (Some(&stride), Some(&extent)) = (view.strides.get(c.dim), view.extents.get(c.dim))
-        else {
+        let (Some(&stride), Some(&extent)) = (strides.get(c.dim), extents.get(c.dim)) else {
             continue;
         };
         let within = c.loops.iter().all(|&(over, k)| {
-            views
-                .get(over)
-                .and_then(|v| v.extents.get(k))
+            view(over)
+                .and_then(|(e, _)| e.get(k))
                 .is_some_and(|&e| e <= extent)
         });
         if stride == 0 && extent >= 1 && within {

@@ -567,7 +567,7 @@ fn covers_exactly(rects: &[Rect], shape: &[u64]) -> bool {
 /// loop order (as the unfused tasks would): `old op result`. `bindings` are the last point's (a
 /// 0-d store's binding is the same for every point). A target bound to scratch memory (a
 /// temporary) is never read, and is skipped.
-pub(crate) fn fold_reductions(
+pub fn fold_reductions(
     backend: &mut dyn Backend,
     kernel: &str,
     bindings: &[Binding],

@@ -778,7 +778,12 @@ impl Core {
                 } => {
                     let moved = moves.peek().is_some_and(|m| m.event == at);
                     if moved || buffers.iter().any(|b| matches!(b, Some(BufRef::Slot(_)))) {
-                        let mut bound = bindings.clone();
+                        let mut bound = std::mem::take(&mut self.replay_bindings);
+                        bound.truncate(bindings.len());
+                        for (to, from) in bound.iter_mut().zip(bindings) {
+                            to.copy_from(from);
+                        }
+                        bound.extend(bindings.iter().skip(bound.len()).cloned());
                         for (binding, r) in bound.iter_mut().zip(buffers) {
                             if let (Binding::Buffer { buffer, .. }, Some(r)) = (binding, r) {
                                 *buffer = resolve(slots, *r)?;
@@ -796,10 +801,12 @@ impl Core {
                                 )));
                             }
                         }
-                        self.backend.launch(*kernel, &bound, scalars)?;
+                        let launched = self.backend.launch(*kernel, &bound, scalars);
                         if folds {
-                            last = bound;
+                            last.clone_from(&bound);
                         }
+                        self.replay_bindings = bound;
+                        launched?;
                     } else {
                         self.backend.launch(*kernel, bindings, scalars)?;
                         if folds {

@@ -17,6 +17,7 @@ mod ops;
 mod pairs;
 mod paths;
 mod prefetch;
+mod quick;
 mod reduce;
 mod rows_product;
 mod simd;
