@@ -68,46 +68,6 @@ pub enum Binding {
 }
 
 impl Binding {
-    /// Makes this binding a copy of `from`, reusing its vectors where both are of one kind (a
-    /// replayed launch whose numbers move copies its recorded bindings every step).
-    pub fn copy_from(&mut self, from: &Binding) {
-        fn copy<T: Copy>(to: &mut Dims<T>, from: &[T]) {
-            to.clear();
-            to.extend_from_slice(from);
-        }
-        match (self, from) {
-            (
-                Binding::Buffer {
-                    buffer,
-                    offset,
-                    extents,
-                    strides,
-                    origin,
-                    view,
-                    element_size,
-                    deferred,
-                },
-                Binding::Buffer {
-                    buffer: b,
-                    offset: o,
-                    extents: e,
-                    strides: s,
-                    origin: g,
-                    view: v,
-                    element_size: z,
-                    deferred: d,
-                },
-            ) => {
-                (*buffer, *offset, *element_size, *deferred) = (*b, *o, *z, *d);
-                copy(extents, e);
-                copy(strides, s);
-                copy(origin, g);
-                copy(view, v);
-            }
-            (this, from) => *this = from.clone(),
-        }
-    }
-
     /// The extents of the whole view the sub-store is cut from.
     pub fn view(&self) -> &[u64] {
         match self {

@@ -132,9 +132,6 @@ pub struct Core {
     pub(crate) recording: Option<crate::trace::Recording>,
     /// Recordings begun inside it and not yet ended (they record nothing of their own).
     pub(crate) nested_traces: u32,
-    /// The bindings of a replayed launch whose numbers move, kept from launch to launch so
-    /// that a replay copies into them without allocating.
-    pub(crate) replay_bindings: Vec<crate::backend::Binding>,
 }
 
 impl Drop for Core {
@@ -172,7 +169,6 @@ impl Core {
             faults: Default::default(),
             recording: None,
             nested_traces: 0,
-            replay_bindings: Vec::new(),
         }
     }
 

@@ -193,12 +193,105 @@ fn moved_size(bytes: u64, delta: i64, after: u64) -> Option<u64> {
 
 /// A number of a binding that moves by the same amount every step: launch event `event`,
 /// binding `binding`, number `field` in [`each_number`]'s order, `delta` a step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// `base` and `at` are filled in by [`Trace::follows`] and take no part in comparisons.
+#[derive(Clone, Copy, Debug)]
 struct Move {
     event: usize,
     binding: usize,
     field: usize,
     delta: i64,
+    /// The number in the trace's own recording.
+    base: i128,
+    /// Where the number lies in its binding.
+    at: Field,
+}
+
+impl PartialEq for Move {
+    fn eq(&self, other: &Move) -> bool {
+        (self.event, self.binding, self.field, self.delta)
+            == (other.event, other.binding, other.field, other.delta)
+    }
+}
+
+/// Where a number lies in a binding (see [`each_number`]): a replay sets it there at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Field {
+    Offset,
+    Extent(usize),
+    Stride(usize),
+    Origin(usize),
+    View(usize),
+    Deferred,
+}
+
+impl Field {
+    /// Number `field` of `b`, in [`each_number`]'s order.
+    fn of(b: &Binding, field: usize) -> Option<Field> {
+        let (buffer, rank, view, deferred) = match b {
+            Binding::Buffer {
+                extents,
+                view,
+                deferred,
+                ..
+            } => (true, extents.len(), view.len(), deferred.is_some()),
+            Binding::Scratch { extents, view, .. } => (false, extents.len(), view.len(), false),
+        };
+        let mut f = field;
+        if buffer {
+            if f == 0 {
+                return Some(Field::Offset);
+            }
+            f -= 1;
+        }
+        let groups: &[fn(usize) -> Field] = if buffer {
+            &[Field::Extent, Field::Stride, Field::Origin]
+        } else {
+            &[Field::Extent, Field::Origin]
+        };
+        for make in groups {
+            if f < rank {
+                return Some(make(f));
+            }
+            f -= rank;
+        }
+        if f < view {
+            return Some(Field::View(f));
+        }
+        (deferred && f == view).then_some(Field::Deferred)
+    }
+
+    /// Sets this number of `b` to `to`; `None` where `b` has no such number or `to` does not
+    /// fit its type.
+    fn set(self, b: &mut Binding, to: i128) -> Option<()> {
+        let signed = |v: &mut i64| -> Option<()> {
+            *v = i64::try_from(to).ok()?;
+            Some(())
+        };
+        let unsigned = |v: &mut u64| -> Option<()> {
+            *v = u64::try_from(to).ok()?;
+            Some(())
+        };
+        match (b, self) {
+            (Binding::Buffer { offset, .. }, Field::Offset) => unsigned(offset),
+            (
+                Binding::Buffer { extents, .. } | Binding::Scratch { extents, .. },
+                Field::Extent(d),
+            ) => signed(extents.get_mut(d)?),
+            (Binding::Buffer { strides, .. }, Field::Stride(d)) => signed(strides.get_mut(d)?),
+            (
+                Binding::Buffer { origin, .. } | Binding::Scratch { origin, .. },
+                Field::Origin(d),
+            ) => signed(origin.get_mut(d)?),
+            (Binding::Buffer { view, .. } | Binding::Scratch { view, .. }, Field::View(d)) => {
+                unsigned(view.get_mut(d)?)
+            }
+            (Binding::Buffer { deferred, .. }, Field::Deferred) => {
+                *deferred.as_mut()? = u32::try_from(to).ok()?;
+                Some(())
+            }
+            _ => None,
+        }
+    }
 }
 
 /// What no step may change of a binding: whether it is scratch, its rank, its element size,
@@ -233,16 +326,6 @@ impl Number<'_> {
             Number::Signed(v) => i128::from(**v),
             Number::Rows(v) => i128::from(**v),
         }
-    }
-
-    /// Sets it; `None` where `to` does not fit its type.
-    fn set(&mut self, to: i128) -> Option<()> {
-        match self {
-            Number::Unsigned(v) => **v = u64::try_from(to).ok()?,
-            Number::Signed(v) => **v = i64::try_from(to).ok()?,
-            Number::Rows(v) => **v = u32::try_from(to).ok()?,
-        }
-        Some(())
     }
 }
 
@@ -290,20 +373,6 @@ fn numbers(b: &Binding) -> Vec<i128> {
     n
 }
 
-/// Moves number `field` (in [`each_number`]'s order) of a binding by `by`; `None` where the
-/// binding has no such number or the result does not fit its type.
-fn move_number(b: &mut Binding, field: usize, by: i128) -> Option<()> {
-    let mut done = None;
-    let mut at = 0;
-    each_number(b, |mut v| {
-        if at == field {
-            done = v.get().checked_add(by).and_then(|to| v.set(to));
-        }
-        at += 1;
-    });
-    done
-}
-
 /// The back-end work of one step (see the module documentation), and the numbers of its
 /// bindings that move from step to step.
 #[derive(Clone, Debug)]
@@ -317,6 +386,10 @@ pub struct Trace {
     moves: Vec<Move>,
     /// The core that recorded it: its buffer ids mean nothing to another.
     core: Arc<crate::handle::CoreToken>,
+    /// Per event, the bindings of a launch whose numbers move (or that names buffers the step
+    /// allocates) as the last replay made them: a replay sets the numbers that move and the
+    /// buffers, and copies nothing else.
+    moved: RefCell<Vec<Option<Vec<Binding>>>>,
 }
 
 impl Trace {
@@ -340,6 +413,8 @@ impl Trace {
                     binding,
                     field,
                     delta,
+                    base: 0,
+                    at: Field::Offset,
                 });
             }
         }
@@ -355,12 +430,21 @@ impl Trace {
         if !Arc::ptr_eq(&self.core, &next.core) {
             return None;
         }
-        let moves = self.moves_to(next)?;
+        let mut moves = self.moves_to(next)?;
         if !moves.is_empty() && earlier?.moves_to(self)? != moves {
             return None;
         }
+        // Each moving number of a launch: where it lies, and its value in `next`.
+        for m in &mut moves {
+            if let Some(Event::Launch { bindings, .. }) = next.events.get(m.event) {
+                let b = bindings.get(m.binding)?;
+                m.at = Field::of(b, m.field)?;
+                m.base = numbers(b).get(m.field).copied()?;
+            }
+        }
         Some(Trace {
             moves,
+            moved: RefCell::default(),
             ..next.clone()
         })
     }
@@ -690,6 +774,7 @@ impl Core {
             launches,
             moves: Vec::new(),
             core: Arc::clone(&self.token),
+            moved: RefCell::default(),
         }))
     }
 
@@ -778,12 +863,11 @@ impl Core {
                 } => {
                     let moved = moves.peek().is_some_and(|m| m.event == at);
                     if moved || buffers.iter().any(|b| matches!(b, Some(BufRef::Slot(_)))) {
-                        let mut bound = std::mem::take(&mut self.replay_bindings);
-                        bound.truncate(bindings.len());
-                        for (to, from) in bound.iter_mut().zip(bindings) {
-                            to.copy_from(from);
+                        let mut cache = trace.moved.borrow_mut();
+                        if cache.len() < trace.events.len() {
+                            cache.resize_with(trace.events.len(), || None);
                         }
-                        bound.extend(bindings.iter().skip(bound.len()).cloned());
+                        let bound = cache[at].get_or_insert_with(|| bindings.clone());
                         for (binding, r) in bound.iter_mut().zip(buffers) {
                             if let (Binding::Buffer { buffer, .. }, Some(r)) = (binding, r) {
                                 *buffer = resolve(slots, *r)?;
@@ -791,22 +875,20 @@ impl Core {
                         }
                         while let Some(m) = moves.next_if(|m| m.event == at) {
                             let by = i128::from(m.delta) * i128::from(after);
-                            let moved = bound
+                            let set = bound
                                 .get_mut(m.binding)
-                                .and_then(|b| move_number(b, m.field, by));
-                            if moved.is_none() {
+                                .and_then(|b| m.at.set(b, m.base.checked_add(by)?));
+                            if set.is_none() {
                                 return Err(Error::Usage(format!(
                                     "a replayed step's view moved out of its store (step \
                                      {after} after the recorded one)"
                                 )));
                             }
                         }
-                        let launched = self.backend.launch(*kernel, &bound, scalars);
+                        self.backend.launch(*kernel, bound, scalars)?;
                         if folds {
-                            last.clone_from(&bound);
+                            last.clone_from(bound);
                         }
-                        self.replay_bindings = bound;
-                        launched?;
                     } else {
                         self.backend.launch(*kernel, bindings, scalars)?;
                         if folds {
@@ -850,5 +932,70 @@ fn replayed_size(
                  recorded one)"
             ))
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bindings() -> Vec<Binding> {
+        vec![
+            Binding::Buffer {
+                buffer: BufferId(3),
+                offset: 7,
+                extents: crate::smallvec::smallvec![4, 5],
+                strides: crate::smallvec::smallvec![5, 1],
+                origin: crate::smallvec::smallvec![2, 0],
+                view: crate::smallvec::smallvec![9, 5],
+                element_size: 8,
+                deferred: Some(1),
+            },
+            Binding::Buffer {
+                buffer: BufferId(4),
+                offset: 0,
+                extents: crate::smallvec::smallvec![6],
+                strides: crate::smallvec::smallvec![-1],
+                origin: crate::smallvec::smallvec![0],
+                view: crate::smallvec::smallvec![6],
+                element_size: 4,
+                deferred: None,
+            },
+            Binding::Scratch {
+                extents: crate::smallvec::smallvec![2, 3, 4],
+                origin: crate::smallvec::smallvec![0, 1, 2],
+                view: crate::smallvec::smallvec![2, 6, 8],
+                element_size: 8,
+            },
+        ]
+    }
+
+    /// Every number a replay may move is set where `each_number` finds it, and nothing else
+    /// changes.
+    #[test]
+    fn a_field_sets_the_number_each_number_names() {
+        for b in bindings() {
+            let before = numbers(&b);
+            for (field, old) in before.iter().enumerate() {
+                let at = Field::of(&b, field).expect("a field for every number");
+                let mut moved = b.clone();
+                at.set(&mut moved, old + 2).expect("sets");
+                let mut want = before.clone();
+                want[field] += 2;
+                assert_eq!(numbers(&moved), want, "field {field} ({at:?}) of {b:?}");
+            }
+            assert_eq!(
+                Field::of(&b, before.len()),
+                None,
+                "past the last number of {b:?}"
+            );
+            let mut moved = b.clone();
+            let at = Field::of(&b, 0).expect("a first number");
+            assert_eq!(
+                at.set(&mut moved, -1i128 << 80),
+                None,
+                "a number that does not fit"
+            );
+        }
     }
 }
