@@ -116,6 +116,7 @@ mod backend;
 mod compile;
 mod deferred;
 mod error;
+mod free_list;
 mod guarded;
 mod launch;
 mod leaves;

@@ -24,9 +24,7 @@ pub struct Memory {
     /// Bytes in live buffers.
     allocated: u64,
     /// Memory of freed buffers, kept for reuse.
-    pool: Vec<Box<[u64]>>,
-    /// Bytes in `pool`.
-    pooled: u64,
+    pool: crate::free_list::FreeList,
     /// The most bytes `pool` may hold.
     pool_limit: u64,
     /// Whether each buffer sits between guard pages (and none is reused).
@@ -124,19 +122,18 @@ impl Memory {
         Ok(id)
     }
 
-    /// `words` words from the pool (zeroed again if `zero`) or fresh and zeroed.
+    /// At least `words` words (their class's, see `free_list`) from the pool (zeroed again if
+    /// `zero`) or fresh and zeroed.
     fn heap_words(&mut self, words: usize, zero: bool) -> Option<Box<[u64]>> {
-        // The most recently freed buffer of the size: the pool stays in order of freeing.
-        match self.pool.iter().rposition(|b| b.len() == words) {
-            Some(k) => {
-                let mut data = self.pool.remove(k);
-                self.pooled -= words as u64 * 8;
+        let class = crate::free_list::class_words(words);
+        match self.pool.take(class) {
+            Some(mut data) => {
                 if zero {
                     data.fill(0);
                 }
                 Some(data)
             }
-            None => zeroed_words(words, self.huge_pages),
+            None => zeroed_words(class, self.huge_pages),
         }
     }
 
@@ -148,21 +145,9 @@ impl Memory {
             return;
         };
         self.allocated -= b.bytes as u64;
-        let Words::Heap(words) = b.words else {
-            return;
-        };
-        let bytes = words.len() as u64 * 8;
-        if bytes == 0 || bytes > self.pool_limit {
-            return;
+        if let Words::Heap(words) = b.words {
+            self.pool.give(words, self.pool_limit);
         }
-        let mut oldest = 0;
-        while self.pooled + bytes > self.pool_limit && oldest < self.pool.len() {
-            self.pooled -= self.pool[oldest].len() as u64 * 8;
-            oldest += 1;
-        }
-        self.pool.drain(..oldest);
-        self.pooled += bytes;
-        self.pool.push(words);
     }
 
     /// The bytes of a buffer.
@@ -203,7 +188,7 @@ impl Memory {
 
     /// Bytes of freed memory kept for reuse.
     pub fn pooled(&self) -> u64 {
-        self.pooled
+        self.pool.bytes()
     }
 }
 
