@@ -12,6 +12,8 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use crate::host_words::HostWords;
+
 /// Buffers of at least this many words (1 MiB) get exactly their size: such arrays recur at
 /// their sizes, and an eighth more of a large array is memory for nothing.
 pub(crate) const EXACT_FROM_WORDS: usize = 1 << 17;
@@ -27,7 +29,7 @@ pub(crate) fn class_words(words: usize) -> usize {
 }
 
 /// The freed buffers of one class, each with its freeing number, most recently freed last.
-type Class = VecDeque<(u64, Box<[u64]>)>;
+type Class = VecDeque<(u64, HostWords)>;
 
 /// Freed buffers by class, most recently freed last, and the order they were freed in.
 #[derive(Debug, Default)]
@@ -47,7 +49,7 @@ impl FreeList {
     }
 
     /// The most recently freed buffer of `class` words, if any.
-    pub(crate) fn take(&mut self, class: usize) -> Option<Box<[u64]>> {
+    pub(crate) fn take(&mut self, class: usize) -> Option<HostWords> {
         let list = self.by_class.get_mut(&class)?;
         let (_, words) = list.pop_back()?;
         self.bytes -= words.len() as u64 * 8;
@@ -56,7 +58,7 @@ impl FreeList {
 
     /// Keeps `words` for reuse, first letting the buffers freed longest ago go until the list
     /// holds at most `limit` bytes with it; a buffer larger than `limit` is let go itself.
-    pub(crate) fn give(&mut self, words: Box<[u64]>, limit: u64) {
+    pub(crate) fn give(&mut self, words: HostWords, limit: u64) {
         let bytes = words.len() as u64 * 8;
         if bytes == 0 || bytes > limit {
             return;
@@ -108,8 +110,10 @@ impl FreeList {
 mod tests {
     use super::*;
 
-    fn words(n: usize, fill: u64) -> Box<[u64]> {
-        vec![fill; n].into_boxed_slice()
+    fn words(n: usize, fill: u64) -> HostWords {
+        let mut w = HostWords::zeroed(n).expect("memory");
+        w.fill(fill);
+        w
     }
 
     #[test]
@@ -133,7 +137,7 @@ mod tests {
         assert_eq!(f.bytes(), (16 + 16 + 24) * 8);
         assert_eq!(f.take(16).map(|w| w[0]), Some(2));
         assert_eq!(f.take(16).map(|w| w[0]), Some(1));
-        assert_eq!(f.take(16), None);
+        assert!(f.take(16).is_none());
         assert_eq!(f.take(24).map(|w| w[0]), Some(3));
         assert_eq!(f.bytes(), 0);
     }
@@ -150,12 +154,12 @@ mod tests {
         f.give(words(48, 4), limit);
         // 16 + 24 + 48 words is past 64: the first buffer goes, the stale entry of the reused
         // one is skipped, then the 24 goes.
-        assert_eq!(f.take(16), None);
-        assert_eq!(f.take(24), None);
+        assert!(f.take(16).is_none());
+        assert!(f.take(24).is_none());
         assert_eq!(f.take(48).map(|w| w[0]), Some(4));
         // Larger than the limit: not kept.
         f.give(words(128, 5), limit);
-        assert_eq!(f.take(128), None);
+        assert!(f.take(128).is_none());
         assert_eq!(f.bytes(), 0);
     }
 

@@ -118,6 +118,7 @@ mod deferred;
 mod error;
 mod free_list;
 mod guarded;
+mod host_words;
 mod launch;
 mod leaves;
 mod lower;

@@ -44,7 +44,7 @@ struct Buffer {
 /// A buffer's words: from the allocator, or mapped between guard pages.
 #[derive(Debug)]
 enum Words {
-    Heap(Box<[u64]>),
+    Heap(crate::host_words::HostWords),
     Guarded(crate::guarded::Guarded),
 }
 
@@ -124,7 +124,7 @@ impl Memory {
 
     /// At least `words` words (their class's, see `free_list`) from the pool (zeroed again if
     /// `zero`) or fresh and zeroed.
-    fn heap_words(&mut self, words: usize, zero: bool) -> Option<Box<[u64]>> {
+    fn heap_words(&mut self, words: usize, zero: bool) -> Option<crate::host_words::HostWords> {
         let class = crate::free_list::class_words(words);
         match self.pool.take(class) {
             Some(mut data) => {
@@ -192,26 +192,15 @@ impl Memory {
     }
 }
 
-/// `words` zeroed words from the allocator's zeroed allocation (`calloc`: large buffers get
+/// `words` zeroed words from the system allocator's zeroed allocation (`calloc`: large buffers get
 /// fresh zero pages from the system, touched only when used), or `None` when memory is short;
 /// with `huge_pages`, a large buffer asks for transparent huge pages before its first touch.
-fn zeroed_words(words: usize, huge_pages: bool) -> Option<Box<[u64]>> {
-    if words == 0 {
-        return Some(Box::new([]));
-    }
-    let layout = std::alloc::Layout::array::<u64>(words).ok()?;
-    // SAFETY: the layout has a non-zero size (`words > 0`).
-    let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<u64>();
-    if ptr.is_null() {
-        return None;
-    }
+fn zeroed_words(words: usize, huge_pages: bool) -> Option<crate::host_words::HostWords> {
+    let mut data = crate::host_words::HostWords::zeroed(words)?;
     if huge_pages {
-        advise_huge_pages(ptr.cast::<u8>(), words * 8);
+        advise_huge_pages(data.as_mut_ptr().cast::<u8>(), words * 8);
     }
-    // SAFETY: `ptr` was allocated by the global allocator with the layout of `[u64; words]`
-    // (the layout `Box<[u64]>` frees with), every byte is zero (a valid `u64`), and nothing
-    // else owns it.
-    Some(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, words)) })
+    Some(data)
 }
 
 /// The size of a transparent huge page on x86-64 (and of the aligned spans advised).
