@@ -32,6 +32,14 @@
 //!   (dense, initialised to the identity; for a rank-0 target, a register written once at the
 //!   end of the chunk), and the buffers are folded into the store in chunk order. The result
 //!   is bit-identical for any number of threads.
+//! - Quick launches (see `quick`): a launch whose every parallel loop is one chunk runs on the
+//!   calling thread, its frame written straight from the bindings; where it is the whole of
+//!   its task (`Backend::set_sole_launch`), its float sums and products into 0-d stores are
+//!   rooted in place and folded into their targets at once, with the general path's bits. A
+//!   sole launch that takes the general path folds its partials itself too, so a sole launch
+//!   never hands partials back.
+//! - Memory (see `memory`, `free_list`, `host_words`): buffers from the system allocator,
+//!   freed ones kept by size class for reuse.
 //! - Deferred stores (see `deferred`): a store argument bound with a halo
 //!   ([`CompiledKernel::run_task`]'s `deferred`, from fusion through a bounded
 //!   anti-dependence) is written, by each parallel loop that stores it, into small slice
