@@ -140,6 +140,8 @@ mod shared_chunks;
 mod simd_path;
 mod splat;
 mod strips;
+#[cfg(test)]
+mod test_values;
 mod watchdog;
 
 pub use backend::{CODE_CACHE_LIMITS, CpuBackend, CpuOptions};

@@ -451,15 +451,10 @@ mod tests {
 
     /// Values whose sums depend on the order: large and small magnitudes of both signs.
     fn values(n: usize, seed: u64) -> Vec<f64> {
-        let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                let m = (s >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
-                m * 10f64.powi((s % 17) as i32 - 8)
-            })
+        crate::test_values::uniform(n, seed)
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| m * 10f64.powi((i % 17) as i32 - 8))
             .collect()
     }
 

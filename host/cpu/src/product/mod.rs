@@ -247,18 +247,7 @@ pub(crate) unsafe fn multiply<T: Element>(
 mod tests {
     use super::*;
 
-    /// Deterministic values in `[-1, 1)`, not round, so that the order of additions shows.
-    fn values(n: usize, seed: u64) -> Vec<f64> {
-        let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s >> 11) as f64 / (1u64 << 52) as f64 - 1.0
-            })
-            .collect()
-    }
+    use crate::test_values::uniform as values;
 
     /// One element's chain, written out as the kernel builds it.
     fn chain<T: Element>(a: impl Fn(usize) -> T, b: impl Fn(usize) -> T, k: usize) -> T {
