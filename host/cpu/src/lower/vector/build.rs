@@ -239,48 +239,16 @@ impl FnLower<'_, '_> {
                 Some(w) => self.call_wide(w, &cx, start, end, unit, walk.as_ref())?,
                 None => start,
             };
-            let l = i64::from(lanes);
-
-            let step = l * UNROLL as i64;
-            let main = self.b.create_block();
+            // A wide body that runs whole rows leaves nothing of a unit-stride row, and rows
+            // of other strides run the scalar body: a 128-bit loop would never run.
+            let whole_rows = wide.is_some_and(|w| w.masks.is_some());
             let tail = self.b.create_block();
-            for blk in [main, tail] {
-                self.b.append_block_param(blk, types::I64);
+            self.b.append_block_param(tail, types::I64);
+            if whole_rows {
+                self.b.ins().jump(tail, &[BlockArg::Value(start)]);
+            } else {
+                self.main_vectors(pl, plan, &mut cx, (start, end, unit), tail)?;
             }
-            let left = self.b.ins().isub(end, start);
-            let enough = self
-                .b
-                .ins()
-                .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, left, step);
-            let go = self.b.ins().band(enough, unit);
-            self.b.ins().brif(
-                go,
-                main,
-                &[BlockArg::Value(start)],
-                tail,
-                &[BlockArg::Value(start)],
-            );
-
-            // The main loop: UNROLL vectors per step.
-            self.b.switch_to_block(main);
-            let j = self.b.block_params(main)[0];
-            for (k, jk) in cx.j.iter_mut().enumerate() {
-                *jk = self.b.ins().iadd_imm_s(j, l * k as i64);
-            }
-            self.vector_body(pl, plan, &mut cx, UNROLL)?;
-            let next = self.b.ins().iadd_imm_s(j, step);
-            let left = self.b.ins().isub(end, next);
-            let more = self
-                .b
-                .ins()
-                .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, left, step);
-            self.b.ins().brif(
-                more,
-                main,
-                &[BlockArg::Value(next)],
-                tail,
-                &[BlockArg::Value(next)],
-            );
 
             // The remainder, one iteration at a time.
             self.b.switch_to_block(tail);
@@ -336,6 +304,56 @@ impl FnLower<'_, '_> {
             *grouped = !targets.is_empty();
         }
         Ok(kind)
+    }
+
+    /// From the current block: the row's iterations `start..end` `UNROLL` vectors per step
+    /// while unit strides (`unit`) and at least one step are left; on to `tail` with the
+    /// first iteration left.
+    fn main_vectors(
+        &mut self,
+        pl: &ParallelLoop,
+        plan: &VecPlan,
+        cx: &mut VecCx,
+        (start, end, unit): (Value, Value, Value),
+        tail: Block,
+    ) -> LResult<()> {
+        let l = i64::from(cx.lanes);
+        let step = l * UNROLL as i64;
+        let main = self.b.create_block();
+        self.b.append_block_param(main, types::I64);
+        let left = self.b.ins().isub(end, start);
+        let enough = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, left, step);
+        let go = self.b.ins().band(enough, unit);
+        self.b.ins().brif(
+            go,
+            main,
+            &[BlockArg::Value(start)],
+            tail,
+            &[BlockArg::Value(start)],
+        );
+        self.b.switch_to_block(main);
+        let j = self.b.block_params(main)[0];
+        for (k, jk) in cx.j.iter_mut().enumerate() {
+            *jk = self.b.ins().iadd_imm_s(j, l * k as i64);
+        }
+        self.vector_body(pl, plan, cx, UNROLL)?;
+        let next = self.b.ins().iadd_imm_s(j, step);
+        let left = self.b.ins().isub(end, next);
+        let more = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, left, step);
+        self.b.ins().brif(
+            more,
+            main,
+            &[BlockArg::Value(next)],
+            tail,
+            &[BlockArg::Value(next)],
+        );
+        Ok(())
     }
 
     /// The row of a rank-1 loop (from the row block; on to `exit`) whose points store their
