@@ -78,6 +78,10 @@ pub(crate) fn jam(
     if rows < 2 {
         return Err(format!("{rows} rows"));
     }
+    // Checked before anything is copied: most loops (every element-wise one) have none.
+    if !pl.body.iter().any(|i| matches!(i.op, Op::For(_))) {
+        return Err("no `for` loop in the body".into());
+    }
     let point = point_values(pl, index)?;
     let mut points = vec![index];
     let mut copies = Vec::with_capacity(rows - 1);
