@@ -38,7 +38,7 @@ pub struct CpuOptions {
     /// A pool of workers to share with other back ends (`None`: a pool of `threads` workers
     /// of its own); `threads` is then ignored.
     pub pool: Option<WorkerPool>,
-    /// Whether buffers of 8 MiB or more ask the system for transparent huge pages (on Linux,
+    /// Whether buffers of 2 MiB or more ask the system for transparent huge pages (on Linux,
     /// `madvise(MADV_HUGEPAGE)`; see `memory.rs`).
     pub huge_pages: bool,
     /// Whether scalar `for` loops prefetch the streams they read (see

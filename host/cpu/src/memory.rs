@@ -206,8 +206,13 @@ fn zeroed_words(words: usize, huge_pages: bool) -> Option<crate::host_words::Hos
 /// The size of a transparent huge page on x86-64 (and of the aligned spans advised).
 const HUGE_PAGE: usize = 2 << 20;
 
-/// Buffers of at least this many bytes ask for transparent huge pages.
-pub(crate) const HUGE_PAGE_MIN_BYTES: usize = 4 * HUGE_PAGE;
+/// Buffers of at least this many bytes ask for transparent huge pages: any buffer that can
+/// hold one whole aligned span. It was four spans (8 MiB) until 2026-12-05: NPBench's
+/// `arc_distance` at `M` writes one fresh 8,000,000-byte output, whose first touches of 1,953
+/// pages of 4 KiB made its first run 2.1-2.6x its steady one (four runs); with huge pages
+/// 1.7-2.0x (`npbench --kernels hdiff,arc_distance,gesummv --iters 3`, five runs, 2-core AMD
+/// EPYC virtual machine).
+pub(crate) const HUGE_PAGE_MIN_BYTES: usize = HUGE_PAGE;
 
 /// Asks the kernel to back the whole 2 MiB-aligned spans of the `len` bytes at `ptr` with
 /// transparent huge pages (`madvise(MADV_HUGEPAGE)`; where the system's setting is

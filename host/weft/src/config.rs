@@ -107,7 +107,7 @@ pub struct Config {
     /// The most bytes of freed store memory kept for reuse by new stores of the same size
     /// (`WEFT_POOL_BYTES`; 0 frees memory at once, as NumPy's arrays do).
     pub pool_bytes: u64,
-    /// Whether the CPU back end's buffers of 8 MiB or more ask for transparent huge pages
+    /// Whether the CPU back end's buffers of 2 MiB or more ask for transparent huge pages
     /// (`WEFT_HUGE_PAGES=0` turns it off).
     pub huge_pages: bool,
     /// The most blocks the GPU back end's launches ask for (`WEFT_GPU_BLOCKS` for 1-D grids,
