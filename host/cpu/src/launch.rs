@@ -56,6 +56,23 @@ pub(crate) fn chunk_rows(inner: i64) -> i64 {
     (CHUNK_ITERS / inner.max(1)).max(1)
 }
 
+/// The rows per chunk of a loop of `rows` rows cut into chunks of at most `per` rows, evened
+/// out where it runs as several chunks: their count rounded up to a multiple of `threads` and
+/// the rows shared evenly among them, so that each thread can take the same share. (NPBench's
+/// `heat_3d` at `M`, 38 rows of 38 x 38 points, ran as chunks of 11, 11, 11 and 5 rows, 22
+/// rows on one thread against 16 on the other; now 10, 10, 10 and 8.) Only for loops whose
+/// results do not depend on their chunks (no reduction through chunk buffers or leaves).
+pub(crate) fn balanced_rows(rows: i64, per: i64, threads: usize) -> i64 {
+    let per = per.max(1);
+    let chunks = (rows.max(1) - 1) / per + 1;
+    let threads = i64::try_from(threads).unwrap_or(1).max(1);
+    if chunks < 2 || threads < 2 {
+        return per;
+    }
+    let even = (chunks - 1) / threads * threads + threads;
+    ((rows - 1) / even + 1).min(per)
+}
+
 /// [`chunk_rows`] of a loop whose points run `for` loops (its step's `spread`): also at least
 /// [`SPREAD`] chunks per thread, whatever the shape says (a `matvec` has few rows, each of much
 /// work).
@@ -650,9 +667,13 @@ impl Plan {
         if rows == 0 || inner == 0 {
             return self.loop_partials(leaves, parts);
         }
+        let threads = pool.current_num_threads();
         let mut per = if spread {
-            chunk_rows_spread(rows, inner, pool.current_num_threads())
+            chunk_rows_spread(rows, inner, threads)
+        } else if reds.is_empty() && leaves.is_empty() {
+            balanced_rows(rows, chunk_rows(inner), threads)
         } else {
+            // Chunk buffers' results depend on the chunks: those follow the shape alone.
             chunk_rows(inner)
         };
         // With element trees, chunks of whole blocks, their bounds on the blocks' (in the
@@ -1274,7 +1295,44 @@ pub(crate) fn leaf_calls(
 
 #[cfg(test)]
 mod tests {
-    use super::leaf_calls;
+    use super::{balanced_rows, leaf_calls};
+    use proptest::prelude::*;
+
+    /// The rows the busiest of `threads` threads runs when the chunks of `per` rows are
+    /// shared out as evenly as whole chunks allow.
+    fn busiest(rows: i64, per: i64, threads: i64) -> i64 {
+        let chunks = (rows - 1) / per + 1;
+        let most = (chunks - 1) / threads + 1;
+        // The busiest thread takes `most` chunks; the last chunk may be short.
+        (most * per).min(rows)
+    }
+
+    #[test]
+    fn chunks_are_evened_out_across_the_threads() {
+        // heat_3d at M: 38 rows, 11 a chunk by size; 10, 10, 10 and 8 after.
+        assert_eq!(balanced_rows(38, 11, 2), 10);
+        // One chunk stays one chunk; one thread keeps the chunks by size.
+        assert_eq!(balanced_rows(10, 16, 2), 16);
+        assert_eq!(balanced_rows(38, 11, 1), 11);
+    }
+
+    proptest! {
+        /// Evened-out chunks are never larger, never fewer, and never leave the busiest thread
+        /// more rows than the chunks by size did.
+        #[test]
+        fn evened_chunks_never_load_a_thread_more(
+            rows in 1i64..5000,
+            per in 1i64..600,
+            threads in 1usize..9,
+        ) {
+            let even = balanced_rows(rows, per, threads);
+            prop_assert!(even >= 1 && even <= per);
+            let chunks = |p: i64| (rows - 1) / p + 1;
+            prop_assert!(chunks(even) >= chunks(per));
+            let t = threads as i64;
+            prop_assert!(busiest(rows, even, t) <= busiest(rows, per, t));
+        }
+    }
 
     #[test]
     fn leaf_calls_cover_the_rows_and_run_whole_blocks_alone() {
