@@ -51,6 +51,10 @@ pub enum Step {
     AssignTransposed(usize, usize),
     /// `pool[a]` as a matrix minus its mean over axis 0 (kept), or over axis 1 (kept).
     Center(usize, bool),
+    /// `(m + ((m * s) @ pool[b][:7]).reshape(6, 1)).reshape(-1)` with `m = pool[a].reshape(6,
+    /// 7)`: a product of a scaled matrix, whose scaled copy fusion may recompute inside the
+    /// product (see `weft_ir::passes::inline`), added back as a column broadcast.
+    ScaledMatvec(usize, usize, f64),
     /// Reads `pool[a]` now (a flush of what it needs).
     Read(usize),
     /// Drops `pool[a]`'s handle.
@@ -170,6 +174,12 @@ pub fn run((np, sp): &(Numeric, Sparse), program: &[Step]) -> (Vec<Vec<f64>>, Ve
                 let centered = &m - &m.mean_axes(Some(axis), true);
                 pool.push(centered.reshape(&[-1]));
             }
+            Step::ScaledMatvec(a, b, scale) => {
+                let m = pick(&pool, a).reshape(&[ROWS, COLS]);
+                let x = pick(&pool, b).index(&[Ix::Slice(Range::new(0, COLS))]);
+                let y = (&m * scale).matmul(&x).reshape(&[ROWS, 1]);
+                pool.push((&m + &y).reshape(&[-1]));
+            }
             Step::Read(a) => reads.push(pick(&pool, a).to_vec().expect("read")),
             Step::Drop(a) => {
                 if pool.len() > 2 {
@@ -202,7 +212,7 @@ pub fn random_program(seed: u64) -> Vec<Step> {
         let mut r = |m: u64| next() % m.max(1);
         let ix = |v: u64| v as usize;
         let f = |v: u64, lo: f64, hi: f64| lo + (hi - lo) * (v % 1_000_000) as f64 / 1e6;
-        let step = match r(18) {
+        let step = match r(19) {
             0 => Step::Random(r(u64::MAX)),
             1 => Step::Binary(ix(r(8)), ix(r(8)), r(5) as u8),
             2 => Step::Scalar(ix(r(8)), r(5) as u8, f(r(u64::MAX), -2.0, 2.0)),
@@ -225,6 +235,7 @@ pub fn random_program(seed: u64) -> Vec<Step> {
             14 => Step::AssignTransposed(ix(r(8)), ix(r(8))),
             15 => Step::Center(ix(r(8)), r(2) == 0),
             16 => Step::Read(ix(r(8))),
+            17 => Step::ScaledMatvec(ix(r(8)), ix(r(8)), f(r(u64::MAX), -2.0, 2.0)),
             _ => Step::Drop(ix(r(8))),
         };
         program.push(step);

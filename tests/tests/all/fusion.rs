@@ -669,3 +669,41 @@ fn read_only_views_at_equal_and_distinct_offsets_keep_their_own_plans() {
         }
     }
 }
+
+/// A product of scaled matrices (NPBench's `gesummv`, `(alpha * A) @ x + (beta * B) @ x`):
+/// fusion recomputes each scaled element inside the product that reads it
+/// (`weft_ir::passes::inline`) instead of keeping the scaled matrices as scratch buffers the
+/// size of `A` and `B`, and the results are the unfused program's bits, for shapes whose rows
+/// are and are not a whole number of the product's unrolled steps.
+#[test]
+fn a_product_of_scaled_matrices_keeps_no_scaled_matrix() {
+    for (rows, cols) in [(5u64, 3u64), (16, 24), (33, 17)] {
+        let mut results = Vec::new();
+        for fusion in [true, false] {
+            let np = summarizing(fusion);
+            let a = np.random_uniform(&[rows, cols], -1.0, 1.0, 1, DType::F64);
+            let b = np.random_uniform(&[rows, cols], -1.0, 1.0, 2, DType::F64);
+            let x = np.random_uniform(&[cols], -1.0, 1.0, 3, DType::F64);
+            np.runtime(|rt| rt.flush()).unwrap();
+            summaries(&np);
+            let out = (&a * 1.5).matmul(&x) + (&b * -0.25).matmul(&x);
+            let got = out.to_vec().expect("computes");
+            let said = summaries(&np);
+            if fusion {
+                // Both scaled matrices vanish (with the unfused program's other temporaries);
+                // at most the first product's vector keeps a buffer.
+                let count = |what: &str| -> u64 {
+                    said.split(&[',', '('][..])
+                        .filter(|part| part.contains(what))
+                        .filter_map(|part| part.split_whitespace().next()?.parse::<u64>().ok())
+                        .sum()
+                };
+                let (vanished, kept) = (count("vanished"), count("kept a scratch buffer"));
+                assert!(vanished >= 2 && kept <= 1, "{rows}x{cols}: {said}");
+            }
+            results.push(got);
+        }
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<u64>>();
+        assert_eq!(bits(&results[0]), bits(&results[1]), "{rows}x{cols}");
+    }
+}

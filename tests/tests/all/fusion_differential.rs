@@ -36,6 +36,7 @@ fn step() -> impl Strategy<Value = Step> {
             .prop_map(|(a, b, o, r)| Step::Broadcast(a, b, o, r)),
         1 => (0..8usize, 0..8usize).prop_map(|(a, b)| Step::AssignTransposed(a, b)),
         1 => (0..8usize, any::<bool>()).prop_map(|(a, rows)| Step::Center(a, rows)),
+        1 => (0..8usize, 0..8usize, -2.0..2.0f64).prop_map(|(a, b, s)| Step::ScaledMatvec(a, b, s)),
         1 => (0..8usize).prop_map(Step::Read),
         2 => (0..8usize).prop_map(Step::Drop),
     ]

@@ -13,6 +13,8 @@
 //! - [`fuse`]: fuses adjacent parallel loops over one iteration space, when legal;
 //! - [`forward`]: store-to-load forwarding and redundant-load elimination;
 //! - [`cse`]: common-subexpression elimination of pure operations;
+//! - [`inline`]: recomputes a small element-wise producer where a loop of another shape reads
+//!   its local temporary;
 //! - [`scalar`]: scalar replacement of local temporaries;
 //! - [`dce`]: dead-code elimination and removal of unused parameters;
 //! - [`pipeline`]: what the host knows ([`FusionFacts`]), the passes in order ([`optimize`]),
@@ -23,6 +25,7 @@ pub mod cse;
 pub mod dce;
 pub mod forward;
 pub mod fuse;
+pub mod inline;
 pub mod math;
 pub mod pipeline;
 pub mod rem;

@@ -9,12 +9,14 @@
 //! 3. [store-to-load forwarding and redundant-load elimination](super::forward::forward_loads);
 //! 4. common-subexpression elimination again (loads replaced by one value make more
 //!    operations identical);
-//! 5. [dead-code elimination](super::dce::dce), so that loads whose results nothing uses do
+//! 5. [producer inlining](super::inline::inline_producers): a local temporary that a small
+//!    element-wise loop makes and a loop of another shape streams is recomputed at its loads;
+//! 6. [dead-code elimination](super::dce::dce), so that loads whose results nothing uses do
 //!    not keep a temporary alive;
-//! 6. [scalar replacement](super::scalar::scalar_replace) of local temporaries that are no
+//! 7. [scalar replacement](super::scalar::scalar_replace) of local temporaries that are no
 //!    longer loaded;
-//! 7. dead-code elimination again (what only fed a temporary's stores goes);
-//! 8. [removal of unused parameters](super::dce::remove_unused_params);
+//! 8. dead-code elimination again (what only fed a temporary's stores goes);
+//! 9. [removal of unused parameters](super::dce::remove_unused_params);
 //!
 //! and renumbers the values in definition order, so that the same input gives byte-identical
 //! output.
@@ -25,6 +27,7 @@ use crate::passes::cse::{CseStats, cse};
 use crate::passes::dce::{DceStats, dce, remove_unused_params};
 use crate::passes::forward::{ForwardStats, forward_loads};
 use crate::passes::fuse::{FusionDecision, fuse_loops};
+use crate::passes::inline::{Inlined, inline_producers};
 use crate::passes::scalar::{ScalarReplacement, scalar_replace};
 use crate::{Kernel, Param, renumber, validate};
 
@@ -155,6 +158,9 @@ pub struct PassReport {
     pub loads_deduplicated: usize,
     /// Instructions removed because an identical one came before.
     pub values_reused: usize,
+    /// Local parameters whose producer loop was recomputed at their loads (see
+    /// [`inline_producers`]), each with the number of loads.
+    pub producers_inlined: Vec<(u32, usize)>,
     /// Local parameters whose stores were deleted because nothing loads them any more.
     pub locals_replaced: Vec<u32>,
     /// Local parameters that stay, each with the reason.
@@ -192,6 +198,11 @@ impl PassReport {
             out.push(format!(
                 "{} recomputed value(s) replaced by an earlier one",
                 self.values_reused
+            ));
+        }
+        for (p, sites) in &self.producers_inlined {
+            out.push(format!(
+                "local param {p} recomputed at its {sites} load(s): its producer loop is deleted"
             ));
         }
         for p in &self.locals_replaced {
@@ -271,6 +282,8 @@ pub fn optimize(kernel: &Kernel, facts: &FusionFacts) -> Optimized {
     add_forward(&mut report, fwd);
     let (k, c) = cse(&k);
     add_cse(&mut report, c);
+    let (k, inl) = inline_producers(&k, facts);
+    add_inlined(&mut report, inl);
     let (k, d) = dce(&k);
     add_dce(&mut report, d);
     let (k, sr) = scalar_replace(&k, facts);
@@ -304,6 +317,10 @@ pub fn optimize(kernel: &Kernel, facts: &FusionFacts) -> Optimized {
 fn add_forward(r: &mut PassReport, s: ForwardStats) {
     r.loads_forwarded += s.forwarded;
     r.loads_deduplicated += s.deduplicated;
+}
+
+fn add_inlined(r: &mut PassReport, s: Inlined) {
+    r.producers_inlined.extend(s.producers);
 }
 
 fn add_cse(r: &mut PassReport, s: CseStats) {
@@ -355,6 +372,7 @@ pub const PASS_NAMES: &[&str] = &[
     "fuse-loops",
     "cse",
     "forward",
+    "inline-producers",
     "scalar-replace",
     "dce",
     "remove-unused-params",
@@ -366,6 +384,7 @@ pub const PASS_NAMES: &[&str] = &[
 /// - `fuse-loops`: [`fuse_loops`];
 /// - `cse`: [`cse`];
 /// - `forward`: [`forward_loads`];
+/// - `inline-producers`: [`inline_producers`];
 /// - `scalar-replace`: [`scalar_replace`];
 /// - `dce`: [`dce`];
 /// - `remove-unused-params`: [`remove_unused_params`] (the facts follow the parameters);
@@ -388,6 +407,12 @@ pub fn by_name(name: &str) -> Option<PassFn> {
             let (kernel, s) = forward_loads(k, f);
             let mut out = PassOutput::new(kernel, f);
             add_forward(&mut out.report, s);
+            out
+        },
+        "inline-producers" => |k, f| {
+            let (kernel, s) = inline_producers(k, f);
+            let mut out = PassOutput::new(kernel, f);
+            add_inlined(&mut out.report, s);
             out
         },
         "scalar-replace" => |k, f| {
