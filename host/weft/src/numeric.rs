@@ -32,6 +32,8 @@ pub use grids::Indexing;
 pub use host_data::Element;
 mod interop;
 mod joining;
+#[cfg(feature = "ndarray")]
+mod ndarray_interop;
 mod products;
 mod random;
 mod repeat;

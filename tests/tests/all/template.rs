@@ -8,7 +8,8 @@
 //! template crate, and the host crates whose features differ). When this build has MPI, the
 //! nested one asks for it too (`weft-plugin-test/mpi`): MPI's bindings are generated with a
 //! `syn` that has more features, and proc-macros built with that `syn` sit under Cranelift, so
-//! a nested build without MPI compiled wasmtime and Cranelift again (about 400 s of CI).
+//! a nested build without MPI compiled wasmtime and Cranelift again (about 400 s of CI). It
+//! asks for `weft-plugin-test/ndarray` too, since this crate builds `weft` with `ndarray`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -71,8 +72,14 @@ fn a_plugin_from_the_template_passes_its_own_test_in_the_real_host() {
         .arg(target_dir)
         .arg("--offline")
         .env("CARGO_NET_OFFLINE", "true");
+    // The host's features as this build has them (the tests crate turns on `weft/ndarray`).
     if cfg!(feature = "mpi") {
-        cargo.args(["--features", "weft-plugin-test/mpi"]);
+        cargo.args([
+            "--features",
+            "weft-plugin-test/mpi,weft-plugin-test/ndarray",
+        ]);
+    } else {
+        cargo.args(["--features", "weft-plugin-test/ndarray"]);
     }
     // This workspace's profile settings, so that the host's crates already built are reused.
     if cfg!(debug_assertions) {
