@@ -58,6 +58,9 @@ pub fn run_examples(np: &Numeric, sp: &Sparse) -> weft::Result<()> {
     let rhs = np.ones(&[g * g], DType::F64);
     krylov::cg(&m, &rhs, 1e-8, 5)?;
     krylov::bicgstab(&m, &rhs, 1e-8, 5)?;
+    // Diagonal scaling on both sides and the sums over each axis.
+    let scaled = m.scale_rows(&rhs)?.scale_columns(&(&rhs * 0.5))?;
+    (scaled.sum(Some(0))?.sum() + scaled.sum(Some(1))?.sum()).item()?;
     let mg = krylov::Multigrid::new(sp, &m, g)?;
     krylov::gmg(&m, &mg, &rhs, 1e-8, 3)?;
     // A product in the lane order (`spmv.lanes`), rows of 600 entries.

@@ -490,6 +490,103 @@ impl CsrMatrix {
         self.with_vals(vals)
     }
 
+    /// `diag(d) @ A` (SciPy's `sparse.diags(d) @ A`): each entry of row `r` times `d[r]`, as a
+    /// new matrix with this one's pattern. `d` is a vector of one value per row, of the
+    /// matrix's value type.
+    #[track_caller]
+    pub fn scale_rows(&self, d: &Array) -> Result<CsrMatrix> {
+        self.sp
+            .np
+            .check_same(d.numeric())
+            .map_err(|e| crate::numeric::shared(&e))?;
+        let [p, c, v] = self.ids()?;
+        let dh = d.handle()?.id();
+        let vals = self.sp.one("scale-rows", &[p, c, v, dh], |g, s, l| {
+            g.call_scale_rows(s, b(l, 0), b(l, 1), b(l, 2), b(l, 3))
+        });
+        self.with_vals(vals)
+    }
+
+    /// `A @ diag(d)` (SciPy's `A @ sparse.diags(d)`): each entry of column `c` times `d[c]`,
+    /// as a new matrix with this one's pattern: the values times `d` gathered at each entry's
+    /// column, element-wise tasks that fuse with what uses them. `d` is a vector of one value
+    /// per column, of the matrix's value type.
+    #[track_caller]
+    pub fn scale_columns(&self, d: &Array) -> Result<CsrMatrix> {
+        self.sp
+            .np
+            .check_same(d.numeric())
+            .map_err(|e| crate::numeric::shared(&e))?;
+        let (shape, dtype) = (d.shape()?, d.dtype()?);
+        if shape != [self.cols] || dtype != self.dtype()? {
+            return Err(self.error(
+                "scale-columns",
+                format!(
+                    "the diagonal must be a {} vector of one value per column ({}), not {dtype} \
+                     of shape {}",
+                    self.dtype()?,
+                    self.cols,
+                    crate::numeric::shape_text(&shape)
+                ),
+            ));
+        }
+        let vals = &self.vals * &d.take(&self.crd, None);
+        self.with_vals(vals)
+    }
+
+    /// A matrix with this one's pattern and `data` as its values (SciPy's `with_data`, which
+    /// also keeps the array itself, uncopied): a vector of one value per stored entry, `f32`
+    /// or `f64`.
+    #[track_caller]
+    pub fn with_data(&self, data: &Array) -> Result<CsrMatrix> {
+        self.sp
+            .np
+            .check_same(data.numeric())
+            .map_err(|e| crate::numeric::shared(&e))?;
+        let (shape, dtype) = (data.shape()?, data.dtype()?);
+        let nnz = self.nnz()?;
+        if shape != [nnz] || !dtype.is_float() {
+            return Err(self.error(
+                "with-data",
+                format!(
+                    "the data must be a vector of f32 or f64 with one value per stored entry \
+                     ({nnz}), not {dtype} of shape {}",
+                    crate::numeric::shape_text(&shape)
+                ),
+            ));
+        }
+        self.with_vals(data.clone())
+    }
+
+    /// NumPy's `sum(axis)` of the dense matrix: every entry (`None`, a 0-d array), each
+    /// column's entries (`Some(0)` or `Some(-2)`, a vector of one sum per column, summed in row
+    /// order through the transpose), or each row's (`Some(1)` or `Some(-1)`, one sum per row,
+    /// in [`Self::row_order`]). SciPy returns the last two as `(1, cols)` and `(rows, 1)`
+    /// matrices; these are vectors.
+    #[track_caller]
+    pub fn sum(&self, axis: Option<i64>) -> Result<Array> {
+        let np = &self.sp.np;
+        let dtype = self.dtype()?;
+        match axis {
+            None => Ok(self.vals.sum()),
+            Some(1 | -1) => Ok(self.matvec(&np.ones(&[self.cols], dtype))),
+            Some(0 | -2) => Ok(self.transpose()?.matvec(&np.ones(&[self.rows], dtype))),
+            Some(a) => Err(self.error(
+                "sum",
+                format!("axis {a} is out of bounds for array of dimension 2"),
+            )),
+        }
+    }
+
+    /// An error of operation `op` of the sparse plugin's matrices.
+    fn error(&self, op: &str, message: String) -> Error {
+        Error::Plugin(weft_plugin::Error::Plugin {
+            plugin: "sparse".into(),
+            call: op.into(),
+            message,
+        })
+    }
+
     /// `A + B` for two matrices of one shape and one sparsity pattern.
     #[track_caller]
     pub fn add(&self, other: &CsrMatrix) -> Result<CsrMatrix> {

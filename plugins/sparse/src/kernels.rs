@@ -13,6 +13,7 @@
 //! | `diag.V.I` | `pos` (read, rows), `crd`, `vals` (read, image), `d` (write, rows) | |
 //! | `dense.V.I` | `pos` (read, rows), `crd`, `vals` (read, image), `out` (write, rows x cols) | |
 //! | `scale.V` | `vals` (read), `out` (write), both tiled alike | `s: V` |
+//! | `scalerows.V.I` | `pos` (read, rows), `vals` (read, image), `d` (read, rows), `out` (write, image) | |
 //! | `add.V` | `a`, `b` (read), `out` (write), all tiled alike | |
 //! | `same.I` | `a_pos`, `b_pos` (read), `a_crd`, `b_crd` (read), `diff` (reduce sum, rank 0, i64) | |
 //! | `poisson2d.pos.I`, `poisson3d.pos.I` | `pos` (write, rows) | `g: i64` |
@@ -66,6 +67,13 @@ pub enum Key {
     Scale {
         /// The value type.
         v: DType,
+    },
+    /// `out = diag(d) @ A`'s values.
+    ScaleRows {
+        /// The value type.
+        v: DType,
+        /// The index type.
+        i: DType,
     },
     /// `out = a + b`.
     Add {
@@ -126,6 +134,7 @@ impl std::fmt::Display for Key {
             Key::Diag { v, i } => write!(f, "diag.{}.{}", n(v), n(i)),
             Key::Dense { v, i } => write!(f, "dense.{}.{}", n(v), n(i)),
             Key::Scale { v } => write!(f, "scale.{}", n(v)),
+            Key::ScaleRows { v, i } => write!(f, "scalerows.{}.{}", n(v), n(i)),
             Key::Add { v } => write!(f, "add.{}", n(v)),
             Key::Same { i } => write!(f, "same.{}", n(i)),
             Key::PoissonPos { dims, i } => write!(f, "poisson{dims}d.pos.{}", n(i)),
@@ -168,6 +177,10 @@ impl std::str::FromStr for Key {
                 i: index(i)?,
             },
             ["scale", v] => Key::Scale { v: float(v)? },
+            ["scalerows", v, i] => Key::ScaleRows {
+                v: float(v)?,
+                i: index(i)?,
+            },
             ["add", v] => Key::Add { v: float(v)? },
             ["same", i] => Key::Same { i: index(i)? },
             [p, "pos", i] if p.starts_with("poisson") => Key::PoissonPos {
@@ -200,6 +213,7 @@ pub fn build(key: &Key) -> Result<Kernel, String> {
         Key::Diag { v, i } => diag(name, v, i),
         Key::Dense { v, i } => dense(name, v, i),
         Key::Scale { v } => scale(name, v),
+        Key::ScaleRows { v, i } => scale_rows(name, v, i),
         Key::Add { v } => add(name, v),
         Key::Same { i } => same(name, i),
         Key::PoissonPos { dims, i } => poisson_pos(name, dims, i),
@@ -325,6 +339,32 @@ fn scale(name: String, v: DType) -> KernelBuilder {
         let a = b.load(vals, idx);
         let r = b.mul(s, a);
         b.store(out, idx, r);
+    });
+    k
+}
+
+/// `out[j] = d[i] * vals[j]` for each entry `j` of row `i` (`vals` and `out` partitioned by
+/// the same image of `pos`, each indexed in its own sub-store).
+fn scale_rows(name: String, v: DType, i: DType) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let pos = k.store(i, 2, Privilege::Read);
+    let vals = k.store(v, 1, Privilege::Read);
+    let d = k.store(v, 1, Privilege::Read);
+    let out = k.store(v, 1, Privilege::Write);
+    k.parallel(d, |b, idx| {
+        let (lo, hi) = row_range(b, pos, vals, idx[0]);
+        let s = b.load(d, idx);
+        // From `vals`'s local indices to `out`'s.
+        let ov = b.origin(vals, 0);
+        let oo = b.origin(out, 0);
+        let shift = b.sub(ov, oo);
+        b.for_loop(lo, hi, &[], |b, j, _| {
+            let a = b.load(vals, &[j]);
+            let r = b.mul(s, a);
+            let at = b.add(j, shift);
+            b.store(out, &[at], r);
+            Vec::new()
+        });
     });
     k
 }
@@ -503,6 +543,7 @@ mod tests {
             keys.push(Key::Scale { v });
             keys.push(Key::Add { v });
             for i in [DType::I32, DType::I64] {
+                keys.push(Key::ScaleRows { v, i });
                 for order in [RowOrder::Sequential, RowOrder::Lanes] {
                     keys.push(Key::Spmv { v, i, order });
                 }

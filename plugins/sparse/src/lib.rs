@@ -121,6 +121,10 @@ impl sparse::Guest for Sparse {
         tasks::diagonal(&Matrix { pos, crd, vals }, rows, cols)
     }
 
+    fn scale_rows(pos: &Store, crd: &Store, vals: &Store, d: &Store) -> Result<Store, Error> {
+        tasks::scale_rows(&Matrix { pos, crd, vals }, d)
+    }
+
     fn scale(vals: &Store, s: f64) -> Result<Store, Error> {
         tasks::scale(vals, s)
     }

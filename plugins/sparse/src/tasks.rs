@@ -179,6 +179,30 @@ pub(crate) fn scale(vals: &Store, s: f64) -> Result<Store, Error> {
     Ok(out)
 }
 
+/// The values of `diag(d) @ A`: each entry of row `r` times `d[r]`, a task over rows that
+/// writes the values through the image of `pos`.
+pub(crate) fn scale_rows(m: &Matrix<'_>, d: &Store) -> Result<Store, Error> {
+    let s = check(m, "scale-rows")?;
+    let ds = d.shape();
+    let dd = ir_dtype(d.dtype());
+    if ds != [s.rows] || dd != s.v {
+        return Err(error(format!(
+            "scale-rows: the diagonal must be a {} vector of one value per row ({}), not {dd} of \
+             shape {ds:?}",
+            s.v, s.rows
+        )));
+    }
+    let out = host::create_store(&[s.nnz], wit_dtype(s.v))?;
+    let (launch, by_rows, image) = row_launch(s.rows);
+    Task::new(Key::ScaleRows { v: s.v, i: s.i }.to_string(), &launch)
+        .arg(m.pos, by_rows, Privilege::Read)
+        .arg(m.vals, image.clone(), Privilege::Read)
+        .arg(d, launch.tiled(), Privilege::Read)
+        .arg(&out, image, Privilege::Write)
+        .submit()?;
+    Ok(out)
+}
+
 /// The values of `A + B`, for two matrices of one pattern.
 pub(crate) fn add(a: &Matrix<'_>, b: &Matrix<'_>) -> Result<Store, Error> {
     let sa = check(a, "add (left)")?;

@@ -678,3 +678,100 @@ fn from_coo_equals_the_reference(
         assert_eq!(got, want_bits, "{what}: values");
     }
 }
+
+/// Scaling by a diagonal on either side (`diags(d) @ A`, `A @ diags(d)`), new values on the
+/// same pattern (`with_data`) and sums over everything and over each axis, against the
+/// plain-Rust reference's dense form, with 1 and 3 pieces and both value and index types.
+#[test]
+fn diagonal_scaling_new_values_and_axis_sums_match_the_reference() {
+    for (v, i, pieces) in CASES {
+        let (np, sp) = plugins(true, pieces);
+        let (rows, cols) = (37u64, 23u64);
+        let coo = random_coo(rows, cols, 5);
+        let want = reference(rows, cols, &coo);
+        let dense = want.to_dense();
+        let n = cols as usize;
+        let a = sp
+            .from_triplets((rows, cols), (&coo.0, &coo.1, &coo.2), v, i)
+            .unwrap();
+        let what = format!("{v} values, {i} indices, {pieces} pieces");
+
+        let dr: Vec<f64> = (0..rows).map(|r| 0.5 + (r as f64 * 0.7).cos()).collect();
+        let by_rows = a.scale_rows(&np.from_f64s(&[rows], &dr, v)).unwrap();
+        check_structure(&format!("{what}, rows scaled"), &by_rows, &want);
+        let want_rows: Vec<f64> = dense
+            .iter()
+            .enumerate()
+            .map(|(k, x)| x * dr[k / n])
+            .collect();
+        let got = by_rows.to_dense().to_vec().unwrap();
+        assert_close(&what, &got, &want_rows, tol(v), 1e-6);
+
+        let dc: Vec<f64> = (0..cols).map(|c| -1.0 + (c as f64 * 0.3).sin()).collect();
+        let by_cols = a.scale_columns(&np.from_f64s(&[cols], &dc, v)).unwrap();
+        check_structure(&format!("{what}, columns scaled"), &by_cols, &want);
+        let want_cols: Vec<f64> = dense
+            .iter()
+            .enumerate()
+            .map(|(k, x)| x * dc[k % n])
+            .collect();
+        let got = by_cols.to_dense().to_vec().unwrap();
+        assert_close(&what, &got, &want_cols, tol(v), 1e-6);
+
+        let doubled = a.with_data(&(a.vals() * 2.0)).unwrap();
+        check_structure(&format!("{what}, new data"), &doubled, &want);
+        let twice: Vec<f64> = dense.iter().map(|x| 2.0 * x).collect();
+        let got = doubled.to_dense().to_vec().unwrap();
+        assert_close(&what, &got, &twice, tol(v), 1e-6);
+
+        let total: f64 = dense.iter().sum();
+        let got = a.sum(None).unwrap().item().unwrap();
+        assert_close(&what, &[got], &[total], tol(v), 1e-6);
+        let per_col: Vec<f64> = (0..n)
+            .map(|c| dense.iter().skip(c).step_by(n).sum())
+            .collect();
+        let per_row: Vec<f64> = dense.chunks(n).map(|r| r.iter().sum()).collect();
+        for (axis, want_sums) in [(0, &per_col), (-2, &per_col), (1, &per_row), (-1, &per_row)] {
+            let got = a.sum(Some(axis)).unwrap().to_vec().unwrap();
+            assert_close(
+                &format!("{what}, axis {axis}"),
+                &got,
+                want_sums,
+                tol(v),
+                1e-6,
+            );
+        }
+    }
+}
+
+/// A diagonal of the wrong length or type, data that does not fit the pattern and an axis a
+/// matrix does not have are errors that name the operation and the problem, and the host
+/// keeps running.
+#[test]
+fn bad_diagonals_data_and_axes_are_clear_errors() {
+    let (np, sp) = plugins(true, 1);
+    let a = sp.poisson2d(4, DType::F64, DType::I64).unwrap();
+    let text = |e: weft::Error| e.to_string();
+    let e = text(a.scale_rows(&np.ones(&[15], DType::F64)).unwrap_err());
+    assert!(
+        e.contains("scale-rows") && e.contains("one value per row (16)"),
+        "{e}"
+    );
+    let e = text(a.scale_columns(&np.ones(&[16], DType::F32)).unwrap_err());
+    assert!(
+        e.contains("scale-columns") && e.contains("a f64 vector"),
+        "{e}"
+    );
+    let e = text(a.with_data(&np.ones(&[3], DType::F64)).unwrap_err());
+    assert!(
+        e.contains("with-data") && e.contains("one value per stored entry"),
+        "{e}"
+    );
+    let e = text(a.sum(Some(2)).unwrap_err());
+    assert!(
+        e.contains("axis 2 is out of bounds for array of dimension 2"),
+        "{e}"
+    );
+    let total: f64 = Csr::poisson2d(4).to_dense().iter().sum();
+    assert_eq!(a.sum(None).unwrap().item().unwrap(), total);
+}
