@@ -28,9 +28,10 @@ impl Store {
         }
         let name = |d: Dtype| crate::ir_dtype(d).name();
         Err(crate::error(format!(
-            "{op}: needs a {rank}-dimensional {} array, not {} of shape {shape:?}",
+            "{op}: needs a {rank}-dimensional {} array, not {} of shape {}",
             name(dtype),
-            name(got)
+            name(got),
+            weft_ir::shape::tuple(&shape)
         )))
     }
 }

@@ -595,9 +595,8 @@ impl CsrMatrix {
                 plugin: "sparse".into(),
                 call: "add".into(),
                 message: format!(
-                    "the matrices have shapes {:?} and {:?}",
-                    self.shape(),
-                    other.shape()
+                    "the matrices have shapes ({}, {}) and ({}, {})",
+                    self.rows, self.cols, other.rows, other.cols
                 ),
             }));
         }

@@ -4,11 +4,6 @@
 
 use crate::keys::Kind;
 
-/// Formats a shape as `[3, 4]`.
-pub fn show(shape: &[u64]) -> String {
-    format!("{shape:?}")
-}
-
 /// The number of elements of `shape`, or `None` if it overflows `u64`.
 pub fn volume(shape: &[u64]) -> Option<u64> {
     shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))

@@ -5,6 +5,7 @@
 
 use weft_sdk::host::{self, Store};
 use weft_sdk::ir::DType;
+use weft_sdk::ir::shape::tuple;
 use weft_sdk::{Error, error, ir_dtype, wit_dtype};
 
 use crate::tasks::check;
@@ -59,7 +60,8 @@ fn read_vector(
     let shape = s.shape();
     if shape.len() != 1 {
         return Err(error(format!(
-            "{op}: {what} must be a vector, not of shape {shape:?}"
+            "{op}: {what} must be a vector, not of shape {}",
+            tuple(&shape)
         )));
     }
     let d = ir_dtype(s.dtype());
@@ -543,8 +545,8 @@ pub(crate) fn from_csr_arrays(
     }
     if p.last().copied() != Some(entries as i64) {
         return Err(error(format!(
-            "{op}: indptr ends at {:?}, but there are {} entries",
-            p.last(),
+            "{op}: indptr ends at {}, but there are {} entries",
+            p.last().map_or("nothing".to_string(), |e| e.to_string()),
             entries
         )));
     }
@@ -627,7 +629,8 @@ pub(crate) fn column_hull(pos: &Store, crd: &Store, cols: u64) -> Result<Store, 
     let shape = pos.shape();
     if shape.len() != 2 || shape[1] != 2 {
         return Err(error(format!(
-            "{op}: pos must have shape (rows, 2), not {shape:?}"
+            "{op}: pos must have shape (rows, 2), not {}",
+            tuple(&shape)
         )));
     }
     let rows = row_count(shape[0], op)?;

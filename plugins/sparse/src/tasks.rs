@@ -2,6 +2,7 @@
 
 use weft_sdk::host::{self, Store};
 use weft_sdk::ir::DType;
+use weft_sdk::ir::shape::tuple;
 use weft_sdk::{Error, Launch, Partition, Privilege, Scalar, Task, error, ir_dtype, wit_dtype};
 
 use crate::kernels::{Key, RowOrder};
@@ -25,12 +26,15 @@ pub(crate) fn check(m: &Matrix<'_>, op: &str) -> Result<Shape, Error> {
     let v = ir_dtype(m.vals.dtype());
     if pos.len() != 2 || pos[1] != 2 {
         return Err(error(format!(
-            "{op}: pos must have shape (rows, 2), not {pos:?}"
+            "{op}: pos must have shape (rows, 2), not {}",
+            tuple(&pos)
         )));
     }
     if crd.len() != 1 || vals.len() != 1 || crd != vals {
         return Err(error(format!(
-            "{op}: crd and vals must be vectors of one length, not {crd:?} and {vals:?}"
+            "{op}: crd and vals must be vectors of one length, not {} and {}",
+            tuple(&crd),
+            tuple(&vals)
         )));
     }
     if !matches!(i, DType::I32 | DType::I64) || ir_dtype(m.crd.dtype()) != i {
@@ -71,16 +75,18 @@ pub(crate) fn spmv(
     let hs = hull.shape();
     if hs != [s.rows, 2] || ir_dtype(hull.dtype()) != s.i {
         return Err(error(format!(
-            "spmv: the column hull must be a {} store of shape [{}, 2], not {} of {hs:?}",
+            "spmv: the column hull must be a {} store of shape ({}, 2), not {} of shape {}",
             s.i,
             s.rows,
-            ir_dtype(hull.dtype())
+            ir_dtype(hull.dtype()),
+            tuple(&hs)
         )));
     }
     let xs = x.shape();
     if xs != [cols] {
         return Err(error(format!(
-            "spmv: x has shape {xs:?}, the matrix has {cols} columns"
+            "spmv: x has shape {}, the matrix has {cols} columns",
+            tuple(&xs)
         )));
     }
     let xd = ir_dtype(x.dtype());
@@ -166,7 +172,8 @@ pub(crate) fn scale(vals: &Store, s: f64) -> Result<Store, Error> {
     let v = ir_dtype(vals.dtype());
     if shape.len() != 1 || !v.is_float() {
         return Err(error(format!(
-            "scale: values must be a vector of f32 or f64, not {v} of shape {shape:?}"
+            "scale: values must be a vector of f32 or f64, not {v} of shape {}",
+            tuple(&shape)
         )));
     }
     let out = host::create_store(&shape, wit_dtype(v))?;
@@ -188,8 +195,10 @@ pub(crate) fn scale_rows(m: &Matrix<'_>, d: &Store) -> Result<Store, Error> {
     if ds != [s.rows] || dd != s.v {
         return Err(error(format!(
             "scale-rows: the diagonal must be a {} vector of one value per row ({}), not {dd} of \
-             shape {ds:?}",
-            s.v, s.rows
+             shape {}",
+            s.v,
+            s.rows,
+            tuple(&ds)
         )));
     }
     let out = host::create_store(&[s.nnz], wit_dtype(s.v))?;

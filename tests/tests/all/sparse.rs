@@ -373,7 +373,19 @@ fn bad_input_is_a_clear_error_and_the_host_keeps_running() {
     let a = sp.poisson2d(3, DType::F64, DType::I64).unwrap();
     let x = np.ones(&[8], DType::F64);
     let e = a.matvec(&x).check().unwrap_err().to_string();
-    assert!(e.contains("spmv") && e.contains("9 columns"), "{e}");
+    assert!(
+        e.contains("spmv") && e.contains("x has shape (8,), the matrix has 9 columns"),
+        "{e}"
+    );
+    // Shapes print as NumPy prints them.
+    let e = a
+        .add(&sp.poisson2d(2, DType::F64, DType::I64).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("the matrices have shapes (9, 9) and (4, 4)"),
+        "{e}"
+    );
     // Different patterns.
     let b = sp
         .from_triplets((9, 9), (&[0], &[0], &[1.0]), DType::F64, DType::I64)
