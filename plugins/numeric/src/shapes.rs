@@ -4,6 +4,11 @@
 
 use crate::keys::Kind;
 
+/// A shape as NumPy prints it in most messages: `(3, 4)`, `(5,)`, `()`.
+pub fn show(shape: &[u64]) -> String {
+    weft_sdk::ir::shape::tuple(shape)
+}
+
 /// The number of elements of `shape`, or `None` if it overflows `u64`.
 pub fn volume(shape: &[u64]) -> Option<u64> {
     shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))

@@ -10,8 +10,9 @@ impl crate::bindings::exports::plugin::stats::image::Guest for crate::Stats {
         let (dtype, shape) = (x.dtype(), x.shape());
         if !matches!(dtype, Dtype::F32 | Dtype::F64) || shape.len() != 2 {
             return Err(weft_sdk::error(format!(
-                "box-blur: needs a 2-dimensional f32 or f64 array, not {} of shape {shape:?}",
-                ir_dtype(dtype)
+                "box-blur: needs a 2-dimensional f32 or f64 array, not {} of shape {}",
+                ir_dtype(dtype),
+                weft_sdk::ir::shape::tuple(&shape)
             )));
         }
         let out = host::create_store(&shape, dtype)?;

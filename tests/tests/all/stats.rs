@@ -127,7 +127,7 @@ fn bad_arguments_get_errors_naming_the_plugin_and_the_call() {
         (
             "zscore",
             vec![Value::try_from(&matrix).unwrap()],
-            "not f64 of shape [2, 2]",
+            "not f64 of shape (2, 2)",
         ),
         (
             "clip",
