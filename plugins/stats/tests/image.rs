@@ -184,8 +184,8 @@ fn bad_images_get_an_error_naming_the_plugin_and_the_call() {
     let t = stats(1);
     let np = t.numeric();
     for (x, says) in [
-        (np.zeros(&[3, 3], DType::I64), "not i64 of shape [3, 3]"),
-        (np.zeros(&[9], DType::F64), "not f64 of shape [9]"),
+        (np.zeros(&[3, 3], DType::I64), "not i64 of shape (3, 3)"),
+        (np.zeros(&[9], DType::F64), "not f64 of shape (9,)"),
     ] {
         let e = t.call("box-blur", &[arg(&x)]).unwrap_err().to_string();
         assert!(
