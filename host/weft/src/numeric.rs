@@ -311,7 +311,7 @@ impl Numeric {
     }
 
     /// `e` with the current call site, if one is set and `e` does not carry one yet.
-    fn located(&self, e: Error) -> Error {
+    pub(crate) fn located(&self, e: Error) -> Error {
         if matches!(e, Error::At { .. }) {
             return e;
         }
@@ -554,13 +554,17 @@ impl Array {
     /// The single element of a 0-d (or one-element) array.
     #[track_caller]
     pub fn item(&self) -> Result<f64> {
+        let caller = std::panic::Location::caller();
         let v = self.to_vec()?;
         match v.as_slice() {
             [x] => Ok(*x),
-            _ => Err(Error::Usage(format!(
-                "item() needs an array of one element, this one has {}",
-                v.len()
-            ))),
+            _ => Err(at(
+                caller,
+                Error::Usage(format!(
+                    "item(): can only convert an array of size 1 to a scalar, not one of size {}",
+                    v.len()
+                )),
+            )),
         }
     }
 
@@ -889,6 +893,17 @@ fn op_name(op: BinaryOp) -> &'static str {
         BinaryOp::BitwiseXor => "bitwise-xor",
         BinaryOp::LeftShift => "left-shift",
         BinaryOp::RightShift => "right-shift",
+    }
+}
+
+/// `e` with `caller`'s `file:line:column`, unless it carries a call site already.
+pub(crate) fn at(caller: &std::panic::Location<'_>, e: Error) -> Error {
+    if matches!(e, Error::At { .. }) {
+        return e;
+    }
+    Error::At {
+        site: format!("{}:{}:{}", caller.file(), caller.line(), caller.column()),
+        source: Box::new(e),
     }
 }
 

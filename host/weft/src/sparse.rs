@@ -137,7 +137,7 @@ impl Sparse {
         // The tasks the call submits, and their errors, name the application's call site.
         let _site = self.np.site_guard(std::panic::Location::caller());
         let mut rt = self.np.runtime_cell().borrow_mut();
-        let ids = self.exports.call(&mut rt, name, |guest, store| {
+        let called = self.exports.call(&mut rt, name, |guest, store| {
             let lent = ids
                 .iter()
                 .map(|&id| store.data_mut().lend(id))
@@ -146,7 +146,14 @@ impl Sparse {
                 Ok(r) => Ok(finish(store, r)?),
                 Err(e) => Err(e),
             })
-        })?;
+        });
+        let ids = match called {
+            Ok(ids) => ids,
+            Err(e) => {
+                drop(rt);
+                return Err(self.np.located(e));
+            }
+        };
         ids.into_iter().map(|id| rt.adopt(id)).collect()
     }
 
@@ -360,17 +367,21 @@ impl CsrMatrix {
             DType::I64 => true,
             DType::I32 => self.nnz()?.max(self.cols) <= i32::MAX as u64,
             other => {
-                return Err(Error::Usage(format!(
-                    "sparse: the index type must be i32 or i64, not {other}"
-                )));
+                return Err(self.error(
+                    "with-index-type",
+                    format!("the index type must be i32 or i64, not {other}"),
+                ));
             }
         };
         if !fits {
-            return Err(Error::Usage(format!(
-                "sparse: a matrix of {} entries and {} columns needs i64 indices",
-                self.nnz()?,
-                self.cols
-            )));
+            return Err(self.error(
+                "with-index-type",
+                format!(
+                    "a matrix of {} entries and {} columns needs i64 indices",
+                    self.nnz()?,
+                    self.cols
+                ),
+            ));
         }
         let (pos, crd) = (self.pos.astype(index), self.crd.astype(index));
         pos.check()?;
@@ -578,27 +589,28 @@ impl CsrMatrix {
         }
     }
 
-    /// An error of operation `op` of the sparse plugin's matrices.
+    /// An error of operation `op` of the sparse plugin's matrices, at the application's call.
+    #[track_caller]
     fn error(&self, op: &str, message: String) -> Error {
-        Error::Plugin(weft_plugin::Error::Plugin {
+        let e = Error::Plugin(weft_plugin::Error::Plugin {
             plugin: "sparse".into(),
             call: op.into(),
             message,
-        })
+        });
+        crate::numeric::at(std::panic::Location::caller(), e)
     }
 
     /// `A + B` for two matrices of one shape and one sparsity pattern.
     #[track_caller]
     pub fn add(&self, other: &CsrMatrix) -> Result<CsrMatrix> {
         if self.shape() != other.shape() {
-            return Err(Error::Plugin(weft_plugin::Error::Plugin {
-                plugin: "sparse".into(),
-                call: "add".into(),
-                message: format!(
+            return Err(self.error(
+                "add",
+                format!(
                     "the matrices have shapes ({}, {}) and ({}, {})",
                     self.rows, self.cols, other.rows, other.cols
                 ),
-            }));
+            ));
         }
         let [ap, ac, av] = self.ids()?;
         let [bp, bc, bv] = other.ids()?;

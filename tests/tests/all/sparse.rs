@@ -784,6 +784,20 @@ fn bad_diagonals_data_and_axes_are_clear_errors() {
         e.contains("axis 2 is out of bounds for array of dimension 2"),
         "{e}"
     );
+    // Each names the application's line, whether the facade or the plugin found the problem.
+    let line = line!() + 1;
+    let e = text(a.scale_rows(&np.ones(&[15], DType::F64)).unwrap_err());
+    assert!(e.contains(&format!("(at {}:{line}:", file!())), "{e}");
+    let line = line!() + 1;
+    let e = text(a.sum(Some(7)).unwrap_err());
+    assert!(e.contains(&format!("(at {}:{line}:", file!())), "{e}");
+    let line = line!() + 1;
+    let e = text(np.ones(&[3], DType::F64).item().unwrap_err());
+    assert!(
+        e.contains("can only convert an array of size 1 to a scalar")
+            && e.contains(&format!("(at {}:{line}:", file!())),
+        "{e}"
+    );
     let total: f64 = Csr::poisson2d(4).to_dense().iter().sum();
     assert_eq!(a.sum(None).unwrap().item().unwrap(), total);
 }
