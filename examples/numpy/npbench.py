@@ -550,6 +550,33 @@ kernel("lu", {"XS": dict(N=8), "S": dict(N=60), "M": dict(N=220), "L": dict(N=70
               "paper": dict(N=2000)}, ["A"])((_spd_init, lu))
 
 
+def ludcmp_init(N, dt=np.float64):
+    out = _spd_init(N, dt)
+    fn = dt(N)
+    out["b"] = np.fromfunction(lambda i: (i + 1) / fn / 2.0 + 4.0, (N,), dtype=dt)
+    return out
+
+
+def ludcmp(A, b):
+    x = np.zeros_like(b)
+    y = np.zeros_like(b)
+    for i in range(A.shape[0]):
+        for j in range(i):
+            A[i, j] -= A[i, :j] @ A[:j, j]
+            A[i, j] /= A[j, j]
+        for j in range(i, A.shape[0]):
+            A[i, j] -= A[i, :i] @ A[:i, j]
+    for i in range(A.shape[0]):
+        y[i] = b[i] - A[i, :i] @ y[:i]
+    for i in range(A.shape[0] - 1, -1, -1):
+        x[i] = (y[i] - A[i, i + 1:] @ x[i + 1:]) / A[i, i]
+    return {"A": A, "x": x, "y": y}
+
+
+kernel("ludcmp", {"XS": dict(N=8), "S": dict(N=60), "M": dict(N=220), "L": dict(N=650),
+                  "paper": dict(N=2000)}, ["A", "x", "y"])((ludcmp_init, ludcmp))
+
+
 def cholesky(A):
     A[0, 0] = np.sqrt(A[0, 0])
     for i in range(1, A.shape[0]):

@@ -230,6 +230,10 @@ pub const KERNELS: &[Kernel] = &[
         run: lu,
     },
     Kernel {
+        name: "ludcmp",
+        run: ludcmp,
+    },
+    Kernel {
         name: "cholesky",
         run: cholesky,
     },
@@ -665,7 +669,12 @@ fn span(lo: i64, hi: i64) -> Ix {
 }
 
 fn lu(x: &Inputs) -> Result<Outputs, AppError> {
-    let a = x.array("A")?;
+    lu_in_place(x.array("A")?)?;
+    outputs(x)
+}
+
+/// NPBench's LU factorization loops (`lu`, and the first half of `ludcmp`), in place.
+fn lu_in_place(a: &Array) -> weft::Result<()> {
     let n = a.shape()?.first().copied().unwrap_or(0) as i64;
     let np = a.numeric();
     for i in 0..n {
@@ -688,7 +697,41 @@ fn lu(x: &Inputs) -> Result<Outputs, AppError> {
             at.check()
         })?;
     }
-    outputs(x)
+    Ok(())
+}
+
+/// The factorization of `lu`, then the forward and backward substitutions, each row's dot
+/// product with what is solved so far (replayed traces: the views grow, or shrink and move
+/// back, by one element a step).
+fn ludcmp(x: &Inputs) -> Result<Outputs, AppError> {
+    let (a, b) = (x.array("A")?, x.array("b")?);
+    lu_in_place(a)?;
+    let n = a.shape()?.first().copied().unwrap_or(0) as i64;
+    let np = a.numeric();
+    let len = b.shape()?;
+    let (xv, yv) = (np.zeros(&len, b.dtype()?), np.zeros(&len, b.dtype()?));
+    let steps = usize::try_from(n).unwrap_or(0);
+    np.repeat(steps, |i| {
+        let i = index(i)?;
+        let dot = a
+            .index(&[Ix::At(i), span(0, i)])
+            .matmul(&yv.index(&[span(0, i)]));
+        yv.index(&[Ix::At(i)])
+            .assign(&(&b.index(&[Ix::At(i)]) - &dot))
+    })?;
+    np.repeat(steps, |k| {
+        let i = n - 1 - index(k)?;
+        let dot = a
+            .index(&[Ix::At(i), span(i + 1, n)])
+            .matmul(&xv.index(&[span(i + 1, n)]));
+        let value = (&yv.index(&[Ix::At(i)]) - &dot) / &a.index(&[Ix::At(i), Ix::At(i)]);
+        xv.index(&[Ix::At(i)]).assign(&value)
+    })?;
+    Ok(vec![
+        ("A".into(), a.clone()),
+        ("x".into(), xv),
+        ("y".into(), yv),
+    ])
 }
 
 fn cholesky(x: &Inputs) -> Result<Outputs, AppError> {
