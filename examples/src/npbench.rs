@@ -234,6 +234,10 @@ pub const KERNELS: &[Kernel] = &[
         run: ludcmp,
     },
     Kernel {
+        name: "deriche",
+        run: deriche,
+    },
+    Kernel {
         name: "cholesky",
         run: cholesky,
     },
@@ -732,6 +736,88 @@ fn ludcmp(x: &Inputs) -> Result<Outputs, AppError> {
         ("x".into(), xv),
         ("y".into(), yv),
     ])
+}
+
+/// The Deriche edge detector: a recursive filter along each row, forward and backward, then
+/// along each column; each recurrence one replayed trace of column (or row) updates.
+fn deriche(x: &Inputs) -> Result<Outputs, AppError> {
+    let alpha = x.scalar("alpha")?;
+    let img = x.array("imgIn")?;
+    let shape = img.shape()?;
+    let (w, h) = (shape[0] as i64, shape[1] as i64);
+    // The coefficients, as NumPy computes them (in float64).
+    let e = (-alpha).exp();
+    let k = (1.0 - e) * (1.0 - e) / (1.0 + alpha * e - (2.0 * alpha).exp());
+    let (a1, a2, a3, a4) = (
+        k,
+        k * e * (alpha - 1.0),
+        k * e * (alpha + 1.0),
+        -k * (-2.0 * alpha).exp(),
+    );
+    let (b1, b2) = (2f64.powf(-alpha), -(-2.0 * alpha).exp());
+    let np = img.numeric();
+    let dtype = img.dtype()?;
+    let all = Ix::Slice(Range::all());
+    let col = |a: &Array, j: i64| a.index(&[all, Ix::At(j)]);
+    let row = |a: &Array, i: i64| a.index(&[Ix::At(i), all]);
+    // `a * p + b * q + c * r + d * s`, summed left to right as NumPy does.
+    let four = |terms: [(f64, Array); 4]| {
+        let [(a, p), (b, q), (c, r), (d, t)] = terms;
+        &(&(&(&p * a) + &(&q * b)) + &(&r * c)) + &(&t * d)
+    };
+    let steps = |n: i64| usize::try_from(n - 2).unwrap_or(0);
+
+    let y1 = np.empty(&shape, dtype);
+    col(&y1, 0).assign(&(&col(img, 0) * a1))?;
+    col(&y1, 1).assign(&(&(&(&col(img, 1) * a1) + &(&col(img, 0) * a2)) + &(&col(&y1, 0) * b1)))?;
+    np.repeat(steps(h), |t| {
+        let j = index(t)? + 2;
+        col(&y1, j).assign(&four([
+            (a1, col(img, j)),
+            (a2, col(img, j - 1)),
+            (b1, col(&y1, j - 1)),
+            (b2, col(&y1, j - 2)),
+        ]))
+    })?;
+    let y2 = np.empty(&shape, dtype);
+    col(&y2, h - 1).assign(0.0)?;
+    col(&y2, h - 2).assign(&(&col(img, h - 1) * a3))?;
+    np.repeat(steps(h), |t| {
+        let j = h - 3 - index(t)?;
+        col(&y2, j).assign(&four([
+            (a3, col(img, j + 1)),
+            (a4, col(img, j + 2)),
+            (b1, col(&y2, j + 1)),
+            (b2, col(&y2, j + 2)),
+        ]))
+    })?;
+    let out = &y1 + &y2;
+
+    row(&y1, 0).assign(&(&row(&out, 0) * a1))?;
+    row(&y1, 1)
+        .assign(&(&(&(&row(&out, 1) * a1) + &(&row(&out, 0) * a2)) + &(&row(&y1, 0) * b1)))?;
+    np.repeat(steps(w), |t| {
+        let i = index(t)? + 2;
+        row(&y1, i).assign(&four([
+            (a1, row(&out, i)),
+            (a2, row(&out, i - 1)),
+            (b1, row(&y1, i - 1)),
+            (b2, row(&y1, i - 2)),
+        ]))
+    })?;
+    row(&y2, w - 1).assign(0.0)?;
+    row(&y2, w - 2).assign(&(&row(&out, w - 1) * a3))?;
+    np.repeat(steps(w), |t| {
+        let i = w - 3 - index(t)?;
+        row(&y2, i).assign(&four([
+            (a3, row(&out, i + 1)),
+            (a4, row(&out, i + 2)),
+            (b1, row(&y2, i + 1)),
+            (b2, row(&y2, i + 2)),
+        ]))
+    })?;
+    out.assign(&(&y1 + &y2))?;
+    Ok(vec![("imgOut".into(), out)])
 }
 
 fn cholesky(x: &Inputs) -> Result<Outputs, AppError> {
