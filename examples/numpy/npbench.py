@@ -625,6 +625,73 @@ kernel("deriche", {"XS": dict(W=9, H=7), "S": dict(W=400, H=200), "M": dict(W=15
        ["imgOut"])((deriche_init, deriche))
 
 
+def vadv_init(I, J, K, dt=np.float64):
+    r = rng()
+    return {"dtr_stage": 3. / 20., "utens_stage": r.random((I, J, K), dtype=dt),
+            "u_stage": r.random((I, J, K), dtype=dt), "wcon": r.random((I + 1, J, K), dtype=dt),
+            "u_pos": r.random((I, J, K), dtype=dt), "utens": r.random((I, J, K), dtype=dt)}
+
+
+BET_M = 0.5
+BET_P = 0.5
+
+
+def vadv(dtr_stage, utens_stage, u_stage, wcon, u_pos, utens):
+    I, J, K = utens_stage.shape
+    ccol = np.ndarray((I, J, K), dtype=utens_stage.dtype)
+    dcol = np.ndarray((I, J, K), dtype=utens_stage.dtype)
+    data_col = np.ndarray((I, J), dtype=utens_stage.dtype)
+    for k in range(1):
+        gcv = 0.25 * (wcon[1:, :, k + 1] + wcon[:-1, :, k + 1])
+        cs = gcv * BET_M
+        ccol[:, :, k] = gcv * BET_P
+        bcol = dtr_stage - ccol[:, :, k]
+        correction_term = -cs * (u_stage[:, :, k + 1] - u_stage[:, :, k])
+        dcol[:, :, k] = (dtr_stage * u_pos[:, :, k] + utens[:, :, k] + utens_stage[:, :, k] +
+                         correction_term)
+        divided = 1.0 / bcol
+        ccol[:, :, k] = ccol[:, :, k] * divided
+        dcol[:, :, k] = dcol[:, :, k] * divided
+    for k in range(1, K - 1):
+        gav = -0.25 * (wcon[1:, :, k] + wcon[:-1, :, k])
+        gcv = 0.25 * (wcon[1:, :, k + 1] + wcon[:-1, :, k + 1])
+        as_ = gav * BET_M
+        cs = gcv * BET_M
+        acol = gav * BET_P
+        ccol[:, :, k] = gcv * BET_P
+        bcol = dtr_stage - acol - ccol[:, :, k]
+        correction_term = (-as_ * (u_stage[:, :, k - 1] - u_stage[:, :, k]) -
+                           cs * (u_stage[:, :, k + 1] - u_stage[:, :, k]))
+        dcol[:, :, k] = (dtr_stage * u_pos[:, :, k] + utens[:, :, k] + utens_stage[:, :, k] +
+                         correction_term)
+        divided = 1.0 / (bcol - ccol[:, :, k - 1] * acol)
+        ccol[:, :, k] = ccol[:, :, k] * divided
+        dcol[:, :, k] = (dcol[:, :, k] - dcol[:, :, k - 1] * acol) * divided
+    for k in range(K - 1, K):
+        gav = -0.25 * (wcon[1:, :, k] + wcon[:-1, :, k])
+        as_ = gav * BET_M
+        acol = gav * BET_P
+        bcol = dtr_stage - acol
+        correction_term = -as_ * (u_stage[:, :, k - 1] - u_stage[:, :, k])
+        dcol[:, :, k] = (dtr_stage * u_pos[:, :, k] + utens[:, :, k] + utens_stage[:, :, k] +
+                         correction_term)
+        divided = 1.0 / (bcol - ccol[:, :, k - 1] * acol)
+        dcol[:, :, k] = (dcol[:, :, k] - dcol[:, :, k - 1] * acol) * divided
+    for k in range(K - 1, K - 2, -1):
+        datacol = dcol[:, :, k]
+        data_col[:] = datacol
+        utens_stage[:, :, k] = dtr_stage * (datacol - u_pos[:, :, k])
+    for k in range(K - 2, -1, -1):
+        datacol = dcol[:, :, k] - ccol[:, :, k] * data_col[:, :]
+        data_col[:] = datacol
+        utens_stage[:, :, k] = dtr_stage * (datacol - u_pos[:, :, k])
+
+
+kernel("vadv", {"XS": dict(I=5, J=4, K=6), "S": dict(I=60, J=60, K=40),
+                "M": dict(I=112, J=112, K=80), "L": dict(I=180, J=180, K=160),
+                "paper": dict(I=256, J=256, K=160)}, ["utens_stage"])((vadv_init, vadv))
+
+
 def cholesky(A):
     A[0, 0] = np.sqrt(A[0, 0])
     for i in range(1, A.shape[0]):

@@ -238,6 +238,10 @@ pub const KERNELS: &[Kernel] = &[
         run: deriche,
     },
     Kernel {
+        name: "vadv",
+        run: vadv,
+    },
+    Kernel {
         name: "cholesky",
         run: cholesky,
     },
@@ -818,6 +822,86 @@ fn deriche(x: &Inputs) -> Result<Outputs, AppError> {
     })?;
     out.assign(&(&y1 + &y2))?;
     Ok(vec![("imgOut".into(), out)])
+}
+
+/// Vertical advection (NPBench's `vadv`): a tridiagonal solve along the last axis of every
+/// column, forward then backward, each `k` one step of a replayed trace over `(I, J)` planes.
+fn vadv(x: &Inputs) -> Result<Outputs, AppError> {
+    const BET_M: f64 = 0.5;
+    const BET_P: f64 = 0.5;
+    let dtr = x.scalar("dtr_stage")?;
+    let v = |name: &str| x.array(name);
+    let (ustage, u, wcon, upos, utens) = (
+        v("utens_stage")?,
+        v("u_stage")?,
+        v("wcon")?,
+        v("u_pos")?,
+        v("utens")?,
+    );
+    let shape = ustage.shape()?;
+    let (ni, nk) = (shape[0] as i64, shape[2] as i64);
+    let np = ustage.numeric();
+    let dtype = ustage.dtype()?;
+    let (ccol, dcol) = (np.empty(&shape, dtype), np.empty(&shape, dtype));
+    let data_col = np.empty(&shape[..2], dtype);
+    let all = Ix::Slice(Range::all());
+    let at = |a: &Array, k: i64| a.index(&[all, all, Ix::At(k)]);
+    // `wcon[1:, :, k] + wcon[:-1, :, k]`.
+    let wsum = |k: i64| {
+        &wcon.index(&[span(1, ni + 1), all, Ix::At(k)])
+            + &wcon.index(&[span(0, ni), all, Ix::At(k)])
+    };
+    // `dtr * u_pos[k] + utens[k] + utens_stage[k] + correction`.
+    let dstart = |k: i64, correction: &Array| {
+        &(&(&(&at(upos, k) * dtr) + &at(utens, k)) + &at(ustage, k)) + correction
+    };
+    let neg = |a: &Array| a * -1.0;
+    // k = 0.
+    let gcv = &wsum(1) * 0.25;
+    let cs = &gcv * BET_M;
+    at(&ccol, 0).assign(&(&gcv * BET_P))?;
+    let bcol = dtr - &at(&ccol, 0);
+    let correction = &neg(&cs) * &(&at(u, 1) - &at(u, 0));
+    at(&dcol, 0).assign(&dstart(0, &correction))?;
+    let divided = 1.0 / &bcol;
+    at(&ccol, 0).assign(&(&at(&ccol, 0) * &divided))?;
+    at(&dcol, 0).assign(&(&at(&dcol, 0) * &divided))?;
+    // k = 1 .. K - 2.
+    np.repeat(usize::try_from(nk - 2).unwrap_or(0), |t| {
+        let k = index(t)? + 1;
+        let gav = &wsum(k) * -0.25;
+        let gcv = &wsum(k + 1) * 0.25;
+        let (as_, cs, acol) = (&gav * BET_M, &gcv * BET_M, &gav * BET_P);
+        at(&ccol, k).assign(&(&gcv * BET_P))?;
+        let bcol = &(dtr - &acol) - &at(&ccol, k);
+        let correction =
+            &(&neg(&as_) * &(&at(u, k - 1) - &at(u, k))) - &(&cs * &(&at(u, k + 1) - &at(u, k)));
+        at(&dcol, k).assign(&dstart(k, &correction))?;
+        let divided = 1.0 / &(&bcol - &(&at(&ccol, k - 1) * &acol));
+        at(&ccol, k).assign(&(&at(&ccol, k) * &divided))?;
+        let d = &(&at(&dcol, k) - &(&at(&dcol, k - 1) * &acol)) * &divided;
+        at(&dcol, k).assign(&d)
+    })?;
+    // k = K - 1.
+    let k = nk - 1;
+    let gav = &wsum(k) * -0.25;
+    let (as_, acol) = (&gav * BET_M, &gav * BET_P);
+    let bcol = dtr - &acol;
+    let correction = &neg(&as_) * &(&at(u, k - 1) - &at(u, k));
+    at(&dcol, k).assign(&dstart(k, &correction))?;
+    let divided = 1.0 / &(&bcol - &(&at(&ccol, k - 1) * &acol));
+    let d = &(&at(&dcol, k) - &(&at(&dcol, k - 1) * &acol)) * &divided;
+    at(&dcol, k).assign(&d)?;
+    // Back substitution.
+    data_col.assign(&at(&dcol, k))?;
+    at(ustage, k).assign(&(&(&data_col - &at(upos, k)) * dtr))?;
+    np.repeat(usize::try_from(nk - 1).unwrap_or(0), |t| {
+        let k = nk - 2 - index(t)?;
+        let datacol = &at(&dcol, k) - &(&at(&ccol, k) * &data_col);
+        data_col.assign(&datacol)?;
+        at(ustage, k).assign(&(&(&datacol - &at(upos, k)) * dtr))
+    })?;
+    outputs(x)
 }
 
 fn cholesky(x: &Inputs) -> Result<Outputs, AppError> {
