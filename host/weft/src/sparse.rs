@@ -524,23 +524,19 @@ impl CsrMatrix {
     /// per column, of the matrix's value type.
     #[track_caller]
     pub fn scale_columns(&self, d: &Array) -> Result<CsrMatrix> {
-        self.sp
-            .np
-            .check_same(d.numeric())
-            .map_err(|e| crate::numeric::shared(&e))?;
-        let (shape, dtype) = (d.shape()?, d.dtype()?);
-        if shape != [self.cols] || dtype != self.dtype()? {
-            return Err(self.error(
-                "scale-columns",
+        let want = self.dtype()?;
+        self.check_vector(
+            "scale-columns",
+            d,
+            self.cols,
+            |t| t == want,
+            || {
                 format!(
-                    "the diagonal must be a {} vector of one value per column ({}), not {dtype} \
-                     of shape {}",
-                    self.dtype()?,
-                    self.cols,
-                    crate::numeric::shape_text(&shape)
-                ),
-            ));
-        }
+                    "the diagonal must be a {want} vector of one value per column ({})",
+                    self.cols
+                )
+            },
+        )?;
         let vals = &self.vals * &d.take(&self.crd, None);
         self.with_vals(vals)
     }
@@ -550,23 +546,43 @@ impl CsrMatrix {
     /// or `f64`.
     #[track_caller]
     pub fn with_data(&self, data: &Array) -> Result<CsrMatrix> {
+        let nnz = self.nnz()?;
+        self.check_vector("with-data", data, nnz, DType::is_float, || {
+            format!(
+                "the data must be a vector of f32 or f64 with one value per stored entry ({nnz})"
+            )
+        })?;
+        self.with_vals(data.clone())
+    }
+
+    /// Checks that `a` is an array of this matrix's runtime, a vector of `len` values whose
+    /// dtype `dtype_ok` takes; otherwise an error of operation `op` that says what it `wants`
+    /// and what `a` is.
+    #[track_caller]
+    fn check_vector(
+        &self,
+        op: &str,
+        a: &Array,
+        len: u64,
+        dtype_ok: impl Fn(DType) -> bool,
+        wants: impl FnOnce() -> String,
+    ) -> Result<()> {
         self.sp
             .np
-            .check_same(data.numeric())
+            .check_same(a.numeric())
             .map_err(|e| crate::numeric::shared(&e))?;
-        let (shape, dtype) = (data.shape()?, data.dtype()?);
-        let nnz = self.nnz()?;
-        if shape != [nnz] || !dtype.is_float() {
-            return Err(self.error(
-                "with-data",
-                format!(
-                    "the data must be a vector of f32 or f64 with one value per stored entry \
-                     ({nnz}), not {dtype} of shape {}",
-                    crate::numeric::shape_text(&shape)
-                ),
-            ));
+        let (shape, dtype) = (a.shape()?, a.dtype()?);
+        if shape == [len] && dtype_ok(dtype) {
+            return Ok(());
         }
-        self.with_vals(data.clone())
+        Err(self.error(
+            op,
+            format!(
+                "{}, not {dtype} of shape {}",
+                wants(),
+                crate::numeric::shape_text(&shape)
+            ),
+        ))
     }
 
     /// NumPy's `sum(axis)` of the dense matrix: every entry (`None`, a 0-d array), each
