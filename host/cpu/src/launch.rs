@@ -73,6 +73,38 @@ pub(crate) fn balanced_rows(rows: i64, per: i64, threads: usize) -> i64 {
     ((rows - 1) / even + 1).min(per)
 }
 
+/// How many iterations one point of a loop counts for when choosing its chunks, where a store
+/// argument's innermost elements lie a cache line or more apart: each access then brings a
+/// line of its own. (NPBench's `vadv` updates `(112, 112)` planes `a[:, :, k]` whose elements
+/// are 1,440 bytes apart: one chunk by the count of points, about 160 us on one thread.)
+const STRIDED_WEIGHT: i64 = 8;
+
+/// The bytes of a cache line.
+const LINE_BYTES: i64 = 64;
+
+/// Whether any of the store arguments `(element bytes, extents, strides)` steps a cache line or
+/// more between neighbours of its innermost dimension (see [`STRIDED_WEIGHT`]).
+pub(crate) fn crosses_lines<'a>(
+    stores: impl IntoIterator<Item = (usize, &'a [i64], &'a [i64])>,
+) -> bool {
+    stores.into_iter().any(|(size, extents, strides)| {
+        let size = i64::try_from(size).unwrap_or(1);
+        match (extents.last(), strides.last()) {
+            (Some(&e), Some(&s)) => e > 1 && s.saturating_abs().saturating_mul(size) >= LINE_BYTES,
+            _ => false,
+        }
+    })
+}
+
+/// The rows per chunk of a loop whose results do not depend on its chunks (no reduction
+/// through chunk buffers or leaves, no `for` loops in its points): [`chunk_rows`], each point
+/// weighted by [`STRIDED_WEIGHT`] where `strided` (see [`crosses_lines`]), evened out across
+/// the threads by [`balanced_rows`].
+pub(crate) fn plain_rows(rows: i64, inner: i64, strided: bool, threads: usize) -> i64 {
+    let weight = if strided { STRIDED_WEIGHT } else { 1 };
+    balanced_rows(rows, chunk_rows(inner.saturating_mul(weight)), threads)
+}
+
 /// [`chunk_rows`] of a loop whose points run `for` loops (its step's `spread`): also at least
 /// [`SPREAD`] chunks per thread, whatever the shape says (a `matvec` has few rows, each of much
 /// work).
@@ -671,7 +703,14 @@ impl Plan {
         let mut per = if spread {
             chunk_rows_spread(rows, inner, threads)
         } else if reds.is_empty() && leaves.is_empty() {
-            balanced_rows(rows, chunk_rows(inner), threads)
+            let strided = crosses_lines(self.layout.stores.iter().zip(stores).map(|(slot, s)| {
+                (
+                    slot.dtype.size(),
+                    s.extents.as_slice(),
+                    s.strides.as_slice(),
+                )
+            }));
+            plain_rows(rows, inner, strided, threads)
         } else {
             // Chunk buffers' results depend on the chunks: those follow the shape alone.
             chunk_rows(inner)
@@ -1295,7 +1334,7 @@ pub(crate) fn leaf_calls(
 
 #[cfg(test)]
 mod tests {
-    use super::{balanced_rows, leaf_calls};
+    use super::{balanced_rows, crosses_lines, leaf_calls, plain_rows};
     use proptest::prelude::*;
 
     /// The rows the busiest of `threads` threads runs when the chunks of `per` rows are
@@ -1314,6 +1353,24 @@ mod tests {
         // One chunk stays one chunk; one thread keeps the chunks by size.
         assert_eq!(balanced_rows(10, 16, 2), 16);
         assert_eq!(balanced_rows(38, 11, 1), 11);
+    }
+
+    #[test]
+    fn planes_whose_elements_lie_lines_apart_run_in_several_chunks() {
+        // vadv at M: `a[:, :, k]` of a (112, 112, 180) f64 array, elements 1,440 bytes apart.
+        let (extents, strided, dense) = ([112i64, 112], [112i64 * 180, 180], [112i64, 1]);
+        assert!(crosses_lines([(8, &extents[..], &strided[..])]));
+        assert!(!crosses_lines([(8, &extents[..], &dense[..])]));
+        // Seven f64 apart is still within a line; a broadcast (stride 0) reads one element.
+        assert!(!crosses_lines([(8, &extents[..], &[784i64, 7][..])]));
+        assert!(!crosses_lines([(8, &extents[..], &[0i64, 0][..])]));
+        // One column of one element crosses nothing.
+        assert!(!crosses_lines([(8, &[4096i64, 1][..], &[4096i64, 4096][..])]));
+        // One chunk by the count of points; several, shared by both threads, when strided.
+        assert!(plain_rows(112, 112, false, 2) >= 112);
+        let per = plain_rows(112, 112, true, 2);
+        let chunks = (112 - 1) / per + 1;
+        assert!(chunks >= 2 && chunks % 2 == 0, "{per} rows a chunk");
     }
 
     proptest! {

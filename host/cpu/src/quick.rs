@@ -24,7 +24,9 @@
 use weft_ir::{DType, ReduceOp, Scalar};
 
 use crate::Result;
-use crate::launch::{CHUNK_ITERS, KernelFn, Plan, chunk_rows, chunk_rows_spread};
+use crate::launch::{
+    CHUNK_ITERS, KernelFn, Plan, chunk_rows, chunk_rows_spread, crosses_lines, plain_rows,
+};
 use crate::leaves::fill_exact_identity;
 use crate::lower::StepKind;
 
@@ -120,15 +122,24 @@ impl Plan {
                 return Ok(false);
             };
             let (rows, inner) = rows_inner(sub.extents);
+            let reduces = self.leaves.iter().any(|l| l.loop_index == loop_index);
             let per = if *spread {
                 chunk_rows_spread(rows, inner, threads)
-            } else {
+            } else if reduces {
                 chunk_rows(inner)
+            } else {
+                let strided = crosses_lines(
+                    layout
+                        .stores
+                        .iter()
+                        .zip(stores)
+                        .map(|(slot, s)| (slot.dtype.size(), s.extents, s.strides)),
+                );
+                plain_rows(rows, inner, strided, threads)
             };
             if rows > per {
                 return Ok(false);
             }
-            let reduces = self.leaves.iter().any(|l| l.loop_index == loop_index);
             let whole = sub.origin.iter().all(|&o| o == 0)
                 && sub.view.len() == sub.extents.len()
                 && sub
