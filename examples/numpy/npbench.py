@@ -782,6 +782,206 @@ kernel("syr2k", {"XS": dict(M=6, N=8), "S": dict(M=35, N=50), "M": dict(M=110, N
                  "L": dict(M=350, N=400), "paper": dict(M=1000, N=1200)},
        ["C"])((syr2k_init, syr2k))
 
+def adi_init(TSTEPS, N, dt=np.float64):
+    u = np.fromfunction(lambda i, j: (i + N - j) / N, (N, N), dtype=dt)
+    return {"TSTEPS": TSTEPS, "N": N, "u": u}
+
+
+def adi(TSTEPS, N, u):
+    v = np.empty(u.shape, dtype=u.dtype)
+    p = np.empty(u.shape, dtype=u.dtype)
+    q = np.empty(u.shape, dtype=u.dtype)
+    DX = 1.0 / N
+    DY = 1.0 / N
+    DT = 1.0 / TSTEPS
+    B1 = 2.0
+    B2 = 1.0
+    mul1 = B1 * DT / (DX * DX)
+    mul2 = B2 * DT / (DY * DY)
+    a = -mul1 / 2.0
+    b = 1.0 + mul2
+    c = a
+    d = -mul2 / 2.0
+    e = 1.0 + mul2
+    f = d
+    for t in range(1, TSTEPS + 1):
+        v[0, 1:N - 1] = 1.0
+        p[1:N - 1, 0] = 0.0
+        q[1:N - 1, 0] = v[0, 1:N - 1]
+        for j in range(1, N - 1):
+            p[1:N - 1, j] = -c / (a * p[1:N - 1, j - 1] + b)
+            q[1:N - 1, j] = (-d * u[j, 0:N - 2] + (1.0 + 2.0 * d) * u[j, 1:N - 1] -
+                             f * u[j, 2:N] - a * q[1:N - 1, j - 1]) / (a * p[1:N - 1, j - 1] + b)
+        v[N - 1, 1:N - 1] = 1.0
+        for j in range(N - 2, 0, -1):
+            v[j, 1:N - 1] = p[1:N - 1, j] * v[j + 1, 1:N - 1] + q[1:N - 1, j]
+        u[1:N - 1, 0] = 1.0
+        p[1:N - 1, 0] = 0.0
+        q[1:N - 1, 0] = u[1:N - 1, 0]
+        for j in range(1, N - 1):
+            p[1:N - 1, j] = -f / (d * p[1:N - 1, j - 1] + e)
+            q[1:N - 1, j] = (-a * v[0:N - 2, j] + (1.0 + 2.0 * a) * v[1:N - 1, j] -
+                             c * v[2:N, j] - d * q[1:N - 1, j - 1]) / (d * p[1:N - 1, j - 1] + e)
+        u[1:N - 1, N - 1] = 1.0
+        for j in range(N - 2, 0, -1):
+            u[1:N - 1, j] = p[1:N - 1, j] * u[1:N - 1, j + 1] + q[1:N - 1, j]
+
+
+kernel("adi", {"XS": dict(TSTEPS=3, N=9), "S": dict(TSTEPS=5, N=100),
+               "M": dict(TSTEPS=20, N=200), "L": dict(TSTEPS=50, N=500),
+               "paper": dict(TSTEPS=100, N=200)}, ["u"])((adi_init, adi))
+
+
+def cavity_flow_init(ny, nx, nt, nit):
+    u = np.zeros((ny, nx), dtype=np.float64)
+    v = np.zeros((ny, nx), dtype=np.float64)
+    p = np.zeros((ny, nx), dtype=np.float64)
+    dx = 2 / (nx - 1)
+    dy = 2 / (ny - 1)
+    dt = .1 / ((nx - 1) * (ny - 1))
+    # rho and nu are the same in every NPBench preset.
+    return {"nx": nx, "ny": ny, "nt": nt, "nit": nit, "u": u, "v": v, "dt": dt, "dx": dx,
+            "dy": dy, "p": p, "rho": 1.0, "nu": 0.1}
+
+
+def cavity_build_up_b(b, rho, dt, u, v, dx, dy):
+    b[1:-1, 1:-1] = (rho * (1 / dt * ((u[1:-1, 2:] - u[1:-1, 0:-2]) / (2 * dx) +
+                                      (v[2:, 1:-1] - v[0:-2, 1:-1]) / (2 * dy)) -
+                            ((u[1:-1, 2:] - u[1:-1, 0:-2]) / (2 * dx))**2 - 2 *
+                            ((u[2:, 1:-1] - u[0:-2, 1:-1]) / (2 * dy) *
+                             (v[1:-1, 2:] - v[1:-1, 0:-2]) / (2 * dx)) -
+                            ((v[2:, 1:-1] - v[0:-2, 1:-1]) / (2 * dy))**2))
+
+
+def cavity_pressure_poisson(nit, p, dx, dy, b):
+    pn = np.empty_like(p)
+    pn = p.copy()
+    for q in range(nit):
+        pn = p.copy()
+        p[1:-1, 1:-1] = (((pn[1:-1, 2:] + pn[1:-1, 0:-2]) * dy**2 +
+                          (pn[2:, 1:-1] + pn[0:-2, 1:-1]) * dx**2) /
+                         (2 * (dx**2 + dy**2)) - dx**2 * dy**2 /
+                         (2 * (dx**2 + dy**2)) * b[1:-1, 1:-1])
+        p[:, -1] = p[:, -2]  # dp/dx = 0 at x = 2
+        p[0, :] = p[1, :]  # dp/dy = 0 at y = 0
+        p[:, 0] = p[:, 1]  # dp/dx = 0 at x = 0
+        p[-1, :] = 0  # p = 0 at y = 2
+
+
+def cavity_flow(nx, ny, nt, nit, u, v, dt, dx, dy, p, rho, nu):
+    un = np.empty_like(u)
+    vn = np.empty_like(v)
+    b = np.zeros((ny, nx))
+    for n in range(nt):
+        un = u.copy()
+        vn = v.copy()
+        cavity_build_up_b(b, rho, dt, u, v, dx, dy)
+        cavity_pressure_poisson(nit, p, dx, dy, b)
+        u[1:-1, 1:-1] = (un[1:-1, 1:-1] - un[1:-1, 1:-1] * dt / dx *
+                         (un[1:-1, 1:-1] - un[1:-1, 0:-2]) -
+                         vn[1:-1, 1:-1] * dt / dy *
+                         (un[1:-1, 1:-1] - un[0:-2, 1:-1]) - dt / (2 * rho * dx) *
+                         (p[1:-1, 2:] - p[1:-1, 0:-2]) + nu *
+                         (dt / dx**2 *
+                          (un[1:-1, 2:] - 2 * un[1:-1, 1:-1] + un[1:-1, 0:-2]) +
+                          dt / dy**2 *
+                          (un[2:, 1:-1] - 2 * un[1:-1, 1:-1] + un[0:-2, 1:-1])))
+        v[1:-1, 1:-1] = (vn[1:-1, 1:-1] - un[1:-1, 1:-1] * dt / dx *
+                         (vn[1:-1, 1:-1] - vn[1:-1, 0:-2]) -
+                         vn[1:-1, 1:-1] * dt / dy *
+                         (vn[1:-1, 1:-1] - vn[0:-2, 1:-1]) - dt / (2 * rho * dy) *
+                         (p[2:, 1:-1] - p[0:-2, 1:-1]) + nu *
+                         (dt / dx**2 *
+                          (vn[1:-1, 2:] - 2 * vn[1:-1, 1:-1] + vn[1:-1, 0:-2]) +
+                          dt / dy**2 *
+                          (vn[2:, 1:-1] - 2 * vn[1:-1, 1:-1] + vn[0:-2, 1:-1])))
+        u[0, :] = 0
+        u[:, 0] = 0
+        u[:, -1] = 0
+        u[-1, :] = 1  # set velocity on cavity lid equal to 1
+        v[0, :] = 0
+        v[-1, :] = 0
+        v[:, 0] = 0
+        v[:, -1] = 0
+
+
+kernel("cavity_flow", {"XS": dict(ny=8, nx=9, nt=3, nit=2), "S": dict(ny=61, nx=61, nt=25, nit=5),
+                       "M": dict(ny=121, nx=121, nt=50, nit=10),
+                       "L": dict(ny=201, nx=201, nt=100, nit=20),
+                       "paper": dict(ny=101, nx=101, nt=700, nit=50)},
+       ["u", "v", "p"])((cavity_flow_init, cavity_flow))
+
+
+def spmv_init(M, N, nnz):
+    from numpy.random import default_rng
+    rng = default_rng(42)
+    x = rng.random((N, ))
+    from scipy.sparse import random
+    matrix = random(M, N, density=nnz / (M * N), format='csr', dtype=np.float64,
+                    random_state=rng)
+    # NPBench stores the indices as uint32; Weft has no unsigned integer dtypes yet, so they
+    # are written (and NumPy runs on them) as int32: the same values.
+    rows = np.int32(np.uint32(matrix.indptr))
+    cols = np.int32(np.uint32(matrix.indices))
+    vals = matrix.data
+    return {"A_row": rows, "A_col": cols, "A_val": vals, "x": x}
+
+
+def spmv(A_row, A_col, A_val, x):
+    y = np.empty(A_row.size - 1, A_val.dtype)
+    for i in range(A_row.size - 1):
+        cols = A_col[A_row[i]:A_row[i + 1]]
+        vals = A_val[A_row[i]:A_row[i + 1]]
+        y[i] = vals @ x[cols]
+    return {"y": y}
+
+
+kernel("spmv", {"XS": dict(M=12, N=10, nnz=30), "S": dict(M=4096, N=4096, nnz=8192),
+                "M": dict(M=32768, N=32768, nnz=65536),
+                "L": dict(M=262144, N=262144, nnz=262144),
+                "paper": dict(M=131072, N=131072, nnz=262144)}, ["y"])((spmv_init, spmv))
+
+
+def conv2d_bias_init(C_in, C_out, H, K, N, W):
+    from numpy.random import default_rng
+    rng = default_rng(42)
+    # NHWC data layout
+    input = rng.random((N, H, W, C_in), dtype=np.float32)
+    # Weights
+    weights = rng.random((K, K, C_in, C_out), dtype=np.float32)
+    bias = rng.random((C_out, ), dtype=np.float32)
+    return {"input": input, "weights": weights, "bias": bias}
+
+
+def conv2d(input, weights):
+    K = weights.shape[0]  # Assuming square kernel
+    N = input.shape[0]
+    H_out = input.shape[1] - K + 1
+    W_out = input.shape[2] - K + 1
+    C_out = weights.shape[3]
+    output = np.empty((N, H_out, W_out, C_out), dtype=np.float32)
+    for i in range(H_out):
+        for j in range(W_out):
+            output[:, i, j, :] = np.sum(
+                input[:, i:i + K, j:j + K, :, np.newaxis] *
+                weights[np.newaxis, :, :, :],
+                axis=(1, 2, 3),
+            )
+    return output
+
+
+def conv2d_bias(input, weights, bias):
+    return {"output": conv2d(input, weights) + bias}
+
+
+kernel("conv2d_bias", {"XS": dict(N=2, C_in=3, C_out=4, K=3, H=7, W=8),
+                       "S": dict(N=8, C_in=3, C_out=16, K=2, H=32, W=32),
+                       "M": dict(N=8, C_in=3, C_out=8, K=5, H=64, W=64),
+                       "L": dict(N=8, C_in=3, C_out=8, K=10, H=128, W=128),
+                       "paper": dict(N=8, C_in=3, C_out=16, K=20, H=256, W=256)},
+       ["output"])((conv2d_bias_init, conv2d_bias))
+
+
 def inputs_of(d, name):
     """The inputs init wrote for kernel `name`, in argument order, as arrays and scalars."""
     spec = json.load(open(os.path.join(d, name, "sizes.json")))

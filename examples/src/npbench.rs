@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use weft::numeric::Reduction;
-use weft::{Array, Ix, Numeric, Range};
+use weft::{Array, Ix, Numeric, Range, Sparse};
 use weft_ir::DType;
 
 use crate::AppError;
@@ -26,11 +26,14 @@ pub struct Inputs {
     pub scalars: BTreeMap<String, f64>,
     /// The names of the kernel's outputs, in order.
     pub outputs: Vec<String>,
+    /// The sparse plugin, for the kernels that build sparse matrices.
+    pub sparse: Option<Sparse>,
 }
 
 impl Inputs {
-    /// Reads `dir/sizes.json` and every argument's `.npy`, uploading the arrays.
-    pub fn load(np: &Numeric, dir: &Path) -> Result<Inputs, AppError> {
+    /// Reads `dir/sizes.json` and every argument's `.npy`, uploading the arrays; `sparse` is
+    /// the sparse plugin loaded into `np`'s runtime, if any.
+    pub fn load(np: &Numeric, dir: &Path, sparse: Option<&Sparse>) -> Result<Inputs, AppError> {
         let text = std::fs::read_to_string(dir.join("sizes.json"))?;
         let spec: serde_json::Value = serde_json::from_str(&text)?;
         let sizes = spec["sizes"]
@@ -63,6 +66,7 @@ impl Inputs {
             arrays,
             scalars,
             outputs: names("outputs")?,
+            sparse: sparse.cloned(),
         })
     }
 
@@ -100,6 +104,7 @@ impl Inputs {
                 .collect(),
             scalars: self.scalars.clone(),
             outputs: self.outputs.clone(),
+            sparse: self.sparse.clone(),
         }
     }
 }
@@ -240,6 +245,22 @@ pub const KERNELS: &[Kernel] = &[
     Kernel {
         name: "vadv",
         run: vadv,
+    },
+    Kernel {
+        name: "adi",
+        run: adi,
+    },
+    Kernel {
+        name: "cavity_flow",
+        run: cavity_flow,
+    },
+    Kernel {
+        name: "spmv",
+        run: spmv,
+    },
+    Kernel {
+        name: "conv2d_bias",
+        run: conv2d_bias,
     },
     Kernel {
         name: "cholesky",
@@ -902,6 +923,191 @@ fn vadv(x: &Inputs) -> Result<Outputs, AppError> {
         at(ustage, k).assign(&(&(&datacol - &at(upos, k)) * dtr))
     })?;
     outputs(x)
+}
+
+/// Alternating-direction implicit solver (NPBench's `adi`): per time step, a tridiagonal solve
+/// along every column, then along every row, each sweep over `j` one step of a replayed trace
+/// over whole columns or rows.
+fn adi(x: &Inputs) -> Result<Outputs, AppError> {
+    let (tsteps, n) = (x.size("TSTEPS")?, x.size("N")?);
+    let u = x.array("u")?;
+    let np = u.numeric();
+    let (shape, dtype) = (u.shape()?, u.dtype()?);
+    let (v, p, q) = (
+        np.empty(&shape, dtype),
+        np.empty(&shape, dtype),
+        np.empty(&shape, dtype),
+    );
+    // The coefficients, as NumPy computes them.
+    let (dx, dy, dt) = (1.0 / n as f64, 1.0 / n as f64, 1.0 / tsteps as f64);
+    let (b1, b2) = (2.0, 1.0);
+    let mul1 = b1 * dt / (dx * dx);
+    let mul2 = b2 * dt / (dy * dy);
+    let (a, b) = (-mul1 / 2.0, 1.0 + mul2);
+    let c = a;
+    let (d, e) = (-mul2 / 2.0, 1.0 + mul2);
+    let f = d;
+    let inner = span(1, n - 1);
+    // `m[1:N-1, j]` and `m[j, 1:N-1]`.
+    let col = |m: &Array, j: i64| m.index(&[inner, Ix::At(j)]);
+    let row = |m: &Array, j: i64| m.index(&[Ix::At(j), inner]);
+    let sweep = usize::try_from(n - 2).unwrap_or(0);
+    for _ in 0..tsteps {
+        row(&v, 0).assign(1.0)?;
+        col(&p, 0).assign(0.0)?;
+        col(&q, 0).assign(&row(&v, 0))?;
+        np.repeat(sweep, |t| {
+            let j = index(t)? + 1;
+            let denominator = &(&col(&p, j - 1) * a) + b;
+            col(&p, j).assign(&(-c / &denominator))?;
+            let terms = &(&(&(&u.index(&[Ix::At(j), span(0, n - 2)]) * -d)
+                + &(&row(u, j) * (1.0 + 2.0 * d)))
+                - &(&u.index(&[Ix::At(j), span(2, n)]) * f))
+                - &(&col(&q, j - 1) * a);
+            col(&q, j).assign(&(&terms / &denominator))
+        })?;
+        row(&v, n - 1).assign(1.0)?;
+        np.repeat(sweep, |t| {
+            let j = n - 2 - index(t)?;
+            row(&v, j).assign(&(&(&col(&p, j) * &row(&v, j + 1)) + &col(&q, j)))
+        })?;
+        col(u, 0).assign(1.0)?;
+        col(&p, 0).assign(0.0)?;
+        col(&q, 0).assign(&col(u, 0))?;
+        np.repeat(sweep, |t| {
+            let j = index(t)? + 1;
+            let denominator = &(&col(&p, j - 1) * d) + e;
+            col(&p, j).assign(&(-f / &denominator))?;
+            let terms = &(&(&(&v.index(&[span(0, n - 2), Ix::At(j)]) * -a)
+                + &(&col(&v, j) * (1.0 + 2.0 * a)))
+                - &(&v.index(&[span(2, n), Ix::At(j)]) * c))
+                - &(&col(&q, j - 1) * d);
+            col(&q, j).assign(&(&terms / &denominator))
+        })?;
+        col(u, n - 1).assign(1.0)?;
+        np.repeat(sweep, |t| {
+            let j = n - 2 - index(t)?;
+            col(u, j).assign(&(&(&col(&p, j) * &col(u, j + 1)) + &col(&q, j)))
+        })?;
+    }
+    outputs(x)
+}
+
+/// Lid-driven cavity flow (NPBench's `cavity_flow`, CFD Python's step 11): per time step, the
+/// pressure's source term, `nit` Jacobi sweeps of the pressure with its boundaries, and the
+/// velocities' update with theirs, every step one replayed trace.
+fn cavity_flow(x: &Inputs) -> Result<Outputs, AppError> {
+    let (nt, nit) = (x.size("nt")?, x.size("nit")?);
+    let (dt, dx, dy) = (x.scalar("dt")?, x.scalar("dx")?, x.scalar("dy")?);
+    let (rho, nu) = (x.scalar("rho")?, x.scalar("nu")?);
+    let (u, v, p) = (x.array("u")?, x.array("v")?, x.array("p")?);
+    let (ny, nx) = rows_cols(u)?;
+    let np = u.numeric();
+    let b = np.zeros(&u.shape()?, u.dtype()?);
+    // `m[1:-1, 1:-1]` and its neighbours `m[1:-1, 2:]`, `m[1:-1, 0:-2]`, `m[2:, 1:-1]` and
+    // `m[0:-2, 1:-1]`.
+    let mid = |m: &Array| s(m, &[(1, ny - 1), (1, nx - 1)]);
+    let east = |m: &Array| s(m, &[(1, ny - 1), (2, nx)]);
+    let west = |m: &Array| s(m, &[(1, ny - 1), (0, nx - 2)]);
+    let north = |m: &Array| s(m, &[(2, ny), (1, nx - 1)]);
+    let south = |m: &Array| s(m, &[(0, ny - 2), (1, nx - 1)]);
+    let all = Ix::Slice(Range::all());
+    let row = |m: &Array, i: i64| m.index(&[Ix::At(i), all]);
+    let col = |m: &Array, j: i64| m.index(&[all, Ix::At(j)]);
+    // NumPy squares by multiplying (`x**2` is `x*x`).
+    let squared = |a: &Array| a * a;
+    let (dx2, dy2) = (dx * dx, dy * dy);
+    // `dt / dx**2 * (m_e - 2 * m_c + m_w) + dt / dy**2 * (m_n - 2 * m_c + m_s)`.
+    let laplacian = |m: &Array| {
+        &(&(&(&east(m) - &(&mid(m) * 2.0)) + &west(m)) * (dt / dx2))
+            + &(&(&(&north(m) - &(&mid(m) * 2.0)) + &south(m)) * (dt / dy2))
+    };
+    np.repeat(usize::try_from(nt).unwrap_or(0), |_| {
+        let (un, vn) = (u.copy(), v.copy());
+        // build_up_b.
+        let du = &(&east(u) - &west(u)) / (2.0 * dx);
+        let dv = &(&north(v) - &south(v)) / (2.0 * dy);
+        let cross = &(&(&(&(&north(u) - &south(u)) / (2.0 * dy)) * &(&east(v) - &west(v)))
+            / (2.0 * dx))
+            * 2.0;
+        let source = &(&(&(&(&du + &dv) * (1.0 / dt)) - &squared(&du)) - &cross) - &squared(&dv);
+        mid(&b).assign(&(&source * rho))?;
+        // pressure_poisson.
+        let denominator = 2.0 * (dx2 + dy2);
+        for _ in 0..nit {
+            let pn = p.copy();
+            let sides = &(&(&east(&pn) + &west(&pn)) * dy2) + &(&(&north(&pn) + &south(&pn)) * dx2);
+            mid(p).assign(&(&(&sides / denominator) - &(&mid(&b) * (dx2 * dy2 / denominator))))?;
+            col(p, nx - 1).assign(&col(p, nx - 2))?;
+            row(p, 0).assign(&row(p, 1))?;
+            col(p, 0).assign(&col(p, 1))?;
+            row(p, ny - 1).assign(0.0)?;
+        }
+        let (uc, vc) = (mid(&un), mid(&vn));
+        let u_new = &(&(&(&uc - &(&(&(&uc * dt) / dx) * &(&uc - &west(&un))))
+            - &(&(&(&vc * dt) / dy) * &(&uc - &south(&un))))
+            - &(&(&east(p) - &west(p)) * (dt / (2.0 * rho * dx))))
+            + &(&laplacian(&un) * nu);
+        mid(u).assign(&u_new)?;
+        let v_new = &(&(&(&vc - &(&(&(&uc * dt) / dx) * &(&vc - &west(&vn))))
+            - &(&(&(&vc * dt) / dy) * &(&vc - &south(&vn))))
+            - &(&(&north(p) - &south(p)) * (dt / (2.0 * rho * dy))))
+            + &(&laplacian(&vn) * nu);
+        mid(v).assign(&v_new)?;
+        row(u, 0).assign(0.0)?;
+        col(u, 0).assign(0.0)?;
+        col(u, nx - 1).assign(0.0)?;
+        row(u, ny - 1).assign(1.0)?;
+        row(v, 0).assign(0.0)?;
+        row(v, ny - 1).assign(0.0)?;
+        col(v, 0).assign(0.0)?;
+        col(v, nx - 1).assign(0.0)
+    })?;
+    outputs(x)
+}
+
+/// Sparse matrix-vector product (NPBench's `spmv`) of a random CSR matrix: NumPy's loop over
+/// the rows (`y[i] = vals @ x[cols]` for each row's slice of the arrays) is the product the
+/// sparse plugin runs on a matrix made from the same three arrays.
+fn spmv(x: &Inputs) -> Result<Outputs, AppError> {
+    let sp = x.sparse.as_ref().ok_or("spmv needs the sparse plugin")?;
+    let size = |name: &str| -> Result<u64, AppError> { Ok(u64::try_from(x.size(name)?)?) };
+    let a = sp.from_csr_arrays(
+        (size("M")?, size("N")?),
+        x.array("A_row")?,
+        x.array("A_col")?,
+        x.array("A_val")?,
+    )?;
+    Ok(vec![("y".into(), a.matvec(x.array("x")?))])
+}
+
+/// A 2-D convolution with bias (NPBench's `conv2d_bias`, NHWC, `float32`): each output
+/// position `(i, j)` the sum over the window and the input channels of the window times the
+/// weights, every `j` of a row one step of a replayed trace.
+fn conv2d_bias(x: &Inputs) -> Result<Outputs, AppError> {
+    let (input, weights, bias) = (x.array("input")?, x.array("weights")?, x.array("bias")?);
+    let (is, ws) = (input.shape()?, weights.shape()?);
+    let (Some(&n), Some(&k), Some(&c_out)) = (is.first(), ws.first(), ws.get(3)) else {
+        return Err(
+            "conv2d_bias: the input must be (N, H, W, C_in), the weights (K, K, C_in, C_out)"
+                .into(),
+        );
+    };
+    let k = k as i64;
+    let (h_out, w_out) = (is[1] as i64 - k + 1, is[2] as i64 - k + 1);
+    let np = input.numeric();
+    let output = np.empty(&[n, h_out as u64, w_out as u64, c_out], DType::F32);
+    let all = Ix::Slice(Range::all());
+    let w = weights.index(&[Ix::NewAxis, all, all, all]);
+    for i in 0..h_out {
+        np.repeat(usize::try_from(w_out).unwrap_or(0), |t| {
+            let j = index(t)?;
+            let window = input.index(&[all, span(i, i + k), span(j, j + k), all, Ix::NewAxis]);
+            let sum = (&window * &w).reduce_axes(Reduction::Sum, Some(&[1, 2, 3]), false);
+            output.index(&[all, Ix::At(i), Ix::At(j), all]).assign(&sum)
+        })?;
+    }
+    Ok(vec![("output".into(), &output + bias)])
 }
 
 fn cholesky(x: &Inputs) -> Result<Outputs, AppError> {

@@ -107,6 +107,7 @@ fn run(args: &Args) -> Result<(), AppError> {
     python(&words).map_err(|e| format!("the NumPy side could not make the inputs: {e}"))?;
 
     let np = load_numeric(args)?;
+    let sparse = weft::Sparse::new(&np, weft_plugin_artifacts::SPARSE)?;
     let mut weft_times = Vec::new();
     for name in &chosen {
         let kernel = KERNELS
@@ -114,7 +115,7 @@ fn run(args: &Args) -> Result<(), AppError> {
             .find(|k| k.name == *name)
             .ok_or_else(|| format!("no kernel {name}"))?;
         let kdir = dir.join(name);
-        let inputs = Inputs::load(&np, &kdir)?;
+        let inputs = Inputs::load(&np, &kdir, Some(&sparse))?;
         let mut samples = Vec::new();
         let mut last = Vec::new();
         for _ in 0..=args.iters {

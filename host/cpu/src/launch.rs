@@ -1365,7 +1365,11 @@ mod tests {
         assert!(!crosses_lines([(8, &extents[..], &[784i64, 7][..])]));
         assert!(!crosses_lines([(8, &extents[..], &[0i64, 0][..])]));
         // One column of one element crosses nothing.
-        assert!(!crosses_lines([(8, &[4096i64, 1][..], &[4096i64, 4096][..])]));
+        assert!(!crosses_lines([(
+            8,
+            &[4096i64, 1][..],
+            &[4096i64, 4096][..]
+        )]));
         // One chunk by the count of points; several, shared by both threads, when strided.
         assert!(plain_rows(112, 112, false, 2) >= 112);
         let per = plain_rows(112, 112, true, 2);
