@@ -83,7 +83,12 @@ pub fn build(key: &Key) -> Result<Kernel, String> {
             kept,
             reduced,
         } => reduce_rows(name, op, dtype, kept, reduced),
-        Key::TreeBlocks { op, dtype, rank } => tree_blocks(name, op, dtype, rank),
+        Key::TreeBlocks {
+            op,
+            dtype,
+            rank,
+            leaves,
+        } => tree_blocks(name, op, dtype, rank, leaves),
         Key::Vecmat { dtype } => vecmat(name, dtype),
         Key::VecmatRows { dtype } => vecmat_rows(name, dtype),
         Key::Dot { dtype } => dot(name, dtype),
@@ -419,10 +424,12 @@ fn reduce_axes(name: String, op: ReduceOp, dtype: DType, rank: u32, mask: u32) -
 pub const TREE_BLOCK: u64 = 16;
 
 /// `out[b, i] = ` the aligned pairwise tree (`weft_ir::reduction`'s canonical order) of
-/// `a[16 g + k, i]` for `k` in `0..16`, `g` being `b`'s global index: a complete subtree
+/// `a[16 g + k, i]` for `k` in `0..leaves`, `g` being `b`'s global index: a complete subtree
 /// four levels up of dimension 0's tree; elements past `a`'s end count as the operator's
-/// exact identity. `a` is whole and read at global indices; `out` is tiled like the launch.
-fn tree_blocks(name: String, op: ReduceOp, dtype: DType, rank: u32) -> KernelBuilder {
+/// exact identity. `leaves` is 16, or the power of two at least `a`'s extent where that is
+/// smaller: the 16-leaf tree's other leaves would be exact identities, which change no bit
+/// (`x op identity` is `x`), so the smaller tree is the same tree. `a` is whole and read at global indices; `out` is tiled like the launch.
+fn tree_blocks(name: String, op: ReduceOp, dtype: DType, rank: u32, leaves: u32) -> KernelBuilder {
     let mut k = KernelBuilder::new(name);
     let a = k.store(dtype, rank, Privilege::Read);
     let out = k.store(dtype, rank, Privilege::Write);
@@ -436,7 +443,7 @@ fn tree_blocks(name: String, op: ReduceOp, dtype: DType, rank: u32) -> KernelBui
         let one = b.const_i64(1);
         let last = b.sub(m, one);
         let pad = b.constant(weft_sdk::ir::reduction::exact_identity(op, dtype));
-        let mut level: Vec<Value> = (0..TREE_BLOCK)
+        let mut level: Vec<Value> = (0..u64::from(leaves).min(TREE_BLOCK))
             .map(|k| {
                 let offset = b.const_i64(k as i64);
                 let row = b.add(first, offset);

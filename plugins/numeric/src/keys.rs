@@ -27,7 +27,7 @@
 //! | `norm.sqrt.<dt>` | `out[] = sqrt(out[])` |
 //! | `reduceaxes.<op>.<dt>.r<k>.m<mask>` | `out[i with masked dims 0] op= a[i]` |
 //! | `reducerows.<op>.<dt>.r<k>.q<q>` | `out[i] = op over the q trailing dims of a[i, ...]` |
-//! | `treeblocks.<op>.<dt>.r<k>` | `out[b, ...]` = the aligned pairwise tree of `a[16b .. 16b+16, ...]` (past the end: the exact identity) |
+//! | `treeblocks.<op>.<dt>.r<k>.l<n>` | `out[b, ...]` = the aligned pairwise tree of `a[16b .. 16b+n, ...]` (past the end: the exact identity; `n` is 16, or less where `a` has at most `n` rows) |
 //! | `matvec.<dt>` | `y[i] = sum_j A[i,j] * x[j]` (in eight interleaved partial sums) |
 //! | `vecmat.<dt>` | `y[r] += A[r,i] * x[i]`, launched over `i` |
 //! | `vecmat_rows.<dt>` | `y[r] += B[i,r] * x[i]` (`B = A.T`, read by rows), launched over `i` |
@@ -193,7 +193,7 @@ pub enum Key {
         reduced: u32,
     },
     /// One level of 16-leaf subtrees of the canonical reduction order along
-    /// dimension 0: each output element is the aligned pairwise tree of 16
+    /// dimension 0: each output element is the aligned pairwise tree of `leaves`
     /// consecutive input elements along dimension 0 (those past the end counting as the
     /// operator's exact identity), launched over the output.
     TreeBlocks {
@@ -203,6 +203,9 @@ pub enum Key {
         dtype: DType,
         /// The rank of the input and the output.
         rank: u32,
+        /// Leaves per subtree: 16, or the power of two at least dimension 0's extent where
+        /// that is smaller (the same bits: the leaves past it are exact identities).
+        leaves: u32,
     },
     /// The running sum along the last dimension, one sequential loop per point of the `kept`
     /// leading dimensions (the launch's).
@@ -332,9 +335,12 @@ impl fmt::Display for Key {
                 kept,
                 reduced,
             } => write!(f, "reducerows.{}.{dtype}.r{kept}.q{reduced}", op.name()),
-            Key::TreeBlocks { op, dtype, rank } => {
-                write!(f, "treeblocks.{}.{dtype}.r{rank}", op.name())
-            }
+            Key::TreeBlocks {
+                op,
+                dtype,
+                rank,
+                leaves,
+            } => write!(f, "treeblocks.{}.{dtype}.r{rank}.l{leaves}", op.name()),
             Key::Matvec { dtype } => write!(f, "matvec.{dtype}"),
             Key::Vecmat { dtype } => write!(f, "vecmat.{dtype}"),
             Key::VecmatRows { dtype } => write!(f, "vecmat_rows.{dtype}"),
@@ -508,10 +514,17 @@ fn parse(s: &str) -> Result<Key, String> {
         }
         "treeblocks" => {
             let op = t.reduce_op()?;
+            let (dtype, rank) = (t.dtype()?, t.rank()?);
+            let tok = t.next("leaves")?;
+            let leaves = tok
+                .strip_prefix('l')
+                .and_then(|n| n.parse::<u32>().ok().filter(|v| v.to_string() == n))
+                .ok_or_else(|| format!("bad leaves `{tok}` (expected l<n>)"))?;
             Key::TreeBlocks {
                 op,
-                dtype: t.dtype()?,
-                rank: t.rank()?,
+                dtype,
+                rank,
+                leaves,
             }
         }
         "vecmat" => Key::Vecmat { dtype: t.dtype()? },
@@ -651,7 +664,17 @@ impl Key {
                 }
                 catalog::reduce_rule(op).check(op.name(), dtype)
             }
-            Key::TreeBlocks { op, dtype, rank } => {
+            Key::TreeBlocks {
+                op,
+                dtype,
+                rank,
+                leaves,
+            } => {
+                if !leaves.is_power_of_two() || !(2..=16).contains(&leaves) {
+                    return Err(format!(
+                        "a tree level has 2, 4, 8 or 16 leaves, got {leaves}"
+                    ));
+                }
                 if rank == 0 || !matches!(op, ReduceOp::Sum | ReduceOp::Prod) {
                     return Err(format!(
                         "a tree level needs a sum or product over rank 1 or more, got {} over \
@@ -764,6 +787,8 @@ mod tests {
             "cumsum.i64.r3",
             "take.f64.i64.r1.d0",
             "take.bool.i32.r3.d2",
+            "treeblocks.sum.f64.r5.l16",
+            "treeblocks.prod.f32.r1.l2",
         ] {
             round_trip(s);
         }
@@ -796,6 +821,12 @@ mod tests {
             "fill.f64.r01",
             "fill.f64.r+1",
             "fill.f64.r1.extra",
+            "treeblocks.sum.f64.r2",
+            "treeblocks.sum.f64.r2.l3",
+            "treeblocks.sum.f64.r2.l1",
+            "treeblocks.sum.f64.r2.l32",
+            "treeblocks.sum.f64.r2.l08",
+            "treeblocks.max.f64.r2.l16",
             "fill.f64.r17",
             "fill.f64.r99999999999",
             "copy.f64.r1.s",

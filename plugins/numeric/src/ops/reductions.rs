@@ -264,11 +264,7 @@ pub fn reduce_axes(
 /// reads the input once, each later one a sixteenth of what the one before read.
 fn tree_axes(name: &str, op: ReduceOp, a: &Array<'_>, gone: &[usize]) -> Result<Store, Error> {
     let rank_a = a.shape.len();
-    let key = Key::TreeBlocks {
-        op,
-        dtype: a.dtype,
-        rank: rank(name, &a.shape)?,
-    };
+    let rank_key = rank(name, &a.shape)?;
     let mut cur: Store = super::views::permute(a, &(0..rank_a as u32).collect::<Vec<_>>())?;
     let mut shape = a.shape.clone();
     for &d in gone.iter().rev() {
@@ -283,6 +279,17 @@ fn tree_axes(name: &str, op: ReduceOp, a: &Array<'_>, gone: &[usize]) -> Result<
             next[0] = fshape[0].div_ceil(crate::kernels::TREE_BLOCK);
             let out = super::create(name, &next, a.dtype)?;
             let launch = Launch::preferred(&next);
+            // The last level of a short dimension: its 16-leaf tree with the leaves past the
+            // end (exact identities) left out, which gives the same bits.
+            let leaves = fshape[0]
+                .min(crate::kernels::TREE_BLOCK)
+                .next_power_of_two();
+            let key = Key::TreeBlocks {
+                op,
+                dtype: a.dtype,
+                rank: rank_key,
+                leaves: u32::try_from(leaves).unwrap_or(16),
+            };
             Task::new(key.to_string(), &launch)
                 .arg(&front, Partition::None, Privilege::Read)
                 .arg(&out, launch.tiled(), Privilege::Write)
