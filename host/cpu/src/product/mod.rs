@@ -11,6 +11,8 @@
 //! by columns once for a few columns of `C`. Blocking changes which element is computed
 //! when, never the order of any element's own operations, so the bits are the compiled
 //! kernel's on any number of threads (the tests compare them with the chain written out).
+//! Small products (at most [`SMALL_PRODUCT`] multiply-adds) skip all that: the calling thread
+//! computes each element's chain straight from the operands.
 
 mod blocks;
 mod by_columns;
@@ -205,8 +207,42 @@ pub(crate) unsafe fn multiply<T: Element>(
     pool: &rayon::ThreadPool,
     cancel: &AtomicU32,
 ) -> Result<(), Cancelled> {
+    // SAFETY: the caller's contract.
+    unsafe { multiply_small_below(a, bt, c, path, pool, cancel, SMALL_PRODUCT) }
+}
+
+/// Products of at most this many multiply-adds run on the calling thread, element after
+/// element, each its chain straight from the operands: packing and waking the threads cost
+/// more. (NPBench's `nbody` multiplies `(50, 50)` by `(50, 1)` three times a step: 94 us
+/// each through the blocks and the thread pool.)
+const SMALL_PRODUCT: usize = 1 << 15;
+
+/// [`multiply`], the products of at most `small` multiply-adds by [`small`].
+///
+/// # Safety
+///
+/// As for [`multiply`].
+unsafe fn multiply_small_below<T: Element>(
+    a: Matrix<T>,
+    bt: Matrix<T>,
+    c: Matrix<T>,
+    path: Path,
+    pool: &rayon::ThreadPool,
+    cancel: &AtomicU32,
+    small_limit: usize,
+) -> Result<(), Cancelled> {
     let (m, n, k) = (c.rows, c.cols, a.cols);
     debug_assert!(a.rows == m && bt.rows == n && bt.cols == k);
+    if m.saturating_mul(n).saturating_mul(k) <= small_limit {
+        match path {
+            // SAFETY: the caller's contract; the path says the CPU has FMA.
+            #[cfg(target_arch = "x86_64")]
+            Path::Avx2 | Path::Avx512 => unsafe { small_fma(a, bt, c) },
+            // SAFETY: the caller's contract.
+            _ => unsafe { small(a, bt, c) },
+        }
+        return Ok(());
+    }
     let job = Job {
         a,
         bt,
@@ -243,6 +279,39 @@ pub(crate) unsafe fn multiply<T: Element>(
     unsafe { blocks::by_blocks(job) }
 }
 
+/// `C = A @ BT.T`, each element its chain of `fma`s in increasing `p`, one after another.
+///
+/// # Safety
+///
+/// As for [`multiply`].
+#[inline(always)]
+unsafe fn small<T: Element>(a: Matrix<T>, bt: Matrix<T>, c: Matrix<T>) {
+    for i in 0..c.rows {
+        for j in 0..c.cols {
+            let mut sum = T::ZERO;
+            for p in 0..a.cols {
+                // SAFETY: `(i, p)` and `(j, p)` are inside `A` and `BT` (the caller's
+                // contract).
+                sum = unsafe { a.get(i, p).fma(bt.get(j, p), sum) };
+            }
+            // SAFETY: `(i, j)` is inside `C`, written by this thread alone.
+            unsafe { c.set(i, j, sum) };
+        }
+    }
+}
+
+/// [`small`] with the `fma` instruction for `mul_add`.
+///
+/// # Safety
+///
+/// As for [`multiply`], and the CPU has FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+unsafe fn small_fma<T: Element>(a: Matrix<T>, bt: Matrix<T>, c: Matrix<T>) {
+    // SAFETY: the caller's contract.
+    unsafe { small(a, bt, c) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,6 +333,7 @@ mod tests {
         layout: Layout,
         path: Path,
         threads: usize,
+        small_limit: usize,
     ) -> Vec<T> {
         let (a_cols, bt_cols) = match layout {
             Layout::Rows => (false, false),
@@ -320,7 +390,8 @@ mod tests {
         let cancel = AtomicU32::new(0);
         // SAFETY: the three matrices describe the vectors above, which outlive the call; `C`
         // is its own vector; the path was detected (or is the portable one).
-        unsafe { multiply(am, bm, cm, path, &pool, &cancel) }.expect("not cancelled");
+        unsafe { multiply_small_below(am, bm, cm, path, &pool, &cancel, small_limit) }
+            .expect("not cancelled");
         (0..m)
             .flat_map(|i| c_store[i * (n + pad)..i * (n + pad) + n].to_vec())
             .collect()
@@ -384,17 +455,23 @@ mod tests {
                     chain(|p| a[i * k + p], |p| bt[j * k + p], k).to_bits()
                 })
                 .collect();
-            for path in paths() {
-                for threads in [1, 3] {
-                    for layout in [Layout::Rows, Layout::Columns, Layout::BtColumns] {
-                        let got: Vec<u64> = routine(&a, &bt, (m, n, k), layout, path, threads)
-                            .iter()
-                            .map(|v| v.to_bits())
-                            .collect();
-                        assert!(
-                            got == want,
-                            "{m}x{k} @ {k}x{n}, {path:?}, {threads} threads, {layout:?}"
-                        );
+            // The routines (nothing is small), then the element-by-element loop (everything
+            // is).
+            for small in [0, usize::MAX] {
+                for path in paths() {
+                    for threads in [1, 3] {
+                        for layout in [Layout::Rows, Layout::Columns, Layout::BtColumns] {
+                            let got: Vec<u64> =
+                                routine(&a, &bt, (m, n, k), layout, path, threads, small)
+                                    .iter()
+                                    .map(|v| v.to_bits())
+                                    .collect();
+                            assert!(
+                                got == want,
+                                "{m}x{k} @ {k}x{n}, {path:?}, {threads} threads, {layout:?}, \
+                                 small below {small}"
+                            );
+                        }
                     }
                 }
             }
@@ -418,13 +495,18 @@ mod tests {
                     chain(|p| a[i * k + p], |p| bt[j * k + p], k).to_bits()
                 })
                 .collect();
-            for path in paths() {
-                for layout in [Layout::Columns, Layout::BtColumns] {
-                    let got: Vec<u32> = routine(&a, &bt, (m, n, k), layout, path, 2)
-                        .iter()
-                        .map(|v| v.to_bits())
-                        .collect();
-                    assert!(got == want, "{m}x{k} @ {k}x{n}, {path:?}, {layout:?}");
+            for small in [0, usize::MAX] {
+                for path in paths() {
+                    for layout in [Layout::Columns, Layout::BtColumns] {
+                        let got: Vec<u32> = routine(&a, &bt, (m, n, k), layout, path, 2, small)
+                            .iter()
+                            .map(|v| v.to_bits())
+                            .collect();
+                        assert!(
+                            got == want,
+                            "{m}x{k} @ {k}x{n}, {path:?}, {layout:?}, small below {small}"
+                        );
+                    }
                 }
             }
         }
