@@ -982,6 +982,76 @@ kernel("conv2d_bias", {"XS": dict(N=2, C_in=3, C_out=4, K=3, H=7, W=8),
        ["output"])((conv2d_bias_init, conv2d_bias))
 
 
+def nbody_init(N, tEnd_over_dt):
+    # NPBench's tEnd and dt: 2.0 and 0.05 at S, 5.0 and 0.02 at M, 9.0 and 0.01 at L; here
+    # dt is M's at every preset, and tEnd = dt * tEnd_over_dt (XS takes few steps: the system is chaotic, and a difference in
+    # the last bit, from another summation order, grows to the size of the result over M's
+    # 250 steps).
+    dt, softening, G = 0.02, 0.1, 1.0
+    tEnd = dt * tEnd_over_dt
+    from numpy.random import default_rng
+    rng = default_rng(42)
+    mass = 20.0 * np.ones((N, 1)) / N  # total mass of particles is 20
+    pos = rng.random((N, 3))  # randomly selected positions and velocities
+    vel = rng.random((N, 3))
+    Nt = int(np.ceil(tEnd / dt))
+    return {"mass": mass, "pos": pos, "vel": vel, "N": N, "Nt": Nt, "dt": dt, "G": G,
+            "softening": softening}
+
+
+def nbody_getAcc(pos, mass, G, softening):
+    x = pos[:, 0:1]
+    y = pos[:, 1:2]
+    z = pos[:, 2:3]
+    dx = x.T - x
+    dy = y.T - y
+    dz = z.T - z
+    inv_r3 = (dx**2 + dy**2 + dz**2 + softening**2)
+    inv_r3[inv_r3 > 0] = inv_r3[inv_r3 > 0]**(-1.5)
+    ax = G * (dx * inv_r3) @ mass
+    ay = G * (dy * inv_r3) @ mass
+    az = G * (dz * inv_r3) @ mass
+    a = np.hstack((ax, ay, az))
+    return a
+
+
+def nbody_getEnergy(pos, vel, mass, G):
+    KE = 0.5 * np.sum(mass * vel**2)
+    x = pos[:, 0:1]
+    y = pos[:, 1:2]
+    z = pos[:, 2:3]
+    dx = x.T - x
+    dy = y.T - y
+    dz = z.T - z
+    inv_r = np.sqrt(dx**2 + dy**2 + dz**2)
+    inv_r[inv_r > 0] = 1.0 / inv_r[inv_r > 0]
+    PE = G * np.sum(np.triu(-(mass * mass.T) * inv_r, 1))
+    return KE, PE
+
+
+def nbody(mass, pos, vel, N, Nt, dt, G, softening):
+    vel -= np.mean(mass * vel, axis=0) / np.mean(mass)
+    acc = nbody_getAcc(pos, mass, G, softening)
+    KE = np.ndarray(Nt + 1, dtype=np.float64)
+    PE = np.ndarray(Nt + 1, dtype=np.float64)
+    KE[0], PE[0] = nbody_getEnergy(pos, vel, mass, G)
+    t = 0.0
+    for i in range(Nt):
+        vel += acc * dt / 2.0
+        pos += vel * dt
+        acc = nbody_getAcc(pos, mass, G, softening)
+        vel += acc * dt / 2.0
+        t += dt
+        KE[i + 1], PE[i + 1] = nbody_getEnergy(pos, vel, mass, G)
+    return {"KE": KE, "PE": PE}
+
+
+kernel("nbody", {"XS": dict(N=6, tEnd_over_dt=12), "S": dict(N=25, tEnd_over_dt=40),
+                 "M": dict(N=50, tEnd_over_dt=250), "L": dict(N=100, tEnd_over_dt=900),
+                 "paper": dict(N=100, tEnd_over_dt=1000)},
+       ["KE", "PE"])((nbody_init, nbody))
+
+
 def inputs_of(d, name):
     """The inputs init wrote for kernel `name`, in argument order, as arrays and scalars."""
     spec = json.load(open(os.path.join(d, name, "sizes.json")))

@@ -263,6 +263,10 @@ pub const KERNELS: &[Kernel] = &[
         run: conv2d_bias,
     },
     Kernel {
+        name: "nbody",
+        run: nbody,
+    },
+    Kernel {
         name: "cholesky",
         run: cholesky,
     },
@@ -1108,6 +1112,72 @@ fn conv2d_bias(x: &Inputs) -> Result<Outputs, AppError> {
         })?;
     }
     Ok(vec![("output".into(), &output + bias)])
+}
+
+/// The pairwise separations `x.T - x`, `y.T - y` and `z.T - z` of the positions.
+fn separations(pos: &Array) -> [Array; 3] {
+    let all = Ix::Slice(Range::all());
+    [0, 1, 2].map(|c| {
+        let x = pos.index(&[all, span(c, c + 1)]);
+        &x.t() - &x
+    })
+}
+
+/// NPBench's `getAcc`: the accelerations of the particles, `(N, 3)`.
+fn nbody_acc(pos: &Array, mass: &Array, g: f64, softening: f64) -> weft::Result<Array> {
+    let [dx, dy, dz] = separations(pos);
+    let inv_r3 = &(&(&(&dx * &dx) + &(&dy * &dy)) + &(&dz * &dz)) + softening * softening;
+    // `inv_r3[inv_r3 > 0] = inv_r3[inv_r3 > 0]**(-1.5)`, as a select over the whole array: the
+    // same elements change, and no count is read on the host, so the step can be replayed.
+    inv_r3.assign_where(&inv_r3.gt(0.0), &inv_r3.pow(-1.5))?;
+    let axis = |d: &Array| (&(d * &inv_r3) * g).matmul(mass);
+    let np = pos.numeric();
+    Ok(np.concatenate(&[&axis(&dx), &axis(&dy), &axis(&dz)], 1))
+}
+
+/// NPBench's `getEnergy`: the kinetic and the potential energy, 0-d each.
+fn nbody_energy(pos: &Array, vel: &Array, mass: &Array, g: f64) -> weft::Result<(Array, Array)> {
+    let kinetic = (mass * &(vel * vel)).sum() * 0.5;
+    let [dx, dy, dz] = separations(pos);
+    let inv_r = (&(&(&dx * &dx) + &(&dy * &dy)) + &(&dz * &dz)).sqrt();
+    inv_r.assign_where(&inv_r.gt(0.0), &(1.0 / &inv_r))?;
+    let potential = (&(&(mass * &mass.t()) * -1.0) * &inv_r).triu(1).sum() * g;
+    Ok((kinetic, potential))
+}
+
+/// N-body simulation (NPBench's `nbody`, after Philip Mocz): leapfrog steps of pairwise
+/// gravity on `N` particles, the energies after each, every step one replayed trace.
+fn nbody(x: &Inputs) -> Result<Outputs, AppError> {
+    let (mass, pos, vel) = (x.array("mass")?, x.array("pos")?, x.array("vel")?);
+    let (dt, g, softening) = (x.scalar("dt")?, x.scalar("G")?, x.scalar("softening")?);
+    let nt = x.scalar("Nt")? as i64;
+    let np = mass.numeric();
+    let mut v = vel.clone();
+    v -= &(&(mass * vel).mean_axes(Some(&[0]), false) / &mass.mean());
+    v.check()?;
+    let acc = nbody_acc(pos, mass, g, softening)?;
+    let (ke, pe) = (
+        np.empty(&[nt as u64 + 1], DType::F64),
+        np.empty(&[nt as u64 + 1], DType::F64),
+    );
+    let (k0, p0) = nbody_energy(pos, vel, mass, g)?;
+    ke.index(&[Ix::At(0)]).assign(&k0)?;
+    pe.index(&[Ix::At(0)]).assign(&p0)?;
+    np.repeat(usize::try_from(nt).unwrap_or(0), |i| {
+        let i = index(i)?;
+        let mut v = vel.clone();
+        v += &(&(&acc * dt) / 2.0);
+        let mut p = pos.clone();
+        p += &(vel * dt);
+        acc.assign(&nbody_acc(pos, mass, g, softening)?)?;
+        v += &(&(&acc * dt) / 2.0);
+        let (k, e) = nbody_energy(pos, vel, mass, g)?;
+        ke.index(&[Ix::At(i + 1)]).assign(&k)?;
+        pe.index(&[Ix::At(i + 1)]).assign(&e)?;
+        v.check()?;
+        p.check()
+    })?;
+    Ok(vec![("KE".into(), ke), ("PE".into(), pe)])
 }
 
 fn cholesky(x: &Inputs) -> Result<Outputs, AppError> {
