@@ -1202,6 +1202,24 @@ fn lowered_math_functions_are_identical_to_the_scalar_code() {
         });
         let k = lower_math(&k);
         same_bits(&k, t, t, &[], usize::from(t == DType::F64));
+        // A scalar exponent: the lowered `pow` selects on tests of it (uniform masks), which
+        // the wide bodies take as masks of all or no lanes.
+        if t == DType::F64 {
+            let k = elementwise("lowered.pow.scalar", t, t, &[t], |kb, x, _, p| {
+                kb.bin(BinaryOp::Pow, x, p[0])
+            });
+            let k = lower_math(&k);
+            let (vk, _) = both(&k, 1);
+            assert_eq!(
+                vk.avx512_loops() + vk.avx2_loops(),
+                usize::from(CpuBackend::avx2_detected()),
+                "a wide body where the CPU has one: {:?}",
+                vk.wide_refusals()
+            );
+            for e in [-1.5, 2.0, 3.0, 0.5, -2.0, 0.0, f64::INFINITY, f64::NAN] {
+                same_bits(&k, t, t, &[Scalar::F64(e)], 1);
+            }
+        }
         let k = elementwise(&format!("lowered.atan2.{t}"), t, t, &[], |kb, x, y, _| {
             let d = kb.bin(BinaryOp::Sub, x, y);
             kb.bin(BinaryOp::Atan2, x, d)

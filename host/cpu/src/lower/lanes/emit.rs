@@ -177,6 +177,11 @@ impl FnLower<'_, '_> {
                     match t {
                         DType::F64 => self.b.ins().bitcast(types::I64, MemFlagsData::new(), x),
                         DType::I64 => x,
+                        // All ones for true, zero for false: a mask in every lane.
+                        DType::Bool => {
+                            let w = self.b.ins().uextend(types::I64, x);
+                            self.b.ins().ineg(w)
+                        }
                         _ => return Err(format!("internal: a uniform {t} for a wide body")),
                     }
                 }

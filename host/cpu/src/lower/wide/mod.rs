@@ -145,7 +145,7 @@ pub(crate) enum ArgWord {
     /// The address of the row's element at the first iteration of the call, for the
     /// contiguous access of store parameter `.0` at indices `.1`.
     RowBase(u32, Vec<ValueId>),
-    /// The bits of a uniform value (a `f64` or an `i64`).
+    /// The bits of a uniform value (a `f64` or an `i64`; a `bool` as all ones or zero).
     Uniform(ValueId),
     /// For a body that runs whole rows ([`WideBody::masks`]): how many whole vectors of the
     /// row's last `r < step` iterations run one at a time, `r / lanes`.

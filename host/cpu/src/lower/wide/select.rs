@@ -203,12 +203,31 @@ impl<'a> Select<'a> {
         }
     }
 
-    /// A mask operand: a varying `bool` (masks never come from uniform values here).
+    /// A mask operand: a varying `bool`, or a uniform one (a `select` on a test of a scalar,
+    /// as the lowered `pow` makes of its exponent), whose word is all ones or zero (see
+    /// [`super::ArgWord::Uniform`]) broadcast to every lane.
     fn mask(&mut self, v: ValueId) -> R<VReg> {
-        match self.vals[self.copy].get(&v) {
-            Some(&r) if self.plan.varying.get(&v) == Some(&DType::Bool) => Ok(r),
-            _ => Err(format!("the mask {v} is not a varying comparison result")),
+        if let Some(&r) = self.vals[self.copy].get(&v) {
+            if self.plan.varying.get(&v) == Some(&DType::Bool) {
+                return Ok(r);
+            }
+        } else if !self.plan.varying.contains_key(&v) && self.ty(v)? == DType::Bool {
+            let u = match (self.const_of)(v) {
+                Some(Scalar::Bool(b)) => self.constant(if b { u64::MAX } else { 0 }),
+                Some(_) => return Err(format!("the mask {v} is a constant of another type")),
+                None => self.uniforms.arg(v),
+            };
+            let lanes = self.new_reg(Class::V);
+            self.push(MInst::Bcast { dst: lanes, u });
+            return Ok(match self.isa {
+                Isa::Avx2 => lanes,
+                Isa::Avx512 => {
+                    let zero = Src::U(self.constant(0));
+                    self.op3(op::VPCMPQ, lanes, zero, Some(icmp_imm(CmpOp::Ne)), Class::K)
+                }
+            });
         }
+        Err(format!("the mask {v} is not a comparison result"))
     }
 
     /// The register class of masks.
