@@ -1052,6 +1052,65 @@ kernel("nbody", {"XS": dict(N=6, tEnd_over_dt=12), "S": dict(N=25, tEnd_over_dt=
        ["KE", "PE"])((nbody_init, nbody))
 
 
+def lenet_init(N, H, W):
+    from numpy.random import default_rng
+    rng = default_rng(42)
+    H_conv1 = H - 4
+    W_conv1 = W - 4
+    H_pool1 = H_conv1 // 2
+    W_pool1 = W_conv1 // 2
+    H_conv2 = H_pool1 - 4
+    W_conv2 = W_pool1 - 4
+    H_pool2 = H_conv2 // 2
+    W_pool2 = W_conv2 // 2
+    C_before_fc1 = 16 * H_pool2 * W_pool2
+    # NHWC data layout
+    input = rng.random((N, H, W, 1), dtype=np.float32)
+    # Weights
+    conv1 = rng.random((5, 5, 1, 6), dtype=np.float32)
+    conv1bias = rng.random((6, ), dtype=np.float32)
+    conv2 = rng.random((5, 5, 6, 16), dtype=np.float32)
+    conv2bias = rng.random((16, ), dtype=np.float32)
+    fc1w = rng.random((C_before_fc1, 120), dtype=np.float32)
+    fc1b = rng.random((120, ), dtype=np.float32)
+    fc2w = rng.random((120, 84), dtype=np.float32)
+    fc2b = rng.random((84, ), dtype=np.float32)
+    fc3w = rng.random((84, 10), dtype=np.float32)
+    fc3b = rng.random((10, ), dtype=np.float32)
+    return {"input": input, "conv1": conv1, "conv1bias": conv1bias, "conv2": conv2,
+            "conv2bias": conv2bias, "fc1w": fc1w, "fc1b": fc1b, "fc2w": fc2w, "fc2b": fc2b,
+            "fc3w": fc3w, "fc3b": fc3b, "N": N, "C_before_fc1": C_before_fc1}
+
+
+def relu(x):
+    return np.maximum(x, 0)
+
+
+def maxpool2d(x):
+    output = np.empty([x.shape[0], x.shape[1] // 2, x.shape[2] // 2, x.shape[3]], dtype=x.dtype)
+    for i in range(x.shape[1] // 2):
+        for j in range(x.shape[2] // 2):
+            output[:, i, j, :] = np.max(x[:, 2 * i:2 * i + 2, 2 * j:2 * j + 2, :], axis=(1, 2))
+    return output
+
+
+def lenet(input, conv1, conv1bias, conv2, conv2bias, fc1w, fc1b, fc2w, fc2b, fc3w, fc3b, N,
+          C_before_fc1):
+    x = relu(conv2d(input, conv1) + conv1bias)
+    x = maxpool2d(x)
+    x = relu(conv2d(x, conv2) + conv2bias)
+    x = maxpool2d(x)
+    x = np.reshape(x, (N, C_before_fc1))
+    x = relu(x @ fc1w + fc1b)
+    x = relu(x @ fc2w + fc2b)
+    return {"output": x @ fc3w + fc3b}
+
+
+kernel("lenet", {"XS": dict(N=2, H=20, W=22), "S": dict(N=4, H=28, W=28),
+                 "M": dict(N=8, H=56, W=56), "L": dict(N=8, H=176, W=176),
+                 "paper": dict(N=16, H=256, W=256)}, ["output"])((lenet_init, lenet))
+
+
 def inputs_of(d, name):
     """The inputs init wrote for kernel `name`, in argument order, as arrays and scalars."""
     spec = json.load(open(os.path.join(d, name, "sizes.json")))

@@ -267,6 +267,10 @@ pub const KERNELS: &[Kernel] = &[
         run: nbody,
     },
     Kernel {
+        name: "lenet",
+        run: lenet,
+    },
+    Kernel {
         name: "cholesky",
         run: cholesky,
     },
@@ -1085,33 +1089,75 @@ fn spmv(x: &Inputs) -> Result<Outputs, AppError> {
     Ok(vec![("y".into(), a.matvec(x.array("x")?))])
 }
 
-/// A 2-D convolution with bias (NPBench's `conv2d_bias`, NHWC, `float32`): each output
-/// position `(i, j)` the sum over the window and the input channels of the window times the
-/// weights, every `j` of a row one step of a replayed trace.
-fn conv2d_bias(x: &Inputs) -> Result<Outputs, AppError> {
-    let (input, weights, bias) = (x.array("input")?, x.array("weights")?, x.array("bias")?);
+/// NPBench's `conv2d` (NHWC): each output position `(i, j)` the sum over the `K x K` window and
+/// the input channels of the window times the weights, every `j` of a row one step of a
+/// replayed trace.
+fn conv2d(input: &Array, weights: &Array) -> Result<Array, AppError> {
     let (is, ws) = (input.shape()?, weights.shape()?);
-    let (Some(&n), Some(&k), Some(&c_out)) = (is.first(), ws.first(), ws.get(3)) else {
-        return Err(
-            "conv2d_bias: the input must be (N, H, W, C_in), the weights (K, K, C_in, C_out)"
-                .into(),
-        );
+    let (&[n, h, w, _], &[k, _, _, c_out]) = (&is[..], &ws[..]) else {
+        return Err(format!(
+            "conv2d: the input must be (N, H, W, C_in), the weights (K, K, C_in, C_out); got \
+             {is:?} and {ws:?}"
+        )
+        .into());
     };
     let k = k as i64;
-    let (h_out, w_out) = (is[1] as i64 - k + 1, is[2] as i64 - k + 1);
+    let (h_out, w_out) = (h as i64 - k + 1, w as i64 - k + 1);
     let np = input.numeric();
     let output = np.empty(&[n, h_out as u64, w_out as u64, c_out], DType::F32);
     let all = Ix::Slice(Range::all());
-    let w = weights.index(&[Ix::NewAxis, all, all, all]);
+    let wx = weights.index(&[Ix::NewAxis, all, all, all]);
     for i in 0..h_out {
         np.repeat(usize::try_from(w_out).unwrap_or(0), |t| {
             let j = index(t)?;
             let window = input.index(&[all, span(i, i + k), span(j, j + k), all, Ix::NewAxis]);
-            let sum = (&window * &w).reduce_axes(Reduction::Sum, Some(&[1, 2, 3]), false);
+            let sum = (&window * &wx).reduce_axes(Reduction::Sum, Some(&[1, 2, 3]), false);
             output.index(&[all, Ix::At(i), Ix::At(j), all]).assign(&sum)
         })?;
     }
-    Ok(vec![("output".into(), &output + bias)])
+    Ok(output)
+}
+
+/// A 2-D convolution with bias (NPBench's `conv2d_bias`, NHWC, `float32`).
+fn conv2d_bias(x: &Inputs) -> Result<Outputs, AppError> {
+    let (input, weights, bias) = (x.array("input")?, x.array("weights")?, x.array("bias")?);
+    Ok(vec![("output".into(), &conv2d(input, weights)? + bias)])
+}
+
+/// NPBench's `maxpool2d`: the maximum of each 2 x 2 window, every `j` of a row one step of a
+/// replayed trace.
+fn maxpool2d(x: &Array) -> Result<Array, AppError> {
+    let shape = x.shape()?;
+    let [n, h, w, c] = shape[..] else {
+        return Err(format!("maxpool2d: expected (N, H, W, C), got {shape:?}").into());
+    };
+    let np = x.numeric();
+    let output = np.empty(&[n, h / 2, w / 2, c], x.dtype()?);
+    let all = Ix::Slice(Range::all());
+    for i in 0..(h / 2) as i64 {
+        np.repeat(usize::try_from(w / 2).unwrap_or(0), |t| {
+            let j = index(t)?;
+            let window = x.index(&[all, span(2 * i, 2 * i + 2), span(2 * j, 2 * j + 2), all]);
+            let max = window.reduce_axes(Reduction::Max, Some(&[1, 2]), false);
+            output.index(&[all, Ix::At(i), Ix::At(j), all]).assign(&max)
+        })?;
+    }
+    Ok(output)
+}
+
+/// LeNet-5's inference (NPBench's `lenet`, NHWC, `float32`): two convolutions with bias, ReLU
+/// and max pooling, then three fully connected layers.
+fn lenet(x: &Inputs) -> Result<Outputs, AppError> {
+    let a = |name: &str| x.array(name);
+    let relu = |v: Array| v.maximum(0.0);
+    let (n, c_before_fc1) = (x.scalar("N")? as i64, x.scalar("C_before_fc1")? as i64);
+    let y = relu(&conv2d(a("input")?, a("conv1")?)? + a("conv1bias")?);
+    let y = maxpool2d(&y)?;
+    let y = relu(&conv2d(&y, a("conv2")?)? + a("conv2bias")?);
+    let y = maxpool2d(&y)?.reshape(&[n, c_before_fc1]);
+    let y = relu(&y.matmul(a("fc1w")?) + a("fc1b")?);
+    let y = relu(&y.matmul(a("fc2w")?) + a("fc2b")?);
+    Ok(vec![("output".into(), &y.matmul(a("fc3w")?) + a("fc3b")?)])
 }
 
 /// The pairwise separations `x.T - x`, `y.T - y` and `z.T - z` of the positions.
