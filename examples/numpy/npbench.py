@@ -1111,6 +1111,44 @@ kernel("lenet", {"XS": dict(N=2, H=20, W=22), "S": dict(N=4, H=28, W=28),
                  "paper": dict(N=16, H=256, W=256)}, ["output"])((lenet_init, lenet))
 
 
+def resnet_init(N, W, H, C1, C2):
+    from numpy.random import default_rng
+    rng = default_rng(42)
+    # Input
+    input = rng.random((N, H, W, C1), dtype=np.float32)
+    # Weights
+    conv1 = rng.random((1, 1, C1, C2), dtype=np.float32)
+    conv2 = rng.random((3, 3, C2, C2), dtype=np.float32)
+    conv3 = rng.random((1, 1, C2, C1), dtype=np.float32)
+    return {"input": input, "conv1": conv1, "conv2": conv2, "conv3": conv3}
+
+
+def batchnorm2d(x, eps=1e-5):
+    mean = np.mean(x, axis=0, keepdims=True)
+    std = np.std(x, axis=0, keepdims=True)
+    return (x - mean) / np.sqrt(std + eps)
+
+
+def resnet(input, conv1, conv2, conv3):
+    # Pad output of first convolution for second convolution
+    padded = np.zeros((input.shape[0], input.shape[1] + 2, input.shape[2] + 2, conv1.shape[3]))
+    padded[:, 1:-1, 1:-1, :] = conv2d(input, conv1)
+    x = batchnorm2d(padded)
+    x = relu(x)
+    x = conv2d(x, conv2)
+    x = batchnorm2d(x)
+    x = relu(x)
+    x = conv2d(x, conv3)
+    x = batchnorm2d(x)
+    return {"output": relu(x + input)}
+
+
+kernel("resnet", {"XS": dict(N=3, W=6, H=5, C1=8, C2=4), "S": dict(N=8, W=14, H=14, C1=32, C2=8),
+                  "M": dict(N=8, W=28, H=28, C1=64, C2=16),
+                  "L": dict(N=8, W=56, H=56, C1=128, C2=32),
+                  "paper": dict(N=8, W=56, H=56, C1=256, C2=64)}, ["output"])((resnet_init, resnet))
+
+
 def inputs_of(d, name):
     """The inputs init wrote for kernel `name`, in argument order, as arrays and scalars."""
     spec = json.load(open(os.path.join(d, name, "sizes.json")))

@@ -271,6 +271,10 @@ pub const KERNELS: &[Kernel] = &[
         run: lenet,
     },
     Kernel {
+        name: "resnet",
+        run: resnet,
+    },
+    Kernel {
         name: "cholesky",
         run: cholesky,
     },
@@ -1224,6 +1228,46 @@ fn nbody(x: &Inputs) -> Result<Outputs, AppError> {
         p.check()
     })?;
     Ok(vec![("KE".into(), ke), ("PE".into(), pe)])
+}
+
+/// NPBench's `batchnorm2d`: `(x - mean) / sqrt(std + eps)` over axis 0.
+fn batchnorm2d(x: &Array) -> Array {
+    let mean = x.mean_axes(Some(&[0]), true);
+    let std = x.std_axes(Some(&[0]), true, 0);
+    &(x - &mean) / &(&std + 1e-5).sqrt()
+}
+
+/// A residual block (NPBench's `resnet`, NHWC): a 1 x 1 convolution into a zero-padded
+/// `float64` array, a 3 x 3 and another 1 x 1 convolution, each followed by batch
+/// normalization, ReLU between them, and the input added back. The convolutions' outputs are
+/// `float32` (NumPy's `np.empty(..., dtype=np.float32)`), their products `float64` where the
+/// input is.
+fn resnet(x: &Inputs) -> Result<Outputs, AppError> {
+    let (input, conv1, conv2, conv3) = (
+        x.array("input")?,
+        x.array("conv1")?,
+        x.array("conv2")?,
+        x.array("conv3")?,
+    );
+    let (is, c1s) = (input.shape()?, conv1.shape()?);
+    let (&[n, h, w, _], Some(&c2)) = (&is[..], c1s.get(3)) else {
+        return Err(format!("resnet: expected an (N, H, W, C) input, got {is:?}").into());
+    };
+    let relu = |v: Array| v.maximum(0.0);
+    let np = input.numeric();
+    let padded = np.zeros(&[n, h + 2, w + 2, c2], DType::F64);
+    padded
+        .index(&[
+            Ix::Slice(Range::all()),
+            span(1, h as i64 + 1),
+            span(1, w as i64 + 1),
+            Ix::Slice(Range::all()),
+        ])
+        .assign(&conv2d(input, conv1)?)?;
+    let y = relu(batchnorm2d(&padded));
+    let y = relu(batchnorm2d(&conv2d(&y, conv2)?));
+    let y = batchnorm2d(&conv2d(&y, conv3)?);
+    Ok(vec![("output".into(), relu(&y + input))])
 }
 
 fn cholesky(x: &Inputs) -> Result<Outputs, AppError> {
