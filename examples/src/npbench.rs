@@ -275,6 +275,10 @@ pub const KERNELS: &[Kernel] = &[
         run: resnet,
     },
     Kernel {
+        name: "channel_flow",
+        run: channel_flow,
+    },
+    Kernel {
         name: "cholesky",
         run: cholesky,
     },
@@ -1005,67 +1009,159 @@ fn adi(x: &Inputs) -> Result<Outputs, AppError> {
     outputs(x)
 }
 
+/// A part of a CFD Python grid that its stencils update.
+#[derive(Clone, Copy)]
+enum Part {
+    /// `m[1:-1, 1:-1]`, its neighbours `m[1:-1, 2:]`, `m[1:-1, 0:-2]`, `m[2:, 1:-1]` and
+    /// `m[0:-2, 1:-1]`.
+    Interior,
+    /// `m[1:-1, -1]` of a grid periodic in x: east is `m[1:-1, 0]`, west `m[1:-1, -2]`.
+    LastColumn,
+    /// `m[1:-1, 0]` of a grid periodic in x: east is `m[1:-1, 1]`, west `m[1:-1, -1]`.
+    FirstColumn,
+}
+
+/// The constants of CFD Python's steps 11 and 12.
+#[derive(Clone, Copy)]
+struct Flow {
+    ny: i64,
+    nx: i64,
+    dt: f64,
+    dx: f64,
+    dy: f64,
+    rho: f64,
+    nu: f64,
+}
+
+impl Flow {
+    /// The centre of `part` of `m` and its east, west, north and south neighbours.
+    fn views(&self, m: &Array, part: Part) -> [Array; 5] {
+        let (ny, nx) = (self.ny, self.nx);
+        let rows = |lo: i64, hi: i64| span(lo, hi);
+        let column = |j: i64, r: Ix| m.index(&[r, Ix::At(j)]);
+        match part {
+            Part::Interior => [
+                s(m, &[(1, ny - 1), (1, nx - 1)]),
+                s(m, &[(1, ny - 1), (2, nx)]),
+                s(m, &[(1, ny - 1), (0, nx - 2)]),
+                s(m, &[(2, ny), (1, nx - 1)]),
+                s(m, &[(0, ny - 2), (1, nx - 1)]),
+            ],
+            Part::LastColumn | Part::FirstColumn => {
+                let (c, e, w) = match part {
+                    Part::LastColumn => (nx - 1, 0, nx - 2),
+                    _ => (0, 1, nx - 1),
+                };
+                [
+                    column(c, rows(1, ny - 1)),
+                    column(e, rows(1, ny - 1)),
+                    column(w, rows(1, ny - 1)),
+                    column(c, rows(2, ny)),
+                    column(c, rows(0, ny - 2)),
+                ]
+            }
+        }
+    }
+
+    /// `build_up_b`'s source term of the pressure on `part`.
+    fn source(&self, u: &Array, v: &Array, part: Part) -> Array {
+        let Flow {
+            dt, dx, dy, rho, ..
+        } = *self;
+        let [_, ue, uw, un, us] = self.views(u, part);
+        let [_, ve, vw, vn, vs] = self.views(v, part);
+        // NumPy squares by multiplying (`x**2` is `x*x`).
+        let squared = |a: &Array| a * a;
+        let du = &(&ue - &uw) / (2.0 * dx);
+        let dv = &(&vn - &vs) / (2.0 * dy);
+        let cross = &(&(&(&(&un - &us) / (2.0 * dy)) * &(&ve - &vw)) / (2.0 * dx)) * 2.0;
+        let inner = &(&(&(&(&du + &dv) * (1.0 / dt)) - &squared(&du)) - &cross) - &squared(&dv);
+        &inner * rho
+    }
+
+    /// One Jacobi sweep of the pressure on `part`, from the previous pressure `pn`.
+    fn pressure(&self, pn: &Array, b: &Array, part: Part) -> Array {
+        let (dx2, dy2) = (self.dx * self.dx, self.dy * self.dy);
+        let denominator = 2.0 * (dx2 + dy2);
+        let [_, e, w, n, so] = self.views(pn, part);
+        let [bc, ..] = self.views(b, part);
+        let sides = &(&(&e + &w) * dy2) + &(&(&n + &so) * dx2);
+        &(&sides / denominator) - &(&bc * (dx2 * dy2 / denominator))
+    }
+
+    /// `dt / dx**2 * (m_e - 2 * m_c + m_w) + dt / dy**2 * (m_n - 2 * m_c + m_s)` on `part`.
+    fn laplacian(&self, m: &Array, part: Part) -> Array {
+        let (dx2, dy2) = (self.dx * self.dx, self.dy * self.dy);
+        let [c, e, w, n, so] = self.views(m, part);
+        &(&(&(&e - &(&c * 2.0)) + &w) * (self.dt / dx2))
+            + &(&(&(&n - &(&c * 2.0)) + &so) * (self.dt / dy2))
+    }
+
+    /// The new `u` (`along_x`) or `v` on `part`, from the previous velocities `un` and `vn`
+    /// and the pressure `p`.
+    fn velocity(&self, un: &Array, vn: &Array, p: &Array, part: Part, along_x: bool) -> Array {
+        let Flow {
+            dt,
+            dx,
+            dy,
+            rho,
+            nu,
+            ..
+        } = *self;
+        let [uc, ..] = self.views(un, part);
+        let [vc, ..] = self.views(vn, part);
+        let (own, [mc, _, mw, _, ms]) = if along_x {
+            (un, self.views(un, part))
+        } else {
+            (vn, self.views(vn, part))
+        };
+        let [_, pe, pw, pn, ps] = self.views(p, part);
+        let gradient = if along_x {
+            &(&pe - &pw) * (dt / (2.0 * rho * dx))
+        } else {
+            &(&pn - &ps) * (dt / (2.0 * rho * dy))
+        };
+        &(&(&(&mc - &(&(&(&uc * dt) / dx) * &(&mc - &mw))) - &(&(&(&vc * dt) / dy) * &(&mc - &ms)))
+            - &gradient)
+            + &(&self.laplacian(own, part) * nu)
+    }
+}
+
 /// Lid-driven cavity flow (NPBench's `cavity_flow`, CFD Python's step 11): per time step, the
 /// pressure's source term, `nit` Jacobi sweeps of the pressure with its boundaries, and the
 /// velocities' update with theirs, every step one replayed trace.
 fn cavity_flow(x: &Inputs) -> Result<Outputs, AppError> {
     let (nt, nit) = (x.size("nt")?, x.size("nit")?);
-    let (dt, dx, dy) = (x.scalar("dt")?, x.scalar("dx")?, x.scalar("dy")?);
-    let (rho, nu) = (x.scalar("rho")?, x.scalar("nu")?);
     let (u, v, p) = (x.array("u")?, x.array("v")?, x.array("p")?);
     let (ny, nx) = rows_cols(u)?;
+    let flow = Flow {
+        ny,
+        nx,
+        dt: x.scalar("dt")?,
+        dx: x.scalar("dx")?,
+        dy: x.scalar("dy")?,
+        rho: x.scalar("rho")?,
+        nu: x.scalar("nu")?,
+    };
     let np = u.numeric();
     let b = np.zeros(&u.shape()?, u.dtype()?);
-    // `m[1:-1, 1:-1]` and its neighbours `m[1:-1, 2:]`, `m[1:-1, 0:-2]`, `m[2:, 1:-1]` and
-    // `m[0:-2, 1:-1]`.
-    let mid = |m: &Array| s(m, &[(1, ny - 1), (1, nx - 1)]);
-    let east = |m: &Array| s(m, &[(1, ny - 1), (2, nx)]);
-    let west = |m: &Array| s(m, &[(1, ny - 1), (0, nx - 2)]);
-    let north = |m: &Array| s(m, &[(2, ny), (1, nx - 1)]);
-    let south = |m: &Array| s(m, &[(0, ny - 2), (1, nx - 1)]);
     let all = Ix::Slice(Range::all());
     let row = |m: &Array, i: i64| m.index(&[Ix::At(i), all]);
     let col = |m: &Array, j: i64| m.index(&[all, Ix::At(j)]);
-    // NumPy squares by multiplying (`x**2` is `x*x`).
-    let squared = |a: &Array| a * a;
-    let (dx2, dy2) = (dx * dx, dy * dy);
-    // `dt / dx**2 * (m_e - 2 * m_c + m_w) + dt / dy**2 * (m_n - 2 * m_c + m_s)`.
-    let laplacian = |m: &Array| {
-        &(&(&(&east(m) - &(&mid(m) * 2.0)) + &west(m)) * (dt / dx2))
-            + &(&(&(&north(m) - &(&mid(m) * 2.0)) + &south(m)) * (dt / dy2))
-    };
+    let mid = |m: &Array| s(m, &[(1, ny - 1), (1, nx - 1)]);
     np.repeat(usize::try_from(nt).unwrap_or(0), |_| {
         let (un, vn) = (u.copy(), v.copy());
-        // build_up_b.
-        let du = &(&east(u) - &west(u)) / (2.0 * dx);
-        let dv = &(&north(v) - &south(v)) / (2.0 * dy);
-        let cross = &(&(&(&(&north(u) - &south(u)) / (2.0 * dy)) * &(&east(v) - &west(v)))
-            / (2.0 * dx))
-            * 2.0;
-        let source = &(&(&(&(&du + &dv) * (1.0 / dt)) - &squared(&du)) - &cross) - &squared(&dv);
-        mid(&b).assign(&(&source * rho))?;
-        // pressure_poisson.
-        let denominator = 2.0 * (dx2 + dy2);
+        mid(&b).assign(&flow.source(u, v, Part::Interior))?;
         for _ in 0..nit {
             let pn = p.copy();
-            let sides = &(&(&east(&pn) + &west(&pn)) * dy2) + &(&(&north(&pn) + &south(&pn)) * dx2);
-            mid(p).assign(&(&(&sides / denominator) - &(&mid(&b) * (dx2 * dy2 / denominator))))?;
+            mid(p).assign(&flow.pressure(&pn, &b, Part::Interior))?;
             col(p, nx - 1).assign(&col(p, nx - 2))?;
             row(p, 0).assign(&row(p, 1))?;
             col(p, 0).assign(&col(p, 1))?;
             row(p, ny - 1).assign(0.0)?;
         }
-        let (uc, vc) = (mid(&un), mid(&vn));
-        let u_new = &(&(&(&uc - &(&(&(&uc * dt) / dx) * &(&uc - &west(&un))))
-            - &(&(&(&vc * dt) / dy) * &(&uc - &south(&un))))
-            - &(&(&east(p) - &west(p)) * (dt / (2.0 * rho * dx))))
-            + &(&laplacian(&un) * nu);
-        mid(u).assign(&u_new)?;
-        let v_new = &(&(&(&vc - &(&(&(&uc * dt) / dx) * &(&vc - &west(&vn))))
-            - &(&(&(&vc * dt) / dy) * &(&vc - &south(&vn))))
-            - &(&(&north(p) - &south(p)) * (dt / (2.0 * rho * dy))))
-            + &(&laplacian(&vn) * nu);
-        mid(v).assign(&v_new)?;
+        mid(u).assign(&flow.velocity(&un, &vn, p, Part::Interior, true))?;
+        mid(v).assign(&flow.velocity(&un, &vn, p, Part::Interior, false))?;
         row(u, 0).assign(0.0)?;
         col(u, 0).assign(0.0)?;
         col(u, nx - 1).assign(0.0)?;
@@ -1076,6 +1172,78 @@ fn cavity_flow(x: &Inputs) -> Result<Outputs, AppError> {
         col(v, nx - 1).assign(0.0)
     })?;
     outputs(x)
+}
+
+/// Channel flow (NPBench's `channel_flow`, CFD Python's step 12): as the cavity, periodic in
+/// x, with a forcing term, until the relative change of `u`'s sum is at most 0.001: a replayed
+/// trace whose test (`Numeric::repeat_while`) reads that change on the host after each step,
+/// as NumPy's `while udiff > .001` does. Returns the steps taken with the fields.
+fn channel_flow(x: &Inputs) -> Result<Outputs, AppError> {
+    let nit = x.size("nit")?;
+    let (u, v, p) = (x.array("u")?, x.array("v")?, x.array("p")?);
+    let (ny, nx) = rows_cols(u)?;
+    let flow = Flow {
+        ny,
+        nx,
+        dt: x.scalar("dt")?,
+        dx: x.scalar("dx")?,
+        dy: x.scalar("dy")?,
+        rho: x.scalar("rho")?,
+        nu: x.scalar("nu")?,
+    };
+    let forcing = x.scalar("F")? * flow.dt;
+    let np = u.numeric();
+    let all = Ix::Slice(Range::all());
+    let row = |m: &Array, i: i64| m.index(&[Ix::At(i), all]);
+    let parts = [Part::Interior, Part::LastColumn, Part::FirstColumn];
+    // `while udiff > .001:`, each step's `udiff` left in a 0-d array that the test reads.
+    let udiff = np.full(&[], 1.0, DType::F64);
+    let mut steps = 0i64;
+    let step = |_| {
+        let (un, vn) = (u.copy(), v.copy());
+        let b = u.zeros_like();
+        for part in parts {
+            let [bc, ..] = flow.views(&b, part);
+            bc.assign(&flow.source(u, v, part))?;
+        }
+        for _ in 0..nit {
+            let pn = p.copy();
+            for part in parts {
+                let [pc, ..] = flow.views(p, part);
+                pc.assign(&flow.pressure(&pn, &b, part))?;
+            }
+            row(p, ny - 1).assign(&row(p, ny - 2))?;
+            row(p, 0).assign(&row(p, 1))?;
+        }
+        // NumPy's order: `u` and `v` inside, then `u`'s columns, then `v`'s.
+        let [uc, ..] = flow.views(u, Part::Interior);
+        uc.assign(&(&flow.velocity(&un, &vn, p, Part::Interior, true) + forcing))?;
+        let [vc, ..] = flow.views(v, Part::Interior);
+        vc.assign(&flow.velocity(&un, &vn, p, Part::Interior, false))?;
+        for part in [Part::LastColumn, Part::FirstColumn] {
+            let [uc, ..] = flow.views(u, part);
+            uc.assign(&(&flow.velocity(&un, &vn, p, part, true) + forcing))?;
+        }
+        for part in [Part::LastColumn, Part::FirstColumn] {
+            let [vc, ..] = flow.views(v, part);
+            vc.assign(&flow.velocity(&un, &vn, p, part, false))?;
+        }
+        row(u, 0).assign(0.0)?;
+        row(u, ny - 1).assign(0.0)?;
+        row(v, 0).assign(0.0)?;
+        row(v, ny - 1).assign(0.0)?;
+        udiff.assign(&(&(&u.sum() - &un.sum()) / &u.sum()))
+    };
+    np.repeat_while(usize::MAX, step, |_| {
+        steps += 1;
+        Ok(udiff.item()? > 0.001)
+    })?;
+    Ok(vec![
+        ("u".into(), u.clone()),
+        ("v".into(), v.clone()),
+        ("p".into(), p.clone()),
+        ("stepcount".into(), np.full(&[], steps as f64, DType::I64)),
+    ])
 }
 
 /// Sparse matrix-vector product (NPBench's `spmv`) of a random CSR matrix: NumPy's loop over

@@ -447,3 +447,58 @@ fn a_trace_replayed_on_another_runtime_is_refused() {
             .expect("replays")
     );
 }
+
+/// `repeat_while`: a loop that stops on a value each step computes (the change of a sum, as
+/// NPBench's `channel_flow` stops on `udiff`) takes as many steps as the same loop written
+/// out with a host read in each step, with the same bits, and replays its later steps; it
+/// stops after `max_steps` when the test never fails.
+#[test]
+fn a_loop_that_tests_each_step_replays_and_stops_where_the_loop_written_out_stops() {
+    let n = 24u64;
+    // Each sweep halves the grid's change: stop once a sweep changes the sum by at most
+    // 1e-6 of it.
+    let run = |np: &Numeric, replayed: bool, max_steps: usize| {
+        let (a, b) = (grid(np, n), grid(np, n) * 0.5);
+        let change = np.full(&[], 1.0, DType::F64);
+        let step = |_| {
+            let before = a.sum();
+            sweep(&a, &b, n as i64)?;
+            sweep(&b, &a, n as i64)?;
+            change.assign(&(&(&a.sum() - &before) / &a.sum()).abs())
+        };
+        let mut steps = 0usize;
+        let stats = if replayed {
+            np.repeat_while(max_steps, step, |_| {
+                steps += 1;
+                Ok(change.item()? > 1e-6)
+            })
+            .expect("the loop runs")
+        } else {
+            while steps < max_steps {
+                step(steps).expect("a step");
+                steps += 1;
+                if change.item().expect("reads") <= 1e-6 {
+                    break;
+                }
+            }
+            RepeatStats::default()
+        };
+        (bits(&a), bits(&b), steps, stats)
+    };
+    let (a0, b0, steps0, _) = run(&weft_tests::numeric(2), false, usize::MAX);
+    assert!(
+        steps0 > 8,
+        "the written-out loop stops after {steps0} steps"
+    );
+    let (a1, b1, steps1, stats) = run(&weft_tests::numeric(2), true, usize::MAX);
+    assert_eq!(steps1, steps0, "the same number of steps");
+    assert!(a1 == a0 && b1 == b0, "the same bits");
+    assert_eq!(stats.steps_run + stats.steps_replayed, steps0);
+    assert!(
+        stats.steps_replayed >= steps0 - 4,
+        "later steps replayed: {stats:?} of {steps0}"
+    );
+    // A bound below the test's stop: exactly that many steps.
+    let (_, _, steps2, stats) = run(&weft_tests::numeric(2), true, 5);
+    assert_eq!((steps2, stats.steps_run + stats.steps_replayed), (5, 5));
+}

@@ -51,8 +51,24 @@ impl Numeric {
     pub fn repeat(
         &self,
         steps: usize,
-        mut step: impl FnMut(usize) -> Result<()>,
+        step: impl FnMut(usize) -> Result<()>,
     ) -> Result<RepeatStats> {
+        self.repeat_while(steps, step, |_| Ok(true))
+    }
+
+    /// [`Numeric::repeat`] for a loop that decides after each step whether to go on, as
+    /// NumPy's `while udiff > .001:` does: `go_on(k)` runs after step `k` (recorded, replayed
+    /// or run as it is), outside the step, and the loop stops once it says `false` or after
+    /// `max_steps` steps. The step leaves what the test reads in arrays made before the loop
+    /// (`udiff.assign(..)`), and `go_on` reads it on the host (`udiff.item()`): the step itself
+    /// reads nothing there, so it can be replayed. Reading waits for the step's launches.
+    pub fn repeat_while(
+        &self,
+        max_steps: usize,
+        mut step: impl FnMut(usize) -> Result<()>,
+        mut go_on: impl FnMut(usize) -> Result<bool>,
+    ) -> Result<RepeatStats> {
+        let steps = max_steps;
         let mut stats = RepeatStats::default();
         // The last recordings, oldest first (two at most), and the trace being replayed with
         // the steps made since the one it recorded.
@@ -62,59 +78,65 @@ impl Numeric {
         // Where recording starts again after a failed round, and the wait after the next.
         let (mut retry_at, mut backoff) = (0, FIRST_BACKOFF);
         while stats.steps_run + stats.steps_replayed < steps {
-            if let Some((trace, after)) = &mut stable {
-                *after += 1;
-                let after = *after;
-                if self.runtime(|rt| rt.replay_trace(trace, after))? {
-                    stats.steps_replayed += 1;
-                    continue;
-                }
-                // A kernel of the trace was evicted: run the step, and record again.
-                stable = None;
-                recorded.clear();
-                recordings = 0;
-            }
             let k = stats.steps_run + stats.steps_replayed;
-            if recordings >= RECORDINGS && k >= retry_at {
-                // A new round of recordings.
-                recordings = 0;
-                recorded.clear();
-            }
-            if stats.steps_run == 0 || recordings >= RECORDINGS {
-                step(k)?;
-                self.runtime(|rt| rt.flush())?;
-                stats.steps_run += 1;
-                continue;
-            }
-            self.runtime(|rt| rt.begin_trace())?;
-            let ran = step(k);
-            let trace = self.runtime(|rt| rt.end_trace());
-            ran?;
-            stats.steps_run += 1;
-            recordings += 1;
-            let give_up = |recordings: &mut usize, retry_at: &mut usize, backoff: &mut usize| {
-                *recordings = RECORDINGS;
-                *retry_at = k + 1 + *backoff;
-                *backoff = (*backoff * 2).min(MAX_BACKOFF);
-            };
-            let Some(trace) = trace? else {
-                give_up(&mut recordings, &mut retry_at, &mut backoff);
-                continue;
-            };
-            if let Some(last) = recorded.last() {
-                let earlier = recorded.len().checked_sub(2).map(|i| &recorded[i]);
-                if let Some(replayable) = last.follows(earlier, &trace) {
-                    stable = Some((replayable, 0));
+            'step: {
+                if let Some((trace, after)) = &mut stable {
+                    *after += 1;
+                    let after = *after;
+                    if self.runtime(|rt| rt.replay_trace(trace, after))? {
+                        stats.steps_replayed += 1;
+                        break 'step;
+                    }
+                    // A kernel of the trace was evicted: run the step, and record again.
+                    stable = None;
                     recorded.clear();
-                    continue;
+                    recordings = 0;
+                }
+                if recordings >= RECORDINGS && k >= retry_at {
+                    // A new round of recordings.
+                    recordings = 0;
+                    recorded.clear();
+                }
+                if stats.steps_run == 0 || recordings >= RECORDINGS {
+                    step(k)?;
+                    self.runtime(|rt| rt.flush())?;
+                    stats.steps_run += 1;
+                    break 'step;
+                }
+                self.runtime(|rt| rt.begin_trace())?;
+                let ran = step(k);
+                let trace = self.runtime(|rt| rt.end_trace());
+                ran?;
+                stats.steps_run += 1;
+                recordings += 1;
+                let give_up =
+                    |recordings: &mut usize, retry_at: &mut usize, backoff: &mut usize| {
+                        *recordings = RECORDINGS;
+                        *retry_at = k + 1 + *backoff;
+                        *backoff = (*backoff * 2).min(MAX_BACKOFF);
+                    };
+                let Some(trace) = trace? else {
+                    give_up(&mut recordings, &mut retry_at, &mut backoff);
+                    break 'step;
+                };
+                if let Some(last) = recorded.last() {
+                    let earlier = recorded.len().checked_sub(2).map(|i| &recorded[i]);
+                    if let Some(replayable) = last.follows(earlier, &trace) {
+                        stable = Some((replayable, 0));
+                        recorded.clear();
+                        break 'step;
+                    }
+                }
+                recorded.push(trace);
+                if recorded.len() > 2 {
+                    recorded.remove(0);
+                }
+                if recordings >= RECORDINGS {
+                    give_up(&mut recordings, &mut retry_at, &mut backoff);
                 }
             }
-            recorded.push(trace);
-            if recorded.len() > 2 {
-                recorded.remove(0);
-            }
-            if recordings >= RECORDINGS {
-                give_up(&mut recordings, &mut retry_at, &mut backoff);
+            if !go_on(k)? {
+                break;
             }
         }
         Ok(stats)
