@@ -32,6 +32,7 @@ pub use grids::Indexing;
 pub use host_data::Element;
 mod interop;
 mod joining;
+mod linalg;
 #[cfg(feature = "ndarray")]
 mod ndarray_interop;
 mod products;

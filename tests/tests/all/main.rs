@@ -12,6 +12,7 @@ mod gpu_check;
 mod hostile;
 mod in_place;
 mod interop;
+mod linalg;
 mod ndarray_interop;
 mod numeric_ops;
 mod numpy_ops;

@@ -1,0 +1,275 @@
+//! Dense linear algebra (NumPy's `linalg.solve`, `inv`, `det` and `cholesky`), written with
+//! the facade's own operations: Gaussian elimination with partial pivoting, and Cholesky's
+//! factorization by blocks of columns, the rest of the matrix updated by products.
+//!
+//! Elimination picks each pivot on the host, as LAPACK's `getrf` does (the first row of the
+//! largest magnitude in the column below the diagonal): one read of that column a step, so
+//! those steps are not replayed; the rows it swaps, the column of multipliers and the update
+//! of the trailing matrix are tasks, which fuse. Back substitution and Cholesky's columns read
+//! nothing on the host, and run as replayed traces ([`Numeric::repeat`]) whose views move by
+//! a row and grow by one element a step. An exact zero pivot makes `solve` and `inv` fail with
+//! NumPy's "Singular matrix" (and `det` return zero); a matrix whose factorization meets a
+//! pivot that is not positive makes `cholesky` fail with "Matrix is not positive definite".
+//! The results are not LAPACK's bits: the order of each update's operations differs from its
+//! blocked code. The tests compare them with a plain-Rust elimination and with the
+//! definitions (`a @ solve(a, b) == b`, `L @ L.T == a`) within rounding.
+
+use weft_ir::DType;
+
+use super::{Array, Error, Ix, Numeric, Range, Result};
+
+/// `m[lo:hi]` along one dimension.
+fn span(lo: i64, hi: i64) -> Ix {
+    Ix::Slice(Range::new(lo, hi))
+}
+
+/// A square matrix's order, or NumPy's error for an operand that is not one.
+fn order(a: &Array, what: &str) -> Result<i64> {
+    let shape = a.shape()?;
+    match shape[..] {
+        [n, m] if n == m => Ok(n as i64),
+        _ => Err(Error::Usage(format!(
+            "linalg.{what}: Last 2 dimensions of the array must be square, got shape {} (this \
+             takes one matrix, not a stack)",
+            super::shape_text(&shape)
+        ))),
+    }
+}
+
+/// The float dtype a factorization computes in: `a`'s if it is a float, else `f64` (NumPy
+/// computes integer matrices in `float64`).
+fn float_type(a: &Array) -> Result<DType> {
+    Ok(match a.dtype()? {
+        DType::F32 => DType::F32,
+        _ => DType::F64,
+    })
+}
+
+/// An elimination of `a` with partial pivoting, applied to the columns of `rhs` as well.
+struct Elimination {
+    /// `U` on and above the diagonal (below it, what elimination left: not read).
+    lu: Array,
+    /// The right-hand sides, transformed.
+    rhs: Option<Array>,
+    /// Whether an even number of rows was swapped.
+    even: bool,
+    /// Whether a pivot was exactly zero.
+    singular: bool,
+}
+
+impl Numeric {
+    /// `a` reduced to upper-triangular form by Gaussian elimination with partial pivoting,
+    /// the same row operations applied to `rhs` (`n` rows) if given. A column without a
+    /// non-zero pivot is left as it is (its pivot is zero).
+    fn eliminate(&self, a: &Array, rhs: Option<&Array>, what: &str) -> Result<Elimination> {
+        let n = order(a, what)?;
+        let dtype = float_type(a)?;
+        let lu = a.astype(dtype).copy();
+        let rhs = rhs.map(|b| b.astype(dtype).copy());
+        let all = Ix::Slice(Range::all());
+        let row = |m: &Array, i: i64| m.index(&[Ix::At(i)]);
+        let (mut even, mut singular) = (true, false);
+        for k in 0..n {
+            // The pivot: the first largest magnitude on or below the diagonal (one read).
+            let column = lu.index(&[span(k, n), Ix::At(k)]).to_vec()?;
+            let (mut p, mut best) = (0usize, -1.0f64);
+            for (i, v) in column.iter().enumerate() {
+                if v.abs() > best || v.is_nan() && !best.is_nan() {
+                    (p, best) = (i, v.abs());
+                }
+            }
+            if best == 0.0 {
+                singular = true;
+                continue;
+            }
+            let p = k + p as i64;
+            if p != k {
+                even = !even;
+                for m in std::iter::once(&lu).chain(rhs.as_ref()) {
+                    let kept = row(m, k).copy();
+                    row(m, k).assign(&row(m, p))?;
+                    row(m, p).assign(&kept)?;
+                }
+            }
+            if k + 1 == n {
+                break;
+            }
+            // The multipliers, and the update of the rows below.
+            let pivot = lu.index(&[Ix::At(k), Ix::At(k)]);
+            let multipliers = &lu.index(&[span(k + 1, n), Ix::At(k)]) / &pivot;
+            let mut below = lu.index(&[span(k + 1, n), span(k, n)]);
+            below -= &multipliers.outer(&lu.index(&[Ix::At(k), span(k, n)]));
+            below.check()?;
+            if let Some(b) = &rhs {
+                let mut below = b.index(&[span(k + 1, n), all]);
+                below -= &multipliers.outer(&row(b, k));
+                below.check()?;
+            }
+        }
+        Ok(Elimination {
+            lu,
+            rhs,
+            even,
+            singular,
+        })
+    }
+}
+
+impl Array {
+    /// The solution `x` of `self @ x = b` (NumPy's `linalg.solve`): `self` a square matrix,
+    /// `b` a vector or a matrix of as many rows; a float result (`f64` for integer operands).
+    /// Gaussian elimination with partial pivoting, then back substitution (see the module's
+    /// documentation). A singular matrix (an exact zero pivot) is NumPy's error.
+    #[track_caller]
+    pub fn solve(&self, b: &Array) -> Result<Array> {
+        let caller = std::panic::Location::caller();
+        self.solve_inner(b, "solve")
+            .map_err(|e| super::at(caller, e))
+    }
+
+    fn solve_inner(&self, b: &Array, what: &str) -> Result<Array> {
+        let n = order(self, what)?;
+        let b_shape = b.shape()?;
+        let vector = b_shape.len() == 1;
+        let columns = match b_shape[..] {
+            [r] | [r, _] if r as i64 == n => b_shape.get(1).copied().unwrap_or(1),
+            _ => {
+                return Err(Error::Usage(format!(
+                    "linalg.{what}: the right-hand side has shape {} where {n} rows are \
+                     needed (a matrix {} and b of shape ({n},) or ({n}, k))",
+                    super::shape_text(&b_shape),
+                    super::shape_text(&[n as u64, n as u64]),
+                )));
+            }
+        };
+        let b2 = b.reshape(&[n, columns as i64]);
+        let np = &self.np;
+        let e = np.eliminate(self, Some(&b2), what)?;
+        let x = e
+            .rhs
+            .ok_or_else(|| Error::Usage("internal: no right-hand side".into()))?;
+        if e.singular {
+            return Err(Error::Usage(format!("linalg.{what}: Singular matrix")));
+        }
+        let lu = &e.lu;
+        let row = |i: i64| x.index(&[span(i, i + 1)]);
+        let last = row(n - 1);
+        last.assign(&(&last / &lu.index(&[span(n - 1, n), span(n - 1, n)])))?;
+        // `x[k] = (x[k] - U[k, k+1:] @ x[k+1:]) / U[k, k]`, `k` from `n - 2` down.
+        np.repeat(usize::try_from(n - 1).unwrap_or(0), |t| {
+            let k = n - 2 - t as i64;
+            let done = lu
+                .index(&[span(k, k + 1), span(k + 1, n)])
+                .matmul(&x.index(&[span(k + 1, n)]));
+            let diagonal = lu.index(&[span(k, k + 1), span(k, k + 1)]);
+            row(k).assign(&(&(&row(k) - &done) / &diagonal))
+        })?;
+        Ok(if vector { x.reshape(&[n]) } else { x })
+    }
+
+    /// The inverse (NumPy's `linalg.inv`): [`Array::solve`] of the identity. A singular matrix
+    /// is NumPy's error.
+    #[track_caller]
+    pub fn inv(&self) -> Result<Array> {
+        let caller = std::panic::Location::caller();
+        let n = order(self, "inv").map_err(|e| super::at(caller, e))?;
+        let dtype = float_type(self).map_err(|e| super::at(caller, e))?;
+        self.solve_inner(&self.np.eye(n as u64, dtype), "inv")
+            .map_err(|e| super::at(caller, e))
+    }
+
+    /// The determinant (NumPy's `linalg.det`), 0-d: the product of the pivots of Gaussian
+    /// elimination with partial pivoting, negated for an odd number of row swaps; zero for a
+    /// singular matrix.
+    #[track_caller]
+    pub fn det(&self) -> Result<Array> {
+        let caller = std::panic::Location::caller();
+        let e = self
+            .np
+            .eliminate(self, None, "det")
+            .map_err(|e| super::at(caller, e))?;
+        let dtype = e.lu.dtype()?;
+        if e.singular {
+            return Ok(self.np.full(&[], 0.0, dtype));
+        }
+        let product = e.lu.diag().reduce(super::Reduction::Prod);
+        Ok(if e.even { product } else { product * -1.0 })
+    }
+
+    /// The lower-triangular `L` with `L @ L.T == self` (NumPy's `linalg.cholesky`) of a
+    /// symmetric positive-definite matrix, of which only the lower triangle is read. Blocked,
+    /// as LAPACK's `potrf`: the columns of each block of 64 by the column algorithm
+    /// (`L[j, j] = sqrt(a[j, j] - L[j, :j] . L[j, :j])` and `L[j+1:, j] = (a[j+1:, j] -
+    /// L[j+1:, :j] @ L[j, :j]) / L[j, j]` over the block's own columns, each column one step
+    /// of a replayed trace), then the matrix below and right of the block less `L21 @ L21.T`
+    /// (one product, at BLAS speed). A pivot that is not positive is NumPy's error (one read
+    /// of the diagonal at the end).
+    #[track_caller]
+    pub fn cholesky(&self) -> Result<Array> {
+        let caller = std::panic::Location::caller();
+        self.cholesky_inner().map_err(|e| super::at(caller, e))
+    }
+
+    fn cholesky_inner(&self) -> Result<Array> {
+        let n = order(self, "cholesky")?;
+        let np = &self.np;
+        let dtype = float_type(self)?;
+        // The work matrix: the lower triangle of `a`, updated block by block into `L`.
+        let w = self.astype(dtype).tril(0);
+        let at = |i: i64, j: i64| w.index(&[span(i, i + 1), span(j, j + 1)]);
+        for kb in (0..n).step_by(CHOLESKY_BLOCK as usize) {
+            let e = (kb + CHOLESKY_BLOCK).min(n);
+            // Column `j` of the block, from the block's columns before it.
+            let column = |j: i64| -> Result<()> {
+                let d = if j == kb {
+                    at(j, j)
+                } else {
+                    let done = w.index(&[span(j, j + 1), span(kb, j)]);
+                    &at(j, j) - &done.matmul(&done.t())
+                };
+                at(j, j).assign(&d.sqrt())?;
+                if j + 1 < n {
+                    let below = w.index(&[span(j + 1, n), span(j, j + 1)]);
+                    let new = if j == kb {
+                        &below / &at(j, j)
+                    } else {
+                        let done = w
+                            .index(&[span(j + 1, n), span(kb, j)])
+                            .matmul(&w.index(&[span(j, j + 1), span(kb, j)]).t());
+                        &(&below - &done) / &at(j, j)
+                    };
+                    below.assign(&new)?;
+                }
+                Ok(())
+            };
+            column(kb)?;
+            // The block's other columns; the matrix's last column (nothing below it) alone.
+            let stop = if e == n { n - 1 } else { e };
+            if stop > kb + 1 {
+                let steps = usize::try_from(stop - kb - 1).unwrap_or(0);
+                np.repeat(steps, |t| column(kb + 1 + t as i64))?;
+            }
+            if e == n && n - 1 > kb {
+                column(n - 1)?;
+            }
+            if e < n {
+                let l21 = w.index(&[span(e, n), span(kb, e)]);
+                let mut trailing = w.index(&[span(e, n), span(e, n)]);
+                trailing -= &l21.matmul(&l21.t());
+                trailing.check()?;
+            }
+        }
+        let diagonal = w.diag().to_vec()?;
+        if diagonal.iter().any(|d| !(d.is_finite() && *d > 0.0)) {
+            return Err(Error::Usage(
+                "linalg.cholesky: Matrix is not positive definite".into(),
+            ));
+        }
+        // The trailing updates wrote whole blocks: keep the lower triangle.
+        Ok(w.tril(0))
+    }
+}
+
+/// Columns per block of [`Array::cholesky`]: 64 columns of the column algorithm, then one
+/// product updates the rest of the matrix.
+const CHOLESKY_BLOCK: i64 = 64;
