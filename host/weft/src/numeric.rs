@@ -58,6 +58,7 @@ use weft_plugin::imports::{PluginState, StoreRes};
 use weft_runtime::StoreHandle;
 
 pub use api::{BinaryOp, Reduction, UnaryOp};
+pub use linalg::NormOrd;
 pub use repeat::RepeatStats;
 use replayed::CallKey;
 pub use replayed::ReplayStats;

@@ -248,3 +248,176 @@ fn bad_matrices_are_numpy_errors_that_name_the_line() {
     // The runtime goes on.
     assert_eq!(square.det().expect("det").item().expect("0-d"), 5.0);
 }
+
+#[test]
+fn norms_of_vectors_and_matrices_are_numpys() {
+    use weft::numeric::NormOrd;
+    let np = weft_tests::numeric(2);
+    let v = [3.0, -4.0, 0.0, 1.5];
+    let x = np.from_vec(&[4], &v);
+    let norm = |a: &weft::Array, ord| a.norm_ord(ord).expect("a norm").item().expect("0-d");
+    let abs: Vec<f64> = v.iter().map(|x| x.abs()).collect();
+    let p3 = abs.iter().map(|a| a.powf(3.0)).sum::<f64>().powf(1.0 / 3.0);
+    for (ord, want) in [
+        (NormOrd::Default, (9.0f64 + 16.0 + 2.25).sqrt()),
+        (NormOrd::P(2.0), (9.0f64 + 16.0 + 2.25).sqrt()),
+        (NormOrd::P(1.0), 8.5),
+        (NormOrd::P(0.0), 3.0),
+        (NormOrd::Inf, 4.0),
+        (NormOrd::NegInf, 0.0),
+        (NormOrd::P(3.0), p3),
+    ] {
+        let got = norm(&x, ord);
+        assert!(
+            (got - want).abs() <= 1e-14 * want.max(1.0),
+            "{ord:?}: {got} against {want}"
+        );
+    }
+    // [[1, -2, 3], [-4, 5, -6]]: row sums of magnitudes 6 and 15, column sums 5, 7, 9.
+    let m = np.from_vec(&[2, 3], &[1.0, -2.0, 3.0, -4.0, 5.0, -6.0]);
+    for (ord, want) in [
+        (NormOrd::Fro, 91f64.sqrt()),
+        (NormOrd::Inf, 15.0),
+        (NormOrd::NegInf, 6.0),
+        (NormOrd::P(1.0), 9.0),
+        (NormOrd::P(-1.0), 5.0),
+    ] {
+        let got = norm(&m, ord);
+        assert!(
+            (got - want).abs() <= 1e-14 * want,
+            "{ord:?}: {got} against {want}"
+        );
+    }
+    let e = m
+        .norm_ord(NormOrd::P(2.0))
+        .expect_err("needs singular values")
+        .to_string();
+    assert!(
+        e.contains("linalg.norm") && e.contains("singular values"),
+        "{e}"
+    );
+    let e = x
+        .norm_ord(NormOrd::Fro)
+        .expect_err("not a matrix")
+        .to_string();
+    assert!(e.contains("Invalid norm order"), "{e}");
+}
+
+/// Householder QR written out, with LAPACK's choice of signs (`R[j, j] = -sign(x0) * |x|`, no
+/// reflection of a column with only zeros below its diagonal):
+/// `(Q, R)`, `Q` `m` x `k` and `R` `k` x `n`, row-major.
+fn reference_qr(a: &[f64], m: usize, n: usize) -> (Vec<f64>, Vec<f64>) {
+    let k = m.min(n);
+    let mut r = a.to_vec();
+    let mut q: Vec<f64> = (0..m * m)
+        .map(|x| if x / m == x % m { 1.0 } else { 0.0 })
+        .collect();
+    for j in 0..k.min(m - 1) {
+        let below: f64 = (j + 1..m).map(|i| r[i * n + j] * r[i * n + j]).sum();
+        if below == 0.0 {
+            continue;
+        }
+        let norm = (j..m)
+            .map(|i| r[i * n + j] * r[i * n + j])
+            .sum::<f64>()
+            .sqrt();
+        let alpha = if r[j * n + j] >= 0.0 { -norm } else { norm };
+        let mut v: Vec<f64> = (j..m).map(|i| r[i * n + j]).collect();
+        v[0] -= alpha;
+        let vv: f64 = v.iter().map(|x| x * x).sum();
+        for c in j..n {
+            let w: f64 = (j..m).map(|i| v[i - j] * r[i * n + c]).sum();
+            for i in j..m {
+                r[i * n + c] -= 2.0 / vv * v[i - j] * w;
+            }
+        }
+        for row in 0..m {
+            let u: f64 = (j..m).map(|i| q[row * m + i] * v[i - j]).sum();
+            for i in j..m {
+                q[row * m + i] -= 2.0 / vv * u * v[i - j];
+            }
+        }
+    }
+    let q_k = (0..m * k).map(|x| q[(x / k) * m + x % k]).collect();
+    let r_k = (0..k * n)
+        .map(|x| if x % n < x / n { 0.0 } else { r[x] })
+        .collect();
+    (q_k, r_k)
+}
+
+#[test]
+fn qr_gives_orthonormal_columns_and_an_upper_triangle_with_lapacks_signs() {
+    let np = weft_tests::numeric(2);
+    let shapes = [(1usize, 1usize), (3, 3), (5, 3), (3, 5), (20, 12), (40, 40)];
+    for (s, &(m, n)) in shapes.iter().enumerate() {
+        let mut a = values(m * n, 50 + s as u64);
+        if s == 1 {
+            // A zero where the first reflection looks: its sign is `+`.
+            a[0] = 0.0;
+        }
+        let an = np.from_vec(&[m as u64, n as u64], &a);
+        let (q, r) = an.qr().expect("factors");
+        let k = m.min(n) as u64;
+        assert_eq!(q.shape().expect("a shape"), vec![m as u64, k]);
+        assert_eq!(r.shape().expect("a shape"), vec![k, n as u64]);
+        let (want_q, want_r) = reference_qr(&a, m, n);
+        let (got_q, got_r) = (q.to_vec().expect("reads"), r.to_vec().expect("reads"));
+        assert!(
+            rel(&got_q, &want_q) < 1e-12,
+            "Q of {m}x{n}: {}",
+            rel(&got_q, &want_q)
+        );
+        assert!(
+            rel(&got_r, &want_r) < 1e-12,
+            "R of {m}x{n}: {}",
+            rel(&got_r, &want_r)
+        );
+        for i in 0..k as usize {
+            for j in 0..i.min(n) {
+                assert_eq!(got_r[i * n + j], 0.0, "R below its diagonal, {m}x{n}");
+            }
+        }
+        let back = q.matmul(&r).to_vec().expect("reads");
+        assert!(rel(&back, &a) < 1e-12, "Q @ R of {m}x{n}");
+        let qtq = q.t().matmul(&q).to_vec().expect("reads");
+        let eye: Vec<f64> = (0..(k * k) as usize)
+            .map(|x| {
+                if x / k as usize == x % k as usize {
+                    1.0
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        assert!(rel(&qtq, &eye) < 1e-12, "Q.T @ Q of {m}x{n}");
+    }
+    // NumPy's signs (`np.linalg.qr` of this matrix has R's diagonal -6.708..., 1.095...,
+    // 0.408...): the last row's column is not reflected.
+    let (_, r) = np
+        .from_vec(&[3, 3], &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 9.0])
+        .qr()
+        .expect("factors");
+    let d = r.diag().to_vec().expect("reads");
+    let want = [
+        -(45f64.sqrt()),
+        1.095_445_115_010_332_2,
+        0.408_248_290_463_863,
+    ];
+    assert!(rel(&d, &want) < 1e-12, "{d:?}");
+    // A zero column reflects nothing.
+    let (q, r) = np
+        .from_vec(&[2, 2], &[0.0, 1.0, 0.0, 2.0])
+        .qr()
+        .expect("factors");
+    let back = q.matmul(&r).to_vec().expect("reads");
+    assert!(rel(&back, &[0.0, 1.0, 0.0, 2.0]) < 1e-15, "{back:?}");
+    let e = np
+        .from_vec(&[4], &[1.0; 4])
+        .qr()
+        .expect_err("a vector")
+        .to_string();
+    assert!(
+        e.contains("linalg.qr") && e.contains("expected a matrix"),
+        "{e}"
+    );
+}

@@ -273,3 +273,131 @@ impl Array {
 /// Columns per block of [`Array::cholesky`]: 64 columns of the column algorithm, then one
 /// product updates the rest of the matrix.
 const CHOLESKY_BLOCK: i64 = 64;
+
+impl Array {
+    /// The reduced QR factorization (NumPy's `linalg.qr(a)`, mode `'reduced'`): `(Q, R)` with
+    /// `Q` `(m, k)` of orthonormal columns, `R` `(k, n)` upper triangular and `Q @ R == a`, `k
+    /// = min(m, n)`. Householder reflections as LAPACK's `geqrf` chooses them (each
+    /// `R[j, j]` is `-sign(a[j, j]) * norm`, and a column with only zeros below its diagonal,
+    /// the last row's included, is not reflected: so the signs are NumPy's), each applied to the
+    /// rest of `R` and accumulated into `Q` by element-wise updates of rank one, one step of a
+    /// replayed trace per column; no value is read on the host.
+    #[track_caller]
+    pub fn qr(&self) -> Result<(Array, Array)> {
+        let caller = std::panic::Location::caller();
+        self.qr_inner().map_err(|e| super::at(caller, e))
+    }
+
+    fn qr_inner(&self) -> Result<(Array, Array)> {
+        let shape = self.shape()?;
+        let [m, n] = shape[..] else {
+            return Err(Error::Usage(format!(
+                "linalg.qr: expected a matrix, got shape {} (this takes one matrix, not a \
+                 stack)",
+                super::shape_text(&shape)
+            )));
+        };
+        let (m, n) = (m as i64, n as i64);
+        let k = m.min(n);
+        let np = &self.np;
+        let dtype = float_type(self)?;
+        let r = self.astype(dtype).copy();
+        let q = np.eye(m as u64, dtype);
+        let all = Ix::Slice(Range::all());
+        // As LAPACK's `dlarfg`, a column with nothing below its diagonal (the last row's,
+        // or all zeros there) is not reflected: its diagonal keeps its sign.
+        let reflected = usize::try_from(k.min(m - 1)).unwrap_or(0);
+        np.repeat(reflected, |j| {
+            let j = j as i64;
+            let x = r.index(&[span(j, m), span(j, j + 1)]);
+            let norm = x.norm();
+            let below = r.index(&[span(j + 1, m), span(j, j + 1)]).norm();
+            let alpha = r
+                .index(&[span(j, j + 1), span(j, j + 1)])
+                .ge(0.0)
+                .select(&(&norm * -1.0), &norm);
+            // `v = x - alpha e1`, and the reflection's factor `2 / v.v` (0 where nothing lies
+            // below the diagonal).
+            let v = x.copy();
+            let mut head = v.index(&[span(0, 1)]);
+            head -= &alpha;
+            head.check()?;
+            let vv = (&v * &v).sum();
+            let factor = below.eq(0.0).select(0.0, &(2.0 / &vv));
+            let rest = r.index(&[span(j, m), span(j, n)]);
+            let w = v.t().matmul(&rest);
+            let mut rest = rest;
+            rest -= &(&(&v * &w) * &factor);
+            rest.check()?;
+            let columns = q.index(&[all, span(j, m)]);
+            let u = columns.matmul(&v);
+            let mut columns = columns;
+            columns -= &(&(&u * &v.t()) * &factor);
+            columns.check()
+        })?;
+        let q = q.index(&[all, span(0, k)]).copy();
+        let r = r.index(&[span(0, k), all]).triu(0);
+        Ok((q, r))
+    }
+}
+
+/// Which norm [`Array::norm_ord`] computes (NumPy's `ord` argument of `linalg.norm`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum NormOrd {
+    /// `None`: the 2-norm of the flattened array (a matrix's Frobenius norm).
+    Default,
+    /// `'fro'`: a matrix's Frobenius norm.
+    Fro,
+    /// `inf`: a vector's largest magnitude; a matrix's largest row sum of magnitudes.
+    Inf,
+    /// `-inf`: a vector's smallest magnitude; a matrix's smallest row sum of magnitudes.
+    NegInf,
+    /// A number: a vector's `sum(|x|**p)**(1/p)` (`0`: the count of non-zero elements);
+    /// a matrix's largest (`1`) or smallest (`-1`) column sum of magnitudes.
+    P(f64),
+}
+
+impl Array {
+    /// NumPy's `linalg.norm(x, ord)` of a vector or a matrix, 0-d. A matrix's 2-norm and
+    /// nuclear norm (which need singular values) and its `'fro'` of a vector are errors, as are
+    /// arrays of other ranks with an `ord`.
+    #[track_caller]
+    pub fn norm_ord(&self, ord: NormOrd) -> Result<Array> {
+        let caller = std::panic::Location::caller();
+        self.norm_inner(ord).map_err(|e| super::at(caller, e))
+    }
+
+    fn norm_inner(&self, ord: NormOrd) -> Result<Array> {
+        let shape = self.shape()?;
+        let x = match self.dtype()? {
+            DType::F32 | DType::F64 => self.clone(),
+            _ => self.astype(DType::F64),
+        };
+        let magnitude = x.abs();
+        let sum = |a: &Array, axis: Option<i64>| match axis {
+            None => a.sum(),
+            Some(axis) => a.sum_axis(axis),
+        };
+        match (shape.len(), ord) {
+            (_, NormOrd::Default) => Ok(x.norm()),
+            (2, NormOrd::Fro) => Ok(x.norm()),
+            (1, NormOrd::Inf) => Ok(magnitude.max()),
+            (1, NormOrd::NegInf) => Ok(magnitude.min()),
+            (1, NormOrd::P(0.0)) => Ok(x.ne(0.0).astype(x.dtype()?).sum()),
+            (1, NormOrd::P(1.0)) => Ok(sum(&magnitude, None)),
+            (1, NormOrd::P(2.0)) => Ok(x.norm()),
+            (1, NormOrd::P(p)) if p.is_finite() => Ok(sum(&magnitude.pow(p), None).pow(1.0 / p)),
+            (2, NormOrd::Inf) => Ok(sum(&magnitude, Some(1)).max()),
+            (2, NormOrd::NegInf) => Ok(sum(&magnitude, Some(1)).min()),
+            (2, NormOrd::P(1.0)) => Ok(sum(&magnitude, Some(0)).max()),
+            (2, NormOrd::P(-1.0)) => Ok(sum(&magnitude, Some(0)).min()),
+            (2, NormOrd::P(p)) if p.abs() == 2.0 => Err(Error::Usage(format!(
+                "linalg.norm: the matrix {p}-norm needs singular values, which Weft does not \
+                 compute yet"
+            ))),
+            (rank, ord) => Err(Error::Usage(format!(
+                "linalg.norm: Invalid norm order {ord:?} for an array of {rank} dimensions"
+            ))),
+        }
+    }
+}
