@@ -96,10 +96,12 @@
 //!   compute it, so that a back end runs it at BLAS speed with the same bits.
 //! - *Reductions written as trees*: a plugin may also write the canonical tree itself, as
 //!   plain arithmetic. `numeric`'s float sums and products over axes whose result is small
-//!   (smaller than what each element reduces) do: tasks `treeblocks` each compute one level
-//!   of 16-leaf aligned subtrees along one dimension (elements past the end count as the
-//!   exact identity), the innermost reduced dimension first, and the result is
-//!   `identity op tree`, as for a 0-d store; so they give the canonical bits everywhere.
+//!   (smaller than what each element reduces) of an input of more than 65,536 elements do:
+//!   tasks `treeblocks` each compute one level of 16-leaf aligned subtrees along one
+//!   dimension (elements past the end count as the exact identity), the innermost reduced
+//!   dimension first, and the result is `identity op tree`, as for a 0-d store; so they give
+//!   the canonical bits everywhere. (A smaller input is one task over the result, each
+//!   element the fold of its values in row-major order: a row is never split either.)
 //! - *Element trees*: float sums and products of a rank-1 parallel loop into a store of rank
 //!   1 or more, made once per point and element, inside `for` loops whose induction values
 //!   index the element ([`crate::reduction::element_trees`]: `vecmat`'s and `vecmat_rows`'

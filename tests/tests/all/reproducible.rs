@@ -112,6 +112,7 @@ fn run(config: Config) -> Vec<u64> {
         out.push(fused);
     }
     out.extend(axis_reductions(&np, &label));
+    out.extend(small_axis_reductions(&np, &label));
     out.extend(wide_products(&np, &label));
     out
 }
@@ -173,16 +174,91 @@ fn wide_products(np: &weft::Numeric, label: &str) -> Vec<u64> {
     out
 }
 
-/// Axis reductions whose result is smaller than what each element reduces (the plan that
-/// reduces in `treeblocks` levels): each element is `init op` the canonical tree of its
-/// reduced sub-box, the innermost reduced dimension first.
+/// Axis reductions whose result is smaller than what each element reduces, of inputs of more
+/// than 65,536 elements (the plan that reduces in `treeblocks` levels): each element is
+/// `init op` the canonical tree of its reduced sub-box, the innermost reduced dimension
+/// first.
 const AXES: [(&[u64], &[i64]); 5] = [
-    (&[1000, 7], &[0]),
-    (&[7, 1000], &[1]),
-    (&[16_384 + 77, 3], &[0]),
-    (&[40, 3, 50], &[0, 2]),
-    (&[33, 2, 17], &[2, 0]),
+    (&[10_000, 7], &[0]),
+    (&[7, 10_000], &[1]),
+    (&[32_768 + 77, 3], &[0]),
+    (&[40, 3, 550], &[0, 2]),
+    (&[330, 2, 170], &[2, 0]),
 ];
+
+/// Axis reductions of several axes whose result is smaller than what each element reduces,
+/// of inputs of at most 65,536 elements (one task over the result: NPBench's `conv2d` sums
+/// `(8, 5, 5, 3, 8)` products over three axes): each element folds its reduced sub-box into
+/// the identity in row-major order, one value after another.
+const SMALL_AXES: [(&[u64], &[i64]); 3] = [
+    (&[8, 5, 5, 3, 8], &[1, 2, 3]),
+    (&[33, 2, 17], &[2, 0]),
+    (&[40, 3, 50], &[0, 2]),
+];
+
+/// The sums and products of [`SMALL_AXES`], against the row-major folds written out.
+fn small_axis_reductions(np: &weft::Numeric, label: &str) -> Vec<u64> {
+    use weft::numeric::Reduction;
+    let mut out = Vec::new();
+    for (k, &(shape, axes)) in SMALL_AXES.iter().enumerate() {
+        let n = shape.iter().product::<u64>() as usize;
+        let (xs, fs) = (values(n, 500 + k as u64), factors(n, 600 + k as u64));
+        let rank = shape.len();
+        let gone: Vec<usize> = (0..rank)
+            .filter(|d| {
+                axes.iter()
+                    .any(|&a| (a + rank as i64) as usize % rank == *d)
+            })
+            .collect();
+        let kept: Vec<usize> = (0..rank).filter(|d| !gone.contains(d)).collect();
+        let got_sum = np
+            .from_vec(shape, &xs)
+            .reduce_axes(Reduction::Sum, Some(axes), false)
+            .to_vec()
+            .expect("sum");
+        let got_prod = np
+            .from_vec(shape, &fs)
+            .reduce_axes(Reduction::Prod, Some(axes), false)
+            .to_vec()
+            .expect("prod");
+        // Every element of the input, row-major: its result element and its order.
+        let mut want_sum = vec![0.0f64; got_sum.len()];
+        let mut want_prod = vec![1.0f64; got_prod.len()];
+        let mut coords = vec![0u64; rank];
+        // Elements of the input in the order each result element meets them: the reduced
+        // dimensions' row-major order, whatever the kept ones.
+        let mut order: Vec<(usize, u64, usize)> = Vec::with_capacity(n);
+        for flat in 0..n {
+            let mut rest = flat as u64;
+            for d in (0..rank).rev() {
+                coords[d] = rest % shape[d];
+                rest /= shape[d];
+            }
+            let element = kept.iter().fold(0u64, |a, &d| a * shape[d] + coords[d]) as usize;
+            let within = gone.iter().fold(0u64, |a, &d| a * shape[d] + coords[d]);
+            order.push((element, within, flat));
+        }
+        order.sort_unstable();
+        for &(element, _, flat) in &order {
+            want_sum[element] += xs[flat];
+            want_prod[element] *= fs[flat];
+        }
+        for e in 0..got_sum.len() {
+            assert_eq!(
+                got_sum[e].to_bits(),
+                want_sum[e].to_bits(),
+                "sum over {axes:?} of {shape:?}, element {e} ({label})"
+            );
+            assert_eq!(
+                got_prod[e].to_bits(),
+                want_prod[e].to_bits(),
+                "prod over {axes:?} of {shape:?}, element {e} ({label})"
+            );
+            out.extend([want_sum[e].to_bits(), want_prod[e].to_bits()]);
+        }
+    }
+    out
+}
 
 fn axis_reductions(np: &weft::Numeric, label: &str) -> Vec<u64> {
     use weft::numeric::Reduction;

@@ -138,13 +138,19 @@ fn reduce_privilege(op: ReduceOp) -> Privilege {
 /// [`reduce_axes`]).
 const ROWS_ENOUGH: u64 = 64;
 
+/// The most elements of an input that any axis reduction reduces in one task over its result:
+/// a few chunks of the CPU back end's parallel loops, whose points (the result's elements)
+/// the threads share.
+const SMALL_INPUT: u64 = 64 * 1024;
+
 /// The reduction of `a` with `op` over `axes` (negative ones count from the end; `None`: all
 /// of them), keeping the reduced dimensions with extent 1 when `keepdims`, as NumPy's
 /// `a.sum(axis=..., keepdims=...)`.
 ///
 /// Plans, chosen by shape and operator: when the result has at least as many elements as
-/// each of them reduces (or, for a reduction exact in any order over trailing dimensions, at
-/// least `ROWS_ENOUGH` elements), one task over the result computes each element with a
+/// each of them reduces, or the input at most `SMALL_INPUT` (or, for a reduction exact in
+/// any order over trailing dimensions, at least `ROWS_ENOUGH` elements), one task over the
+/// result computes each element with a
 /// loop over the reduced dimensions (a transposed view puts them last; one dimension in the
 /// lane order).
 /// Otherwise, a float sum or product is computed as the canonical tree, level by level
@@ -210,7 +216,12 @@ pub fn reduce_axes(
     // of a 1000 x 4000 array: 7.3 ms that way).
     let exact = !(matches!(op, ReduceOp::Sum | ReduceOp::Prod) && a.dtype.is_float());
     let trailing = gone.iter().enumerate().all(|(k, &d)| d == kept.len() + k);
-    if out_volume >= reduced_volume || (exact && trailing && out_volume >= ROWS_ENOUGH) {
+    // A small input takes one task however small its result: every plan gives the same bits
+    // on every back end, thread count and piece count, and a few chunks' worth of elements
+    // gain nothing from the tree's parallel levels (NPBench's `conv2d` sums `(8, 5, 5, 3, 8)`
+    // products over three axes 3,600 times: the tree's levels were four tasks more each).
+    let small = out_volume.saturating_mul(reduced_volume) <= SMALL_INPUT;
+    if out_volume >= reduced_volume || small || (exact && trailing && out_volume >= ROWS_ENOUGH) {
         // One element per point of the result, the reduced dimensions last.
         let order: Vec<u32> = kept.iter().chain(&gone).map(|&d| d as u32).collect();
         let view = a.store.permute(&order).map_err(host_error(name))?;
