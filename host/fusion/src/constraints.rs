@@ -312,6 +312,8 @@ pub fn fusible_prefix_deferring(tasks: &[IndexTask]) -> (usize, Option<Cut>, Vec
     // Whether running the scalar tasks so far once per point could give other values than
     // running them once (see `repeats_unsafely`).
     let mut scalar_unsafe = false;
+    // Whether the prefix so far has a scalar task.
+    let mut any_scalar = false;
     for (j, task) in tasks.iter().enumerate() {
         let scalar = is_scalar_task(task);
         let task_unsafe = scalar && repeats_unsafely(task, &seen);
@@ -335,6 +337,14 @@ pub fn fusible_prefix_deferring(tasks: &[IndexTask]) -> (usize, Option<Cut>, Vec
             let many = |l: &[u64]| l.iter().product::<u64>() > 1;
             if (task_unsafe && launch.is_some_and(many))
                 || (!scalar && many(&task.launch) && scalar_unsafe)
+            {
+                return (j, cut(None), deferrals);
+            }
+            // A launch of no points (over an empty array) runs nothing: the scalar steps
+            // fused with it would never run.
+            let empty = |l: &[u64]| l.iter().product::<u64>() == 0;
+            if (scalar && launch.is_some_and(empty))
+                || (!scalar && empty(&task.launch) && any_scalar)
             {
                 return (j, cut(None), deferrals);
             }
@@ -365,6 +375,7 @@ pub fn fusible_prefix_deferring(tasks: &[IndexTask]) -> (usize, Option<Cut>, Vec
             }
         }
         scalar_unsafe |= task_unsafe;
+        any_scalar |= scalar;
         if !scalar && launch.is_none() {
             launch = Some(&task.launch);
         }

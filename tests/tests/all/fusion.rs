@@ -707,3 +707,30 @@ fn a_product_of_scaled_matrices_keeps_no_scaled_matrix() {
         assert_eq!(bits(&results[0]), bits(&results[1]), "{rows}x{cols}");
     }
 }
+
+/// A scalar step in the window of a task over an empty array (a launch of no points) still
+/// runs: fused with it, the scalar step had never run, and a 0-d `full` read back 0.
+#[test]
+fn a_scalar_step_beside_a_task_over_an_empty_array_still_runs() {
+    for pieces in [1, 3] {
+        let np = numeric(true, pieces);
+        // The empty task first, then the scalar one; then the other way round.
+        let empty = np.from_vec(&[0, 0], &[]);
+        let copied = empty.copy();
+        let one = np.full(&[], 1.5, DType::F64);
+        let scaled = &np.from_vec(&[0], &[]) * 2.0;
+        assert_eq!(one.item().expect("reads"), 1.5, "pieces {pieces}");
+        let two = np.full(&[], 2.5, DType::F64);
+        let doubled = &np.from_vec(&[0, 3], &[]) * 2.0;
+        assert_eq!(two.item().expect("reads"), 2.5, "pieces {pieces}");
+        assert_eq!(copied.shape().expect("a shape"), vec![0, 0]);
+        assert_eq!(scaled.shape().expect("a shape"), vec![0]);
+        assert_eq!(doubled.shape().expect("a shape"), vec![0, 3]);
+        // A step that updates a 0-d store, after an empty launch in the same window.
+        let total = np.full(&[], 1.0, DType::F64);
+        let _ = &np.from_vec(&[0], &[]) + 1.0;
+        let mut t = total.clone();
+        t += 2.0;
+        assert_eq!(total.item().expect("reads"), 3.0, "pieces {pieces}");
+    }
+}

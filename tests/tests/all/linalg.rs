@@ -137,6 +137,19 @@ fn pivoting_swaps_rows_and_integer_matrices_compute_in_f64() {
     let got = inv.to_vec().expect("reads");
     let want = [-0.5, 0.5, 1.0, -2.0 / 3.0];
     assert!(rel(&got, &want) < 1e-15, "{got:?}");
+    // Empty matrices, as NumPy: an empty solution and inverse, a determinant of 1.
+    let empty = np.from_vec(&[0, 0], &[]);
+    let x = empty.solve(&np.from_vec(&[0], &[])).expect("solves");
+    assert_eq!(x.shape().expect("a shape"), vec![0]);
+    assert_eq!(
+        empty.inv().expect("inverts").shape().expect("a shape"),
+        vec![0, 0]
+    );
+    assert_eq!(empty.det().expect("det").item().expect("0-d"), 1.0);
+    assert_eq!(
+        empty.cholesky().expect("factors").shape().expect("a shape"),
+        vec![0, 0]
+    );
     // A singular matrix has determinant zero.
     let singular = np.from_vec(&[3, 3], &[1.0, 2.0, 3.0, 2.0, 4.0, 6.0, 1.0, 0.0, 1.0]);
     assert_eq!(singular.det().expect("det").item().expect("0-d"), 0.0);

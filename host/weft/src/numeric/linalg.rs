@@ -144,6 +144,9 @@ impl Array {
         };
         let b2 = b.reshape(&[n, columns as i64]);
         let np = &self.np;
+        if n == 0 {
+            return Ok(b.astype(float_type(self)?).copy());
+        }
         let e = np.eliminate(self, Some(&b2), what)?;
         let x = e
             .rhs
@@ -189,6 +192,10 @@ impl Array {
             .eliminate(self, None, "det")
             .map_err(|e| super::at(caller, e))?;
         let dtype = e.lu.dtype()?;
+        if e.lu.shape()?.first() == Some(&0) {
+            // The empty product, as NumPy's `det` of a 0 x 0 matrix.
+            return Ok(self.np.full(&[], 1.0, dtype));
+        }
         if e.singular {
             return Ok(self.np.full(&[], 0.0, dtype));
         }
