@@ -339,6 +339,47 @@ impl CpuBackend {
             .get(&kernel)
             .ok_or_else(|| Error::Memory(format!("kernel {kernel} was not prepared")))?;
         check_element_sizes(cached, bindings)?;
+        // Small strided views that the kernel only reads, copied dense (see `packed`).
+        let read_only = |j: usize| cached.compiled.reads_only(j);
+        let mut packs: SmallVec<[Option<crate::packed::Packed>; 8]> = SmallVec::new();
+        if (0..bindings.len()).any(|j| crate::packed::wanted(bindings, j, &read_only)) {
+            for (j, binding) in bindings.iter().enumerate() {
+                let Binding::Buffer {
+                    buffer,
+                    offset,
+                    extents,
+                    strides,
+                    element_size,
+                    ..
+                } = binding
+                else {
+                    packs.push(None);
+                    continue;
+                };
+                if !crate::packed::wanted(bindings, j, &read_only) {
+                    packs.push(None);
+                    continue;
+                }
+                let (base, len) = self.memory.base(*buffer)?;
+                weft_runtime::check_view(*offset, extents, strides, *element_size, len).map_err(
+                    |message| Error::KernelFault {
+                        kernel: cached.compiled.name().to_string(),
+                        message,
+                    },
+                )?;
+                // SAFETY: `check_view` showed that every element the view reaches lies inside
+                // the buffer, which is alive and unmoved for the call.
+                packs.push(Some(unsafe {
+                    crate::packed::pack(
+                        base.wrapping_add(*offset as usize * element_size),
+                        extents,
+                        strides,
+                        *element_size,
+                    )
+                }));
+            }
+        }
+        let pack = |j: usize| packs.get(j).and_then(Option::as_ref);
         if cached.compiled.allows_quick() && cached.entry.product().is_none() {
             let mut stores: SmallVec<[BoundStore<'_>; 8]> = SmallVec::new();
             for binding in bindings {
@@ -362,10 +403,18 @@ impl CpuBackend {
                         message,
                     },
                 )?;
-                stores.push(BoundStore {
+                let (ptr, strides) = match pack(stores.len()) {
+                    // The kernel only reads a packed view: its words are not written.
+                    Some(p) => (p.words.as_ptr().cast::<u8>().cast_mut(), &p.strides[..]),
                     // SAFETY: as for the general path below: `check_view` showed that every
                     // element the view reaches lies inside the buffer.
-                    ptr: base.wrapping_add(*offset as usize * element_size),
+                    None => (
+                        base.wrapping_add(*offset as usize * element_size),
+                        &strides[..],
+                    ),
+                };
+                stores.push(BoundStore {
+                    ptr,
                     extents,
                     strides,
                     origin,
@@ -398,7 +447,7 @@ impl CpuBackend {
             self.scratch.resize(bindings.len(), Vec::new());
         }
         let mut views = Vec::with_capacity(bindings.len());
-        for (binding, scratch) in bindings.iter().zip(self.scratch.iter_mut()) {
+        for (j, (binding, scratch)) in bindings.iter().zip(self.scratch.iter_mut()).enumerate() {
             let [mut e, mut s, mut o] = self.spare.pop().unwrap_or_default();
             views.push(match binding {
                 Binding::Buffer {
@@ -417,13 +466,24 @@ impl CpuBackend {
                             message,
                         })?;
                     refill(&mut e, extents);
-                    refill(&mut s, strides);
                     refill(&mut o, origin);
+                    let ptr = match pack(j) {
+                        // The kernel only reads a packed view: its words are not written.
+                        Some(p) => {
+                            refill(&mut s, &p.strides);
+                            p.words.as_ptr().cast::<u8>().cast_mut()
+                        }
+                        None => {
+                            refill(&mut s, strides);
+                            // SAFETY: `check_view` showed that every element the view
+                            // reaches, the one at `offset` included, lies inside the buffer
+                            // (an empty view may point one past its end, which `wrapping_add`
+                            // keeps sound).
+                            base.wrapping_add(*offset as usize * element_size)
+                        }
+                    };
                     StoreView {
-                        // SAFETY: `check_view` showed that every element the view reaches,
-                        // the one at `offset` included, lies inside the buffer (an empty view
-                        // may point one past its end, which `wrapping_add` keeps sound).
-                        ptr: base.wrapping_add(*offset as usize * element_size),
+                        ptr,
                         extents: e,
                         strides: s,
                         origin: o,

@@ -781,6 +781,16 @@ impl CompiledKernel {
         self.inner.plan.quick
     }
 
+    /// Whether the kernel only reads its store argument `store` (in binding order).
+    pub(crate) fn reads_only(&self, store: usize) -> bool {
+        self.inner
+            .plan
+            .layout
+            .stores
+            .get(store)
+            .is_some_and(|s| matches!(s.privilege, weft_ir::Privilege::Read))
+    }
+
     /// Runs the kernel as a quick launch (see [`crate::quick`]): `Ok(false)`, having done
     /// nothing, where the launch is not one.
     ///

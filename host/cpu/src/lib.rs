@@ -132,6 +132,7 @@ mod leaves;
 mod lower;
 pub mod math;
 mod memory;
+mod packed;
 mod pool;
 mod product;
 mod quick;

@@ -4,7 +4,7 @@
 //! that results are shown not to depend on partitioning.
 
 use weft::numeric::{BinaryOp, Reduction, UnaryOp};
-use weft::{Array, Config, Numeric, Range};
+use weft::{Array, Config, Ix, Numeric, Range};
 use weft_ir::DType;
 
 fn numeric(pieces: u64) -> Numeric {
@@ -817,4 +817,48 @@ fn empty_products_are_empty_or_zero() {
             }
         }
     });
+}
+
+/// A loop that reads a small transposed column broadcast over its rows (`x.T - x`, NPBench's
+/// `nbody`: the launch packs `x.T` dense, so the loop runs in vector code) gives the bits of
+/// the same arithmetic written out, and an update of the array the column is cut from reads
+/// the column's old values, as NumPy's does.
+#[test]
+fn a_broadcast_transposed_column_gives_the_bits_of_the_loop_written_out() {
+    let np = weft_tests::numeric(2);
+    let n = 37usize;
+    let all = Ix::Slice(Range::all());
+    let vals: Vec<f64> = (0..n * 3)
+        .map(|i| ((i * 7919) % 101) as f64 / 13.0 - 3.0)
+        .collect();
+    let pos = np.from_vec(&[n as u64, 3], &vals);
+    for c in 0..3usize {
+        let x = pos.index(&[all, Ix::Slice(Range::new(c as i64, c as i64 + 1))]);
+        let d = &x.t() - &x;
+        let r = &(&(&d * &d) + 0.01).sqrt() * 2.0;
+        let got = r.to_vec().expect("reads");
+        for i in 0..n {
+            for j in 0..n {
+                let dd = vals[j * 3 + c] - vals[i * 3 + c];
+                let want = (dd * dd + 0.01).sqrt() * 2.0;
+                assert_eq!(
+                    got[i * n + j].to_bits(),
+                    want.to_bits(),
+                    "column {c} ({i}, {j})"
+                );
+            }
+        }
+    }
+    // `a += a[:, 0:1].T`: every element takes the first column's old value of its column.
+    let square: Vec<f64> = (0..n * n).map(|i| (i % 17) as f64 * 0.25 - 1.0).collect();
+    let mut a = np.from_vec(&[n as u64, n as u64], &square);
+    let first = a.index(&[all, Ix::Slice(Range::new(0, 1))]).t();
+    a += &first;
+    let got = a.to_vec().expect("reads");
+    for i in 0..n {
+        for j in 0..n {
+            let want = square[i * n + j] + square[j * n];
+            assert_eq!(got[i * n + j].to_bits(), want.to_bits(), "({i}, {j})");
+        }
+    }
 }
