@@ -360,22 +360,18 @@ impl CpuBackend {
                     packs.push(None);
                     continue;
                 }
-                let (base, len) = self.memory.base(*buffer)?;
-                weft_runtime::check_view(*offset, extents, strides, *element_size, len).map_err(
-                    |message| Error::KernelFault {
-                        kernel: cached.compiled.name().to_string(),
-                        message,
-                    },
+                let start = checked_start(
+                    &mut self.memory,
+                    cached.compiled.name(),
+                    (*buffer, *offset),
+                    extents,
+                    strides,
+                    *element_size,
                 )?;
-                // SAFETY: `check_view` showed that every element the view reaches lies inside
-                // the buffer, which is alive and unmoved for the call.
+                // SAFETY: `checked_start` showed that every element the view reaches lies
+                // inside the buffer, which is alive and unmoved for the call.
                 packs.push(Some(unsafe {
-                    crate::packed::pack(
-                        base.wrapping_add(*offset as usize * element_size),
-                        extents,
-                        strides,
-                        *element_size,
-                    )
+                    crate::packed::pack(start, extents, strides, *element_size)
                 }));
             }
         }
@@ -396,22 +392,18 @@ impl CpuBackend {
                 else {
                     break;
                 };
-                let (base, len) = self.memory.base(*buffer)?;
-                weft_runtime::check_view(*offset, extents, strides, *element_size, len).map_err(
-                    |message| Error::KernelFault {
-                        kernel: cached.compiled.name().to_string(),
-                        message,
-                    },
+                let start = checked_start(
+                    &mut self.memory,
+                    cached.compiled.name(),
+                    (*buffer, *offset),
+                    extents,
+                    strides,
+                    *element_size,
                 )?;
                 let (ptr, strides) = match pack(stores.len()) {
                     // The kernel only reads a packed view: its words are not written.
                     Some(p) => (p.words.as_ptr().cast::<u8>().cast_mut(), &p.strides[..]),
-                    // SAFETY: as for the general path below: `check_view` showed that every
-                    // element the view reaches lies inside the buffer.
-                    None => (
-                        base.wrapping_add(*offset as usize * element_size),
-                        &strides[..],
-                    ),
+                    None => (start, &strides[..]),
                 };
                 stores.push(BoundStore {
                     ptr,
@@ -930,6 +922,29 @@ fn byte_range(len: usize, offset: u64, n: usize) -> Result<std::ops::Range<usize
 }
 
 /// `v` holding `from`'s elements, in the memory it already has.
+/// The address of the element at `offset` of `buffer`, after checking that every element of
+/// the view (`extents`, `strides`, in elements of `element_size` bytes) lies inside the buffer;
+/// a fault of `kernel` otherwise.
+fn checked_start(
+    memory: &mut Memory,
+    kernel: &str,
+    (buffer, offset): (BufferId, u64),
+    extents: &[i64],
+    strides: &[i64],
+    element_size: usize,
+) -> Result<*mut u8> {
+    let (base, len) = memory.base(buffer)?;
+    weft_runtime::check_view(offset, extents, strides, element_size, len).map_err(|message| {
+        Error::KernelFault {
+            kernel: kernel.to_string(),
+            message,
+        }
+    })?;
+    // `check_view` showed that the element at `offset` lies inside the buffer (an empty view
+    // may point one past its end, which `wrapping_add` keeps sound).
+    Ok(base.wrapping_add(offset as usize * element_size))
+}
+
 fn refill<T: Copy>(v: &mut Vec<T>, from: &[T]) {
     v.clear();
     v.extend_from_slice(from);
