@@ -1,6 +1,7 @@
-//! Dense linear algebra (NumPy's `linalg.solve`, `inv`, `det` and `cholesky`), written with
-//! the facade's own operations: Gaussian elimination with partial pivoting, and Cholesky's
-//! factorization by blocks of columns, the rest of the matrix updated by products.
+//! Dense linear algebra (NumPy's `linalg.solve`, `inv`, `det`, `cholesky`, `qr` and `norm`),
+//! written with the facade's own operations: Gaussian elimination with partial pivoting,
+//! Cholesky's factorization by blocks of columns (the rest of the matrix updated by
+//! products), Householder reflections, and the norms' sums and maxima.
 //!
 //! Elimination picks each pivot on the host, as LAPACK's `getrf` does (the first row of the
 //! largest magnitude in the column below the diagonal): one read of that column a step, so
@@ -11,8 +12,9 @@
 //! NumPy's "Singular matrix" (and `det` return zero); a matrix whose factorization meets a
 //! pivot that is not positive makes `cholesky` fail with "Matrix is not positive definite".
 //! The results are not LAPACK's bits: the order of each update's operations differs from its
-//! blocked code. The tests compare them with a plain-Rust elimination and with the
-//! definitions (`a @ solve(a, b) == b`, `L @ L.T == a`) within rounding.
+//! blocked code. The tests compare them with plain-Rust eliminations, factorizations and
+//! reflections written out and with the definitions (`a @ solve(a, b) == b`, `L @ L.T == a`,
+//! `Q @ R == a`) within rounding.
 
 use weft_ir::DType;
 
