@@ -1038,6 +1038,20 @@ struct Flow {
 }
 
 impl Flow {
+    /// The constants of a kernel's inputs (`dt`, `dx`, `dy`, `rho`, `nu`), on `u`'s grid.
+    fn of(x: &Inputs, u: &Array) -> Result<Flow, AppError> {
+        let (ny, nx) = rows_cols(u)?;
+        Ok(Flow {
+            ny,
+            nx,
+            dt: x.scalar("dt")?,
+            dx: x.scalar("dx")?,
+            dy: x.scalar("dy")?,
+            rho: x.scalar("rho")?,
+            nu: x.scalar("nu")?,
+        })
+    }
+
     /// The centre of `part` of `m` and its east, west, north and south neighbours.
     fn views(&self, m: &Array, part: Part) -> [Array; 5] {
         let (ny, nx) = (self.ny, self.nx);
@@ -1137,16 +1151,8 @@ impl Flow {
 fn cavity_flow(x: &Inputs) -> Result<Outputs, AppError> {
     let (nt, nit) = (x.size("nt")?, x.size("nit")?);
     let (u, v, p) = (x.array("u")?, x.array("v")?, x.array("p")?);
-    let (ny, nx) = rows_cols(u)?;
-    let flow = Flow {
-        ny,
-        nx,
-        dt: x.scalar("dt")?,
-        dx: x.scalar("dx")?,
-        dy: x.scalar("dy")?,
-        rho: x.scalar("rho")?,
-        nu: x.scalar("nu")?,
-    };
+    let flow = Flow::of(x, u)?;
+    let (ny, nx) = (flow.ny, flow.nx);
     let np = u.numeric();
     let b = np.zeros(&u.shape()?, u.dtype()?);
     let all = Ix::Slice(Range::all());
@@ -1185,16 +1191,8 @@ fn cavity_flow(x: &Inputs) -> Result<Outputs, AppError> {
 fn channel_flow(x: &Inputs) -> Result<Outputs, AppError> {
     let nit = x.size("nit")?;
     let (u, v, p) = (x.array("u")?, x.array("v")?, x.array("p")?);
-    let (ny, nx) = rows_cols(u)?;
-    let flow = Flow {
-        ny,
-        nx,
-        dt: x.scalar("dt")?,
-        dx: x.scalar("dx")?,
-        dy: x.scalar("dy")?,
-        rho: x.scalar("rho")?,
-        nu: x.scalar("nu")?,
-    };
+    let flow = Flow::of(x, u)?;
+    let ny = flow.ny;
     let forcing = x.scalar("F")? * flow.dt;
     let np = u.numeric();
     let all = Ix::Slice(Range::all());

@@ -91,6 +91,22 @@ pub fn assert_close(what: &str, got: &[f64], want: &[f64], rtol: f64, atol: f64)
     }
 }
 
+/// `n` values uniform in `[lo, hi)` from a linear congruential generator seeded with `seed`:
+/// deterministic test data, independent of the plugins' random numbers.
+pub fn uniform_data(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            lo + (hi - lo) * ((s >> 11) as f64 / (1u64 << 53) as f64)
+        })
+        .collect()
+}
+
 /// The largest absolute difference between two equally long slices (0 for empty ones).
 pub fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
     a.iter()

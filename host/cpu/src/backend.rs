@@ -345,8 +345,6 @@ impl CpuBackend {
         if (0..bindings.len()).any(|j| crate::packed::wanted(bindings, j, &read_only)) {
             for (j, binding) in bindings.iter().enumerate() {
                 let Binding::Buffer {
-                    buffer,
-                    offset,
                     extents,
                     strides,
                     element_size,
@@ -360,14 +358,7 @@ impl CpuBackend {
                     packs.push(None);
                     continue;
                 }
-                let start = checked_start(
-                    &mut self.memory,
-                    cached.compiled.name(),
-                    (*buffer, *offset),
-                    extents,
-                    strides,
-                    *element_size,
-                )?;
+                let start = buffer_start(&mut self.memory, cached.compiled.name(), binding)?;
                 // SAFETY: `checked_start` showed that every element the view reaches lies
                 // inside the buffer, which is alive and unmoved for the call.
                 packs.push(Some(unsafe {
@@ -380,26 +371,17 @@ impl CpuBackend {
             let mut stores: SmallVec<[BoundStore<'_>; 8]> = SmallVec::new();
             for binding in bindings {
                 let Binding::Buffer {
-                    buffer,
-                    offset,
                     extents,
                     strides,
                     origin,
                     view,
-                    element_size,
                     deferred: None,
+                    ..
                 } = binding
                 else {
                     break;
                 };
-                let start = checked_start(
-                    &mut self.memory,
-                    cached.compiled.name(),
-                    (*buffer, *offset),
-                    extents,
-                    strides,
-                    *element_size,
-                )?;
+                let start = buffer_start(&mut self.memory, cached.compiled.name(), binding)?;
                 let (ptr, strides) = match pack(stores.len()) {
                     // The kernel only reads a packed view: its words are not written.
                     Some(p) => (p.words.as_ptr().cast::<u8>().cast_mut(), &p.strides[..]),
@@ -443,20 +425,12 @@ impl CpuBackend {
             let [mut e, mut s, mut o] = self.spare.pop().unwrap_or_default();
             views.push(match binding {
                 Binding::Buffer {
-                    buffer,
-                    offset,
                     extents,
                     strides,
                     origin,
-                    element_size,
                     ..
                 } => {
-                    let (base, len) = self.memory.base(*buffer)?;
-                    weft_runtime::check_view(*offset, extents, strides, *element_size, len)
-                        .map_err(|message| Error::KernelFault {
-                            kernel: compiled.name().to_string(),
-                            message,
-                        })?;
+                    let start = buffer_start(&mut self.memory, compiled.name(), binding)?;
                     refill(&mut e, extents);
                     refill(&mut o, origin);
                     let ptr = match pack(j) {
@@ -467,11 +441,7 @@ impl CpuBackend {
                         }
                         None => {
                             refill(&mut s, strides);
-                            // SAFETY: `check_view` showed that every element the view
-                            // reaches, the one at `offset` included, lies inside the buffer
-                            // (an empty view may point one past its end, which `wrapping_add`
-                            // keeps sound).
-                            base.wrapping_add(*offset as usize * element_size)
+                            start
                         }
                     };
                     StoreView {
@@ -922,27 +892,30 @@ fn byte_range(len: usize, offset: u64, n: usize) -> Result<std::ops::Range<usize
 }
 
 /// `v` holding `from`'s elements, in the memory it already has.
-/// The address of the element at `offset` of `buffer`, after checking that every element of
-/// the view (`extents`, `strides`, in elements of `element_size` bytes) lies inside the buffer;
-/// a fault of `kernel` otherwise.
-fn checked_start(
-    memory: &mut Memory,
-    kernel: &str,
-    (buffer, offset): (BufferId, u64),
-    extents: &[i64],
-    strides: &[i64],
-    element_size: usize,
-) -> Result<*mut u8> {
-    let (base, len) = memory.base(buffer)?;
-    weft_runtime::check_view(offset, extents, strides, element_size, len).map_err(|message| {
-        Error::KernelFault {
-            kernel: kernel.to_string(),
-            message,
-        }
-    })?;
+/// The address of the element at index 0 of a buffer binding's view, after checking that
+/// every element the view reaches lies inside its buffer; a fault of `kernel` otherwise (and
+/// for a scratch binding, which has no buffer).
+fn buffer_start(memory: &mut Memory, kernel: &str, binding: &Binding) -> Result<*mut u8> {
+    let fault = |message: String| Error::KernelFault {
+        kernel: kernel.to_string(),
+        message,
+    };
+    let Binding::Buffer {
+        buffer,
+        offset,
+        extents,
+        strides,
+        element_size,
+        ..
+    } = binding
+    else {
+        return Err(fault("internal: a scratch binding has no buffer".into()));
+    };
+    let (base, len) = memory.base(*buffer)?;
+    weft_runtime::check_view(*offset, extents, strides, *element_size, len).map_err(fault)?;
     // `check_view` showed that the element at `offset` lies inside the buffer (an empty view
     // may point one past its end, which `wrapping_add` keeps sound).
-    Ok(base.wrapping_add(offset as usize * element_size))
+    Ok(base.wrapping_add(*offset as usize * element_size))
 }
 
 fn refill<T: Copy>(v: &mut Vec<T>, from: &[T]) {

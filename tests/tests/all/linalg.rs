@@ -4,19 +4,9 @@
 use weft::Numeric;
 use weft_ir::DType;
 
-/// Values that are not round, from a small linear congruential generator.
+/// Values in `[-1, 1)` that are not round.
 fn values(n: usize, seed: u64) -> Vec<f64> {
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
-        })
-        .collect()
+    weft_tests::uniform_data(n, seed, -1.0, 1.0)
 }
 
 /// Gaussian elimination with partial pivoting (the first largest magnitude), then back

@@ -32,20 +32,7 @@ fn close(got: &[f64], want: &[f64], tol: f64) {
     }
 }
 
-/// Deterministic test data: a simple LCG, independent of the plugin's generator.
-fn data(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            lo + (hi - lo) * ((s >> 11) as f64 / (1u64 << 53) as f64)
-        })
-        .collect()
-}
+use weft_tests::uniform_data as data;
 
 type Bin = fn(f64, f64) -> f64;
 type Cmp = fn(f64, f64) -> bool;
