@@ -37,6 +37,13 @@
 //! tasks again changes nothing (none updates a store in place, reduces into one, or overwrites
 //! what an earlier scalar task read) when the launch has more than one point. That is checked
 //! here (the cut is reported as a launch-domain cut).
+//!
+//! **One point (beyond Diffuse).** A prefix of scalar tasks only runs on one point: each
+//! task's body once, in order. Its tasks may then touch one store through different 0-d
+//! views (`a[i, j] -= t; a[i, j] /= a[j, j]` in an LU or Cholesky step) with no true or
+//! anti-dependence cut: the fused kernel is told it runs on one point
+//! (`weft_ir::passes::FusionFacts::one_point`), keeps the views' accesses in order, and
+//! forwards nothing between views that may be one element. Reductions still cut.
 
 use weft_ir::Privilege;
 
@@ -312,8 +319,9 @@ pub fn fusible_prefix_deferring(tasks: &[IndexTask]) -> (usize, Option<Cut>, Vec
     // Whether running the scalar tasks so far once per point could give other values than
     // running them once (see `repeats_unsafely`).
     let mut scalar_unsafe = false;
-    // Whether the prefix so far has a scalar task.
+    // Whether the prefix so far has a scalar task, and whether it has only scalar tasks.
     let mut any_scalar = false;
+    let mut all_scalar = true;
     for (j, task) in tasks.iter().enumerate() {
         let scalar = is_scalar_task(task);
         let task_unsafe = scalar && repeats_unsafely(task, &seen);
@@ -352,7 +360,8 @@ pub fn fusible_prefix_deferring(tasks: &[IndexTask]) -> (usize, Option<Cut>, Vec
                 return (j, cut(Some(s)), deferrals);
             }
             let deferral = bounded_anti_dependence(task, &seen, !deferrals.is_empty());
-            if let Some(cut) = conflict(task, &seen, deferral.map(|(arg, _)| arg)) {
+            let one_point = all_scalar && scalar;
+            if let Some(cut) = conflict(task, &seen, deferral.map(|(arg, _)| arg), one_point) {
                 return (j, Some(cut), deferrals);
             }
             if let Some((arg, halo)) = deferral {
@@ -376,6 +385,7 @@ pub fn fusible_prefix_deferring(tasks: &[IndexTask]) -> (usize, Option<Cut>, Vec
         }
         scalar_unsafe |= task_unsafe;
         any_scalar |= scalar;
+        all_scalar &= scalar;
         if !scalar && launch.is_none() {
             launch = Some(&task.launch);
         }
@@ -538,8 +548,16 @@ pub fn bounded_shift(read: &RootPartition, write: &RootPartition) -> Option<u32>
 }
 
 /// The first constraint that `task` breaks against the accesses in `seen`; the anti-dependence
-/// of argument `deferred` (a deferred write) is allowed.
-fn conflict(task: &IndexTask, seen: &SeenStores<'_>, deferred: Option<usize>) -> Option<Cut> {
+/// of argument `deferred` (a deferred write) is allowed. `one_point` says that the prefix and
+/// `task` are all scalar tasks: the fused task then runs on one point, each task's body once
+/// and in order, so accesses through other partitions (other elements of one array, or the
+/// same element at a later step of a replayed loop) are no true or anti-dependence.
+fn conflict(
+    task: &IndexTask,
+    seen: &SeenStores<'_>,
+    deferred: Option<usize>,
+    one_point: bool,
+) -> Option<Cut> {
     // An image partition's ranges are read from its source when the fused task starts, so the
     // source must not be written or reduced earlier in the prefix, through any partition
     // (a true dependence that the partitions alone do not show).
@@ -584,10 +602,10 @@ fn conflict(task: &IndexTask, seen: &SeenStores<'_>, deferred: Option<usize>) ->
                 return cut(Constraint::Reduction);
             }
         }
-        if (reads || writes) && s.writes.other_than(p) {
+        if (reads || writes) && !one_point && s.writes.other_than(p) {
             return cut(Constraint::TrueDependence);
         }
-        if writes && deferred != Some(a) && s.reads.other_than(p) {
+        if writes && !one_point && deferred != Some(a) && s.reads.other_than(p) {
             return cut(Constraint::AntiDependence);
         }
         if s.deferred {
@@ -845,6 +863,7 @@ mod tests {
 
 #[cfg(test)]
 mod scalar_task_tests {
+    use super::tests::{R, W, cut_of};
     use super::*;
     use weft_runtime::partition::{Partition, Tiling};
     use weft_runtime::stores::StoreId;
@@ -928,6 +947,60 @@ mod scalar_task_tests {
             let deciding = (whole.0 + 1).min(tasks.len());
             proptest::prop_assert_eq!(fusible_prefix_deferring(&tasks[..deciding]), whole);
         }
+    }
+
+    /// Element `at` of storage `storage`, a 1-d root of 100 elements, as a 0-d view.
+    fn element(storage: u64, at: u64, privilege: Privilege) -> TaskArg {
+        let view = ViewMap::whole(&[100])
+            .slice(&[at], &[at + 1])
+            .expect("a slice")
+            .reshape(&[])
+            .expect("a reshape")
+            .expect("a 0-d view");
+        let mut a = arg(storage, 0, privilege);
+        a.root_partition = RootPartition {
+            view,
+            tiling: None,
+            image: None,
+        };
+        a
+    }
+
+    #[test]
+    fn scalar_tasks_on_other_elements_of_one_array_fuse_on_one_point_only() {
+        // a[3] = t - s; then q = a[3] / a[5]; then a[5] = q: a write of element 3, reads of
+        // elements 3 and 5, and a write of element 5 (after element 5 was read).
+        let step = || {
+            vec![
+                task(vec![], vec![element(1, 3, W), arg(2, 0, R)]),
+                task(
+                    vec![],
+                    vec![element(1, 3, R), element(1, 5, R), arg(3, 0, W)],
+                ),
+                task(vec![], vec![arg(3, 0, R), element(1, 5, W)]),
+            ]
+        };
+        assert_eq!(fusible_prefix(&step()), (3, None), "one point: no cut");
+        // A multi-point task before them: the prefix runs on four points, and the read of
+        // element 5 through another view than the write of element 3 cuts.
+        let mut tasks = vec![task(vec![4], vec![arg(4, 1, R), arg(5, 1, W)])];
+        tasks.extend(step());
+        assert_eq!(
+            cut_of(&tasks),
+            (2, Some(Constraint::TrueDependence), Some(1))
+        );
+        // A reduction into an element still cuts a later read of another element.
+        let tasks = vec![
+            task(
+                vec![],
+                vec![
+                    arg(2, 0, R),
+                    element(1, 3, Privilege::Reduce(weft_ir::ReduceOp::Sum)),
+                ],
+            ),
+            task(vec![], vec![element(1, 5, R), arg(3, 0, W)]),
+        ];
+        assert_eq!(cut_of(&tasks), (1, Some(Constraint::Reduction), Some(1)));
     }
 
     #[test]

@@ -564,6 +564,7 @@ impl Fuser {
                 .map(|a| a.deferred.is_some())
                 .chain(std::iter::repeat_n(false, scalars.len()))
                 .collect(),
+            one_point: tasks.iter().all(constraints::is_scalar_task),
         };
         let optimized = optimize(&composed, &facts);
         let roles = args

@@ -1,7 +1,7 @@
 //! Task fusion through the real host and plugin: the paper's worked cases, memoization, the
 //! switches, and fused results against unfused ones.
 
-use weft::{Array, Config, Numeric, Range};
+use weft::{Array, Config, Ix, Numeric, Range};
 use weft_ir::DType;
 
 fn numeric(fusion: bool, pieces: u64) -> Numeric {
@@ -732,5 +732,53 @@ fn a_scalar_step_beside_a_task_over_an_empty_array_still_runs() {
         let mut t = total.clone();
         t += 2.0;
         assert_eq!(total.item().expect("reads"), 3.0, "pieces {pieces}");
+    }
+}
+
+/// A step of a Cholesky factorization, `a[i, j] -= a[i, :j] @ a[j, :j]; a[i, j] /= a[j, j]`
+/// for each `j < i`: the scalar tasks after the dot product write `a[i, j]` and read `a[j, j]`,
+/// two 0-d views of one array. On one point they fuse into one task (the dot product, a
+/// reduction, runs before it), with the unfused bits and the plain loop's values.
+#[test]
+fn scalar_steps_on_two_elements_of_one_array_fuse_on_one_point() {
+    let n = 6usize;
+    let i = 4usize;
+    let data = weft_tests::uniform_data(n * n, 11, 0.5, 1.5);
+    let run = |fusion: bool| -> (Vec<f64>, String) {
+        let np = numeric(fusion, 1);
+        let a = np.from_vec(&[n as u64, n as u64], &data);
+        a.check().expect("the array is made");
+        np.runtime(|rt| rt.flush()).expect("the window runs");
+        explanations(&np);
+        let row = |r: usize, len: usize| {
+            a.index(&[Ix::At(r as i64), Ix::Slice(Range::new(0, len as i64))])
+        };
+        for j in 0..i {
+            let mut at = a.index(&[Ix::At(i as i64), Ix::At(j as i64)]);
+            at -= &row(i, j).dot(&row(j, j));
+            at /= &a.index(&[Ix::At(j as i64), Ix::At(j as i64)]);
+            at.check().expect("the step runs");
+        }
+        let values = a.to_vec().expect("the array reads");
+        (values, explanations(&np))
+    };
+    let (fused, text) = run(true);
+    let (unfused, _) = run(false);
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&fused), bits(&unfused));
+    assert!(
+        text.contains("4 task(s) fused")
+            && text.contains("numeric.binary.div.f64.r0.aa")
+            && !text.contains("cut before numeric.binary.div")
+            && !text.contains("cut before numeric.copy"),
+        "the subtraction, the division and their two copies fuse:\n{text}"
+    );
+    let mut want = data.clone();
+    for j in 0..i {
+        let dot: f64 = (0..j).map(|k| want[i * n + k] * want[j * n + k]).sum();
+        want[i * n + j] = (want[i * n + j] - dot) / want[j * n + j];
+    }
+    for (g, w) in fused.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-13 * w.abs().max(1.0), "{g} against {w}");
     }
 }

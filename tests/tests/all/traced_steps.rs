@@ -502,3 +502,42 @@ fn a_loop_that_tests_each_step_replays_and_stops_where_the_loop_written_out_stop
     let (_, _, steps2, stats) = run(&weft_tests::numeric(2), true, 5);
     assert_eq!((steps2, stats.steps_run + stats.steps_replayed), (5, 5));
 }
+
+/// A replayed step whose scalar tasks write one element of an array and read another fuse
+/// into one task on one point (`weft_fusion`'s constraints); at a later step the two views
+/// are one element, and the read must still see the step's write: `b[k] = (a[k] + 1) * 2`
+/// reads `a[5]`, which step 5 itself just wrote.
+#[test]
+fn a_replayed_scalar_step_whose_views_meet_later_reads_its_own_write() {
+    let steps = 9;
+    let make = |np: &Numeric| {
+        let a = np.linspace(0.25, 3.75, steps as u64, DType::F64);
+        let b = np.zeros(&[steps as u64], DType::F64);
+        (a, b)
+    };
+    let step = |_: &Numeric, (a, b): &(Array, Array), k: usize| {
+        let k = k as i64;
+        let mut at = a.index(&[Ix::At(k)]);
+        at += 1.0;
+        b.index(&[Ix::At(k)])
+            .assign(&(&a.index(&[Ix::At(5)]) * 2.0))
+    };
+    let read = |(a, b): &(Array, Array)| {
+        let mut v = bits(a);
+        v.extend(bits(b));
+        v
+    };
+    let stats = both(steps, make, step, read);
+    assert!(stats.steps_replayed >= 5, "step 5 is replayed: {stats:?}");
+    // The loop in plain Rust: `b[k]` is twice `a[5]`, plus 1 from step 5 on.
+    let np = weft_tests::numeric(2);
+    let state = make(&np);
+    np.repeat(steps, |k| step(&np, &state, k))
+        .expect("the loop runs");
+    let a0: Vec<f64> = (0..steps).map(|k| 0.25 + 3.5 * k as f64 / 8.0).collect();
+    let got = state.1.to_vec().expect("reads");
+    for (k, g) in got.iter().enumerate() {
+        let want = (a0[5] + if k >= 5 { 1.0 } else { 0.0 }) * 2.0;
+        assert_eq!(*g, want, "b[{k}]");
+    }
+}

@@ -26,7 +26,11 @@
 //!      included), must be at exactly its loop's index tuple: `X[I]` in `L1`, `X[J]` in `L2`,
 //!      the loop's index values themselves, in order.
 //!
-//! One exception to rule 3: a load in `L1` and a store in `L2` to *distinct* parameters that
+//! Two exceptions to rule 3. On a kernel that runs on one point
+//! ([`FusionFacts::one_point`]), two rank-0 loops each run their body exactly once, so fused
+//! (`L1`'s body, then `L2`'s) they make the same accesses in the same order as unfused: their
+//! conflicts between distinct parameters are fine, except where one of them is a reduction (a
+//! reduction's result lands when the task ends). And a load in `L1` and a store in `L2` to *distinct* parameters that
 //! may overlap do not conflict when `L2`'s parameter is deferred ([`FusionFacts::deferred`]):
 //! its stores land when the fused loop ends, so every load of `L1` still reads what it read
 //! unfused. This is how a stencil's sweep (`work = f(shifted views of grid)`, then
@@ -358,11 +362,20 @@ fn legality(
         pairs.extend(a1.overlapping(facts, y.param).into_iter().map(|i| (i, j)));
     }
     pairs.sort_unstable();
+    // Whether each loop's body runs exactly once (see `FusionFacts::one_point`).
+    let once = facts.one_point && first.indices.is_empty() && second.indices.is_empty();
     // Conflicting parameters that need every access at the loop index.
     let mut shared: BTreeSet<u32> = BTreeSet::new();
     for (i, j) in pairs {
         let (x, y) = (&a1.accs[i], &a2[j]);
         if !(x.kind.writes() || y.kind.writes()) || !facts.may_alias(x.param, y.param) {
+            continue;
+        }
+        // One point, rank-0 loops: each body runs once, and fused they run in the same order.
+        if once
+            && !matches!(x.kind, AccessKind::Reduce(_))
+            && !matches!(y.kind, AccessKind::Reduce(_))
+        {
             continue;
         }
         // A deferred store of the second loop lands after the fused loop ends, so the

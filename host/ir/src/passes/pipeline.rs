@@ -59,6 +59,12 @@ pub struct FusionFacts {
     /// fuse with a later loop that stores it: the fused loop's loads still see the old values.
     /// `false` for scalars.
     pub deferred: Vec<bool>,
+    /// Whether the kernel runs on one point only (a fused task of scalar tasks: 0-d stores,
+    /// an empty launch domain). Each rank-0 parallel loop then runs its body exactly once, in
+    /// program order, so two such loops fuse even where distinct parameters that may overlap
+    /// conflict (a write of `A[i, j]` then a read of `A[j, j]`): the fused body makes the same
+    /// accesses in the same order. Float sums and products still keep one tree per loop.
+    pub one_point: bool,
 }
 
 impl FusionFacts {
@@ -71,6 +77,7 @@ impl FusionFacts {
             local: vec![false; n],
             alias: vec![None; n],
             deferred: vec![false; n],
+            one_point: false,
         }
     }
 
@@ -132,6 +139,7 @@ impl FusionFacts {
             .max()
             .unwrap_or(0);
         let mut out = FusionFacts::unknown(n);
+        out.one_point = self.one_point;
         for (old, new) in map.iter().enumerate() {
             if let Some(new) = new {
                 let (old, new) = (old as u32, *new as usize);

@@ -25,6 +25,8 @@
 //!   each parameter, one token per parameter (`-` for none); `; alias: distinct` gives every
 //!   store its own alias set; without `alias` every store's alias set is unknown;
 //! - `; local: P ...`: the indices of the local parameters;
+//! - `; one-point: yes | no`: whether the kernel runs on one point only (`FusionFacts`'
+//!   `one_point`; `no` without the directive);
 //! - `; interp: off | exact | tol=X`: the differential check. By default the harness runs the
 //!   input and the result in the reference interpreter (`weft_ir::interp`) on the same
 //!   pseudo-random data (derived from the facts: one class, equal extents; one alias set,
@@ -56,6 +58,7 @@ const DIRECTIVES: &[&str] = &[
     "class",
     "alias",
     "local",
+    "one-point",
     "interp",
 ];
 
@@ -173,6 +176,13 @@ fn facts(k: &Kernel, dirs: &[(String, String, usize)]) -> Result<FusionFacts, St
                         .ok_or_else(|| format!("line {line}: no parameter {p}"))? = true;
                 }
             }
+            "one-point" => {
+                f.one_point = match value.as_str() {
+                    "yes" => true,
+                    "no" => false,
+                    v => return Err(format!("line {line}: `one-point` is yes or no, not `{v}`")),
+                }
+            }
             _ => {}
         }
     }
@@ -201,7 +211,14 @@ fn run_passes(k: &Kernel, dirs: &[(String, String, usize)]) -> Result<(), String
     let has_checks = dirs.iter().any(|(n, _, _)| {
         matches!(
             n.as_str(),
-            "check" | "check-not" | "check-report" | "class" | "alias" | "local" | "interp"
+            "check"
+                | "check-not"
+                | "check-report"
+                | "class"
+                | "alias"
+                | "local"
+                | "one-point"
+                | "interp"
         )
     });
     if passes.is_empty() {

@@ -44,6 +44,7 @@ fn facts(class: &[Option<u32>], alias: &[Option<u32>], local: &[bool]) -> Fusion
         local: local.to_vec(),
         alias: alias.to_vec(),
         deferred: vec![false; class.len()],
+        one_point: false,
     }
 }
 
@@ -54,6 +55,7 @@ fn same_class_distinct(n: usize) -> FusionFacts {
         local: vec![false; n],
         alias: (0..n as u32).map(Some).collect(),
         deferred: vec![false; n],
+        one_point: false,
     }
 }
 
@@ -1307,6 +1309,7 @@ proptest! {
         classes in prop::collection::vec(prop::option::of(0u32..2), 0..12),
         aliases in prop::collection::vec(0u32..12, 0..12),
         locals in prop::collection::vec(any::<bool>(), 0..12),
+        one_point in any::<bool>(),
         seed in any::<u64>(),
     ) {
         let k = common::Gen::new(&choices).kernel();
@@ -1316,6 +1319,7 @@ proptest! {
             local: locals,
             alias: aliases.into_iter().map(Some).collect(),
             deferred: vec![false; n],
+            one_point,
         };
         f.class.resize(n, None);
         f.local.resize(n, false);
