@@ -38,12 +38,13 @@
 //! what an earlier scalar task read) when the launch has more than one point. That is checked
 //! here (the cut is reported as a launch-domain cut).
 //!
-//! **One point (beyond Diffuse).** A prefix of scalar tasks only runs on one point: each
-//! task's body once, in order. Its tasks may then touch one store through different 0-d
-//! views (`a[i, j] -= t; a[i, j] /= a[j, j]` in an LU or Cholesky step) with no true or
-//! anti-dependence cut: the fused kernel is told it runs on one point
+//! **One point (beyond Diffuse).** A prefix of tasks that all launch on one point (an empty
+//! launch domain: scalar tasks, and one-point tasks such as `numeric`'s short dot products)
+//! runs each task's loops once, in order. Its tasks may then touch one store through
+//! different views (`a[i, j] -= a[i, :j] @ a[j, :j]; a[i, j] /= a[j, j]` in an LU or Cholesky
+//! step) with no true or anti-dependence cut: the fused kernel is told it runs on one point
 //! (`weft_ir::passes::FusionFacts::one_point`), keeps the views' accesses in order, and
-//! forwards nothing between views that may be one element. Reductions still cut.
+//! forwards nothing between views that may overlap. Reductions still cut.
 
 use weft_ir::Privilege;
 
@@ -319,9 +320,9 @@ pub fn fusible_prefix_deferring(tasks: &[IndexTask]) -> (usize, Option<Cut>, Vec
     // Whether running the scalar tasks so far once per point could give other values than
     // running them once (see `repeats_unsafely`).
     let mut scalar_unsafe = false;
-    // Whether the prefix so far has a scalar task, and whether it has only scalar tasks.
+    // Whether the prefix so far has a scalar task, and whether all its tasks run on one point.
     let mut any_scalar = false;
-    let mut all_scalar = true;
+    let mut all_one_point = true;
     for (j, task) in tasks.iter().enumerate() {
         let scalar = is_scalar_task(task);
         let task_unsafe = scalar && repeats_unsafely(task, &seen);
@@ -356,11 +357,12 @@ pub fn fusible_prefix_deferring(tasks: &[IndexTask]) -> (usize, Option<Cut>, Vec
             {
                 return (j, cut(None), deferrals);
             }
-            if let Some(s) = scalar_conflict(task, scalar, &seen) {
+            let one_point = all_one_point && task.launch.is_empty();
+            // On one point every task runs in program order: no scalar task is promoted.
+            if !one_point && let Some(s) = scalar_conflict(task, scalar, &seen) {
                 return (j, cut(Some(s)), deferrals);
             }
             let deferral = bounded_anti_dependence(task, &seen, !deferrals.is_empty());
-            let one_point = all_scalar && scalar;
             if let Some(cut) = conflict(task, &seen, deferral.map(|(arg, _)| arg), one_point) {
                 return (j, Some(cut), deferrals);
             }
@@ -385,7 +387,7 @@ pub fn fusible_prefix_deferring(tasks: &[IndexTask]) -> (usize, Option<Cut>, Vec
         }
         scalar_unsafe |= task_unsafe;
         any_scalar |= scalar;
-        all_scalar &= scalar;
+        all_one_point &= task.launch.is_empty();
         if !scalar && launch.is_none() {
             launch = Some(&task.launch);
         }
@@ -549,9 +551,10 @@ pub fn bounded_shift(read: &RootPartition, write: &RootPartition) -> Option<u32>
 
 /// The first constraint that `task` breaks against the accesses in `seen`; the anti-dependence
 /// of argument `deferred` (a deferred write) is allowed. `one_point` says that the prefix and
-/// `task` are all scalar tasks: the fused task then runs on one point, each task's body once
-/// and in order, so accesses through other partitions (other elements of one array, or the
-/// same element at a later step of a replayed loop) are no true or anti-dependence.
+/// `task` all launch on one point (an empty launch domain): the fused task then runs each
+/// task's loops once and in order, so accesses through other partitions (other elements or
+/// rows of one array, or the same ones at a later step of a replayed loop) are no true or
+/// anti-dependence.
 fn conflict(
     task: &IndexTask,
     seen: &SeenStores<'_>,
@@ -1001,6 +1004,23 @@ mod scalar_task_tests {
             task(vec![], vec![element(1, 5, R), arg(3, 0, W)]),
         ];
         assert_eq!(cut_of(&tasks), (1, Some(Constraint::Reduction), Some(1)));
+    }
+
+    #[test]
+    fn a_one_point_task_and_the_scalar_tasks_after_it_fuse_in_order() {
+        // t = x[0..100] . y (one point, a 1-d view), then s = t * 2, then x[3] = s: a write
+        // of an element of the vector the first task read whole.
+        let tasks = vec![
+            task(vec![], vec![arg(1, 1, R), arg(2, 1, R), arg(3, 0, W)]),
+            task(vec![], vec![arg(3, 0, R), arg(4, 0, W)]),
+            task(vec![], vec![arg(4, 0, R), element(1, 3, W)]),
+        ];
+        assert_eq!(fusible_prefix(&tasks), (3, None));
+        assert_eq!(fused_launch(&tasks), &[] as &[u64]);
+        // A multi-point task after them has another launch domain.
+        let mut more = tasks.clone();
+        more.push(task(vec![4], vec![arg(5, 1, R), arg(6, 1, W)]));
+        assert_eq!(cut_of(&more), (3, Some(Constraint::LaunchDomain), None));
     }
 
     #[test]

@@ -527,9 +527,13 @@ impl Fuser {
         }
         let name = fused_name(&entries);
         // Scalar tasks first (the constraints allow it), so that the loops of the multi-point
-        // tasks end up adjacent and can fuse.
+        // tasks end up adjacent and can fuse; on one point, every task in program order (the
+        // constraints allow no other there).
+        let one_point = tasks.iter().all(|t| t.launch.is_empty());
         let mut order: Vec<usize> = (0..tasks.len()).collect();
-        order.sort_by_key(|&t| !constraints::is_scalar_task(&tasks[t]));
+        if !one_point {
+            order.sort_by_key(|&t| !constraints::is_scalar_task(&tasks[t]));
+        }
         let parts: Vec<Part<'_>> = order
             .iter()
             .map(|&t| Part {
@@ -564,7 +568,7 @@ impl Fuser {
                 .map(|a| a.deferred.is_some())
                 .chain(std::iter::repeat_n(false, scalars.len()))
                 .collect(),
-            one_point: tasks.iter().all(constraints::is_scalar_task),
+            one_point,
         };
         let optimized = optimize(&composed, &facts);
         let roles = args
@@ -613,9 +617,9 @@ impl Fuser {
     }
 }
 
-/// The most instructions (math lowered, as every kernel is at intake) that the scalar tasks
-/// ([`constraints::is_scalar_task`]: one point, stores of rank 0) of one fused kernel hold
-/// together. A long chain of them (a scalar recurrence such as NPBench's
+/// The most instructions (math lowered, as every kernel is at intake) that the tasks launched
+/// on one point (scalar tasks, [`constraints::is_scalar_task`], and one-point tasks such as
+/// short dot products) of one fused kernel hold together. A long chain of them (a scalar recurrence such as NPBench's
 /// `trace += tanh(a[i, i])`) fuses into one straight-line body whose compile time grows with
 /// its length while what fusing it saves, a launch per task, does not: `go_fast` at `M`
 /// compiled its four kernels, two of them 256-task chains, in about 70 ms of a 170-195 ms
@@ -627,13 +631,13 @@ pub const SCALAR_INSTS_BUDGET: usize = 2048;
 /// The longest prefix of `tasks` whose fused kernel stays within `weft_ir`'s limits on
 /// parameters and instructions, counting every argument and scalar and every instruction of
 /// every task (the fused kernel has no more: arguments merge and passes only remove), and
-/// whose scalar tasks stay within [`SCALAR_INSTS_BUDGET`].
+/// whose one-point tasks stay within [`SCALAR_INSTS_BUDGET`].
 fn within_kernel_limits(tasks: &[IndexTask]) -> usize {
     let (mut params, mut insts, mut scalar_insts) = (0usize, 0usize, 0usize);
     for (i, t) in tasks.iter().enumerate() {
         params += t.args.len() + t.scalars.len();
         insts += t.kernel.insts();
-        if constraints::is_scalar_task(t) {
+        if t.launch.is_empty() {
             scalar_insts += t.kernel.insts();
         }
         if params > weft_ir::semantics::MAX_PARAMS

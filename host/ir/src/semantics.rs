@@ -65,8 +65,8 @@
 //! **Which reductions keep it, and how.** The order matters only for float `sum` and `prod`:
 //! integer operators wrap, and `min`, `max` and the `bool` operators are exact, so every order
 //! gives the same bits (up to the payload of a NaN, unspecified as everywhere).
-//! - *Float sums and products into 0-d stores* (`sum`, `prod`, `dot`, `norm`, `mean`): every
-//!   back end keeps the canonical order, whatever the thread count, the number of pieces a
+//! - *Float sums and products into 0-d stores* (`sum`, `prod`, `dot` of more than 16,384
+//!   elements, `norm`, `mean`): every back end keeps the canonical order, whatever the thread count, the number of pieces a
 //!   launch is cut into, the SIMD path (scalar, 128-bit, AVX-512) or, later, the GPU and the
 //!   number of MPI ranks. The CPU back end (`weft-cpu`'s `leaves` module) has each point leave
 //!   its contribution in a chunk-private buffer, reduces the buffers into complete subtrees,
@@ -89,7 +89,11 @@
 //!   in AVX2 and AVX-512 bodies where the CPU has them: `weft-cpu`'s `lanes` and
 //!   `wide::fold` modules) and a GPU may give each partial its own thread, with the same bits. A
 //!   row is never split between threads, pieces or ranks, so neither changes the result.
-//!   `numeric`'s `matvec` and reductions over one trailing dimension use it. The dense
+//!   `numeric`'s `matvec` and reductions over one trailing dimension use it, and so does its
+//!   `dot` of at most 16,384 elements (`numeric`'s `SMALL_DOT`), on one point, each term added
+//!   to its partial by one `fma` (`fold_lanes_fma`, as BLAS's `dot` kernels do): a loop of short
+//!   dot products (a triangular solve's rows) then runs each step in one launch, the dot
+//!   product fused with the scalar arithmetic that uses it. The dense
 //!   product ([`crate::product::matmul`]) writes another order: each element one chain of
 //!   `fma`s in increasing index from zero, the order in which BLAS-style register tiles
 //!   (which keep a tile of results in vector registers while the terms stream through)

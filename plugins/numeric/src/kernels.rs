@@ -92,6 +92,7 @@ pub fn build(key: &Key) -> Result<Kernel, String> {
         Key::Vecmat { dtype } => vecmat(name, dtype),
         Key::VecmatRows { dtype } => vecmat_rows(name, dtype),
         Key::Dot { dtype } => dot(name, dtype),
+        Key::DotFold { dtype } => dot_fold(name, dtype),
         Key::SumSquares { dtype, rank } => {
             reduce(name, ReduceOp::Sum, dtype, rank, |b, a| b.mul(a, a))
         }
@@ -693,6 +694,26 @@ fn dot(name: String, dtype: DType) -> KernelBuilder {
     k
 }
 
+/// `out[] = sum_i a[i] * b[i]` on one point, folded in the lane order, each term added by
+/// one fused multiply-add (as BLAS's `dot` kernels do).
+fn dot_fold(name: String, dtype: DType) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let a = k.store(dtype, 1, Privilege::Read);
+    let bs = k.store(dtype, 1, Privilege::Read);
+    let out = k.store(dtype, 0, Privilege::Write);
+    let n = k.extent(a, 0);
+    k.parallel(out, |b, idx| {
+        let lo = b.const_i64(0);
+        let sum = b.fold_lanes_fma(dtype, lo, n, |b, i| {
+            let x = b.load(a, &[i]);
+            let y = b.load(bs, &[i]);
+            (x, y)
+        });
+        b.store(out, idx, sum);
+    });
+    k
+}
+
 /// `out[] = sqrt(out[])`.
 fn sqrt_in_place(name: String, dtype: DType) -> KernelBuilder {
     let mut k = KernelBuilder::new(name);
@@ -773,6 +794,7 @@ mod tests {
                 Key::Arange { dtype },
                 Key::Linspace { dtype },
                 Key::Dot { dtype },
+                Key::DotFold { dtype },
                 Key::SqrtInPlace { dtype },
                 Key::Matvec { dtype },
                 Key::Vecmat { dtype },

@@ -259,6 +259,12 @@ pub enum Key {
         /// Element type (a float).
         dtype: DType,
     },
+    /// The dot product of two short vectors (at most `SMALL_DOT` elements) on one point: a
+    /// fold in the lane order (`fold_lanes`), written into a 0-d array.
+    DotFold {
+        /// Element type (a float).
+        dtype: DType,
+    },
     /// The sum of squares of an array, reduced into a 0-d array (the first step of `norm`).
     SumSquares {
         /// Element type (a float).
@@ -321,6 +327,7 @@ impl fmt::Display for Key {
             }
             Key::Reduce { op, dtype, rank } => write!(f, "reduce.{}.{dtype}.r{rank}", op.name()),
             Key::Dot { dtype } => write!(f, "dot.{dtype}"),
+            Key::DotFold { dtype } => write!(f, "dotfold.{dtype}"),
             Key::SumSquares { dtype, rank } => write!(f, "norm.sumsq.{dtype}.r{rank}"),
             Key::SqrtInPlace { dtype } => write!(f, "norm.sqrt.{dtype}"),
             Key::ReduceAxes {
@@ -530,6 +537,7 @@ fn parse(s: &str) -> Result<Key, String> {
         "vecmat" => Key::Vecmat { dtype: t.dtype()? },
         "vecmat_rows" => Key::VecmatRows { dtype: t.dtype()? },
         "dot" => Key::Dot { dtype: t.dtype()? },
+        "dotfold" => Key::DotFold { dtype: t.dtype()? },
         "norm" => match t.next("norm step")? {
             "sumsq" => Key::SumSquares {
                 dtype: t.dtype()?,
@@ -639,7 +647,7 @@ impl Key {
                 check_operands(rank, &kinds)
             }
             Key::Reduce { op, dtype, .. } => catalog::reduce_rule(op).check(op.name(), dtype),
-            Key::Dot { dtype } => catalog::LINALG_RULE.check("dot", dtype),
+            Key::Dot { dtype } | Key::DotFold { dtype } => catalog::LINALG_RULE.check("dot", dtype),
             Key::SumSquares { dtype, .. } | Key::SqrtInPlace { dtype } => {
                 catalog::LINALG_RULE.check("norm", dtype)
             }

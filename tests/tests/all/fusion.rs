@@ -580,11 +580,10 @@ fn a_long_chain_of_scalar_tasks_fuses_into_kernels_within_the_budget() {
 }
 
 /// A loop whose windows all differ in their numbers (a triangular solve, NPBench's
-/// `trisolv`: each row's `L[i, :i] @ x[:i]` of its own length, two windows a row) shares
-/// a few plans through the canonical keys, and from its third pass on takes each window's
-/// plan from the window memo (which skips the constraint scan and the key): the window memo
-/// holds more windows than the 5,000 of these 2,500 rows (NPBench's `M` size makes 10,000;
-/// with 4,096 entries the third pass found none). Every pass gives the first's bits.
+/// `trisolv`: each row's `L[i, :i] @ x[:i]` of its own length; the rows' tasks all launch on
+/// one point, so a window holds many rows) shares a few plans through the canonical keys, and
+/// from its third pass on takes each window's plan from the window memo (which skips the
+/// constraint scan and the key). Every pass gives the first's bits.
 #[test]
 fn a_loop_of_thousands_of_distinct_windows_takes_them_from_the_window_memo() {
     let np = weft_tests::numeric_with(Config {
@@ -616,11 +615,14 @@ fn a_loop_of_thousands_of_distinct_windows_takes_them_from_the_window_memo() {
     let before = np.runtime(|rt| rt.fusion_stats());
     assert_eq!(solve(), first);
     let after = np.runtime(|rt| rt.fusion_stats());
-    // Two windows a row, and the read at the end.
+    // Every row's tasks launch on one point (a short dot product, then scalar steps), so a
+    // window holds many rows; the third pass plans nothing and takes every window but the
+    // read's at the end from the window memo.
     let windows = (after.memo_hits - before.memo_hits) + (after.analyses - before.analyses);
-    assert_eq!(windows, 2 * n as u64 + 1, "{before:?} -> {after:?}");
+    assert!(windows > 1 && windows < n as u64, "{before:?} -> {after:?}");
+    assert_eq!(after.analyses, before.analyses, "{before:?} -> {after:?}");
     assert!(
-        after.window_hits - before.window_hits >= 2 * n as u64,
+        after.window_hits - before.window_hits >= windows - 1,
         "the third pass took the rows' windows from the window memo: {before:?} -> {after:?}"
     );
 }
@@ -735,10 +737,12 @@ fn a_scalar_step_beside_a_task_over_an_empty_array_still_runs() {
     }
 }
 
-/// A step of a Cholesky factorization, `a[i, j] -= a[i, :j] @ a[j, :j]; a[i, j] /= a[j, j]`
-/// for each `j < i`: the scalar tasks after the dot product write `a[i, j]` and read `a[j, j]`,
-/// two 0-d views of one array. On one point they fuse into one task (the dot product, a
-/// reduction, runs before it), with the unfused bits and the plain loop's values.
+/// A row of a Cholesky factorization, `a[i, j] -= a[i, :j] @ a[j, :j]; a[i, j] /= a[j, j]`
+/// for each `j < i`: each step's short dot product (one point, folded in the lane order) reads
+/// rows of `a` that the steps before wrote, and its scalar tasks write `a[i, j]` and read
+/// `a[j, j]`, other views of one array. All of them launch on one point, so the four steps
+/// fuse into one task and one loop, in program order, with the unfused bits and the plain
+/// loop's values.
 #[test]
 fn scalar_steps_on_two_elements_of_one_array_fuse_on_one_point() {
     let n = 6usize;
@@ -767,15 +771,15 @@ fn scalar_steps_on_two_elements_of_one_array_fuse_on_one_point() {
     let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&fused), bits(&unfused));
     assert!(
-        text.contains("4 task(s) fused")
-            && text.contains("numeric.binary.div.f64.r0.aa")
-            && !text.contains("cut before numeric.binary.div")
-            && !text.contains("cut before numeric.copy"),
-        "the subtraction, the division and their two copies fuse:\n{text}"
+        text.contains("20 task(s) fused")
+            && text.contains("numeric.dotfold.f64")
+            && text.contains("the whole window fused into one task running 1 loop")
+            && !text.contains("cut before"),
+        "the four steps' dot products, subtractions, divisions and copies fuse:\n{text}"
     );
     let mut want = data.clone();
     for j in 0..i {
-        let dot: f64 = (0..j).map(|k| want[i * n + k] * want[j * n + k]).sum();
+        let dot: f64 = (0..j).fold(0.0, |s, k| want[i * n + k].mul_add(want[j * n + k], s));
         want[i * n + j] = (want[i * n + j] - dot) / want[j * n + j];
     }
     for (g, w) in fused.iter().zip(&want) {

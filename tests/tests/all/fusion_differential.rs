@@ -233,8 +233,10 @@ fn a_triangular_solve_plans_a_handful_of_times() {
         );
     }
     let stats = fused_np.runtime(|rt| rt.fusion_stats());
+    // Every row's tasks launch on one point, so rows fuse with the rows after them: fewer
+    // windows than rows, and a handful of plans.
     assert!(
-        stats.analyses <= 40 && stats.memo_hits >= n as u64,
+        stats.analyses <= 40 && stats.analyses + stats.memo_hits < n as u64,
         "{n} rows, a handful of plans: {stats:?}"
     );
 }

@@ -1,4 +1,5 @@
-//! Reductions are reproducible: `sum`, `prod`, `dot` and `norm` of 1-d and 2-d arrays,
+//! Reductions are reproducible: `sum`, `prod`, `dot` and `norm` of 1-d and 2-d arrays (a `dot`
+//! of at most `SMALL_DOT` elements in the lane order, by `fma`),
 //! sums and products over axes whose result is small, and the products of a wide matrix with a
 //! vector (`X.T @ r`, through `vecmat_rows`, and `A @ x` for a wide `A`, through `vecmat`:
 //! each element an element tree over the long dimension, blocks of 4096 points folded in
@@ -10,7 +11,7 @@
 //! matrix's `weft::RowOrder` on every such configuration: those of a plain-Rust loop of each
 //! order.
 
-use weft::{Config, RowOrder, SimdPath};
+use weft::{Config, Ix, Range, RowOrder, SimdPath};
 use weft_examples::csr_rows::{Csr32, Row, product, row_lanes, row_sequential};
 use weft_ir::reduction::canonical;
 use weft_ir::{DType, ReduceOp, Scalar};
@@ -51,11 +52,34 @@ fn reference(op: ReduceOp, init: f64, shape: &[u64], value: &dyn Fn(&[u64]) -> f
     }
 }
 
-const SHAPES: [&[u64]; 9] = [
+/// `numeric`'s `SMALL_DOT`: the longest vectors whose `dot` one point folds in the lane order.
+const SMALL_DOT: u64 = 16 * 1024;
+
+/// A short `dot` in the lane order with fused multiply-adds (`weft_ir`'s `fold_lanes_fma`):
+/// partial `k` takes term `k` of each whole block of eight by one `fma` from `+0.0`, the
+/// partials meet in the tree `((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7))`, and the
+/// tail, folded the same way on its own, is added last.
+fn lane_fma_dot(xs: &[f64], ys: &[f64]) -> f64 {
+    let whole = xs.len() / 8 * 8;
+    let mut p = [0.0f64; 8];
+    for (block_x, block_y) in xs[..whole].chunks(8).zip(ys[..whole].chunks(8)) {
+        for k in 0..8 {
+            p[k] = block_x[k].mul_add(block_y[k], p[k]);
+        }
+    }
+    let tail = xs[whole..]
+        .iter()
+        .zip(&ys[whole..])
+        .fold(0.0f64, |t, (x, y)| x.mul_add(*y, t));
+    (((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]))) + tail
+}
+
+const SHAPES: [&[u64]; 10] = [
     &[0],
     &[1],
     &[7],
     &[1000],
+    &[16_384],
     &[16_384 + 77],
     &[70_001],
     &[37, 61],
@@ -96,10 +120,21 @@ fn run(config: Config) -> Vec<u64> {
         if shape.len() == 1 {
             let got_dot = a.dot(&b).to_vec().expect("dot")[0].to_bits();
             let got_norm = a.norm().to_vec().expect("norm")[0].to_bits();
-            let want_dot = reference(ReduceOp::Sum, 0.0, shape, &|p| xs[flat(p)] * ys[flat(p)]);
+            let want_dot = if n as u64 <= SMALL_DOT {
+                lane_fma_dot(&xs, &ys).to_bits()
+            } else {
+                reference(ReduceOp::Sum, 0.0, shape, &|p| xs[flat(p)] * ys[flat(p)])
+            };
             let sq = reference(ReduceOp::Sum, 0.0, shape, &|p| xs[flat(p)] * xs[flat(p)]);
             let want_norm = f64::from_bits(sq).sqrt().to_bits();
             assert_eq!(got_dot, want_dot, "dot of {shape:?} ({label})");
+            // Through a view with a stride of two elements (not a unit stride): the same bits.
+            let spread: Vec<f64> = xs.iter().flat_map(|&x| [x, -1.0]).collect();
+            let every_other = np
+                .from_vec(&[2 * n as u64], &spread)
+                .index(&[Ix::Slice(Range::all().step(2))]);
+            let got_strided = every_other.dot(&b).to_vec().expect("dot")[0].to_bits();
+            assert_eq!(got_strided, want_dot, "strided dot of {shape:?} ({label})");
             assert_eq!(got_norm, want_norm, "norm of {shape:?} ({label})");
             out.extend([got_dot, got_norm]);
         }
@@ -353,10 +388,11 @@ fn reductions_give_the_canonical_bits_on_any_threads_pieces_and_path() {
     assert!(paths >= 2, "scalar and 128-bit code run everywhere");
 }
 
-/// `dot(p, A @ p)` for 2-D Poisson matrices of both index types: the product fuses with the
-/// dot, whose contributions the CSR rows combine eight at a time in registers. The bits of
-/// the canonical order of `p[i] q[i]` (with `q` as the run computed it) on every
-/// configuration `config` gives.
+/// `dot(p, A @ p)` for 2-D Poisson matrices of both index types: past `SMALL_DOT` unknowns the
+/// product fuses with the dot, whose contributions the CSR rows combine eight at a time in
+/// registers. The bits of the canonical order of `p[i] q[i]` (with `q` as the run computed
+/// it; the lane order by `fma` for `SMALL_DOT` unknowns or fewer) on every configuration
+/// `config` gives.
 fn sparse_dots(config: Config) -> Vec<u64> {
     let (np, sp) = weft_tests::plugins_with(config);
     let mut out = Vec::new();
@@ -373,9 +409,13 @@ fn sparse_dots(config: Config) -> Vec<u64> {
         let q = a.matvec(&p);
         let got = p.dot(&q).to_vec().expect("dot")[0].to_bits();
         let qs = q.to_vec().expect("q");
-        let want = reference(ReduceOp::Sum, 0.0, &[n], &|i| {
-            ps[i[0] as usize] * qs[i[0] as usize]
-        });
+        let want = if n <= SMALL_DOT {
+            lane_fma_dot(&ps, &qs).to_bits()
+        } else {
+            reference(ReduceOp::Sum, 0.0, &[n], &|i| {
+                ps[i[0] as usize] * qs[i[0] as usize]
+            })
+        };
         assert_eq!(got, want, "dot(p, A p) for g = {g}, {index} indices");
         out.push(got);
     }

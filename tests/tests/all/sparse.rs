@@ -406,8 +406,10 @@ fn spmv_fuses_with_the_dot_product_after_it() {
     let mut results = Vec::new();
     for fusion in [true, false] {
         let (np, sp) = plugins(fusion, 1);
-        let a = sp.poisson2d(20, DType::F64, DType::I64).unwrap();
-        let p = np.random_uniform(&[400], 0.0, 1.0, 3, DType::F64);
+        // Past `numeric`'s `SMALL_DOT` (16,384) elements, the dot product is a reduction over
+        // the vector's points, which the SpMV's loop can carry.
+        let a = sp.poisson2d(130, DType::F64, DType::I64).unwrap();
+        let p = np.random_uniform(&[130 * 130], 0.0, 1.0, 3, DType::F64);
         np.runtime(|rt| rt.flush()).unwrap();
         np.runtime(|rt| rt.take_explanations());
         let before = np.runtime(|rt| rt.stats()).exec.tasks_executed;
@@ -429,9 +431,9 @@ fn spmv_fuses_with_the_dot_product_after_it() {
             assert_eq!(ran, 2, "unfused: each ran alone");
         }
         let reference = {
-            let want = Csr::poisson2d(20);
+            let want = Csr::poisson2d(130);
             let ps = p.to_vec().unwrap();
-            let mut qs = vec![0.0; 400];
+            let mut qs = vec![0.0; 130 * 130];
             want.spmv(&ps, &mut qs);
             ps.iter().zip(&qs).map(|(a, b)| a * b).sum::<f64>()
         };

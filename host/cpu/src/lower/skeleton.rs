@@ -195,6 +195,19 @@ impl FnLower<'_, '_> {
         let exit = self.b.create_block();
         let mut grouped = false;
         if rank == 0 {
+            if has_for_loop(&pl.body) {
+                // One point whose `for` loops run over rows (a short dot product folded in
+                // lanes): a copy for unit innermost strides, where the lanes vectorize.
+                let general = self.views.clone();
+                let unit = self.assume_unit_inner()?;
+                let (fast, slow) = (self.b.create_block(), self.b.create_block());
+                self.b.ins().brif(unit, fast, &[], slow, &[]);
+                self.b.switch_to_block(fast);
+                self.lower_body(&pl.body)?;
+                self.b.ins().jump(exit, &[]);
+                self.views = general;
+                self.b.switch_to_block(slow);
+            }
             self.lower_body(&pl.body)?;
             self.b.ins().jump(exit, &[]);
         } else {
@@ -219,23 +232,7 @@ impl FnLower<'_, '_> {
                 // a constant (a shift, folded into the address) and no stride occupies a
                 // register.
                 let general = self.views.clone();
-                let mut unit = self.b.ins().iconst(types::I8, 1);
-                let mut params: Vec<u32> = general.keys().copied().collect();
-                params.sort_unstable();
-                for param in params {
-                    let (_, slot) = self.layout.store(param)?;
-                    let size = i64::try_from(slot.dtype.size()).map_err(|e| e.to_string())?;
-                    let Some(view) = self.views.get_mut(&param) else {
-                        continue;
-                    };
-                    let Some(inner) = view.stride.last_mut() else {
-                        continue;
-                    };
-                    let ok = self.b.ins().icmp_imm_s(IntCC::Equal, *inner, size);
-                    unit = self.b.ins().band(unit, ok);
-                    *inner = self.b.ins().iconst(types::I64, size);
-                    view.unit_inner = true;
-                }
+                let unit = self.assume_unit_inner()?;
                 // A third copy where, besides, every origin the body reads is zero (a
                 // launch of one piece: a CSR row's columns and bounds then index `x`,
                 // `crd` and `vals` directly, and two registers are free).
@@ -291,6 +288,30 @@ impl FnLower<'_, '_> {
             *g = grouped;
         }
         Ok(kind)
+    }
+
+    /// Makes every store view's innermost stride the constant element size (`unit_inner`),
+    /// for a copy of the code that runs only when that holds, and returns the test that it
+    /// does (one `i8`, true when every view's innermost stride is its element size).
+    fn assume_unit_inner(&mut self) -> LResult<Value> {
+        let mut unit = self.b.ins().iconst(types::I8, 1);
+        let mut params: Vec<u32> = self.views.keys().copied().collect();
+        params.sort_unstable();
+        for param in params {
+            let (_, slot) = self.layout.store(param)?;
+            let size = i64::try_from(slot.dtype.size()).map_err(|e| e.to_string())?;
+            let Some(view) = self.views.get_mut(&param) else {
+                continue;
+            };
+            let Some(inner) = view.stride.last_mut() else {
+                continue;
+            };
+            let ok = self.b.ins().icmp_imm_s(IntCC::Equal, *inner, size);
+            unit = self.b.ins().band(unit, ok);
+            *inner = self.b.ins().iconst(types::I64, size);
+            view.unit_inner = true;
+        }
+        Ok(unit)
     }
 
     /// The step a parallel loop over top-level loop `over` compiled to, with the bounds

@@ -59,8 +59,8 @@ pub struct FusionFacts {
     /// fuse with a later loop that stores it: the fused loop's loads still see the old values.
     /// `false` for scalars.
     pub deferred: Vec<bool>,
-    /// Whether the kernel runs on one point only (a fused task of scalar tasks: 0-d stores,
-    /// an empty launch domain). Each rank-0 parallel loop then runs its body exactly once, in
+    /// Whether the kernel runs on one point only (a fused task of tasks that all launch on one
+    /// point: an empty launch domain). Each rank-0 parallel loop then runs its body exactly once, in
     /// program order, so two such loops fuse even where distinct parameters that may overlap
     /// conflict (a write of `A[i, j]` then a read of `A[j, j]`): the fused body makes the same
     /// accesses in the same order. Float sums and products still keep one tree per loop.
