@@ -723,7 +723,10 @@ impl Array {
         self.reduce(Reduction::Max)
     }
 
-    /// The dot product with another vector (0-d).
+    /// The dot product with another vector (0-d). Up to 16,384 elements it is one point that
+    /// folds the terms in `weft-ir`'s lane order by fused multiply-adds (and fuses with the
+    /// scalar steps that use it); longer vectors reduce in the canonical order on every
+    /// thread. Either way the bits do not depend on threads, pieces or ranks.
     #[track_caller]
     pub fn dot(&self, other: &Array) -> Array {
         self.pair("dot", CallKey::new("dot"), other, |g, s, a, b| {
