@@ -168,8 +168,9 @@ fn reference_cholesky(a: &[f64], n: usize) -> Vec<f64> {
 #[test]
 fn cholesky_factors_a_positive_definite_matrix() {
     let np = weft_tests::numeric(2);
-    // 130 is three blocks of columns (64, 64 and 2).
-    for (s, n) in [1usize, 2, 3, 9, 30, 65, 130].into_iter().enumerate() {
+    // 130 is three blocks of columns (64, 64 and 2); 400 updates the rest of the matrix after
+    // its first block in two strips of rows (256 and 80).
+    for (s, n) in [1usize, 2, 3, 9, 30, 65, 130, 400].into_iter().enumerate() {
         // `M M^T + n I` is symmetric positive definite.
         let m = values(n * n, 30 + s as u64);
         let a: Vec<f64> = (0..n * n)
@@ -196,6 +197,11 @@ fn cholesky_factors_a_positive_definite_matrix() {
         }
         let back = l.matmul(&l.t()).to_vec().expect("reads");
         assert!(rel(&back, &a) < 1e-12, "L @ L.T, n = {n}");
+        assert_eq!(
+            an.to_vec().expect("reads"),
+            a,
+            "the input is left as it was"
+        );
     }
 }
 
