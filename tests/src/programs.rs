@@ -55,6 +55,10 @@ pub enum Step {
     /// 7)`: a product of a scaled matrix, whose scaled copy fusion may recompute inside the
     /// product (see `weft_ir::passes::inline`), added back as a column broadcast.
     ScaledMatvec(usize, usize, f64),
+    /// `x[i] -= x[:len] . y[:len]; x[i] /= 1 + |x[j]|` with `x = pool[a]`, `y = pool[b]`: a
+    /// short dot product and scalar steps that write one element of an array and read others
+    /// (tasks that launch on one point, fused through other views of one store).
+    ElementStep(usize, usize, u64, u64, u64),
     /// Reads `pool[a]` now (a flush of what it needs).
     Read(usize),
     /// Drops `pool[a]`'s handle.
@@ -180,6 +184,15 @@ pub fn run((np, sp): &(Numeric, Sparse), program: &[Step]) -> (Vec<Vec<f64>>, Ve
                 let y = (&m * scale).matmul(&x).reshape(&[ROWS, 1]);
                 pool.push((&m + &y).reshape(&[-1]));
             }
+            Step::ElementStep(a, b, i, j, len) => {
+                let (x, y) = (pick(&pool, a), pick(&pool, b));
+                let (i, j, len) = (i.min(N - 1) as i64, j.min(N - 1) as i64, len.clamp(1, N));
+                let head = |v: &Array| v.slice(&[Range::new(0, len as i64)]);
+                let mut at = x.index(&[Ix::At(i)]);
+                at -= &head(&x).dot(&head(&y));
+                at /= &(x.index(&[Ix::At(j)]).abs() + 1.0);
+                at.check().expect("the element step");
+            }
             Step::Read(a) => reads.push(pick(&pool, a).to_vec().expect("read")),
             Step::Drop(a) => {
                 if pool.len() > 2 {
@@ -212,7 +225,7 @@ pub fn random_program(seed: u64) -> Vec<Step> {
         let mut r = |m: u64| next() % m.max(1);
         let ix = |v: u64| v as usize;
         let f = |v: u64, lo: f64, hi: f64| lo + (hi - lo) * (v % 1_000_000) as f64 / 1e6;
-        let step = match r(19) {
+        let step = match r(20) {
             0 => Step::Random(r(u64::MAX)),
             1 => Step::Binary(ix(r(8)), ix(r(8)), r(5) as u8),
             2 => Step::Scalar(ix(r(8)), r(5) as u8, f(r(u64::MAX), -2.0, 2.0)),
@@ -236,6 +249,7 @@ pub fn random_program(seed: u64) -> Vec<Step> {
             15 => Step::Center(ix(r(8)), r(2) == 0),
             16 => Step::Read(ix(r(8))),
             17 => Step::ScaledMatvec(ix(r(8)), ix(r(8)), f(r(u64::MAX), -2.0, 2.0)),
+            18 => Step::ElementStep(ix(r(8)), ix(r(8)), r(N), r(N), 1 + r(N)),
             _ => Step::Drop(ix(r(8))),
         };
         program.push(step);
