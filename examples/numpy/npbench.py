@@ -747,6 +747,61 @@ def durbin(r):
 kernel("durbin", {"XS": dict(N=12), "S": dict(N=1000), "M": dict(N=6000), "L": dict(N=20000),
                   "paper": dict(N=16000)}, ["y"])((durbin_init, durbin))
 
+def seidel_2d_init(TSTEPS, N, dt=np.float64):
+    A = np.fromfunction(lambda i, j: (i * (j + 2) + 2) / N, (N, N), dtype=dt)
+    return {"TSTEPS": TSTEPS, "N": N, "A": A}
+
+
+def seidel_2d(TSTEPS, N, A):
+    for t in range(0, TSTEPS - 1):
+        for i in range(1, N - 1):
+            A[i, 1:-1] += (A[i - 1, :-2] + A[i - 1, 1:-1] + A[i - 1, 2:] +
+                           A[i, 2:] + A[i + 1, :-2] + A[i + 1, 1:-1] +
+                           A[i + 1, 2:])
+            for j in range(1, N - 1):
+                A[i, j] += A[i, j - 1]
+                A[i, j] /= 9.0
+
+
+kernel("seidel_2d", {"XS": dict(TSTEPS=3, N=10), "S": dict(TSTEPS=8, N=50),
+                     "M": dict(TSTEPS=15, N=100), "L": dict(TSTEPS=40, N=200),
+                     "paper": dict(TSTEPS=100, N=400)}, ["A"])((seidel_2d_init, seidel_2d))
+
+
+def nussinov_init(N, dt=np.int32):
+    seq = np.fromfunction(lambda i: (i + 1) % 4, (N,), dtype=dt)
+    return {"N": N, "seq": seq}
+
+
+def nussinov_match(b1, b2):
+    if b1 + b2 == 3:
+        return 1
+    else:
+        return 0
+
+
+def nussinov(N, seq):
+    table = np.zeros((N, N), np.int32)
+    for i in range(N - 1, -1, -1):
+        for j in range(i + 1, N):
+            if j - 1 >= 0:
+                table[i, j] = max(table[i, j], table[i, j - 1])
+            if i + 1 < N:
+                table[i, j] = max(table[i, j], table[i + 1, j])
+            if j - 1 >= 0 and i + 1 < N:
+                if i < j - 1:
+                    table[i, j] = max(table[i, j],
+                                      table[i + 1, j - 1] + nussinov_match(seq[i], seq[j]))
+                else:
+                    table[i, j] = max(table[i, j], table[i + 1, j - 1])
+            for k in range(i + 1, j):
+                table[i, j] = max(table[i, j], table[i, k] + table[k + 1, j])
+    return {"table": table}
+
+
+kernel("nussinov", {"XS": dict(N=12), "S": dict(N=40), "M": dict(N=90), "L": dict(N=200),
+                    "paper": dict(N=500)}, ["table"])((nussinov_init, nussinov))
+
 def arc_distance_init(N):
     r = rng()
     return {"theta_1": r.random((N,)), "phi_1": r.random((N,)), "theta_2": r.random((N,)),

@@ -294,6 +294,14 @@ pub const KERNELS: &[Kernel] = &[
         name: "durbin",
         run: durbin,
     },
+    Kernel {
+        name: "seidel_2d",
+        run: seidel_2d,
+    },
+    Kernel {
+        name: "nussinov",
+        run: nussinov,
+    },
 ];
 
 /// `a[lo..hi]` along each dimension.
@@ -1519,6 +1527,82 @@ fn durbin(x: &Inputs) -> Result<Outputs, AppError> {
         y.index(&[Ix::At(k)]).assign(&alpha)
     })?;
     Ok(vec![("y".into(), y)])
+}
+
+/// NPBench's `seidel_2d`, statement for statement. Each row `i` is one step of a replayed
+/// trace (see `Numeric::repeat`): the row's update from its neighbours, then its recurrence
+/// `for j in range(1, N - 1): A[i, j] += A[i, j - 1]; A[i, j] /= 9.0`, whose scalar tasks all
+/// launch on one point and fuse into a few straight-line kernels; the next rows replay it.
+fn seidel_2d(x: &Inputs) -> Result<Outputs, AppError> {
+    let (steps, n) = (x.size("TSTEPS")?, x.size("N")?);
+    let a = x.array("A")?;
+    let np = a.numeric();
+    let row = |r: i64, lo: i64, hi: i64| a.index(&[Ix::At(r), span(lo, hi)]);
+    for _ in 0..steps.saturating_sub(1) {
+        np.repeat(usize::try_from(n - 2).unwrap_or(0), |i| {
+            let i = 1 + index(i)?;
+            let sum = &(&(&(&(&(&row(i - 1, 0, n - 2) + &row(i - 1, 1, n - 1))
+                + &row(i - 1, 2, n))
+                + &row(i, 2, n))
+                + &row(i + 1, 0, n - 2))
+                + &row(i + 1, 1, n - 1))
+                + &row(i + 1, 2, n);
+            let mut middle = row(i, 1, n - 1);
+            middle += &sum;
+            for j in 1..n - 1 {
+                let mut at = a.index(&[Ix::At(i), Ix::At(j)]);
+                at += &a.index(&[Ix::At(i), Ix::At(j - 1)]);
+                at /= 9.0;
+            }
+            middle.check()
+        })?;
+    }
+    outputs(x)
+}
+
+/// NPBench's `nussinov` (RNA folding), statement for statement, with its innermost loop
+/// `for k in range(i + 1, j): table[i, j] = max(table[i, j], table[i, k] + table[k + 1, j])`
+/// written as the maximum of a row and a column (the same value: `max` is exact in any
+/// order). For each `i`, the pairs `(i, j)` past the first are the steps of a replayed trace
+/// (see `Numeric::repeat`), their views moving (and the row and column growing) by one
+/// element a step; a step's scalar tasks launch on one point and fuse.
+fn nussinov(x: &Inputs) -> Result<Outputs, AppError> {
+    let seq = x.array("seq")?;
+    let n = x.size("N")?;
+    let np = seq.numeric();
+    let table = np.zeros(&[n as u64, n as u64], DType::I32);
+    let at = |i: i64, j: i64| table.index(&[Ix::At(i), Ix::At(j)]);
+    let pair = |i: i64, j: i64| -> weft::Result<()> {
+        let t = at(i, j);
+        t.assign(&t.maximum(&at(i, j - 1)))?;
+        if i + 1 < n {
+            t.assign(&t.maximum(&at(i + 1, j)))?;
+            if i < j - 1 {
+                // `match(seq[i], seq[j])`: 1 where the two bases pair.
+                let bases = (&seq.index(&[Ix::At(i)]) + &seq.index(&[Ix::At(j)]))
+                    .eq(3i64)
+                    .astype(DType::I32);
+                t.assign(&t.maximum(&(&at(i + 1, j - 1) + &bases)))?;
+            } else {
+                t.assign(&t.maximum(&at(i + 1, j - 1)))?;
+            }
+        }
+        if j > i + 1 {
+            let row = table.index(&[Ix::At(i), span(i + 1, j)]);
+            let column = table.index(&[span(i + 2, j + 1), Ix::At(j)]);
+            t.assign(&t.maximum(&(&row + &column).max()))?;
+        }
+        Ok(())
+    };
+    for i in (0..n).rev() {
+        if i + 1 < n {
+            pair(i, i + 1)?;
+        }
+        // `j` from `i + 2` on: every step takes the same branches.
+        let rest = usize::try_from(n - i - 2).unwrap_or(0);
+        np.repeat(rest, |k| pair(i, i + 2 + index(k)?))?;
+    }
+    Ok(vec![("table".into(), table)])
 }
 
 fn arc_distance(x: &Inputs) -> Result<Outputs, AppError> {

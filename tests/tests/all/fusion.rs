@@ -786,3 +786,28 @@ fn scalar_steps_on_two_elements_of_one_array_fuse_on_one_point() {
         assert!((g - w).abs() <= 1e-13 * w.abs().max(1.0), "{g} against {w}");
     }
 }
+
+/// The maximum of a short vector (exact in any order) is folded on one point and written
+/// into its 0-d result, so the scalar step that uses it fuses with it, as NPBench's
+/// `nussinov` does (`table[i, j] = max(table[i, j], max(row + column))`); a long vector's is
+/// a reduction over its points, which the scalar step cannot join.
+#[test]
+fn the_maximum_of_a_short_vector_fuses_with_the_scalar_step_after_it() {
+    for (len, fused) in [(1_000usize, true), (20_000, false)] {
+        let np = numeric(true, 2);
+        let values = weft_tests::uniform_data(len, 5, -3.0, 3.0);
+        let v = np.from_vec(&[len as u64], &values);
+        let t = np.full(&[], 0.5, DType::F64);
+        v.check().expect("made");
+        np.runtime(|rt| rt.flush()).expect("the window runs");
+        explanations(&np);
+        t.assign(&t.maximum(&(&v * 2.0).max())).expect("the step");
+        let got = t.item().expect("reads");
+        let text = explanations(&np);
+        let want = values.iter().fold(0.5f64, |m, x| m.max(x * 2.0));
+        assert_eq!(got, want, "len {len}");
+        let one_task = text.contains("numeric.reducerows.max.f64.r0.q1")
+            && !text.contains("cut before numeric.binary.maximum");
+        assert_eq!(one_task, fused, "len {len}:\n{text}");
+    }
+}

@@ -12,12 +12,36 @@ use crate::catalog;
 use crate::keys::Key;
 use crate::shapes;
 
-/// The reduction of every element of `a` with `op`, as a 0-d array of `a`'s dtype.
+/// The reduction of every element of `a` with `op`, as a 0-d array of `a`'s dtype. A vector
+/// of at most [`SMALL_DOT`] elements reduced exactly in any order (not a float sum or
+/// product) is folded on one point, written into the result, so that the scalar steps that
+/// use it fuse with it (NPBench's `nussinov`: `max(table[i, i+1:j] + table[i+2:j+1, j])`);
+/// the result is the same in any order.
 pub fn reduce(op: ReduceOp, a: &Array<'_>) -> Result<Store, Error> {
     let name = op.name();
     catalog::reduce_rule(op)
         .check(name, a.dtype)
         .map_err(weft_sdk::error)?;
+    let order_free = !(matches!(op, ReduceOp::Sum | ReduceOp::Prod) && a.dtype.is_float());
+    if let [len] = a.shape[..]
+        && len <= SMALL_DOT
+        && order_free
+    {
+        let out = super::create(name, &[], a.dtype)?;
+        let single = Launch::single();
+        let key = Key::ReduceRows {
+            op,
+            dtype: a.dtype,
+            kept: 0,
+            reduced: 1,
+        };
+        Task::new(key.to_string(), &single)
+            .arg(a.store, Partition::None, Privilege::Read)
+            .arg(&out, Partition::None, Privilege::Write)
+            .submit()
+            .map_err(host_error(name))?;
+        return Ok(out);
+    }
     let key = Key::Reduce {
         op,
         dtype: a.dtype,
