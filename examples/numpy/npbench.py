@@ -802,6 +802,42 @@ def nussinov(N, seq):
 kernel("nussinov", {"XS": dict(N=12), "S": dict(N=40), "M": dict(N=90), "L": dict(N=200),
                     "paper": dict(N=500)}, ["table"])((nussinov_init, nussinov))
 
+def covariance2(M, float_n, data):
+    return {"out": np.cov(np.transpose(data))}
+
+
+kernel("covariance2", {"XS": dict(M=12, N=15), "S": dict(M=500, N=600),
+                       "M": dict(M=1400, N=1800), "L": dict(M=3200, N=4000),
+                       "paper": dict(M=1200, N=1400)}, ["out"])((covariance_init, covariance2))
+
+
+def crc16_init(N):
+    from numpy.random import default_rng
+    rng = default_rng(42)
+    data = rng.integers(0, 256, size=(N,), dtype=np.uint8)
+    # Weft has no unsigned integer dtypes yet: the bytes are written (and NumPy runs on
+    # them) as int32, the same values.
+    return {"data": data.astype(np.int32)}
+
+
+def crc16(data, poly=0x8408):
+    crc = 0xFFFF
+    for b in data:
+        cur_byte = 0xFF & b
+        for _ in range(0, 8):
+            if (crc & 0x0001) ^ (cur_byte & 0x0001):
+                crc = (crc >> 1) ^ poly
+            else:
+                crc >>= 1
+            cur_byte >>= 1
+    crc = (~crc & 0xFFFF)
+    crc = (crc << 8) | ((crc >> 8) & 0xFF)
+    return {"crc": np.int32(crc & 0xFFFF)}
+
+
+kernel("crc16", {"XS": dict(N=40), "S": dict(N=1600), "M": dict(N=16000), "L": dict(N=160000),
+                 "paper": dict(N=1000000)}, ["crc"])((crc16_init, crc16))
+
 def arc_distance_init(N):
     r = rng()
     return {"theta_1": r.random((N,)), "phi_1": r.random((N,)), "theta_2": r.random((N,)),

@@ -302,6 +302,14 @@ pub const KERNELS: &[Kernel] = &[
         name: "nussinov",
         run: nussinov,
     },
+    Kernel {
+        name: "covariance2",
+        run: covariance2,
+    },
+    Kernel {
+        name: "crc16",
+        run: crc16,
+    },
 ];
 
 /// `a[lo..hi]` along each dimension.
@@ -1603,6 +1611,42 @@ fn nussinov(x: &Inputs) -> Result<Outputs, AppError> {
         np.repeat(rest, |k| pair(i, i + 2 + index(k)?))?;
     }
     Ok(vec![("table".into(), table)])
+}
+
+/// NPBench's `covariance2`: NumPy's `cov` of the transposed data.
+fn covariance2(x: &Inputs) -> Result<Outputs, AppError> {
+    Ok(vec![("out".into(), x.array("data")?.t().cov())])
+}
+
+/// NPBench's `crc16` (CRC-16-CCITT), statement for statement: `crc` and the current byte live
+/// on the device as 0-d arrays updated in place, each byte one step of a replayed trace (see
+/// `Numeric::repeat`) whose eight bit steps (a branch on a bit, as a `select`) are scalar
+/// tasks that launch on one point and fuse into one launch.
+fn crc16(x: &Inputs) -> Result<Outputs, AppError> {
+    let data = x.array("data")?;
+    let np = data.numeric();
+    let n = data.shape()?.first().copied().unwrap_or(0);
+    let poly = 0x8408i64;
+    let crc = np.full(&[], f64::from(0xFFFF), DType::I32);
+    let byte = np.zeros(&[], DType::I32);
+    np.repeat(usize::try_from(n).unwrap_or(0), |k| {
+        byte.assign(&data.index(&[Ix::At(index(k)?)]).bitwise_and(0xFFi64))?;
+        for _ in 0..8 {
+            let differ = crc
+                .bitwise_and(1i64)
+                .bitwise_xor(&byte.bitwise_and(1i64))
+                .ne(0i64);
+            let shifted = crc.right_shift(1i64);
+            crc.assign(&differ.select(&shifted.bitwise_xor(poly), &shifted))?;
+            byte.assign(&byte.right_shift(1i64))?;
+        }
+        Ok(())
+    })?;
+    let crc = crc.invert().bitwise_and(0xFFFFi64);
+    let crc = crc
+        .left_shift(8i64)
+        .bitwise_or(&crc.right_shift(8i64).bitwise_and(0xFFi64));
+    Ok(vec![("crc".into(), crc.bitwise_and(0xFFFFi64))])
 }
 
 fn arc_distance(x: &Inputs) -> Result<Outputs, AppError> {

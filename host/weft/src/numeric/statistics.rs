@@ -36,7 +36,8 @@ impl Array {
         };
         let observations = x.shape()?.get(1).copied().unwrap_or(0);
         let centered = &x - &x.mean_axes(Some(&[1]), true);
-        let c = centered.matmul(&centered.t()) / (observations as f64 - ddof as f64);
+        // NumPy multiplies by the reciprocal of the normalization (`c *= 1 / fact`).
+        let c = centered.matmul(&centered.t()) * (1.0 / (observations as f64 - ddof as f64));
         Ok(if shape.len() == 1 {
             c.index(&[Ix::At(0), Ix::At(0)])
         } else {
