@@ -56,6 +56,11 @@ pub(crate) unsafe fn by_blocks<T: Element>(job: Job<'_, T>) -> Result<(), Cancel
         }
         return Ok(());
     }
+    // `A @ A.T` (a Gram matrix, as NumPy's `cov` and `X @ X.T` make): `C` is symmetric, and
+    // `C[j, i]`'s chain is `C[i, j]`'s with each product's factors swapped, the same bits. So
+    // the tiles wholly above the diagonal are skipped and their elements copied from below it
+    // at the end (as BLAS's `syrk` computes one triangle): about half the work.
+    let gram = m == n && same_matrix(&a, &bt);
     let size = std::mem::size_of::<T>();
     let g = Geometry::of(path, size);
     let mc = (A_BLOCK_BYTES / (g.kc * size)).max(g.mr) / g.mr * g.mr;
@@ -112,6 +117,10 @@ pub(crate) unsafe fn by_blocks<T: Element>(job: Job<'_, T>) -> Result<(), Cancel
                         for (ir, rows_packed) in a_pack.chunks_exact(kc * g.mr).enumerate() {
                             let i0 = rows.start + ir * g.mr;
                             let j0 = cols.start + jr * g.nr;
+                            if gram && j0 >= i0 + g.mr {
+                                // Every element of the tile lies above the diagonal.
+                                continue;
+                            }
                             // SAFETY: the tile's rows and columns start inside `C`, whose
                             // elements only this item writes; the packs hold `kc` terms of
                             // the tile's rows.
@@ -122,7 +131,29 @@ pub(crate) unsafe fn by_blocks<T: Element>(job: Job<'_, T>) -> Result<(), Cancel
             });
         }
     }
+    if gram {
+        let c = &c;
+        pool.install(|| {
+            (0..m).into_par_iter().for_each(|i| {
+                for j in i + 1..n {
+                    // SAFETY: `(i, j)` and `(j, i)` lie inside `C`; this row's item alone
+                    // writes `(i, j)` (above the diagonal), and nothing writes `(j, i)` (below
+                    // it) any more.
+                    unsafe { c.set(i, j, c.get(j, i)) };
+                }
+            })
+        });
+    }
     Ok(())
+}
+
+/// Whether two matrices are the same elements of the same memory.
+fn same_matrix<T>(x: &Matrix<T>, y: &Matrix<T>) -> bool {
+    std::ptr::eq(x.ptr, y.ptr)
+        && x.rows == y.rows
+        && x.cols == y.cols
+        && x.rs == y.rs
+        && x.cs == y.cs
 }
 
 /// Packs rows `rows` of `x`, terms `k0..k0 + kc`, term by term into `out`

@@ -444,6 +444,71 @@ mod tests {
         (1, 1, 40),
     ];
 
+    /// `A @ A.T` with both operands the same matrix (by rows, or by columns as a transposed
+    /// view is): the routine computes the lower triangle's tiles and copies the rest, with the
+    /// chain's bits everywhere.
+    #[test]
+    fn a_gram_product_has_the_chains_bits() {
+        for (s, &(m, k)) in [(1usize, 3usize), (9, 21), (67, 300), (130, 515), (517, 83)]
+            .iter()
+            .enumerate()
+        {
+            let a = values(m * k, 40 + s as u64);
+            let want: Vec<u64> = (0..m * m)
+                .map(|x| {
+                    let (i, j) = (x / m, x % m);
+                    chain(|p| a[i * k + p], |p| a[j * k + p], k).to_bits()
+                })
+                .collect();
+            for by_columns in [false, true] {
+                let mut store: Vec<f64> = if by_columns {
+                    (0..m * k).map(|x| a[(x % m) * k + x / m]).collect()
+                } else {
+                    a.clone()
+                };
+                let (rs, cs) = if by_columns {
+                    (1, m as isize)
+                } else {
+                    (k as isize, 1)
+                };
+                let am = Matrix {
+                    ptr: store.as_mut_ptr(),
+                    rows: m,
+                    cols: k,
+                    rs,
+                    cs,
+                };
+                for path in paths() {
+                    for threads in [1, 3] {
+                        let mut c_store = vec![f64::NAN; m * m];
+                        let cm = Matrix {
+                            ptr: c_store.as_mut_ptr(),
+                            rows: m,
+                            cols: m,
+                            rs: m as isize,
+                            cs: 1,
+                        };
+                        let pool = rayon::ThreadPoolBuilder::new()
+                            .num_threads(threads)
+                            .build()
+                            .expect("a pool");
+                        let cancel = AtomicU32::new(0);
+                        // SAFETY: `am` describes `store` and `cm` `c_store`, which outlive
+                        // the call and do not overlap; the path was detected.
+                        unsafe { multiply_small_below(am, am, cm, path, &pool, &cancel, 0) }
+                            .expect("not cancelled");
+                        let got: Vec<u64> = c_store.iter().map(|v| v.to_bits()).collect();
+                        assert!(
+                            got == want,
+                            "{m}x{k} @ its transpose, {path:?}, {threads} threads, by columns \
+                             {by_columns}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn the_routine_has_the_chains_bits_in_f64() {
         for (s, &(m, n, k)) in SHAPES.iter().enumerate() {
