@@ -340,28 +340,10 @@ mod tests {
             Layout::Columns => (true, true),
             Layout::BtColumns => (false, true),
         };
-        let mut a_store: Vec<T> = if a_cols {
-            (0..m * k).map(|x| a[(x % m) * k + x / m]).collect()
-        } else {
-            a.to_vec()
-        };
-        let mut bt_store: Vec<T> = if bt_cols {
-            (0..n * k).map(|x| bt[(x % n) * k + x / n]).collect()
-        } else {
-            bt.to_vec()
-        };
-        let (bt_rs, bt_cs) = if bt_cols {
-            (1, n as isize)
-        } else {
-            (k as isize, 1)
-        };
+        let (mut a_store, rs, cs) = stored(a, (m, k), a_cols);
+        let (mut bt_store, bt_rs, bt_cs) = stored(bt, (n, k), bt_cols);
         let pad = 3;
         let mut c_store = vec![T::ZERO; m * (n + pad)];
-        let (rs, cs) = if a_cols {
-            (1, m as isize)
-        } else {
-            (k as isize, 1)
-        };
         let am = Matrix {
             ptr: a_store.as_mut_ptr(),
             rows: m,
@@ -395,6 +377,23 @@ mod tests {
         (0..m)
             .flat_map(|i| c_store[i * (n + pad)..i * (n + pad) + n].to_vec())
             .collect()
+    }
+
+    /// The `(rows, cols)` matrix `x` (given by rows) stored by rows or by columns, with its
+    /// row and column strides.
+    fn stored<T: Copy>(
+        x: &[T],
+        (rows, cols): (usize, usize),
+        by_columns: bool,
+    ) -> (Vec<T>, isize, isize) {
+        if by_columns {
+            let data = (0..rows * cols)
+                .map(|i| x[(i % rows) * cols + i / rows])
+                .collect();
+            (data, 1, rows as isize)
+        } else {
+            (x.to_vec(), cols as isize, 1)
+        }
     }
 
     /// How the test stores `A` and `BT`.
@@ -461,16 +460,7 @@ mod tests {
                 })
                 .collect();
             for by_columns in [false, true] {
-                let mut store: Vec<f64> = if by_columns {
-                    (0..m * k).map(|x| a[(x % m) * k + x / m]).collect()
-                } else {
-                    a.clone()
-                };
-                let (rs, cs) = if by_columns {
-                    (1, m as isize)
-                } else {
-                    (k as isize, 1)
-                };
+                let (mut store, rs, cs) = stored(&a, (m, k), by_columns);
                 let am = Matrix {
                     ptr: store.as_mut_ptr(),
                     rows: m,
