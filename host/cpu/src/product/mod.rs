@@ -365,18 +365,35 @@ mod tests {
             rs: (n + pad) as isize,
             cs: 1,
         };
+        // SAFETY: the three matrices describe the vectors above, which outlive the call; `C`
+        // is its own vector; the path was detected (or is the portable one).
+        unsafe { run_on(threads, am, bm, cm, path, small_limit) };
+        (0..m)
+            .flat_map(|i| c_store[i * (n + pad)..i * (n + pad) + n].to_vec())
+            .collect()
+    }
+
+    /// [`multiply_small_below`] on a pool of `threads` threads, never cancelled.
+    ///
+    /// # Safety
+    ///
+    /// As for [`multiply`].
+    unsafe fn run_on<T: Element>(
+        threads: usize,
+        a: Matrix<T>,
+        bt: Matrix<T>,
+        c: Matrix<T>,
+        path: Path,
+        small_limit: usize,
+    ) {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
             .expect("a pool");
         let cancel = AtomicU32::new(0);
-        // SAFETY: the three matrices describe the vectors above, which outlive the call; `C`
-        // is its own vector; the path was detected (or is the portable one).
-        unsafe { multiply_small_below(am, bm, cm, path, &pool, &cancel, small_limit) }
+        // SAFETY: the caller's contract.
+        unsafe { multiply_small_below(a, bt, c, path, &pool, &cancel, small_limit) }
             .expect("not cancelled");
-        (0..m)
-            .flat_map(|i| c_store[i * (n + pad)..i * (n + pad) + n].to_vec())
-            .collect()
     }
 
     /// The `(rows, cols)` matrix `x` (given by rows) stored by rows or by columns, with its
@@ -478,15 +495,9 @@ mod tests {
                             rs: m as isize,
                             cs: 1,
                         };
-                        let pool = rayon::ThreadPoolBuilder::new()
-                            .num_threads(threads)
-                            .build()
-                            .expect("a pool");
-                        let cancel = AtomicU32::new(0);
                         // SAFETY: `am` describes `store` and `cm` `c_store`, which outlive
                         // the call and do not overlap; the path was detected.
-                        unsafe { multiply_small_below(am, am, cm, path, &pool, &cancel, 0) }
-                            .expect("not cancelled");
+                        unsafe { run_on(threads, am, am, cm, path, 0) };
                         let got: Vec<u64> = c_store.iter().map(|v| v.to_bits()).collect();
                         assert!(
                             got == want,
