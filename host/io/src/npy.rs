@@ -7,7 +7,8 @@
 //! order. A 0-d array has shape `()` and one element.
 //!
 //! Element types: `<f8` (f64), `<f4` (f32), `<i8` (i64), `<i4` (i32), `|b1` (bool, one byte
-//! 0 or 1), all little-endian. The reader also takes versions 2.0 and 3.0 (a `u32` header
+//! 0 or 1), `<c16` and `<c8` (complex128 and complex64: each element its real part, then its
+//! imaginary part), all little-endian. The reader also takes versions 2.0 and 3.0 (a `u32` header
 //! length), but only C order and the element types above.
 
 use std::path::Path;
@@ -29,6 +30,10 @@ pub enum NpyData {
     I32(Vec<i32>),
     /// `|b1`.
     Bool(Vec<bool>),
+    /// `<c16` (NumPy's `complex128`): `[re, im]` pairs.
+    C128(Vec<[f64; 2]>),
+    /// `<c8` (NumPy's `complex64`): `[re, im]` pairs.
+    C64(Vec<[f32; 2]>),
 }
 
 impl NpyData {
@@ -40,6 +45,8 @@ impl NpyData {
             NpyData::I64(_) => "<i8",
             NpyData::I32(_) => "<i4",
             NpyData::Bool(_) => "|b1",
+            NpyData::C128(_) => "<c16",
+            NpyData::C64(_) => "<c8",
         }
     }
 
@@ -51,6 +58,8 @@ impl NpyData {
             NpyData::I64(v) => v.len(),
             NpyData::I32(v) => v.len(),
             NpyData::Bool(v) => v.len(),
+            NpyData::C128(v) => v.len(),
+            NpyData::C64(v) => v.len(),
         }
     }
 
@@ -59,7 +68,8 @@ impl NpyData {
         self.len() == 0
     }
 
-    /// The elements converted to f64 (bools as 0 and 1).
+    /// The elements converted to f64 (bools as 0 and 1; complex numbers as their real parts,
+    /// as NumPy's `astype(float)` takes them).
     pub fn to_f64(&self) -> Vec<f64> {
         match self {
             NpyData::F64(v) => v.clone(),
@@ -67,6 +77,8 @@ impl NpyData {
             NpyData::I64(v) => v.iter().map(|&x| x as f64).collect(),
             NpyData::I32(v) => v.iter().map(|&x| f64::from(x)).collect(),
             NpyData::Bool(v) => v.iter().map(|&x| f64::from(u8::from(x))).collect(),
+            NpyData::C128(v) => v.iter().map(|x| x[0]).collect(),
+            NpyData::C64(v) => v.iter().map(|x| f64::from(x[0])).collect(),
         }
     }
 
@@ -78,6 +90,8 @@ impl NpyData {
             NpyData::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             NpyData::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             NpyData::Bool(v) => v.iter().map(|&x| u8::from(x)).collect(),
+            NpyData::C128(v) => v.iter().flatten().flat_map(|x| x.to_le_bytes()).collect(),
+            NpyData::C64(v) => v.iter().flatten().flat_map(|x| x.to_le_bytes()).collect(),
         }
     }
 }
@@ -194,7 +208,8 @@ impl Npy {
             .ok_or_else(|| invalid("the .npy shape overflows"))?;
         let body = &bytes[end..];
         let size = match descr {
-            "<f8" | "<i8" => 8,
+            "<c16" => 16,
+            "<f8" | "<i8" | "<c8" => 8,
             "<f4" | "<i4" => 4,
             "|b1" => 1,
             other => return Err(invalid(format!("unsupported .npy dtype `{other}`"))),
@@ -211,6 +226,8 @@ impl Npy {
             "<i8" => NpyData::I64(words(body, i64::from_le_bytes)),
             "<f4" => NpyData::F32(words(body, f32::from_le_bytes)),
             "<i4" => NpyData::I32(words(body, i32::from_le_bytes)),
+            "<c16" => NpyData::C128(pairs(words(body, f64::from_le_bytes))),
+            "<c8" => NpyData::C64(pairs(words(body, f32::from_le_bytes))),
             _ => NpyData::Bool(body.iter().map(|&b| b != 0).collect()),
         };
         Ok(Npy { shape, data })
@@ -225,6 +242,11 @@ fn words<const N: usize, T>(body: &[u8], f: fn([u8; N]) -> T) -> Vec<T> {
             f(w)
         })
         .collect()
+}
+
+/// Consecutive `[re, im]` pairs of `parts`.
+fn pairs<T: Copy>(parts: Vec<T>) -> Vec<[T; 2]> {
+    parts.chunks_exact(2).map(|p| [p[0], p[1]]).collect()
 }
 
 /// The text after `'key':` in the header dict.
@@ -329,6 +351,19 @@ mod tests {
         assert_eq!(&b[b.len() - 4..], &[1, 0, 0, 1]);
         roundtrip(&[0, 5], NpyData::F64(vec![]));
         roundtrip(&[2], NpyData::I32(vec![7, -7]));
+    }
+
+    #[test]
+    fn complex_files_hold_pairs() {
+        let b = roundtrip(&[2], NpyData::C128(vec![[1.0, -2.0], [0.5, 3.0]]));
+        assert!(String::from_utf8_lossy(&b).contains("'descr': '<c16'"));
+        let body = &b[b.len() - 32..];
+        assert_eq!(&body[..8], &1.0f64.to_le_bytes());
+        assert_eq!(&body[8..16], &(-2.0f64).to_le_bytes());
+        assert_eq!(&body[16..24], &0.5f64.to_le_bytes());
+        let b = roundtrip(&[1, 1], NpyData::C64(vec![[0.25, -0.5]]));
+        assert!(String::from_utf8_lossy(&b).contains("'descr': '<c8'"));
+        assert_eq!(&b[b.len() - 4..], &(-0.5f32).to_le_bytes());
     }
 
     #[test]

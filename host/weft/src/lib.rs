@@ -32,7 +32,9 @@ mod typed_exports;
 
 pub use config::{Config, Device, PluginLimits, Ranks};
 pub use error::{Error, Result};
-pub use numeric::{Array, Element, Ix, Numeric, Operand, Range, RepeatStats};
+pub use numeric::{
+    Array, Complex, ComplexArray, ComplexOperand, Element, Ix, Numeric, Operand, Range, RepeatStats,
+};
 pub use runtime::Runtime;
 pub use sparse::{CsrMatrix, RowOrder, Sparse};
 /// The wasmtime this runtime is built with (the types of [`Runtime::with_plugin`]'s closure).

@@ -26,6 +26,9 @@ use weft_ir::DType;
 
 mod basic_index;
 mod bitwise;
+mod complex;
+mod complex_linalg;
+pub use complex::{Complex, ComplexArray, ComplexOperand};
 mod grids;
 mod host_data;
 pub use grids::Indexing;

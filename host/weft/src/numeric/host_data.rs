@@ -9,7 +9,7 @@ use std::rc::Rc;
 use weft_io::npy::{self, NpyData};
 use weft_ir::DType;
 
-use super::{Array, Numeric, shape_text};
+use super::{Array, ComplexArray, Numeric, shape_text};
 use crate::{Error, Result};
 
 mod sealed {
@@ -103,16 +103,68 @@ impl Numeric {
     #[track_caller]
     pub fn load(&self, path: impl AsRef<Path>) -> Result<Array> {
         let _site = self.site_guard(std::panic::Location::caller());
-        let file = npy::read(path)?;
+        let file = npy::read(&path)?;
         let a = match file.data {
             NpyData::F64(v) => self.from_slice(&file.shape, &v),
             NpyData::F32(v) => self.from_slice(&file.shape, &v),
             NpyData::I64(v) => self.from_slice(&file.shape, &v),
             NpyData::I32(v) => self.from_slice(&file.shape, &v),
             NpyData::Bool(v) => self.from_slice(&file.shape, &v),
+            NpyData::C128(_) | NpyData::C64(_) => {
+                return Err(Error::Usage(format!(
+                    "numeric.load: {} holds a complex array (`{}`): load it with load_complex",
+                    path.as_ref().display(),
+                    file.data.descr()
+                )));
+            }
         };
         a.check()?;
         Ok(a)
+    }
+
+    /// The complex array in the `.npy` file at `path` (`complex128` or `complex64`; a real
+    /// file's array gets a zero imaginary part), its parts uploaded straight into stores.
+    #[track_caller]
+    pub fn load_complex(&self, path: impl AsRef<Path>) -> Result<ComplexArray> {
+        let _site = self.site_guard(std::panic::Location::caller());
+        let file = npy::read(&path)?;
+        let shape = &file.shape;
+        let z = match file.data {
+            NpyData::C128(v) => ComplexArray::from_parts(
+                self.from_slice(shape, &v.iter().map(|p| p[0]).collect::<Vec<_>>()),
+                self.from_slice(shape, &v.iter().map(|p| p[1]).collect::<Vec<_>>()),
+            )?,
+            NpyData::C64(v) => ComplexArray::from_parts(
+                self.from_slice(shape, &v.iter().map(|p| p[0]).collect::<Vec<_>>()),
+                self.from_slice(shape, &v.iter().map(|p| p[1]).collect::<Vec<_>>()),
+            )?,
+            _ => ComplexArray::from_real(&self.load(&path)?),
+        };
+        z.check()?;
+        Ok(z)
+    }
+}
+
+impl ComplexArray {
+    /// Writes the array to a `.npy` file at `path` as NumPy's `complex128` (`f64` parts) or
+    /// `complex64` (`f32` parts). On several ranks rank 0 writes the file.
+    #[track_caller]
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        let shape = self.shape()?;
+        let data = match self.dtype()? {
+            DType::F32 => {
+                let (re, im) = (self.re().to_vec_of::<f32>()?, self.im().to_vec_of::<f32>()?);
+                NpyData::C64(re.into_iter().zip(im).map(|(r, i)| [r, i]).collect())
+            }
+            _ => {
+                let (re, im) = (self.re().to_vec_of::<f64>()?, self.im().to_vec_of::<f64>()?);
+                NpyData::C128(re.into_iter().zip(im).map(|(r, i)| [r, i]).collect())
+            }
+        };
+        if self.re().np.runtime(|rt| rt.ranks()).0 == 0 {
+            npy::write(path, &shape, data)?;
+        }
+        Ok(())
     }
 }
 

@@ -1,0 +1,441 @@
+//! Complex arrays (`ComplexArray`) against plain-Rust complex arithmetic written out with
+//! NumPy's formulas (bit for bit where the formula is the same sequence of roundings), the
+//! math functions against Rust's `hypot`, `exp`, `cos` and `sin` within rounding, the views,
+//! masks, products and linear algebra against their definitions, and `.npy` files.
+
+use weft::{Complex, ComplexArray, Ix, Numeric, Range};
+use weft_ir::DType;
+
+type C = (f64, f64);
+
+fn cmul(a: C, b: C) -> C {
+    (a.0 * b.0 - a.1 * b.1, a.0 * b.1 + a.1 * b.0)
+}
+
+/// NumPy's complex division (Smith's method with its branches).
+fn cdiv(a: C, b: C) -> C {
+    let (ar, ai) = (b.0.abs(), b.1.abs());
+    if ar >= ai {
+        if ar == 0.0 && ai == 0.0 {
+            return (a.0 / ar, a.1 / ar);
+        }
+        let rat = b.1 / b.0;
+        let scl = 1.0 / (b.0 + b.1 * rat);
+        ((a.0 + a.1 * rat) * scl, (a.1 - a.0 * rat) * scl)
+    } else {
+        let rat = b.0 / b.1;
+        let scl = 1.0 / (b.1 + b.0 * rat);
+        ((a.0 * rat + a.1) * scl, (a.1 * rat - a.0) * scl)
+    }
+}
+
+/// NumPy's integer power: 1, 2 and 3 by products, others by repeated squaring.
+fn cpowi(a: C, n: i32) -> C {
+    match n {
+        0 => (1.0, 0.0),
+        1 => a,
+        2 => cmul(a, a),
+        3 => cmul(cmul(a, a), a),
+        _ => {
+            let (mut left, mut p, mut acc) = (n.unsigned_abs(), a, None::<C>);
+            loop {
+                if left & 1 == 1 {
+                    acc = Some(acc.map_or(p, |x| cmul(x, p)));
+                }
+                left >>= 1;
+                if left == 0 {
+                    break;
+                }
+                p = cmul(p, p);
+            }
+            let acc = acc.unwrap_or((1.0, 0.0));
+            if n < 0 { cdiv((1.0, 0.0), acc) } else { acc }
+        }
+    }
+}
+
+fn values(n: usize, seed: u64) -> Vec<f64> {
+    weft_tests::uniform_data(n, seed, -2.0, 2.0)
+}
+
+/// A complex array of `shape` from `pairs`, and the pairs.
+fn upload(np: &Numeric, shape: &[u64], pairs: &[C]) -> ComplexArray {
+    let re: Vec<f64> = pairs.iter().map(|p| p.0).collect();
+    let im: Vec<f64> = pairs.iter().map(|p| p.1).collect();
+    ComplexArray::from_parts(np.from_slice(shape, &re), np.from_slice(shape, &im))
+        .expect("parts of one shape")
+}
+
+fn pairs(n: usize, seed: u64) -> Vec<C> {
+    values(n, seed)
+        .into_iter()
+        .zip(values(n, seed + 1000))
+        .collect()
+}
+
+fn read(z: &ComplexArray) -> Vec<C> {
+    z.to_vec()
+        .expect("reads")
+        .into_iter()
+        .map(|c| (c.re, c.im))
+        .collect()
+}
+
+/// Bit-for-bit equality (NaNs equal to NaNs).
+fn same_bits(what: &str, got: &[C], want: &[C]) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let same = |x: f64, y: f64| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan());
+        assert!(
+            same(g.0, w.0) && same(g.1, w.1),
+            "{what}: element {i} is {g:?}, NumPy's formula gives {w:?}"
+        );
+    }
+}
+
+fn close(what: &str, got: &[C], want: &[C], tol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let scale = want
+        .iter()
+        .fold(1e-300f64, |m, w| m.max(w.0.abs()).max(w.1.abs()));
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let d = (g.0 - w.0).abs().max((g.1 - w.1).abs()) / scale;
+        assert!(d <= tol, "{what}: element {i} is {g:?}, want {w:?} ({d:e})");
+    }
+}
+
+#[test]
+fn arithmetic_follows_numpys_formulas_bit_for_bit() {
+    let np = weft_tests::numeric(2);
+    let n = 257;
+    let a = pairs(n, 1);
+    let mut b = pairs(n, 2);
+    // Divisors with a zero, with the imaginary part larger, and purely imaginary.
+    b[3] = (0.0, 0.0);
+    b[4] = (0.25, 3.0);
+    b[5] = (0.0, -1.5);
+    let real: Vec<f64> = values(n, 3)
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| if i == 7 { 0.0 } else { v })
+        .collect();
+    let (za, zb) = (upload(&np, &[n as u64], &a), upload(&np, &[n as u64], &b));
+    let r = np.from_slice(&[n as u64], &real);
+    let each = |f: &dyn Fn(usize) -> C| (0..n).map(f).collect::<Vec<C>>();
+    same_bits(
+        "a + b",
+        &read(&(&za + &zb)),
+        &each(&|i| (a[i].0 + b[i].0, a[i].1 + b[i].1)),
+    );
+    same_bits(
+        "a - b",
+        &read(&(&za - &zb)),
+        &each(&|i| (a[i].0 - b[i].0, a[i].1 - b[i].1)),
+    );
+    same_bits("a * b", &read(&(&za * &zb)), &each(&|i| cmul(a[i], b[i])));
+    same_bits("a / b", &read(&(&za / &zb)), &each(&|i| cdiv(a[i], b[i])));
+    same_bits(
+        "a * real",
+        &read(&(&za * &r)),
+        &each(&|i| (a[i].0 * real[i], a[i].1 * real[i])),
+    );
+    same_bits(
+        "a / real (a real zero among them)",
+        &read(&(&za / &r)),
+        &each(&|i| {
+            if real[i] == 0.0 {
+                (a[i].0 / 0.0, a[i].1 / 0.0)
+            } else {
+                (a[i].0 * (1.0 / real[i]), a[i].1 * (1.0 / real[i]))
+            }
+        }),
+    );
+    let c = Complex::new(0.75, -1.25);
+    same_bits(
+        "a * c",
+        &read(&(&za * c)),
+        &each(&|i| cmul(a[i], (c.re, c.im))),
+    );
+    for d in [
+        Complex::new(0.75, -1.25),
+        Complex::new(2.0, 0.5),
+        Complex::new(3.0, 0.0),
+    ] {
+        same_bits(
+            &format!("a / {d:?}"),
+            &read(&(&za / d)),
+            &each(&|i| {
+                if d.im == 0.0 {
+                    (a[i].0 * (1.0 / d.re), a[i].1 * (1.0 / d.re))
+                } else {
+                    cdiv(a[i], (d.re, d.im))
+                }
+            }),
+        );
+    }
+    same_bits("-a", &read(&-&za), &each(&|i| (-a[i].0, -a[i].1)));
+    same_bits("conj", &read(&za.conj()), &each(&|i| (a[i].0, -a[i].1)));
+    for k in [-3, -2, 0, 1, 2, 3, 4, 5, 7] {
+        same_bits(
+            &format!("a ** {k}"),
+            &read(&za.powi(k)),
+            &each(&|i| cpowi(a[i], k)),
+        );
+    }
+    // `x * 1j` and `x + z`: a real array promoted.
+    let x = np.from_slice(&[n as u64], &real);
+    same_bits(
+        "x * 1j",
+        &read(&(&x * Complex::I)),
+        &each(&|i| cmul((real[i], 0.0), (0.0, 1.0))),
+    );
+    same_bits(
+        "x + a",
+        &read(&(&x + &za)),
+        &each(&|i| (real[i] + a[i].0, 0.0 + a[i].1)),
+    );
+}
+
+#[test]
+fn magnitude_angle_and_exp_agree_with_rusts_functions() {
+    let np = weft_tests::numeric(2);
+    let mut a = pairs(300, 11);
+    a[0] = (0.0, 0.0);
+    a[1] = (3.0, 4.0);
+    a[2] = (1e300, 1e300);
+    a[3] = (1e-300, -1e-300);
+    a[4] = (f64::INFINITY, 1.0);
+    a[5] = (-2.5, 0.0);
+    let z = upload(&np, &[300], &a);
+    let abs = z.abs().to_vec().expect("reads");
+    for (i, (&g, w)) in abs.iter().zip(&a).enumerate() {
+        let want = w.0.hypot(w.1);
+        assert!(
+            g == want || ((g - want) / want).abs() <= 4.5e-16,
+            "abs of element {i} {w:?}: {g} against hypot's {want}"
+        );
+    }
+    assert_eq!(abs[1], 5.0, "|3 + 4i|");
+    let angle = z.angle().to_vec().expect("reads");
+    for (g, w) in angle.iter().zip(&a) {
+        assert!((g - w.1.atan2(w.0)).abs() <= 1e-15, "angle of {w:?}");
+    }
+    let small = pairs(300, 12);
+    let e = read(&upload(&np, &[300], &small).exp());
+    let want: Vec<C> = small
+        .iter()
+        .map(|w| (w.0.exp() * w.1.cos(), w.0.exp() * w.1.sin()))
+        .collect();
+    close("exp", &e, &want, 1e-15);
+    // A zero imaginary part stays exactly zero.
+    let real_exp = read(&upload(&np, &[2], &[(1.0, 0.0), (-700.0, 0.0)]).exp());
+    assert_eq!(real_exp[0].1.to_bits(), 0.0f64.to_bits());
+    assert_eq!(real_exp[1].1.to_bits(), 0.0f64.to_bits());
+}
+
+#[test]
+fn views_masks_and_sums_act_on_both_parts() {
+    let np = weft_tests::numeric(2);
+    let a = pairs(24, 21);
+    let z = upload(&np, &[4, 6], &a);
+    let at = |r: usize, c: usize| a[r * 6 + c];
+    // A slice and a transpose.
+    let s = read(&z.slice(&[Range::new(1, 3), Range::new(2, 5)]));
+    let want: Vec<C> = (1..3)
+        .flat_map(|r| (2..5).map(move |c| (r, c)))
+        .map(|(r, c)| at(r, c))
+        .collect();
+    same_bits("z[1:3, 2:5]", &s, &want);
+    let t = read(&z.t());
+    let want: Vec<C> = (0..6)
+        .flat_map(|c| (0..4).map(move |r| (r, c)))
+        .map(|(r, c)| at(r, c))
+        .collect();
+    same_bits("z.T", &t, &want);
+    // Sums of each part.
+    let total = z.sum().item().expect("0-d");
+    let want = a.iter().fold((0.0, 0.0), |s, p| (s.0 + p.0, s.1 + p.1));
+    assert!((total.re - want.0).abs() < 1e-13 && (total.im - want.1).abs() < 1e-13);
+    let rows = read(&z.sum_axis(1));
+    let want: Vec<C> = (0..4)
+        .map(|r| (0..6).fold((0.0, 0.0), |s, c| (s.0 + at(r, c).0, s.1 + at(r, c).1)))
+        .collect();
+    close("z.sum(axis=1)", &rows, &want, 1e-15);
+    // Assignment through a mask of compressed values: z[m] = z[m] ** 2 + 1j.
+    let m = z.abs().lt(1.5);
+    let inside = z.masked(&m).expect("masked");
+    let updated = inside.powi(2) + Complex::I;
+    z.assign_masked(&m, &updated).expect("assigns");
+    let want: Vec<C> = a
+        .iter()
+        .map(|&p| {
+            if p.0.hypot(p.1) < 1.5 {
+                let s = cmul(p, p);
+                (s.0, s.1 + 1.0)
+            } else {
+                p
+            }
+        })
+        .collect();
+    same_bits("z[m] = z[m]**2 + 1j", &read(&z), &want);
+    // A scalar through a mask, and a view written through its real part.
+    z.assign_where(&m, Complex::new(9.0, -9.0))
+        .expect("assigns");
+    z.index(&[Ix::At(0)]).re().assign(-1.0).expect("assigns");
+    let got = read(&z);
+    for (i, (g, p)) in got.iter().zip(&a).enumerate() {
+        let want = if i < 6 {
+            -1.0
+        } else if p.0.hypot(p.1) < 1.5 {
+            9.0
+        } else {
+            p.0
+        };
+        assert_eq!(g.0, want, "element {i}'s real part");
+    }
+}
+
+#[test]
+fn complex_builds_by_broadcasting_and_names_bad_shapes() {
+    let np = weft_tests::numeric(2);
+    let x = np.linspace(-1.0, 1.0, 5, DType::F64);
+    let y = np.linspace(0.0, 2.0, 3, DType::F64);
+    // NumPy's `C = X + Y[:, None] * 1j`.
+    let c = &x + &(&y.expand_dims(1) * Complex::I);
+    assert_eq!(c.shape().expect("a shape"), vec![3, 5]);
+    let got = read(&c);
+    let (xs, ys) = (x.to_vec().expect("x"), y.to_vec().expect("y"));
+    for r in 0..3 {
+        for k in 0..5 {
+            assert_eq!(got[r * 5 + k], (xs[k], ys[r]), "C[{r}, {k}]");
+        }
+    }
+    // A real operand that widens the shape widens the imaginary part too.
+    let wide = np.complex_zeros(&[3, 1], DType::F64) - &x;
+    assert_eq!(wide.shape().expect("a shape"), vec![3, 5]);
+    assert_eq!(wide.im().shape().expect("a shape"), vec![3, 5]);
+    let same = np.complex(&y.expand_dims(1), &x);
+    assert_eq!(same.shape().expect("a shape"), vec![3, 5]);
+    let bad = np.complex(&x, &y);
+    let e = bad.check().expect_err("5 and 3 do not broadcast");
+    assert!(e.to_string().contains("could not be broadcast"), "{e}");
+    let zeros = np.complex_zeros(&[2, 2], DType::F32);
+    assert_eq!(zeros.dtype().expect("a dtype"), DType::F32);
+    let e = np
+        .complex_zeros(&[2], DType::I64)
+        .check()
+        .expect_err("no integer complex");
+    assert!(e.to_string().contains("complex_zeros"), "{e}");
+}
+
+/// `a @ b` written out.
+fn reference_matmul(a: &[C], b: &[C], n: usize, k: usize, m: usize) -> Vec<C> {
+    (0..n * m)
+        .map(|ij| {
+            let (i, j) = (ij / m, ij % m);
+            (0..k).fold((0.0, 0.0), |s, l| {
+                let p = cmul(a[i * k + l], b[l * m + j]);
+                (s.0 + p.0, s.1 + p.1)
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn products_solve_and_inverse_meet_their_definitions() {
+    let np = weft_tests::numeric(2);
+    let (n, k, m) = (7usize, 5usize, 3usize);
+    let (a, b) = (pairs(n * k, 31), pairs(k * m, 32));
+    let (za, zb) = (
+        upload(&np, &[n as u64, k as u64], &a),
+        upload(&np, &[k as u64, m as u64], &b),
+    );
+    close(
+        "a @ b",
+        &read(&za.matmul(&zb)),
+        &reference_matmul(&a, &b, n, k, m),
+        1e-14,
+    );
+    for order in [1usize, 2, 6, 33] {
+        let s = pairs(order * order, 40 + order as u64);
+        let rhs = pairs(order * 2, 50 + order as u64);
+        let zs = upload(&np, &[order as u64, order as u64], &s);
+        let zr = upload(&np, &[order as u64, 2], &rhs);
+        let x = zs.solve(&zr).expect("solves");
+        close(
+            &format!("a @ solve(a, b), order {order}"),
+            &read(&zs.matmul(&x)),
+            &rhs,
+            1e-12,
+        );
+        let v = zs
+            .solve(&upload(&np, &[order as u64], &rhs[..order]))
+            .expect("a vector");
+        assert_eq!(v.shape().expect("a shape"), vec![order as u64]);
+        let inv = zs.inv().expect("inverts");
+        let eye: Vec<C> = (0..order * order)
+            .map(|i| {
+                if i / order == i % order {
+                    (1.0, 0.0)
+                } else {
+                    (0.0, 0.0)
+                }
+            })
+            .collect();
+        close(
+            &format!("inv(a) @ a, order {order}"),
+            &read(&inv.matmul(&zs)),
+            &eye,
+            1e-12,
+        );
+    }
+    // Singular: the second row is i times the first.
+    let singular = upload(
+        &np,
+        &[2, 2],
+        &[(1.0, 2.0), (3.0, -1.0), (-2.0, 1.0), (1.0, 3.0)],
+    );
+    let e = singular.inv().expect_err("singular");
+    assert!(e.to_string().contains("Singular matrix"), "{e}");
+    let e = za.inv().expect_err("not square");
+    assert!(e.to_string().contains("must be square"), "{e}");
+    let e = upload(&np, &[2, 2], &a[..4])
+        .solve(&upload(&np, &[3], &a[..3]))
+        .expect_err("3 rows for order 2");
+    assert!(e.to_string().contains("linalg.solve"), "{e}");
+}
+
+#[test]
+fn npy_files_hold_complex128_and_complex64() {
+    let np = weft_tests::numeric(2);
+    let dir = std::env::temp_dir().join(format!("weft-complex-npy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a directory");
+    let a = pairs(6, 61);
+    let z = upload(&np, &[2, 3], &a);
+    let path = dir.join("z.npy");
+    z.save(&path).expect("saves");
+    let file = weft::npy::read(&path).expect("reads the file");
+    assert_eq!(file.shape, vec![2, 3]);
+    match &file.data {
+        weft::npy::NpyData::C128(v) => {
+            let got: Vec<C> = v.iter().map(|p| (p[0], p[1])).collect();
+            same_bits("the file's pairs", &got, &a);
+        }
+        other => panic!("not complex128: {}", other.descr()),
+    }
+    let back = np.load_complex(&path).expect("loads");
+    same_bits("loaded", &read(&back), &a);
+    let e = np.load(&path).expect_err("complex through load");
+    assert!(e.to_string().contains("load_complex"), "{e}");
+    let single = z.astype(DType::F32);
+    let path32 = dir.join("z32.npy");
+    single.save(&path32).expect("saves");
+    let back32 = np.load_complex(&path32).expect("loads");
+    assert_eq!(back32.dtype().expect("a dtype"), DType::F32);
+    let want: Vec<C> = a
+        .iter()
+        .map(|p| (f64::from(p.0 as f32), f64::from(p.1 as f32)))
+        .collect();
+    same_bits("complex64", &read(&back32), &want);
+    std::fs::remove_dir_all(&dir).ok();
+}
