@@ -10,11 +10,14 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use weft::npy::NpyData;
 use weft::numeric::Reduction;
-use weft::{Array, Ix, Numeric, Range, Sparse};
+use weft::{Array, ComplexArray, Ix, Numeric, Range, Sparse};
 use weft_ir::DType;
 
 use crate::AppError;
+
+mod complex_kernels;
 
 /// A kernel's inputs as `npbench.py init` wrote them: sizes, arrays and scalars by name.
 pub struct Inputs {
@@ -22,26 +25,37 @@ pub struct Inputs {
     pub sizes: BTreeMap<String, i64>,
     /// The array arguments, uploaded.
     pub arrays: BTreeMap<String, Array>,
+    /// The complex array arguments (`complex128` files), uploaded.
+    pub complex: BTreeMap<String, ComplexArray>,
     /// The scalar arguments (0-d in the files).
     pub scalars: BTreeMap<String, f64>,
     /// The names of the kernel's outputs, in order.
     pub outputs: Vec<String>,
     /// The sparse plugin, for the kernels that build sparse matrices.
     pub sparse: Option<Sparse>,
+    /// The numeric plugin the arrays live in.
+    pub np: Numeric,
 }
 
 impl Inputs {
     /// Reads `dir/sizes.json` and every argument's `.npy`, uploading the arrays; `sparse` is
-    /// the sparse plugin loaded into `np`'s runtime, if any.
+    /// the sparse plugin loaded into `np`'s runtime, if any. The preset's integer sizes go to
+    /// `sizes`, its other numbers (a kernel's float parameters) to `scalars`.
     pub fn load(np: &Numeric, dir: &Path, sparse: Option<&Sparse>) -> Result<Inputs, AppError> {
         let text = std::fs::read_to_string(dir.join("sizes.json"))?;
         let spec: serde_json::Value = serde_json::from_str(&text)?;
-        let sizes = spec["sizes"]
-            .as_object()
-            .ok_or("sizes.json has no sizes")?
-            .iter()
-            .map(|(k, v)| Ok((k.clone(), v.as_i64().ok_or("a size is not an integer")?)))
-            .collect::<Result<BTreeMap<_, _>, AppError>>()?;
+        let (mut sizes, mut scalars) = (BTreeMap::new(), BTreeMap::new());
+        for (k, v) in spec["sizes"].as_object().ok_or("sizes.json has no sizes")? {
+            match (v.as_i64(), v.as_f64()) {
+                (Some(i), _) => {
+                    sizes.insert(k.clone(), i);
+                }
+                (None, Some(f)) => {
+                    scalars.insert(k.clone(), f);
+                }
+                _ => return Err(format!("size {k} is not a number").into()),
+            }
+        }
         let names = |key: &str| -> Result<Vec<String>, AppError> {
             spec[key]
                 .as_array()
@@ -50,11 +64,17 @@ impl Inputs {
                 .map(|v| Ok(v.as_str().ok_or("a name is not a string")?.to_string()))
                 .collect()
         };
-        let (mut arrays, mut scalars) = (BTreeMap::new(), BTreeMap::new());
+        let (mut arrays, mut complex) = (BTreeMap::new(), BTreeMap::new());
         for arg in names("args")? {
             // Straight into a store, bit for bit, in the file's dtype (a trip through the
             // plugin would pass its memory cap on the larger presets).
-            let a = np.load(dir.join(format!("{arg}.npy")))?;
+            let path = dir.join(format!("{arg}.npy"));
+            let file = weft::npy::read(&path)?;
+            if matches!(file.data, NpyData::C128(_) | NpyData::C64(_)) {
+                complex.insert(arg, np.load_complex(&path)?);
+                continue;
+            }
+            let a = np.load(&path)?;
             if a.shape()?.is_empty() {
                 scalars.insert(arg, a.item()?);
                 continue;
@@ -64,9 +84,11 @@ impl Inputs {
         Ok(Inputs {
             sizes,
             arrays,
+            complex,
             scalars,
             outputs: names("outputs")?,
             sparse: sparse.cloned(),
+            np: np.clone(),
         })
     }
 
@@ -83,6 +105,13 @@ impl Inputs {
         self.arrays
             .get(name)
             .ok_or_else(|| format!("no array {name}").into())
+    }
+
+    /// Complex array `name`.
+    pub fn complex(&self, name: &str) -> Result<&ComplexArray, AppError> {
+        self.complex
+            .get(name)
+            .ok_or_else(|| format!("no complex array {name}").into())
     }
 
     /// Scalar `name`.
@@ -102,14 +131,21 @@ impl Inputs {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.copy()))
                 .collect(),
+            complex: self
+                .complex
+                .iter()
+                .map(|(k, v)| (k.clone(), v.copy()))
+                .collect(),
             scalars: self.scalars.clone(),
             outputs: self.outputs.clone(),
             sparse: self.sparse.clone(),
+            np: self.np.clone(),
         }
     }
 }
 
-/// A kernel's outputs by name.
+/// A kernel's outputs by name; a complex output is two, its parts named `NAME.real` and
+/// `NAME.imag` (NumPy's attributes), which `npbench.py` compares with its output's.
 pub type Outputs = Vec<(String, Array)>;
 
 /// One kernel: its NPBench name and its Weft body.
@@ -309,6 +345,18 @@ pub const KERNELS: &[Kernel] = &[
     Kernel {
         name: "crc16",
         run: crc16,
+    },
+    Kernel {
+        name: "mandelbrot1",
+        run: complex_kernels::mandelbrot1,
+    },
+    Kernel {
+        name: "stockham_fft",
+        run: complex_kernels::stockham_fft,
+    },
+    Kernel {
+        name: "contour_integral",
+        run: complex_kernels::contour_integral,
     },
 ];
 

@@ -439,3 +439,22 @@ fn npy_files_hold_complex128_and_complex64() {
     same_bits("complex64", &read(&back32), &want);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn scalars_follow_the_same_formulas() {
+    for (i, &a) in pairs(40, 71).iter().enumerate() {
+        let b = pairs(40, 72)[i];
+        let (ca, cb) = (Complex::new(a.0, a.1), Complex::new(b.0, b.1));
+        let prod = ca * cb;
+        assert_eq!((prod.re, prod.im), cmul(a, b), "{a:?} * {b:?}");
+        let quot = ca / cb;
+        assert_eq!((quot.re, quot.im), cdiv(a, b), "{a:?} / {b:?}");
+        for k in [-3, -1, 0, 1, 2, 3, 6] {
+            let p = ca.powi(k);
+            assert_eq!((p.re, p.im), cpowi(a, k), "{a:?} ** {k}");
+        }
+    }
+    let inf = Complex::new(1.0, -1.0) / Complex::new(0.0, 0.0);
+    assert!(inf.re.is_infinite() && inf.im.is_infinite(), "{inf:?}");
+    assert_eq!(Complex::new(3.0, -4.0).abs(), 5.0);
+}

@@ -41,6 +41,68 @@ impl Complex {
     pub fn abs(self) -> f64 {
         self.re.hypot(self.im)
     }
+
+    /// `self ** n`, as NumPy's `power` of a complex scalar by an integral exponent (`n` of
+    /// 1, 2 and 3 by products, others by repeated squaring, a negative `n` the reciprocal).
+    pub fn powi(self, n: i32) -> Complex {
+        match n {
+            0 => Complex::new(1.0, 0.0),
+            1 => self,
+            2 => self * self,
+            3 => self * self * self,
+            _ => {
+                let (mut left, mut power, mut acc) = (n.unsigned_abs(), self, None::<Complex>);
+                loop {
+                    if left & 1 == 1 {
+                        acc = Some(acc.map_or(power, |a| a * power));
+                    }
+                    left >>= 1;
+                    if left == 0 {
+                        break;
+                    }
+                    power = power * power;
+                }
+                let acc = acc.unwrap_or(Complex::new(1.0, 0.0));
+                if n < 0 {
+                    Complex::new(1.0, 0.0) / acc
+                } else {
+                    acc
+                }
+            }
+        }
+    }
+}
+
+/// NumPy's complex product `(ac - bd) + (ad + bc)i`.
+impl std::ops::Mul for Complex {
+    type Output = Complex;
+    fn mul(self, o: Complex) -> Complex {
+        Complex::new(
+            self.re * o.re - self.im * o.im,
+            self.re * o.im + self.im * o.re,
+        )
+    }
+}
+
+/// NumPy's complex quotient (Smith's method with NumPy's branches).
+impl std::ops::Div for Complex {
+    type Output = Complex;
+    fn div(self, o: Complex) -> Complex {
+        let (a, b) = (self.re, self.im);
+        let (c, d) = (o.re, o.im);
+        if c.abs() >= d.abs() {
+            if c == 0.0 && d == 0.0 {
+                return Complex::new(a / c.abs(), b / c.abs());
+            }
+            let rat = d / c;
+            let scl = 1.0 / (c + d * rat);
+            Complex::new((a + b * rat) * scl, (b - a * rat) * scl)
+        } else {
+            let rat = c / d;
+            let scl = 1.0 / (d + c * rat);
+            Complex::new((a * rat + b) * scl, (b * rat - a) * scl)
+        }
+    }
 }
 
 /// A complex array (or a view of one): its real and imaginary parts, two real arrays of one
@@ -629,18 +691,27 @@ impl ComplexArray {
     /// [`Array::masked`]).
     #[track_caller]
     pub fn masked(&self, mask: &Array) -> Result<ComplexArray> {
-        Ok(ComplexArray {
-            re: self.re.masked(mask)?,
-            im: self.im.masked(mask)?,
-        })
+        let _site = self.re.np.site_guard(std::panic::Location::caller());
+        let positions = self.re.mask_positions("numeric.masked", mask)?;
+        Ok(self.each(|p| p.gather_flat(&positions)))
     }
 
     /// `self[mask] = values`, one value per true element of `mask` in row-major order
     /// (NumPy's `z[m] = f(z[m])`, [`Array::assign_masked`]).
     #[track_caller]
     pub fn assign_masked(&self, mask: &Array, values: &ComplexArray) -> Result<()> {
-        self.re.assign_masked(mask, &values.re)?;
-        self.im.assign_masked(mask, &values.im)
+        let _site = self.re.np.site_guard(std::panic::Location::caller());
+        let given = values.shape()?;
+        match self
+            .re
+            .masked_slots("numeric.assign_masked", mask, &given)?
+        {
+            Some(slots) => {
+                self.re.assign_from_slots(mask, &values.re, &slots)?;
+                self.im.assign_from_slots(mask, &values.im, &slots)
+            }
+            None => Ok(()),
+        }
     }
 }
 

@@ -152,9 +152,8 @@ impl Array {
     #[track_caller]
     pub fn masked(&self, mask: &Array) -> Result<Array> {
         let _site = self.np.site_guard(std::panic::Location::caller());
-        self.check_mask("numeric.masked", mask)?;
-        let positions = mask.reshape(&[-1]).flatnonzero();
-        Ok(self.reshape(&[-1]).take(&positions, Some(0)))
+        let positions = self.mask_positions("numeric.masked", mask)?;
+        Ok(self.gather_flat(&positions))
     }
 
     /// `self[mask] = values` where `values` holds one element for each true element of `mask`
@@ -165,27 +164,62 @@ impl Array {
     #[track_caller]
     pub fn assign_masked(&self, mask: &Array, values: &Array) -> Result<()> {
         let _site = self.np.site_guard(std::panic::Location::caller());
-        let shape = self.check_mask("numeric.assign_masked", mask)?;
+        match self.masked_slots("numeric.assign_masked", mask, &values.shape()?)? {
+            Some(slots) => self.assign_from_slots(mask, values, &slots),
+            None => Ok(()),
+        }
+    }
+
+    /// The flat positions where `mask` is true, after checking it against this array for
+    /// operation `op` (shared by a complex array's two parts).
+    pub(crate) fn mask_positions(&self, op: &str, mask: &Array) -> Result<Array> {
+        self.check_mask(op, mask)?;
+        Ok(mask.reshape(&[-1]).flatnonzero())
+    }
+
+    /// The flattened array's elements at `positions`.
+    pub(crate) fn gather_flat(&self, positions: &Array) -> Array {
+        self.reshape(&[-1]).take(positions, Some(0))
+    }
+
+    /// For `self[mask] = values` of shape `given` (operation `op`): per element, the index
+    /// of the value it takes where `mask` is true (the running count of the mask, less one);
+    /// `None` where the mask has no true element. Reads the count, to check `given`.
+    pub(crate) fn masked_slots(
+        &self,
+        op: &str,
+        mask: &Array,
+        given: &[u64],
+    ) -> Result<Option<Array>> {
+        let shape = self.check_mask(op, mask)?;
         let sums = mask.reshape(&[-1]).cumsum(None);
         let elements: u64 = shape.iter().product();
         let count = match elements {
             0 => 0,
             n => sums.index(&[super::Ix::At(n as i64 - 1)]).item()? as u64,
         };
-        let given = values.shape()?;
         if given != [count] && !(count == 1 && given.iter().product::<u64>() == 1) {
             return Err(Error::Usage(format!(
-                "numeric.assign_masked: NumPy boolean array indexing assignment cannot assign \
-                 {} input values to the {count} output values where the mask is true",
+                "{op}: NumPy boolean array indexing assignment cannot assign {} input values to \
+                 the {count} output values where the mask is true",
                 given.iter().product::<u64>()
             )));
         }
         if count == 0 {
-            return Ok(());
+            return Ok(None);
         }
-        let before = (&sums - 1i64).maximum(Operand::Int(0));
-        let gathered = values.reshape(&[-1]).take(&before, Some(0));
-        let dims: Vec<i64> = shape.iter().map(|&e| e as i64).collect();
+        Ok(Some((&sums - 1i64).maximum(Operand::Int(0))))
+    }
+
+    /// `self[mask] = values[slots]`, `slots` from [`Array::masked_slots`].
+    pub(crate) fn assign_from_slots(
+        &self,
+        mask: &Array,
+        values: &Array,
+        slots: &Array,
+    ) -> Result<()> {
+        let dims: Vec<i64> = self.shape()?.iter().map(|&e| e as i64).collect();
+        let gathered = values.reshape(&[-1]).take(slots, Some(0));
         self.assign_where(mask, &gathered.reshape(&dims))
     }
 

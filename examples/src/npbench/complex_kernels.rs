@@ -1,0 +1,119 @@
+//! NPBench's kernels on complex numbers (`mandelbrot1`, `stockham_fft`, `contour_integral`),
+//! statement for statement with [`ComplexArray`]; each complex output is returned as its two
+//! parts, `NAME.real` and `NAME.imag`.
+
+use std::f64::consts::PI;
+
+use weft::{Complex, ComplexArray, Ix, Range};
+use weft_ir::DType;
+
+use super::{Inputs, Outputs};
+use crate::AppError;
+
+/// A complex output as its two named parts.
+fn parts(name: &str, z: &ComplexArray) -> [(String, weft::Array); 2] {
+    [
+        (format!("{name}.real"), z.re().clone()),
+        (format!("{name}.imag"), z.im().clone()),
+    ]
+}
+
+/// NPBench's `mandelbrot1`: every point iterates `z = z**2 + c` while `|z| < horizon`,
+/// through a mask of compressed values (`Z[I] = Z[I]**2 + C[I]`).
+pub fn mandelbrot1(x: &Inputs) -> Result<Outputs, AppError> {
+    let np = &x.np;
+    let (xn, yn, maxiter) = (x.size("XN")?, x.size("YN")?, x.size("maxiter")?);
+    let horizon = x.scalar("horizon")?;
+    let xs = np.linspace(x.scalar("xmin")?, x.scalar("xmax")?, xn as u64, DType::F64);
+    let ys = np.linspace(x.scalar("ymin")?, x.scalar("ymax")?, yn as u64, DType::F64);
+    let c = &xs + &(&ys.expand_dims(1) * Complex::I);
+    let shape = [yn as u64, xn as u64];
+    let n = np.zeros(&shape, DType::I64);
+    let z = np.complex_zeros(&shape, DType::F64);
+    for it in 0..maxiter {
+        let inside = z.abs().lt(horizon);
+        n.assign_where(&inside, it)?;
+        let next = z.masked(&inside)?.powi(2) + &c.masked(&inside)?;
+        z.assign_masked(&inside, &next)?;
+    }
+    n.assign_where(&n.eq(maxiter - 1), 0i64)?;
+    let mut out: Outputs = parts("Z", &z).into();
+    out.push(("N".into(), n));
+    Ok(out)
+}
+
+/// `-2j * pi * i * j / denominator`'s exponential, as NumPy evaluates it left to right
+/// (`i`, `j` integer grids).
+fn twiddles(i: &weft::Array, j: &weft::Array, denominator: f64) -> ComplexArray {
+    let minus_two_pi_j = Complex::new(-0.0, -2.0) * Complex::new(PI, 0.0);
+    ((i * minus_two_pi_j) * j / denominator).exp()
+}
+
+/// NPBench's `stockham_fft`: a radix-`R` Stockham FFT of `R^K` points (a stride
+/// permutation, the twiddle factors, and the butterflies as one product per stage).
+pub fn stockham_fft(x: &Inputs) -> Result<Outputs, AppError> {
+    let np = &x.np;
+    let (r, k) = (x.size("R")?, x.size("K")?);
+    let n = r.pow(k as u32);
+    let (input, y) = (x.complex("x")?, x.complex("y")?);
+    let grid = np.mgrid(&[(0, r, 1), (0, r, 1)]);
+    let (i_coord, j_coord) = (grid.index(&[Ix::At(0)]), grid.index(&[Ix::At(1)]));
+    let dft_mat = twiddles(&i_coord, &j_coord, r as f64);
+    y.assign(input)?;
+    let grid = np.mgrid(&[(0, r, 1), (0, n, 1)]);
+    let (ii_coord, jj_coord) = (grid.index(&[Ix::At(0)]), grid.index(&[Ix::At(1)]));
+    for i in 0..k {
+        let (ri, rest) = (r.pow(i as u32), r.pow((k - i - 1) as u32));
+        let yv = y.reshape(&[ri, r, rest]);
+        let tmp_perm = yv.permute(&[1, 0, 2]);
+        let d = ComplexArray::from_parts(
+            np.empty(&[r as u64, ri as u64, rest as u64], DType::F64),
+            np.empty(&[r as u64, ri as u64, rest as u64], DType::F64),
+        )?;
+        let head = [Range::all(), Range::to(ri)];
+        let tmp = twiddles(
+            &ii_coord.slice(&head),
+            &jj_coord.slice(&head),
+            r.pow(i as u32 + 1) as f64,
+        );
+        d.assign(&tmp.reshape(&[r, ri, 1]).repeat(rest as u64, Some(2)))?;
+        let tmp_twid = tmp_perm.reshape(&[n]) * &d.reshape(&[n]);
+        let butterflies = dft_mat.matmul(&tmp_twid.reshape(&[r, n / r]));
+        y.assign(&butterflies.reshape(&[n]))?;
+    }
+    Ok(parts("y", y).into())
+}
+
+/// NPBench's `contour_integral`: for each integration point `z`, `Tz = sum_n z^(s/2 - n)
+/// Ham[n]`, then `X = Tz^-1 Y` (or `Tz^-1`), accumulated into `P0` and `z`-weighted into `P1`.
+pub fn contour_integral(x: &Inputs) -> Result<Outputs, AppError> {
+    let np = &x.np;
+    let (nr, nm, slab) = (x.size("NR")?, x.size("NM")?, x.size("slab_per_bc")?);
+    let (ham, int_pts, y) = (x.complex("Ham")?, x.complex("int_pts")?, x.complex("Y")?);
+    let p0 = np.complex_zeros(&[nr as u64, nm as u64], DType::F64);
+    let p1 = np.complex_zeros(&[nr as u64, nm as u64], DType::F64);
+    for z in int_pts.to_vec()? {
+        let tz = np.complex_zeros(&[nr as u64, nr as u64], DType::F64);
+        for n in 0..=slab {
+            // NumPy's `np.power(z, slab / 2 - n)`: an integral float exponent.
+            let exponent = slab as f64 / 2.0 - n as f64;
+            let zz = if exponent.fract() == 0.0 {
+                z.powi(exponent as i32)
+            } else {
+                return Err(
+                    format!("contour_integral: exponent {exponent} is not integral").into(),
+                );
+            };
+            tz.assign(&(&tz + &(ham.index(&[Ix::At(n)]) * zz)))?;
+        }
+        let mut xz = if nr == nm { tz.inv()? } else { tz.solve(y)? };
+        if z.abs() < 1.0 {
+            xz = -&xz;
+        }
+        p0.assign(&(&p0 + &xz))?;
+        p1.assign(&(&p1 + &(&xz * z)))?;
+    }
+    let mut out: Outputs = parts("P0", &p0).into();
+    out.extend(parts("P1", &p1));
+    Ok(out)
+}
