@@ -36,6 +36,7 @@ pub use host_data::Element;
 mod interop;
 mod joining;
 mod linalg;
+mod lu;
 #[cfg(feature = "ndarray")]
 mod ndarray_interop;
 mod products;

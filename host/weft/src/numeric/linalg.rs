@@ -3,12 +3,10 @@
 //! Cholesky's factorization by blocks of columns (the rest of the matrix updated by
 //! products), Householder reflections, and the norms' sums and maxima.
 //!
-//! Elimination picks each pivot on the host, as LAPACK's `getrf` does (the first row of the
-//! largest magnitude in the column below the diagonal): one read of that column a step, so
-//! those steps are not replayed; the rows it swaps, the column of multipliers and the update
-//! of the trailing matrix are tasks, which fuse. Back substitution and Cholesky's columns read
-//! nothing on the host, and run as replayed traces ([`Numeric::repeat`]) whose views move by
-//! a row and grow by one element a step. An exact zero pivot makes `solve` and `inv` fail with
+//! Elimination factors panels of columns on the host and updates the rest by products (see
+//! `lu.rs`). Cholesky's columns read nothing on the host, and run as replayed traces
+//! ([`Numeric::repeat`]) whose views move by a row and grow by one element a step. An exact
+//! zero pivot makes `solve` and `inv` fail with
 //! NumPy's "Singular matrix" (and `det` return zero); a matrix whose factorization meets a
 //! pivot that is not positive makes `cholesky` fail with "Matrix is not positive definite".
 //! The results are not LAPACK's bits: the order of each update's operations differs from its
@@ -18,7 +16,7 @@
 
 use weft_ir::DType;
 
-use super::{Array, Error, Ix, Numeric, Range, Result};
+use super::{Array, Error, Ix, Range, Result};
 
 /// `m[lo:hi]` along one dimension.
 fn span(lo: i64, hi: i64) -> Ix {
@@ -45,76 +43,6 @@ fn float_type(a: &Array) -> Result<DType> {
         DType::F32 => DType::F32,
         _ => DType::F64,
     })
-}
-
-/// An elimination of `a` with partial pivoting, applied to the columns of `rhs` as well.
-struct Elimination {
-    /// `U` on and above the diagonal (below it, what elimination left: not read).
-    lu: Array,
-    /// The right-hand sides, transformed.
-    rhs: Option<Array>,
-    /// Whether an even number of rows was swapped.
-    even: bool,
-    /// Whether a pivot was exactly zero.
-    singular: bool,
-}
-
-impl Numeric {
-    /// `a` reduced to upper-triangular form by Gaussian elimination with partial pivoting,
-    /// the same row operations applied to `rhs` (`n` rows) if given. A column without a
-    /// non-zero pivot is left as it is (its pivot is zero).
-    fn eliminate(&self, a: &Array, rhs: Option<&Array>, what: &str) -> Result<Elimination> {
-        let n = order(a, what)?;
-        let dtype = float_type(a)?;
-        let lu = a.astype(dtype).copy();
-        let rhs = rhs.map(|b| b.astype(dtype).copy());
-        let all = Ix::Slice(Range::all());
-        let row = |m: &Array, i: i64| m.index(&[Ix::At(i)]);
-        let (mut even, mut singular) = (true, false);
-        for k in 0..n {
-            // The pivot: the first largest magnitude on or below the diagonal (one read).
-            let column = lu.index(&[span(k, n), Ix::At(k)]).to_vec()?;
-            let (mut p, mut best) = (0usize, -1.0f64);
-            for (i, v) in column.iter().enumerate() {
-                if v.abs() > best || v.is_nan() && !best.is_nan() {
-                    (p, best) = (i, v.abs());
-                }
-            }
-            if best == 0.0 {
-                singular = true;
-                continue;
-            }
-            let p = k + p as i64;
-            if p != k {
-                even = !even;
-                for m in std::iter::once(&lu).chain(rhs.as_ref()) {
-                    let kept = row(m, k).copy();
-                    row(m, k).assign(&row(m, p))?;
-                    row(m, p).assign(&kept)?;
-                }
-            }
-            if k + 1 == n {
-                break;
-            }
-            // The multipliers, and the update of the rows below.
-            let pivot = lu.index(&[Ix::At(k), Ix::At(k)]);
-            let multipliers = &lu.index(&[span(k + 1, n), Ix::At(k)]) / &pivot;
-            let mut below = lu.index(&[span(k + 1, n), span(k, n)]);
-            below -= &multipliers.outer(&lu.index(&[Ix::At(k), span(k, n)]));
-            below.check()?;
-            if let Some(b) = &rhs {
-                let mut below = b.index(&[span(k + 1, n), all]);
-                below -= &multipliers.outer(&row(b, k));
-                below.check()?;
-            }
-        }
-        Ok(Elimination {
-            lu,
-            rhs,
-            even,
-            singular,
-        })
-    }
 }
 
 impl Array {
@@ -149,26 +77,11 @@ impl Array {
         if n == 0 {
             return Ok(b.astype(float_type(self)?).copy());
         }
-        let e = np.eliminate(self, Some(&b2), what)?;
-        let x = e
-            .rhs
-            .ok_or_else(|| Error::Usage("internal: no right-hand side".into()))?;
+        let e = np.eliminate(self, Some(&b2), n, float_type(self)?)?;
         if e.singular {
             return Err(Error::Usage(format!("linalg.{what}: Singular matrix")));
         }
-        let lu = &e.lu;
-        let row = |i: i64| x.index(&[span(i, i + 1)]);
-        let last = row(n - 1);
-        last.assign(&(&last / &lu.index(&[span(n - 1, n), span(n - 1, n)])))?;
-        // `x[k] = (x[k] - U[k, k+1:] @ x[k+1:]) / U[k, k]`, `k` from `n - 2` down.
-        np.repeat(usize::try_from(n - 1).unwrap_or(0), |t| {
-            let k = n - 2 - t as i64;
-            let done = lu
-                .index(&[span(k, k + 1), span(k + 1, n)])
-                .matmul(&x.index(&[span(k + 1, n)]));
-            let diagonal = lu.index(&[span(k, k + 1), span(k, k + 1)]);
-            row(k).assign(&(&(&row(k) - &done) / &diagonal))
-        })?;
+        let x = e.back_substitute()?;
         Ok(if vector { x.reshape(&[n]) } else { x })
     }
 
@@ -189,9 +102,8 @@ impl Array {
     #[track_caller]
     pub fn det(&self) -> Result<Array> {
         let caller = std::panic::Location::caller();
-        let e = self
-            .np
-            .eliminate(self, None, "det")
+        let e = order(self, "det")
+            .and_then(|n| self.np.eliminate(self, None, n, float_type(self)?))
             .map_err(|e| super::at(caller, e))?;
         let dtype = e.lu.dtype()?;
         if e.lu.shape()?.first() == Some(&0) {
