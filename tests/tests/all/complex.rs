@@ -356,7 +356,7 @@ fn products_solve_and_inverse_meet_their_definitions() {
         &reference_matmul(&a, &b, n, k, m),
         1e-14,
     );
-    for order in [1usize, 2, 6, 33] {
+    for order in [1usize, 2, 6, 33, 70] {
         let s = pairs(order * order, 40 + order as u64);
         let rhs = pairs(order * 2, 50 + order as u64);
         let zs = upload(&np, &[order as u64, order as u64], &s);

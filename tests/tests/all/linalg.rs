@@ -108,6 +108,50 @@ fn solve_inv_and_det_agree_with_elimination_written_out() {
 }
 
 #[test]
+fn panels_of_columns_agree_with_elimination_written_out() {
+    // Orders past one panel of 64 columns: pivots that swap rows across panels, the rest of
+    // the matrix updated by products, and back substitution by blocks.
+    let np = weft_tests::numeric(2);
+    for (n, m) in [(65usize, 2usize), (150, 3)] {
+        let a = values(n * n, 70 + n as u64);
+        let b = values(n * m, 80 + n as u64);
+        let (want, want_det) = reference_solve(&a, &b, n, m);
+        let an = np.from_vec(&[n as u64, n as u64], &a);
+        let x = an
+            .solve(&np.from_vec(&[n as u64, m as u64], &b))
+            .expect("solves")
+            .to_vec()
+            .expect("reads");
+        assert!(rel(&x, &want) < 1e-10, "solve, n = {n}: {}", rel(&x, &want));
+        let det = an.det().expect("a determinant").item().expect("0-d");
+        assert!(
+            (det - want_det).abs() <= 1e-9 * want_det.abs(),
+            "det, n = {n}: {det} against {want_det}"
+        );
+        let eye: Vec<f64> = (0..n * n)
+            .map(|i| if i / n == i % n { 1.0 } else { 0.0 })
+            .collect();
+        let product = an
+            .inv()
+            .expect("inverts")
+            .matmul(&an)
+            .to_vec()
+            .expect("reads");
+        assert!(rel(&product, &eye) < 1e-9, "inv(a) @ a, n = {n}");
+    }
+    // A zero pivot in the second panel: the last 30 rows of 100 are zero.
+    let n = 100usize;
+    let mut a = values(n * n, 90);
+    a[70 * n..].iter_mut().for_each(|v| *v = 0.0);
+    let an = np.from_vec(&[n as u64, n as u64], &a);
+    assert_eq!(an.det().expect("a determinant").item().expect("0-d"), 0.0);
+    let e = an
+        .solve(&np.from_vec(&[n as u64], &values(n, 91)))
+        .expect_err("singular");
+    assert!(e.to_string().contains("Singular matrix"), "{e}");
+}
+
+#[test]
 fn pivoting_swaps_rows_and_integer_matrices_compute_in_f64() {
     let np = weft_tests::numeric(2);
     // A zero on the diagonal needs a swap; the determinant of a swap is -1.

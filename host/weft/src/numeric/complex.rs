@@ -73,6 +73,14 @@ impl Complex {
     }
 }
 
+/// `(a - c) + (b - d)i`.
+impl std::ops::Sub for Complex {
+    type Output = Complex;
+    fn sub(self, o: Complex) -> Complex {
+        Complex::new(self.re - o.re, self.im - o.im)
+    }
+}
+
 /// NumPy's complex product `(ac - bd) + (ad + bc)i`.
 impl std::ops::Mul for Complex {
     type Output = Complex;
@@ -314,7 +322,7 @@ impl ComplexArray {
     }
 
     /// Applies `f` to both parts (views, copies, conversions).
-    fn each(&self, f: impl Fn(&Array) -> Array) -> ComplexArray {
+    pub(super) fn each(&self, f: impl Fn(&Array) -> Array) -> ComplexArray {
         ComplexArray {
             re: f(&self.re),
             im: f(&self.im),

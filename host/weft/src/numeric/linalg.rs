@@ -77,11 +77,12 @@ impl Array {
         if n == 0 {
             return Ok(b.astype(float_type(self)?).copy());
         }
-        let e = np.eliminate(self, Some(&b2), n, float_type(self)?)?;
+        let dtype = float_type(self)?;
+        let e = np.eliminate(&self.astype(dtype), Some(&b2.astype(dtype)), n, dtype)?;
         if e.singular {
             return Err(Error::Usage(format!("linalg.{what}: Singular matrix")));
         }
-        let x = e.back_substitute()?;
+        let x = e.back_substitute(np, n)?;
         Ok(if vector { x.reshape(&[n]) } else { x })
     }
 
@@ -103,7 +104,10 @@ impl Array {
     pub fn det(&self) -> Result<Array> {
         let caller = std::panic::Location::caller();
         let e = order(self, "det")
-            .and_then(|n| self.np.eliminate(self, None, n, float_type(self)?))
+            .and_then(|n| {
+                let dtype = float_type(self)?;
+                self.np.eliminate(&self.astype(dtype), None, n, dtype)
+            })
             .map_err(|e| super::at(caller, e))?;
         let dtype = e.lu.dtype()?;
         if e.lu.shape()?.first() == Some(&0) {
