@@ -3,6 +3,7 @@
 //! back end on the simulated GPU against the CPU's bits (every example, and 2 ranks).
 
 mod complex;
+mod counting;
 mod examples_black_scholes;
 mod examples_jacobi;
 mod examples_stencil;
@@ -29,6 +30,7 @@ mod shared_window;
 mod sim_examples;
 mod sim_ranks;
 mod simd_paths;
+mod sorting;
 mod sparse;
 mod stats;
 mod stencil_fusion;
