@@ -1526,6 +1526,25 @@ kernel("contour_integral", {
        ["P0.real", "P0.imag", "P1.real", "P1.imag"])((contour_integral_init, contour_integral))
 
 
+def azimint_hist_init(N, npt):
+    from numpy.random import default_rng
+    rng = default_rng(42)
+    data, radius = rng.random((N, )), rng.random((N, ))
+    return {"data": data, "radius": radius, "npt": npt}
+
+
+def azimint_hist(data, radius, npt):
+    histu = np.histogram(radius, npt)[0]
+    histw = np.histogram(radius, npt, weights=data)[0]
+    return {"out": histw / histu}
+
+
+kernel("azimint_hist", {"XS": dict(N=5000, npt=20), "S": dict(N=400000, npt=1000),
+                        "M": dict(N=4000000, npt=1000), "L": dict(N=40000000, npt=1000),
+                        "paper": dict(N=1000000, npt=1000)},
+       ["out"])((azimint_hist_init, azimint_hist))
+
+
 def output_of(outputs, o):
     """Output `o` of a run: `NAME.real` and `NAME.imag` are a complex output's parts."""
     base, _, part = o.rpartition(".")

@@ -358,6 +358,10 @@ pub const KERNELS: &[Kernel] = &[
         name: "contour_integral",
         run: complex_kernels::contour_integral,
     },
+    Kernel {
+        name: "azimint_hist",
+        run: azimint_hist,
+    },
 ];
 
 /// `a[lo..hi]` along each dimension.
@@ -1720,4 +1724,14 @@ fn mlp(x: &Inputs) -> Result<Outputs, AppError> {
     let e = (&h - &max).exp();
     let sum = e.reduce_axes(Reduction::Sum, Some(&[-1]), true);
     Ok(vec![("out".into(), &e / &sum)])
+}
+
+/// NPBench's `azimint_hist`: the mean of `data` in each of `npt` bins of `radius`, as two
+/// histograms (counts, and sums weighted by `data`).
+fn azimint_hist(x: &Inputs) -> Result<Outputs, AppError> {
+    let (data, radius) = (x.array("data")?, x.array("radius")?);
+    let npt = x.size("npt")? as u64;
+    let (histu, _) = radius.histogram(npt, None, None)?;
+    let (histw, _) = radius.histogram(npt, None, Some(data))?;
+    Ok(vec![("out".into(), &histw / &histu)])
 }

@@ -72,6 +72,14 @@ mod num_wrapping {
     }
 }
 
+/// The elements of `a`, flattened, as `f64` (converted on the back end if they are not).
+fn as_f64s(a: &Array) -> Result<Vec<f64>> {
+    match a.dtype()? {
+        DType::F64 => a.to_vec_of::<f64>(),
+        _ => a.astype(DType::F64).to_vec_of::<f64>(),
+    }
+}
+
 /// NumPy's histogram block: it sums each block of this many elements into bins, then adds
 /// the block's sums to the totals.
 const HISTOGRAM_BLOCK: usize = 65_536;
@@ -153,8 +161,7 @@ impl Array {
                 "numeric.histogram: `bins` must be positive, when an integer".into(),
             ));
         }
-        let flat = self.reshape(&[-1]).astype(DType::F64);
-        let values = flat.to_vec_of::<f64>()?;
+        let values = as_f64s(self)?;
         let (mut first, mut last) = match range {
             Some((lo, hi)) if lo > hi => {
                 return Err(Error::Usage(
@@ -183,7 +190,7 @@ impl Array {
         let weights = match weights {
             None => None,
             Some(w) => {
-                let w = w.reshape(&[-1]).astype(DType::F64).to_vec_of::<f64>()?;
+                let w = as_f64s(w)?;
                 if w.len() != values.len() {
                     return Err(Error::Usage(
                         "numeric.histogram: weights should have the same shape as a.".into(),
