@@ -1456,6 +1456,59 @@ kernel("mandelbrot1", {
        ["Z.real", "Z.imag", "N"])((mandelbrot1_init, mandelbrot1))
 
 
+def mandelbrot2_init(xmin, xmax, XN, ymin, ymax, YN, maxiter, horizon):
+    return mandelbrot1_init(xmin, xmax, XN, ymin, ymax, YN, maxiter, horizon)
+
+
+def _mandelbrot2(xmin, xmax, ymin, ymax, xn, yn, itermax, horizon=2.0):
+    Xi, Yi = np.mgrid[0:xn, 0:yn]
+    X = np.linspace(xmin, xmax, xn, dtype=np.float64)[Xi]
+    Y = np.linspace(ymin, ymax, yn, dtype=np.float64)[Yi]
+    C = X + Y * 1j
+    N_ = np.zeros(C.shape, dtype=np.int64)
+    Z_ = np.zeros(C.shape, dtype=np.complex128)
+    Xi.shape = Yi.shape = C.shape = xn * yn
+
+    Z = np.zeros(C.shape, np.complex128)
+    for i in range(itermax):
+        if not len(Z):
+            break
+
+        # Compute for relevant points only
+        np.multiply(Z, Z, Z)
+        np.add(Z, C, Z)
+
+        # Failed convergence
+        I = abs(Z) > horizon
+        N_[Xi[I], Yi[I]] = i + 1
+        Z_[Xi[I], Yi[I]] = Z[I]
+
+        # Keep going with those who have not diverged yet
+        np.logical_not(I, I)
+        Z = Z[I]
+        Xi, Yi = Xi[I], Yi[I]
+        C = C[I]
+    return Z_.T, N_.T
+
+
+def mandelbrot2(xmin, xmax, ymin, ymax, XN, YN, maxiter, horizon):
+    Z, N = _mandelbrot2(xmin, xmax, ymin, ymax, XN, YN, maxiter, horizon)
+    return {"Z": Z, "N": N}
+
+
+kernel("mandelbrot2", {
+    "XS": dict(xmin=-2.0, xmax=0.5, XN=14, ymin=-1.25, ymax=1.25, YN=12, maxiter=20, horizon=2.0),
+    "S": dict(xmin=-2.0, xmax=0.5, XN=200, ymin=-1.25, ymax=1.25, YN=200, maxiter=40,
+              horizon=2.0),
+    "M": dict(xmin=-2.0, xmax=0.5, XN=500, ymin=-1.25, ymax=1.25, YN=500, maxiter=80,
+              horizon=2.0),
+    "L": dict(xmin=-2.25, xmax=0.75, XN=1000, ymin=-1.5, ymax=1.5, YN=1000, maxiter=100,
+              horizon=2.0),
+    "paper": dict(xmin=-2.25, xmax=0.75, XN=1000, ymin=-1.25, ymax=1.25, YN=1000,
+                  maxiter=200, horizon=2.0)},
+       ["Z.real", "Z.imag", "N"])((mandelbrot2_init, mandelbrot2))
+
+
 def stockham_fft_init(R, K):
     from numpy.random import default_rng
     rng = default_rng(42)

@@ -351,6 +351,10 @@ pub const KERNELS: &[Kernel] = &[
         run: complex_kernels::mandelbrot1,
     },
     Kernel {
+        name: "mandelbrot2",
+        run: complex_kernels::mandelbrot2,
+    },
+    Kernel {
         name: "stockham_fft",
         run: complex_kernels::stockham_fft,
     },

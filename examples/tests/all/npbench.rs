@@ -32,8 +32,13 @@ fn every_npbench_kernel_matches_numpy() {
         // float32 kernels (softmax, mlp, conv2d_bias, lenet, resnet) agree to float32's precision; the others, in
         // float64, to a few units in the last place (products sum in another order than
         // BLAS; trisolv's recurrence carries it along).
+        // The Mandelbrot sets iterate a chaotic map on complex numbers, which NumPy 2
+        // multiplies with fused multiply-adds on machines that have them (Weft does not):
+        // their last-bit differences grow over the iterations (to about 1e-13 at XS).
         let tol = if ["softmax", "mlp", "conv2d_bias", "lenet", "resnet"].contains(&name) {
             1e-5
+        } else if ["mandelbrot1", "mandelbrot2"].contains(&name) {
+            1e-10
         } else {
             1e-13
         };

@@ -135,3 +135,69 @@ fn add_at_adds_each_repeated_index() {
         .expect_err("out of range");
     assert!(e.to_string().contains("out of bounds"), "{e}");
 }
+
+#[test]
+fn assign_at_stores_through_index_arrays_the_last_value_staying() {
+    let np = weft_tests::numeric(2);
+    let base = weft_tests::uniform_data(20, 4, -1.0, 1.0);
+    let a = np.from_vec(&[4, 5], &base);
+    let rows = [0i64, 3, -1, 2, 0];
+    let cols = [1i64, 4, 4, 0, 1];
+    let vals = [10.0, 20.0, 30.0, 40.0, 50.0];
+    a.assign_at(
+        &[&np.from_slice(&[5], &rows), &np.from_slice(&[5], &cols)],
+        &np.from_vec(&[5], &vals),
+    )
+    .expect("assigns");
+    let mut want = base.clone();
+    for ((&r, &c), &v) in rows.iter().zip(&cols).zip(&vals) {
+        let r = if r < 0 { r + 4 } else { r } as usize;
+        want[r * 5 + c as usize] = v;
+    }
+    assert_eq!(
+        a.to_vec().expect("reads"),
+        want,
+        "(0, 1) named twice keeps 50"
+    );
+    // A scalar, and a column index that broadcasts against a column of row indices.
+    let ints = np.from_slice(&[3, 3], &[0i64; 9]);
+    ints.assign_at(
+        &[
+            &np.from_slice(&[2, 1], &[0i64, 2]),
+            &np.from_slice(&[2], &[1i64, 2]),
+        ],
+        7i64,
+    )
+    .expect("assigns");
+    assert_eq!(
+        ints.to_vec_of::<i64>().expect("reads"),
+        vec![0, 7, 7, 0, 0, 0, 0, 7, 7]
+    );
+    // Complex arrays store both parts.
+    let z = np.complex_zeros(&[2, 2], DType::F64);
+    z.assign_at(
+        &[&np.from_slice(&[1], &[1i64]), &np.from_slice(&[1], &[0i64])],
+        weft::Complex::new(1.5, -2.0),
+    )
+    .expect("assigns");
+    let got: Vec<(f64, f64)> = z
+        .to_vec()
+        .expect("reads")
+        .into_iter()
+        .map(|c| (c.re, c.im))
+        .collect();
+    assert_eq!(got, vec![(0.0, 0.0), (0.0, 0.0), (1.5, -2.0), (0.0, 0.0)]);
+    let one = np.from_slice(&[1], &[0i64]);
+    let e = a
+        .assign_at(&[&one], 1.0)
+        .expect_err("one index for two dimensions");
+    assert!(e.to_string().contains("one per dimension"), "{e}");
+    let e = a
+        .assign_at(&[&one, &np.from_slice(&[1], &[5i64])], 1.0)
+        .expect_err("column 5 of 5");
+    assert!(e.to_string().contains("out of bounds for axis 1"), "{e}");
+    let e = a
+        .assign_at(&[&one, &np.from_vec(&[1], &[1.0])], 1.0)
+        .expect_err("a float index");
+    assert!(e.to_string().contains("integer"), "{e}");
+}

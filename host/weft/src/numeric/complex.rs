@@ -157,7 +157,7 @@ impl From<f64> for ComplexOperand<'_> {
 }
 
 /// The shape that `a` and `b` broadcast to, NumPy's rules.
-fn broadcast_shape(a: &[u64], b: &[u64]) -> Option<Vec<u64>> {
+pub(super) fn broadcast_shape(a: &[u64], b: &[u64]) -> Option<Vec<u64>> {
     let rank = a.len().max(b.len());
     let at = |s: &[u64], i: usize| {
         let pad = rank - s.len();
@@ -702,6 +702,30 @@ impl ComplexArray {
         let _site = self.re.np.site_guard(std::panic::Location::caller());
         let positions = self.re.mask_positions("numeric.masked", mask)?;
         Ok(self.each(|p| p.gather_flat(&positions)))
+    }
+
+    /// `self[i0, i1, ...] = values` with one integer index array per dimension
+    /// ([`Array::assign_at`]), on both parts.
+    #[track_caller]
+    pub fn assign_at<'a>(
+        &self,
+        indices: &[&Array],
+        values: impl Into<ComplexOperand<'a>>,
+    ) -> Result<()> {
+        match values.into() {
+            ComplexOperand::Complex(z) => {
+                self.re.assign_at(indices, &z.re)?;
+                self.im.assign_at(indices, &z.im)
+            }
+            ComplexOperand::Real(a) => {
+                self.re.assign_at(indices, a)?;
+                self.im.assign_at(indices, Operand::Scalar(0.0))
+            }
+            ComplexOperand::Scalar(c) => {
+                self.re.assign_at(indices, Operand::Scalar(c.re))?;
+                self.im.assign_at(indices, Operand::Scalar(c.im))
+            }
+        }
     }
 
     /// `self[mask] = values`, one value per true element of `mask` in row-major order

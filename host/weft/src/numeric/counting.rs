@@ -1,7 +1,8 @@
-//! Counting into bins and adding at positions (NumPy's `bincount`, `histogram` and
-//! `np.add.at`), on the host: the positions (and weights) are read once, summed there in
-//! element order as NumPy sums them, and the result is written back as a new array (or into
-//! the array, for `add_at`). *Chosen over* tasks for now: the kernel IR has no store at a
+//! Counting into bins, adding and assigning at positions (NumPy's `bincount`, `histogram`,
+//! `np.add.at` and `a[i, j] = v` with integer index arrays), on the host: the positions (and
+//! weights) are read once, summed or stored there in element order as NumPy does, and the
+//! result is written back as a new array (or into the array, for `add_at` and
+//! `assign_at`). *Chosen over* tasks for now: the kernel IR has no store at a
 //! computed position (a scatter), which a sum into bins needs, and the host's pass runs at
 //! memory speed on the CPU (a GPU pays a round trip).
 
@@ -295,4 +296,106 @@ impl Array {
         let dims: Vec<i64> = shape.iter().map(|&e| e as i64).collect();
         self.assign(&sum.reshape(&dims))
     }
+
+    /// `self[i0, i1, ...] = values` with one integer index array per dimension (NumPy's
+    /// assignment through integer arrays, as in `N[Xi[I], Yi[I]] = k`): the index arrays
+    /// broadcast together, negative indices count from the end, `values` broadcasts to
+    /// their shape, and where an element is named twice the last value stays (NumPy's
+    /// behaviour in practice). The positions and values are read and stored on the host.
+    #[track_caller]
+    pub fn assign_at<'a>(&self, indices: &[&Array], values: impl Into<Operand<'a>>) -> Result<()> {
+        let _site = self.np.site_guard(std::panic::Location::caller());
+        let (positions, shape) = self.flat_positions("numeric.assign_at", indices)?;
+        let dtype = self.dtype()?;
+        let count = positions.len() as u64;
+        let v = match values.into() {
+            Operand::Array(a) => a.broadcast_to(&shape).reshape(&[-1]),
+            Operand::Scalar(x) => self.np.full(&[count], x, dtype),
+            Operand::Int(x) => self.np.full(&[count], x as f64, dtype),
+        }
+        .astype(dtype);
+        let flat = self.reshape(&[-1]);
+        let n = [flat.shape()?.first().copied().unwrap_or(0)];
+        let np = &self.np;
+        let stored = match dtype {
+            DType::F64 => np.from_slice(
+                &n,
+                &stored(flat.to_vec_of::<f64>()?, &positions, v.to_vec_of()?),
+            ),
+            DType::F32 => np.from_slice(
+                &n,
+                &stored(flat.to_vec_of::<f32>()?, &positions, v.to_vec_of()?),
+            ),
+            DType::I64 => np.from_slice(
+                &n,
+                &stored(flat.to_vec_of::<i64>()?, &positions, v.to_vec_of()?),
+            ),
+            DType::I32 => np.from_slice(
+                &n,
+                &stored(flat.to_vec_of::<i32>()?, &positions, v.to_vec_of()?),
+            ),
+            DType::Bool => np.from_slice(
+                &n,
+                &stored(flat.to_vec_of::<bool>()?, &positions, v.to_vec_of()?),
+            ),
+        };
+        let dims: Vec<i64> = self.shape()?.iter().map(|&e| e as i64).collect();
+        self.assign(&stored.reshape(&dims))
+    }
+
+    /// The flat positions that one integer index array per dimension names (broadcast
+    /// together, negative ones from the end, each checked), and the indices' shape.
+    fn flat_positions(&self, op: &str, indices: &[&Array]) -> Result<(Vec<usize>, Vec<u64>)> {
+        let shape = self.shape()?;
+        if indices.len() != shape.len() {
+            return Err(Error::Usage(format!(
+                "{op}: {} index arrays for an array of {} dimensions (one per dimension)",
+                indices.len(),
+                shape.len()
+            )));
+        }
+        let mut common: Vec<u64> = Vec::new();
+        for ix in indices {
+            if !matches!(ix.dtype()?, DType::I64 | DType::I32) {
+                return Err(Error::Usage(format!(
+                    "{op}: arrays used as indices must be of integer type"
+                )));
+            }
+            common = super::complex::broadcast_shape(&common, &ix.shape()?).ok_or_else(|| {
+                Error::Usage(format!(
+                    "{op}: shape mismatch: indexing arrays could not be broadcast together"
+                ))
+            })?;
+        }
+        let count = common.iter().product::<u64>() as usize;
+        let mut positions = vec![0usize; count];
+        let mut stride = 1usize;
+        for (d, ix) in indices.iter().enumerate().rev() {
+            let extent = shape[d] as i64;
+            let values = ix
+                .broadcast_to(&common)
+                .astype(DType::I64)
+                .reshape(&[-1])
+                .to_vec_of::<i64>()?;
+            for (p, &i) in positions.iter_mut().zip(&values) {
+                let at = if i < 0 { i + extent } else { i };
+                if at < 0 || at >= extent {
+                    return Err(Error::Usage(format!(
+                        "{op}: index {i} is out of bounds for axis {d} with size {extent}"
+                    )));
+                }
+                *p += at as usize * stride;
+            }
+            stride *= shape[d] as usize;
+        }
+        Ok((positions, common))
+    }
+}
+
+/// `data` with each of `values` stored at its position, in order (the last one stays).
+fn stored<T: Copy>(mut data: Vec<T>, at: &[usize], values: Vec<T>) -> Vec<T> {
+    for (&p, x) in at.iter().zip(values) {
+        data[p] = x;
+    }
+    data
 }
