@@ -156,22 +156,6 @@ impl From<f64> for ComplexOperand<'_> {
     }
 }
 
-/// The shape that `a` and `b` broadcast to, NumPy's rules.
-pub(super) fn broadcast_shape(a: &[u64], b: &[u64]) -> Option<Vec<u64>> {
-    let rank = a.len().max(b.len());
-    let at = |s: &[u64], i: usize| {
-        let pad = rank - s.len();
-        if i < pad { 1 } else { s[i - pad] }
-    };
-    (0..rank)
-        .map(|i| match (at(a, i), at(b, i)) {
-            (x, y) if x == y || y == 1 => Some(x),
-            (1, y) => Some(y),
-            _ => None,
-        })
-        .collect()
-}
-
 /// `a` as a float part: integer and bool arrays become `f64` (NumPy's complex128).
 fn float_part(a: &Array) -> Array {
     match a.dtype() {
@@ -196,7 +180,7 @@ impl Numeric {
     pub fn complex(&self, re: &Array, im: &Array) -> ComplexArray {
         let _site = self.site_guard(std::panic::Location::caller());
         let shape = match (re.shape(), im.shape()) {
-            (Ok(a), Ok(b)) => broadcast_shape(&a, &b).ok_or_else(|| {
+            (Ok(a), Ok(b)) => super::products::broadcast_batch(&a, &b).ok_or_else(|| {
                 Error::Usage(format!(
                     "numeric.complex: operands could not be broadcast together with shapes {} \
                      {}",

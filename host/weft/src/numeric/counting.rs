@@ -361,7 +361,7 @@ impl Array {
                     "{op}: arrays used as indices must be of integer type"
                 )));
             }
-            common = super::complex::broadcast_shape(&common, &ix.shape()?).ok_or_else(|| {
+            common = super::products::broadcast_batch(&common, &ix.shape()?).ok_or_else(|| {
                 Error::Usage(format!(
                     "{op}: shape mismatch: indexing arrays could not be broadcast together"
                 ))

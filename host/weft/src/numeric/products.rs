@@ -6,8 +6,9 @@ use super::search::normalize_axis;
 use super::{Array, Ix, Range, shape_text};
 use crate::{Error, Result};
 
-/// NumPy's broadcast of two batch shapes, or its error.
-fn broadcast_batch(a: &[u64], b: &[u64]) -> Option<Vec<u64>> {
+/// NumPy's broadcast of two shapes (batch shapes here; complex parts and index arrays
+/// too), or `None` where they do not broadcast.
+pub(super) fn broadcast_batch(a: &[u64], b: &[u64]) -> Option<Vec<u64>> {
     let rank = a.len().max(b.len());
     let at = |s: &[u64], d: usize| {
         let off = rank - s.len();
