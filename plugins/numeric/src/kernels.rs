@@ -108,6 +108,7 @@ pub fn build(key: &Key) -> Result<Kernel, String> {
         Key::Cumsum { dtype, kept } => cumsum(name, dtype, kept),
         Key::ArgRows { op, dtype, kept } => arg_rows(name, op, dtype, kept),
         Key::FlatNonzero => flat_nonzero(name),
+        Key::Scatter { dtype, accumulate } => scatter(name, dtype, accumulate),
         Key::Take {
             dtype,
             index,
@@ -601,6 +602,38 @@ fn flat_nonzero(name: String) -> KernelBuilder {
             b.store(out, &[at], i);
             let step = b.cast(DType::I64, m);
             vec![b.add(seen[0], step)]
+        });
+    });
+    k
+}
+
+/// One point walks the positions in order: `out[p[j]] = v[j]`, or `out[p[j]] += v[j]` when
+/// `accumulate` (a negative position counts from the end; an out-of-range one faults, as
+/// every access is checked). The domain is a 0-d view of the first position: one point.
+fn scatter(name: String, dtype: DType, accumulate: bool) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let domain = k.store(DType::I64, 0, Privilege::Read);
+    let positions = k.store(DType::I64, 1, Privilege::Read);
+    let values = k.store(dtype, 1, Privilege::Read);
+    let out = k.store(dtype, 1, Privilege::ReadWrite);
+    let n = k.extent(positions, 0);
+    let len = k.extent(out, 0);
+    k.parallel(domain, |b, _| {
+        let zero = b.const_i64(0);
+        b.for_loop(zero, n, &[], |b, j, _| {
+            let p = b.load(positions, &[j]);
+            let negative = b.cmp(CmpOp::Lt, p, zero);
+            let wrapped = b.add(p, len);
+            let p = b.select(negative, wrapped, p);
+            let v = b.load(values, &[j]);
+            let v = if accumulate {
+                let old = b.load(out, &[p]);
+                b.add(old, v)
+            } else {
+                v
+            };
+            b.store(out, &[p], v);
+            vec![]
         });
     });
     k

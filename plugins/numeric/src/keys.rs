@@ -241,6 +241,14 @@ pub enum Key {
     /// The positions of the true elements of a flattened bool mask, written in order by one
     /// point that walks the mask (see `kernels::flat_nonzero`).
     FlatNonzero,
+    /// `out[p[j]] = v[j]` (or `+=`) for each `j` in order, walked by one point (see
+    /// `kernels::scatter`).
+    Scatter {
+        /// The target's dtype.
+        dtype: DType,
+        /// Whether the values are added.
+        accumulate: bool,
+    },
     /// `A @ x` launched over `x` (a wide `A`, such as a transpose): each point reduces its
     /// columns' contributions into the whole `y`.
     Vecmat {
@@ -358,6 +366,14 @@ impl fmt::Display for Key {
             Key::Cumsum { dtype, kept } => write!(f, "cumsum.{dtype}.r{kept}"),
             Key::ArgRows { op, dtype, kept } => write!(f, "argrows.{}.{dtype}.r{kept}", op.name()),
             Key::FlatNonzero => write!(f, "flatnonzero"),
+            Key::Scatter {
+                dtype,
+                accumulate: false,
+            } => write!(f, "scatter.{dtype}"),
+            Key::Scatter {
+                dtype,
+                accumulate: true,
+            } => write!(f, "scatteradd.{dtype}"),
             Key::Take {
                 dtype,
                 index,
@@ -538,6 +554,14 @@ fn parse(s: &str) -> Result<Key, String> {
         "vecmat_rows" => Key::VecmatRows { dtype: t.dtype()? },
         "dot" => Key::Dot { dtype: t.dtype()? },
         "dotfold" => Key::DotFold { dtype: t.dtype()? },
+        "scatter" => Key::Scatter {
+            dtype: t.dtype()?,
+            accumulate: false,
+        },
+        "scatteradd" => Key::Scatter {
+            dtype: t.dtype()?,
+            accumulate: true,
+        },
         "norm" => match t.next("norm step")? {
             "sumsq" => Key::SumSquares {
                 dtype: t.dtype()?,
@@ -613,8 +637,13 @@ impl Key {
             return Err(format!("rank {} is more than {MAX_RANK}", self.rank()));
         }
         match *self {
+            Key::Scatter {
+                dtype: DType::Bool,
+                accumulate: true,
+            } => Err("adding at positions of a bool array is not supported".to_string()),
             Key::Fill { .. }
             | Key::FlatNonzero
+            | Key::Scatter { .. }
             | Key::Linspace { .. }
             | Key::DiagExtract { .. }
             | Key::DiagEmbed { .. } => Ok(()),

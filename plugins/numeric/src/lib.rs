@@ -180,6 +180,20 @@ impl numeric::Guest for Numeric {
     fn flatnonzero(a: &Store) -> Result<Store, Error> {
         ops::indexing::flatnonzero(&Array::new(a))
     }
+
+    fn scatter(
+        target: &Store,
+        positions: &Store,
+        values: &Store,
+        accumulate: bool,
+    ) -> Result<(), Error> {
+        ops::indexing::scatter(
+            &Array::new(target),
+            &Array::new(positions),
+            &Array::new(values),
+            accumulate,
+        )
+    }
 }
 
 /// An operand as the operations take it.

@@ -458,3 +458,31 @@ fn scalars_follow_the_same_formulas() {
     assert!(inf.re.is_infinite() && inf.im.is_infinite(), "{inf:?}");
     assert_eq!(Complex::new(3.0, -4.0).abs(), 5.0);
 }
+
+#[test]
+fn edge_cases_keep_one_dtype_and_numpys_infinities() {
+    let np = weft_tests::numeric(2);
+    // complex64 plus an int64 array is complex128 in both parts.
+    let z = np.complex_zeros(&[2], DType::F32) + &np.from_slice(&[2], &[1i64, 2]);
+    assert_eq!(z.re().dtype().expect("a dtype"), DType::F64);
+    assert_eq!(z.im().dtype().expect("a dtype"), DType::F64);
+    z.check().expect("one dtype");
+    // from_real copies: writing the complex array leaves the real one.
+    let x = np.from_vec(&[2], &[1.0, 2.0]);
+    let w = ComplexArray::from_real(&x);
+    w.assign(Complex::I).expect("assigns");
+    assert_eq!(x.to_vec().expect("reads"), vec![1.0, 2.0]);
+    // A zero divisor with a negative zero imaginary part, as NumPy: infinities.
+    let q = read(&(upload(&np, &[1], &[(1.0, 1.0)]) / Complex::new(0.0, -0.0)));
+    assert!(q[0].0.is_infinite() && q[0].1.is_infinite(), "{q:?}");
+    // |inf + nan i| is inf, as hypot's.
+    let m = upload(
+        &np,
+        &[2],
+        &[(f64::INFINITY, f64::NAN), (f64::NAN, -f64::INFINITY)],
+    )
+    .abs()
+    .to_vec()
+    .expect("reads");
+    assert_eq!(m, vec![f64::INFINITY, f64::INFINITY]);
+}

@@ -105,6 +105,11 @@ fn histograms_bin_by_their_edges() {
         .histogram(4, Some((1.0, 0.0)), None)
         .expect_err("a reversed range");
     assert!(e.to_string().contains("range"), "{e}");
+    let e = np
+        .from_vec(&[3], &[1.0, f64::NAN, 2.0])
+        .histogram(4, None, None)
+        .expect_err("a NaN in the data");
+    assert!(e.to_string().contains("not finite"), "{e}");
 }
 
 #[test]

@@ -5,10 +5,12 @@
 //!
 //! The formulas are NumPy's own: products `(ac - bd) + (ad + bc)i`; quotients by Smith's
 //! method with NumPy's branches (the larger of the divisor's parts divides the smaller, and
-//! a zero divisor gives NumPy's infinities and NaNs); a quotient by a real number is a
-//! product by its reciprocal, as NumPy computes it; integer powers by NumPy's repeated
-//! squaring; `exp` as `exp(a) (cos b + i sin b)`. The magnitude [`ComplexArray::abs`] is
-//! computed as `m sqrt(1 + (n/m)^2)` (`m`, `n` the larger and smaller magnitudes of the
+//! a zero divisor gives NumPy's infinities and NaNs); integer powers by NumPy's repeated
+//! squaring (NumPy itself switches to `cpow` from an exponent of 100 on, so larger ones
+//! differ in the last bits); `exp` as `exp(a) (cos b + i sin b)`. A real operand (array or
+//! scalar) multiplies and divides each part directly, where NumPy makes it `c + 0i` first:
+//! the same bits for finite parts, but NumPy's `inf * 0` terms make NaNs (`(1 + inf i) *
+//! 0.5` is `nan + inf i` there, `0.5 + inf i` here) and its zeros' signs can differ. The magnitude [`ComplexArray::abs`] is computed as `m sqrt(1 + (n/m)^2)` (`m`, `n` the larger and smaller magnitudes of the
 //! parts), which neither overflows nor underflows where the parts do not, and is within two
 //! units in the last place of NumPy's `hypot` (not its bits). Sums and products of matrices
 //! sum each part separately, so their last bits may differ from NumPy's, which sums the
@@ -164,6 +166,15 @@ fn float_part(a: &Array) -> Array {
     }
 }
 
+/// `part` in `re`'s dtype (a real operand of a wider type widens the real part: the
+/// imaginary part follows, so that both parts keep one dtype).
+fn like(part: &Array, re: &Array) -> Array {
+    match (part.dtype(), re.dtype()) {
+        (Ok(a), Ok(b)) if a != b => part.astype(b),
+        _ => part.clone(),
+    }
+}
+
 /// `part` broadcast to `like`'s shape (the imaginary part of a sum with a real operand that
 /// broadcast the real part).
 fn widened(part: &Array, like: &Array) -> Array {
@@ -252,10 +263,11 @@ impl ComplexArray {
         Ok(ComplexArray { re, im })
     }
 
-    /// `a + 0i`: a real array as a complex one (integer arrays become `complex128`).
+    /// `a + 0i`: a real array as a complex one, a copy (integer arrays become
+    /// `complex128`).
     #[track_caller]
     pub fn from_real(a: &Array) -> ComplexArray {
-        let re = float_part(a);
+        let re = float_part(a).copy();
         ComplexArray {
             im: re.zeros_like(),
             re,
@@ -397,7 +409,7 @@ impl ComplexArray {
             (c, None) => {
                 let re = self.re.binary(super::BinaryOp::Add, c);
                 ComplexArray {
-                    im: &widened(&self.im, &re) + 0.0,
+                    im: like(&(&widened(&self.im, &re) + 0.0), &re),
                     re,
                 }
             }
@@ -416,7 +428,7 @@ impl ComplexArray {
             (c, None) => {
                 let re = self.re.binary(super::BinaryOp::Sub, c);
                 ComplexArray {
-                    im: &widened(&self.im, &re) - 0.0,
+                    im: like(&(&widened(&self.im, &re) - 0.0), &re),
                     re,
                 }
             }
@@ -460,6 +472,9 @@ impl ComplexArray {
                 }
                 // A real divisor: NumPy multiplies by its reciprocal.
                 self.mul(1.0 / c.re)
+            }
+            ComplexOperand::Scalar(c) if c.re == 0.0 && c.im == 0.0 => {
+                self.each(|p| p / c.re.abs())
             }
             ComplexOperand::Scalar(c) => {
                 let (cr, ci) = (c.re, c.im);
@@ -536,8 +551,9 @@ impl ComplexArray {
         let (m, n) = (x.maximum(&y), x.minimum(&y));
         let ratio = &n / &m;
         let scaled = &m * &(&(&ratio * &ratio) + 1.0).sqrt();
+        let infinite = x.eq(Operand::Scalar(f64::INFINITY)) | y.eq(Operand::Scalar(f64::INFINITY));
         let exact = n.eq(Operand::Scalar(0.0)) | m.eq(Operand::Scalar(f64::INFINITY));
-        exact.select(&m, &scaled)
+        infinite.select(Operand::Scalar(f64::INFINITY), &exact.select(&m, &scaled))
     }
 
     /// The angle, NumPy's `angle`: `atan2(im, re)`.
@@ -770,7 +786,7 @@ impl std::ops::Add<&ComplexArray> for &Array {
     fn add(self, rhs: &ComplexArray) -> ComplexArray {
         let re = self + &rhs.re;
         ComplexArray {
-            im: 0.0 + &widened(&rhs.im, &re),
+            im: like(&(0.0 + &widened(&rhs.im, &re)), &re),
             re,
         }
     }

@@ -1,10 +1,11 @@
 //! Counting into bins, adding and assigning at positions (NumPy's `bincount`, `histogram`,
-//! `np.add.at` and `a[i, j] = v` with integer index arrays), on the host: the positions (and
-//! weights) are read once, summed or stored there in element order as NumPy does, and the
-//! result is written back as a new array (or into the array, for `add_at` and
-//! `assign_at`). *Chosen over* tasks for now: the kernel IR has no store at a
-//! computed position (a scatter), which a sum into bins needs, and the host's pass runs at
-//! memory speed on the CPU (a GPU pays a round trip).
+//! `np.add.at` and `a[i, j] = v` with integer index arrays). `bincount`, `add_at` and
+//! `assign_at` are tasks: the numeric plugin's `scatter`, one point that walks the positions
+//! in order (NumPy's order: a repeated position keeps the last value, or adds every value in
+//! turn), after element-wise tasks that turn index arrays into flat positions; nothing but
+//! `bincount`'s largest position (its result's length) is read on the host. `histogram`
+//! reads its values and weights and bins them on the host, in NumPy's blocks of 65,536
+//! elements, whose order of sums gives NumPy's bits.
 
 use weft_ir::DType;
 
@@ -30,47 +31,49 @@ fn bin_of(x: f64, first: f64, denom: f64, edges: &[f64]) -> usize {
     i
 }
 
-/// `data` with each of `values` added at its position, in order.
-fn added<T: Copy + std::ops::Add<Output = T>>(
-    mut data: Vec<T>,
-    at: &[usize],
-    values: Vec<T>,
-) -> Vec<T> {
-    for (&p, x) in at.iter().zip(values) {
-        data[p] = data[p] + x;
-    }
-    data
+/// The single `int64` value of a 0-d array (runs the tasks it depends on).
+fn int_item(a: &Array) -> Result<i64> {
+    a.astype(DType::I64)
+        .to_vec_of::<i64>()?
+        .first()
+        .copied()
+        .ok_or_else(|| Error::Usage("internal: an empty reduction".into()))
 }
 
-/// `data` with each of `values` added at its position, wrapping as NumPy's integers do.
-fn wrapping<T: Copy + num_wrapping::Wrapping>(
-    mut data: Vec<T>,
-    at: &[usize],
-    values: &[T],
-) -> Vec<T> {
-    for (&p, &x) in at.iter().zip(values) {
-        data[p] = data[p].wrapping_add_(x);
+/// NumPy's error for the first index (by dimension, then element) out of its dimension's
+/// range, read on the host (an error path: one read per index array).
+fn first_outside(op: &str, indices: &[&Array], common: &[u64], shape: &[u64]) -> Error {
+    for (d, ix) in indices.iter().enumerate() {
+        let extent = shape[d] as i64;
+        let values = ix
+            .broadcast_to(common)
+            .astype(DType::I64)
+            .reshape(&[-1])
+            .to_vec_of::<i64>();
+        let values = match values {
+            Ok(v) => v,
+            Err(e) => return e,
+        };
+        if let Some(i) = values.iter().find(|&&i| i < -extent || i >= extent) {
+            return Error::Usage(format!(
+                "{op}: index {i} is out of bounds for axis {d} with size {extent}"
+            ));
+        }
     }
-    data
+    Error::Usage(format!("{op}: an index is out of bounds"))
 }
 
-/// Wrapping addition of the integer element types.
-mod num_wrapping {
-    /// `wrapping_add` of `i64` and `i32`.
-    pub trait Wrapping {
-        /// `self + other`, wrapping.
-        fn wrapping_add_(self, other: Self) -> Self;
+/// `i` (flat `int64` positions into `len` elements) wrapped from the end, or NumPy's error
+/// for `op` where one is out of range (one read, of whether any is).
+fn checked_flat(op: &str, i: &Array, len: i64) -> Result<Array> {
+    let wrapped = i.lt(0i64).select(&(i + len), i);
+    let outside = wrapped.lt(0i64) | wrapped.ge(len);
+    if i.shape()?.first().is_some_and(|&n| n > 0) && int_item(&outside.any(None, false))? != 0 {
+        return Err(Error::Usage(format!(
+            "{op}: an index is out of bounds for axis 0 with size {len}"
+        )));
     }
-    impl Wrapping for i64 {
-        fn wrapping_add_(self, other: i64) -> i64 {
-            self.wrapping_add(other)
-        }
-    }
-    impl Wrapping for i32 {
-        fn wrapping_add_(self, other: i32) -> i32 {
-            self.wrapping_add(other)
-        }
-    }
+    Ok(wrapped)
 }
 
 /// The elements of `a`, flattened, as `f64` (converted on the back end if they are not).
@@ -107,48 +110,47 @@ impl Array {
                     .into(),
             ));
         }
-        let positions = self.astype(DType::I64).to_vec_of::<i64>()?;
-        if let Some(&bad) = positions.iter().find(|&&p| p < 0) {
+        let positions = self.astype(DType::I64);
+        let n = shape[0];
+        let (low, high) = if n == 0 {
+            (0, -1)
+        } else {
+            (int_item(&positions.min())?, int_item(&positions.max())?)
+        };
+        if low < 0 {
             return Err(Error::Usage(format!(
                 "numeric.bincount: 'list' argument must have no negative elements (found \
-                 {bad})"
+                 {low})"
             )));
         }
-        let bins = positions
-            .iter()
-            .map(|&p| p as u64 + 1)
-            .max()
-            .unwrap_or(0)
-            .max(minlength) as usize;
-        match weights {
-            None => {
-                let mut counts = vec![0i64; bins];
-                for &p in &positions {
-                    counts[p as usize] += 1;
-                }
-                Ok(self.np.from_slice(&[bins as u64], &counts))
-            }
+        let bins = ((high + 1) as u64).max(minlength);
+        let values = match weights {
+            None => self.np.ones(&[n], DType::I64),
             Some(w) => {
                 if w.shape()? != shape {
                     return Err(Error::Usage(
                         "numeric.bincount: The weights and list don't have the same length.".into(),
                     ));
                 }
-                let w = w.astype(DType::F64).to_vec_of::<f64>()?;
-                let mut sums = vec![0.0f64; bins];
-                for (&p, &x) in positions.iter().zip(&w) {
-                    sums[p as usize] += x;
-                }
-                Ok(self.np.from_slice(&[bins as u64], &sums))
+                w.astype(DType::F64)
             }
-        }
+        };
+        let dtype = if weights.is_some() {
+            DType::F64
+        } else {
+            DType::I64
+        };
+        let out = self.np.zeros(&[bins], dtype);
+        out.scatter(&positions, &values, true)?;
+        Ok(out)
     }
 
     /// The histogram of the flattened array in `bins` bins of equal width over `range`
     /// (`None`: the smallest to the largest element), and the bins' `bins + 1` edges: NumPy's
     /// `histogram(a, bins, range, weights=weights)`. Counts are `int64`; with `weights`, the
     /// weights' sums (`float64`). NumPy's binning and its order of sums (blocks of 65,536
-    /// elements), so the same bits.
+    /// elements), so the same bits for `float64` data (NumPy bins `float32` data with
+    /// `float32` edges; here they are `float64`).
     #[track_caller]
     pub fn histogram(
         &self,
@@ -174,12 +176,27 @@ impl Array {
             None => values
                 .iter()
                 .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
-                    (lo.min(x), hi.max(x))
+                    if x.is_nan() || lo.is_nan() {
+                        (f64::NAN, f64::NAN)
+                    } else {
+                        (lo.min(x), hi.max(x))
+                    }
                 }),
         };
         if !first.is_finite() || !last.is_finite() {
+            let source = if range.is_some() {
+                "supplied"
+            } else {
+                "autodetected"
+            };
             return Err(Error::Usage(format!(
-                "numeric.histogram: autodetected range of [{first}, {last}] is not finite"
+                "numeric.histogram: {source} range of [{first}, {last}] is not finite"
+            )));
+        }
+        if bins > 1 << 31 {
+            return Err(Error::Usage(format!(
+                "numeric.histogram: {bins} bins is more than this histogram on the host takes \
+                 (2^31)"
             )));
         }
         if first == last {
@@ -236,65 +253,20 @@ impl Array {
     #[track_caller]
     pub fn add_at<'a>(&self, indices: &Array, values: impl Into<Operand<'a>>) -> Result<()> {
         let _site = self.np.site_guard(std::panic::Location::caller());
-        let shape = self.shape()?;
-        let len = shape.iter().product::<u64>() as i64;
         if !matches!(indices.dtype()?, DType::I64 | DType::I32) {
             return Err(Error::Usage(
                 "numeric.add_at: arrays used as indices must be of integer type".into(),
             ));
         }
-        let idx = indices
-            .astype(DType::I64)
-            .reshape(&[-1])
-            .to_vec_of::<i64>()?;
-        let mut positions = Vec::with_capacity(idx.len());
-        for &i in &idx {
-            let at = if i < 0 { i + len } else { i };
-            if at < 0 || at >= len {
-                return Err(Error::Usage(format!(
-                    "numeric.add_at: index {i} is out of bounds for axis 0 with size {len}"
-                )));
-            }
-            positions.push(at as usize);
-        }
-        let dtype = self.dtype()?;
-        // The values in this array's dtype, one per index.
-        let v = match values.into() {
-            Operand::Array(a) => a.broadcast_to(&indices.shape()?).reshape(&[-1]),
-            Operand::Scalar(x) => self.np.full(&[idx.len() as u64], x, dtype),
-            Operand::Int(x) => self.np.full(&[idx.len() as u64], x as f64, dtype),
-        }
-        .astype(dtype);
-        let flat = self.reshape(&[-1]);
-        let np = &self.np;
-        let n = [len as u64];
-        let sum = match dtype {
-            DType::F64 => {
-                let sum = added(flat.to_vec_of::<f64>()?, &positions, v.to_vec_of()?);
-                np.from_slice(&n, &sum)
-            }
-            DType::F32 => {
-                let sum = added(flat.to_vec_of::<f32>()?, &positions, v.to_vec_of()?);
-                np.from_slice(&n, &sum)
-            }
-            DType::I64 => {
-                let w = wrapping(flat.to_vec_of::<i64>()?, &positions, &v.to_vec_of::<i64>()?);
-                np.from_slice(&n, &w)
-            }
-            DType::I32 => {
-                let w = wrapping(flat.to_vec_of::<i32>()?, &positions, &v.to_vec_of::<i32>()?);
-                np.from_slice(&n, &w)
-            }
-            DType::Bool => {
-                let mut data = flat.to_vec_of::<bool>()?;
-                for (&p, x) in positions.iter().zip(v.to_vec_of::<bool>()?) {
-                    data[p] |= x;
-                }
-                np.from_slice(&n, &data)
-            }
-        };
-        let dims: Vec<i64> = shape.iter().map(|&e| e as i64).collect();
-        self.assign(&sum.reshape(&dims))
+        let len = self.shape()?.iter().product::<u64>() as i64;
+        // Negative positions wrapped; one out of range is NumPy's error, before anything is
+        // added.
+        let flat = checked_flat(
+            "numeric.add_at",
+            &indices.reshape(&[-1]).astype(DType::I64),
+            len,
+        )?;
+        self.scatter_into(&flat, &indices.shape()?, values, true)
     }
 
     /// `self[i0, i1, ...] = values` with one integer index array per dimension (NumPy's
@@ -306,46 +278,39 @@ impl Array {
     pub fn assign_at<'a>(&self, indices: &[&Array], values: impl Into<Operand<'a>>) -> Result<()> {
         let _site = self.np.site_guard(std::panic::Location::caller());
         let (positions, shape) = self.flat_positions("numeric.assign_at", indices)?;
-        let dtype = self.dtype()?;
-        let count = positions.len() as u64;
-        let v = match values.into() {
-            Operand::Array(a) => a.broadcast_to(&shape).reshape(&[-1]),
-            Operand::Scalar(x) => self.np.full(&[count], x, dtype),
-            Operand::Int(x) => self.np.full(&[count], x as f64, dtype),
-        }
-        .astype(dtype);
-        let flat = self.reshape(&[-1]);
-        let n = [flat.shape()?.first().copied().unwrap_or(0)];
-        let np = &self.np;
-        let stored = match dtype {
-            DType::F64 => np.from_slice(
-                &n,
-                &stored(flat.to_vec_of::<f64>()?, &positions, v.to_vec_of()?),
-            ),
-            DType::F32 => np.from_slice(
-                &n,
-                &stored(flat.to_vec_of::<f32>()?, &positions, v.to_vec_of()?),
-            ),
-            DType::I64 => np.from_slice(
-                &n,
-                &stored(flat.to_vec_of::<i64>()?, &positions, v.to_vec_of()?),
-            ),
-            DType::I32 => np.from_slice(
-                &n,
-                &stored(flat.to_vec_of::<i32>()?, &positions, v.to_vec_of()?),
-            ),
-            DType::Bool => np.from_slice(
-                &n,
-                &stored(flat.to_vec_of::<bool>()?, &positions, v.to_vec_of()?),
-            ),
-        };
-        let dims: Vec<i64> = self.shape()?.iter().map(|&e| e as i64).collect();
-        self.assign(&stored.reshape(&dims))
+        self.scatter_into(&positions, &shape, values, false)
     }
 
-    /// The flat positions that one integer index array per dimension names (broadcast
-    /// together, negative ones from the end, each checked), and the indices' shape.
-    fn flat_positions(&self, op: &str, indices: &[&Array]) -> Result<(Vec<usize>, Vec<u64>)> {
+    /// `self.flat[positions] = values` (or `+=`), `values` broadcast to `shape` (the
+    /// positions' shape before they were flattened), through a contiguous copy of this array
+    /// written back whole.
+    fn scatter_into<'a>(
+        &self,
+        positions: &Array,
+        shape: &[u64],
+        values: impl Into<Operand<'a>>,
+        accumulate: bool,
+    ) -> Result<()> {
+        let dtype = self.dtype()?;
+        let count = shape.iter().product::<u64>();
+        let v = match values.into() {
+            Operand::Array(a) => a.broadcast_to(shape).reshape(&[-1]),
+            Operand::Scalar(x) => self.np.full(&[count], x, dtype),
+            Operand::Int(x) => self
+                .np
+                .from_slice(&[count], &vec![x; count as usize])
+                .astype(dtype),
+        };
+        let dims: Vec<i64> = self.shape()?.iter().map(|&e| e as i64).collect();
+        let work = self.reshape(&[-1]).copy();
+        work.scatter(positions, &v.astype(dtype), accumulate)?;
+        self.assign(&work.reshape(&dims))
+    }
+
+    /// The flat positions (an `int64` task result) that one integer index array per
+    /// dimension names (broadcast together, negative ones from the end), and the indices'
+    /// shape; NumPy's error where an index is out of its dimension's range.
+    fn flat_positions(&self, op: &str, indices: &[&Array]) -> Result<(Array, Vec<u64>)> {
         let shape = self.shape()?;
         if indices.len() != shape.len() {
             return Err(Error::Usage(format!(
@@ -367,35 +332,67 @@ impl Array {
                 ))
             })?;
         }
-        let count = common.iter().product::<u64>() as usize;
-        let mut positions = vec![0usize; count];
-        let mut stride = 1usize;
+        // Each index wrapped from the end and checked against its dimension on the back end
+        // (one read: whether any is out of range, NumPy's error before anything is stored).
+        let mut positions: Option<Array> = None;
+        let mut bad: Option<Array> = None;
+        let mut stride = 1i64;
         for (d, ix) in indices.iter().enumerate().rev() {
             let extent = shape[d] as i64;
-            let values = ix
-                .broadcast_to(&common)
-                .astype(DType::I64)
-                .reshape(&[-1])
-                .to_vec_of::<i64>()?;
-            for (p, &i) in positions.iter_mut().zip(&values) {
-                let at = if i < 0 { i + extent } else { i };
-                if at < 0 || at >= extent {
-                    return Err(Error::Usage(format!(
-                        "{op}: index {i} is out of bounds for axis {d} with size {extent}"
-                    )));
-                }
-                *p += at as usize * stride;
-            }
-            stride *= shape[d] as usize;
+            let i = ix.broadcast_to(&common).astype(DType::I64).reshape(&[-1]);
+            let wrapped = i.lt(0i64).select(&(&i + extent), &i);
+            let outside = wrapped.lt(0i64) | wrapped.ge(extent);
+            let term = &wrapped * stride;
+            positions = Some(match positions {
+                None => term,
+                Some(p) => &p + &term,
+            });
+            bad = Some(match bad {
+                None => outside,
+                Some(b) => &b | &outside,
+            });
+            stride = stride.saturating_mul(extent);
         }
+        let positions = match (positions, bad) {
+            (Some(p), Some(b)) => {
+                if common.iter().product::<u64>() > 0 && int_item(&b.any(None, false))? != 0 {
+                    return Err(first_outside(op, indices, &common, &shape));
+                }
+                p
+            }
+            _ => self.np.zeros(&[0], DType::I64),
+        };
         Ok((positions, common))
     }
 }
 
-/// `data` with each of `values` stored at its position, in order (the last one stays).
-fn stored<T: Copy>(mut data: Vec<T>, at: &[usize], values: Vec<T>) -> Vec<T> {
-    for (&p, x) in at.iter().zip(values) {
-        data[p] = x;
+impl Array {
+    /// For each `j` in order, `self[positions[j]] = values[j]` (`+=` when `accumulate`): the
+    /// numeric plugin's `scatter`, one task. `self` is 1-d (a contiguous array: a view that
+    /// is not would be written through a copy), `positions` 1-d `int64` in range, `values`
+    /// of their shape.
+    pub(crate) fn scatter(
+        &self,
+        positions: &Array,
+        values: &Array,
+        accumulate: bool,
+    ) -> Result<()> {
+        let dst = self.handle()?.id();
+        let (p, v) = (positions.handle()?.id(), values.handle()?.id());
+        self.np
+            .check_same(&positions.np)
+            .map_err(|e| super::shared(&e))?;
+        self.np
+            .check_same(&values.np)
+            .map_err(|e| super::shared(&e))?;
+        let key = super::replayed::CallKey::new("scatter").word(u64::from(accumulate));
+        self.np
+            .replayed("scatter", key, &[dst, p, v], |g, s| {
+                let d = s.data_mut().lend(dst)?;
+                let p = s.data_mut().lend(p)?;
+                let v = s.data_mut().lend(v)?;
+                Ok(g.call_scatter(s, d, p, v, accumulate)?.map(|()| None))
+            })
+            .map(|_| ())
     }
-    data
 }

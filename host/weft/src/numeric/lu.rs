@@ -143,7 +143,9 @@ impl Matrix for ComplexArray {
 
 /// An elimination of a square matrix with partial pivoting, applied to right-hand sides too.
 pub(super) struct Elimination<M: Matrix> {
-    /// `U` on and above the diagonal, `L`'s multipliers below it.
+    /// `U` on and above the diagonal; below it, each panel's multipliers in its own rows'
+    /// order (a later panel's swaps are not applied to them, as LAPACK's `dlaswp` would:
+    /// nothing reads them after their panel's updates).
     pub lu: M,
     /// The right-hand sides, transformed (`L^-1 P b`).
     pub rhs: Option<M>,

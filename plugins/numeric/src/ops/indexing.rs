@@ -59,6 +59,79 @@ pub fn flatnonzero(a: &Array<'_>) -> Result<Store, Error> {
     full.slice(&[0], &[count]).map_err(host_error(op))
 }
 
+/// For each `j` in order, `target[positions[j]] = values[j]` (or `+=` when `accumulate`):
+/// one point walks the positions (see `kernels::scatter`), so a repeated position keeps the
+/// last value or adds every value in order, as NumPy does. `positions` are made `i64` and
+/// `values` the target's dtype where they are not.
+pub fn scatter(
+    target: &Array<'_>,
+    positions: &Array<'_>,
+    values: &Array<'_>,
+    accumulate: bool,
+) -> Result<(), Error> {
+    let op = if accumulate { "add-at" } else { "scatter" };
+    if target.shape.len() != 1 || positions.shape.len() != 1 {
+        return Err(fail(
+            op,
+            format!(
+                "the target and the positions are 1-d (flattened), not of shapes {} and {}",
+                crate::shapes::tuple(&target.shape),
+                crate::shapes::tuple(&positions.shape)
+            ),
+        ));
+    }
+    if values.shape != positions.shape {
+        return Err(fail(
+            op,
+            format!(
+                "{} values for {} positions",
+                crate::shapes::tuple(&values.shape),
+                crate::shapes::tuple(&positions.shape)
+            ),
+        ));
+    }
+    if !matches!(positions.dtype, DType::I64 | DType::I32) {
+        return Err(fail(op, "arrays used as indices must be of integer type"));
+    }
+    if accumulate && target.dtype == DType::Bool {
+        return Err(fail(
+            op,
+            "adding at positions of a bool array is not supported",
+        ));
+    }
+    if positions.shape[0] == 0 {
+        return Ok(());
+    }
+    let cast_positions;
+    let positions = if positions.dtype == DType::I64 {
+        positions.store
+    } else {
+        cast_positions = astype(positions, DType::I64)?;
+        &cast_positions
+    };
+    let cast_values;
+    let values = if values.dtype == target.dtype {
+        values.store
+    } else {
+        cast_values = astype(values, target.dtype)?;
+        &cast_values
+    };
+    // The launch's one point: a 0-d view of the first position.
+    let first = positions.slice(&[0], &[1]).map_err(host_error(op))?;
+    let domain = reshape(&Array::new(&first), &[])?;
+    let key = Key::Scatter {
+        dtype: target.dtype,
+        accumulate,
+    };
+    Task::new(key.to_string(), &Launch::single())
+        .arg(&domain, Partition::None, Privilege::Read)
+        .arg(positions, Partition::None, Privilege::Read)
+        .arg(values, Partition::None, Privilege::Read)
+        .arg(target.store, Partition::None, Privilege::ReadWrite)
+        .submit()
+        .map_err(host_error(op))
+}
+
 /// `axis` of a rank-`rank` array as an index (negative counts from the end), or NumPy's error.
 fn axis_index(op: &str, axis: i64, rank: usize) -> Result<usize, Error> {
     let d = if axis < 0 { axis + rank as i64 } else { axis };
