@@ -1598,6 +1598,24 @@ kernel("azimint_hist", {"XS": dict(N=5000, npt=20), "S": dict(N=400000, npt=1000
        ["out"])((azimint_hist_init, azimint_hist))
 
 
+def azimint_naive(data, radius, npt):
+    rmax = radius.max()
+    res = np.zeros(npt, dtype=np.float64)
+    for i in range(npt):
+        r1 = rmax * i / npt
+        r2 = rmax * (i + 1) / npt
+        mask_r12 = np.logical_and((r1 <= radius), (radius < r2))
+        values_r12 = data[mask_r12]
+        res[i] = values_r12.mean()
+    return {"res": res}
+
+
+kernel("azimint_naive", {"XS": dict(N=5000, npt=20), "S": dict(N=400000, npt=1000),
+                         "M": dict(N=4000000, npt=1000), "L": dict(N=40000000, npt=1000),
+                         "paper": dict(N=1000000, npt=1000)},
+       ["res"])((azimint_hist_init, azimint_naive))
+
+
 def output_of(outputs, o):
     """Output `o` of a run: `NAME.real` and `NAME.imag` are a complex output's parts."""
     base, _, part = o.rpartition(".")

@@ -366,6 +366,10 @@ pub const KERNELS: &[Kernel] = &[
         name: "azimint_hist",
         run: azimint_hist,
     },
+    Kernel {
+        name: "azimint_naive",
+        run: azimint_naive,
+    },
 ];
 
 /// `a[lo..hi]` along each dimension.
@@ -1738,4 +1742,21 @@ fn azimint_hist(x: &Inputs) -> Result<Outputs, AppError> {
     let (histu, _) = radius.histogram(npt, None, None)?;
     let (histw, _) = radius.histogram(npt, None, Some(data))?;
     Ok(vec![("out".into(), &histw / &histu)])
+}
+
+/// NPBench's `azimint_naive`: the mean of `data` in each of `npt` rings of `radius`, one
+/// masked read (`data[mask]`) per ring.
+fn azimint_naive(x: &Inputs) -> Result<Outputs, AppError> {
+    let (data, radius) = (x.array("data")?, x.array("radius")?);
+    let npt = x.size("npt")?;
+    let rmax = radius.max().item()?;
+    let res = x.np.zeros(&[npt as u64], DType::F64);
+    for i in 0..npt {
+        let r1 = rmax * i as f64 / npt as f64;
+        let r2 = rmax * (i + 1) as f64 / npt as f64;
+        let mask = radius.ge(r1).logical_and(&radius.lt(r2));
+        let values = data.masked(&mask)?;
+        res.index(&[Ix::At(i)]).assign(&values.mean())?;
+    }
+    Ok(vec![("res".into(), res)])
 }
