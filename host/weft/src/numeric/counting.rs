@@ -4,32 +4,16 @@
 //! in order (NumPy's order: a repeated position keeps the last value, or adds every value in
 //! turn), after element-wise tasks that turn index arrays into flat positions; nothing but
 //! `bincount`'s largest position (its result's length) is read on the host. `histogram`
-//! reads its values and weights and bins them on the host, in NumPy's blocks of 65,536
-//! elements, whose order of sums gives NumPy's bits.
+//! bins on the back end as NumPy does (its offsets, truncation and corrections at the
+//! edges, element-wise tasks) and sums the weights into bins by blocks of 65,536 elements
+//! with a scatter each, NumPy's order of sums, so NumPy's bits for `float64` data; it reads
+//! the range (the minimum and maximum) and, where a range is given, how many values lie in
+//! it.
 
 use weft_ir::DType;
 
-use super::{Array, Operand};
+use super::{Array, Ix, Operand, Range};
 use crate::{Error, Result};
-
-/// The bins of `histogram` that NumPy computes for equal widths: the bin of `x` from its
-/// offset, corrected by one where rounding put it past an edge (`edges` of `n + 1`).
-fn bin_of(x: f64, first: f64, denom: f64, edges: &[f64]) -> usize {
-    let n = edges.len() - 1;
-    let f = ((x - first) / denom) * n as f64;
-    let mut i = f as i64;
-    if i == n as i64 {
-        i -= 1;
-    }
-    let mut i = i.clamp(0, n as i64 - 1) as usize;
-    if x < edges[i] {
-        i = i.saturating_sub(1);
-    }
-    if x >= edges[i + 1] && i != n - 1 {
-        i += 1;
-    }
-    i
-}
 
 /// The single `int64` value of a 0-d array (runs the tasks it depends on).
 fn int_item(a: &Array) -> Result<i64> {
@@ -74,14 +58,6 @@ fn checked_flat(op: &str, i: &Array, len: i64) -> Result<Array> {
         )));
     }
     Ok(wrapped)
-}
-
-/// The elements of `a`, flattened, as `f64` (converted on the back end if they are not).
-fn as_f64s(a: &Array) -> Result<Vec<f64>> {
-    match a.dtype()? {
-        DType::F64 => a.to_vec_of::<f64>(),
-        _ => a.astype(DType::F64).to_vec_of::<f64>(),
-    }
 }
 
 /// NumPy's histogram block: it sums each block of this many elements into bins, then adds
@@ -164,7 +140,11 @@ impl Array {
                 "numeric.histogram: `bins` must be positive, when an integer".into(),
             ));
         }
-        let values = as_f64s(self)?;
+        let x = match self.dtype()? {
+            DType::F64 => self.reshape(&[-1]),
+            _ => self.reshape(&[-1]).astype(DType::F64),
+        };
+        let len = x.shape()?.first().copied().unwrap_or(0);
         let (mut first, mut last) = match range {
             Some((lo, hi)) if lo > hi => {
                 return Err(Error::Usage(
@@ -172,16 +152,9 @@ impl Array {
                 ));
             }
             Some(r) => r,
-            None if values.is_empty() => (0.0, 1.0),
-            None => values
-                .iter()
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
-                    if x.is_nan() || lo.is_nan() {
-                        (f64::NAN, f64::NAN)
-                    } else {
-                        (lo.min(x), hi.max(x))
-                    }
-                }),
+            None if len == 0 => (0.0, 1.0),
+            // Two reads (NaN propagates through both).
+            None => (x.min().item()?, x.max().item()?),
         };
         if !first.is_finite() || !last.is_finite() {
             let source = if range.is_some() {
@@ -193,56 +166,78 @@ impl Array {
                 "numeric.histogram: {source} range of [{first}, {last}] is not finite"
             )));
         }
-        if bins > 1 << 31 {
-            return Err(Error::Usage(format!(
-                "numeric.histogram: {bins} bins is more than this histogram on the host takes \
-                 (2^31)"
-            )));
-        }
         if first == last {
             first -= 0.5;
             last += 0.5;
         }
-        let edges = self.np.linspace(first, last, bins + 1, DType::F64);
-        let edge_values = edges.to_vec_of::<f64>()?;
-        let weights = match weights {
+        let w = match weights {
             None => None,
             Some(w) => {
-                let w = as_f64s(w)?;
-                if w.len() != values.len() {
+                if w.shape()?.iter().product::<u64>() != len {
                     return Err(Error::Usage(
                         "numeric.histogram: weights should have the same shape as a.".into(),
                     ));
                 }
-                Some(w)
+                Some(w.reshape(&[-1]).astype(DType::F64))
             }
         };
-        let denom = last - first;
-        let n = bins as usize;
-        let (mut counts, mut sums) = (vec![0i64; n], vec![0.0f64; n]);
-        let mut block = vec![0.0f64; n];
-        for (start, chunk) in values.chunks(HISTOGRAM_BLOCK).enumerate() {
-            block.iter_mut().for_each(|b| *b = 0.0);
-            for (k, &x) in chunk.iter().enumerate() {
-                if !(x >= first && x <= last) {
-                    continue;
-                }
-                let i = bin_of(x, first, denom, &edge_values);
-                match &weights {
-                    None => counts[i] += 1,
-                    Some(w) => block[i] += w[start * HISTOGRAM_BLOCK + k],
-                }
+        // Only the values in the range count (NumPy drops the others: a read of their
+        // number, where a range was given).
+        let (x, w) = match range {
+            None => (x, w),
+            Some(_) => {
+                let keep = x.ge(first) & x.le(last);
+                let w = match w {
+                    Some(w) => Some(w.masked(&keep)?),
+                    None => None,
+                };
+                (x.masked(&keep)?, w)
             }
-            if weights.is_some() {
-                for (s, b) in sums.iter_mut().zip(&block) {
-                    *s += b;
-                }
-            }
-        }
-        let hist = match weights {
-            None => self.np.from_slice(&[bins], &counts),
-            Some(_) => self.np.from_slice(&[bins], &sums),
         };
+        // NumPy's bin of each value: its offset scaled and truncated, then moved by one where
+        // rounding put it past an edge (the last bin holds its right edge).
+        // The edges are computed where they are compared, with `linspace`'s own arithmetic
+        // (`first + i * step`, the last exactly `last`): the same bits as `edges`, and no
+        // gather.
+        let n = bins as i64;
+        let step = (last - first) / bins as f64;
+        let edge = |i: &Array| {
+            let inside = &(&i.astype(DType::F64) * step) + first;
+            i.eq(n).select(Operand::Scalar(last), &inside)
+        };
+        let scaled = &(&(&x - first) / (last - first)) * bins as f64;
+        let i = scaled.clip(0.0, bins as f64).astype(DType::I64);
+        let i = i.eq(n).select(&(&i - 1i64), &i);
+        let i = x.lt(&edge(&i)).select(&(&i - 1i64), &i);
+        let past = x.ge(&edge(&(&i + 1i64))) & i.ne(n - 1);
+        let positions = past.select(&(&i + 1i64), &i);
+        let count = x.shape()?.first().copied().unwrap_or(0);
+        let hist = match w {
+            None => {
+                let counts = self.np.zeros(&[bins], DType::I64);
+                counts.scatter(&positions, &self.np.ones(&[count], DType::I64), true)?;
+                counts
+            }
+            Some(w) => {
+                // NumPy's order of sums: each block's values summed in order, then the
+                // block's sums added to the totals.
+                let totals = self.np.zeros(&[bins], DType::F64);
+                let span = |lo: u64, hi: u64| [Ix::Slice(Range::new(lo as i64, hi as i64))];
+                for lo in (0..count).step_by(HISTOGRAM_BLOCK) {
+                    let hi = (lo + HISTOGRAM_BLOCK as u64).min(count);
+                    let block = self.np.zeros(&[bins], DType::F64);
+                    block.scatter(
+                        &positions.index(&span(lo, hi)),
+                        &w.index(&span(lo, hi)),
+                        true,
+                    )?;
+                    totals.assign(&(&totals + &block))?;
+                }
+                totals
+            }
+        };
+        // The edges NumPy returns beside the histogram (the binning computed its own).
+        let edges = self.np.linspace(first, last, bins + 1, DType::F64);
         Ok((hist, edges))
     }
 
