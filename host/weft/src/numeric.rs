@@ -48,6 +48,7 @@ mod search;
 mod shape_ops;
 mod sorting;
 mod statistics;
+mod svd;
 mod tiling;
 mod triangular;
 mod trigonometry;

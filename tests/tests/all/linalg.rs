@@ -323,14 +323,37 @@ fn norms_of_vectors_and_matrices_are_numpys() {
             "{ord:?}: {got} against {want}"
         );
     }
-    let e = m
-        .norm_ord(NormOrd::P(2.0))
-        .expect_err("needs singular values")
-        .to_string();
+    // The 2-norm, the smallest singular value and the nuclear norm: for this matrix, the
+    // square roots of the eigenvalues of m^T m.
+    let mm = m.to_vec().expect("reads");
+    let (rows, cols) = (mm.len() / 3, 3usize);
+    assert_eq!(rows * cols, mm.len());
+    let mut gram = [[0.0f64; 3]; 3];
+    for i in 0..3 {
+        for j in 0..3 {
+            gram[i][j] = (0..rows).map(|r| mm[r * 3 + i] * mm[r * 3 + j]).sum();
+        }
+    }
+    let trace: f64 = (0..3).map(|i| gram[i][i]).sum();
+    let s = m
+        .singular_values()
+        .expect("singular values")
+        .to_vec()
+        .expect("reads");
+    let squares: f64 = s.iter().map(|x| x * x).sum();
     assert!(
-        e.contains("linalg.norm") && e.contains("singular values"),
-        "{e}"
+        (squares - trace).abs() <= 1e-12 * trace,
+        "sum of s^2 is the trace of m^T m"
     );
+    assert_eq!(norm(&m, NormOrd::P(2.0)), s[0]);
+    assert_eq!(norm(&m, NormOrd::P(-2.0)), s[s.len() - 1]);
+    let nuc: f64 = s.iter().sum();
+    assert!((norm(&m, NormOrd::Nuc) - nuc).abs() <= 1e-14 * nuc);
+    let e = x
+        .norm_ord(NormOrd::Nuc)
+        .expect_err("not a matrix")
+        .to_string();
+    assert!(e.contains("Invalid norm order"), "{e}");
     let e = x
         .norm_ord(NormOrd::Fro)
         .expect_err("not a matrix")
@@ -455,4 +478,111 @@ fn qr_gives_orthonormal_columns_and_an_upper_triangle_with_lapacks_signs() {
         e.contains("linalg.qr") && e.contains("expected a matrix"),
         "{e}"
     );
+}
+
+/// `a` (`m` x `n`) times `b` (`n` x `p`), written out.
+fn product(a: &[f64], b: &[f64], m: usize, n: usize, p: usize) -> Vec<f64> {
+    (0..m * p)
+        .map(|ij| (0..n).map(|k| a[ij / p * n + k] * b[k * p + ij % p]).sum())
+        .collect()
+}
+
+#[test]
+fn singular_values_meet_their_definitions() {
+    let np = weft_tests::numeric(2);
+    for (m, n, rank_one) in [(7usize, 4usize, false), (3, 6, false), (5, 5, true)] {
+        let mut a = values(m * n, 40 + m as u64);
+        if rank_one {
+            // Every row a multiple of the first: rank 1, four zero singular values.
+            for r in 1..m {
+                for c in 0..n {
+                    a[r * n + c] = a[c] * (r as f64 + 0.5);
+                }
+            }
+        }
+        let an = np.from_vec(&[m as u64, n as u64], &a);
+        let (u, s, vh) = an.svd().expect("an SVD");
+        let k = m.min(n);
+        assert_eq!(u.shape().expect("U"), vec![m as u64, k as u64]);
+        assert_eq!(vh.shape().expect("Vh"), vec![k as u64, n as u64]);
+        let (u, s, vh) = (
+            u.to_vec().expect("U"),
+            s.to_vec().expect("S"),
+            vh.to_vec().expect("Vh"),
+        );
+        assert!(s.windows(2).all(|w| w[0] >= w[1]), "descending: {s:?}");
+        // U diag(s) Vh == a.
+        let us: Vec<f64> = (0..m * k).map(|i| u[i] * s[i % k]).collect();
+        let back = product(&us, &vh, m, k, n);
+        assert!(
+            rel(&back, &a) < 1e-13,
+            "U S Vh, {m}x{n}: {}",
+            rel(&back, &a)
+        );
+        // Orthonormal columns of U and rows of Vh.
+        let ut: Vec<f64> = (0..k * m).map(|i| u[(i % m) * k + i / m]).collect();
+        let eye: Vec<f64> = (0..k * k).map(|i| f64::from(i / k == i % k)).collect();
+        assert!(
+            rel(&product(&ut, &u, k, m, k), &eye) < 1e-13,
+            "U^T U, {m}x{n}"
+        );
+        let v: Vec<f64> = (0..n * k).map(|i| vh[(i % k) * n + i / k]).collect();
+        assert!(
+            rel(&product(&vh, &v, k, n, k), &eye) < 1e-13,
+            "Vh Vh^T, {m}x{n}"
+        );
+        if rank_one {
+            assert!(s[1..].iter().all(|&x| x <= 1e-13 * s[0]), "rank 1: {s:?}");
+        }
+        // pinv: a @ pinv(a) @ a == a.
+        let p = an.pinv(None).expect("a pseudo-inverse");
+        let again = an.matmul(&p).matmul(&an).to_vec().expect("reads");
+        assert!(rel(&again, &a) < 1e-12, "a pinv(a) a, {m}x{n}");
+    }
+    // A square invertible matrix: pinv is the inverse.
+    let sq = np.from_vec(&[3, 3], &[2.0, 1.0, 0.0, 1.0, 3.0, 1.0, 0.0, 1.0, 4.0]);
+    let p = sq.pinv(None).expect("pinv").to_vec().expect("reads");
+    let inv = sq.inv().expect("inv").to_vec().expect("reads");
+    assert!(rel(&p, &inv) < 1e-13, "pinv of an invertible matrix");
+    let e = np
+        .from_vec(&[3], &[1.0, 2.0, 3.0])
+        .svd()
+        .expect_err("a vector")
+        .to_string();
+    assert!(e.contains("two-dimensional"), "{e}");
+}
+
+#[test]
+fn least_squares_solve_the_normal_equations() {
+    let np = weft_tests::numeric(2);
+    let (m, n) = (9usize, 3usize);
+    let a = values(m * n, 60);
+    let b = values(m, 61);
+    let an = np.from_vec(&[m as u64, n as u64], &a);
+    let (x, residuals, rank, s) = an
+        .lstsq(&np.from_vec(&[m as u64], &b))
+        .expect("least squares");
+    assert_eq!(rank, 3);
+    assert_eq!(s.shape().expect("s"), vec![3]);
+    // The normal equations a^T a x = a^T b, solved by elimination written out.
+    let at: Vec<f64> = (0..n * m).map(|i| a[(i % m) * n + i / m]).collect();
+    let ata = product(&at, &a, n, m, n);
+    let atb = product(&at, &b, n, m, 1);
+    let (want, _) = reference_solve(&ata, &atb, n, 1);
+    let got = x.to_vec().expect("x");
+    assert!(rel(&got, &want) < 1e-10, "x: {got:?} against {want:?}");
+    let fit = product(&a, &got, m, n, 1);
+    let ss: f64 = b.iter().zip(&fit).map(|(p, q)| (p - q) * (p - q)).sum();
+    let r = residuals.to_vec().expect("residuals");
+    assert_eq!(r.len(), 1);
+    assert!(
+        (r[0] - ss).abs() <= 1e-12 * ss,
+        "residual {} against {ss}",
+        r[0]
+    );
+    let e = an
+        .lstsq(&np.from_vec(&[4], &[1.0, 2.0, 3.0, 4.0]))
+        .expect_err("4 rows for 9")
+        .to_string();
+    assert!(e.contains("Incompatible dimensions"), "{e}");
 }

@@ -294,14 +294,18 @@ pub enum NormOrd {
     /// `-inf`: a vector's smallest magnitude; a matrix's smallest row sum of magnitudes.
     NegInf,
     /// A number: a vector's `sum(|x|**p)**(1/p)` (`0`: the count of non-zero elements);
-    /// a matrix's largest (`1`) or smallest (`-1`) column sum of magnitudes.
+    /// a matrix's largest (`1`) or smallest (`-1`) column sum of magnitudes, or its largest
+    /// (`2`) or smallest (`-2`) singular value.
     P(f64),
+    /// `'nuc'`: a matrix's nuclear norm, the sum of its singular values.
+    Nuc,
 }
 
 impl Array {
     /// NumPy's `linalg.norm(x, ord)` of a vector or a matrix, 0-d. A matrix's 2-norm and
-    /// nuclear norm (which need singular values) and its `'fro'` of a vector are errors, as are
-    /// arrays of other ranks with an `ord`.
+    /// nuclear norm come from its singular values ([`Array::singular_values`], on the
+    /// host); `'fro'` or `'nuc'` of a vector is an error, as are arrays of other ranks with an
+    /// `ord`.
     #[track_caller]
     pub fn norm_ord(&self, ord: NormOrd) -> Result<Array> {
         let caller = std::panic::Location::caller();
@@ -332,10 +336,12 @@ impl Array {
             (2, NormOrd::NegInf) => Ok(sum(&magnitude, Some(1)).min()),
             (2, NormOrd::P(1.0)) => Ok(sum(&magnitude, Some(0)).max()),
             (2, NormOrd::P(-1.0)) => Ok(sum(&magnitude, Some(0)).min()),
-            (2, NormOrd::P(p)) if p.abs() == 2.0 => Err(Error::Usage(format!(
-                "linalg.norm: the matrix {p}-norm needs singular values, which Weft does not \
-                 compute yet"
-            ))),
+            (2, NormOrd::P(p)) if p.abs() == 2.0 => {
+                let s = x.singular_values()?;
+                let r = if p > 0.0 { s.max() } else { s.min() };
+                Ok(r.astype(x.dtype()?))
+            }
+            (2, NormOrd::Nuc) => Ok(x.singular_values()?.sum().astype(x.dtype()?)),
             (rank, ord) => Err(Error::Usage(format!(
                 "linalg.norm: Invalid norm order {ord:?} for an array of {rank} dimensions"
             ))),
