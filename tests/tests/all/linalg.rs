@@ -501,7 +501,20 @@ fn singular_values_meet_their_definitions() {
             }
         }
         let an = np.from_vec(&[m as u64, n as u64], &a);
-        let (u, s, vh) = an.svd().expect("an SVD");
+        // The full factors: orthogonal, square, and the same singular values.
+        let (uf, sf, vhf) = an.svd(true).expect("a full SVD");
+        assert_eq!(uf.shape().expect("U"), vec![m as u64, m as u64]);
+        assert_eq!(vhf.shape().expect("Vh"), vec![n as u64, n as u64]);
+        for (q, d) in [(uf.to_vec().expect("U"), m), (vhf.to_vec().expect("Vh"), n)] {
+            let qt: Vec<f64> = (0..d * d).map(|i| q[(i % d) * d + i / d]).collect();
+            let eye: Vec<f64> = (0..d * d).map(|i| f64::from(i / d == i % d)).collect();
+            assert!(
+                rel(&product(&qt, &q, d, d, d), &eye) < 1e-13,
+                "orthogonal, {d}"
+            );
+        }
+        let (u, s, vh) = an.svd(false).expect("an SVD");
+        assert_eq!(sf.to_vec().expect("S"), s.to_vec().expect("S"));
         let k = m.min(n);
         assert_eq!(u.shape().expect("U"), vec![m as u64, k as u64]);
         assert_eq!(vh.shape().expect("Vh"), vec![k as u64, n as u64]);
@@ -546,7 +559,7 @@ fn singular_values_meet_their_definitions() {
     assert!(rel(&p, &inv) < 1e-13, "pinv of an invertible matrix");
     let e = np
         .from_vec(&[3], &[1.0, 2.0, 3.0])
-        .svd()
+        .svd(true)
         .expect_err("a vector")
         .to_string();
     assert!(e.contains("two-dimensional"), "{e}");

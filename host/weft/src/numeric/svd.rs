@@ -1,4 +1,4 @@
-//! Singular values (NumPy's `linalg.svd` with `full_matrices=False`, `pinv`, `lstsq`, and the
+//! Singular values (NumPy's `linalg.svd`, `pinv`, `lstsq`, and the
 //! matrix 2-norm and nuclear norm through [`Array::norm_ord`]), on the host: the matrix is
 //! read once and factored by one-sided Jacobi rotations (Hestenes' method: pairs of columns
 //! rotated until every pair is orthogonal to the working precision), which is accurate to
@@ -76,20 +76,7 @@ fn jacobi_svd(a: &[f64], m: usize, n: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
             vec![0.0; m]
         };
         if norm == 0.0 || !norm.is_finite() {
-            // The first unit vector that Gram-Schmidt against the others leaves nonzero.
-            for e in 0..m {
-                let mut w = vec![0.0; m];
-                w[e] = 1.0;
-                for prev in &left {
-                    let d = dot(&w, prev);
-                    w.iter_mut().zip(prev).for_each(|(x, p)| *x -= d * p);
-                }
-                let len = dot(&w, &w).sqrt();
-                if len > 0.5 {
-                    c = w.iter().map(|x| x / len).collect();
-                    break;
-                }
-            }
+            c = unit_completion(&left, m);
         }
         left.push(c);
     }
@@ -100,6 +87,41 @@ fn jacobi_svd(a: &[f64], m: usize, n: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
         .flat_map(|i| v.iter().map(move |c| c[i]).collect::<Vec<_>>())
         .collect();
     (u_rows, sigma, v_rows)
+}
+
+/// A unit vector of `dim` elements orthogonal to every vector of `basis` (orthonormal,
+/// fewer than `dim`): the first unit vector along an axis that Gram-Schmidt against the
+/// basis leaves at least half its length.
+fn unit_completion(basis: &[Vec<f64>], dim: usize) -> Vec<f64> {
+    let dot = |x: &[f64], y: &[f64]| x.iter().zip(y).map(|(p, q)| p * q).sum::<f64>();
+    for e in 0..dim {
+        let mut w = vec![0.0; dim];
+        w[e] = 1.0;
+        for prev in basis {
+            let d = dot(&w, prev);
+            w.iter_mut().zip(prev).for_each(|(x, p)| *x -= d * p);
+        }
+        let len = dot(&w, &w).sqrt();
+        if len > 0.5 {
+            return w.iter().map(|x| x / len).collect();
+        }
+    }
+    vec![0.0; dim]
+}
+
+/// `rows` (`dim` x `k`, row-major, orthonormal columns) completed to an orthogonal `dim` x
+/// `dim` matrix by [`unit_completion`]s.
+fn completed(rows: &[f64], dim: usize, k: usize) -> Vec<f64> {
+    let mut cols: Vec<Vec<f64>> = (0..k)
+        .map(|j| (0..dim).map(|i| rows[i * k + j]).collect())
+        .collect();
+    while cols.len() < dim {
+        let next = unit_completion(&cols, dim);
+        cols.push(next);
+    }
+    (0..dim)
+        .flat_map(|i| cols.iter().map(move |c| c[i]).collect::<Vec<_>>())
+        .collect()
 }
 
 /// A matrix's factors on the host: `a = U diag(s) V^T`, `k = min(m, n)`.
@@ -155,19 +177,25 @@ fn decompose(a: &Array, what: &str) -> Result<Factors> {
 
 impl Array {
     /// The singular value decomposition `(U, S, Vh)` with `self == U @ diag(S) @ Vh`, as
-    /// NumPy's `linalg.svd(a, full_matrices=False)`: for an `m` x `n` matrix and
-    /// `k = min(m, n)`, `U` is `m` x `k` with orthonormal columns, `S` the `k` singular
-    /// values in descending order, `Vh` `k` x `n` with orthonormal rows; `float64` (see the
-    /// module's documentation: computed on the host, singular vectors' signs may differ
-    /// from LAPACK's).
+    /// NumPy's `linalg.svd(a, full_matrices)`: for an `m` x `n` matrix and `k = min(m, n)`,
+    /// `S` holds the `k` singular values in descending order; `U` is `m` x `m` and `Vh`
+    /// `n` x `n`, orthogonal, when `full_matrices` (NumPy's default), else `m` x `k` with
+    /// orthonormal columns and `k` x `n` with orthonormal rows. `float64` (see the module's
+    /// documentation: computed on the host, the singular vectors' signs, and the columns
+    /// that complete a basis, may differ from LAPACK's).
     #[track_caller]
-    pub fn svd(&self) -> Result<(Array, Array, Array)> {
+    pub fn svd(&self, full_matrices: bool) -> Result<(Array, Array, Array)> {
         let caller = std::panic::Location::caller();
         let Factors { u, s, v, m, n } = decompose(self, "svd").map_err(|e| super::at(caller, e))?;
         let k = m.min(n);
         let np = &self.np;
-        let u = np.from_slice(&[m as u64, k as u64], &u);
-        let vh = np.from_slice(&[n as u64, k as u64], &v).t().copy();
+        let (u, v, ku, kv) = if full_matrices {
+            (completed(&u, m, k), completed(&v, n, k), m, n)
+        } else {
+            (u, v, k, k)
+        };
+        let u = np.from_slice(&[m as u64, ku as u64], &u);
+        let vh = np.from_slice(&[n as u64, kv as u64], &v).t().copy();
         Ok((u, np.from_slice(&[k as u64], &s), vh))
     }
 
