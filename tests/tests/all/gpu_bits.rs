@@ -46,6 +46,19 @@ fn results(device: Device) -> weft::Result<Vec<(String, Vec<u64>)>> {
     let yi = (&y * 40.0).abs().astype(DType::I64);
     let mixed = &(&(&(&xi & 0xffff) ^ &(&xi << &yi)) >> &yi) | &!&xi;
     out.push(("bitwise".to_string(), bits(&mixed.astype(DType::F64))?));
+    // Scatters: a histogram's weighted sums (one walk a block), repeated positions added and
+    // stored in order, counts into bins.
+    let (hist, _) = x.histogram(37, None, Some(&y))?;
+    out.push(("histogram".to_string(), bits(&hist)?));
+    let positions = (&x * 20.0).abs().astype(DType::I64);
+    let target = np.zeros(&[21], DType::F64);
+    target.add_at(&positions, &y)?;
+    out.push(("add_at".to_string(), bits(&target)?));
+    let grid = np.zeros(&[3, 7], DType::F64);
+    grid.assign_at(&[&(&positions % 3i64), &(&positions % 7i64)], &x)?;
+    out.push(("assign_at".to_string(), bits(&grid)?));
+    let counts = positions.bincount(None, 0)?.astype(DType::F64);
+    out.push(("bincount".to_string(), bits(&counts)?));
     let inputs = black_scholes::inputs(&np, 5000, 1);
     let (call, put) = inputs.price(black_scholes::Cnd::Erf);
     out.push(("black-scholes call".to_string(), bits(&call)?));
@@ -128,7 +141,7 @@ fn gpu_results_are_the_cpu_bits_or_the_gpu_names_its_missing_driver() {
         }
         // The host keeps running: the CPU still works.
         let cpu = results(Device::Cpu).expect("the CPU runs the programs");
-        assert_eq!(cpu.len(), 13);
+        assert_eq!(cpu.len(), 17);
         return;
     }
     let cpu = results(Device::Cpu).expect("the CPU runs the programs");
