@@ -166,6 +166,16 @@ fn float_part(a: &Array) -> Array {
     }
 }
 
+/// The real and imaginary parts of a value written into a complex array (a real operand's
+/// imaginary part is zero).
+fn value_parts<'a>(value: &'a ComplexOperand<'a>) -> (Operand<'a>, Operand<'a>) {
+    match value {
+        ComplexOperand::Complex(z) => (Operand::Array(&z.re), Operand::Array(&z.im)),
+        ComplexOperand::Real(a) => (Operand::Array(a), Operand::Scalar(0.0)),
+        ComplexOperand::Scalar(c) => (Operand::Scalar(c.re), Operand::Scalar(c.im)),
+    }
+}
+
 /// `part` in `re`'s dtype (a real operand of a wider type widens the real part: the
 /// imaginary part follows, so that both parts keep one dtype).
 fn like(part: &Array, re: &Array) -> Array {
@@ -656,20 +666,10 @@ impl ComplexArray {
     /// Writes `src` (broadcast to this shape) into this array or view, NumPy's `z[...] = src`.
     #[track_caller]
     pub fn assign<'a>(&self, src: impl Into<ComplexOperand<'a>>) -> Result<()> {
-        match src.into() {
-            ComplexOperand::Complex(z) => {
-                self.re.assign(&z.re)?;
-                self.im.assign(&z.im)
-            }
-            ComplexOperand::Real(a) => {
-                self.re.assign(a)?;
-                self.im.assign(Operand::Scalar(0.0))
-            }
-            ComplexOperand::Scalar(c) => {
-                self.re.assign(Operand::Scalar(c.re))?;
-                self.im.assign(Operand::Scalar(c.im))
-            }
-        }
+        let src = src.into();
+        let (re, im) = value_parts(&src);
+        self.re.assign(re)?;
+        self.im.assign(im)
     }
 
     /// `self[mask] = value` with `value` broadcast to this shape ([`Array::assign_where`]).
@@ -679,20 +679,10 @@ impl ComplexArray {
         mask: &Array,
         value: impl Into<ComplexOperand<'a>>,
     ) -> Result<()> {
-        match value.into() {
-            ComplexOperand::Complex(z) => {
-                self.re.assign_where(mask, &z.re)?;
-                self.im.assign_where(mask, &z.im)
-            }
-            ComplexOperand::Real(a) => {
-                self.re.assign_where(mask, a)?;
-                self.im.assign_where(mask, Operand::Scalar(0.0))
-            }
-            ComplexOperand::Scalar(c) => {
-                self.re.assign_where(mask, Operand::Scalar(c.re))?;
-                self.im.assign_where(mask, Operand::Scalar(c.im))
-            }
-        }
+        let value = value.into();
+        let (re, im) = value_parts(&value);
+        self.re.assign_where(mask, re)?;
+        self.im.assign_where(mask, im)
     }
 
     /// The elements where `mask` is true, as a 1-d array (NumPy's `z[mask]`,
@@ -712,20 +702,10 @@ impl ComplexArray {
         indices: &[&Array],
         values: impl Into<ComplexOperand<'a>>,
     ) -> Result<()> {
-        match values.into() {
-            ComplexOperand::Complex(z) => {
-                self.re.assign_at(indices, &z.re)?;
-                self.im.assign_at(indices, &z.im)
-            }
-            ComplexOperand::Real(a) => {
-                self.re.assign_at(indices, a)?;
-                self.im.assign_at(indices, Operand::Scalar(0.0))
-            }
-            ComplexOperand::Scalar(c) => {
-                self.re.assign_at(indices, Operand::Scalar(c.re))?;
-                self.im.assign_at(indices, Operand::Scalar(c.im))
-            }
-        }
+        let values = values.into();
+        let (re, im) = value_parts(&values);
+        self.re.assign_at(indices, re)?;
+        self.im.assign_at(indices, im)
     }
 
     /// `self[mask] = values`, one value per true element of `mask` in row-major order

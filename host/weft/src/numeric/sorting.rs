@@ -80,6 +80,21 @@ fn sort_lines<T: SortKey>(values: &[T], len: usize, values_too: bool) -> (Vec<i6
     (order, sorted)
 }
 
+/// `work`'s lines of `len` sorted on the host as `T` (its dtype): each line's order, and the
+/// sorted elements uploaded in `shape` when `values_too`.
+fn sorted_as<T: SortKey>(
+    work: &Array,
+    shape: &[u64],
+    len: usize,
+    values_too: bool,
+) -> Result<(Vec<i64>, Option<Array>)> {
+    let (order, sorted) = sort_lines(&work.to_vec_of::<T>()?, len, values_too);
+    Ok((
+        order,
+        values_too.then(|| work.np.from_slice(shape, &sorted)),
+    ))
+}
+
 /// What [`Array::sorted`] gives: per line, the stable order, or the sorted elements.
 enum Sorted {
     Order,
@@ -123,31 +138,15 @@ impl Array {
         let values = matches!(what, Sorted::Values);
         let np = &self.np;
         let (order, sorted) = match work.dtype()? {
-            DType::F64 => {
-                let (o, v) = sort_lines(&work.to_vec_of::<f64>()?, len, values);
-                (o, np.from_slice(&wshape, &v))
-            }
-            DType::F32 => {
-                let (o, v) = sort_lines(&work.to_vec_of::<f32>()?, len, values);
-                (o, np.from_slice(&wshape, &v))
-            }
-            DType::I64 => {
-                let (o, v) = sort_lines(&work.to_vec_of::<i64>()?, len, values);
-                (o, np.from_slice(&wshape, &v))
-            }
-            DType::I32 => {
-                let (o, v) = sort_lines(&work.to_vec_of::<i32>()?, len, values);
-                (o, np.from_slice(&wshape, &v))
-            }
-            DType::Bool => {
-                let (o, v) = sort_lines(&work.to_vec_of::<bool>()?, len, values);
-                (o, np.from_slice(&wshape, &v))
-            }
+            DType::F64 => sorted_as::<f64>(&work, &wshape, len, values)?,
+            DType::F32 => sorted_as::<f32>(&work, &wshape, len, values)?,
+            DType::I64 => sorted_as::<i64>(&work, &wshape, len, values)?,
+            DType::I32 => sorted_as::<i32>(&work, &wshape, len, values)?,
+            DType::Bool => sorted_as::<bool>(&work, &wshape, len, values)?,
         };
-        let result = if values {
-            sorted
-        } else {
-            np.from_slice(&wshape, &order)
+        let result = match sorted {
+            Some(sorted) => sorted,
+            None => np.from_slice(&wshape, &order),
         };
         result.check()?;
         Ok(match back {
