@@ -1579,6 +1579,44 @@ kernel("contour_integral", {
        ["P0.real", "P0.imag", "P1.real", "P1.imag"])((contour_integral_init, contour_integral))
 
 
+def scattering_self_energies_init(Nkz, NE, Nqz, Nw, N3D, NA, NB, Norb):
+    from numpy.random import default_rng
+    rng = default_rng(42)
+    neigh_idx = np.ndarray([NA, NB], dtype=np.int32)
+    for i in range(NA):
+        neigh_idx[i] = np.positive(np.arange(i - NB / 2, i + NB / 2) % NA)
+    dH = _rng_complex([NA, NB, N3D, Norb, Norb], rng)
+    G = _rng_complex([Nkz, NE, NA, Norb, Norb], rng)
+    D = _rng_complex([Nqz, Nw, NA, NB, N3D, N3D], rng)
+    Sigma = np.zeros([Nkz, NE, NA, Norb, Norb], dtype=np.complex128)
+    return {"neigh_idx": neigh_idx, "dH": dH, "G": G, "D": D, "Sigma": Sigma}
+
+
+def scattering_self_energies(neigh_idx, dH, G, D, Sigma):
+    for k in range(G.shape[0]):
+        for E in range(G.shape[1]):
+            for q in range(D.shape[0]):
+                for w in range(D.shape[1]):
+                    for i in range(D.shape[-2]):
+                        for j in range(D.shape[-1]):
+                            for a in range(neigh_idx.shape[0]):
+                                for b in range(neigh_idx.shape[1]):
+                                    if E - w >= 0:
+                                        dHG = G[k, E - w, neigh_idx[a, b]] @ dH[a, b, i]
+                                        dHD = dH[a, b, j] * D[q, w, a, b, i, j]
+                                        Sigma[k, E, a] += dHG @ dHD
+    return {"Sigma": Sigma}
+
+
+kernel("scattering_self_energies", {
+    "XS": dict(Nkz=1, NE=3, Nqz=1, Nw=2, N3D=2, NA=4, NB=2, Norb=2),
+    "S": dict(Nkz=2, NE=4, Nqz=2, Nw=2, N3D=2, NA=6, NB=2, Norb=3),
+    "M": dict(Nkz=3, NE=5, Nqz=3, Nw=2, N3D=2, NA=10, NB=3, Norb=4),
+    "L": dict(Nkz=3, NE=10, Nqz=3, Nw=3, N3D=3, NA=12, NB=4, Norb=4),
+    "paper": dict(Nkz=4, NE=10, Nqz=4, Nw=3, N3D=3, NA=20, NB=4, Norb=4)},
+       ["Sigma.real", "Sigma.imag"])((scattering_self_energies_init, scattering_self_energies))
+
+
 def azimint_hist_init(N, npt):
     from numpy.random import default_rng
     rng = default_rng(42)

@@ -363,6 +363,10 @@ pub const KERNELS: &[Kernel] = &[
         run: complex_kernels::contour_integral,
     },
     Kernel {
+        name: "scattering_self_energies",
+        run: complex_kernels::scattering_self_energies,
+    },
+    Kernel {
         name: "azimint_hist",
         run: azimint_hist,
     },

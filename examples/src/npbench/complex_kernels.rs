@@ -1,5 +1,5 @@
 //! NPBench's kernels on complex numbers (`mandelbrot1`, `mandelbrot2`, `stockham_fft`,
-//! `contour_integral`),
+//! `contour_integral`, `scattering_self_energies`),
 //! statement for statement with [`ComplexArray`]; each complex output is returned as its two
 //! parts, `NAME.real` and `NAME.imag`.
 
@@ -145,7 +145,7 @@ pub fn contour_integral(x: &Inputs) -> Result<Outputs, AppError> {
                     format!("contour_integral: exponent {exponent} is not integral").into(),
                 );
             };
-            tz.assign(&(&tz + &(ham.index(&[Ix::At(n)]) * zz)))?;
+            tz.assign(&(&tz + &(ham.index(&[Ix::At(i64::from(n))]) * zz)))?;
         }
         let mut xz = if nr == nm { tz.inv()? } else { tz.solve(y)? };
         if z.abs() < 1.0 {
@@ -157,4 +157,57 @@ pub fn contour_integral(x: &Inputs) -> Result<Outputs, AppError> {
     let mut out: Outputs = parts("P0", &p0).into();
     out.extend(parts("P1", &p1));
     Ok(out)
+}
+
+/// NPBench's `scattering_self_energies`: eight nested loops, each innermost step two small
+/// complex products accumulated into one block of `Sigma` (`Sigma[k, E, a] += (G[k, E - w,
+/// n[a, b]] @ dH[a, b, i]) @ (dH[a, b, j] * D[q, w, a, b, i, j])`). The neighbour table is an
+/// index of blocks, read once on the host as NumPy's loop reads each entry as a Python integer.
+pub fn scattering_self_energies(x: &Inputs) -> Result<Outputs, AppError> {
+    let (dh, g, d, sigma) = (
+        x.complex("dH")?,
+        x.complex("G")?,
+        x.complex("D")?,
+        x.complex("Sigma")?,
+    );
+    let neigh = x.array("neigh_idx")?;
+    let (gs, ds, ns) = (g.shape()?, d.shape()?, neigh.shape()?);
+    let (Some(&[nk, ne]), Some(&[nq, nw]), Some(&[ni, nj]), Some(&[na, nb])) = (
+        gs.get(..2),
+        ds.get(..2),
+        ds.get(ds.len().saturating_sub(2)..),
+        ns.get(..2),
+    ) else {
+        return Err("scattering_self_energies: G, D or neigh_idx has too few axes".into());
+    };
+    let table = neigh.to_vec_of::<i32>()?;
+    let at = |v: u64| Ix::At(v as i64);
+    for k in 0..nk {
+        for e in 0..ne {
+            for q in 0..nq {
+                for w in 0..nw {
+                    for i in 0..ni {
+                        for j in 0..nj {
+                            for a in 0..na {
+                                for b in 0..nb {
+                                    if e < w {
+                                        continue;
+                                    }
+                                    let n = table[(a * nb + b) as usize];
+                                    let dhg = g
+                                        .index(&[at(k), at(e - w), Ix::At(i64::from(n))])
+                                        .matmul(&dh.index(&[at(a), at(b), at(i)]));
+                                    let dhd = &dh.index(&[at(a), at(b), at(j)])
+                                        * &d.index(&[at(q), at(w), at(a), at(b), at(i), at(j)]);
+                                    let s = sigma.index(&[at(k), at(e), at(a)]);
+                                    s.assign(&(&s + &dhg.matmul(&dhd)))?;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(parts("Sigma", sigma).into())
 }
