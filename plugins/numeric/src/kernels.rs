@@ -109,6 +109,7 @@ pub fn build(key: &Key) -> Result<Kernel, String> {
         Key::ArgRows { op, dtype, kept } => arg_rows(name, op, dtype, kept),
         Key::FlatNonzero => flat_nonzero(name),
         Key::Scatter { dtype, accumulate } => scatter(name, dtype, accumulate),
+        Key::MergePass { dtype, indices } => merge_pass(name, dtype, indices),
         Key::Take {
             dtype,
             index,
@@ -187,7 +188,7 @@ fn binary(b: &mut BodyBuilder, op: BinOp, x: Value, y: Value) -> Value {
             let r_neg = b.cmp(CmpOp::Lt, r, zero);
             let y_neg = b.cmp(CmpOp::Lt, y, zero);
             let signs_differ = b.cmp(CmpOp::Ne, r_neg, y_neg);
-            let adjust = b.binary(BinaryOp::And, nonzero, signs_differ);
+            let adjust = b.and(nonzero, signs_differ);
             let moved = b.binary(BinaryOp::Add, r, y);
             b.select(adjust, moved, r)
         }
@@ -607,6 +608,115 @@ fn flat_nonzero(name: String) -> KernelBuilder {
     k
 }
 
+/// Whether `x` sorts before `y` in NumPy's order: NaN after every number (two NaNs equal),
+/// bools as `0 < 1`.
+fn sorts_before(b: &BodyBuilder, dtype: DType, x: Value, y: Value) -> Value {
+    match dtype {
+        DType::F32 | DType::F64 => {
+            let less = b.lt(x, y);
+            let y_nan = b.ne(y, y);
+            let x_number = b.eq(x, x);
+            let nan_after = b.and(y_nan, x_number);
+            b.or(less, nan_after)
+        }
+        DType::Bool => {
+            let (x, y) = (b.cast(DType::I32, x), b.cast(DType::I32, y));
+            b.lt(x, y)
+        }
+        DType::I32 | DType::I64 => b.lt(x, y),
+    }
+}
+
+/// One pass of a bottom-up stable merge sort along dimension 1 of `src` (rows of `n`): the
+/// runs `[lo, lo + width)` and `[lo + width, lo + 2 width)` of each row, each sorted, merge into
+/// `dst`, a left element first on ties. Each point writes one chunk of `chunk` outputs of one
+/// pair (`chunk` divides `2 width`, or equals it): it finds where its chunk starts in the two
+/// runs by `steps` halvings of the merge path (none when the chunk is the whole pair), then
+/// merges. The domain is a strided view with one element per chunk, `(rows, chunks)`, or
+/// `(chunks, rows)` when `swap` is nonzero (the back end splits the first dimension across
+/// threads). With `indices`, the keys' positions (`i64`) move with them.
+fn merge_pass(name: String, dtype: DType, indices: bool) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let domain = k.store(dtype, 2, Privilege::Read);
+    let src = k.store(dtype, 2, Privilege::Read);
+    let dst = k.store(dtype, 2, Privilege::Write);
+    let positions = indices.then(|| {
+        (
+            k.store(DType::I64, 2, Privilege::Read),
+            k.store(DType::I64, 2, Privilege::Write),
+        )
+    });
+    let width = k.scalar(DType::I64);
+    let chunk = k.scalar(DType::I64);
+    let steps = k.scalar(DType::I64);
+    let swap = k.scalar(DType::I64);
+    let n = k.extent(src, 1);
+    k.parallel(domain, |b, p| {
+        let zero = b.const_i64(0);
+        let one = b.const_i64(1);
+        let swapped = b.ne(swap, zero);
+        let row = b.select(swapped, p[1], p[0]);
+        let c = b.select(swapped, p[0], p[1]);
+        let last = b.sub(n, one);
+        // Every load is at a position in the row, whether or not its value is used.
+        let at = |b: &BodyBuilder, x: Value| {
+            let x = b.max(x, zero);
+            b.min(x, last)
+        };
+        let start = b.mul(c, chunk);
+        let pair = b.add(width, width);
+        let lo = b.mul(b.div(start, pair), pair);
+        let mid = b.min(b.add(lo, width), n);
+        let hi = b.min(b.add(lo, pair), n);
+        let end = b.min(b.add(start, chunk), hi);
+        let d = b.sub(start, lo);
+        let (left_len, right_len) = (b.sub(mid, lo), b.sub(hi, mid));
+        // The merge path: how many of the first `d` outputs come from the left run.
+        let low = b.max(b.sub(d, right_len), zero);
+        let high = b.min(d, left_len);
+        let found = b.for_loop(zero, steps, &[low, high], |b, _, range| {
+            let (low, high) = (range[0], range[1]);
+            let active = b.lt(low, high);
+            let m = b.div(b.add(low, high), b.const_i64(2));
+            let left = b.load(src, &[row, at(b, b.add(lo, m))]);
+            let right_at = b.sub(b.sub(b.add(mid, d), m), one);
+            let right = b.load(src, &[row, at(b, right_at)]);
+            // The left element goes first unless the right one sorts strictly before it.
+            let right_first = sorts_before(b, dtype, right, left);
+            let left_first = b.not(right_first);
+            let raise = b.and(active, left_first);
+            let lower = b.and(active, right_first);
+            vec![
+                b.select(raise, b.add(m, one), low),
+                b.select(lower, m, high),
+            ]
+        });
+        let i0 = b.add(lo, found[0]);
+        let j0 = b.sub(b.add(mid, d), found[0]);
+        b.for_loop(start, end, &[i0, j0], |b, out, ij| {
+            let (i, j) = (ij[0], ij[1]);
+            // `i` and `j` are never negative: only the end of the row bounds them.
+            let (ai, aj) = (b.min(i, last), b.min(j, last));
+            let left = b.load(src, &[row, ai]);
+            let right = b.load(src, &[row, aj]);
+            let left_done = b.ge(i, mid);
+            let right_left = b.lt(j, hi);
+            let before = sorts_before(b, dtype, right, left);
+            let either = b.or(left_done, before);
+            let take_right = b.and(right_left, either);
+            b.store(dst, &[row, out], b.select(take_right, right, left));
+            if let Some((from, to)) = positions {
+                let pl = b.load(from, &[row, ai]);
+                let pr = b.load(from, &[row, aj]);
+                b.store(to, &[row, out], b.select(take_right, pr, pl));
+            }
+            let step = b.cast(DType::I64, take_right);
+            vec![b.sub(b.add(i, one), step), b.add(j, step)]
+        });
+    });
+    k
+}
+
 /// One point walks the positions in order: `out[p[j]] = v[j]`, or `out[p[j]] += v[j]` when
 /// `accumulate` (a negative position counts from the end; an out-of-range one faults, as
 /// every access is checked). The domain is a 0-d view of the first position: one point.
@@ -824,6 +934,14 @@ mod tests {
         let mut keys = vec![Key::FlatNonzero];
         for dtype in DType::ALL {
             keys.extend([
+                Key::MergePass {
+                    dtype,
+                    indices: false,
+                },
+                Key::MergePass {
+                    dtype,
+                    indices: true,
+                },
                 Key::Arange { dtype },
                 Key::Linspace { dtype },
                 Key::Dot { dtype },

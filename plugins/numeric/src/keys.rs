@@ -241,6 +241,14 @@ pub enum Key {
     /// The positions of the true elements of a flattened bool mask, written in order by one
     /// point that walks the mask (see `kernels::flat_nonzero`).
     FlatNonzero,
+    /// One pass of a stable merge sort along dimension 1 (see `kernels::merge_pass`): sorted
+    /// runs of a width are merged pairwise, each point merging one chunk of the output.
+    MergePass {
+        /// The keys' dtype.
+        dtype: DType,
+        /// Whether the keys' positions travel with them (`argsort`).
+        indices: bool,
+    },
     /// `out[p[j]] = v[j]` (or `+=`) for each `j` in order, walked by one point (see
     /// `kernels::scatter`).
     Scatter {
@@ -366,6 +374,14 @@ impl fmt::Display for Key {
             Key::Cumsum { dtype, kept } => write!(f, "cumsum.{dtype}.r{kept}"),
             Key::ArgRows { op, dtype, kept } => write!(f, "argrows.{}.{dtype}.r{kept}", op.name()),
             Key::FlatNonzero => write!(f, "flatnonzero"),
+            Key::MergePass {
+                dtype,
+                indices: false,
+            } => write!(f, "mergepass.{dtype}"),
+            Key::MergePass {
+                dtype,
+                indices: true,
+            } => write!(f, "argmergepass.{dtype}"),
             Key::Scatter {
                 dtype,
                 accumulate: false,
@@ -554,6 +570,14 @@ fn parse(s: &str) -> Result<Key, String> {
         "vecmat_rows" => Key::VecmatRows { dtype: t.dtype()? },
         "dot" => Key::Dot { dtype: t.dtype()? },
         "dotfold" => Key::DotFold { dtype: t.dtype()? },
+        "mergepass" => Key::MergePass {
+            dtype: t.dtype()?,
+            indices: false,
+        },
+        "argmergepass" => Key::MergePass {
+            dtype: t.dtype()?,
+            indices: true,
+        },
         "scatter" => Key::Scatter {
             dtype: t.dtype()?,
             accumulate: false,
@@ -643,6 +667,7 @@ impl Key {
             } => Err("adding at positions of a bool array is not supported".to_string()),
             Key::Fill { .. }
             | Key::FlatNonzero
+            | Key::MergePass { .. }
             | Key::Scatter { .. }
             | Key::Linspace { .. }
             | Key::DiagExtract { .. }

@@ -194,6 +194,10 @@ impl numeric::Guest for Numeric {
             accumulate,
         )
     }
+
+    fn sort_rows(a: &Store, indices: bool) -> Result<Store, Error> {
+        ops::sorting::sort_rows(&Array::new(a), indices)
+    }
 }
 
 /// An operand as the operations take it.

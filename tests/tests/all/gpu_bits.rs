@@ -59,6 +59,20 @@ fn results(device: Device) -> weft::Result<Vec<(String, Vec<u64>)>> {
     out.push(("assign_at".to_string(), bits(&grid)?));
     let counts = positions.bincount(None, 0)?.astype(DType::F64);
     out.push(("bincount".to_string(), bits(&counts)?));
+    // Sorting: the merge passes (with halvings of the merge path past 8,192 elements) and
+    // the run starts of `unique`.
+    let ties = (&x * 50.0).floor();
+    out.push(("sort".to_string(), bits(&ties.sort(None)?)?));
+    out.push((
+        "argsort".to_string(),
+        bits(&ties.argsort(Some(0))?.astype(DType::F64))?,
+    ));
+    let (values, counts) = ties.unique_counts()?;
+    out.push(("unique".to_string(), bits(&values)?));
+    out.push((
+        "unique counts".to_string(),
+        bits(&counts.astype(DType::F64))?,
+    ));
     let inputs = black_scholes::inputs(&np, 5000, 1);
     let (call, put) = inputs.price(black_scholes::Cnd::Erf);
     out.push(("black-scholes call".to_string(), bits(&call)?));
@@ -141,7 +155,7 @@ fn gpu_results_are_the_cpu_bits_or_the_gpu_names_its_missing_driver() {
         }
         // The host keeps running: the CPU still works.
         let cpu = results(Device::Cpu).expect("the CPU runs the programs");
-        assert_eq!(cpu.len(), 17);
+        assert_eq!(cpu.len(), 21);
         return;
     }
     let cpu = results(Device::Cpu).expect("the CPU runs the programs");

@@ -176,6 +176,127 @@ fn integers_and_bools_sort_exactly_and_unique_collapses_ties() {
     );
 }
 
+/// Long lines: pairs of runs longer than a pass's chunk, whose points find their start by
+/// halving the merge path; every dtype, one and two threads, against the standard library's
+/// stable sort.
+#[test]
+fn long_lines_sort_stably_on_any_threads() {
+    let n = 20_011usize;
+    let mut v = values(n, 9);
+    for i in (5..n).step_by(997) {
+        v[i] = f64::NAN;
+    }
+    let mut want: Vec<usize> = (0..n).collect();
+    want.sort_by(|&i, &j| before(v[i], v[j]));
+    let want_values: Vec<f64> = want.iter().map(|&i| v[i]).collect();
+    let ints: Vec<i64> = v
+        .iter()
+        .map(|x| if x.is_nan() { 9 } else { (x * 2.0) as i64 })
+        .collect();
+    let mut want_ints = ints.clone();
+    want_ints.sort();
+    for threads in [1, 2] {
+        let np = weft_tests::numeric_with(weft::Config {
+            threads,
+            ..weft::Config::from_env()
+        });
+        let a = np.from_vec(&[n as u64], &v);
+        let order = a.argsort(Some(0)).expect("argsorts");
+        let got: Vec<usize> = order
+            .to_vec_of::<i64>()
+            .expect("reads")
+            .into_iter()
+            .map(|x| x as usize)
+            .collect();
+        assert_eq!(got, want, "argsort at {threads} threads");
+        let sorted = a.sort(None).expect("sorts").to_vec().expect("reads");
+        assert!(same(&sorted, &want_values), "sort at {threads} threads");
+        let single = a.astype(DType::F32).sort(None).expect("sorts");
+        let want32: Vec<f64> = want_values.iter().map(|&x| f64::from(x as f32)).collect();
+        let got32: Vec<f64> = single
+            .to_vec_of::<f32>()
+            .expect("reads")
+            .into_iter()
+            .map(f64::from)
+            .collect();
+        assert!(same(&got32, &want32), "f32 sort at {threads} threads");
+        let i = np.from_slice(&[n as u64], &ints);
+        assert_eq!(
+            i.sort(None)
+                .expect("sorts")
+                .to_vec_of::<i64>()
+                .expect("reads"),
+            want_ints
+        );
+        let narrow = i.astype(DType::I32).sort(None).expect("sorts");
+        let want_narrow: Vec<i32> = want_ints.iter().map(|&x| x as i32).collect();
+        assert_eq!(narrow.to_vec_of::<i32>().expect("reads"), want_narrow);
+        // Two rows of one long line each, and many short rows (a pass's points split over
+        // the rows rather than the chunks).
+        let two = np.from_vec(&[2, (n / 2) as u64], &v[..2 * (n / 2)]);
+        let got = two.sort(Some(-1)).expect("sorts").to_vec().expect("reads");
+        for r in 0..2 {
+            let line = &v[r * (n / 2)..(r + 1) * (n / 2)];
+            let mut w = line.to_vec();
+            w.sort_by(|a, b| before(*a, *b));
+            assert!(same(&got[r * (n / 2)..(r + 1) * (n / 2)], &w), "row {r}");
+        }
+        let many = np.from_vec(&[(n / 7) as u64, 7], &v[..7 * (n / 7)]);
+        let got = many.argsort(Some(1)).expect("argsorts");
+        let got = got.to_vec_of::<i64>().expect("reads");
+        for r in 0..n / 7 {
+            let line = &v[r * 7..(r + 1) * 7];
+            let want: Vec<i64> = reference_argsort(line)
+                .into_iter()
+                .map(|x| x as i64)
+                .collect();
+            assert_eq!(&got[r * 7..(r + 1) * 7], &want[..], "row {r}");
+        }
+    }
+}
+
+/// `unique_counts` against counting runs of a sorted copy written out.
+#[test]
+fn unique_counts_count_each_run() {
+    let np = weft_tests::numeric(2);
+    let v: Vec<i64> = weft_tests::uniform_data(5000, 21, 0.0, 40.0)
+        .into_iter()
+        .map(|x| x as i64)
+        .collect();
+    let (u, c) = np
+        .from_slice(&[5000], &v)
+        .unique_counts()
+        .expect("unique with counts");
+    let mut sorted = v.clone();
+    sorted.sort();
+    let (mut want_u, mut want_c) = (Vec::new(), Vec::new());
+    for x in sorted {
+        if want_u.last() == Some(&x) {
+            *want_c.last_mut().expect("a count") += 1;
+        } else {
+            want_u.push(x);
+            want_c.push(1i64);
+        }
+    }
+    assert_eq!(u.to_vec_of::<i64>().expect("reads"), want_u);
+    assert_eq!(c.to_vec_of::<i64>().expect("reads"), want_c);
+    let f = np.from_vec(&[6], &[2.0, f64::NAN, -0.0, 0.0, f64::NAN, 2.0]);
+    let (u, c) = f.unique_counts().expect("unique with counts");
+    assert_eq!(u.to_vec().expect("reads").len(), 3);
+    assert_eq!(c.to_vec_of::<i64>().expect("reads"), vec![2, 2, 2]);
+    let (u, c) = np
+        .from_vec(&[1], &[4.0])
+        .unique_counts()
+        .expect("one element");
+    assert_eq!(
+        (
+            u.to_vec().expect("reads"),
+            c.to_vec_of::<i64>().expect("reads")
+        ),
+        (vec![4.0], vec![1])
+    );
+}
+
 #[test]
 fn bad_axes_are_numpys_errors() {
     let np = weft_tests::numeric(2);

@@ -16,6 +16,7 @@ pub mod elementwise;
 pub mod indexing;
 pub mod linalg;
 pub mod reductions;
+pub mod sorting;
 pub mod views;
 
 use std::fmt::Display;
