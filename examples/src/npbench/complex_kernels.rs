@@ -145,7 +145,7 @@ pub fn contour_integral(x: &Inputs) -> Result<Outputs, AppError> {
                     format!("contour_integral: exponent {exponent} is not integral").into(),
                 );
             };
-            tz.assign(&(&tz + &(ham.index(&[Ix::At(i64::from(n))]) * zz)))?;
+            tz.assign(&(&tz + &(ham.index(&[Ix::At(n)]) * zz)))?;
         }
         let mut xz = if nr == nm { tz.inv()? } else { tz.solve(y)? };
         if z.abs() < 1.0 {
