@@ -486,3 +486,266 @@ fn edge_cases_keep_one_dtype_and_numpys_infinities() {
     .expect("reads");
     assert_eq!(m, vec![f64::INFINITY, f64::INFINITY]);
 }
+
+fn cconj(a: C) -> C {
+    (a.0, -a.1)
+}
+
+fn csub(a: C, b: C) -> C {
+    (a.0 - b.0, a.1 - b.1)
+}
+
+/// The determinant by Gaussian elimination with partial pivoting (by `|re| + |im|`),
+/// written out.
+fn reference_det(a: &[C], n: usize) -> C {
+    let mut m = a.to_vec();
+    let mut det = (1.0, 0.0);
+    for j in 0..n {
+        let p = (j..n)
+            .max_by(|&x, &y| {
+                let mag = |c: C| c.0.abs() + c.1.abs();
+                mag(m[x * n + j]).total_cmp(&mag(m[y * n + j]))
+            })
+            .expect("a row");
+        if p != j {
+            for c in 0..n {
+                m.swap(j * n + c, p * n + c);
+            }
+            det = (-det.0, -det.1);
+        }
+        let pivot = m[j * n + j];
+        det = cmul(det, pivot);
+        for r in j + 1..n {
+            let f = cdiv(m[r * n + j], pivot);
+            for c in j..n {
+                m[r * n + c] = csub(m[r * n + c], cmul(f, m[j * n + c]));
+            }
+        }
+    }
+    det
+}
+
+/// A Hermitian positive-definite matrix: `b b^H + n I`.
+fn hermitian(n: usize, seed: u64) -> Vec<C> {
+    let b = pairs(n * n, seed);
+    (0..n * n)
+        .map(|ij| {
+            let (i, j) = (ij / n, ij % n);
+            let s = (0..n).fold((0.0, 0.0), |s, l| {
+                let p = cmul(b[i * n + l], cconj(b[j * n + l]));
+                (s.0 + p.0, s.1 + p.1)
+            });
+            if i == j { (s.0 + n as f64, 0.0) } else { s }
+        })
+        .collect()
+}
+
+/// The Cholesky factor by the column algorithm, written out.
+fn reference_cholesky(a: &[C], n: usize) -> Vec<C> {
+    let mut l = vec![(0.0, 0.0); n * n];
+    for j in 0..n {
+        let d = (0..j).fold(a[j * n + j].0, |s, k| {
+            s - (l[j * n + k].0 * l[j * n + k].0 + l[j * n + k].1 * l[j * n + k].1)
+        });
+        let pivot = d.sqrt();
+        l[j * n + j] = (pivot, 0.0);
+        for i in j + 1..n {
+            let s = (0..j).fold(a[i * n + j], |s, k| {
+                csub(s, cmul(l[i * n + k], cconj(l[j * n + k])))
+            });
+            l[i * n + j] = (s.0 / pivot, s.1 / pivot);
+        }
+    }
+    l
+}
+
+/// LAPACK's `zgeqr2` and `zung2r` written out (`zlarfg`'s reflectors without its rescaling):
+/// `Q` (`m` x `k`) and `R` (`k` x `n`).
+fn reference_qr(a: &[C], m: usize, n: usize) -> (Vec<C>, Vec<C>) {
+    let k = m.min(n);
+    let mut r = a.to_vec();
+    let mut q: Vec<C> = (0..m * m)
+        .map(|i| {
+            if i / m == i % m {
+                (1.0, 0.0)
+            } else {
+                (0.0, 0.0)
+            }
+        })
+        .collect();
+    for j in 0..k {
+        let alpha = r[j * n + j];
+        let below: f64 = (j + 1..m)
+            .map(|i| r[i * n + j].0.powi(2) + r[i * n + j].1.powi(2))
+            .sum();
+        if below == 0.0 && alpha.1 == 0.0 {
+            continue;
+        }
+        let size = (alpha.0 * alpha.0 + alpha.1 * alpha.1 + below).sqrt();
+        let beta = if alpha.0 >= 0.0 { -size } else { size };
+        let tau = ((beta - alpha.0) / beta, -alpha.1 / beta);
+        let scale = csub(alpha, (beta, 0.0));
+        let mut v = vec![(1.0, 0.0)];
+        v.extend((j + 1..m).map(|i| cdiv(r[i * n + j], scale)));
+        r[j * n + j] = (beta, 0.0);
+        for i in j + 1..m {
+            r[i * n + j] = v[i - j];
+        }
+        for c in j + 1..n {
+            let w = (j..m).fold((0.0, 0.0), |s, i| {
+                let p = cmul(cconj(v[i - j]), r[i * n + c]);
+                (s.0 + p.0, s.1 + p.1)
+            });
+            let f = cmul(cconj(tau), w);
+            for i in j..m {
+                r[i * n + c] = csub(r[i * n + c], cmul(v[i - j], f));
+            }
+        }
+        for row in 0..m {
+            let u = (j..m).fold((0.0, 0.0), |s, i| {
+                let p = cmul(q[row * m + i], v[i - j]);
+                (s.0 + p.0, s.1 + p.1)
+            });
+            let f = cmul(u, tau);
+            for i in j..m {
+                q[row * m + i] = csub(q[row * m + i], cmul(f, cconj(v[i - j])));
+            }
+        }
+    }
+    let q_k: Vec<C> = (0..m * k).map(|ij| q[(ij / k) * m + ij % k]).collect();
+    let r_k: Vec<C> = (0..k * n)
+        .map(|ij| {
+            let (i, c) = (ij / n, ij % n);
+            if c >= i { r[i * n + c] } else { (0.0, 0.0) }
+        })
+        .collect();
+    (q_k, r_k)
+}
+
+#[test]
+fn det_cholesky_qr_and_norms_meet_references_written_out() {
+    let np = weft_tests::numeric(2);
+    for order in [1usize, 3, 70] {
+        let a = pairs(order * order, 60 + order as u64);
+        let za = upload(&np, &[order as u64, order as u64], &a);
+        let det = read(&za.det().expect("a determinant"));
+        close(
+            &format!("det, order {order}"),
+            &det,
+            &[reference_det(&a, order)],
+            1e-12,
+        );
+        let h = hermitian(order, 70 + order as u64);
+        let zh = upload(&np, &[order as u64, order as u64], &h);
+        let l = zh.cholesky().expect("positive definite");
+        close(
+            &format!("cholesky, order {order}"),
+            &read(&l),
+            &reference_cholesky(&h, order),
+            1e-12,
+        );
+        close(
+            &format!("L @ L^H, order {order}"),
+            &read(&l.matmul(&l.conj().t())),
+            &h,
+            1e-12,
+        );
+    }
+    let singular = upload(
+        &np,
+        &[2, 2],
+        &[(1.0, 2.0), (3.0, -1.0), (-2.0, 1.0), (1.0, 3.0)],
+    );
+    assert_eq!(
+        read(&singular.det().expect("a determinant")),
+        vec![(0.0, 0.0)]
+    );
+    let empty = upload(&np, &[0, 0], &[]);
+    assert_eq!(
+        read(&empty.det().expect("the empty product")),
+        vec![(1.0, 0.0)]
+    );
+    let e = upload(
+        &np,
+        &[2, 2],
+        &[(1.0, 0.0), (2.0, 1.0), (2.0, -1.0), (1.0, 0.0)],
+    )
+    .cholesky()
+    .expect_err("not positive definite");
+    assert!(e.to_string().contains("not positive definite"), "{e}");
+    for (m, n) in [(7usize, 4usize), (3, 5), (70, 70), (1, 3)] {
+        let a = pairs(m * n, 80 + (m * n) as u64);
+        let (q, r) = upload(&np, &[m as u64, n as u64], &a)
+            .qr()
+            .expect("factors");
+        let (want_q, want_r) = reference_qr(&a, m, n);
+        close(&format!("Q of {m}x{n}"), &read(&q), &want_q, 1e-12);
+        close(&format!("R of {m}x{n}"), &read(&r), &want_r, 1e-12);
+        close(
+            &format!("Q @ R of {m}x{n}"),
+            &read(&q.matmul(&r)),
+            &a,
+            1e-12,
+        );
+        let k = m.min(n);
+        assert!(
+            read(&r)
+                .iter()
+                .enumerate()
+                .all(|(i, c)| i % n != i / n || c.1 == 0.0),
+            "R's diagonal is real"
+        );
+        let eye: Vec<C> = (0..k * k)
+            .map(|i| {
+                if i / k == i % k {
+                    (1.0, 0.0)
+                } else {
+                    (0.0, 0.0)
+                }
+            })
+            .collect();
+        close(
+            &format!("Q^H Q of {m}x{n}"),
+            &read(&q.conj().t().matmul(&q)),
+            &eye,
+            1e-12,
+        );
+    }
+    // Norms: of the magnitudes, and the 2-norm as NumPy computes it.
+    let v = pairs(40, 90);
+    let zv = upload(&np, &[40], &v);
+    let mags: Vec<f64> = v.iter().map(|c| c.0.hypot(c.1)).collect();
+    let two = v.iter().map(|c| c.0 * c.0 + c.1 * c.1).sum::<f64>().sqrt();
+    let one_norm: f64 = mags.iter().sum();
+    let inf_norm = mags.iter().cloned().fold(0.0, f64::max);
+    for (ord, want) in [
+        (weft::numeric::NormOrd::Default, two),
+        (weft::numeric::NormOrd::P(2.0), two),
+        (weft::numeric::NormOrd::P(1.0), one_norm),
+        (weft::numeric::NormOrd::Inf, inf_norm),
+    ] {
+        let got = zv.norm_ord(ord).expect("a norm").to_vec().expect("reads")[0];
+        assert!(
+            (got - want).abs() <= 1e-13 * want,
+            "{ord:?}: {got} against {want}"
+        );
+    }
+    let zm = upload(&np, &[5, 8], &v);
+    let row_sums: Vec<f64> = (0..5)
+        .map(|i| mags[i * 8..(i + 1) * 8].iter().sum())
+        .collect();
+    let got = zm
+        .norm_ord(weft::numeric::NormOrd::Inf)
+        .expect("a norm")
+        .to_vec()
+        .expect("reads")[0];
+    let want = row_sums.iter().cloned().fold(0.0, f64::max);
+    assert!(
+        (got - want).abs() <= 1e-13 * want,
+        "inf norm of a matrix: {got} against {want}"
+    );
+    let e = zm
+        .norm_ord(weft::numeric::NormOrd::P(2.0))
+        .expect_err("needs singular values");
+    assert!(e.to_string().contains("singular values"), "{e}");
+}

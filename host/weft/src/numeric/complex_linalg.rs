@@ -1,12 +1,15 @@
-//! Linear algebra of complex matrices (NumPy's `linalg.solve` and `inv` of `complex128` and
-//! `complex64`): the same LU factorization by panels as the real matrices' (`lu.rs`), its
+//! Linear algebra of complex matrices (NumPy's `linalg.solve`, `inv`, `det`, `cholesky`, `qr`
+//! and `norm` of `complex128` and `complex64`). `solve`, `inv` and `det` share the real
+//! matrices' LU factorization by panels (`lu.rs`), its
 //! panels factored in complex arithmetic on the host (NumPy's products and quotients, pivots
 //! by `|re| + |im|` as LAPACK's `zgetrf` picks them) and the rest updated by complex
 //! products, four real products each. The results agree with NumPy's within rounding, not to
 //! the bit (LAPACK substitutes where this multiplies by the triangles' inverses, and sums
-//! its products in another order).
+//! its products in another order). `cholesky` is blocked as the real one; `qr` reflects a
+//! column at a time with LAPACK's complex reflectors (so NumPy's signs and a real diagonal).
 
-use super::{ComplexArray, Result};
+use super::linalg::NormOrd;
+use super::{Array, Complex, ComplexArray, Ix, Range, Result};
 use crate::Error;
 
 impl ComplexArray {
@@ -62,5 +65,220 @@ impl ComplexArray {
         let np = self.re().numeric();
         let eye = ComplexArray::from_real(&np.eye(n as u64, self.dtype()?));
         self.solve_inner(&eye, "inv")
+    }
+}
+
+/// `m[lo:hi]` along one dimension.
+fn span(lo: i64, hi: i64) -> Ix {
+    Ix::Slice(Range::new(lo, hi))
+}
+
+/// Columns per block of [`ComplexArray::cholesky`] (as the real matrices' `cholesky`).
+const CHOLESKY_BLOCK: i64 = 64;
+
+/// Rows per product of [`ComplexArray::cholesky`]'s update of the rest of the matrix.
+const TRAILING_STRIP: i64 = 256;
+
+impl ComplexArray {
+    /// The determinant (NumPy's `linalg.det`), 0-d: the product of the pivots of the LU
+    /// factorization (by panels, as `solve`'s), multiplied in order on the host (the
+    /// diagonal is read, `n` numbers), negated for an odd number of row swaps; zero for a
+    /// singular matrix, one for an empty one. NumPy takes `exp` of the sum of the pivots'
+    /// logarithms: the same number within rounding.
+    #[track_caller]
+    pub fn det(&self) -> Result<ComplexArray> {
+        let n = self.square_order("det")?;
+        let np = self.re().numeric();
+        let dtype = self.dtype()?;
+        let value = if n == 0 {
+            Complex::new(1.0, 0.0)
+        } else {
+            let e = np.eliminate(&self.astype(dtype), None, n, dtype)?;
+            if e.singular {
+                Complex::new(0.0, 0.0)
+            } else {
+                let (re, im) = (e.lu.re().diag().to_vec()?, e.lu.im().diag().to_vec()?);
+                let product = re
+                    .into_iter()
+                    .zip(im)
+                    .fold(Complex::new(1.0, 0.0), |p, (r, i)| p * Complex::new(r, i));
+                if e.even {
+                    product
+                } else {
+                    Complex::new(-product.re, -product.im)
+                }
+            }
+        };
+        Ok(np.complex(
+            &np.full(&[], value.re, dtype),
+            &np.full(&[], value.im, dtype),
+        ))
+    }
+
+    /// The lower-triangular `L` with `L @ L^H == self` (NumPy's `linalg.cholesky`) of a
+    /// Hermitian positive-definite matrix, of which only the lower triangle is read (and of
+    /// the diagonal only its real part). Blocked as the real matrices' (`zpotrf`'s order):
+    /// per block of 64 columns, each column's real pivot `sqrt(re(a[j, j] - L[j, :j] .
+    /// conj(L[j, :j])))` and the column below it `(a[j+1:, j] - L[j+1:, :j] @ conj(L[j,
+    /// :j])) * (1 / pivot)`, then the lower triangle of the rest less `L21 @ L21^H` (complex
+    /// products of strips of 256 rows). A pivot that is not positive is NumPy's error (one
+    /// read of the diagonal at the end).
+    #[track_caller]
+    pub fn cholesky(&self) -> Result<ComplexArray> {
+        let n = self.square_order("cholesky")?;
+        let w = ComplexArray::from_parts(self.re().tril(0), self.im().tril(0))?;
+        let at = |i: i64, j: i64| w.index(&[span(i, i + 1), span(j, j + 1)]);
+        for kb in (0..n).step_by(CHOLESKY_BLOCK as usize) {
+            let e = (kb + CHOLESKY_BLOCK).min(n);
+            for j in kb..e {
+                let d = if j == kb {
+                    at(j, j)
+                } else {
+                    let done = w.index(&[span(j, j + 1), span(kb, j)]);
+                    &at(j, j) - &done.matmul(&done.conj().t())
+                };
+                let pivot = d.re().sqrt();
+                let diagonal = at(j, j);
+                diagonal.re().assign(&pivot)?;
+                diagonal.im().assign(0.0)?;
+                if j + 1 < n {
+                    let below = w.index(&[span(j + 1, n), span(j, j + 1)]);
+                    let new = if j == kb {
+                        below.div(&pivot)
+                    } else {
+                        let row = w.index(&[span(j, j + 1), span(kb, j)]);
+                        let done = w
+                            .index(&[span(j + 1, n), span(kb, j)])
+                            .matmul(&row.conj().t());
+                        (&below - &done).div(&pivot)
+                    };
+                    below.assign(&new)?;
+                }
+            }
+            // The lower triangle of the rest less `L21 @ L21^H`, a strip of rows at a time,
+            // each strip's product stopping at its last row's column (as the real one's).
+            for r0 in (e..n).step_by(TRAILING_STRIP as usize) {
+                let r1 = (r0 + TRAILING_STRIP).min(n);
+                let rows = w.index(&[span(r0, r1), span(kb, e)]);
+                let cols = w.index(&[span(e, r1), span(kb, e)]);
+                let strip = w.index(&[span(r0, r1), span(e, r1)]);
+                strip.assign(&(&strip - &rows.matmul(&cols.conj().t())))?;
+            }
+        }
+        let diagonal = w.re().diag().to_vec()?;
+        if diagonal.iter().any(|d| !(d.is_finite() && *d > 0.0)) {
+            return Err(Error::Usage(
+                "linalg.cholesky: Matrix is not positive definite".into(),
+            ));
+        }
+        // The trailing updates wrote above the diagonal too: keep the lower triangle.
+        w.re().assign(&w.re().tril(0))?;
+        w.im().assign(&w.im().tril(0))?;
+        Ok(w)
+    }
+
+    /// The reduced QR factorization (NumPy's `linalg.qr(a)`, mode `'reduced'`): `(Q, R)`
+    /// with `Q` `(m, k)` of orthonormal columns, `R` `(k, n)` upper triangular with a real
+    /// diagonal, and `Q @ R == a`, `k = min(m, n)`. Householder reflections as LAPACK's
+    /// `zlarfg` chooses them, so NumPy's signs: for column `j`, `alpha = R[j, j]` and
+    /// `beta = -sign(re(alpha)) * |(alpha, R[j+1:, j])|`, `tau = ((beta - re(alpha)) /
+    /// beta, -im(alpha) / beta)` and `v = (1, R[j+1:, j] / (alpha - beta))`; `R[j, j]`
+    /// becomes `beta`, the columns right of it are multiplied by `H^H = I - conj(tau) v v^H`
+    /// and `Q` by `H`. A column with nothing below its diagonal and a real diagonal is not
+    /// reflected (`tau = 0`). Unlike `zlarfg`, tiny columns are not rescaled first.
+    #[track_caller]
+    pub fn qr(&self) -> Result<(ComplexArray, ComplexArray)> {
+        let shape = self.shape()?;
+        let [m, n] = shape[..] else {
+            return Err(Error::Usage(format!(
+                "linalg.qr: expected a matrix, got shape {} (this takes one matrix, not a \
+                 stack)",
+                super::shape_text(&shape)
+            )));
+        };
+        let (m, n) = (m as i64, n as i64);
+        let k = m.min(n);
+        let np = self.re().numeric();
+        let dtype = self.dtype()?;
+        let r = self.astype(dtype).copy();
+        let q = ComplexArray::from_real(&np.eye(m as u64, dtype));
+        let all = Ix::Slice(Range::all());
+        for j in 0..k {
+            let x = r.index(&[span(j, m), span(j, j + 1)]);
+            let alpha = r.index(&[span(j, j + 1), span(j, j + 1)]);
+            let (ar, ai) = (alpha.re().copy(), alpha.im().copy());
+            let (tail, below) = if j + 1 < m {
+                let tail = r.index(&[span(j + 1, m), span(j, j + 1)]);
+                let below = (&(tail.re() * tail.re()).sum() + &(tail.im() * tail.im()).sum())
+                    .reshape(&[1, 1]);
+                (Some(tail), below)
+            } else {
+                (None, np.zeros(&[1, 1], dtype))
+            };
+            let size = (&(&(&ar * &ar) + &(&ai * &ai)) + &below).sqrt();
+            let beta = ar.ge(0.0).select(&(&size * -1.0), &size);
+            let skip = below.eq(0.0) & ai.eq(0.0);
+            let tau = ComplexArray::from_parts(
+                skip.select(0.0, &(&(&beta - &ar) / &beta)),
+                skip.select(0.0, &(&(&ai * -1.0) / &beta)),
+            )?;
+            // `v`: 1 on the diagonal, the rest of the column divided by `alpha - beta`
+            // (zero where the column is not reflected).
+            let v = x.copy();
+            let head = v.index(&[span(0, 1)]);
+            head.assign(1.0)?;
+            if let Some(tail) = &tail {
+                let scaled = tail.div(&alpha.sub(&beta));
+                let rest = v.index(&[span(1, m - j)]);
+                rest.re().assign(&skip.select(0.0, scaled.re()))?;
+                rest.im().assign(&skip.select(0.0, scaled.im()))?;
+            }
+            if j + 1 < n {
+                let right = r.index(&[span(j, m), span(j + 1, n)]);
+                let w = v.conj().t().matmul(&right);
+                right.assign(&(&right - &(&v.matmul(&w) * &tau.conj())))?;
+            }
+            alpha.re().assign(&skip.select(&ar, &beta))?;
+            alpha.im().assign(&skip.select(&ai, 0.0))?;
+            let columns = q.index(&[all, span(j, m)]);
+            let u = columns.matmul(&v);
+            columns.assign(&(&columns - &(&u * &tau).matmul(&v.conj().t())))?;
+        }
+        let q = q.index(&[all, span(0, k)]).copy();
+        let r = r.index(&[span(0, k), all]);
+        let r = ComplexArray::from_parts(r.re().triu(0), r.im().triu(0))?;
+        Ok((q, r))
+    }
+
+    /// The 2-norm of the flattened array (NumPy's `linalg.norm` without `ord`, a matrix's
+    /// Frobenius norm), 0-d real: `sqrt(re . re + im . im)`, as NumPy computes it.
+    #[track_caller]
+    pub fn norm(&self) -> Array {
+        let (re, im) = (self.re().reshape(&[-1]), self.im().reshape(&[-1]));
+        (&re.dot(&re) + &im.dot(&im)).sqrt()
+    }
+
+    /// NumPy's `linalg.norm(x, ord)` of a complex vector or matrix, 0-d real: the norms of
+    /// the magnitudes (`|x|`'s sums, maxima and powers, as [`Array::norm_ord`] computes
+    /// them), and [`ComplexArray::norm`] for the 2-norm and Frobenius norm. A matrix's
+    /// 2-norm, `-2` norm and nuclear norm need complex singular values, which are not
+    /// implemented: an error says so.
+    #[track_caller]
+    pub fn norm_ord(&self, ord: NormOrd) -> Result<Array> {
+        let rank = self.shape()?.len();
+        match (rank, ord) {
+            (_, NormOrd::Default) | (2, NormOrd::Fro) => Ok(self.norm()),
+            (1, NormOrd::P(p)) if p == 2.0 => Ok(self.norm()),
+            (2, NormOrd::P(p)) if p == 2.0 || p == -2.0 => Err(Error::Usage(format!(
+                "linalg.norm: ord={p} of a complex matrix needs its singular values, which \
+                 Weft does not compute for complex matrices"
+            ))),
+            (2, NormOrd::Nuc) => Err(Error::Usage(
+                "linalg.norm: ord='nuc' of a complex matrix needs its singular values, which \
+                 Weft does not compute for complex matrices"
+                    .into(),
+            )),
+            _ => self.abs().norm_ord(ord),
+        }
     }
 }
