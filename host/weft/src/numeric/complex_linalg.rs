@@ -268,7 +268,7 @@ impl ComplexArray {
         let rank = self.shape()?.len();
         match (rank, ord) {
             (_, NormOrd::Default) | (2, NormOrd::Fro) => Ok(self.norm()),
-            (1, NormOrd::P(p)) if p == 2.0 => Ok(self.norm()),
+            (1, NormOrd::P(2.0)) => Ok(self.norm()),
             (2, NormOrd::P(p)) if p == 2.0 || p == -2.0 => Err(Error::Usage(format!(
                 "linalg.norm: ord={p} of a complex matrix needs its singular values, which \
                  Weft does not compute for complex matrices"
