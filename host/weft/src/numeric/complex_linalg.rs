@@ -8,7 +8,7 @@
 //! its products in another order). `cholesky` is blocked as the real one; `qr` reflects a
 //! column at a time with LAPACK's complex reflectors (so NumPy's signs and a real diagonal).
 
-use super::linalg::NormOrd;
+use super::linalg::{NormOrd, matrix_dims, span};
 use super::{Array, Complex, ComplexArray, Ix, Range, Result};
 use crate::Error;
 
@@ -66,11 +66,6 @@ impl ComplexArray {
         let eye = ComplexArray::from_real(&np.eye(n as u64, self.dtype()?));
         self.solve_inner(&eye, "inv")
     }
-}
-
-/// `m[lo:hi]` along one dimension.
-fn span(lo: i64, hi: i64) -> Ix {
-    Ix::Slice(Range::new(lo, hi))
 }
 
 /// Columns per block of [`ComplexArray::cholesky`] (as the real matrices' `cholesky`).
@@ -188,15 +183,7 @@ impl ComplexArray {
     /// reflected (`tau = 0`). Unlike `zlarfg`, tiny columns are not rescaled first.
     #[track_caller]
     pub fn qr(&self) -> Result<(ComplexArray, ComplexArray)> {
-        let shape = self.shape()?;
-        let [m, n] = shape[..] else {
-            return Err(Error::Usage(format!(
-                "linalg.qr: expected a matrix, got shape {} (this takes one matrix, not a \
-                 stack)",
-                super::shape_text(&shape)
-            )));
-        };
-        let (m, n) = (m as i64, n as i64);
+        let (m, n) = matrix_dims(&self.shape()?, "qr")?;
         let k = m.min(n);
         let np = self.re().numeric();
         let dtype = self.dtype()?;

@@ -19,7 +19,7 @@ use weft_ir::DType;
 use super::{Array, Error, Ix, Range, Result};
 
 /// `m[lo:hi]` along one dimension.
-fn span(lo: i64, hi: i64) -> Ix {
+pub(super) fn span(lo: i64, hi: i64) -> Ix {
     Ix::Slice(Range::new(lo, hi))
 }
 
@@ -32,6 +32,18 @@ fn order(a: &Array, what: &str) -> Result<i64> {
             "linalg.{what}: Last 2 dimensions of the array must be square, got shape {} (this \
              takes one matrix, not a stack)",
             super::shape_text(&shape)
+        ))),
+    }
+}
+
+/// A matrix's rows and columns, or the error of `linalg.{what}` for an array of another rank.
+pub(super) fn matrix_dims(shape: &[u64], what: &str) -> Result<(i64, i64)> {
+    match shape[..] {
+        [m, n] => Ok((m as i64, n as i64)),
+        _ => Err(Error::Usage(format!(
+            "linalg.{what}: expected a matrix, got shape {} (this takes one matrix, not a \
+             stack)",
+            super::shape_text(shape)
         ))),
     }
 }
@@ -230,15 +242,7 @@ impl Array {
     }
 
     fn qr_inner(&self) -> Result<(Array, Array)> {
-        let shape = self.shape()?;
-        let [m, n] = shape[..] else {
-            return Err(Error::Usage(format!(
-                "linalg.qr: expected a matrix, got shape {} (this takes one matrix, not a \
-                 stack)",
-                super::shape_text(&shape)
-            )));
-        };
-        let (m, n) = (m as i64, n as i64);
+        let (m, n) = matrix_dims(&self.shape()?, "qr")?;
         let k = m.min(n);
         let np = &self.np;
         let dtype = float_type(self)?;
