@@ -80,9 +80,9 @@ pub enum Constraint {
     AntiDependence,
     /// The next task touches a store reduced earlier, or reduces a store touched earlier.
     Reduction,
-    /// The prefix or the next task is a dense product ([`weft_runtime::KernelEntry::runs_alone`]),
-    /// which runs alone so that the back end may run its tuned routine (not one of the paper's
-    /// constraints: Weft's own).
+    /// The prefix or the next task is a dense product ([`weft_runtime::KernelEntry::runs_alone`])
+    /// of more than tiny arrays ([`runs_alone`]), which runs alone so that the back end may run
+    /// its tuned routine (not one of the paper's constraints: Weft's own).
     Product,
     /// The next task and those after it up to the true cut only make what the task that cut
     /// the prefix reads at the same positions: they wait for it in the next window, where
@@ -227,6 +227,29 @@ pub fn fused_launch(tasks: &[IndexTask]) -> &[u64] {
         .map_or(&[], |t| t.launch.as_slice())
 }
 
+/// The most elements any array of a dense product may have for the product to fuse with its
+/// neighbours like any other task. A product of 4 x 4 blocks (NPBench's
+/// `scattering_self_energies` makes 16 a step, four real ones per complex product) spent
+/// 1.4 us a launch on a few dozen multiply-adds, with the element-wise tasks around it cut
+/// off into launches of their own; fused, its loops give the routine's bits anyway (the
+/// product's order of sums is the kernel's).
+pub const TINY_PRODUCT_ELEMENTS: u64 = 256;
+
+/// Whether `task` runs alone, never fused: a dense product
+/// ([`weft_runtime::KernelEntry::runs_alone`]) with an array of more than
+/// [`TINY_PRODUCT_ELEMENTS`] elements.
+pub fn runs_alone(task: &IndexTask) -> bool {
+    task.kernel.runs_alone()
+        && task.args.iter().any(|a| {
+            a.root_partition
+                .view
+                .shape
+                .iter()
+                .try_fold(1u64, |n, &e| n.checked_mul(e))
+                .is_none_or(|n| n > TINY_PRODUCT_ELEMENTS)
+        })
+}
+
 /// How many of the tasks of `prefix` run now, when `next` cut it (beyond Diffuse): the prefix
 /// less its longest tail of tasks that each only make a store that `next` reads through the
 /// same partition and nothing else in the prefix touches. Such a task gains nothing from the
@@ -241,8 +264,8 @@ pub fn leave_for_consumer(prefix: &[IndexTask], next: &IndexTask, deferrals: &[D
     // The store a task makes for `next`, if it qualifies.
     let made_for_next = |t: &IndexTask| -> Option<StorageId> {
         if is_scalar_task(t)
-            || t.kernel.runs_alone()
-            || next.kernel.runs_alone()
+            || runs_alone(t)
+            || runs_alone(next)
             || t.launch != next.launch
             || t.args.iter().any(|a| a.root_partition.image.is_some())
         {
@@ -327,7 +350,7 @@ pub fn fusible_prefix_deferring(tasks: &[IndexTask]) -> (usize, Option<Cut>, Vec
         let scalar = is_scalar_task(task);
         let task_unsafe = scalar && repeats_unsafely(task, &seen);
         if j > 0 {
-            if task.kernel.runs_alone() || tasks[0].kernel.runs_alone() {
+            if runs_alone(task) || runs_alone(&tasks[0]) {
                 let cut = Cut {
                     constraint: Constraint::Product,
                     storage: None,
