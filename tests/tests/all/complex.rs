@@ -575,14 +575,24 @@ fn reference_qr(a: &[C], m: usize, n: usize) -> (Vec<C>, Vec<C>) {
         .collect();
     for j in 0..k {
         let alpha = r[j * n + j];
-        let below: f64 = (j + 1..m)
-            .map(|i| r[i * n + j].0.powi(2) + r[i * n + j].1.powi(2))
-            .sum();
-        if below == 0.0 && alpha.1 == 0.0 {
+        let largest = (j + 1..m).fold(0.0f64, |a, i| {
+            a.max(r[i * n + j].0.abs()).max(r[i * n + j].1.abs())
+        });
+        if largest == 0.0 && alpha.1 == 0.0 {
             continue;
         }
-        let size = (alpha.0 * alpha.0 + alpha.1 * alpha.1 + below).sqrt();
-        let beta = if alpha.0 >= 0.0 { -size } else { size };
+        let norm_scale = largest.max(alpha.0.abs()).max(alpha.1.abs());
+        let sq = |x: f64| (x / norm_scale) * (x / norm_scale);
+        let sum: f64 = (j + 1..m)
+            .map(|i| sq(r[i * n + j].0) + sq(r[i * n + j].1))
+            .sum();
+        let size = norm_scale * (sq(alpha.0) + sq(alpha.1) + sum).sqrt();
+        // Fortran's `SIGN`, as LAPACK's reflectors take it: `-0.0` is negative.
+        let beta = if alpha.0.is_sign_positive() {
+            -size
+        } else {
+            size
+        };
         let tau = ((beta - alpha.0) / beta, -alpha.1 / beta);
         let scale = csub(alpha, (beta, 0.0));
         let mut v = vec![(1.0, 0.0)];
@@ -711,6 +721,62 @@ fn det_cholesky_qr_and_norms_meet_references_written_out() {
             1e-12,
         );
     }
+    // Edge columns: a zero column (not reflected), `-0.0` on the diagonal (negative, as
+    // LAPACK's `SIGN` takes it), a tiny entry below the diagonal (reflected: its square
+    // underflows, the scaled norm does not) and huge entries (no overflow); each element
+    // against the reference relative to its own size.
+    let fixtures: [(&str, [C; 4]); 4] = [
+        (
+            "zero column",
+            [(0.0, 0.0), (1.0, 0.0), (0.0, 0.0), (2.0, 1.0)],
+        ),
+        (
+            "-0.0 diagonal",
+            [(-0.0, 0.0), (1.0, 0.0), (1.0, 0.0), (1.0, 0.0)],
+        ),
+        ("tiny", [(0.0, 0.0), (1.0, 0.0), (1e-300, 0.0), (1.0, 0.0)]),
+        ("huge", [(1e200, 0.0), (1.0, 0.0), (1e200, 0.0), (2.0, 0.0)]),
+    ];
+    for (what, a) in fixtures {
+        let (q, r) = upload(&np, &[2, 2], &a).qr().expect("factors");
+        let (want_q, want_r) = reference_qr(&a, 2, 2);
+        for (got, want) in [(read(&q), want_q), (read(&r), want_r)] {
+            for (g, w) in got.iter().zip(&want) {
+                let size = w.0.abs().max(w.1.abs()).max(1e-320);
+                assert!(
+                    (g.0 - w.0).abs() <= 1e-14 * size && (g.1 - w.1).abs() <= 1e-14 * size,
+                    "{what}: {got:?} against {want:?}"
+                );
+                assert!(g.0.is_finite() && g.1.is_finite(), "{what}: {got:?}");
+            }
+        }
+    }
+    let (_, r) = upload(&np, &[2, 2], &fixtures[1].1).qr().expect("factors");
+    assert!(
+        read(&r)[0].0 > 0.0,
+        "-0.0 counts as negative: beta is positive"
+    );
+    let (_, r) = upload(&np, &[2, 2], &fixtures[2].1).qr().expect("factors");
+    assert_eq!(read(&r)[0], (-1e-300, 0.0), "the tiny entry is reflected");
+    // Cholesky reads the lower triangle and the diagonal's real part only.
+    let order = 6;
+    let h = hermitian(order, 95);
+    let mut messy = h.clone();
+    for i in 0..order {
+        messy[i * order + i].1 = 5.0;
+        for j in i + 1..order {
+            messy[i * order + j] = (f64::NAN, f64::NAN);
+        }
+    }
+    let l = upload(&np, &[order as u64, order as u64], &messy)
+        .cholesky()
+        .expect("reads the lower triangle");
+    close(
+        "cholesky of the lower triangle",
+        &read(&l),
+        &reference_cholesky(&h, order),
+        1e-12,
+    );
     // Norms: of the magnitudes, and the 2-norm as NumPy computes it.
     let v = pairs(40, 90);
     let zv = upload(&np, &[40], &v);

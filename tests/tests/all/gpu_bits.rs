@@ -59,7 +59,8 @@ fn results(device: Device) -> weft::Result<Vec<(String, Vec<u64>)>> {
     out.push(("assign_at".to_string(), bits(&grid)?));
     let counts = positions.bincount(None, 0)?.astype(DType::F64);
     out.push(("bincount".to_string(), bits(&counts)?));
-    // Sorting: the merge passes (with halvings of the merge path past 8,192 elements) and
+    // Sorting: the merge passes (with halvings of the merge path once a pair of runs is longer
+    // than a chunk of 4,096 outputs) and
     // the run starts of `unique`.
     let ties = (&x * 50.0).floor();
     out.push(("sort".to_string(), bits(&ties.sort(None)?)?));

@@ -228,6 +228,19 @@ fn long_lines_sort_stably_on_any_threads() {
                 .expect("reads"),
             want_ints
         );
+        let flags: Vec<bool> = v.iter().map(|x| *x > 0.5).collect();
+        let mut want_flags: Vec<usize> = (0..n).collect();
+        want_flags.sort_by_key(|&i| flags[i]);
+        let got_flags: Vec<usize> = np
+            .from_slice(&[n as u64], &flags)
+            .argsort(None)
+            .expect("argsorts bools")
+            .to_vec_of::<i64>()
+            .expect("reads")
+            .into_iter()
+            .map(|x| x as usize)
+            .collect();
+        assert_eq!(got_flags, want_flags, "bool argsort at {threads} threads");
         let narrow = i.astype(DType::I32).sort(None).expect("sorts");
         let want_narrow: Vec<i32> = want_ints.iter().map(|&x| x as i32).collect();
         assert_eq!(narrow.to_vec_of::<i32>().expect("reads"), want_narrow);
@@ -282,7 +295,15 @@ fn unique_counts_count_each_run() {
     assert_eq!(c.to_vec_of::<i64>().expect("reads"), want_c);
     let f = np.from_vec(&[6], &[2.0, f64::NAN, -0.0, 0.0, f64::NAN, 2.0]);
     let (u, c) = f.unique_counts().expect("unique with counts");
-    assert_eq!(u.to_vec().expect("reads").len(), 3);
+    let u = u.to_vec().expect("reads");
+    assert_eq!(u.len(), 3, "{u:?}");
+    assert_eq!(
+        u[0].to_bits(),
+        (-0.0f64).to_bits(),
+        "the first of the zeros"
+    );
+    assert_eq!(u[1], 2.0);
+    assert!(u[2].is_nan());
     assert_eq!(c.to_vec_of::<i64>().expect("reads"), vec![2, 2, 2]);
     let (u, c) = np
         .from_vec(&[1], &[4.0])
@@ -294,6 +315,59 @@ fn unique_counts_count_each_run() {
             c.to_vec_of::<i64>().expect("reads")
         ),
         (vec![4.0], vec![1])
+    );
+}
+
+/// Empty lines and lines of one element: copies, and zero positions.
+#[test]
+fn empty_and_single_lines_sort_as_they_are() {
+    let np = weft_tests::numeric(2);
+    for shape in [[0u64, 5], [3, 0], [4, 1]] {
+        let n = (shape[0] * shape[1]) as usize;
+        let v = values(n, 11);
+        let a = np.from_vec(&shape, &v);
+        for axis in [Some(0), Some(-1), None] {
+            let sorted = a.sort(axis).expect("sorts");
+            let order = a.argsort(axis).expect("argsorts");
+            let want_shape = if axis.is_none() {
+                vec![n as u64]
+            } else {
+                shape.to_vec()
+            };
+            assert_eq!(
+                sorted.shape().expect("a shape"),
+                want_shape,
+                "{shape:?} {axis:?}"
+            );
+            assert_eq!(
+                order.shape().expect("a shape"),
+                want_shape,
+                "{shape:?} {axis:?}"
+            );
+        }
+        // Lines of one element along the last axis: the same elements, positions zero.
+        let last = a.sort(Some(-1)).expect("sorts").to_vec().expect("reads");
+        let positions = a
+            .argsort(Some(-1))
+            .expect("argsorts")
+            .to_vec_of::<i64>()
+            .expect("reads");
+        if shape[1] == 1 {
+            assert!(same(&last, &v), "{shape:?}");
+            assert!(positions.iter().all(|&p| p == 0), "{shape:?}");
+        }
+        assert_eq!(last.len(), n);
+    }
+    let (u, c) = np
+        .from_vec(&[0], &[])
+        .unique_counts()
+        .expect("empty unique");
+    assert_eq!(
+        (
+            u.to_vec().expect("reads").len(),
+            c.to_vec_of::<i64>().expect("reads").len()
+        ),
+        (0, 0)
     );
 }
 

@@ -8,7 +8,7 @@
 //! its products in another order). `cholesky` is blocked as the real one; `qr` reflects a
 //! column at a time with LAPACK's complex reflectors (so NumPy's signs and a real diagonal).
 
-use super::linalg::{NormOrd, matrix_dims, span};
+use super::linalg::{NormOrd, matrix_dims, sign_bit_clear, span};
 use super::{Array, Complex, ComplexArray, Ix, Range, Result};
 use crate::Error;
 
@@ -79,7 +79,9 @@ impl ComplexArray {
     /// factorization (by panels, as `solve`'s), multiplied in order on the host (the
     /// diagonal is read, `n` numbers), negated for an odd number of row swaps; zero for a
     /// singular matrix, one for an empty one. NumPy takes `exp` of the sum of the pivots'
-    /// logarithms: the same number within rounding.
+    /// logarithms: the same number within rounding, except where a partial product
+    /// overflows or underflows and the sum of logarithms does not (pivots of `1e200`,
+    /// `1e200`, `1e-200`, `1e-200`: NumPy's 1, here infinity times zero).
     #[track_caller]
     pub fn det(&self) -> Result<ComplexArray> {
         let n = self.square_order("det")?;
@@ -180,7 +182,10 @@ impl ComplexArray {
     /// beta, -im(alpha) / beta)` and `v = (1, R[j+1:, j] / (alpha - beta))`; `R[j, j]`
     /// becomes `beta`, the columns right of it are multiplied by `H^H = I - conj(tau) v v^H`
     /// and `Q` by `H`. A column with nothing below its diagonal and a real diagonal is not
-    /// reflected (`tau = 0`). Unlike `zlarfg`, tiny columns are not rescaled first.
+    /// reflected (`tau = 0`); `-0.0` counts as negative, as Fortran's `SIGN` takes it. The
+    /// norm is scaled by the column's largest part, so tiny and huge entries neither underflow
+    /// nor overflow; `zlarfg`'s further rescaling of a `beta` below the smallest normal number
+    /// is not done.
     #[track_caller]
     pub fn qr(&self) -> Result<(ComplexArray, ComplexArray)> {
         let (m, n) = matrix_dims(&self.shape()?, "qr")?;
@@ -194,17 +199,31 @@ impl ComplexArray {
             let x = r.index(&[span(j, m), span(j, j + 1)]);
             let alpha = r.index(&[span(j, j + 1), span(j, j + 1)]);
             let (ar, ai) = (alpha.re().copy(), alpha.im().copy());
-            let (tail, below) = if j + 1 < m {
-                let tail = r.index(&[span(j + 1, m), span(j, j + 1)]);
-                let below = (&(tail.re() * tail.re()).sum() + &(tail.im() * tail.im()).sum())
-                    .reshape(&[1, 1]);
-                (Some(tail), below)
-            } else {
-                (None, np.zeros(&[1, 1], dtype))
+            // The column's largest part scales its norm (as `dznrm2` and `dlapy3` do: tiny or
+            // huge entries neither underflow nor overflow); a column with no nonzero part
+            // below the diagonal and a real diagonal is not reflected.
+            let tail = (j + 1 < m).then(|| r.index(&[span(j + 1, m), span(j, j + 1)]));
+            let tail_max = match &tail {
+                Some(t) => t
+                    .re()
+                    .abs()
+                    .max()
+                    .maximum(&t.im().abs().max())
+                    .reshape(&[1, 1]),
+                None => np.zeros(&[1, 1], dtype),
             };
-            let size = (&(&(&ar * &ar) + &(&ai * &ai)) + &below).sqrt();
-            let beta = ar.ge(0.0).select(&(&size * -1.0), &size);
-            let skip = below.eq(0.0) & ai.eq(0.0);
+            let scale = ar.abs().maximum(&ai.abs()).maximum(&tail_max);
+            let squares = |x: &Array| {
+                let unit = x / &scale;
+                (&unit * &unit).sum().reshape(&[1, 1])
+            };
+            let mut sum = &squares(&ar) + &squares(&ai);
+            if let Some(t) = &tail {
+                sum = &(&sum + &squares(t.re())) + &squares(t.im());
+            }
+            let size = &scale * &sum.sqrt();
+            let beta = sign_bit_clear(&ar).select(&(&size * -1.0), &size);
+            let skip = tail_max.eq(0.0) & ai.eq(0.0);
             let tau = ComplexArray::from_parts(
                 skip.select(0.0, &(&(&beta - &ar) / &beta)),
                 skip.select(0.0, &(&(&ai * -1.0) / &beta)),

@@ -48,6 +48,12 @@ pub(super) fn matrix_dims(shape: &[u64], what: &str) -> Result<(i64, i64)> {
     }
 }
 
+/// Whether each element's sign bit is clear (`-0.0` is negative, as Fortran's `SIGN` and so
+/// LAPACK's reflectors take it): `x > 0`, or `x == 0` with `1 / x > 0`.
+pub(super) fn sign_bit_clear(x: &Array) -> Array {
+    x.gt(0.0) | (x.eq(0.0) & (1.0 / x).gt(0.0))
+}
+
 /// The float dtype a factorization computes in: `a`'s if it is a float, else `f64` (NumPy
 /// computes integer matrices in `float64`).
 fn float_type(a: &Array) -> Result<DType> {
@@ -257,9 +263,7 @@ impl Array {
             let x = r.index(&[span(j, m), span(j, j + 1)]);
             let norm = x.norm();
             let below = r.index(&[span(j + 1, m), span(j, j + 1)]).norm();
-            let alpha = r
-                .index(&[span(j, j + 1), span(j, j + 1)])
-                .ge(0.0)
+            let alpha = sign_bit_clear(&r.index(&[span(j, j + 1), span(j, j + 1)]))
                 .select(&(&norm * -1.0), &norm);
             // `v = x - alpha e1`, and the reflection's factor `2 / v.v` (0 where nothing lies
             // below the diagonal).
