@@ -248,6 +248,27 @@ fn errors_name_the_operation_and_the_problem() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("mismatch in its core dimension"), "{e}");
+    // Two matrices and a matrix and a vector, as NumPy's `@` words it.
+    for other in [np.zeros(&[5, 2], DType::F64), np.zeros(&[5], DType::F64)] {
+        let e = m.matmul(&other).check().unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "Input operand 1 has a mismatch in its core dimension 0, with gufunc \
+                 signature (n?,k),(k,m?)->(n?,m?) (size 5 is different from 4)"
+            ),
+            "{e}"
+        );
+    }
+    // An assignment whose shapes do not broadcast at all, as NumPy words it.
+    let e = m
+        .index(&[Ix::Slice(Range::new(0, 2))])
+        .assign(&np.zeros(&[4, 3], DType::F64))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("could not broadcast input array from shape (4,3) into shape (2,4)"),
+        "{e}"
+    );
     let e = m
         .masked(&np.zeros(&[3], DType::Bool))
         .unwrap_err()

@@ -206,16 +206,20 @@ pub fn assign(dst: &Array<'_>, src: Arg<'_>) -> Result<(), Error> {
         Arg::Scalar(v) => return fill(name, dst.store, &dst.shape, dst.dtype, v),
         Arg::Array(src) => src,
     };
-    let shape = shapes::broadcast(&[&dst.shape, &src.shape]).map_err(|m| fail(name, m))?;
-    if shape != dst.shape {
-        return Err(fail(
+    // NumPy's words whether or not the two shapes broadcast together at all.
+    let into = || {
+        fail(
             name,
             format!(
                 "could not broadcast input array from shape {} into shape {}",
                 shapes::tuple(&src.shape),
                 shapes::tuple(&dst.shape)
             ),
-        ));
+        )
+    };
+    let shape = shapes::broadcast(&[&dst.shape, &src.shape]).map_err(|_| into())?;
+    if shape != dst.shape {
+        return Err(into());
     }
     let args = [Arg::Array(Array {
         store: src.store,

@@ -39,7 +39,7 @@ pub fn matvec(a: &Array<'_>, x: &Array<'_>) -> Result<Store, Error> {
         ));
     };
     if n != k {
-        return Err(mismatch(name, a, x));
+        return Err(mismatch(name, n, k));
     }
     let dtype = same_dtype(name, a, x)?;
     catalog::LINALG_RULE
@@ -135,7 +135,7 @@ fn matmul_2d(a: &Array<'_>, b: &Array<'_>) -> Result<Store, Error> {
         ));
     };
     if k != k2 {
-        return Err(mismatch(name, a, b));
+        return Err(mismatch(name, k, k2));
     }
     let dtype = same_dtype(name, a, b)?;
     catalog::LINALG_RULE
@@ -285,14 +285,14 @@ pub fn diag(a: &Array<'_>) -> Result<Store, Error> {
     Ok(out)
 }
 
-/// The error for operands whose inner dimensions differ.
-fn mismatch(name: &str, a: &Array<'_>, b: &Array<'_>) -> Error {
+/// NumPy's error for operands whose inner dimensions differ: the first operand's `k`
+/// columns against the second's `k2` rows.
+fn mismatch(name: &str, k: u64, k2: u64) -> Error {
     fail(
         name,
         format!(
-            "shapes {} and {} do not match",
-            shapes::show(&a.shape),
-            shapes::show(&b.shape)
+            "Input operand 1 has a mismatch in its core dimension 0, with gufunc signature \
+             (n?,k),(k,m?)->(n?,m?) (size {k2} is different from {k})"
         ),
     )
 }
