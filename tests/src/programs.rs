@@ -49,6 +49,9 @@ pub enum Step {
     Broadcast(usize, usize, u8, i64),
     /// `pool[a].reshape(6, 7)[...] = pool[b].reshape(7, 6).T` (in place when `a == b`).
     AssignTransposed(usize, usize),
+    /// `pool[a]` sorted (flattened), or the positions that sort each row of
+    /// `pool[a].reshape(6, 7)` (stably, as floats): the merge passes of `sort`.
+    Sort(usize, bool),
     /// `pool[a]` as a matrix minus its mean over axis 0 (kept), or over axis 1 (kept).
     Center(usize, bool),
     /// `(m + ((m * s) @ pool[b][:7]).reshape(6, 1)).reshape(-1)` with `m = pool[a].reshape(6,
@@ -172,6 +175,18 @@ pub fn run((np, sp): &(Numeric, Sparse), program: &[Step]) -> (Vec<Vec<f64>>, Ve
                 let src = pick(&pool, b).reshape(&[COLS, ROWS]).t();
                 dst.assign(&src).expect("transposed assign");
             }
+            Step::Sort(a, rows) => {
+                let x = pick(&pool, a);
+                pool.push(if rows {
+                    x.reshape(&[ROWS, COLS])
+                        .argsort(Some(1))
+                        .expect("argsorts")
+                        .astype(DType::F64)
+                        .reshape(&[-1])
+                } else {
+                    x.sort(None).expect("sorts")
+                });
+            }
             Step::Center(a, rows) => {
                 let m = pick(&pool, a).reshape(&[ROWS, COLS]);
                 let axis: &[i64] = if rows { &[0] } else { &[1] };
@@ -225,7 +240,7 @@ pub fn random_program(seed: u64) -> Vec<Step> {
         let mut r = |m: u64| next() % m.max(1);
         let ix = |v: u64| v as usize;
         let f = |v: u64, lo: f64, hi: f64| lo + (hi - lo) * (v % 1_000_000) as f64 / 1e6;
-        let step = match r(20) {
+        let step = match r(21) {
             0 => Step::Random(r(u64::MAX)),
             1 => Step::Binary(ix(r(8)), ix(r(8)), r(5) as u8),
             2 => Step::Scalar(ix(r(8)), r(5) as u8, f(r(u64::MAX), -2.0, 2.0)),
@@ -250,6 +265,7 @@ pub fn random_program(seed: u64) -> Vec<Step> {
             16 => Step::Read(ix(r(8))),
             17 => Step::ScaledMatvec(ix(r(8)), ix(r(8)), f(r(u64::MAX), -2.0, 2.0)),
             18 => Step::ElementStep(ix(r(8)), ix(r(8)), r(N), r(N), 1 + r(N)),
+            19 => Step::Sort(ix(r(8)), r(2) == 0),
             _ => Step::Drop(ix(r(8))),
         };
         program.push(step);

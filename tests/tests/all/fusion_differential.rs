@@ -39,6 +39,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (0..8usize, 0..8usize, -2.0..2.0f64).prop_map(|(a, b, s)| Step::ScaledMatvec(a, b, s)),
         2 => (0..8usize, 0..8usize, 0..N, 0..N, 1..=N)
             .prop_map(|(a, b, i, j, n)| Step::ElementStep(a, b, i, j, n)),
+        1 => (0..8usize, any::<bool>()).prop_map(|(a, rows)| Step::Sort(a, rows)),
         1 => (0..8usize).prop_map(Step::Read),
         2 => (0..8usize).prop_map(Step::Drop),
     ]

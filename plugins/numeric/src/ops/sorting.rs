@@ -52,6 +52,16 @@ pub fn sort_rows(a: &Array<'_>, indices: bool) -> Result<Store, Error> {
     } else {
         None
     };
+    // A launch domain of one element (not the empty domain of `Launch::single`, whose tasks
+    // fuse with any other one-point task): the fuser then applies its dependence rules, and a
+    // pass, which reads through a strided view what the pass before wrote whole, runs as a
+    // task of its own. Fused, the passes of a million elements made one kernel of 20 loops,
+    // compiled for 45 ms on the first sort of each size (94.6 ms for a sort and an argsort,
+    // against 7.2 ms unfused), and ran no faster.
+    let one_point = Launch {
+        domain: vec![1],
+        tiling: Launch::single().tiling,
+    };
     let mut from: (&Store, Option<&Store>) = (a.store, positions.as_ref());
     let mut width = 1u64;
     let mut pass = 0usize;
@@ -81,7 +91,7 @@ pub fn sort_rows(a: &Array<'_>, indices: bool) -> Result<Store, Error> {
             dtype: a.dtype,
             indices,
         };
-        let mut task = Task::new(key.to_string(), &Launch::single())
+        let mut task = Task::new(key.to_string(), &one_point)
             .arg(&domain, Partition::None, Privilege::Read)
             .arg(from.0, Partition::None, Privilege::Read)
             .arg(to.0, Partition::None, Privilege::Write);
