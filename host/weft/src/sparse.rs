@@ -623,7 +623,7 @@ impl CsrMatrix {
             return Err(self.error(
                 "add",
                 format!(
-                    "the matrices have shapes ({}, {}) and ({}, {})",
+                    "inconsistent shapes ({}, {}) and ({}, {})",
                     self.rows, self.cols, other.rows, other.cols
                 ),
             ));

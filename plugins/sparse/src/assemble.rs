@@ -453,11 +453,21 @@ pub(crate) fn from_coo(
             v.len()
         )));
     }
+    // SciPy's words (`coo_matrix`'s checks), and the entry.
     let outside = |k: usize| {
         let (ri, ci) = (word(&rb, rt, k), word(&cb, ct, k));
-        error(format!(
-            "{op}: entry {k} at ({ri}, {ci}) is outside the {rows} x {cols} matrix"
-        ))
+        let (axis, x, bound) = if ri < 0 || ri as u64 >= rows {
+            (0, ri, rows)
+        } else {
+            (1, ci, cols)
+        };
+        if x < 0 {
+            error(format!("{op}: negative axis {axis} index: {x} (entry {k})"))
+        } else {
+            error(format!(
+                "{op}: axis {axis} index {x} exceeds matrix dimension {bound} (entry {k})"
+            ))
+        }
     };
     let row_total = row_count(rows, op)?;
     // Indices decode straight to the words the assembly keeps (rows stay below

@@ -84,10 +84,16 @@ pub(crate) fn spmv(
     }
     let xs = x.shape();
     if xs != [cols] {
-        return Err(error(format!(
-            "spmv: x has shape {}, the matrix has {cols} columns",
-            tuple(&xs)
-        )));
+        // SciPy's words for a vector of another length.
+        return Err(error(match xs[..] {
+            [k] => {
+                format!("spmv: dimension mismatch with signature (n,k={cols}),(k={k},1?)->(n,1?)")
+            }
+            _ => format!(
+                "spmv: x has shape {}, the matrix has {cols} columns",
+                tuple(&xs)
+            ),
+        }));
     }
     let xd = ir_dtype(x.dtype());
     if xd != s.v {

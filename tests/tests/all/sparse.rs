@@ -324,7 +324,7 @@ fn bad_input_is_a_clear_error_and_the_host_keeps_running() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("from-coo") && e.contains("entry 1 at (3, 1)") && e.contains("outside"),
+        e.contains("from-coo") && e.contains("axis 0 index 3 exceeds matrix dimension 3 (entry 1)"),
         "{e}"
     );
     // A negative row, and a column inside the matrix that 32-bit indices cannot hold.
@@ -337,7 +337,7 @@ fn bad_input_is_a_clear_error_and_the_host_keeps_running() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("from-coo") && e.contains("entry 1 at (-1, 1)"),
+        e.contains("from-coo") && e.contains("negative axis 0 index: -1 (entry 1)"),
         "{e}"
     );
     let wide = 1u64 << 32;
@@ -369,12 +369,46 @@ fn bad_input_is_a_clear_error_and_the_host_keeps_running() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("lengths"), "{e}");
+    // Entries outside the matrix, in SciPy's words, in either index type: a row past the
+    // end, a column past the end, a negative column.
+    let outside = [
+        (
+            (&[0u64, 7][..], &[1u64, 2][..]),
+            "axis 0 index 7 exceeds matrix dimension 3 (entry 1)",
+        ),
+        (
+            (&[0, 1][..], &[1, 9][..]),
+            "axis 1 index 9 exceeds matrix dimension 4 (entry 1)",
+        ),
+    ];
+    for index_type in [DType::I32, DType::I64] {
+        for ((rows, cols), want) in outside {
+            let e = sp
+                .from_triplets((3, 4), (rows, cols, &[1.0, 2.0]), DType::F64, index_type)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("from-coo") && e.contains(want), "{e}");
+        }
+    }
+    let negative = np.from_f64s(&[2], &[0.0, -1.0], DType::I64);
+    let e = sp
+        .from_coo(
+            (3, 4),
+            &np.from_f64s(&[2], &[0.0, 1.0], DType::I64),
+            &negative,
+            &np.ones(&[2], DType::F64),
+            DType::I64,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("negative axis 1 index: -1 (entry 1)"), "{e}");
     // A vector of the wrong length.
     let a = sp.poisson2d(3, DType::F64, DType::I64).unwrap();
     let x = np.ones(&[8], DType::F64);
     let e = a.matvec(&x).check().unwrap_err().to_string();
     assert!(
-        e.contains("spmv") && e.contains("x has shape (8,), the matrix has 9 columns"),
+        e.contains("spmv")
+            && e.contains("dimension mismatch with signature (n,k=9),(k=8,1?)->(n,1?)"),
         "{e}"
     );
     // Shapes print as NumPy prints them.
@@ -382,10 +416,7 @@ fn bad_input_is_a_clear_error_and_the_host_keeps_running() {
         .add(&sp.poisson2d(2, DType::F64, DType::I64).unwrap())
         .unwrap_err()
         .to_string();
-    assert!(
-        e.contains("the matrices have shapes (9, 9) and (4, 4)"),
-        "{e}"
-    );
+    assert!(e.contains("inconsistent shapes (9, 9) and (4, 4)"), "{e}");
     // Different patterns.
     let b = sp
         .from_triplets((9, 9), (&[0], &[0], &[1.0]), DType::F64, DType::I64)
