@@ -280,6 +280,15 @@ fn bad_matrices_are_numpy_errors_that_name_the_line() {
     );
     let indefinite = np.from_vec(&[2, 2], &[1.0, 2.0, 2.0, 1.0]);
     says(indefinite.cholesky(), &["Matrix is not positive definite"]);
+    // A negative pivot in the second block of columns.
+    let mut d = vec![0.0; 100 * 100];
+    for i in 0..100 {
+        d[i * 100 + i] = if i == 80 { -1.0 } else { 1.0 + i as f64 };
+    }
+    says(
+        np.from_vec(&[100, 100], &d).cholesky(),
+        &["Matrix is not positive definite"],
+    );
     // The runtime goes on.
     assert_eq!(square.det().expect("det").item().expect("0-d"), 5.0);
 }

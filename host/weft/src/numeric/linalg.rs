@@ -4,8 +4,10 @@
 //! products), Householder reflections, and the norms' sums and maxima.
 //!
 //! Elimination factors panels of columns on the host and updates the rest by products (see
-//! `lu.rs`). Cholesky's columns read nothing on the host, and run as replayed traces
-//! ([`Numeric::repeat`]) whose views move by a row and grow by one element a step. An exact
+//! `lu.rs`); Cholesky's factorization factors each 64 x 64 diagonal block on the host, and
+//! products do the rest. The Householder reflections read nothing on the host, and run as
+//! replayed traces ([`Numeric::repeat`]) whose views move by a row and grow by one element
+//! a step. An exact
 //! zero pivot makes `solve` and `inv` fail with
 //! NumPy's "Singular matrix" (and `det` return zero); a matrix whose factorization meets a
 //! pivot that is not positive makes `cholesky` fail with "Matrix is not positive definite".
@@ -141,12 +143,12 @@ impl Array {
 
     /// The lower-triangular `L` with `L @ L.T == self` (NumPy's `linalg.cholesky`) of a
     /// symmetric positive-definite matrix, of which only the lower triangle is read. Blocked,
-    /// as LAPACK's `potrf`: the columns of each block of 64 by the column algorithm
-    /// (`L[j, j] = sqrt(a[j, j] - L[j, :j] . L[j, :j])` and `L[j+1:, j] = (a[j+1:, j] -
-    /// L[j+1:, :j] @ L[j, :j]) / L[j, j]` over the block's own columns, each column one step
-    /// of a replayed trace), then the lower triangle of the matrix below and right of the block
-    /// less `L21 @ L21.T` (products of strips of 256 rows, at BLAS speed). A pivot that is not positive is NumPy's error (one read
-    /// of the diagonal at the end).
+    /// as LAPACK's `potrf`, by blocks of 64 columns: each diagonal block (updated by the
+    /// blocks before it) is read to the host and factored there (`L11`, the column algorithm
+    /// in `f64`), the block below it becomes `L21 = A21 L11^-T` (one product with the
+    /// inverse's transpose, computed on the host), and the lower triangle of the rest loses
+    /// `L21 @ L21.T` (products of strips of 256 rows, at BLAS speed). A pivot that is not
+    /// positive is NumPy's error.
     #[track_caller]
     pub fn cholesky(&self) -> Result<Array> {
         let caller = std::panic::Location::caller();
@@ -164,42 +166,23 @@ impl Array {
         } else {
             self.astype(dtype).tril(0)
         };
-        let at = |i: i64, j: i64| w.index(&[span(i, i + 1), span(j, j + 1)]);
         for kb in (0..n).step_by(CHOLESKY_BLOCK as usize) {
             let e = (kb + CHOLESKY_BLOCK).min(n);
-            // Column `j` of the block, from the block's columns before it.
-            let column = |j: i64| -> Result<()> {
-                let d = if j == kb {
-                    at(j, j)
-                } else {
-                    let done = w.index(&[span(j, j + 1), span(kb, j)]);
-                    &at(j, j) - &done.matmul(&done.t())
-                };
-                at(j, j).assign(&d.sqrt())?;
-                if j + 1 < n {
-                    let below = w.index(&[span(j + 1, n), span(j, j + 1)]);
-                    let new = if j == kb {
-                        &below / &at(j, j)
-                    } else {
-                        let done = w
-                            .index(&[span(j + 1, n), span(kb, j)])
-                            .matmul(&w.index(&[span(j, j + 1), span(kb, j)]).t());
-                        &(&below - &done) / &at(j, j)
-                    };
-                    below.assign(&new)?;
-                }
-                Ok(())
-            };
-            column(kb)?;
-            // The block's other columns; the matrix's last column (nothing below it) alone.
-            let stop = if e == n { n - 1 } else { e };
-            if stop > kb + 1 {
-                let steps = usize::try_from(stop - kb - 1).unwrap_or(0);
-                np.repeat(steps, |t| column(kb + 1 + t as i64))?;
+            let b = (e - kb) as usize;
+            let shape = [b as u64, b as u64];
+            let diagonal = w.index(&[span(kb, e), span(kb, e)]);
+            let l11 = factor_block(&diagonal.to_vec()?, b).ok_or_else(|| {
+                Error::Usage("linalg.cholesky: Matrix is not positive definite".into())
+            })?;
+            diagonal.assign(&np.from_vec(&shape, &l11).astype(dtype))?;
+            if e == n {
+                break;
             }
-            if e == n && n - 1 > kb {
-                column(n - 1)?;
-            }
+            // `L21 = A21 L11^-T`: `L11^-T` is the inverse of `L11`'s transpose.
+            let transposed: Vec<f64> = (0..b * b).map(|ij| l11[(ij % b) * b + ij / b]).collect();
+            let inverse = super::lu::upper_inverse(&transposed, b);
+            let below = w.index(&[span(e, n), span(kb, e)]);
+            below.assign(&below.matmul(&np.from_vec(&shape, &inverse).astype(dtype)))?;
             // The lower triangle of the rest, less `L21 @ L21.T`, a strip of rows at a time:
             // each strip's product stops at its last row's column (as LAPACK's `syrk` does,
             // about half the multiply-adds and the bytes of the whole square).
@@ -212,20 +195,35 @@ impl Array {
                 strip.check()?;
             }
         }
-        let diagonal = w.diag().to_vec()?;
-        if diagonal.iter().any(|d| !(d.is_finite() && *d > 0.0)) {
-            return Err(Error::Usage(
-                "linalg.cholesky: Matrix is not positive definite".into(),
-            ));
-        }
-        // The trailing updates wrote above the diagonal too: keep the lower triangle, in place.
+        // The updates wrote above the diagonal too: keep the lower triangle, in place.
         w.assign(&w.tril(0))?;
         Ok(w)
     }
 }
 
-/// Columns per block of [`Array::cholesky`]: 64 columns of the column algorithm, then products
-/// update the rest of the matrix.
+/// The lower-triangular factor of the `b` x `b` block `a` (row-major; its lower triangle
+/// read), by the column algorithm in `f64`: `L[j, j] = sqrt(a[j, j] - L[j, :j] . L[j, :j])`,
+/// `L[i, j] = (a[i, j] - L[i, :j] . L[j, :j]) / L[j, j]`; `None` at a pivot that is not
+/// positive (or not a number).
+fn factor_block(a: &[f64], b: usize) -> Option<Vec<f64>> {
+    let mut l = vec![0.0; b * b];
+    for j in 0..b {
+        let d = (0..j).fold(a[j * b + j], |s, k| s - l[j * b + k] * l[j * b + k]);
+        if !(d > 0.0 && d.is_finite()) {
+            return None;
+        }
+        let pivot = d.sqrt();
+        l[j * b + j] = pivot;
+        for i in j + 1..b {
+            let s = (0..j).fold(a[i * b + j], |s, k| s - l[i * b + k] * l[j * b + k]);
+            l[i * b + j] = s / pivot;
+        }
+    }
+    Some(l)
+}
+
+/// Columns per block of [`Array::cholesky`]: each diagonal block is factored on the host,
+/// and products do the rest.
 const CHOLESKY_BLOCK: i64 = 64;
 
 /// Rows per product of [`Array::cholesky`]'s update of the rest of the matrix: each strip's

@@ -230,7 +230,7 @@ fn unit_lower_inverse<E: Entry>(p: &[E], w: usize) -> Vec<E> {
 }
 
 /// The inverse of the upper triangle (diagonal included) of the first `w` rows of `p`.
-fn upper_inverse<E: Entry>(p: &[E], w: usize) -> Vec<E> {
+pub(super) fn upper_inverse<E: Entry>(p: &[E], w: usize) -> Vec<E> {
     let mut inv = vec![E::ZERO; w * w];
     for col in (0..w).rev() {
         inv[col * w + col] = E::ONE / p[col * w + col];
