@@ -758,6 +758,32 @@ fn det_cholesky_qr_and_norms_meet_references_written_out() {
     );
     let (_, r) = upload(&np, &[2, 2], &fixtures[2].1).qr().expect("factors");
     assert_eq!(read(&r)[0], (-1e-300, 0.0), "the tiny entry is reflected");
+    // Order 330: the rest after the first block updated in two strips of rows (256 and 10);
+    // and `complex64`, factored in `f64` on the host block by block, within its precision.
+    let h = hermitian(330, 97);
+    let l = upload(&np, &[330, 330], &h)
+        .cholesky()
+        .expect("positive definite");
+    close(
+        "cholesky, order 330",
+        &read(&l),
+        &reference_cholesky(&h, 330),
+        1e-12,
+    );
+    let h = hermitian(70, 98);
+    let z = upload(&np, &[70, 70], &h).astype(DType::F32);
+    let l = z.cholesky().expect("positive definite");
+    assert_eq!(l.dtype().expect("a dtype"), DType::F32);
+    let rounded: Vec<C> = h
+        .iter()
+        .map(|c| (f64::from(c.0 as f32), f64::from(c.1 as f32)))
+        .collect();
+    close(
+        "cholesky, complex64",
+        &read(&l),
+        &reference_cholesky(&rounded, 70),
+        1e-5,
+    );
     // Cholesky reads the lower triangle and the diagonal's real part only.
     let order = 6;
     let h = hermitian(order, 95);

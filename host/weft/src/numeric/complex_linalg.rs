@@ -114,44 +114,50 @@ impl ComplexArray {
 
     /// The lower-triangular `L` with `L @ L^H == self` (NumPy's `linalg.cholesky`) of a
     /// Hermitian positive-definite matrix, of which only the lower triangle is read (and of
-    /// the diagonal only its real part). Blocked as the real matrices' (`zpotrf`'s order):
-    /// per block of 64 columns, each column's real pivot `sqrt(re(a[j, j] - L[j, :j] .
-    /// conj(L[j, :j])))` and the column below it `(a[j+1:, j] - L[j+1:, :j] @ conj(L[j,
-    /// :j])) * (1 / pivot)`, then the lower triangle of the rest less `L21 @ L21^H` (complex
-    /// products of strips of 256 rows). A pivot that is not positive is NumPy's error (one
-    /// read of the diagonal at the end).
+    /// the diagonal only its real part). Blocked as the real matrices' (`zpotrf`'s order), by
+    /// blocks of 64 columns: each diagonal block (updated by the blocks before it) is read
+    /// to the host and factored there (real pivots `sqrt(re(a[j, j]) - |L[j, :j]|^2)`, the
+    /// column below `(a[j+1:, j] - L[j+1:, :j] @ conj(L[j, :j])) / pivot`), the block below
+    /// it becomes `L21 = A21 L11^-H` by one product with that inverse (computed on the host),
+    /// and the lower triangle of the rest loses `L21 @ L21^H` (complex products of strips of
+    /// 256 rows). A pivot that is not positive is NumPy's error as soon as its block is
+    /// factored.
     #[track_caller]
     pub fn cholesky(&self) -> Result<ComplexArray> {
         let n = self.square_order("cholesky")?;
+        let np = self.re().numeric();
+        let dtype = self.dtype()?;
         let w = ComplexArray::from_parts(self.re().tril(0), self.im().tril(0))?;
-        let at = |i: i64, j: i64| w.index(&[span(i, i + 1), span(j, j + 1)]);
+        let upload = |shape: &[u64], values: &[Complex]| {
+            let re: Vec<f64> = values.iter().map(|c| c.re).collect();
+            let im: Vec<f64> = values.iter().map(|c| c.im).collect();
+            np.complex(
+                &np.from_vec(shape, &re).astype(dtype),
+                &np.from_vec(shape, &im).astype(dtype),
+            )
+        };
         for kb in (0..n).step_by(CHOLESKY_BLOCK as usize) {
             let e = (kb + CHOLESKY_BLOCK).min(n);
-            for j in kb..e {
-                let d = if j == kb {
-                    at(j, j)
-                } else {
-                    let done = w.index(&[span(j, j + 1), span(kb, j)]);
-                    &at(j, j) - &done.matmul(&done.conj().t())
-                };
-                let pivot = d.re().sqrt();
-                let diagonal = at(j, j);
-                diagonal.re().assign(&pivot)?;
-                diagonal.im().assign(0.0)?;
-                if j + 1 < n {
-                    let below = w.index(&[span(j + 1, n), span(j, j + 1)]);
-                    let new = if j == kb {
-                        below.div(&pivot)
-                    } else {
-                        let row = w.index(&[span(j, j + 1), span(kb, j)]);
-                        let done = w
-                            .index(&[span(j + 1, n), span(kb, j)])
-                            .matmul(&row.conj().t());
-                        (&below - &done).div(&pivot)
-                    };
-                    below.assign(&new)?;
-                }
+            let b = (e - kb) as usize;
+            let shape = [b as u64, b as u64];
+            let diagonal = w.index(&[span(kb, e), span(kb, e)]);
+            let l11 = factor_block(&diagonal.to_vec()?, b).ok_or_else(|| {
+                Error::Usage("linalg.cholesky: Matrix is not positive definite".into())
+            })?;
+            diagonal.assign(&upload(&shape, &l11))?;
+            if e == n {
+                break;
             }
+            // `L21 = A21 L11^-H`: `L11^-H` is the inverse of `L11`'s conjugate transpose.
+            let adjoint: Vec<Complex> = (0..b * b)
+                .map(|ij| {
+                    let c = l11[(ij % b) * b + ij / b];
+                    Complex::new(c.re, -c.im)
+                })
+                .collect();
+            let inverse = super::lu::upper_inverse(&adjoint, b);
+            let below = w.index(&[span(e, n), span(kb, e)]);
+            below.assign(&below.matmul(&upload(&shape, &inverse)))?;
             // The lower triangle of the rest less `L21 @ L21^H`, a strip of rows at a time,
             // each strip's product stopping at its last row's column (as the real one's).
             for r0 in (e..n).step_by(TRAILING_STRIP as usize) {
@@ -161,12 +167,6 @@ impl ComplexArray {
                 let strip = w.index(&[span(r0, r1), span(e, r1)]);
                 strip.assign(&(&strip - &rows.matmul(&cols.conj().t())))?;
             }
-        }
-        let diagonal = w.re().diag().to_vec()?;
-        if diagonal.iter().any(|d| !(d.is_finite() && *d > 0.0)) {
-            return Err(Error::Usage(
-                "linalg.cholesky: Matrix is not positive definite".into(),
-            ));
         }
         // The trailing updates wrote above the diagonal too: keep the lower triangle.
         w.re().assign(&w.re().tril(0))?;
@@ -287,4 +287,31 @@ impl ComplexArray {
             _ => self.abs().norm_ord(ord),
         }
     }
+}
+
+/// The lower-triangular factor of the `b` x `b` Hermitian block `a` (row-major; its lower
+/// triangle and the real part of its diagonal read), by the column algorithm: real pivots
+/// `sqrt(re(a[j, j]) - |L[j, :j]|^2)`, `L[i, j] = (a[i, j] - L[i, :j] . conj(L[j, :j])) /
+/// pivot`; `None` at a pivot that is not positive (or not a number).
+fn factor_block(a: &[Complex], b: usize) -> Option<Vec<Complex>> {
+    let mut l = vec![Complex::new(0.0, 0.0); b * b];
+    for j in 0..b {
+        let d = (0..j).fold(a[j * b + j].re, |s, k| {
+            let x = l[j * b + k];
+            s - (x.re * x.re + x.im * x.im)
+        });
+        if !(d > 0.0 && d.is_finite()) {
+            return None;
+        }
+        let pivot = d.sqrt();
+        l[j * b + j] = Complex::new(pivot, 0.0);
+        for i in j + 1..b {
+            let s = (0..j).fold(a[i * b + j], |s, k| {
+                let y = l[j * b + k];
+                s - l[i * b + k] * Complex::new(y.re, -y.im)
+            });
+            l[i * b + j] = Complex::new(s.re / pivot, s.im / pivot);
+        }
+    }
+    Some(l)
 }
