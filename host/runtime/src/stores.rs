@@ -197,6 +197,10 @@ pub struct Stores {
     /// writes it, its buffers go or move), so a matrix's row pointers are read once, not at
     /// every launch (each read waits for the device).
     indices: crate::FastMap<StorageId, crate::FastMap<u64, i64>>,
+    /// Per storage, how many times something may have changed it: a task that writes it was
+    /// submitted, the host wrote it, its buffers went or moved (see
+    /// [`Stores::write_generation`]).
+    generations: crate::FastMap<StorageId, u64>,
 }
 
 impl Stores {
@@ -574,9 +578,25 @@ impl Stores {
         !self.indices.is_empty()
     }
 
-    /// Forgets the index values read back from storage `storage`: it may have changed.
+    /// Forgets the index values read back from storage `storage`: it may have changed (its
+    /// write generation moves on too).
     pub fn forget_indices(&mut self, storage: StorageId) {
         self.indices.remove(&storage);
+        self.written(storage);
+    }
+
+    /// Notes that storage `storage` may change: a task that writes it was submitted, or the
+    /// host writes it.
+    pub fn written(&mut self, storage: StorageId) {
+        *self.generations.entry(storage).or_default() += 1;
+    }
+
+    /// How many times storage `storage` may have changed so far: equal numbers at two times
+    /// mean nothing submitted or done between them wrote it (what the facade's cache of a
+    /// mask's positions checks). Steps replayed from a trace write without submitting: they
+    /// count in [`crate::core::Stats::steps_replayed`] instead.
+    pub fn write_generation(&self, storage: StorageId) -> u64 {
+        self.generations.get(&storage).copied().unwrap_or(0)
     }
 
     /// Adds a handle to a store.
@@ -653,6 +673,8 @@ impl Stores {
             return Vec::new();
         }
         self.forget_indices(storage);
+        // Storage ids are never reused: a dead storage's generation is not needed again.
+        self.generations.remove(&storage);
         let Some(s) = self.storages.remove(&storage) else {
             return Vec::new();
         };

@@ -201,6 +201,9 @@ impl Core {
             }
             arg.storage = info.storage;
             arg.root_partition = RootPartition::fold(&arg.partition, &info.map);
+            if arg.privilege.mutates() {
+                self.stores.written(info.storage);
+            }
             arg.root_partition.normalize_for(&task.launch);
         }
         // Image partitions, now that their sources are folded.

@@ -84,6 +84,8 @@ struct Inner {
     sites: RefCell<weft_runtime::FastMap<usize, std::sync::Arc<str>>>,
     /// Recorded calls, replayed without entering the plugin.
     memo: RefCell<replayed::CallMemo>,
+    /// The positions of the last mask compressed through (see `search::MaskPositions`).
+    mask_positions: RefCell<Option<search::MaskPositions>>,
 }
 
 /// One operand of an element-wise operation.
@@ -249,6 +251,7 @@ impl Numeric {
                 exports,
                 sites: RefCell::default(),
                 memo: RefCell::default(),
+                mask_positions: RefCell::default(),
             }),
         })
     }

@@ -325,6 +325,19 @@ impl Runtime {
         Ok(core.stores().get(core.resolve(s)?)?.shape.clone())
     }
 
+    /// What changes when store `s`'s elements may have changed: its storage's write
+    /// generation (tasks submitted that write it, host writes) and the count of steps
+    /// replayed from traces (which write without submitting). Equal values at two times mean
+    /// its elements are the same.
+    pub(crate) fn write_stamp(&mut self, s: &StoreHandle) -> Result<(u64, u64)> {
+        let core = self.core()?;
+        let storage = core.stores().get(core.resolve(s)?)?.storage;
+        Ok((
+            core.stores().write_generation(storage),
+            core.stats().steps_replayed,
+        ))
+    }
+
     /// The view `parent[start[d] :: step[d]]` of `extent[d]` elements per dimension, with
     /// shape `shape` (the same elements, extents of 1 dropped or added): basic indexing as the
     /// `numeric` plugin makes it, made by the host alone. The caller owns the view's count.

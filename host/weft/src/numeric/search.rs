@@ -21,6 +21,19 @@ pub(crate) fn normalize_axis(axis: i64, rank: usize) -> Result<usize> {
         })
 }
 
+/// The positions of the true elements of the last mask that an array was compressed through
+/// (`Array::masked`), with what identifies that mask's elements: its store (a view never
+/// changes what it maps) and its write stamp (`Runtime::write_stamp`: the storage's write
+/// generation, which every submitted task that writes it and every host write moves on, and
+/// the count of steps replayed from traces). Kept by the facade, one at a time, with a
+/// handle to the mask, so that its store's id is not reused while kept; the positions are an
+/// internal array that no caller gets to write.
+pub(crate) struct MaskPositions {
+    key: (weft_runtime::StoreId, (u64, u64)),
+    _mask: Array,
+    positions: Array,
+}
+
 impl Array {
     /// The elements at the integer positions `indices` along `axis` (`None`: of the flattened
     /// array), as NumPy's `take`: the result's shape is this one with that dimension replaced
@@ -171,10 +184,27 @@ impl Array {
     }
 
     /// The flat positions where `mask` is true, after checking it against this array for
-    /// operation `op` (shared by a complex array's two parts).
+    /// operation `op` (shared by a complex array's two parts). The last mask's positions are
+    /// kept (see [`MaskPositions`]): compressing several arrays through one mask, as NumPy
+    /// programs do (`z[m]`, `c[m]`, `x[m]`), counts and walks it once.
     pub(crate) fn mask_positions(&self, op: &str, mask: &Array) -> Result<Array> {
         self.check_mask(op, mask)?;
-        Ok(mask.reshape(&[-1]).flatnonzero())
+        let handle = mask.handle()?;
+        let stamp = self.np.inner.rt.borrow_mut().write_stamp(handle)?;
+        let key = (handle.id(), stamp);
+        if let Some(kept) = self.np.inner.mask_positions.borrow().as_ref()
+            && kept.key == key
+        {
+            return Ok(kept.positions.clone());
+        }
+        let positions = mask.reshape(&[-1]).flatnonzero();
+        positions.check()?;
+        *self.np.inner.mask_positions.borrow_mut() = Some(MaskPositions {
+            key,
+            _mask: mask.clone(),
+            positions: positions.clone(),
+        });
+        Ok(positions)
     }
 
     /// The flattened array's elements at `positions`.
