@@ -94,6 +94,9 @@ pub struct Stats {
     pub exec: ExecStats,
     /// Steps made by replaying a trace ([`Core::replay`]), not counted in `exec`.
     pub steps_replayed: u64,
+    /// Trace replays begun, finished or not: each may have written stores without
+    /// submitting a task (see `Stores::write_generation`).
+    pub replays_begun: u64,
     /// Launches those replays made.
     pub launches_replayed: u64,
 }
@@ -827,6 +830,7 @@ impl Core {
             .is_some_and(|s| s.len() == map.volume());
         let uninit = whole && map.is_contiguous();
         self.stores.forget_indices(storage);
+        self.stores.written(storage);
         self.stores
             .ensure_allocated(storage, self.backend.as_mut(), uninit)?;
         let buffer = self.stores.ensure_buffer(storage, self.backend.as_mut())?;

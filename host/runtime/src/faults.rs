@@ -353,6 +353,7 @@ impl Core {
                 }
             }
             self.stores.forget_indices(id);
+            self.stores.written(id);
         }
         result
     }

@@ -578,15 +578,15 @@ impl Stores {
         !self.indices.is_empty()
     }
 
-    /// Forgets the index values read back from storage `storage`: it may have changed (its
-    /// write generation moves on too).
+    /// Forgets the index values read back from storage `storage`: it may have changed.
     pub fn forget_indices(&mut self, storage: StorageId) {
         self.indices.remove(&storage);
-        self.written(storage);
     }
 
-    /// Notes that storage `storage` may change: a task that writes it was submitted, or the
-    /// host writes it.
+    /// Notes that storage `storage` may change: a task that writes it was submitted, the host
+    /// writes it, or a failed task's writes were undone. Only events in program order move a
+    /// generation (never what one rank's execution happens to do, such as handing a buffer
+    /// over), so every rank counts the same.
     pub fn written(&mut self, storage: StorageId) {
         *self.generations.entry(storage).or_default() += 1;
     }
@@ -594,7 +594,7 @@ impl Stores {
     /// How many times storage `storage` may have changed so far: equal numbers at two times
     /// mean nothing submitted or done between them wrote it (what the facade's cache of a
     /// mask's positions checks). Steps replayed from a trace write without submitting: they
-    /// count in [`crate::core::Stats::steps_replayed`] instead.
+    /// count in [`crate::core::Stats::replays_begun`] instead.
     pub fn write_generation(&self, storage: StorageId) -> u64 {
         self.generations.get(&storage).copied().unwrap_or(0)
     }

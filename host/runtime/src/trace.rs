@@ -796,6 +796,8 @@ impl Core {
             return Ok(false);
         }
         let mut slots: Vec<Option<BufferId>> = Vec::new();
+        // Counted before it runs: a replay that fails part way has written stores too.
+        self.stats.replays_begun += 1;
         let result = self.replay_events(trace, after, &mut slots);
         // On a failure, what the step allocated and did not free yet goes back.
         for b in slots.into_iter().flatten() {

@@ -326,15 +326,15 @@ impl Runtime {
     }
 
     /// What changes when store `s`'s elements may have changed: its storage's write
-    /// generation (tasks submitted that write it, host writes) and the count of steps
-    /// replayed from traces (which write without submitting). Equal values at two times mean
-    /// its elements are the same.
+    /// generation (tasks submitted that write it, host writes) and the count of trace replays
+    /// begun (which write without submitting). Equal values at two times mean its elements
+    /// are the same.
     pub(crate) fn write_stamp(&mut self, s: &StoreHandle) -> Result<(u64, u64)> {
         let core = self.core()?;
         let storage = core.stores().get(core.resolve(s)?)?.storage;
         Ok((
             core.stores().write_generation(storage),
-            core.stats().steps_replayed,
+            core.stats().replays_begun,
         ))
     }
 

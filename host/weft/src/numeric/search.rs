@@ -23,15 +23,14 @@ pub(crate) fn normalize_axis(axis: i64, rank: usize) -> Result<usize> {
 
 /// The positions of the true elements of the last mask that an array was compressed through
 /// (`Array::masked`), with what identifies that mask's elements: its store (a view never
-/// changes what it maps) and its write stamp (`Runtime::write_stamp`: the storage's write
-/// generation, which every submitted task that writes it and every host write moves on, and
-/// the count of steps replayed from traces). Kept by the facade, one at a time, with a
-/// handle to the mask, so that its store's id is not reused while kept; the positions are an
-/// internal array that no caller gets to write.
+/// changes what it maps, and store ids are never reused) and its write stamp
+/// (`Runtime::write_stamp`: the storage's write generation, which every submitted task that
+/// writes it and every host write moves on, and the count of trace replays begun). Kept by
+/// the facade, one at a time, as a store handle (not an `Array`, which would hold the facade
+/// itself); the positions are an internal store that no caller gets to write.
 pub(crate) struct MaskPositions {
     key: (weft_runtime::StoreId, (u64, u64)),
-    _mask: Array,
-    positions: Array,
+    positions: weft_runtime::StoreHandle,
 }
 
 impl Array {
@@ -195,14 +194,15 @@ impl Array {
         if let Some(kept) = self.np.inner.mask_positions.borrow().as_ref()
             && kept.key == key
         {
-            return Ok(kept.positions.clone());
+            return Ok(Array {
+                np: self.np.clone(),
+                value: Ok(kept.positions.clone()),
+            });
         }
         let positions = mask.reshape(&[-1]).flatnonzero();
-        positions.check()?;
         *self.np.inner.mask_positions.borrow_mut() = Some(MaskPositions {
             key,
-            _mask: mask.clone(),
-            positions: positions.clone(),
+            positions: positions.handle()?.clone(),
         });
         Ok(positions)
     }
