@@ -192,6 +192,9 @@ impl Rng {
             DType::I64 => int.to_le_bytes().to_vec(),
             DType::I32 => (int as i32).to_le_bytes().to_vec(),
             DType::Bool => vec![(r >> 20) as u8 & 1],
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
+                unreachable!("storage types hold no values")
+            }
         }
     }
 
@@ -212,7 +215,7 @@ impl Rng {
 
 impl Gen<'_, '_> {
     fn dtype(&mut self) -> DType {
-        DType::ALL[self.b.below(5)]
+        DType::VALUES[self.b.below(5)]
     }
 
     fn pick(&mut self, t: DType) -> Value {
@@ -232,6 +235,9 @@ impl Gen<'_, '_> {
             DType::I64 => Scalar::I64(w),
             DType::I32 => Scalar::I32(w as i32),
             DType::Bool => Scalar::Bool(w % 2 == 0),
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
+                unreachable!("storage types hold no values")
+            }
         };
         bb.constant(c)
     }
@@ -489,6 +495,9 @@ impl Gen<'_, '_> {
             DType::F64 | DType::I64 => 2,
             DType::F32 | DType::I32 => 4,
             DType::Bool => 0,
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
+                unreachable!("storage types hold no values")
+            }
         };
         // `acc`'s other indices: mostly constants (the reduction then goes to a chunk-private
         // buffer), now and then any index (the parallel loop's own row: in place).
@@ -725,6 +734,9 @@ impl Gen<'_, '_> {
                         DType::F32 => DType::I32,
                         DType::I32 => DType::F32,
                         DType::Bool => DType::Bool,
+                        DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
+                            unreachable!("storage types hold no values")
+                        }
                     };
                     bb.bitcast(to, x)
                 } else {
@@ -807,7 +819,7 @@ struct Ranks {
 }
 
 fn ranks(b: &mut Bytes) -> Ranks {
-    let dt = |b: &mut Bytes| DType::ALL[b.below(5)];
+    let dt = |b: &mut Bytes| DType::VALUES[b.below(5)];
     let out_t = dt(b);
     let out = (
         out_t,
@@ -845,7 +857,7 @@ fn kernel(b: &mut Bytes, r: &Ranks) -> (weft_ir::Kernel, bool) {
         bounds: k.store(DType::I64, 2, Privilege::Read),
         img: k.store(r.img, 1, Privilege::Read),
     };
-    let scalars: Vec<Value> = DType::ALL.iter().map(|&t| k.scalar(t)).collect();
+    let scalars: Vec<Value> = DType::VALUES.iter().map(|&t| k.scalar(t)).collect();
     let mut g = Gen {
         b,
         p,

@@ -74,6 +74,10 @@ pub fn ir_dtype(dtype: Dtype) -> ir::DType {
         Dtype::I32 => ir::DType::I32,
         Dtype::I64 => ir::DType::I64,
         Dtype::Bool => ir::DType::Bool,
+        Dtype::U8 => ir::DType::U8,
+        Dtype::U16 => ir::DType::U16,
+        Dtype::U32 => ir::DType::U32,
+        Dtype::U64 => ir::DType::U64,
     }
 }
 
@@ -85,6 +89,10 @@ pub fn wit_dtype(dtype: ir::DType) -> Dtype {
         ir::DType::I32 => Dtype::I32,
         ir::DType::I64 => Dtype::I64,
         ir::DType::Bool => Dtype::Bool,
+        ir::DType::U8 => Dtype::U8,
+        ir::DType::U16 => Dtype::U16,
+        ir::DType::U32 => Dtype::U32,
+        ir::DType::U64 => Dtype::U64,
     }
 }
 

@@ -1208,6 +1208,23 @@ unsafe fn fold(view: &StoreView, parts: &[*const u8], b: &BufInfo, pool: &Thread
         (DType::Bool, ReduceOp::Prod | ReduceOp::Min) => {
             go!(u8, |x, y| u8::from(x != 0 && y != 0))
         }
+        // The validator gives unsigned stores no reductions; folding them would be this.
+        (DType::U8, ReduceOp::Sum) => go!(u8, u8::wrapping_add),
+        (DType::U8, ReduceOp::Prod) => go!(u8, u8::wrapping_mul),
+        (DType::U8, ReduceOp::Min) => go!(u8, u8::min),
+        (DType::U8, ReduceOp::Max) => go!(u8, u8::max),
+        (DType::U16, ReduceOp::Sum) => go!(u16, u16::wrapping_add),
+        (DType::U16, ReduceOp::Prod) => go!(u16, u16::wrapping_mul),
+        (DType::U16, ReduceOp::Min) => go!(u16, u16::min),
+        (DType::U16, ReduceOp::Max) => go!(u16, u16::max),
+        (DType::U32, ReduceOp::Sum) => go!(u32, u32::wrapping_add),
+        (DType::U32, ReduceOp::Prod) => go!(u32, u32::wrapping_mul),
+        (DType::U32, ReduceOp::Min) => go!(u32, u32::min),
+        (DType::U32, ReduceOp::Max) => go!(u32, u32::max),
+        (DType::U64, ReduceOp::Sum) => go!(u64, u64::wrapping_add),
+        (DType::U64, ReduceOp::Prod) => go!(u64, u64::wrapping_mul),
+        (DType::U64, ReduceOp::Min) => go!(u64, u64::min),
+        (DType::U64, ReduceOp::Max) => go!(u64, u64::max),
     }
 }
 

@@ -129,7 +129,10 @@ fn cl_type(d: DType) -> Type {
         DType::F64 => types::F64,
         DType::I32 => types::I32,
         DType::I64 => types::I64,
-        DType::Bool => types::I8,
+        DType::Bool | DType::U8 => types::I8,
+        DType::U16 => types::I16,
+        DType::U32 => types::I32,
+        DType::U64 => types::I64,
     }
 }
 

@@ -8,7 +8,7 @@
 //!
 //! Element types: `<f8` (f64), `<f4` (f32), `<i8` (i64), `<i4` (i32), `|b1` (bool, one byte
 //! 0 or 1), `<c16` and `<c8` (complex128 and complex64: each element its real part, then its
-//! imaginary part), all little-endian. The reader also takes versions 2.0 and 3.0 (a `u32` header
+//! imaginary part), `|u1`, `<u2`, `<u4` and `<u8` (uint8 .. uint64), all little-endian. The reader also takes versions 2.0 and 3.0 (a `u32` header
 //! length), but only C order and the element types above.
 
 use std::path::Path;
@@ -34,6 +34,14 @@ pub enum NpyData {
     C128(Vec<[f64; 2]>),
     /// `<c8` (NumPy's `complex64`): `[re, im]` pairs.
     C64(Vec<[f32; 2]>),
+    /// `|u1` (NumPy's `uint8`).
+    U8(Vec<u8>),
+    /// `<u2` (NumPy's `uint16`).
+    U16(Vec<u16>),
+    /// `<u4` (NumPy's `uint32`).
+    U32(Vec<u32>),
+    /// `<u8` (NumPy's `uint64`).
+    U64(Vec<u64>),
 }
 
 impl NpyData {
@@ -47,6 +55,10 @@ impl NpyData {
             NpyData::Bool(_) => "|b1",
             NpyData::C128(_) => "<c16",
             NpyData::C64(_) => "<c8",
+            NpyData::U8(_) => "|u1",
+            NpyData::U16(_) => "<u2",
+            NpyData::U32(_) => "<u4",
+            NpyData::U64(_) => "<u8",
         }
     }
 
@@ -60,6 +72,10 @@ impl NpyData {
             NpyData::Bool(v) => v.len(),
             NpyData::C128(v) => v.len(),
             NpyData::C64(v) => v.len(),
+            NpyData::U8(v) => v.len(),
+            NpyData::U16(v) => v.len(),
+            NpyData::U32(v) => v.len(),
+            NpyData::U64(v) => v.len(),
         }
     }
 
@@ -79,6 +95,10 @@ impl NpyData {
             NpyData::Bool(v) => v.iter().map(|&x| f64::from(u8::from(x))).collect(),
             NpyData::C128(v) => v.iter().map(|x| x[0]).collect(),
             NpyData::C64(v) => v.iter().map(|x| f64::from(x[0])).collect(),
+            NpyData::U8(v) => v.iter().map(|&x| f64::from(x)).collect(),
+            NpyData::U16(v) => v.iter().map(|&x| f64::from(x)).collect(),
+            NpyData::U32(v) => v.iter().map(|&x| f64::from(x)).collect(),
+            NpyData::U64(v) => v.iter().map(|&x| x as f64).collect(),
         }
     }
 
@@ -92,6 +112,10 @@ impl NpyData {
             NpyData::Bool(v) => v.iter().map(|&x| u8::from(x)).collect(),
             NpyData::C128(v) => v.iter().flatten().flat_map(|x| x.to_le_bytes()).collect(),
             NpyData::C64(v) => v.iter().flatten().flat_map(|x| x.to_le_bytes()).collect(),
+            NpyData::U8(v) => v.clone(),
+            NpyData::U16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            NpyData::U32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            NpyData::U64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         }
     }
 }
@@ -209,9 +233,10 @@ impl Npy {
         let body = &bytes[end..];
         let size = match descr {
             "<c16" => 16,
-            "<f8" | "<i8" | "<c8" => 8,
-            "<f4" | "<i4" => 4,
-            "|b1" => 1,
+            "<f8" | "<i8" | "<c8" | "<u8" => 8,
+            "<f4" | "<i4" | "<u4" => 4,
+            "<u2" => 2,
+            "|b1" | "|u1" => 1,
             other => return Err(invalid(format!("unsupported .npy dtype `{other}`"))),
         };
         if count.checked_mul(size) != Some(body.len()) {
@@ -228,6 +253,10 @@ impl Npy {
             "<i4" => NpyData::I32(words(body, i32::from_le_bytes)),
             "<c16" => NpyData::C128(pairs(words(body, f64::from_le_bytes))),
             "<c8" => NpyData::C64(pairs(words(body, f32::from_le_bytes))),
+            "<u8" => NpyData::U64(words(body, u64::from_le_bytes)),
+            "<u4" => NpyData::U32(words(body, u32::from_le_bytes)),
+            "<u2" => NpyData::U16(words(body, u16::from_le_bytes)),
+            "|u1" => NpyData::U8(body.to_vec()),
             _ => NpyData::Bool(body.iter().map(|&b| b != 0).collect()),
         };
         Ok(Npy { shape, data })
@@ -351,6 +380,10 @@ mod tests {
         assert_eq!(&b[b.len() - 4..], &[1, 0, 0, 1]);
         roundtrip(&[0, 5], NpyData::F64(vec![]));
         roundtrip(&[2], NpyData::I32(vec![7, -7]));
+        roundtrip(&[3], NpyData::U8(vec![0, 200, 255]));
+        roundtrip(&[2], NpyData::U16(vec![65_535, 1]));
+        roundtrip(&[2], NpyData::U32(vec![u32::MAX, 7]));
+        roundtrip(&[1, 2], NpyData::U64(vec![u64::MAX, 1 << 63]));
     }
 
     #[test]

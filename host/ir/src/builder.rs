@@ -310,7 +310,8 @@ impl BodyBuilder {
     }
 
     /// A constant of `dtype` with value `c`, converted as a cast would (`as` in Rust:
-    /// truncating and saturating to integers, non-zero to `true`).
+    /// truncating and saturating to integers, non-zero to `true`). An unsigned storage type
+    /// gives the `i64` constant of its values (saturated to the type's range).
     pub fn const_of(&self, dtype: DType, c: f64) -> Value {
         self.constant(match dtype {
             DType::F32 => Scalar::F32(c as f32),
@@ -318,6 +319,10 @@ impl BodyBuilder {
             DType::I32 => Scalar::I32(c as i32),
             DType::I64 => Scalar::I64(c as i64),
             DType::Bool => Scalar::Bool(c != 0.0),
+            DType::U8 => Scalar::I64(i64::from(c as u8)),
+            DType::U16 => Scalar::I64(i64::from(c as u16)),
+            DType::U32 => Scalar::I64(i64::from(c as u32)),
+            DType::U64 => Scalar::I64(c as u64 as i64),
         })
     }
 
@@ -488,7 +493,10 @@ impl BodyBuilder {
 
     /// Loads `store[indices]`.
     pub fn load(&self, store: StoreParam, indices: &[Value]) -> Value {
-        self.push_value(Op::Load(Self::access(store, indices)), store.dtype)
+        self.push_value(
+            Op::Load(Self::access(store, indices)),
+            store.dtype.value_type(),
+        )
     }
 
     /// Stores `value` at `store[indices]`.

@@ -60,7 +60,8 @@ pub const DEFAULT_STEP_LIMIT: u64 = 50_000_000;
 pub struct Storage {
     /// The element type.
     pub dtype: DType,
-    /// The elements; each has type `dtype`.
+    /// The elements; each has type `dtype` (an unsigned storage type's elements are the
+    /// `i64` values loading them gives: zero-extended, or the same bits for `u64`).
     pub data: Vec<Scalar>,
 }
 
@@ -466,7 +467,14 @@ impl Machine<'_> {
             }
             Op::Store(a, v) => {
                 let (s, at) = self.element(a.param, &a.indices)?;
-                self.storages[s].data[at] = self.get(*v)?;
+                let value = self.get(*v)?;
+                let storage = &mut self.storages[s];
+                // An unsigned storage type keeps the low bits of its width.
+                storage.data[at] = if storage.dtype.is_unsigned() {
+                    Scalar::from_bits(storage.dtype, value.to_bits())
+                } else {
+                    value
+                };
                 return Ok(());
             }
             Op::Reduce(a, op, v)

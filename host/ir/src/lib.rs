@@ -67,19 +67,60 @@ pub enum DType {
     I64,
     /// Boolean; stored as one byte (0 or 1).
     Bool,
+    /// Unsigned 8-bit integer, a *storage* type: loading one gives its value zero-extended
+    /// to an [`DType::I64`] value, and storing an `i64` value keeps its low 8 bits. No SSA
+    /// value, constant or scalar parameter has an unsigned type; the arithmetic of unsigned
+    /// integers (wrapping at the width, unsigned division and comparison) is written by the
+    /// plugin in `i64` operations (see `docs/design.md`, "Unsigned integers").
+    U8,
+    /// Unsigned 16-bit integer, a storage type like [`DType::U8`].
+    U16,
+    /// Unsigned 32-bit integer, a storage type like [`DType::U8`].
+    U32,
+    /// Unsigned 64-bit integer, a storage type: loading one gives an `i64` value with the
+    /// same 64 bits (values of 2^63 and more read as negative), and storing keeps all 64.
+    U64,
 }
 
 impl DType {
     /// Every element type, in a fixed order.
-    pub const ALL: [DType; 5] = [DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool];
+    pub const ALL: [DType; 9] = [
+        DType::F32,
+        DType::F64,
+        DType::I32,
+        DType::I64,
+        DType::Bool,
+        DType::U8,
+        DType::U16,
+        DType::U32,
+        DType::U64,
+    ];
+
+    /// The types an SSA value may have (every type but the unsigned storage types).
+    pub const VALUES: [DType; 5] = [DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool];
+
+    /// The unsigned storage types, narrowest first.
+    pub const UNSIGNED: [DType; 4] = [DType::U8, DType::U16, DType::U32, DType::U64];
 
     /// Size of one element in bytes, as stored.
     pub fn size(self) -> usize {
         match self {
-            DType::F32 | DType::I32 => 4,
-            DType::F64 | DType::I64 => 8,
-            DType::Bool => 1,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F64 | DType::I64 | DType::U64 => 8,
+            DType::Bool | DType::U8 => 1,
+            DType::U16 => 2,
         }
+    }
+
+    /// Whether this is one of the unsigned storage types ([`DType::U8`] .. [`DType::U64`]).
+    pub fn is_unsigned(self) -> bool {
+        matches!(self, DType::U8 | DType::U16 | DType::U32 | DType::U64)
+    }
+
+    /// The type of the value that loading an element of this type gives (and that storing
+    /// one takes): [`DType::I64`] for the unsigned storage types, the type itself otherwise.
+    pub fn value_type(self) -> DType {
+        if self.is_unsigned() { DType::I64 } else { self }
     }
 
     /// Whether this is a floating-point type.
@@ -92,7 +133,8 @@ impl DType {
         matches!(self, DType::I32 | DType::I64)
     }
 
-    /// The name used in the text form (`f32`, `f64`, `i32`, `i64`, `bool`).
+    /// The name used in the text form (`f32`, `f64`, `i32`, `i64`, `bool`, `u8`, `u16`,
+    /// `u32`, `u64`).
     pub fn name(self) -> &'static str {
         match self {
             DType::F32 => "f32",
@@ -100,6 +142,10 @@ impl DType {
             DType::I32 => "i32",
             DType::I64 => "i64",
             DType::Bool => "bool",
+            DType::U8 => "u8",
+            DType::U16 => "u16",
+            DType::U32 => "u32",
+            DType::U64 => "u64",
         }
     }
 
@@ -125,7 +171,10 @@ impl std::fmt::Display for DType {
 ///     assert_eq!(dtype.to_string().parse::<DType>(), Ok(dtype));
 /// }
 /// let e = "f16".parse::<DType>().unwrap_err();
-/// assert_eq!(e.to_string(), "`f16` is not a dtype (f32, f64, i32, i64 or bool)");
+/// assert_eq!(
+///     e.to_string(),
+///     "`f16` is not a dtype (f32, f64, i32, i64, bool, u8, u16, u32 or u64)"
+/// );
 /// ```
 impl std::str::FromStr for DType {
     type Err = UnknownDType;
@@ -143,7 +192,7 @@ impl std::fmt::Display for UnknownDType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "`{}` is not a dtype (f32, f64, i32, i64 or bool)",
+            "`{}` is not a dtype (f32, f64, i32, i64, bool, u8, u16, u32 or u64)",
             self.0
         )
     }
@@ -190,14 +239,19 @@ impl Scalar {
         }
     }
 
-    /// Rebuilds a constant of type `dtype` from [`Scalar::to_bits`].
+    /// Rebuilds a constant of type `dtype` from [`Scalar::to_bits`]. An unsigned storage
+    /// type gives the `i64` value that loading an element with those bits gives (the low
+    /// bits of the type's width, zero-extended).
     pub fn from_bits(dtype: DType, bits: u64) -> Scalar {
         match dtype {
             DType::F32 => Scalar::F32(f32::from_bits(bits as u32)),
             DType::F64 => Scalar::F64(f64::from_bits(bits)),
             DType::I32 => Scalar::I32(bits as u32 as i32),
-            DType::I64 => Scalar::I64(bits as i64),
+            DType::I64 | DType::U64 => Scalar::I64(bits as i64),
             DType::Bool => Scalar::Bool(bits != 0),
+            DType::U8 => Scalar::I64(i64::from(bits as u8)),
+            DType::U16 => Scalar::I64(i64::from(bits as u16)),
+            DType::U32 => Scalar::I64(i64::from(bits as u32)),
         }
     }
 
@@ -281,6 +335,12 @@ impl ReduceOp {
             (ReduceOp::Max, DType::I32) => Scalar::I32(i32::MIN),
             (ReduceOp::Max, DType::I64) => Scalar::I64(i64::MIN),
             (ReduceOp::Max, DType::Bool) => Scalar::Bool(false),
+            // The unsigned storage types take no reductions (validation refuses them); their
+            // values are `i64`s, and these are the identities of that arithmetic.
+            (ReduceOp::Prod, d) if d.is_unsigned() => Scalar::I64(1),
+            (ReduceOp::Min, d) if d.is_unsigned() => Scalar::from_bits(d, u64::MAX),
+            (ReduceOp::Max, d) if d.is_unsigned() => Scalar::I64(0),
+            (_, d) => Scalar::from_bits(d, 0),
         }
     }
 }

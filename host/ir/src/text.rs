@@ -1083,5 +1083,7 @@ pub fn parse_scalar(dtype: DType, lit: &str) -> Option<Scalar> {
             "false" => Some(Scalar::Bool(false)),
             _ => None,
         },
+        // No constant has an unsigned storage type.
+        DType::U8 | DType::U16 | DType::U32 | DType::U64 => None,
     }
 }

@@ -21,7 +21,10 @@
 //!   stores, reductions, extents, origins and parallel loops name a store parameter. Loads need
 //!   a readable store, stores a writable one, and reductions a store with the privilege
 //!   `reduce(op)` of the same operator; sum and product reductions do not take bools. An access
-//!   has one index per dimension, and the stored or reduced value has the element type.
+//!   has one index per dimension, and the stored or reduced value has the element type. The
+//!   unsigned storage types (`u8` .. `u64`) load as and store `i64` values; no scalar
+//!   parameter, constant, cast or bitcast has one of them, and their stores take no
+//!   reductions.
 //! - **Structure.** Parallel loops are at the top level of the kernel; stores and reductions are
 //!   inside a parallel loop (possibly within `for` loops in it). Loads may appear anywhere.
 //! - **No races.** A store inside a parallel loop with indices must have an index that
@@ -254,12 +257,30 @@ type Res<T> = Result<T, String>;
 
 fn check(kernel: &Kernel) -> Res<Types> {
     for (i, p) in kernel.params.iter().enumerate() {
-        if let Param::Store { rank, .. } = p
-            && *rank > MAX_RANK
-        {
-            return Err(format!(
-                "parameter {i} (%arg{i}) has rank {rank}, more than the maximum {MAX_RANK}"
-            ));
+        match *p {
+            Param::Store { rank, .. } if rank > MAX_RANK => {
+                return Err(format!(
+                    "parameter {i} (%arg{i}) has rank {rank}, more than the maximum {MAX_RANK}"
+                ));
+            }
+            Param::Store {
+                dtype,
+                privilege: Privilege::Reduce(op),
+                ..
+            } if dtype.is_unsigned() => {
+                return Err(format!(
+                    "parameter {i} (%arg{i}) holds {dtype} with privilege reduce({}): the \
+                     unsigned storage types take no reductions (reduce into an i64 store)",
+                    op.name()
+                ));
+            }
+            Param::Scalar { dtype } if dtype.is_unsigned() => {
+                return Err(format!(
+                    "parameter {i} (%arg{i}) is a {dtype} scalar: {dtype} is a storage type \
+                     (pass its value as an i64)"
+                ));
+            }
+            _ => {}
         }
     }
     check_limits(kernel)?;
@@ -690,6 +711,13 @@ impl Checker<'_> {
                 }
                 Some(t)
             }
+            Op::Cast(to, a) | Op::Bitcast(to, a) if to.is_unsigned() => {
+                self.use_(inst, *a)?;
+                return Err(format!(
+                    "in `{}`: no value has type {to} (a storage type: its values are i64s)",
+                    head()
+                ));
+            }
             Op::Cast(to, a) => {
                 self.use_(inst, *a)?;
                 Some(*to)
@@ -715,7 +743,7 @@ impl Checker<'_> {
                         crate::text::privilege_name(privilege)
                     ));
                 }
-                Some(dtype)
+                Some(dtype.value_type())
             }
             Op::Store(access, v) | Op::Reduce(access, _, v) => {
                 let (dtype, privilege) = self.access(inst, access)?;
@@ -752,7 +780,7 @@ impl Checker<'_> {
                         access.param
                     ));
                 }
-                if t != dtype {
+                if t != dtype.value_type() {
                     return Err(format!(
                         "in `{}`: value {v} has type {t} but parameter {} holds {dtype}",
                         head(),

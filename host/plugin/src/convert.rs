@@ -78,6 +78,10 @@ pub fn dtype(d: types::Dtype) -> DType {
         types::Dtype::I32 => DType::I32,
         types::Dtype::I64 => DType::I64,
         types::Dtype::Bool => DType::Bool,
+        types::Dtype::U8 => DType::U8,
+        types::Dtype::U16 => DType::U16,
+        types::Dtype::U32 => DType::U32,
+        types::Dtype::U64 => DType::U64,
     }
 }
 
@@ -89,6 +93,10 @@ pub fn wit_dtype(d: DType) -> types::Dtype {
         DType::I32 => types::Dtype::I32,
         DType::I64 => types::Dtype::I64,
         DType::Bool => types::Dtype::Bool,
+        DType::U8 => types::Dtype::U8,
+        DType::U16 => types::Dtype::U16,
+        DType::U32 => types::Dtype::U32,
+        DType::U64 => types::Dtype::U64,
     }
 }
 

@@ -31,6 +31,10 @@
 //!   and `sqrt.rn` (the assembler never contracts them into fused multiply-adds), float
 //!   `min`/`max` that propagate NaN and order `-0.0` below `+0.0`, integer division by zero
 //!   giving 0, saturating float-to-integer casts with NaN giving 0.
+//! - An element of an unsigned storage type (`u8`, `u16`, `u32`) loads at its width into a
+//!   register of 16 or 32 bits and is zero-extended (`cvt.u64`) to its `i64` value; storing
+//!   one truncates the value (`cvt.u16.u64`, `cvt.u32.u64`) and stores that width. A `u64`
+//!   element loads and stores as 64 bits.
 //! - Every index is checked against its sub-store's extent; a failed check writes a fault
 //!   code ([`abi::FaultSite`]) into the launch's fault word (the first one wins) and ends the
 //!   thread without touching memory. An access at exactly the loop's indices is checked once

@@ -52,6 +52,7 @@ mod svd;
 mod tiling;
 mod triangular;
 mod trigonometry;
+mod unsigned;
 
 use crate::runtime::Runtime;
 use crate::typed_exports::TypedExports;
@@ -108,6 +109,24 @@ impl From<i64> for Operand<'_> {
 
 impl From<i32> for Operand<'_> {
     fn from(v: i32) -> Self {
+        Operand::Int(i64::from(v))
+    }
+}
+
+impl From<u32> for Operand<'_> {
+    fn from(v: u32) -> Self {
+        Operand::Int(i64::from(v))
+    }
+}
+
+impl From<u16> for Operand<'_> {
+    fn from(v: u16) -> Self {
+        Operand::Int(i64::from(v))
+    }
+}
+
+impl From<u8> for Operand<'_> {
+    fn from(v: u8) -> Self {
         Operand::Int(i64::from(v))
     }
 }
@@ -702,6 +721,9 @@ impl Array {
     /// A reduction of all elements to a 0-d array.
     #[track_caller]
     pub fn reduce(&self, op: Reduction) -> Array {
+        if let Some(r) = self.through_i64(unsigned::Kept::of(op), |a| a.reduce(op)) {
+            return r;
+        }
         let key = CallKey::new("reduce").word(op as u64);
         self.derive_replayed("reduce", key, &[], |g, s, id| {
             let a = s.data_mut().lend(id)?;
@@ -935,7 +957,13 @@ pub fn decode(bytes: &[u8], dtype: DType) -> Vec<f64> {
         .map(|c| {
             let mut word = [0u8; 8];
             word[..size].copy_from_slice(c);
-            weft_ir::Scalar::from_bits(dtype, u64::from_le_bytes(word)).as_f64()
+            let bits = u64::from_le_bytes(word);
+            if dtype == DType::U64 {
+                // Its `i64` value reads from 2^63 up as negative.
+                bits as f64
+            } else {
+                weft_ir::Scalar::from_bits(dtype, bits).as_f64()
+            }
         })
         .collect()
 }

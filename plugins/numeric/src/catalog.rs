@@ -17,10 +17,15 @@ pub enum Rule {
     Float,
     /// `bool` only.
     Bool,
-    /// Integers: `i32` and `i64`.
+    /// Integers: `i32`, `i64` and the unsigned `u8` .. `u64`.
     Integer,
     /// Integers and `bool`.
     IntegerOrBool,
+    /// Numbers with a sign (`f32`, `f64`, `i32`, `i64`): the kernels of reductions, running
+    /// sums and positions, whose unsigned forms the host composes from casts.
+    SignedNumeric,
+    /// Every dtype but the unsigned ones.
+    Signed,
 }
 
 impl Rule {
@@ -31,8 +36,10 @@ impl Rule {
             Rule::Numeric => dtype != DType::Bool,
             Rule::Float => dtype.is_float(),
             Rule::Bool => dtype == DType::Bool,
-            Rule::Integer => matches!(dtype, DType::I32 | DType::I64),
-            Rule::IntegerOrBool => matches!(dtype, DType::I32 | DType::I64 | DType::Bool),
+            Rule::Integer => dtype.is_int() || dtype.is_unsigned(),
+            Rule::IntegerOrBool => dtype.is_int() || dtype.is_unsigned() || dtype == DType::Bool,
+            Rule::SignedNumeric => dtype != DType::Bool && !dtype.is_unsigned(),
+            Rule::Signed => !dtype.is_unsigned(),
         }
     }
 
@@ -47,8 +54,10 @@ impl Rule {
             Rule::Numeric => "a numeric dtype (not bool)",
             Rule::Float => "a float dtype (f32 or f64)",
             Rule::Bool => "a bool dtype",
-            Rule::Integer => "an integer dtype (i32 or i64)",
+            Rule::Integer => "an integer dtype",
             Rule::IntegerOrBool => "an integer or bool dtype",
+            Rule::SignedNumeric => "a signed numeric dtype (f32, f64, i32 or i64)",
+            Rule::Signed => "a dtype that is not unsigned",
         };
         Err(format!("{op}: needs {wanted}, got {dtype}"))
     }
@@ -314,12 +323,13 @@ impl UnOp {
     }
 }
 
-/// The dtypes a reduction to a 0-d array accepts: `sum` and `prod` need numbers, `min` and
-/// `max` take anything (on bools they are `all` and `any`).
+/// The dtypes a reduction's kernels accept: `sum` and `prod` need numbers, `min` and `max`
+/// take anything (on bools they are `all` and `any`); neither takes an unsigned dtype (the
+/// host reduces those through `i64`, NumPy's `uint64` result for sums and products).
 pub fn reduce_rule(op: ReduceOp) -> Rule {
     match op {
-        ReduceOp::Sum | ReduceOp::Prod => Rule::Numeric,
-        ReduceOp::Min | ReduceOp::Max => Rule::Any,
+        ReduceOp::Sum | ReduceOp::Prod => Rule::SignedNumeric,
+        ReduceOp::Min | ReduceOp::Max => Rule::Signed,
     }
 }
 

@@ -30,7 +30,7 @@ use weft_sdk::ir::{BinaryOp, CmpOp, DType, Kernel, Privilege, ReduceOp, UnaryOp}
 
 use crate::catalog::{BinOp, UnOp};
 use crate::keys::{Key, Kind};
-use crate::rng;
+use crate::{rng, unsigned};
 
 /// The kernel named by `key`, validated. The error says why the kernel is invalid (which, for
 /// a key that decoded, is a bug in this module).
@@ -40,7 +40,7 @@ pub fn build(key: &Key) -> Result<Kernel, String> {
         Key::Fill { dtype, rank } => map(name, &[(Kind::Scalar, dtype)], dtype, rank, |_, v| v[0]),
         Key::Copy { dtype, rank, src } => map(name, &[(src, dtype)], dtype, rank, |_, v| v[0]),
         Key::Cast { from, to, rank } => map(name, &[(Kind::Array, from)], to, rank, |b, v| {
-            b.cast(to, v[0])
+            unsigned::convert(b, from, to, v[0])
         }),
         Key::Arange { dtype } => arange(name, dtype),
         Key::Linspace { dtype } => linspace(name, dtype),
@@ -53,10 +53,22 @@ pub fn build(key: &Key) -> Result<Kernel, String> {
         } => {
             let inputs = [(kinds[0], dtype), (kinds[1], dtype)];
             let out = op.result_dtype(dtype);
-            map(name, &inputs, out, rank, |b, v| binary(b, op, v[0], v[1]))
+            map(name, &inputs, out, rank, |b, v| {
+                if dtype.is_unsigned()
+                    && let Some(r) = unsigned::binary(b, op, dtype, v[0], v[1])
+                {
+                    return r;
+                }
+                binary(b, op, v[0], v[1])
+            })
         }
         Key::Unary { op, dtype, rank } => {
             map(name, &[(Kind::Array, dtype)], dtype, rank, |b, v| {
+                if dtype.is_unsigned()
+                    && let Some(r) = unsigned::unary(b, op, v[0])
+                {
+                    return r;
+                }
                 b.unary(unary_op(op), v[0])
             })
         }
@@ -156,7 +168,8 @@ fn map(
         .map(|(&(kind, dtype), store)| match (kind, store) {
             (Kind::Zero, Some(p)) => Input::Whole(p),
             (_, Some(p)) => Input::Tiled(p),
-            (_, None) => Input::Value(k.scalar(dtype)),
+            // A scalar of an unsigned dtype travels as its `i64` value.
+            (_, None) => Input::Value(k.scalar(dtype.value_type())),
         })
         .collect();
     k.parallel(out, |b, idx| {
@@ -291,13 +304,10 @@ fn unary_op(op: UnOp) -> UnaryOp {
     }
 }
 
-/// `v` converted to `dtype`, or `v` itself when it already has that type.
+/// `v` converted to an element of `dtype` (an unsigned one's `i64` value), or `v` itself when
+/// it already has that type.
 fn cast_to(b: &mut BodyBuilder, dtype: DType, v: Value) -> Value {
-    if v.dtype() == dtype {
-        v
-    } else {
-        b.cast(dtype, v)
-    }
+    unsigned::convert(b, v.dtype(), dtype, v)
 }
 
 /// The global index (`i64`) along dimension `dim` of loop index `i` over `store`.
@@ -624,6 +634,9 @@ fn sorts_before(b: &BodyBuilder, dtype: DType, x: Value, y: Value) -> Value {
             b.lt(x, y)
         }
         DType::I32 | DType::I64 => b.lt(x, y),
+        DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
+            unsigned::cmp(b, dtype, CmpOp::Lt, x, y)
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 //! every value and a loop that changes a constant compiles nothing new.
 //!
 //! A key is a short string of `.`-separated tokens. `<dt>` is a dtype name (`f32`, `f64`,
-//! `i32`, `i64`, `bool`), `r<k>` the rank of the iteration space, and operand kinds are one
+//! `i32`, `i64`, `bool`, `u8`, `u16`, `u32`, `u64`), `r<k>` the rank of the iteration space, and operand kinds are one
 //! letter each: `a` an array of the output's shape (tiled like the output), `z` a 0-d array
 //! broadcast to an n-d output (partition none, loaded at `[]`), `s` a scalar parameter.
 //!
@@ -759,7 +759,10 @@ impl Key {
                 }
                 catalog::reduce_rule(ReduceOp::Sum).check("cumsum", dtype)
             }
-            Key::ArgRows { op, kept, .. } => {
+            Key::ArgRows {
+                op, dtype, kept, ..
+            } => {
+                catalog::Rule::Signed.check("argmax", dtype)?;
                 if kept == 0 {
                     return Err(
                         "a scan for a position is launched over at least one dimension".into(),

@@ -24,6 +24,7 @@ mod ops;
 pub mod rng;
 mod scalars;
 mod shapes;
+pub mod unsigned;
 
 use weft_sdk::ir::ReduceOp;
 use weft_sdk::{Dtype, Error, Scalar, Store, ir_dtype, ir_scalar};

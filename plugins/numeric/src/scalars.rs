@@ -27,6 +27,12 @@ fn from_f64(v: f64, to: DType) -> Scalar {
         DType::I32 => Scalar::I32(v as i32),
         DType::I64 => Scalar::I64(v as i64),
         DType::Bool => Scalar::Bool(v != 0.0),
+        // As a kernel converts (`unsigned::from_float`): truncated; from 2^63 up, `u64` sets
+        // the top bit back.
+        DType::U64 if v >= 9_223_372_036_854_775_808.0 => {
+            Scalar::I64(((v - 9_223_372_036_854_775_808.0) as i64) ^ i64::MIN)
+        }
+        DType::U8 | DType::U16 | DType::U32 | DType::U64 => from_i64(v as i64, to),
     }
 }
 
@@ -38,6 +44,8 @@ fn from_i64(v: i64, to: DType) -> Scalar {
         DType::I32 => Scalar::I32(v as i32),
         DType::I64 => Scalar::I64(v),
         DType::Bool => Scalar::Bool(v != 0),
+        // An unsigned dtype's value: the low bits of its width, as an `i64`.
+        DType::U8 | DType::U16 | DType::U32 | DType::U64 => Scalar::from_bits(to, v as u64),
     }
 }
 
@@ -49,7 +57,7 @@ pub fn to_le_bytes(values: &[f64], dtype: DType) -> Vec<u8> {
             Scalar::F32(x) => out.extend_from_slice(&x.to_le_bytes()),
             Scalar::F64(x) => out.extend_from_slice(&x.to_le_bytes()),
             Scalar::I32(x) => out.extend_from_slice(&x.to_le_bytes()),
-            Scalar::I64(x) => out.extend_from_slice(&x.to_le_bytes()),
+            Scalar::I64(x) => out.extend_from_slice(&x.to_le_bytes()[..dtype.size()]),
             Scalar::Bool(x) => out.push(u8::from(x)),
         }
     }
@@ -79,6 +87,17 @@ mod tests {
         );
         assert_eq!(convert(Scalar::I32(-3), DType::F64), Scalar::F64(-3.0));
         assert_eq!(convert(Scalar::I32(7), DType::Bool), Scalar::Bool(true));
+        assert_eq!(convert(Scalar::I64(-1), DType::U8), Scalar::I64(255));
+        assert_eq!(convert(Scalar::I64(65_537), DType::U16), Scalar::I64(1));
+        assert_eq!(
+            convert(Scalar::F64(-1.5), DType::U32),
+            Scalar::I64(0xFFFF_FFFF)
+        );
+        assert_eq!(
+            convert(Scalar::F64(1.8e19), DType::U64),
+            Scalar::I64(18_000_000_000_000_000_000u64 as i64)
+        );
+        assert_eq!(convert(Scalar::I64(-1), DType::U64), Scalar::I64(-1));
     }
 
     #[test]
@@ -91,5 +110,7 @@ mod tests {
         );
         assert_eq!(to_le_bytes(&[-1.0], DType::I64), vec![0xFF; 8]);
         assert_eq!(to_le_bytes(&[0.25], DType::F32).len(), 4);
+        assert_eq!(to_le_bytes(&[258.0, 3.0], DType::U8), vec![2, 3]);
+        assert_eq!(to_le_bytes(&[65_535.0], DType::U16), vec![0xFF, 0xFF]);
     }
 }

@@ -104,13 +104,7 @@ pub enum Key {
 }
 
 fn dtype_name(d: DType) -> &'static str {
-    match d {
-        DType::F32 => "f32",
-        DType::F64 => "f64",
-        DType::I32 => "i32",
-        DType::I64 => "i64",
-        DType::Bool => "bool",
-    }
+    d.name()
 }
 
 fn dtype_of(s: &str) -> Option<DType> {

@@ -37,4 +37,5 @@ mod stencil_fusion;
 mod template;
 mod tenants;
 mod traced_steps;
+mod unsigned;
 mod wasm_limits;

@@ -316,6 +316,10 @@ fn save_and_load_keep_every_dtype_exactly() {
         ("f32", np.from_slice(&[2], &[0.1f32, -3.5]), "<f4"),
         ("f64", np.from_slice(&[], &[std::f64::consts::PI]), "<f8"),
         ("bool", np.from_slice(&[3], &[true, false, true]), "|b1"),
+        ("u8", np.from_slice(&[3], &[0u8, 200, 255]), "|u1"),
+        ("u16", np.from_slice(&[2], &[65_535u16, 1]), "<u2"),
+        ("u32", np.from_slice(&[2], &[u32::MAX, 7]), "<u4"),
+        ("u64", np.from_slice(&[2], &[u64::MAX, 1 << 63]), "<u8"),
     ];
     for (name, a, descr) in &arrays {
         let path = dir.join(format!("{name}.npy"));
@@ -332,6 +336,10 @@ fn save_and_load_keep_every_dtype_exactly() {
             DType::F32 => back.to_vec_of::<f32>().unwrap() == a.to_vec_of::<f32>().unwrap(),
             DType::F64 => back.to_vec_of::<f64>().unwrap() == a.to_vec_of::<f64>().unwrap(),
             DType::Bool => back.to_vec_of::<bool>().unwrap() == a.to_vec_of::<bool>().unwrap(),
+            DType::U8 => back.to_vec_of::<u8>().unwrap() == a.to_vec_of::<u8>().unwrap(),
+            DType::U16 => back.to_vec_of::<u16>().unwrap() == a.to_vec_of::<u16>().unwrap(),
+            DType::U32 => back.to_vec_of::<u32>().unwrap() == a.to_vec_of::<u32>().unwrap(),
+            DType::U64 => back.to_vec_of::<u64>().unwrap() == a.to_vec_of::<u64>().unwrap(),
         };
         assert!(same, "{name} changed through a file");
     }

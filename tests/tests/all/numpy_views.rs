@@ -228,13 +228,17 @@ fn numpy_results(cases: &[Case]) -> Vec<(Vec<u64>, String, Vec<f64>)> {
         .collect()
 }
 
-fn numpy_name(d: DType) -> &'static str {
+pub(crate) fn numpy_name(d: DType) -> &'static str {
     match d {
         DType::F32 => "float32",
         DType::F64 => "float64",
         DType::I32 => "int32",
         DType::I64 => "int64",
         DType::Bool => "bool",
+        DType::U8 => "uint8",
+        DType::U16 => "uint16",
+        DType::U32 => "uint32",
+        DType::U64 => "uint64",
     }
 }
 

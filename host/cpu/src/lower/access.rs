@@ -70,7 +70,17 @@ impl FnLower<'_, '_> {
         }
         let dt = slot.dtype;
         let addr = self.address(acc)?;
-        if dt == DType::I32 {
+        if dt.is_unsigned() {
+            // An unsigned storage type loads as its `i64` value, zero-extended.
+            let ins = self.b.ins();
+            let x = match dt {
+                DType::U8 => ins.uload8(types::I64, data_flags(), addr, 0),
+                DType::U16 => ins.uload16(types::I64, data_flags(), addr, 0),
+                DType::U32 => ins.uload32(data_flags(), addr, 0),
+                _ => ins.load(types::I64, data_flags(), addr, 0),
+            };
+            Ok((x, DType::I64))
+        } else if dt == DType::I32 {
             let wide = self.b.ins().sload32(data_flags(), addr, 0);
             let x = self.b.ins().ireduce(types::I32, wide);
             if let [r] = inst.results[..] {
@@ -99,7 +109,8 @@ impl FnLower<'_, '_> {
                 acc.param, slot.privilege
             ));
         }
-        let x = self.typed(v, slot.dtype, "stored value")?;
+        let dtype = slot.dtype;
+        let x = self.typed(v, dtype.value_type(), "stored value")?;
         if let Some(caught) = &mut self.captured
             && let Some((_, vals)) = caught.iter_mut().find(|(p, _)| *p == acc.param)
         {
@@ -107,7 +118,14 @@ impl FnLower<'_, '_> {
             return Ok(());
         }
         let addr = self.address(acc)?;
-        self.b.ins().store(data_flags(), x, addr, 0);
+        let ins = self.b.ins();
+        // An unsigned storage type keeps the low bits of its width.
+        match dtype {
+            DType::U8 => ins.istore8(data_flags(), x, addr, 0),
+            DType::U16 => ins.istore16(data_flags(), x, addr, 0),
+            DType::U32 => ins.istore32(data_flags(), x, addr, 0),
+            _ => ins.store(data_flags(), x, addr, 0),
+        };
         Ok(())
     }
 

@@ -81,6 +81,8 @@ impl FnLower<'_, '_> {
                 BinaryOp::Xor => self.ins().bxor(x, y),
                 _ => return bad(),
             },
+            // Storage types only: no value has one.
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => return bad(),
         };
         Ok((v, ta))
     }
@@ -111,6 +113,7 @@ impl FnLower<'_, '_> {
                 UnaryOp::Not => self.b.ins().bxor_imm_u(x, 1),
                 _ => return bad(),
             },
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => return bad(),
         };
         Ok((v, t))
     }
@@ -125,6 +128,9 @@ impl FnLower<'_, '_> {
             DType::F32 | DType::F64 => self.b.ins().fcmp(float_cc(op), x, y),
             DType::I32 | DType::I64 => self.b.ins().icmp(int_cc(op, true), x, y),
             DType::Bool => self.b.ins().icmp(int_cc(op, false), x, y),
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
+                return Err(format!("{} of {ta}, a storage type", op.name()));
+            }
         })
     }
 

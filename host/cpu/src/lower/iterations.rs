@@ -59,7 +59,8 @@ fn lanes_of(t: DType) -> Option<u8> {
     match t {
         DType::F64 | DType::I64 => Some(2),
         DType::F32 | DType::I32 => Some(4),
-        DType::Bool => None,
+        // Bools, and the unsigned storage types (which these vectors do not load or store).
+        DType::Bool | DType::U8 | DType::U16 | DType::U32 | DType::U64 => None,
     }
 }
 
@@ -93,7 +94,7 @@ pub(crate) fn plan(
     let mut varying: HashMap<ValueId, DType> = HashMap::new();
     let mut lanes: Option<u8> = None;
     let mut need = |t: DType| -> Result<(), String> {
-        let n = lanes_of(t).ok_or("a bool lane")?;
+        let n = lanes_of(t).ok_or("a bool or unsigned lane")?;
         match lanes {
             None => lanes = Some(n),
             Some(m) if m != n => return Err("lanes of two widths".into()),

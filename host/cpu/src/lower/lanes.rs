@@ -69,7 +69,8 @@ fn lanes_of(t: DType) -> Option<u8> {
     match t {
         DType::F64 | DType::I64 => Some(2),
         DType::F32 | DType::I32 => Some(4),
-        DType::Bool => None,
+        // Bools, and the unsigned storage types (which these vectors do not load or store).
+        DType::Bool | DType::U8 | DType::U16 | DType::U32 | DType::U64 => None,
     }
 }
 

@@ -40,6 +40,12 @@ impl FnLower<'_, '_> {
             (DType::I32 | DType::I64, ReduceOp::Max) => ins.smax(a, b),
             (DType::Bool, ReduceOp::Sum | ReduceOp::Max) => ins.bor(a, b),
             (DType::Bool, ReduceOp::Prod | ReduceOp::Min) => ins.band(a, b),
+            // No unsigned store takes a reduction (the validator refuses them); on their
+            // `i64` values this is the unsigned arithmetic.
+            (DType::U8 | DType::U16 | DType::U32 | DType::U64, ReduceOp::Sum) => ins.iadd(a, b),
+            (DType::U8 | DType::U16 | DType::U32 | DType::U64, ReduceOp::Prod) => ins.imul(a, b),
+            (DType::U8 | DType::U16 | DType::U32 | DType::U64, ReduceOp::Min) => ins.umin(a, b),
+            (DType::U8 | DType::U16 | DType::U32 | DType::U64, ReduceOp::Max) => ins.umax(a, b),
         }
     }
 

@@ -174,7 +174,8 @@ fn lanes_of(t: DType) -> Option<u8> {
     match t {
         DType::F64 | DType::I64 => Some(2),
         DType::F32 | DType::I32 => Some(4),
-        DType::Bool => None,
+        // Bools, and the unsigned storage types (which these vectors do not load or store).
+        DType::Bool | DType::U8 | DType::U16 | DType::U32 | DType::U64 => None,
     }
 }
 
@@ -187,6 +188,8 @@ pub(crate) fn vec_type(t: DType, lanes: u8) -> Type {
         (DType::I32, _) => types::I32X4,
         (DType::Bool, 2) => types::I64X2,
         (DType::Bool, _) => types::I32X4,
+        // Never a vector (see `lanes_of`); their values are `i64`s.
+        (DType::U8 | DType::U16 | DType::U32 | DType::U64, _) => types::I64X2,
     }
 }
 

@@ -118,6 +118,9 @@ fn values(dt: DType, count: usize, seed: u64, with_specials: bool) -> Vec<u64> {
                 DType::I64 => (state >> 3) as i64 as u64,
                 DType::I32 => u64::from((state >> 5) as u32),
                 DType::Bool => state & 1,
+                DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
+                    unreachable!("storage types hold no values")
+                }
             }
         })
         .collect()

@@ -23,5 +23,6 @@ mod rows_product;
 mod simd;
 mod splat;
 mod strips;
+mod unsigned;
 mod util;
 mod wide;

@@ -55,6 +55,9 @@ fn encode(dt: DType, xs: &[f64]) -> Vec<u8> {
             DType::I32 => out.extend((x as i32).to_ne_bytes()),
             DType::I64 => out.extend((x as i64).to_ne_bytes()),
             DType::Bool => out.push(u8::from(x != 0.0)),
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
+                unreachable!("storage types hold no values")
+            }
         }
     }
     out
@@ -68,6 +71,9 @@ fn decode(dt: DType, b: &[u8]) -> Vec<f64> {
             DType::I32 => f64::from(i32::from_ne_bytes(c.try_into().unwrap())),
             DType::I64 => i64::from_ne_bytes(c.try_into().unwrap()) as f64,
             DType::Bool => f64::from(c[0]),
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
+                unreachable!("storage types hold no values")
+            }
         })
         .collect()
 }
@@ -111,7 +117,7 @@ fn bool_values(n: usize, seed: u64, density: u64) -> Vec<f64> {
 #[test]
 fn every_reduction_to_a_scalar() {
     let n = 40_000usize; // several chunks
-    for dt in DType::ALL {
+    for dt in DType::VALUES {
         for op in ReduceOp::ALL {
             if !valid(dt, op) {
                 continue;
@@ -230,7 +236,7 @@ fn matrix_reduction(dt: DType, op: ReduceOp, by_row: bool, m: usize, n: usize, t
 
 #[test]
 fn every_reduction_to_a_vector() {
-    for dt in DType::ALL {
+    for dt in DType::VALUES {
         for op in ReduceOp::ALL {
             if !valid(dt, op) {
                 continue;

@@ -125,6 +125,9 @@ fn inputs(dt: DType, n: usize, seed: u64) -> Vec<u64> {
                     DType::I64 => r,
                     DType::I32 => r & 0xffff_ffff,
                     DType::Bool => r & 1,
+                    DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
+                        unreachable!("storage types hold no values")
+                    }
                 }
             }
         })
@@ -879,6 +882,9 @@ fn encode(t: DType, xs: &[f64]) -> Vec<u64> {
             DType::I64 => x as i64 as u64,
             DType::I32 => u64::from(x as i32 as u32),
             DType::Bool => u64::from(x != 0.0),
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
+                unreachable!("storage types hold no values")
+            }
         })
         .collect()
 }
@@ -890,6 +896,9 @@ fn decode(t: DType, b: u64) -> f64 {
         DType::I64 => b as i64 as f64,
         DType::I32 => f64::from(b as u32 as i32),
         DType::Bool => f64::from(u8::from(b != 0)),
+        DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
+            unreachable!("storage types hold no values")
+        }
     }
 }
 

@@ -39,6 +39,7 @@ pub fn forward_loads(kernel: &Kernel, facts: &FusionFacts) -> (Kernel, ForwardSt
         facts,
         subst: Subst::new(kernel),
         stats: ForwardStats::default(),
+        narrow: narrow_params(kernel),
     };
     let mut body = Vec::with_capacity(kernel.body.len());
     for inst in &kernel.body {
@@ -71,6 +72,23 @@ struct Forward<'a> {
     facts: &'a FusionFacts,
     subst: Subst,
     stats: ForwardStats,
+    /// Per parameter: whether it is a store of a narrow unsigned type (`u8`, `u16`, `u32`),
+    /// whose stores keep only the low bits of the value: a later load gives those bits, not
+    /// the stored value, so such a store forwards nothing.
+    narrow: Vec<bool>,
+}
+
+/// Per parameter of `kernel`: whether it is a store of `u8`, `u16` or `u32` (see
+/// [`Forward::narrow`]).
+pub(crate) fn narrow_params(kernel: &Kernel) -> Vec<bool> {
+    kernel
+        .params
+        .iter()
+        .map(|p| {
+            matches!(p, crate::Param::Store { dtype, .. }
+                if dtype.is_unsigned() && *dtype != crate::DType::U64)
+        })
+        .collect()
 }
 
 impl Forward<'_> {
@@ -107,6 +125,9 @@ impl Forward<'_> {
                             from_store: false,
                         });
                     }
+                }
+                Op::Store(a, _) if self.narrow.get(a.param as usize) == Some(&true) => {
+                    self.kill(avail, a.param);
                 }
                 Op::Store(a, v) => {
                     self.kill(avail, a.param);

@@ -54,9 +54,13 @@ pub fn inline_producers(kernel: &Kernel, facts: &FusionFacts) -> (Kernel, Inline
     let mut report = Inlined::default();
     let mut next = k.value_bound();
     let mut at = 0;
+    // A narrow unsigned temporary keeps only the low bits of what its producer computes: its
+    // loads do not give the producer's value, so it is never inlined.
+    let narrow = crate::passes::forward::narrow_params(kernel);
     while at < k.body.len() {
         let found = match &k.body[at].op {
             Op::Parallel(p) => producer(p, facts)
+                .filter(|pr| narrow.get(pr.target as usize) != Some(&true))
                 .filter(|pr| consumers_allow(&k.body[at + 1..], pr, facts))
                 .map(|pr| (p.clone(), pr)),
             _ => None,

@@ -136,6 +136,9 @@ impl Interp {
                 Xor => a ^ b,
                 _ => panic!("{op:?} on bool"),
             },
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
+                unreachable!("storage types hold no values")
+            }
         }
     }
 
@@ -179,6 +182,9 @@ impl Interp {
                 _ => panic!("{op:?} on i32"),
             },
             DType::Bool => a ^ 1,
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
+                unreachable!("storage types hold no values")
+            }
         }
     }
 
@@ -199,6 +205,9 @@ impl Interp {
             DType::I64 => go(op, a as i64, b as i64),
             DType::I32 => go(op, a as u32 as i32, b as u32 as i32),
             DType::Bool => go(op, a, b),
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
+                unreachable!("storage types hold no values")
+            }
         }
     }
 

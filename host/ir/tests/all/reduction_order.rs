@@ -38,6 +38,9 @@ fn value(seed: u64, point: &[u64], dtype: DType) -> Scalar {
         DType::I64 => Scalar::I64((h >> 3) as i64),
         DType::I32 => Scalar::I32((h >> 7) as i32),
         DType::Bool => Scalar::Bool(pick.is_multiple_of(3)),
+        DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
+            unreachable!("storage types hold no values")
+        }
     }
 }
 

@@ -18,7 +18,7 @@ fn everything() -> Kernel {
         .into_iter()
         .map(|t| k.store(t, 1, Privilege::ReadWrite))
         .collect();
-    let scalars: Vec<_> = DType::ALL.into_iter().map(|t| k.scalar(t)).collect();
+    let scalars: Vec<_> = DType::VALUES.into_iter().map(|t| k.scalar(t)).collect();
     let m2 = k.store(DType::F64, 2, Privilege::Read);
     let col = k.store(DType::I64, 1, Privilege::Read);
     let w = k.store(DType::F32, 3, Privilege::Write);
@@ -37,7 +37,7 @@ fn everything() -> Kernel {
     k.parallel(stores[1], |b, i| {
         let i = i[0];
         // Every binary op on every type it accepts.
-        for (t, s) in DType::ALL.into_iter().zip(&stores) {
+        for (t, s) in DType::VALUES.into_iter().zip(&stores) {
             let x = b.load(*s, &[i]);
             let y = b.load(*s, &[i]);
             for op in BinaryOp::ALL {
@@ -74,13 +74,13 @@ fn everything() -> Kernel {
                 b.store(*s, &[i], r);
             }
             // Every cast.
-            for to in DType::ALL {
+            for to in DType::VALUES {
                 let c = b.cast(to, x);
                 let back = b.cast(t, c);
                 b.store(*s, &[i], back);
             }
             // Every bitcast, there and back.
-            for to in DType::ALL {
+            for to in DType::VALUES {
                 if weft_ir::validate::bitcast_ok(t, to) {
                     let c = b.bitcast(to, x);
                     let back = b.bitcast(t, c);
@@ -89,9 +89,16 @@ fn everything() -> Kernel {
             }
         }
         // Scalar parameters.
-        for (t, (p, s)) in DType::ALL.into_iter().zip(scalars.iter().zip(&stores)) {
+        for (t, (p, s)) in DType::VALUES.into_iter().zip(scalars.iter().zip(&stores)) {
             assert_eq!(p.dtype(), t);
             b.store(*s, &[i], *p);
+        }
+        // The unsigned storage types: `i64` values in and out.
+        for s in &stores[DType::VALUES.len()..] {
+            let x = b.load(*s, &[i]);
+            let y = b.add(x, x);
+            b.store(*s, &[i], y);
+            b.store(stores[3], &[i], x);
         }
         // Constants of every type, special floats included.
         for v in special_f64() {

@@ -601,13 +601,57 @@ fn shifts_and_bitcasts_type_as_documented() {
     for (i, w) in want.iter().enumerate() {
         assert_eq!(t.of(ValueId(i as u32)), *w, "%{i}");
     }
-    for from in DType::ALL {
-        for to in DType::ALL {
+    for from in DType::VALUES {
+        for to in DType::VALUES {
             let ok = weft_ir::validate::bitcast_ok(from, to);
             assert_eq!(
                 ok,
                 from == to || (from.size() == to.size() && from.is_float() != to.is_float())
             );
         }
+    }
+}
+
+#[test]
+fn unsigned_storage_types_hold_i64_values_and_nothing_else() {
+    let ok = text::parse(
+        "kernel @u(%a: store<u8, 1, read>, %b: store<u64, 1, write>, %c: store<i64, 1, write>) {\n\
+         parallel %b (%i) { %x = load %a[%i]\n %y = add %x, %x\n store %b[%i], %y\n \
+         store %c[%i], %x }\n}",
+    )
+    .unwrap();
+    let types = validate(&ok).unwrap();
+    assert_eq!(
+        types.of(ValueId(1)),
+        DType::I64,
+        "a u8 load gives an i64 value"
+    );
+    let refused = [
+        (
+            "%a: store<u16, 1, reduce(sum)>",
+            "parallel %a (%i) { %x = const i64 1\n reduce sum %a[%i], %x }",
+            "holds u16 with privilege reduce(sum): the unsigned storage types take no reductions",
+        ),
+        (
+            "%s: u32, %a: store<i64, 1, write>",
+            "%x = param %s",
+            "parameter 0 (%arg0) is a u32 scalar",
+        ),
+        (
+            "%a: store<u8, 1, write>",
+            "parallel %a (%i) { %x = cast u8 %i\n store %a[%i], %x }",
+            "no value has type u8",
+        ),
+        (
+            "%a: store<u32, 1, write>",
+            "parallel %a (%i) { %x = const i32 1\n store %a[%i], %x }",
+            "value %1 has type i32 but parameter 0 holds u32",
+        ),
+    ];
+    for (params, body, expected) in refused {
+        let src = format!("kernel @u({params}) {{\n{body}\n}}\n");
+        let k = text::parse(&src).unwrap_or_else(|e| panic!("{src}: {e}"));
+        let e = validate(&k).expect_err(&src);
+        assert!(e.message.contains(expected), "{src}: {}", e.message);
     }
 }

@@ -560,12 +560,19 @@ fn grid_of(entry: &crate::emit::Entry, over: &StoreArg, points: u64, caps: GridC
 }
 
 /// The IR of the copy kernel of deferred bindings ([`PtxBackend`]'s `copy_kernel`): its
-/// name and body.
+/// name and body. Each size copies as an integer type of its width, so every bit moves (a
+/// byte as `u8`, not `bool`, which would turn any nonzero byte into 1).
 fn copy_kernel_ir(size: usize, rank: usize) -> Result<(String, weft_ir::Kernel)> {
     let dtype = match size {
-        1 => "bool",
+        1 => "u8",
+        2 => "u16",
         4 => "i32",
-        _ => "i64",
+        8 => "i64",
+        _ => {
+            return Err(Error::Memory(format!(
+                "no copy kernel for elements of {size} bytes"
+            )));
+        }
     };
     let ix: Vec<String> = (0..rank).map(|d| format!("%i{d}")).collect();
     let ix = ix.join(", ");
@@ -987,7 +994,7 @@ mod tests {
 
     #[test]
     fn copy_kernels_parse_emit_and_assemble() {
-        for size in [1, 4, 8] {
+        for size in [1, 2, 4, 8] {
             for rank in 0..4 {
                 let (name, kernel) = super::copy_kernel_ir(size, rank).expect("the copy parses");
                 let valid = weft_ir::ValidKernel::new(kernel).expect("the copy validates");

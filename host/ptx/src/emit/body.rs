@@ -26,14 +26,27 @@ pub use lanes::LANES;
 
 type Res<T = ()> = std::result::Result<T, String>;
 
-/// The PTX register type of a value of `d`.
+/// The PTX register type of a value of `d` (of an unsigned storage type: of the `i64` value
+/// that loading one gives).
 fn reg_type(d: DType) -> &'static str {
     match d {
         DType::F32 => "f32",
         DType::F64 => "f64",
         DType::I32 => "s32",
-        DType::I64 => "s64",
+        DType::I64 | DType::U8 | DType::U16 | DType::U32 | DType::U64 => "s64",
         DType::Bool => "pred",
+    }
+}
+
+/// How an element of a narrow unsigned storage type (`u8`, `u16`, `u32`) moves between
+/// memory and its 64-bit value: the PTX type of the access, and the type of the register
+/// that holds the element itself (PTX has no 8-bit registers). `None` for every other type.
+fn narrow_unsigned(d: DType) -> Option<(&'static str, &'static str)> {
+    match d {
+        DType::U8 => Some(("u8", "u16")),
+        DType::U16 => Some(("u16", "u16")),
+        DType::U32 => Some(("u32", "u32")),
+        _ => None,
     }
 }
 
@@ -362,6 +375,9 @@ impl<'a> Body<'a> {
                 self.line(format!("mov.b32 {rv}, {t};"));
             }
             DType::Bool => self.line(format!("setp.ne.u64 {rv}, {word}, 0;")),
+            d @ (DType::U8 | DType::U16 | DType::U32 | DType::U64) => {
+                return Err(format!("a scalar parameter of the storage type {d}"));
+            }
         }
         Ok(())
     }
@@ -582,13 +598,18 @@ impl<'a> Body<'a> {
         Ok(())
     }
 
+    /// The element type of store parameter `param`.
+    fn store_dtype(&self, param: u32) -> Res<DType> {
+        match self.kernel.params.get(param as usize) {
+            Some(Param::Store { dtype, .. }) => Ok(*dtype),
+            _ => Err(format!("parameter {param} is not a store")),
+        }
+    }
+
     /// The address of `a`'s element, after checking every index against its extent.
     fn address(&mut self, a: &Access, kind: AccessKind) -> Res<String> {
         let param = a.param;
-        let dtype = match self.kernel.params.get(param as usize) {
-            Some(Param::Store { dtype, .. }) => *dtype,
-            _ => return Err(format!("parameter {param} is not a store")),
-        };
+        let dtype = self.store_dtype(param)?;
         let ptr = self.abi(AbiParam::Pointer { param });
         if a.indices.is_empty() {
             return Ok(ptr);
@@ -670,6 +691,7 @@ impl<'a> Body<'a> {
     }
 
     fn load(&mut self, v: ValueId, a: &Access) -> Res {
+        let dtype = self.store_dtype(a.param)?;
         let addr = self.address(a, AccessKind::Load)?;
         let bad = self.last_bad.take();
         let on = match &bad {
@@ -684,11 +706,28 @@ impl<'a> Body<'a> {
             "ld.global"
         };
         let rv = self.reg(v);
+        if let Some((access, held)) = narrow_unsigned(dtype) {
+            // The element in a register of its own width, zero-extended to the `i64` value.
+            let narrow = self.tmp(held);
+            if bad.is_some() {
+                // A fresh value first (see below).
+                self.line(format!("mov.{held} {narrow}, 0;"));
+            }
+            self.line(format!("{on}{ld}.{access} {narrow}, [{addr}];"));
+            self.line(format!("cvt.u64.{held} {rv}, {narrow};"));
+            return Ok(());
+        }
         match self.ty(v) {
             DType::Bool => {
                 let byte = self.tmp("u16");
                 self.line(format!("{on}{ld}.u8 {byte}, [{addr}];"));
                 self.line(format!("setp.ne.u16 {rv}, {byte}, 0;"));
+            }
+            DType::I64 if dtype == DType::U64 => {
+                if bad.is_some() {
+                    self.line(format!("mov.u64 {rv}, 0;"));
+                }
+                self.line(format!("{on}{ld}.u64 {rv}, [{addr}];"));
             }
             d => {
                 if bad.is_some() {
@@ -704,13 +743,24 @@ impl<'a> Body<'a> {
     }
 
     fn store(&mut self, a: &Access, v: ValueId, kind: AccessKind) -> Res {
+        let dtype = self.store_dtype(a.param)?;
         let addr = self.address(a, kind)?;
         let rv = self.reg(v);
+        if let Some((access, held)) = narrow_unsigned(dtype) {
+            // The `i64` value's low bits: truncated to the element's width, then stored.
+            let narrow = self.tmp(held);
+            self.line(format!("cvt.{held}.u64 {narrow}, {rv};"));
+            self.line(format!("st.global.{access} [{addr}], {narrow};"));
+            return Ok(());
+        }
         match self.ty(v) {
             DType::Bool => {
                 let byte = self.tmp("u16");
                 self.line(format!("selp.u16 {byte}, 1, 0, {rv};"));
                 self.line(format!("st.global.u8 [{addr}], {byte};"));
+            }
+            DType::I64 if dtype == DType::U64 => {
+                self.line(format!("st.global.u64 [{addr}], {rv};"));
             }
             d => self.line(format!("st.global.{} [{addr}], {rv};", reg_type(d))),
         }
@@ -1199,6 +1249,15 @@ impl<'a> Body<'a> {
     /// `min`/`max`).
     fn reduce(&mut self, a: &Access, op: ReduceOp, v: ValueId) -> Res {
         let d = self.ty(v);
+        let target = self.store_dtype(a.param)?;
+        if target.is_unsigned() {
+            // Validation refuses these; an `i64` atomic would write past a narrow element.
+            return Err(format!(
+                "a {} reduction into parameter {} of the storage type {target}",
+                op.name(),
+                a.param
+            ));
+        }
         if let Some(row) = self.trees.get(&a.param).cloned() {
             return self.tree_reduce(a, op, v, &row);
         }

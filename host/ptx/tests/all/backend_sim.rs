@@ -913,3 +913,67 @@ fn grid_caps_bound_the_launches_and_leave_the_bits() {
         assert_eq!(grids[1].threads, [256, 1, 1], "{caps:?}: {grids:?}");
     }
 }
+
+/// `out[i] = (in[i] + left[i]) * 3` in a store of the unsigned type `T` (`u8` or `u16`).
+fn unsigned_sweep(t: &str) -> String {
+    format!(
+        "kernel @test.sweep.{t}(%in: store<{t}, 1, read>, %left: store<{t}, 1, read>, \
+         %out: store<{t}, 1, write>) {{\n  %three = const i64 3\n  parallel %out (%i) {{\n    \
+         %a = load %in[%i]\n    %b = load %left[%i]\n    %c = add %a, %b\n    \
+         %d = mul %c, %three\n    store %out[%i], %d\n  }}\n}}\n"
+    )
+}
+
+/// Deferred stores into `u8` and `u16` stores, on launches that are not their task's only
+/// one: the launch stores into a dense temporary, which the copy kernel of the element's
+/// size moves into place at `finish_deferred`. Every byte moves as it is (a `u8` byte of 200
+/// is not a `bool`'s 1), each sweep reads the old values, and the arithmetic wraps at the
+/// width.
+#[test]
+fn deferred_stores_into_unsigned_stores_copy_every_bit() {
+    for (t, size) in [("u8", 1usize), ("u16", 2)] {
+        let mut backend = PtxBackend::simulated();
+        let sweep = entry_of(&unsigned_sweep(t));
+        backend.prepare(&sweep, Owner::RUNTIME).expect("prepares");
+        let n = 300usize;
+        let mask = (1u64 << (8 * size)) - 1;
+        let mut want: Vec<u64> = (0..n as u64)
+            .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40 & mask)
+            .collect();
+        let bytes = |v: &[u64]| -> Vec<u8> {
+            v.iter()
+                .flat_map(|x| x.to_le_bytes()[..size].to_vec())
+                .collect()
+        };
+        let grid = backend.alloc((n * size) as u64).expect("alloc");
+        backend.write(grid, 0, &bytes(&want)).expect("writes");
+        let view = |offset: u64, deferred: Option<u32>| Binding::Buffer {
+            buffer: grid,
+            offset,
+            extents: vec![(n - 1) as i64].into(),
+            strides: vec![1].into(),
+            origin: vec![0].into(),
+            view: vec![(n - 1) as u64].into(),
+            element_size: size,
+            deferred,
+        };
+        let args = [view(1, None), view(0, None), view(1, Some(1))];
+        for k in 0..3 {
+            backend
+                .launch(sweep.id(), &args, &[])
+                .expect("the sweep launches");
+            backend.finish_deferred(true).expect("lands");
+            let old = want.clone();
+            for i in 1..n {
+                want[i] = (old[i] + old[i - 1]).wrapping_mul(3) & mask;
+            }
+            let mut got = vec![0u8; n * size];
+            backend.read(grid, 0, &mut got).expect("reads");
+            assert_eq!(got, bytes(&want), "{t}, sweep {k}");
+        }
+        assert!(
+            want.iter().any(|&v| v > 1 && v <= 0xff),
+            "{t}: bytes other than 0 and 1"
+        );
+    }
+}

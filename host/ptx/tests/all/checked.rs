@@ -67,6 +67,8 @@ fn kernels_that_emit_and_assemble_pass_the_others_fail_naming_why() {
     let mut b = checked(Box::new(Counting::default()), Some(ptxas));
     b.prepare(&entry("axpy.ir"), Owner::RUNTIME)
         .expect("axpy passes");
+    b.prepare(&entry("unsigned.ir"), Owner::RUNTIME)
+        .expect("the unsigned storage types pass");
     let err = b
         .prepare(&entry("err_top_level_load_after_loop.ir"), Owner::RUNTIME)
         .expect_err("a kernel the emitter refuses fails")

@@ -19,10 +19,14 @@ mod sealed {
     impl Sealed for i64 {}
     impl Sealed for i32 {}
     impl Sealed for bool {}
+    impl Sealed for u8 {}
+    impl Sealed for u16 {}
+    impl Sealed for u32 {}
+    impl Sealed for u64 {}
 }
 
 /// A Rust type an array's elements can be read as and written from: `f64`, `f32`, `i64`,
-/// `i32` and `bool`, one per [`DType`].
+/// `i32`, `bool`, `u8`, `u16`, `u32` and `u64`, one per [`DType`].
 pub trait Element: Copy + sealed::Sealed {
     /// The dtype whose elements are this type.
     const DTYPE: DType;
@@ -52,6 +56,10 @@ number_element!(f64, DType::F64);
 number_element!(f32, DType::F32);
 number_element!(i64, DType::I64);
 number_element!(i32, DType::I32);
+number_element!(u8, DType::U8);
+number_element!(u16, DType::U16);
+number_element!(u32, DType::U32);
+number_element!(u64, DType::U64);
 
 impl Element for bool {
     const DTYPE: DType = DType::Bool;
@@ -99,7 +107,7 @@ impl Numeric {
     }
 
     /// The array in the `.npy` file at `path` (NumPy's `np.load` of one array), in its own
-    /// dtype: `f64`, `f32`, `i64`, `i32` or `bool`, C order.
+    /// dtype: `f64`, `f32`, `i64`, `i32`, `bool` or `uint8` .. `uint64`, C order.
     #[track_caller]
     pub fn load(&self, path: impl AsRef<Path>) -> Result<Array> {
         let _site = self.site_guard(std::panic::Location::caller());
@@ -110,6 +118,10 @@ impl Numeric {
             NpyData::I64(v) => self.from_slice(&file.shape, &v),
             NpyData::I32(v) => self.from_slice(&file.shape, &v),
             NpyData::Bool(v) => self.from_slice(&file.shape, &v),
+            NpyData::U8(v) => self.from_slice(&file.shape, &v),
+            NpyData::U16(v) => self.from_slice(&file.shape, &v),
+            NpyData::U32(v) => self.from_slice(&file.shape, &v),
+            NpyData::U64(v) => self.from_slice(&file.shape, &v),
             NpyData::C128(_) | NpyData::C64(_) => {
                 return Err(Error::Usage(format!(
                     "numeric.load: {} holds a complex array (`{}`): load it with load_complex",
@@ -198,6 +210,10 @@ impl Array {
             DType::I64 => NpyData::I64(self.to_vec_of()?),
             DType::I32 => NpyData::I32(self.to_vec_of()?),
             DType::Bool => NpyData::Bool(self.to_vec_of()?),
+            DType::U8 => NpyData::U8(self.to_vec_of()?),
+            DType::U16 => NpyData::U16(self.to_vec_of()?),
+            DType::U32 => NpyData::U32(self.to_vec_of()?),
+            DType::U64 => NpyData::U64(self.to_vec_of()?),
         };
         if self.np.runtime(|rt| rt.ranks()).0 == 0 {
             npy::write(path, &shape, data)?;

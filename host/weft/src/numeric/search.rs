@@ -48,10 +48,13 @@ impl Array {
     }
 
     /// The running sum along `axis` (`None`: of the flattened array), as NumPy's `cumsum`
-    /// (bool and `i32` arrays sum as `i64`).
+    /// (bool and `i32` arrays sum as `i64`, unsigned ones as `uint64`).
     #[track_caller]
     pub fn cumsum(&self, axis: Option<i64>) -> Array {
         let _site = self.np.site_guard(std::panic::Location::caller());
+        if let Some(r) = self.through_i64(super::unsigned::Kept::Total, |a| a.cumsum(axis)) {
+            return r;
+        }
         let key = super::replayed::CallKey::new("cumsum").option(axis);
         self.derive_replayed("cumsum", key, &[], |g, s, id| {
             let a = s.data_mut().lend(id)?;
@@ -77,6 +80,11 @@ impl Array {
     }
 
     fn arg_extreme(&self, what: &'static str, op: Reduction, axis: Option<i64>) -> Array {
+        if let Some(r) = self.through_i64(super::unsigned::Kept::Position, |a| {
+            a.arg_extreme(what, op, axis)
+        }) {
+            return r;
+        }
         let key = super::replayed::CallKey::new(what)
             .word(op as u64)
             .option(axis);

@@ -295,14 +295,27 @@ pub fn promote(op: &str, args: &[Arg<'_>]) -> Result<DType, Error> {
     Ok(dtype)
 }
 
-/// NumPy's promotion of two array dtypes.
-fn promote_pair(a: DType, b: DType) -> DType {
+/// NumPy's promotion of two array dtypes: the smallest dtype that holds every value of both
+/// (`u8` with `u32` is `u32`; `u8` or `u16` with `i32` is `i32`, `u32` with `i32` is `i64`;
+/// `u64` with a signed integer is `f64`, as NumPy has no wider integer; `u8` or `u16` with
+/// `f32` is `f32`, a wider integer with `f32` is `f64`).
+pub(crate) fn promote_pair(a: DType, b: DType) -> DType {
     use DType::*;
     match (a, b) {
         _ if a == b => a,
         (Bool, x) | (x, Bool) => x,
         (I32, I64) | (I64, I32) => I64,
         (F32, F64) | (F64, F32) => F64,
+        (U8 | U16 | U32 | U64, U8 | U16 | U32 | U64) => {
+            if a.size() >= b.size() {
+                a
+            } else {
+                b
+            }
+        }
+        (U8 | U16, I32) | (I32, U8 | U16) => I32,
+        (U8 | U16 | U32, I32 | I64) | (I32 | I64, U8 | U16 | U32) => I64,
+        (U8 | U16, F32) | (F32, U8 | U16) => F32,
         _ => F64,
     }
 }

@@ -314,7 +314,7 @@ impl Analysis<'_> {
                             | BinaryOp::Min
                             | BinaryOp::Max
                     ),
-                    DType::Bool => false,
+                    DType::Bool | DType::U8 | DType::U16 | DType::U32 | DType::U64 => false,
                 };
                 if !ok {
                     return Err(format!("{} on {t} has no vector form here", op.name()));
@@ -360,7 +360,7 @@ impl Analysis<'_> {
                     DType::I32 | DType::I64 => {
                         matches!(op, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Not)
                     }
-                    DType::Bool => false,
+                    DType::Bool | DType::U8 | DType::U16 | DType::U32 | DType::U64 => false,
                 };
                 if !ok {
                     return Err(format!("{} on {t} has no vector form here", op.name()));

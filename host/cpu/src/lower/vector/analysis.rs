@@ -126,6 +126,7 @@ fn vector_op(op: &Op, a: &Analysis<'_>, features: Features) -> Result<(), String
                 BinaryOp::Shl | BinaryOp::Shr => !a.is_varying(*y) && *y != a.inner,
                 BinaryOp::Div | BinaryOp::Rem | BinaryOp::Pow | BinaryOp::Atan2 => false,
             },
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => false,
             DType::Bool => matches!(
                 bop,
                 BinaryOp::And | BinaryOp::Or | BinaryOp::Xor | BinaryOp::Min | BinaryOp::Max
@@ -141,6 +142,7 @@ fn vector_op(op: &Op, a: &Analysis<'_>, features: Features) -> Result<(), String
                 matches!(uop, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Not)
             }
             DType::Bool => *uop == UnaryOp::Not,
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => false,
         },
         Op::Cmp(_, x, _) => ty(*x)? != DType::Bool,
         Op::Select(..) | Op::Bitcast(..) => true,
@@ -223,6 +225,9 @@ pub(crate) fn analyze(
                     (AccessKind::Contiguous, op) => {
                         if slot.dtype == DType::Bool {
                             return Err("a vector access to a bool store".into());
+                        }
+                        if slot.dtype.is_unsigned() {
+                            return Err(format!("a vector access to a {} store", slot.dtype));
                         }
                         a.need(slot.dtype)?;
                         unit_stride.insert(store);

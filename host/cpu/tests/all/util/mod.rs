@@ -427,6 +427,9 @@ pub fn specials(dt: DType) -> Vec<u64> {
         .map(|&x| u64::from(x as u32))
         .collect(),
         DType::Bool => vec![0, 1],
+        DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
+            unreachable!("storage types hold no values")
+        }
     }
 }
 

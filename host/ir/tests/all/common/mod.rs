@@ -198,6 +198,9 @@ impl<'a> Gen<'a> {
                 raw as i64 % 100
             }),
             DType::Bool => Scalar::Bool(raw & 1 == 1),
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
+                unreachable!("storage types hold no values")
+            }
         }
     }
 
@@ -365,6 +368,9 @@ impl<'a> Gen<'a> {
                     DType::F32 => Some(DType::I32),
                     DType::I32 => Some(DType::F32),
                     DType::Bool => None,
+                    DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
+                        unreachable!("storage types hold no values")
+                    }
                 };
                 let v = match bitcast_to {
                     Some(t) if self.pick(3) == 0 => b.bitcast(t, a),

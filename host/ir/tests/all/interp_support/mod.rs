@@ -33,7 +33,8 @@ impl Rng {
     }
 
     /// A random element of `dtype`: floats in [-2, 2) with two decimals, integers in 0..4 (so
-    /// that computed indices often land in bounds), bools either way.
+    /// that computed indices often land in bounds), bools either way, unsigned storage types
+    /// anywhere in their range.
     pub fn scalar(&mut self, dtype: DType) -> Scalar {
         let f = (self.below(400) as f64 - 200.0) / 100.0;
         match dtype {
@@ -42,6 +43,10 @@ impl Rng {
             DType::I64 => Scalar::I64(self.below(4) as i64),
             DType::I32 => Scalar::I32(self.below(4) as i32),
             DType::Bool => Scalar::Bool(self.below(2) == 1),
+            // Any element of the type: the `i64` value its bits load as.
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
+                Scalar::from_bits(dtype, self.next())
+            }
         }
     }
 }

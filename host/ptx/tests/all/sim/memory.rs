@@ -121,3 +121,42 @@ fn memory_is_dirty_pooled_and_bounded() {
     ));
     assert!(matches!(a.alloc(8), Err(Error::DeviceLost(_))));
 }
+
+/// Narrow unsigned accesses, as the emitter writes them for the unsigned storage types:
+/// `ld.global.u8`, `.u16` and `.u32` into a register of 16 or 32 bits, then `cvt.u64`,
+/// zero-extend (a byte of `0xff` is 255, not -1); `cvt.u16.u64` and `cvt.u32.u64` keep the
+/// low bits, and `st.global.u8`, `.u16` and `.u32` write only their own bytes.
+#[test]
+fn narrow_unsigned_accesses_zero_extend_and_write_only_their_bytes() {
+    let ptx = format!(
+        "{HEADER}.visible .entry narrow(.param .u64 p)\n{{\n    \
+         .reg .u64 %p, %x, %y, %z, %v;\n    .reg .u16 %b, %h;\n    .reg .u32 %w;\n    \
+         ld.param.u64 %p, [p];\n    \
+         ld.global.u8 %b, [%p+1];\n    cvt.u64.u16 %x, %b;\n    st.global.u64 [%p+16], %x;\n    \
+         ld.global.u16 %h, [%p+2];\n    cvt.u64.u16 %y, %h;\n    st.global.u64 [%p+24], %y;\n    \
+         ld.global.u32 %w, [%p+4];\n    cvt.u64.u32 %z, %w;\n    st.global.u64 [%p+32], %z;\n    \
+         ld.global.u64 %v, [%p+8];\n    \
+         cvt.u16.u64 %b, %v;\n    st.global.u8 [%p+40], %b;\n    \
+         cvt.u16.u64 %h, %v;\n    st.global.u16 [%p+42], %h;\n    \
+         cvt.u32.u64 %w, %v;\n    st.global.u32 [%p+44], %w;\n    ret;\n}}\n"
+    );
+    let mut dev = SimDevice::new();
+    let buf = dev.alloc(48).unwrap();
+    let mut bytes = vec![0x5a_u8; 48];
+    bytes[..8].copy_from_slice(&[0x11, 0xff, 0x34, 0xf2, 0xf4, 0x03, 0x02, 0x81]);
+    bytes[8..16].copy_from_slice(&0xfedc_ba98_7654_3210_u64.to_le_bytes());
+    dev.write(buf, &bytes).unwrap();
+    let f = load(&mut dev, &ptx, "narrow");
+    dev.launch(&f, grid(1, 1), &[buf]).unwrap();
+    let mut got = vec![0u8; 48];
+    dev.read(buf, &mut got).unwrap();
+    let word = |at: usize| u64::from_le_bytes(got[at..at + 8].try_into().unwrap());
+    assert_eq!(word(16), 0xff);
+    assert_eq!(word(24), 0xf234);
+    assert_eq!(word(32), 0x8102_03f4);
+    assert_eq!(got[40], 0x10);
+    assert_eq!(got[41], 0x5a, "a byte's store leaves the next byte");
+    assert_eq!(got[42..44], [0x10, 0x32]);
+    assert_eq!(got[44..48], [0x10, 0x32, 0x54, 0x76]);
+    assert_eq!(got[..16], bytes[..16]);
+}

@@ -2,9 +2,10 @@
 //! their arguments and the step limit, and the emitter's own modules run against the IR's
 //! reference interpreter.
 
+use weft_ir::builder::KernelBuilder;
 use weft_ir::interp::{Arg, Storage, View};
 use weft_ir::passes::math::lower_math;
-use weft_ir::{DType, Scalar, ValidKernel};
+use weft_ir::{DType, Privilege, ReduceOp, Scalar, ValidKernel};
 use weft_ptx::Error;
 use weft_ptx::device::{Device, Grid};
 use weft_ptx::sim::{SimContext, SimDevice};
@@ -323,6 +324,16 @@ fn values(dtype: DType, n: usize, seed: u64) -> Vec<Scalar> {
             }),
             DType::I32 => Scalar::I32(r.pick(INT_EDGES) as i32),
             DType::Bool => Scalar::Bool(r.next().is_multiple_of(2)),
+            // An unsigned storage type's elements are the i64 values loading them gives:
+            // every bit pattern of its width, zero-extended (u64: 2^63 and more included).
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => Scalar::from_bits(
+                dtype,
+                if r.next().is_multiple_of(3) {
+                    r.pick(INT_EDGES)
+                } else {
+                    r.next()
+                },
+            ),
         })
         .collect()
 }
@@ -353,12 +364,31 @@ fn random_inputs(kernel: &weft_ir::Kernel, n: i64) -> Vec<In> {
 /// (the fault word set).
 fn agrees(name: &str, src: &str, inputs: Option<Vec<In>>, n: i64) {
     let kernel = lower_math(&weft_ir::text::parse(src).unwrap());
-    let module = emit_text(src);
+    agrees_kernel(name, &kernel, inputs, n);
+}
+
+/// [`agrees`] for a kernel already math-lowered; returns its module.
+fn agrees_kernel(
+    name: &str,
+    kernel: &weft_ir::Kernel,
+    inputs: Option<Vec<In>>,
+    n: i64,
+) -> weft_ptx::Module {
+    let module = weft_ptx::emit(&ValidKernel::new(kernel.clone()).unwrap()).unwrap();
     let (mut storages, mut args) = (Vec::new(), Vec::new());
-    for input in inputs.unwrap_or_else(|| random_inputs(&kernel, n)) {
+    let inputs = inputs.unwrap_or_else(|| random_inputs(kernel, n));
+    assert_eq!(
+        inputs.len(),
+        kernel.params.len(),
+        "{name}: an input a parameter"
+    );
+    for (param, input) in kernel.params.iter().zip(inputs) {
         args.push(match input {
             In::Store(extents, data) => {
-                let dtype = data.first().map_or(DType::F64, |v| v.dtype());
+                // The parameter's type: an unsigned store's elements are i64 scalars.
+                let weft_ir::Param::Store { dtype, .. } = *param else {
+                    panic!("{name}: a store for a scalar parameter")
+                };
                 storages.push(Storage { dtype, data });
                 Arg::Store(dense_view(storages.len() - 1, &extents))
             }
@@ -366,8 +396,8 @@ fn agrees(name: &str, src: &str, inputs: Option<Vec<In>>, n: i64) {
         });
     }
     let mut want = storages.clone();
-    let reference = weft_ir::interp::run(&kernel, &args, &mut want);
-    let (got, fault) = run_module(&module, &kernel, &args, &storages);
+    let reference = weft_ir::interp::run(kernel, &args, &mut want);
+    let (got, fault) = run_module(&module, kernel, &args, &storages);
     match reference {
         Err(e) => assert_ne!(
             fault, 0,
@@ -385,6 +415,7 @@ fn agrees(name: &str, src: &str, inputs: Option<Vec<In>>, n: i64) {
             }
         }
     }
+    module
 }
 
 fn filetest(file: &str) -> String {
@@ -463,6 +494,104 @@ fn emitted_modules_agree_with_the_interpreter() {
         In::Store(vec![rows], values(DType::F64, rows as usize, 6)),
     ];
     agrees("spmv_csr.ir", &filetest("spmv_csr.ir"), Some(inputs), 0);
+}
+
+/// The unsigned storage types (`u8` .. `u64`) against the interpreter: loads zero-extend
+/// (u64: the same 64 bits), the i64 arithmetic between overflows each narrow width, stores
+/// keep the low bits. On a thread per point (`unsigned.ir`, random and edge inputs), as
+/// indices of gathers (in range only if zero-extended; out of range, both fail), on a 2-D
+/// grid, and in a loop split by lanes (its loads predicated by deferred index checks). Each
+/// module is also assembled by `ptxas`.
+#[test]
+fn unsigned_stores_agree_with_the_interpreter() {
+    let unsigned = DType::UNSIGNED;
+    let assemble = |name: &str, m: &weft_ptx::Module| {
+        weft_ptx::ptxas::assemble(&m.text, "sm_80", name).unwrap_or_else(|e| panic!("{e}"));
+    };
+    let text = filetest("unsigned.ir");
+    for n in [1, 255, 700] {
+        agrees(&format!("unsigned.ir, {n}"), &text, None, n);
+    }
+    // Every pairing of the edge values, each taken at every width.
+    let edges = INT_EDGES.len();
+    let n = edges * edges;
+    let column = |dtype: DType, pick: &dyn Fn(usize) -> usize| {
+        let data = (0..n)
+            .map(|k| Scalar::from_bits(dtype, INT_EDGES[pick(k)]))
+            .collect();
+        In::Store(vec![n as i64], data)
+    };
+    let out = |dtype: DType| In::Store(vec![n as i64], values(dtype, n, 1));
+    let inputs = vec![
+        In::Store(vec![], vec![Scalar::I64(0xff)]),
+        column(unsigned[0], &|k| k % edges),
+        column(unsigned[1], &|k| k / edges),
+        column(unsigned[2], &|k| (k * 7) % edges),
+        column(unsigned[3], &|k| k / edges),
+        out(DType::U8),
+        out(DType::U16),
+        out(DType::U32),
+        out(DType::U64),
+        out(DType::I64),
+    ];
+    agrees("unsigned.ir, edges", &text, Some(inputs), 0);
+
+    // Gathers: u8 indices are in range of 300 elements (a sign-extended byte of 128 or more
+    // would not be), u16 ones folded into range by `rem` first; unfolded, both fail.
+    let gather = "kernel @gather(%i8: store<u8, 1, read>, %i16: store<u16, 1, read>, \
+                  %x: store<f64, 1, read>, %y: store<f64, 1, write>, %z: store<u16, 1, write>) {\n  \
+                  %n = extent %x, 0\n  parallel %y (%i) {\n    %j = load %i8[%i]\n    \
+                  %v = load %x[%j]\n    %m = load %i16[%i]\n    %r = rem %m, %n\n    \
+                  %u = load %x[%r]\n    %s = add %v, %u\n    store %y[%i], %s\n    \
+                  %t = add %m, %j\n    store %z[%i], %t\n  }\n}\n";
+    agrees("gather", gather, None, 300);
+    let wild = gather.replace("%u = load %x[%r]", "%u = load %x[%m]");
+    agrees("gather out of range", &wild, None, 300);
+
+    // Rank 2: a 2-D grid, u16 and a transposed u8 into u32 and u64.
+    let src = "kernel @k(%a: store<u16, 2, read>, %b: store<u8, 2, read>, \
+               %out: store<u32, 2, write>, %o64: store<u64, 2, write>) {\n  \
+               parallel %out (%i, %j) {\n    %v = load %a[%i, %j]\n    %w = load %b[%j, %i]\n    \
+               %p = mul %v, %w\n    %q = mul %p, %p\n    %r = sub %w, %v\n    \
+               store %out[%i, %j], %q\n    store %o64[%i, %j], %r\n  }\n}\n";
+    let m = agrees_kernel(
+        "rank 2",
+        &lower_math(&weft_ir::text::parse(src).unwrap()),
+        None,
+        37,
+    );
+    assert!(m.entries[0].rows, "a 2-D grid");
+    assemble("unsigned_rank2", &m);
+
+    // A loop split by lanes: an i64 dot of u8 rows and a u16 vector, into u32 (truncated)
+    // and u64 (a product past 2^63).
+    let mut k = KernelBuilder::new("test.unsigned.lanes");
+    let a = k.store(DType::U8, 2, Privilege::Read);
+    let x = k.store(DType::U16, 1, Privilege::Read);
+    let y = k.store(DType::U32, 1, Privilege::Write);
+    let z = k.store(DType::U64, 1, Privilege::Write);
+    let cols = k.extent(a, 1);
+    k.parallel(y, |b, idx| {
+        let i = idx[0];
+        let lo = b.const_i64(0);
+        let sum = b.fold_lanes(ReduceOp::Sum, DType::I64, lo, cols, |b, j| {
+            let aij = b.load(a, &[i, j]);
+            let xj = b.load(x, &[j]);
+            b.mul(aij, xj)
+        });
+        let big = b.const_i64(0x9E37_79B9_7F4A_7C15_u64 as i64);
+        let h = b.mul(sum, big);
+        b.store(y, idx, sum);
+        b.store(z, idx, h);
+    });
+    let kernel = k.finish_validated().unwrap();
+    for n in [3, 45, 300] {
+        let m = agrees_kernel(&format!("lanes, {n}"), &kernel, None, n);
+        assert_eq!(m.entries[0].lanes, weft_ptx::emit::LANES, "split by lanes");
+        assert!(m.text.contains("ld.global.L2::256B.u8"), "{}", m.text);
+        assert!(m.text.contains("ld.global.L2::256B.u16"), "{}", m.text);
+        assemble("unsigned_lanes", &m);
+    }
 }
 
 #[test]

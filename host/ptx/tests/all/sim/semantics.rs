@@ -474,6 +474,9 @@ fn integer_conversions_extend_and_truncate() {
         ("u32", "u16"),
         ("s64", "s16"),
         ("u32", "s32"),
+        // The unsigned storage types' loads and stores.
+        ("u64", "u16"),
+        ("u16", "u64"),
     ] {
         let (tb, fb) = (bits_of(to), bits_of(from));
         let inst = format!("cvt.{to}.{from} %d, %a");
