@@ -815,9 +815,7 @@ def crc16_init(N):
     from numpy.random import default_rng
     rng = default_rng(42)
     data = rng.integers(0, 256, size=(N,), dtype=np.uint8)
-    # Weft has no unsigned integer dtypes yet: the bytes are written (and NumPy runs on
-    # them) as int32, the same values.
-    return {"data": data.astype(np.int32)}
+    return {"data": data}
 
 
 def crc16(data, poly=0x8408):
