@@ -1237,3 +1237,65 @@ fn lowered_math_functions_are_identical_to_the_scalar_code() {
         same_bits(&k, t, t, &[], usize::from(t == DType::F64));
     }
 }
+
+/// Bool stores loaded and stored by the vector code (two or four bytes a vector, any nonzero
+/// byte true): a comparison stored as a mask, for each lane width; and a mask loaded from
+/// bytes of 0, 1, 2 and 255, combined with a comparison, selecting and stored, against the
+/// scalar code, on every length.
+#[test]
+fn bool_masks_load_and_store_as_vectors() {
+    for t in [DType::F64, DType::F32, DType::I64, DType::I32] {
+        let k = elementwise(
+            &format!("simd.mask.{t}"),
+            t,
+            DType::Bool,
+            &[],
+            |kb, x, y, _| kb.cmp(CmpOp::Lt, x, y),
+        );
+        same_bits(&k, t, DType::Bool, &[], 1);
+    }
+    for t in [DType::F64, DType::F32] {
+        let mut kb = Kb::new();
+        let m = kb.store(DType::Bool, 1, Privilege::Read);
+        let x = kb.store(t, 1, Privilege::Read);
+        let out = kb.store(t, 1, Privilege::Write);
+        let anded = kb.store(DType::Bool, 1, Privilege::Write);
+        kb.parallel(out, 1, |kb, i| {
+            let mv = kb.load(m, &[i[0]]);
+            let xv = kb.load(x, &[i[0]]);
+            let neg = kb.un(UnaryOp::Neg, xv);
+            let picked = kb.select(mv, xv, neg);
+            kb.store_to(out, &[i[0]], picked);
+            let zero = kb.c(Scalar::from_bits(t, 0));
+            let positive = kb.cmp(CmpOp::Gt, xv, zero);
+            let and = kb.bin(BinaryOp::And, mv, positive);
+            kb.store_to(anded, &[i[0]], and);
+        });
+        let k = kb.finish(&format!("simd.mask_load.{t}"));
+        let (vk, sk) = both(&k, 1);
+        for n in lengths() {
+            let bytes: Vec<u64> = (0..n).map(|i| [0u64, 1, 2, 255, 0, 7][i % 6]).collect();
+            let mut mb = Buf::new(DType::Bool, &bytes);
+            let mut xb = Buf::new(t, &inputs(t, n, 3));
+            let mut outs = vec![];
+            for c in [&vk, &sk] {
+                let (mut o, mut o2) = (Buf::zeros(t, n), Buf::zeros(DType::Bool, n));
+                run_on(c, &[mb.view(), xb.view(), o.view(), o2.view()], &[], 2).unwrap();
+                outs.push((o, o2));
+            }
+            assert_eq!(
+                outs[0].0.bytes(),
+                outs[1].0.bytes(),
+                "{t}: selected, n = {n}"
+            );
+            assert_eq!(
+                outs[0].1.bytes(),
+                outs[1].1.bytes(),
+                "{t}: and-ed mask, n = {n}"
+            );
+            for i in 0..n {
+                assert!(outs[0].1.get(i) <= 1, "{t}: a stored bool is 0 or 1");
+            }
+        }
+    }
+}

@@ -223,9 +223,6 @@ pub(crate) fn analyze(
                     }
                     (AccessKind::Uniform, _) => row_level[pos] = true,
                     (AccessKind::Contiguous, op) => {
-                        if slot.dtype == DType::Bool {
-                            return Err("a vector access to a bool store".into());
-                        }
                         if slot.dtype.is_unsigned() {
                             return Err(format!("a vector access to a {} store", slot.dtype));
                         }

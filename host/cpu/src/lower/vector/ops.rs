@@ -10,6 +10,56 @@ use crate::lower::arith::{float_cc, int_cc};
 use crate::lower::{FnLower, LResult, Obligation, data_flags};
 
 impl FnLower<'_, '_> {
+    /// The mask of `lanes` consecutive bool elements at `addr` (one byte each; any nonzero
+    /// byte is true, as the scalar load reads it): the bytes loaded as one word, each lane
+    /// keeping its own byte (the word splat, and-ed with a vector of byte masks), compared
+    /// with zero.
+    fn load_mask(&mut self, addr: Value, lanes: u8) -> LResult<Value> {
+        let vt = vec_type(DType::Bool, lanes);
+        let lane = vt.lane_type();
+        let word = match lanes {
+            2 => self.b.ins().uload16(types::I32, data_flags(), addr, 0),
+            4 => self.b.ins().load(types::I32, data_flags(), addr, 0),
+            _ => return Err(format!("internal: a bool vector of {lanes} lanes")),
+        };
+        let word = if lane == types::I64 {
+            self.b.ins().uextend(types::I64, word)
+        } else {
+            word
+        };
+        let mut bytes = Vec::with_capacity(16);
+        for l in 0..u32::from(lanes) {
+            let m = 0xFFu64 << (8 * l);
+            bytes.extend_from_slice(&m.to_le_bytes()[..lane.bytes() as usize]);
+        }
+        let c = self.b.func.dfg.constants.insert(ConstantData::from(bytes));
+        let select = self.b.ins().vconst(vt, c);
+        let spread = self.b.ins().splat(vt, word);
+        let own = self.b.ins().band(spread, select);
+        let zero = self.b.ins().iconst(lane, 0);
+        let zeros = self.b.ins().splat(vt, zero);
+        Ok(self.b.ins().icmp(IntCC::NotEqual, own, zeros))
+    }
+
+    /// Stores the mask `x` (lanes of all ones or all zeros) as `lanes` consecutive bool
+    /// bytes (0 or 1) at `addr`: the lanes' top bits gathered into a word, each moved to its
+    /// own byte.
+    fn store_mask(&mut self, x: Value, addr: Value, lanes: u8) -> LResult<()> {
+        let bits = self.b.ins().vhigh_bits(types::I32, x);
+        let mut word = self.b.ins().band_imm_s(bits, 1);
+        for l in 1..i64::from(lanes) {
+            let bit = self.b.ins().band_imm_s(bits, 1 << l);
+            let byte = self.b.ins().ishl_imm_u(bit, 7 * l);
+            word = self.b.ins().bor(word, byte);
+        }
+        match lanes {
+            2 => self.b.ins().istore16(data_flags(), word, addr, 0),
+            4 => self.b.ins().store(data_flags(), word, addr, 0),
+            _ => return Err(format!("internal: a bool vector of {lanes} lanes")),
+        };
+        Ok(())
+    }
+
     /// Lane `lane` of the vector `v` of `dt` as a scalar of `dt` (a mask lane becomes a bool).
     pub(in crate::lower) fn lane(&mut self, v: Value, lane: u8, dt: DType) -> Value {
         let x = self.b.ins().extractlane(v, lane);
@@ -181,9 +231,13 @@ impl FnLower<'_, '_> {
         let val = match &inst.op {
             Op::Load(acc) => {
                 let (addr, dt) = self.vector_address(acc, k, cx)?;
-                self.b
-                    .ins()
-                    .load(vec_type(dt, lanes), data_flags(), addr, 0)
+                if dt == DType::Bool {
+                    self.load_mask(addr, lanes)?
+                } else {
+                    self.b
+                        .ins()
+                        .load(vec_type(dt, lanes), data_flags(), addr, 0)
+                }
             }
             Op::Store(acc, v) => {
                 let x = self.vval(*v, k, cx)?;
@@ -195,8 +249,12 @@ impl FnLower<'_, '_> {
                     caught.1.push(x);
                     return Ok(());
                 }
-                let (addr, _) = self.vector_address(acc, k, cx)?;
-                self.b.ins().store(data_flags(), x, addr, 0);
+                let (addr, dt) = self.vector_address(acc, k, cx)?;
+                if dt == DType::Bool {
+                    self.store_mask(x, addr, lanes)?;
+                } else {
+                    self.b.ins().store(data_flags(), x, addr, 0);
+                }
                 return Ok(());
             }
             Op::Reduce(acc, _, v) => {
