@@ -120,6 +120,7 @@ pub fn build(key: &Key) -> Result<Kernel, String> {
         Key::Cumsum { dtype, kept } => cumsum(name, dtype, kept),
         Key::ArgRows { op, dtype, kept } => arg_rows(name, op, dtype, kept),
         Key::FlatNonzero => flat_nonzero(name),
+        Key::ChunkCounts => chunk_counts(name),
         Key::Scatter { dtype, accumulate } => scatter(name, dtype, accumulate),
         Key::MergePass { dtype, indices } => merge_pass(name, dtype, indices),
         Key::Take {
@@ -594,26 +595,63 @@ fn cumsum(name: String, dtype: DType, kept: u32) -> KernelBuilder {
     k
 }
 
-/// One point walks a flattened mask in order, with `k` the number of true elements so far:
-/// element `i` writes `i` to `out[k]` where the mask is true, and to `out[count]` (one slot
-/// past the positions, `count` the 0-d total) where it is false. So `out[..count]` holds
-/// the positions of the true elements, in order.
+/// `out[k]` = the position of the `k`-th true element of the 1-d bool `mask` (`total` of
+/// them, `out` one longer: a false element writes its position into the last slot), from one
+/// point that walks only the chunks of `chunk` elements whose count in `counts` (see
+/// [`chunk_counts`]) is not zero: a sparse mask's walk skips most of it.
 fn flat_nonzero(name: String) -> KernelBuilder {
     let mut k = KernelBuilder::new(name);
     let total = k.store(DType::I64, 0, Privilege::Read);
     let mask = k.store(DType::Bool, 1, Privilege::Read);
+    let counts = k.store(DType::I64, 1, Privilege::Read);
     let out = k.store(DType::I64, 1, Privilege::Write);
+    let chunk = k.scalar(DType::I64);
     let n = k.extent(mask, 0);
+    let chunks = k.extent(counts, 0);
     k.parallel(total, |b, _| {
         let count = b.load(total, &[]);
         let zero = b.const_i64(0);
-        b.for_loop(zero, n, &[zero], |b, i, seen| {
-            let m = b.load(mask, &[i]);
-            let at = b.select(m, seen[0], count);
-            b.store(out, &[at], i);
-            let step = b.cast(DType::I64, m);
-            vec![b.add(seen[0], step)]
+        b.for_loop(zero, chunks, &[zero], |b, c, before| {
+            let here = b.load(counts, &[c]);
+            let lo = b.mul(c, chunk);
+            let end = b.add(lo, chunk);
+            let end = b.binary(BinaryOp::Min, end, n);
+            // A chunk with no true element runs no iteration.
+            let none = b.cmp(CmpOp::Eq, here, zero);
+            let hi = b.select(none, lo, end);
+            b.for_loop(lo, hi, &[before[0]], |b, i, seen| {
+                let m = b.load(mask, &[i]);
+                let at = b.select(m, seen[0], count);
+                b.store(out, &[at], i);
+                let step = b.cast(DType::I64, m);
+                vec![b.add(seen[0], step)]
+            });
+            vec![b.add(before[0], here)]
         });
+    });
+    k
+}
+
+/// `counts[c]` = the number of true elements of `mask[c * chunk .. (c + 1) * chunk]` (the
+/// last chunk shorter), for the chunks `c` of each point's tile of `counts`.
+fn chunk_counts(name: String) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let mask = k.store(DType::Bool, 1, Privilege::Read);
+    let counts = k.store(DType::I64, 1, Privilege::Write);
+    let chunk = k.scalar(DType::I64);
+    let n = k.extent(mask, 0);
+    k.parallel(counts, |b, c| {
+        let g = global(b, counts, 0, c[0]);
+        let lo = b.mul(g, chunk);
+        let hi = b.add(lo, chunk);
+        let hi = b.binary(BinaryOp::Min, hi, n);
+        let zero = b.const_i64(0);
+        let sum = b.for_loop(lo, hi, &[zero], |b, i, s| {
+            let m = b.load(mask, &[i]);
+            let one = b.cast(DType::I64, m);
+            vec![b.add(s[0], one)]
+        });
+        b.store(counts, c, sum[0]);
     });
     k
 }
@@ -944,7 +982,7 @@ mod tests {
 
     /// Every key the operations can produce for small ranks.
     fn all_keys() -> Vec<Key> {
-        let mut keys = vec![Key::FlatNonzero];
+        let mut keys = vec![Key::FlatNonzero, Key::ChunkCounts];
         for dtype in DType::ALL {
             keys.extend([
                 Key::MergePass {

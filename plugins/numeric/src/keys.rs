@@ -239,8 +239,11 @@ pub enum Key {
         axis: u32,
     },
     /// The positions of the true elements of a flattened bool mask, written in order by one
-    /// point that walks the mask (see `kernels::flat_nonzero`).
+    /// point that walks the mask's chunks that hold any (see `kernels::flat_nonzero`).
     FlatNonzero,
+    /// The number of true elements of each chunk of a flattened bool mask (see
+    /// `kernels::chunk_counts`), one point per tile of chunks.
+    ChunkCounts,
     /// One pass of a stable merge sort along dimension 1 (see `kernels::merge_pass`): sorted
     /// runs of a width are merged pairwise, each point merging one chunk of the output.
     MergePass {
@@ -374,6 +377,7 @@ impl fmt::Display for Key {
             Key::Cumsum { dtype, kept } => write!(f, "cumsum.{dtype}.r{kept}"),
             Key::ArgRows { op, dtype, kept } => write!(f, "argrows.{}.{dtype}.r{kept}", op.name()),
             Key::FlatNonzero => write!(f, "flatnonzero"),
+            Key::ChunkCounts => write!(f, "chunkcounts"),
             Key::MergePass {
                 dtype,
                 indices: false,
@@ -612,6 +616,7 @@ fn parse(s: &str) -> Result<Key, String> {
             kept: t.rank()?,
         },
         "flatnonzero" => Key::FlatNonzero,
+        "chunkcounts" => Key::ChunkCounts,
         "take" => {
             let (dtype, index, rank) = (t.dtype()?, t.dtype()?, t.rank()?);
             let tok = t.next("axis")?;
@@ -667,6 +672,7 @@ impl Key {
             } => Err("adding at positions of a bool array is not supported".to_string()),
             Key::Fill { .. }
             | Key::FlatNonzero
+            | Key::ChunkCounts
             | Key::MergePass { .. }
             | Key::Scatter { .. }
             | Key::Linspace { .. }

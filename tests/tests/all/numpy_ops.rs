@@ -460,3 +460,34 @@ fn a_masks_positions_follow_its_changes() {
     other.assign(&x.gt(18.0)).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(ok(y.masked(&other)).to_vec().unwrap(), vec![190.0]);
 }
+
+/// `flatnonzero` walks only the chunks of the mask that hold a true element: masks that are
+/// empty, full, sparse (true every 997th element, or in one ring of positions), or true only
+/// at the very first or very last element, at lengths around the chunk size and past many
+/// chunks, give the positions computed here, with one piece and with three.
+#[test]
+fn sparse_masks_give_every_position() {
+    let patterns: [(&str, fn(u64, u64) -> bool); 6] = [
+        ("none", |_, _| false),
+        ("all", |_, _| true),
+        ("every 997th", |p, _| p % 997 == 3),
+        ("a ring", |p, _| (p * p) % 100_003 < 40),
+        ("first", |p, _| p == 0),
+        ("last", |p, n| p + 1 == n),
+    ];
+    for pieces in [1, 3] {
+        let np = numeric_in_pieces(pieces);
+        for n in [1u64, 63, 64, 65, 129, 4_097, 100_003] {
+            for (name, pattern) in patterns {
+                let bits: Vec<bool> = (0..n).map(|p| pattern(p, n)).collect();
+                let want: Vec<i64> = (0..n as i64).filter(|&p| bits[p as usize]).collect();
+                let mask = np.from_slice(&[n], &bits);
+                let got = mask
+                    .flatnonzero()
+                    .to_vec_of::<i64>()
+                    .unwrap_or_else(|e| panic!("{e}"));
+                assert_eq!(got, want, "{name}, n = {n}, {pieces} pieces");
+            }
+        }
+    }
+}
