@@ -465,9 +465,12 @@ fn a_masks_positions_follow_its_changes() {
 /// empty, full, sparse (true every 997th element, or in one ring of positions), or true only
 /// at the very first or very last element, at lengths around the chunk size and past many
 /// chunks, give the positions computed here, with one piece and with three.
+/// A named mask: whether position `p` of `n` is true.
+type Pattern = (&'static str, fn(u64, u64) -> bool);
+
 #[test]
 fn sparse_masks_give_every_position() {
-    let patterns: [(&str, fn(u64, u64) -> bool); 6] = [
+    let patterns: [Pattern; 6] = [
         ("none", |_, _| false),
         ("all", |_, _| true),
         ("every 997th", |p, _| p % 997 == 3),
