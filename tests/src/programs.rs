@@ -62,11 +62,19 @@ pub enum Step {
     /// short dot product and scalar steps that write one element of an array and read others
     /// (tasks that launch on one point, fused through other views of one store).
     ElementStep(usize, usize, u64, u64, u64),
+    /// `((x op y) % 1000) / 100` in an unsigned dtype (`UNSIGNED[t]`), `x` and `y` being
+    /// `pool[a]` and `pool[b]` times 1000 converted to it (negative ones wrap): wrapping
+    /// arithmetic whose temporaries fusion must keep to the width, orders, remainders and
+    /// shifts that see the high bits, back as `f64`.
+    Unsigned(usize, usize, u8, u8),
     /// Reads `pool[a]` now (a flush of what it needs).
     Read(usize),
     /// Drops `pool[a]`'s handle.
     Drop(usize),
 }
+
+/// The unsigned dtypes of [`Step::Unsigned`].
+pub const UNSIGNED: [DType; 4] = [DType::U8, DType::U16, DType::U32, DType::U64];
 
 /// The binary operators programs use.
 pub const OPS: [BinaryOp; 5] = [
@@ -187,6 +195,22 @@ pub fn run((np, sp): &(Numeric, Sparse), program: &[Step]) -> (Vec<Vec<f64>>, Ve
                     x.sort(None).expect("sorts")
                 });
             }
+            Step::Unsigned(a, b, op, t) => {
+                let dtype = UNSIGNED[usize::from(t) % UNSIGNED.len()];
+                let x = (pick(&pool, a) * 1000.0).astype(dtype);
+                let y = (pick(&pool, b) * 1000.0).astype(dtype);
+                let r = match op % 8 {
+                    0 => &x + &y,
+                    1 => &x - &y,
+                    2 => &(&x * &y) + &x,
+                    3 => (&x + &y).maximum(&y),
+                    4 => (&x + &y).lt(&x).astype(dtype),
+                    5 => &(&x * &x) % &(&y + 1i64),
+                    6 => (&x - &y).right_shift(&(&y % 70i64)),
+                    _ => (&x * &y).left_shift(&(&x % 9i64)).minimum(&x),
+                };
+                pool.push((&r % 1000i64).astype(DType::F64) / 100.0);
+            }
             Step::Center(a, rows) => {
                 let m = pick(&pool, a).reshape(&[ROWS, COLS]);
                 let axis: &[i64] = if rows { &[0] } else { &[1] };
@@ -240,7 +264,7 @@ pub fn random_program(seed: u64) -> Vec<Step> {
         let mut r = |m: u64| next() % m.max(1);
         let ix = |v: u64| v as usize;
         let f = |v: u64, lo: f64, hi: f64| lo + (hi - lo) * (v % 1_000_000) as f64 / 1e6;
-        let step = match r(21) {
+        let step = match r(22) {
             0 => Step::Random(r(u64::MAX)),
             1 => Step::Binary(ix(r(8)), ix(r(8)), r(5) as u8),
             2 => Step::Scalar(ix(r(8)), r(5) as u8, f(r(u64::MAX), -2.0, 2.0)),
@@ -266,6 +290,7 @@ pub fn random_program(seed: u64) -> Vec<Step> {
             17 => Step::ScaledMatvec(ix(r(8)), ix(r(8)), f(r(u64::MAX), -2.0, 2.0)),
             18 => Step::ElementStep(ix(r(8)), ix(r(8)), r(N), r(N), 1 + r(N)),
             19 => Step::Sort(ix(r(8)), r(2) == 0),
+            20 => Step::Unsigned(ix(r(8)), ix(r(8)), r(8) as u8, r(4) as u8),
             _ => Step::Drop(ix(r(8))),
         };
         program.push(step);

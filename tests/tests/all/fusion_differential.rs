@@ -40,6 +40,7 @@ fn step() -> impl Strategy<Value = Step> {
         2 => (0..8usize, 0..8usize, 0..N, 0..N, 1..=N)
             .prop_map(|(a, b, i, j, n)| Step::ElementStep(a, b, i, j, n)),
         1 => (0..8usize, any::<bool>()).prop_map(|(a, rows)| Step::Sort(a, rows)),
+        2 => (0..8usize, 0..8usize, 0..8u8, 0..4u8).prop_map(|(a, b, o, t)| Step::Unsigned(a, b, o, t)),
         1 => (0..8usize).prop_map(Step::Read),
         2 => (0..8usize).prop_map(Step::Drop),
     ]
