@@ -834,3 +834,69 @@ fn rows_walked_in_one_call_give_the_scalar_bits(path: SimdPath) {
         }
     }
 }
+
+/// Bool masks loaded from bytes and stored as bytes in AVX-512 bodies: `m = mask[i] (any
+/// nonzero byte true); out[i] = m ? x : -x; flags[i] = m & (x > 0)`, three ways (the
+/// AVX-512 body, the 128-bit code, scalar code) with the same bytes and bits on every
+/// length, mask bytes 0, 1, 2 and 255; the AVX2 bodies leave it to the 128-bit code.
+#[test]
+fn avx512_bool_bytes_load_and_store_in_the_body() {
+    let mut kb = Kb::new();
+    let m = kb.store(DType::Bool, 1, Privilege::Read);
+    let x = kb.store(DType::F64, 1, Privilege::Read);
+    let out = kb.store(DType::F64, 1, Privilege::Write);
+    let flags = kb.store(DType::Bool, 1, Privilege::Write);
+    kb.parallel(out, 1, |kb, i| {
+        let mv = kb.load(m, &[i[0]]);
+        let xv = kb.load(x, &[i[0]]);
+        let neg = kb.un(UnaryOp::Neg, xv);
+        let picked = kb.select(mv, xv, neg);
+        kb.store_to(out, &[i[0]], picked);
+        let zero = kb.f64(0.0);
+        let positive = kb.cmp(CmpOp::Gt, xv, zero);
+        let both = kb.bin(BinaryOp::And, mv, positive);
+        kb.store_to(flags, &[i[0]], both);
+    });
+    let k = kb.finish("wide.bool_bytes");
+    for path in [SimdPath::Avx512, SimdPath::Avx2] {
+        let mut be = CpuBackend::new().unwrap();
+        let available = be.compiler().set_path(path).is_ok();
+        let wide = be.compile(&k).unwrap();
+        be.compiler().set_path(SimdPath::Sse).unwrap();
+        let narrow = be.compile(&k).unwrap();
+        be.compiler().set_path(SimdPath::Scalar).unwrap();
+        let scalar = be.compile(&k).unwrap();
+        if available {
+            let takes = usize::from(path == SimdPath::Avx512);
+            assert_eq!(wide_loops(&wide, path), takes, "{path}: the wide body");
+        }
+        assert_eq!(narrow.vectorized_loops(), 1);
+        for &len in lengths(path) {
+            let bytes: Vec<u8> = (0..len).map(|i| [0u8, 1, 2, 255, 0, 7, 0][i % 7]).collect();
+            let xs: Vec<f64> = (0..len).map(|i| (i as f64 * 0.37).sin()).collect();
+            let mut runs = vec![];
+            for c in [&wide, &narrow, &scalar] {
+                let (mut mb, mut xb) = (bytes.clone(), xs.clone());
+                let (mut o, mut f) = (vec![0.0f64; len], vec![9u8; len]);
+                let n = len as i64;
+                let views = [
+                    dense(&mut mb, &[n]),
+                    dense(&mut xb, &[n]),
+                    dense(&mut o, &[n]),
+                    dense(&mut f, &[n]),
+                ];
+                run_on(c, &views, &[], 2).unwrap();
+                runs.push((o.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), f));
+            }
+            assert_eq!(
+                runs[0], runs[2],
+                "{path}, len {len}: the wide body against scalar"
+            );
+            assert_eq!(
+                runs[1], runs[2],
+                "{path}, len {len}: 128-bit against scalar"
+            );
+            assert!(runs[2].1.iter().all(|&b| b <= 1), "stored bools are 0 or 1");
+        }
+    }
+}

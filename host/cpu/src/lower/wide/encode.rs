@@ -163,6 +163,14 @@ pub(crate) mod op {
     /// `vpermilpd v, v/m, imm8`: within each 128-bit pair, lane `i` takes the pair's lane
     /// given by bit `i` of the immediate.
     pub const VPERMILPD_IMM: VecOp = vop(Map::M0f3a, Pp::P66, 0x05);
+    /// `vpmovzxbq v, m64` (EVEX): eight consecutive bytes, each zero-extended to a 64-bit
+    /// lane.
+    pub const VPMOVZXBQ: VecOp = vop(Map::M0f38, Pp::P66, 0x32);
+    /// `vptestmq k, v, v/m` (EVEX): a mask of the lanes where `a & b` is not zero.
+    pub const VPTESTMQ: VecOp = vop(Map::M0f38, Pp::P66, 0x27);
+    /// `vpmovqb m64, v` (EVEX, `W0`): each 64-bit lane's low byte, the eight stored
+    /// consecutively (ModRM.reg names the source vector).
+    pub const VPMOVQB: VecOp = vop_w(Map::M0f38, Pp::Pf3, 0x32, WBit::Zero);
     /// `vpmovsxdq v, m`: consecutive `i32` elements, each sign-extended to a 64-bit lane.
     pub const VPMOVSXDQ: VecOp = vop_w(Map::M0f38, Pp::P66, 0x25, WBit::Zero);
     /// `vfmadd132pd d, v, m`: `d = d·m + v`, rounded once (`W1` in both forms, as below).

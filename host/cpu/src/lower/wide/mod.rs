@@ -309,14 +309,27 @@ pub(crate) fn compile(
     });
     let pointers = ptrs.len() as u32;
     let whole_rows = tail.is_some();
+    // With bool bytes among the pointers, the step's offset counts elements, scaled per
+    // pointer (bytes at scale 0, 64-bit elements at scale 3); else it counts bytes.
+    let (scales, advance) = if s.byte_ptrs.is_empty() {
+        (vec![0; ptrs.len()], isa.step() * 8)
+    } else {
+        if whole_rows {
+            return Err("internal: a body of bool bytes that runs whole rows".into());
+        }
+        let scales = (0..ptrs.len() as u32)
+            .map(|p| if s.byte_ptrs.contains(&p) { 0 } else { 3 })
+            .collect();
+        (scales, isa.step())
+    };
     let (code, table, masks) = assemble(Body {
         isa,
         insts: &s.insts,
         classes: &s.classes,
         consts: &s.uniforms.consts,
-        scales: vec![0; ptrs.len()],
+        scales,
         uniforms: s.uniforms.args.len(),
-        advance: i32::try_from(isa.step() * 8).map_err(|e| e.to_string())?,
+        advance: i32::try_from(advance).map_err(|e| e.to_string())?,
         carry: None,
         tail,
     })?;
@@ -359,6 +372,8 @@ fn maskable(isa: Option<Isa>, inst: &MInst) -> bool {
         },
         MInst::StoreLane0 { .. }
         | MInst::LoadWiden { .. }
+        | MInst::LoadBytes { .. }
+        | MInst::StoreBytes { .. }
         | MInst::CheckIndices { .. }
         | MInst::Gather { .. }
         | MInst::Pin { .. } => false,

@@ -155,6 +155,11 @@ pub(crate) enum MInst {
     /// Consecutive `i32` elements from pointer argument `ptr`, at the step's offset plus
     /// `disp` bytes, each sign-extended to a 64-bit lane (`vpmovsxdq`).
     LoadWiden { dst: VReg, ptr: u32, disp: i32 },
+    /// `dst` = the eight bool bytes at the pointer's element, each zero-extended to a lane
+    /// (AVX-512; the pointer's scale is 0, its elements bytes).
+    LoadBytes { dst: VReg, ptr: u32, disp: i32 },
+    /// Each lane's low byte of `src` stored as eight consecutive bool bytes (AVX-512).
+    StoreBytes { src: VReg, ptr: u32, disp: i32 },
     /// Leaves the function, before the step that runs it (see [`super::assemble`]), unless
     /// every lane of `idx` lies in `0..n`, where `bound` holds `n` (AVX-512) or `n - 1`
     /// (AVX2); then `dst`, a lane mask, has every lane set, for [`MInst::Gather`].
@@ -222,7 +227,8 @@ impl MInst {
             MInst::KNot { a, .. } => out.push((*a, Need::Reg)),
             MInst::Store { src, .. } | MInst::StoreLane0 { src, .. } => out.push((*src, Need::Reg)),
             MInst::Pin { src, .. } => out.push((*src, Need::RegOrMem)),
-            MInst::LoadWiden { .. } => {}
+            MInst::LoadWiden { .. } | MInst::LoadBytes { .. } => {}
+            MInst::StoreBytes { src, .. } => out.push((*src, Need::Reg)),
             MInst::CheckIndices { idx, .. } => out.push((*idx, Need::Reg)),
             MInst::Gather { idx, mask, .. } => {
                 out.push((*idx, Need::Reg));
@@ -252,9 +258,13 @@ impl MInst {
             | MInst::KNot { dst, .. }
             | MInst::Load { dst, .. }
             | MInst::LoadWiden { dst, .. }
+            | MInst::LoadBytes { dst, .. }
             | MInst::CheckIndices { dst, .. }
             | MInst::Gather { dst, .. } => Some(*dst),
-            MInst::Store { .. } | MInst::StoreLane0 { .. } | MInst::Pin { .. } => None,
+            MInst::Store { .. }
+            | MInst::StoreLane0 { .. }
+            | MInst::StoreBytes { .. }
+            | MInst::Pin { .. } => None,
         }
     }
 }
@@ -612,6 +622,7 @@ pub(crate) fn emit_body(
             Load(Mem),
             Pin(u8, Rm),
             LoadWiden(Mem),
+            LoadBytes(Mem),
             Check(u8, Rm),
             Gather {
                 base: u8,
@@ -698,6 +709,10 @@ pub(crate) fn emit_body(
                 Enc::Pin(reg_of(&a, to)?, rm_of(&a, Src::V(src))?)
             }
             MInst::LoadWiden { ptr, disp, .. } => Enc::LoadWiden(frame.data(ptr, disp)?),
+            MInst::LoadBytes { ptr, disp, .. } => Enc::LoadBytes(frame.data(ptr, disp)?),
+            MInst::StoreBytes { src, ptr, disp } => {
+                Enc::Store(op::VPMOVQB, frame.data(ptr, disp)?, reg_of(&a, src)?)
+            }
             MInst::CheckIndices { idx, bound, .. } => {
                 Enc::Check(reg_of(&a, idx)?, frame.uniform(bound))
             }
@@ -793,6 +808,19 @@ pub(crate) fn emit_body(
                 0,
                 None,
             ),
+            Enc::LoadBytes(mem) => {
+                if frame.masked.is_some() || frame.isa != Isa::Avx512 {
+                    return Err("internal: a bool load in a masked or AVX2 body".into());
+                }
+                asm.vector(
+                    op::VPMOVZXBQ,
+                    d,
+                    None,
+                    Rm::Mem { mem, bcst: false },
+                    0,
+                    None,
+                )
+            }
             Enc::Check(idx, bound) => check_indices(asm, frame.isa, d, idx, bound),
             Enc::Gather { base, idx, mask } => {
                 // A zeroing idiom first: the gather merges into `dst`, whose old value would

@@ -120,6 +120,8 @@ pub(super) struct Select<'a> {
     copy: usize,
     /// The constants the body reads, and the uniform values it takes as arguments.
     pub uniforms: Uniforms,
+    /// The pointers whose elements are bool bytes (AVX-512 only), in order.
+    pub byte_ptrs: Vec<u32>,
 }
 
 type R<T> = Result<T, String>;
@@ -143,6 +145,7 @@ impl<'a> Select<'a> {
             vals: vec![HashMap::new(); isa.unroll()],
             copy: 0,
             uniforms: Uniforms::default(),
+            byte_ptrs: Vec::new(),
         }
     }
 
@@ -154,6 +157,18 @@ impl<'a> Select<'a> {
     /// The byte offset of the current vector's elements from the step's first.
     fn disp(&self) -> i32 {
         (self.copy as i64 * self.isa.lanes() * 8) as i32
+    }
+
+    /// [`Self::disp`] for a pointer to bool bytes.
+    fn byte_disp(&self) -> i32 {
+        (self.copy as i64 * self.isa.lanes()) as i32
+    }
+
+    /// Notes that pointer `ptr` addresses bool bytes.
+    fn bytes_at(&mut self, ptr: u32) {
+        if !self.byte_ptrs.contains(&ptr) {
+            self.byte_ptrs.push(ptr);
+        }
     }
 
     fn push(&mut self, i: MInst) {
@@ -467,6 +482,52 @@ impl<'a> Select<'a> {
         self.copy = copy;
         let result = inst.results.first().copied();
         let r = match &inst.op {
+            Op::Load(acc)
+                if self.isa == Isa::Avx512
+                    && result.is_some_and(|r| self.ty(r).ok() == Some(DType::Bool)) =>
+            {
+                // Eight bool bytes, each a lane, tested against zero: any nonzero byte is
+                // true, as the scalar load reads it.
+                let ptr = ptr_of(acc.param, &acc.indices);
+                self.bytes_at(ptr);
+                let bytes = self.new_reg(Class::V);
+                self.push(MInst::LoadBytes {
+                    dst: bytes,
+                    ptr,
+                    disp: self.byte_disp(),
+                });
+                let dst = self.new_reg(Class::K);
+                self.push(MInst::Op3 {
+                    ins: op::VPTESTMQ,
+                    dst,
+                    a: bytes,
+                    b: Src::V(bytes),
+                    imm: None,
+                });
+                dst
+            }
+            Op::Store(acc, v)
+                if self.isa == Isa::Avx512 && self.ty(*v).ok() == Some(DType::Bool) =>
+            {
+                // The mask as lanes of 1 and 0, their low bytes stored.
+                let k = self.mask(*v)?;
+                let zero_word = self.constant(0);
+                let zero = self.new_reg(Class::V);
+                self.push(MInst::Bcast {
+                    dst: zero,
+                    u: zero_word,
+                });
+                let one = Src::U(self.constant(1));
+                let lanes = self.blend(k, zero, one);
+                let ptr = ptr_of(acc.param, &acc.indices);
+                self.bytes_at(ptr);
+                self.push(MInst::StoreBytes {
+                    src: lanes,
+                    ptr,
+                    disp: self.byte_disp(),
+                });
+                return Ok(());
+            }
             Op::Load(acc) => {
                 let r = result.ok_or("a load without a result")?;
                 self.need_64(self.ty(r)?)?;
