@@ -220,6 +220,19 @@ fn cases() -> Vec<Case> {
         ("b64.argmin()", |x| x.b64.argmin(None)),
         ("a8.cumsum()", |x| x.a8.cumsum(None)),
         ("a32.mean()", |x| x.a32.mean()),
+        // Creation in an unsigned dtype.
+        ("np.zeros(3, dtype=np.uint16)", |x| {
+            x.a8.numeric().zeros(&[3], DType::U16)
+        }),
+        ("np.full(3, 250, dtype=np.uint8)", |x| {
+            x.a8.numeric().full(&[3], 250.0, DType::U8)
+        }),
+        ("np.arange(2, 9, 3, dtype=np.uint32)", |x| {
+            x.a8.numeric().arange(2.0, 9.0, 3.0, DType::U32)
+        }),
+        ("np.ones((2, 2), dtype=np.uint64)", |x| {
+            x.a8.numeric().ones(&[2, 2], DType::U64)
+        }),
         // Sorting, selection, views and gathers.
         ("np.sort(b64)", |x| x.b64.sort(None).expect("sorts")),
         ("np.argsort(b64, kind='stable')", |x| {
