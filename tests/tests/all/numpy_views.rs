@@ -196,18 +196,8 @@ fn numpy_results(cases: &[Case]) -> Vec<(Vec<u64>, String, Vec<f64>)> {
              [float(e) for e in r.reshape(-1)]]))\n"
         ));
     }
-    let out = Command::new("python3")
-        .arg("-c")
-        .arg(&program)
-        .output()
-        .expect("these tests need python3 with NumPy: run scripts/test, which installs it");
-    assert!(
-        out.status.success(),
-        "NumPy failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
+    python_lines(&program)
+        .iter()
         .map(|line| {
             let v: serde_json::Value = serde_json::from_str(line).expect("json");
             let shape = v[0]
@@ -225,6 +215,24 @@ fn numpy_results(cases: &[Case]) -> Vec<(Vec<u64>, String, Vec<f64>)> {
                 .collect();
             (shape, dtype, values)
         })
+        .collect()
+}
+
+/// The lines `python3 -c program` prints (the program must succeed).
+pub(crate) fn python_lines(program: &str) -> Vec<String> {
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(program)
+        .output()
+        .expect("these tests need python3 with NumPy: run scripts/test, which installs it");
+    assert!(
+        out.status.success(),
+        "NumPy failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
         .collect()
 }
 

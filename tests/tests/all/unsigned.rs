@@ -4,13 +4,11 @@
 //! values (0, the top bit, the largest value of each type), compared element for element as
 //! exact integers (floats by their bits), with one piece and with three, on two threads.
 
-use std::process::Command;
-
 use weft::numeric::{BinaryOp, Reduction};
 use weft::{Array, Ix, Numeric, Range};
 use weft_ir::DType;
 
-use crate::numpy_views::{numeric_in_pieces, numpy_name};
+use crate::numpy_views::{numeric_in_pieces, numpy_name, python_lines};
 
 /// The inputs, built the same way on both sides.
 const SETUP: &str = r#"
@@ -262,18 +260,8 @@ fn numpy_results(cases: &[Case]) -> Vec<(Vec<u64>, String, Vec<String>)> {
              [repr(e) for e in r.reshape(-1).tolist()]]))\n"
         ));
     }
-    let out = Command::new("python3")
-        .arg("-c")
-        .arg(&program)
-        .output()
-        .expect("these tests need python3 with NumPy: run scripts/test, which installs it");
-    assert!(
-        out.status.success(),
-        "NumPy failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
+    python_lines(&program)
+        .iter()
         .map(|line| serde_json::from_str(line).expect("json"))
         .collect()
 }

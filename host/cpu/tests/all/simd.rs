@@ -1255,23 +1255,7 @@ fn bool_masks_load_and_store_as_vectors() {
         same_bits(&k, t, DType::Bool, &[], 1);
     }
     for t in [DType::F64, DType::F32] {
-        let mut kb = Kb::new();
-        let m = kb.store(DType::Bool, 1, Privilege::Read);
-        let x = kb.store(t, 1, Privilege::Read);
-        let out = kb.store(t, 1, Privilege::Write);
-        let anded = kb.store(DType::Bool, 1, Privilege::Write);
-        kb.parallel(out, 1, |kb, i| {
-            let mv = kb.load(m, &[i[0]]);
-            let xv = kb.load(x, &[i[0]]);
-            let neg = kb.un(UnaryOp::Neg, xv);
-            let picked = kb.select(mv, xv, neg);
-            kb.store_to(out, &[i[0]], picked);
-            let zero = kb.c(Scalar::from_bits(t, 0));
-            let positive = kb.cmp(CmpOp::Gt, xv, zero);
-            let and = kb.bin(BinaryOp::And, mv, positive);
-            kb.store_to(anded, &[i[0]], and);
-        });
-        let k = kb.finish(&format!("simd.mask_load.{t}"));
+        let k = mask_kernel(&format!("simd.mask_load.{t}"), t);
         let (vk, sk) = both(&k, 1);
         for n in lengths() {
             let bytes: Vec<u64> = (0..n).map(|i| [0u64, 1, 2, 255, 0, 7][i % 6]).collect();

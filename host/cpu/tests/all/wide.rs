@@ -841,23 +841,7 @@ fn rows_walked_in_one_call_give_the_scalar_bits(path: SimdPath) {
 /// length, mask bytes 0, 1, 2 and 255; the AVX2 bodies leave it to the 128-bit code.
 #[test]
 fn avx512_bool_bytes_load_and_store_in_the_body() {
-    let mut kb = Kb::new();
-    let m = kb.store(DType::Bool, 1, Privilege::Read);
-    let x = kb.store(DType::F64, 1, Privilege::Read);
-    let out = kb.store(DType::F64, 1, Privilege::Write);
-    let flags = kb.store(DType::Bool, 1, Privilege::Write);
-    kb.parallel(out, 1, |kb, i| {
-        let mv = kb.load(m, &[i[0]]);
-        let xv = kb.load(x, &[i[0]]);
-        let neg = kb.un(UnaryOp::Neg, xv);
-        let picked = kb.select(mv, xv, neg);
-        kb.store_to(out, &[i[0]], picked);
-        let zero = kb.f64(0.0);
-        let positive = kb.cmp(CmpOp::Gt, xv, zero);
-        let both = kb.bin(BinaryOp::And, mv, positive);
-        kb.store_to(flags, &[i[0]], both);
-    });
-    let k = kb.finish("wide.bool_bytes");
+    let k = mask_kernel("wide.bool_bytes", DType::F64);
     for path in [SimdPath::Avx512, SimdPath::Avx2] {
         let mut be = CpuBackend::new().unwrap();
         let available = be.compiler().set_path(path).is_ok();

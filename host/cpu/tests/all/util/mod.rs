@@ -469,3 +469,25 @@ pub fn lane_sum(terms: &[f64]) -> f64 {
         .fold(0.0f64, |acc, t| acc + t);
     (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))) + tail
 }
+
+/// `m = mask[i]; out[i] = m ? x[i] : -x[i]; flags[i] = m & (x[i] > 0)` over stores `mask`
+/// (bool), `x` (`t`), `out` (`t`) and `flags` (bool): a mask loaded and one stored.
+pub fn mask_kernel(name: &str, t: DType) -> Kernel {
+    let mut kb = Kb::new();
+    let m = kb.store(DType::Bool, 1, Privilege::Read);
+    let x = kb.store(t, 1, Privilege::Read);
+    let out = kb.store(t, 1, Privilege::Write);
+    let flags = kb.store(DType::Bool, 1, Privilege::Write);
+    kb.parallel(out, 1, |kb, i| {
+        let mv = kb.load(m, &[i[0]]);
+        let xv = kb.load(x, &[i[0]]);
+        let neg = kb.un(UnaryOp::Neg, xv);
+        let picked = kb.select(mv, xv, neg);
+        kb.store_to(out, &[i[0]], picked);
+        let zero = kb.c(Scalar::from_bits(t, 0));
+        let positive = kb.cmp(CmpOp::Gt, xv, zero);
+        let and = kb.bin(BinaryOp::And, mv, positive);
+        kb.store_to(flags, &[i[0]], and);
+    });
+    kb.finish(name)
+}
