@@ -74,14 +74,16 @@ impl Storage {
         }
     }
 
-    /// The elements `values`, converted to `dtype` as `cast` converts an `f64`.
+    /// The elements `values`, converted to `dtype` as `cast` converts an `f64` (for an
+    /// unsigned storage type: to `i64`, then the low bits of its width, as a store keeps them).
     pub fn from_f64(dtype: DType, values: &[f64]) -> Storage {
+        let element = |v: f64| match cast(dtype.value_type(), Scalar::F64(v)) {
+            s if dtype.is_unsigned() => Scalar::from_bits(dtype, s.to_bits()),
+            s => s,
+        };
         Storage {
             dtype,
-            data: values
-                .iter()
-                .map(|&v| cast(dtype, Scalar::F64(v)))
-                .collect(),
+            data: values.iter().map(|&v| element(v)).collect(),
         }
     }
 

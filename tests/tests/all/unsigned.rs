@@ -218,6 +218,20 @@ fn cases() -> Vec<Case> {
         ("b64.argmin()", |x| x.b64.argmin(None)),
         ("a8.cumsum()", |x| x.a8.cumsum(None)),
         ("a32.mean()", |x| x.a32.mean()),
+        // A Python integer out of range is compared exactly (NumPy 2), either side.
+        ("a8 > -1", |x| x.a8.gt(-1i64)),
+        ("a8 == 256", |x| x.a8.eq(256i64)),
+        ("a16 < 70000", |x| x.a16.lt(70_000i64)),
+        ("a64 >= -5", |x| x.a64.ge(-5i64)),
+        ("a32 != -1", |x| x.a32.ne(-1i64)),
+        // The smallest float that holds the values (NumPy's float16 for uint8 is no dtype
+        // here: float32), and floor keeping integers.
+        ("np.sqrt(a16)", |x| x.a16.sqrt()),
+        ("np.floor(a32)", |x| x.a32.floor()),
+        ("a64[4:6].mean()", |x| {
+            x.a64.index(&[Ix::Slice(Range::new(4, 6))]).mean()
+        }),
+        ("a8.mean()", |x| x.a8.mean()),
         // Creation in an unsigned dtype.
         ("np.zeros(3, dtype=np.uint16)", |x| {
             x.a8.numeric().zeros(&[3], DType::U16)
@@ -324,4 +338,21 @@ fn unsigned_dtypes_match_numpy() {
             assert!(same, "{what}: got {got:?}, NumPy {values:?}");
         }
     }
+}
+
+/// Arithmetic with a Python integer outside an unsigned dtype's range fails as NumPy 2's does,
+/// naming the operator, and the runtime goes on.
+#[test]
+fn out_of_range_integers_fail_arithmetic() {
+    let np = numeric_in_pieces(1);
+    let a = np.from_slice(&[3], &[1u8, 2, 3]);
+    for (got, v) in [(&a + 300i64, 300), (a.binary(BinaryOp::Sub, -1i64), -1)] {
+        let e = got.check().expect_err("out of range").to_string();
+        assert!(
+            e.contains(&format!("Python integer {v} out of bounds for uint8")),
+            "{e}"
+        );
+    }
+    let ok = (&a + 250i64).to_vec_of::<u8>().expect("in range");
+    assert_eq!(ok, vec![251, 252, 253]);
 }

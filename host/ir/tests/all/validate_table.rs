@@ -626,6 +626,9 @@ fn unsigned_storage_types_hold_i64_values_and_nothing_else() {
         DType::I64,
         "a u8 load gives an i64 value"
     );
+    // The interpreter's storages hold the i64 values a load gives.
+    let st = weft_ir::interp::Storage::from_f64(DType::U8, &[300.0, -1.0, 7.9]);
+    assert_eq!(st.data, [Scalar::I64(44), Scalar::I64(255), Scalar::I64(7)]);
     let refused = [
         (
             "%a: store<u16, 1, reduce(sum)>",

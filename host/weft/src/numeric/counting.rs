@@ -79,7 +79,8 @@ impl Array {
                 shape.len()
             )));
         }
-        if !matches!(self.dtype()?, DType::I64 | DType::I32 | DType::Bool) {
+        let dtype = self.dtype()?;
+        if !(dtype.is_int() || dtype.is_unsigned() || dtype == DType::Bool) {
             return Err(Error::Usage(
                 "numeric.bincount: Cannot cast array data from dtype('float64') to \
                  dtype('int64') according to the rule 'safe'"

@@ -184,6 +184,13 @@ impl Array {
             Ok(n) => n,
             Err(e) => return self.np.wrap(Err(e)),
         };
+        if self.dtype().is_ok_and(|d| d.is_unsigned()) {
+            // NumPy sums integers for a mean in `float64`: a `uint64` sum would wrap.
+            return self
+                .astype(weft_ir::DType::F64)
+                .reduce_axes(Reduction::Sum, axes, keepdims)
+                / count as f64;
+        }
         self.reduce_axes(Reduction::Sum, axes, keepdims) / count as f64
     }
 

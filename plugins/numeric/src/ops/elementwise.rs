@@ -1,6 +1,6 @@
 //! Element-wise operations: `binary`, `unary`, `select`, `astype`, `copy` and `assign`.
 
-use weft_sdk::ir::DType;
+use weft_sdk::ir::{DType, Scalar};
 use weft_sdk::{Error, Store};
 
 use super::{Arg, Array, Input, create, fail, fill, rank, submit_map};
@@ -14,6 +14,9 @@ pub fn binary(op: BinOp, a: Arg<'_>, b: Arg<'_>) -> Result<Store, Error> {
     let name = op.name();
     let args = [a, b];
     let mut dtype = promote(name, &args)?;
+    if let Some(out) = out_of_range(op, &args, dtype)? {
+        return Ok(out);
+    }
     if op == BinOp::Div && !matches!(dtype, DType::F32 | DType::F64) {
         // NumPy's `/` is true division: integer and bool operands divide as f64.
         dtype = DType::F64;
@@ -37,6 +40,56 @@ pub fn binary(op: BinOp, a: Arg<'_>, b: Arg<'_>) -> Result<Store, Error> {
     let out = create(name, &shape, op.result_dtype(dtype))?;
     submit_map(name, &key, &out, &shape, &inputs)?;
     Ok(out)
+}
+
+/// For an unsigned `dtype`, a Python integer operand outside its range, as NumPy 2 treats
+/// one: a comparison is decided exactly (every element of the array lies on one side of it:
+/// a constant result), any other operator fails (`Python integer -1 out of bounds for
+/// uint8`). `None` where no operand is out of range.
+fn out_of_range(op: BinOp, args: &[Arg<'_>; 2], dtype: DType) -> Result<Option<Store>, Error> {
+    let name = op.name();
+    if !dtype.is_unsigned() {
+        return Ok(None);
+    }
+    let max = u64::MAX >> (64 - 8 * dtype.size());
+    let beyond = |a: &Arg<'_>| match *a {
+        Arg::Scalar(Scalar::I64(v)) if v < 0 || v as u64 > max => Some(v),
+        _ => None,
+    };
+    let Some((at, v)) = args
+        .iter()
+        .enumerate()
+        .find_map(|(i, a)| beyond(a).map(|v| (i, v)))
+    else {
+        return Ok(None);
+    };
+    if !op.is_comparison() {
+        let numpy = format!("uint{}", 8 * dtype.size());
+        return Err(fail(
+            name,
+            format!("Python integer {v} out of bounds for {numpy}"),
+        ));
+    }
+    // Every element is greater than a negative integer and less than one past the range.
+    let array_greater = v < 0;
+    let left_greater = if at == 0 {
+        !array_greater
+    } else {
+        array_greater
+    };
+    let value = match op {
+        BinOp::Equal => false,
+        BinOp::NotEqual => true,
+        BinOp::Less | BinOp::LessEqual => !left_greater,
+        _ => left_greater,
+    };
+    let shape = broadcast(
+        name,
+        &args.iter().filter_map(Arg::array).collect::<Vec<_>>(),
+    )?;
+    let out = create(name, &shape, DType::Bool)?;
+    fill(name, &out, &shape, DType::Bool, Scalar::Bool(value))?;
+    Ok(Some(out))
 }
 
 /// An operand made ready for an element-wise kernel of some shape and dtype: converted to
@@ -89,16 +142,22 @@ fn prepare(
 }
 
 /// `op a`, element-wise. An operator defined on floats only takes an integer or bool array
-/// as `f64`, as NumPy does (`np.sqrt` of `int64` is `float64`), except `floor` and `ceil`,
-/// which leave integers as they are (NumPy 2).
+/// as the smallest float that holds its values, as NumPy does (`np.sqrt` of `int64` is
+/// `float64`, of `uint16` `float32`; of `uint8` `float32` too, NumPy's `float16` being no
+/// dtype here), except `floor` and `ceil`, which leave integers as they are (NumPy 2).
 pub fn unary(op: UnOp, a: &Array<'_>) -> Result<Store, Error> {
     let name = op.name();
-    if matches!(op, UnOp::Floor | UnOp::Ceil) && matches!(a.dtype, DType::I32 | DType::I64) {
+    if matches!(op, UnOp::Floor | UnOp::Ceil) && (a.dtype.is_int() || a.dtype.is_unsigned()) {
         return copy(a);
     }
     let widened;
     let a = if op.rule() == crate::catalog::Rule::Float && !a.dtype.is_float() {
-        widened = astype(a, DType::F64)?;
+        let float = if matches!(a.dtype, DType::U8 | DType::U16) {
+            DType::F32
+        } else {
+            DType::F64
+        };
+        widened = astype(a, float)?;
         &Array::new(&widened)
     } else {
         a

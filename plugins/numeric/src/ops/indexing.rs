@@ -14,7 +14,7 @@ use crate::keys::Key;
 
 /// The elements of the chunks that `flatnonzero` counts apart, so that its walk skips the
 /// chunks with no true element: a ring of 4,000 points in a mask of 4M (NPBench's
-/// `azimint_naive`) lies in a few thousand chunks of 256.
+/// `azimint_naive`) lies in a few thousand chunks of 64.
 const NONZERO_CHUNK: u64 = 64;
 
 /// The positions (`i64`) of the nonzero elements of the flattened `a`, in order (NumPy's
