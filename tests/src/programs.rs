@@ -62,7 +62,7 @@ pub enum Step {
     /// short dot product and scalar steps that write one element of an array and read others
     /// (tasks that launch on one point, fused through other views of one store).
     ElementStep(usize, usize, u64, u64, u64),
-    /// `((x op y) % 1000) / 100` in an unsigned dtype (`UNSIGNED[t]`), `x` and `y` being
+    /// `((x op y) % 200) / 100` in an unsigned dtype (`UNSIGNED[t]`), `x` and `y` being
     /// `pool[a]` and `pool[b]` times 1000 converted to it (negative ones wrap): wrapping
     /// arithmetic whose temporaries fusion must keep to the width, orders, remainders and
     /// shifts that see the high bits, back as `f64`.
@@ -209,7 +209,7 @@ pub fn run((np, sp): &(Numeric, Sparse), program: &[Step]) -> (Vec<Vec<f64>>, Ve
                     6 => (&x - &y).right_shift(&(&y % 70i64)),
                     _ => (&x * &y).left_shift(&(&x % 9i64)).minimum(&x),
                 };
-                pool.push((&r % 1000i64).astype(DType::F64) / 100.0);
+                pool.push((&r % 200i64).astype(DType::F64) / 100.0);
             }
             Step::Center(a, rows) => {
                 let m = pick(&pool, a).reshape(&[ROWS, COLS]);
