@@ -53,7 +53,10 @@ fn inputs(np: &Numeric) -> Inputs {
     }
 }
 
-pub(crate) type Case = (&'static str, fn(&Inputs) -> Array);
+pub(crate) type Case = CaseOn<Inputs>;
+
+/// A NumPy statement and the same program on inputs `I`.
+pub(crate) type CaseOn<I> = (&'static str, fn(&I) -> Array);
 
 pub(crate) fn s(start: i64, stop: i64) -> Ix {
     Ix::Slice(Range::new(start, stop))
@@ -269,19 +272,33 @@ pub(crate) fn numeric_in_pieces(pieces: u64) -> Numeric {
 /// shapes, dtypes and values.
 pub(crate) fn check_against_numpy(cases: &[Case]) {
     let want = numpy_results(cases);
+    check_cases(cases, &want, inputs, |what, got, values| {
+        let got_values = got.to_vec().unwrap_or_else(|e| panic!("{what}: {e}"));
+        weft_tests::assert_close(what, &got_values, values, 1e-12, 1e-12);
+    });
+}
+
+/// Runs `cases` on the inputs `inputs` builds (one piece, then three) and checks each
+/// result's shape and dtype against NumPy's in `want`, and its values with `same` (the case's
+/// name, the result, NumPy's values).
+pub(crate) fn check_cases<I, V>(
+    cases: &[CaseOn<I>],
+    want: &[(Vec<u64>, String, V)],
+    inputs: fn(&Numeric) -> I,
+    same: impl Fn(&str, &Array, &V),
+) {
     assert_eq!(want.len(), cases.len());
     for pieces in [1, 3] {
         let np = numeric_in_pieces(pieces);
         let x = inputs(&np);
-        for ((expr, make), (shape, dtype, values)) in cases.iter().zip(&want) {
+        for ((expr, make), (shape, dtype, values)) in cases.iter().zip(want) {
             let got = make(&x);
             let what = format!("{expr} ({pieces} pieces)");
             let got_shape = got.shape().unwrap_or_else(|e| panic!("{what}: {e}"));
             assert_eq!(&got_shape, shape, "{what}: shape");
             let got_dtype = got.dtype().unwrap_or_else(|e| panic!("{what}: {e}"));
             assert_eq!(numpy_name(got_dtype), dtype, "{what}: dtype");
-            let got_values = got.to_vec().unwrap_or_else(|e| panic!("{what}: {e}"));
-            weft_tests::assert_close(&what, &got_values, values, 1e-12, 1e-12);
+            same(&what, &got, values);
         }
     }
 }

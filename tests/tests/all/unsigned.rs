@@ -8,7 +8,7 @@ use weft::numeric::{BinaryOp, Reduction};
 use weft::{Array, Ix, Numeric, Range};
 use weft_ir::DType;
 
-use crate::numpy_views::{numeric_in_pieces, numpy_name, python_lines};
+use crate::numpy_views::{CaseOn, check_cases, numeric_in_pieces, python_lines};
 
 /// The inputs, built the same way on both sides.
 const SETUP: &str = r#"
@@ -105,7 +105,7 @@ fn inputs(np: &Numeric) -> Inputs {
     }
 }
 
-type Case = (&'static str, fn(&Inputs) -> Array);
+type Case = CaseOn<Inputs>;
 
 fn cases() -> Vec<Case> {
     vec![
@@ -311,33 +311,23 @@ fn text<T: ToString>(v: weft::Result<Vec<T>>) -> Vec<String> {
 fn unsigned_dtypes_match_numpy() {
     let cases = cases();
     let want = numpy_results(&cases);
-    assert_eq!(want.len(), cases.len());
-    for pieces in [1, 3] {
-        let np = numeric_in_pieces(pieces);
-        let x = inputs(&np);
-        for ((expr, make), (shape, dtype, values)) in cases.iter().zip(&want) {
-            let got = make(&x);
-            let what = format!("{expr} ({pieces} pieces)");
-            let got_shape = got.shape().unwrap_or_else(|e| panic!("{what}: {e}"));
-            assert_eq!(&got_shape, shape, "{what}: shape");
-            let got_dtype = got.dtype().unwrap_or_else(|e| panic!("{what}: {e}"));
-            assert_eq!(numpy_name(got_dtype), dtype, "{what}: dtype");
-            let got = elements(&got);
-            let same = got.len() == values.len()
-                && got.iter().zip(values).all(|(g, w)| {
-                    match (g.parse::<f64>(), w.parse::<f64>()) {
-                        // Floats by value (Python and Rust print them differently); integers,
-                        // which parse too, compare as text first so that 2^64 - 1 is exact.
-                        _ if g == w => true,
-                        (Ok(a), Ok(b)) if dtype.starts_with("float") => {
-                            a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
-                        }
-                        _ => false,
+    check_cases(&cases, &want, inputs, |what, got, values| {
+        let float = got.dtype().is_ok_and(|d| d.is_float());
+        let got = elements(got);
+        let same = got.len() == values.len()
+            && got.iter().zip(values).all(|(g, w)| {
+                match (g.parse::<f64>(), w.parse::<f64>()) {
+                    // Floats by value (Python and Rust print them differently); integers,
+                    // which parse too, compare as text first so that 2^64 - 1 is exact.
+                    _ if g == w => true,
+                    (Ok(a), Ok(b)) if float => {
+                        a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
                     }
-                });
-            assert!(same, "{what}: got {got:?}, NumPy {values:?}");
-        }
-    }
+                    _ => false,
+                }
+            });
+        assert!(same, "{what}: got {got:?}, NumPy {values:?}");
+    });
 }
 
 /// Arithmetic with a Python integer outside an unsigned dtype's range fails as NumPy 2's does,

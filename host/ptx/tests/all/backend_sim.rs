@@ -30,15 +30,21 @@ fn simulated_with(text: &str) -> (PtxBackend<weft_ptx::sim::SimDevice>, Arc<Kern
 
 /// A rank-1 binding of `n` elements of `size` bytes at the start of `buffer`.
 pub(crate) fn vector(buffer: BufferId, n: usize, size: usize) -> Binding {
+    window(buffer, 0, n, size, None)
+}
+
+/// A rank-1 binding of `n` elements of `size` bytes from element `offset` of `buffer`,
+/// deferred with the halo `deferred` where there is one.
+fn window(buffer: BufferId, offset: u64, n: usize, size: usize, deferred: Option<u32>) -> Binding {
     Binding::Buffer {
         buffer,
-        offset: 0,
+        offset,
         extents: vec![n as i64].into(),
         strides: vec![1].into(),
         origin: vec![0].into(),
         view: vec![n as u64].into(),
         element_size: size,
-        deferred: None,
+        deferred,
     }
 }
 
@@ -774,16 +780,7 @@ fn deferred_stores_of_sole_launches_swap_buffers() {
     let n = 10usize;
     let mut want: Vec<f64> = (0..n).map(|i| i as f64).collect();
     let grid = upload(&mut backend, &want);
-    let view = |offset: u64, deferred: Option<u32>| Binding::Buffer {
-        buffer: grid,
-        offset,
-        extents: vec![(n - 1) as i64].into(),
-        strides: vec![1].into(),
-        origin: vec![0].into(),
-        view: vec![(n - 1) as u64].into(),
-        element_size: 8,
-        deferred,
-    };
+    let view = |offset: u64, deferred: Option<u32>| window(grid, offset, n - 1, 8, deferred);
     // out[i] = in[i] + in[i - 1] over grid[1..], in = grid[1..], left = grid[..n-1].
     let args = [view(1, None), view(0, None), view(1, Some(1))];
     let reference = |want: &mut Vec<f64>| {
@@ -947,16 +944,7 @@ fn deferred_stores_into_unsigned_stores_copy_every_bit() {
         };
         let grid = backend.alloc((n * size) as u64).expect("alloc");
         backend.write(grid, 0, &bytes(&want)).expect("writes");
-        let view = |offset: u64, deferred: Option<u32>| Binding::Buffer {
-            buffer: grid,
-            offset,
-            extents: vec![(n - 1) as i64].into(),
-            strides: vec![1].into(),
-            origin: vec![0].into(),
-            view: vec![(n - 1) as u64].into(),
-            element_size: size,
-            deferred,
-        };
+        let view = |offset: u64, deferred: Option<u32>| window(grid, offset, n - 1, size, deferred);
         let args = [view(1, None), view(0, None), view(1, Some(1))];
         for k in 0..3 {
             backend
