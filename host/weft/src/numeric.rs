@@ -28,6 +28,7 @@ mod basic_index;
 mod bitwise;
 mod complex;
 mod complex_linalg;
+mod compressed;
 mod counting;
 pub use complex::{Complex, ComplexArray, ComplexOperand};
 mod grids;
@@ -87,6 +88,8 @@ struct Inner {
     memo: RefCell<replayed::CallMemo>,
     /// The positions of the last mask compressed through (see `search::MaskPositions`).
     mask_positions: RefCell<Option<search::MaskPositions>>,
+    /// The copy of the last mask a deferred compression was asked through.
+    mask_snapshot: RefCell<Option<compressed::MaskSnapshot>>,
 }
 
 /// One operand of an element-wise operation.
@@ -228,12 +231,22 @@ impl Drop for SiteGuard<'_> {
 #[derive(Clone)]
 pub struct Array {
     np: Numeric,
-    value: std::result::Result<StoreHandle, Rc<Error>>,
+    slot: Slot,
+}
+
+/// What an [`Array`] holds: its store (or the error that poisoned it), or a boolean
+/// compression not yet carried out ([`compressed::Compressed`]).
+#[derive(Clone)]
+enum Slot {
+    /// A store, or the error in its place.
+    Ready(std::result::Result<StoreHandle, Rc<Error>>),
+    /// `full[mask]`, compressed when something needs its store.
+    Compressed(Rc<compressed::Compressed>),
 }
 
 impl std::fmt::Debug for Array {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.value {
+        match self.value() {
             Ok(h) => write!(f, "Array({h:?})"),
             Err(e) => write!(f, "Array(poisoned: {e})"),
         }
@@ -271,6 +284,7 @@ impl Numeric {
                 sites: RefCell::default(),
                 memo: RefCell::default(),
                 mask_positions: RefCell::default(),
+                mask_snapshot: RefCell::default(),
             }),
         })
     }
@@ -285,7 +299,7 @@ impl Numeric {
     pub(crate) fn wrap(&self, value: Result<StoreHandle>) -> Array {
         Array {
             np: self.clone(),
-            value: value.map_err(|e| Rc::new(self.located(e))),
+            slot: Slot::Ready(value.map_err(|e| Rc::new(self.located(e)))),
         }
     }
 
@@ -380,7 +394,7 @@ impl Numeric {
         let value = result.and_then(|id| self.inner.rt.borrow().adopt(id));
         Array {
             np: self.clone(),
-            value: value.map_err(Rc::new),
+            slot: Slot::Ready(value.map_err(Rc::new)),
         }
     }
 
@@ -467,7 +481,7 @@ impl Numeric {
             .store_from_bytes(shape, DType::F64, &bytes);
         Array {
             np: self.clone(),
-            value: value.map_err(Rc::new),
+            slot: Slot::Ready(value.map_err(Rc::new)),
         }
     }
 }
@@ -497,7 +511,7 @@ impl Operand<'_> {
     fn resolve(&self, np: &Numeric) -> std::result::Result<OperandRef, Rc<Error>> {
         match self {
             Operand::Array(a) => {
-                let h = a.value.as_ref().map_err(Rc::clone)?;
+                let h = a.value().as_ref().map_err(Rc::clone)?;
                 np.check_same(&a.np)?;
                 Ok(OperandRef::Store(h.id()))
             }
@@ -508,9 +522,17 @@ impl Operand<'_> {
 }
 
 impl Array {
+    /// The store or the error; a deferred compression is carried out here, once.
+    fn value(&self) -> &std::result::Result<StoreHandle, Rc<Error>> {
+        match &self.slot {
+            Slot::Ready(value) => value,
+            Slot::Compressed(c) => c.value(),
+        }
+    }
+
     /// The runtime's handle to the store, or the error that poisoned this array.
     pub fn handle(&self) -> Result<&StoreHandle> {
-        self.value.as_ref().map_err(shared)
+        self.value().as_ref().map_err(shared)
     }
 
     /// Returns the error that poisoned this array, if any.
@@ -528,7 +550,7 @@ impl Array {
     /// storage: `store 8 "grid" (argument 0 of ...)`. For a view, the name goes to the storage
     /// it views, which all its views share. A poisoned array stays as it is.
     pub fn named(self, name: &str) -> Array {
-        if let Ok(h) = &self.value {
+        if let Ok(h) = self.value() {
             let id = h.id();
             // Naming is for explanations only: an array whose store is gone keeps no name.
             let _ = self.np.runtime(|rt| rt.set_label(id, name));
@@ -546,14 +568,14 @@ impl Array {
             weft_runtime::StoreId,
         ) -> wasmtime::Result<std::result::Result<Resource<StoreRes>, wit::Error>>,
     ) -> Array {
-        match &self.value {
+        match self.value() {
             Ok(h) => {
                 let id = h.id();
                 self.np.make(name, |g, s| f(g, s, id))
             }
             Err(e) => Array {
                 np: self.np.clone(),
-                value: Err(e.clone()),
+                slot: Slot::Ready(Err(e.clone())),
             },
         }
     }
@@ -625,12 +647,15 @@ impl Array {
     #[track_caller]
     pub fn binary<'a>(&self, op: BinaryOp, other: impl Into<Operand<'a>>) -> Array {
         let other = other.into();
+        if let Some(deferred) = self.deferred_binary(op, &other) {
+            return deferred;
+        }
         let rhs = match other.resolve(&self.np) {
             Ok(r) => r,
             Err(e) => {
                 return Array {
                     np: self.np.clone(),
-                    value: Err(e),
+                    slot: Slot::Ready(Err(e)),
                 };
             }
         };
@@ -645,6 +670,9 @@ impl Array {
     /// `scalar op self`, for operators with a scalar on the left.
     #[track_caller]
     pub fn binary_rev(&self, op: BinaryOp, scalar: f64) -> Array {
+        if let Some(deferred) = self.deferred_binary_rev(op, scalar) {
+            return deferred;
+        }
         let key = CallKey::new(op_name(op)).word(1).word(scalar.to_bits());
         self.derive_replayed(op_name(op), key, &[], |g, s, id| {
             let b = api::Operand::Array(s.data_mut().lend(id)?);
@@ -655,6 +683,9 @@ impl Array {
     /// An element-wise unary operation.
     #[track_caller]
     pub fn unary(&self, op: UnaryOp) -> Array {
+        if let Some(deferred) = self.deferred_map(|full| full.unary(op)) {
+            return deferred;
+        }
         let key = CallKey::new("unary").word(op as u64);
         self.derive_replayed("unary", key, &[], |g, s, id| {
             let a = s.data_mut().lend(id)?;
@@ -665,12 +696,16 @@ impl Array {
     /// `self ? a : b`, element-wise (NumPy's `where`); `self` is a bool array.
     #[track_caller]
     pub fn select<'a, 'b>(&self, a: impl Into<Operand<'a>>, b: impl Into<Operand<'b>>) -> Array {
-        let (a, b) = match (a.into().resolve(&self.np), b.into().resolve(&self.np)) {
+        let (a, b) = (a.into(), b.into());
+        if let Some(deferred) = self.deferred_select(&a, &b) {
+            return deferred;
+        }
+        let (a, b) = match (a.resolve(&self.np), b.resolve(&self.np)) {
             (Ok(a), Ok(b)) => (a, b),
             (Err(e), _) | (_, Err(e)) => {
                 return Array {
                     np: self.np.clone(),
-                    value: Err(e),
+                    slot: Slot::Ready(Err(e)),
                 };
             }
         };
@@ -685,6 +720,9 @@ impl Array {
     /// A copy converted to `dtype`.
     #[track_caller]
     pub fn astype(&self, dtype: DType) -> Array {
+        if let Some(deferred) = self.deferred_map(|full| full.astype(dtype)) {
+            return deferred;
+        }
         let key = CallKey::new("astype").word(dtype as u64);
         self.derive_replayed("astype", key, &[], |g, s, id| {
             let a = s.data_mut().lend(id)?;
@@ -695,6 +733,9 @@ impl Array {
     /// A fresh copy.
     #[track_caller]
     pub fn copy(&self) -> Array {
+        if let Some(deferred) = self.deferred_map(Array::copy) {
+            return deferred;
+        }
         self.derive_replayed("copy", CallKey::new("copy"), &[], |g, s, id| {
             let a = s.data_mut().lend(id)?;
             g.call_copy(s, a)
@@ -827,13 +868,13 @@ impl Array {
         let other = match self
             .np
             .check_same(&other.np)
-            .and(other.value.as_ref().map_err(Rc::clone))
+            .and(other.value().as_ref().map_err(Rc::clone))
         {
             Ok(h) => h.id(),
             Err(e) => {
                 return Array {
                     np: self.np.clone(),
-                    value: Err(e.clone()),
+                    slot: Slot::Ready(Err(e.clone())),
                 };
             }
         };

@@ -841,3 +841,60 @@ fn det_cholesky_qr_and_norms_meet_references_written_out() {
         .expect_err("needs singular values");
     assert!(e.to_string().contains("singular values"), "{e}");
 }
+
+/// `|z|` as the facade computes it (NumPy's scaled formula): the larger part times
+/// `sqrt(1 + r^2)`, `r` the ratio of the smaller to the larger.
+fn reference_abs(z: C) -> f64 {
+    let (x, y) = (z.0.abs(), z.1.abs());
+    let (m, n) = (x.max(y), x.min(y));
+    if x == f64::INFINITY || y == f64::INFINITY {
+        f64::INFINITY
+    } else if n == 0.0 || m == f64::INFINITY {
+        m
+    } else {
+        let r = n / m;
+        m * (r * r + 1.0).sqrt()
+    }
+}
+
+/// NPBench's Mandelbrot step, `I = abs(Z) < 2; N[I] = n; Z[I] = Z[I]**2 + C[I]`, on one
+/// piece and three: the same bits as the step written out here, and no count or position is
+/// read from a store on the way (the compressions are never carried out, `a[m] = f(a[m])`
+/// being `where(m, f(a), a)`).
+#[test]
+fn masked_updates_match_the_loop_and_never_compress() {
+    for pieces in [1, 3] {
+        let np = crate::numpy_views::numeric_in_pieces(pieces);
+        let (rows, cols) = (9usize, 13usize);
+        let c_host = pairs(rows * cols, 77);
+        let c = upload(&np, &[rows as u64, cols as u64], &c_host);
+        let z = c.copy();
+        let n = np.zeros(&[rows as u64, cols as u64], DType::I64);
+        let (mut z_want, mut n_want) = (c_host.clone(), vec![0.0; rows * cols]);
+        z.check().expect("uploads");
+        let before = np.runtime(|rt| rt.stats().bytes_read);
+        for it in 0..6i64 {
+            let inside = z.abs().lt(2.0);
+            n.assign_where(&inside, it).expect("assigns");
+            let next =
+                z.masked(&inside).expect("masked").powi(2) + &c.masked(&inside).expect("masked");
+            z.assign_masked(&inside, &next).expect("assigns");
+            for ((zw, nw), cw) in z_want.iter_mut().zip(&mut n_want).zip(&c_host) {
+                if reference_abs(*zw) < 2.0 {
+                    *nw = it as f64;
+                    let sq = cmul(*zw, *zw);
+                    *zw = (sq.0 + cw.0, sq.1 + cw.1);
+                }
+            }
+        }
+        z.check().expect("runs");
+        n.check().expect("runs");
+        assert_eq!(
+            np.runtime(|rt| rt.stats().bytes_read),
+            before,
+            "{pieces} pieces: nothing read before the results"
+        );
+        same_bits("Z after six steps", &read(&z), &z_want);
+        assert_eq!(n.to_vec().expect("reads"), n_want, "{pieces} pieces: N");
+    }
+}

@@ -367,8 +367,9 @@ fn errors_name_the_applications_source_line() {
 }
 
 /// `a[mask]`, `flatnonzero`, `nonzero` and `a[m] = f(a[m])` run on the back end: of all the
-/// bytes they touch, only each count (8 bytes) is read out of a store, on one piece or three;
-/// the results equal positions computed here.
+/// bytes they touch, only each count (8 bytes) is read out of a store, on one piece or three,
+/// and `a[m] = f(a[m])` reads none (it never compresses); the results equal positions computed
+/// here.
 #[test]
 fn masks_and_positions_are_found_on_the_back_end() {
     let n = 100_000u64;
@@ -395,9 +396,8 @@ fn masks_and_positions_are_found_on_the_back_end() {
         x.check().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             read() - before,
-            4 * 8,
-            "{pieces} pieces: only the four counts (the second `x[mask]` uses the first's \
-             positions)"
+            3 * 8,
+            "{pieces} pieces: only the counts of `x[mask]`, `flatnonzero` and `nonzero`"
         );
         assert_eq!(picked.to_vec().unwrap(), want, "{pieces} pieces: a[mask]");
         assert_eq!(flat.to_vec().unwrap(), want, "{pieces} pieces: flatnonzero");
@@ -459,6 +459,100 @@ fn a_masks_positions_follow_its_changes() {
     let other = x.lt(3.0);
     other.assign(&x.gt(18.0)).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(ok(y.masked(&other)).to_vec().unwrap(), vec![190.0]);
+}
+
+/// `a[m]` is compressed late (`numeric/compressed.rs`): what it selected and the values it
+/// took are those of when it was asked for, whatever is written to the array or the mask
+/// after; an assignment back through a mask written since takes the compressed values in
+/// order, as NumPy does; compressions through different masks, or beside ordinary arrays,
+/// combine as compressed arrays.
+#[test]
+fn late_compressions_keep_what_they_selected() {
+    for pieces in [1, 3] {
+        let np = numeric_in_pieces(pieces);
+        let x = np.arange(0.0, 20.0, 1.0, DType::F64);
+        let m = x.lt(5.0);
+        let picked = ok(x.masked(&m));
+        let doubled = ok(x.masked(&m)) * 2.0;
+        let as_ints = ok(x.masked(&m)).astype(DType::I64);
+        x.assign(&(&x * 100.0)).unwrap_or_else(|e| panic!("{e}"));
+        m.assign(&x.ge(0.0)).unwrap_or_else(|e| panic!("{e}"));
+        let first: Vec<f64> = (0..5).map(f64::from).collect();
+        assert_eq!(
+            picked.to_vec().unwrap(),
+            first,
+            "{pieces}: x[m] before both writes"
+        );
+        assert_eq!(as_ints.dtype().unwrap(), DType::I64);
+        assert_eq!(as_ints.shape().unwrap(), [5]);
+        let twice: Vec<f64> = first.iter().map(|v| v * 2.0).collect();
+        assert_eq!(doubled.to_vec().unwrap(), twice, "{pieces}: x[m] * 2");
+
+        // z[m] = f(z[m]) where m changed in between: the values go, in order, to the new
+        // mask's positions (NumPy's semantics), not f of the elements the new mask selects.
+        let z = np.arange(0.0, 20.0, 1.0, DType::F64);
+        let mask = z.lt(5.0);
+        let values = ok(z.masked(&mask)) * 2.0 + 1.0;
+        mask.assign(&z.ge(15.0)).unwrap_or_else(|e| panic!("{e}"));
+        z.assign_masked(&mask, &values)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let want: Vec<f64> = (0..20)
+            .map(|p| {
+                if p >= 15 {
+                    2.0 * f64::from(p - 15) + 1.0
+                } else {
+                    f64::from(p)
+                }
+            })
+            .collect();
+        assert_eq!(
+            z.to_vec().unwrap(),
+            want,
+            "{pieces}: assigned through a new mask"
+        );
+        // ... and with a count that no longer matches, NumPy's error; the array is untouched.
+        let w = np.arange(0.0, 20.0, 1.0, DType::F64);
+        let fewer = ok(w.masked(&w.lt(3.0)));
+        let e = w.assign_masked(&w.lt(4.0), &fewer).unwrap_err().to_string();
+        assert!(
+            e.contains("cannot assign 3 input values to the 4 output"),
+            "{e}"
+        );
+        let kept: Vec<f64> = (0..20).map(f64::from).collect();
+        assert_eq!(
+            w.to_vec().unwrap(),
+            kept,
+            "{pieces}: untouched after the error"
+        );
+
+        // Two masks with the same count, and a compressed array beside an ordinary one.
+        let y = np.arange(0.0, 20.0, 1.0, DType::F64);
+        let low = ok(y.masked(&y.lt(4.0)));
+        let high = ok(y.masked(&y.ge(16.0)));
+        let sum = &low + &high;
+        assert_eq!(
+            sum.to_vec().unwrap(),
+            vec![16.0, 18.0, 20.0, 22.0],
+            "{pieces}"
+        );
+        let plus = &low + &np.from_vec(&[4], &[10.0, 20.0, 30.0, 40.0]);
+        assert_eq!(
+            plus.to_vec().unwrap(),
+            vec![10.0, 21.0, 32.0, 43.0],
+            "{pieces}"
+        );
+        let chosen = low.gt(1.5).select(&low, -1.0);
+        assert_eq!(
+            chosen.to_vec().unwrap(),
+            vec![-1.0, -1.0, 2.0, 3.0],
+            "{pieces}"
+        );
+        let e = (&low + &ok(y.masked(&y.lt(3.0))))
+            .check()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("(4,)") && e.contains("(3,)"), "{e}");
+    }
 }
 
 /// `flatnonzero` walks only the chunks of the mask that hold a true element: masks that are

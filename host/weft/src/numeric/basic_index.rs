@@ -103,7 +103,7 @@ impl Array {
     /// `self[indices]` made by the host (see the module documentation), or `None` for the
     /// plugin's call.
     pub(crate) fn host_index(&self, indices: &[Ix]) -> Option<Array> {
-        let handle = self.value.as_ref().ok()?;
+        let handle = self.value().as_ref().ok()?;
         if !self.np.call_replay() {
             return None;
         }
@@ -124,7 +124,7 @@ impl Array {
         self.np.count_host_view();
         Some(Array {
             np: self.np.clone(),
-            value,
+            slot: super::Slot::Ready(value),
         })
     }
 }

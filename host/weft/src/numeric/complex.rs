@@ -689,9 +689,10 @@ impl ComplexArray {
     /// [`Array::masked`]).
     #[track_caller]
     pub fn masked(&self, mask: &Array) -> Result<ComplexArray> {
-        let _site = self.re.np.site_guard(std::panic::Location::caller());
-        let positions = self.re.mask_positions("numeric.masked", mask)?;
-        Ok(self.each(|p| p.gather_flat(&positions)))
+        Ok(ComplexArray {
+            re: self.re.masked(mask)?,
+            im: self.im.masked(mask)?,
+        })
     }
 
     /// `self[i0, i1, ...] = values` with one integer index array per dimension
@@ -713,6 +714,14 @@ impl ComplexArray {
     #[track_caller]
     pub fn assign_masked(&self, mask: &Array, values: &ComplexArray) -> Result<()> {
         let _site = self.re.np.site_guard(std::panic::Location::caller());
+        self.re.check_mask("numeric.assign_masked", mask)?;
+        let key = self.re.mask_key(mask)?;
+        let through_mask = |p: &Array| p.deferred().is_some_and(|c| c.key() == key);
+        if through_mask(&values.re) && through_mask(&values.im) {
+            self.re.assign_deferred(mask, &values.re)?;
+            self.im.assign_deferred(mask, &values.im)?;
+            return Ok(());
+        }
         let given = values.shape()?;
         match self
             .re

@@ -102,7 +102,7 @@ impl Numeric {
             .store_from_bytes(shape, T::DTYPE, &bytes);
         Array {
             np: self.clone(),
-            value: value.map_err(Rc::new),
+            slot: super::Slot::Ready(value.map_err(Rc::new)),
         }
     }
 

@@ -254,7 +254,7 @@ impl Numeric {
         });
         Array {
             np: self.clone(),
-            value: value.map_err(Rc::new),
+            slot: super::Slot::Ready(value.map_err(Rc::new)),
         }
     }
 }
@@ -270,7 +270,7 @@ impl Array {
         rest: &[&OperandRef],
         f: impl FnOnce(&Guest, &mut wasmtime::Store<PluginState>, StoreId) -> Answer<Resource<StoreRes>>,
     ) -> Array {
-        match &self.value {
+        match self.value() {
             Ok(h) => {
                 let id = h.id();
                 let mut args = vec![id];
@@ -279,7 +279,7 @@ impl Array {
             }
             Err(e) => Array {
                 np: self.np.clone(),
-                value: Err(e.clone()),
+                slot: super::Slot::Ready(Err(e.clone())),
             },
         }
     }

@@ -4,7 +4,7 @@
 
 use weft_ir::DType;
 
-use super::{Array, Operand, Reduction, shape_text};
+use super::{Array, Operand, Reduction, Slot, shape_text};
 use crate::{Error, Result};
 
 /// `axis` of an array of rank `rank` as an index (negative counts from the end), or NumPy's
@@ -166,16 +166,6 @@ impl Array {
         Ok(coords)
     }
 
-    /// The elements where `mask` (a bool array of this shape) is true, in row-major order, as
-    /// a 1-d array (NumPy's `a[mask]`): a gather at the mask's [`Array::flatnonzero`]
-    /// positions, all on the back end but the count.
-    #[track_caller]
-    pub fn masked(&self, mask: &Array) -> Result<Array> {
-        let _site = self.np.site_guard(std::panic::Location::caller());
-        let positions = self.mask_positions("numeric.masked", mask)?;
-        Ok(self.gather_flat(&positions))
-    }
-
     /// `self[mask] = values` where `values` holds one element for each true element of `mask`
     /// (a bool array of this shape), in row-major order: NumPy's assignment through a boolean
     /// index of compressed values, as in `a[m] = f(a[m])`. Each element where `mask` is true
@@ -184,6 +174,10 @@ impl Array {
     #[track_caller]
     pub fn assign_masked(&self, mask: &Array, values: &Array) -> Result<()> {
         let _site = self.np.site_guard(std::panic::Location::caller());
+        self.check_mask("numeric.assign_masked", mask)?;
+        if self.assign_deferred(mask, values)?.is_some() {
+            return Ok(());
+        }
         match self.masked_slots("numeric.assign_masked", mask, &values.shape()?)? {
             Some(slots) => self.assign_from_slots(mask, values, &slots),
             None => Ok(()),
@@ -204,7 +198,7 @@ impl Array {
         {
             return Ok(Array {
                 np: self.np.clone(),
-                value: Ok(kept.positions.clone()),
+                slot: Slot::Ready(Ok(kept.positions.clone())),
             });
         }
         let positions = mask.reshape(&[-1]).flatnonzero();
@@ -263,7 +257,7 @@ impl Array {
 
     /// Checks that `mask` is a bool array of this array's shape, for operation `op`; this
     /// array's shape.
-    fn check_mask(&self, op: &str, mask: &Array) -> Result<Vec<u64>> {
+    pub(super) fn check_mask(&self, op: &str, mask: &Array) -> Result<Vec<u64>> {
         let (shape, mask_shape) = (self.shape()?, mask.shape()?);
         if mask.dtype()? != DType::Bool {
             return Err(Error::Usage(format!("{op}: the mask must be a bool array")));
