@@ -590,6 +590,9 @@ impl Array {
     /// The element type.
     #[track_caller]
     pub fn dtype(&self) -> Result<DType> {
+        if let Some(c) = self.deferred() {
+            return c.full().dtype();
+        }
         let h = self.handle()?;
         self.np.inner.rt.borrow_mut().dtype(h)
     }
@@ -762,6 +765,9 @@ impl Array {
     /// A reduction of all elements to a 0-d array.
     #[track_caller]
     pub fn reduce(&self, op: Reduction) -> Array {
+        if let Some(deferred) = self.deferred_reduce(op) {
+            return deferred;
+        }
         if let Some(r) = self.through_i64(unsigned::Kept::of(op), |a| a.reduce(op)) {
             return r;
         }

@@ -102,6 +102,39 @@ fn cases() -> Vec<Case> {
             },
         ),
         ("M[M > 1.0]", |x| ok(x.m.masked(&x.m.gt(1.0)))),
+        ("np.sum(M[M > 1.0])", |x| ok(x.m.masked(&x.m.gt(1.0))).sum()),
+        ("np.prod(M[M > 1.0])", |x| {
+            ok(x.m.masked(&x.m.gt(1.0))).prod()
+        }),
+        ("np.mean(A[A < 0.0])", |x| {
+            ok(x.a.masked(&x.a.lt(0.0))).mean()
+        }),
+        ("np.mean(F[F > 0.7])", |x| {
+            ok(x.f.masked(&x.f.gt(0.7))).mean()
+        }),
+        ("np.sum(F[F > 0.7])", |x| ok(x.f.masked(&x.f.gt(0.7))).sum()),
+        ("np.mean(I[I != 2])", |x| {
+            ok(x.i.masked(&x.i.ne(2.0))).mean()
+        }),
+        ("np.sum(I[I != 2])", |x| ok(x.i.masked(&x.i.ne(2.0))).sum()),
+        ("np.sum(I)", |x| x.i.sum()),
+        ("np.prod(I, axis=1)", |x| {
+            x.i.reduce_axes(weft::numeric::Reduction::Prod, Some(&[1]), false)
+        }),
+        ("np.cumsum(I)", |x| x.i.cumsum(None)),
+        ("np.sum(M > 0.0, axis=0)", |x| {
+            x.m.gt(0.0)
+                .reduce_axes(weft::numeric::Reduction::Sum, Some(&[0]), false)
+        }),
+        ("np.sum((M > 0.0)[M < 1.0])", |x| {
+            ok(x.m.gt(0.0).masked(&x.m.lt(1.0))).sum()
+        }),
+        ("np.mean(I.astype(np.uint8)[I > 0])", |x| {
+            ok(x.i.astype(DType::U8).masked(&x.i.gt(0.0))).mean()
+        }),
+        ("np.sum(I.astype(np.uint16)[I > 0])", |x| {
+            ok(x.i.astype(DType::U16).masked(&x.i.gt(0.0))).sum()
+        }),
         ("A[:, 1][A[:, 1] < -1.0]", |x| {
             let col = x.a.index(&[all(), Ix::At(1)]);
             ok(col.masked(&col.lt(-1.0)))
@@ -552,6 +585,30 @@ fn late_compressions_keep_what_they_selected() {
             .unwrap_err()
             .to_string();
         assert!(e.contains("(4,)") && e.contains("(3,)"), "{e}");
+
+        // Sums, products and means reduce without compressing, as compressed ones do; an
+        // empty mask's mean is NaN, as NumPy's.
+        let before = np.runtime(|rt| rt.stats().bytes_read);
+        let late = ok(y.masked(&y.gt(12.5)));
+        let (sum, prod, mean) = (late.sum(), late.prod(), late.mean());
+        let empty = ok(y.masked(&y.lt(-1.0))).mean();
+        for r in [&sum, &prod, &mean, &empty] {
+            r.check().unwrap_or_else(|e| panic!("{e}"));
+        }
+        assert_eq!(
+            np.runtime(|rt| rt.stats().bytes_read),
+            before,
+            "{pieces}: no count"
+        );
+        let kept: Vec<f64> = (13..20).map(f64::from).collect();
+        assert_eq!(sum.item().unwrap(), kept.iter().sum::<f64>(), "{pieces}");
+        assert_eq!(
+            prod.item().unwrap(),
+            kept.iter().product::<f64>(),
+            "{pieces}"
+        );
+        assert_eq!(mean.item().unwrap(), 16.0, "{pieces}");
+        assert!(empty.item().unwrap().is_nan(), "{pieces}: mean of nothing");
     }
 }
 

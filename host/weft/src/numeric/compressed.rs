@@ -20,7 +20,9 @@ use std::rc::Rc;
 
 use weft_runtime::{StoreHandle, StoreId};
 
-use super::{Array, BinaryOp, Operand, Slot};
+use weft_ir::DType;
+
+use super::{Array, BinaryOp, Operand, Reduction, Slot};
 use crate::{Error, Result};
 
 /// What identifies a mask's elements: its store and that store's write stamp (see
@@ -49,6 +51,11 @@ pub(crate) struct Compressed {
 }
 
 impl Compressed {
+    /// The values at the mask's full shape (their dtype is the compression's).
+    pub(super) fn full(&self) -> &Array {
+        &self.full
+    }
+
     /// The identity of the mask this compression is through.
     pub(super) fn key(&self) -> MaskKey {
         self.key
@@ -166,6 +173,40 @@ impl Array {
         let c = self.deferred()?;
         let (a, b) = (full_operand(c, a)?, full_operand(c, b)?);
         Some(self.deferred_as(c, c.full.select(a, b)))
+    }
+
+    /// The sum or product of a deferred compression's elements, `None` for other reductions
+    /// or an ordinary array: the reduction of `where(mask, full, identity)` over the full
+    /// shape (the identity a Python integer, so the dtype is `full`'s), in the canonical
+    /// order of that shape, with no count read.
+    pub(super) fn deferred_reduce(&self, op: Reduction) -> Option<Array> {
+        let identity = match op {
+            Reduction::Sum => 0,
+            Reduction::Prod => 1,
+            _ => return None,
+        };
+        let c = self.deferred()?;
+        Some(c.mask.select(&c.full, Operand::Int(identity)).reduce(op))
+    }
+
+    /// The mean of a deferred compression's elements (`None` for an ordinary array): its sum
+    /// ([`Array::deferred_reduce`]; integers summed as NumPy's `mean` sums them, unsigned
+    /// ones in `float64`) over the mask's count, both reductions of one pass. A float sum
+    /// keeps its dtype; an integer one gives `float64`.
+    pub(super) fn deferred_mean(&self) -> Option<Array> {
+        let c = self.deferred()?;
+        let dtype = c.full.dtype().ok()?;
+        let full = if dtype.is_unsigned() {
+            c.full.astype(DType::F64)
+        } else {
+            c.full.clone()
+        };
+        let total = c.mask.select(&full, Operand::Int(0)).reduce(Reduction::Sum);
+        let count = c.mask.astype(DType::I64).reduce(Reduction::Sum);
+        Some(match total.dtype().ok()? {
+            float @ (DType::F32 | DType::F64) => &total / &count.astype(float),
+            _ => &total.astype(DType::F64) / &count.astype(DType::F64),
+        })
     }
 
     /// `self[mask] = values` without compressing, where `values` is a deferred compression

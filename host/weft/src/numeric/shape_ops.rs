@@ -198,6 +198,9 @@ impl Array {
     #[track_caller]
     pub fn mean(&self) -> Array {
         let _site = self.np.site_guard(std::panic::Location::caller());
+        if let Some(deferred) = self.deferred_mean() {
+            return deferred;
+        }
         self.mean_axes(None, false)
     }
 
