@@ -85,6 +85,35 @@ impl Window {
     }
 }
 
+/// Where to cut a full window whose tasks repeat a loop's body, so that the next window
+/// starts where this one's iterations start: `None` when they do not repeat, or the window
+/// already ends at an iteration's end.
+///
+/// A loop of `p` tasks an iteration fills a window of `n` tasks with `n / p` iterations and a
+/// part of one; run whole, the next window starts elsewhere in the body, and each of up to
+/// `p` alignments is a plan and a kernel of its own (NPBench's `mandelbrot1`: 24 kernels
+/// compiled for one loop). Cut after the last whole iteration, every window of the loop
+/// starts at the same task and is the same plan. The body is found as the least period `p`
+/// of the window's kernels (compared by identity) that holds over its last `2 p` tasks at
+/// least and over half of it; the iterations are counted from where that run starts, so the
+/// tasks before the loop are not part of any.
+pub(crate) fn loop_cut(tasks: &[IndexTask]) -> Option<usize> {
+    let n = tasks.len();
+    let same = |i: usize, j: usize| Arc::ptr_eq(&tasks[i].kernel, &tasks[j].kernel);
+    for p in 1..=n / 2 {
+        // The start of the longest run at the window's end that repeats with period p.
+        let mut start = n - p;
+        while start > 0 && same(start - 1, start - 1 + p) {
+            start -= 1;
+        }
+        if n - start >= (2 * p).max(n / 2) {
+            let cut = start + (n - start) / p * p;
+            return (cut > 0 && cut < n).then_some(cut);
+        }
+    }
+    None
+}
+
 /// The summaries of the window's runs (`WEFT_EXPLAIN=1`): the plans of the run under way, and
 /// what was shown so far.
 #[derive(Debug, Default)]
@@ -300,7 +329,10 @@ impl Core {
             return Ok(());
         }
         let mut tasks = std::mem::take(&mut self.window.tasks);
+        // The planner sees the window up to the loop's cut; the rest stays pending.
+        let rest = loop_cut(&tasks).map_or_else(Vec::new, |cut| tasks.split_off(cut));
         let result = self.run_front(&mut tasks);
+        tasks.extend(rest);
         self.window.tasks = tasks;
         self.summarize_run();
         result

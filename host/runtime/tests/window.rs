@@ -160,6 +160,55 @@ fn a_window_grows_only_up_to_its_bound() {
     assert_eq!(core.pending_tasks(), 15);
 }
 
+/// A full window of a loop's iterations runs up to the end of its last whole iteration, so
+/// that every later window starts at the body's first task (and is the same plan); the tasks
+/// before the loop belong to no iteration.
+#[test]
+fn a_full_window_of_a_loop_is_cut_after_a_whole_iteration() {
+    let (mut core, log) = core_with(Box::new(Together { group: usize::MAX }), 32);
+    let head = affine("t.head", 1.0, 0.0);
+    let body: Vec<Arc<KernelEntry>> = ["t.a", "t.b", "t.c", "t.d", "t.e"]
+        .iter()
+        .map(|name| affine(name, 2.0, 1.0))
+        .collect();
+    let src = vector(&mut core, &[1.0; 2]);
+    let mut submit = |core: &mut Core, k: &Arc<KernelEntry>| {
+        let o = core.create_store(vec![2], DType::F64).unwrap();
+        core.submit(task(k, src, o, 2)).unwrap();
+    };
+    for _ in 0..3 {
+        submit(&mut core, &head);
+    }
+    let mut ran = Vec::new();
+    for _ in 0..40 {
+        for k in &body {
+            submit(&mut core, k);
+            let now = launched(&log).len();
+            if now > ran.last().copied().unwrap_or(0) {
+                ran.push(now);
+                let first = core
+                    .window()
+                    .tasks()
+                    .first()
+                    .map(|t| t.kernel.name().to_string());
+                assert_eq!(first.as_deref(), Some("t.a"), "after {now} launches");
+            }
+        }
+    }
+    // The first full window (3 + 29 tasks) ran 3 + 5 * 5; each later one 6 whole iterations.
+    assert_eq!(ran.first(), Some(&28), "{ran:?}");
+    assert!(ran.windows(2).all(|w| w[1] - w[0] == 30), "{ran:?}");
+    // Without a repeating body (every kernel its own), the whole window runs.
+    let (mut core, log) = core_with(Box::new(Together { group: usize::MAX }), 32);
+    let src = vector(&mut core, &[1.0; 2]);
+    for i in 0..32 {
+        let k = affine(&format!("t.k{i}"), 1.0, 1.0);
+        let o = core.create_store(vec![2], DType::F64).unwrap();
+        core.submit(task(&k, src, o, 2)).unwrap();
+    }
+    assert_eq!(launched(&log).len(), 32);
+}
+
 #[test]
 fn without_fusion_the_window_runs_its_front_when_full() {
     let (mut core, log) = core_with(Box::new(NoFusion), 256);
