@@ -172,7 +172,7 @@ fn a_full_window_of_a_loop_is_cut_after_a_whole_iteration() {
         .map(|name| affine(name, 2.0, 1.0))
         .collect();
     let src = vector(&mut core, &[1.0; 2]);
-    let mut submit = |core: &mut Core, k: &Arc<KernelEntry>| {
+    let submit = |core: &mut Core, k: &Arc<KernelEntry>| {
         let o = core.create_store(vec![2], DType::F64).unwrap();
         core.submit(task(k, src, o, 2)).unwrap();
     };
