@@ -343,17 +343,6 @@ fn operations_without_a_vector_form_keep_the_scalar_code() {
     // Each of these runs the scalar code only, with the same results.
     let cases: Vec<(Kernel, DType, DType)> = vec![
         (
-            elementwise(
-                "scalar.f64_to_i64",
-                DType::F64,
-                DType::I64,
-                &[],
-                |kb, x, _, _| kb.cast(DType::I64, x),
-            ),
-            DType::F64,
-            DType::I64,
-        ),
-        (
             elementwise("scalar.idiv", DType::I64, DType::I64, &[], |kb, x, y, _| {
                 kb.bin(BinaryOp::Div, x, y)
             }),

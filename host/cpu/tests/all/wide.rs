@@ -884,3 +884,69 @@ fn avx512_bool_bytes_load_and_store_in_the_body() {
         }
     }
 }
+
+/// `f64 -> i64` casts in the AVX-512 body (`vcvttpd2qq`, then `i64::MAX` at or above 2^63
+/// and 0 for NaN) and in the 128-bit code (lane by lane) give the scalar code's saturated bits: on the special values (infinities,
+/// NaNs, the floats around +-2^63, subnormals) and on ordinary ones, at every length.
+#[test]
+fn avx512_float_to_integer_casts_saturate_in_the_body() {
+    let mut kb = Kb::new();
+    let x = kb.store(DType::F64, 1, Privilege::Read);
+    let out = kb.store(DType::I64, 1, Privilege::Write);
+    let scaled = kb.store(DType::I64, 1, Privilege::Write);
+    kb.parallel(out, 1, |kb, i| {
+        let xv = kb.load(x, &[i[0]]);
+        let t = kb.cast(DType::I64, xv);
+        kb.store_to(out, &[i[0]], t);
+        let big = kb.c(Scalar::F64(3.0e17));
+        let y = kb.bin(BinaryOp::Mul, xv, big);
+        let u = kb.cast(DType::I64, y);
+        kb.store_to(scaled, &[i[0]], u);
+    });
+    let k = kb.finish("wide.f64_to_i64");
+    let mut be = CpuBackend::new().unwrap();
+    let available = be.compiler().set_path(SimdPath::Avx512).is_ok();
+    let wide = be.compile(&k).unwrap();
+    be.compiler().set_path(SimdPath::Sse).unwrap();
+    let narrow = be.compile(&k).unwrap();
+    be.compiler().set_path(SimdPath::Scalar).unwrap();
+    let scalar = be.compile(&k).unwrap();
+    assert_eq!(
+        narrow.vectorized_loops(),
+        1,
+        "the 128-bit code, lane by lane"
+    );
+    if available {
+        assert_eq!(wide_loops(&wide, SimdPath::Avx512), 1, "the wide body");
+    } else {
+        eprintln!("wide.f64_to_i64: no AVX-512 on this CPU: compared scalar with itself");
+    }
+    let specials = specials(DType::F64);
+    for &len in lengths(SimdPath::Avx512) {
+        let mut rng = Rng(len as u64 + 3);
+        let xs: Vec<f64> = (0..len)
+            .map(|i| match i % 3 {
+                0 => f64::from_bits(specials[(i / 3) % specials.len()]),
+                _ => rng.uniform(-40.0, 40.0),
+            })
+            .collect();
+        let mut runs = vec![];
+        for c in [&wide, &narrow, &scalar] {
+            let mut xb = xs.clone();
+            let (mut o, mut s) = (vec![5i64; len], vec![5i64; len]);
+            let n = len as i64;
+            let views = [
+                dense(&mut xb, &[n]),
+                dense(&mut o, &[n]),
+                dense(&mut s, &[n]),
+            ];
+            run_on(c, &views, &[], 2).unwrap();
+            runs.push((o, s));
+        }
+        assert_eq!(runs[0], runs[2], "len {len}: the wide body against scalar");
+        assert_eq!(runs[1], runs[2], "len {len}: 128-bit against scalar");
+        for (v, &t) in xs.iter().zip(&runs[2].0) {
+            assert_eq!(t, *v as i64, "{v}: Rust's `as` saturates alike");
+        }
+    }
+}

@@ -153,7 +153,10 @@ fn vector_op(op: &Op, a: &Analysis<'_>, features: Features) -> Result<(), String
             from == *to
                 || from == Bool
                 || *to == Bool
-                || matches!((from, *to), (I32, F32) | (I64, F64) | (F32, I32))
+                || matches!(
+                    (from, *to),
+                    (I32, F32) | (I64, F64) | (F32, I32) | (F64, I64)
+                )
         }
         _ => false,
     };

@@ -486,6 +486,18 @@ impl FnLower<'_, '_> {
             }
             (I32, F32) | (I64, F64) => self.b.ins().fcvt_from_sint(vt, x),
             (F32, I32) => self.b.ins().fcvt_to_sint_sat(vt, x),
+            // x86 has no 128-bit `f64 -> i64` conversion: lane by lane (two lanes), each
+            // saturating as the scalar cast does.
+            (F64, I64) => {
+                let zero = self.b.ins().iconst(types::I64, 0);
+                let mut out = self.b.ins().splat(vt, zero);
+                for lane in 0..lanes {
+                    let v = self.b.ins().extractlane(x, lane);
+                    let t = self.b.ins().fcvt_to_sint_sat(types::I64, v);
+                    out = self.b.ins().insertlane(out, t, lane);
+                }
+                out
+            }
             _ => return Err(format!("internal: no vector cast from {from} to {to}")),
         })
     }

@@ -191,6 +191,9 @@ pub(crate) mod op {
     pub const VBLENDMPD: VecOp = vop(Map::M0f38, Pp::P66, 0x65);
     pub const VPCMPQ: VecOp = vop(Map::M0f3a, Pp::P66, 0x1f);
     pub const VCVTQQ2PD: VecOp = vop(Map::M0f, Pp::Pf3, 0xe6);
+    /// `vcvttpd2qq v, v/m`: each lane truncated toward zero to an `i64`; a NaN or a value
+    /// out of range gives `i64::MIN`.
+    pub const VCVTTPD2QQ: VecOp = vop(Map::M0f, Pp::P66, 0x7a);
     pub const VPMOVM2Q: VecOp = vop(Map::M0f38, Pp::Pf3, 0x38);
     /// `vpmovq2m k, v`: bit `l` of the mask register is the sign bit of lane `l`.
     pub const VPMOVQ2M: VecOp = vop(Map::M0f38, Pp::Pf3, 0x39);
@@ -598,6 +601,11 @@ mod tests {
         assert_eq!(
             enc(|a| a.evex(op::VCVTQQ2PD, 0, None, Rm::Reg(16), 0, None)),
             [0x62, 0xb1, 0xfe, 0x48, 0xe6, 0xc0]
+        );
+        // vcvttpd2qq zmm1, zmm2
+        assert_eq!(
+            enc(|a| a.evex(op::VCVTTPD2QQ, 1, None, Rm::Reg(2), 0, None)),
+            [0x62, 0xf1, 0xfd, 0x48, 0x7a, 0xca]
         );
     }
 

@@ -748,6 +748,20 @@ impl<'a> Select<'a> {
                 let b = self.src(x)?;
                 Ok(self.op2(op::VCVTQQ2PD, b, None))
             }
+            // Truncation gives `i64::MIN` for NaN and for values out of range, which is the
+            // saturated value below -2^63 only: those at or above 2^63 become `i64::MAX` and
+            // NaN 0, as the IR says.
+            (F64, I64, Isa::Avx512) => {
+                let a = self.reg(x)?;
+                let t = self.op2(op::VCVTTPD2QQ, Src::V(a), None);
+                let limit = Src::U(self.constant(9_223_372_036_854_775_808f64.to_bits()));
+                let over = self.op3(op::VCMPPD, a, limit, Some(fcmp_imm(CmpOp::Ge)), mask);
+                let max = Src::U(self.constant(i64::MAX as u64));
+                let t = self.blend(over, t, max);
+                let nan = self.op3(op::VCMPPD, a, Src::V(a), Some(FCMP_UNORD), mask);
+                let zero = Src::U(self.constant(0));
+                Ok(self.blend(nan, t, zero))
+            }
             // A mask's lanes are all ones or zeros: ANDed with the bits of 1.
             (Bool, F64 | I64, _) => {
                 let k = self.mask(x)?;

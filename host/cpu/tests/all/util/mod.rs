@@ -351,6 +351,11 @@ pub fn specials(dt: DType) -> Vec<u64> {
             7.0,
             -7.25,
             1.5,
+            // Around the ends of `i64`: 2^63, -2^63, and the floats next to them inside.
+            9_223_372_036_854_775_808.0,
+            -9_223_372_036_854_775_808.0,
+            9_223_372_036_854_774_784.0,
+            -9_223_372_036_854_777_856.0,
         ]
         .iter()
         .map(|x| x.to_bits())
