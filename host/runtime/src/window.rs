@@ -96,16 +96,20 @@ impl Window {
 /// starts at the same task and is the same plan. The body is found as the least period `p`
 /// of the window's kernels (compared by identity) that holds over its last `2 p` tasks at
 /// least and over half of it; the iterations are counted from where that run starts, so the
-/// tasks before the loop are not part of any.
+/// tasks before the loop are not part of any. The search gives up after `4 n` comparisons
+/// (a window at its bound whose fronts run one task at a time calls it on every submit).
 pub(crate) fn loop_cut(tasks: &[IndexTask]) -> Option<usize> {
     let n = tasks.len();
     let same = |i: usize, j: usize| Arc::ptr_eq(&tasks[i].kernel, &tasks[j].kernel);
+    let mut budget = 4 * n;
     for p in 1..=n / 2 {
         // The start of the longest run at the window's end that repeats with period p.
         let mut start = n - p;
         while start > 0 && same(start - 1, start - 1 + p) {
             start -= 1;
+            budget = budget.checked_sub(1)?;
         }
+        budget = budget.checked_sub(1)?;
         if n - start >= (2 * p).max(n / 2) {
             let cut = start + (n - start) / p * p;
             return (cut > 0 && cut < n).then_some(cut);

@@ -246,6 +246,9 @@ enum Slot {
 
 impl std::fmt::Debug for Array {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.deferred().is_some() {
+            return write!(f, "Array(a boolean compression not yet carried out)");
+        }
         match self.value() {
             Ok(h) => write!(f, "Array({h:?})"),
             Err(e) => write!(f, "Array(poisoned: {e})"),
@@ -538,6 +541,9 @@ impl Array {
     /// Returns the error that poisoned this array, if any.
     #[track_caller]
     pub fn check(&self) -> Result<()> {
+        if let Some(c) = self.deferred() {
+            return c.check();
+        }
         self.handle().map(|_| ())
     }
 
@@ -550,6 +556,10 @@ impl Array {
     /// storage: `store 8 "grid" (argument 0 of ...)`. For a view, the name goes to the storage
     /// it views, which all its views share. A poisoned array stays as it is.
     pub fn named(self, name: &str) -> Array {
+        if self.deferred().is_some() {
+            // Its store does not exist yet; the name would go nowhere.
+            return self;
+        }
         if let Ok(h) = self.value() {
             let id = h.id();
             // Naming is for explanations only: an array whose store is gone keeps no name.
@@ -591,7 +601,7 @@ impl Array {
     #[track_caller]
     pub fn dtype(&self) -> Result<DType> {
         if let Some(c) = self.deferred() {
-            return c.full().dtype();
+            return c.dtype();
         }
         let h = self.handle()?;
         self.np.inner.rt.borrow_mut().dtype(h)

@@ -609,6 +609,31 @@ fn late_compressions_keep_what_they_selected() {
         );
         assert_eq!(mean.item().unwrap(), 16.0, "{pieces}");
         assert!(empty.item().unwrap().is_nan(), "{pieces}: mean of nothing");
+
+        // Once compressed, a small compression of a large array holds nothing of it.
+        let big = np.arange(0.0, 1e6, 1.0, DType::F64);
+        let few = ok(big.masked(&big.lt(10.0)));
+        assert_eq!(few.shape().unwrap(), [10], "{pieces}");
+        drop(big);
+        np.runtime(|rt| rt.flush())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (_, bytes) = np.runtime(|rt| rt.memory());
+        assert!(
+            bytes < 4_000_000,
+            "{pieces}: {bytes} bytes held after compressing"
+        );
+        assert_eq!(
+            few.to_vec().unwrap(),
+            (0..10).map(f64::from).collect::<Vec<_>>()
+        );
+
+        // An error of a deferred operation names the application's line.
+        let small = np.arange(0.0, 10.0, 1.0, DType::U8);
+        let line = line!() + 1;
+        let shifted = &ok(small.masked(&small.lt(5.0))) + (-1i64);
+        let e = shifted.check().unwrap_err().to_string();
+        assert!(e.contains("out of bounds for uint8"), "{e}");
+        assert!(e.contains(&format!("{}:{line}:", file!())), "{e}");
     }
 }
 

@@ -15,7 +15,7 @@
 //! the kernel IR are total: none traps or errs on any value (integer division by zero gives
 //! 0; floats give infinities and NaNs), and those values are never read.
 
-use std::cell::OnceCell;
+use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
 
 use weft_runtime::{StoreHandle, StoreId};
@@ -40,20 +40,44 @@ pub(crate) struct MaskSnapshot {
 
 /// `full[mask]`, not yet compressed.
 pub(crate) struct Compressed {
-    /// The values at the mask's shape; the array's elements are those where the mask is true.
-    full: Array,
-    /// The mask as it was when the first compression through it was asked for.
-    mask: Array,
+    /// The values at the mask's shape (the array's elements are those where the mask is
+    /// true) and the mask as it was when the first compression through it was asked for:
+    /// dropped once compressed, so that a small compression of a large array holds nothing
+    /// of it after.
+    parts: RefCell<Option<Parts>>,
+    /// The dtype of the values.
+    dtype: Result<DType>,
     /// The mask's identity then.
     key: MaskKey,
     /// The compressed store, made the first time it is needed.
     done: OnceCell<std::result::Result<StoreHandle, Rc<Error>>>,
 }
 
+/// A deferred compression's values at the full shape, and its mask.
+#[derive(Clone)]
+pub(super) struct Parts {
+    /// The values at the mask's shape.
+    pub(super) full: Array,
+    /// The mask.
+    pub(super) mask: Array,
+}
+
 impl Compressed {
-    /// The values at the mask's full shape (their dtype is the compression's).
-    pub(super) fn full(&self) -> &Array {
-        &self.full
+    fn new(full: Array, mask: Array, key: MaskKey) -> Compressed {
+        Compressed {
+            dtype: full.dtype(),
+            parts: RefCell::new(Some(Parts { full, mask })),
+            key,
+            done: OnceCell::new(),
+        }
+    }
+
+    /// The dtype of the compression (its values'), known without compressing.
+    pub(super) fn dtype(&self) -> Result<DType> {
+        match &self.dtype {
+            Ok(d) => Ok(*d),
+            Err(e) => Err(Error::Usage(e.to_string())),
+        }
     }
 
     /// The identity of the mask this compression is through.
@@ -61,14 +85,32 @@ impl Compressed {
         self.key
     }
 
-    /// The compressed store (or the error that compressing gave), made on the first call.
+    /// The values and the mask, while not yet compressed.
+    pub(super) fn parts(&self) -> Option<Parts> {
+        self.parts.borrow().clone()
+    }
+
+    /// The error that poisoned the values or the mask, found without compressing.
+    pub(super) fn check(&self) -> Result<()> {
+        match self.parts() {
+            Some(p) => p.full.check().and(p.mask.check()),
+            None => Ok(()),
+        }
+    }
+
+    /// The compressed store (or the error that compressing gave), made on the first call;
+    /// the values and the mask are let go then.
     pub(super) fn value(&self) -> &std::result::Result<StoreHandle, Rc<Error>> {
         self.done.get_or_init(|| {
-            let positions = self
-                .full
-                .mask_positions("numeric.masked", &self.mask)
+            let Parts { full, mask } = self.parts.borrow_mut().take().ok_or_else(|| {
+                Rc::new(Error::Usage(
+                    "internal: a compression without its values".into(),
+                ))
+            })?;
+            let positions = full
+                .mask_positions("numeric.masked", &mask)
                 .map_err(Rc::new)?;
-            self.full.gather_flat(&positions).value().clone()
+            full.gather_flat(&positions).value().clone()
         })
     }
 }
@@ -104,17 +146,13 @@ impl Array {
         };
         let full = self.copy();
         full.check()?;
+        let mask = Array {
+            np: self.np.clone(),
+            slot: Slot::Ready(Ok(copy)),
+        };
         Ok(Array {
             np: self.np.clone(),
-            slot: Slot::Compressed(Rc::new(Compressed {
-                full,
-                mask: Array {
-                    np: self.np.clone(),
-                    slot: Slot::Ready(Ok(copy)),
-                },
-                key,
-                done: OnceCell::new(),
-            })),
+            slot: Slot::Compressed(Rc::new(Compressed::new(full, mask, key))),
         })
     }
 
@@ -133,104 +171,138 @@ impl Array {
         }
     }
 
-    /// `full` compressed through `like`'s mask.
-    fn deferred_as(&self, like: &Compressed, full: Array) -> Array {
+    /// The values and mask of the compression this array stands for, not yet carried out.
+    fn deferred_parts(&self) -> Option<(MaskKey, Parts)> {
+        let c = self.deferred()?;
+        Some((c.key, c.parts()?))
+    }
+
+    /// `full` compressed through `mask` (of identity `key`).
+    fn deferred_as(&self, key: MaskKey, mask: Array, full: Array) -> Array {
         Array {
             np: self.np.clone(),
-            slot: Slot::Compressed(Rc::new(Compressed {
-                full,
-                mask: like.mask.clone(),
-                key: like.key,
-                done: OnceCell::new(),
-            })),
+            slot: Slot::Compressed(Rc::new(Compressed::new(full, mask, key))),
         }
     }
 
     /// `self op other` on the full shape, where `self` is a deferred compression and `other`
-    /// a scalar or one through the same mask; `None` otherwise.
+    /// a scalar or one through the same mask; `None` otherwise. Tasks and errors name the
+    /// application's line.
+    #[track_caller]
     pub(super) fn deferred_binary(&self, op: BinaryOp, other: &Operand<'_>) -> Option<Array> {
-        let c = self.deferred()?;
-        let other = full_operand(c, other)?;
-        Some(self.deferred_as(c, c.full.binary(op, other)))
+        let (key, p) = self.deferred_parts()?;
+        let other_full = full_operand(key, other)?;
+        let _site = self.np.site_guard(std::panic::Location::caller());
+        let full = p.full.binary(op, other_full.as_operand());
+        Some(self.deferred_as(key, p.mask, full))
     }
 
     /// `scalar op self` on the full shape, where `self` is a deferred compression.
+    #[track_caller]
     pub(super) fn deferred_binary_rev(&self, op: BinaryOp, scalar: f64) -> Option<Array> {
-        let c = self.deferred()?;
-        Some(self.deferred_as(c, c.full.binary_rev(op, scalar)))
+        let (key, p) = self.deferred_parts()?;
+        let _site = self.np.site_guard(std::panic::Location::caller());
+        let full = p.full.binary_rev(op, scalar);
+        Some(self.deferred_as(key, p.mask, full))
     }
 
     /// `f(full)` through the same mask, where `self` is a deferred compression and `f` an
     /// element-wise operation of one array.
+    #[track_caller]
     pub(super) fn deferred_map(&self, f: impl FnOnce(&Array) -> Array) -> Option<Array> {
-        let c = self.deferred()?;
-        Some(self.deferred_as(c, f(&c.full)))
+        let (key, p) = self.deferred_parts()?;
+        let _site = self.np.site_guard(std::panic::Location::caller());
+        let full = f(&p.full);
+        Some(self.deferred_as(key, p.mask, full))
     }
 
     /// `self ? a : b` on the full shape, where `self` is a deferred compression and `a`, `b`
     /// scalars or compressions through the same mask.
+    #[track_caller]
     pub(super) fn deferred_select(&self, a: &Operand<'_>, b: &Operand<'_>) -> Option<Array> {
-        let c = self.deferred()?;
-        let (a, b) = (full_operand(c, a)?, full_operand(c, b)?);
-        Some(self.deferred_as(c, c.full.select(a, b)))
+        let (key, p) = self.deferred_parts()?;
+        let (a, b) = (full_operand(key, a)?, full_operand(key, b)?);
+        let _site = self.np.site_guard(std::panic::Location::caller());
+        let full = p.full.select(a.as_operand(), b.as_operand());
+        Some(self.deferred_as(key, p.mask, full))
     }
 
     /// The sum or product of a deferred compression's elements, `None` for other reductions
     /// or an ordinary array: the reduction of `where(mask, full, identity)` over the full
     /// shape (the identity a Python integer, so the dtype is `full`'s), in the canonical
-    /// order of that shape, with no count read.
+    /// order of that shape, with no count read. Its bits can differ from the sum of the
+    /// compressed elements (the pairs of the canonical order are formed over the full shape),
+    /// but not between threads, pieces or ranks.
+    #[track_caller]
     pub(super) fn deferred_reduce(&self, op: Reduction) -> Option<Array> {
         let identity = match op {
             Reduction::Sum => 0,
             Reduction::Prod => 1,
             _ => return None,
         };
-        let c = self.deferred()?;
-        Some(c.mask.select(&c.full, Operand::Int(identity)).reduce(op))
+        let (_, p) = self.deferred_parts()?;
+        let _site = self.np.site_guard(std::panic::Location::caller());
+        Some(p.mask.select(&p.full, Operand::Int(identity)).reduce(op))
     }
 
     /// The mean of a deferred compression's elements (`None` for an ordinary array): its sum
-    /// ([`Array::deferred_reduce`]; integers summed as NumPy's `mean` sums them, unsigned
-    /// ones in `float64`) over the mask's count, both reductions of one pass. A float sum
-    /// keeps its dtype; an integer one gives `float64`.
+    /// ([`Array::deferred_reduce`]; anything but floats summed in `float64`, as NumPy's
+    /// `mean` accumulates them) over the mask's count, both reductions of one pass. A float
+    /// sum keeps its dtype; anything else gives `float64`.
+    #[track_caller]
     pub(super) fn deferred_mean(&self) -> Option<Array> {
-        let c = self.deferred()?;
-        let dtype = c.full.dtype().ok()?;
-        let full = if dtype.is_unsigned() {
-            c.full.astype(DType::F64)
+        let (_, p) = self.deferred_parts()?;
+        let _site = self.np.site_guard(std::panic::Location::caller());
+        let dtype = p.full.dtype().ok()?;
+        let float = matches!(dtype, DType::F32 | DType::F64);
+        let full = if float {
+            p.full.clone()
         } else {
-            c.full.clone()
+            p.full.astype(DType::F64)
         };
-        let total = c.mask.select(&full, Operand::Int(0)).reduce(Reduction::Sum);
-        let count = c.mask.astype(DType::I64).reduce(Reduction::Sum);
-        Some(match total.dtype().ok()? {
-            float @ (DType::F32 | DType::F64) => &total / &count.astype(float),
-            _ => &total.astype(DType::F64) / &count.astype(DType::F64),
-        })
+        let total = p.mask.select(&full, Operand::Int(0)).reduce(Reduction::Sum);
+        let count = p.mask.astype(DType::I64).reduce(Reduction::Sum);
+        let float = if float { dtype } else { DType::F64 };
+        Some(&total / &count.astype(float))
     }
 
     /// `self[mask] = values` without compressing, where `values` is a deferred compression
     /// through `mask` as it is now: `where(mask, full, self)`. `None` otherwise. The caller
     /// has checked `mask` against this array.
     pub(super) fn assign_deferred(&self, mask: &Array, values: &Array) -> Result<Option<()>> {
-        let Some(c) = values.deferred() else {
+        let Some((key, p)) = values.deferred_parts() else {
             return Ok(None);
         };
-        if c.key != self.mask_key(mask)? {
+        if key != self.mask_key(mask)? {
             return Ok(None);
         }
-        self.assign_where(mask, &c.full).map(Some)
+        self.assign_where(mask, &p.full).map(Some)
     }
 }
 
-/// `o` on the full shape of `c`'s mask: a scalar as it is, a compression through the same mask
-/// as its full values; `None` for anything else.
-fn full_operand<'a>(c: &Compressed, o: &Operand<'a>) -> Option<Operand<'a>> {
+/// An operand on the full shape: a scalar, or the values of a compression.
+enum FullOperand<'a> {
+    Scalar(Operand<'a>),
+    Values(Array),
+}
+
+impl FullOperand<'_> {
+    fn as_operand(&self) -> Operand<'_> {
+        match self {
+            FullOperand::Scalar(o) => o.clone(),
+            FullOperand::Values(a) => Operand::Array(a),
+        }
+    }
+}
+
+/// `o` on the full shape of the mask of identity `key`: a scalar as it is, a compression
+/// through the same mask as its full values; `None` for anything else.
+fn full_operand<'a>(key: MaskKey, o: &Operand<'a>) -> Option<FullOperand<'a>> {
     match o {
         Operand::Array(x) => {
-            let d = x.deferred().filter(|d| d.key == c.key)?;
-            Some(Operand::Array(&d.full))
+            let (k, p) = x.deferred_parts()?;
+            (k == key).then_some(FullOperand::Values(p.full))
         }
-        scalar => Some(scalar.clone()),
+        scalar => Some(FullOperand::Scalar(scalar.clone())),
     }
 }

@@ -184,8 +184,12 @@ impl Array {
             Ok(n) => n,
             Err(e) => return self.np.wrap(Err(e)),
         };
-        if self.dtype().is_ok_and(|d| d.is_unsigned()) {
-            // NumPy sums integers for a mean in `float64`: a `uint64` sum would wrap.
+        if self
+            .dtype()
+            .is_ok_and(|d| !matches!(d, weft_ir::DType::F32 | weft_ir::DType::F64))
+        {
+            // NumPy accumulates a mean of integers (and bools) in `float64`: an integer sum
+            // would wrap.
             return self
                 .astype(weft_ir::DType::F64)
                 .reduce_axes(Reduction::Sum, axes, keepdims)
