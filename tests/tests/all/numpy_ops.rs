@@ -610,6 +610,20 @@ fn late_compressions_keep_what_they_selected() {
         assert_eq!(mean.item().unwrap(), 16.0, "{pieces}");
         assert!(empty.item().unwrap().is_nan(), "{pieces}: mean of nothing");
 
+        // The elements a masked assignment leaves out keep their bits: an `int64` past 2^53
+        // given `float64` values, a float scalar truncated into integers (NumPy's casts).
+        let wide = np.from_slice(&[3], &[(1i64 << 53) + 1, 2, -(1i64 << 60) - 3]);
+        let pick = np.from_slice(&[3], &[false, true, false]);
+        let halves = ok(wide.masked(&pick)) * 0.5;
+        wide.assign_masked(&pick, &halves)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let kept = [(1i64 << 53) + 1, 1, -(1i64 << 60) - 3];
+        assert_eq!(wide.to_vec_of::<i64>().unwrap(), kept, "{pieces}");
+        wide.assign_where(&pick, 2.7)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let kept = [(1i64 << 53) + 1, 2, -(1i64 << 60) - 3];
+        assert_eq!(wide.to_vec_of::<i64>().unwrap(), kept, "{pieces}");
+
         // Once compressed, a small compression of a large array holds nothing of it.
         let big = np.arange(0.0, 1e6, 1.0, DType::F64);
         let few = ok(big.masked(&big.lt(10.0)));

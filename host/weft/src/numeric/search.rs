@@ -279,7 +279,22 @@ impl Array {
     #[track_caller]
     pub fn assign_where<'a>(&self, mask: &Array, value: impl Into<Operand<'a>>) -> Result<()> {
         let _site = self.np.site_guard(std::panic::Location::caller());
-        let merged = mask.select(value, self);
+        // The value is cast to this array's dtype first, as NumPy's assignment casts it: a
+        // `select` in the promoted dtype would send the elements the mask leaves out through
+        // it and back (an `int64` past 2^53 through `float64` loses its low bits).
+        let dtype = self.dtype()?;
+        let merged = match value.into() {
+            Operand::Array(v) if v.dtype()? != dtype => mask.select(&v.astype(dtype), self),
+            // A float into signed integers: truncated toward zero, as NumPy's cast; into
+            // bools: whether it is nonzero.
+            Operand::Scalar(v) if matches!(dtype, DType::I32 | DType::I64) && v.is_finite() => {
+                mask.select(Operand::Int(v.trunc() as i64), self)
+            }
+            Operand::Scalar(v) if dtype == DType::Bool => {
+                mask.select(Operand::Int(i64::from(v != 0.0)), self)
+            }
+            value => mask.select(value, self),
+        };
         self.assign(&merged)
     }
 }
