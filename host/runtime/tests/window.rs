@@ -209,6 +209,41 @@ fn a_full_window_of_a_loop_is_cut_after_a_whole_iteration() {
     assert_eq!(launched(&log).len(), 32);
 }
 
+/// The cut only shortens what the planner sees: with fronts of 3 tasks (shorter than the
+/// loop's iterations) and a chain through the stores (each task reads the last one's
+/// result), every task runs once, in program order, and the values are the loop's.
+#[test]
+fn a_loop_cut_with_short_fronts_keeps_program_order() {
+    let (mut core, log) = core_with(Box::new(Together { group: 3 }), 32);
+    let body: Vec<(Arc<KernelEntry>, f64, f64)> = [(2.0, 1.0), (1.0, -3.0), (0.5, 0.25)]
+        .iter()
+        .enumerate()
+        .map(|(i, &(k, c))| (affine(&format!("t.step{i}"), k, c), k, c))
+        .collect();
+    let mut last = vector(&mut core, &[1.0; 2]);
+    let mut want = 1.0f64;
+    let mut submitted = 0;
+    for _ in 0..40 {
+        for (kernel, k, c) in &body {
+            let out = core.create_store(vec![2], DType::F64).unwrap();
+            core.submit(task(kernel, last, out, 2)).unwrap();
+            submitted += 1;
+            last = out;
+            want = want * k + c;
+        }
+    }
+    core.flush().unwrap();
+    assert_eq!(launched(&log).len(), submitted, "every task ran once");
+    let order: Vec<String> = launched(&log);
+    for (i, name) in order.iter().enumerate() {
+        assert!(
+            name.contains(&format!("step{}", i % 3)),
+            "launch {i}: {name}"
+        );
+    }
+    assert_eq!(values(&mut core, last), vec![want; 2]);
+}
+
 #[test]
 fn without_fusion_the_window_runs_its_front_when_full() {
     let (mut core, log) = core_with(Box::new(NoFusion), 256);
