@@ -328,6 +328,44 @@ impl CpuBackend {
         &self.pool
     }
 
+    /// [`CpuBackend::launch_views`], with an out-of-bounds index worded as NumPy words it:
+    /// the launch runs again in the reference interpreter to find the index (see
+    /// `weft_runtime::diagnose`), where the compiled code names only the parameter and
+    /// dimension.
+    fn launch_worded(
+        &mut self,
+        kernel: KernelId,
+        bindings: &[Binding],
+        scalars: &[Scalar],
+    ) -> Result<()> {
+        let result = self.launch_views(kernel, bindings, scalars);
+        let Err(Error::KernelFault {
+            kernel: name,
+            message,
+        }) = result
+        else {
+            return result;
+        };
+        if !message.starts_with(crate::launch::INDEX_FAULT_MESSAGE) {
+            return Err(Error::KernelFault {
+                kernel: name,
+                message,
+            });
+        }
+        let ir = self.kernels.get(&kernel).map(|c| c.entry.clone());
+        let found = ir.and_then(|entry| {
+            weft_runtime::diagnose::index_fault(entry.ir().kernel(), bindings, scalars, self)
+        });
+        let message = match found {
+            Some(oob) => format!("{oob} (store parameter {} of the kernel)", oob.param),
+            None => message,
+        };
+        Err(Error::KernelFault {
+            kernel: name,
+            message,
+        })
+    }
+
     fn launch_views(
         &mut self,
         kernel: KernelId,
@@ -712,11 +750,11 @@ impl Backend for CpuBackend {
         scalars: &[Scalar],
     ) -> weft_runtime::Result<()> {
         let Some(watchdog) = &self.watchdog else {
-            self.launch_views(kernel, bindings, scalars)?;
+            self.launch_worded(kernel, bindings, scalars)?;
             return self.fold_sole(kernel, bindings);
         };
         watchdog.arm();
-        let result = self.launch_views(kernel, bindings, scalars);
+        let result = self.launch_worded(kernel, bindings, scalars);
         let cancelled = self.watchdog.as_ref().is_some_and(|w| w.disarm());
         let result: weft_runtime::Result<()> = match result {
             Err(Error::KernelFault { kernel, message })

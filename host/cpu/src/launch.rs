@@ -142,6 +142,10 @@ pub(crate) struct PlanStep {
 /// set.
 pub(crate) const CANCELLED_MESSAGE: &str = "cancelled";
 
+/// How the message of a launch stopped by an out-of-bounds index begins (the back end then
+/// finds the index itself: `weft_runtime::diagnose`).
+pub(crate) const INDEX_FAULT_MESSAGE: &str = "index out of bounds in store parameter";
+
 /// Everything needed to run a compiled kernel.
 pub(crate) struct Plan {
     pub name: String,
@@ -239,7 +243,7 @@ impl Plan {
             .and_then(|i| self.faults.get(i))
         {
             Some(site) => self.fault(format!(
-                "index out of bounds in store parameter {} (dim {})",
+                "{INDEX_FAULT_MESSAGE} {} (dim {})",
                 site.param, site.dim
             )),
             None => self.fault(format!("compiled code returned unknown status {status}")),

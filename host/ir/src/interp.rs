@@ -185,6 +185,33 @@ pub struct InterpError {
     pub kernel: String,
     /// What went wrong.
     pub message: String,
+    /// Where the run stopped on an index out of bounds: which index, of which store, on
+    /// which axis (for errors worded as NumPy words them).
+    pub out_of_bounds: Option<OutOfBounds>,
+}
+
+/// An access whose index lies outside its store's view: `index` on `axis`, whose extent is
+/// `size`, of store parameter `param`. Displays as NumPy words an `IndexError`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutOfBounds {
+    /// The parameter (its position in `Kernel::params`).
+    pub param: u32,
+    /// The dimension of the parameter's view the index is out of.
+    pub axis: usize,
+    /// The index.
+    pub index: i64,
+    /// The view's extent on `axis`.
+    pub size: i64,
+}
+
+impl std::fmt::Display for OutOfBounds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "index {} is out of bounds for axis {} with size {}",
+            self.index, self.axis, self.size
+        )
+    }
 }
 
 /// Runs `kernel` on `args` (one per parameter), whose views look into `storages`, with the
@@ -211,6 +238,7 @@ pub fn run_with_limit(
     let err = |message: String| InterpError {
         kernel: kernel.name.clone(),
         message,
+        out_of_bounds: None,
     };
     let pending = run_deferring_with_limit(kernel, args, storages, max_steps)?;
     for p in pending {
@@ -243,6 +271,7 @@ fn run_deferring_with_limit(
     let err = |message: String| InterpError {
         kernel: kernel.name.clone(),
         message,
+        out_of_bounds: None,
     };
     validate(kernel).map_err(|e| err(format!("invalid kernel: {}", e.message)))?;
     check_args(kernel, args, storages).map_err(err)?;
@@ -257,8 +286,15 @@ fn run_deferring_with_limit(
         trees: Vec::new(),
         loops: 0,
         pending: Vec::new(),
+        out_of_bounds: None,
     };
-    m.block(&kernel.body).map_err(err)?;
+    if let Err(message) = m.block(&kernel.body) {
+        return Err(InterpError {
+            kernel: kernel.name.clone(),
+            message,
+            out_of_bounds: m.out_of_bounds,
+        });
+    }
     Ok(m.pending)
 }
 
@@ -369,6 +405,8 @@ struct Machine<'a> {
     loops: u32,
     /// The canonical partials of the loops run so far.
     pending: Vec<LoopPartial>,
+    /// The access out of bounds that stopped the run, if one did.
+    out_of_bounds: Option<OutOfBounds>,
 }
 
 type Res<T> = Result<T, String>;
@@ -403,18 +441,34 @@ impl Machine<'_> {
     }
 
     /// The storage and position of `param[indices]`.
-    fn element(&self, param: u32, indices: &[ValueId]) -> Res<(usize, usize)> {
+    fn element(&mut self, param: u32, indices: &[ValueId]) -> Res<(usize, usize)> {
         let view = self.view(param)?;
         let idx = indices
             .iter()
             .map(|&v| self.i64_of(v))
             .collect::<Res<Vec<i64>>>()?;
-        let at = view.address(&idx).ok_or_else(|| {
-            format!(
-                "index {idx:?} out of bounds for parameter {param} of extents {:?}",
-                view.extents
-            )
-        })?;
+        let Some(at) = view.address(&idx) else {
+            let extents = view.extents.clone();
+            let outside = idx
+                .iter()
+                .zip(&extents)
+                .position(|(&i, &e)| i < 0 || i >= e);
+            if let Some(axis) = outside {
+                let found = OutOfBounds {
+                    param,
+                    axis,
+                    index: idx[axis],
+                    size: extents[axis],
+                };
+                self.out_of_bounds = Some(found);
+                return Err(format!(
+                    "{found} (parameter {param}, element {idx:?} of extents {extents:?})"
+                ));
+            }
+            return Err(format!(
+                "index {idx:?} out of bounds for parameter {param} of extents {extents:?}"
+            ));
+        };
         match self.storages.get(view.storage) {
             Some(s) if at < s.data.len() => Ok((view.storage, at)),
             _ => Err(format!("parameter {param}: element outside its storage")),

@@ -39,6 +39,7 @@
 pub mod backend;
 pub mod cache;
 pub mod core;
+pub mod diagnose;
 pub mod distribution;
 pub mod error;
 pub mod executor;

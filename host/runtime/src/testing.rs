@@ -12,6 +12,7 @@ use weft_ir::{DType, Param, Scalar};
 
 use crate::backend::{Backend, Binding, BufferId, MemoryStats, Prepared};
 use crate::cache::Owner;
+use crate::diagnose::decode;
 use crate::kernel::{KernelEntry, KernelId};
 use crate::{Error, Result};
 
@@ -82,17 +83,6 @@ fn range(len: usize, offset: u64, n: usize) -> Result<std::ops::Range<usize>> {
             message: format!("{n} bytes at {offset} outside a buffer of {len}"),
         }),
     }
-}
-
-fn decode(bytes: &[u8], dtype: DType) -> Vec<Scalar> {
-    bytes
-        .chunks_exact(dtype.size())
-        .map(|c| {
-            let mut word = [0u8; 8];
-            word[..c.len()].copy_from_slice(c);
-            Scalar::from_bits(dtype, u64::from_le_bytes(word))
-        })
-        .collect()
 }
 
 fn encode(values: &[Scalar], dtype: DType, out: &mut [u8]) {

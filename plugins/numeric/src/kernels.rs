@@ -768,6 +768,17 @@ fn merge_pass(name: String, dtype: DType, indices: bool) -> KernelBuilder {
     k
 }
 
+/// `p + len` where `p` is negative and that is in range, else `p`: a position below `-len`
+/// stays itself, so that the access it faults names the position the caller gave (NumPy's
+/// `index -7 is out of bounds for axis 0 with size 5`).
+fn wrap_negative(b: &mut BodyBuilder, p: Value, len: Value, zero: Value) -> Value {
+    let negative = b.cmp(CmpOp::Lt, p, zero);
+    let wrapped = b.add(p, len);
+    let wrapped = b.select(negative, wrapped, p);
+    let still = b.cmp(CmpOp::Lt, wrapped, zero);
+    b.select(still, p, wrapped)
+}
+
 /// One point walks the positions in order: `out[p[j]] = v[j]`, or `out[p[j]] += v[j]` when
 /// `accumulate` (a negative position counts from the end; an out-of-range one faults, as
 /// every access is checked). The domain is a 0-d view of the first position: one point.
@@ -783,9 +794,7 @@ fn scatter(name: String, dtype: DType, accumulate: bool) -> KernelBuilder {
         let zero = b.const_i64(0);
         b.for_loop(zero, n, &[], |b, j, _| {
             let p = b.load(positions, &[j]);
-            let negative = b.cmp(CmpOp::Lt, p, zero);
-            let wrapped = b.add(p, len);
-            let p = b.select(negative, wrapped, p);
+            let p = wrap_negative(b, p, len, zero);
             let v = b.load(values, &[j]);
             let v = if accumulate {
                 let old = b.load(out, &[p]);
@@ -820,9 +829,7 @@ fn take(name: String, dtype: DType, index: DType, rank: u32, axis: u32) -> Kerne
             b.cast(DType::I64, raw)
         };
         let zero = b.const_i64(0);
-        let negative = b.cmp(CmpOp::Lt, p, zero);
-        let wrapped = b.add(p, n);
-        let p = b.select(negative, wrapped, p);
+        let p = wrap_negative(b, p, n, zero);
         at[axis as usize] = p;
         let x = b.load(a, &at);
         b.store(out, i, x);

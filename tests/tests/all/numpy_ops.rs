@@ -684,3 +684,50 @@ fn sparse_masks_give_every_position() {
         }
     }
 }
+
+/// `take` with a position out of range fails when the gather runs, in NumPy's words (the
+/// index the caller gave, the axis and its size), whichever code path ran the gather: one
+/// element at a time, vector code over thousands, fused with its consumers, in one piece or
+/// three. The host keeps running.
+#[test]
+fn take_out_of_range_says_what_numpy_says() {
+    for pieces in [1, 3] {
+        let np = numeric_in_pieces(pieces);
+        let says = |got: weft::Result<Vec<f64>>, want: &str| {
+            let e = got.expect_err(want).to_string();
+            assert!(e.contains(want), "{pieces} pieces: {e}");
+            assert!(e.contains("numeric.take"), "names the operation: {e}");
+        };
+        let five = np.arange(0.0, 5.0, 1.0, DType::F64);
+        let idx = np.from_f64s(&[3], &[1.0, 7.0, 2.0], DType::I64);
+        says(
+            five.take(&idx, None).to_vec(),
+            "index 7 is out of bounds for axis 0 with size 5",
+        );
+        // A negative position counts from the end; past `-5` it is named as given.
+        let idx = np.from_f64s(&[3], &[-1.0, -7.0, 2.0], DType::I64);
+        says(
+            five.take(&idx, None).to_vec(),
+            "index -7 is out of bounds for axis 0 with size 5",
+        );
+        let idx = np.from_f64s(&[2], &[-5.0, 4.0], DType::I64);
+        assert_eq!(five.take(&idx, None).to_vec().unwrap(), vec![0.0, 4.0]);
+        // Along the second axis of a matrix, with 32-bit positions.
+        let m = np.arange(0.0, 12.0, 1.0, DType::F64).reshape(&[3, 4]);
+        let idx = np.from_f64s(&[2], &[1.0, 4.0], DType::I32);
+        says(
+            m.take(&idx, Some(1)).to_vec(),
+            "index 4 is out of bounds for axis 1 with size 4",
+        );
+        // Thousands of positions (vector code), the first bad one named, and the same
+        // gather fused between an element-wise producer and a sum.
+        let big = np.arange(0.0, 5000.0, 1.0, DType::F64);
+        let idx = (&np.arange(0.0, 3000.0, 1.0, DType::F64) * 2.0).astype(DType::I64);
+        let want = "index 5000 is out of bounds for axis 0 with size 5000";
+        says(big.take(&idx, None).to_vec(), want);
+        let fused = (&(&big + 1.0).take(&idx, None) * 2.0).sum();
+        says(fused.to_vec(), want);
+        // Nothing broke.
+        assert_eq!((&big * 2.0).sum().item().unwrap(), 4999.0 * 5000.0);
+    }
+}

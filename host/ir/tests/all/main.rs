@@ -4,6 +4,7 @@
 mod common;
 mod filetests;
 mod flat;
+mod interp_faults;
 mod interp_support;
 #[path = "common/math_cases.rs"]
 mod math_cases;
