@@ -836,10 +836,94 @@ fn det_cholesky_qr_and_norms_meet_references_written_out() {
         (got - want).abs() <= 1e-13 * want,
         "inf norm of a matrix: {got} against {want}"
     );
-    let e = zm
-        .norm_ord(weft::numeric::NormOrd::P(2.0))
-        .expect_err("needs singular values");
-    assert!(e.to_string().contains("singular values"), "{e}");
+    // The 2-norm of a random matrix is at most its Frobenius norm and at least that over
+    // the square root of its rank; both hold with the singular values' sum of squares.
+    let s = zm
+        .singular_values()
+        .expect("singular values")
+        .to_vec()
+        .expect("reads");
+    let frobenius: f64 = v[..40].iter().map(|c| c.0 * c.0 + c.1 * c.1).sum();
+    let squares: f64 = s.iter().map(|x| x * x).sum();
+    assert_eq!(s.len(), 5);
+    assert!((squares - frobenius).abs() <= 1e-12 * frobenius, "{s:?}");
+    assert!(s.windows(2).all(|w| w[0] >= w[1]), "descending: {s:?}");
+}
+
+/// `U diag(s) V^H` for unitary `U` (`m` x `k` columns of the `m`-point DFT) and `V` (the
+/// `n`-point DFT times phases, `k = n`), row-major: a complex matrix whose singular values
+/// are `s`.
+fn with_singular_values(m: usize, s: &[f64]) -> Vec<C> {
+    let n = s.len();
+    let tau = std::f64::consts::TAU;
+    let u = |i: usize, j: usize| {
+        let t = -tau * (i * j) as f64 / m as f64;
+        (t.cos() / (m as f64).sqrt(), t.sin() / (m as f64).sqrt())
+    };
+    let v = |l: usize, j: usize| {
+        let t = -tau * (l * j) as f64 / n as f64 + 0.3 * j as f64;
+        (t.cos() / (n as f64).sqrt(), t.sin() / (n as f64).sqrt())
+    };
+    let mut a = vec![(0.0, 0.0); m * n];
+    for i in 0..m {
+        for l in 0..n {
+            for (j, &sj) in s.iter().enumerate() {
+                let (ur, ui) = u(i, j);
+                let (vr, vi) = v(l, j);
+                // u * s * conj(v)
+                a[i * n + l].0 += sj * (ur * vr + ui * vi);
+                a[i * n + l].1 += sj * (ui * vr - ur * vi);
+            }
+        }
+    }
+    a
+}
+
+#[test]
+fn complex_singular_values_and_the_norms_they_give() {
+    use weft::numeric::NormOrd;
+    let np = weft_tests::numeric(2);
+    let want = [3.5, 2.0, 0.75, 0.1];
+    let a = with_singular_values(7, &want);
+    let tall = upload(&np, &[7, 4], &a);
+    // The wide matrix: the transpose, whose singular values are the same.
+    let t: Vec<C> = (0..4)
+        .flat_map(|l| (0..7).map(|i| a[i * 4 + l]).collect::<Vec<_>>())
+        .collect();
+    let wide = upload(&np, &[4, 7], &t);
+    for z in [&tall, &wide] {
+        let got = z.singular_values().expect("singular values");
+        assert_eq!(got.dtype().expect("a dtype"), DType::F64);
+        let got = got.to_vec().expect("reads");
+        assert_eq!(got.len(), 4);
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-13 * want[0], "{got:?} against {want:?}");
+        }
+        for (ord, w) in [
+            (NormOrd::P(2.0), 3.5),
+            (NormOrd::P(-2.0), 0.1),
+            (NormOrd::Nuc, want.iter().sum::<f64>()),
+        ] {
+            let g = z.norm_ord(ord).expect("a norm").item().expect("0-d");
+            assert!(
+                (g - w).abs() <= 1e-13 * w.max(1.0),
+                "{ord:?}: {g} against {w}"
+            );
+        }
+    }
+    // complex64 gives float32 values, NumPy's type.
+    let single = tall
+        .astype(DType::F32)
+        .singular_values()
+        .expect("singular values");
+    assert_eq!(single.dtype().expect("a dtype"), DType::F32);
+    let got = single.astype(DType::F64).to_vec().expect("reads");
+    assert!((got[0] - 3.5).abs() < 1e-5, "{got:?}");
+    // A vector has no singular values; the error says so as NumPy does.
+    let e = upload(&np, &[3], &pairs(3, 5))
+        .singular_values()
+        .expect_err("one dimension");
+    assert!(e.to_string().contains("1-dimensional array given"), "{e}");
 }
 
 /// `|z|` as the facade computes it (NumPy's scaled formula): the larger part times
