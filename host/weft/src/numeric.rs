@@ -25,6 +25,7 @@ use wasmtime::component::Resource;
 use weft_ir::DType;
 
 mod basic_index;
+mod bidiagonal;
 mod bitwise;
 mod complex;
 mod complex_linalg;

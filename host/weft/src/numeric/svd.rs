@@ -21,7 +21,7 @@ const MAX_SWEEPS: usize = 60;
 
 /// `a` (`m` x `n`, row-major, `m >= n`) as `U` (`m` x `n`, orthonormal columns), `s`
 /// (descending) and `V` (`n` x `n`, orthogonal) with `a = U diag(s) V^T`.
-fn jacobi_svd(a: &[f64], m: usize, n: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+pub(super) fn jacobi_svd(a: &[f64], m: usize, n: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     // Columns, each contiguous.
     let mut u: Vec<Vec<f64>> = (0..n)
         .map(|j| (0..m).map(|i| a[i * n + j]).collect())
@@ -138,8 +138,9 @@ struct Factors {
     n: usize,
 }
 
-/// The singular value decomposition of a matrix read from `a` (operation `what`).
-fn decompose(a: &Array, what: &str) -> Result<Factors> {
+/// The matrix `a` read to the host as `f64`, row-major, with its rows and columns; NumPy's
+/// errors for operation `what` where it is not a matrix or holds an infinity or a NaN.
+fn read_matrix(a: &Array, what: &str) -> Result<(Vec<f64>, usize, usize)> {
     let shape = a.shape()?;
     let (m, n) = match shape[..] {
         [m, n] => (m as usize, n as usize),
@@ -156,6 +157,12 @@ fn decompose(a: &Array, what: &str) -> Result<Factors> {
             "linalg.{what}: SVD did not converge (the matrix holds an infinity or a NaN)"
         )));
     }
+    Ok((values, m, n))
+}
+
+/// The singular value decomposition of a matrix read from `a` (operation `what`).
+fn decompose(a: &Array, what: &str) -> Result<Factors> {
+    let (values, m, n) = read_matrix(a, what)?;
     if m >= n {
         let (u, s, v) = jacobi_svd(&values, m, n);
         Ok(Factors { u, s, v, m, n })
@@ -199,11 +206,20 @@ impl Array {
         Ok((u, np.from_slice(&[k as u64], &s), vh))
     }
 
-    /// The singular values alone, descending (NumPy's `svd(a, compute_uv=False)`).
+    /// The singular values alone, descending (NumPy's `svd(a, compute_uv=False)`), by
+    /// bidiagonalization as LAPACK finds them (see `bidiagonal.rs`: within a small multiple
+    /// of `eps ||a||` of the exact values; [`Array::svd`]'s Jacobi rotations are more accurate
+    /// in the smallest values of a graded matrix, and much slower).
     #[track_caller]
     pub fn singular_values(&self) -> Result<Array> {
         let caller = std::panic::Location::caller();
-        let s = decompose(self, "svd").map_err(|e| super::at(caller, e))?.s;
+        let (values, m, n) = read_matrix(self, "svd").map_err(|e| super::at(caller, e))?;
+        let s = super::bidiagonal::singular_values(&values, m, n).ok_or_else(|| {
+            super::at(
+                caller,
+                Error::Usage("linalg.svd: SVD did not converge".into()),
+            )
+        })?;
         Ok(self.np.from_slice(&[s.len() as u64], &s))
     }
 
