@@ -139,7 +139,9 @@ pub fn index_fault(
             }
         }
     }
-    let total: i64 = sources.iter().map(|s| (s.hi - s.lo + 1).max(0)).sum();
+    let total = sources.iter().fold(0i64, |t, s| {
+        t.saturating_add(s.hi.saturating_sub(s.lo).saturating_add(1).max(0))
+    });
     if u64::try_from(total).map_or(true, |t| t > MAX_ELEMENTS) {
         return None;
     }
