@@ -33,6 +33,32 @@ pub(crate) fn decode(bytes: &[u8], dtype: DType) -> Vec<Scalar> {
         .collect()
 }
 
+/// The element types of `kernel`'s store parameters, in order (one per binding).
+pub(crate) fn store_dtypes(kernel: &Kernel) -> Vec<DType> {
+    kernel
+        .params
+        .iter()
+        .filter_map(|p| match p {
+            Param::Store { dtype, .. } => Some(*dtype),
+            Param::Scalar { .. } => None,
+        })
+        .collect()
+}
+
+/// The interpreter's arguments, in parameter order: `views` for the store parameters and
+/// `scalars` for the scalar ones, each in order.
+pub(crate) fn interp_args(kernel: &Kernel, views: Vec<View>, scalars: &[Scalar]) -> Vec<Arg> {
+    let (mut views, mut scalars) = (views.into_iter(), scalars.iter());
+    kernel
+        .params
+        .iter()
+        .filter_map(|p| match p {
+            Param::Store { .. } => views.next().map(Arg::Store),
+            Param::Scalar { .. } => scalars.next().map(|&s| Arg::Scalar(s)),
+        })
+        .collect()
+}
+
 /// The first and last element (from the buffer's start) that a view of `extents` and
 /// `strides` at `offset` reaches; `None` for a view with no elements.
 fn span(offset: u64, extents: &[i64], strides: &[i64]) -> Option<(i64, i64)> {
@@ -61,14 +87,7 @@ pub fn index_fault(
     scalars: &[Scalar],
     backend: &mut dyn Backend,
 ) -> Option<OutOfBounds> {
-    let dtypes: Vec<DType> = kernel
-        .params
-        .iter()
-        .filter_map(|p| match p {
-            Param::Store { dtype, .. } => Some(*dtype),
-            Param::Scalar { .. } => None,
-        })
-        .collect();
+    let dtypes = store_dtypes(kernel);
     if dtypes.len() != bindings.len() {
         return None;
     }
@@ -188,15 +207,7 @@ pub fn index_fault(
         };
         views.push(view);
     }
-    let (mut views, mut scalars) = (views.into_iter(), scalars.iter());
-    let args: Vec<Arg> = kernel
-        .params
-        .iter()
-        .filter_map(|p| match p {
-            Param::Store { .. } => views.next().map(Arg::Store),
-            Param::Scalar { .. } => scalars.next().map(|&s| Arg::Scalar(s)),
-        })
-        .collect();
+    let args = interp_args(kernel, views, scalars);
     match interp::run_with_limit(kernel, &args, &mut storages, MAX_STEPS) {
         Err(e) => e.out_of_bounds,
         Ok(()) => None,

@@ -6,13 +6,13 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use weft_ir::interp::{self, Arg, View};
+use weft_ir::interp::{self, View};
 use weft_ir::reduction::LoopPartial;
 use weft_ir::{DType, Param, Scalar};
 
 use crate::backend::{Backend, Binding, BufferId, MemoryStats, Prepared};
 use crate::cache::Owner;
-use crate::diagnose::decode;
+use crate::diagnose::{decode, interp_args, store_dtypes};
 use crate::kernel::{KernelEntry, KernelId};
 use crate::{Error, Result};
 
@@ -184,14 +184,7 @@ impl Backend for FakeBackend {
                 message: "a fault the test asked for".into(),
             });
         }
-        let dtypes: Vec<DType> = ir
-            .params
-            .iter()
-            .filter_map(|p| match p {
-                Param::Store { dtype, .. } => Some(*dtype),
-                Param::Scalar { .. } => None,
-            })
-            .collect();
+        let dtypes = store_dtypes(&ir);
         // One interpreter storage per distinct buffer (views of one buffer alias), and one per
         // scratch binding.
         let mut storages: Vec<interp::Storage> = Vec::new();
@@ -261,15 +254,7 @@ impl Backend for FakeBackend {
             views.push(view);
         }
         // The interpreter takes arguments in parameter order.
-        let (mut views, mut scalars) = (views.into_iter(), scalars.iter());
-        let args: Vec<Arg> = ir
-            .params
-            .iter()
-            .filter_map(|p| match p {
-                Param::Store { .. } => views.next().map(Arg::Store),
-                Param::Scalar { .. } => scalars.next().map(|&s| Arg::Scalar(s)),
-            })
-            .collect();
+        let args = interp_args(&ir, views, scalars);
         let held =
             interp::run_deferring(&ir, &args, &mut storages).map_err(|e| Error::KernelFault {
                 kernel: name,
