@@ -59,6 +59,34 @@ pub(crate) fn interp_args(kernel: &Kernel, views: Vec<View>, scalars: &[Scalar])
         .collect()
 }
 
+/// The interpreter's view of `binding` in storage `storage`, which holds the binding's
+/// buffer from element `base` on (a scratch binding's storage is its own, dense); `None`
+/// where the offset does not fit.
+pub(crate) fn binding_view(binding: &Binding, storage: usize, base: i64) -> Option<View> {
+    Some(match binding {
+        Binding::Buffer {
+            offset,
+            extents,
+            strides,
+            origin,
+            ..
+        } => View {
+            storage,
+            offset: i64::try_from(*offset).ok()?.checked_sub(base)?,
+            strides: strides.to_vec(),
+            extents: extents.to_vec(),
+            origin: origin.to_vec(),
+        },
+        Binding::Scratch {
+            extents, origin, ..
+        } => {
+            let mut view = View::dense(storage, extents);
+            view.origin = origin.to_vec();
+            view
+        }
+    })
+}
+
 /// The first and last element (from the buffer's start) that a view of `extents` and
 /// `strides` at `offset` reaches; `None` for a view with no elements.
 fn span(offset: u64, extents: &[i64], strides: &[i64]) -> Option<(i64, i64)> {
@@ -183,29 +211,7 @@ pub fn index_fault(
     }
     let mut views = Vec::with_capacity(bindings.len());
     for (binding, &i) in bindings.iter().zip(&placed) {
-        let view = match binding {
-            Binding::Buffer {
-                offset,
-                extents,
-                strides,
-                origin,
-                ..
-            } => View {
-                storage: i,
-                offset: i64::try_from(*offset).ok()? - sources[i].lo,
-                strides: strides.to_vec(),
-                extents: extents.to_vec(),
-                origin: origin.to_vec(),
-            },
-            Binding::Scratch {
-                extents, origin, ..
-            } => {
-                let mut view = View::dense(i, extents);
-                view.origin = origin.to_vec();
-                view
-            }
-        };
-        views.push(view);
+        views.push(binding_view(binding, i, sources[i].lo)?);
     }
     let args = interp_args(kernel, views, scalars);
     match interp::run_with_limit(kernel, &args, &mut storages, MAX_STEPS) {

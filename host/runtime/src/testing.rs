@@ -12,7 +12,7 @@ use weft_ir::{DType, Param, Scalar};
 
 use crate::backend::{Backend, Binding, BufferId, MemoryStats, Prepared};
 use crate::cache::Owner;
-use crate::diagnose::{decode, interp_args, store_dtypes};
+use crate::diagnose::{binding_view, decode, interp_args, store_dtypes};
 use crate::kernel::{KernelEntry, KernelId};
 use crate::{Error, Result};
 
@@ -197,9 +197,6 @@ impl Backend for FakeBackend {
                 Binding::Buffer {
                     buffer,
                     offset,
-                    extents,
-                    strides,
-                    origin,
                     deferred,
                     ..
                 } => {
@@ -222,24 +219,20 @@ impl Backend for FakeBackend {
                             storages.len() - 1
                         }
                     };
-                    View {
-                        storage: index,
-                        offset: *offset as i64,
-                        strides: strides.to_vec(),
-                        extents: extents.to_vec(),
-                        origin: origin.to_vec(),
-                    }
+                    binding_view(binding, index, 0).ok_or_else(|| Error::Backend {
+                        backend: "fake",
+                        message: format!("offset {offset} does not fit"),
+                    })?
                 }
-                Binding::Scratch {
-                    extents, origin, ..
-                } => {
+                Binding::Scratch { extents, .. } => {
                     let len: i64 = extents.iter().product();
                     storages.push(interp::Storage::zeros(dtype, len.max(0) as usize));
                     sources.push(None);
                     deferred_copy.push(false);
-                    let mut view = View::dense(storages.len() - 1, extents);
-                    view.origin = origin.to_vec();
-                    view
+                    binding_view(binding, storages.len() - 1, 0).ok_or_else(|| Error::Backend {
+                        backend: "fake",
+                        message: "a scratch binding has no view".into(),
+                    })?
                 }
             };
             if matches!(
