@@ -12,6 +12,10 @@ use crate::stores::{StorageId, StoreId, StoreInfo};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PluginId(pub u32);
 
+/// The id of the tasks an application submits itself, with kernels it wrote (no plugin
+/// loads this many).
+pub const APPLICATION: PluginId = PluginId(u32::MAX);
+
 /// One store argument of a task.
 #[derive(Clone, Debug)]
 pub struct TaskArg {

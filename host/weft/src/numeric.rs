@@ -24,6 +24,7 @@ use std::rc::Rc;
 use wasmtime::component::Resource;
 use weft_ir::DType;
 
+mod app_kernel;
 mod basic_index;
 mod bidiagonal;
 mod bitwise;

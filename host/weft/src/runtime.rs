@@ -375,6 +375,37 @@ impl Runtime {
         })
     }
 
+    /// Submits `kernel` as one task of one point (an application's kernel: see
+    /// `Numeric::run_kernel`): each store whole, with the privilege given beside it, and the
+    /// scalars in order. The caller checked them against the kernel's parameters.
+    pub(crate) fn submit_application_task(
+        &mut self,
+        kernel: std::sync::Arc<weft_runtime::KernelEntry>,
+        stores: &[(&StoreHandle, weft_ir::Privilege)],
+        scalars: Vec<weft_ir::Scalar>,
+    ) -> Result<()> {
+        self.traced(|rt| {
+            let core = rt.core()?;
+            let mut args = Vec::with_capacity(stores.len());
+            for (handle, privilege) in stores {
+                let id = core.resolve(handle)?;
+                args.push(weft_runtime::TaskArg::new(
+                    id,
+                    weft_runtime::Partition::None,
+                    *privilege,
+                ));
+            }
+            let task = weft_runtime::IndexTask::new(
+                weft_runtime::task::APPLICATION,
+                kernel,
+                Vec::<u64>::new(),
+                args,
+                scalars,
+            );
+            Ok(core.submit(task)?)
+        })
+    }
+
     /// Runs every pending task.
     pub fn flush(&mut self) -> Result<()> {
         self.traced(|rt| Ok(rt.core()?.flush()?))

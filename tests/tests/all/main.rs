@@ -2,6 +2,7 @@
 //! fusion (fused against unfused), numeric operations, sandboxing and sparse matrices; the GPU
 //! back end on the simulated GPU against the CPU's bits (every example, and 2 ranks).
 
+mod app_kernels;
 mod complex;
 mod counting;
 mod examples_black_scholes;
