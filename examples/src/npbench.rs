@@ -18,6 +18,7 @@ use weft_ir::DType;
 use crate::AppError;
 
 mod complex_kernels;
+pub mod loop_kernels;
 
 /// A kernel's inputs as `npbench.py init` wrote them: sizes, arrays and scalars by name.
 pub struct Inputs {
@@ -1601,34 +1602,19 @@ fn durbin(x: &Inputs) -> Result<Outputs, AppError> {
     Ok(vec![("y".into(), y)])
 }
 
-/// NPBench's `seidel_2d`, statement for statement. Each row `i` is one step of a replayed
-/// trace (see `Numeric::repeat`): the row's update from its neighbours, then its recurrence
-/// `for j in range(1, N - 1): A[i, j] += A[i, j - 1]; A[i, j] /= 9.0`, whose scalar tasks all
-/// launch on one point and fuse into a few straight-line kernels; the next rows replay it.
+/// NPBench's `seidel_2d`: its sweeps, rows and the recurrence along each row, written as a
+/// kernel of the application's own (`loop_kernels::seidel_2d_kernel`, run by
+/// `Numeric::run_kernel`): one task with the three loops inside, NumPy's bits. (Written
+/// statement for statement, each row a replayed step whose scalar tasks fused into a few
+/// straight-line kernels, it ran at 1.5x NumPy.)
 fn seidel_2d(x: &Inputs) -> Result<Outputs, AppError> {
-    let (steps, n) = (x.size("TSTEPS")?, x.size("N")?);
+    let steps = x.size("TSTEPS")?;
     let a = x.array("A")?;
-    let np = a.numeric();
-    let row = |r: i64, lo: i64, hi: i64| a.index(&[Ix::At(r), span(lo, hi)]);
-    for _ in 0..steps.saturating_sub(1) {
-        np.repeat(usize::try_from(n - 2).unwrap_or(0), |i| {
-            let i = 1 + index(i)?;
-            let sum = &(&(&(&(&(&row(i - 1, 0, n - 2) + &row(i - 1, 1, n - 1))
-                + &row(i - 1, 2, n))
-                + &row(i, 2, n))
-                + &row(i + 1, 0, n - 2))
-                + &row(i + 1, 1, n - 1))
-                + &row(i + 1, 2, n);
-            let mut middle = row(i, 1, n - 1);
-            middle += &sum;
-            for j in 1..n - 1 {
-                let mut at = a.index(&[Ix::At(i), Ix::At(j)]);
-                at += &a.index(&[Ix::At(i), Ix::At(j - 1)]);
-                at /= 9.0;
-            }
-            middle.check()
-        })?;
-    }
+    a.numeric().run_kernel(
+        &loop_kernels::seidel_2d_kernel(),
+        &[a],
+        &[weft_ir::Scalar::I64(steps)],
+    )?;
     outputs(x)
 }
 
@@ -1682,35 +1668,20 @@ fn covariance2(x: &Inputs) -> Result<Outputs, AppError> {
     Ok(vec![("out".into(), x.array("data")?.t().cov())])
 }
 
-/// NPBench's `crc16` (CRC-16-CCITT), statement for statement: `crc` and the current byte live
-/// on the device as 0-d arrays updated in place, each byte one step of a replayed trace (see
-/// `Numeric::repeat`) whose eight bit steps (a branch on a bit, as a `select`) are scalar
-/// tasks that launch on one point and fuse into one launch.
+/// NPBench's `crc16` (CRC-16-CCITT): its loop over the bytes and their eight bits, written
+/// as a kernel of the application's own (`loop_kernels::crc16_kernel`, run by
+/// `Numeric::run_kernel`): one task with the two loops inside. (Written statement for
+/// statement, with 0-d arrays and a replayed step per byte, it was a fused launch per byte.)
 fn crc16(x: &Inputs) -> Result<Outputs, AppError> {
     let data = x.array("data")?;
     let np = data.numeric();
-    let n = data.shape()?.first().copied().unwrap_or(0);
-    let poly = 0x8408i64;
-    let crc = np.full(&[], f64::from(0xFFFF), DType::I32);
-    let byte = np.zeros(&[], DType::I32);
-    np.repeat(usize::try_from(n).unwrap_or(0), |k| {
-        byte.assign(&data.index(&[Ix::At(index(k)?)]).bitwise_and(0xFFi64))?;
-        for _ in 0..8 {
-            let differ = crc
-                .bitwise_and(1i64)
-                .bitwise_xor(&byte.bitwise_and(1i64))
-                .ne(0i64);
-            let shifted = crc.right_shift(1i64);
-            crc.assign(&differ.select(&shifted.bitwise_xor(poly), &shifted))?;
-            byte.assign(&byte.right_shift(1i64))?;
-        }
-        Ok(())
-    })?;
-    let crc = crc.invert().bitwise_and(0xFFFFi64);
-    let crc = crc
-        .left_shift(8i64)
-        .bitwise_or(&crc.right_shift(8i64).bitwise_and(0xFFi64));
-    Ok(vec![("crc".into(), crc.bitwise_and(0xFFFFi64))])
+    let crc = np.zeros(&[], DType::I64);
+    np.run_kernel(
+        &loop_kernels::crc16_kernel(),
+        &[data, &crc],
+        &[weft_ir::Scalar::I64(0x8408)],
+    )?;
+    Ok(vec![("crc".into(), crc)])
 }
 
 fn arc_distance(x: &Inputs) -> Result<Outputs, AppError> {

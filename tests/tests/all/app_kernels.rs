@@ -3,48 +3,9 @@
 //! written with NumPy-style operations; errors that name the kernel and the argument.
 
 use weft::{Array, DType, Numeric};
+use weft_examples::npbench::loop_kernels::crc16_kernel;
 use weft_ir::builder::KernelBuilder;
-use weft_ir::{BinaryOp, CmpOp, Kernel, Privilege, Scalar};
-
-/// CRC-16 (NPBench's `crc16`: reflected polynomial `poly`, initial value `0xFFFF`, the
-/// result inverted and its bytes swapped) of a `uint8` array into a 0-d `int64` store, one
-/// byte after another and eight bit steps a byte, in one loop nest.
-fn crc16_kernel() -> Kernel {
-    let mut k = KernelBuilder::new("crc16");
-    let data = k.store(DType::U8, 1, Privilege::Read);
-    let out = k.store(DType::I64, 0, Privilege::Write);
-    let poly = k.scalar(DType::I64);
-    let b = k.body();
-    let n = b.extent(data, 0);
-    let (zero, eight) = (b.const_i64(0), b.const_i64(8));
-    let (one, ff) = (b.const_i64(1), b.const_i64(0xFF));
-    let init = b.const_i64(0xFFFF);
-    let crc = b.for_loop(zero, n, &[init], |b, i, carried| {
-        let byte = b.load(data, &[i]);
-        let byte = b.binary(BinaryOp::And, byte, ff);
-        let bits = b.for_loop(zero, eight, &[carried[0], byte], |b, _, c| {
-            let (crc, byte) = (c[0], c[1]);
-            let low = b.binary(BinaryOp::And, crc, one);
-            let bit = b.binary(BinaryOp::And, byte, one);
-            let differ = b.cmp(CmpOp::Ne, low, bit);
-            let shifted = b.binary(BinaryOp::Shr, crc, one);
-            let flipped = b.binary(BinaryOp::Xor, shifted, poly);
-            let crc = b.select(differ, flipped, shifted);
-            let byte = b.binary(BinaryOp::Shr, byte, one);
-            vec![crc, byte]
-        });
-        vec![bits[0]]
-    });
-    let mask = b.const_i64(0xFFFF);
-    let inverted = b.binary(BinaryOp::Xor, crc[0], mask);
-    let high = b.binary(BinaryOp::Shl, inverted, eight);
-    let low = b.binary(BinaryOp::Shr, inverted, eight);
-    let low = b.binary(BinaryOp::And, low, ff);
-    let swapped = b.binary(BinaryOp::Or, high, low);
-    let result = b.binary(BinaryOp::And, swapped, mask);
-    b.store(out, &[], result);
-    k.finish()
-}
+use weft_ir::{BinaryOp, Kernel, Privilege, Scalar};
 
 /// CRC-16 as NPBench's Python loop computes it.
 fn crc16_reference(data: &[u8], poly: i64) -> i64 {
