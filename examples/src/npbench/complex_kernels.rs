@@ -161,8 +161,10 @@ pub fn contour_integral(x: &Inputs) -> Result<Outputs, AppError> {
 
 /// NPBench's `scattering_self_energies`: eight nested loops, each innermost step two small
 /// complex products accumulated into one block of `Sigma` (`Sigma[k, E, a] += (G[k, E - w,
-/// n[a, b]] @ dH[a, b, i]) @ (dH[a, b, j] * D[q, w, a, b, i, j])`). The neighbour table is an
-/// index of blocks, read once on the host as NumPy's loop reads each entry as a Python integer.
+/// n[a, b]] @ dH[a, b, i]) @ (dH[a, b, j] * D[q, w, a, b, i, j])`), written as one kernel of
+/// the application's own over the arrays' parts (`loop_kernels::
+/// scattering_self_energies_kernel`, run by `Numeric::run_kernel`): one task with the loops
+/// inside. (Written statement for statement, 22 tasks a step, it ran at 0.07x NumPy.)
 pub fn scattering_self_energies(x: &Inputs) -> Result<Outputs, AppError> {
     let (dh, g, d, sigma) = (
         x.complex("dH")?,
@@ -171,43 +173,26 @@ pub fn scattering_self_energies(x: &Inputs) -> Result<Outputs, AppError> {
         x.complex("Sigma")?,
     );
     let neigh = x.array("neigh_idx")?;
-    let (gs, ds, ns) = (g.shape()?, d.shape()?, neigh.shape()?);
-    let (Some(&[nk, ne]), Some(&[nq, nw]), Some(&[ni, nj]), Some(&[na, nb])) = (
-        gs.get(..2),
-        ds.get(..2),
-        ds.get(ds.len().saturating_sub(2)..),
-        ns.get(..2),
-    ) else {
-        return Err("scattering_self_energies: G, D or neigh_idx has too few axes".into());
-    };
-    let table = neigh.to_vec_of::<i32>()?;
-    let at = |v: u64| Ix::At(v as i64);
-    for k in 0..nk {
-        for e in 0..ne {
-            for q in 0..nq {
-                for w in 0..nw {
-                    for i in 0..ni {
-                        for j in 0..nj {
-                            for a in 0..na {
-                                for b in 0..nb {
-                                    if e < w {
-                                        continue;
-                                    }
-                                    let n = table[(a * nb + b) as usize];
-                                    let dhg = g
-                                        .index(&[at(k), at(e - w), Ix::At(i64::from(n))])
-                                        .matmul(&dh.index(&[at(a), at(b), at(i)]));
-                                    let dhd = &dh.index(&[at(a), at(b), at(j)])
-                                        * &d.index(&[at(q), at(w), at(a), at(b), at(i), at(j)]);
-                                    let s = sigma.index(&[at(k), at(e), at(a)]);
-                                    s.assign(&(&s + &dhg.matmul(&dhd)))?;
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
+    let norb = g
+        .shape()?
+        .last()
+        .copied()
+        .ok_or("scattering_self_energies: G has no axes")?;
+    let kernel = super::loop_kernels::scattering_self_energies_kernel(u32::try_from(norb)?);
+    neigh.numeric().run_kernel(
+        &kernel,
+        &[
+            neigh,
+            dh.re(),
+            dh.im(),
+            g.re(),
+            g.im(),
+            d.re(),
+            d.im(),
+            sigma.re(),
+            sigma.im(),
+        ],
+        &[],
+    )?;
     Ok(parts("Sigma", sigma).into())
 }
