@@ -43,41 +43,26 @@ pub fn mandelbrot1(x: &Inputs) -> Result<Outputs, AppError> {
     Ok(out)
 }
 
-/// NPBench's `mandelbrot2`: the points still iterating are compressed each step (`Z =
-/// Z[I]`), and those that diverge are written back to the grid through their coordinates
-/// (`N_[Xi[I], Yi[I]] = i + 1`).
+/// NPBench's `mandelbrot2`, whose NumPy program compresses the points still iterating after
+/// every step (`Z = Z[I]`) and writes those that diverge back through their coordinates
+/// (`N_[Xi[I], Yi[I]] = i + 1`), as one kernel of the application's own
+/// (`loop_kernels::mandelbrot2_kernel`): each point iterates until it diverges, in one
+/// task. (Written statement for statement, compressing every step, it ran at 0.13-0.22x
+/// NumPy.)
 pub fn mandelbrot2(x: &Inputs) -> Result<Outputs, AppError> {
     let np = &x.np;
     let (xn, yn, itermax) = (x.size("XN")?, x.size("YN")?, x.size("maxiter")?);
     let horizon = x.scalar("horizon")?;
-    let grid = np.mgrid(&[(0, xn, 1), (0, yn, 1)]);
-    let (mut xi, mut yi) = (grid.index(&[Ix::At(0)]), grid.index(&[Ix::At(1)]));
     let xs = np.linspace(x.scalar("xmin")?, x.scalar("xmax")?, xn as u64, DType::F64);
     let ys = np.linspace(x.scalar("ymin")?, x.scalar("ymax")?, yn as u64, DType::F64);
-    let (gx, gy) = (xs.take(&xi, Some(0)), ys.take(&yi, Some(0)));
-    let mut c = &gx + &(&gy * Complex::I);
     let shape = [xn as u64, yn as u64];
     let n_ = np.zeros(&shape, DType::I64);
     let z_ = np.complex_zeros(&shape, DType::F64);
-    xi = xi.reshape(&[-1]);
-    yi = yi.reshape(&[-1]);
-    c = c.reshape(&[-1]);
-    let mut z = np.complex_zeros(&[(xn * yn) as u64], DType::F64);
-    for i in 0..itermax {
-        if z.shape()?.first() == Some(&0) {
-            break;
-        }
-        z = z.square() + &c;
-        let diverged = z.abs().gt(horizon);
-        let at = [&xi.masked(&diverged)?, &yi.masked(&diverged)?];
-        n_.assign_at(&at, i + 1)?;
-        z_.assign_at(&at, &z.masked(&diverged)?)?;
-        let going = diverged.logical_not();
-        z = z.masked(&going)?;
-        xi = xi.masked(&going)?;
-        yi = yi.masked(&going)?;
-        c = c.masked(&going)?;
-    }
+    np.run_kernel(
+        &super::loop_kernels::mandelbrot2_kernel(),
+        &[&xs, &ys, &n_, z_.re(), z_.im()],
+        &[weft_ir::Scalar::I64(itermax), weft_ir::Scalar::F64(horizon)],
+    )?;
     let mut out: Outputs = parts("Z", &z_.t()).into();
     out.push(("N".into(), n_.t()));
     Ok(out)

@@ -234,3 +234,88 @@ pub fn scattering_self_energies_kernel(norb: u32) -> Kernel {
     });
     k.finish()
 }
+
+/// `|z|` as the facade's `ComplexArray::abs` computes it (NumPy's scaled formula): the larger
+/// part `m` times `sqrt((n / m)^2 + 1)`, `n` the smaller; `m` itself where `n` is zero or `m`
+/// infinite, and infinity where either part is.
+fn complex_abs(b: &mut weft_ir::builder::BodyBuilder, z: Pair) -> weft_ir::builder::Value {
+    use weft_ir::UnaryOp;
+    let (x, y) = (b.unary(UnaryOp::Abs, z.0), b.unary(UnaryOp::Abs, z.1));
+    let (m, n) = (b.binary(BinaryOp::Max, x, y), b.binary(BinaryOp::Min, x, y));
+    let ratio = b.binary(BinaryOp::Div, n, m);
+    let square = b.binary(BinaryOp::Mul, ratio, ratio);
+    let one = b.const_f64(1.0);
+    let inside = b.binary(BinaryOp::Add, square, one);
+    let root = b.unary(UnaryOp::Sqrt, inside);
+    let scaled = b.binary(BinaryOp::Mul, m, root);
+    let (inf, zero) = (b.const_f64(f64::INFINITY), b.const_f64(0.0));
+    let n_zero = b.cmp(CmpOp::Eq, n, zero);
+    let m_inf = b.cmp(CmpOp::Eq, m, inf);
+    let exact = b.select(n_zero, n_zero, m_inf);
+    let finite = b.select(exact, m, scaled);
+    let x_inf = b.cmp(CmpOp::Eq, x, inf);
+    let y_inf = b.cmp(CmpOp::Eq, y, inf);
+    let infinite = b.select(x_inf, x_inf, y_inf);
+    b.select(infinite, inf, finite)
+}
+
+/// NPBench's `mandelbrot2` per point: over the grid of `N` (`int64`, `xn` x `yn`, written)
+/// and `Z`'s parts (`float64`, written), `c = X[x] + Y[y] i` (`X`, `Y` the `linspace`s) and
+/// `z = z * z + c` from zero for at most `maxiter` (`int64` scalar) steps; the first step
+/// `k` (from 0) where `|z| > horizon` (`float64` scalar) writes `N = k + 1` and `Z = z`, and
+/// the point stops; points that never pass it keep 0. NumPy's program compresses the
+/// points still going after every step; here each point stops by itself: its steps run in
+/// blocks of 8, a block of none once it has stopped, so a point costs what NumPy spends on
+/// it. The same arithmetic in the same order as NumPy's (`z * z` as `(a a - b b) + (a b +
+/// b a) i`), so the same bits where `|z|` is NumPy's (the facade's scaled formula, within
+/// two units in the last place of `hypot`).
+pub fn mandelbrot2_kernel() -> Kernel {
+    let mut k = KernelBuilder::new("mandelbrot2");
+    let xs = k.store(DType::F64, 1, Privilege::Read);
+    let ys = k.store(DType::F64, 1, Privilege::Read);
+    let n_out = k.store(DType::I64, 2, Privilege::Write);
+    let zr_out = k.store(DType::F64, 2, Privilege::Write);
+    let zi_out = k.store(DType::F64, 2, Privilege::Write);
+    let maxiter = k.scalar(DType::I64);
+    let horizon = k.scalar(DType::F64);
+    let b = k.body();
+    b.parallel(n_out, |b, at| {
+        let c = (b.load(xs, &[at[0]]), b.load(ys, &[at[1]]));
+        let (zero, one, eight) = (b.const_i64(0), b.const_i64(1), b.const_i64(8));
+        let fzero = b.const_f64(0.0);
+        let seven = b.const_i64(7);
+        let padded = b.binary(BinaryOp::Add, maxiter, seven);
+        let blocks = b.binary(BinaryOp::Div, padded, eight);
+        // Carried: z (2), the step count written (0 while going), the z written (2).
+        let init = [fzero, fzero, zero, fzero, fzero];
+        let done = b.for_loop(zero, blocks, &init, |b, blk, s| {
+            let first = b.binary(BinaryOp::Mul, blk, eight);
+            let left = b.binary(BinaryOp::Sub, maxiter, first);
+            let len = b.binary(BinaryOp::Min, left, eight);
+            let going = b.cmp(CmpOp::Eq, s[2], zero);
+            let len = b.select(going, len, zero);
+            b.for_loop(zero, len, s, |b, j, s| {
+                let going = b.cmp(CmpOp::Eq, s[2], zero);
+                let z = (s[0], s[1]);
+                let sq = complex_mul(b, z, z);
+                let next = complex_add(b, sq, c);
+                let size = complex_abs(b, next);
+                let out = b.cmp(CmpOp::Gt, size, horizon);
+                let escaped = b.select(going, out, going);
+                let step = b.binary(BinaryOp::Add, first, j);
+                let count = b.binary(BinaryOp::Add, step, one);
+                vec![
+                    b.select(going, next.0, s[0]),
+                    b.select(going, next.1, s[1]),
+                    b.select(escaped, count, s[2]),
+                    b.select(escaped, next.0, s[3]),
+                    b.select(escaped, next.1, s[4]),
+                ]
+            })
+        });
+        b.store(n_out, at, done[2]);
+        b.store(zr_out, at, done[3]);
+        b.store(zi_out, at, done[4]);
+    });
+    k.finish()
+}
