@@ -13,6 +13,7 @@ use weft_runtime::{
 };
 
 use crate::compile::{CompiledKernel, Compiler, StoreView};
+use crate::function_cache::FunctionCache;
 use crate::memory::Memory;
 use crate::pool::WorkerPool;
 use crate::quick::BoundStore;
@@ -44,6 +45,9 @@ pub struct CpuOptions {
     /// Whether scalar `for` loops prefetch the streams they read (see
     /// [`Compiler::set_prefetch`]).
     pub prefetch: bool,
+    /// Where compiled functions are cached for later processes (`None`: in memory only; see
+    /// [`FunctionCache::on_disk`]).
+    pub function_cache: Option<std::path::PathBuf>,
 }
 
 impl Default for CpuOptions {
@@ -57,6 +61,7 @@ impl Default for CpuOptions {
             pool: None,
             huge_pages: true,
             prefetch: true,
+            function_cache: None,
         }
     }
 }
@@ -208,6 +213,9 @@ impl CpuBackend {
             compiler.set_path(path)?;
         }
         compiler.set_prefetch(options.prefetch);
+        if let Some(dir) = &options.function_cache {
+            compiler.set_function_cache(FunctionCache::on_disk(dir));
+        }
         let watchdog = match options.kernel_time {
             Some(limit) => Some(
                 crate::watchdog::Watchdog::start(compiler.cancel_flag(), limit)

@@ -15,6 +15,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{Linkage, Module, default_libcall_names};
 use weft_ir::{DType, Kernel, Scalar};
 
+use crate::function_cache::FunctionCache;
 use crate::launch::{KernelFn, Plan, PlanStep};
 use crate::leaves;
 use crate::lower;
@@ -75,6 +76,8 @@ pub struct Compiler {
     module_bytes: u64,
     /// The code a module takes before a fresh one begins ([`MODULE_CODE_BYTES`]).
     module_limit: u64,
+    /// Compiled functions of earlier compiles (and, with a directory, of earlier processes).
+    function_cache: FunctionCache,
 }
 
 impl std::fmt::Debug for Compiler {
@@ -134,6 +137,7 @@ fn fresh_module(cancel: &Arc<AtomicU32>) -> Result<(Arc<CodeOwner>, MathDecls)> 
     for (name, address) in crate::math::fma_libcalls() {
         builder.symbol(name, address);
     }
+    builder.symbol_lookup_fn(Box::new(lower::address_symbol));
     let mut module = JITModule::new(builder);
     let mut ids = HashMap::new();
     for f in MathFn::ALL {
@@ -190,6 +194,7 @@ impl Compiler {
             generation: 0,
             module_bytes: 0,
             module_limit: MODULE_CODE_BYTES,
+            function_cache: FunctionCache::in_memory(),
         })
     }
 
@@ -198,6 +203,17 @@ impl Compiler {
     /// cache that drops every kernel of the older generations frees their code.
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// Takes `cache` as the cache of compiled functions from now on (by default one in memory
+    /// only: [`FunctionCache::on_disk`] makes one that later processes find too).
+    pub fn set_function_cache(&mut self, cache: FunctionCache) {
+        self.function_cache = cache;
+    }
+
+    /// The cache of compiled functions, and what it did so far.
+    pub fn function_cache(&self) -> &FunctionCache {
+        &self.function_cache
     }
 
     /// Sets the machine code a JIT module takes before a fresh one begins (by default
@@ -454,6 +470,7 @@ impl Compiler {
                 simd: self.simd,
                 vector_isa: &*self.vector_isa,
                 cancel_flag: self.cancel.as_ptr() as i64,
+                function_cache: &mut self.function_cache,
                 groups: &groups,
                 private: &leaves.iter().map(|l| l.param).collect::<Vec<u32>>(),
                 grouped: &leaves

@@ -86,6 +86,7 @@ use weft_ir::{DType, ReduceOp, Scalar, ValueId, validate::Types};
 use crate::math::MathFn;
 
 mod access;
+mod addresses;
 mod arith;
 mod define;
 mod driver;
@@ -108,6 +109,7 @@ pub(crate) mod wide;
 pub use define::MAX_FRAME_BYTES;
 
 pub(crate) use access::{FaultSite, Obligation};
+pub(crate) use addresses::address_symbol;
 pub(crate) use kernel::{LoopCounts, MathDecls, StepKind, Target, lower_kernel, vectorizes};
 pub(crate) use layout::{Layout, Slot, StoreSlot};
 pub(crate) use loops::CANCELLED;
@@ -151,6 +153,8 @@ fn data_flags() -> MemFlagsData {
 /// What defining one step's function needs.
 struct StepCx<'a> {
     tables: &'a mut Vec<vector::ConstTable>,
+    /// Compiled functions from earlier compiles and processes (see [`crate::function_cache`]).
+    function_cache: &'a mut crate::function_cache::FunctionCache,
     module: &'a mut JITModule,
     ctx: &'a mut Context,
     math: &'a MathDecls,
@@ -225,6 +229,8 @@ struct View {
 struct FnLower<'a, 'f> {
     /// The address of the back end's cancel flag.
     cancel_flag: i64,
+    /// The address symbols this function reads, by address (see [`addresses`]).
+    addresses: HashMap<u64, ir::GlobalValue>,
     b: FunctionBuilder<'f>,
     module: &'a mut JITModule,
     math: &'a MathDecls,

@@ -61,32 +61,7 @@ impl ComponentCache {
     /// cache) when it cannot be made, is not a directory owned by this user, or lets others
     /// write into it.
     fn private_dir(&self) -> Option<&Path> {
-        let dir = self.dir.as_deref()?;
-        if !dir.exists() {
-            let mut builder = std::fs::DirBuilder::new();
-            builder.recursive(true);
-            #[cfg(unix)]
-            std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-            builder.create(dir).ok()?;
-        }
-        let meta = std::fs::symlink_metadata(dir).ok()?;
-        if !meta.is_dir() {
-            return None;
-        }
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::MetadataExt;
-            // SAFETY: `geteuid` has no preconditions and cannot fail.
-            let me = unsafe { libc::geteuid() };
-            if meta.uid() != me || meta.mode() & 0o022 != 0 {
-                tracing::warn!(
-                    dir = %dir.display(),
-                    "the component cache directory is not private to this user: not used"
-                );
-                return None;
-            }
-        }
-        Some(dir)
+        weft_runtime::private_dir::private_dir(self.dir.as_deref()?, "component cache")
     }
 
     fn key(&self, bytes: &[u8]) -> [u8; 32] {
@@ -185,31 +160,15 @@ fn verified_entry(path: &Path, source: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Writes `code`, the `source` it was compiled from, and their BLAKE3 hash as the entry at
-/// `path`: into a new temporary file only
-/// this user may read (refusing one that exists), then renamed into place, so a reader sees a
-/// whole entry or none.
+/// `path`, whole or not at all ([`weft_runtime::private_dir::write_whole`]), synced to disk.
 fn write_entry(path: &Path, code: &[u8], source: &[u8]) {
-    use std::io::Write;
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     let length = (source.len() as u64).to_le_bytes();
     let mut hasher = blake3::Hasher::new();
     hasher.update(code);
     hasher.update(source);
     hasher.update(&length);
-    let written = options.open(&tmp).and_then(|mut f| {
-        f.write_all(code)?;
-        f.write_all(source)?;
-        f.write_all(&length)?;
-        f.write_all(hasher.finalize().as_bytes())?;
-        f.sync_all()
-    });
-    if written.is_err() || std::fs::rename(&tmp, path).is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
+    let hash = hasher.finalize();
+    weft_runtime::private_dir::write_whole(path, &[code, source, &length, hash.as_bytes()], true);
 }
 
 #[cfg(test)]

@@ -51,6 +51,7 @@ pub mod mapping;
 pub mod observed;
 pub mod partition;
 pub mod planner;
+pub mod private_dir;
 pub mod profile;
 pub mod stores;
 pub mod task;

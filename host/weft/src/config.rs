@@ -69,7 +69,8 @@ pub struct Config {
     /// tenant's, all plugins and the application together) and kernel time per launch
     /// (`WEFT_STORE_QUOTA`, `WEFT_KERNEL_TIME_MS`).
     pub limits: weft_runtime::Limits,
-    /// Where compiled components are cached on disk (none: memory only).
+    /// Where compiled components are cached on disk, and under its `kernels` directory the
+    /// compiled functions of kernels (none: memory only).
     pub component_cache: Option<PathBuf>,
     /// The most tasks the window holds before it runs them (the window starts smaller and
     /// grows while whole windows fuse).
@@ -364,6 +365,7 @@ impl Config {
             pool: self.pool.clone(),
             huge_pages: self.huge_pages,
             prefetch: self.prefetch,
+            function_cache: self.component_cache.as_ref().map(|d| d.join("kernels")),
         }
     }
 }
@@ -457,11 +459,20 @@ mod tests {
         assert!(!c.fusion);
         assert_eq!(c.component_cache, None);
         assert_eq!(
+            c.cpu_options().function_cache,
+            None,
+            "no disk cache of kernels either"
+        );
+        assert_eq!(
             c.env_errors,
             ["WEFT_DEVICE=tpu: not a device (cpu, gpu, or sim for tests)"]
         );
         let c = with(&[("WEFT_CACHE_DIR", "/tmp/w"), ("WEFT_TRACE", "t.json")]);
         assert_eq!(c.component_cache, Some(PathBuf::from("/tmp/w")));
+        assert_eq!(
+            c.cpu_options().function_cache,
+            Some(PathBuf::from("/tmp/w/kernels"))
+        );
         assert_eq!(c.trace, Some(PathBuf::from("t.json")));
     }
 

@@ -212,6 +212,7 @@ impl StepCx<'_> {
                 loop_counts: self.loop_counts,
                 widened: HashMap::new(),
                 cancel_flag: self.cancel_flag,
+                addresses: HashMap::new(),
                 jams: self.jams,
                 in_jam: false,
                 grouped: if self.whole { self.grouped } else { &[] },
@@ -228,7 +229,7 @@ impl StepCx<'_> {
         let isa = isa.unwrap_or_else(|| self.module.isa());
         let mut ctrl = ControlPlane::default();
         self.ctx
-            .compile(isa, &mut ctrl)
+            .compile_with_cache(isa, self.function_cache, &mut ctrl)
             .map_err(|e| format!("cranelift: {:?}", e.inner))?;
         let code = self
             .ctx

@@ -251,7 +251,7 @@ impl FnLower<'_, '_> {
                 self.b.ins().jump(tail, &[BlockArg::Value(next)]);
             } else {
                 if !super::loops::bounded_by_a_store(l) {
-                    self.check_cancel();
+                    self.check_cancel()?;
                 }
                 self.b.ins().jump(block, &[BlockArg::Value(next)]);
             }

@@ -109,6 +109,8 @@ pub(crate) struct Target<'a> {
     pub vector_isa: &'a dyn TargetIsa,
     /// The address of the back end's cancel flag (a `u32`), read on every loop back edge.
     pub cancel_flag: i64,
+    /// Compiled functions from earlier compiles and processes (see [`crate::function_cache`]).
+    pub function_cache: &'a mut crate::function_cache::FunctionCache,
     /// The loops cut into segments (see [`crate::strips`]): each compiles to one step.
     pub groups: &'a [crate::strips::Group],
     /// The hidden store parameters private to each chunk (see
@@ -230,6 +232,7 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
         simd,
         vector_isa,
         cancel_flag,
+        function_cache,
         groups,
         private,
         grouped,
@@ -275,6 +278,7 @@ pub(crate) fn lower_kernel(kernel: &Kernel, target: Target<'_>) -> LResult<Lower
     let mut loop_counts = LoopCounts::default();
     let mut fcx = StepCx {
         tables: &mut tables,
+        function_cache,
         module,
         ctx,
         math,

@@ -129,7 +129,7 @@ impl FnLower<'_, '_> {
         let params = self.b.block_params(body).to_vec();
         let ys = self.lower_iteration(l, params[0], &params[1..], &tys)?;
         if !bounded_by_a_store(l) {
-            self.check_cancel();
+            self.check_cancel()?;
         }
         let next = self.b.ins().iadd_imm_s(params[0], 1);
         let more = self.b.ins().icmp(IntCC::SignedLessThan, next, hi);
@@ -264,8 +264,8 @@ impl FnLower<'_, '_> {
     /// clear, else to a cold block that returns [`CANCELLED`]. The back edge of every `for`
     /// loop that no store bounds ([`bounded_by_a_store`]) runs it, so a runaway loop stops
     /// soon after the flag is set; a plain load and a predicted branch per iteration.
-    pub(crate) fn check_cancel(&mut self) {
-        let at = self.b.ins().iconst(self.ptr_ty, self.cancel_flag);
+    pub(crate) fn check_cancel(&mut self) -> LResult<()> {
+        let at = self.fixed_address(self.cancel_flag as u64)?;
         let set = self
             .b
             .ins()
@@ -278,6 +278,7 @@ impl FnLower<'_, '_> {
         let code = self.b.ins().iconst(types::I64, CANCELLED);
         self.b.ins().return_(&[code]);
         self.b.switch_to_block(on);
+        Ok(())
     }
 }
 

@@ -81,7 +81,7 @@ impl FnLower<'_, '_> {
         self.b.switch_to_block(single);
         let params = self.b.block_params(single).to_vec();
         let ys = self.lower_iteration(l, params[0], &params[1..], tys)?;
-        self.end_trip(l, (params[0], 1), &ys, hi, (pairs, exit));
+        self.end_trip(l, (params[0], 1), &ys, hi, (pairs, exit))?;
 
         self.loop_counts.paired += 1;
         self.b.switch_to_block(pairs);
@@ -89,7 +89,7 @@ impl FnLower<'_, '_> {
         let first = self.lower_iteration(l, params[0], &params[1..], tys)?;
         let second_at = self.b.ins().iadd_imm_s(params[0], 1);
         let ys = self.lower_iteration(l, second_at, &first, tys)?;
-        self.end_trip(l, (params[0], 2), &ys, hi, (pairs, exit));
+        self.end_trip(l, (params[0], 2), &ys, hi, (pairs, exit))?;
 
         self.b.switch_to_block(exit);
         let results = self.b.block_params(exit).to_vec();
@@ -109,9 +109,9 @@ impl FnLower<'_, '_> {
         ys: &[Value],
         hi: Value,
         (pairs, exit): (Block, Block),
-    ) {
+    ) -> LResult<()> {
         if !bounded_by_a_store(l) {
-            self.check_cancel();
+            self.check_cancel()?;
         }
         let next = self.b.ins().iadd_imm_s(at, step);
         let more = self.b.ins().icmp(IntCC::SignedLessThan, next, hi);
@@ -119,6 +119,7 @@ impl FnLower<'_, '_> {
         self.b
             .ins()
             .brif(more, pairs, &trip_args(next, ys), exit, &out);
+        Ok(())
     }
 }
 

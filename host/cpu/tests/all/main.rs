@@ -7,6 +7,7 @@ mod cache;
 mod collision;
 mod deferred;
 mod errors;
+mod function_cache;
 mod gather;
 mod lanes;
 mod loops;

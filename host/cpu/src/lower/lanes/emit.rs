@@ -326,7 +326,7 @@ impl FnLower<'_, '_> {
         let ys: Vec<Value> = plan.roots.iter().map(|&r| vals[r]).collect();
         self.env.pop_to(mark);
         if !crate::lower::loops::bounded_by_a_store(l) {
-            self.check_cancel();
+            self.check_cancel()?;
         }
         let next = self.b.ins().iadd_imm_s(params[0], 1);
         let more = self.b.ins().icmp(IntCC::SignedLessThan, next, hi);

@@ -211,7 +211,7 @@ impl FnLower<'_, '_> {
             }
         }
         if !cx.table.is_empty() {
-            let base = self.b.ins().iconst(types::I64, cx.table.as_ptr() as i64);
+            let base = self.fixed_address(cx.table.as_ptr() as u64)?;
             cx.table_base = Some(base);
         }
         if wide.is_some_and(|w| w.grouped == targets.is_empty()) {
@@ -548,7 +548,7 @@ impl FnLower<'_, '_> {
                 let vectors = self.div_pow2(r, lanes, "a wide vector's lanes")?;
                 let q = self.b.ins().band_imm_u(r, lanes - 1);
                 let bytes = self.b.ins().ishl_imm_u(q, 3);
-                let top = self.b.ins().iconst(types::I64, (at + 128) as i64);
+                let top = self.fixed_address(at + 128)?;
                 let addr = self.b.ins().isub(top, bytes);
                 Some((vectors, self.b.ins().select(q, addr, zero)))
             }
