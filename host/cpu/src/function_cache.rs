@@ -18,8 +18,12 @@
 //! chooses no entry's contents, only (through its kernels) which functions are compiled.
 //!
 //! Both levels are bounded: the memory cache by [`MEMORY_BYTES`] (oldest first out), the
-//! directory by [`DISK_BYTES`] (the files least recently written leave when a compiler first
-//! uses the directory and finds it over).
+//! directory by [`DISK_BYTES`] (the files least recently written leave when a compiler opens
+//! the directory and finds it over; the directory is measured at most once per
+//! [`TRIM_EVERY`], so that opening it stays one `stat` however many entries it holds).
+//!
+//! Entries are shared by every runtime of the user, tenants of one service included: a hit
+//! tells a tenant (by its compile time) only that the same function was compiled before.
 
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
@@ -34,6 +38,13 @@ pub const MEMORY_BYTES: u64 = 64 << 20;
 /// The bytes of entries a cache directory keeps: past it, the oldest go until three quarters
 /// are left.
 pub const DISK_BYTES: u64 = 512 << 20;
+
+/// How often a directory is measured against [`DISK_BYTES`]: the modification time of its
+/// `trimmed` file says when it last was.
+pub const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// The name of the file whose modification time is the directory's last measure.
+const TRIMMED: &str = "trimmed";
 
 /// The first bytes of every entry file: the format's name and version.
 const MAGIC: &[u8; 8] = b"weftcl01";
@@ -101,7 +112,9 @@ impl FunctionCache {
     pub fn on_disk(dir: &Path) -> FunctionCache {
         let dir =
             weft_runtime::private_dir::private_dir(dir, "kernel cache").map(Path::to_path_buf);
-        if let Some(d) = &dir {
+        if let Some(d) = &dir
+            && due(d)
+        {
             trim(d, DISK_BYTES);
         }
         FunctionCache {
@@ -176,6 +189,22 @@ impl CacheKvStore for FunctionCache {
     }
 }
 
+/// Whether `dir` was last measured more than [`TRIM_EVERY`] ago (or never); if so, marks it
+/// measured now.
+fn due(dir: &Path) -> bool {
+    let marker = dir.join(TRIMMED);
+    let recent = std::fs::metadata(&marker)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age < TRIM_EVERY);
+    if recent {
+        return false;
+    }
+    weft_runtime::private_dir::write_whole(&marker, &[], false);
+    true
+}
+
 /// Removes the entries of `dir` written longest ago until at most three quarters of `limit`
 /// bytes are left, if it holds more than `limit`.
 fn trim(dir: &Path, limit: u64) {
@@ -187,7 +216,7 @@ fn trim(dir: &Path, limit: u64) {
             let e = e.ok()?;
             let meta = e.metadata().ok()?;
             let modified = meta.modified().ok()?;
-            meta.is_file().then(|| (modified, meta.len(), e.path()))
+            (meta.is_file() && e.file_name() != TRIMMED).then(|| (modified, meta.len(), e.path()))
         })
         .collect();
     let mut total: u64 = files.iter().map(|f| f.1).sum();
@@ -283,6 +312,24 @@ mod tests {
     }
 
     #[test]
+    fn a_directory_is_measured_at_most_once_an_hour() {
+        let dir = scratch("due");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        assert!(due(&dir), "never measured");
+        assert!(!due(&dir), "just measured");
+        let old = std::time::SystemTime::now() - TRIM_EVERY - std::time::Duration::from_secs(60);
+        std::fs::File::options()
+            .write(true)
+            .open(dir.join(TRIMMED))
+            .and_then(|f| f.set_modified(old))
+            .expect("touch");
+        assert!(due(&dir), "measured over an hour ago");
+        assert!(!due(&dir));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn a_directory_over_its_bound_loses_its_oldest_entries() {
         let dir = scratch("trim");
         let _ = std::fs::remove_dir_all(&dir);
@@ -297,6 +344,7 @@ mod tests {
                 .and_then(|f| f.set_modified(t))
                 .expect("touch");
         }
+        std::fs::write(dir.join(TRIMMED), b"").expect("marker");
         trim(&dir, 500);
         let mut left: Vec<String> = std::fs::read_dir(&dir)
             .expect("list")
@@ -305,8 +353,8 @@ mod tests {
         left.sort();
         assert_eq!(
             left,
-            ["e5", "e6", "e7"],
-            "down to three quarters, newest kept"
+            ["e5", "e6", "e7", TRIMMED],
+            "down to three quarters, newest kept, the marker neither counted nor removed"
         );
         let _ = std::fs::remove_dir_all(&dir);
     }

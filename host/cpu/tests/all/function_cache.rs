@@ -135,6 +135,9 @@ fn a_corrupt_entry_is_compiled_again_and_replaced() {
     assert!(written > 0);
     for entry in std::fs::read_dir(&dir).expect("lists") {
         let file = entry.expect("an entry").path();
+        if file.file_name().is_some_and(|n| n == "trimmed") {
+            continue; // the directory's measure, not an entry
+        }
         let mut bytes = std::fs::read(&file).expect("reads");
         let last = bytes.len() - 40;
         bytes[last] ^= 0x40;
