@@ -110,13 +110,14 @@ impl Report {
 
     /// Records the runtime's counters so far.
     pub fn runtime_stats(&mut self, np: &Numeric) -> &mut Report {
-        let (stats, (stores, bytes), peak, fusion, traffic) = np.runtime(|rt| {
+        let (stats, (stores, bytes), peak, fusion, traffic, functions) = np.runtime(|rt| {
             (
                 rt.stats(),
                 rt.memory(),
                 rt.peak_memory(),
                 rt.config().fusion,
                 rt.traffic(),
+                rt.functions(),
             )
         });
         self.set("fusion", fusion)
@@ -127,6 +128,8 @@ impl Report {
             .set("kernels_compiled", stats.exec.kernels_compiled)
             .set("buffers_handed_over", stats.exec.buffers_handed_over)
             .set("compile_ms_max", stats.exec.compile_seconds_max * 1e3)
+            .set("functions_compiled", functions.compiled)
+            .set("functions_from_cache", functions.from_cache)
             .set("stores_alive", stores as u64)
             .set("bytes_allocated", bytes)
             .set("bytes_allocated_peak", peak)

@@ -811,6 +811,14 @@ impl Backend for CpuBackend {
             pooled: self.memory.pooled(),
         }
     }
+
+    fn functions(&self) -> weft_runtime::backend::FunctionCounts {
+        let s = self.compiler.function_cache().stats();
+        weft_runtime::backend::FunctionCounts {
+            compiled: s.misses,
+            from_cache: s.memory_hits + s.disk_hits,
+        }
+    }
 }
 
 /// Whether the last of three bindings (a product's `C`) lies in another buffer than the

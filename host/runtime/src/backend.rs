@@ -185,6 +185,16 @@ pub enum Prepared {
     Compiled(Duration),
 }
 
+/// Counters of a back end's compiled functions: how many it compiled and how many it found
+/// compiled already in its cache of functions (in memory or, from earlier processes, on disk).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FunctionCounts {
+    /// Functions compiled.
+    pub compiled: u64,
+    /// Functions found compiled in the back end's cache.
+    pub from_cache: u64,
+}
+
 /// Counters that a back end keeps of its memory.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MemoryStats {
@@ -306,6 +316,11 @@ pub trait Backend {
 
     /// The back end's memory counters.
     fn memory(&self) -> MemoryStats;
+
+    /// The back end's counters of compiled functions (none where it keeps no such cache).
+    fn functions(&self) -> FunctionCounts {
+        FunctionCounts::default()
+    }
 
     /// Records a mark in the device's stream: the device notes its time when it reaches the
     /// mark (on a GPU, a CUDA event). `None` where the back end runs on the host, whose clock

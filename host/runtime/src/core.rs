@@ -321,6 +321,11 @@ impl Core {
         (self.stores.len(), self.stores.allocated_bytes())
     }
 
+    /// The back end's counters of compiled functions ([`Backend::functions`]).
+    pub fn functions(&self) -> crate::backend::FunctionCounts {
+        self.backend.functions()
+    }
+
     /// A mark in the device's stream ([`Backend::record_mark`]); `None` on the host.
     pub fn record_mark(&mut self) -> Result<Option<u64>> {
         self.backend.record_mark()

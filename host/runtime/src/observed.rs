@@ -89,6 +89,9 @@ impl Backend for Observed {
     fn memory(&self) -> MemoryStats {
         self.inner.memory()
     }
+    fn functions(&self) -> crate::backend::FunctionCounts {
+        self.inner.functions()
+    }
     fn record_mark(&mut self) -> Result<Option<u64>> {
         self.inner.record_mark()
     }

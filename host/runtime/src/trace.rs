@@ -632,6 +632,9 @@ impl Backend for Recorder {
     fn memory(&self) -> MemoryStats {
         self.lock().inner.memory()
     }
+    fn functions(&self) -> crate::backend::FunctionCounts {
+        self.lock().inner.functions()
+    }
     fn record_mark(&mut self) -> Result<Option<u64>> {
         let mut s = self.lock();
         s.log.refuse("it records device marks");

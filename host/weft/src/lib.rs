@@ -45,4 +45,5 @@ pub use weft_ir::DType;
 pub use weft_plugin::{Error as PluginError, Fault, Value};
 pub use weft_runtime::{
     KernelProfile, Limits, PlannerStats, PluginId, Profile, Stats, StoreHandle, StoreId,
+    backend::FunctionCounts,
 };

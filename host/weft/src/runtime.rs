@@ -484,6 +484,15 @@ impl Runtime {
         self.traced(|rt| Ok(rt.core()?.copy_bandwidth(bytes, samples)?))
     }
 
+    /// The back end's counters of compiled functions: how many it compiled, and how many it
+    /// found in its cache (with a cache directory, also those compiled by earlier processes).
+    pub fn functions(&self) -> crate::FunctionCounts {
+        self.core
+            .as_deref()
+            .map(Core::functions)
+            .unwrap_or_default()
+    }
+
     /// Number of stores alive, and bytes of storage allocated.
     pub fn memory(&mut self) -> (usize, u64) {
         self.core

@@ -15,6 +15,7 @@ mod gpu_check;
 mod hostile;
 mod in_place;
 mod interop;
+mod kernel_cache;
 mod linalg;
 mod ndarray_interop;
 mod numeric_ops;
