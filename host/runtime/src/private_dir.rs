@@ -49,12 +49,15 @@ pub fn write_whole(path: &Path, parts: &[&[u8]], sync: bool) -> bool {
     options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let written = options.open(&tmp).and_then(|mut f| {
-        for part in parts {
-            f.write_all(part)?;
-        }
-        if sync { f.sync_all() } else { Ok(()) }
-    });
+    // Another writer's temporary file is left alone: only one this call made is removed.
+    let Ok(mut file) = options.open(&tmp) else {
+        return false;
+    };
+    let written = parts
+        .iter()
+        .try_for_each(|part| file.write_all(part))
+        .and_then(|()| if sync { file.sync_all() } else { Ok(()) });
+    drop(file);
     if written.is_err() || std::fs::rename(&tmp, path).is_err() {
         let _ = std::fs::remove_file(&tmp);
         return false;
@@ -105,6 +108,11 @@ mod tests {
         std::fs::write(&tmp, b"partial").expect("write");
         assert!(!write_whole(&path, &[b"xy"], true));
         assert_eq!(std::fs::read(&path).expect("read"), b"abcd");
+        assert_eq!(
+            std::fs::read(&tmp).expect("still there"),
+            b"partial",
+            "the other writer's file is not touched"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
