@@ -6,9 +6,11 @@
 //! IR is a small part. Cranelift's incremental cache keys a function by a SHA-256 hash of its
 //! IR *stencil* (the function without the names of what it calls or reads) and of the ISA's
 //! flags and features, and stores the compiled stencil, to which it applies the names again on
-//! a hit. Compiled code holds no address of this process: the cancel flag and constant tables
-//! are symbols resolved when the module is finalized (see `lower::address_symbol`), so an
-//! entry serves every process of this Cranelift version on this CPU.
+//! a hit. The functions Cranelift compiles hold no address of this process: the cancel flag
+//! and constant tables are symbols resolved when the module is finalized (see
+//! `lower::address_symbol`), so an entry serves every process of this Cranelift version on this
+//! CPU. (The wide bodies, which Weft encodes itself in a fraction of the time, are not cached
+//! and keep their tables' addresses.)
 //!
 //! An entry is native code that the host will run, so the disk cache trusts only what it
 //! wrote: the directory must be private to the user ([`weft_runtime::private_dir`]); each file
