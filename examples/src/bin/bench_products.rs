@@ -2,8 +2,10 @@
 //! `vecmat` and their transposed forms, `f32` and `f64`.
 //!
 //! Each shape is timed as the median of `--iters` products after `--warmup` (each product
-//! run to completion: `synchronize`), Weft first, then NumPy on arrays of the same shapes,
-//! layouts and dtype, with NumPy's BLAS at `--threads` threads. The forms name how the
+//! run to completion: `synchronize`), Weft first, then, right after it and before the next
+//! shape, NumPy on arrays of the same shape, layout and dtype, with NumPy's BLAS at
+//! `--threads` threads (shape by shape, so that the two of a ratio run minutes apart at most
+//! seconds, on a machine whose speed drifts). The forms name how the
 //! operands lie: `A@B` both row-major; `A.T@B` and `A@B.T` an operand read through the
 //! transpose of a row-major array; `A@x`, `A.T@x` and `x@A` with a vector. Every dimension is
 //! divided by `--divide` (the tests run small shapes).
@@ -146,6 +148,23 @@ fn main() -> ExitCode {
     run_main(NAME, || run(&args))
 }
 
+/// NumPy's median time for the product of shape `s` (the peer script run for it alone).
+fn numpy_time(s: &Shape, args: &Args) -> Result<f64, String> {
+    let words = [
+        args.iters.max(1).to_string(),
+        args.warmup.to_string(),
+        s.form.to_string(),
+        numpy_dtype(s.dtype).to_string(),
+        s.m.to_string(),
+        s.k.to_string(),
+        s.n.to_string(),
+    ];
+    let text = numpy_peer::run_all(NUMPY, &words, args.threads)?;
+    text.trim()
+        .parse::<f64>()
+        .map_err(|e| format!("the NumPy script printed {text:?}: {e}"))
+}
+
 /// The NumPy side: argv holds `iters warmup` then `form dtype m k n` per shape; prints one
 /// median per shape.
 const NUMPY: &str = r#"
@@ -252,6 +271,8 @@ fn run(args: &Args) -> Result<(), AppError> {
         .collect();
     let np = load_numeric(args)?;
     let (mut rows, mut sampled_sum, mut total) = (Vec::new(), 0.0, 0.0);
+    // NumPy's time per shape, or why there is none (the first failure ends the tries).
+    let mut numpy_times: Vec<Result<f64, String>> = Vec::new();
     for (q, s) in shapes.iter().enumerate() {
         let (a, b, ra, rb) = operands(&np, s, args.seed.wrapping_add(q as u64))?;
         let mut times = Vec::new();
@@ -284,34 +305,15 @@ fn run(args: &Args) -> Result<(), AppError> {
             "weft_gflops": flops / seconds / 1e9,
             "max_rel_diff_sampled": diff,
         }));
+        let numpy = match numpy_times.last() {
+            Some(Err(why)) => Err(why.clone()),
+            _ => numpy_time(s, args),
+        };
+        numpy_times.push(numpy);
     }
-    let mut words = vec![args.iters.max(1).to_string(), args.warmup.to_string()];
-    for s in &shapes {
-        words.extend([
-            s.form.to_string(),
-            numpy_dtype(s.dtype).to_string(),
-            s.m.to_string(),
-            s.k.to_string(),
-            s.n.to_string(),
-        ]);
-    }
-    let peer = numpy_peer::run_all(NUMPY, &words, args.threads).and_then(|text| {
-        let times: Vec<f64> = text
-            .lines()
-            .map(|l| l.trim().parse::<f64>())
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("the NumPy script printed {text:?}: {e}"))?;
-        if times.len() == shapes.len() {
-            Ok(times)
-        } else {
-            Err(format!(
-                "the NumPy script timed {} of {} shapes",
-                times.len(),
-                shapes.len()
-            ))
-        }
-    });
+    let peer: Result<Vec<f64>, String> = numpy_times.into_iter().collect();
     let mut report = Report::new(NAME, args);
+
     let mut ratios = Vec::new();
     match &peer {
         Ok(times) => {
