@@ -1,5 +1,6 @@
-//! Builds the workspace's plugins for `wasm32-unknown-unknown` into components, with
-//! `weft-plugin-build`, and writes `artifacts.rs`, which embeds them.
+//! Builds the workspace's plugins for `wasm32-unknown-unknown` into components, and its
+//! application packages' binaries for `wasm32-wasip2`, with `weft-plugin-build`, and writes
+//! `artifacts.rs`, which embeds them.
 //!
 //! The plugins are the workspace's packages whose manifest says
 //! `[package.metadata.weft] artifact = "NAME"`; each becomes the constant `NAME` (its bytes)
@@ -9,7 +10,10 @@
 
 use std::path::{Path, PathBuf};
 
-use weft_plugin_build::{Build, Profile, discover, ensure_wasm_target};
+use weft_plugin_build::{
+    APP_TARGET, AppBuild, Build, Profile, discover, discover_apps, ensure_target,
+    ensure_wasm_target,
+};
 
 fn main() {
     if let Err(message) = run() {
@@ -75,6 +79,42 @@ fn run() -> Result<(), String> {
              /// Where the `{package}` component lies on disk.\n\
              pub const {constant}_PATH: &str = {dest:?};\n"
         ));
+    }
+    // Application components: each binary of a package marked `apps = true`, for
+    // wasm32-wasip2 (whose binaries are components already).
+    let apps = discover_apps(&cargo, &workspace).map_err(|e| e.to_string())?;
+    if !apps.is_empty() {
+        ensure_target(
+            &std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()),
+            APP_TARGET,
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    for a in &apps {
+        if let Some(dir) = a.manifest.parent() {
+            println!("cargo:rerun-if-changed={}", dir.display());
+        }
+        let build = AppBuild {
+            cargo: cargo.clone(),
+            manifest: workspace.clone(),
+            package: a.package.clone(),
+            target_dir: target_dir.clone(),
+            profile: Profile::Named("plugin".into()),
+        };
+        for (bin, file) in build.components(&a.bins).map_err(|e| e.to_string())? {
+            let dest = out_dir.join(format!("{bin}.component.wasm"));
+            std::fs::copy(&file, &dest).map_err(|e| {
+                format!("cannot copy {} to {}: {e}", file.display(), dest.display())
+            })?;
+            let constant = format!("APP_{}", bin.to_uppercase());
+            let package = &a.package;
+            generated.push_str(&format!(
+                "/// The application `{bin}` of `{package}`, as a component.\n\
+                 pub const {constant}: &[u8] = include_bytes!({dest:?});\n\
+                 /// Where the `{bin}` component lies on disk.\n\
+                 pub const {constant}_PATH: &str = {dest:?};\n"
+            ));
+        }
     }
     std::fs::write(out_dir.join("artifacts.rs"), generated)
         .map_err(|e| format!("cannot write artifacts.rs: {e}"))?;

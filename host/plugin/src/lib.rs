@@ -26,7 +26,7 @@ pub mod imports;
 pub mod limits;
 mod plugin;
 pub mod replay;
-mod ticker;
+pub mod ticker;
 mod value_conversions;
 
 use std::path::PathBuf;

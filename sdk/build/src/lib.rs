@@ -268,6 +268,12 @@ fn packages(cargo: &Path, manifest: &Path) -> Result<Vec<serde_json::Value>> {
 /// Makes sure the wasm target's standard library is installed for `rustc`, installing it
 /// with rustup if it is not.
 pub fn ensure_wasm_target(rustc: &str) -> Result<()> {
+    ensure_target(rustc, TARGET)
+}
+
+/// Makes sure `target`'s standard library is installed for `rustc`, installing it with rustup
+/// if it is not.
+pub fn ensure_target(rustc: &str, target: &str) -> Result<()> {
     let sysroot = Command::new(rustc)
         .args(["--print", "sysroot"])
         .output()
@@ -276,12 +282,12 @@ pub fn ensure_wasm_target(rustc: &str) -> Result<()> {
             source,
         })?;
     let sysroot = String::from_utf8_lossy(&sysroot.stdout).trim().to_string();
-    let lib = Path::new(&sysroot).join("lib/rustlib").join(TARGET);
+    let lib = Path::new(&sysroot).join("lib/rustlib").join(target);
     if lib.exists() {
         return Ok(());
     }
     let installed = Command::new("rustup")
-        .args(["target", "add", TARGET])
+        .args(["target", "add", target])
         .status()
         .map(|s| s.success())
         .unwrap_or(false);
@@ -289,10 +295,115 @@ pub fn ensure_wasm_target(rustc: &str) -> Result<()> {
         Ok(())
     } else {
         Err(Error::Failed(format!(
-            "the {TARGET} target is missing and could not be installed; run:\n    rustup target \
-             add {TARGET}"
+            "the {target} target is missing and could not be installed; run:\n    rustup target \
+             add {target}"
         )))
     }
+}
+
+/// The target application components are compiled for: its binaries are components already.
+pub const APP_TARGET: &str = "wasm32-wasip2";
+
+/// The application components of one package to build: each of its binaries, for
+/// [`APP_TARGET`].
+#[derive(Clone, Debug)]
+pub struct AppBuild {
+    /// The `cargo` to run.
+    pub cargo: PathBuf,
+    /// The workspace's (or the package's) `Cargo.toml`.
+    pub manifest: PathBuf,
+    /// The package name.
+    pub package: String,
+    /// Where the build's files go.
+    pub target_dir: PathBuf,
+    /// The profile.
+    pub profile: Profile,
+}
+
+impl AppBuild {
+    /// Compiles every binary of the package and returns each one's name and component file.
+    pub fn components(&self, bins: &[String]) -> Result<Vec<(String, PathBuf)>> {
+        let mut cmd = Command::new(&self.cargo);
+        cmd.arg("build")
+            .arg(format!("--target={APP_TARGET}"))
+            .arg("--manifest-path")
+            .arg(&self.manifest)
+            .arg("--target-dir")
+            .arg(&self.target_dir)
+            .args(["-p", &self.package])
+            .args(self.profile.args());
+        for bin in bins {
+            cmd.args(["--bin", bin]);
+        }
+        for var in [
+            "CARGO_ENCODED_RUSTFLAGS",
+            "RUSTFLAGS",
+            "CARGO_BUILD_TARGET",
+            "CARGO_TARGET_DIR",
+            "CARGO_BUILD_RUSTFLAGS",
+        ] {
+            cmd.env_remove(var);
+        }
+        let status = cmd.status().map_err(|source| Error::Spawn {
+            command: format!("{} build", self.cargo.display()),
+            source,
+        })?;
+        if !status.success() {
+            return Err(Error::Failed(format!(
+                "building {} for {APP_TARGET} failed ({status})",
+                self.package
+            )));
+        }
+        let dir = self.target_dir.join(APP_TARGET).join(self.profile.dir());
+        Ok(bins
+            .iter()
+            .map(|b| (b.clone(), dir.join(format!("{b}.wasm"))))
+            .collect())
+    }
+}
+
+/// An application package found by [`discover_apps`]: its binaries become components.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppPackage {
+    /// The package name.
+    pub package: String,
+    /// Its binaries' names.
+    pub bins: Vec<String>,
+    /// Its `Cargo.toml`.
+    pub manifest: PathBuf,
+}
+
+/// The packages of the workspace of `manifest` whose metadata says
+/// `[package.metadata.weft] apps = true`, with their binaries, sorted by package name.
+pub fn discover_apps(cargo: &Path, manifest: &Path) -> Result<Vec<AppPackage>> {
+    let mut found = Vec::new();
+    for p in packages(cargo, manifest)? {
+        if p["metadata"]["weft"]["apps"].as_bool() != Some(true) {
+            continue;
+        }
+        let (name, path) = name_and_manifest(&p)?;
+        let mut bins: Vec<String> = p["targets"]
+            .as_array()
+            .map(|ts| {
+                ts.iter()
+                    .filter(|t| {
+                        t["kind"]
+                            .as_array()
+                            .is_some_and(|k| k.iter().any(|k| k == "bin"))
+                    })
+                    .filter_map(|t| t["name"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        bins.sort();
+        found.push(AppPackage {
+            package: name,
+            bins,
+            manifest: path,
+        });
+    }
+    found.sort_by(|a, b| a.package.cmp(&b.package));
+    Ok(found)
 }
 
 /// The files of a new plugin crate made from the SDK's template (`sdk/template/`), with

@@ -1,0 +1,214 @@
+//! One application job: an application component run once on a runtime, with its
+//! arguments, environment, directory and limits, to an exit status and its output.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use send_wrapper::SendWrapper;
+use wasmtime::component::{Component, ResourceTable};
+use wasmtime::{Engine, Store};
+use wasmtime_wasi::p2::bindings::sync::Command;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
+use weft::Runtime;
+use weft_plugin::limits::Limiter;
+use weft_plugin::ticker::{EPOCH_TICK, EpochTicker};
+use weft_runtime::PluginId;
+
+use crate::linking::{AppState, linker_for, served_interfaces, unserved};
+use crate::{Error, Result};
+
+/// What one application job may use.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppLimits {
+    /// The most linear memory the application's instance may hold, in bytes.
+    pub memory_bytes: usize,
+    /// The longest the application may run (its own code: the epoch deadline; the kernels
+    /// its reads run are bounded by the runtime's `kernel_time`).
+    pub time: Duration,
+    /// The most bytes it may write to standard output and to standard error, each (a write
+    /// past it fails, and the application stops with that error). Only where the job
+    /// captures its output ([`Job::capture`]).
+    pub output_bytes: usize,
+}
+
+impl Default for AppLimits {
+    fn default() -> Self {
+        AppLimits {
+            memory_bytes: 256 << 20,
+            time: Duration::from_secs(600),
+            output_bytes: 1 << 20,
+        }
+    }
+}
+
+/// One run of an application.
+#[derive(Clone, Debug, Default)]
+pub struct Job {
+    /// The name errors give the application.
+    pub name: String,
+    /// Its arguments, without the program name (the host passes `name` as `argv[0]`).
+    pub args: Vec<String>,
+    /// Its environment variables.
+    pub env: Vec<(String, String)>,
+    /// A directory of the host it may read and write, as its working directory (`.`).
+    pub dir: Option<PathBuf>,
+    /// Whether its standard output and error are captured (into [`JobOutcome`]) rather
+    /// than written to the host's.
+    pub capture: bool,
+    /// Its limits.
+    pub limits: AppLimits,
+}
+
+/// How a job ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobOutcome {
+    /// The exit status: 0 when `main` returned, or what `std::process::exit` gave.
+    pub status: i32,
+    /// Its standard output, when captured.
+    pub stdout: Vec<u8>,
+    /// Its standard error, when captured.
+    pub stderr: Vec<u8>,
+}
+
+/// Compiles and runs application components. One host serves any number of jobs, one at a
+/// time per runtime.
+pub struct AppHost {
+    engine: Engine,
+    _ticker: EpochTicker,
+}
+
+impl AppHost {
+    /// A host with its own engine, whose epoch advances every [`EPOCH_TICK`].
+    pub fn new() -> Result<AppHost> {
+        let mut config = wasmtime::Config::new();
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config).map_err(|e| Error::Host(format!("engine: {e}")))?;
+        let ticker = EpochTicker::start(engine.clone())
+            .map_err(|e| Error::Host(format!("epoch thread: {e}")))?;
+        Ok(AppHost {
+            engine,
+            _ticker: ticker,
+        })
+    }
+
+    /// Compiles an application component (`name` for errors).
+    pub fn compile(&self, name: &str, bytes: &[u8]) -> Result<Component> {
+        Component::new(&self.engine, bytes).map_err(|e| Error::Load {
+            app: name.into(),
+            message: format!("not a component this host can run: {e:#}"),
+        })
+    }
+
+    /// Runs `component` as `job` on `rt`, whose loaded `plugins` serve its imports. The
+    /// runtime comes back with the outcome whatever happened: the application's store
+    /// handles are released (their stores freed once no task needs them) before it does.
+    pub fn run(
+        &self,
+        rt: Runtime,
+        plugins: &[PluginId],
+        component: &Component,
+        job: &Job,
+    ) -> (Result<JobOutcome>, Runtime) {
+        let fail = |message: String| Error::Failed {
+            app: job.name.clone(),
+            message,
+        };
+        let served = match served_interfaces(&rt, plugins) {
+            Ok(s) => s,
+            Err(e) => return (Err(fail(format!("listing the plugins' exports: {e}"))), rt),
+        };
+        let missing = unserved(&self.engine, component, &served);
+        if !missing.is_empty() {
+            return (
+                Err(Error::Load {
+                    app: job.name.clone(),
+                    message: format!(
+                        "it imports {}, which no loaded plugin exports",
+                        missing.join(", ")
+                    ),
+                }),
+                rt,
+            );
+        }
+        let (stdout, stderr) = (
+            MemoryOutputPipe::new(job.limits.output_bytes),
+            MemoryOutputPipe::new(job.limits.output_bytes),
+        );
+        let mut wasi = WasiCtxBuilder::new();
+        let mut argv = vec![job.name.clone()];
+        argv.extend(job.args.iter().cloned());
+        wasi.args(&argv).envs(&job.env);
+        if job.capture {
+            wasi.stdout(stdout.clone()).stderr(stderr.clone());
+        } else {
+            wasi.inherit_stdout().inherit_stderr();
+        }
+        if let Some(dir) = &job.dir
+            && let Err(e) = wasi.preopened_dir(dir, ".", FsPerms::ReadWrite)
+        {
+            return (Err(fail(format!("cannot open {}: {e}", dir.display()))), rt);
+        }
+        let state = AppState {
+            rt: SendWrapper::new(rt),
+            served,
+            wasi: wasi.build(),
+            table: ResourceTable::new(),
+            limiter: Limiter::new(&weft_plugin::PluginLimits {
+                memory_bytes: job.limits.memory_bytes,
+                ..Default::default()
+            }),
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        store.epoch_deadline_trap();
+        let ticks = (job.limits.time.as_micros() / EPOCH_TICK.as_micros().max(1)).max(1);
+        store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
+        let ran = run_command(&self.engine, &mut store, component);
+        let state = store.into_data();
+        let AppState { rt, table, .. } = state;
+        // The application's handles go before the runtime comes back.
+        drop(table);
+        let rt = rt.take();
+        let outcome = match ran {
+            Ok(status) => Ok(JobOutcome {
+                status,
+                stdout: stdout.contents().to_vec(),
+                stderr: stderr.contents().to_vec(),
+            }),
+            Err(e) => Err(fail(describe(&e, job))),
+        };
+        (outcome, rt)
+    }
+}
+
+/// Instantiates the component as a WASI command and runs it to its exit status.
+fn run_command(
+    engine: &Engine,
+    store: &mut Store<AppState>,
+    component: &Component,
+) -> wasmtime::Result<i32> {
+    let linker = linker_for(engine, component)?;
+    let command = Command::instantiate(&mut *store, component, &linker)?;
+    match command.wasi_cli_run().call_run(&mut *store) {
+        Ok(Ok(())) => Ok(0),
+        Ok(Err(())) => Ok(1),
+        Err(e) => match e.downcast_ref::<I32Exit>() {
+            Some(exit) => Ok(exit.0),
+            None => Err(e),
+        },
+    }
+}
+
+/// A trap's message in words: a deadline or a memory cap named as such.
+fn describe(e: &wasmtime::Error, job: &Job) -> String {
+    if let Some(trap) = e.downcast_ref::<wasmtime::Trap>()
+        && *trap == wasmtime::Trap::Interrupt
+    {
+        return format!(
+            "it ran past its time limit of {:?} and was stopped",
+            job.limits.time
+        );
+    }
+    format!("{e:#}")
+}
