@@ -26,6 +26,10 @@
 //! price) uniform in [5, 30), `X` (strike) uniform in [1, 100), `T` (years to expiry) uniform
 //! in [0.25, 10), all f64 of `n` elements from the seed; `R` (risk-free rate) 0.02 and `V`
 //! (volatility) 0.30 as 0-d arrays that broadcast.
+//!
+//! This file is also the model of the application component `black_scholes_app`
+//! (`examples/apps`), which compiles it by path against `weft-app` under the name `weft`: the
+//! same source, built natively and as a component.
 
 use weft::{Array, Numeric};
 use weft_ir::DType;

@@ -38,6 +38,7 @@ pub mod npbench;
 pub mod numpy_peer;
 pub mod pagerank;
 pub mod report;
+mod seeds;
 pub mod side_by_side;
 pub mod solve_app;
 pub mod sparse_reference;
@@ -53,6 +54,7 @@ use weft::{Array, Numeric, Runtime};
 
 pub use cli::{Args, Cli, Kind};
 pub use report::Report;
+pub use seeds::sub_seed;
 pub use timing::{Timing, bench, bench_then, time_iterations, time_iterations_then};
 
 /// The error type of the example binaries.
@@ -62,17 +64,6 @@ pub type AppError = Box<dyn std::error::Error>;
 /// environment.
 pub fn load_numeric(args: &Args) -> weft::Result<Numeric> {
     Numeric::new(Runtime::new(args.config())?, weft_plugin_artifacts::NUMERIC)
-}
-
-/// A seed for the `stream`-th random array of a program run with `seed` (SplitMix64 of the
-/// pair, so that nearby seeds give unrelated arrays).
-pub fn sub_seed(seed: u64, stream: u64) -> u64 {
-    let mut z = seed
-        .wrapping_add(stream.wrapping_mul(0x9E37_79B9_7F4A_7C15))
-        .wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// Creates the `--out` directory, if one was asked for, and returns it.

@@ -132,26 +132,7 @@ impl Build {
         if self.offline {
             cmd.arg("--offline");
         }
-        // An outer build's flags are for the host, not for wasm.
-        for var in [
-            "CARGO_ENCODED_RUSTFLAGS",
-            "RUSTFLAGS",
-            "CARGO_BUILD_TARGET",
-            "CARGO_TARGET_DIR",
-            "CARGO_BUILD_RUSTFLAGS",
-        ] {
-            cmd.env_remove(var);
-        }
-        let status = cmd.status().map_err(|source| Error::Spawn {
-            command: format!("{} rustc", self.cargo.display()),
-            source,
-        })?;
-        if !status.success() {
-            return Err(Error::Failed(format!(
-                "building {} for {TARGET} failed ({status})",
-                self.package
-            )));
-        }
+        run_nested(cmd, "rustc", &self.cargo, &self.package, TARGET)?;
         Ok(self
             .target_dir
             .join(TARGET)
@@ -167,6 +148,37 @@ impl Build {
             source,
         })?;
         componentize(&self.package, &bytes)
+    }
+}
+
+/// Runs a nested `cargo` (its `subcommand` building `package` for `target`), without the
+/// outer build's flags, which are for the host, not for wasm.
+fn run_nested(
+    mut cmd: Command,
+    subcommand: &str,
+    cargo: &Path,
+    package: &str,
+    target: &str,
+) -> Result<()> {
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_RUSTFLAGS",
+    ] {
+        cmd.env_remove(var);
+    }
+    let status = cmd.status().map_err(|source| Error::Spawn {
+        command: format!("{} {subcommand}", cargo.display()),
+        source,
+    })?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(Error::Failed(format!(
+            "building {package} for {target} failed ({status})"
+        )))
     }
 }
 
@@ -335,25 +347,7 @@ impl AppBuild {
         for bin in bins {
             cmd.args(["--bin", bin]);
         }
-        for var in [
-            "CARGO_ENCODED_RUSTFLAGS",
-            "RUSTFLAGS",
-            "CARGO_BUILD_TARGET",
-            "CARGO_TARGET_DIR",
-            "CARGO_BUILD_RUSTFLAGS",
-        ] {
-            cmd.env_remove(var);
-        }
-        let status = cmd.status().map_err(|source| Error::Spawn {
-            command: format!("{} build", self.cargo.display()),
-            source,
-        })?;
-        if !status.success() {
-            return Err(Error::Failed(format!(
-                "building {} for {APP_TARGET} failed ({status})",
-                self.package
-            )));
-        }
+        run_nested(cmd, "build", &self.cargo, &self.package, APP_TARGET)?;
         let dir = self.target_dir.join(APP_TARGET).join(self.profile.dir());
         Ok(bins
             .iter()
