@@ -1,5 +1,7 @@
-//! How much a call into a plugin costs: a typed export call, a dynamic call, and a numeric
-//! operation (which also creates a store and submits a task, but runs nothing).
+//! How much a call into a plugin costs: a typed export call, a dynamic call, a numeric
+//! operation (which also creates a store and submits a task, but runs nothing), and the same
+//! operation made by an application component (`examples/apps`' `call_cost`, run by
+//! `weft-apps`, which times itself), with its excess over the native operation.
 //!
 //! Prints one JSON line with the median nanoseconds per call of each, over `--iters` batches of
 //! `--n` calls.
@@ -58,6 +60,24 @@ fn run() -> Result<(), AppError> {
     })?;
     np.runtime(|rt| rt.synchronize())?;
 
+    // The component case, on a runtime of its own.
+    let host = weft_apps::AppHost::new()?;
+    let app = host.compile("call_cost", weft_plugin_artifacts::APP_CALL_COST)?;
+    let mut rt = Runtime::new(args.config())?;
+    let plugins = vec![rt.load(weft_plugin_artifacts::NUMERIC)?];
+    let job = weft_apps::Job {
+        name: "call_cost".into(),
+        args: vec![args.n.to_string(), args.iters.to_string()],
+        capture: true,
+        ..weft_apps::Job::default()
+    };
+    let (outcome, _rt) = host.run(rt, &plugins, &app, &job);
+    let outcome = outcome?;
+    let reported: serde_json::Value = serde_json::from_slice(&outcome.stdout)?;
+    let component = reported["op_submit_ns"]
+        .as_f64()
+        .ok_or("call_cost printed no op_submit_ns")?;
+
     let line = serde_json::json!({
         "example": "plugin_calls",
         "n": args.n,
@@ -66,6 +86,8 @@ fn run() -> Result<(), AppError> {
         "typed_export_call_ns": typed,
         "dynamic_call_ns": dynamic,
         "numeric_op_submit_ns": op,
+        "component_op_submit_ns": component,
+        "component_excess_ns": component - op,
     });
     println!("{line}");
     Ok(())

@@ -140,13 +140,8 @@ impl PluginHost {
             let mut params = Vec::with_capacity(args.len());
             let mut lent = Vec::new();
             for (arg, ty) in args.iter().zip(&param_types) {
-                match to_val(arg, ty, store) {
-                    Ok(v) => {
-                        if let (Type::Borrow(_), Val::Resource(r)) = (ty, &v) {
-                            lent.push(*r);
-                        }
-                        params.push(v);
-                    }
+                match to_val(arg, ty, store, &mut lent) {
+                    Ok(v) => params.push(v),
                     Err(m) => {
                         give_back(lent, store)?;
                         return Ok(Err(m));
@@ -216,10 +211,14 @@ impl Returned {
     }
 }
 
+/// `v` as a value of type `ty`; every handle made to lend a store for a `borrow<store>`, at
+/// any depth (an operand variant's payload, a record's field), goes into `lent`, which
+/// `call` gives back when the call returns.
 fn to_val(
     v: &Value,
     ty: &Type,
     store: &mut wasmtime::Store<PluginState>,
+    lent: &mut Vec<wasmtime::component::ResourceAny>,
 ) -> std::result::Result<Val, String> {
     let mismatch = || format!("a value {v:?} does not fit type {ty:?}");
     Ok(match (v, ty) {
@@ -241,7 +240,7 @@ fn to_val(
             Val::List(
                 items
                     .iter()
-                    .map(|i| to_val(i, &item, store))
+                    .map(|i| to_val(i, &item, store, lent))
                     .collect::<std::result::Result<_, _>>()?,
             )
         }
@@ -254,7 +253,7 @@ fn to_val(
                         field.name
                     ));
                 }
-                out.push((name.clone(), to_val(value, &field.ty, store)?));
+                out.push((name.clone(), to_val(value, &field.ty, store, lent)?));
             }
             if out.len() != r.fields().len() {
                 return Err(mismatch());
@@ -265,7 +264,7 @@ fn to_val(
             items
                 .iter()
                 .zip(t.types())
-                .map(|(i, ty)| to_val(i, &ty, store))
+                .map(|(i, ty)| to_val(i, &ty, store, lent))
                 .collect::<std::result::Result<_, _>>()?,
         ),
         (Value::Variant(case, payload), Type::Variant(var)) => {
@@ -274,7 +273,7 @@ fn to_val(
                 .find(|c| c.name == case)
                 .ok_or_else(|| format!("no variant case `{case}`"))?;
             let payload = match (payload, c.ty) {
-                (Some(p), Some(t)) => Some(Box::new(to_val(p, &t, store)?)),
+                (Some(p), Some(t)) => Some(Box::new(to_val(p, &t, store, lent)?)),
                 (None, None) => None,
                 _ => return Err(mismatch()),
             };
@@ -284,7 +283,7 @@ fn to_val(
             Val::Enum(case.clone())
         }
         (Value::Option(o), Type::Option(t)) => Val::Option(match o {
-            Some(v) => Some(Box::new(to_val(v, &t.ty(), store)?)),
+            Some(v) => Some(Box::new(to_val(v, &t.ty(), store, lent)?)),
             None => None,
         }),
         (Value::Flags(f), Type::Flags(_)) => Val::Flags(f.clone()),
@@ -310,10 +309,13 @@ fn to_val(
                 .data_mut()
                 .own_entry(entry)
                 .map_err(|e| e.to_string())?;
-            Val::Resource(
-                r.try_into_resource_any(&mut *store)
-                    .map_err(|e| e.to_string())?,
-            )
+            let any = r
+                .try_into_resource_any(&mut *store)
+                .map_err(|e| e.to_string())?;
+            if matches!(ty, Type::Borrow(_)) {
+                lent.push(any);
+            }
+            Val::Resource(any)
         }
         _ => return Err(mismatch()),
     })
