@@ -1,0 +1,98 @@
+//! Black-Scholes built two ways, side by side: `examples/apps`' `black_scholes_app` run as an
+//! application component (under `weft-apps`, a fresh runtime each run) against the same
+//! model run natively (`weft_examples::black_scholes`, a fresh runtime each run), alternating.
+//! Both time the same region: pricing and reading both price vectors back (the component's
+//! reads also copy them into its linear memory). Prints one JSON line with the medians and
+//! their ratio.
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use weft::{Numeric, Runtime};
+use weft_apps::{AppHost, AppLimits, Job};
+use weft_examples::black_scholes::{self, Cnd};
+use weft_examples::{AppError, Cli, timing::median};
+
+fn native(args: &weft_examples::Args) -> Result<f64, AppError> {
+    let np = Numeric::new(Runtime::new(args.config())?, weft_plugin_artifacts::NUMERIC)?;
+    let inputs = black_scholes::inputs(&np, args.n, args.seed);
+    let start = Instant::now();
+    let (call, put) = inputs.price(Cnd::Erf);
+    let (call, put) = (call.to_vec()?, put.to_vec()?);
+    let seconds = start.elapsed().as_secs_f64();
+    std::hint::black_box((call, put));
+    Ok(seconds)
+}
+
+fn component(
+    args: &weft_examples::Args,
+    host: &AppHost,
+    app: &weft::wasmtime::component::Component,
+    dir: &std::path::Path,
+) -> Result<f64, AppError> {
+    let mut rt = Runtime::new(args.config())?;
+    let plugins = vec![rt.load(weft_plugin_artifacts::NUMERIC)?];
+    let job = Job {
+        name: "black_scholes_app".into(),
+        args: vec![args.n.to_string(), args.seed.to_string()],
+        dir: Some(dir.to_path_buf()),
+        capture: true,
+        limits: AppLimits {
+            // Two price vectors as bytes and as f64s, in the application's own memory.
+            memory_bytes: usize::try_from(args.n.saturating_mul(64).max(256 << 20))?,
+            ..AppLimits::default()
+        },
+        ..Job::default()
+    };
+    let (outcome, _rt) = host.run(rt, &plugins, app, &job);
+    let outcome = outcome?;
+    if outcome.status != 0 {
+        return Err(String::from_utf8_lossy(&outcome.stderr).into_owned().into());
+    }
+    let line: serde_json::Value = serde_json::from_slice(&outcome.stdout)?;
+    Ok(line["seconds"]
+        .as_f64()
+        .ok_or("black_scholes_app printed no seconds")?)
+}
+
+fn run() -> Result<(), AppError> {
+    let cli = Cli::new(
+        "bench_components",
+        "Black-Scholes as an application component against the same model run natively",
+        1 << 24,
+        5,
+    );
+    let args = cli.parse_env_or_exit();
+    let dir = std::env::temp_dir().join(format!("weft-bench-components-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let host = AppHost::new()?;
+    let app = host.compile("black_scholes_app", weft_plugin_artifacts::APP_BLACK_SCHOLES_APP)?;
+    let (mut natives, mut components) = (Vec::new(), Vec::new());
+    for _ in 0..args.iters {
+        natives.push(native(&args)?);
+        components.push(component(&args, &host, &app, &dir)?);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let (n, c) = (median(&natives), median(&components));
+    let line = serde_json::json!({
+        "example": "bench_components",
+        "n": args.n,
+        "iters": args.iters,
+        "threads": args.threads,
+        "native_seconds": n,
+        "component_seconds": c,
+        "component_over_native": c / n,
+    });
+    println!("{line}");
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench_components: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
