@@ -66,7 +66,10 @@ fn run() -> Result<(), AppError> {
     let dir = std::env::temp_dir().join(format!("weft-bench-components-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let host = AppHost::new()?;
-    let app = host.compile("black_scholes_app", weft_plugin_artifacts::APP_BLACK_SCHOLES_APP)?;
+    let app = host.compile(
+        "black_scholes_app",
+        weft_plugin_artifacts::APP_BLACK_SCHOLES_APP,
+    )?;
     let (mut natives, mut components) = (Vec::new(), Vec::new());
     for _ in 0..args.iters {
         natives.push(native(&args)?);
