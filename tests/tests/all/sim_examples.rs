@@ -17,8 +17,8 @@
 //! with 1, and fail here); their iteration counts and residuals are among the fields compared.
 //!
 //! Not run ([`SKIPPED`] says why): `bench_gather`, `bench_dispatch`, `bench_ptx` and
-//! `weft-gpu-check`. `plugin_calls` writes no files and reports timings only: it must run on
-//! the simulated GPU, and nothing is compared. The benchmarks write no files either; their
+//! `weft-gpu-check`. `plugin_calls` and `bench_components` write no files and report timings
+//! only: they must run on the simulated GPU, and nothing is compared. The benchmarks write no files either; their
 //! JSON lines carry their results' bits (`fused_output_bits`) or their own checks of them
 //! (`bits_equal_*`, `fused_equals_*`, `max_rel_diff_*`), which are compared.
 
@@ -88,6 +88,11 @@ const EXAMPLES: &[Example] = &[
     Example {
         bin: "plugin_calls",
         args: &["--n", "100"],
+        fields: &[],
+    },
+    Example {
+        bin: "bench_components",
+        args: &["--n", "1000"],
         fields: &[],
     },
     Example {
@@ -456,6 +461,11 @@ fn swe() {
 #[test]
 fn plugin_calls() {
     check("plugin_calls");
+}
+
+#[test]
+fn bench_components() {
+    check("bench_components");
 }
 
 #[test]
