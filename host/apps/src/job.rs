@@ -69,6 +69,11 @@ pub struct JobOutcome {
     pub stdout: Vec<u8>,
     /// Its standard error, when captured.
     pub stderr: Vec<u8>,
+    /// The plugin calls it made that entered the plugin.
+    pub calls_made: u64,
+    /// The plugin calls it made that the host replayed from a recording, without entering
+    /// the plugin.
+    pub calls_replayed: u64,
 }
 
 /// Compiles and runs application components. One host serves any number of jobs, one at a
@@ -151,6 +156,8 @@ impl AppHost {
         }
         let state = AppState {
             rt: SendWrapper::new(rt),
+            recordings: SendWrapper::new(Default::default()),
+            calls: (0, 0),
             served,
             wasi: wasi.build(),
             table: ResourceTable::new(),
@@ -166,7 +173,9 @@ impl AppHost {
         store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
         let ran = run_command(&self.engine, &mut store, component);
         let state = store.into_data();
-        let AppState { rt, table, .. } = state;
+        let AppState {
+            rt, table, calls, ..
+        } = state;
         // The application's handles go before the runtime comes back.
         drop(table);
         let rt = rt.take();
@@ -175,6 +184,8 @@ impl AppHost {
                 status,
                 stdout: stdout.contents().to_vec(),
                 stderr: stderr.contents().to_vec(),
+                calls_made: calls.0,
+                calls_replayed: calls.1,
             }),
             Err(e) => Err(fail(describe(&e, job))),
         };

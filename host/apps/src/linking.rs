@@ -22,7 +22,8 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use weft::{Runtime, Value};
 use weft_plugin::bindings::base::weft::plugin::types as wit;
 use weft_plugin::limits::Limiter;
-use weft_runtime::{PluginId, StoreHandle};
+use weft_plugin::replay::Recording;
+use weft_runtime::{PluginId, StoreHandle, StoreId};
 
 /// The `host` interface's name, as components import it.
 pub const HOST_INTERFACE: &str = "weft:plugin/host@0.1.0";
@@ -42,6 +43,11 @@ pub struct AppState {
     /// threads; a runtime may not, and this one never does: the job's store lives and dies
     /// on the thread that runs the job, and [`SendWrapper`] checks that at run time.
     pub(crate) rt: SendWrapper<Runtime>,
+    /// Recordings of the application's plugin calls, by call and arguments (see
+    /// [`forward`]), in the same wrapper for the same reason.
+    pub(crate) recordings: SendWrapper<Recordings>,
+    /// Plugin calls made for real, and replayed from a recording.
+    pub(crate) calls: (u64, u64),
     /// Which plugin serves each plugin interface it may import.
     pub(crate) served: HashMap<String, PluginId>,
     pub(crate) wasi: WasiCtx,
@@ -124,8 +130,104 @@ pub fn unserved(
         .collect()
 }
 
+/// The most recordings an application keeps; past it, they are dropped and recorded again as
+/// the calls come (as the `weft` crate's `Numeric` does).
+const RECORDINGS_KEPT: usize = 1 << 15;
+
+/// Recordings of plugin calls (`weft_plugin::replay`) by [`CallKey`].
+pub type Recordings = HashMap<CallKey, Recording>;
+
+/// What identifies a call for its recording: the export, every argument that is not a store
+/// as words, and the element type and shape of each store it lends.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CallKey {
+    call: String,
+    words: Vec<u64>,
+}
+
+/// Adds `v` to `words`, and the stores it lends to `ids`, in the order the dynamic call
+/// lends them (depth first, as `weft_plugin::dynamic` converts values).
+fn key_words(v: &Value, words: &mut Vec<u64>, ids: &mut Vec<StoreId>) {
+    let text = |words: &mut Vec<u64>, s: &str| {
+        words.push(s.len() as u64);
+        words.extend(s.bytes().map(u64::from));
+    };
+    match v {
+        Value::Bool(b) => words.extend([1, u64::from(*b)]),
+        Value::S8(x) => words.extend([2, *x as u64]),
+        Value::U8(x) => words.extend([3, u64::from(*x)]),
+        Value::S16(x) => words.extend([4, *x as u64]),
+        Value::U16(x) => words.extend([5, u64::from(*x)]),
+        Value::S32(x) => words.extend([6, *x as u64]),
+        Value::U32(x) => words.extend([7, u64::from(*x)]),
+        Value::S64(x) => words.extend([8, *x as u64]),
+        Value::U64(x) => words.extend([9, *x]),
+        Value::F32(x) => words.extend([10, u64::from(x.to_bits())]),
+        Value::F64(x) => words.extend([11, x.to_bits()]),
+        Value::Char(c) => words.extend([12, u64::from(*c)]),
+        Value::String(s) => {
+            words.push(13);
+            text(words, s);
+        }
+        Value::List(l) | Value::Tuple(l) => {
+            words.extend([14, l.len() as u64]);
+            l.iter().for_each(|v| key_words(v, words, ids));
+        }
+        Value::Record(r) => {
+            words.extend([15, r.len() as u64]);
+            for (name, v) in r {
+                text(words, name);
+                key_words(v, words, ids);
+            }
+        }
+        Value::Variant(case, payload) => {
+            words.push(16);
+            text(words, case);
+            match payload {
+                Some(p) => key_words(p, words, ids),
+                None => words.push(0),
+            }
+        }
+        Value::Enum(case) => {
+            words.push(17);
+            text(words, case);
+        }
+        Value::Option(o) => match o {
+            Some(v) => {
+                words.push(18);
+                key_words(v, words, ids);
+            }
+            None => words.push(19),
+        },
+        Value::Result(r) => {
+            words.push(20);
+            let (tag, v) = match r {
+                Ok(v) => (0, v),
+                Err(v) => (1, v),
+            };
+            words.push(tag);
+            if let Some(v) = v {
+                key_words(v, words, ids);
+            }
+        }
+        Value::Flags(f) => {
+            words.extend([21, f.len() as u64]);
+            f.iter().for_each(|name| text(words, name));
+        }
+        Value::Store(h) | Value::ReadOnly(h) => {
+            words.push(if matches!(v, Value::Store(_)) { 22 } else { 23 });
+            ids.push(h.id());
+        }
+    }
+}
+
 /// Calls `call` (`interface#function`) of the plugin that serves `interface` with the
 /// application's `params`, and writes its results.
+///
+/// A call whose key was recorded before is replayed (`weft::Runtime::replay`): made by the
+/// host alone, without entering the plugin, when every answer the plugin saw is the same
+/// (the plugin interfaces promise that a call is a function of its arguments and of those
+/// answers); otherwise, or the first time, it is made for real and recorded.
 fn forward(
     mut cx: StoreContextMut<'_, AppState>,
     interface: &str,
@@ -142,10 +244,47 @@ fn forward(
         .served
         .get(interface)
         .ok_or_else(|| wasmtime::format_err!("no loaded plugin exports `{interface}`"))?;
-    let out = state
-        .rt
-        .call(plugin, call, &args)
-        .map_err(|e| wasmtime::format_err!("call `{call}`: {e}"))?;
+    let mut key = CallKey {
+        call: call.to_string(),
+        words: Vec::with_capacity(16),
+    };
+    let mut ids = Vec::new();
+    args.iter()
+        .for_each(|a| key_words(a, &mut key.words, &mut ids));
+    state.rt.each_layout(&ids, |shape, dtype| {
+        key.words.extend([dtype as u64, shape.len() as u64]);
+        key.words.extend_from_slice(shape);
+    });
+    let mut replayed = None;
+    if let Some(recording) = state.recordings.get(&key)
+        && let Ok(Some(id)) = state.rt.replay(plugin, recording, &ids)
+    {
+        let handle = state
+            .rt
+            .adopt(id)
+            .map_err(|e| wasmtime::format_err!("call `{call}`: {e}"))?;
+        replayed = Some(vec![Value::Result(Ok(Some(Box::new(Value::Store(
+            handle,
+        )))))]);
+        state.calls.1 += 1;
+    }
+    let out = match replayed {
+        Some(out) => out,
+        None => {
+            state.calls.0 += 1;
+            let (out, recording) = state
+                .rt
+                .call_recorded(plugin, call, &args)
+                .map_err(|e| wasmtime::format_err!("call `{call}`: {e}"))?;
+            if let Some((recording, _)) = recording {
+                if state.recordings.len() >= RECORDINGS_KEPT {
+                    state.recordings.clear();
+                }
+                state.recordings.insert(key, recording);
+            }
+            out
+        }
+    };
     if out.len() != results.len() {
         wasmtime::bail!(
             "call `{call}`: the plugin gave {} results where the application expects {}",

@@ -227,3 +227,42 @@ fn bytes_that_are_not_a_component_are_refused_by_name() {
         .to_string();
     assert!(m.contains("junk") && m.contains("not a component"), "{m}");
 }
+
+#[test]
+fn repeated_calls_are_replayed_and_give_the_native_bits() {
+    let host = AppHost::new().expect("host");
+    let app = host
+        .compile("replay_loop", artifacts::APP_REPLAY_LOOP)
+        .expect("compiles");
+    let (rt, plugins) = runtime();
+    let (outcome, _rt) = host.run(rt, &plugins, &app, &job("replay_loop", &[]));
+    let outcome = outcome.expect("runs");
+    assert_eq!(
+        outcome.status,
+        0,
+        "stderr: {}",
+        String::from_utf8_lossy(&outcome.stderr)
+    );
+    // 202 calls: arange, 100 steps of two, the sum. The steps' calls repeat from the second
+    // step on.
+    assert_eq!(outcome.calls_made + outcome.calls_replayed, 202);
+    assert!(
+        outcome.calls_replayed >= 190,
+        "replayed {} of 202",
+        outcome.calls_replayed
+    );
+    let np = Numeric::new(
+        Runtime::new(Config::default()).expect("rt"),
+        artifacts::NUMERIC,
+    )
+    .expect("numeric");
+    let mut x = np.arange(0.0, 8.0, 1.0, DType::F64);
+    for _ in 0..100 {
+        x = &x * 0.5 + 1.0;
+    }
+    let native = x.sum().item().expect("native sum");
+    assert_eq!(
+        String::from_utf8_lossy(&outcome.stdout).trim(),
+        format!("{native:?}")
+    );
+}

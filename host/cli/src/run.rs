@@ -119,15 +119,17 @@ pub fn main(m: &ArgMatches) -> Result<i32, String> {
     let seconds = start.elapsed().as_secs_f64();
     let stats = rt.stats();
     let functions = rt.functions();
-    let (status, error) = match &outcome {
-        Ok(o) => (o.status, None),
-        Err(e) => (1, Some(e.to_string())),
+    let (status, error, calls) = match &outcome {
+        Ok(o) => (o.status, None, Some((o.calls_made, o.calls_replayed))),
+        Err(e) => (1, Some(e.to_string()), None),
     };
     let summary = serde_json::json!({
         "app": name,
         "status": status,
         "error": error,
         "seconds": seconds,
+        "plugin_calls_made": calls.map(|c| c.0),
+        "plugin_calls_replayed": calls.map(|c| c.1),
         "tasks_submitted": stats.tasks_submitted,
         "tasks_executed": stats.exec.tasks_executed,
         "kernels_compiled": stats.exec.kernels_compiled,

@@ -11,7 +11,7 @@ use wasmtime::component::{Resource, Val};
 use weft_runtime::{Core, PluginId, StoreHandle, StoreId};
 
 use crate::imports::{PluginState, StoreRes};
-use crate::{CoreSlot, Error, PluginHost, Result};
+use crate::{CoreSlot, Error, PluginHost, Result, replay};
 
 /// A component-model value, with stores as [`StoreHandle`]s.
 #[derive(Clone, Debug)]
@@ -67,6 +67,10 @@ pub enum Value {
     ReadOnly(StoreHandle),
 }
 
+/// A dynamic call's recording, with the stores lent to it in order (the `args` of
+/// [`PluginHost::replay`]).
+pub type RecordedCall = (replay::Recording, Vec<StoreId>);
+
 impl PluginHost {
     /// The functions a plugin exports, as [`PluginHost::call`] names them: `"interface#function"`
     /// for a function of an exported interface, a plain name for one the component exports
@@ -107,6 +111,32 @@ impl PluginHost {
         name: &str,
         args: &[Value],
     ) -> Result<Vec<Value>> {
+        self.call_maybe_recorded(core, plugin, name, args, false)
+            .map(|(values, _)| values)
+    }
+
+    /// [`PluginHost::call`], recorded for replay ([`crate::replay`]): the results, and the
+    /// recording where the call can be replayed (it returned one store and neither read nor
+    /// kept anything), with the stores lent to it in the order it was lent them (the `args`
+    /// of [`PluginHost::replay`]).
+    pub fn call_recorded(
+        &mut self,
+        core: &mut CoreSlot,
+        plugin: PluginId,
+        name: &str,
+        args: &[Value],
+    ) -> Result<(Vec<Value>, Option<RecordedCall>)> {
+        self.call_maybe_recorded(core, plugin, name, args, true)
+    }
+
+    fn call_maybe_recorded(
+        &mut self,
+        core: &mut CoreSlot,
+        plugin: PluginId,
+        name: &str,
+        args: &[Value],
+        record: bool,
+    ) -> Result<(Vec<Value>, Option<RecordedCall>)> {
         let plugin_name = self.plugin_name(plugin);
         let usage = |m: String| Error::Usage(format!("plugin `{plugin_name}`, call `{name}`: {m}"));
         let (interface, function) = match name.split_once('#') {
@@ -137,12 +167,16 @@ impl PluginHost {
                     args.len()
                 )));
             }
+            if record {
+                store.data_mut().recorder = Some(Box::default());
+            }
             let mut params = Vec::with_capacity(args.len());
             let mut lent = Vec::new();
             for (arg, ty) in args.iter().zip(&param_types) {
                 match to_val(arg, ty, store, &mut lent) {
                     Ok(v) => params.push(v),
                     Err(m) => {
+                        store.data_mut().recorder = None;
                         give_back(lent, store)?;
                         return Ok(Err(m));
                     }
@@ -150,28 +184,45 @@ impl PluginHost {
             }
             let mut results = vec![Val::Bool(false); ty.results().len()];
             let called = func.call(&mut *store, &params, &mut results);
+            let mut out = Vec::with_capacity(results.len());
+            if called.is_ok() {
+                for r in results {
+                    out.push(from_val(r, store)?);
+                }
+            }
+            // The recording ends before the lent handles go: dropping a borrow is not the
+            // plugin's doing.
+            let recorder = store.data_mut().recorder.take();
+            let ids: Vec<StoreId> = lent.iter().map(|(_, id)| *id).collect();
             give_back(lent, store)?;
             called?;
-            let mut out = Vec::with_capacity(results.len());
-            for r in results {
-                out.push(from_val(r, store)?);
-            }
-            Ok(Ok(out))
+            let returned_one_store = matches!(
+                out.as_slice(),
+                [Returned::Result(Ok(Some(v)))] if matches!(**v, Returned::Store(_))
+            );
+            let recording = recorder
+                .filter(|_| returned_one_store)
+                .and_then(|r| r.finish(&ids))
+                .map(|r| (r, ids));
+            Ok(Ok((out, recording)))
         });
-        let values = outcome?.map_err(usage)?;
+        let (values, recording) = outcome?.map_err(usage)?;
         let core = core.as_deref().ok_or_else(|| {
             weft_runtime::Error::Internal("the runtime core is missing after a call".into())
         })?;
-        Ok(values.into_iter().map(|v| v.into_value(core)).collect())
+        Ok((
+            values.into_iter().map(|v| v.into_value(core)).collect(),
+            recording,
+        ))
     }
 }
 
 /// Drops the handles made to lend stores to a call: the plugin only borrowed them.
 fn give_back(
-    lent: Vec<wasmtime::component::ResourceAny>,
+    lent: Vec<(wasmtime::component::ResourceAny, StoreId)>,
     store: &mut wasmtime::Store<PluginState>,
 ) -> wasmtime::Result<()> {
-    for any in lent {
+    for (any, _) in lent {
         let r: Resource<StoreRes> = any.try_into_resource(&mut *store)?;
         store.data_mut().drop_owned(r)?;
     }
@@ -218,7 +269,7 @@ fn to_val(
     v: &Value,
     ty: &Type,
     store: &mut wasmtime::Store<PluginState>,
-    lent: &mut Vec<wasmtime::component::ResourceAny>,
+    lent: &mut Vec<(wasmtime::component::ResourceAny, StoreId)>,
 ) -> std::result::Result<Val, String> {
     let mismatch = || format!("a value {v:?} does not fit type {ty:?}");
     Ok(match (v, ty) {
@@ -309,11 +360,18 @@ fn to_val(
                 .data_mut()
                 .own_entry(entry)
                 .map_err(|e| e.to_string())?;
+            let rep = r.rep();
             let any = r
                 .try_into_resource_any(&mut *store)
                 .map_err(|e| e.to_string())?;
             if matches!(ty, Type::Borrow(_)) {
-                lent.push(any);
+                if let Some(rec) = store.data_mut().recorder.as_deref_mut() {
+                    rec.lend(rep, id);
+                }
+                lent.push((any, id));
+            } else if let Some(rec) = store.data_mut().recorder.as_deref_mut() {
+                // A store handed over for good: not a call that can be replayed.
+                rec.spoil();
             }
             Val::Resource(any)
         }

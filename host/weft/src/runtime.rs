@@ -213,11 +213,7 @@ impl Runtime {
 
     /// Calls `f` with the shape and element type of each of `args`, in order (a store that
     /// does not exist is skipped: the call it is lent to fails on its own).
-    pub(crate) fn each_layout(
-        &mut self,
-        args: &[StoreId],
-        mut f: impl FnMut(&[u64], weft_ir::DType),
-    ) {
+    pub fn each_layout(&mut self, args: &[StoreId], mut f: impl FnMut(&[u64], weft_ir::DType)) {
         if let Ok(core) = self.core() {
             for id in args {
                 if let Ok(info) = core.stores().get(*id) {
@@ -230,7 +226,7 @@ impl Runtime {
     /// Replays a recorded call of `plugin` with `args` as its lent stores, without entering
     /// the plugin (see `weft_plugin::replay`): the store the call returns, or `None`, or a
     /// miss (nothing was done: make the real call).
-    pub(crate) fn replay(
+    pub fn replay(
         &mut self,
         plugin: PluginId,
         recording: &weft_plugin::replay::Recording,
@@ -244,6 +240,18 @@ impl Runtime {
     /// a plain name for a function the component exports directly.
     pub fn call(&mut self, plugin: PluginId, name: &str, args: &[Value]) -> Result<Vec<Value>> {
         self.traced(|rt| Ok(rt.plugins.call(&mut rt.core, plugin, name, args)?))
+    }
+
+    /// [`Runtime::call`], recorded: the results, and where the call can be replayed, its
+    /// recording and the stores lent to it in order (the `args` of [`Runtime::replay`]); see
+    /// `weft_plugin::PluginHost::call_recorded`.
+    pub fn call_recorded(
+        &mut self,
+        plugin: PluginId,
+        name: &str,
+        args: &[Value],
+    ) -> Result<(Vec<Value>, Option<weft_plugin::dynamic::RecordedCall>)> {
+        self.traced(|rt| Ok(rt.plugins.call_recorded(&mut rt.core, plugin, name, args)?))
     }
 
     /// The functions a plugin exports, as [`Runtime::call`] names them (`"interface#function"`,
