@@ -130,12 +130,35 @@ pub fn unserved(
         .collect()
 }
 
-/// The most recordings an application keeps; past it, they are dropped and recorded again as
-/// the calls come (as the `weft` crate's `Numeric` does).
+/// The most recordings an application keeps, and the most import calls they hold together
+/// (which bounds their memory); past either, they are all dropped and recorded again as the
+/// calls come (the bounds of the `weft` crate's `Numeric`).
 const RECORDINGS_KEPT: usize = 1 << 15;
+/// See [`RECORDINGS_KEPT`].
+const EVENTS_KEPT: usize = 1 << 18;
 
-/// Recordings of plugin calls (`weft_plugin::replay`) by [`CallKey`].
-pub type Recordings = HashMap<CallKey, Recording>;
+/// Recordings of plugin calls (`weft_plugin::replay`) by [`CallKey`], and the import calls
+/// they hold together.
+#[derive(Default)]
+pub struct Recordings {
+    by_key: HashMap<CallKey, Recording>,
+    events: usize,
+}
+
+impl Recordings {
+    /// Keeps `recording` under `key`, dropping every recording first where the bounds would
+    /// be passed.
+    fn keep(&mut self, key: CallKey, recording: Recording) {
+        if self.by_key.len() >= RECORDINGS_KEPT || self.events + recording.len() > EVENTS_KEPT {
+            self.by_key.clear();
+            self.events = 0;
+        }
+        self.events += recording.len();
+        if let Some(old) = self.by_key.insert(key, recording) {
+            self.events -= old.len();
+        }
+    }
+}
 
 /// What identifies a call for its recording: the export, every argument that is not a store
 /// as words, and the element type and shape of each store it lends.
@@ -256,7 +279,7 @@ fn forward(
         key.words.extend_from_slice(shape);
     });
     let mut replayed = None;
-    if let Some(recording) = state.recordings.get(&key)
+    if let Some(recording) = state.recordings.by_key.get(&key)
         && let Ok(Some(id)) = state.rt.replay(plugin, recording, &ids)
     {
         let handle = state
@@ -277,10 +300,7 @@ fn forward(
                 .call_recorded(plugin, call, &args)
                 .map_err(|e| wasmtime::format_err!("call `{call}`: {e}"))?;
             if let Some((recording, _)) = recording {
-                if state.recordings.len() >= RECORDINGS_KEPT {
-                    state.recordings.clear();
-                }
-                state.recordings.insert(key, recording);
+                state.recordings.keep(key, recording);
             }
             out
         }
