@@ -2,7 +2,9 @@
 //! arguments, environment, directory and limits, to an exit status and its output.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use send_wrapper::SendWrapper;
 use wasmtime::component::{Component, ResourceTable};
@@ -12,7 +14,7 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 use weft::Runtime;
 use weft_plugin::limits::Limiter;
-use weft_plugin::ticker::{EPOCH_TICK, EpochTicker};
+use weft_plugin::ticker::EpochTicker;
 use weft_runtime::PluginId;
 
 use crate::linking::{AppState, linker_for, served_interfaces, unserved};
@@ -58,6 +60,10 @@ pub struct Job {
     pub capture: bool,
     /// Its limits.
     pub limits: AppLimits,
+    /// Set from another thread to stop the job: the application stops within an epoch tick
+    /// (a millisecond) of its own code running, with [`Error::Failed`] saying it was
+    /// cancelled.
+    pub cancel: Option<Arc<AtomicBool>>,
 }
 
 /// How a job ended.
@@ -84,7 +90,8 @@ pub struct AppHost {
 }
 
 impl AppHost {
-    /// A host with its own engine, whose epoch advances every [`EPOCH_TICK`].
+    /// A host with its own engine, whose epoch advances every
+    /// [`weft_plugin::ticker::EPOCH_TICK`].
     pub fn new() -> Result<AppHost> {
         let mut config = wasmtime::Config::new();
         config.epoch_interruption(true);
@@ -168,9 +175,20 @@ impl AppHost {
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
-        store.epoch_deadline_trap();
-        let ticks = (job.limits.time.as_micros() / EPOCH_TICK.as_micros().max(1)).max(1);
-        store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
+        // Every tick, the callback stops the application past its deadline or once it is
+        // cancelled; a trap it raises is told apart by `describe`.
+        let deadline = Instant::now().checked_add(job.limits.time);
+        let cancel = job.cancel.clone();
+        store.epoch_deadline_callback(move |_| {
+            if cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
+                return Err(wasmtime::Error::new(Stopped::Cancelled));
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(wasmtime::Error::new(Stopped::TimeLimit));
+            }
+            Ok(wasmtime::UpdateDeadline::Continue(1))
+        });
+        store.set_epoch_deadline(1);
         let ran = run_command(&self.engine, &mut store, component);
         let state = store.into_data();
         let AppState {
@@ -211,15 +229,23 @@ fn run_command(
     }
 }
 
-/// A trap's message in words: a deadline or a memory cap named as such.
+/// Why the epoch callback stopped an application.
+#[derive(Debug, thiserror::Error)]
+enum Stopped {
+    #[error("past its time limit")]
+    TimeLimit,
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// A trap's message in words: a deadline or a cancellation named as such.
 fn describe(e: &wasmtime::Error, job: &Job) -> String {
-    if let Some(trap) = e.downcast_ref::<wasmtime::Trap>()
-        && *trap == wasmtime::Trap::Interrupt
-    {
-        return format!(
+    match e.downcast_ref::<Stopped>() {
+        Some(Stopped::TimeLimit) => format!(
             "it ran past its time limit of {:?} and was stopped",
             job.limits.time
-        );
+        ),
+        Some(Stopped::Cancelled) => "it was cancelled".to_string(),
+        None => format!("{e:#}"),
     }
-    format!("{e:#}")
 }

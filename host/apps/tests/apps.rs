@@ -171,6 +171,36 @@ fn an_endless_application_is_stopped_at_its_time_limit() {
 }
 
 #[test]
+fn a_job_cancelled_from_another_thread_stops_with_that_error() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let host = AppHost::new().expect("host");
+    let app = host
+        .compile("hostile_spin", artifacts::APP_HOSTILE_SPIN)
+        .expect("compiles");
+    let (rt, plugins) = runtime();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let mut j = job("hostile_spin", &[]);
+    j.cancel = Some(cancel.clone());
+    let setter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        cancel.store(true, Ordering::Relaxed);
+    });
+    let start = std::time::Instant::now();
+    let (outcome, rt) = host.run(rt, &plugins, &app, &j);
+    setter.join().expect("setter");
+    let m = outcome.expect_err("cancelled").to_string();
+    assert!(m.contains("hostile_spin") && m.contains("cancelled"), "{m}");
+    // Its time limit (the default, 600 s) did not stop it.
+    assert!(start.elapsed() < Duration::from_secs(60));
+    let tiny = host
+        .compile("tiny_add", artifacts::APP_TINY_ADD)
+        .expect("compiles");
+    let (after, _) = host.run(rt, &plugins, &tiny, &job("tiny_add", &[]));
+    assert_eq!(after.expect("the next job runs").status, 0);
+}
+
+#[test]
 fn a_memory_bomb_is_stopped_at_its_cap() {
     let limits = AppLimits {
         memory_bytes: 64 << 20,

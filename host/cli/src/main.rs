@@ -10,10 +10,14 @@
 //!   and for a plugin its name and version.
 //! - `weft doctor`: the CPU's features and the SIMD path chosen, threads, GPU driver, MPI,
 //!   and the cache directory, each with what to do when something is missing.
+//! - `weft serve --config FILE.toml`: the service for tenants (`docs/service.md`); `weft
+//!   submit|status|logs|cancel|fetch`: a tenant's commands against it.
 
 mod doctor;
 mod inspect;
+mod remote;
 mod run;
+mod serve;
 
 use clap::{Arg, ArgAction, Command};
 
@@ -23,6 +27,8 @@ fn command() -> Command {
         .subcommand_required(true)
         .arg_required_else_help(true)
         .subcommand(run::command())
+        .subcommand(serve::command())
+        .subcommands(remote::commands())
         .subcommand(
             Command::new("inspect")
                 .about("Shows a component's contract version, imports and exports")
@@ -50,6 +56,10 @@ fn main() {
         Some(("run", m)) => run::main(m),
         Some(("inspect", m)) => inspect::main(m),
         Some(("doctor", m)) => doctor::main(m),
+        Some(("serve", m)) => serve::main(m),
+        Some((name @ ("submit" | "status" | "logs" | "cancel" | "fetch"), m)) => {
+            remote::main(name, m)
+        }
         _ => Err("an unknown command (see `weft --help`)".to_string()),
     };
     match code {

@@ -17,7 +17,7 @@
 //! with 1, and fail here); their iteration counts and residuals are among the fields compared.
 //!
 //! Not run ([`SKIPPED`] says why): `bench_gather`, `bench_dispatch`, `bench_ptx` and
-//! `weft-gpu-check`. `plugin_calls` and `bench_components` write no files and report timings
+//! `weft-gpu-check`. `plugin_calls`, `bench_components` and `bench_service` write no files and report timings
 //! only: they must run on the simulated GPU, and nothing is compared. The benchmarks write no files either; their
 //! JSON lines carry their results' bits (`fused_output_bits`) or their own checks of them
 //! (`bits_equal_*`, `fused_equals_*`, `max_rel_diff_*`), which are compared.
@@ -93,6 +93,11 @@ const EXAMPLES: &[Example] = &[
     Example {
         bin: "bench_components",
         args: &["--n", "1000"],
+        fields: &[],
+    },
+    Example {
+        bin: "bench_service",
+        args: &["--n", "4"],
         fields: &[],
     },
     Example {
@@ -466,6 +471,11 @@ fn plugin_calls() {
 #[test]
 fn bench_components() {
     check("bench_components");
+}
+
+#[test]
+fn bench_service() {
+    check("bench_service");
 }
 
 #[test]

@@ -1,0 +1,550 @@
+//! `weft serve` as a process on 127.0.0.1, driven by the service's HTTP client: component
+//! jobs give the native bits, tenants are kept apart, hostile jobs fail alone, full queues
+//! answer 429, cancels stop jobs, a load of 8 tenants and 400 jobs all finish right, and
+//! neither `kill -9` nor SIGTERM loses an accepted job.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use weft::{Config, Numeric, Runtime};
+use weft_plugin_artifacts as artifacts;
+use weft_service::Client;
+use weft_service::records::{JobRecord, JobState};
+
+/// Long enough for any job of these tests on a loaded machine.
+const PATIENCE: Duration = Duration::from_secs(300);
+
+/// A `weft serve` process, killed when dropped.
+struct Serve {
+    child: Child,
+    addr: String,
+    /// The first line it printed.
+    started: serde_json::Value,
+}
+
+impl Serve {
+    /// Starts a server with `tenants` (TOML `[[tenant]]` tables) and `service` settings
+    /// (lines of its `[service]` table) on `dir`.
+    fn start(dir: &Path, service: &str, tenants: &str) -> Serve {
+        std::fs::create_dir_all(dir).expect("dir");
+        let config = dir.join("weft.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[service]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"data\"\n{service}\n{tenants}"
+            ),
+        )
+        .expect("config");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_weft"))
+            .args(["serve", "--config"])
+            .arg(&config)
+            .env("WEFT_EXPLAIN", "0")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("weft serve starts");
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("stdout");
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("its first line");
+        let started: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+        let addr = started["listening"]
+            .as_str()
+            .expect("an address")
+            .to_string();
+        Serve {
+            child,
+            addr,
+            started,
+        }
+    }
+
+    fn client(&self, token: &str) -> Client {
+        Client::new(&format!("http://{}", self.addr), token).expect("client")
+    }
+
+    /// `kill -9`.
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, and its exit status.
+    fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status();
+        assert!(sent.is_ok_and(|s| s.success()), "kill -TERM");
+        self.child.wait().expect("it exits")
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn fresh_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("weft-serve-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// A `[[tenant]]` table.
+fn tenant(name: &str, extra: &str) -> String {
+    format!(
+        "[[tenant]]\nname = \"{name}\"\ntoken = \"{}\"\n{extra}\n",
+        token(name)
+    )
+}
+
+fn token(name: &str) -> String {
+    format!("{name}-token-0123456789")
+}
+
+/// What `tiny_add` prints, from a plain loop: the sum of `0..8` plus `0.5` each.
+fn tiny_sum() -> String {
+    let total: f64 = (0..8).map(|i| f64::from(i) + 0.5).sum();
+    format!("{total}\n")
+}
+
+/// Uploads `bytes` and submits `count` jobs of them; the ids accepted.
+fn submit_many(c: &Client, bytes: &[u8], name: &str, args: &[&str], count: usize) -> Vec<u64> {
+    let blob = c.upload(bytes.to_vec()).expect("upload");
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    (0..count)
+        .map(|_| {
+            let r = c
+                .submit_uploaded(&blob, name, &args, &BTreeMap::new())
+                .expect("submit");
+            r.json::<JobRecord>().expect("accepted").id
+        })
+        .collect()
+}
+
+#[test]
+fn a_component_job_gives_the_native_bits_with_its_events_logs_and_files() {
+    let dir = fresh_dir("bits");
+    let s = Serve::start(&dir, "workers = 2", &tenant("alice", ""));
+    let c = s.client(&token("alice"));
+    let (n, seed) = (10_000u64, 7u64);
+    let id = submit_many(
+        &c,
+        artifacts::APP_BLACK_SCHOLES_APP,
+        "black_scholes_app",
+        &[&n.to_string(), &seed.to_string()],
+        1,
+    )[0];
+    let mut kinds = Vec::new();
+    let mut explained = String::new();
+    c.events(id, PATIENCE, |kind, data| {
+        kinds.push(kind.to_string());
+        if kind == "explain" {
+            explained.push_str(data);
+        }
+    })
+    .expect("events");
+    let r = c.job(id).expect("record");
+    assert_eq!(r.state, JobState::Succeeded, "{r:?}");
+    assert_eq!(kinds.first().map(String::as_str), Some("state"));
+    assert_eq!(kinds.last().map(String::as_str), Some("end"));
+    assert!(kinds.iter().any(|k| k == "stdout"), "{kinds:?}");
+    assert!(explained.contains("tasks"), "a fusion summary: {explained}");
+    let logs = c.logs(id).expect("logs");
+    assert!(logs.stdout.contains("\"example\":\"black_scholes_app\""));
+
+    // The same program natively, on a runtime of this process.
+    let np = Numeric::new(
+        Runtime::new(Config::default()).expect("runtime"),
+        artifacts::NUMERIC,
+    )
+    .expect("numeric");
+    use weft_examples::black_scholes as bs;
+    let (call, put) = bs::inputs(&np, n, seed).price(bs::Cnd::Erf);
+    let bytes = |a: weft::Array| -> Vec<u8> {
+        let v = a.to_vec().expect("values");
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    };
+    let (call, put) = (bytes(call), bytes(put));
+    let stats = np.runtime(|rt| rt.stats());
+    assert_eq!(c.file(id, "call.f64").expect("call.f64"), call);
+    assert_eq!(c.file(id, "put.f64").expect("put.f64"), put);
+    assert_eq!(
+        (r.stats.tasks_submitted, r.stats.tasks_executed),
+        (stats.tasks_submitted, stats.exec.tasks_executed),
+        "(tasks submitted, tasks run): service vs native"
+    );
+    assert!(
+        r.stats.tasks_executed < r.stats.tasks_submitted,
+        "fused: {r:?}"
+    );
+    assert_eq!(r.outputs.get("call.f64"), Some(&(n * 8)));
+    // A file it did not write, and names that leave its directory, are not found.
+    for name in ["nothing.f64", "..", "..%2Fjobs.redb"] {
+        assert!(c.file(id, name).is_err(), "{name}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn tokens_are_required_and_tenants_never_see_each_others_jobs() {
+    let dir = fresh_dir("tenants");
+    let s = Serve::start(
+        &dir,
+        "workers = 1",
+        &format!("{}{}", tenant("alice", ""), tenant("bob", "")),
+    );
+    let alice = s.client(&token("alice"));
+    let id = submit_many(&alice, artifacts::APP_TINY_ADD, "tiny_add", &[], 1)[0];
+    assert_eq!(
+        alice.wait(id, PATIENCE).expect("ends").state,
+        JobState::Succeeded
+    );
+
+    for bad in ["", "alice-token-012345678", "bob-token-0123456789x"] {
+        let c = s.client(bad);
+        for (method, path) in [
+            ("GET", format!("/v1/jobs/{id}")),
+            ("GET", "/v1/jobs".into()),
+            ("POST", "/v1/blobs".into()),
+        ] {
+            let r = c.request(method, &path, Vec::new()).expect("answer");
+            assert_eq!(r.status, 401, "{method} {path} with {bad:?}");
+        }
+    }
+    let bob = s.client(&token("bob"));
+    for (method, path) in [
+        ("GET", format!("/v1/jobs/{id}")),
+        ("GET", format!("/v1/jobs/{id}/events")),
+        ("GET", format!("/v1/jobs/{id}/logs")),
+        ("GET", format!("/v1/jobs/{id}/files/call.f64")),
+        ("DELETE", format!("/v1/jobs/{id}")),
+    ] {
+        let r = bob.request(method, &path, Vec::new()).expect("answer");
+        assert_eq!(r.status, 404, "bob: {method} {path}");
+    }
+    let listed: Vec<JobRecord> = bob
+        .request("GET", "/v1/jobs", Vec::new())
+        .expect("list")
+        .json()
+        .expect("json");
+    assert!(listed.is_empty());
+    // Alice's blob is not Bob's to run.
+    let record = alice.job(id).expect("record");
+    let r = bob
+        .submit_uploaded(&record.component, "tiny_add", &[], &BTreeMap::new())
+        .expect("answer");
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(
+        alice.job(id).expect("still hers").state,
+        JobState::Succeeded
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn hostile_jobs_fail_alone_while_another_tenant_finishes() {
+    let dir = fresh_dir("hostile");
+    let s = Serve::start(
+        &dir,
+        "workers = 2",
+        &format!(
+            "{}{}",
+            tenant("alice", "max_running = 1"),
+            tenant(
+                "mallory",
+                "max_running = 1\ntime_limit_s = 2\nmemory_mb = 32\noutput_bytes = 4096"
+            )
+        ),
+    );
+    let mallory = s.client(&token("mallory"));
+    let hostile: Vec<(&str, &[u8], &str)> = vec![
+        ("hostile_spin", artifacts::APP_HOSTILE_SPIN, "time limit"),
+        ("hostile_tasks", artifacts::APP_HOSTILE_TASKS, "time limit"),
+        (
+            "hostile_memory",
+            artifacts::APP_HOSTILE_MEMORY,
+            "the cap is 33554432 bytes",
+        ),
+        // Cut at its 4096 bytes, its write fails and it exits with status 1.
+        (
+            "hostile_output",
+            artifacts::APP_HOSTILE_OUTPUT,
+            "None Some(1)",
+        ),
+        (
+            "hostile_handle",
+            artifacts::APP_HOSTILE_HANDLE,
+            "unknown handle",
+        ),
+    ];
+    let ids: Vec<u64> = hostile
+        .iter()
+        .map(|(name, bytes, _)| submit_many(&mallory, bytes, name, &[], 1)[0])
+        .collect();
+    // Alice's tiny jobs all finish while Mallory's first job still spins.
+    let alice = s.client(&token("alice"));
+    let tiny = submit_many(&alice, artifacts::APP_TINY_ADD, "tiny_add", &[], 5);
+    let mut alice_done = 0;
+    for id in tiny {
+        let r = alice.wait(id, PATIENCE).expect("ends");
+        assert_eq!(r.state, JobState::Succeeded, "{r:?}");
+        assert_eq!(alice.logs(id).expect("logs").stdout, tiny_sum());
+        alice_done = alice_done.max(r.finished_ms.expect("finished"));
+    }
+    for ((name, _, expect), id) in hostile.iter().zip(&ids) {
+        let r = mallory.wait(*id, PATIENCE).expect("ends");
+        assert_eq!(r.state, JobState::Failed, "{name}: {r:?}");
+        let why = format!("{:?} {:?}", r.error, r.exit_status);
+        assert!(why.contains(expect), "{name}: {why}");
+        if *name == "hostile_spin" {
+            assert!(
+                alice_done < r.finished_ms.expect("finished"),
+                "alice's jobs finished before mallory's spin was stopped"
+            );
+        }
+    }
+    // The service is still whole for both.
+    let after = submit_many(&mallory, artifacts::APP_TINY_ADD, "tiny_add", &[], 1)[0];
+    assert_eq!(
+        mallory.wait(after, PATIENCE).expect("ends").state,
+        JobState::Succeeded
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_full_queue_answers_429_and_cancels_stop_queued_and_running_jobs() {
+    let dir = fresh_dir("queue");
+    let s = Serve::start(
+        &dir,
+        "workers = 1",
+        // A time limit far past the test's cancel, short enough that a job the cancel
+        // missed ends (failed, at its limit) rather than hanging the test.
+        &tenant(
+            "alice",
+            "max_running = 1\nmax_queued = 2\ntime_limit_s = 30",
+        ),
+    );
+    let c = s.client(&token("alice"));
+    let spin = submit_many(&c, artifacts::APP_HOSTILE_SPIN, "hostile_spin", &[], 1)[0];
+    // Wait until it runs, so the queue holds only what follows.
+    while c.job(spin).expect("record").state == JobState::Queued {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let queued = submit_many(&c, artifacts::APP_TINY_ADD, "tiny_add", &[], 2);
+    let blob = c.upload(artifacts::APP_TINY_ADD.to_vec()).expect("upload");
+    let full = c
+        .submit_uploaded(&blob, "tiny_add", &[], &BTreeMap::new())
+        .expect("answer");
+    assert_eq!(full.status, 429, "{}", full.text());
+    assert_eq!(full.header("retry-after"), Some("1"));
+    assert!(full.server_message().contains("2 jobs queued"));
+
+    let r = c.cancel(queued[0]).expect("cancel");
+    assert_eq!(r.state, JobState::Cancelled);
+    let r = c.cancel(spin).expect("cancel");
+    assert_eq!(
+        r.state,
+        JobState::Running,
+        "taken; it stops at its next check"
+    );
+    let r = c.wait(spin, PATIENCE).expect("ends");
+    assert_eq!(r.state, JobState::Cancelled, "{r:?}");
+    assert!(r.error.as_deref().is_some_and(|e| e.contains("cancelled")));
+    let r = c.wait(queued[1], PATIENCE).expect("ends");
+    assert_eq!(r.state, JobState::Succeeded);
+    assert_eq!(c.job(queued[0]).expect("record").state, JobState::Cancelled);
+    let metrics = c.metrics().expect("metrics");
+    for line in [
+        "weft_jobs{tenant=\"alice\",state=\"cancelled\"} 2",
+        "weft_jobs{tenant=\"alice\",state=\"succeeded\"} 1",
+        "weft_tasks_submitted_total{tenant=\"alice\"} 4",
+        "weft_tasks_executed_total{tenant=\"alice\"} 1",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in\n{metrics}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+const LOAD_TENANTS: usize = 8;
+const LOAD_JOBS: usize = 50;
+
+fn load_tenants() -> String {
+    (0..LOAD_TENANTS)
+        .map(|t| {
+            tenant(
+                &format!("t{t}"),
+                &format!("weight = {}\nmax_running = 2", 1 + t % 3),
+            )
+        })
+        .collect()
+}
+
+/// Every tenant submits `LOAD_JOBS` tiny jobs at once, each from its own thread; the ids
+/// each had accepted (until the server went away, if it did).
+fn submit_load(addr: &str) -> Vec<(usize, Vec<u64>)> {
+    let threads: Vec<_> = (0..LOAD_TENANTS)
+        .map(|t| {
+            let addr = addr.to_string();
+            std::thread::spawn(move || {
+                let c = Client::new(&format!("http://{addr}"), &token(&format!("t{t}")))
+                    .expect("client");
+                let mut ids = Vec::new();
+                let Ok(blob) = c.upload(artifacts::APP_TINY_ADD.to_vec()) else {
+                    return (t, ids);
+                };
+                for _ in 0..LOAD_JOBS {
+                    match c.submit_uploaded(&blob, "tiny_add", &[], &BTreeMap::new()) {
+                        Ok(r) if r.status == 202 => {
+                            ids.push(r.json::<JobRecord>().expect("record").id)
+                        }
+                        Ok(r) => panic!("tenant t{t}: {} {}", r.status, r.text()),
+                        Err(_) => break, // the server was killed
+                    }
+                }
+                (t, ids)
+            })
+        })
+        .collect();
+    threads
+        .into_iter()
+        .map(|h| h.join().expect("submitter"))
+        .collect()
+}
+
+#[test]
+fn eight_tenants_submitting_400_jobs_at_once_all_get_the_right_output() {
+    let dir = fresh_dir("load");
+    let s = Serve::start(&dir, "workers = 2", &load_tenants());
+    let accepted = submit_load(&s.addr);
+    let mut total = 0;
+    for (t, ids) in accepted {
+        assert_eq!(ids.len(), LOAD_JOBS, "tenant t{t}");
+        let c = s.client(&token(&format!("t{t}")));
+        for id in ids {
+            let r = c.wait(id, PATIENCE).expect("ends");
+            assert_eq!(r.state, JobState::Succeeded, "{r:?}");
+            assert_eq!(c.logs(id).expect("logs").stdout, tiny_sum(), "job {id}");
+            total += 1;
+        }
+    }
+    assert_eq!(total, LOAD_TENANTS * LOAD_JOBS);
+    let metrics = s.client(&token("t0")).metrics().expect("metrics");
+    for t in 0..LOAD_TENANTS {
+        let line = format!("weft_jobs{{tenant=\"t{t}\",state=\"succeeded\"}} {LOAD_JOBS}");
+        assert!(metrics.lines().any(|l| l == line), "{line}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// After a restart, every job in `accepted` is there, finished: succeeded with the right
+/// output, or failed because the server restarted while it ran.
+fn none_lost(s: &Serve, accepted: &[(usize, Vec<u64>)]) -> (usize, usize) {
+    let (mut succeeded, mut restarted) = (0, 0);
+    for (t, ids) in accepted {
+        let c = s.client(&token(&format!("t{t}")));
+        for &id in ids {
+            let r = c
+                .wait(id, PATIENCE)
+                .unwrap_or_else(|e| panic!("job {id} of t{t}: {e}"));
+            match r.state {
+                JobState::Succeeded => {
+                    assert_eq!(c.logs(id).expect("logs").stdout, tiny_sum(), "job {id}");
+                    succeeded += 1;
+                }
+                JobState::Failed => {
+                    assert_eq!(
+                        r.error.as_deref(),
+                        Some("failed: server restarted"),
+                        "{r:?}"
+                    );
+                    restarted += 1;
+                }
+                other => panic!("job {id}: {other:?}"),
+            }
+        }
+    }
+    (succeeded, restarted)
+}
+
+#[test]
+fn kill_9_during_a_load_loses_no_accepted_job() {
+    let dir = fresh_dir("crash");
+    let s = Serve::start(&dir, "workers = 2", &load_tenants());
+    let addr = s.addr.clone();
+    let submitter = std::thread::spawn(move || submit_load(&addr));
+    // Kill it once a good part of the load is in.
+    let watcher = s.client(&token("t0"));
+    loop {
+        let listed: Vec<JobRecord> = watcher
+            .request("GET", "/v1/jobs", Vec::new())
+            .expect("list")
+            .json()
+            .expect("json");
+        if listed.len() >= LOAD_JOBS / 2 || submitter.is_finished() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    s.kill();
+    let accepted = submitter.join().expect("submitters");
+    let n: usize = accepted.iter().map(|(_, ids)| ids.len()).sum();
+    assert!(n > 0);
+    let s = Serve::start(&dir, "workers = 2", &load_tenants());
+    let (succeeded, restarted) = none_lost(&s, &accepted);
+    assert_eq!(succeeded + restarted, n);
+    eprintln!(
+        "accepted {n}: {succeeded} succeeded, {restarted} failed by the restart; {}",
+        s.started
+    );
+    assert!(
+        s.started["failed_by_restart"].as_u64() == Some(restarted as u64),
+        "{} against {restarted}",
+        s.started
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sigterm_finishes_running_jobs_and_a_restart_runs_the_queued_ones() {
+    let dir = fresh_dir("term");
+    let tenants = tenant("alice", "max_running = 1\ntime_limit_s = 2");
+    let s = Serve::start(&dir, "workers = 1", &tenants);
+    let c = s.client(&token("alice"));
+    let spin = submit_many(&c, artifacts::APP_HOSTILE_SPIN, "hostile_spin", &[], 1)[0];
+    while c.job(spin).expect("record").state == JobState::Queued {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let queued = submit_many(&c, artifacts::APP_TINY_ADD, "tiny_add", &[], 3);
+    let status = s.terminate();
+    assert!(status.success(), "{status:?}");
+    let s = Serve::start(&dir, "workers = 1", &tenants);
+    assert_eq!(s.started["requeued"], 3, "{}", s.started);
+    assert_eq!(s.started["failed_by_restart"], 0, "{}", s.started);
+    let c = s.client(&token("alice"));
+    let r = c.job(spin).expect("record");
+    assert_eq!(
+        r.state,
+        JobState::Failed,
+        "stopped at its time limit before the exit"
+    );
+    assert!(
+        r.error.as_deref().is_some_and(|e| e.contains("time limit")),
+        "{r:?}"
+    );
+    for id in queued {
+        assert_eq!(
+            c.wait(id, PATIENCE).expect("ends").state,
+            JobState::Succeeded
+        );
+        assert_eq!(c.logs(id).expect("logs").stdout, tiny_sum());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,319 @@
+//! Job records and their database: each job's record, its logs and the tenants' uploaded
+//! blobs, in one `redb` file that every change is committed to (and synced) before the
+//! service answers, so an accepted job survives a crash of the process.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use redb::{Database, ReadableTable, TableDefinition};
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// Job records by id, as JSON.
+const JOBS: TableDefinition<u64, &[u8]> = TableDefinition::new("jobs");
+/// Job logs (standard output and error, fusion summaries) by job id, as JSON.
+const LOGS: TableDefinition<u64, &[u8]> = TableDefinition::new("logs");
+/// Uploaded blobs by `tenant/hash`.
+const BLOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("blobs");
+
+/// Where a job is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    /// Accepted and waiting for a worker.
+    Queued,
+    /// On a worker.
+    Running,
+    /// Its application exited with status 0.
+    Succeeded,
+    /// Its application exited with another status, failed (a trap, a limit), or the
+    /// service restarted while it ran.
+    Failed,
+    /// Cancelled by its tenant.
+    Cancelled,
+}
+
+impl JobState {
+    /// Every state, in the order metrics list them.
+    pub const ALL: [JobState; 5] = [
+        JobState::Queued,
+        JobState::Running,
+        JobState::Succeeded,
+        JobState::Failed,
+        JobState::Cancelled,
+    ];
+
+    /// Whether the job is over.
+    pub fn finished(self) -> bool {
+        !matches!(self, JobState::Queued | JobState::Running)
+    }
+
+    /// Its name in records and metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// What the runtime did for a job.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobStats {
+    /// Tasks its plugin calls submitted.
+    pub tasks_submitted: u64,
+    /// Tasks run after fusion.
+    pub tasks_executed: u64,
+    /// Plugin calls that entered a plugin.
+    pub plugin_calls_made: u64,
+    /// Plugin calls replayed from a recording.
+    pub plugin_calls_replayed: u64,
+}
+
+/// One job, as the API shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// Its id.
+    pub id: u64,
+    /// The tenant that submitted it.
+    pub tenant: String,
+    /// Its name (the application's `argv[0]`).
+    pub name: String,
+    /// The blob of its application component.
+    pub component: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Its input files: name in its directory, blob.
+    pub inputs: BTreeMap<String, String>,
+    /// Where it is.
+    pub state: JobState,
+    /// When it was accepted, started and finished, in milliseconds since the Unix epoch.
+    pub submitted_ms: u64,
+    /// See `submitted_ms`.
+    pub started_ms: Option<u64>,
+    /// See `submitted_ms`.
+    pub finished_ms: Option<u64>,
+    /// The application's exit status, where it exited.
+    pub exit_status: Option<i32>,
+    /// Why it failed, where it did not exit.
+    pub error: Option<String>,
+    /// The files its directory holds after it ran (inputs included), with their sizes.
+    pub outputs: BTreeMap<String, u64>,
+    /// What the runtime did for it.
+    pub stats: JobStats,
+}
+
+/// A job's logs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobLogs {
+    /// Its standard output (lossily UTF-8).
+    pub stdout: String,
+    /// Its standard error.
+    pub stderr: String,
+    /// The fusion summaries of its runs of the window (as `WEFT_EXPLAIN=1` prints them).
+    pub explain: Vec<String>,
+}
+
+/// The database, and the directory of the jobs' files.
+pub struct JobDb {
+    db: Database,
+    jobs_dir: PathBuf,
+}
+
+fn db_err(e: impl std::fmt::Display) -> Error {
+    Error::Database(e.to_string())
+}
+
+fn to_json<T: Serialize>(v: &T) -> Result<Vec<u8>> {
+    serde_json::to_vec(v).map_err(db_err)
+}
+
+fn from_json<T: for<'de> Deserialize<'de>>(b: &[u8]) -> Result<T> {
+    serde_json::from_slice(b).map_err(db_err)
+}
+
+/// The blob key of `hash` for `tenant`: blobs are per tenant, so one tenant cannot learn
+/// or use another's.
+fn blob_key(tenant: &str, hash: &str) -> String {
+    format!("{tenant}/{hash}")
+}
+
+impl JobDb {
+    /// Opens (or creates) the database under `data_dir`.
+    pub fn open(data_dir: &Path) -> Result<JobDb> {
+        let jobs_dir = data_dir.join("jobs");
+        std::fs::create_dir_all(&jobs_dir)
+            .map_err(|e| Error::io(format!("creating {}", jobs_dir.display()), e))?;
+        let db = Database::create(data_dir.join("jobs.redb")).map_err(db_err)?;
+        let tx = db.begin_write().map_err(db_err)?;
+        tx.open_table(JOBS).map_err(db_err)?;
+        tx.open_table(LOGS).map_err(db_err)?;
+        tx.open_table(BLOBS).map_err(db_err)?;
+        tx.commit().map_err(db_err)?;
+        Ok(JobDb { db, jobs_dir })
+    }
+
+    /// The directory of job `id`'s files (its application's `.`).
+    pub fn job_dir(&self, id: u64) -> PathBuf {
+        self.jobs_dir.join(id.to_string())
+    }
+
+    /// Stores `bytes` as a blob of `tenant`; its hash (BLAKE3, hex).
+    pub fn put_blob(&self, tenant: &str, bytes: &[u8]) -> Result<String> {
+        let hash = blake3::hash(bytes).to_hex().to_string();
+        let key = blob_key(tenant, &hash);
+        let tx = self.db.begin_write().map_err(db_err)?;
+        {
+            let mut t = tx.open_table(BLOBS).map_err(db_err)?;
+            if t.get(key.as_str()).map_err(db_err)?.is_none() {
+                t.insert(key.as_str(), bytes).map_err(db_err)?;
+            }
+        }
+        tx.commit().map_err(db_err)?;
+        Ok(hash)
+    }
+
+    /// A blob of `tenant`, if it uploaded one with this hash.
+    pub fn blob(&self, tenant: &str, hash: &str) -> Result<Option<Vec<u8>>> {
+        let tx = self.db.begin_read().map_err(db_err)?;
+        let t = tx.open_table(BLOBS).map_err(db_err)?;
+        let v = t.get(blob_key(tenant, hash).as_str()).map_err(db_err)?;
+        Ok(v.map(|g| g.value().to_vec()))
+    }
+
+    /// Whether `tenant` uploaded a blob with this hash.
+    pub fn has_blob(&self, tenant: &str, hash: &str) -> Result<bool> {
+        let tx = self.db.begin_read().map_err(db_err)?;
+        let t = tx.open_table(BLOBS).map_err(db_err)?;
+        Ok(t.get(blob_key(tenant, hash).as_str())
+            .map_err(db_err)?
+            .is_some())
+    }
+
+    /// Stores a new job (its `id` is assigned here: one past the largest so far) and returns
+    /// it. Committed and synced when this returns.
+    pub fn insert(&self, mut record: JobRecord) -> Result<JobRecord> {
+        let tx = self.db.begin_write().map_err(db_err)?;
+        {
+            let mut t = tx.open_table(JOBS).map_err(db_err)?;
+            let last = t.last().map_err(db_err)?.map_or(0, |(k, _)| k.value());
+            record.id = last + 1;
+            t.insert(record.id, to_json(&record)?.as_slice())
+                .map_err(db_err)?;
+        }
+        tx.commit().map_err(db_err)?;
+        Ok(record)
+    }
+
+    /// Replaces a job's record, and its logs where given, in one commit.
+    pub fn put(&self, record: &JobRecord, logs: Option<&JobLogs>) -> Result<()> {
+        let tx = self.db.begin_write().map_err(db_err)?;
+        {
+            let mut t = tx.open_table(JOBS).map_err(db_err)?;
+            t.insert(record.id, to_json(record)?.as_slice())
+                .map_err(db_err)?;
+            if let Some(logs) = logs {
+                let mut l = tx.open_table(LOGS).map_err(db_err)?;
+                l.insert(record.id, to_json(logs)?.as_slice())
+                    .map_err(db_err)?;
+            }
+        }
+        tx.commit().map_err(db_err)?;
+        Ok(())
+    }
+
+    /// Job `id`'s record.
+    pub fn get(&self, id: u64) -> Result<Option<JobRecord>> {
+        let tx = self.db.begin_read().map_err(db_err)?;
+        let t = tx.open_table(JOBS).map_err(db_err)?;
+        let v = t.get(id).map_err(db_err)?;
+        v.map(|g| from_json(g.value())).transpose()
+    }
+
+    /// Job `id`'s logs (empty until it finished).
+    pub fn logs(&self, id: u64) -> Result<JobLogs> {
+        let tx = self.db.begin_read().map_err(db_err)?;
+        let t = tx.open_table(LOGS).map_err(db_err)?;
+        let v = t.get(id).map_err(db_err)?;
+        Ok(v.map(|g| from_json(g.value()))
+            .transpose()?
+            .unwrap_or_default())
+    }
+
+    /// Every job's record, by id.
+    pub fn all(&self) -> Result<Vec<JobRecord>> {
+        let tx = self.db.begin_read().map_err(db_err)?;
+        let t = tx.open_table(JOBS).map_err(db_err)?;
+        let mut out = Vec::new();
+        for entry in t.iter().map_err(db_err)? {
+            let (_, v) = entry.map_err(db_err)?;
+            out.push(from_json(v.value())?);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(tenant: &str) -> JobRecord {
+        JobRecord {
+            id: 0,
+            tenant: tenant.into(),
+            name: "app".into(),
+            component: "c".into(),
+            args: vec!["1".into()],
+            inputs: BTreeMap::new(),
+            state: JobState::Queued,
+            submitted_ms: 1,
+            started_ms: None,
+            finished_ms: None,
+            exit_status: None,
+            error: None,
+            outputs: BTreeMap::new(),
+            stats: JobStats::default(),
+        }
+    }
+
+    #[test]
+    fn records_and_blobs_survive_reopening() {
+        let dir = std::env::temp_dir().join(format!("weft-records-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (a, b, hash);
+        {
+            let db = JobDb::open(&dir).expect("open");
+            a = db.insert(record("alice")).expect("insert");
+            b = db.insert(record("bob")).expect("insert");
+            hash = db.put_blob("alice", b"component bytes").expect("blob");
+            let mut done = b.clone();
+            done.state = JobState::Succeeded;
+            let logs = JobLogs {
+                stdout: "4.5\n".into(),
+                ..JobLogs::default()
+            };
+            db.put(&done, Some(&logs)).expect("put");
+        }
+        let db = JobDb::open(&dir).expect("reopen");
+        assert_eq!((a.id, b.id), (1, 2));
+        assert_eq!(db.get(1).expect("get"), Some(a));
+        assert_eq!(
+            db.get(2).expect("get").map(|r| r.state),
+            Some(JobState::Succeeded)
+        );
+        assert_eq!(db.logs(2).expect("logs").stdout, "4.5\n");
+        assert_eq!(db.logs(1).expect("logs"), JobLogs::default());
+        assert_eq!(
+            db.blob("alice", &hash).expect("blob").as_deref(),
+            Some(&b"component bytes"[..])
+        );
+        // Blobs are per tenant.
+        assert!(!db.has_blob("bob", &hash).expect("has"));
+        assert_eq!(db.all().expect("all").len(), 2);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

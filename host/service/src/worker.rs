@@ -1,0 +1,294 @@
+//! A worker thread: takes the next job from the scheduler, runs it on a warm runtime of its
+//! tenant, and records how it ended.
+//!
+//! Each worker keeps up to `runtimes_per_worker` runtimes warm, one per tenant it served
+//! lately (plugins loaded, kernels compiled), so a tenant's next job starts without loading
+//! anything; a runtime is only ever used by its own tenant's jobs, under that tenant's store
+//! and kernel-time quotas. A runtime whose job failed is dropped, not reused.
+
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use weft::{Config, Runtime};
+use weft_apps::{AppLimits, Job};
+use weft_runtime::PluginId;
+
+use crate::events::{finished_events, state_event};
+use crate::records::{JobLogs, JobRecord, JobState, JobStats};
+use crate::service::{Service, now_ms};
+
+/// A warm runtime of one tenant.
+struct Warm {
+    tenant: usize,
+    rt: Runtime,
+    plugins: Vec<PluginId>,
+    used: u64,
+}
+
+/// The worker loop, until the scheduler stops.
+pub(crate) fn work(svc: &Arc<Service>, worker: usize) {
+    let mut warm: Vec<Warm> = Vec::new();
+    let mut clock = 0u64;
+    while let Some((tenant, id)) = svc.scheduler.next() {
+        clock += 1;
+        let ran = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            run_one(svc, &mut warm, tenant, id, clock)
+        }));
+        if ran.is_err() {
+            // A bug of the host, not of the job: it is reported as the job's failure, and
+            // the worker goes on with fresh runtimes.
+            warm.clear();
+            fail_unfinished(svc, id, "the service failed running it (a host bug)");
+        }
+        svc.cancels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+        let held: u64 = warm.iter_mut().map(|w| w.rt.memory().1).sum();
+        svc.metrics.worker(worker, warm.len(), held);
+        svc.scheduler.done(tenant);
+    }
+}
+
+/// Records job `id` as failed with `message`, where it has not finished.
+fn fail_unfinished(svc: &Service, id: u64, message: &str) {
+    if let Ok(Some(mut r)) = svc.db.get(id)
+        && !r.state.finished()
+    {
+        r.state = JobState::Failed;
+        r.error = Some(message.into());
+        r.finished_ms = Some(now_ms());
+        let logs = JobLogs::default();
+        if svc.db.put(&r, Some(&logs)).is_ok() {
+            svc.events.close(id, finished_events(&r, &logs));
+        }
+    }
+}
+
+/// Runs job `id` of `tenant`.
+fn run_one(svc: &Service, warm: &mut Vec<Warm>, tenant: usize, id: u64, clock: u64) {
+    let Ok(Some(mut record)) = svc.db.get(id) else {
+        return;
+    };
+    if record.state != JobState::Queued {
+        return;
+    }
+    let cancel = svc
+        .cancels
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(id)
+        .or_insert_with(|| Arc::new(AtomicBool::new(false)))
+        .clone();
+    record.state = JobState::Running;
+    record.started_ms = Some(now_ms());
+    if let Err(e) = svc.db.put(&record, None) {
+        fail_unfinished(svc, id, &e.to_string());
+        return;
+    }
+    svc.events.send(id, state_event(&record));
+    let start = Instant::now();
+    let (result, logs) = match prepare(svc, &record) {
+        Ok(component) => {
+            let rt = take_runtime(svc, warm, tenant);
+            match rt {
+                Ok(w) => run_on(svc, warm, w, &component, &record, cancel.clone(), clock),
+                Err(e) => (Err(e), JobLogs::default()),
+            }
+        }
+        Err(e) => (Err(e), JobLogs::default()),
+    };
+    let seconds = start.elapsed().as_secs_f64();
+    finish(&mut record, result, &cancel);
+    let outputs = list_files(&svc.db.job_dir(id));
+    let quota = svc.config.tenants[tenant].output_bytes;
+    let total: u64 = outputs.values().sum();
+    if total > quota && record.state == JobState::Succeeded {
+        record.state = JobState::Failed;
+        record.error = Some(format!(
+            "its files hold {total} bytes, over its tenant's output quota of {quota}; they were removed"
+        ));
+        let _ = std::fs::remove_dir_all(svc.db.job_dir(id));
+    } else {
+        record.outputs = outputs;
+    }
+    record.finished_ms = Some(now_ms());
+    if let Err(e) = svc.db.put(&record, Some(&logs)) {
+        // The record stays `running`; a restart reports it as failed.
+        eprintln!("weft serve: recording job {id}: {e}");
+    }
+    svc.metrics
+        .finished(tenant, record.state, &record.stats, seconds);
+    svc.events.close(id, finished_events(&record, &logs));
+}
+
+/// What a run gave: the exit status and stats, or why it failed.
+type Ran = Result<(i32, JobStats), String>;
+
+/// Sets the record's final state from what the run gave.
+fn finish(record: &mut JobRecord, ran: Ran, cancel: &AtomicBool) {
+    match ran {
+        Ok((status, stats)) => {
+            record.exit_status = Some(status);
+            record.stats = stats;
+            record.state = if status == 0 {
+                JobState::Succeeded
+            } else {
+                JobState::Failed
+            };
+        }
+        Err(e) => {
+            record.error = Some(e);
+            record.state = if cancel.load(Ordering::Relaxed) {
+                JobState::Cancelled
+            } else {
+                JobState::Failed
+            };
+        }
+    }
+}
+
+/// The job's directory with its inputs written, and its component compiled (or cached).
+fn prepare(svc: &Service, r: &JobRecord) -> Result<wasmtime::component::Component, String> {
+    let dir = svc.db.job_dir(r.id);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("creating its directory: {e}"))?;
+    for (name, blob) in &r.inputs {
+        let bytes = svc
+            .db
+            .blob(&r.tenant, blob)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("its input `{name}` (blob {blob}) is gone"))?;
+        std::fs::write(dir.join(name), bytes)
+            .map_err(|e| format!("writing input `{name}`: {e}"))?;
+    }
+    let key = format!("{}/{}", r.tenant, r.component);
+    svc.components.get_or(&key, || {
+        let bytes = svc
+            .db
+            .blob(&r.tenant, &r.component)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("its component (blob {}) is gone", r.component))?;
+        svc.apps.compile(&r.name, &bytes).map_err(|e| e.to_string())
+    })
+}
+
+/// The tenant's warm runtime, or a new one.
+fn take_runtime(svc: &Service, warm: &mut Vec<Warm>, tenant: usize) -> Result<Warm, String> {
+    if let Some(at) = warm.iter().position(|w| w.tenant == tenant) {
+        return Ok(warm.swap_remove(at));
+    }
+    let t = &svc.config.tenants[tenant];
+    let mut config = Config::from_env();
+    config.threads = svc.config.service.threads_per_job;
+    config.limits.store_bytes = t.store_bytes;
+    config.limits.kernel_time = Some(Duration::from_millis(t.kernel_time_ms));
+    config.summarize = true;
+    config.explain_to_stderr = false;
+    let mut rt = Runtime::new(config).map_err(|e| format!("starting its runtime: {e}"))?;
+    let mut plugins = Vec::new();
+    for bytes in [
+        weft_plugin_artifacts::NUMERIC,
+        weft_plugin_artifacts::SPARSE,
+    ] {
+        plugins.push(
+            rt.load(bytes)
+                .map_err(|e| format!("loading a plugin: {e}"))?,
+        );
+    }
+    Ok(Warm {
+        tenant,
+        rt,
+        plugins,
+        used: 0,
+    })
+}
+
+/// Runs the job on `w`, which goes back among the warm runtimes if the job ran cleanly.
+fn run_on(
+    svc: &Service,
+    warm: &mut Vec<Warm>,
+    mut w: Warm,
+    component: &wasmtime::component::Component,
+    r: &JobRecord,
+    cancel: Arc<AtomicBool>,
+    clock: u64,
+) -> (Ran, JobLogs) {
+    let t = &svc.config.tenants[w.tenant];
+    let job = Job {
+        name: r.name.clone(),
+        args: r.args.clone(),
+        env: Vec::new(),
+        dir: Some(svc.db.job_dir(r.id)),
+        capture: true,
+        limits: AppLimits {
+            memory_bytes: usize::try_from(t.memory_mb.saturating_mul(1 << 20))
+                .unwrap_or(usize::MAX),
+            time: Duration::from_secs(t.time_limit_s),
+            output_bytes: usize::try_from(t.output_bytes).unwrap_or(usize::MAX),
+        },
+        cancel: Some(cancel),
+    };
+    let before = w.rt.stats();
+    let (outcome, mut rt) = svc.apps.run(w.rt, &w.plugins, component, &job);
+    let after = rt.stats();
+    let explain = rt.take_summaries();
+    let stats = |made, replayed| JobStats {
+        tasks_submitted: after.tasks_submitted - before.tasks_submitted,
+        tasks_executed: after.exec.tasks_executed - before.exec.tasks_executed,
+        plugin_calls_made: made,
+        plugin_calls_replayed: replayed,
+    };
+    match outcome {
+        Ok(o) => {
+            let logs = JobLogs {
+                stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+                explain,
+            };
+            w.rt = rt;
+            w.used = clock;
+            keep_warm(warm, w, svc.config.service.runtimes_per_worker);
+            (Ok((o.status, stats(o.calls_made, o.calls_replayed))), logs)
+        }
+        Err(e) => (
+            Err(e.to_string()),
+            JobLogs {
+                explain,
+                ..JobLogs::default()
+            },
+        ),
+    }
+}
+
+/// Keeps `w` warm, dropping the least recently used runtime past `bound`.
+fn keep_warm(warm: &mut Vec<Warm>, w: Warm, bound: usize) {
+    if warm.len() >= bound
+        && let Some(oldest) = warm
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, x)| x.used)
+            .map(|(i, _)| i)
+    {
+        warm.swap_remove(oldest);
+    }
+    warm.push(w);
+}
+
+/// The regular files directly in `dir`, with their sizes.
+fn list_files(dir: &Path) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if let (Ok(meta), Some(name)) = (e.metadata(), e.file_name().to_str())
+                && meta.is_file()
+            {
+                out.insert(name.to_string(), meta.len());
+            }
+        }
+    }
+    out
+}
