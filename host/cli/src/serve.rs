@@ -42,17 +42,37 @@ pub fn main(m: &ArgMatches) -> Result<i32, String> {
     if let Some(d) = m.get_one::<String>("data-dir") {
         config.service.data_dir = PathBuf::from(d);
     }
+    // Under `mpirun` (a build with the `mpi` feature), rank 0 serves and every other rank
+    // runs each job with it.
+    let ranks = weft::Ranks::world().map_err(|e| e.to_string())?;
+    if ranks.rank() > 0 {
+        weft_service::follow(&config, &ranks).map_err(|e| e.to_string())?;
+        return Ok(0);
+    }
+    let on_ranks = ranks.size() > 1;
     let (service, recovered) = Service::open(config).map_err(|e| e.to_string())?;
-    let server = Server::start(service).map_err(|e| e.to_string())?;
+    let server = if on_ranks {
+        Server::start_on_ranks(service)
+    } else {
+        Server::start(service)
+    }
+    .map_err(|e| e.to_string())?;
     let line = serde_json::json!({
         "listening": server.addr().to_string(),
         "requeued": recovered.requeued,
         "failed_by_restart": recovered.failed,
+        "ranks": ranks.size(),
+        "pid": std::process::id(),
     });
     let mut out = std::io::stdout().lock();
     writeln!(out, "{line}").map_err(|e| e.to_string())?;
     out.flush().map_err(|e| e.to_string())?;
     drop(out);
-    server.serve().map_err(|e| e.to_string())?;
+    if on_ranks {
+        server.serve_on_ranks(&ranks)
+    } else {
+        server.serve()
+    }
+    .map_err(|e| e.to_string())?;
     Ok(0)
 }

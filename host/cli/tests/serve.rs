@@ -29,6 +29,11 @@ impl Serve {
     /// Starts a server with `tenants` (TOML `[[tenant]]` tables) and `service` settings
     /// (lines of its `[service]` table) on `dir`.
     fn start(dir: &Path, service: &str, tenants: &str) -> Serve {
+        Serve::start_with(dir, service, tenants, None)
+    }
+
+    /// As [`Serve::start`], on `ranks` ranks of `mpirun` where given.
+    fn start_with(dir: &Path, service: &str, tenants: &str, ranks: Option<usize>) -> Serve {
         std::fs::create_dir_all(dir).expect("dir");
         let config = dir.join("weft.toml");
         std::fs::write(
@@ -38,7 +43,18 @@ impl Serve {
             ),
         )
         .expect("config");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_weft"))
+        let weft = env!("CARGO_BIN_EXE_weft");
+        let mut command = match ranks {
+            Some(n) => {
+                let mut c = Command::new("mpirun");
+                c.args(["--oversubscribe", "-n", &n.to_string(), weft])
+                    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+                c
+            }
+            None => Command::new(weft),
+        };
+        let mut child = command
             .args(["serve", "--config"])
             .arg(&config)
             .env("WEFT_EXPLAIN", "0")
@@ -74,9 +90,10 @@ impl Serve {
         let _ = self.child.wait();
     }
 
-    /// SIGTERM, and its exit status.
+    /// SIGTERM to the service's process (rank 0's, under `mpirun`), and the exit status
+    /// of the process started (`mpirun`'s, under it).
     fn terminate(mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().to_string();
+        let pid = self.started["pid"].as_u64().expect("its pid").to_string();
         let sent = Command::new("kill").args(["-TERM", &pid]).status();
         assert!(sent.is_ok_and(|s| s.success()), "kill -TERM");
         self.child.wait().expect("it exits")
@@ -132,6 +149,13 @@ fn submit_many(c: &Client, bytes: &[u8], name: &str, args: &[&str], count: usize
 fn a_component_job_gives_the_native_bits_with_its_events_logs_and_files() {
     let dir = fresh_dir("bits");
     let s = Serve::start(&dir, "workers = 2", &tenant("alice", ""));
+    gives_the_native_bits(&s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Black-Scholes through the service writes the native model's bytes, with the same tasks
+/// submitted and run, its events, logs and files.
+fn gives_the_native_bits(s: &Serve) {
     let c = s.client(&token("alice"));
     let (n, seed) = (10_000u64, 7u64);
     let id = submit_many(
@@ -189,7 +213,6 @@ fn a_component_job_gives_the_native_bits_with_its_events_logs_and_files() {
     for name in ["nothing.f64", "..", "..%2Fjobs.redb"] {
         assert!(c.file(id, name).is_err(), "{name}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -547,4 +570,34 @@ fn sigterm_finishes_running_jobs_and_a_restart_runs_the_queued_ones() {
         assert_eq!(c.logs(id).expect("logs").stdout, tiny_sum());
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The service under `mpirun -n 2`: rank 0 serves, both ranks run every job.
+#[cfg(feature = "mpi")]
+mod on_ranks {
+    use super::*;
+
+    #[test]
+    fn the_service_on_two_ranks_gives_one_processs_bits_and_rank_0_stops_them_all() {
+        let dir = fresh_dir("ranks");
+        let tenants = format!("{}{}", tenant("alice", ""), tenant("bob", ""));
+        let s = Serve::start_with(&dir, "", &tenants, Some(2));
+        assert_eq!(s.started["ranks"], 2, "{}", s.started);
+        gives_the_native_bits(&s);
+        // Two tenants' tiny jobs, one after another through the one worker.
+        for name in ["alice", "bob"] {
+            let c = s.client(&token(name));
+            for id in submit_many(&c, artifacts::APP_TINY_ADD, "tiny_add", &[], 3) {
+                assert_eq!(
+                    c.wait(id, PATIENCE).expect("ends").state,
+                    JobState::Succeeded
+                );
+                assert_eq!(c.logs(id).expect("logs").stdout, tiny_sum());
+            }
+        }
+        // SIGTERM to rank 0: it drains, tells rank 1 to stop, and `mpirun` exits cleanly.
+        let status = s.terminate();
+        assert!(status.success(), "{status:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -21,6 +21,9 @@ pub enum Error {
     /// Starting the service failed (binding its address, starting its threads).
     #[error("starting the service: {0}")]
     Start(String),
+    /// Sending a job between the ranks of `mpirun` failed.
+    #[error("ranks: {0}")]
+    Ranks(String),
     /// A request of the client failed, or the server answered with an error.
     #[error("{0}")]
     Client(String),

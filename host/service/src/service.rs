@@ -189,6 +189,17 @@ pub struct Server {
 impl Server {
     /// Starts the workers and binds the configured address.
     pub fn start(service: Arc<Service>) -> Result<Server> {
+        let workers = service.config.service.workers;
+        Server::start_with(service, workers)
+    }
+
+    /// Binds the configured address, with no worker thread: rank 0's one worker is the
+    /// caller of [`Server::serve_on_ranks`].
+    pub fn start_on_ranks(service: Arc<Service>) -> Result<Server> {
+        Server::start_with(service, 0)
+    }
+
+    fn start_with(service: Arc<Service>, threads: usize) -> Result<Server> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("weft-serve-io")
@@ -203,11 +214,11 @@ impl Server {
             .local_addr()
             .map_err(|e| Error::Start(format!("the bound address: {e}")))?;
         let mut workers = Vec::new();
-        for w in 0..service.config.service.workers {
+        for w in 0..threads {
             let s = service.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("weft-worker-{w}"))
-                .spawn(move || crate::worker::work(&s, w))
+                .spawn(move || crate::worker::work(&s, w, None))
                 .map_err(|e| Error::Start(format!("worker thread: {e}")))?;
             workers.push(handle);
         }
@@ -243,9 +254,55 @@ impl Server {
             runtime,
             ..
         } = self;
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let app = crate::api::router(service.clone(), stop_rx);
-        let served = runtime.block_on(async move {
+        let served = serve_http(&service, listener, &runtime, stopper);
+        service.scheduler.stop();
+        for w in workers {
+            let _ = w.join();
+        }
+        served
+    }
+
+    /// As [`Server::serve`], on rank 0 of `ranks` (from [`Server::start_on_ranks`]): the API
+    /// on a thread of its own, and the one worker here, sending each job to the other ranks
+    /// (which run [`crate::follow`]) and, at the end, the stop.
+    pub fn serve_on_ranks(self, ranks: &weft::Ranks) -> Result<()> {
+        let Server {
+            service,
+            stopper,
+            listener,
+            runtime,
+            ..
+        } = self;
+        let svc = service.clone();
+        let http = std::thread::Builder::new()
+            .name("weft-serve-http".into())
+            .spawn(move || {
+                let served = serve_http(&svc, listener, &runtime, stopper);
+                svc.scheduler.stop();
+                served
+            })
+            .map_err(|e| Error::Start(format!("the API's thread: {e}")))?;
+        crate::worker::work(&service, 0, Some(ranks));
+        let stopped = crate::ranks::send_stop(ranks);
+        let served = http
+            .join()
+            .map_err(|_| Error::Start("the API's thread panicked".into()))?;
+        served.and(stopped)
+    }
+}
+
+/// Serves the API on `runtime` until SIGINT, SIGTERM or `stopper`, then ends the event
+/// streams and waits for the open connections.
+fn serve_http(
+    service: &Arc<Service>,
+    listener: tokio::net::TcpListener,
+    runtime: &tokio::runtime::Runtime,
+    stopper: Stopper,
+) -> Result<()> {
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let app = crate::api::router(service.clone(), stop_rx);
+    runtime
+        .block_on(async move {
             let signal = async move {
                 tokio::select! {
                     _ = stopper.0.notified() => {}
@@ -256,13 +313,8 @@ impl Server {
             axum::serve(listener, app)
                 .with_graceful_shutdown(signal)
                 .await
-        });
-        service.scheduler.stop();
-        for w in workers {
-            let _ = w.join();
-        }
-        served.map_err(|e| Error::Start(format!("serving: {e}")))
-    }
+        })
+        .map_err(|e| Error::Start(format!("serving: {e}")))
 }
 
 /// SIGINT or SIGTERM.

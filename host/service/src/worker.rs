@@ -5,18 +5,23 @@
 //! lately (plugins loaded, kernels compiled), so a tenant's next job starts without loading
 //! anything; a runtime is only ever used by its own tenant's jobs, under that tenant's store
 //! and kernel-time quotas. A runtime whose job failed is dropped, not reused.
+//!
+//! On the ranks of `mpirun` (see [`crate::ranks`]) there is one worker, on rank 0's main
+//! thread: it sends each job to the other ranks before it runs it on a runtime over all of
+//! them, and keeps no runtime warm (every rank makes the same fresh one for each job).
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use weft::{Config, Runtime};
+use weft::{Config, Ranks, Runtime};
 use weft_apps::{AppLimits, Job};
 use weft_runtime::PluginId;
 
+use crate::config::ServiceConfig;
 use crate::events::{finished_events, state_event};
 use crate::records::{JobLogs, JobRecord, JobState, JobStats};
 use crate::service::{Service, now_ms};
@@ -30,13 +35,13 @@ struct Warm {
 }
 
 /// The worker loop, until the scheduler stops.
-pub(crate) fn work(svc: &Arc<Service>, worker: usize) {
+pub(crate) fn work(svc: &Arc<Service>, worker: usize, ranks: Option<&Ranks>) {
     let mut warm: Vec<Warm> = Vec::new();
     let mut clock = 0u64;
     while let Some((tenant, id)) = svc.scheduler.next() {
         clock += 1;
         let ran = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            run_one(svc, &mut warm, tenant, id, clock)
+            run_one(svc, &mut warm, tenant, id, clock, ranks)
         }));
         if ran.is_err() {
             // A bug of the host, not of the job: it is reported as the job's failure, and
@@ -70,7 +75,14 @@ fn fail_unfinished(svc: &Service, id: u64, message: &str) {
 }
 
 /// Runs job `id` of `tenant`.
-fn run_one(svc: &Service, warm: &mut Vec<Warm>, tenant: usize, id: u64, clock: u64) {
+fn run_one(
+    svc: &Service,
+    warm: &mut Vec<Warm>,
+    tenant: usize,
+    id: u64,
+    clock: u64,
+    ranks: Option<&Ranks>,
+) {
     let Ok(Some(mut record)) = svc.db.get(id) else {
         return;
     };
@@ -92,11 +104,34 @@ fn run_one(svc: &Service, warm: &mut Vec<Warm>, tenant: usize, id: u64, clock: u
     }
     svc.events.send(id, state_event(&record));
     let start = Instant::now();
-    let (result, logs) = match prepare(svc, &record) {
+    let prepared = prepare(svc, &record).and_then(|component| {
+        if let Some(ranks) = ranks {
+            crate::ranks::send_job(svc, ranks, tenant, &record)?;
+        }
+        Ok(component)
+    });
+    let (result, logs) = match prepared {
         Ok(component) => {
-            let rt = take_runtime(svc, warm, tenant);
+            let rt = take_runtime(svc, warm, tenant, ranks);
             match rt {
-                Ok(w) => run_on(svc, warm, w, &component, &record, cancel.clone(), clock),
+                Ok(w) => {
+                    // Over ranks, every rank makes a fresh runtime for each job.
+                    let keep = if ranks.is_some() {
+                        0
+                    } else {
+                        svc.config.service.runtimes_per_worker
+                    };
+                    run_on(
+                        svc,
+                        warm,
+                        keep,
+                        w,
+                        &component,
+                        &record,
+                        cancel.clone(),
+                        clock,
+                    )
+                }
                 Err(e) => (Err(e), JobLogs::default()),
             }
         }
@@ -177,18 +212,40 @@ fn prepare(svc: &Service, r: &JobRecord) -> Result<wasmtime::component::Componen
 }
 
 /// The tenant's warm runtime, or a new one.
-fn take_runtime(svc: &Service, warm: &mut Vec<Warm>, tenant: usize) -> Result<Warm, String> {
+fn take_runtime(
+    svc: &Service,
+    warm: &mut Vec<Warm>,
+    tenant: usize,
+    ranks: Option<&Ranks>,
+) -> Result<Warm, String> {
     if let Some(at) = warm.iter().position(|w| w.tenant == tenant) {
         return Ok(warm.swap_remove(at));
     }
-    let t = &svc.config.tenants[tenant];
-    let mut config = Config::from_env();
-    config.threads = svc.config.service.threads_per_job;
-    config.limits.store_bytes = t.store_bytes;
-    config.limits.kernel_time = Some(Duration::from_millis(t.kernel_time_ms));
-    config.summarize = true;
-    config.explain_to_stderr = false;
-    let mut rt = Runtime::new(config).map_err(|e| format!("starting its runtime: {e}"))?;
+    let (rt, plugins) = tenant_runtime(&svc.config, tenant, ranks)?;
+    Ok(Warm {
+        tenant,
+        rt,
+        plugins,
+        used: 0,
+    })
+}
+
+/// A new runtime for `tenant`'s jobs, under its quotas, with numeric and sparse loaded (over
+/// `ranks` where given).
+pub(crate) fn tenant_runtime(
+    config: &ServiceConfig,
+    tenant: usize,
+    ranks: Option<&Ranks>,
+) -> Result<(Runtime, Vec<PluginId>), String> {
+    let t = &config.tenants[tenant];
+    let mut rc = Config::from_env();
+    rc.threads = config.service.threads_per_job;
+    rc.limits.store_bytes = t.store_bytes;
+    rc.limits.kernel_time = Some(Duration::from_millis(t.kernel_time_ms));
+    rc.summarize = true;
+    rc.explain_to_stderr = false;
+    rc.ranks = ranks.cloned();
+    let mut rt = Runtime::new(rc).map_err(|e| format!("starting its runtime: {e}"))?;
     let mut plugins = Vec::new();
     for bytes in [
         weft_plugin_artifacts::NUMERIC,
@@ -199,30 +256,24 @@ fn take_runtime(svc: &Service, warm: &mut Vec<Warm>, tenant: usize) -> Result<Wa
                 .map_err(|e| format!("loading a plugin: {e}"))?,
         );
     }
-    Ok(Warm {
-        tenant,
-        rt,
-        plugins,
-        used: 0,
-    })
+    Ok((rt, plugins))
 }
 
-/// Runs the job on `w`, which goes back among the warm runtimes if the job ran cleanly.
-fn run_on(
-    svc: &Service,
-    warm: &mut Vec<Warm>,
-    mut w: Warm,
-    component: &wasmtime::component::Component,
-    r: &JobRecord,
-    cancel: Arc<AtomicBool>,
-    clock: u64,
-) -> (Ran, JobLogs) {
-    let t = &svc.config.tenants[w.tenant];
-    let job = Job {
-        name: r.name.clone(),
-        args: r.args.clone(),
+/// Job `name` of `tenant` with `args`, in `dir`, under the tenant's limits.
+pub(crate) fn tenant_job(
+    config: &ServiceConfig,
+    tenant: usize,
+    name: &str,
+    args: &[String],
+    dir: PathBuf,
+    cancel: Option<Arc<AtomicBool>>,
+) -> Job {
+    let t = &config.tenants[tenant];
+    Job {
+        name: name.to_string(),
+        args: args.to_vec(),
         env: Vec::new(),
-        dir: Some(svc.db.job_dir(r.id)),
+        dir: Some(dir),
         capture: true,
         limits: AppLimits {
             memory_bytes: usize::try_from(t.memory_mb.saturating_mul(1 << 20))
@@ -230,8 +281,30 @@ fn run_on(
             time: Duration::from_secs(t.time_limit_s),
             output_bytes: usize::try_from(t.output_bytes).unwrap_or(usize::MAX),
         },
-        cancel: Some(cancel),
-    };
+        cancel,
+    }
+}
+
+/// Runs the job on `w`, which goes back among the warm runtimes if the job ran cleanly.
+#[allow(clippy::too_many_arguments)]
+fn run_on(
+    svc: &Service,
+    warm: &mut Vec<Warm>,
+    keep: usize,
+    mut w: Warm,
+    component: &wasmtime::component::Component,
+    r: &JobRecord,
+    cancel: Arc<AtomicBool>,
+    clock: u64,
+) -> (Ran, JobLogs) {
+    let job = tenant_job(
+        &svc.config,
+        w.tenant,
+        &r.name,
+        &r.args,
+        svc.db.job_dir(r.id),
+        Some(cancel),
+    );
     let before = w.rt.stats();
     let (outcome, mut rt) = svc.apps.run(w.rt, &w.plugins, component, &job);
     let after = rt.stats();
@@ -251,7 +324,9 @@ fn run_on(
             };
             w.rt = rt;
             w.used = clock;
-            keep_warm(warm, w, svc.config.service.runtimes_per_worker);
+            if keep > 0 {
+                keep_warm(warm, w, keep);
+            }
             (Ok((o.status, stats(o.calls_made, o.calls_replayed))), logs)
         }
         Err(e) => (
