@@ -18,6 +18,7 @@ use weft_plugin::ticker::EpochTicker;
 use weft_runtime::PluginId;
 
 use crate::linking::{AppState, linker_for, served_interfaces, unserved};
+use crate::output::{LiveOutput, OutputSink, Stream};
 use crate::{Error, Result};
 
 /// What one application job may use.
@@ -60,6 +61,9 @@ pub struct Job {
     pub capture: bool,
     /// Its limits.
     pub limits: AppLimits,
+    /// Where each write to standard output and error also goes as it happens, when the
+    /// job captures them (a service streams them with it).
+    pub output: Option<OutputSink>,
     /// Set from another thread to stop the job: the application stops within an epoch tick
     /// (a millisecond) of its own code running, with [`Error::Failed`] saying it was
     /// cancelled.
@@ -152,7 +156,20 @@ impl AppHost {
         argv.extend(job.args.iter().cloned());
         wasi.args(&argv).envs(&job.env);
         if job.capture {
-            wasi.stdout(stdout.clone()).stderr(stderr.clone());
+            match &job.output {
+                Some(sink) => wasi
+                    .stdout(LiveOutput::new(
+                        stdout.clone(),
+                        Stream::Stdout,
+                        sink.clone(),
+                    ))
+                    .stderr(LiveOutput::new(
+                        stderr.clone(),
+                        Stream::Stderr,
+                        sink.clone(),
+                    )),
+                None => wasi.stdout(stdout.clone()).stderr(stderr.clone()),
+            };
         } else {
             wasi.inherit_stdout().inherit_stderr();
         }

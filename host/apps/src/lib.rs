@@ -18,6 +18,8 @@
 mod error;
 mod job;
 pub mod linking;
+mod output;
 
 pub use error::{Error, Result};
 pub use job::{AppHost, AppLimits, Job, JobOutcome};
+pub use output::{OutputSink, SinkFn, Stream};

@@ -171,6 +171,50 @@ fn an_endless_application_is_stopped_at_its_time_limit() {
 }
 
 #[test]
+fn an_output_sink_sees_every_write_as_it_happens_up_to_the_bound() {
+    use std::sync::{Arc, Mutex};
+    use weft_apps::{OutputSink, Stream};
+    let host = AppHost::new().expect("host");
+    let (rt, plugins) = runtime();
+    let seen = Arc::new(Mutex::new((Vec::new(), 0usize)));
+    let sink = {
+        let seen = seen.clone();
+        OutputSink(Arc::new(move |stream, bytes: &[u8]| {
+            let mut s = seen.lock().expect("lock");
+            s.1 += 1;
+            if stream == Stream::Stdout {
+                s.0.extend_from_slice(bytes);
+            }
+        }))
+    };
+    // A flood cut at 10,000 bytes: the sink saw exactly what was captured, in many writes.
+    let app = host
+        .compile("hostile_output", artifacts::APP_HOSTILE_OUTPUT)
+        .expect("compiles");
+    let mut j = job("hostile_output", &[]);
+    j.limits.output_bytes = 10_000;
+    j.output = Some(sink.clone());
+    let (outcome, rt) = host.run(rt, &plugins, &app, &j);
+    let outcome = outcome.expect("runs");
+    assert_eq!(outcome.stdout.len(), 10_000);
+    {
+        let s = seen.lock().expect("lock");
+        assert_eq!(s.0, outcome.stdout);
+        assert!(s.1 > 1, "{} writes", s.1);
+    }
+    let tiny = host
+        .compile("tiny_add", artifacts::APP_TINY_ADD)
+        .expect("compiles");
+    seen.lock().expect("lock").0.clear();
+    let mut j = job("tiny_add", &[]);
+    j.output = Some(sink);
+    let (outcome, _) = host.run(rt, &plugins, &tiny, &j);
+    let outcome = outcome.expect("runs");
+    assert_eq!(seen.lock().expect("lock").0, outcome.stdout);
+    assert!(!outcome.stdout.is_empty());
+}
+
+#[test]
 fn a_job_cancelled_from_another_thread_stops_with_that_error() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};

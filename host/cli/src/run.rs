@@ -109,6 +109,7 @@ pub fn main(m: &ArgMatches) -> Result<i32, String> {
         dir: m.get_one::<String>("dir").map(PathBuf::from),
         capture: false,
         limits,
+        output: None,
         cancel: None,
     };
     let host = AppHost::new().map_err(|e| e.to_string())?;

@@ -343,6 +343,44 @@ fn hostile_jobs_fail_alone_while_another_tenant_finishes() {
 }
 
 #[test]
+fn standard_output_is_streamed_while_the_job_runs() {
+    let dir = fresh_dir("stream");
+    let s = Serve::start(
+        &dir,
+        "workers = 1",
+        &tenant("alice", "output_bytes = 100000\ntime_limit_s = 30"),
+    );
+    let c = s.client(&token("alice"));
+    let id = submit_many(&c, artifacts::APP_HOSTILE_OUTPUT, "hostile_output", &[], 1)[0];
+    let (mut streamed, mut order) = (String::new(), Vec::new());
+    c.events(id, PATIENCE, |kind, data| {
+        order.push(kind.to_string());
+        if kind == "stdout" {
+            let text: String = serde_json::from_str(data).expect("a JSON string");
+            streamed.push_str(&text);
+        }
+    })
+    .expect("events");
+    // Its output came in many events, all before the state that ended it.
+    let last_state = order.iter().rposition(|k| k == "state").expect("states");
+    let first_output = order.iter().position(|k| k == "stdout").expect("output");
+    assert!(first_output < last_state, "{order:?}");
+    assert!(order.iter().filter(|k| *k == "stdout").count() > 1);
+    assert_eq!(streamed.len(), 100_000);
+    assert_eq!(c.logs(id).expect("logs").stdout, streamed);
+    // Read again once it ended, the stream gives the whole output in one event.
+    let mut again = Vec::new();
+    c.events(id, PATIENCE, |kind, _| again.push(kind.to_string()))
+        .expect("events");
+    assert_eq!(
+        again.iter().filter(|k| *k == "stdout").count(),
+        1,
+        "{again:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_full_queue_answers_429_and_cancels_stop_queued_and_running_jobs() {
     let dir = fresh_dir("queue");
     let s = Serve::start(

@@ -7,7 +7,7 @@
 //! | `POST /v1/jobs` | `{"component": HASH, "name"?, "args"?, "inputs"?: {NAME: HASH}}`; 202 with the record, at once |
 //! | `GET /v1/jobs` | the tenant's jobs |
 //! | `GET /v1/jobs/{id}` | its record |
-//! | `GET /v1/jobs/{id}/events` | server-sent events: `state`, then `stdout`, `stderr`, `explain`, `end` |
+//! | `GET /v1/jobs/{id}/events` | server-sent events: `state`, `stdout` and `stderr` as written, `explain`, `end` |
 //! | `GET /v1/jobs/{id}/logs` | `{"stdout", "stderr", "explain"}` once it ended |
 //! | `GET /v1/jobs/{id}/files/{name}` | a file of its directory |
 //! | `DELETE /v1/jobs/{id}` | cancels it: a queued job at once, a running one at its next check |
@@ -300,7 +300,7 @@ async fn cancel(
         blocking(move || s.db.put(&rec, Some(&Default::default()))).await?;
         svc.metrics.finished(t, r.state, &r.stats, 0.0);
         svc.events
-            .close(id, finished_events(&r, &Default::default()));
+            .close(id, finished_events(&r, &Default::default(), true));
         return Ok((StatusCode::OK, Json(r)));
     }
     // On a worker, or about to be: the worker finds the flag set.
@@ -411,7 +411,7 @@ async fn events(
         let r = r.ok_or_else(|| ApiError::not_found(id))?;
         if r.state.finished() || tries >= 1000 {
             break Stream {
-                backlog: finished_events(&r, &logs).into_iter(),
+                backlog: finished_events(&r, &logs, true).into_iter(),
                 live: None,
                 stop: api.stop.clone(),
                 done: false,

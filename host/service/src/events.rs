@@ -1,5 +1,6 @@
-//! Each live job's stream of events, for `GET /v1/jobs/{id}/events`: its state changes,
-//! then its standard output, standard error and fusion summaries when it ends. A job is live
+//! Each live job's stream of events, for `GET /v1/jobs/{id}/events`: its state changes, its
+//! standard output and error as the application writes them, and its fusion summaries when
+//! it ends. A job is live
 //! from its submission until its final record is committed; a subscriber gets what was sent
 //! so far (the backlog) and then what comes. A finished job's events are rebuilt from its
 //! record and logs instead ([`finished_events`]).
@@ -34,16 +35,17 @@ pub fn state_event(r: &JobRecord) -> Event {
     }
 }
 
-/// The events that end a job: its final state, its output, its summaries, and `end`.
-pub fn finished_events(r: &JobRecord, logs: &JobLogs) -> Vec<Event> {
+/// The events that end a job: its final state, its output (unless it was streamed as it
+/// was written: `with_output` false), its summaries, and `end`.
+pub fn finished_events(r: &JobRecord, logs: &JobLogs, with_output: bool) -> Vec<Event> {
     let mut out = vec![state_event(r)];
-    if !logs.stdout.is_empty() {
+    if with_output && !logs.stdout.is_empty() {
         out.push(Event {
             kind: "stdout",
             data: json!(logs.stdout),
         });
     }
-    if !logs.stderr.is_empty() {
+    if with_output && !logs.stderr.is_empty() {
         out.push(Event {
             kind: "stderr",
             data: json!(logs.stderr),

@@ -3,7 +3,7 @@
 //! Tenants, their bearer tokens, weights and quotas come from a TOML file ([`config`]).
 //! Jobs arrive over an HTTP/JSON API ([`api`]) and are committed to an embedded database
 //! ([`records`]) before they are accepted; a weighted scheduler ([`scheduler`]) feeds a pool
-//! of worker threads ([`worker`]) that run each job with `weft-apps` on a warm runtime of its
+//! of worker threads (`worker.rs`) that run each job with `weft-apps` on a warm runtime of its
 //! tenant. [`client`] is the API's client, for the `weft` command and the tests.
 //!
 //! See `docs/service.md` for the API, the configuration and the guarantees.

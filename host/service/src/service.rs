@@ -86,7 +86,7 @@ pub struct Service {
     pub(crate) names: Vec<String>,
     pub(crate) db: JobDb,
     pub(crate) scheduler: Scheduler,
-    pub(crate) events: Events,
+    pub(crate) events: Arc<Events>,
     pub(crate) metrics: Metrics,
     /// The cancel flags of jobs on workers (or about to be), by id.
     pub(crate) cancels: Mutex<HashMap<u64, Arc<AtomicBool>>>,
@@ -114,7 +114,7 @@ impl Service {
         let service = Arc::new(Service {
             scheduler: Scheduler::new(&config.tenants, config.service.queue_limit),
             metrics: Metrics::new(names.len(), workers),
-            events: Events::default(),
+            events: Arc::new(Events::default()),
             cancels: Mutex::new(HashMap::new()),
             apps: AppHost::new().map_err(|e| Error::Start(e.to_string()))?,
             components: ComponentCache::new(config.service.components_cached),

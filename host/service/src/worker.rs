@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use weft::{Config, Ranks, Runtime};
-use weft_apps::{AppLimits, Job};
+use weft_apps::{AppLimits, Job, OutputSink, Stream};
 use weft_runtime::PluginId;
 
 use crate::config::ServiceConfig;
@@ -69,7 +69,7 @@ fn fail_unfinished(svc: &Service, id: u64, message: &str) {
         r.finished_ms = Some(now_ms());
         let logs = JobLogs::default();
         if svc.db.put(&r, Some(&logs)).is_ok() {
-            svc.events.close(id, finished_events(&r, &logs));
+            svc.events.close(id, finished_events(&r, &logs, true));
         }
     }
 }
@@ -158,7 +158,7 @@ fn run_one(
     }
     svc.metrics
         .finished(tenant, record.state, &record.stats, seconds);
-    svc.events.close(id, finished_events(&record, &logs));
+    svc.events.close(id, finished_events(&record, &logs, false));
 }
 
 /// What a run gave: the exit status and stats, or why it failed.
@@ -281,6 +281,7 @@ pub(crate) fn tenant_job(
             time: Duration::from_secs(t.time_limit_s),
             output_bytes: usize::try_from(t.output_bytes).unwrap_or(usize::MAX),
         },
+        output: None,
         cancel,
     }
 }
@@ -297,7 +298,7 @@ fn run_on(
     cancel: Arc<AtomicBool>,
     clock: u64,
 ) -> (Ran, JobLogs) {
-    let job = tenant_job(
+    let mut job = tenant_job(
         &svc.config,
         w.tenant,
         &r.name,
@@ -305,6 +306,7 @@ fn run_on(
         svc.db.job_dir(r.id),
         Some(cancel),
     );
+    job.output = Some(live_output(svc.events.clone(), r.id));
     let before = w.rt.stats();
     let (outcome, mut rt) = svc.apps.run(w.rt, &w.plugins, component, &job);
     let after = rt.stats();
@@ -337,6 +339,25 @@ fn run_on(
             },
         ),
     }
+}
+
+/// A sink that sends each write of job `id`'s output as an event (`stdout` or `stderr`,
+/// its text; a character split between two writes comes out as replacement characters
+/// there, and whole in the job's logs).
+fn live_output(events: Arc<crate::events::Events>, id: u64) -> OutputSink {
+    OutputSink(Arc::new(move |stream, bytes: &[u8]| {
+        let kind = match stream {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        };
+        events.send(
+            id,
+            crate::events::Event {
+                kind,
+                data: serde_json::json!(String::from_utf8_lossy(bytes)),
+            },
+        );
+    }))
 }
 
 /// Keeps `w` warm, dropping the least recently used runtime past `bound`.
