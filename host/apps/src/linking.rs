@@ -10,7 +10,7 @@
 //! through as the application's error result; a failure of the call itself (the plugin
 //! trapped, or ran past its limits) stops the application with that message.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use send_wrapper::SendWrapper;
 use wasmtime::component::types::ComponentItem;
@@ -70,7 +70,7 @@ pub fn served_interfaces(
     rt: &Runtime,
     plugins: &[PluginId],
 ) -> weft::Result<HashMap<String, PluginId>> {
-    let mut served = HashMap::new();
+    let mut served = HashMap::default();
     for &p in plugins {
         for name in rt.exports(p)? {
             if let Some((interface, _)) = name.split_once('#') {
@@ -100,7 +100,7 @@ pub fn linker_for(engine: &Engine, component: &Component) -> wasmtime::Result<Li
             if !matches!(ty.ty, ComponentItem::ComponentFunc(_)) {
                 continue;
             }
-            let call = format!("{name}#{function}");
+            let call: std::sync::Arc<str> = format!("{name}#{function}").into();
             let interface = name.to_string();
             inst.func_new(function, move |cx, _ty, params, results| {
                 forward(cx, &interface, &call, params, results)
@@ -164,7 +164,7 @@ impl Recordings {
 /// as words, and the element type and shape of each store it lends.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CallKey {
-    call: String,
+    call: std::sync::Arc<str>,
     words: Vec<u64>,
 }
 
@@ -254,7 +254,7 @@ fn key_words(v: &Value, words: &mut Vec<u64>, ids: &mut Vec<StoreId>) {
 fn forward(
     mut cx: StoreContextMut<'_, AppState>,
     interface: &str,
-    call: &str,
+    call: &std::sync::Arc<str>,
     params: &[Val],
     results: &mut [Val],
 ) -> wasmtime::Result<()> {
@@ -268,7 +268,7 @@ fn forward(
         .get(interface)
         .ok_or_else(|| wasmtime::format_err!("no loaded plugin exports `{interface}`"))?;
     let mut key = CallKey {
-        call: call.to_string(),
+        call: call.clone(),
         words: Vec::with_capacity(16),
     };
     let mut ids = Vec::new();
