@@ -66,6 +66,8 @@ pub fn finished_events(r: &JobRecord, logs: &JobLogs, with_output: bool) -> Vec<
 
 struct Live {
     backlog: Vec<Event>,
+    /// Whether events were left out of the backlog (past [`BACKLOG`]).
+    truncated: bool,
     tx: broadcast::Sender<Event>,
 }
 
@@ -77,6 +79,12 @@ pub struct Events {
 
 /// The most events a slow subscriber may fall behind by before its stream ends.
 const CHANNEL: usize = 256;
+
+/// The most events a live job's backlog keeps for subscribers who come later (an
+/// application writing its output one byte at a time would otherwise grow it without
+/// bound); past it, one `truncated` event stands for the rest, which subscribers already
+/// there still get, and which the job's logs hold once it ends.
+pub const BACKLOG: usize = 1024;
 
 impl Events {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Live>> {
@@ -90,6 +98,7 @@ impl Events {
             id,
             Live {
                 backlog: vec![first],
+                truncated: false,
                 tx,
             },
         );
@@ -99,7 +108,15 @@ impl Events {
     pub fn send(&self, id: u64, event: Event) {
         if let Some(live) = self.lock().get_mut(&id) {
             let _ = live.tx.send(event.clone());
-            live.backlog.push(event);
+            if live.backlog.len() < BACKLOG {
+                live.backlog.push(event);
+            } else if !live.truncated {
+                live.truncated = true;
+                live.backlog.push(Event {
+                    kind: "truncated",
+                    data: json!("later events are not kept for new subscribers; the job's logs hold its output once it ends"),
+                });
+            }
         }
     }
 
@@ -123,5 +140,36 @@ impl Events {
     /// Live jobs.
     pub fn live(&self) -> usize {
         self.lock().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn output(i: usize) -> Event {
+        Event {
+            kind: "stdout",
+            data: json!(i.to_string()),
+        }
+    }
+
+    #[test]
+    fn the_backlog_is_bounded_and_says_so_while_subscribers_get_everything() {
+        let events = Events::default();
+        events.open(1, output(0));
+        let (_, mut early) = events.subscribe(1).expect("live");
+        for i in 1..(BACKLOG * 3) {
+            events.send(1, output(i));
+            // The early subscriber keeps up, and gets every event.
+            let got = early.try_recv().expect("an event");
+            assert_eq!(got, output(i));
+        }
+        let (backlog, _) = events.subscribe(1).expect("live");
+        assert_eq!(backlog.len(), BACKLOG + 1);
+        assert_eq!(backlog[BACKLOG - 1], output(BACKLOG - 1));
+        assert_eq!(backlog[BACKLOG].kind, "truncated");
+        events.close(1, vec![]);
+        assert!(events.subscribe(1).is_none());
     }
 }
