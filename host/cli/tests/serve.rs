@@ -272,6 +272,39 @@ fn tokens_are_required_and_tenants_never_see_each_others_jobs() {
 }
 
 #[test]
+fn uploads_past_a_tenants_quota_are_refused() {
+    let dir = fresh_dir("uploads");
+    let quota = artifacts::APP_TINY_ADD.len() + 1000;
+    let s = Serve::start(
+        &dir,
+        "workers = 1",
+        &tenant("alice", &format!("upload_bytes = {quota}")),
+    );
+    let c = s.client(&token("alice"));
+    let first = c
+        .upload(artifacts::APP_TINY_ADD.to_vec())
+        .expect("under the quota");
+    // The same bytes again cost nothing.
+    assert_eq!(
+        c.upload(artifacts::APP_TINY_ADD.to_vec()).expect("again"),
+        first
+    );
+    let r = c
+        .request("POST", "/v1/blobs", vec![7u8; 2000])
+        .expect("answer");
+    assert_eq!(r.status, 413, "{}", r.text());
+    assert!(r.server_message().contains("upload quota"), "{}", r.text());
+    // What fits still does, and jobs still run.
+    assert!(c.upload(vec![7u8; 1000]).is_ok());
+    let id = submit_many(&c, artifacts::APP_TINY_ADD, "tiny_add", &[], 1)[0];
+    assert_eq!(
+        c.wait(id, PATIENCE).expect("ends").state,
+        JobState::Succeeded
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn hostile_jobs_fail_alone_while_another_tenant_finishes() {
     let dir = fresh_dir("hostile");
     let s = Serve::start(

@@ -36,7 +36,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use crate::events::{Event, finished_events, state_event};
-use crate::records::{JobRecord, JobState, JobStats};
+use crate::records::{JobRecord, JobState, JobStats, Stored};
 use crate::scheduler::Full;
 use crate::service::{Service, now_ms};
 
@@ -159,8 +159,17 @@ async fn put_blob(
     let t = tenant(&api.svc, &headers)?;
     let svc = api.svc.clone();
     let n = body.len();
-    let hash = blocking(move || svc.db.put_blob(&svc.names[t], &body)).await?;
-    Ok((StatusCode::CREATED, Json(json!({"blob": hash, "bytes": n}))))
+    let quota = svc.config.tenants[t].upload_bytes;
+    match blocking(move || svc.db.put_blob(&svc.names[t], &body, quota)).await? {
+        Stored::Blob(hash) => Ok((StatusCode::CREATED, Json(json!({"blob": hash, "bytes": n})))),
+        Stored::OverQuota { held } => Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "tenant `{}` holds {held} bytes of uploads: {n} more would pass its upload quota of {quota}",
+                api.svc.names[t]
+            ),
+        )),
+    }
 }
 
 /// The body of `POST /v1/jobs`.

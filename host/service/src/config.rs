@@ -110,6 +110,9 @@ pub struct TenantConfig {
     /// and its files together.
     #[serde(default = "sixteen_mib")]
     pub output_bytes: u64,
+    /// The most bytes its uploaded blobs (components and inputs) may hold together.
+    #[serde(default = "gib")]
+    pub upload_bytes: u64,
 }
 
 fn one() -> u32 {

@@ -16,6 +16,20 @@ const JOBS: TableDefinition<u64, &[u8]> = TableDefinition::new("jobs");
 const LOGS: TableDefinition<u64, &[u8]> = TableDefinition::new("logs");
 /// Uploaded blobs by `tenant/hash`.
 const BLOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("blobs");
+/// The bytes of each tenant's blobs together, by tenant.
+const BLOB_BYTES: TableDefinition<&str, u64> = TableDefinition::new("blob-bytes");
+
+/// What storing a blob did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stored {
+    /// It is stored (or was already), under this hash.
+    Blob(String),
+    /// It was not: the tenant's blobs hold `held` bytes, and these would pass its quota.
+    OverQuota {
+        /// The bytes the tenant's blobs hold.
+        held: u64,
+    },
+}
 
 /// Where a job is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -153,6 +167,7 @@ impl JobDb {
         tx.open_table(JOBS).map_err(db_err)?;
         tx.open_table(LOGS).map_err(db_err)?;
         tx.open_table(BLOBS).map_err(db_err)?;
+        tx.open_table(BLOB_BYTES).map_err(db_err)?;
         tx.commit().map_err(db_err)?;
         Ok(JobDb { db, jobs_dir })
     }
@@ -162,19 +177,29 @@ impl JobDb {
         self.jobs_dir.join(id.to_string())
     }
 
-    /// Stores `bytes` as a blob of `tenant`; its hash (BLAKE3, hex).
-    pub fn put_blob(&self, tenant: &str, bytes: &[u8]) -> Result<String> {
+    /// Stores `bytes` as a blob of `tenant` (under its hash, BLAKE3 in hex), unless its
+    /// blobs together would then hold more than `quota` bytes. The same bytes stored again
+    /// cost nothing.
+    pub fn put_blob(&self, tenant: &str, bytes: &[u8], quota: u64) -> Result<Stored> {
         let hash = blake3::hash(bytes).to_hex().to_string();
         let key = blob_key(tenant, &hash);
         let tx = self.db.begin_write().map_err(db_err)?;
         {
             let mut t = tx.open_table(BLOBS).map_err(db_err)?;
-            if t.get(key.as_str()).map_err(db_err)?.is_none() {
-                t.insert(key.as_str(), bytes).map_err(db_err)?;
+            if t.get(key.as_str()).map_err(db_err)?.is_some() {
+                return Ok(Stored::Blob(hash));
             }
+            let mut sizes = tx.open_table(BLOB_BYTES).map_err(db_err)?;
+            let held = sizes.get(tenant).map_err(db_err)?.map_or(0, |g| g.value());
+            let after = held.saturating_add(bytes.len() as u64);
+            if after > quota {
+                return Ok(Stored::OverQuota { held });
+            }
+            t.insert(key.as_str(), bytes).map_err(db_err)?;
+            sizes.insert(tenant, after).map_err(db_err)?;
         }
         tx.commit().map_err(db_err)?;
-        Ok(hash)
+        Ok(Stored::Blob(hash))
     }
 
     /// A blob of `tenant`, if it uploaded one with this hash.
@@ -289,7 +314,19 @@ mod tests {
             let db = JobDb::open(&dir).expect("open");
             a = db.insert(record("alice")).expect("insert");
             b = db.insert(record("bob")).expect("insert");
-            hash = db.put_blob("alice", b"component bytes").expect("blob");
+            hash = match db.put_blob("alice", b"component bytes", 20).expect("blob") {
+                Stored::Blob(h) => h,
+                other => panic!("{other:?}"),
+            };
+            // The same bytes again cost nothing; others past the quota of 20 are refused.
+            assert_eq!(
+                db.put_blob("alice", b"component bytes", 20).expect("blob"),
+                Stored::Blob(hash.clone())
+            );
+            assert_eq!(
+                db.put_blob("alice", b"more bytes", 20).expect("blob"),
+                Stored::OverQuota { held: 15 }
+            );
             let mut done = b.clone();
             done.state = JobState::Succeeded;
             let logs = JobLogs {

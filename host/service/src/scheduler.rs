@@ -228,6 +228,7 @@ mod tests {
             time_limit_s: 10,
             memory_mb: 64,
             output_bytes: 1 << 20,
+            upload_bytes: 1 << 20,
         }
     }
 
