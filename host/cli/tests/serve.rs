@@ -305,6 +305,47 @@ fn uploads_past_a_tenants_quota_are_refused() {
 }
 
 #[test]
+fn files_past_the_output_quota_fail_the_job_and_are_removed() {
+    let dir = fresh_dir("files");
+    // Black-Scholes on 10,000 options writes two files of 80,000 bytes.
+    let s = Serve::start(
+        &dir,
+        "workers = 1",
+        &tenant("alice", "output_bytes = 100000"),
+    );
+    let c = s.client(&token("alice"));
+    let id = submit_many(
+        &c,
+        artifacts::APP_BLACK_SCHOLES_APP,
+        "black_scholes_app",
+        &["10000", "7"],
+        1,
+    )[0];
+    let r = c.wait(id, PATIENCE).expect("ends");
+    assert_eq!(r.state, JobState::Failed, "{r:?}");
+    assert_eq!(r.exit_status, Some(0), "it ran to its end");
+    let why = r.error.as_deref().unwrap_or_default();
+    assert!(
+        why.contains("160000 bytes") && why.contains("output quota of 100000"),
+        "{why}"
+    );
+    assert!(r.outputs.is_empty(), "{r:?}");
+    assert!(c.file(id, "call.f64").is_err());
+    // Under the quota, the same job keeps its files.
+    let id = submit_many(
+        &c,
+        artifacts::APP_BLACK_SCHOLES_APP,
+        "black_scholes_app",
+        &["5000", "7"],
+        1,
+    )[0];
+    let r = c.wait(id, PATIENCE).expect("ends");
+    assert_eq!(r.state, JobState::Succeeded, "{r:?}");
+    assert_eq!(c.file(id, "call.f64").expect("kept").len(), 40_000);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn hostile_jobs_fail_alone_while_another_tenant_finishes() {
     let dir = fresh_dir("hostile");
     let s = Serve::start(

@@ -142,12 +142,19 @@ fn run_one(
     let outputs = list_files(&svc.db.job_dir(id));
     let quota = svc.config.tenants[tenant].output_bytes;
     let total: u64 = outputs.values().sum();
-    if total > quota && record.state == JobState::Succeeded {
-        record.state = JobState::Failed;
-        record.error = Some(format!(
-            "its files hold {total} bytes, over its tenant's output quota of {quota}; they were removed"
-        ));
+    if total > quota {
+        // Whatever else happened to the job, files past the quota are not kept.
         let _ = std::fs::remove_dir_all(svc.db.job_dir(id));
+        let note = format!(
+            "its files held {total} bytes, over its tenant's output quota of {quota}; they were removed"
+        );
+        record.error = Some(match record.error.take() {
+            Some(e) => format!("{e}; {note}"),
+            None => note,
+        });
+        if record.state == JobState::Succeeded {
+            record.state = JobState::Failed;
+        }
     } else {
         record.outputs = outputs;
     }
