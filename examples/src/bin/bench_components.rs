@@ -91,11 +91,5 @@ fn run() -> Result<(), AppError> {
 }
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("bench_components: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    weft_examples::run_main("bench_components", run)
 }

@@ -94,11 +94,5 @@ fn run() -> Result<(), AppError> {
 }
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("plugin_calls: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    weft_examples::run_main("plugin_calls", run)
 }

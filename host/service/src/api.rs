@@ -36,7 +36,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use crate::events::{Event, finished_events, state_event};
-use crate::records::{JobRecord, JobState, JobStats, Stored};
+use crate::records::{JobRecord, JobState, Stored};
 use crate::scheduler::Full;
 use crate::service::{Service, now_ms};
 
@@ -240,22 +240,14 @@ async fn submit(
             ..ApiError::new(StatusCode::TOO_MANY_REQUESTS, message)
         });
     }
-    let record = JobRecord {
-        id: 0,
-        tenant: tenant_name,
-        name: req.name.unwrap_or_else(|| "app".into()),
-        component: req.component,
-        args: req.args,
-        inputs: req.inputs,
-        state: JobState::Queued,
-        submitted_ms: now_ms(),
-        started_ms: None,
-        finished_ms: None,
-        exit_status: None,
-        error: None,
-        outputs: BTreeMap::new(),
-        stats: JobStats::default(),
-    };
+    let record = JobRecord::queued(
+        tenant_name,
+        req.name.unwrap_or_else(|| "app".into()),
+        req.component,
+        req.args,
+        req.inputs,
+        now_ms(),
+    );
     let s = svc.clone();
     let record = match blocking(move || s.db.insert(record)).await {
         Ok(r) => r,

@@ -121,6 +121,36 @@ pub struct JobRecord {
     pub stats: JobStats,
 }
 
+impl JobRecord {
+    /// A new job of `tenant`, queued at `submitted_ms` (its id is given when it is stored,
+    /// [`JobDb::insert`]).
+    pub fn queued(
+        tenant: String,
+        name: String,
+        component: String,
+        args: Vec<String>,
+        inputs: BTreeMap<String, String>,
+        submitted_ms: u64,
+    ) -> JobRecord {
+        JobRecord {
+            id: 0,
+            tenant,
+            name,
+            component,
+            args,
+            inputs,
+            state: JobState::Queued,
+            submitted_ms,
+            started_ms: None,
+            finished_ms: None,
+            exit_status: None,
+            error: None,
+            outputs: BTreeMap::new(),
+            stats: JobStats::default(),
+        }
+    }
+}
+
 /// A job's logs.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobLogs {
@@ -287,22 +317,14 @@ mod tests {
     use super::*;
 
     fn record(tenant: &str) -> JobRecord {
-        JobRecord {
-            id: 0,
-            tenant: tenant.into(),
-            name: "app".into(),
-            component: "c".into(),
-            args: vec!["1".into()],
-            inputs: BTreeMap::new(),
-            state: JobState::Queued,
-            submitted_ms: 1,
-            started_ms: None,
-            finished_ms: None,
-            exit_status: None,
-            error: None,
-            outputs: BTreeMap::new(),
-            stats: JobStats::default(),
-        }
+        JobRecord::queued(
+            tenant.into(),
+            "app".into(),
+            "c".into(),
+            vec!["1".into()],
+            BTreeMap::new(),
+            1,
+        )
     }
 
     #[test]
