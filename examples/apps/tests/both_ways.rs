@@ -1,7 +1,9 @@
-//! One application source built two ways gives the same output bytes: `black_scholes_app`
-//! run as its native binary, and as a component under `weft-apps`.
+//! One application source built two ways gives the same output bytes: each program of
+//! `examples/apps` that builds both ways, run as its native binary and as a component under
+//! `weft-apps`, with the same arguments, writes the same files and prints the same JSON line
+//! (less its time).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use weft::{Config, Runtime};
@@ -24,31 +26,41 @@ fn without_time(line: &str) -> String {
     v.to_string()
 }
 
-#[test]
-fn black_scholes_native_and_component_write_the_same_bytes() {
-    let args = ["20000", "11"];
-    let native_dir = fresh_dir("native");
-    let native = Command::new(env!("CARGO_BIN_EXE_black_scholes_app"))
+/// Runs `native` (a binary of this package) and `component` (its component build, named
+/// `name`) with `args`, each in a directory of its own, with the numeric and sparse plugins;
+/// requires the same bytes in each of `files` and the same JSON line less its time. Returns
+/// the native run's files, for checks of their values.
+fn same_both_ways(
+    name: &str,
+    native: &str,
+    component: &[u8],
+    args: &[&str],
+    files: &[&str],
+) -> Vec<Vec<u8>> {
+    let tag = format!("{name}-{}", args.join("-"));
+    let native_dir = fresh_dir(&format!("{tag}-native"));
+    let ran = Command::new(native)
         .args(args)
         .current_dir(&native_dir)
         .env("WEFT_CACHE", "0")
         .output()
         .expect("the native build runs");
     assert!(
-        native.status.success(),
-        "{}",
-        String::from_utf8_lossy(&native.stderr)
+        ran.status.success(),
+        "{name} native: {}",
+        String::from_utf8_lossy(&ran.stderr)
     );
 
-    let component_dir = fresh_dir("component");
+    let component_dir = fresh_dir(&format!("{tag}-component"));
     let host = AppHost::new().expect("host");
-    let app = host
-        .compile("black_scholes_app", artifacts::APP_BLACK_SCHOLES_APP)
-        .expect("compiles");
+    let app = host.compile(name, component).expect("compiles");
     let mut rt = Runtime::new(Config::default()).expect("runtime");
-    let plugins = vec![rt.load(artifacts::NUMERIC).expect("numeric")];
+    let plugins = vec![
+        rt.load(artifacts::NUMERIC).expect("numeric"),
+        rt.load(artifacts::SPARSE).expect("sparse"),
+    ];
     let job = Job {
-        name: "black_scholes_app".into(),
+        name: name.into(),
         args: args.iter().map(|a| a.to_string()).collect(),
         dir: Some(component_dir.clone()),
         capture: true,
@@ -59,20 +71,85 @@ fn black_scholes_native_and_component_write_the_same_bytes() {
     assert_eq!(
         outcome.status,
         0,
-        "{}",
+        "{name} component: {}",
         String::from_utf8_lossy(&outcome.stderr)
     );
 
-    for file in ["call.f64", "put.f64"] {
-        let a = std::fs::read(native_dir.join(file)).expect("native output");
-        let b = std::fs::read(component_dir.join(file)).expect("component output");
-        assert_eq!(a.len(), 20_000 * 8);
-        assert!(a == b, "{file}: the two builds differ");
+    let read = |dir: &Path, file: &str| {
+        std::fs::read(dir.join(file)).unwrap_or_else(|e| panic!("{name}: {file}: {e}"))
+    };
+    let mut outputs = Vec::new();
+    for file in files {
+        let (a, b) = (read(&native_dir, file), read(&component_dir, file));
+        assert!(!a.is_empty(), "{name}: {file} is empty");
+        assert!(a == b, "{name} {args:?}: {file}: the two builds differ");
+        outputs.push(a);
     }
     assert_eq!(
-        without_time(&String::from_utf8_lossy(&native.stdout)),
-        without_time(&String::from_utf8_lossy(&outcome.stdout))
+        without_time(&String::from_utf8_lossy(&ran.stdout)),
+        without_time(&String::from_utf8_lossy(&outcome.stdout)),
+        "{name} {args:?}: the JSON lines differ"
     );
     let _ = std::fs::remove_dir_all(&native_dir);
     let _ = std::fs::remove_dir_all(&component_dir);
+    outputs
+}
+
+/// Little-endian `f64`s.
+fn f64s(bytes: &[u8]) -> Vec<f64> {
+    bytes
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect()
+}
+
+#[test]
+fn black_scholes_native_and_component_write_the_same_bytes() {
+    let out = same_both_ways(
+        "black_scholes_app",
+        env!("CARGO_BIN_EXE_black_scholes_app"),
+        artifacts::APP_BLACK_SCHOLES_APP,
+        &["20000", "11"],
+        &["call.f64", "put.f64"],
+    );
+    assert_eq!(out[0].len(), 20_000 * 8);
+}
+
+/// The residual norms a solve wrote: it converged to the solver's tolerance, after more than
+/// a few iterations (so the loop, not just its set-up, ran both ways).
+fn check_converged(method: &str, residuals: &[u8]) {
+    let r = f64s(residuals);
+    let (first, last) = (r[0], r[r.len() - 1]);
+    assert!(r.len() > 5, "{method}: {} residuals", r.len());
+    assert!(last <= 1e-8 * first, "{method}: |r| {last} from {first}");
+}
+
+#[test]
+fn krylov_solvers_native_and_component_write_the_same_bytes() {
+    for method in ["cg", "bicgstab", "gmg"] {
+        let out = same_both_ways(
+            "krylov_app",
+            env!("CARGO_BIN_EXE_krylov_app"),
+            artifacts::APP_KRYLOV_APP,
+            &[method, "31", "5"],
+            &["x.f64", "residuals.f64"],
+        );
+        assert_eq!(out[0].len(), 31 * 31 * 8);
+        check_converged(method, &out[1]);
+    }
+}
+
+#[test]
+fn channel_flow_native_and_component_write_the_same_bytes() {
+    let out = same_both_ways(
+        "cfd_app",
+        env!("CARGO_BIN_EXE_cfd_app"),
+        artifacts::APP_CFD_APP,
+        &["33", "10", "4", "7"],
+        &["u.f64", "v.f64", "p.f64", "udiff.f64"],
+    );
+    assert_eq!(out[0].len(), 33 * 33 * 8);
+    // The pressure iteration computed something: p is not zero.
+    assert!(f64s(&out[2]).iter().any(|&p| p != 0.0), "p stayed zero");
+    assert_eq!(f64s(&out[3]).len(), 4);
 }

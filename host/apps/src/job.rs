@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use send_wrapper::SendWrapper;
@@ -12,7 +11,7 @@ use wasmtime::{Engine, Store};
 use wasmtime_wasi::p2::bindings::sync::Command;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
-use weft::Runtime;
+use weft::{CancelToken, Runtime};
 use weft_plugin::limits::Limiter;
 use weft_plugin::ticker::EpochTicker;
 use weft_runtime::PluginId;
@@ -64,10 +63,10 @@ pub struct Job {
     /// Where each write to standard output and error also goes as it happens, when the
     /// job captures them (a service streams them with it).
     pub output: Option<OutputSink>,
-    /// Set from another thread to stop the job: the application stops within an epoch tick
-    /// (a millisecond) of its own code running, with [`Error::Failed`] saying it was
-    /// cancelled.
-    pub cancel: Option<Arc<AtomicBool>>,
+    /// Cancelled from another thread to stop the job: the application stops within an
+    /// epoch tick (a millisecond) of its own code running, and a kernel it has running at
+    /// its next cancel check, with [`Error::Failed`] saying it was cancelled.
+    pub cancel: Option<Arc<CancelToken>>,
 }
 
 /// How a job ended.
@@ -126,6 +125,20 @@ impl AppHost {
         component: &Component,
         job: &Job,
     ) -> (Result<JobOutcome>, Runtime) {
+        let (outcome, mut rt) = self.run_cancellable(rt, plugins, component, job);
+        rt.set_cancel(None);
+        (outcome, rt)
+    }
+
+    /// [`AppHost::run`], with the job's cancel request given to the runtime first.
+    fn run_cancellable(
+        &self,
+        mut rt: Runtime,
+        plugins: &[PluginId],
+        component: &Component,
+        job: &Job,
+    ) -> (Result<JobOutcome>, Runtime) {
+        rt.set_cancel(job.cancel.clone());
         let fail = |message: String| Error::Failed {
             app: job.name.clone(),
             message,
@@ -197,7 +210,7 @@ impl AppHost {
         let deadline = Instant::now().checked_add(job.limits.time);
         let cancel = job.cancel.clone();
         store.epoch_deadline_callback(move |_| {
-            if cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
+            if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
                 return Err(wasmtime::Error::new(Stopped::Cancelled));
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {

@@ -217,18 +217,17 @@ fn an_output_sink_sees_every_write_as_it_happens_up_to_the_bound() {
 #[test]
 fn a_job_cancelled_from_another_thread_stops_with_that_error() {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
     let host = AppHost::new().expect("host");
     let app = host
         .compile("hostile_spin", artifacts::APP_HOSTILE_SPIN)
         .expect("compiles");
     let (rt, plugins) = runtime();
-    let cancel = Arc::new(AtomicBool::new(false));
+    let cancel = Arc::new(weft::CancelToken::new());
     let mut j = job("hostile_spin", &[]);
     j.cancel = Some(cancel.clone());
     let setter = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(100));
-        cancel.store(true, Ordering::Relaxed);
+        cancel.cancel();
     });
     let start = std::time::Instant::now();
     let (outcome, rt) = host.run(rt, &plugins, &app, &j);

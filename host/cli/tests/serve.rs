@@ -208,6 +208,15 @@ fn gives_the_native_bits(s: &Serve) {
         r.stats.tasks_executed < r.stats.tasks_submitted,
         "fused: {r:?}"
     );
+    // Its kernels' time, in its record and in the tenant's metrics (its only job).
+    assert!(r.stats.kernel_us > 0, "{r:?}");
+    let metrics = c.metrics().expect("metrics");
+    let kernel_seconds: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("weft_kernel_seconds_total{tenant=\"alice\"} "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("kernel seconds in\n{metrics}"));
+    assert_eq!(kernel_seconds, r.stats.kernel_us as f64 / 1e6, "{metrics}");
     assert_eq!(r.outputs.get("call.f64"), Some(&(n * 8)));
     // A file it did not write, and names that leave its directory, are not found.
     for name in ["nothing.f64", "..", "..%2Fjobs.redb"] {

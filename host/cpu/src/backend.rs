@@ -8,8 +8,8 @@ use std::time::Instant;
 use weft_ir::reduction::LoopPartial;
 use weft_ir::{Kernel, Scalar};
 use weft_runtime::{
-    Backend, Binding, BoundedCache, BufferId, CacheLimits, CacheStats, KernelEntry, KernelId,
-    MemoryStats, Owner, Prepared,
+    Backend, Binding, BoundedCache, BufferId, CacheLimits, CacheStats, CancelToken, KernelEntry,
+    KernelId, MemoryStats, Owner, Prepared,
 };
 
 use crate::compile::{CompiledKernel, Compiler, StoreView};
@@ -113,6 +113,8 @@ pub struct CpuBackend {
     held_rows: Vec<PendingRow>,
     /// The kernel time limit's watchdog, when there is a limit.
     watchdog: Option<crate::watchdog::Watchdog>,
+    /// The cancel request of the job running now (see `Backend::set_cancel`).
+    cancel: Option<Arc<CancelToken>>,
     /// Whether each launch is the whole of its task (see `Backend::set_sole_launch`): it
     /// then folds its reductions itself.
     sole: bool,
@@ -240,6 +242,7 @@ impl CpuBackend {
             sole: false,
             quick: crate::quick::QuickScratch::default(),
             watchdog,
+            cancel: None,
         })
     }
 
@@ -757,16 +760,41 @@ impl Backend for CpuBackend {
         bindings: &[Binding],
         scalars: &[Scalar],
     ) -> weft_runtime::Result<()> {
-        let Some(watchdog) = &self.watchdog else {
+        if self.watchdog.is_none() && self.cancel.is_none() {
             self.launch_worded(kernel, bindings, scalars)?;
             return self.fold_sole(kernel, bindings);
+        }
+        if let Some(watchdog) = &self.watchdog {
+            watchdog.arm();
+        }
+        // Read after the watchdog cleared the flag: a cancel sets the request before the
+        // flag, so one of the two shows it (see `weft_runtime::cancel`).
+        let result = if self.cancel.as_ref().is_some_and(|t| t.is_cancelled()) {
+            let name = self
+                .kernels
+                .get(&kernel)
+                .map_or_else(|| format!("{kernel:?}"), |c| c.compiled.name().to_string());
+            Err(Error::KernelFault {
+                kernel: name,
+                message: crate::launch::CANCELLED_MESSAGE.to_string(),
+            })
+        } else {
+            self.launch_worded(kernel, bindings, scalars)
         };
-        watchdog.arm();
-        let result = self.launch_worded(kernel, bindings, scalars);
-        let cancelled = self.watchdog.as_ref().is_some_and(|w| w.disarm());
+        let timed_out = self.watchdog.as_ref().is_some_and(|w| w.disarm());
         let result: weft_runtime::Result<()> = match result {
             Err(Error::KernelFault { kernel, message })
-                if cancelled && message == crate::launch::CANCELLED_MESSAGE =>
+                if message == crate::launch::CANCELLED_MESSAGE
+                    && self.cancel.as_ref().is_some_and(|t| t.is_cancelled()) =>
+            {
+                Err(Error::KernelFault {
+                    kernel,
+                    message: weft_runtime::backend::CANCELLED_BY_JOB.to_string(),
+                }
+                .into())
+            }
+            Err(Error::KernelFault { kernel, message })
+                if timed_out && message == crate::launch::CANCELLED_MESSAGE =>
             {
                 let limit = self.watchdog.as_ref().map_or(0, |w| w.limit().as_millis());
                 Err(Error::KernelFault {
@@ -789,6 +817,16 @@ impl Backend for CpuBackend {
 
     fn set_sole_launch(&mut self, sole: bool) {
         self.sole = sole;
+    }
+
+    fn set_cancel(&mut self, token: Option<Arc<CancelToken>>) {
+        // A cancelled job's flag is not the next one's; a cancel from now on sets it again.
+        let flag = self.compiler.cancel_flag();
+        flag.store(0, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = &token {
+            t.attach(flag);
+        }
+        self.cancel = token;
     }
 
     fn finish_deferred(&mut self, commit: bool) -> weft_runtime::Result<()> {

@@ -39,6 +39,7 @@
 pub mod builder;
 pub mod coverage;
 pub mod flat;
+pub mod index;
 pub mod interp;
 pub mod liveness;
 pub mod passes;

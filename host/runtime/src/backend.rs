@@ -15,6 +15,7 @@ use weft_ir::Scalar;
 use weft_ir::reduction::LoopPartial;
 
 use crate::cache::Owner;
+use crate::cancel::CancelToken;
 use crate::kernel::{KernelEntry, KernelId};
 use crate::{Dims, Error, Result};
 
@@ -204,6 +205,9 @@ pub struct MemoryStats {
     pub pooled: u64,
 }
 
+/// What the error of a launch refused or stopped because its job was cancelled says.
+pub const CANCELLED_BY_JOB: &str = "stopped: its job was cancelled";
+
 /// A machine that holds memory and runs kernels (see the module documentation).
 ///
 /// Every method is safe: a back end must check what it is given (a binding outside its buffer,
@@ -309,6 +313,14 @@ pub trait Backend {
     /// does neither ignores it.
     fn set_sole_launch(&mut self, sole: bool) {
         let _ = sole;
+    }
+
+    /// The cancel request of the job that runs now (`None`: none). A back end that can stop
+    /// a running kernel attaches the flag its kernels check ([`CancelToken::attach`]) and
+    /// refuses launches once the job is cancelled, with [`CANCELLED_BY_JOB`] in its error;
+    /// the default ignores it (the job then stops at its next check outside kernels).
+    fn set_cancel(&mut self, token: Option<Arc<CancelToken>>) {
+        let _ = token;
     }
 
     /// Waits until every launch and copy issued so far has finished.

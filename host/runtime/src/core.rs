@@ -99,6 +99,16 @@ pub struct Stats {
     pub replays_begun: u64,
     /// Launches those replays made.
     pub launches_replayed: u64,
+    /// Seconds those replays took, wall time (their launches and folds; see
+    /// [`ExecStats::kernel_seconds`]).
+    pub replay_seconds: f64,
+}
+
+impl Stats {
+    /// Seconds spent running kernels: the executor's tasks and the replayed steps.
+    pub fn kernel_seconds(&self) -> f64 {
+        self.exec.kernel_seconds + self.replay_seconds
+    }
 }
 
 /// The runtime core (see the module documentation).
@@ -302,6 +312,13 @@ impl Core {
     /// when it surfaces later, at a read or a flush.
     pub fn set_call_site(&mut self, site: Option<Arc<str>>) {
         self.call_site = site;
+    }
+
+    /// Gives the back end the cancel request of the job that runs now (`None` once it ends):
+    /// a cancel then stops the kernel running at its next check, and refuses the launches
+    /// after it (see [`crate::cancel`]).
+    pub fn set_cancel(&mut self, token: Option<Arc<crate::CancelToken>>) {
+        self.backend.set_cancel(token);
     }
 
     /// The call site set by [`Core::set_call_site`], if any.

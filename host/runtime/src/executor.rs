@@ -32,6 +32,10 @@ pub struct ExecStats {
     /// Buffers that a task's output took over from an input whose contents died with the
     /// task (see [`weft_ir::coverage::shares_in_place`]).
     pub buffers_handed_over: u64,
+    /// Seconds spent running tasks' kernels: from each task's first launch to its partial
+    /// results folded, wall time on this process. A device's launches may return before
+    /// its kernels end, so on a GPU this is the time to issue them (and to fold).
+    pub kernel_seconds: f64,
 }
 
 /// What the executor needs besides the task.
@@ -258,6 +262,7 @@ impl Executor<'_> {
             .set_sole_launch(one_point && self.distribution.is_none());
         let mut bindings = Vec::with_capacity(task.args.len());
         let mut ran_any = false;
+        let started = std::time::Instant::now();
         for point in self.mapping.points_of(self.rank, &task.launch) {
             self.bind(task, buffers, &point, &mut bindings)?;
             self.backend.launch(kernel.id(), &bindings, &task.scalars)?;
@@ -305,6 +310,7 @@ impl Executor<'_> {
                 }
             }
         }
+        self.stats.kernel_seconds += started.elapsed().as_secs_f64();
         self.stats.tasks_executed += 1;
         Ok(())
     }

@@ -38,6 +38,7 @@
 
 pub mod backend;
 pub mod cache;
+pub mod cancel;
 pub mod core;
 pub mod diagnose;
 pub mod distribution;
@@ -80,6 +81,7 @@ pub use backend::{
     confirm_hit, store_element_sizes, view_inside,
 };
 pub use cache::{BoundedCache, CacheLimits, CacheStats, Owner};
+pub use cancel::CancelToken;
 pub use core::{Core, EXPLAIN_TARGET, SUMMARY_TARGET, Settings, Stats};
 pub use distribution::{DistContext, Distribution, Traffic};
 pub use error::{Error, Result};

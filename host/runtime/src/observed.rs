@@ -83,6 +83,9 @@ impl Backend for Observed {
     fn set_sole_launch(&mut self, sole: bool) {
         self.inner.set_sole_launch(sole)
     }
+    fn set_cancel(&mut self, token: Option<Arc<crate::CancelToken>>) {
+        self.inner.set_cancel(token)
+    }
     fn synchronize(&mut self) -> Result<()> {
         self.inner.synchronize()
     }

@@ -626,6 +626,9 @@ impl Backend for Recorder {
         s.inner.set_sole_launch(sole);
         s.log.events.push(Event::SoleLaunch(sole));
     }
+    fn set_cancel(&mut self, token: Option<Arc<crate::CancelToken>>) {
+        self.lock().inner.set_cancel(token);
+    }
     fn synchronize(&mut self) -> Result<()> {
         self.lock().inner.synchronize()
     }
@@ -801,7 +804,9 @@ impl Core {
         let mut slots: Vec<Option<BufferId>> = Vec::new();
         // Counted before it runs: a replay that fails part way has written stores too.
         self.stats.replays_begun += 1;
+        let started = std::time::Instant::now();
         let result = self.replay_events(trace, after, &mut slots);
+        self.stats.replay_seconds += started.elapsed().as_secs_f64();
         // On a failure, what the step allocated and did not free yet goes back.
         for b in slots.into_iter().flatten() {
             self.backend.free(b);

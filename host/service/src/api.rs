@@ -20,7 +20,6 @@
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::Json;
@@ -310,7 +309,7 @@ async fn cancel(
         .unwrap_or_else(|p| p.into_inner())
         .entry(id)
         .or_default()
-        .store(true, Ordering::Relaxed);
+        .cancel();
     Ok((StatusCode::ACCEPTED, Json(r)))
 }
 

@@ -1,5 +1,6 @@
 //! Counters for `GET /metrics`, in the Prometheus text format: jobs by state and tenant,
-//! tasks and fused tasks, the time jobs ran, bytes the warm runtimes hold, and cache sizes.
+//! tasks and fused tasks, the time jobs and their kernels ran, bytes the warm runtimes hold, and
+//! cache sizes.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -15,6 +16,7 @@ struct TenantCounters {
     tasks_executed: u64,
     plugin_calls: u64,
     run_seconds: f64,
+    kernel_seconds: f64,
 }
 
 /// A counter's name, help text, and value from a tenant's counters.
@@ -60,6 +62,7 @@ impl Metrics {
         c.tasks_executed += stats.tasks_executed;
         c.plugin_calls += stats.plugin_calls_made + stats.plugin_calls_replayed;
         c.run_seconds += seconds;
+        c.kernel_seconds += stats.kernel_us as f64 / 1e6;
     }
 
     /// Worker `worker` keeps `runtimes` warm runtimes whose stores hold `bytes`.
@@ -104,7 +107,7 @@ impl Metrics {
                 );
             }
         }
-        let counters: [Counter; 4] = [
+        let counters: [Counter; 5] = [
             (
                 "weft_tasks_submitted_total",
                 "Tasks submitted by tenants' plugin calls.",
@@ -124,6 +127,11 @@ impl Metrics {
                 "weft_job_run_seconds_total",
                 "Time tenants' jobs ran on workers.",
                 |c| c.run_seconds,
+            ),
+            (
+                "weft_kernel_seconds_total",
+                "Time tenants' kernels ran (their tasks' launches and folds).",
+                |c| c.kernel_seconds,
             ),
         ];
         for (metric, help, value) in counters {

@@ -86,6 +86,9 @@ pub struct JobStats {
     pub plugin_calls_made: u64,
     /// Plugin calls replayed from a recording.
     pub plugin_calls_replayed: u64,
+    /// Microseconds its tasks' kernels ran (`weft_runtime::Stats::kernel_seconds`).
+    #[serde(default)]
+    pub kernel_us: u64,
 }
 
 /// One job, as the API shows it.

@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -89,7 +88,7 @@ pub struct Service {
     pub(crate) events: Arc<Events>,
     pub(crate) metrics: Metrics,
     /// The cancel flags of jobs on workers (or about to be), by id.
-    pub(crate) cancels: Mutex<HashMap<u64, Arc<AtomicBool>>>,
+    pub(crate) cancels: Mutex<HashMap<u64, Arc<weft::CancelToken>>>,
     pub(crate) apps: AppHost,
     pub(crate) components: ComponentCache,
 }

@@ -14,10 +14,9 @@ use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use weft::{Config, Ranks, Runtime};
+use weft::{CancelToken, Config, Ranks, Runtime};
 use weft_apps::{AppLimits, Job, OutputSink, Stream};
 use weft_runtime::PluginId;
 
@@ -94,7 +93,7 @@ fn run_one(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .entry(id)
-        .or_insert_with(|| Arc::new(AtomicBool::new(false)))
+        .or_default()
         .clone();
     record.state = JobState::Running;
     record.started_ms = Some(now_ms());
@@ -172,7 +171,7 @@ fn run_one(
 type Ran = Result<(i32, JobStats), String>;
 
 /// Sets the record's final state from what the run gave.
-fn finish(record: &mut JobRecord, ran: Ran, cancel: &AtomicBool) {
+fn finish(record: &mut JobRecord, ran: Ran, cancel: &CancelToken) {
     match ran {
         Ok((status, stats)) => {
             record.exit_status = Some(status);
@@ -185,7 +184,7 @@ fn finish(record: &mut JobRecord, ran: Ran, cancel: &AtomicBool) {
         }
         Err(e) => {
             record.error = Some(e);
-            record.state = if cancel.load(Ordering::Relaxed) {
+            record.state = if cancel.is_cancelled() {
                 JobState::Cancelled
             } else {
                 JobState::Failed
@@ -273,7 +272,7 @@ pub(crate) fn tenant_job(
     name: &str,
     args: &[String],
     dir: PathBuf,
-    cancel: Option<Arc<AtomicBool>>,
+    cancel: Option<Arc<CancelToken>>,
 ) -> Job {
     let t = &config.tenants[tenant];
     Job {
@@ -302,7 +301,7 @@ fn run_on(
     mut w: Warm,
     component: &wasmtime::component::Component,
     r: &JobRecord,
-    cancel: Arc<AtomicBool>,
+    cancel: Arc<CancelToken>,
     clock: u64,
 ) -> (Ran, JobLogs) {
     let mut job = tenant_job(
@@ -323,6 +322,7 @@ fn run_on(
         tasks_executed: after.exec.tasks_executed - before.exec.tasks_executed,
         plugin_calls_made: made,
         plugin_calls_replayed: replayed,
+        kernel_us: ((after.kernel_seconds() - before.kernel_seconds()) * 1e6) as u64,
     };
     match outcome {
         Ok(o) => {

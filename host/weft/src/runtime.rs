@@ -170,6 +170,16 @@ impl Runtime {
         }
     }
 
+    /// Gives the runtime the cancel request of the job that runs on it now (`None` once it
+    /// ends): [`weft_runtime::CancelToken::cancel`], from any thread, stops the kernel
+    /// running at its next check and refuses the launches after it, each with an error that
+    /// says the job was cancelled.
+    pub fn set_cancel(&mut self, token: Option<std::sync::Arc<weft_runtime::CancelToken>>) {
+        if let Some(core) = self.core.as_deref_mut() {
+            core.set_cancel(token);
+        }
+    }
+
     /// The call site set by [`Runtime::set_call_site`], if any.
     pub fn call_site(&self) -> Option<std::sync::Arc<str>> {
         self.core.as_deref().and_then(|c| c.call_site().cloned())

@@ -373,3 +373,45 @@ fn a_runaway_kernel_is_cancelled_at_the_kernel_time_limit() {
     );
     still_works(&mut rt, p);
 }
+
+#[test]
+fn a_cancelled_job_stops_its_running_kernel_and_the_runtime_goes_on() {
+    // A kernel time limit far past the cancel, so that only the cancel can stop the kernel
+    // in time: without it the error would name the limit.
+    let mut rt = runtime_with(Config {
+        limits: weft::Limits {
+            kernel_time: Some(Duration::from_secs(60)),
+            ..weft::Limits::default()
+        },
+        ..Config::default()
+    });
+    let p = load(&mut rt, PluginLimits::default());
+    let token = std::sync::Arc::new(weft::CancelToken::new());
+    rt.set_cancel(Some(token.clone()));
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        token.cancel();
+    });
+    let err = run(&mut rt, p, "forever", 4).expect_err("cancelled");
+    canceller.join().expect("the canceller");
+    assert!(err.contains("misbehave.forever"), "{err}");
+    assert!(err.contains(weft::CANCELLED_BY_JOB), "{err}");
+    assert!(!err.contains("time limit"), "{err}");
+    // The next job's runtime: no cancel, tasks run.
+    rt.set_cancel(None);
+    still_works(&mut rt, p);
+}
+
+#[test]
+fn launches_of_a_cancelled_job_are_refused_and_a_new_job_runs() {
+    // No kernel time limit: the back end has no watchdog, and refuses the launch itself.
+    let mut rt = runtime();
+    let p = load(&mut rt, PluginLimits::default());
+    let token = std::sync::Arc::new(weft::CancelToken::new());
+    token.cancel();
+    rt.set_cancel(Some(token));
+    let err = run(&mut rt, p, "fill-one", 5).expect_err("refused");
+    assert!(err.contains(weft::CANCELLED_BY_JOB), "{err}");
+    rt.set_cancel(Some(std::sync::Arc::new(weft::CancelToken::new())));
+    still_works(&mut rt, p);
+}

@@ -18,28 +18,11 @@ mod black_scholes;
 mod seeds;
 
 use seeds::sub_seed;
-
-/// The numeric plugin: the host's, in a component; a fresh runtime's, natively.
-fn numeric() -> Result<weft::Numeric, String> {
-    #[cfg(target_family = "wasm")]
-    {
-        Ok(weft::Numeric::new())
-    }
-    #[cfg(not(target_family = "wasm"))]
-    {
-        let rt = weft::Runtime::new(weft::Config::from_env()).map_err(|e| e.to_string())?;
-        weft::Numeric::new(rt, weft_plugin_artifacts::NUMERIC).map_err(|e| e.to_string())
-    }
-}
+use weft_example_apps::{arg, args, main_of, numeric, write_f64s};
 
 fn run() -> Result<(), String> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let parse = |i: usize, default: u64| -> Result<u64, String> {
-        args.get(i).map_or(Ok(default), |a| {
-            a.parse().map_err(|e| format!("argument {a:?}: {e}"))
-        })
-    };
-    let (n, seed) = (parse(0, 1 << 20)?, parse(1, 42)?);
+    let args = args();
+    let (n, seed) = (arg(&args, 0, 1u64 << 20)?, arg(&args, 1, 42u64)?);
     let np = numeric()?;
     let inputs = black_scholes::inputs(&np, n, seed);
     let start = std::time::Instant::now();
@@ -47,10 +30,8 @@ fn run() -> Result<(), String> {
     let call = call.to_vec().map_err(|e| e.to_string())?;
     let put = put.to_vec().map_err(|e| e.to_string())?;
     let seconds = start.elapsed().as_secs_f64();
-    for (name, values) in [("call.f64", &call), ("put.f64", &put)] {
-        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        std::fs::write(name, bytes).map_err(|e| format!("cannot write {name}: {e}"))?;
-    }
+    write_f64s("call.f64", &call)?;
+    write_f64s("put.f64", &put)?;
     println!(
         "{{\"example\":\"black_scholes_app\",\"n\":{n},\"seconds\":{seconds},\"call_sum\":{},\"put_sum\":{}}}",
         call.iter().sum::<f64>(),
@@ -60,8 +41,5 @@ fn run() -> Result<(), String> {
 }
 
 fn main() {
-    if let Err(e) = run() {
-        eprintln!("black_scholes_app: {e}");
-        std::process::exit(1);
-    }
+    main_of("black_scholes_app", run);
 }
