@@ -416,7 +416,10 @@ impl CpuBackend {
             }
         }
         let pack = |j: usize| packs.get(j).and_then(Option::as_ref);
-        if cached.compiled.allows_quick() && cached.entry.product().is_none() {
+        if cached.compiled.allows_quick()
+            && cached.entry.product().is_none()
+            && cached.entry.tiled_product().is_none()
+        {
             let mut stores: SmallVec<[BoundStore<'_>; 8]> = SmallVec::new();
             for binding in bindings {
                 let Binding::Buffer {
@@ -534,12 +537,14 @@ impl CpuBackend {
         // The canonical dense product runs through the blocked routine, with the compiled
         // kernel's bits (see `product`), where its views are plain buffers that hold every
         // element the kernel would touch; otherwise the kernel runs and checks them itself.
-        if let Some(dtype) = cached.entry.product()
+        // Over tiles of `C` (`tiled_product`), `BT` is the tile's panel: its rows count from 0.
+        let tiled = cached.entry.tiled_product();
+        if let Some(dtype) = cached.entry.product().or(tiled)
             && bindings
                 .iter()
                 .all(|b| matches!(b, Binding::Buffer { deferred: None, .. }))
             && distinct_output(bindings)
-            && let Some(shape) = ProductShape::of(&views)
+            && let Some(shape) = ProductShape::of(&views, tiled.is_some())
         {
             let path = crate::product::Path::detect(self.compiler.avx512());
             let cancel = self.compiler.cancel_flag();
@@ -889,8 +894,9 @@ struct ProductShape {
 impl ProductShape {
     /// The product's matrices, if every element the kernel would read or write lies inside
     /// the views: `A` has `C`'s rows at least, `BT` the rows `origin(C, 1) ..` of `C`'s
-    /// columns and `A`'s columns at least.
-    fn of(views: &[StoreView]) -> Option<ProductShape> {
+    /// columns (from its first row where `tiled`: `BT` is the tile's panel) and `A`'s
+    /// columns at least.
+    fn of(views: &[StoreView], tiled: bool) -> Option<ProductShape> {
         let [a, bt, c] = views else { return None };
         if [a, bt, c]
             .iter()
@@ -901,7 +907,11 @@ impl ProductShape {
         let rows = usize::try_from(c.extents[0]).ok()?;
         let cols = usize::try_from(c.extents[1]).ok()?;
         let k = usize::try_from(a.extents[1]).ok()?;
-        let first = usize::try_from(c.origin[1]).ok()?;
+        let first = if tiled {
+            0
+        } else {
+            usize::try_from(c.origin[1]).ok()?
+        };
         let fits = usize::try_from(a.extents[0]).ok()? >= rows
             && first.checked_add(cols)? <= usize::try_from(bt.extents[0]).ok()?
             && usize::try_from(bt.extents[1]).ok()? >= k;

@@ -5,6 +5,7 @@
 use std::time::Instant;
 
 use weft_runtime::mapping::BlockMapping;
+use weft_runtime::products::Grid;
 use weft_runtime::{RootPartition, ViewMap};
 
 use crate::boxes::row_tiles;
@@ -39,16 +40,45 @@ struct TaskReads<'a> {
     element_bytes: u64,
 }
 
-/// Runs the plans of `tasks` (one iteration) for every rank, with `reductions` all-reduces of
-/// one element per iteration.
-fn simulate(ranks: usize, tasks: &[TaskReads<'_>], reductions: u64) -> Result<Simulated, Error> {
+/// The ranks whose plans [`simulate`] derives for a sample: all of them up to
+/// [`SAMPLED_RANKS`], else that many spread evenly from the first to the last.
+fn sample(ranks: usize) -> Vec<usize> {
+    if ranks <= SAMPLED_RANKS {
+        return (0..ranks).collect();
+    }
+    let mut out: Vec<usize> = (0..SAMPLED_RANKS)
+        .map(|i| i * (ranks - 1) / (SAMPLED_RANKS - 1))
+        .collect();
+    out.dedup();
+    out
+}
+
+/// How many ranks' plans a sampled simulation derives: every rank up to this many, else this
+/// many spread evenly from the first to the last. A rank's plan of a product whose operands
+/// every rank holds a part of has a peer per rank, and deriving its sends looks at every
+/// reader point's holders: all ranks' plans of 4,096 ranks would take hours.
+pub const SAMPLED_RANKS: usize = 16;
+
+/// Runs the plans of `tasks` (one iteration) for every rank (for the ranks of [`sample`] when
+/// `sampled`), with `reductions` all-reduces of one element per iteration.
+fn simulate(
+    ranks: usize,
+    tasks: &[TaskReads<'_>],
+    reductions: u64,
+    sampled: bool,
+) -> Result<Simulated, Error> {
     let mapping = BlockMapping { ranks };
-    let mut recv = Vec::with_capacity(ranks);
+    let planned = if sampled {
+        sample(ranks)
+    } else {
+        (0..ranks).collect()
+    };
+    let mut recv = Vec::with_capacity(planned.len());
     let mut send_max = 0u64;
     let mut messages_max = 0u64;
-    let mut seconds = Vec::with_capacity(ranks);
+    let mut seconds = Vec::with_capacity(planned.len());
     let allreduce_rounds = u64::from(usize::BITS - ranks.saturating_sub(1).leading_zeros());
-    for rank in 0..ranks {
+    for rank in planned {
         let start = Instant::now();
         let (mut r, mut s, mut m) = (0u64, 0u64, 0u64);
         for task in tasks {
@@ -84,7 +114,7 @@ fn simulate(ranks: usize, tasks: &[TaskReads<'_>], reductions: u64) -> Result<Si
     Ok(Simulated {
         ranks,
         recv_bytes_max: recv.iter().copied().max().unwrap_or(0),
-        recv_bytes_mean: recv.iter().sum::<u64>() as f64 / ranks.max(1) as f64,
+        recv_bytes_mean: recv.iter().sum::<u64>() as f64 / recv.len().max(1) as f64,
         send_bytes_max: send_max,
         messages_max,
         plan_seconds_median: seconds.get(seconds.len() / 2).copied().unwrap_or(0.0),
@@ -118,7 +148,7 @@ pub fn stencil(ranks: usize, rows: u64, m: u64) -> Result<Simulated, Error> {
         holding: &holding,
         element_bytes: 8,
     };
-    simulate(ranks, &[task], 0)
+    simulate(ranks, &[task], 0, false)
 }
 
 /// CG on the 5-point Poisson matrix of a `width x (ranks * rows)` grid, rows of the grid
@@ -154,7 +184,99 @@ pub fn cg(ranks: usize, rows: u64, width: u64) -> Result<Simulated, Error> {
         holding: &holding,
         element_bytes: 8,
     };
-    simulate(ranks, &[product, updates], 2)
+    simulate(ranks, &[product, updates], 2, false)
+}
+
+/// Where a product's operands are held before it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Held {
+    /// By rows over the ranks, as element-wise tasks leave them (`A` and `B` each split by
+    /// their first dimension).
+    Rows,
+    /// In the grid's own tiles, as an earlier product on the same grid leaves its result
+    /// (`A` and `B` each split `r x c`): SUMMA's layout.
+    Grid,
+}
+
+/// One dense product `C = A @ B`, `A` of `m x k` and `B` of `k x n`, on `ranks` ranks (the
+/// plans of a sample of them past [`SAMPLED_RANKS`]), laid over the grid `weft_runtime::products::choose` picks (the plugin's rows where it keeps
+/// them), with the operands held as `held` says.
+pub fn product(
+    ranks: usize,
+    (m, n, k): (u64, u64, u64),
+    held: Held,
+) -> Result<ProductPlans, Error> {
+    use weft_runtime::products::{ProductGrid, choose, grid_partitions};
+    let p = ranks as u64;
+    let grid = choose(m, n, k, p, ProductGrid::Auto).map_or(
+        Grid {
+            rows: p.min(m.max(1)),
+            cols: 1,
+        },
+        |(g, _)| g,
+    );
+    let launch = vec![grid.rows, grid.cols];
+    let [pa, pb, _] = grid_partitions(m, n, k, grid);
+    let (a_root, b_root) = (vec![m, k], vec![k, n]);
+    let a_view = ViewMap::whole(&a_root);
+    let bt_view = ViewMap::whole(&b_root)
+        .permute(&[1, 0])
+        .map_err(|e| Error::Unsupported(e.to_string()))?;
+    // Who holds each operand: a layer written by a task over the ranks.
+    let holding = |root: &[u64]| -> Result<Holding, Error> {
+        let (partition, over) = match held {
+            Held::Rows => (row_tiles(root[0].div_ceil(p), 0, 2), vec![p]),
+            Held::Grid => (
+                grid_partitions(root[0], root[1], 1, grid)[2].clone(),
+                launch.clone(),
+            ),
+        };
+        let written = RootPartition::fold(&partition, &ViewMap::whole(root));
+        let mut h = Holding::replicated();
+        h.write(Layer::new(&written, &over, root)?, root);
+        Ok(h)
+    };
+    let (ha, hb) = (holding(&a_root)?, holding(&b_root)?);
+    let tasks = [
+        TaskReads {
+            reads: vec![RootPartition::fold(&pa, &a_view)],
+            launch: launch.clone(),
+            root: a_root,
+            holding: &ha,
+            element_bytes: 8,
+        },
+        TaskReads {
+            reads: vec![RootPartition::fold(&pb, &bt_view)],
+            launch: launch.clone(),
+            root: b_root,
+            holding: &hb,
+            element_bytes: 8,
+        },
+    ];
+    let plans = simulate(ranks, &tasks, 0, true)?;
+    // Each operand's share of one rank (1 / P of it) lies in its panels already.
+    let share = (m * k + k * n) / p.max(1);
+    Ok(ProductPlans {
+        plans,
+        grid,
+        panel_elements: grid.panel_elements(m, n, k),
+        summa_elements: grid.panel_elements(m, n, k).saturating_sub(share),
+    })
+}
+
+/// What [`product`] found.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProductPlans {
+    /// The plans' figures.
+    pub plans: Simulated,
+    /// The grid the product ran over.
+    pub grid: Grid,
+    /// The elements of one point's panels of `A` and `B`, `k (m / r + n / c)`: about
+    /// `2 n^2 / sqrt(P)` for a square product on a square grid.
+    pub panel_elements: u64,
+    /// SUMMA's count of what a rank receives when it holds `1 / P` of each operand inside its
+    /// panels (the grid's own layout): the panels less that share.
+    pub summa_elements: u64,
 }
 
 #[cfg(test)]
@@ -170,6 +292,44 @@ mod tests {
             assert_eq!(s.recv_bytes_max, neighbours * 7 * 8, "{ranks} ranks");
             assert_eq!(s.send_bytes_max, neighbours * 7 * 8, "{ranks} ranks");
             assert_eq!(s.messages_max, neighbours);
+        }
+    }
+
+    #[test]
+    fn a_square_product_moves_summas_panels() {
+        // On a 2x2 grid, operands in the grid's tiles: each rank receives the other tile of
+        // its row panel of A and of its column panel of B, one message each.
+        let r = product(4, (64, 64, 64), Held::Grid).unwrap();
+        assert_eq!((r.grid.rows, r.grid.cols), (2, 2));
+        assert_eq!(r.panel_elements, 64 * (32 + 32));
+        assert_eq!(r.plans.recv_bytes_max, 2 * 32 * 32 * 8);
+        assert_eq!(r.plans.recv_bytes_max, r.summa_elements * 8);
+        assert_eq!(r.plans.messages_max, 2);
+        // Operands by rows (16 each): A's panel lacks 16 rows of 64, held by one rank; B's
+        // column panel (32 wide) lacks 48 of its 64 rows, held by three.
+        let r = product(4, (64, 64, 64), Held::Rows).unwrap();
+        assert_eq!(r.plans.recv_bytes_max, (16 * 64 + 48 * 32) * 8);
+        assert_eq!(r.plans.messages_max, 4);
+    }
+
+    #[test]
+    fn no_rank_receives_more_than_its_panels() {
+        for ranks in [1, 2, 3, 4, 8, 16, 64, 256] {
+            for held in [Held::Rows, Held::Grid] {
+                for shape in [(1000, 1000, 1000), (20_000, 64, 64), (77, 300, 129)] {
+                    let r = product(ranks, shape, held).unwrap();
+                    let what = format!("{ranks} {held:?} {shape:?}");
+                    assert_eq!(r.grid.rows * r.grid.cols, ranks as u64, "{what}");
+                    assert!(r.plans.recv_bytes_max <= r.panel_elements * 8, "{what}");
+                    let (rows, cols) = (r.grid.rows, r.grid.cols);
+                    let (m, n, k) = shape;
+                    let divides = m % rows == 0 && k % cols == 0 && k % rows == 0 && n % cols == 0;
+                    if held == Held::Grid && divides {
+                        // In the grid's own layout, SUMMA's count when the tiles divide.
+                        assert!(r.plans.recv_bytes_max <= r.summa_elements * 8, "{what}");
+                    }
+                }
+            }
         }
     }
 

@@ -250,3 +250,46 @@ proptest! {
         check(Read { partition: &read, launch: &rl, root: &root, holding: &holding }, ranks)?;
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// A dense product's reads over a grid (`weft_runtime::products::grid_partitions`): `A`'s
+    /// row panels, and `BT`'s row panels through the transpose of `B`, with each operand held
+    /// by rows or by an earlier grid's tiles.
+    #[test]
+    fn product_panels_over_a_grid_match_brute_force(
+        (m, n, k) in (1u64..12, 1u64..12, 1u64..9),
+        grid in (1u64..4, 1u64..4),
+        held_grid in (1u64..4, 1u64..4),
+        by_rows in proptest::bool::ANY,
+        ranks in 1usize..5,
+    ) {
+        use weft_runtime::products::{Grid, grid_partitions};
+        let grid = Grid { rows: grid.0.min(m), cols: grid.1.min(n) };
+        let held = Grid { rows: held_grid.0, cols: held_grid.1 };
+        let launch = [grid.rows, grid.cols];
+        let [pa, pb, _] = grid_partitions(m, n, k, grid);
+        for (root, view, read) in [
+            (vec![m, k], ViewMap::whole(&[m, k]), pa),
+            (vec![k, n], ViewMap::whole(&[k, n]).permute(&[1, 0]).unwrap(), pb),
+        ] {
+            let (written, over) = if by_rows {
+                (row_tiles(root[0].div_ceil(3), 0, 2), vec![3])
+            } else {
+                (
+                    grid_partitions(root[0], root[1], 1, held)[2].clone(),
+                    vec![held.rows, held.cols],
+                )
+            };
+            let written = RootPartition::fold(&written, &ViewMap::whole(&root));
+            let mut holding = Holding::replicated();
+            holding.write(Layer::new(&written, &over, &root).unwrap(), &root);
+            let part = RootPartition::fold(&read, &view);
+            check(
+                Read { partition: &part, launch: &launch, root: &root, holding: &holding },
+                ranks,
+            )?;
+        }
+    }
+}

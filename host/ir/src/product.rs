@@ -11,6 +11,10 @@
 //! run it through its blocked routine (`weft-cpu`'s `product` module) instead of the
 //! compiled loop.
 //!
+//! [`matmul_tiled`] is the same product over a grid of `C`'s tiles, each point seeing its own
+//! panel of `BT` (what the runtime launches on several ranks); [`recognize_tiled`] says
+//! whether a kernel is exactly that one.
+//!
 //! [`matmul_rows`] builds the kernel of `C = X.T @ B` launched over the rows that `X` and `B`
 //! share (a transposed tall matrix times a tall one, as k-means' `onehot.T @ x`): each point
 //! adds its outer product into `C`, whose elements reduce by element trees
@@ -25,6 +29,28 @@ use crate::{DType, Kernel, Param, Privilege, ReduceOp};
 /// tiled by rows like `C`), `BT` (`(n, k)`, whole: row `c` is column `c` of `B`) and `C`
 /// (`(m, n)`, written); each element the chain of `fma`s of its row products, in order.
 pub fn matmul(name: impl Into<String>, dtype: DType) -> KernelBuilder {
+    product(name, dtype, BtRows::Global)
+}
+
+/// The kernel of `C = A @ B` launched over a grid of tiles of `C` ([`recognize_tiled`]): the
+/// same as [`matmul`] but for `BT`, which each point sees as its own panel, the rows that
+/// `C`'s tile's columns name (`BT[j, p]` for `C[i, j]`), rather than whole. The runtime
+/// launches the canonical product this way over a grid of ranks (`weft_runtime::products`);
+/// each element is the same chain, so the bits are [`matmul`]'s.
+pub fn matmul_tiled(name: impl Into<String>, dtype: DType) -> KernelBuilder {
+    product(name, dtype, BtRows::Local)
+}
+
+/// How a product kernel finds the row of `BT` for column `j` of `C`'s tile.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum BtRows {
+    /// `origin(C, 1) + j`: `BT` is whole.
+    Global,
+    /// `j`: `BT` is the tile's panel.
+    Local,
+}
+
+fn product(name: impl Into<String>, dtype: DType, rows: BtRows) -> KernelBuilder {
     let mut k = KernelBuilder::new(name);
     let a = k.store(dtype, 2, Privilege::Read);
     let bt = k.store(dtype, 2, Privilege::Read);
@@ -32,8 +58,13 @@ pub fn matmul(name: impl Into<String>, dtype: DType) -> KernelBuilder {
     let n = k.extent(a, 1);
     k.parallel(c, |b, idx| {
         let (i, j) = (idx[0], idx[1]);
-        let origin = b.origin(c, 1);
-        let col = b.add(origin, j);
+        let col = match rows {
+            BtRows::Global => {
+                let origin = b.origin(c, 1);
+                b.add(origin, j)
+            }
+            BtRows::Local => j,
+        };
         let lo = b.const_i64(0);
         let zero = b.constant(ReduceOp::Sum.identity(dtype));
         let sum = b.for_loop(lo, n, &[zero], |b, p, acc| {
@@ -49,6 +80,16 @@ pub fn matmul(name: impl Into<String>, dtype: DType) -> KernelBuilder {
 /// The dtype of `kernel` if it is exactly [`matmul`]'s kernel of a float dtype (its name
 /// aside), else `None`.
 pub fn recognize(kernel: &Kernel) -> Option<DType> {
+    recognize_as(kernel, BtRows::Global)
+}
+
+/// The dtype of `kernel` if it is exactly [`matmul_tiled`]'s kernel of a float dtype (its
+/// name aside), else `None`.
+pub fn recognize_tiled(kernel: &Kernel) -> Option<DType> {
+    recognize_as(kernel, BtRows::Local)
+}
+
+fn recognize_as(kernel: &Kernel, rows: BtRows) -> Option<DType> {
     let dtype = match kernel.params.first()? {
         Param::Store {
             dtype: d @ (DType::F32 | DType::F64),
@@ -60,7 +101,7 @@ pub fn recognize(kernel: &Kernel) -> Option<DType> {
     if kernel.params.len() != 3 {
         return None;
     }
-    let canonical = matmul(kernel.name.clone(), dtype).finish();
+    let canonical = product(kernel.name.clone(), dtype, rows).finish();
     (canonical.params == kernel.params && canonical.body == kernel.body).then_some(dtype)
 }
 
@@ -146,6 +187,19 @@ mod tests {
         }
         let ints = matmul("ints", DType::I64).finish();
         assert_eq!(recognize(&ints), None);
+    }
+
+    #[test]
+    fn the_tiled_product_is_recognized_as_itself_and_not_as_the_whole_one() {
+        for dtype in [DType::F32, DType::F64] {
+            let tiled = matmul_tiled("numeric.matmul", dtype).finish();
+            let whole = matmul("numeric.matmul", dtype).finish();
+            assert_eq!(recognize_tiled(&tiled), Some(dtype));
+            assert_eq!(recognize(&tiled), None);
+            assert_eq!(recognize_tiled(&whole), None);
+            assert_eq!(recognize_rows(&tiled), None);
+            assert_ne!(tiled.body, whole.body);
+        }
     }
 
     #[test]

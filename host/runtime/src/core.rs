@@ -49,6 +49,8 @@ pub struct Settings {
     pub profile: bool,
     /// Bounds on launches, arguments, store bytes and kernel time.
     pub limits: Limits,
+    /// How dense products are laid over the ranks (see [`crate::products`]).
+    pub matmul_grid: crate::products::ProductGrid,
 }
 
 /// The bounds of a core's map of plugins' kernels by key: 4096 kernels and 256 MiB of IR
@@ -79,6 +81,7 @@ impl Default for Settings {
             summarize: false,
             profile: false,
             limits: Limits::default(),
+            matmul_grid: crate::products::ProductGrid::default(),
         }
     }
 }
@@ -134,6 +137,11 @@ pub struct Core {
     pub(crate) call_site: Option<Arc<str>>,
     /// The call site of each pending task that has one, by sequence number.
     pub(crate) sites: crate::FastMap<u64, Arc<str>>,
+    /// How each pending dense product was laid over the ranks, by sequence number, for the
+    /// explanations (see [`crate::products`]).
+    pub(crate) product_notes: crate::FastMap<u64, String>,
+    /// The tiled product kernel made for each canonical product kernel, by the latter's id.
+    tiled_products: crate::FastMap<crate::kernel::KernelId, Arc<KernelEntry>>,
     released: (Sender<StoreId>, Receiver<StoreId>),
     /// This core's identity, shared by the handles it makes.
     pub(crate) token: Arc<crate::handle::CoreToken>,
@@ -176,6 +184,8 @@ impl Core {
             profiler: Default::default(),
             call_site: None,
             sites: crate::FastMap::default(),
+            product_notes: crate::FastMap::default(),
+            tiled_products: crate::FastMap::default(),
             released: channel(),
             token: Arc::default(),
             distribution: None,
@@ -319,6 +329,40 @@ impl Core {
     /// after it (see [`crate::cancel`]).
     pub fn set_cancel(&mut self, token: Option<Arc<crate::CancelToken>>) {
         self.backend.set_cancel(token);
+    }
+
+    /// Launches `task`, a canonical dense product, over a grid of `C`'s tiles where
+    /// [`Settings::matmul_grid`] and the rank count call for one (see [`crate::products`]);
+    /// returns the line the explanations give about it.
+    pub(crate) fn schedule_product(
+        &mut self,
+        task: &mut crate::task::IndexTask,
+    ) -> Result<Option<String>> {
+        let ranks = self.ranks().1 as u64;
+        let shapes: Vec<Option<Vec<u64>>> = task
+            .args
+            .iter()
+            .map(|a| self.stores.get(a.store).ok().map(|i| i.shape.to_vec()))
+            .collect();
+        let cache = &mut self.tiled_products;
+        let scheduled = crate::products::schedule(
+            task,
+            ranks,
+            self.settings.matmul_grid,
+            |i| shapes.get(i).cloned().flatten(),
+            |entry| {
+                if let Some(k) = cache.get(&entry.id()) {
+                    return Ok(k.clone());
+                }
+                let dtype = entry.product().ok_or_else(|| {
+                    Error::Internal(format!("`{}` is not a dense product", entry.name()))
+                })?;
+                let tiled = Arc::new(crate::products::tiled_kernel(entry, dtype)?);
+                cache.insert(entry.id(), tiled.clone());
+                Ok(tiled)
+            },
+        )?;
+        Ok(scheduled.map(|s| s.note))
     }
 
     /// The call site set by [`Core::set_call_site`], if any.

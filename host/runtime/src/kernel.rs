@@ -88,6 +88,9 @@ pub struct KernelEntry {
     /// The dtype, if the kernel is the canonical product by rows
     /// ([`weft_ir::product::matmul_rows`]).
     rows_product: Option<weft_ir::DType>,
+    /// The element type, if the kernel is the canonical product over tiles of `C`
+    /// ([`weft_ir::product::recognize_tiled`]).
+    tiled_product: Option<weft_ir::DType>,
     /// The kernel parameter of each store argument, in order (ascending).
     store_params: Vec<usize>,
     /// The store parameters' (dtype, rank, privilege), in order.
@@ -150,10 +153,19 @@ impl KernelEntry {
         self.rows_product
     }
 
+    /// The element type, if the kernel is exactly the canonical product over tiles of `C`
+    /// ([`weft_ir::product::recognize_tiled`]): each point sees its own panel of `BT`. Such a
+    /// task runs alone too; a back end may run it through the same routine as
+    /// [`KernelEntry::product`], with `BT`'s rows counted from the panel's first.
+    pub fn tiled_product(&self) -> Option<weft_ir::DType> {
+        self.tiled_product
+    }
+
     /// Whether a task of this kernel runs alone, never fused: a canonical product
-    /// ([`KernelEntry::product`] or [`KernelEntry::rows_product`]).
+    /// ([`KernelEntry::product`], [`KernelEntry::tiled_product`] or
+    /// [`KernelEntry::rows_product`]).
     pub fn runs_alone(&self) -> bool {
-        self.product.is_some() || self.rows_product.is_some()
+        self.product.is_some() || self.tiled_product.is_some() || self.rows_product.is_some()
     }
 
     /// The store parameters' (dtype, rank, privilege), in order: what a task's store
@@ -190,6 +202,7 @@ impl KernelEntry {
         let shares_in_place = weft_ir::coverage::shares_in_place(&ir);
         let product = weft_ir::product::recognize(&ir);
         let rows_product = weft_ir::product::recognize_rows(&ir);
+        let tiled_product = weft_ir::product::recognize_tiled(&ir);
         let store_params = ir
             .params
             .iter()
@@ -208,6 +221,7 @@ impl KernelEntry {
             shares_in_place,
             product,
             rows_product,
+            tiled_product,
             store_params,
             store_signature,
             scalar_signature,

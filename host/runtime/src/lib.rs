@@ -53,6 +53,7 @@ pub mod observed;
 pub mod partition;
 pub mod planner;
 pub mod private_dir;
+pub mod products;
 pub mod profile;
 pub mod stores;
 pub mod task;

@@ -211,6 +211,12 @@ impl Core {
             stores.get(id).ok().map(|i| (i.shape.len(), i.dtype))
         })
         .map_err(&invalid)?;
+        // A dense product may go over a grid of ranks (`crate::products`).
+        let scheduled = if task.kernel.product().is_some() {
+            self.schedule_product(&mut task)?
+        } else {
+            None
+        };
         for (i, arg) in task.args.iter_mut().enumerate() {
             let info = self.stores.get(arg.store)?;
             arg.partition
@@ -259,6 +265,9 @@ impl Core {
         }
         self.window.last_seq += 1;
         task.seq = self.window.last_seq;
+        if let Some(note) = scheduled {
+            self.product_notes.insert(task.seq, note);
+        }
         if let Some(site) = &self.call_site {
             self.sites.insert(task.seq, site.clone());
         }
@@ -397,11 +406,23 @@ impl Core {
             }
         }
         let prefix = plan.prefix.clamp(1, tasks.len());
+        // How the products among them were laid over the ranks.
+        let notes: Vec<String> = tasks[..prefix]
+            .iter()
+            .filter_map(|t| self.product_notes.remove(&t.seq))
+            .collect();
+        for note in &notes {
+            tracing::info!(target: EXPLAIN_TARGET, "{note}");
+            if self.settings.explain {
+                self.explain_log.push(note.clone());
+            }
+        }
         if summarize {
-            let summary = plan.summary.unwrap_or_else(|| {
+            let mut summary = plan.summary.unwrap_or_else(|| {
                 let first = &tasks[0];
                 PlanSummary::alone(first.name(), self.sites.get(&first.seq).map(|s| &**s), None)
             });
+            summary.details.extend(notes);
             self.summaries.batch.push(summary);
         }
         let done: Vec<IndexTask> = tasks.drain(..prefix).collect();
@@ -485,6 +506,7 @@ impl Core {
     /// Forgets a task that ran (or was dropped): its stores' pending counts and its reads.
     fn retire(&mut self, task: &IndexTask) {
         self.sites.remove(&task.seq);
+        self.product_notes.remove(&task.seq);
         for arg in &task.args {
             let freed = self.stores.remove_pending(arg.store);
             self.free(freed);

@@ -137,6 +137,9 @@ pub struct Config {
     /// (`WEFT_CHECK_REPLICATION=1`): a difference stops the job naming the first task that
     /// differs.
     pub check_replication: bool,
+    /// How dense products are laid over the ranks (`WEFT_MATMUL_GRID`: `auto`, `rows` or
+    /// `RxC`; see `weft_runtime::products`).
+    pub matmul_grid: weft_runtime::products::ProductGrid,
 }
 
 /// The ranks of a job (from [`Ranks::world`]): each process runs the same program on its own
@@ -210,6 +213,7 @@ impl Default for Config {
             forbid_compiles_after_warmup: false,
             ranks: None,
             check_replication: false,
+            matmul_grid: weft_runtime::products::ProductGrid::default(),
         }
     }
 }
@@ -239,7 +243,9 @@ impl Config {
     /// - `WEFT_STORE_QUOTA`: the most bytes all stores may hold at once;
     /// - `WEFT_KERNEL_TIME_MS`: the longest one kernel launch may run before it is cancelled;
     /// - `WEFT_GPU_BLOCKS`, `WEFT_GPU_ROWS_BLOCKS`: the most blocks of the GPU back end's 1-D
-    ///   and 2-D grids ([`Config::gpu_grid`]).
+    ///   and 2-D grids ([`Config::gpu_grid`]);
+    /// - `WEFT_MATMUL_GRID=auto|rows|RxC`: how dense products are laid over the ranks
+    ///   ([`Config::matmul_grid`]; another value is an error when the runtime starts).
     pub fn from_env() -> Config {
         Config::from_lookup(|name| std::env::var_os(name))
     }
@@ -323,6 +329,12 @@ impl Config {
         if let Some(b) = number("WEFT_GPU_ROWS_BLOCKS") {
             config.gpu_grid.rows_blocks = b.max(1);
         }
+        if let Some(v) = text("WEFT_MATMUL_GRID") {
+            match weft_runtime::products::ProductGrid::parse(&v) {
+                Ok(g) => config.matmul_grid = g,
+                Err(e) => config.env_errors.push(format!("WEFT_MATMUL_GRID: {e}")),
+            }
+        }
         if let Some(ms) = number("WEFT_KERNEL_TIME_MS") {
             config.limits.kernel_time = Some(std::time::Duration::from_millis(ms));
         }
@@ -351,6 +363,7 @@ impl Config {
             summarize: self.summarize,
             profile: self.profile,
             limits: self.limits.clone(),
+            matmul_grid: self.matmul_grid,
         }
     }
 
@@ -418,6 +431,22 @@ mod tests {
         // Printing on stderr gathers nothing for `take_explanations` or `take_summaries`.
         let printed = with(&[("WEFT_EXPLAIN", "2")]);
         assert!(!printed.explain && !printed.summarize);
+    }
+
+    #[test]
+    fn weft_matmul_grid_reaches_the_core_and_a_bad_one_is_reported() {
+        use weft_runtime::products::ProductGrid;
+        assert_eq!(with(&[]).core_settings().matmul_grid, ProductGrid::Auto);
+        let fixed = with(&[("WEFT_MATMUL_GRID", "2x3")]);
+        assert_eq!(
+            fixed.core_settings().matmul_grid,
+            ProductGrid::Fixed { rows: 2, cols: 3 }
+        );
+        assert!(fixed.env_errors.is_empty());
+        let bad = with(&[("WEFT_MATMUL_GRID", "square")]);
+        assert_eq!(bad.matmul_grid, ProductGrid::Auto);
+        assert_eq!(bad.env_errors.len(), 1);
+        assert!(bad.env_errors[0].starts_with("WEFT_MATMUL_GRID: \"square\""));
     }
 
     #[test]

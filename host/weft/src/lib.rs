@@ -45,6 +45,7 @@ pub use weft_ir::DType;
 pub use weft_plugin::{Error as PluginError, Fault, Value};
 pub use weft_runtime::CancelToken;
 pub use weft_runtime::backend::CANCELLED_BY_JOB;
+pub use weft_runtime::products::ProductGrid;
 pub use weft_runtime::{
     KernelProfile, Limits, PlannerStats, PluginId, Profile, Stats, StoreHandle, StoreId,
     backend::FunctionCounts,

@@ -12,6 +12,7 @@ mod fusion;
 mod fusion_differential;
 mod gpu_bits;
 mod gpu_check;
+mod grid_products;
 mod hostile;
 mod in_place;
 mod interop;

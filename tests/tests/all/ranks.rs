@@ -105,3 +105,60 @@ fn random_programs_on_two_and_three_ranks_equal_one_process() {
         assert_eq!(String::from_utf8_lossy(&out.stdout), want, "{ranks} ranks");
     }
 }
+
+/// Dense products (`rank_products`) on 1 to 4 ranks, over the plugin's rows, the automatic
+/// grid and grids set by hand, with every plan compared across ranks: every product's bits
+/// equal one process's. On 4 ranks the automatic grid (2x2) moves fewer bytes than the rows.
+#[test]
+fn products_on_one_to_four_ranks_and_every_grid_equal_one_process() {
+    let bin = env!("CARGO_BIN_EXE_rank_products");
+    let run = |ranks: usize, grid: &str| {
+        let mut cmd = if ranks == 1 {
+            Command::new(bin)
+        } else {
+            let mut c = Command::new("mpirun");
+            c.args(["--oversubscribe", "-n", &ranks.to_string(), bin]);
+            c
+        };
+        let out = cmd
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .env("WEFT_CHECK_REPLICATION", "1")
+            .env("WEFT_MATMUL_GRID", grid)
+            .output()
+            .expect("rank_products runs (scripts/test installs Open MPI)");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{ranks} ranks, {grid}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (products, traffic): (Vec<&str>, Vec<&str>) =
+            stdout.lines().partition(|l| !l.starts_with("traffic:"));
+        let sent: u64 = traffic
+            .first()
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|b| b.parse().ok())
+            .unwrap_or_else(|| panic!("a traffic line: {stdout}"));
+        (products.join("\n"), sent)
+    };
+    let (want, _) = run(1, "rows");
+    assert_eq!(want.lines().count(), 6, "{want}");
+    for (ranks, grids) in [
+        (1, &["2x2", "3x1"][..]),
+        (2, &["rows", "auto", "1x2", "2x2"][..]),
+        (3, &["auto", "1x3", "3x2"][..]),
+        (4, &["rows", "auto", "4x1", "1x4"][..]),
+    ] {
+        for grid in grids {
+            let (got, _) = run(ranks, grid);
+            assert_eq!(got, want, "{ranks} ranks, WEFT_MATMUL_GRID={grid}");
+        }
+    }
+    let (_, rows) = run(4, "rows");
+    let (_, grid) = run(4, "2x2");
+    assert!(
+        grid < rows,
+        "4 ranks: {grid} bytes sent on 2x2, {rows} by rows"
+    );
+}

@@ -52,6 +52,16 @@ const EXAMPLES: &[Example] = &[
         fields: &["relative_residual"],
     },
     Example {
+        bin: "gemm",
+        args: &["--n", "37"],
+        fields: &["c_sum"],
+    },
+    Example {
+        bin: "lstsq",
+        args: &["--n", "301", "--cols", "23"],
+        fields: &["normal_residual", "relative_error"],
+    },
+    Example {
         bin: "cg",
         args: &["--grid", "16"],
         fields: &["iterations", "converged", "relative_residual"],
@@ -431,6 +441,16 @@ fn stencil() {
 #[test]
 fn jacobi() {
     check("jacobi");
+}
+
+#[test]
+fn gemm() {
+    check("gemm");
+}
+
+#[test]
+fn lstsq() {
+    check("lstsq");
 }
 
 #[test]

@@ -1,11 +1,13 @@
-//! The message plans of the stencil and of CG for 2 to 1024 ranks under weak scaling, derived
-//! without MPI (`weft_dist::simulate`): per-rank bytes and messages per iteration, and the
-//! time one rank takes to derive its plan. Prints one JSON line.
+//! The message plans of the stencil and of CG for 2 to 1024 ranks under weak scaling, and of
+//! dense products (square, and tall and skinny) for 4 to 4096 ranks, derived without MPI
+//! (`weft_dist::simulate`): per-rank bytes and messages per iteration, and the time one rank
+//! takes to derive its plan. Prints one JSON line.
 //!
-//! `cargo run --release -p weft-dist --bin simulate_ranks -- [--max-ranks N]`
+//! `cargo run --release -p weft-dist --bin simulate_ranks -- [--max-ranks N]
+//! [--max-product-ranks N]`
 
 use serde_json::{Value, json};
-use weft_dist::simulate::{Simulated, cg, stencil};
+use weft_dist::simulate::{Held, Simulated, cg, product, stencil};
 
 /// Per rank: the stencil's rows and columns (4096 x 4096 on two ranks), CG's grid rows and
 /// width (the 2000 x 2000 problem on two ranks).
@@ -13,6 +15,9 @@ const STENCIL_ROWS: u64 = 2048;
 const STENCIL_COLS: u64 = 4094;
 const CG_ROWS: u64 = 1000;
 const CG_WIDTH: u64 = 2000;
+/// The products: `n x n` by `n x n`, and a tall `m x k` by a small `k x n`.
+const SQUARE: (u64, u64, u64) = (16_384, 16_384, 16_384);
+const TALL: (u64, u64, u64) = (1 << 22, 256, 256);
 
 fn row(s: &Simulated) -> Value {
     json!({
@@ -39,13 +44,52 @@ fn spread(runs: &[Simulated]) -> f64 {
     }
 }
 
+/// One product's row: its grid, the plans' figures, and the schedule's volume per rank
+/// (8 bytes an element): its panels (`panel_bytes`, about `2 n^2 / sqrt(P)` for a square
+/// product) and SUMMA's count (`summa_bytes`: the panels less the rank's share of each
+/// operand), with the busiest rank's bytes over each.
+fn product_row(ranks: usize, shape: (u64, u64, u64), held: Held) -> Result<Value, String> {
+    let r = product(ranks, shape, held).map_err(|e| e.to_string())?;
+    let (panel, summa) = (r.panel_elements * 8, r.summa_elements * 8);
+    let recv = r.plans.recv_bytes_max;
+    let over = |v: u64| recv as f64 / v.max(1) as f64;
+    let line = json!({
+        "ranks": ranks,
+        "grid": format!("{}x{}", r.grid.rows, r.grid.cols),
+        "recv_bytes_max": recv,
+        "messages_max": r.plans.messages_max,
+        "panel_bytes": panel,
+        "summa_bytes": summa,
+        "recv_over_panels": over(panel),
+        "recv_over_summa": over(summa),
+        "plan_seconds_median": r.plans.plan_seconds_median,
+    });
+    eprintln!(
+        "{ranks:5} ranks: {shape:?} held by {held:?}, {}x{} grid: {recv} B / {} messages per \
+         rank; {:.3} of the panels, {:.3} of SUMMA's count",
+        r.grid.rows,
+        r.grid.cols,
+        r.plans.messages_max,
+        over(panel),
+        over(summa)
+    );
+    Ok(line)
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut max_ranks = 1024usize;
+    let mut max_product_ranks = 4096usize;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--max-ranks" => {
                 max_ranks = args.next().ok_or("--max-ranks needs a value")?.parse()?;
+            }
+            "--max-product-ranks" => {
+                max_product_ranks = args
+                    .next()
+                    .ok_or("--max-product-ranks needs a value")?
+                    .parse()?;
             }
             other => return Err(format!("unknown argument `{other}`").into()),
         }
@@ -68,6 +112,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             c[c.len() - 1].plan_seconds_median * 1e6,
         );
     }
+    let mut products = serde_json::Map::new();
+    for (name, shape) in [("square", SQUARE), ("tall", TALL)] {
+        for (layout, held) in [("rows", Held::Rows), ("grid", Held::Grid)] {
+            let rows = std::iter::successors(Some(4usize), |r| r.checked_mul(2))
+                .take_while(|&r| r <= max_product_ranks)
+                .map(|r| product_row(r, shape, held))
+                .collect::<Result<Vec<_>, _>>()?;
+            products.insert(format!("{name}_held_by_{layout}"), Value::Array(rows));
+        }
+    }
     let line = json!({
         "example": "simulate_ranks",
         "stencil_rows_per_rank": STENCIL_ROWS,
@@ -78,6 +132,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "cg": c.iter().map(row).collect::<Vec<_>>(),
         "stencil_bytes_spread_4_up": spread(&st),
         "cg_bytes_spread_4_up": spread(&c),
+        "product_square_mkn": [SQUARE.0, SQUARE.2, SQUARE.1],
+        "product_tall_mkn": [TALL.0, TALL.2, TALL.1],
+        "products": products,
     });
     println!("{line}");
     Ok(())

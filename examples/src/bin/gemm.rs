@@ -1,0 +1,89 @@
+//! A distributed dense product `C = A @ B` of `n x n` `f64` matrices, on one process or on the
+//! ranks of `mpirun`: each product is laid over the grid that `WEFT_MATMUL_GRID` asks for, or,
+//! by default, the grid of the ranks whose points read the fewest elements
+//! (`weft_runtime::products`; on one process, the plugin's rows over the threads).
+//!
+//! `A` and `B` are uniform in `[-1, 1)` from `--seed`, made by tasks (so that on several
+//! ranks each rank holds its rows of them). `--iters` products after `--warmup`; the result
+//! line reports the median seconds of one, its rate (`2 n^3` over the time), what rank 0 sent
+//! per product (`bytes_sent_per_iter`), the grid, and the elements one rank's panels hold
+//! (`panel_elements`: `2 n^2 / sqrt(P)` on a square grid of `P` ranks) and the sum of `C`'s
+//! elements (`c_sum`). `--out DIR` writes
+//! `A.npy`, `B.npy` and `C.npy`.
+//!
+//! ```sh
+//! cargo run --release -p weft-examples --bin gemm -- --n 4096 --iters 3 --threads 2
+//! mpirun -n 2 target/release/gemm --n 4096 --iters 3 --threads 1    # built with --features mpi
+//! ```
+
+use std::process::ExitCode;
+
+use weft_examples::{AppError, Args, Cli, Report, bench, load_numeric, out_dir, run_main, save};
+use weft_ir::DType;
+
+const NAME: &str = "gemm";
+
+fn main() -> ExitCode {
+    let cli = Cli::new(
+        NAME,
+        "A dense product C = A @ B of N x N f64 matrices, over a grid of ranks.",
+        1024,
+        3,
+    )
+    .range("n", 1, 1 << 15)
+    .help("n", "the matrices are N x N")
+    .help("iters", "timed products (after the warm-up ones)");
+    let args = cli.parse_env_or_exit();
+    run_main(NAME, || run(&args))
+}
+
+fn run(args: &Args) -> Result<(), AppError> {
+    let np = load_numeric(args)?;
+    let n = args.n;
+    let seeds = weft_examples::sub_seed;
+    let a = np.random_uniform(&[n, n], -1.0, 1.0, seeds(args.seed, 0), DType::F64);
+    let b = np.random_uniform(&[n, n], -1.0, 1.0, seeds(args.seed, 1), DType::F64);
+    a.check()?;
+    b.check()?;
+    np.runtime(|rt| rt.synchronize())?;
+    let mut c = None;
+    let (timing, per_iter, _) = bench(&np, args.warmup, args.iters, || {
+        let product = a.matmul(&b);
+        product.check()?;
+        c = Some(product);
+        Ok(())
+    })?;
+    let c = c.ok_or("no product ran (--iters 0)")?;
+    let c_sum = c.sum().item()?;
+    if let Some(dir) = out_dir(args)? {
+        save(&dir, "A.npy", &a)?;
+        save(&dir, "B.npy", &b)?;
+        save(&dir, "C.npy", &c)?;
+    }
+    let ranks = args.rank_count() as u64;
+    let setting = np.runtime(|rt| rt.config().matmul_grid);
+    let grid = weft_runtime::products::choose(n, n, n, ranks, setting)
+        .map_or((ranks.min(n), 1), |(g, _)| (g.rows, g.cols));
+    let panels = weft_runtime::products::Grid {
+        rows: grid.0,
+        cols: grid.1,
+    }
+    .panel_elements(n, n, n);
+    let gflops = 2.0 * (n as f64).powi(3) / timing.median / 1e9;
+    let mut report = Report::new(NAME, args);
+    report
+        .timing(&timing, &per_iter)
+        .set("gflops", gflops)
+        .set("c_sum", c_sum)
+        .set("grid", format!("{}x{}", grid.0, grid.1))
+        .set("matmul_grid", format!("{setting:?}"))
+        .set("panel_elements", panels)
+        .runtime_stats(&np);
+    args.say(&format!(
+        "{NAME}: n={n} on {ranks} rank(s), {}x{} grid: {:.3} s per product (median of {}), \
+         {gflops:.1} GFLOP/s",
+        grid.0, grid.1, timing.median, args.iters
+    ))?;
+    report.print()?;
+    Ok(())
+}

@@ -1,0 +1,130 @@
+//! Dense products launched over grids of `C`'s tiles (`WEFT_MATMUL_GRID`,
+//! `weft_runtime::products`) give exactly the bits of the plugin's own launch and of a plain
+//! Rust chain of `fma`s in increasing `k`: on shapes that no grid divides, small (the
+//! compiled kernel's path) and large (the blocked routine's), in `f32` and `f64`, with a
+//! transposed operand, and for a product by a vector that takes the canonical product.
+
+use weft::ProductGrid;
+use weft::{Config, DType, Numeric};
+
+fn numeric(grid: ProductGrid) -> Numeric {
+    weft_tests::numeric_with(Config {
+        threads: 2,
+        pieces: 2,
+        matmul_grid: grid,
+        component_cache: None,
+        explain: true,
+        ..Config::from_env()
+    })
+}
+
+/// `C = A @ B` for row-major `a` (`m x k`) and `b` (`k x n`), each element one chain of
+/// `fma`s from zero in increasing `k`, rounded to `f32` after each step when `single`.
+fn chain(a: &[f64], b: &[f64], m: usize, k: usize, n: usize, single: bool) -> Vec<f64> {
+    let mut c = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let mut sum = 0.0f64;
+            let mut sum32 = 0.0f32;
+            for p in 0..k {
+                let (x, y) = (a[i * k + p], b[p * n + j]);
+                if single {
+                    sum32 = (x as f32).mul_add(y as f32, sum32);
+                } else {
+                    sum = x.mul_add(y, sum);
+                }
+            }
+            c[i * n + j] = if single { f64::from(sum32) } else { sum };
+        }
+    }
+    c
+}
+
+/// The bits of `A @ B` on `np`, `A` made as the transpose of a stored `(k, m)` matrix when
+/// `transposed`; and the explanations it gave.
+fn product(
+    np: &Numeric,
+    (m, k, n): (usize, usize, usize),
+    dtype: DType,
+    transposed: bool,
+) -> (Vec<f64>, String) {
+    let (a, b) = (
+        weft_tests::uniform_data(m * k, 3, -1.0, 1.0),
+        weft_tests::uniform_data(k * n, 4, -1.0, 1.0),
+    );
+    let (m64, k64, n64) = (m as u64, k as u64, n as u64);
+    let a = if transposed {
+        let mut stored = vec![0.0; m * k];
+        for i in 0..m {
+            for p in 0..k {
+                stored[p * m + i] = a[i * k + p];
+            }
+        }
+        np.from_f64s(&[k64, m64], &stored, dtype).t()
+    } else {
+        np.from_f64s(&[m64, k64], &a, dtype)
+    };
+    // Made by a task, as an application's arrays usually are.
+    let b = np.from_f64s(&[k64, n64], &b, dtype) * 1.0;
+    let c = a.matmul(&b).to_vec().expect("the product");
+    let explained = np.runtime(|rt| rt.take_explanations()).join("\n");
+    (c, explained)
+}
+
+#[test]
+fn products_over_any_grid_give_the_chains_bits() {
+    let grids = [(1, 1), (2, 2), (3, 2), (1, 4), (4, 1), (5, 7)];
+    for (m, k, n) in [(37, 29, 23), (130, 257, 70)] {
+        for dtype in [DType::F64, DType::F32] {
+            let single = dtype == DType::F32;
+            let rows = product(&numeric(ProductGrid::Rows), (m, k, n), dtype, false).0;
+            let (a, b) = (
+                weft_tests::uniform_data(m * k, 3, -1.0, 1.0),
+                weft_tests::uniform_data(k * n, 4, -1.0, 1.0),
+            );
+            let want = chain(&a, &b, m, k, n, single);
+            assert!(rows == want, "{m}x{k}x{n} {dtype}: rows against the chain");
+            for (r, c) in grids {
+                let grid = ProductGrid::Fixed { rows: r, cols: c };
+                for transposed in [false, true] {
+                    let (got, explained) = product(&numeric(grid), (m, k, n), dtype, transposed);
+                    let what = format!("{m}x{k}x{n} {dtype} on {r}x{c}, transposed {transposed}");
+                    assert!(got == want, "{what}: not the chain's bits");
+                    assert!(
+                        explained.contains(&format!("over a {r}x{c} grid of C's tiles")),
+                        "{what}: {explained}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_product_by_a_vector_through_the_canonical_product_keeps_its_bits_on_a_grid() {
+    // `A.T @ x`: `A.T` is not stored by rows, so the plugin takes the canonical product with
+    // `x` as one row of `BT` (a launch of `(m, 1)`); a grid keeps one column.
+    let (m, k) = (45usize, 31usize);
+    let stored = weft_tests::uniform_data(m * k, 5, -1.0, 1.0);
+    let x = weft_tests::uniform_data(k, 6, -1.0, 1.0);
+    let run = |grid| {
+        let np = numeric(grid);
+        let a = np.from_f64s(&[k as u64, m as u64], &stored, DType::F64).t();
+        let x = np.from_f64s(&[k as u64], &x, DType::F64);
+        let y = a.matvec(&x).to_vec().expect("the product");
+        (y, np.runtime(|rt| rt.take_explanations()).join("\n"))
+    };
+    let (want, _) = run(ProductGrid::Rows);
+    let (got, explained) = run(ProductGrid::Fixed { rows: 3, cols: 3 });
+    assert!(got == want);
+    assert!(
+        explained.contains("over a 3x1 grid") && explained.contains("cut to the product's extents"),
+        "{explained}"
+    );
+}
+
+#[test]
+fn one_process_keeps_the_plugins_launch_unless_a_grid_is_set() {
+    let (_, explained) = product(&numeric(ProductGrid::Auto), (40, 30, 20), DType::F64, false);
+    assert!(!explained.contains("grid of C's tiles"), "{explained}");
+}
