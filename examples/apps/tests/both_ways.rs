@@ -153,3 +153,42 @@ fn channel_flow_native_and_component_write_the_same_bytes() {
     assert!(f64s(&out[2]).iter().any(|&p| p != 0.0), "p stayed zero");
     assert_eq!(f64s(&out[3]).len(), 4);
 }
+
+#[test]
+fn typed_calls_native_and_component_write_the_same_lines() {
+    let out = same_both_ways(
+        "typed_calls",
+        env!("CARGO_BIN_EXE_typed_calls"),
+        artifacts::APP_TYPED_CALLS,
+        &[],
+        &["lines.txt"],
+    );
+    let text = String::from_utf8_lossy(&out[0]).into_owned();
+    // Values checked here against plain Rust: x = 1..6, y = linspace(-1, 1, 6) (only its
+    // signs and what truncates the same whichever way its steps round).
+    let x: Vec<f64> = (1..=6).map(f64::from).collect();
+    let y: Vec<f64> = (0..6).map(|i| -1.0 + 2.0 * f64::from(i) / 5.0).collect();
+    let expect = |name: &str, v: Vec<f64>| {
+        let want = format!("{name}: {v:?}\n");
+        assert!(text.contains(&want), "{want} in\n{text}");
+    };
+    expect("rsub_scalar", x.iter().map(|a| 2.0 - a).collect());
+    expect("pow_int", x.iter().map(|a| a * a).collect());
+    expect(
+        "select",
+        y.iter()
+            .zip(&x)
+            .map(|(&b, &a)| if b > 0.0 { a } else { -1.0 })
+            .collect(),
+    );
+    expect("assign_scalar", vec![4.5; 6]);
+    expect("sum", vec![21.0]);
+    expect(
+        "astype",
+        y.iter().map(|b| f64::from((b * 2.5) as i32)).collect(),
+    );
+    expect("matvec", vec![8.0, 26.0]);
+    expect("matmul", vec![10.0, 13.0, 28.0, 40.0]);
+    assert!(text.contains("refused: refused\n"), "{text}");
+    assert_eq!(text.lines().count(), 21, "{text}");
+}

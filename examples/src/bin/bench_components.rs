@@ -3,7 +3,8 @@
 //! model run natively (`weft_examples::black_scholes`, a fresh runtime each run), alternating.
 //! Both time the same region: pricing and reading both price vectors back (the component's
 //! reads also copy them into its linear memory). Prints one JSON line with the medians and
-//! their ratio.
+//! their ratio, and the median seconds each run's kernels took (its inputs' included: the
+//! same work both ways), which tells the time in kernels from the time around them.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -13,7 +14,10 @@ use weft_apps::{AppHost, AppLimits, Job};
 use weft_examples::black_scholes::{self, Cnd};
 use weft_examples::{AppError, Cli, timing::median};
 
-fn native(args: &weft_examples::Args) -> Result<f64, AppError> {
+/// One run's timed region and its runtime's kernel seconds.
+type Timed = (f64, f64);
+
+fn native(args: &weft_examples::Args) -> Result<Timed, AppError> {
     let np = Numeric::new(Runtime::new(args.config())?, weft_plugin_artifacts::NUMERIC)?;
     let inputs = black_scholes::inputs(&np, args.n, args.seed);
     let start = Instant::now();
@@ -21,7 +25,8 @@ fn native(args: &weft_examples::Args) -> Result<f64, AppError> {
     let (call, put) = (call.to_vec()?, put.to_vec()?);
     let seconds = start.elapsed().as_secs_f64();
     std::hint::black_box((call, put));
-    Ok(seconds)
+    let kernels = np.runtime(|rt| rt.stats().kernel_seconds());
+    Ok((seconds, kernels))
 }
 
 fn component(
@@ -29,7 +34,7 @@ fn component(
     host: &AppHost,
     app: &weft::wasmtime::component::Component,
     dir: &std::path::Path,
-) -> Result<f64, AppError> {
+) -> Result<Timed, AppError> {
     let mut rt = Runtime::new(args.config())?;
     let plugins = vec![rt.load(weft_plugin_artifacts::NUMERIC)?];
     let job = Job {
@@ -44,15 +49,17 @@ fn component(
         },
         ..Job::default()
     };
-    let (outcome, _rt) = host.run(rt, &plugins, app, &job);
+    let (outcome, mut rt) = host.run(rt, &plugins, app, &job);
     let outcome = outcome?;
+    let kernels = rt.stats().kernel_seconds();
     if outcome.status != 0 {
         return Err(String::from_utf8_lossy(&outcome.stderr).into_owned().into());
     }
     let line: serde_json::Value = serde_json::from_slice(&outcome.stdout)?;
-    Ok(line["seconds"]
+    let seconds = line["seconds"]
         .as_f64()
-        .ok_or("black_scholes_app printed no seconds")?)
+        .ok_or("black_scholes_app printed no seconds")?;
+    Ok((seconds, kernels))
 }
 
 fn run() -> Result<(), AppError> {
@@ -76,7 +83,8 @@ fn run() -> Result<(), AppError> {
         components.push(component(&args, &host, &app, &dir)?);
     }
     let _ = std::fs::remove_dir_all(&dir);
-    let (n, c) = (median(&natives), median(&components));
+    let of = |runs: &[Timed], f: fn(&Timed) -> f64| median(&runs.iter().map(f).collect::<Vec<_>>());
+    let (n, c) = (of(&natives, |t| t.0), of(&components, |t| t.0));
     let line = serde_json::json!({
         "example": "bench_components",
         "n": args.n,
@@ -85,6 +93,8 @@ fn run() -> Result<(), AppError> {
         "native_seconds": n,
         "component_seconds": c,
         "component_over_native": c / n,
+        "native_kernel_seconds": of(&natives, |t| t.1),
+        "component_kernel_seconds": of(&components, |t| t.1),
     });
     println!("{line}");
     Ok(())

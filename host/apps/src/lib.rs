@@ -19,6 +19,7 @@ mod error;
 mod job;
 pub mod linking;
 mod output;
+pub mod typed;
 
 pub use error::{Error, Result};
 pub use job::{AppHost, AppLimits, Job, JobOutcome};

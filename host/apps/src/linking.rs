@@ -2,7 +2,8 @@
 //! are forwarded to the plugins of the job's runtime that export them, `host` is served for
 //! the application's store handles, and WASI by `wasmtime-wasi`.
 //!
-//! A plugin interface is forwarded function by function with dynamic values: the
+//! numeric's most called functions are forwarded with typed arguments ([`crate::typed`]);
+//! every other function of a plugin interface is forwarded with dynamic values: the
 //! application's arguments become [`Value`]s (a `host.store` handle becomes the
 //! [`StoreHandle`] it names in the application's table), [`weft::Runtime::call`] calls the
 //! plugin's export of the same name, and the results come back the same way (each store the
@@ -33,7 +34,7 @@ const TYPES_INTERFACE: &str = "weft:plugin/types@0.1.0";
 
 /// An application's handle to a store: an entry of its resource table.
 pub struct AppStore {
-    handle: StoreHandle,
+    pub(crate) handle: StoreHandle,
 }
 
 /// The data of an application's wasmtime store: its runtime, WASI context, resource table
@@ -96,8 +97,14 @@ pub fn linker_for(engine: &Engine, component: &Component) -> wasmtime::Result<Li
             continue;
         }
         let mut inst = linker.instance(name)?;
+        let typed = name == crate::typed::NUMERIC_INTERFACE;
+        if typed {
+            crate::typed::add_numeric(&mut inst, name)?;
+        }
         for (function, ty) in instance.exports(engine) {
-            if !matches!(ty.ty, ComponentItem::ComponentFunc(_)) {
+            if !matches!(ty.ty, ComponentItem::ComponentFunc(_))
+                || (typed && crate::typed::TYPED.contains(&function))
+            {
                 continue;
             }
             let call: std::sync::Arc<str> = format!("{name}#{function}").into();
@@ -164,8 +171,18 @@ impl Recordings {
 /// as words, and the element type and shape of each store it lends.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CallKey {
-    call: std::sync::Arc<str>,
-    words: Vec<u64>,
+    pub(crate) call: std::sync::Arc<str>,
+    pub(crate) words: Vec<u64>,
+}
+
+impl CallKey {
+    /// The key of a call of `call` (`interface#function`), before its arguments.
+    pub(crate) fn new(call: std::sync::Arc<str>) -> CallKey {
+        CallKey {
+            call,
+            words: Vec::with_capacity(16),
+        }
+    }
 }
 
 /// Adds `v` to `words`, and the stores it lends to `ids`, in the order the dynamic call
@@ -245,12 +262,7 @@ fn key_words(v: &Value, words: &mut Vec<u64>, ids: &mut Vec<StoreId>) {
 }
 
 /// Calls `call` (`interface#function`) of the plugin that serves `interface` with the
-/// application's `params`, and writes its results.
-///
-/// A call whose key was recorded before is replayed (`weft::Runtime::replay`): made by the
-/// host alone, without entering the plugin, when every answer the plugin saw is the same
-/// (the plugin interfaces promise that a call is a function of its arguments and of those
-/// answers); otherwise, or the first time, it is made for real and recorded.
+/// application's `params`, and writes its results (see [`replay_or_call`]).
 fn forward(
     mut cx: StoreContextMut<'_, AppState>,
     interface: &str,
@@ -262,48 +274,15 @@ fn forward(
     for p in params {
         args.push(to_value(p, &mut cx)?);
     }
-    let state = cx.data_mut();
-    let plugin = *state
-        .served
-        .get(interface)
-        .ok_or_else(|| wasmtime::format_err!("no loaded plugin exports `{interface}`"))?;
-    let mut key = CallKey {
-        call: call.clone(),
-        words: Vec::with_capacity(16),
-    };
+    let mut key = CallKey::new(call.clone());
     let mut ids = Vec::new();
     args.iter()
         .for_each(|a| key_words(a, &mut key.words, &mut ids));
-    state.rt.each_layout(&ids, |shape, dtype| {
-        key.words.extend([dtype as u64, shape.len() as u64]);
-        key.words.extend_from_slice(shape);
-    });
-    let mut replayed = None;
-    if let Some(recording) = state.recordings.by_key.get(&key)
-        && let Ok(Some(id)) = state.rt.replay(plugin, recording, &ids)
-    {
-        let handle = state
-            .rt
-            .adopt(id)
-            .map_err(|e| wasmtime::format_err!("call `{call}`: {e}"))?;
-        replayed = Some(vec![Value::Result(Ok(Some(Box::new(Value::Store(
-            handle,
-        )))))]);
-        state.calls.1 += 1;
-    }
-    let out = match replayed {
-        Some(out) => out,
-        None => {
-            state.calls.0 += 1;
-            let (out, recording) = state
-                .rt
-                .call_recorded(plugin, call, &args)
-                .map_err(|e| wasmtime::format_err!("call `{call}`: {e}"))?;
-            if let Some((recording, _)) = recording {
-                state.recordings.keep(key, recording);
-            }
-            out
+    let out = match replay_or_call(cx.data_mut(), interface, key, &ids, move || args)? {
+        Made::Replayed(handle) => {
+            vec![Value::Result(Ok(handle.map(|h| Box::new(Value::Store(h)))))]
         }
+        Made::Called(out) => out,
     };
     if out.len() != results.len() {
         wasmtime::bail!(
@@ -316,6 +295,59 @@ fn forward(
         *slot = to_val(v, &mut cx)?;
     }
     Ok(())
+}
+
+/// What [`replay_or_call`] did.
+pub(crate) enum Made {
+    /// The call was replayed from its recording: the store it returned, if any.
+    Replayed(Option<StoreHandle>),
+    /// The call was made for real: the plugin's results.
+    Called(Vec<Value>),
+}
+
+/// Makes the call of `key` (lent the stores `ids`, in the order the call lends them) to the
+/// plugin that serves `interface`.
+///
+/// A call whose key (with the lent stores' element types and shapes) was recorded before is
+/// replayed (`weft::Runtime::replay`): made by the host alone, without entering the plugin,
+/// when every answer the plugin saw is the same (the plugin interfaces promise that a call is
+/// a function of its arguments and of those answers); otherwise, or the first time, it is
+/// made for real with the dynamic values `args` gives, and recorded.
+pub(crate) fn replay_or_call(
+    state: &mut AppState,
+    interface: &str,
+    mut key: CallKey,
+    ids: &[StoreId],
+    args: impl FnOnce() -> Vec<Value>,
+) -> wasmtime::Result<Made> {
+    let plugin = *state
+        .served
+        .get(interface)
+        .ok_or_else(|| wasmtime::format_err!("no loaded plugin exports `{interface}`"))?;
+    state.rt.each_layout(ids, |shape, dtype| {
+        key.words.extend([dtype as u64, shape.len() as u64]);
+        key.words.extend_from_slice(shape);
+    });
+    let call = key.call.clone();
+    if let Some(recording) = state.recordings.by_key.get(&key)
+        && let Ok(out) = state.rt.replay(plugin, recording, ids)
+    {
+        state.calls.1 += 1;
+        let handle = out
+            .map(|id| state.rt.adopt(id))
+            .transpose()
+            .map_err(|e| wasmtime::format_err!("call `{call}`: {e}"))?;
+        return Ok(Made::Replayed(handle));
+    }
+    state.calls.0 += 1;
+    let (out, recording) = state
+        .rt
+        .call_recorded(plugin, &call, &args())
+        .map_err(|e| wasmtime::format_err!("call `{call}`: {e}"))?;
+    if let Some((recording, _)) = recording {
+        state.recordings.keep(key, recording);
+    }
+    Ok(Made::Called(out))
 }
 
 /// The store handle an application's resource names.

@@ -61,6 +61,7 @@ pub fn main(m: &ArgMatches) -> Result<i32, String> {
         "listening": server.addr().to_string(),
         "requeued": recovered.requeued,
         "failed_by_restart": recovered.failed,
+        "swept": recovered.swept,
         "ranks": ranks.size(),
         "pid": std::process::id(),
     });

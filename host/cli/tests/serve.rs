@@ -355,6 +355,56 @@ fn files_past_the_output_quota_fail_the_job_and_are_removed() {
 }
 
 #[test]
+fn finished_jobs_past_their_tenants_count_are_swept_with_their_files() {
+    let dir = fresh_dir("retention");
+    let s = Serve::start(
+        &dir,
+        "workers = 1\nsweep_s = 1",
+        &tenant("alice", "retain_jobs = 2"),
+    );
+    let c = s.client(&token("alice"));
+    let ids = submit_many(
+        &c,
+        artifacts::APP_BLACK_SCHOLES_APP,
+        "black_scholes_app",
+        &["1000", "7"],
+        4,
+    );
+    // One worker runs them in order; the first two may be swept before the last ends.
+    assert_eq!(
+        c.wait(ids[3], PATIENCE).expect("ends").state,
+        JobState::Succeeded
+    );
+    let job_dir = |id: u64| dir.join("data").join("jobs").join(id.to_string());
+    // A sweep a second: the two oldest go, records and files; the two newest stay.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while c.job(ids[1]).is_ok() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for &old in &ids[..2] {
+        let r = c
+            .request("GET", &format!("/v1/jobs/{old}"), Vec::new())
+            .expect("answer");
+        assert_eq!(r.status, 404, "job {old}: {}", r.text());
+        assert!(c.file(old, "call.f64").is_err());
+        assert!(!job_dir(old).exists(), "job {old}'s files");
+    }
+    for &new in &ids[2..] {
+        assert_eq!(c.job(new).expect("kept").state, JobState::Succeeded);
+        assert_eq!(c.file(new, "call.f64").expect("kept").len(), 8_000);
+    }
+    // A restart sweeps at once, and new jobs get new ids.
+    drop(s);
+    let s = Serve::start(&dir, "workers = 1", &tenant("alice", "retain_jobs = 1"));
+    assert_eq!(s.started["swept"], 1, "{}", s.started);
+    let c = s.client(&token("alice"));
+    assert!(c.job(ids[2]).is_err());
+    let next = submit_many(&c, artifacts::APP_TINY_ADD, "tiny_add", &[], 1)[0];
+    assert_eq!(next, ids[3] + 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn hostile_jobs_fail_alone_while_another_tenant_finishes() {
     let dir = fresh_dir("hostile");
     let s = Serve::start(

@@ -38,6 +38,7 @@
 
 pub mod builder;
 pub mod coverage;
+pub mod elements;
 pub mod flat;
 pub mod index;
 pub mod interp;

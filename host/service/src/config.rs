@@ -13,6 +13,7 @@
 //! weight = 2
 //! max_running = 2
 //! max_queued = 100
+//! retain_jobs = 1000
 //! ```
 
 use std::collections::HashSet;
@@ -59,6 +60,12 @@ pub struct ServiceSection {
     /// A bearer token `GET /metrics` requires; without one, metrics are open to anyone who
     /// can reach the address.
     pub metrics_token: Option<String>,
+    /// How long a finished job (its record, logs and files) is kept, in seconds; older ones
+    /// are deleted by the next sweep (`0`: kept until the count bound of its tenant,
+    /// `retain_jobs`, removes them).
+    pub retain_s: u64,
+    /// How often finished jobs are swept, in seconds.
+    pub sweep_s: u64,
 }
 
 impl Default for ServiceSection {
@@ -73,6 +80,8 @@ impl Default for ServiceSection {
             runtimes_per_worker: 8,
             components_cached: 64,
             metrics_token: None,
+            retain_s: 7 * 24 * 3600,
+            sweep_s: 60,
         }
     }
 }
@@ -113,6 +122,10 @@ pub struct TenantConfig {
     /// The most bytes its uploaded blobs (components and inputs) may hold together.
     #[serde(default = "gib")]
     pub upload_bytes: u64,
+    /// The most finished jobs of its kept: past it, a sweep deletes its oldest finished
+    /// jobs (records, logs and files) first.
+    #[serde(default = "thousand")]
+    pub retain_jobs: usize,
 }
 
 fn one() -> u32 {
@@ -123,6 +136,9 @@ fn one_usize() -> usize {
 }
 fn hundred() -> usize {
     100
+}
+fn thousand() -> usize {
+    1000
 }
 fn gib() -> u64 {
     1 << 30
@@ -171,9 +187,11 @@ impl ServiceConfig {
             return bad("no [[tenant]] is configured".into());
         }
         let s = &self.service;
-        if s.workers == 0 || s.threads_per_job == 0 || s.runtimes_per_worker == 0 {
+        if s.workers == 0 || s.threads_per_job == 0 || s.runtimes_per_worker == 0 || s.sweep_s == 0
+        {
             return bad(
-                "workers, threads_per_job and runtimes_per_worker must be at least 1".into(),
+                "workers, threads_per_job, runtimes_per_worker and sweep_s must be at least 1"
+                    .into(),
             );
         }
         let (mut names, mut tokens) = (HashSet::new(), HashSet::new());
@@ -237,6 +255,8 @@ mod tests {
         assert_eq!(c.tenants[0].weight, 3);
         assert_eq!(c.tenants[1].weight, 1);
         assert_eq!(c.tenants[1].max_queued, 100);
+        assert_eq!(c.tenants[1].retain_jobs, 1000);
+        assert_eq!(c.service.retain_s, 7 * 24 * 3600);
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod events;
 pub mod metrics;
 pub mod ranks;
 pub mod records;
+pub mod retention;
 pub mod scheduler;
 mod service;
 mod worker;

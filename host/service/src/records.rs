@@ -18,6 +18,9 @@ const LOGS: TableDefinition<u64, &[u8]> = TableDefinition::new("logs");
 const BLOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("blobs");
 /// The bytes of each tenant's blobs together, by tenant.
 const BLOB_BYTES: TableDefinition<&str, u64> = TableDefinition::new("blob-bytes");
+/// Counters: `next-id`, the id the next job gets (ids are never given twice, even when the
+/// newest records were deleted by [`JobDb::remove`]).
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
 /// What storing a blob did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -201,6 +204,7 @@ impl JobDb {
         tx.open_table(LOGS).map_err(db_err)?;
         tx.open_table(BLOBS).map_err(db_err)?;
         tx.open_table(BLOB_BYTES).map_err(db_err)?;
+        tx.open_table(META).map_err(db_err)?;
         tx.commit().map_err(db_err)?;
         Ok(JobDb { db, jobs_dir })
     }
@@ -252,14 +256,20 @@ impl JobDb {
             .is_some())
     }
 
-    /// Stores a new job (its `id` is assigned here: one past the largest so far) and returns
-    /// it. Committed and synced when this returns.
+    /// Stores a new job (its `id` is assigned here: one past the largest ever given) and
+    /// returns it. Committed and synced when this returns.
     pub fn insert(&self, mut record: JobRecord) -> Result<JobRecord> {
         let tx = self.db.begin_write().map_err(db_err)?;
         {
             let mut t = tx.open_table(JOBS).map_err(db_err)?;
+            let mut meta = tx.open_table(META).map_err(db_err)?;
             let last = t.last().map_err(db_err)?.map_or(0, |(k, _)| k.value());
-            record.id = last + 1;
+            let next = meta
+                .get("next-id")
+                .map_err(db_err)?
+                .map_or(1, |g| g.value());
+            record.id = next.max(last + 1);
+            meta.insert("next-id", record.id + 1).map_err(db_err)?;
             t.insert(record.id, to_json(&record)?.as_slice())
                 .map_err(db_err)?;
         }
@@ -300,6 +310,31 @@ impl JobDb {
         Ok(v.map(|g| from_json(g.value()))
             .transpose()?
             .unwrap_or_default())
+    }
+
+    /// Deletes jobs `ids`: their records and logs in one commit, then their directories.
+    /// An id with no record is skipped.
+    pub fn remove(&self, ids: &[u64]) -> Result<()> {
+        let tx = self.db.begin_write().map_err(db_err)?;
+        {
+            let mut t = tx.open_table(JOBS).map_err(db_err)?;
+            let mut l = tx.open_table(LOGS).map_err(db_err)?;
+            for &id in ids {
+                t.remove(id).map_err(db_err)?;
+                l.remove(id).map_err(db_err)?;
+            }
+        }
+        tx.commit().map_err(db_err)?;
+        for &id in ids {
+            let dir = self.job_dir(id);
+            match std::fs::remove_dir_all(&dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(Error::io(format!("removing {}", dir.display()), e));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// Every job's record, by id.
@@ -376,6 +411,36 @@ mod tests {
         // Blobs are per tenant.
         assert!(!db.has_blob("bob", &hash).expect("has"));
         assert_eq!(db.all().expect("all").len(), 2);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn removed_jobs_lose_record_logs_and_files_and_their_ids_are_not_given_again() {
+        let dir = std::env::temp_dir().join(format!("weft-remove-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let db = JobDb::open(&dir).expect("open");
+        let a = db.insert(record("alice")).expect("insert");
+        let b = db.insert(record("alice")).expect("insert");
+        db.put(
+            &b,
+            Some(&JobLogs {
+                stdout: "out".into(),
+                ..JobLogs::default()
+            }),
+        )
+        .expect("put");
+        std::fs::create_dir_all(db.job_dir(b.id)).expect("job dir");
+        std::fs::write(db.job_dir(b.id).join("x.f64"), [0u8; 8]).expect("file");
+        db.remove(&[b.id, 99]).expect("remove");
+        assert_eq!(db.get(b.id).expect("get"), None);
+        assert_eq!(db.logs(b.id).expect("logs"), JobLogs::default());
+        assert!(!db.job_dir(b.id).exists());
+        assert_eq!(db.get(a.id).expect("get"), Some(a.clone()));
+        // The newest id was deleted; the next job still gets a new one, after a reopen too.
+        drop(db);
+        let db = JobDb::open(&dir).expect("reopen");
+        let c = db.insert(record("alice")).expect("insert");
+        assert_eq!(c.id, b.id + 1);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -229,6 +229,7 @@ mod tests {
             memory_mb: 64,
             output_bytes: 1 << 20,
             upload_bytes: 1 << 20,
+            retain_jobs: 1000,
         }
     }
 

@@ -100,6 +100,8 @@ pub struct Recovered {
     pub requeued: usize,
     /// Jobs that were running, now failed with `server restarted`.
     pub failed: usize,
+    /// Finished jobs past their retention, deleted (see [`crate::retention`]).
+    pub swept: usize,
 }
 
 impl Service {
@@ -142,6 +144,7 @@ impl Service {
                 _ => {}
             }
         }
+        recovered.swept = service.sweep(now_ms())?;
         Ok((service, recovered))
     }
 
@@ -300,8 +303,24 @@ fn serve_http(
 ) -> Result<()> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let app = crate::api::router(service.clone(), stop_rx);
+    let svc = service.clone();
+    let every = std::time::Duration::from_secs(service.config.service.sweep_s);
     runtime
         .block_on(async move {
+            // Finished jobs past their retention, every `sweep_s` (the first sweep was at
+            // open).
+            let sweeper = tokio::spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    let s = svc.clone();
+                    if let Ok(Err(e)) = tokio::task::spawn_blocking(move || s.sweep(now_ms())).await
+                    {
+                        eprintln!("weft serve: sweeping finished jobs: {e}");
+                    }
+                }
+            });
             let signal = async move {
                 tokio::select! {
                     _ = stopper.0.notified() => {}
@@ -309,9 +328,11 @@ fn serve_http(
                 }
                 let _ = stop_tx.send(true);
             };
-            axum::serve(listener, app)
+            let served = axum::serve(listener, app)
                 .with_graceful_shutdown(signal)
-                .await
+                .await;
+            sweeper.abort();
+            served
         })
         .map_err(|e| Error::Start(format!("serving: {e}")))
 }

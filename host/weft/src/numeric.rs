@@ -946,23 +946,9 @@ pub(crate) fn shape_text(shape: &[u64]) -> String {
     weft_ir::shape::tuple(shape)
 }
 
-/// Little-endian elements of `dtype`, as f64.
+/// Little-endian elements of `dtype`, as f64 ([`weft_ir::elements::to_f64s`]).
 pub fn decode(bytes: &[u8], dtype: DType) -> Vec<f64> {
-    let size = dtype.size();
-    bytes
-        .chunks_exact(size)
-        .map(|c| {
-            let mut word = [0u8; 8];
-            word[..size].copy_from_slice(c);
-            let bits = u64::from_le_bytes(word);
-            if dtype == DType::U64 {
-                // Its `i64` value reads from 2^63 up as negative.
-                bits as f64
-            } else {
-                weft_ir::Scalar::from_bits(dtype, bits).as_f64()
-            }
-        })
-        .collect()
+    weft_ir::elements::to_f64s(bytes, dtype)
 }
 
 macro_rules! binary_operator {

@@ -96,18 +96,7 @@ fn b(lent: &[Resource<StoreRes>], i: usize) -> Resource<StoreRes> {
 
 /// The element bytes of `values` as `dtype` (integers for index types).
 fn bytes_of(values: impl Iterator<Item = f64>, dtype: DType) -> Vec<u8> {
-    match dtype {
-        DType::F32 => values.flat_map(|v| (v as f32).to_le_bytes()).collect(),
-        DType::I32 => values.flat_map(|v| (v as i32).to_le_bytes()).collect(),
-        DType::I64 => values.flat_map(|v| (v as i64).to_le_bytes()).collect(),
-        DType::Bool => values.map(|v| u8::from(v != 0.0)).collect(),
-        DType::F64 => values.flat_map(|v| v.to_le_bytes()).collect(),
-        // Not an index or value type of a sparse matrix (the plugin refuses them); their
-        // bytes, for completeness.
-        DType::U8 | DType::U16 | DType::U32 | DType::U64 => values
-            .flat_map(|v| (v as u64).to_le_bytes()[..dtype.size()].to_vec())
-            .collect(),
-    }
+    weft_ir::elements::from_f64s(values, dtype)
 }
 
 impl Sparse {

@@ -458,24 +458,7 @@ impl Array {
 
 /// Elements stored as little-endian bytes of `dtype`, as `f64`s.
 fn decode(bytes: &[u8], dtype: DType) -> Vec<f64> {
-    let width = dtype.size();
-    bytes
-        .chunks_exact(width)
-        .map(|c| {
-            let mut w = [0u8; 8];
-            w[..width].copy_from_slice(c);
-            match dtype {
-                DType::F64 => f64::from_le_bytes(w),
-                DType::F32 => f64::from(f32::from_le_bytes([w[0], w[1], w[2], w[3]])),
-                DType::I64 => i64::from_le_bytes(w) as f64,
-                DType::I32 => f64::from(i32::from_le_bytes([w[0], w[1], w[2], w[3]])),
-                DType::Bool | DType::U8 => f64::from(w[0]),
-                DType::U16 => f64::from(u16::from_le_bytes([w[0], w[1]])),
-                DType::U32 => f64::from(u32::from_le_bytes([w[0], w[1], w[2], w[3]])),
-                DType::U64 => u64::from_le_bytes(w) as f64,
-            }
-        })
-        .collect()
+    weft_ir::elements::to_f64s(bytes, dtype)
 }
 
 macro_rules! binary_operator {

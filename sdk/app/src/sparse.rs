@@ -49,16 +49,7 @@ pub struct CsrMatrix {
 /// The element bytes of `values` as `dtype` (integers for index types), as the `weft` crate
 /// makes them.
 fn bytes_of(values: impl Iterator<Item = f64>, dtype: DType) -> Vec<u8> {
-    match dtype {
-        DType::F32 => values.flat_map(|v| (v as f32).to_le_bytes()).collect(),
-        DType::I32 => values.flat_map(|v| (v as i32).to_le_bytes()).collect(),
-        DType::I64 => values.flat_map(|v| (v as i64).to_le_bytes()).collect(),
-        DType::Bool => values.map(|v| u8::from(v != 0.0)).collect(),
-        DType::F64 => values.flat_map(|v| v.to_le_bytes()).collect(),
-        DType::U8 | DType::U16 | DType::U32 | DType::U64 => values
-            .flat_map(|v| (v as u64).to_le_bytes()[..dtype.size()].to_vec())
-            .collect(),
-    }
+    weft_ir::elements::from_f64s(values, dtype)
 }
 
 /// An error of the sparse plugin's operation `op`, as the `weft` crate words it.

@@ -6,6 +6,15 @@
 use crate::device::Device;
 use crate::{Error, Result, abi};
 
+/// Why the host stopped the launches pending at a synchronization.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Stop {
+    /// They ran past the kernel time limit.
+    Limit(std::time::Duration),
+    /// Their job was cancelled (`weft_runtime::CancelToken`).
+    Job,
+}
+
 /// Words per array.
 pub(super) const WORDS: u64 = 1024;
 
@@ -72,12 +81,9 @@ impl FaultWords {
     }
 
     /// Reads the words of this epoch (the device has synchronized), clears them for the next
-    /// one, and reports the first launch that faulted, or that was stopped at `cancelled`.
-    pub(super) fn drain<D: Device>(
-        &mut self,
-        device: &mut D,
-        cancelled: Option<std::time::Duration>,
-    ) -> Result<()> {
+    /// one, and reports the first launch that faulted, or that the host stopped (`stopped`:
+    /// why it set the pending words to [`abi::CANCELLED`]).
+    pub(super) fn drain<D: Device>(&mut self, device: &mut D, stopped: Option<Stop>) -> Result<()> {
         if self.pending.is_empty() {
             return Ok(());
         }
@@ -104,14 +110,17 @@ impl FaultWords {
             let at = usize::try_from(p.array as u64 * WORDS + p.word).unwrap_or(usize::MAX);
             let code = words.get(at).copied().unwrap_or(0);
             if code == abi::CANCELLED
-                && let Some(limit) = cancelled
+                && let Some(stop) = stopped
             {
                 return Err(Error::KernelFault {
                     kernel: p.kernel,
-                    message: format!(
-                        "ran past the kernel time limit of {} ms and was cancelled",
-                        limit.as_millis()
-                    ),
+                    message: match stop {
+                        Stop::Limit(limit) => format!(
+                            "ran past the kernel time limit of {} ms and was cancelled",
+                            limit.as_millis()
+                        ),
+                        Stop::Job => weft_runtime::backend::CANCELLED_BY_JOB.to_string(),
+                    },
                 });
             }
             if code != 0 {

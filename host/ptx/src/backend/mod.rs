@@ -47,7 +47,7 @@ use crate::device::{Device, Grid};
 use crate::emit::{BLOCK_THREADS, Module, ROWS_BLOCK};
 use crate::sim::{SimContext, SimDevice};
 use crate::{Error, Result};
-use faults::FaultWords;
+use faults::{FaultWords, Stop};
 use reduce::Units;
 
 /// The most blocks a launch asks for: threads stride over the rest.
@@ -147,6 +147,8 @@ pub struct PtxBackend<D: Device> {
     kernel_time: Option<std::time::Duration>,
     /// The most blocks its launches ask for.
     grid_caps: GridCaps,
+    /// The cancel request of the job running now ([`Backend::set_cancel`]).
+    cancel: Option<Arc<weft_runtime::CancelToken>>,
 }
 
 impl<D: Device> std::fmt::Debug for PtxBackend<D> {
@@ -171,6 +173,9 @@ impl<D: Device> Drop for PtxBackend<D> {
         }
     }
 }
+
+/// How often a synchronization looks at the job's cancel token while launches run.
+const CANCEL_POLL: Duration = Duration::from_millis(20);
 
 /// The bounds of the PTX back end's cache of loaded modules: 1024 kernels and 256 MiB
 /// (counted as twice each module's PTX text, for the text it keeps and the code the driver
@@ -248,6 +253,7 @@ impl<D: Device> PtxBackend<D> {
             next_mark: 0,
             kernel_time,
             grid_caps: GridCaps::default(),
+            cancel: None,
         }
     }
 
@@ -379,26 +385,43 @@ impl<D: Device> PtxBackend<D> {
     /// Waits for the stream (stopping the pending launches at the kernel time limit) and
     /// reports the first launch whose index check failed or that was stopped.
     fn drain_faults(&mut self) -> Result<()> {
-        let cancelled = self.wait_within_kernel_time()?;
+        let stopped = self.wait_or_stop()?;
         self.device.synchronize()?;
-        self.faults.drain(&mut self.device, cancelled)
+        self.faults.drain(&mut self.device, stopped)
     }
 
-    /// With a kernel time limit, waits for the launches on the stream until they finish or
-    /// the limit passes; then sets every pending fault word to [`abi::CANCELLED`] at once, so
-    /// their runaway loops stop. Returns the limit when it did.
-    fn wait_within_kernel_time(&mut self) -> Result<Option<std::time::Duration>> {
-        let Some(limit) = self.kernel_time else {
+    /// With a kernel time limit or a job's cancel token, waits for the launches on the
+    /// stream until they finish, the limit passes or the job is cancelled (looked at every
+    /// [`CANCEL_POLL`]); then sets every pending fault word to [`abi::CANCELLED`] at once, so
+    /// their loops stop at their next check. Returns why it stopped them.
+    fn wait_or_stop(&mut self) -> Result<Option<Stop>> {
+        if (self.kernel_time.is_none() && self.cancel.is_none()) || !self.faults.any_pending() {
             return Ok(None);
+        }
+        let start = Instant::now();
+        let stop = loop {
+            let slice = match (self.kernel_time, &self.cancel) {
+                (Some(limit), None) => limit.saturating_sub(start.elapsed()),
+                (Some(limit), Some(_)) => limit.saturating_sub(start.elapsed()).min(CANCEL_POLL),
+                (None, _) => CANCEL_POLL,
+            };
+            if self.device.wait_for(slice)? {
+                return Ok(None);
+            }
+            if self.cancel.as_ref().is_some_and(|t| t.is_cancelled()) {
+                break Stop::Job;
+            }
+            if let Some(limit) = self.kernel_time
+                && start.elapsed() >= limit
+            {
+                break Stop::Limit(limit);
+            }
         };
-        if !self.faults.any_pending() || self.device.wait_for(limit)? {
-            return Ok(None);
-        }
-        let stop = abi::CANCELLED.to_le_bytes();
+        let word = abi::CANCELLED.to_le_bytes();
         for address in self.faults.pending_addresses() {
-            self.device.write_now(address, &stop)?;
+            self.device.write_now(address, &word)?;
         }
-        Ok(Some(limit))
+        Ok(Some(stop))
     }
 
     /// The store arguments of a launch, checked against their buffers and the kernel's
@@ -716,6 +739,17 @@ impl<D: Device> Backend for PtxBackend<D> {
         bindings: &[Binding],
         scalars: &[Scalar],
     ) -> weft_runtime::Result<()> {
+        if self.cancel.as_ref().is_some_and(|t| t.is_cancelled()) {
+            let name = self
+                .kernels
+                .get(&kernel)
+                .map_or_else(|| kernel.to_string(), |k| k.name.clone());
+            return Err(Error::KernelFault {
+                kernel: name,
+                message: weft_runtime::backend::CANCELLED_BY_JOB.to_string(),
+            }
+            .into());
+        }
         let (name, params, entries, sites) = {
             let k = self
                 .kernels
@@ -951,6 +985,10 @@ impl<D: Device> Backend for PtxBackend<D> {
 
     fn synchronize(&mut self) -> weft_runtime::Result<()> {
         Ok(self.drain_faults()?)
+    }
+
+    fn set_cancel(&mut self, token: Option<Arc<weft_runtime::CancelToken>>) {
+        self.cancel = token;
     }
 
     fn memory(&self) -> MemoryStats {

@@ -189,6 +189,42 @@ fn a_failed_index_check_is_a_kernel_fault_not_a_lost_device() {
     assert_eq!(got, [13.0, 10.0, 12.0, 11.0]);
 }
 
+/// A cancelled job's launches are refused with the job's error, and the next job (another
+/// token, or none) launches again.
+#[test]
+fn launches_of_a_cancelled_job_are_refused() {
+    let (mut backend, gather) = simulated_with(GATHER);
+    let x = upload(&mut backend, &[10.0, 11.0, 12.0, 13.0]);
+    let idx_bytes: Vec<u8> = [3i64, 0, 2, 1]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let idx = backend.alloc(32).expect("alloc");
+    backend.write(idx, 0, &idx_bytes).expect("write");
+    let out = backend.alloc(32).expect("alloc");
+    let args = [vector(x, 4, 8), vector(idx, 4, 8), vector(out, 4, 8)];
+    let token = Arc::new(weft_runtime::CancelToken::default());
+    backend.set_cancel(Some(token.clone()));
+    backend
+        .launch(gather.id(), &args, &[])
+        .expect("runs before the cancel");
+    backend.synchronize().expect("synchronizes");
+    token.cancel();
+    let e = backend
+        .launch(gather.id(), &args, &[])
+        .expect_err("refused after the cancel")
+        .to_string();
+    assert!(
+        e.contains(weft_runtime::backend::CANCELLED_BY_JOB) && e.contains("test.gather"),
+        "{e}"
+    );
+    backend.set_cancel(None);
+    backend
+        .launch(gather.id(), &args, &[])
+        .expect("the next job runs");
+    assert_eq!(download(&mut backend, out, 4), [13.0, 10.0, 12.0, 11.0]);
+}
+
 /// A sticky device error (an illegal address that no check of ours stopped: here a raw
 /// module launched on the device) is `DeviceLost` for every runtime on that device, on its
 /// next call, without a hang or a panic; a runtime on another device still works.
