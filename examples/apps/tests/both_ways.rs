@@ -105,14 +105,23 @@ fn f64s(bytes: &[u8]) -> Vec<f64> {
 
 #[test]
 fn black_scholes_native_and_component_write_the_same_bytes() {
-    let out = same_both_ways(
+    // Written by the host (`tofile`), and read back into the program and written by it.
+    let files = same_both_ways(
         "black_scholes_app",
         env!("CARGO_BIN_EXE_black_scholes_app"),
         artifacts::APP_BLACK_SCHOLES_APP,
-        &["20000", "11"],
+        &["20000", "11", "files"],
         &["call.f64", "put.f64"],
     );
-    assert_eq!(out[0].len(), 20_000 * 8);
+    let vectors = same_both_ways(
+        "black_scholes_app",
+        env!("CARGO_BIN_EXE_black_scholes_app"),
+        artifacts::APP_BLACK_SCHOLES_APP,
+        &["20000", "11", "vectors"],
+        &["call.f64", "put.f64"],
+    );
+    assert_eq!(files[0].len(), 20_000 * 8);
+    assert_eq!(files, vectors, "the two modes write the same prices");
 }
 
 /// The residual norms a solve wrote: it converged to the solver's tolerance, after more than
@@ -189,6 +198,7 @@ fn typed_calls_native_and_component_write_the_same_lines() {
     );
     expect("matvec", vec![8.0, 26.0]);
     expect("matmul", vec![10.0, 13.0, 28.0, 40.0]);
+    expect("fromfile", x.iter().map(|a| a * 0.5).collect());
     assert!(text.contains("refused: refused\n"), "{text}");
-    assert_eq!(text.lines().count(), 21, "{text}");
+    assert_eq!(text.lines().count(), 22, "{text}");
 }

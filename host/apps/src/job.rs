@@ -198,6 +198,7 @@ impl AppHost {
             served,
             wasi: wasi.build(),
             table: ResourceTable::new(),
+            dir: job.dir.clone(),
             limiter: Limiter::new(&weft_plugin::PluginLimits {
                 memory_bytes: job.limits.memory_bytes,
                 ..Default::default()

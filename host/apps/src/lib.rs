@@ -16,6 +16,7 @@
 #![deny(missing_docs)]
 
 mod error;
+pub mod files;
 mod job;
 pub mod linking;
 mod output;

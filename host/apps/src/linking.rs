@@ -54,6 +54,8 @@ pub struct AppState {
     pub(crate) wasi: WasiCtx,
     pub(crate) table: ResourceTable,
     pub(crate) limiter: Limiter,
+    /// The job's directory, for the `files` interface.
+    pub(crate) dir: Option<std::path::PathBuf>,
 }
 
 impl WasiView for AppState {
@@ -89,11 +91,12 @@ pub fn linker_for(engine: &Engine, component: &Component) -> wasmtime::Result<Li
     let mut linker = Linker::<AppState>::new(engine);
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
     add_host(&mut linker)?;
+    crate::files::add_files(&mut linker)?;
     for (name, item) in component.component_type().imports(engine) {
         let ComponentItem::ComponentInstance(instance) = item.ty else {
             continue;
         };
-        if name.starts_with("wasi:") || name == HOST_INTERFACE || name == TYPES_INTERFACE {
+        if name.starts_with("wasi:") || host_served(name) {
             continue;
         }
         let mut inst = linker.instance(name)?;
@@ -117,6 +120,11 @@ pub fn linker_for(engine: &Engine, component: &Component) -> wasmtime::Result<Li
     Ok(linker)
 }
 
+/// Whether the host itself serves interface `name` (not a plugin).
+fn host_served(name: &str) -> bool {
+    name == HOST_INTERFACE || name == TYPES_INTERFACE || name == crate::files::FILES_INTERFACE
+}
+
 /// The plugin interfaces `component` imports that no plugin in `served` exports.
 pub fn unserved(
     engine: &Engine,
@@ -129,8 +137,7 @@ pub fn unserved(
         .filter(|(name, item)| {
             matches!(item.ty, ComponentItem::ComponentInstance(_))
                 && !name.starts_with("wasi:")
-                && *name != HOST_INTERFACE
-                && *name != TYPES_INTERFACE
+                && !host_served(name)
                 && !served.contains_key(*name)
         })
         .map(|(name, _)| name.to_string())

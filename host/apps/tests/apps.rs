@@ -74,7 +74,11 @@ fn black_scholes_as_a_component_gives_the_native_bits_and_fuses_the_same() {
         .compile("black_scholes_app", artifacts::APP_BLACK_SCHOLES_APP)
         .expect("compiles");
     let (rt, plugins) = runtime();
-    let mut j = job("black_scholes_app", &[&n.to_string(), &seed.to_string()]);
+    // `vectors`: the prices read back into the component, as the native run below reads them.
+    let mut j = job(
+        "black_scholes_app",
+        &[&n.to_string(), &seed.to_string(), "vectors"],
+    );
     j.dir = Some(dir.clone());
     let (outcome, mut app_rt) = host.run(rt, &plugins, &app, &j);
     let outcome = outcome.expect("runs");
@@ -338,4 +342,31 @@ fn repeated_calls_are_replayed_and_give_the_native_bits() {
         String::from_utf8_lossy(&outcome.stdout).trim(),
         format!("{native:?}")
     );
+}
+
+#[test]
+fn files_outside_the_job_directory_are_refused_and_nothing_escapes() {
+    let base = std::env::temp_dir().join(format!("weft-apps-files-{}", std::process::id()));
+    let dir = base.join("job");
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let host = AppHost::new().expect("host");
+    let app = host
+        .compile("hostile_files", artifacts::APP_HOSTILE_FILES)
+        .expect("compiles");
+    let (rt, plugins) = runtime();
+    let mut j = job("hostile_files", &[]);
+    j.dir = Some(dir.clone());
+    let (outcome, _rt) = host.run(rt, &plugins, &app, &j);
+    let outcome = outcome.expect("runs");
+    assert_eq!(outcome.status, 0);
+    let out = String::from_utf8_lossy(&outcome.stdout).into_owned();
+    assert_eq!(out.lines().count(), 6, "{out}");
+    for l in out.lines() {
+        assert!(l.contains("not a plain file name"), "{l}");
+    }
+    assert!(!base.join("escaped.f64").exists());
+    assert!(!std::path::Path::new("/tmp/weft-escaped.f64").exists());
+    assert_eq!(std::fs::read_dir(&dir).expect("dir").count(), 0, "{out}");
+    let _ = std::fs::remove_dir_all(&base);
 }

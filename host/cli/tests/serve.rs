@@ -162,7 +162,8 @@ fn gives_the_native_bits(s: &Serve) {
         &c,
         artifacts::APP_BLACK_SCHOLES_APP,
         "black_scholes_app",
-        &[&n.to_string(), &seed.to_string()],
+        // `vectors`: the prices read back, as the native run below reads them.
+        &[&n.to_string(), &seed.to_string(), "vectors"],
         1,
     )[0];
     let mut kinds = Vec::new();

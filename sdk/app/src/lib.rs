@@ -149,6 +149,15 @@ impl Numeric {
         Array::made(np::from_f64s(shape, values, wit_dtype(dtype)))
     }
 
+    /// NumPy's `fromfile(path, dtype)`: a one-dimensional array of the elements of a file
+    /// of the job's directory (little-endian, no header: what [`Array::tofile`] writes),
+    /// read by the host straight into a store.
+    pub fn fromfile(&self, path: impl AsRef<std::path::Path>, dtype: DType) -> Result<Array> {
+        let name = file_name(path.as_ref())?;
+        let s = bindings::weft::plugin::files::read_store(&name, wit_dtype(dtype))?;
+        Ok(Array::made(Ok(s)))
+    }
+
     /// A 1-d `f64` array holding `values`.
     pub fn from_vec(&self, values: Vec<f64>) -> Array {
         self.from_f64s(&[values.len() as u64], &values, DType::F64)
@@ -252,6 +261,16 @@ impl Array {
         } else {
             np::binary(op, &a, &b)
         })
+    }
+
+    /// NumPy's `a.tofile(path)`: the elements in row-major order as little-endian bytes of
+    /// the array's dtype, with no header, written by the host to a plain file name of the
+    /// job's directory (`.`), without passing through the application's memory. This runs
+    /// the pending tasks.
+    pub fn tofile(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
+        let s = self.store()?;
+        bindings::weft::plugin::files::write_store(s, &file_name(path.as_ref())?)?;
+        Ok(())
     }
 
     /// Returns the error that poisoned this array, if any.
@@ -454,6 +473,14 @@ impl Array {
         np::assign(dst, &src)?;
         Ok(())
     }
+}
+
+/// A path as the `files` interface takes it: its text (the host refuses what is not a plain
+/// file name of the job's directory).
+fn file_name(path: &std::path::Path) -> Result<String> {
+    path.to_str().map(str::to_string).ok_or_else(|| Error {
+        message: format!("{}: not a UTF-8 file name", path.display()),
+    })
 }
 
 /// Elements stored as little-endian bytes of `dtype`, as `f64`s.

@@ -1,6 +1,7 @@
 //! Every numeric function the host forwards to the plugin with typed arguments (`weft-apps`'
-//! `typed` module), with arrays and with scalars on either side, and one call the plugin
-//! refuses. One source built two ways: natively on the `weft` crate, and as an application
+//! `typed` module), with arrays and with scalars on either side, an array written to a file
+//! and read back (`tofile`, `fromfile`: the host's `files` interface), and one call the
+//! plugin refuses. One source built two ways: natively on the `weft` crate, and as an application
 //! component on `weft-app` (which this file then calls `weft`).
 //!
 //! Writes one line per result to `lines.txt` (`name: values`, as Rust's `{:?}` prints a
@@ -62,6 +63,12 @@ fn run() -> Result<(), String> {
     line(&mut out, "matvec", &m.matvec(&v));
     let k = np.arange(0.0, 6.0, 1.0, DType::F64).reshape(&[3, 2]);
     line(&mut out, "matmul", &m.matmul(&k));
+    // Written by the host and read back (`tofile`, `fromfile`).
+    (&x * 0.5).tofile("half.f64").map_err(|e| e.to_string())?;
+    let back = np
+        .fromfile("half.f64", DType::F64)
+        .map_err(|e| e.to_string())?;
+    line(&mut out, "fromfile", &back);
     // Refused by the plugin: shapes (6,) and (3,) do not broadcast.
     line(&mut out, "refused", &(&x + &v));
     std::fs::write("lines.txt", &out).map_err(|e| format!("lines.txt: {e}"))?;

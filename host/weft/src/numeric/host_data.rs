@@ -134,6 +134,37 @@ impl Numeric {
         Ok(a)
     }
 
+    /// NumPy's `fromfile(path, dtype)`: a one-dimensional array of the file's elements,
+    /// little-endian, with no header (what [`Array::tofile`] writes).
+    #[track_caller]
+    pub fn fromfile(&self, path: impl AsRef<Path>, dtype: DType) -> Result<Array> {
+        let _site = self.site_guard(std::panic::Location::caller());
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| {
+            Error::Io(weft_io::Error::Io {
+                context: format!("fromfile: reading {}", path.display()),
+                source,
+            })
+        })?;
+        if bytes.len() % dtype.size() != 0 {
+            return Err(Error::Usage(format!(
+                "fromfile: {} holds {} bytes, not a whole number of {dtype} elements",
+                path.display(),
+                bytes.len()
+            )));
+        }
+        let n = (bytes.len() / dtype.size()) as u64;
+        let handle = self
+            .inner
+            .rt
+            .borrow_mut()
+            .store_from_bytes(&[n], dtype, &bytes)?;
+        Ok(Array {
+            np: self.clone(),
+            slot: super::Slot::Ready(Ok(handle)),
+        })
+    }
+
     /// The complex array in the `.npy` file at `path` (`complex128` or `complex64`; a real
     /// file's array gets a zero imaginary part), its parts uploaded straight into stores.
     #[track_caller]
@@ -197,6 +228,28 @@ impl Array {
         }
         let bytes = rt.read_bytes(h)?;
         Ok(elements(&bytes))
+    }
+
+    /// NumPy's `a.tofile(path)`: the elements in row-major order as little-endian bytes of
+    /// the array's dtype, with no header. This runs the pending tasks. On several ranks every
+    /// rank reads the array and rank 0 writes the file.
+    #[track_caller]
+    pub fn tofile(&self, path: impl AsRef<Path>) -> Result<()> {
+        let h = self.handle()?;
+        let (bytes, rank) = {
+            let mut rt = self.np.inner.rt.borrow_mut();
+            (rt.read_bytes(h)?, rt.ranks().0)
+        };
+        if rank == 0 {
+            let path = path.as_ref();
+            std::fs::write(path, bytes).map_err(|source| {
+                Error::Io(weft_io::Error::Io {
+                    context: format!("tofile: writing {}", path.display()),
+                    source,
+                })
+            })?;
+        }
+        Ok(())
     }
 
     /// Writes the array to a `.npy` file at `path` (NumPy's `np.save`), in its own dtype.
