@@ -55,6 +55,18 @@ pub fn add_files(linker: &mut Linker<AppState>) -> wasmtime::Result<()> {
                     .rt
                     .read_bytes(&handle)
                     .map_err(|e| format!("files.write-store `{name}`: {e}"))?;
+                if let (Some(limit), Some(dir)) = (state.dir_bytes, state.dir.as_deref()) {
+                    let replaced = std::fs::symlink_metadata(&path).map_or(0, |m| m.len());
+                    let after = crate::job::dir_bytes(dir)
+                        .saturating_sub(replaced)
+                        .saturating_add(bytes.len() as u64);
+                    if after > limit {
+                        return Err(format!(
+                            "files.write-store `{name}`: the job's files would hold {after} \
+                             bytes, past its quota of {limit}"
+                        ));
+                    }
+                }
                 std::fs::write(&path, bytes).map_err(|e| format!("files.write-store `{name}`: {e}"))
             });
             Ok((written.map_err(refused),))

@@ -32,7 +32,17 @@ pub struct AppLimits {
     /// past it fails, and the application stops with that error). Only where the job
     /// captures its output ([`Job::capture`]).
     pub output_bytes: usize,
+    /// The most bytes the files of its directory ([`Job::dir`], subdirectories included)
+    /// may hold together (`None`: unbounded). Looked at every [`DIR_CHECK_TICKS`] epoch
+    /// ticks while its own code runs (so it may pass the bound by what it writes in that
+    /// time), and before the host writes a file for it (`files.write-store`, refused past
+    /// it); past it, the application is stopped with that error.
+    pub dir_bytes: Option<u64>,
 }
+
+/// How often, in epoch ticks (milliseconds), a running application's directory is measured
+/// against [`AppLimits::dir_bytes`].
+pub const DIR_CHECK_TICKS: u64 = 100;
 
 impl Default for AppLimits {
     fn default() -> Self {
@@ -40,8 +50,29 @@ impl Default for AppLimits {
             memory_bytes: 256 << 20,
             time: Duration::from_secs(600),
             output_bytes: 1 << 20,
+            dir_bytes: None,
         }
     }
+}
+
+/// The bytes the files under `dir` hold (a symbolic link counts as itself; what cannot be
+/// read counts as nothing).
+pub fn dir_bytes(dir: &std::path::Path) -> u64 {
+    let mut total = 0u64;
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            match e.path().symlink_metadata() {
+                Ok(m) if m.is_dir() => pending.push(e.path()),
+                Ok(m) => total = total.saturating_add(m.len()),
+                Err(_) => {}
+            }
+        }
+    }
+    total
 }
 
 /// One run of an application.
@@ -199,6 +230,7 @@ impl AppHost {
             wasi: wasi.build(),
             table: ResourceTable::new(),
             dir: job.dir.clone(),
+            dir_bytes: job.limits.dir_bytes,
             limiter: Limiter::new(&weft_plugin::PluginLimits {
                 memory_bytes: job.limits.memory_bytes,
                 ..Default::default()
@@ -210,12 +242,23 @@ impl AppHost {
         // cancelled; a trap it raises is told apart by `describe`.
         let deadline = Instant::now().checked_add(job.limits.time);
         let cancel = job.cancel.clone();
+        let quota = job.dir.clone().zip(job.limits.dir_bytes);
+        let mut ticks = 0u64;
         store.epoch_deadline_callback(move |_| {
             if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
                 return Err(wasmtime::Error::new(Stopped::Cancelled));
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(wasmtime::Error::new(Stopped::TimeLimit));
+            }
+            ticks += 1;
+            if ticks.is_multiple_of(DIR_CHECK_TICKS)
+                && let Some((dir, limit)) = &quota
+            {
+                let held = dir_bytes(dir);
+                if held > *limit {
+                    return Err(wasmtime::Error::new(Stopped::DirBytes(held, *limit)));
+                }
             }
             Ok(wasmtime::UpdateDeadline::Continue(1))
         });
@@ -267,6 +310,8 @@ enum Stopped {
     TimeLimit,
     #[error("cancelled")]
     Cancelled,
+    #[error("its files held {0} bytes, past its quota of {1}")]
+    DirBytes(u64, u64),
 }
 
 /// A trap's message in words: a deadline or a cancellation named as such.
@@ -277,6 +322,9 @@ fn describe(e: &wasmtime::Error, job: &Job) -> String {
             job.limits.time
         ),
         Some(Stopped::Cancelled) => "it was cancelled".to_string(),
+        Some(Stopped::DirBytes(held, limit)) => format!(
+            "its files held {held} bytes, past its quota of {limit} bytes, and it was stopped"
+        ),
         None => format!("{e:#}"),
     }
 }

@@ -23,5 +23,5 @@ mod output;
 pub mod typed;
 
 pub use error::{Error, Result};
-pub use job::{AppHost, AppLimits, Job, JobOutcome};
+pub use job::{AppHost, AppLimits, DIR_CHECK_TICKS, Job, JobOutcome, dir_bytes};
 pub use output::{OutputSink, SinkFn, Stream};

@@ -56,6 +56,8 @@ pub struct AppState {
     pub(crate) limiter: Limiter,
     /// The job's directory, for the `files` interface.
     pub(crate) dir: Option<std::path::PathBuf>,
+    /// The most bytes its files may hold (`AppLimits::dir_bytes`).
+    pub(crate) dir_bytes: Option<u64>,
 }
 
 impl WasiView for AppState {

@@ -349,15 +349,12 @@ fn files_outside_the_job_directory_are_refused_and_nothing_escapes() {
     let base = std::env::temp_dir().join(format!("weft-apps-files-{}", std::process::id()));
     let dir = base.join("job");
     let _ = std::fs::remove_dir_all(&base);
-    std::fs::create_dir_all(&dir).expect("dir");
-    let host = AppHost::new().expect("host");
-    let app = host
-        .compile("hostile_files", artifacts::APP_HOSTILE_FILES)
-        .expect("compiles");
-    let (rt, plugins) = runtime();
-    let mut j = job("hostile_files", &[]);
-    j.dir = Some(dir.clone());
-    let (outcome, _rt) = host.run(rt, &plugins, &app, &j);
+    let (outcome, _) = run_in(
+        &dir,
+        "hostile_files",
+        artifacts::APP_HOSTILE_FILES,
+        AppLimits::default(),
+    );
     let outcome = outcome.expect("runs");
     assert_eq!(outcome.status, 0);
     let out = String::from_utf8_lossy(&outcome.stdout).into_owned();
@@ -369,4 +366,53 @@ fn files_outside_the_job_directory_are_refused_and_nothing_escapes() {
     assert!(!std::path::Path::new("/tmp/weft-escaped.f64").exists());
     assert_eq!(std::fs::read_dir(&dir).expect("dir").count(), 0, "{out}");
     let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn an_application_filling_its_directory_is_stopped_at_its_quota() {
+    let dir = std::env::temp_dir().join(format!("weft-apps-disk-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let limits = AppLimits {
+        dir_bytes: Some(16 << 20),
+        // Without the check, it writes 256 MiB and spins to this limit.
+        time: Duration::from_secs(30),
+        ..AppLimits::default()
+    };
+    let (outcome, (host, rt, plugins)) =
+        run_in(&dir, "hostile_disk", artifacts::APP_HOSTILE_DISK, limits);
+    let m = outcome.expect_err("stopped").to_string();
+    assert!(
+        m.contains("hostile_disk") && m.contains(&format!("past its quota of {} bytes", 16 << 20)),
+        "{m}"
+    );
+    assert!(weft_apps::dir_bytes(&dir) > 16 << 20);
+    // The runtime serves the next job.
+    let tiny = host
+        .compile("tiny_add", artifacts::APP_TINY_ADD)
+        .expect("compiles");
+    let (after, _) = host.run(rt, &plugins, &tiny, &job("tiny_add", &[]));
+    assert_eq!(after.expect("the next job runs").status, 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs application `name` (`bytes`) with `limits` in directory `dir` (made here), on a new
+/// runtime; its outcome, and the host, runtime and plugins for a next job.
+fn run_in(
+    dir: &std::path::Path,
+    name: &str,
+    bytes: &[u8],
+    limits: AppLimits,
+) -> (
+    weft_apps::Result<weft_apps::JobOutcome>,
+    (AppHost, Runtime, Vec<PluginId>),
+) {
+    std::fs::create_dir_all(dir).expect("dir");
+    let host = AppHost::new().expect("host");
+    let app = host.compile(name, bytes).expect("compiles");
+    let (rt, plugins) = runtime();
+    let mut j = job(name, &[]);
+    j.dir = Some(dir.to_path_buf());
+    j.limits = limits;
+    let (outcome, rt) = host.run(rt, &plugins, &app, &j);
+    (outcome, (host, rt, plugins))
 }

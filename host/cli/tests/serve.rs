@@ -317,7 +317,8 @@ fn uploads_past_a_tenants_quota_are_refused() {
 #[test]
 fn files_past_the_output_quota_fail_the_job_and_are_removed() {
     let dir = fresh_dir("files");
-    // Black-Scholes on 10,000 options writes two files of 80,000 bytes.
+    // Black-Scholes on 10,000 options writes two files of 80,000 bytes: itself (`vectors`),
+    // found when it ends (or by the check while it runs, every 100 ms; either fails it).
     let s = Serve::start(
         &dir,
         "workers = 1",
@@ -328,12 +329,11 @@ fn files_past_the_output_quota_fail_the_job_and_are_removed() {
         &c,
         artifacts::APP_BLACK_SCHOLES_APP,
         "black_scholes_app",
-        &["10000", "7"],
+        &["10000", "7", "vectors"],
         1,
     )[0];
     let r = c.wait(id, PATIENCE).expect("ends");
     assert_eq!(r.state, JobState::Failed, "{r:?}");
-    assert_eq!(r.exit_status, Some(0), "it ran to its end");
     let why = r.error.as_deref().unwrap_or_default();
     assert!(
         why.contains("160000 bytes") && why.contains("output quota of 100000"),
@@ -341,6 +341,26 @@ fn files_past_the_output_quota_fail_the_job_and_are_removed() {
     );
     assert!(r.outputs.is_empty(), "{r:?}");
     assert!(c.file(id, "call.f64").is_err());
+    // Through the host (`tofile`): the second file is refused before it is written, and the
+    // application fails with that error.
+    let id = submit_many(
+        &c,
+        artifacts::APP_BLACK_SCHOLES_APP,
+        "black_scholes_app",
+        &["10000", "7", "files"],
+        1,
+    )[0];
+    let r = c.wait(id, PATIENCE).expect("ends");
+    assert_eq!(r.state, JobState::Failed, "{r:?}");
+    assert_eq!(r.exit_status, Some(1), "{r:?}");
+    let logs = c.logs(id).expect("logs");
+    assert!(
+        logs.stderr
+            .contains("would hold 160000 bytes, past its quota of 100000"),
+        "{}",
+        logs.stderr
+    );
+    assert_eq!(r.outputs.get("put.f64"), None, "{r:?}");
     // Under the quota, the same job keeps its files.
     let id = submit_many(
         &c,
@@ -752,7 +772,12 @@ mod on_ranks {
     #[test]
     fn the_service_on_two_ranks_gives_one_processs_bits_and_rank_0_stops_them_all() {
         let dir = fresh_dir("ranks");
-        let tenants = format!("{}{}", tenant("alice", ""), tenant("bob", ""));
+        let tenants = format!(
+            "{}{}{}",
+            tenant("alice", ""),
+            tenant("bob", ""),
+            tenant("carol", "time_limit_s = 10")
+        );
         let s = Serve::start_with(&dir, "", &tenants, Some(2));
         assert_eq!(s.started["ranks"], 2, "{}", s.started);
         gives_the_native_bits(&s);
@@ -767,6 +792,36 @@ mod on_ranks {
                 assert_eq!(c.logs(id).expect("logs").stdout, tiny_sum());
             }
         }
+        // A running job is not cancelled on ranks (409): it ends at its time limit on both,
+        // and the ranks run the next job together.
+        let c = s.client(&token("carol"));
+        let spin = submit_many(&c, artifacts::APP_HOSTILE_SPIN, "hostile_spin", &[], 1)[0];
+        let deadline = std::time::Instant::now() + PATIENCE;
+        while c.job(spin).expect("record").state == JobState::Queued
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let r = c
+            .request("DELETE", &format!("/v1/jobs/{spin}"), Vec::new())
+            .expect("answer");
+        assert_eq!(r.status, 409, "{}", r.text());
+        assert!(r.server_message().contains("2 ranks"), "{}", r.text());
+        let r = c.wait(spin, PATIENCE).expect("ends");
+        assert_eq!(r.state, JobState::Failed, "{r:?}");
+        assert!(
+            r.error
+                .as_deref()
+                .unwrap_or_default()
+                .contains("time limit"),
+            "{r:?}"
+        );
+        let tiny = submit_many(&c, artifacts::APP_TINY_ADD, "tiny_add", &[], 1)[0];
+        assert_eq!(
+            c.wait(tiny, PATIENCE).expect("ends").state,
+            JobState::Succeeded
+        );
+        assert_eq!(c.logs(tiny).expect("logs").stdout, tiny_sum());
         // SIGTERM to rank 0: it drains, tells rank 1 to stop, and `mpirun` exits cleanly.
         let status = s.terminate();
         assert!(status.success(), "{status:?}");

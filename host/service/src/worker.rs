@@ -286,6 +286,7 @@ pub(crate) fn tenant_job(
                 .unwrap_or(usize::MAX),
             time: Duration::from_secs(t.time_limit_s),
             output_bytes: usize::try_from(t.output_bytes).unwrap_or(usize::MAX),
+            dir_bytes: Some(t.output_bytes),
         },
         output: None,
         cancel,

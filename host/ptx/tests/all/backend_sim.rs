@@ -159,20 +159,27 @@ const GATHER: &str = "kernel @test.gather(%x: store<f64, 1, read>, %idx: store<i
                       %out: store<f64, 1, write>) {\n  parallel %out (%i) {\n    \
                       %j = load %idx[%i]\n    %v = load %x[%j]\n    store %out[%i], %v\n  }\n}\n";
 
+/// The bindings of [`GATHER`] over `x = [10, 11, 12, 13]`, indices `idx` and a new output,
+/// with the indices' and the output's buffers.
+fn gather_of(backend: &mut dyn Backend, idx: [i64; 4]) -> ([Binding; 3], BufferId, BufferId) {
+    let x = upload(backend, &[10.0, 11.0, 12.0, 13.0]);
+    let bytes: Vec<u8> = idx.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let idx = backend.alloc(32).expect("alloc");
+    backend.write(idx, 0, &bytes).expect("write");
+    let out = backend.alloc(32).expect("alloc");
+    (
+        [vector(x, 4, 8), vector(idx, 4, 8), vector(out, 4, 8)],
+        idx,
+        out,
+    )
+}
+
 /// An index check that fails on the device is reported at the next synchronization as a
 /// fault of the kernel naming the access; the device is not lost and later launches run.
 #[test]
 fn a_failed_index_check_is_a_kernel_fault_not_a_lost_device() {
     let (mut backend, gather) = simulated_with(GATHER);
-    let x = upload(&mut backend, &[10.0, 11.0, 12.0, 13.0]);
-    let idx_bytes: Vec<u8> = [3i64, 0, 9, 1]
-        .iter()
-        .flat_map(|v| v.to_le_bytes())
-        .collect();
-    let idx = backend.alloc(32).expect("alloc");
-    backend.write(idx, 0, &idx_bytes).expect("write");
-    let out = backend.alloc(32).expect("alloc");
-    let args = [vector(x, 4, 8), vector(idx, 4, 8), vector(out, 4, 8)];
+    let (args, idx, out) = gather_of(&mut backend, [3, 0, 9, 1]);
     backend.launch(gather.id(), &args, &[]).expect("enqueues");
     let e = backend.synchronize().expect_err("index 9 of 4");
     let text = e.to_string();
@@ -194,15 +201,7 @@ fn a_failed_index_check_is_a_kernel_fault_not_a_lost_device() {
 #[test]
 fn launches_of_a_cancelled_job_are_refused() {
     let (mut backend, gather) = simulated_with(GATHER);
-    let x = upload(&mut backend, &[10.0, 11.0, 12.0, 13.0]);
-    let idx_bytes: Vec<u8> = [3i64, 0, 2, 1]
-        .iter()
-        .flat_map(|v| v.to_le_bytes())
-        .collect();
-    let idx = backend.alloc(32).expect("alloc");
-    backend.write(idx, 0, &idx_bytes).expect("write");
-    let out = backend.alloc(32).expect("alloc");
-    let args = [vector(x, 4, 8), vector(idx, 4, 8), vector(out, 4, 8)];
+    let (args, _, out) = gather_of(&mut backend, [3, 0, 2, 1]);
     let token = Arc::new(weft_runtime::CancelToken::default());
     backend.set_cancel(Some(token.clone()));
     backend
