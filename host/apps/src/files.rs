@@ -90,7 +90,7 @@ pub fn add_files(linker: &mut Linker<AppState>) -> wasmtime::Result<()> {
                 }
                 if len % d.size() as u64 != 0 {
                     return Err(fail(format!(
-                        "{len} bytes are not a whole number of {d:?} elements"
+                        "{len} bytes are not a whole number of {d} elements"
                     )));
                 }
                 let bytes = std::fs::read(&path).map_err(|e| fail(e.to_string()))?;
