@@ -776,7 +776,10 @@ mod on_ranks {
             "{}{}{}",
             tenant("alice", ""),
             tenant("bob", ""),
-            tenant("carol", "time_limit_s = 10")
+            tenant(
+                "carol",
+                "time_limit_s = 10\nmemory_mb = 32\noutput_bytes = 4096"
+            )
         );
         let s = Serve::start_with(&dir, "", &tenants, Some(2));
         assert_eq!(s.started["ranks"], 2, "{}", s.started);
@@ -816,6 +819,32 @@ mod on_ranks {
                 .contains("time limit"),
             "{r:?}"
         );
+        // Hostile jobs that stop at the same point on every rank (no collective between):
+        // each fails with its error, and the ranks stay together for the next job.
+        let hostile: [(&str, &[u8], &str); 3] = [
+            (
+                "hostile_memory",
+                artifacts::APP_HOSTILE_MEMORY,
+                "the cap is 33554432 bytes",
+            ),
+            (
+                "hostile_output",
+                artifacts::APP_HOSTILE_OUTPUT,
+                "None Some(1)",
+            ),
+            (
+                "hostile_handle",
+                artifacts::APP_HOSTILE_HANDLE,
+                "unknown handle",
+            ),
+        ];
+        for (name, bytes, expect) in hostile {
+            let id = submit_many(&c, bytes, name, &[], 1)[0];
+            let r = c.wait(id, PATIENCE).expect("ends");
+            assert_eq!(r.state, JobState::Failed, "{name}: {r:?}");
+            let why = format!("{:?} {:?}", r.error, r.exit_status);
+            assert!(why.contains(expect), "{name}: {why}");
+        }
         let tiny = submit_many(&c, artifacts::APP_TINY_ADD, "tiny_add", &[], 1)[0];
         assert_eq!(
             c.wait(tiny, PATIENCE).expect("ends").state,
