@@ -4,10 +4,11 @@
 //! The other plugin functions are forwarded with dynamic values ([`super::linking`]): wasmtime
 //! lifts the application's arguments into `Val`s, they become [`Value`]s, and the call's
 //! recording key is built from them word by word, names included. For these functions
-//! wasmtime lifts the arguments into Rust types instead, the key is a few words, and the
-//! dynamic values are built only when the call is made for real (the first time, or when its
-//! recording no longer matches). Both paths make the same plugin call and keep the same
-//! recordings, so an application sees the same results either way.
+//! wasmtime lifts the arguments into Rust types instead (no `Val`s), the key is a few words,
+//! and the dynamic values a real call needs (the first time, or when its recording no longer
+//! matches) are built beside it, with no conversion back. Both paths make the same plugin
+//! call and keep their recordings in the same bounded set, so an application sees the same
+//! results either way.
 
 use std::sync::Arc;
 
