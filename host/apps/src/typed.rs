@@ -5,10 +5,10 @@
 //! lifts the application's arguments into `Val`s, they become [`Value`]s, and the call's
 //! recording key is built from them word by word, names included. For these functions
 //! wasmtime lifts the arguments into Rust types instead (no `Val`s), the key is a few words,
-//! and the dynamic values a real call needs (the first time, or when its recording no longer
-//! matches) are built beside it, with no conversion back. Both paths make the same plugin
-//! call and keep their recordings in the same bounded set, so an application sees the same
-//! results either way.
+//! and the dynamic values are built only when the call is made for real (the first time, or
+//! when its recording no longer matches). Both paths make the same plugin call and keep
+//! their recordings in the same bounded set, so an application sees the same results either
+//! way.
 
 use std::sync::Arc;
 
@@ -47,34 +47,57 @@ pub enum Operand {
 /// What a typed function returns: a new store the application owns, or the plugin's error.
 type Made1 = (Result<Resource<AppStore>, wit::Error>,);
 
+/// An argument of a typed call as it came, made a dynamic value only for a real call.
+enum Arg {
+    /// A lent store.
+    Store(StoreHandle),
+    /// An enum's case, by its WIT name.
+    Case(&'static str),
+    /// An operand's array.
+    Array(StoreHandle),
+    /// An operand's scalar: its case's name and its payload.
+    Scalar(&'static str, Value),
+}
+
+impl Arg {
+    /// The dynamic value the plugin's export takes.
+    fn value(self) -> Value {
+        match self {
+            Arg::Store(h) => Value::Store(h),
+            Arg::Case(name) => Value::Enum(name.into()),
+            Arg::Array(h) => variant("array", Value::Store(h)),
+            Arg::Scalar(case, v) => variant("scalar", variant(case, v)),
+        }
+    }
+}
+
 /// One call being forwarded: its recording key, the stores it lends (in the order the
-/// dynamic call lends them: depth first through its arguments), and its arguments as
-/// dynamic values for a real call.
+/// dynamic call lends them: depth first through its arguments), and its arguments.
 struct Call {
     key: CallKey,
-    lent: Vec<StoreHandle>,
-    args: Vec<Value>,
+    ids: Vec<weft_runtime::StoreId>,
+    args: Vec<Arg>,
 }
 
 impl Call {
     fn new(name: &Arc<str>) -> Call {
         Call {
             key: CallKey::new(name.clone()),
-            lent: Vec::with_capacity(3),
+            ids: Vec::with_capacity(3),
             args: Vec::with_capacity(3),
         }
     }
 
-    /// Lends a borrowed store: its handle, as a dynamic value.
+    /// Lends a borrowed store: its handle.
     fn lend(
         &mut self,
         cx: &mut StoreContextMut<'_, AppState>,
         r: &Resource<AppStore>,
-    ) -> wasmtime::Result<Value> {
+    ) -> wasmtime::Result<StoreHandle> {
         let h = cx.data_mut().table.get(r)?.handle.clone();
         self.key.words.push(22);
-        self.lent.push(h.clone());
-        Ok(Value::Store(h))
+        self.ids.push(h.id());
+        Ok(h)
     }
 
     /// A borrowed store.
@@ -83,15 +106,15 @@ impl Call {
         cx: &mut StoreContextMut<'_, AppState>,
         r: &Resource<AppStore>,
     ) -> wasmtime::Result<&mut Self> {
-        let v = self.lend(cx, r)?;
-        self.args.push(v);
+        let h = self.lend(cx, r)?;
+        self.args.push(Arg::Store(h));
         Ok(self)
     }
 
     /// An enum's case, by its index and its WIT name.
-    fn case(&mut self, index: u64, name: &str) -> &mut Self {
+    fn case(&mut self, index: u64, name: &'static str) -> &mut Self {
         self.key.words.extend([17, index]);
-        self.args.push(Value::Enum(name.into()));
+        self.args.push(Arg::Case(name));
         self
     }
 
@@ -104,13 +127,13 @@ impl Call {
         match o {
             Operand::Array(r) => {
                 self.key.words.push(0);
-                let v = self.lend(cx, r)?;
-                self.args.push(variant("array", v));
+                let h = self.lend(cx, r)?;
+                self.args.push(Arg::Array(h));
             }
             Operand::Scalar(s) => {
                 let (word, case, v) = scalar(*s);
                 self.key.words.extend([1, word.0, word.1]);
-                self.args.push(variant("scalar", variant(case, v)));
+                self.args.push(Arg::Scalar(case, v));
             }
         }
         Ok(self)
@@ -122,10 +145,10 @@ impl Call {
         cx: &mut StoreContextMut<'_, AppState>,
         interface: &str,
     ) -> wasmtime::Result<Result<Option<StoreHandle>, wit::Error>> {
-        let Call { key, lent, args } = self;
-        let ids: Vec<_> = lent.iter().map(StoreHandle::id).collect();
+        let Call { key, ids, args } = self;
         let call = key.call.clone();
-        match replay_or_call(cx.data_mut(), interface, key, &ids, move || args)? {
+        let values = move || args.into_iter().map(Arg::value).collect();
+        match replay_or_call(cx.data_mut(), interface, key, &ids, values)? {
             Made::Replayed(h) => Ok(Ok(h)),
             Made::Called(out) => match out.as_slice() {
                 [Value::Result(Ok(Some(v)))] => match &**v {
