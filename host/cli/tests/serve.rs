@@ -145,6 +145,17 @@ fn submit_many(c: &Client, bytes: &[u8], name: &str, args: &[&str], count: usize
         .collect()
 }
 
+/// Submits `count` Black-Scholes jobs (`examples/apps`' `black_scholes_app`) with `args`.
+fn black_scholes(c: &Client, args: &[&str], count: usize) -> Vec<u64> {
+    submit_many(
+        c,
+        artifacts::APP_BLACK_SCHOLES_APP,
+        "black_scholes_app",
+        args,
+        count,
+    )
+}
+
 #[test]
 fn a_component_job_gives_the_native_bits_with_its_events_logs_and_files() {
     let dir = fresh_dir("bits");
@@ -325,13 +336,7 @@ fn files_past_the_output_quota_fail_the_job_and_are_removed() {
         &tenant("alice", "output_bytes = 100000"),
     );
     let c = s.client(&token("alice"));
-    let id = submit_many(
-        &c,
-        artifacts::APP_BLACK_SCHOLES_APP,
-        "black_scholes_app",
-        &["10000", "7", "vectors"],
-        1,
-    )[0];
+    let id = black_scholes(&c, &["10000", "7", "vectors"], 1)[0];
     let r = c.wait(id, PATIENCE).expect("ends");
     assert_eq!(r.state, JobState::Failed, "{r:?}");
     let why = r.error.as_deref().unwrap_or_default();
@@ -343,13 +348,7 @@ fn files_past_the_output_quota_fail_the_job_and_are_removed() {
     assert!(c.file(id, "call.f64").is_err());
     // Through the host (`tofile`): the second file is refused before it is written, and the
     // application fails with that error.
-    let id = submit_many(
-        &c,
-        artifacts::APP_BLACK_SCHOLES_APP,
-        "black_scholes_app",
-        &["10000", "7", "files"],
-        1,
-    )[0];
+    let id = black_scholes(&c, &["10000", "7", "files"], 1)[0];
     let r = c.wait(id, PATIENCE).expect("ends");
     assert_eq!(r.state, JobState::Failed, "{r:?}");
     assert_eq!(r.exit_status, Some(1), "{r:?}");
@@ -362,13 +361,7 @@ fn files_past_the_output_quota_fail_the_job_and_are_removed() {
     );
     assert_eq!(r.outputs.get("put.f64"), None, "{r:?}");
     // Under the quota, the same job keeps its files.
-    let id = submit_many(
-        &c,
-        artifacts::APP_BLACK_SCHOLES_APP,
-        "black_scholes_app",
-        &["5000", "7"],
-        1,
-    )[0];
+    let id = black_scholes(&c, &["5000", "7"], 1)[0];
     let r = c.wait(id, PATIENCE).expect("ends");
     assert_eq!(r.state, JobState::Succeeded, "{r:?}");
     assert_eq!(c.file(id, "call.f64").expect("kept").len(), 40_000);
@@ -384,13 +377,7 @@ fn finished_jobs_past_their_tenants_count_are_swept_with_their_files() {
         &tenant("alice", "retain_jobs = 2"),
     );
     let c = s.client(&token("alice"));
-    let ids = submit_many(
-        &c,
-        artifacts::APP_BLACK_SCHOLES_APP,
-        "black_scholes_app",
-        &["1000", "7"],
-        4,
-    );
+    let ids = black_scholes(&c, &["1000", "7"], 4);
     // One worker runs them in order; the first two may be swept before the last ends.
     assert_eq!(
         c.wait(ids[3], PATIENCE).expect("ends").state,
