@@ -244,12 +244,23 @@ impl AppHost {
         let cancel = job.cancel.clone();
         let quota = job.dir.clone().zip(job.limits.dir_bytes);
         let mut ticks = 0u64;
-        store.epoch_deadline_callback(move |_| {
+        store.epoch_deadline_callback(move |cx| {
             if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
                 return Err(wasmtime::Error::new(Stopped::Cancelled));
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(wasmtime::Error::new(Stopped::TimeLimit));
+            }
+            // On a job's ranks: its part stopped here (a failed task) or on a rank that told.
+            if let Some(why) = cx
+                .data()
+                .rt
+                .config()
+                .ranks
+                .as_ref()
+                .and_then(|r| r.stopped())
+            {
+                return Err(wasmtime::Error::new(Stopped::Ranks(why)));
             }
             ticks += 1;
             if ticks.is_multiple_of(DIR_CHECK_TICKS)
@@ -312,6 +323,8 @@ enum Stopped {
     Cancelled,
     #[error("its files held {0} bytes, past its quota of {1}")]
     DirBytes(u64, u64),
+    #[error("stopped: {0}")]
+    Ranks(String),
 }
 
 /// A trap's message in words: a deadline or a cancellation named as such.
@@ -325,6 +338,7 @@ fn describe(e: &wasmtime::Error, job: &Job) -> String {
         Some(Stopped::DirBytes(held, limit)) => format!(
             "its files held {held} bytes, past its quota of {limit} bytes, and it was stopped"
         ),
+        Some(Stopped::Ranks(why)) => format!("it was stopped: {why}"),
         None => format!("{e:#}"),
     }
 }

@@ -52,7 +52,7 @@ pub fn main(m: &ArgMatches) -> Result<i32, String> {
     let on_ranks = ranks.size() > 1;
     let (service, recovered) = Service::open(config).map_err(|e| e.to_string())?;
     let server = if on_ranks {
-        Server::start_on_ranks(service, &ranks)
+        Server::start_on_ranks(service)
     } else {
         Server::start(service)
     }

@@ -860,8 +860,11 @@ impl Distribution for Distributed {
         Ok(whole)
     }
 
-    fn fail(&self, error: &weft_runtime::Error) -> ! {
+    fn fail(&self, error: &weft_runtime::Error) {
         use std::io::Write;
+        if self.comm.stop(&error.to_string()) {
+            return;
+        }
         let _ = writeln!(
             std::io::stderr(),
             "weft: rank {} of {} failed, ending the job: {error}",

@@ -9,4 +9,8 @@ pub enum Error {
     /// Moving boxes between ranks failed, or a plan and the data disagree.
     #[error("weft-dist: transfer: {0}")]
     Transfer(String),
+    /// The job stopped (on this rank, or on another that told it) while its ranks
+    /// exchanged data.
+    #[error("stopped: {0}")]
+    Stopped(String),
 }

@@ -11,6 +11,8 @@ pub mod error;
 pub mod holding;
 #[cfg(feature = "mpi")]
 pub mod mpi_comm;
+#[cfg(feature = "mpi")]
+mod mpi_posted;
 pub mod plan;
 pub mod simulate;
 pub mod transfer;

@@ -166,13 +166,14 @@ pub fn run_exchange(
         .iter()
         .map(|(&from, t)| (from, vec![0u8; t.elements() as usize * local.element]))
         .collect();
-    comm.exchange(&sends, &mut recvs)?;
+    let sent = sends.values().map(|v| v.len() as u64).sum();
+    comm.exchange(sends, &mut recvs)?;
     for (from, data) in &recvs {
         if let Some(t) = plan.recvs.get(from) {
             unpack(local, &t.boxes, data)?;
         }
     }
-    Ok(sends.values().map(|v| v.len() as u64).sum())
+    Ok(sent)
 }
 
 #[cfg(test)]

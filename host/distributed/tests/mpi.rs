@@ -65,3 +65,45 @@ fn a_rank_that_fails_ends_every_rank_with_its_error() {
         "the other ranks did not hang"
     );
 }
+
+/// On a job's own communicator, rank 1's part of the job stops before its first exchange,
+/// told to (as after a failed task) or cancelled: the other ranks' runs fail with a stop
+/// naming it instead of waiting for it, rank 0 gets every rank's outcome, and the ranks are
+/// in step again on the world.
+#[test]
+fn a_job_stopped_on_one_rank_stops_the_others_and_they_meet_again() {
+    for (flag, why) in [
+        ("--stop-on-rank", "a fault, on purpose"),
+        ("--cancel-on-rank", "cancelled"),
+    ] {
+        let start = std::time::Instant::now();
+        let out = mpirun(3, &[flag, "1"]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{flag}: {}\n{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let line = stdout.lines().last().unwrap_or_default();
+        let json: serde_json::Value = serde_json::from_str(line).expect("one JSON line");
+        assert_eq!(json["ranks"], 3, "{flag}: {json}");
+        let outcomes: Vec<&str> = json["outcomes"]
+            .as_array()
+            .expect("outcomes")
+            .iter()
+            .map(|o| o.as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(outcomes.len(), 3, "{flag}: {json}");
+        assert!(outcomes[1].contains(why), "{flag}: {json}");
+        for r in [0, 2] {
+            assert!(
+                outcomes[r].contains(&format!("stopped: rank 1 stopped: {why}")),
+                "{flag}: rank {r}: {json}"
+            );
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "{flag}: the other ranks did not hang"
+        );
+    }
+}

@@ -682,8 +682,8 @@ impl Core {
             let site = self.sites.get(&task.seq);
             self.profiler.record(task.name(), site, seconds);
         }
-        // On several ranks a failure may be this rank's alone: the job ends (see
-        // `Distribution::fail`).
+        // On several ranks a failure may be this rank's alone: the other ranks are told, or
+        // the job ends (see `Distribution::fail`).
         if let (Err(e), Some(d)) = (&result, self.distribution.as_deref()) {
             d.fail(e);
         }

@@ -71,7 +71,8 @@ pub trait Distribution {
     fn gather(&mut self, cx: &mut DistContext<'_>, storage: StorageId) -> Result<Vec<u8>>;
 
     /// A task failed on this rank (a kernel fault may happen on one rank only): the other
-    /// ranks would wait for it forever, so the whole job ends, after saying which rank
-    /// failed and why.
-    fn fail(&self, error: &crate::Error) -> !;
+    /// ranks would wait for it forever. Where they can be told (a job's own communicator),
+    /// they are, and their exchanges then fail too; otherwise the whole process group ends
+    /// here, after saying which rank failed and why.
+    fn fail(&self, error: &crate::Error);
 }

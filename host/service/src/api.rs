@@ -303,19 +303,8 @@ async fn cancel(
             .close(id, finished_events(&r, &Default::default(), true));
         return Ok((StatusCode::OK, Json(r)));
     }
-    // On several ranks, a job stopped on this rank alone would leave the others waiting in
-    // its next exchange, and the service with them: not done (`docs/service.md`).
-    let ranks = svc.ranks.load(std::sync::atomic::Ordering::Relaxed);
-    if ranks > 1 {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            format!(
-                "job {id} is running on {ranks} ranks, where a running job cannot be \
-                 cancelled yet (it ends at its time limit)"
-            ),
-        ));
-    }
-    // On a worker, or about to be: the worker finds the flag set.
+    // On a worker, or about to be: the worker finds the flag set. Over ranks, rank 0's part
+    // stops and tells the others (`crate::ranks`).
     svc.cancels
         .lock()
         .unwrap_or_else(|p| p.into_inner())

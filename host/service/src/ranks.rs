@@ -7,13 +7,20 @@
 //! protocol of the service's own), then runs it; the other ranks wait in [`follow`] for the
 //! next job, run it in a scratch directory of their own, and drop what it printed. A stop
 //! message ends them when rank 0 stops.
+//!
+//! Each job runs on a communicator of its own ([`weft::Ranks::for_job`]): a rank whose part
+//! of the job stops (cancelled, past a limit, failed) tells the others, whose exchanges and
+//! applications then stop too instead of waiting for it; at the job's end every rank sends
+//! rank 0 its outcome, and rank 0 records the job as failed where any rank's part failed.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use wasmtime::component::Component;
-use weft::Ranks;
+use weft::{CancelToken, Ranks};
 use weft_apps::AppHost;
 
 use crate::config::ServiceConfig;
@@ -151,16 +158,22 @@ pub fn follow(config: &ServiceConfig, ranks: &Ranks) -> Result<()> {
         else {
             return Ok(());
         };
-        if tenant >= config.tenants.len() || payloads.is_empty() {
-            return Err(Error::Ranks(format!(
-                "job {id}: not a job of this configuration"
-            )));
-        }
+        // The job's own communicator first, before anything of the job can fail here: rank
+        // 0 makes it at the same point.
+        let limit = config.tenants.get(tenant).map(|t| t.time_limit_s);
+        let deadline = limit.and_then(|s| Instant::now().checked_add(Duration::from_secs(s)));
+        let job_ranks = ranks
+            .for_job(Arc::new(CancelToken::new()), deadline)
+            .map_err(|e| Error::Ranks(format!("job {id}: {e}")))?;
         let dir: PathBuf = scratch.join(id.to_string());
         let ran = (|| -> std::result::Result<i32, String> {
-            std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+            if limit.is_none() || payloads.is_empty() {
+                return Err("not a job of this configuration".into());
+            }
+            std::fs::create_dir_all(&dir).map_err(|e| format!("its directory: {e}"))?;
             for (file, bytes) in inputs.iter().zip(payloads.drain(1..)) {
-                std::fs::write(dir.join(file), bytes).map_err(|e| e.to_string())?;
+                std::fs::write(dir.join(file), bytes)
+                    .map_err(|e| format!("its input `{file}`: {e}"))?;
             }
             if components.len() >= config.service.components_cached.max(1) {
                 components.clear();
@@ -175,14 +188,28 @@ pub fn follow(config: &ServiceConfig, ranks: &Ranks) -> Result<()> {
                     c
                 }
             };
-            let (rt, plugins) = tenant_runtime(config, tenant, Some(ranks))?;
+            let (rt, plugins) = tenant_runtime(config, tenant, Some(&job_ranks))?;
             let job = tenant_job(config, tenant, &name, &args, dir.clone(), None);
             let (outcome, _rt) = apps.run(rt, &plugins, &app, &job);
             outcome.map(|o| o.status).map_err(|e| e.to_string())
         })();
-        if let Err(e) = ran {
-            eprintln!("weft serve (rank {}): job {id}: {e}", ranks.rank());
-        }
+        // Its part failed (or stopped): the other ranks are told, then rank 0 takes every
+        // outcome.
+        let ran = ran.and_then(|status| match job_ranks.stopped() {
+            Some(why) => Err(format!("it was stopped: {why}")),
+            None => Ok(status),
+        });
+        let outcome = match ran {
+            Ok(_) => String::new(),
+            Err(e) => {
+                eprintln!("weft serve (rank {}): job {id}: {e}", ranks.rank());
+                job_ranks.stop(&e);
+                e
+            }
+        };
+        job_ranks
+            .finish(&outcome)
+            .map_err(|e| Error::Ranks(format!("job {id}: {e}")))?;
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

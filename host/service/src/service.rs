@@ -91,8 +91,6 @@ pub struct Service {
     pub(crate) cancels: Mutex<HashMap<u64, Arc<weft::CancelToken>>>,
     pub(crate) apps: AppHost,
     pub(crate) components: ComponentCache,
-    /// The ranks its jobs run on (1 unless it serves under `mpirun`).
-    pub(crate) ranks: std::sync::atomic::AtomicUsize,
 }
 
 /// What a restart found in the job database.
@@ -121,7 +119,6 @@ impl Service {
             cancels: Mutex::new(HashMap::new()),
             apps: AppHost::new().map_err(|e| Error::Start(e.to_string()))?,
             components: ComponentCache::new(config.service.components_cached),
-            ranks: std::sync::atomic::AtomicUsize::new(1),
             names,
             db,
             config,
@@ -200,10 +197,7 @@ impl Server {
 
     /// Binds the configured address, with no worker thread: rank 0's one worker is the
     /// caller of [`Server::serve_on_ranks`].
-    pub fn start_on_ranks(service: Arc<Service>, ranks: &weft::Ranks) -> Result<Server> {
-        service
-            .ranks
-            .store(ranks.size(), std::sync::atomic::Ordering::Relaxed);
+    pub fn start_on_ranks(service: Arc<Service>) -> Result<Server> {
         Server::start_with(service, 0)
     }
 

@@ -8,7 +8,9 @@
 //!
 //! On the ranks of `mpirun` (see [`crate::ranks`]) there is one worker, on rank 0's main
 //! thread: it sends each job to the other ranks before it runs it on a runtime over all of
-//! them, and keeps no runtime warm (every rank makes the same fresh one for each job).
+//! them (on a communicator of the job's own: [`weft::Ranks::for_job`]), and keeps no
+//! runtime warm (every rank makes the same fresh one for each job). When its part of the
+//! job ends, it takes every rank's outcome.
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
@@ -103,15 +105,25 @@ fn run_one(
     }
     svc.events.send(id, state_event(&record));
     let start = Instant::now();
+    // Over ranks, the job runs on a communicator of its own, made by every rank once it
+    // has the job, so that a stop on one rank reaches the others.
+    let mut job_ranks = None;
     let prepared = prepare(svc, &record).and_then(|component| {
         if let Some(ranks) = ranks {
             crate::ranks::send_job(svc, ranks, tenant, &record)?;
+            let deadline =
+                start.checked_add(Duration::from_secs(svc.config.tenants[tenant].time_limit_s));
+            job_ranks = Some(
+                ranks
+                    .for_job(cancel.clone(), deadline)
+                    .map_err(|e| format!("its ranks: {e}"))?,
+            );
         }
         Ok(component)
     });
     let (result, logs) = match prepared {
         Ok(component) => {
-            let rt = take_runtime(svc, warm, tenant, ranks);
+            let rt = take_runtime(svc, warm, tenant, job_ranks.as_ref());
             match rt {
                 Ok(w) => {
                     // Over ranks, every rank makes a fresh runtime for each job.
@@ -135,6 +147,10 @@ fn run_one(
             }
         }
         Err(e) => (Err(e), JobLogs::default()),
+    };
+    let result = match &job_ranks {
+        Some(job_ranks) => with_other_ranks(job_ranks, result),
+        None => result,
     };
     let seconds = start.elapsed().as_secs_f64();
     finish(&mut record, result, &cancel);
@@ -169,6 +185,34 @@ fn run_one(
 
 /// What a run gave: the exit status and stats, or why it failed.
 type Ran = Result<(i32, JobStats), String>;
+
+/// Rank 0's end of a job over ranks: the others are told if its part failed (or stopped),
+/// and the job fails with the first other rank's error where its own part succeeded.
+fn with_other_ranks(job_ranks: &Ranks, ran: Ran) -> Ran {
+    // Stopped while its application went on (one that exits on a failed call): it failed.
+    let ran = match (ran, job_ranks.stopped()) {
+        (Ok(_), Some(why)) => Err(format!("it was stopped: {why}")),
+        (ran, _) => ran,
+    };
+    let mine = match &ran {
+        Ok(_) => String::new(),
+        Err(e) => {
+            job_ranks.stop(e);
+            e.clone()
+        }
+    };
+    let all = match job_ranks.finish(&mine) {
+        Ok(all) => all,
+        Err(e) => return Err(format!("ending it on the other ranks: {e}")),
+    };
+    match ran {
+        Ok(ok) => match all.iter().enumerate().skip(1).find(|(_, e)| !e.is_empty()) {
+            Some((rank, e)) => Err(format!("on rank {rank}: {e}")),
+            None => Ok(ok),
+        },
+        Err(e) => Err(e),
+    }
+}
 
 /// Sets the record's final state from what the run gave.
 fn finish(record: &mut JobRecord, ran: Ran, cancel: &CancelToken) {

@@ -183,6 +183,40 @@ impl Ranks {
     pub fn abort(&self, code: i32) -> ! {
         self.0.abort(code)
     }
+
+    /// The same ranks for one job of several that share these processes (a service's): a
+    /// communicator of the job's own, on which a stop of the job on one rank (its `cancel`,
+    /// its `deadline`, a failure) reaches the others instead of leaving them waiting (see
+    /// `weft_dist::comm`). Collective: every rank calls it at the same point of the job.
+    pub fn for_job(
+        &self,
+        cancel: std::sync::Arc<crate::CancelToken>,
+        deadline: Option<std::time::Instant>,
+    ) -> crate::Result<Ranks> {
+        self.0
+            .for_job(weft_dist::comm::JobStop { cancel, deadline })
+            .map(Ranks)
+            .map_err(|e| crate::Error::Usage(e.to_string()))
+    }
+
+    /// This rank's part of the job stopped, for `why`: the other ranks are told (a job's
+    /// ranks, from [`Ranks::for_job`]; false for others, which cannot be).
+    pub fn stop(&self, why: &str) -> bool {
+        self.0.stop(why)
+    }
+
+    /// Why the job stopped here or on another rank that told, if it did (without waiting).
+    pub fn stopped(&self) -> Option<String> {
+        self.0.stopped()
+    }
+
+    /// The end of this rank's part of the job, with `outcome` (empty for success): rank 0
+    /// gets every rank's, in rank order; the others, nothing. See `weft_dist::comm::Comm::finish`.
+    pub fn finish(&self, outcome: &str) -> crate::Result<Vec<String>> {
+        self.0
+            .finish(outcome)
+            .map_err(|e| crate::Error::Usage(e.to_string()))
+    }
 }
 
 impl Default for Config {

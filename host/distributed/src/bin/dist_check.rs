@@ -3,9 +3,15 @@
 //! element and of the write), runs the exchange of each read, and checks that every element
 //! its points read holds the last writer's value. `--fault-on-rank R` makes rank R fail
 //! instead: the job must end on every rank with an error naming it.
+//!
+//! `--stop-on-rank R` and `--cancel-on-rank R` run the same on a job's own communicator
+//! (`Comm::for_job`), where rank R's part of the job stops before its first exchange (told
+//! to stop as a failed task is, or its job cancelled): every other rank's run must fail
+//! with a stop naming rank R instead of waiting for it, rank 0 must get every rank's outcome
+//! at the job's end, and the ranks must still be in step on the world afterwards.
 
 use weft_dist::boxes::{contains, coords};
-use weft_dist::comm::Comm;
+use weft_dist::comm::{Comm, JobStop};
 use weft_dist::mpi_comm::MpiComm;
 use weft_dist::transfer::{Local, Slice, run_exchange};
 use weft_dist::{Holding, Layer, Read, exchange};
@@ -165,21 +171,84 @@ fn run(comm: &dyn Comm, fault_on: Option<usize>) -> Result<u64, String> {
     Ok(sent)
 }
 
+/// How rank R's part of a job stops, in the job modes.
+#[derive(Clone, Copy, PartialEq)]
+enum Stop {
+    /// Told to stop, as after a failed task.
+    Told,
+    /// Its job cancelled.
+    Cancelled,
+}
+
+/// The job modes: the cases on a job's own communicator, where rank `on` stops.
+fn run_job(world: &MpiComm, on: usize, how: Stop) -> Result<(), String> {
+    let cancel = std::sync::Arc::new(weft_runtime::CancelToken::new());
+    let job = world
+        .for_job(JobStop {
+            cancel: cancel.clone(),
+            deadline: None,
+        })
+        .map_err(|e| e.to_string())?;
+    let rank = job.rank();
+    let ran = if rank == on && how == Stop::Told {
+        job.stop("a fault, on purpose");
+        Err("a fault, on purpose".to_string())
+    } else {
+        if rank == on {
+            cancel.cancel();
+        }
+        run(job.as_ref(), None).map(|_| ())
+    };
+    let outcome = match &ran {
+        Ok(()) => String::new(),
+        Err(e) => e.clone(),
+    };
+    let all = job.finish(&outcome).map_err(|e| e.to_string())?;
+    drop(job);
+    // Every rank is back in step on the world.
+    let ranks = world.all_gather(&[1]).map_err(|e| e.to_string())?;
+    if rank == 0 {
+        let outcomes: Vec<serde_json::Value> = all.into_iter().map(Into::into).collect();
+        println!(
+            "{}",
+            serde_json::json!({
+                "example": "dist_check",
+                "ranks": ranks.len(),
+                "outcomes": outcomes,
+            })
+        );
+    }
+    Ok(())
+}
+
 fn main() {
     let Some(comm) = MpiComm::init() else {
         eprintln!("dist_check: MPI was initialized already");
         std::process::exit(2);
     };
     let mut fault_on = None;
+    let mut job = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match (a.as_str(), args.next().and_then(|v| v.parse().ok())) {
             ("--fault-on-rank", Some(r)) => fault_on = Some(r),
+            ("--stop-on-rank", Some(r)) => job = Some((r, Stop::Told)),
+            ("--cancel-on-rank", Some(r)) => job = Some((r, Stop::Cancelled)),
             _ => {
-                eprintln!("dist_check: usage: dist_check [--fault-on-rank R]");
+                eprintln!(
+                    "dist_check: usage: dist_check [--fault-on-rank R | --stop-on-rank R | \
+                     --cancel-on-rank R]"
+                );
                 comm.abort(2);
             }
         }
+    }
+    if let Some((on, how)) = job {
+        if let Err(e) = run_job(&comm, on, how) {
+            eprintln!("dist_check: rank {}: {e}", comm.rank());
+            comm.abort(3);
+        }
+        return;
     }
     match run(&comm, fault_on) {
         Ok(sent) => {
