@@ -62,6 +62,7 @@ pub fn main(m: &ArgMatches) -> Result<i32, String> {
         "requeued": recovered.requeued,
         "failed_by_restart": recovered.failed,
         "swept": recovered.swept,
+        "blobs_swept": recovered.blobs_swept,
         "ranks": ranks.size(),
         "pid": std::process::id(),
     });

@@ -413,6 +413,38 @@ fn finished_jobs_past_their_tenants_count_are_swept_with_their_files() {
 }
 
 #[test]
+fn uploads_no_job_names_are_swept_after_their_retention_and_free_their_quota() {
+    let dir = fresh_dir("blob-retention");
+    let s = Serve::start(
+        &dir,
+        "sweep_s = 1\nretain_s = 2",
+        &tenant("alice", "upload_bytes = 1500"),
+    );
+    let c = s.client(&token("alice"));
+    let first = c.upload(vec![1u8; 1000]).expect("upload");
+    // A second upload would pass the quota of 1500 bytes, until the first (no job names it)
+    // is swept, 2 s after it was uploaded.
+    let second = vec![2u8; 1000];
+    let r = c
+        .request("POST", "/v1/blobs", second.clone())
+        .expect("answer");
+    assert_eq!(r.status, 413, "{}", r.text());
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut stored = None;
+    while stored.is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        stored = c.upload(second.clone()).ok();
+    }
+    assert!(stored.is_some(), "the first upload was never swept");
+    let r = c
+        .submit_uploaded(&first, "app", &[], &BTreeMap::new())
+        .expect("answer");
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.server_message().contains(&first), "{}", r.text());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn hostile_jobs_fail_alone_while_another_tenant_finishes() {
     let dir = fresh_dir("hostile");
     let s = Serve::start(

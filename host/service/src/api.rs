@@ -159,7 +159,7 @@ async fn put_blob(
     let svc = api.svc.clone();
     let n = body.len();
     let quota = svc.config.tenants[t].upload_bytes;
-    match blocking(move || svc.db.put_blob(&svc.names[t], &body, quota)).await? {
+    match blocking(move || svc.db.put_blob(&svc.names[t], &body, quota, now_ms())).await? {
         Stored::Blob(hash) => Ok((StatusCode::CREATED, Json(json!({"blob": hash, "bytes": n})))),
         Stored::OverQuota { held } => Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,

@@ -18,6 +18,9 @@ const LOGS: TableDefinition<u64, &[u8]> = TableDefinition::new("logs");
 const BLOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("blobs");
 /// The bytes of each tenant's blobs together, by tenant.
 const BLOB_BYTES: TableDefinition<&str, u64> = TableDefinition::new("blob-bytes");
+/// When each blob was last uploaded or named by an accepted job (milliseconds since the
+/// Unix epoch), by `tenant/hash`: a blob no job names is swept once this is old enough.
+const BLOB_TIMES: TableDefinition<&str, u64> = TableDefinition::new("blob-times");
 /// Counters: `next-id`, the id the next job gets (ids are never given twice, even when the
 /// newest records were deleted by [`JobDb::remove`]).
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -204,6 +207,7 @@ impl JobDb {
         tx.open_table(LOGS).map_err(db_err)?;
         tx.open_table(BLOBS).map_err(db_err)?;
         tx.open_table(BLOB_BYTES).map_err(db_err)?;
+        tx.open_table(BLOB_TIMES).map_err(db_err)?;
         tx.open_table(META).map_err(db_err)?;
         tx.commit().map_err(db_err)?;
         Ok(JobDb { db, jobs_dir })
@@ -214,29 +218,75 @@ impl JobDb {
         self.jobs_dir.join(id.to_string())
     }
 
-    /// Stores `bytes` as a blob of `tenant` (under its hash, BLAKE3 in hex), unless its
-    /// blobs together would then hold more than `quota` bytes. The same bytes stored again
-    /// cost nothing.
-    pub fn put_blob(&self, tenant: &str, bytes: &[u8], quota: u64) -> Result<Stored> {
+    /// Stores `bytes` as a blob of `tenant` (under its hash, BLAKE3 in hex) at `now_ms`,
+    /// unless its blobs together would then hold more than `quota` bytes. The same bytes
+    /// stored again cost nothing (their time is renewed).
+    pub fn put_blob(&self, tenant: &str, bytes: &[u8], quota: u64, now_ms: u64) -> Result<Stored> {
         let hash = blake3::hash(bytes).to_hex().to_string();
         let key = blob_key(tenant, &hash);
         let tx = self.db.begin_write().map_err(db_err)?;
         {
             let mut t = tx.open_table(BLOBS).map_err(db_err)?;
-            if t.get(key.as_str()).map_err(db_err)?.is_some() {
-                return Ok(Stored::Blob(hash));
+            let mut times = tx.open_table(BLOB_TIMES).map_err(db_err)?;
+            if t.get(key.as_str()).map_err(db_err)?.is_none() {
+                let mut sizes = tx.open_table(BLOB_BYTES).map_err(db_err)?;
+                let held = sizes.get(tenant).map_err(db_err)?.map_or(0, |g| g.value());
+                let after = held.saturating_add(bytes.len() as u64);
+                if after > quota {
+                    return Ok(Stored::OverQuota { held });
+                }
+                t.insert(key.as_str(), bytes).map_err(db_err)?;
+                sizes.insert(tenant, after).map_err(db_err)?;
             }
-            let mut sizes = tx.open_table(BLOB_BYTES).map_err(db_err)?;
-            let held = sizes.get(tenant).map_err(db_err)?.map_or(0, |g| g.value());
-            let after = held.saturating_add(bytes.len() as u64);
-            if after > quota {
-                return Ok(Stored::OverQuota { held });
-            }
-            t.insert(key.as_str(), bytes).map_err(db_err)?;
-            sizes.insert(tenant, after).map_err(db_err)?;
+            times.insert(key.as_str(), now_ms).map_err(db_err)?;
         }
         tx.commit().map_err(db_err)?;
         Ok(Stored::Blob(hash))
+    }
+
+    /// Deletes the blobs that no job record names and that were last uploaded or named
+    /// before `before_ms` (a blob stored before blobs had times counts as old), in one
+    /// commit with their tenants' byte counts; returns how many.
+    pub fn sweep_blobs(&self, before_ms: u64) -> Result<usize> {
+        let tx = self.db.begin_write().map_err(db_err)?;
+        let mut gone = Vec::new();
+        {
+            let jobs = tx.open_table(JOBS).map_err(db_err)?;
+            let mut named = std::collections::HashSet::new();
+            for entry in jobs.iter().map_err(db_err)? {
+                let (_, v) = entry.map_err(db_err)?;
+                let r: JobRecord = from_json(v.value())?;
+                named.insert(blob_key(&r.tenant, &r.component));
+                for hash in r.inputs.values() {
+                    named.insert(blob_key(&r.tenant, hash));
+                }
+            }
+            let mut blobs = tx.open_table(BLOBS).map_err(db_err)?;
+            let mut times = tx.open_table(BLOB_TIMES).map_err(db_err)?;
+            let mut sizes = tx.open_table(BLOB_BYTES).map_err(db_err)?;
+            for entry in blobs.iter().map_err(db_err)? {
+                let (k, v) = entry.map_err(db_err)?;
+                let key = k.value().to_string();
+                let when = times
+                    .get(key.as_str())
+                    .map_err(db_err)?
+                    .map_or(0, |g| g.value());
+                if when < before_ms && !named.contains(&key) {
+                    gone.push((key, v.value().len() as u64));
+                }
+            }
+            for (key, len) in &gone {
+                blobs.remove(key.as_str()).map_err(db_err)?;
+                times.remove(key.as_str()).map_err(db_err)?;
+                let tenant = key.split_once('/').map_or(key.as_str(), |(t, _)| t);
+                let held = sizes.get(tenant).map_err(db_err)?.map_or(0, |g| g.value());
+                sizes
+                    .insert(tenant, held.saturating_sub(*len))
+                    .map_err(db_err)?;
+            }
+        }
+        tx.commit().map_err(db_err)?;
+        Ok(gone.len())
     }
 
     /// A blob of `tenant`, if it uploaded one with this hash.
@@ -272,6 +322,18 @@ impl JobDb {
             meta.insert("next-id", record.id + 1).map_err(db_err)?;
             t.insert(record.id, to_json(&record)?.as_slice())
                 .map_err(db_err)?;
+            // The blobs it names are renewed: a sweep keeps them while it is kept, and for
+            // the retention after.
+            let blobs = tx.open_table(BLOBS).map_err(db_err)?;
+            let mut times = tx.open_table(BLOB_TIMES).map_err(db_err)?;
+            for hash in std::iter::once(&record.component).chain(record.inputs.values()) {
+                let key = blob_key(&record.tenant, hash);
+                if blobs.get(key.as_str()).map_err(db_err)?.is_some() {
+                    times
+                        .insert(key.as_str(), record.submitted_ms)
+                        .map_err(db_err)?;
+                }
+            }
         }
         tx.commit().map_err(db_err)?;
         Ok(record)
@@ -374,17 +436,21 @@ mod tests {
             let db = JobDb::open(&dir).expect("open");
             a = db.insert(record("alice")).expect("insert");
             b = db.insert(record("bob")).expect("insert");
-            hash = match db.put_blob("alice", b"component bytes", 20).expect("blob") {
+            hash = match db
+                .put_blob("alice", b"component bytes", 20, 1)
+                .expect("blob")
+            {
                 Stored::Blob(h) => h,
                 other => panic!("{other:?}"),
             };
             // The same bytes again cost nothing; others past the quota of 20 are refused.
             assert_eq!(
-                db.put_blob("alice", b"component bytes", 20).expect("blob"),
+                db.put_blob("alice", b"component bytes", 20, 1)
+                    .expect("blob"),
                 Stored::Blob(hash.clone())
             );
             assert_eq!(
-                db.put_blob("alice", b"more bytes", 20).expect("blob"),
+                db.put_blob("alice", b"more bytes", 20, 1).expect("blob"),
                 Stored::OverQuota { held: 15 }
             );
             let mut done = b.clone();
@@ -411,6 +477,51 @@ mod tests {
         // Blobs are per tenant.
         assert!(!db.has_blob("bob", &hash).expect("has"));
         assert_eq!(db.all().expect("all").len(), 2);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn blobs_no_job_names_are_swept_once_old_and_their_bytes_freed() {
+        let dir = std::env::temp_dir().join(format!("weft-blob-sweep-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let db = JobDb::open(&dir).expect("open");
+        let put = |bytes: &[u8], at: u64| match db.put_blob("alice", bytes, 30, at).expect("blob") {
+            Stored::Blob(h) => h,
+            other => panic!("{other:?}"),
+        };
+        let named = put(b"named by a job", 10);
+        let old = put(b"old", 10);
+        let new = put(b"new", 200);
+        let renewed = put(b"renewed", 10);
+        assert_eq!(put(b"renewed", 300), renewed, "the same bytes again");
+        // A job accepted at 1 names `named`: its time becomes 1, old, but a job names it.
+        let mut job = record("alice");
+        job.component = named.clone();
+        db.insert(job).expect("insert");
+        // Bob's blob of the same bytes is Bob's, and old: swept by itself.
+        assert!(matches!(
+            db.put_blob("bob", b"old", 30, 10).expect("blob"),
+            Stored::Blob(_)
+        ));
+        assert_eq!(db.sweep_blobs(100).expect("sweep"), 2);
+        assert!(db.has_blob("alice", &named).expect("has"));
+        assert!(!db.has_blob("alice", &old).expect("has"));
+        assert!(!db.has_blob("bob", &old).expect("has"));
+        assert!(db.has_blob("alice", &new).expect("has"));
+        assert!(db.has_blob("alice", &renewed).expect("has"));
+        // Alice's bytes went down by the 3 of `old` to 14 + 3 + 7 = 24 of 30: 6 more fit.
+        assert!(matches!(
+            db.put_blob("alice", b"sixsix", 30, 400).expect("blob"),
+            Stored::Blob(_)
+        ));
+        assert_eq!(
+            db.put_blob("alice", b"x", 30, 400).expect("blob"),
+            Stored::OverQuota { held: 30 }
+        );
+        // Once no job names it, a named blob goes too.
+        db.remove(&[1]).expect("remove");
+        assert_eq!(db.sweep_blobs(100).expect("sweep"), 1);
+        assert!(!db.has_blob("alice", &named).expect("has"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

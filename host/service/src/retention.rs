@@ -1,7 +1,9 @@
 //! How long finished jobs are kept: a sweep deletes the records, logs and files of finished
 //! jobs older than the service's `retain_s`, and of each tenant's finished jobs past its
-//! `retain_jobs` newest. Queued and running jobs are never swept. The server sweeps when it
-//! opens the database and every `sweep_s` seconds while it serves.
+//! `retain_jobs` newest. Queued and running jobs are never swept. Then uploaded blobs that
+//! no remaining job names, last uploaded or named by an accepted job more than `retain_s`
+//! ago, are deleted. The server sweeps when it opens the database and every `sweep_s`
+//! seconds while it serves.
 
 use std::collections::HashMap;
 
@@ -43,17 +45,37 @@ pub fn expired(
     out
 }
 
+/// What a sweep deleted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Finished jobs, with their logs and files.
+    pub jobs: usize,
+    /// Uploaded blobs that no job names any more, last uploaded or named more than
+    /// `retain_s` ago (none when `retain_s` is 0).
+    pub blobs: usize,
+}
+
 impl Service {
-    /// Deletes what [`expired`] names at `now_ms` (milliseconds since the Unix epoch), and
-    /// returns how many jobs it deleted.
-    pub fn sweep(&self, now_ms: u64) -> Result<usize> {
+    /// Deletes what [`expired`] names at `now_ms` (milliseconds since the Unix epoch), then
+    /// the blobs no job names that are as old ([`crate::records::JobDb::sweep_blobs`]).
+    pub fn sweep(&self, now_ms: u64) -> Result<Swept> {
+        let retain_s = self.config.service.retain_s;
         let records = self.db.all()?;
-        let ids = expired(&records, now_ms, self.config.service.retain_s, |name| {
+        let ids = expired(&records, now_ms, retain_s, |name| {
             self.tenant_index(name)
                 .map(|t| self.config.tenants[t].retain_jobs)
         });
         self.db.remove(&ids)?;
-        Ok(ids.len())
+        let blobs = if retain_s > 0 {
+            self.db
+                .sweep_blobs(now_ms.saturating_sub(retain_s.saturating_mul(1000)))?
+        } else {
+            0
+        };
+        Ok(Swept {
+            jobs: ids.len(),
+            blobs,
+        })
     }
 }
 

@@ -102,6 +102,8 @@ pub struct Recovered {
     pub failed: usize,
     /// Finished jobs past their retention, deleted (see [`crate::retention`]).
     pub swept: usize,
+    /// Uploaded blobs past their retention that no job named, deleted.
+    pub blobs_swept: usize,
 }
 
 impl Service {
@@ -144,7 +146,9 @@ impl Service {
                 _ => {}
             }
         }
-        recovered.swept = service.sweep(now_ms())?;
+        let swept = service.sweep(now_ms())?;
+        recovered.swept = swept.jobs;
+        recovered.blobs_swept = swept.blobs;
         Ok((service, recovered))
     }
 
@@ -307,8 +311,8 @@ fn serve_http(
     let every = std::time::Duration::from_secs(service.config.service.sweep_s);
     runtime
         .block_on(async move {
-            // Finished jobs past their retention, every `sweep_s` (the first sweep was at
-            // open).
+            // Finished jobs and unnamed blobs past their retention, every `sweep_s` (the
+            // first sweep was at open).
             let sweeper = tokio::spawn(async move {
                 let mut tick = tokio::time::interval(every);
                 tick.tick().await;
