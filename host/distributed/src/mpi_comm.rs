@@ -251,7 +251,9 @@ impl Comm for MpiComm {
         let Some(job) = &self.job else {
             return false;
         };
-        if job.stopped.borrow().is_some() || self.stopped().is_some() {
+        // (The borrow ends before `stopped`, which may record a notice it receives.)
+        let recorded = job.stopped.borrow().is_some();
+        if recorded || self.stopped().is_some() {
             return true;
         }
         *job.stopped.borrow_mut() = Some(why.to_string());

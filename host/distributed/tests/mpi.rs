@@ -107,3 +107,27 @@ fn a_job_stopped_on_one_rank_stops_the_others_and_they_meet_again() {
         );
     }
 }
+
+/// Every rank's part stops at once: rank 1 first, the others when its notice has reached
+/// them but before they read it. They take rank 1's notice as why (and send none of their
+/// own), and rank 0 still gets every outcome.
+#[test]
+fn ranks_stopping_at_once_take_the_first_notice() {
+    let out = mpirun(3, &["--stop-on-every-rank-after", "1"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout.lines().last().unwrap_or_default();
+    let json: serde_json::Value = serde_json::from_str(line).expect("one JSON line");
+    let outcomes = json["outcomes"].as_array().expect("outcomes");
+    assert_eq!(outcomes.len(), 3, "{json}");
+    for r in [0, 2] {
+        assert_eq!(
+            outcomes[r], "rank 1 stopped: a fault, on purpose",
+            "rank {r}: {json}"
+        );
+    }
+}

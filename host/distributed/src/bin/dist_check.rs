@@ -9,6 +9,9 @@
 //! to stop as a failed task is, or its job cancelled): every other rank's run must fail
 //! with a stop naming rank R instead of waiting for it, rank 0 must get every rank's outcome
 //! at the job's end, and the ranks must still be in step on the world afterwards.
+//! `--stop-on-every-rank-after R`: rank R stops, and every other rank stops too once R's
+//! notice has reached it (a failure of its own at the same time): it must take the notice,
+//! not send its own.
 
 use weft_dist::boxes::{contains, coords};
 use weft_dist::comm::{Comm, JobStop};
@@ -178,6 +181,9 @@ enum Stop {
     Told,
     /// Its job cancelled.
     Cancelled,
+    /// Told to stop, and every other rank told to stop too, once rank R's notice has
+    /// reached it: the notice is what it reports.
+    Both,
 }
 
 /// The job modes: the cases on a job's own communicator, where rank `on` stops.
@@ -190,9 +196,20 @@ fn run_job(world: &MpiComm, on: usize, how: Stop) -> Result<(), String> {
         })
         .map_err(|e| e.to_string())?;
     let rank = job.rank();
-    let ran = if rank == on && how == Stop::Told {
+    let ran = if rank == on && how != Stop::Cancelled {
         job.stop("a fault, on purpose");
+        if how == Stop::Both {
+            world.all_gather(&[]).map_err(|e| e.to_string())?;
+        }
         Err("a fault, on purpose".to_string())
+    } else if how == Stop::Both {
+        // Rank R told before its part of this all-gather, so the notice has arrived, unread
+        // (Open MPI delivers one sender's messages in order, across communicators too).
+        world.all_gather(&[]).map_err(|e| e.to_string())?;
+        if !job.stop("a fault of its own") {
+            return Err("a job's ranks could not be told".into());
+        }
+        Err(job.stopped().unwrap_or_default())
     } else {
         if rank == on {
             cancel.cancel();
@@ -234,10 +251,11 @@ fn main() {
             ("--fault-on-rank", Some(r)) => fault_on = Some(r),
             ("--stop-on-rank", Some(r)) => job = Some((r, Stop::Told)),
             ("--cancel-on-rank", Some(r)) => job = Some((r, Stop::Cancelled)),
+            ("--stop-on-every-rank-after", Some(r)) => job = Some((r, Stop::Both)),
             _ => {
                 eprintln!(
                     "dist_check: usage: dist_check [--fault-on-rank R | --stop-on-rank R | \
-                     --cancel-on-rank R]"
+                     --cancel-on-rank R | --stop-on-every-rank-after R]"
                 );
                 comm.abort(2);
             }
