@@ -66,6 +66,29 @@ fn a_rank_that_fails_ends_every_rank_with_its_error() {
     );
 }
 
+/// The outcomes `dist_check` prints, in rank order, for a job mode on 3 ranks (`args`), which
+/// must end cleanly.
+fn job_outcomes(args: &[&str]) -> Vec<String> {
+    let out = mpirun(3, args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout.lines().last().unwrap_or_default();
+    let json: serde_json::Value = serde_json::from_str(line).expect("one JSON line");
+    assert_eq!(json["ranks"], 3, "{args:?}: {json}");
+    let outcomes: Vec<String> = json["outcomes"]
+        .as_array()
+        .expect("outcomes")
+        .iter()
+        .map(|o| o.as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(outcomes.len(), 3, "{args:?}: {json}");
+    outcomes
+}
+
 /// On a job's own communicator, rank 1's part of the job stops before its first exchange,
 /// told to (as after a failed task) or cancelled: the other ranks' runs fail with a stop
 /// naming it instead of waiting for it, rank 0 gets every rank's outcome, and the ranks are
@@ -77,28 +100,12 @@ fn a_job_stopped_on_one_rank_stops_the_others_and_they_meet_again() {
         ("--cancel-on-rank", "cancelled"),
     ] {
         let start = std::time::Instant::now();
-        let out = mpirun(3, &[flag, "1"]);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{flag}: {}\n{stdout}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let line = stdout.lines().last().unwrap_or_default();
-        let json: serde_json::Value = serde_json::from_str(line).expect("one JSON line");
-        assert_eq!(json["ranks"], 3, "{flag}: {json}");
-        let outcomes: Vec<&str> = json["outcomes"]
-            .as_array()
-            .expect("outcomes")
-            .iter()
-            .map(|o| o.as_str().unwrap_or_default())
-            .collect();
-        assert_eq!(outcomes.len(), 3, "{flag}: {json}");
-        assert!(outcomes[1].contains(why), "{flag}: {json}");
+        let outcomes = job_outcomes(&[flag, "1"]);
+        assert!(outcomes[1].contains(why), "{flag}: {outcomes:?}");
         for r in [0, 2] {
             assert!(
                 outcomes[r].contains(&format!("stopped: rank 1 stopped: {why}")),
-                "{flag}: rank {r}: {json}"
+                "{flag}: rank {r}: {outcomes:?}"
             );
         }
         assert!(
@@ -113,21 +120,11 @@ fn a_job_stopped_on_one_rank_stops_the_others_and_they_meet_again() {
 /// own), and rank 0 still gets every outcome.
 #[test]
 fn ranks_stopping_at_once_take_the_first_notice() {
-    let out = mpirun(3, &["--stop-on-every-rank-after", "1"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let line = stdout.lines().last().unwrap_or_default();
-    let json: serde_json::Value = serde_json::from_str(line).expect("one JSON line");
-    let outcomes = json["outcomes"].as_array().expect("outcomes");
-    assert_eq!(outcomes.len(), 3, "{json}");
+    let outcomes = job_outcomes(&["--stop-on-every-rank-after", "1"]);
     for r in [0, 2] {
         assert_eq!(
             outcomes[r], "rank 1 stopped: a fault, on purpose",
-            "rank {r}: {json}"
+            "rank {r}: {outcomes:?}"
         );
     }
 }
