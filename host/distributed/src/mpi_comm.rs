@@ -22,8 +22,13 @@ const DATA: mpi::Tag = 1;
 const NOTICE: mpi::Tag = 2;
 /// The tag of a rank's outcome, at a job's end.
 const OUTCOME: mpi::Tag = 3;
-/// The most bytes of a notice or an outcome's text that are sent (the rest is cut).
-const TEXT_BYTES: usize = 4096;
+/// The most bytes of a notice's text that are sent (the rest is cut): below the eager limit
+/// of Open MPI's shared-memory and TCP transports (4 KiB and 64 KiB with their headers,
+/// `ompi_info`), so the send completes at once and a rank that ends its part right after
+/// does not give an unmatched notice up.
+const NOTICE_BYTES: usize = 1024;
+/// The most bytes of an outcome's text that are sent (rank 0 always takes them).
+const OUTCOME_BYTES: usize = 4096;
 /// How long a wait polls without pause (driving MPI's progress, as a blocking wait would)
 /// before it polls once a [`POLL_PAUSE`]: an idle rank waiting for the next job then
 /// costs next to nothing.
@@ -134,9 +139,9 @@ impl MpiComm {
     }
 }
 
-/// `text`, cut to at most [`TEXT_BYTES`] bytes at a character boundary.
-fn cut(text: &str) -> Vec<u8> {
-    let mut end = text.len().min(TEXT_BYTES);
+/// `text`, cut to at most `most` bytes at a character boundary.
+fn cut(text: &str, most: usize) -> Vec<u8> {
+    let mut end = text.len().min(most);
     while !text.is_char_boundary(end) {
         end -= 1;
     }
@@ -257,7 +262,10 @@ impl Comm for MpiComm {
             return true;
         }
         *job.stopped.borrow_mut() = Some(why.to_string());
-        let notice = cut(&format!("rank {} stopped: {why}", self.rank()));
+        let notice = cut(
+            &format!("rank {} stopped: {why}", self.rank()),
+            NOTICE_BYTES,
+        );
         for peer in (0..self.size()).filter(|&r| r != self.rank()) {
             if let Ok(to) = self.process(peer) {
                 let sent = Posted::send(&to, notice.clone(), NOTICE);
@@ -285,7 +293,7 @@ impl Comm for MpiComm {
     fn finish(&self, outcome: &str) -> Result<Vec<String>, Error> {
         let me = self.rank();
         if me != 0 {
-            let mut sent = Posted::send(&self.process(0)?, cut(outcome), OUTCOME);
+            let mut sent = Posted::send(&self.process(0)?, cut(outcome, OUTCOME_BYTES), OUTCOME);
             // Rank 0 takes every rank's outcome.
             let backoff = Backoff::new();
             while !sent.test() {
