@@ -865,12 +865,13 @@ impl Distribution for Distributed {
         if self.comm.stop(&error.to_string()) {
             return;
         }
-        let _ = writeln!(
-            std::io::stderr(),
-            "weft: rank {} of {} failed, ending the job: {error}",
+        // One write, so that `mpirun`'s own messages cannot cut the line.
+        let line = format!(
+            "weft: rank {} of {} failed, ending the job: {error}\n",
             self.comm.rank(),
             self.comm.size()
         );
+        let _ = std::io::stderr().write_all(line.as_bytes());
         self.comm.abort(3)
     }
 }

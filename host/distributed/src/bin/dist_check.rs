@@ -284,11 +284,13 @@ fn main() {
             }
         }
         Err(e) => {
-            eprintln!(
-                "dist_check: rank {} of {} failed: {e}",
+            // One write, so that `mpirun`'s own messages cannot cut the line.
+            let line = format!(
+                "dist_check: rank {} of {} failed: {e}\n",
                 comm.rank(),
                 comm.size()
             );
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
             comm.abort(3);
         }
     }
