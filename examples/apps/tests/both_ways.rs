@@ -106,20 +106,15 @@ fn f64s(bytes: &[u8]) -> Vec<f64> {
 #[test]
 fn black_scholes_native_and_component_write_the_same_bytes() {
     // Written by the host (`tofile`), and read back into the program and written by it.
-    let files = same_both_ways(
-        "black_scholes_app",
-        env!("CARGO_BIN_EXE_black_scholes_app"),
-        artifacts::APP_BLACK_SCHOLES_APP,
-        &["20000", "11", "files"],
-        &["call.f64", "put.f64"],
-    );
-    let vectors = same_both_ways(
-        "black_scholes_app",
-        env!("CARGO_BIN_EXE_black_scholes_app"),
-        artifacts::APP_BLACK_SCHOLES_APP,
-        &["20000", "11", "vectors"],
-        &["call.f64", "put.f64"],
-    );
+    let [files, vectors] = ["files", "vectors"].map(|mode| {
+        same_both_ways(
+            "black_scholes_app",
+            env!("CARGO_BIN_EXE_black_scholes_app"),
+            artifacts::APP_BLACK_SCHOLES_APP,
+            &["20000", "11", mode],
+            &["call.f64", "put.f64"],
+        )
+    });
     assert_eq!(files[0].len(), 20_000 * 8);
     assert_eq!(files, vectors, "the two modes write the same prices");
 }

@@ -145,6 +145,27 @@ fn submit_many(c: &Client, bytes: &[u8], name: &str, args: &[&str], count: usize
         .collect()
 }
 
+/// Hostile applications that stop at the same point wherever they run (on every rank
+/// alike), each with what its failure says: a memory bomb, an output flood (cut at its 4096
+/// bytes, its write fails and it exits with status 1) and a forged handle.
+const HOSTILE_ALIKE: [(&str, &[u8], &str); 3] = [
+    (
+        "hostile_memory",
+        artifacts::APP_HOSTILE_MEMORY,
+        "the cap is 33554432 bytes",
+    ),
+    (
+        "hostile_output",
+        artifacts::APP_HOSTILE_OUTPUT,
+        "None Some(1)",
+    ),
+    (
+        "hostile_handle",
+        artifacts::APP_HOSTILE_HANDLE,
+        "unknown handle",
+    ),
+];
+
 /// Submits `count` Black-Scholes jobs (`examples/apps`' `black_scholes_app`) with `args`.
 fn black_scholes(c: &Client, args: &[&str], count: usize) -> Vec<u64> {
     submit_many(
@@ -460,26 +481,11 @@ fn hostile_jobs_fail_alone_while_another_tenant_finishes() {
         ),
     );
     let mallory = s.client(&token("mallory"));
-    let hostile: Vec<(&str, &[u8], &str)> = vec![
+    let mut hostile: Vec<(&str, &[u8], &str)> = vec![
         ("hostile_spin", artifacts::APP_HOSTILE_SPIN, "time limit"),
         ("hostile_tasks", artifacts::APP_HOSTILE_TASKS, "time limit"),
-        (
-            "hostile_memory",
-            artifacts::APP_HOSTILE_MEMORY,
-            "the cap is 33554432 bytes",
-        ),
-        // Cut at its 4096 bytes, its write fails and it exits with status 1.
-        (
-            "hostile_output",
-            artifacts::APP_HOSTILE_OUTPUT,
-            "None Some(1)",
-        ),
-        (
-            "hostile_handle",
-            artifacts::APP_HOSTILE_HANDLE,
-            "unknown handle",
-        ),
     ];
+    hostile.extend(HOSTILE_ALIKE);
     let ids: Vec<u64> = hostile
         .iter()
         .map(|(name, bytes, _)| submit_many(&mallory, bytes, name, &[], 1)[0])
@@ -869,24 +875,7 @@ mod on_ranks {
         tiny_on_ranks(&dave);
         // Hostile jobs that stop at the same point on every rank (no collective between):
         // each fails with its error, and the ranks stay together for the next job.
-        let hostile: [(&str, &[u8], &str); 3] = [
-            (
-                "hostile_memory",
-                artifacts::APP_HOSTILE_MEMORY,
-                "the cap is 33554432 bytes",
-            ),
-            (
-                "hostile_output",
-                artifacts::APP_HOSTILE_OUTPUT,
-                "None Some(1)",
-            ),
-            (
-                "hostile_handle",
-                artifacts::APP_HOSTILE_HANDLE,
-                "unknown handle",
-            ),
-        ];
-        for (name, bytes, expect) in hostile {
+        for (name, bytes, expect) in HOSTILE_ALIKE {
             let id = submit_many(&c, bytes, name, &[], 1)[0];
             let r = c.wait(id, PATIENCE).expect("ends");
             assert_eq!(r.state, JobState::Failed, "{name}: {r:?}");

@@ -17,20 +17,27 @@ fn mpirun(ranks: usize, args: &[&str]) -> Output {
         .expect("mpirun runs (scripts/test installs Open MPI)")
 }
 
+/// The JSON line `dist_check` prints last on `ranks` ranks with `args`, which must end
+/// cleanly; it names as many ranks.
+fn json_line(ranks: usize, args: &[&str]) -> serde_json::Value {
+    let out = mpirun(ranks, args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{ranks} ranks {args:?}: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout.lines().last().unwrap_or_default();
+    let json: serde_json::Value = serde_json::from_str(line).expect("one JSON line");
+    assert_eq!(json["ranks"], ranks, "{args:?}: {json}");
+    json
+}
+
 #[test]
 fn plans_deliver_every_element_on_one_to_four_ranks() {
     let mut sent = Vec::new();
     for ranks in 1..=4 {
-        let out = mpirun(ranks, &[]);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{ranks} ranks: {}\n{stdout}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let line = stdout.lines().last().unwrap_or_default();
-        let json: serde_json::Value = serde_json::from_str(line).expect("one JSON line");
-        assert_eq!(json["ranks"], ranks);
+        let json = json_line(ranks, &[]);
         sent.push(json["bytes_sent"].as_u64().expect("bytes_sent"));
     }
     assert_eq!(sent[0], 0, "one rank sends nothing");
@@ -69,16 +76,7 @@ fn a_rank_that_fails_ends_every_rank_with_its_error() {
 /// The outcomes `dist_check` prints, in rank order, for a job mode on 3 ranks (`args`), which
 /// must end cleanly.
 fn job_outcomes(args: &[&str]) -> Vec<String> {
-    let out = mpirun(3, args);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let line = stdout.lines().last().unwrap_or_default();
-    let json: serde_json::Value = serde_json::from_str(line).expect("one JSON line");
-    assert_eq!(json["ranks"], 3, "{args:?}: {json}");
+    let json = json_line(3, args);
     let outcomes: Vec<String> = json["outcomes"]
         .as_array()
         .expect("outcomes")
