@@ -116,6 +116,57 @@ pub fn relative_residual(a: &[f64], b: &[f64], x: &[f64]) -> f64 {
     norm(&r) / norm(b)
 }
 
+/// `C = A @ B` for row-major `a` (`m x k`) and `b` (`k x n`) in the canonical product's order
+/// (`weft_ir::product`), written out here independently: each element's terms in blocks of
+/// 1,024 (the last one cut short), each block one chain of `fma`s from zero in increasing
+/// `k`, the blocks' sums combined by the aligned pairwise tree as its recursion (the left
+/// subtree takes the largest power of two of blocks below the count). Every operation is
+/// rounded to `f32` when `single`.
+pub fn canonical_product(
+    a: &[f64],
+    b: &[f64],
+    (m, k, n): (usize, usize, usize),
+    single: bool,
+) -> Vec<f64> {
+    const BLOCK: usize = 1024;
+    fn tree(sums: &[f64], single: bool) -> f64 {
+        match sums {
+            [] => 0.0,
+            [one] => *one,
+            _ => {
+                let half = 1usize << (usize::BITS - 1 - (sums.len() - 1).leading_zeros());
+                let (l, r) = (tree(&sums[..half], single), tree(&sums[half..], single));
+                if single {
+                    f64::from(l as f32 + r as f32)
+                } else {
+                    l + r
+                }
+            }
+        }
+    }
+    let mut c = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let sums: Vec<f64> = (0..k)
+                .step_by(BLOCK)
+                .map(|lo| {
+                    let terms = lo..(lo + BLOCK).min(k);
+                    if single {
+                        let s = terms.fold(0.0f32, |s, p| {
+                            (a[i * k + p] as f32).mul_add(b[p * n + j] as f32, s)
+                        });
+                        f64::from(s)
+                    } else {
+                        terms.fold(0.0, |s, p| a[i * k + p].mul_add(b[p * n + j], s))
+                    }
+                })
+                .collect();
+            c[i * n + j] = tree(&sums, single);
+        }
+    }
+    c
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

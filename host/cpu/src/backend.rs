@@ -120,6 +120,9 @@ pub struct CpuBackend {
     sole: bool,
     /// What quick launches keep from one to the next (see `quick`).
     quick: crate::quick::QuickScratch,
+    /// The dense products' stack of partial sums, kept from one product to the next (see
+    /// `product::StackScratch`).
+    product_stack: crate::product::StackScratch,
 }
 
 /// A held row of a deferred binding and where it goes.
@@ -241,6 +244,7 @@ impl CpuBackend {
             held_rows: Vec::new(),
             sole: false,
             quick: crate::quick::QuickScratch::default(),
+            product_stack: Default::default(),
             watchdog,
             cancel: None,
         })
@@ -549,6 +553,7 @@ impl CpuBackend {
             let path = crate::product::Path::detect(self.compiler.avx512());
             let cancel = self.compiler.cancel_flag();
             let pool = self.pool.rayon();
+            let stack = &self.product_stack;
             // SAFETY: `ProductShape::of` showed that every element the three matrices name
             // lies inside its view, and every view inside its buffer (checked above); the
             // buffers stay alive and unmoved for the call; `C` is written and lies in a buffer
@@ -556,8 +561,8 @@ impl CpuBackend {
             // AVX2 only where `Path::detect` found it.
             let result = unsafe {
                 match dtype {
-                    weft_ir::DType::F32 => shape.run::<f32>(path, pool, &cancel),
-                    _ => shape.run::<f64>(path, pool, &cancel),
+                    weft_ir::DType::F32 => shape.run::<f32>(path, pool, &cancel, stack),
+                    _ => shape.run::<f64>(path, pool, &cancel, stack),
                 }
             };
             let name = compiled.name().to_string();
@@ -941,6 +946,7 @@ impl ProductShape {
         path: crate::product::Path,
         pool: &rayon::ThreadPool,
         cancel: &std::sync::atomic::AtomicU32,
+        stack: &crate::product::StackScratch,
     ) -> std::result::Result<(), crate::product::Cancelled> {
         use crate::product::Matrix;
         let matrix = |ptr: *mut u8, rows, cols, rs, cs| Matrix {
@@ -966,7 +972,7 @@ impl ProductShape {
         };
         let c = matrix(self.c.0, self.rows, self.cols, self.c.1, self.c.2);
         // SAFETY: the caller's contract.
-        unsafe { crate::product::multiply(a, bt, c, path, pool, cancel) }
+        unsafe { crate::product::multiply(a, bt, c, path, pool, cancel, stack) }
     }
 }
 

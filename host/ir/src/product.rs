@@ -1,12 +1,18 @@
 //! The canonical dense product kernel, which back ends may run with a tuned routine.
 //!
 //! [`matmul`] builds the kernel of `C = A @ B` that the `numeric` plugin submits: `C[i, j]`
-//! is the sum of `A[i, p] * BT[c, p]` over `p` as one chain of fused multiply-adds from zero
-//! in increasing `p` (`sum = fma(A[i, p], BT[c, p], sum)`, one rounding per term), where `BT`
-//! is `B`'s transpose stored by rows and `c` is `j`'s global column. The IR fixes every
-//! operation and its order, so any routine that gives the same bits may run it: a BLAS-style
-//! register tile that keeps a tile of `C` in registers while the terms stream through, and
-//! continues each element's chain from memory between passes over `k`, does. [`recognize`] says whether a kernel is exactly that kernel (under any name): the host
+//! is the canonical blocked sum of `A[i, p] * BT[c, p]` over `p` ([`blocked_sum`]), where
+//! `BT` is `B`'s transpose stored by rows and `c` is `j`'s global column: `p` cut into
+//! aligned blocks of [`BLOCK_TERMS`] terms, each block one chain of fused multiply-adds from
+//! zero in increasing `p` (`sum = fma(A[i, p], BT[c, p], sum)`, one rounding per term), the
+//! blocks' sums combined by the aligned pairwise tree over the block index. The IR fixes
+//! every operation and its order, so any routine that gives the same bits may run it: a
+//! BLAS-style register tile that keeps a tile of `C` in registers while the terms stream
+//! through, continues each element's chain from memory between passes over `k` inside a
+//! block, and merges the blocks' sums in its epilogue, does. The blocks let a product split
+//! `k` over ranks (a 2.5-D grid's layers each own a subtree of blocks, and their reduction is
+//! the tree's top levels) with bits that depend on neither the grid nor the rank count.
+//! [`recognize`] says whether a kernel is exactly that kernel (under any name): the host
 //! runs a recognized product as a task of its own (never fused), so that the CPU back end can
 //! run it through its blocked routine (`weft-cpu`'s `product` module) instead of the
 //! compiled loop.
@@ -22,12 +28,13 @@
 //! that one; the host runs it alone too, so that a back end may run a block of points with a
 //! register-tiled routine that keeps each element's order.
 
-use crate::builder::KernelBuilder;
+use crate::builder::{BodyBuilder, KernelBuilder, Value};
 use crate::{DType, Kernel, Param, Privilege, ReduceOp};
 
 /// The kernel of `C = A @ B` for a float `dtype`, named `name`: parameters `A` (`(m, k)`,
 /// tiled by rows like `C`), `BT` (`(n, k)`, whole: row `c` is column `c` of `B`) and `C`
-/// (`(m, n)`, written); each element the chain of `fma`s of its row products, in order.
+/// (`(m, n)`, written); each element the canonical blocked sum of its row products
+/// ([`blocked_sum`]).
 pub fn matmul(name: impl Into<String>, dtype: DType) -> KernelBuilder {
     product(name, dtype, BtRows::Global)
 }
@@ -36,7 +43,7 @@ pub fn matmul(name: impl Into<String>, dtype: DType) -> KernelBuilder {
 /// same as [`matmul`] but for `BT`, which each point sees as its own panel, the rows that
 /// `C`'s tile's columns name (`BT[j, p]` for `C[i, j]`), rather than whole. The runtime
 /// launches the canonical product this way over a grid of ranks (`weft_runtime::products`);
-/// each element is the same chain, so the bits are [`matmul`]'s.
+/// each element is the same blocked sum, so the bits are [`matmul`]'s.
 pub fn matmul_tiled(name: impl Into<String>, dtype: DType) -> KernelBuilder {
     product(name, dtype, BtRows::Local)
 }
@@ -65,16 +72,92 @@ fn product(name: impl Into<String>, dtype: DType, rows: BtRows) -> KernelBuilder
             }
             BtRows::Local => j,
         };
-        let lo = b.const_i64(0);
-        let zero = b.constant(ReduceOp::Sum.identity(dtype));
-        let sum = b.for_loop(lo, n, &[zero], |b, p, acc| {
+        let sum = blocked_sum(b, dtype, n, |b, p| {
             let aip = b.load(a, &[i, p]);
             let bpj = b.load(bt, &[col, p]);
-            vec![b.fma(aip, bpj, acc[0])]
+            (aip, bpj)
         });
-        b.store(c, idx, sum[0]);
+        b.store(c, idx, sum);
     });
     k
+}
+
+/// The terms of one canonical product are cut into aligned blocks of this many: each block's
+/// sum is one chain of `fma`s from zero, and the blocks' sums combine by the aligned pairwise
+/// tree over the block index (see [`blocked_sum`]).
+pub const BLOCK_TERMS: u64 = 1024;
+
+/// The levels of the partial sums' stack that [`blocked_sum`] writes out in the IR: products
+/// of up to `BLOCK_TERMS * (2^STACK_LEVELS - 1)` terms (over 4 * 10^12).
+pub const STACK_LEVELS: u32 = 32;
+
+/// The canonical sum of the products `x * y` of `term(p)` for `p` in `0..n`: the terms cut
+/// into blocks `[q BLOCK_TERMS, (q + 1) BLOCK_TERMS)` (the last one cut at `n`), each
+/// block's sum the chain `s = fma(x, y, s)` from `+0` in increasing `p`, and the blocks'
+/// sums combined by the aligned pairwise tree over `q` (`weft_ir::reduction`'s order: the
+/// node at level `l` and index `t` covers blocks `[t 2^l, (t + 1) 2^l)` and is its left
+/// child `+` its right one; a node with no block on its right is its left child). With no
+/// terms the sum is `+0`; with one block it is that block's chain.
+///
+/// The IR computes the tree with a binary counter: after block `q` the partial sums of the
+/// complete subtrees so far sit in a stack of [`STACK_LEVELS`] carried values (level `l`
+/// holding a subtree of `2^l` blocks); a finished block merges with the levels below the
+/// lowest zero bit of `q`, each stacked subtree on the left, and lands at that level; at the
+/// end the levels present in the block count fold from the lowest up, each on the left of
+/// what the lower ones made.
+pub fn blocked_sum(
+    b: &mut BodyBuilder,
+    dtype: DType,
+    n: Value,
+    term: impl Fn(&mut BodyBuilder, Value) -> (Value, Value),
+) -> Value {
+    let shift = BLOCK_TERMS.trailing_zeros() as i64;
+    let zero = b.constant(ReduceOp::Sum.identity(dtype));
+    let lo = b.const_i64(0);
+    let last = b.const_i64(BLOCK_TERMS as i64 - 1);
+    let bits = b.const_i64(shift);
+    let rounded = b.add(n, last);
+    let blocks = b.shr(rounded, bits);
+    let stack: Vec<_> = (0..STACK_LEVELS).map(|_| zero).collect();
+    let stack = b.for_loop(lo, blocks, &stack, |b, q, stack| {
+        let width = b.const_i64(BLOCK_TERMS as i64);
+        let start = b.shl(q, bits);
+        let end = b.add(start, width);
+        let end = b.min(end, n);
+        let sum = b.for_loop(start, end, &[zero], |b, p, acc| {
+            let (x, y) = term(b, p);
+            vec![b.fma(x, y, acc[0])]
+        })[0];
+        let one = b.const_i64(1);
+        let count = b.add(q, one);
+        let none = b.const_i64(0);
+        let mut carry = sum;
+        let mut next = Vec::with_capacity(stack.len());
+        for (level, &held) in stack.iter().enumerate() {
+            let mask = b.const_i64((2i64 << level) - 1);
+            let half = b.const_i64(1i64 << level);
+            let low = b.and(count, mask);
+            let lands = b.eq(low, half);
+            let merges = b.eq(low, none);
+            next.push(b.select(lands, carry, held));
+            let merged = b.add(held, carry);
+            carry = b.select(merges, merged, carry);
+        }
+        next
+    });
+    let none = b.const_i64(0);
+    let mut acc = zero;
+    let mut have = b.const_bool(false);
+    for (level, &held) in stack.iter().enumerate() {
+        let bit = b.const_i64(1i64 << level);
+        let set = b.and(blocks, bit);
+        let present = b.ne(set, none);
+        let merged = b.add(held, acc);
+        let folded = b.select(have, merged, held);
+        acc = b.select(present, folded, acc);
+        have = b.or(have, present);
+    }
+    acc
 }
 
 /// The dtype of `kernel` if it is exactly [`matmul`]'s kernel of a float dtype (its name
@@ -187,6 +270,75 @@ mod tests {
         }
         let ints = matmul("ints", DType::I64).finish();
         assert_eq!(recognize(&ints), None);
+    }
+
+    /// The canonical sum written independently: blocks of `BLOCK_TERMS` chains, combined by
+    /// splitting the block range at its largest power of two below its length (the aligned
+    /// tree's left subtree), recursively.
+    fn reference(x: &[f64], y: &[f64]) -> f64 {
+        fn tree(blocks: &[f64]) -> f64 {
+            match blocks {
+                [] => 0.0,
+                [one] => *one,
+                _ => {
+                    // The largest power of two below the length.
+                    let half = 1usize << (usize::BITS - 1 - (blocks.len() - 1).leading_zeros());
+                    tree(&blocks[..half]) + tree(&blocks[half..])
+                }
+            }
+        }
+        let blocks: Vec<f64> = x
+            .chunks(BLOCK_TERMS as usize)
+            .zip(y.chunks(BLOCK_TERMS as usize))
+            .map(|(xs, ys)| xs.iter().zip(ys).fold(0.0, |s, (a, b)| a.mul_add(*b, s)))
+            .collect();
+        tree(&blocks)
+    }
+
+    #[test]
+    fn the_kernel_sums_blocks_of_terms_by_the_aligned_tree() {
+        use crate::Scalar;
+        use crate::interp::{Arg, Storage, View, run_with_limit};
+        let kernel = matmul("p", DType::F64).finish();
+        let block = BLOCK_TERMS as usize;
+        for k in [
+            0,
+            1,
+            7,
+            block - 1,
+            block,
+            block + 1,
+            3 * block,
+            5 * block + 7,
+            8 * block,
+        ] {
+            // Terms of many magnitudes, so that the order shows in the bits.
+            let x: Vec<f64> = (0..k)
+                .map(|p| ((p * 7919 % 1013) as f64 - 506.0) * 1.5f64.powi((p % 37) as i32 - 18))
+                .collect();
+            let y: Vec<f64> = (0..k).map(|p| 1.0 + (p % 11) as f64 / 3.0).collect();
+            let mut storages = vec![
+                Storage::from_f64(DType::F64, &x),
+                Storage::from_f64(DType::F64, &y),
+                Storage::zeros(DType::F64, 1),
+            ];
+            let args = [
+                Arg::Store(View::dense(0, &[1, k as i64])),
+                Arg::Store(View::dense(1, &[1, k as i64])),
+                Arg::Store(View::dense(2, &[1, 1])),
+            ];
+            run_with_limit(&kernel, &args, &mut storages, 1 << 30).expect("runs");
+            let got = match storages[2].data[0] {
+                Scalar::F64(v) => v,
+                other => panic!("{other:?}"),
+            };
+            let chain = x.iter().zip(&y).fold(0.0, |s, (a, b)| a.mul_add(*b, s));
+            assert_eq!(got.to_bits(), reference(&x, &y).to_bits(), "k = {k}");
+            if k > 2 * block {
+                // The order shows: one chain of all the terms gives other bits.
+                assert_ne!(got.to_bits(), chain.to_bits(), "k = {k}");
+            }
+        }
     }
 
     #[test]

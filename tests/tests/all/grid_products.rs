@@ -1,8 +1,10 @@
 //! Dense products launched over grids of `C`'s tiles (`WEFT_MATMUL_GRID`,
-//! `weft_runtime::products`) give exactly the bits of the plugin's own launch and of a plain
-//! Rust chain of `fma`s in increasing `k`: on shapes that no grid divides, small (the
-//! compiled kernel's path) and large (the blocked routine's), in `f32` and `f64`, with a
-//! transposed operand, and for a product by a vector that takes the canonical product.
+//! `weft_runtime::products`) give exactly the bits of the plugin's own launch and of the
+//! canonical order written out in plain Rust (`weft_tests::reference::canonical_product`:
+//! blocks of 1,024 terms, each a chain of `fma`s, combined by the aligned tree): on shapes
+//! that no grid divides, small (the compiled kernel's path) and large (the blocked
+//! routine's), with several blocks of terms, in `f32` and `f64`, with a transposed operand,
+//! and for a product by a vector that takes the canonical product.
 
 use weft::ProductGrid;
 use weft::{Config, DType, Numeric};
@@ -16,28 +18,6 @@ fn numeric(grid: ProductGrid) -> Numeric {
         explain: true,
         ..Config::from_env()
     })
-}
-
-/// `C = A @ B` for row-major `a` (`m x k`) and `b` (`k x n`), each element one chain of
-/// `fma`s from zero in increasing `k`, rounded to `f32` after each step when `single`.
-fn chain(a: &[f64], b: &[f64], m: usize, k: usize, n: usize, single: bool) -> Vec<f64> {
-    let mut c = vec![0.0; m * n];
-    for i in 0..m {
-        for j in 0..n {
-            let mut sum = 0.0f64;
-            let mut sum32 = 0.0f32;
-            for p in 0..k {
-                let (x, y) = (a[i * k + p], b[p * n + j]);
-                if single {
-                    sum32 = (x as f32).mul_add(y as f32, sum32);
-                } else {
-                    sum = x.mul_add(y, sum);
-                }
-            }
-            c[i * n + j] = if single { f64::from(sum32) } else { sum };
-        }
-    }
-    c
 }
 
 /// The bits of `A @ B` on `np`, `A` made as the transpose of a stored `(k, m)` matrix when
@@ -74,7 +54,7 @@ fn product(
 #[test]
 fn products_over_any_grid_give_the_chains_bits() {
     let grids = [(1, 1), (2, 2), (3, 2), (1, 4), (4, 1), (5, 7)];
-    for (m, k, n) in [(37, 29, 23), (130, 257, 70)] {
+    for (m, k, n) in [(37, 29, 23), (130, 257, 70), (21, 3100, 19)] {
         for dtype in [DType::F64, DType::F32] {
             let single = dtype == DType::F32;
             let rows = product(&numeric(ProductGrid::Rows), (m, k, n), dtype, false).0;
@@ -82,7 +62,7 @@ fn products_over_any_grid_give_the_chains_bits() {
                 weft_tests::uniform_data(m * k, 3, -1.0, 1.0),
                 weft_tests::uniform_data(k * n, 4, -1.0, 1.0),
             );
-            let want = chain(&a, &b, m, k, n, single);
+            let want = weft_tests::reference::canonical_product(&a, &b, (m, k, n), single);
             assert!(rows == want, "{m}x{k}x{n} {dtype}: rows against the chain");
             for (r, c) in grids {
                 let grid = ProductGrid::Fixed { rows: r, cols: c };

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{Cancelled, Element, Job, Path};
+use super::{Cancelled, Element, Job, Path, tree};
 
 /// The bytes of running sums a task keeps: its rows are as many as fit (from 64 to 4096), so
 /// that each column of `A` it reads is one long run of memory and its sums stay in L1.
@@ -16,7 +16,8 @@ pub(crate) const FEW_COLUMNS: usize = 16;
 /// `C = A @ BT.T` for a few columns of `C` where `A` is stored by columns (a transpose, as in
 /// `x @ A`): each task takes a run of rows and streams down every column of `A` once, adding
 /// `A[i, p] * BT[j, p]` (by `fma`) into the running sum of each of its elements `(i, j)`,
-/// in increasing `p`: every element's chain is the product's. With `SWAPPED`, `a` is the
+/// in increasing `p`, from zero at each block of terms, whose sums merge by the tree
+/// (`super::tree`): every element's sum is the product's. With `SWAPPED`, `a` is the
 /// caller's `BT` and `bt` its `A` (see [`super::multiply`]): each `fma` then takes
 /// `BT[j, p]`'s partner as its first factor, so that the factors keep the caller's order.
 ///
@@ -34,6 +35,7 @@ pub(crate) unsafe fn by_columns<T: Element, const SWAPPED: bool>(
         path,
         pool,
         cancel,
+        ..
     } = job;
     let (m, k, n) = (a.rows, a.cols, bt.rows);
     let threads = pool.current_num_threads().max(1);
@@ -61,43 +63,70 @@ pub(crate) unsafe fn by_columns<T: Element, const SWAPPED: bool>(
             let len = per_task.min(m - lo);
             sums.clear();
             sums.resize(n * len, T::ZERO);
+            // The blocks' partial sums (`super::tree`), per level one per running sum.
+            let blocks = tree::blocks(k);
+            let mut stack = vec![T::ZERO; tree::levels(blocks) * n * len];
             // SAFETY: rows `lo .. lo + len` of column `p < k` lie inside `A`, one element
             // apart.
             let column = |p: usize| unsafe {
                 std::slice::from_raw_parts(a.ptr.offset(lo as isize + p as isize * a.cs), len)
             };
-            // The columns of `A` [`GROUP`] at a time: each running sum is loaded and stored
-            // once per group, its `fma`s in increasing `p` as before.
-            let whole = k - k % GROUP;
-            for p in (0..whole).step_by(GROUP) {
-                let columns: [&[T]; GROUP] = std::array::from_fn(|g| column(p + g));
-                for (j, sum) in sums.chunks_exact_mut(len).enumerate() {
-                    // SAFETY: `(j, p + g)` lies inside `BT` (`p + g < k`).
-                    let xs: [T; GROUP] = std::array::from_fn(|g| unsafe { bt.get(j, p + g) });
-                    match path {
-                        // SAFETY: the path is AVX-512 only where the CPU has it.
-                        Path::Avx512 => unsafe {
-                            add_group_avx512::<T, SWAPPED>(sum, &columns, &xs)
-                        },
-                        // SAFETY: the path is AVX2 only where the CPU has it.
-                        Path::Avx2 => unsafe { add_group_avx2::<T, SWAPPED>(sum, &columns, &xs) },
-                        Path::Portable => add_group::<T, SWAPPED>(sum, &columns, &xs),
+            for block in 0..blocks {
+                let start = block * tree::BLOCK;
+                let end = tree::block_end(start, k);
+                sums.fill(T::ZERO);
+                // The columns of `A` [`GROUP`] at a time: each running sum is loaded and
+                // stored once per group, its `fma`s in increasing `p` as before.
+                let whole = end - (end - start) % GROUP;
+                for p in (start..whole).step_by(GROUP) {
+                    let columns: [&[T]; GROUP] = std::array::from_fn(|g| column(p + g));
+                    for (j, sum) in sums.chunks_exact_mut(len).enumerate() {
+                        // SAFETY: `(j, p + g)` lies inside `BT` (`p + g < k`).
+                        let xs: [T; GROUP] = std::array::from_fn(|g| unsafe { bt.get(j, p + g) });
+                        match path {
+                            // SAFETY: the path is AVX-512 only where the CPU has it.
+                            Path::Avx512 => unsafe {
+                                add_group_avx512::<T, SWAPPED>(sum, &columns, &xs)
+                            },
+                            // SAFETY: the path is AVX2 only where the CPU has it.
+                            Path::Avx2 => unsafe {
+                                add_group_avx2::<T, SWAPPED>(sum, &columns, &xs)
+                            },
+                            Path::Portable => add_group::<T, SWAPPED>(sum, &columns, &xs),
+                        }
                     }
                 }
-            }
-            for p in whole..k {
-                let column = column(p);
-                for (j, sum) in sums.chunks_exact_mut(len).enumerate() {
-                    // SAFETY: `(j, p)` lies inside `BT`.
-                    let xp = unsafe { bt.get(j, p) };
-                    match path {
-                        // SAFETY: the path is AVX-512 only where the CPU has it.
-                        Path::Avx512 => unsafe {
-                            add_products_avx512::<T, SWAPPED>(sum, column, xp)
-                        },
-                        // SAFETY: the path is AVX2 only where the CPU has it.
-                        Path::Avx2 => unsafe { add_products_avx2::<T, SWAPPED>(sum, column, xp) },
-                        Path::Portable => add_products::<T, SWAPPED>(sum, column, xp),
+                for p in whole..end {
+                    let column = column(p);
+                    for (j, sum) in sums.chunks_exact_mut(len).enumerate() {
+                        // SAFETY: `(j, p)` lies inside `BT`.
+                        let xp = unsafe { bt.get(j, p) };
+                        match path {
+                            // SAFETY: the path is AVX-512 only where the CPU has it.
+                            Path::Avx512 => unsafe {
+                                add_products_avx512::<T, SWAPPED>(sum, column, xp)
+                            },
+                            // SAFETY: the path is AVX2 only where the CPU has it.
+                            Path::Avx2 => unsafe {
+                                add_products_avx2::<T, SWAPPED>(sum, column, xp)
+                            },
+                            Path::Portable => add_products::<T, SWAPPED>(sum, column, xp),
+                        }
+                    }
+                }
+                // The block's sums merge (onto the stack, or, after the last block, into
+                // the running sums themselves).
+                if blocks > 1 {
+                    let (level, base) = (n * len, stack.as_mut_ptr());
+                    // SAFETY: level `l` of the stack holds `n * len` elements from `l * level`
+                    // (the stack has `levels(blocks)` of them), this task's own.
+                    unsafe {
+                        tree::merge_run(block + 1, blocks, sums, |l| {
+                            base.wrapping_add(l * level).cast_const()
+                        })
+                    };
+                    if let Some(l) = tree::lands(block + 1, blocks) {
+                        stack[l * level..][..level].copy_from_slice(sums);
                     }
                 }
             }

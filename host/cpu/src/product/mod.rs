@@ -1,22 +1,26 @@
 //! Dense products (`weft_ir::product`'s kernel) through blocked routines with the kernel's
 //! bits.
 //!
-//! The kernel makes each `C[i, j]` the sum of `A[i, p] * BT[j, p]` over `p`, one chain of
-//! fused multiply-adds from zero in increasing `p` (`sum = fma(A[i, p], BT[j, p], sum)`).
-//! Compiled as written, each element streams its two rows from memory. These routines compute
-//! the same operations in the same order per element, but for many elements at once, as BLAS
-//! does: [`blocks`] packs the operands per block and runs register tiles ([`kernels`]) that
-//! keep a tile of `C` in vector registers while the terms stream through, continuing each
-//! element's chain from `C` between passes over `k`; [`by_columns`] streams a matrix stored
-//! by columns once for a few columns of `C`. Blocking changes which element is computed
-//! when, never the order of any element's own operations, so the bits are the compiled
-//! kernel's on any number of threads (the tests compare them with the chain written out).
-//! Small products (at most [`SMALL_PRODUCT`] multiply-adds) skip all that: the calling thread
-//! computes each element's chain straight from the operands.
+//! The kernel makes each `C[i, j]` the canonical blocked sum of `A[i, p] * BT[j, p]` over
+//! `p`: `p` cut into aligned blocks of 1,024 terms, each block one chain of fused
+//! multiply-adds from zero in increasing `p` (`sum = fma(A[i, p], BT[j, p], sum)`), the
+//! blocks' sums combined by the aligned pairwise tree ([`tree`]). Compiled as written, each
+//! element streams its two rows from memory. These routines compute the same operations in
+//! the same order per element, but for many elements at once, as BLAS does: [`blocks`] packs
+//! the operands per block and runs register tiles ([`kernels`]) that keep a tile of `C` in
+//! vector registers while the terms stream through, continuing each element's chain from `C`
+//! between passes over `k` inside a block of terms and merging the block's sums into a stack
+//! of partial sums at its end; [`by_columns`] streams a matrix stored by columns once for a
+//! few columns of `C`. Blocking changes which element is computed when, never the order of
+//! any element's own operations, so the bits are the compiled kernel's on any number of
+//! threads (the tests compare them with the order written out). Small products (at most
+//! [`SMALL_PRODUCT`] multiply-adds) skip all that: the calling thread computes each
+//! element's sum straight from the operands.
 
 mod blocks;
 mod by_columns;
 mod kernels;
+mod tree;
 
 use std::sync::atomic::AtomicU32;
 
@@ -167,6 +171,32 @@ impl<T: Copy> Matrix<T> {
     }
 }
 
+/// The memory of the blocked routine's stack of partial sums (one element per element of
+/// `C`'s column panel per level: two levels of 128 MiB for a 4096 x 4096 `f64` product),
+/// kept from one product to the next: allocating it afresh cost each 4096 x 4096 product
+/// about 15% of its time in the kernel's zeroing of new pages. It keeps what the largest
+/// recent product needed, and lets it go when a product of several blocks needs less than a
+/// quarter of it.
+#[derive(Debug, Default)]
+pub(crate) struct StackScratch(std::sync::Mutex<Vec<u64>>);
+
+impl StackScratch {
+    /// Runs `f` with at least `elements` elements of `T` (their values unspecified: the
+    /// routine writes each before it reads it).
+    pub(crate) fn with<T: Element, R>(&self, elements: usize, f: impl FnOnce(*mut T) -> R) -> R {
+        let mut words = match self.0.lock() {
+            Ok(words) => words,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let need = (elements * std::mem::size_of::<T>()).div_ceil(8);
+        if need > words.len() || (need > 0 && need < words.len() / 4) {
+            *words = vec![0u64; need];
+        }
+        // `u64`s are aligned for `f32` and `f64`.
+        f(words.as_mut_ptr().cast::<T>())
+    }
+}
+
 /// Why a product stopped early.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Cancelled;
@@ -187,10 +217,13 @@ pub(crate) struct Job<'a, T> {
     pub pool: &'a rayon::ThreadPool,
     /// Set to stop the product (the kernel time limit).
     pub cancel: &'a AtomicU32,
+    /// The memory of the blocks' partial sums.
+    pub stack: &'a StackScratch,
 }
 
-/// `C = A @ BT.T`, each element its chain of `fma`s (see the module documentation): `a` is
-/// `(m, k)`, `bt` `(n, k)` and `c` `(m, n)`, on the threads of `pool`. Checks `cancel` between blocks and
+/// `C = A @ BT.T`, each element its canonical blocked sum (see the module documentation): `a`
+/// is `(m, k)`, `bt` `(n, k)` and `c` `(m, n)`, on the threads of `pool`, the blocks' partial
+/// sums in `stack`. Checks `cancel` between blocks and
 /// stops with [`Cancelled`] once it is set (the kernel time limit).
 ///
 /// # Safety
@@ -206,9 +239,19 @@ pub(crate) unsafe fn multiply<T: Element>(
     path: Path,
     pool: &rayon::ThreadPool,
     cancel: &AtomicU32,
+    stack: &StackScratch,
 ) -> Result<(), Cancelled> {
+    let job = Job {
+        a,
+        bt,
+        c,
+        path,
+        pool,
+        cancel,
+        stack,
+    };
     // SAFETY: the caller's contract.
-    unsafe { multiply_small_below(a, bt, c, path, pool, cancel, SMALL_PRODUCT) }
+    unsafe { multiply_small_below(job, SMALL_PRODUCT) }
 }
 
 /// Products of at most this many multiply-adds run on the calling thread, element after
@@ -223,14 +266,10 @@ const SMALL_PRODUCT: usize = 1 << 15;
 ///
 /// As for [`multiply`].
 unsafe fn multiply_small_below<T: Element>(
-    a: Matrix<T>,
-    bt: Matrix<T>,
-    c: Matrix<T>,
-    path: Path,
-    pool: &rayon::ThreadPool,
-    cancel: &AtomicU32,
+    job: Job<'_, T>,
     small_limit: usize,
 ) -> Result<(), Cancelled> {
+    let Job { a, bt, c, path, .. } = job;
     let (m, n, k) = (c.rows, c.cols, a.cols);
     debug_assert!(a.rows == m && bt.rows == n && bt.cols == k);
     if m.saturating_mul(n).saturating_mul(k) <= small_limit {
@@ -243,14 +282,6 @@ unsafe fn multiply_small_below<T: Element>(
         }
         return Ok(());
     }
-    let job = Job {
-        a,
-        bt,
-        c,
-        path,
-        pool,
-        cancel,
-    };
     if n <= FEW_COLUMNS && a.rs == 1 && a.cs != 1 {
         // SAFETY: the caller's contract.
         return unsafe { by_columns::<T, false>(job) };
@@ -279,7 +310,8 @@ unsafe fn multiply_small_below<T: Element>(
     unsafe { blocks::by_blocks(job) }
 }
 
-/// `C = A @ BT.T`, each element its chain of `fma`s in increasing `p`, one after another.
+/// `C = A @ BT.T`, each element its canonical blocked sum ([`tree::element`]), one after
+/// another.
 ///
 /// # Safety
 ///
@@ -288,12 +320,13 @@ unsafe fn multiply_small_below<T: Element>(
 unsafe fn small<T: Element>(a: Matrix<T>, bt: Matrix<T>, c: Matrix<T>) {
     for i in 0..c.rows {
         for j in 0..c.cols {
-            let mut sum = T::ZERO;
-            for p in 0..a.cols {
-                // SAFETY: `(i, p)` and `(j, p)` are inside `A` and `BT` (the caller's
-                // contract).
-                sum = unsafe { a.get(i, p).fma(bt.get(j, p), sum) };
-            }
+            // SAFETY: `(i, p)` and `(j, p)` are inside `A` and `BT` for `p < k` (the
+            // caller's contract).
+            let sum = tree::element(
+                a.cols,
+                |p| unsafe { a.get(i, p) },
+                |p| unsafe { bt.get(j, p) },
+            );
             // SAFETY: `(i, j)` is inside `C`, written by this thread alone.
             unsafe { c.set(i, j, sum) };
         }
@@ -318,9 +351,26 @@ mod tests {
 
     use crate::test_values::uniform as values;
 
-    /// One element's chain, written out as the kernel builds it.
+    /// One element's canonical sum, written out independently of the routines: blocks of
+    /// 1,024 terms, each a chain of `fma`s from zero, combined by the aligned tree as its
+    /// recursion (the left subtree takes the largest power of two of blocks below the
+    /// count).
     fn chain<T: Element>(a: impl Fn(usize) -> T, b: impl Fn(usize) -> T, k: usize) -> T {
-        (0..k).fold(T::ZERO, |sum, p| a(p).fma(b(p), sum))
+        fn tree<T: Element>(blocks: &[T]) -> T {
+            match blocks {
+                [] => T::ZERO,
+                [one] => *one,
+                _ => {
+                    let half = 1usize << (usize::BITS - 1 - (blocks.len() - 1).leading_zeros());
+                    tree(&blocks[..half]) + tree(&blocks[half..])
+                }
+            }
+        }
+        let sums: Vec<T> = (0..k)
+            .step_by(1024)
+            .map(|lo| (lo..(lo + 1024).min(k)).fold(T::ZERO, |sum, p| a(p).fma(b(p), sum)))
+            .collect();
+        tree(&sums)
     }
 
     /// `C = A @ BT.T` by the routine on `threads` threads, `A` stored by columns when
@@ -391,9 +441,18 @@ mod tests {
             .build()
             .expect("a pool");
         let cancel = AtomicU32::new(0);
+        let stack = StackScratch::default();
+        let job = Job {
+            a,
+            bt,
+            c,
+            path,
+            pool: &pool,
+            cancel: &cancel,
+            stack: &stack,
+        };
         // SAFETY: the caller's contract.
-        unsafe { multiply_small_below(a, bt, c, path, &pool, &cancel, small_limit) }
-            .expect("not cancelled");
+        unsafe { multiply_small_below(job, small_limit) }.expect("not cancelled");
     }
 
     /// The `(rows, cols)` matrix `x` (given by rows) stored by rows or by columns, with its
@@ -443,7 +502,11 @@ mod tests {
     /// Single columns (`A @ x`), which take `by_columns` where `A` is stored by columns.
     /// A few rows against many columns (`A @ B` with `B` by rows streams `B` in tasks of 64 rows
     /// or more).
-    const SHAPES: [(usize, usize, usize); 14] = [
+    /// Products of several blocks of terms (1,024 each), one cut short, merge in the tree.
+    const SHAPES: [(usize, usize, usize); 17] = [
+        (9, 30, 2048),
+        (19, 5, 4100),
+        (3, 2, 3073),
         (5, 600, 37),
         (3, 4, 0),
         (0, 20, 7),
@@ -465,9 +528,16 @@ mod tests {
     /// chain's bits everywhere.
     #[test]
     fn a_gram_product_has_the_chains_bits() {
-        for (s, &(m, k)) in [(1usize, 3usize), (9, 21), (67, 300), (130, 515), (517, 83)]
-            .iter()
-            .enumerate()
+        for (s, &(m, k)) in [
+            (1usize, 3usize),
+            (9, 21),
+            (67, 300),
+            (130, 515),
+            (517, 83),
+            (40, 3000),
+        ]
+        .iter()
+        .enumerate()
         {
             let a = values(m * k, 40 + s as u64);
             let want: Vec<u64> = (0..m * m)
@@ -603,6 +673,7 @@ mod tests {
                 Path::Portable,
                 &pool,
                 &cancel,
+                &StackScratch::default(),
             )
         };
         assert_eq!(result, Err(Cancelled));
