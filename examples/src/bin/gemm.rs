@@ -18,7 +18,9 @@
 
 use std::process::ExitCode;
 
-use weft_examples::{AppError, Args, Cli, Report, bench, load_numeric, out_dir, run_main, save};
+use weft_examples::{
+    AppError, Args, Cli, Kind, Report, bench, load_numeric, out_dir, run_main, save,
+};
 use weft_ir::DType;
 
 const NAME: &str = "gemm";
@@ -31,8 +33,21 @@ fn main() -> ExitCode {
         3,
     )
     .range("n", 1, 1 << 15)
-    .help("n", "the matrices are N x N")
-    .help("iters", "timed products (after the warm-up ones)");
+    .help(
+        "n",
+        "the matrices are N x N (A is N x K and B K x N with --k)",
+    )
+    .help("iters", "timed products (after the warm-up ones)")
+    .extra(
+        "k",
+        "K",
+        "the inner dimension (0: N)",
+        Kind::Count {
+            min: 0,
+            max: 1 << 20,
+        },
+        "0",
+    );
     let args = cli.parse_env_or_exit();
     run_main(NAME, || run(&args))
 }
@@ -40,9 +55,13 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> Result<(), AppError> {
     let np = load_numeric(args)?;
     let n = args.n;
+    let k = match args.extra_u64("k").ok_or("bad --k")? {
+        0 => n,
+        k => k,
+    };
     let seeds = weft_examples::sub_seed;
-    let a = np.random_uniform(&[n, n], -1.0, 1.0, seeds(args.seed, 0), DType::F64);
-    let b = np.random_uniform(&[n, n], -1.0, 1.0, seeds(args.seed, 1), DType::F64);
+    let a = np.random_uniform(&[n, k], -1.0, 1.0, seeds(args.seed, 0), DType::F64);
+    let b = np.random_uniform(&[k, n], -1.0, 1.0, seeds(args.seed, 1), DType::F64);
     a.check()?;
     b.check()?;
     np.runtime(|rt| rt.synchronize())?;
@@ -61,28 +80,37 @@ fn run(args: &Args) -> Result<(), AppError> {
         save(&dir, "C.npy", &c)?;
     }
     let ranks = args.rank_count() as u64;
-    let setting = np.runtime(|rt| rt.config().matmul_grid);
-    let grid = weft_runtime::products::choose(n, n, n, ranks, setting)
-        .map_or((ranks.min(n), 1), |(g, _)| (g.rows, g.cols));
-    let panels = weft_runtime::products::Grid {
-        rows: grid.0,
-        cols: grid.1,
-    }
-    .panel_elements(n, n, n);
-    let gflops = 2.0 * (n as f64).powi(3) / timing.median / 1e9;
+    let (setting, memory) = np.runtime(|rt| (rt.config().matmul_grid, rt.config().rank_memory));
+    let budget = weft_runtime::products::Budget {
+        rank_bytes: memory
+            .unwrap_or_else(|| weft_runtime::products::machine_memory_per_rank(ranks)),
+        element_bytes: 8,
+    };
+    let grid = weft_runtime::products::choose((n, n, k), ranks, setting, budget).map_or(
+        weft_runtime::products::Grid::flat(ranks.min(n), 1),
+        |(g, _)| g,
+    );
+    let panels = grid.panel_elements(n, n, k).unwrap_or(0);
+    let grid_text = if grid.layers > 1 {
+        format!("{}x{}x{}", grid.rows, grid.cols, grid.layers)
+    } else {
+        format!("{}x{}", grid.rows, grid.cols)
+    };
+    let gflops = 2.0 * (n as f64).powi(2) * k as f64 / timing.median / 1e9;
     let mut report = Report::new(NAME, args);
     report
         .timing(&timing, &per_iter)
         .set("gflops", gflops)
         .set("c_sum", c_sum)
-        .set("grid", format!("{}x{}", grid.0, grid.1))
+        .set("k", k)
+        .set("grid", grid_text.clone())
         .set("matmul_grid", format!("{setting:?}"))
         .set("panel_elements", panels)
         .runtime_stats(&np);
     args.say(&format!(
-        "{NAME}: n={n} on {ranks} rank(s), {}x{} grid: {:.3} s per product (median of {}), \
-         {gflops:.1} GFLOP/s",
-        grid.0, grid.1, timing.median, args.iters
+        "{NAME}: n={n} k={k} on {ranks} rank(s), {grid_text} grid: {:.3} s per product \
+         (median of {}), {gflops:.1} GFLOP/s",
+        timing.median, args.iters
     ))?;
     report.print()?;
     Ok(())

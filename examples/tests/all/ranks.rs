@@ -73,6 +73,17 @@ fn out_dir(name: &str, ranks: usize) -> PathBuf {
 
 /// Runs `bin` on `ranks` ranks (1: without `mpirun`) writing into `dir`; returns its JSON line.
 fn run(bin: &str, args: &[&str], ranks: usize, dir: &Path) -> serde_json::Value {
+    run_with(bin, args, ranks, dir, &[])
+}
+
+/// [`run`] with more environment variables.
+fn run_with(
+    bin: &str,
+    args: &[&str],
+    ranks: usize,
+    dir: &Path,
+    env: &[(&str, &str)],
+) -> serde_json::Value {
     let mut cmd = if ranks == 1 {
         Command::new(bin)
     } else {
@@ -88,6 +99,7 @@ fn run(bin: &str, args: &[&str], ranks: usize, dir: &Path) -> serde_json::Value 
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         // Every task's plan, compared across ranks: control replication holds.
         .env("WEFT_CHECK_REPLICATION", "1")
+        .envs(env.iter().copied())
         .output()
         .expect("the example runs (scripts/test installs Open MPI)");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -169,4 +181,39 @@ fn every_example_on_two_to_four_ranks_equals_one_process() {
         }
         let _ = std::fs::remove_dir_all(&one);
     }
+}
+
+/// A product whose `k` (3,500 terms: four blocks of the canonical order) splits over layers
+/// of ranks (2.5-D grids, `WEFT_MATMUL_GRID=RxCxL`, and the grid `auto` takes on 4 ranks for
+/// this shape) gives one process's bytes on 1, 2 and 4 ranks, and reports its grid.
+#[test]
+fn products_over_grids_of_layers_equal_one_process() {
+    let bin = env!("CARGO_BIN_EXE_gemm");
+    let args = ["--n", "45", "--k", "3500", "--iters", "1"];
+    let one = out_dir("gemm-layers", 1);
+    let one_json = run_with(bin, &args, 1, &one, &[("WEFT_MATMUL_GRID", "rows")]);
+    assert_eq!(one_json["grid"], "1x1", "{one_json}");
+    let want = files(&one);
+    for (ranks, setting, grid) in [
+        (1, "2x2x2", "2x2x2"),
+        (2, "1x1x2", "1x1x2"),
+        (2, "1x2x2", "1x2x2"),
+        (4, "1x1x4", "1x1x4"),
+        (4, "2x1x2", "2x1x2"),
+        (4, "auto", "1x1x4"),
+    ] {
+        let dir = out_dir(&format!("gemm-layers-{setting}"), ranks);
+        let json = run_with(bin, &args, ranks, &dir, &[("WEFT_MATMUL_GRID", setting)]);
+        assert_eq!(json["grid"], grid, "{setting} on {ranks} ranks: {json}");
+        let got = files(&dir);
+        assert_eq!(got.len(), want.len());
+        for ((file, a), (_, b)) in got.iter().zip(&want) {
+            assert!(
+                a == b,
+                "{setting} on {ranks} ranks: {file} differs from one process's"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let _ = std::fs::remove_dir_all(&one);
 }

@@ -883,7 +883,8 @@ fn distinct_output(bindings: &[Binding]) -> bool {
 }
 
 /// The matrices of one launch of the canonical product (`weft_ir::product`): `A` (rows of
-/// `C`, `k` columns), `BT` (the rows that `C`'s columns name, `k` columns) and `C`.
+/// `C`, `k` columns), `BT` (the rows that `C`'s columns name, `k` columns) and `C` (or a
+/// layer of it, for a 2.5-D grid's layered kernel).
 struct ProductShape {
     rows: usize,
     cols: usize,
@@ -903,6 +904,21 @@ impl ProductShape {
     /// columns at least.
     fn of(views: &[StoreView], tiled: bool) -> Option<ProductShape> {
         let [a, bt, c] = views else { return None };
+        // A layer of a 2.5-D product writes a `C` of rank 3, one layer thick: its last two
+        // dimensions.
+        let c = &match (
+            c.extents.as_slice(),
+            c.strides.as_slice(),
+            c.origin.as_slice(),
+        ) {
+            ([1, e @ ..], [_, s @ ..], [_, o @ ..]) if tiled && e.len() == 2 => StoreView {
+                ptr: c.ptr,
+                extents: e.to_vec(),
+                strides: s.to_vec(),
+                origin: o.to_vec(),
+            },
+            _ => c.clone(),
+        };
         if [a, bt, c]
             .iter()
             .any(|v| v.extents.len() != 2 || v.origin.len() != 2)

@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use weft_runtime::mapping::BlockMapping;
-use weft_runtime::products::Grid;
+use weft_runtime::products::{Budget, Grid};
 use weft_runtime::{RootPartition, ViewMap};
 
 use crate::boxes::row_tiles;
@@ -199,37 +199,52 @@ pub enum Held {
 }
 
 /// One dense product `C = A @ B`, `A` of `m x k` and `B` of `k x n`, on `ranks` ranks (the
-/// plans of a sample of them past [`SAMPLED_RANKS`]), laid over the grid `weft_runtime::products::choose` picks (the plugin's rows where it keeps
-/// them), with the operands held as `held` says.
+/// plans of a sample of them past [`SAMPLED_RANKS`]), laid over the grid
+/// `weft_runtime::products::choose` picks within `budget` (the plugin's rows where it keeps
+/// them), with the operands held as `held` says. A grid of layers adds the task that sums
+/// the layers' partial sums (its reads of the other layers' sums).
 pub fn product(
     ranks: usize,
     (m, n, k): (u64, u64, u64),
     held: Held,
+    budget: Budget,
 ) -> Result<ProductPlans, Error> {
-    use weft_runtime::products::{ProductGrid, choose, grid_partitions};
+    use weft_runtime::products::{ProductGrid, choose, grid_partitions, sum_partitions};
     let p = ranks as u64;
-    let grid = choose(m, n, k, p, ProductGrid::Auto).map_or(
-        Grid {
-            rows: p.min(m.max(1)),
-            cols: 1,
-        },
-        |(g, _)| g,
-    );
-    let launch = vec![grid.rows, grid.cols];
-    let [pa, pb, _] = grid_partitions(m, n, k, grid);
+    let grid = choose((m, n, k), p, ProductGrid::Auto, budget)
+        .map_or(Grid::flat(p.min(m.max(1)), 1), |(g, _)| g);
+    let unsupported = || Error::Unsupported(format!("no partitions for the grid {grid:?}"));
+    let (launch, [pa, pb, pp]) = grid_partitions(m, n, k, grid).ok_or_else(unsupported)?;
     let (a_root, b_root) = (vec![m, k], vec![k, n]);
     let a_view = ViewMap::whole(&a_root);
     let bt_view = ViewMap::whole(&b_root)
         .permute(&[1, 0])
         .map_err(|e| Error::Unsupported(e.to_string()))?;
+    // Where the grid leaves its result: `C`'s tiles, or with layers the sum's slices of them.
+    let (result_launch, result) = match sum_partitions(m, n, k, grid) {
+        Some((launch, [_, c])) => (launch, c),
+        None => (launch.clone(), pp.clone()),
+    };
     // Who holds each operand: a layer written by a task over the ranks.
     let holding = |root: &[u64]| -> Result<Holding, Error> {
         let (partition, over) = match held {
             Held::Rows => (row_tiles(root[0].div_ceil(p), 0, 2), vec![p]),
-            Held::Grid => (
-                grid_partitions(root[0], root[1], 1, grid)[2].clone(),
-                launch.clone(),
-            ),
+            Held::Grid => {
+                // The result's layout, for a matrix of this shape.
+                let scaled = match &result {
+                    weft_runtime::Partition::Tiling(t) => {
+                        weft_runtime::Partition::Tiling(weft_runtime::partition::Tiling {
+                            tile: weft_runtime::Dims::from_slice(&[
+                                root[0].div_ceil(grid.rows),
+                                root[1].div_ceil(result_launch[1]),
+                            ]),
+                            ..t.clone()
+                        })
+                    }
+                    other => other.clone(),
+                };
+                (scaled, result_launch.clone())
+            }
         };
         let written = RootPartition::fold(&partition, &ViewMap::whole(root));
         let mut h = Holding::replicated();
@@ -237,7 +252,7 @@ pub fn product(
         Ok(h)
     };
     let (ha, hb) = (holding(&a_root)?, holding(&b_root)?);
-    let tasks = [
+    let mut tasks = vec![
         TaskReads {
             reads: vec![RootPartition::fold(&pa, &a_view)],
             launch: launch.clone(),
@@ -253,14 +268,35 @@ pub fn product(
             element_bytes: 8,
         },
     ];
+    // The layers' partial sums, written by the product's points and read by the sum's.
+    let partial_root = vec![grid.layers, m, n];
+    let mut hp = Holding::replicated();
+    let sum = sum_partitions(m, n, k, grid);
+    if sum.is_some() {
+        let written = RootPartition::fold(&pp, &ViewMap::whole(&partial_root));
+        hp.write(Layer::new(&written, &launch, &partial_root)?, &partial_root);
+    }
+    if let Some((sum_launch, [read, _])) = sum {
+        tasks.push(TaskReads {
+            reads: vec![RootPartition::fold(&read, &ViewMap::whole(&partial_root))],
+            launch: sum_launch,
+            root: partial_root.clone(),
+            holding: &hp,
+            element_bytes: 8,
+        });
+    }
     let plans = simulate(ranks, &tasks, 0, true)?;
+    let panels = grid.panel_elements(m, n, k).ok_or_else(unsupported)?;
+    let tiles = grid.tiles(m, n, k).ok_or_else(unsupported)?;
+    let sums = tiles.rows * tiles.cols / grid.layers * (grid.layers - 1);
     // Each operand's share of one rank (1 / P of it) lies in its panels already.
     let share = (m * k + k * n) / p.max(1);
     Ok(ProductPlans {
         plans,
         grid,
-        panel_elements: grid.panel_elements(m, n, k),
-        summa_elements: grid.panel_elements(m, n, k).saturating_sub(share),
+        panel_elements: panels,
+        summa_elements: panels.saturating_sub(share),
+        sum_elements: sums,
     })
 }
 
@@ -271,12 +307,18 @@ pub struct ProductPlans {
     pub plans: Simulated,
     /// The grid the product ran over.
     pub grid: Grid,
-    /// The elements of one point's panels of `A` and `B`, `k (m / r + n / c)`: about
-    /// `2 n^2 / sqrt(P)` for a square product on a square grid.
+    /// The elements one point reads ([`Grid::panel_elements`]): its panels of `A` and `B`
+    /// over its layer's terms, `k_z (m / r + n / c)` (about `2 n^2 / sqrt(l P)` for a square
+    /// product on a square grid of `l` layers), and with layers the other layers' partial
+    /// sums of its slice of the tile.
     pub panel_elements: u64,
-    /// SUMMA's count of what a rank receives when it holds `1 / P` of each operand inside its
-    /// panels (the grid's own layout): the panels less that share.
+    /// The schedule's count of what a rank receives when it holds `1 / P` of each operand
+    /// inside its panels: [`ProductPlans::panel_elements`] less that share (SUMMA's count for
+    /// one layer).
     pub summa_elements: u64,
+    /// Of [`ProductPlans::panel_elements`], the other layers' partial sums (the reduction
+    /// along the third axis, `(l - 1) / l` of a tile; none for one layer).
+    pub sum_elements: u64,
 }
 
 #[cfg(test)]
@@ -299,7 +341,7 @@ mod tests {
     fn a_square_product_moves_summas_panels() {
         // On a 2x2 grid, operands in the grid's tiles: each rank receives the other tile of
         // its row panel of A and of its column panel of B, one message each.
-        let r = product(4, (64, 64, 64), Held::Grid).unwrap();
+        let r = product(4, (64, 64, 64), Held::Grid, Budget::unbounded()).unwrap();
         assert_eq!((r.grid.rows, r.grid.cols), (2, 2));
         assert_eq!(r.panel_elements, 64 * (32 + 32));
         assert_eq!(r.plans.recv_bytes_max, 2 * 32 * 32 * 8);
@@ -307,9 +349,30 @@ mod tests {
         assert_eq!(r.plans.messages_max, 2);
         // Operands by rows (16 each): A's panel lacks 16 rows of 64, held by one rank; B's
         // column panel (32 wide) lacks 48 of its 64 rows, held by three.
-        let r = product(4, (64, 64, 64), Held::Rows).unwrap();
+        let r = product(4, (64, 64, 64), Held::Rows, Budget::unbounded()).unwrap();
         assert_eq!(r.plans.recv_bytes_max, (16 * 64 + 48 * 32) * 8);
         assert_eq!(r.plans.messages_max, 4);
+    }
+
+    #[test]
+    fn layered_products_receive_the_2_5_d_volume() {
+        // Square products of four blocks of `k`: a 2x2x2 grid on 8 ranks, Johnson's 4x4x4 on
+        // 64. A rank receives its panels over its layer's terms and the other layers' sums of
+        // its slice, `2 n^2 / sqrt(l P) + (l - 1) n^2 / P`, less what it holds.
+        let n = 4096u64;
+        for (ranks, layers) in [(8usize, 2u64), (64, 4)] {
+            for held in [Held::Rows, Held::Grid] {
+                let r = product(ranks, (n, n, n), held, Budget::unbounded()).unwrap();
+                let p = ranks as f64;
+                let l = layers as f64;
+                let volume = 2.0 * (n * n) as f64 / (l * p).sqrt() + (l - 1.0) * (n * n) as f64 / p;
+                let what = format!("{ranks} ranks, {held:?}: {r:?}");
+                assert_eq!(r.grid.layers, layers, "{what}");
+                assert_eq!(r.panel_elements as f64, volume, "{what}");
+                let recv = r.plans.recv_bytes_max as f64 / 8.0;
+                assert!(recv <= volume && recv >= 0.85 * volume, "{what}");
+            }
+        }
     }
 
     #[test]
@@ -317,9 +380,9 @@ mod tests {
         for ranks in [1, 2, 3, 4, 8, 16, 64, 256] {
             for held in [Held::Rows, Held::Grid] {
                 for shape in [(1000, 1000, 1000), (20_000, 64, 64), (77, 300, 129)] {
-                    let r = product(ranks, shape, held).unwrap();
+                    let r = product(ranks, shape, held, Budget::unbounded()).unwrap();
                     let what = format!("{ranks} {held:?} {shape:?}");
-                    assert_eq!(r.grid.rows * r.grid.cols, ranks as u64, "{what}");
+                    assert_eq!(r.grid.points(), ranks as u64, "{what}");
                     assert!(r.plans.recv_bytes_max <= r.panel_elements * 8, "{what}");
                     let (rows, cols) = (r.grid.rows, r.grid.cols);
                     let (m, n, k) = shape;

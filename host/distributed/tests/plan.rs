@@ -255,21 +255,26 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     /// A dense product's reads over a grid (`weft_runtime::products::grid_partitions`): `A`'s
-    /// row panels, and `BT`'s row panels through the transpose of `B`, with each operand held
-    /// by rows or by an earlier grid's tiles.
+    /// row panels, and `BT`'s row panels through the transpose of `B`, each over its layer's
+    /// terms of `k` on a grid of layers, with each operand held by rows or by an earlier
+    /// grid's tiles; and on a grid of layers, the sum's reads of the layers' partial sums
+    /// (`sum_partitions`) that the product's points wrote.
     #[test]
     fn product_panels_over_a_grid_match_brute_force(
-        (m, n, k) in (1u64..12, 1u64..12, 1u64..9),
-        grid in (1u64..4, 1u64..4),
+        (m, n) in (1u64..12, 1u64..12),
+        k in prop_oneof![1u64..9, 1025u64..4200],
+        grid in (1u64..4, 1u64..4, 0u32..3),
         held_grid in (1u64..4, 1u64..4),
         by_rows in proptest::bool::ANY,
         ranks in 1usize..5,
     ) {
-        use weft_runtime::products::{Grid, grid_partitions};
-        let grid = Grid { rows: grid.0.min(m), cols: grid.1.min(n) };
-        let held = Grid { rows: held_grid.0, cols: held_grid.1 };
-        let launch = [grid.rows, grid.cols];
-        let [pa, pb, _] = grid_partitions(m, n, k, grid);
+        use weft_runtime::products::{Grid, grid_partitions, sum_partitions};
+        let mut grid = Grid { rows: grid.0.min(m), cols: grid.1.min(n), layers: 1 << grid.2 };
+        while grid.tiles(m, n, k).is_none() {
+            grid.layers /= 2;
+        }
+        let held = Grid::flat(held_grid.0, held_grid.1);
+        let (launch, [pa, pb, pp]) = grid_partitions(m, n, k, grid).unwrap();
         for (root, view, read) in [
             (vec![m, k], ViewMap::whole(&[m, k]), pa),
             (vec![k, n], ViewMap::whole(&[k, n]).permute(&[1, 0]).unwrap(), pb),
@@ -277,10 +282,8 @@ proptest! {
             let (written, over) = if by_rows {
                 (row_tiles(root[0].div_ceil(3), 0, 2), vec![3])
             } else {
-                (
-                    grid_partitions(root[0], root[1], 1, held)[2].clone(),
-                    vec![held.rows, held.cols],
-                )
+                let (over, [_, _, tiles]) = grid_partitions(root[0], root[1], 1, held).unwrap();
+                (tiles, over)
             };
             let written = RootPartition::fold(&written, &ViewMap::whole(&root));
             let mut holding = Holding::replicated();
@@ -288,6 +291,18 @@ proptest! {
             let part = RootPartition::fold(&read, &view);
             check(
                 Read { partition: &part, launch: &launch, root: &root, holding: &holding },
+                ranks,
+            )?;
+        }
+        if let Some((sum_launch, [read, _])) = sum_partitions(m, n, k, grid) {
+            let root = vec![grid.layers, m, n];
+            let whole = ViewMap::whole(&root);
+            let mut holding = Holding::replicated();
+            let written = RootPartition::fold(&pp, &whole);
+            holding.write(Layer::new(&written, &launch, &root).unwrap(), &root);
+            let part = RootPartition::fold(&read, &whole);
+            check(
+                Read { partition: &part, launch: &sum_launch, root: &root, holding: &holding },
                 ranks,
             )?;
         }

@@ -48,29 +48,72 @@ pub fn matmul_tiled(name: impl Into<String>, dtype: DType) -> KernelBuilder {
     product(name, dtype, BtRows::Local)
 }
 
-/// How a product kernel finds the row of `BT` for column `j` of `C`'s tile.
+/// The kernel of one layer of a 2.5-D product ([`recognize_layered`]): [`matmul_tiled`]
+/// writing its tile into `P` (`(layers, m, n)`, rank 3), each point's view of it one layer
+/// thick. Each point sees the slice of `k` its layer owns (an aligned subtree of blocks of
+/// [`BLOCK_TERMS`] terms), so its sums are nodes of the canonical tree, which [`layers_sum`]
+/// completes.
+pub fn matmul_layered(name: impl Into<String>, dtype: DType) -> KernelBuilder {
+    product(name, dtype, BtRows::Layered)
+}
+
+/// The kernel that sums a 2.5-D product's layers: parameters `P` (`(layers, m, n)`, read:
+/// the layers' partial sums, each a node of the canonical tree at the same level) and `C`
+/// (`(m, n)`, written); `C[i, j]` is the aligned pairwise tree over `z` of `P[z, i, j]`
+/// (`layers` a power of two, so every node is complete): the canonical tree's top levels, so
+/// that `C` has the bits of the one-process product.
+pub fn layers_sum(name: impl Into<String>, dtype: DType, layers: u32) -> KernelBuilder {
+    let mut k = KernelBuilder::new(name);
+    let p = k.store(dtype, 3, Privilege::Read);
+    let c = k.store(dtype, 2, Privilege::Write);
+    k.parallel(c, |b, idx| {
+        let mut level: Vec<_> = (0..i64::from(layers.max(1)))
+            .map(|z| {
+                let z = b.const_i64(z);
+                b.load(p, &[z, idx[0], idx[1]])
+            })
+            .collect();
+        while level.len() > 1 {
+            level = level
+                .chunks(2)
+                .map(|pair| match pair {
+                    [l, r] => b.add(*l, *r),
+                    _ => pair[0],
+                })
+                .collect();
+        }
+        b.store(c, idx, level[0]);
+    });
+    k
+}
+
+/// How a product kernel finds the row of `BT` for column `j` of `C`'s tile, and where it
+/// writes.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum BtRows {
     /// `origin(C, 1) + j`: `BT` is whole.
     Global,
     /// `j`: `BT` is the tile's panel.
     Local,
+    /// `j`, and `C` is a layer of rank 3 (`(1, rows, cols)` per point).
+    Layered,
 }
 
 fn product(name: impl Into<String>, dtype: DType, rows: BtRows) -> KernelBuilder {
     let mut k = KernelBuilder::new(name);
     let a = k.store(dtype, 2, Privilege::Read);
     let bt = k.store(dtype, 2, Privilege::Read);
-    let c = k.store(dtype, 2, Privilege::Write);
+    let c_rank = if rows == BtRows::Layered { 3 } else { 2 };
+    let c = k.store(dtype, c_rank, Privilege::Write);
     let n = k.extent(a, 1);
     k.parallel(c, |b, idx| {
-        let (i, j) = (idx[0], idx[1]);
+        let (i, j) = (idx[idx.len() - 2], idx[idx.len() - 1]);
         let col = match rows {
             BtRows::Global => {
                 let origin = b.origin(c, 1);
                 b.add(origin, j)
             }
-            BtRows::Local => j,
+            BtRows::Local | BtRows::Layered => j,
         };
         let sum = blocked_sum(b, dtype, n, |b, p| {
             let aip = b.load(a, &[i, p]);
@@ -170,6 +213,12 @@ pub fn recognize(kernel: &Kernel) -> Option<DType> {
 /// name aside), else `None`.
 pub fn recognize_tiled(kernel: &Kernel) -> Option<DType> {
     recognize_as(kernel, BtRows::Local)
+}
+
+/// The dtype of `kernel` if it is exactly [`matmul_layered`]'s kernel of a float dtype (its
+/// name aside), else `None`.
+pub fn recognize_layered(kernel: &Kernel) -> Option<DType> {
+    recognize_as(kernel, BtRows::Layered)
 }
 
 fn recognize_as(kernel: &Kernel, rows: BtRows) -> Option<DType> {
@@ -351,6 +400,55 @@ mod tests {
             assert_eq!(recognize_tiled(&whole), None);
             assert_eq!(recognize_rows(&tiled), None);
             assert_ne!(tiled.body, whole.body);
+        }
+    }
+
+    #[test]
+    fn the_layered_product_is_recognized_as_itself_alone() {
+        for dtype in [DType::F32, DType::F64] {
+            let layered = matmul_layered("numeric.matmul", dtype).finish();
+            assert_eq!(recognize_layered(&layered), Some(dtype));
+            assert_eq!(recognize_tiled(&layered), None);
+            assert_eq!(recognize(&layered), None);
+            let tiled = matmul_tiled("numeric.matmul", dtype).finish();
+            assert_eq!(recognize_layered(&tiled), None);
+        }
+    }
+
+    #[test]
+    fn the_layers_sum_is_the_aligned_tree_over_the_layers() {
+        use crate::Scalar;
+        use crate::interp::{Arg, Storage, View, run};
+        for layers in [1u32, 2, 4, 8] {
+            let kernel = layers_sum("sum", DType::F64, layers).finish();
+            let (m, n) = (2usize, 3usize);
+            let l = layers as usize;
+            let p: Vec<f64> = (0..l * m * n)
+                .map(|x| (1.0 + x as f64 / 3.0) * 10f64.powi((x * 7 % 19) as i32 - 9))
+                .collect();
+            let mut storages = vec![
+                Storage::from_f64(DType::F64, &p),
+                Storage::zeros(DType::F64, m * n),
+            ];
+            let args = [
+                Arg::Store(View::dense(0, &[l as i64, m as i64, n as i64])),
+                Arg::Store(View::dense(1, &[m as i64, n as i64])),
+            ];
+            run(&kernel, &args, &mut storages).expect("runs");
+            fn tree(xs: &[f64]) -> f64 {
+                match xs {
+                    [one] => *one,
+                    _ => tree(&xs[..xs.len() / 2]) + tree(&xs[xs.len() / 2..]),
+                }
+            }
+            for e in 0..m * n {
+                let column: Vec<f64> = (0..l).map(|z| p[z * m * n + e]).collect();
+                assert_eq!(
+                    storages[1].data[e],
+                    Scalar::F64(tree(&column)),
+                    "{layers} layers, element {e}"
+                );
+            }
         }
     }
 

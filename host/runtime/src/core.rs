@@ -51,6 +51,11 @@ pub struct Settings {
     pub limits: Limits,
     /// How dense products are laid over the ranks (see [`crate::products`]).
     pub matmul_grid: crate::products::ProductGrid,
+    /// The bytes of memory a rank may hold for one dense product's grid (see
+    /// [`crate::products::choose`]): what decides whether a grid of layers, which holds more,
+    /// may run. `None`: this machine's memory shared by the ranks
+    /// ([`crate::products::machine_memory_per_rank`]).
+    pub rank_memory: Option<u64>,
 }
 
 /// The bounds of a core's map of plugins' kernels by key: 4096 kernels and 256 MiB of IR
@@ -82,9 +87,14 @@ impl Default for Settings {
             profile: false,
             limits: Limits::default(),
             matmul_grid: crate::products::ProductGrid::default(),
+            rank_memory: None,
         }
     }
 }
+
+/// A task the core submits after the one that made it, with a store it made for the two
+/// (released once both are submitted): a layered product's sum of its layers.
+pub(crate) type FollowingTask = (crate::task::IndexTask, StoreId);
 
 /// Counters of what the runtime did.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -140,8 +150,12 @@ pub struct Core {
     /// How each pending dense product was laid over the ranks, by sequence number, for the
     /// explanations (see [`crate::products`]).
     pub(crate) product_notes: crate::FastMap<u64, String>,
-    /// The tiled product kernel made for each canonical product kernel, by the latter's id.
-    tiled_products: crate::FastMap<crate::kernel::KernelId, Arc<KernelEntry>>,
+    /// The kernels made for each canonical product kernel's grids, by the latter's id and
+    /// whether the grid has layers (the tiled or the layered product).
+    tiled_products: crate::FastMap<(crate::kernel::KernelId, bool), Arc<KernelEntry>>,
+    /// The kernels that sum a layered product's partial sums, by the product kernel's id and
+    /// the layers.
+    layer_sums: crate::FastMap<(crate::kernel::KernelId, u64), Arc<KernelEntry>>,
     released: (Sender<StoreId>, Receiver<StoreId>),
     /// This core's identity, shared by the handles it makes.
     pub(crate) token: Arc<crate::handle::CoreToken>,
@@ -186,6 +200,7 @@ impl Core {
             sites: crate::FastMap::default(),
             product_notes: crate::FastMap::default(),
             tiled_products: crate::FastMap::default(),
+            layer_sums: crate::FastMap::default(),
             released: channel(),
             token: Arc::default(),
             distribution: None,
@@ -333,36 +348,90 @@ impl Core {
 
     /// Launches `task`, a canonical dense product, over a grid of `C`'s tiles where
     /// [`Settings::matmul_grid`] and the rank count call for one (see [`crate::products`]);
-    /// returns the line the explanations give about it.
+    /// returns the line the explanations give about it, and for a grid of layers the task
+    /// that sums them into `C` with the store of partial sums it reads (made here, with one
+    /// handle: the caller submits that task after this one and then releases the store).
     pub(crate) fn schedule_product(
         &mut self,
         task: &mut crate::task::IndexTask,
-    ) -> Result<Option<String>> {
+    ) -> Result<Option<(String, Option<FollowingTask>)>> {
         let ranks = self.ranks().1 as u64;
         let shapes: Vec<Option<Vec<u64>>> = task
             .args
             .iter()
             .map(|a| self.stores.get(a.store).ok().map(|i| i.shape.to_vec()))
             .collect();
+        let setting = self.settings.matmul_grid;
+        // Only the automatic choice on several ranks weighs memory.
+        let rank_bytes = match setting {
+            crate::products::ProductGrid::Auto if ranks > 1 => self
+                .settings
+                .rank_memory
+                .unwrap_or_else(|| crate::products::machine_memory_per_rank(ranks)),
+            _ => u64::MAX,
+        };
         let cache = &mut self.tiled_products;
         let scheduled = crate::products::schedule(
             task,
             ranks,
-            self.settings.matmul_grid,
+            setting,
+            rank_bytes,
             |i| shapes.get(i).cloned().flatten(),
-            |entry| {
-                if let Some(k) = cache.get(&entry.id()) {
+            |entry, dtype, layered| {
+                if let Some(k) = cache.get(&(entry.id(), layered)) {
                     return Ok(k.clone());
                 }
-                let dtype = entry.product().ok_or_else(|| {
-                    Error::Internal(format!("`{}` is not a dense product", entry.name()))
-                })?;
-                let tiled = Arc::new(crate::products::tiled_kernel(entry, dtype)?);
-                cache.insert(entry.id(), tiled.clone());
-                Ok(tiled)
+                let kernel = Arc::new(crate::products::grid_kernel(entry, dtype, layered)?);
+                cache.insert((entry.id(), layered), kernel.clone());
+                Ok(kernel)
             },
         )?;
-        Ok(scheduled.map(|s| s.note))
+        let Some(scheduled) = scheduled else {
+            return Ok(None);
+        };
+        let Some(sum) = scheduled.sum else {
+            return Ok(Some((scheduled.note, None)));
+        };
+        // The layers' partial sums go to a store of their own; `C` moves to the task that sums
+        // them.
+        let product = self.layers_sum_kernel(task, sum.dtype, scheduled.grid.layers)?;
+        let partial = self.create_store(sum.partial_shape.to_vec(), sum.dtype)?;
+        let written = crate::task::TaskArg::new(
+            partial,
+            task.args[2].partition.clone(),
+            weft_ir::Privilege::Write,
+        );
+        let c = std::mem::replace(&mut task.args[2], written);
+        let [read, write] = sum.partitions;
+        let follow = crate::task::IndexTask::new(
+            task.plugin,
+            product,
+            sum.launch,
+            vec![
+                crate::task::TaskArg::new(partial, read, weft_ir::Privilege::Read),
+                crate::task::TaskArg::new(c.store, write, c.privilege),
+            ],
+            Vec::new(),
+        );
+        Ok(Some((scheduled.note, Some((follow, partial)))))
+    }
+
+    /// The kernel that sums `layers` layers of the partial sums of `task`'s product (whose
+    /// kernel is the layered one, named after the plugin's), made once per product kernel
+    /// and layer count.
+    fn layers_sum_kernel(
+        &mut self,
+        task: &crate::task::IndexTask,
+        dtype: DType,
+        layers: u64,
+    ) -> Result<Arc<KernelEntry>> {
+        let key = (task.kernel.id(), layers);
+        if let Some(k) = self.layer_sums.get(&key) {
+            return Ok(k.clone());
+        }
+        let kernel = Arc::new(crate::products::sum_kernel(&task.kernel, dtype, layers)?);
+        self.layer_sums.insert(key, kernel.clone());
+        Ok(kernel)
     }
 
     /// The call site set by [`Core::set_call_site`], if any.

@@ -154,9 +154,11 @@ impl KernelEntry {
     }
 
     /// The element type, if the kernel is exactly the canonical product over tiles of `C`
-    /// ([`weft_ir::product::recognize_tiled`]): each point sees its own panel of `BT`. Such a
-    /// task runs alone too; a back end may run it through the same routine as
-    /// [`KernelEntry::product`], with `BT`'s rows counted from the panel's first.
+    /// ([`weft_ir::product::recognize_tiled`]) or over a layer of a 2.5-D grid
+    /// ([`weft_ir::product::recognize_layered`], `C` of rank 3, one layer per point): each
+    /// point sees its own panel of `BT`. Such a task runs alone too; a back end may run it
+    /// through the same routine as [`KernelEntry::product`], with `BT`'s rows counted from the
+    /// panel's first.
     pub fn tiled_product(&self) -> Option<weft_ir::DType> {
         self.tiled_product
     }
@@ -202,7 +204,8 @@ impl KernelEntry {
         let shares_in_place = weft_ir::coverage::shares_in_place(&ir);
         let product = weft_ir::product::recognize(&ir);
         let rows_product = weft_ir::product::recognize_rows(&ir);
-        let tiled_product = weft_ir::product::recognize_tiled(&ir);
+        let tiled_product = weft_ir::product::recognize_tiled(&ir)
+            .or_else(|| weft_ir::product::recognize_layered(&ir));
         let store_params = ir
             .params
             .iter()

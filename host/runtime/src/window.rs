@@ -211,11 +211,15 @@ impl Core {
             stores.get(id).ok().map(|i| (i.shape.len(), i.dtype))
         })
         .map_err(&invalid)?;
-        // A dense product may go over a grid of ranks (`crate::products`).
-        let scheduled = if task.kernel.product().is_some() {
-            self.schedule_product(&mut task)?
+        // A dense product may go over a grid of ranks (`crate::products`); over a grid of
+        // layers, a second task follows it.
+        let (scheduled, follow) = if task.kernel.product().is_some() {
+            match self.schedule_product(&mut task)? {
+                Some((note, follow)) => (Some(note), follow),
+                None => (None, None),
+            }
         } else {
-            None
+            (None, None)
         };
         for (i, arg) in task.args.iter_mut().enumerate() {
             let info = self.stores.get(arg.store)?;
@@ -281,6 +285,11 @@ impl Core {
         self.window.tasks.push(task);
         while self.window.tasks.len() >= self.window.size {
             self.munch()?;
+        }
+        if let Some((sum, partial)) = follow {
+            let submitted = self.submit(sum);
+            self.release(partial);
+            submitted?;
         }
         Ok(())
     }

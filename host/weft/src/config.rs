@@ -137,9 +137,13 @@ pub struct Config {
     /// (`WEFT_CHECK_REPLICATION=1`): a difference stops the job naming the first task that
     /// differs.
     pub check_replication: bool,
-    /// How dense products are laid over the ranks (`WEFT_MATMUL_GRID`: `auto`, `rows` or
-    /// `RxC`; see `weft_runtime::products`).
+    /// How dense products are laid over the ranks (`WEFT_MATMUL_GRID`: `auto`, `rows`, `RxC`
+    /// or `RxCxL`; see `weft_runtime::products`).
     pub matmul_grid: weft_runtime::products::ProductGrid,
+    /// The bytes a rank may hold for one dense product's grid (`WEFT_RANK_MEMORY`; `None`:
+    /// this machine's memory shared by the ranks), which decides whether a grid of layers may
+    /// run (see `weft_runtime::products::choose`).
+    pub rank_memory: Option<u64>,
 }
 
 /// The ranks of a job (from [`Ranks::world`]): each process runs the same program on its own
@@ -248,6 +252,7 @@ impl Default for Config {
             ranks: None,
             check_replication: false,
             matmul_grid: weft_runtime::products::ProductGrid::default(),
+            rank_memory: None,
         }
     }
 }
@@ -278,8 +283,10 @@ impl Config {
     /// - `WEFT_KERNEL_TIME_MS`: the longest one kernel launch may run before it is cancelled;
     /// - `WEFT_GPU_BLOCKS`, `WEFT_GPU_ROWS_BLOCKS`: the most blocks of the GPU back end's 1-D
     ///   and 2-D grids ([`Config::gpu_grid`]);
-    /// - `WEFT_MATMUL_GRID=auto|rows|RxC`: how dense products are laid over the ranks
+    /// - `WEFT_MATMUL_GRID=auto|rows|RxC|RxCxL`: how dense products are laid over the ranks
     ///   ([`Config::matmul_grid`]; another value is an error when the runtime starts).
+    /// - `WEFT_RANK_MEMORY`: the bytes a rank may hold for one product's grid
+    ///   ([`Config::rank_memory`]).
     pub fn from_env() -> Config {
         Config::from_lookup(|name| std::env::var_os(name))
     }
@@ -369,6 +376,9 @@ impl Config {
                 Err(e) => config.env_errors.push(format!("WEFT_MATMUL_GRID: {e}")),
             }
         }
+        if let Some(b) = number("WEFT_RANK_MEMORY") {
+            config.rank_memory = Some(b);
+        }
         if let Some(ms) = number("WEFT_KERNEL_TIME_MS") {
             config.limits.kernel_time = Some(std::time::Duration::from_millis(ms));
         }
@@ -398,6 +408,7 @@ impl Config {
             profile: self.profile,
             limits: self.limits.clone(),
             matmul_grid: self.matmul_grid,
+            rank_memory: self.rank_memory,
         }
     }
 
@@ -474,13 +485,32 @@ mod tests {
         let fixed = with(&[("WEFT_MATMUL_GRID", "2x3")]);
         assert_eq!(
             fixed.core_settings().matmul_grid,
-            ProductGrid::Fixed { rows: 2, cols: 3 }
+            ProductGrid::Fixed {
+                rows: 2,
+                cols: 3,
+                layers: 1
+            }
         );
         assert!(fixed.env_errors.is_empty());
         let bad = with(&[("WEFT_MATMUL_GRID", "square")]);
         assert_eq!(bad.matmul_grid, ProductGrid::Auto);
         assert_eq!(bad.env_errors.len(), 1);
         assert!(bad.env_errors[0].starts_with("WEFT_MATMUL_GRID: \"square\""));
+        let layered = with(&[
+            ("WEFT_MATMUL_GRID", "2x2x4"),
+            ("WEFT_RANK_MEMORY", "1000000"),
+        ]);
+        let settings = layered.core_settings();
+        assert_eq!(
+            settings.matmul_grid,
+            ProductGrid::Fixed {
+                rows: 2,
+                cols: 2,
+                layers: 4
+            }
+        );
+        assert_eq!(settings.rank_memory, Some(1_000_000));
+        assert_eq!(with(&[]).core_settings().rank_memory, None);
     }
 
     #[test]

@@ -65,13 +65,59 @@ fn products_over_any_grid_give_the_chains_bits() {
             let want = weft_tests::reference::canonical_product(&a, &b, (m, k, n), single);
             assert!(rows == want, "{m}x{k}x{n} {dtype}: rows against the chain");
             for (r, c) in grids {
-                let grid = ProductGrid::Fixed { rows: r, cols: c };
+                let grid = ProductGrid::Fixed {
+                    rows: r,
+                    cols: c,
+                    layers: 1,
+                };
                 for transposed in [false, true] {
                     let (got, explained) = product(&numeric(grid), (m, k, n), dtype, transposed);
                     let what = format!("{m}x{k}x{n} {dtype} on {r}x{c}, transposed {transposed}");
                     assert!(got == want, "{what}: not the chain's bits");
                     assert!(
                         explained.contains(&format!("over a {r}x{c} grid of C's tiles")),
+                        "{what}: {explained}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Grids of layers (2.5-D, `RxCxL`) split `k` into aligned subtrees of the canonical order's
+/// blocks and sum the layers by the tree's top levels: the bits of the plugin's launch and of
+/// the order written out, on shapes that no grid divides, in `f32` and `f64`, with a
+/// transposed operand; a grid with more layers than the blocks allow is cut to fewer.
+#[test]
+fn products_over_grids_of_layers_give_the_canonical_bits() {
+    let fixed = |rows, cols, layers| ProductGrid::Fixed { rows, cols, layers };
+    for (m, k, n) in [(23, 4000, 17), (9, 2100, 30)] {
+        for dtype in [DType::F64, DType::F32] {
+            let single = dtype == DType::F32;
+            let (a, b) = (
+                weft_tests::uniform_data(m * k, 3, -1.0, 1.0),
+                weft_tests::uniform_data(k * n, 4, -1.0, 1.0),
+            );
+            let want = weft_tests::reference::canonical_product(&a, &b, (m, k, n), single);
+            for (r, c, l) in [(1, 1, 2), (2, 3, 2), (3, 2, 4), (1, 1, 4)] {
+                // 4,000 terms are four blocks (four layers of one); 2,100 three (two layers
+                // of two and one: four are cut to two).
+                let layers = if k < 3073 { l.min(2) } else { l };
+                for transposed in [false, true] {
+                    let (got, explained) =
+                        product(&numeric(fixed(r, c, l)), (m, k, n), dtype, transposed);
+                    let what =
+                        format!("{m}x{k}x{n} {dtype} on {r}x{c}x{l}, transposed {transposed}");
+                    assert!(got == want, "{what}: not the canonical bits");
+                    let ran = if layers > 1 {
+                        format!("over a {r}x{c}x{layers} grid: {layers} layers")
+                    } else {
+                        format!("over a {r}x{c} grid of C's tiles")
+                    };
+                    assert!(explained.contains(&ran), "{what}: {explained}");
+                    assert_eq!(
+                        explained.contains("cut to"),
+                        layers < l,
                         "{what}: {explained}"
                     );
                 }
@@ -95,7 +141,11 @@ fn a_product_by_a_vector_through_the_canonical_product_keeps_its_bits_on_a_grid(
         (y, np.runtime(|rt| rt.take_explanations()).join("\n"))
     };
     let (want, _) = run(ProductGrid::Rows);
-    let (got, explained) = run(ProductGrid::Fixed { rows: 3, cols: 3 });
+    let (got, explained) = run(ProductGrid::Fixed {
+        rows: 3,
+        cols: 3,
+        layers: 1,
+    });
     assert!(got == want);
     assert!(
         explained.contains("over a 3x1 grid") && explained.contains("cut to the product's extents"),

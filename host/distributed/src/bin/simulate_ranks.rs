@@ -1,5 +1,6 @@
 //! The message plans of the stencil and of CG for 2 to 1024 ranks under weak scaling, and of
-//! dense products (square, and tall and skinny) for 4 to 4096 ranks, derived without MPI
+//! dense products (square, and tall and skinny) for 4 to 4096 ranks over the grids the
+//! automatic choice takes (2-D, 2.5-D and 3-D, memory unbounded), derived without MPI
 //! (`weft_dist::simulate`): per-rank bytes and messages per iteration, and the time one rank
 //! takes to derive its plan. Prints one JSON line.
 //!
@@ -8,6 +9,7 @@
 
 use serde_json::{Value, json};
 use weft_dist::simulate::{Held, Simulated, cg, product, stencil};
+use weft_runtime::products::Budget;
 
 /// Per rank: the stencil's rows and columns (4096 x 4096 on two ranks), CG's grid rows and
 /// width (the 2000 x 2000 problem on two ranks).
@@ -45,33 +47,46 @@ fn spread(runs: &[Simulated]) -> f64 {
 }
 
 /// One product's row: its grid, the plans' figures, and the schedule's volume per rank
-/// (8 bytes an element): its panels (`panel_bytes`, about `2 n^2 / sqrt(P)` for a square
-/// product) and SUMMA's count (`summa_bytes`: the panels less the rank's share of each
-/// operand), with the busiest rank's bytes over each.
+/// (8 bytes an element): what one point reads (`panel_bytes`: its panels of `A` and `B` over
+/// its layer's terms and, with layers, the other layers' partial sums of its slice of the
+/// tile: `2 n^2 / sqrt(l P) + (l - 1) n^2 / P` for a square product), of which the layers'
+/// sums (`layer_sum_bytes`); SUMMA's count (`summa_bytes`: the panels less the rank's share of
+/// each operand, for one layer); and the textbook volume of the grid's family for a square
+/// product, `2 n^2 / sqrt(l P)` (`textbook_bytes`, without the sum of the layers), with the
+/// busiest rank's bytes over each.
 fn product_row(ranks: usize, shape: (u64, u64, u64), held: Held) -> Result<Value, String> {
-    let r = product(ranks, shape, held).map_err(|e| e.to_string())?;
+    let r = product(ranks, shape, held, Budget::unbounded()).map_err(|e| e.to_string())?;
     let (panel, summa) = (r.panel_elements * 8, r.summa_elements * 8);
+    let (m, n, _) = shape;
+    let textbook = (2.0 * (m * n) as f64 / ((r.grid.layers * ranks as u64) as f64).sqrt()) * 8.0;
     let recv = r.plans.recv_bytes_max;
     let over = |v: u64| recv as f64 / v.max(1) as f64;
+    let grid = if r.grid.layers > 1 {
+        format!("{}x{}x{}", r.grid.rows, r.grid.cols, r.grid.layers)
+    } else {
+        format!("{}x{}", r.grid.rows, r.grid.cols)
+    };
     let line = json!({
         "ranks": ranks,
-        "grid": format!("{}x{}", r.grid.rows, r.grid.cols),
+        "grid": grid,
+        "layers": r.grid.layers,
         "recv_bytes_max": recv,
         "messages_max": r.plans.messages_max,
         "panel_bytes": panel,
+        "layer_sum_bytes": r.sum_elements * 8,
         "summa_bytes": summa,
+        "textbook_bytes": textbook,
         "recv_over_panels": over(panel),
         "recv_over_summa": over(summa),
+        "recv_over_textbook": recv as f64 / textbook.max(1.0),
         "plan_seconds_median": r.plans.plan_seconds_median,
     });
     eprintln!(
-        "{ranks:5} ranks: {shape:?} held by {held:?}, {}x{} grid: {recv} B / {} messages per \
-         rank; {:.3} of the panels, {:.3} of SUMMA's count",
-        r.grid.rows,
-        r.grid.cols,
+        "{ranks:5} ranks: {shape:?} held by {held:?}, {grid} grid: {recv} B / {} messages per \
+         rank; {:.3} of the panels, {:.3} of 2 n^2 / sqrt(l P)",
         r.plans.messages_max,
         over(panel),
-        over(summa)
+        recv as f64 / textbook.max(1.0),
     );
     Ok(line)
 }
