@@ -154,6 +154,41 @@ fn a_product_by_a_vector_through_the_canonical_product_keeps_its_bits_on_a_grid(
 }
 
 #[test]
+fn a_product_by_a_vector_through_the_canonical_product_splits_k_over_layers() {
+    // `A.T @ x` with 2,100 terms (three blocks) and 70 rows (enough that the plugin does not
+    // take the wide matrix by columns): the canonical product over a 2x1x2 grid of layers (a
+    // 2-D grid of `A`'s row blocks and `k`'s halves), the bits of the plugin's launch and of
+    // the order written out.
+    let (m, k) = (70usize, 2100usize);
+    let stored = weft_tests::uniform_data(m * k, 7, -1.0, 1.0);
+    let x = weft_tests::uniform_data(k, 8, -1.0, 1.0);
+    let run = |grid| {
+        let np = numeric(grid);
+        let a = np.from_f64s(&[k as u64, m as u64], &stored, DType::F64).t();
+        let x = np.from_f64s(&[k as u64], &x, DType::F64);
+        let y = a.matvec(&x).to_vec().expect("the product");
+        (y, np.runtime(|rt| rt.take_explanations()).join("\n"))
+    };
+    let (rows, _) = run(ProductGrid::Rows);
+    let (got, explained) = run(ProductGrid::Fixed {
+        rows: 2,
+        cols: 1,
+        layers: 2,
+    });
+    let a: Vec<f64> = (0..m * k).map(|e| stored[(e % k) * m + e / k]).collect();
+    let want = weft_tests::reference::canonical_product(&a, &x, (m, k, 1), false);
+    assert!(
+        rows == want,
+        "the plugin's launch against the order written out"
+    );
+    assert!(got == want, "2x1x2 against the order written out");
+    assert!(
+        explained.contains("over a 2x1x2 grid: 2 layers"),
+        "{explained}"
+    );
+}
+
+#[test]
 fn one_process_keeps_the_plugins_launch_unless_a_grid_is_set() {
     let (_, explained) = product(&numeric(ProductGrid::Auto), (40, 30, 20), DType::F64, false);
     assert!(!explained.contains("grid of C's tiles"), "{explained}");

@@ -356,21 +356,24 @@ mod tests {
     /// recursion (the left subtree takes the largest power of two of blocks below the
     /// count).
     fn chain<T: Element>(a: impl Fn(usize) -> T, b: impl Fn(usize) -> T, k: usize) -> T {
-        fn tree<T: Element>(blocks: &[T]) -> T {
-            match blocks {
-                [] => T::ZERO,
-                [one] => *one,
-                _ => {
-                    let half = 1usize << (usize::BITS - 1 - (blocks.len() - 1).leading_zeros());
-                    tree(&blocks[..half]) + tree(&blocks[half..])
-                }
-            }
-        }
         let sums: Vec<T> = (0..k)
             .step_by(1024)
             .map(|lo| (lo..(lo + 1024).min(k)).fold(T::ZERO, |sum, p| a(p).fma(b(p), sum)))
             .collect();
-        tree(&sums)
+        aligned_tree(&sums)
+    }
+
+    /// The aligned pairwise tree over `blocks` written as its recursion: the left subtree
+    /// takes the largest power of two of blocks below the count (`+0` for none).
+    pub(crate) fn aligned_tree<T: Element>(blocks: &[T]) -> T {
+        match blocks {
+            [] => T::ZERO,
+            [one] => *one,
+            _ => {
+                let half = 1usize << (usize::BITS - 1 - (blocks.len() - 1).leading_zeros());
+                aligned_tree(&blocks[..half]) + aligned_tree(&blocks[half..])
+            }
+        }
     }
 
     /// `C = A @ BT.T` by the routine on `threads` threads, `A` stored by columns when

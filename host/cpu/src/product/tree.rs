@@ -178,19 +178,7 @@ pub(crate) fn element<T: Element>(k: usize, x: impl Fn(usize) -> T, y: impl Fn(u
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The aligned tree written as its recursion: the left subtree takes the largest power
-    /// of two of blocks below the count.
-    fn tree(blocks: &[f64]) -> f64 {
-        match blocks {
-            [] => 0.0,
-            [one] => *one,
-            _ => {
-                let half = 1usize << (usize::BITS - 1 - (blocks.len() - 1).leading_zeros());
-                tree(&blocks[..half]) + tree(&blocks[half..])
-            }
-        }
-    }
+    use crate::product::tests::aligned_tree as tree;
 
     #[test]
     fn the_counter_gives_the_recursive_trees_bits_for_any_block_count() {
