@@ -67,7 +67,7 @@ pub(crate) unsafe fn by_blocks<T: Element>(job: Job<'_, T>) -> Result<(), Cancel
     let size = std::mem::size_of::<T>();
     let g = Geometry::of(path, size);
     let mc = (A_BLOCK_BYTES / (g.kc * size)).max(g.mr) / g.mr * g.mr;
-    let nc = (B_PANEL_BYTES / (g.kc * size)).max(g.nr) / g.nr * g.nr;
+    let panel_cols = (B_PANEL_BYTES / (g.kc * size)).max(g.nr) / g.nr * g.nr;
     let threads = pool.current_num_threads();
     let mut b_pack = Vec::new();
     // Each thread's packed block of `A`, kept from pass to pass.
@@ -76,6 +76,14 @@ pub(crate) unsafe fn by_blocks<T: Element>(job: Job<'_, T>) -> Result<(), Cancel
     // column panel (level `l` at rows `l m ..`).
     let blocks = tree::blocks(k);
     let levels = tree::levels(blocks);
+    // The stack (`levels` panels of `m x nc`) holds about twice `C`'s elements at most (a
+    // whole tile's columns at least), so that a product's memory beyond its stores stays in
+    // proportion to them: past two levels (more than four blocks of terms) the column panels
+    // narrow.
+    let nc = match levels {
+        0..=2 => panel_cols,
+        _ => panel_cols.min(((2 * n / levels).max(g.nr)).div_ceil(g.nr) * g.nr),
+    };
     let width = nc.min(n);
     stack.with::<T, _>(levels * m * width, |ptr| {
         let stack = Matrix {

@@ -505,8 +505,10 @@ mod tests {
     /// Single columns (`A @ x`), which take `by_columns` where `A` is stored by columns.
     /// A few rows against many columns (`A @ B` with `B` by rows streams `B` in tasks of 64 rows
     /// or more).
-    /// Products of several blocks of terms (1,024 each), one cut short, merge in the tree.
-    const SHAPES: [(usize, usize, usize); 17] = [
+    /// Products of several blocks of terms (1,024 each), one cut short, merge in the tree;
+    /// six blocks narrow the column panels (three levels of stack).
+    const SHAPES: [(usize, usize, usize); 18] = [
+        (10, 50, 5 * 1024 + 3),
         (9, 30, 2048),
         (19, 5, 4100),
         (3, 2, 3073),
