@@ -217,3 +217,33 @@ fn products_over_grids_of_layers_equal_one_process() {
     }
     let _ = std::fs::remove_dir_all(&one);
 }
+
+/// The automatic choice weighs a rank's memory: on 8 ranks a 2048-square product (two blocks
+/// of `k`) takes the 2x2x2 grid of layers, which reads the fewest elements; with
+/// `WEFT_RANK_MEMORY` below what that grid's points hold (about 4.4 million elements, against
+/// 3.6 million for a 4x2 grid's) it takes 4x2. Both give one process's bytes.
+#[test]
+fn the_automatic_grid_fits_a_ranks_memory() {
+    let bin = env!("CARGO_BIN_EXE_gemm");
+    let args = ["--n", "2048", "--iters", "1", "--warmup", "0"];
+    let one = out_dir("gemm-memory", 1);
+    run(bin, &args, 1, &one);
+    let want = files(&one);
+    for (memory, grid) in [(None, "2x2x2"), (Some("32000000"), "4x2")] {
+        let mut env = vec![("WEFT_MATMUL_GRID", "auto")];
+        env.extend(memory.map(|m| ("WEFT_RANK_MEMORY", m)));
+        let dir = out_dir(&format!("gemm-memory-{grid}"), 8);
+        let json = run_with(bin, &args, 8, &dir, &env);
+        assert_eq!(json["grid"], grid, "memory {memory:?}: {json}");
+        let got = files(&dir);
+        assert_eq!(got.len(), want.len());
+        for ((file, a), (_, b)) in got.iter().zip(&want) {
+            assert!(
+                a == b,
+                "memory {memory:?}: {file} differs from one process's"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let _ = std::fs::remove_dir_all(&one);
+}
