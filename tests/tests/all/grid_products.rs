@@ -126,6 +126,21 @@ fn products_over_grids_of_layers_give_the_canonical_bits() {
     }
 }
 
+/// `A.T @ x` on a runtime with `grid`, `A.T` the transpose of `stored` (`(k, m)`, by rows):
+/// the product's values and the explanations.
+fn by_vector(
+    grid: ProductGrid,
+    stored: &[f64],
+    x: &[f64],
+    (m, k): (usize, usize),
+) -> (Vec<f64>, String) {
+    let np = numeric(grid);
+    let a = np.from_f64s(&[k as u64, m as u64], stored, DType::F64).t();
+    let x = np.from_f64s(&[k as u64], x, DType::F64);
+    let y = a.matvec(&x).to_vec().expect("the product");
+    (y, np.runtime(|rt| rt.take_explanations()).join("\n"))
+}
+
 #[test]
 fn a_product_by_a_vector_through_the_canonical_product_keeps_its_bits_on_a_grid() {
     // `A.T @ x`: `A.T` is not stored by rows, so the plugin takes the canonical product with
@@ -133,13 +148,7 @@ fn a_product_by_a_vector_through_the_canonical_product_keeps_its_bits_on_a_grid(
     let (m, k) = (45usize, 31usize);
     let stored = weft_tests::uniform_data(m * k, 5, -1.0, 1.0);
     let x = weft_tests::uniform_data(k, 6, -1.0, 1.0);
-    let run = |grid| {
-        let np = numeric(grid);
-        let a = np.from_f64s(&[k as u64, m as u64], &stored, DType::F64).t();
-        let x = np.from_f64s(&[k as u64], &x, DType::F64);
-        let y = a.matvec(&x).to_vec().expect("the product");
-        (y, np.runtime(|rt| rt.take_explanations()).join("\n"))
-    };
+    let run = |grid| by_vector(grid, &stored, &x, (m, k));
     let (want, _) = run(ProductGrid::Rows);
     let (got, explained) = run(ProductGrid::Fixed {
         rows: 3,
@@ -162,13 +171,7 @@ fn a_product_by_a_vector_through_the_canonical_product_splits_k_over_layers() {
     let (m, k) = (70usize, 2100usize);
     let stored = weft_tests::uniform_data(m * k, 7, -1.0, 1.0);
     let x = weft_tests::uniform_data(k, 8, -1.0, 1.0);
-    let run = |grid| {
-        let np = numeric(grid);
-        let a = np.from_f64s(&[k as u64, m as u64], &stored, DType::F64).t();
-        let x = np.from_f64s(&[k as u64], &x, DType::F64);
-        let y = a.matvec(&x).to_vec().expect("the product");
-        (y, np.runtime(|rt| rt.take_explanations()).join("\n"))
-    };
+    let run = |grid| by_vector(grid, &stored, &x, (m, k));
     let (rows, _) = run(ProductGrid::Rows);
     let (got, explained) = run(ProductGrid::Fixed {
         rows: 2,
