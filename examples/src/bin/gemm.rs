@@ -84,7 +84,7 @@ fn run(args: &Args) -> Result<(), AppError> {
     let budget = weft_runtime::products::Budget {
         rank_bytes: memory
             .unwrap_or_else(|| weft_runtime::products::machine_memory_per_rank(ranks)),
-        element_bytes: 8,
+        ..weft_runtime::products::Budget::unbounded()
     };
     let grid = weft_runtime::products::choose((n, n, k), ranks, setting, budget).map_or(
         weft_runtime::products::Grid::flat(ranks.min(n), 1),

@@ -370,12 +370,20 @@ impl Core {
                 .unwrap_or_else(|| crate::products::machine_memory_per_rank(ranks)),
             _ => u64::MAX,
         };
+        // A grid of layers makes a store of partial sums, counted whole in the quota: the
+        // automatic choice only takes one that fits the room left.
+        self.collect_released();
+        let partials_bytes = self
+            .settings
+            .limits
+            .store_bytes
+            .saturating_sub(self.stores.live_bytes());
         let cache = &mut self.tiled_products;
         let scheduled = crate::products::schedule(
             task,
             ranks,
             setting,
-            rank_bytes,
+            (rank_bytes, partials_bytes),
             |i| shapes.get(i).cloned().flatten(),
             |entry, dtype, layered| {
                 if let Some(k) = cache.get(&(entry.id(), layered)) {

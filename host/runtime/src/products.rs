@@ -206,6 +206,9 @@ impl Grid {
 pub struct Budget {
     /// Bytes a rank may hold for one product (`WEFT_RANK_MEMORY`).
     pub rank_bytes: u64,
+    /// Bytes the store of a grid of layers' partial sums (`(layers, m, n)`, counted whole)
+    /// may take: the room left in the runtime's store quota.
+    pub partials_bytes: u64,
     /// Bytes of one element of the product.
     pub element_bytes: u64,
 }
@@ -215,6 +218,7 @@ impl Budget {
     pub fn unbounded() -> Budget {
         Budget {
             rank_bytes: u64::MAX,
+            partials_bytes: u64::MAX,
             element_bytes: 8,
         }
     }
@@ -222,14 +226,26 @@ impl Budget {
     fn fits(self, elements: u64) -> bool {
         elements.saturating_mul(self.element_bytes) <= self.rank_bytes
     }
+
+    /// Whether a grid of `layers` layers' partial sums of an `m x n` product fit the room
+    /// left in the quota (a grid of one layer makes none).
+    fn partials_fit(self, layers: u64, m: u64, n: u64) -> bool {
+        layers == 1
+            || layers
+                .saturating_mul(m)
+                .saturating_mul(n)
+                .saturating_mul(self.element_bytes)
+                <= self.partials_bytes
+    }
 }
 
 /// The grid for an `(m, k) @ (k, n)` product on `ranks` ranks under `setting` within
 /// `budget`, with why, or `None` for the plugin's own launch.
 ///
 /// `Auto` takes, among the grids `r x c x l` with `r c l = ranks` (`l` a power of two whose
-/// layers each own blocks of `k`, [`Grid::tiles`]; `r <= m`, `c <= n`) whose points fit in a
-/// rank's memory ([`Grid::memory_elements`]), the one whose points read the fewest elements
+/// layers each own blocks of `k`, [`Grid::tiles`]; `r <= m`, `c <= n`; with layers, their
+/// partial sums within the room left in the store quota) whose points fit in a rank's memory
+/// ([`Grid::memory_elements`]), the one whose points read the fewest elements
 /// ([`Grid::panel_elements`]), fewer layers first and then the rows on a tie; where none
 /// fits, the one that needs the least memory. A grid of one column and one layer is the
 /// plugin's launch, which it keeps.
@@ -276,7 +292,7 @@ pub fn choose(
                             layers: l,
                         })
                 })
-                .filter(|g| g.rows <= m && g.cols <= n)
+                .filter(|g| g.rows <= m && g.cols <= n && budget.partials_fit(g.layers, m, n))
                 .filter_map(|g| Some((g, g.panel_elements(m, n, k)?, g.memory_elements(m, n, k)?)))
                 .collect();
             let fitting = candidates.iter().filter(|c| budget.fits(c.2));
@@ -480,7 +496,8 @@ pub struct LayersSum {
 
 /// Launches `task`, if it is a canonical product as a plugin launches it (over `C`'s rows,
 /// `A` by rows of all of `k` in step with them, `BT` whole, the tiles covering `C`), over the
-/// grid [`choose`] gives for `ranks`, `setting` and `rank_bytes` of memory a rank: each
+/// grid [`choose`] gives for `ranks`, `setting`, `rank_bytes` of memory a rank and
+/// `partials_bytes` of room for a grid of layers' partial sums: each
 /// point computes one tile of `C`, or one layer's partial sums of it, with `kernel(product,
 /// dtype, layered)` (what [`grid_kernel`] makes). `shape(i)` is argument `i`'s shape. Returns
 /// what it did, or `None` with the task as it was.
@@ -488,7 +505,7 @@ pub fn schedule(
     task: &mut IndexTask,
     ranks: u64,
     setting: ProductGrid,
-    rank_bytes: u64,
+    (rank_bytes, partials_bytes): (u64, u64),
     shape: impl Fn(usize) -> Option<Vec<u64>>,
     kernel: impl FnOnce(&KernelEntry, DType, bool) -> Result<Arc<KernelEntry>>,
 ) -> Result<Option<Scheduled>> {
@@ -500,6 +517,7 @@ pub fn schedule(
     };
     let budget = Budget {
         rank_bytes,
+        partials_bytes,
         element_bytes: dtype.size() as u64,
     };
     let Some((grid, why)) = choose((m, n, k), ranks, setting, budget) else {
@@ -676,7 +694,7 @@ mod tests {
         assert!(flat < layered);
         let tight = Budget {
             rank_bytes: flat * 8,
-            element_bytes: 8,
+            ..free
         };
         let (g, why) = choose(SQUARE, 8, auto, tight).expect("a grid");
         assert_eq!(g, Grid::flat(4, 2));
@@ -687,10 +705,17 @@ mod tests {
         // With memory for none, the least memory.
         let none = Budget {
             rank_bytes: 1,
-            element_bytes: 8,
+            ..free
         };
         let (_, why) = choose(SQUARE, 8, auto, none).expect("a grid");
         assert!(why.contains("no grid fits"), "{why}");
+        // With no room in the quota for two layers' partial sums, 4x2 again.
+        let no_room = Budget {
+            partials_bytes: 2 * 4096 * 4096 * 8 - 1,
+            ..free
+        };
+        let (g, _) = choose(SQUARE, 8, auto, no_room).expect("a grid");
+        assert_eq!(g, Grid::flat(4, 2));
         // Tall and skinny (C of 10^6 x 64): the rows alone.
         assert_eq!(choose((1 << 20, 64, 64), 16, auto, free), None);
         // Short and wide: the columns.
@@ -707,7 +732,7 @@ mod tests {
             let (m, n, k) = shape;
             let budget = Budget {
                 rank_bytes: bytes,
-                element_bytes: 8,
+                ..Budget::unbounded()
             };
             let chosen = choose(shape, p, auto, budget).map_or(Grid::flat(p, 1), |(g, _)| g);
             let reads = chosen.panel_elements(m, n, k).expect("valid");
