@@ -402,7 +402,7 @@ impl Core {
         };
         // The layers' partial sums go to a store of their own; `C` moves to the task that sums
         // them.
-        let product = self.layers_sum_kernel(task, sum.dtype, scheduled.grid.layers)?;
+        let summing = self.layers_sum_kernel(task, sum.dtype, scheduled.grid.layers)?;
         let partial = self.create_store(sum.partial_shape.to_vec(), sum.dtype)?;
         let written = crate::task::TaskArg::new(
             partial,
@@ -413,7 +413,7 @@ impl Core {
         let [read, write] = sum.partitions;
         let follow = crate::task::IndexTask::new(
             task.plugin,
-            product,
+            summing,
             sum.launch,
             vec![
                 crate::task::TaskArg::new(partial, read, weft_ir::Privilege::Read),
