@@ -1,19 +1,21 @@
-//! A distributed dense product `C = A @ B` of `n x n` `f64` matrices, on one process or on the
-//! ranks of `mpirun`: each product is laid over the grid that `WEFT_MATMUL_GRID` asks for, or,
-//! by default, the grid of the ranks whose points read the fewest elements
-//! (`weft_runtime::products`; on one process, the plugin's rows over the threads).
+//! A distributed dense product `C = A @ B` of `n x k` by `k x n` `f64` matrices (`k = n`
+//! unless `--k` says), on one process or on the ranks of `mpirun`: each product is laid over
+//! the grid that `WEFT_MATMUL_GRID` asks for, or, by default, the grid of the ranks whose
+//! points read the fewest elements within a rank's memory, a 2-D grid or one of layers that
+//! splits `k` (`weft_runtime::products`; on one process, the plugin's rows over the threads).
 //!
 //! `A` and `B` are uniform in `[-1, 1)` from `--seed`, made by tasks (so that on several
 //! ranks each rank holds its rows of them). `--iters` products after `--warmup`; the result
-//! line reports the median seconds of one, its rate (`2 n^3` over the time), what rank 0 sent
-//! per product (`bytes_sent_per_iter`), the grid, and the elements one rank's panels hold
-//! (`panel_elements`: `2 n^2 / sqrt(P)` on a square grid of `P` ranks) and the sum of `C`'s
-//! elements (`c_sum`). `--out DIR` writes
-//! `A.npy`, `B.npy` and `C.npy`.
+//! line reports the median seconds of one, its rate (`2 n^2 k` over the time), what rank 0
+//! sent per product (`bytes_sent_per_iter`), the grid (`RxC`, or `RxCxL` with layers), and
+//! the elements one point reads (`panel_elements`: `2 n^2 / sqrt(P)` on a square grid of `P`
+//! ranks, with layers also the other layers' partial sums) and the sum of `C`'s elements
+//! (`c_sum`). `--out DIR` writes `A.npy`, `B.npy` and `C.npy`.
 //!
 //! ```sh
 //! cargo run --release -p weft-examples --bin gemm -- --n 4096 --iters 3 --threads 2
 //! mpirun -n 2 target/release/gemm --n 4096 --iters 3 --threads 1    # built with --features mpi
+//! mpirun -n 4 target/release/gemm --n 512 --k 4096 --threads 1      # a 1x1x4 grid of layers
 //! ```
 
 use std::process::ExitCode;
