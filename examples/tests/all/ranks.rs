@@ -191,26 +191,17 @@ fn every_example_on_two_to_four_ranks_equals_one_process() {
 /// this shape) gives one process's bytes on 1, 2 and 4 ranks, and reports its grid.
 #[test]
 fn products_over_grids_of_layers_equal_one_process() {
-    let bin = env!("CARGO_BIN_EXE_gemm");
     let args = ["--n", "45", "--k", "3500", "--iters", "1"];
-    let one = out_dir("gemm-layers", 1);
-    let one_json = run_with(bin, &args, 1, &one, &[("WEFT_MATMUL_GRID", "rows")]);
-    assert_eq!(one_json["grid"], "1x1", "{one_json}");
-    let want = files(&one);
-    for (ranks, setting, grid) in [
+    let runs = [
         (1, "2x2x2", "2x2x2"),
         (2, "1x1x2", "1x1x2"),
         (2, "1x2x2", "1x2x2"),
         (4, "1x1x4", "1x1x4"),
         (4, "2x1x2", "2x1x2"),
         (4, "auto", "1x1x4"),
-    ] {
-        let dir = out_dir(&format!("gemm-layers-{setting}"), ranks);
-        let json = run_with(bin, &args, ranks, &dir, &[("WEFT_MATMUL_GRID", setting)]);
-        assert_eq!(json["grid"], grid, "{setting} on {ranks} ranks: {json}");
-        same_files(&dir, &want, &format!("{setting} on {ranks} ranks"));
-    }
-    let _ = std::fs::remove_dir_all(&one);
+    ]
+    .map(|(ranks, setting, grid)| (ranks, vec![("WEFT_MATMUL_GRID", setting)], grid));
+    gemm_grids_equal_one_process("gemm-layers", &args, &runs);
 }
 
 /// The automatic choice weighs a rank's memory: on 8 ranks a 2048-square product (two blocks
@@ -220,18 +211,39 @@ fn products_over_grids_of_layers_equal_one_process() {
 /// bytes.
 #[test]
 fn the_automatic_grid_fits_a_ranks_memory() {
-    let bin = env!("CARGO_BIN_EXE_gemm");
     let args = ["--n", "2048", "--iters", "1", "--warmup", "0"];
-    let one = out_dir("gemm-memory", 1);
-    run(bin, &args, 1, &one);
+    let runs = [
+        (8, vec![("WEFT_MATMUL_GRID", "auto")], "2x2x2"),
+        (
+            8,
+            vec![
+                ("WEFT_MATMUL_GRID", "auto"),
+                ("WEFT_RANK_MEMORY", "32000000"),
+            ],
+            "4x2",
+        ),
+    ];
+    gemm_grids_equal_one_process("gemm-memory", &args, &runs);
+}
+
+/// One run of [`gemm_grids_equal_one_process`]: the ranks, the environment, the grid it must
+/// report.
+type GridRun<'a> = (usize, Vec<(&'a str, &'a str)>, &'a str);
+
+/// Runs `gemm` with `args` on one process (the plugin's rows), then once per `(ranks,
+/// environment, grid)` of `runs`: each reports that grid and writes one process's bytes.
+fn gemm_grids_equal_one_process(name: &str, args: &[&str], runs: &[GridRun<'_>]) {
+    let bin = env!("CARGO_BIN_EXE_gemm");
+    let one = out_dir(name, 1);
+    let one_json = run_with(bin, args, 1, &one, &[("WEFT_MATMUL_GRID", "rows")]);
+    assert_eq!(one_json["grid"], "1x1", "{one_json}");
     let want = files(&one);
-    for (memory, grid) in [(None, "2x2x2"), (Some("32000000"), "4x2")] {
-        let mut env = vec![("WEFT_MATMUL_GRID", "auto")];
-        env.extend(memory.map(|m| ("WEFT_RANK_MEMORY", m)));
-        let dir = out_dir(&format!("gemm-memory-{grid}"), 8);
-        let json = run_with(bin, &args, 8, &dir, &env);
-        assert_eq!(json["grid"], grid, "memory {memory:?}: {json}");
-        same_files(&dir, &want, &format!("memory {memory:?}"));
+    for (i, (ranks, env, grid)) in runs.iter().enumerate() {
+        let dir = out_dir(&format!("{name}-{i}"), *ranks);
+        let json = run_with(bin, args, *ranks, &dir, env);
+        let what = format!("{env:?} on {ranks} ranks");
+        assert_eq!(json["grid"], *grid, "{what}: {json}");
+        same_files(&dir, &want, &what);
     }
     let _ = std::fs::remove_dir_all(&one);
 }

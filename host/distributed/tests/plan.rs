@@ -285,26 +285,36 @@ proptest! {
                 let (over, [_, _, tiles]) = grid_partitions(root[0], root[1], 1, held).unwrap();
                 (tiles, over)
             };
-            let written = RootPartition::fold(&written, &ViewMap::whole(&root));
-            let mut holding = Holding::replicated();
-            holding.write(Layer::new(&written, &over, &root).unwrap(), &root);
-            let part = RootPartition::fold(&read, &view);
-            check(
-                Read { partition: &part, launch: &launch, root: &root, holding: &holding },
-                ranks,
-            )?;
+            check_after((&written, &over), (&read, &view, &launch), &root, ranks)?;
         }
         if let Some((sum_launch, [read, _])) = sum_partitions(m, n, k, grid) {
             let root = vec![grid.layers, m, n];
             let whole = ViewMap::whole(&root);
-            let mut holding = Holding::replicated();
-            let written = RootPartition::fold(&pp, &whole);
-            holding.write(Layer::new(&written, &launch, &root).unwrap(), &root);
-            let part = RootPartition::fold(&read, &whole);
-            check(
-                Read { partition: &part, launch: &sum_launch, root: &root, holding: &holding },
-                ranks,
-            )?;
+            check_after((&pp, &launch), (&read, &whole, &sum_launch), &root, ranks)?;
         }
     }
+}
+
+/// [`check`]s the reads through `view` of a store of `root`'s shape, by `read` over `launch`,
+/// after a task over `over` wrote all of it by `written`.
+fn check_after(
+    (written, over): (&Partition, &[u64]),
+    (read, view, launch): (&Partition, &ViewMap, &[u64]),
+    root: &[u64],
+    ranks: usize,
+) -> Result<(), TestCaseError> {
+    let written = RootPartition::fold(written, &ViewMap::whole(root));
+    let mut holding = Holding::replicated();
+    let layer = Layer::new(&written, over, root).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    holding.write(layer, root);
+    let part = RootPartition::fold(read, view);
+    check(
+        Read {
+            partition: &part,
+            launch,
+            root,
+            holding: &holding,
+        },
+        ranks,
+    )
 }
