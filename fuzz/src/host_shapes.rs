@@ -252,6 +252,7 @@ pub fn host_shapes(data: &[u8]) {
                                     d => Some((d - 1) as u32),
                                 })
                                 .collect(),
+                            skew: None,
                         })
                     }
                 };

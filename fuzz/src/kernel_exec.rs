@@ -255,6 +255,7 @@ pub fn kernel_exec(data: &[u8]) {
             tile: weft_runtime::smallvec::smallvec![tile],
             offset: weft_runtime::smallvec::smallvec![offset],
             projection: weft_runtime::smallvec::smallvec![Some(0)],
+            skew: None,
         });
         let task = weft_runtime::IndexTask::new(
             PluginId(0),

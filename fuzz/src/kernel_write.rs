@@ -1055,6 +1055,7 @@ fn tiling(b: &mut Bytes, rank: usize, projected: Option<usize>) -> Tiling {
         tile,
         offset,
         projection,
+        skew: None,
     }
 }
 
@@ -1121,6 +1122,7 @@ fn setup(b: &mut Bytes, r: &Ranks) -> Setup {
             tile: vec![t.tile[0], 2].into(),
             offset: vec![t.offset[0], 0].into(),
             projection: weft_runtime::smallvec::smallvec![Some(0), None],
+            skew: None,
         })
     };
     let img_p = match b.byte() % 3 {

@@ -102,6 +102,7 @@ pub fn partition(bytes: &[u8]) {
         tile: weft_runtime::smallvec::smallvec![tile],
         offset: weft_runtime::smallvec::smallvec![offset],
         projection: weft_runtime::smallvec::smallvec![projected.then_some(0)],
+        skew: None,
     };
     let view = ViewMap::whole(&[extent]);
     let p = RootPartition::fold(&Partition::Tiling(tiling), &view);

@@ -329,6 +329,7 @@ impl Machine {
                 tile: [vec![tile], vec![2; cols]].concat().into(),
                 offset: [vec![offset], vec![0; cols]].concat().into(),
                 projection: [vec![Some(0)], vec![None; cols]].concat().into(),
+                skew: None,
             })
         };
         let owner = PluginId(u32::from(b.byte() % 2));
@@ -367,6 +368,7 @@ impl Machine {
             tile: weft_runtime::smallvec::smallvec![tile],
             offset: weft_runtime::smallvec::smallvec![b.word()],
             projection: weft_runtime::smallvec::smallvec![Some(0)],
+            skew: None,
         })
     }
 

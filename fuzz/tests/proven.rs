@@ -80,6 +80,7 @@ fn run(
                     tile: weft_runtime::smallvec::smallvec![rows as u64 / 2],
                     offset: weft_runtime::smallvec::smallvec![0],
                     projection: weft_runtime::smallvec::smallvec![Some(0)],
+                    skew: None,
                 }),
                 weft_ir::Privilege::Write,
             ),

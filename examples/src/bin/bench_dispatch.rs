@@ -125,6 +125,7 @@ fn chain_window(
             tile: weft_runtime::smallvec::smallvec![ELEMENTS.div_ceil(points)],
             offset: weft_runtime::smallvec::smallvec![0],
             projection: weft_runtime::smallvec::smallvec![Some(0)],
+            skew: None,
         });
         let entry = if chain == Chain::InPlace {
             accumulate()?

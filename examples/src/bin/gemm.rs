@@ -7,7 +7,8 @@
 //! `A` and `B` are uniform in `[-1, 1)` from `--seed`, made by tasks (so that on several
 //! ranks each rank holds its rows of them). `--iters` products after `--warmup`; the result
 //! line reports the median seconds of one, its rate (`2 n^2 k` over the time), what rank 0
-//! sent per product (`bytes_sent_per_iter`), the grid (`RxC`, or `RxCxL` with layers), and
+//! sent per product (`bytes_sent_per_iter`), the grid (`RxC`, `RxCxL` with layers, or
+//! `cannon QxQ` for Cannon's algorithm, `WEFT_MATMUL_GRID=cannon`), and
 //! the elements one point reads (`panel_elements`: `2 n^2 / sqrt(P)` on a square grid of `P`
 //! ranks, with layers also the other layers' partial sums) and the sum of `C`'s elements
 //! (`c_sum`). `--out DIR` writes `A.npy`, `B.npy` and `C.npy`.
@@ -16,6 +17,7 @@
 //! cargo run --release -p weft-examples --bin gemm -- --n 4096 --iters 3 --threads 2
 //! mpirun -n 2 target/release/gemm --n 4096 --iters 3 --threads 1    # built with --features mpi
 //! mpirun -n 4 target/release/gemm --n 512 --k 4096 --threads 1      # a 1x1x4 grid of layers
+//! WEFT_MATMUL_GRID=cannon mpirun -n 4 target/release/gemm --n 4096 --threads 1   # Cannon, 2x2
 //! ```
 
 use std::process::ExitCode;
@@ -92,11 +94,14 @@ fn run(args: &Args) -> Result<(), AppError> {
         weft_runtime::products::Grid::flat(ranks.min(n), 1),
         |(g, _)| g,
     );
+    let cannon = weft_runtime::products::cannon_side((n, n, k), ranks, setting);
+    // Cannon's steps read, in all, the panels of its 2-D grid.
+    let grid = cannon.map_or(grid, |q| weft_runtime::products::Grid::flat(q, q));
     let panels = grid.panel_elements(n, n, k).unwrap_or(0);
-    let grid_text = if grid.layers > 1 {
-        format!("{}x{}x{}", grid.rows, grid.cols, grid.layers)
-    } else {
-        format!("{}x{}", grid.rows, grid.cols)
+    let grid_text = match cannon {
+        Some(q) => format!("cannon {q}x{q}"),
+        None if grid.layers > 1 => format!("{}x{}x{}", grid.rows, grid.cols, grid.layers),
+        None => format!("{}x{}", grid.rows, grid.cols),
     };
     let gflops = 2.0 * (n as f64).powi(2) * k as f64 / timing.median / 1e9;
     let mut report = Report::new(NAME, args);

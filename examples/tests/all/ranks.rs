@@ -204,6 +204,23 @@ fn products_over_grids_of_layers_equal_one_process() {
     gemm_grids_equal_one_process("gemm-layers", &args, &runs);
 }
 
+/// Cannon's algorithm (`WEFT_MATMUL_GRID=cannon`, the largest square of ranks, or
+/// `cannon:Q`) on 1, 2 and 4 ranks gives one process's bytes: its steps' skewed blocks and the
+/// sum of each tile's blocks on its own rank.
+#[test]
+fn products_by_cannons_algorithm_equal_one_process() {
+    let args = ["--n", "45", "--k", "3500", "--iters", "1"];
+    let runs = [
+        (1, "cannon:2", "cannon 2x2"),
+        (2, "cannon:2", "cannon 2x2"),
+        (2, "cannon:4", "cannon 4x4"),
+        (4, "cannon", "cannon 2x2"),
+        (4, "cannon:4", "cannon 4x4"),
+    ]
+    .map(|(ranks, setting, grid)| (ranks, vec![("WEFT_MATMUL_GRID", setting)], grid));
+    gemm_grids_equal_one_process("gemm-cannon", &args, &runs);
+}
+
 /// The automatic choice weighs a rank's memory: on 8 ranks a 2048-square product (two blocks
 /// of `k`) takes the 2x2x2 grid of layers, which reads the fewest elements; with
 /// `WEFT_RANK_MEMORY` below what that grid's points hold (4.7 million elements, 37.7 MB,

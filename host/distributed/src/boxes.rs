@@ -86,6 +86,7 @@ pub fn row_tiles(tile: u64, offset: i64, rank: usize) -> weft_runtime::Partition
         tile: weft_runtime::smallvec::smallvec![u64::MAX; rank],
         offset: weft_runtime::smallvec::smallvec![0; rank],
         projection: weft_runtime::smallvec::smallvec![None; rank],
+        skew: None,
     };
     if rank > 0 {
         t.tile[0] = tile;

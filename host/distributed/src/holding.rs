@@ -99,6 +99,11 @@ impl Layer {
                 let Some(k) = proj.map(|k| k as usize).filter(|&k| k < rank) else {
                     continue;
                 };
+                // A skewed dimension's tile index mixes two launch dimensions modulo a
+                // count: every index along them may meet `b`.
+                if t.skew.is_some_and(|s| s.dim as usize == vd) {
+                    continue;
+                }
                 let extent = self.partition.view.shape[vd];
                 let Some(view) = &self.view else {
                     break;
@@ -156,7 +161,8 @@ impl Layer {
 
     /// Whether the tiles cover every element of a root of shape `root` (closed form: the
     /// view is the whole root, and along each of its dimensions the tiles start at or before
-    /// 0 and reach its end).
+    /// 0 and reach its end; never for a skewed tiling, whose answer may be `false` where
+    /// they do).
     pub fn covers(&self, root: &[u64]) -> bool {
         if let Some(boxes) = &self.explicit {
             let mut left = vec![Rect::whole(root)];
@@ -173,6 +179,11 @@ impl Layer {
         let Some(t) = &self.partition.tiling else {
             return whole;
         };
+        // A skewed tiling's dimensions do not move independently (Cannon's steps write one
+        // layer of each tile): it is not claimed to cover.
+        if t.skew.is_some() {
+            return false;
+        }
         whole
             && (0..view.rank()).all(|d| {
                 let steps = match t.projection[d] {

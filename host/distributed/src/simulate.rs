@@ -300,7 +300,109 @@ pub fn product(
     })
 }
 
-/// What [`product`] found.
+/// One dense product by Cannon's algorithm (`weft_runtime::products::cannon_partitions`) on
+/// `ranks` ranks, a square of a power of two (the plans of a sample of them past
+/// [`SAMPLED_RANKS`]): its `q` steps' skewed reads of `A`'s and `BT`'s blocks, with the
+/// operands held as `held` says (for [`Held::Grid`], in the `q x q` grid's tiles), and the
+/// sum's reads of the partial sums that the steps wrote. `Unsupported` where Cannon's grid
+/// does not fill the ranks or the blocks of `k` do not give each step one.
+pub fn cannon(ranks: usize, (m, n, k): (u64, u64, u64), held: Held) -> Result<ProductPlans, Error> {
+    use weft_runtime::products::{
+        ProductGrid, cannon_partitions, cannon_side, cannon_sum_partitions,
+    };
+    let p = ranks as u64;
+    let q = cannon_side((m, n, k), p, ProductGrid::Cannon { side: None })
+        .filter(|&q| q * q == p)
+        .ok_or_else(|| {
+            Error::Unsupported(format!(
+                "Cannon's algorithm for {m}x{k} @ {k}x{n} does not fill {ranks} ranks"
+            ))
+        })?;
+    let (a_root, b_root) = (vec![m, k], vec![k, n]);
+    let a_view = ViewMap::whole(&a_root);
+    let bt_view = ViewMap::whole(&b_root)
+        .permute(&[1, 0])
+        .map_err(|e| Error::Unsupported(e.to_string()))?;
+    let holding = |root: &[u64]| -> Result<Holding, Error> {
+        let (partition, over) = match held {
+            Held::Rows => (row_tiles(root[0].div_ceil(p), 0, 2), vec![p]),
+            Held::Grid => (
+                weft_runtime::Partition::Tiling(weft_runtime::Tiling {
+                    tile: weft_runtime::Dims::from_slice(&[
+                        root[0].div_ceil(q),
+                        root[1].div_ceil(q),
+                    ]),
+                    offset: weft_runtime::Dims::from_slice(&[0, 0]),
+                    projection: weft_runtime::Dims::from_slice(&[Some(0), Some(1)]),
+                    skew: None,
+                }),
+                vec![q, q],
+            ),
+        };
+        let written = RootPartition::fold(&partition, &ViewMap::whole(root));
+        let mut h = Holding::replicated();
+        h.write(Layer::new(&written, &over, root)?, root);
+        Ok(h)
+    };
+    let (ha, hb) = (holding(&a_root)?, holding(&b_root)?);
+    let unsupported = || Error::Unsupported(format!("no Cannon partitions for q = {q}"));
+    let partial_root = vec![q, m, n];
+    let mut hp = Holding::replicated();
+    let mut tasks = Vec::new();
+    for s in 0..q {
+        let (launch, [pa, pb, pp]) = cannon_partitions(m, n, k, q, s).ok_or_else(unsupported)?;
+        tasks.push((
+            launch.clone(),
+            RootPartition::fold(&pa, &a_view),
+            a_root.clone(),
+            &ha,
+        ));
+        tasks.push((
+            launch.clone(),
+            RootPartition::fold(&pb, &bt_view),
+            b_root.clone(),
+            &hb,
+        ));
+        let written = RootPartition::fold(&pp, &ViewMap::whole(&partial_root));
+        hp.write(Layer::new(&written, &launch, &partial_root)?, &partial_root);
+    }
+    let (sum_launch, [read, _]) = cannon_sum_partitions(m, n, k, q).ok_or_else(unsupported)?;
+    let sum_read = RootPartition::fold(&read, &ViewMap::whole(&partial_root));
+    let mut reads: Vec<TaskReads<'_>> = tasks
+        .into_iter()
+        .map(|(launch, partition, root, holding)| TaskReads {
+            reads: vec![partition],
+            launch,
+            root,
+            holding,
+            element_bytes: 8,
+        })
+        .collect();
+    reads.push(TaskReads {
+        reads: vec![sum_read],
+        launch: sum_launch,
+        root: partial_root.clone(),
+        holding: &hp,
+        element_bytes: 8,
+    });
+    let plans = simulate(ranks, &reads, 0, true)?;
+    let flat = Grid::flat(q, q);
+    let panels = flat.panel_elements(m, n, k).ok_or_else(unsupported)?;
+    let share = (m * k + k * n) / p.max(1);
+    Ok(ProductPlans {
+        plans,
+        grid: Grid {
+            rows: q,
+            cols: q,
+            layers: q,
+        },
+        panel_elements: panels,
+        summa_elements: panels.saturating_sub(share),
+        sum_elements: 0,
+    })
+}
+
+/// What [`product`] or [`cannon`] found.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProductPlans {
     /// The plans' figures.
@@ -404,5 +506,28 @@ mod tests {
             let halo = (ranks as u64 - 1).min(2) * 5 * 8;
             assert_eq!(s.recv_bytes_max, halo + 2 * rounds * 8, "{ranks} ranks");
         }
+    }
+
+    #[test]
+    fn cannons_shifts_move_one_block_of_each_operand_a_step() {
+        // Four blocks of `k`: a 2x2 grid on 4 ranks, 4x4 on 16.
+        let shape = (64, 64, 4096);
+        for (ranks, q) in [(4usize, 2u64), (16, 4)] {
+            let r = cannon(ranks, shape, Held::Grid).unwrap();
+            assert_eq!(r.grid.rows, q);
+            // In the grid's tiles, a rank receives the other q - 1 blocks of its row of `A`
+            // and of its column of `B`, one message each, and sums its tile's layers alone.
+            let block = (64 / q) * (4096 / q) * 8;
+            assert_eq!(r.plans.recv_bytes_max, 2 * (q - 1) * block, "{ranks} ranks");
+            assert_eq!(r.plans.recv_bytes_mean, (2 * (q - 1) * block) as f64);
+            assert_eq!(r.plans.messages_max, 2 * (q - 1), "{ranks} ranks");
+            assert_eq!(r.summa_elements * 8, 2 * (q - 1) * block);
+            // By rows, never more than the panels.
+            let rows = cannon(ranks, shape, Held::Rows).unwrap();
+            assert!(rows.plans.recv_bytes_max <= rows.panel_elements * 8);
+        }
+        // Not a square of ranks, or too few blocks of `k` for the side.
+        assert!(cannon(8, shape, Held::Grid).is_err());
+        assert!(cannon(64, shape, Held::Grid).is_err());
     }
 }

@@ -108,6 +108,7 @@ fn tiling2(tile: [u64; 2], offset: [i64; 2]) -> Partition {
         tile: weft_runtime::Dims::from_slice(&tile),
         offset: weft_runtime::Dims::from_slice(&offset),
         projection: weft_runtime::smallvec::smallvec![Some(0), Some(1)],
+        skew: None,
     })
 }
 
@@ -317,4 +318,113 @@ fn check_after(
         },
         ranks,
     )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Cannon's steps (`weft_runtime::products::cannon_partitions`): each step's skewed reads
+    /// of `A`'s and `BT`'s blocks, with each operand held by rows or by an earlier grid's
+    /// tiles; and the sum's reads (`cannon_sum_partitions`) of the partial sums that the `q`
+    /// steps wrote through their skewed tiles.
+    #[test]
+    fn cannons_steps_match_brute_force(
+        (m, n) in (2u64..12, 2u64..12),
+        k in prop_oneof![1u64..9, 1025u64..4200],
+        side in 0u32..3,
+        held_grid in (1u64..4, 1u64..4),
+        by_rows in proptest::bool::ANY,
+        ranks in 1usize..5,
+    ) {
+        use weft_runtime::products::{
+            Grid, ProductGrid, cannon_partitions, cannon_side, cannon_sum_partitions,
+            grid_partitions,
+        };
+        let asked = ProductGrid::Cannon { side: Some(1 << side) };
+        let Some(q) = cannon_side((m, n, k), 1, asked) else {
+            // One block of `k` (or a side of one) leaves no grid.
+            prop_assert!(k <= 1024 || side == 0);
+            return Ok(());
+        };
+        let held = Grid::flat(held_grid.0, held_grid.1);
+        let partial = vec![q, m, n];
+        let mut sums = Holding::replicated();
+        for step in 0..q {
+            let (launch, [pa, pb, pp]) = cannon_partitions(m, n, k, q, step).unwrap();
+            for (root, view, read) in [
+                (vec![m, k], ViewMap::whole(&[m, k]), pa),
+                (vec![k, n], ViewMap::whole(&[k, n]).permute(&[1, 0]).unwrap(), pb),
+            ] {
+                let (written, over) = if by_rows {
+                    (row_tiles(root[0].div_ceil(3), 0, 2), vec![3])
+                } else {
+                    let (over, [_, _, tiles]) =
+                        grid_partitions(root[0], root[1], 1, held).unwrap();
+                    (tiles, over)
+                };
+                check_after((&written, &over), (&read, &view, &launch), &root, ranks)?;
+            }
+            let written = RootPartition::fold(&pp, &ViewMap::whole(&partial));
+            let layer = Layer::new(&written, &launch, &partial)
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            sums.write(layer, &partial);
+        }
+        let (sum_launch, [read, _]) = cannon_sum_partitions(m, n, k, q).unwrap();
+        let read = RootPartition::fold(&read, &ViewMap::whole(&partial));
+        let mapping = BlockMapping { ranks };
+        // Every element of the partial sums was written, each by the sum's own rank.
+        for e in points(&partial) {
+            prop_assert!(sums.holder_of(&e, &mapping).is_some(), "{e:?} unwritten");
+        }
+        check(Read { partition: &read, launch: &sum_launch, root: &partial, holding: &sums }, ranks)?;
+        for rank in 0..ranks {
+            let plan = exchange(
+                Read { partition: &read, launch: &sum_launch, root: &partial, holding: &sums },
+                rank,
+                &mapping,
+            ).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(plan.elements(), (0, 0), "the sum reads its own rank's layers");
+        }
+    }
+
+    /// A skewed tiling's points see the tiles of the closed form, and its layer is never
+    /// said to cover its root where testing every element finds one without a tile.
+    #[test]
+    fn skewed_cover_matches_brute_force(
+        (n, m) in (1u64..9, 1u64..9),
+        tile in (1u64..5, 1u64..5),
+        launch in (0u64..5, 0u64..5),
+        modulus in 1u64..6,
+        shift in 0u64..7,
+        own in proptest::option::of(0u32..2),
+    ) {
+        let root = [n, m];
+        let part = Partition::Tiling(Tiling {
+            tile: weft_runtime::Dims::from_slice(&[tile.0, tile.1]),
+            offset: weft_runtime::Dims::from_slice(&[0, 0]),
+            projection: weft_runtime::smallvec::smallvec![Some(0), own],
+            skew: Some(weft_runtime::Skew { dim: 1, plus: 1, shift, modulus }),
+        });
+        let part = RootPartition::fold(&part, &ViewMap::whole(&root));
+        let launch = [launch.0, launch.1];
+        let layer = Layer::new(&part, &launch, &root).unwrap();
+        let tiles: Vec<Rect> = points(&launch).map(|p| layer.tile(&p)).collect();
+        for (p, t) in points(&launch).zip(&tiles) {
+            let index = (own.map_or(0, |d| p[d as usize]) + p[1] + shift) % modulus;
+            let span = |i: u64, tile: u64, extent: u64| {
+                let lo = (i * tile).min(extent);
+                (lo, (lo + tile).min(extent) - lo)
+            };
+            let (rows, cols) = (span(p[0], tile.0, n), span(index, tile.1, m));
+            if rows.1 * cols.1 == 0 {
+                prop_assert_eq!(t.volume(), 0);
+            } else {
+                prop_assert_eq!(t.origin.as_slice(), &[rows.0, cols.0]);
+                prop_assert_eq!(t.extent.as_slice(), &[rows.1, cols.1]);
+            }
+        }
+        // Never claimed where a tile is missing.
+        let brute = points(&root).all(|e| tiles.iter().any(|t| contains(t, &e)));
+        prop_assert!(brute || !layer.covers(&root));
+    }
 }

@@ -150,6 +150,7 @@ impl Words {
                     .push_all(&mut self.words, t.offset.iter().map(|&o| o as u64));
                 self.words
                     .extend(t.projection.iter().map(|p| p.map_or(u64::MAX, u64::from)));
+                skew_words(&mut self.words, t);
             }
         }
         match &p.image {
@@ -351,6 +352,14 @@ impl FewNames {
     }
 }
 
+/// Pushes a tiling's skew, exactly (none: one word).
+fn skew_words(words: &mut Vec<u64>, t: &weft_runtime::Tiling) {
+    match t.skew {
+        None => words.push(0),
+        Some(s) => words.extend([1, u64::from(s.dim), u64::from(s.plus), s.shift, s.modulus]),
+    }
+}
+
 /// Pushes the words of partition `p` as they are, naming an image's source.
 fn exact_partition(words: &mut Vec<u64>, names: &mut FewNames, p: &RootPartition) {
     words.push(p.view.rank() as u64);
@@ -364,6 +373,7 @@ fn exact_partition(words: &mut Vec<u64>, names: &mut FewNames, p: &RootPartition
             words.extend(t.tile.iter().copied());
             words.extend(t.offset.iter().map(|&o| o as u64));
             words.extend(t.projection.iter().map(|p| p.map_or(u64::MAX, u64::from)));
+            skew_words(words, t);
         }
     }
     match &p.image {

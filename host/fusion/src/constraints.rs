@@ -658,6 +658,7 @@ mod tests {
                 tile: weft_runtime::smallvec::smallvec![len.div_ceil(4)],
                 offset: weft_runtime::smallvec::smallvec![0],
                 projection: weft_runtime::smallvec::smallvec![Some(0)],
+                skew: None,
             }),
             image: None,
         }
@@ -721,6 +722,7 @@ mod tests {
                 tile: weft_runtime::smallvec::smallvec![25, 2],
                 offset: weft_runtime::smallvec::smallvec![0, 0],
                 projection: weft_runtime::smallvec::smallvec![Some(0), None],
+                skew: None,
             }),
             image: None,
         };
@@ -906,6 +908,7 @@ mod scalar_task_tests {
                     tile: weft_runtime::smallvec::smallvec![25],
                     offset: weft_runtime::smallvec::smallvec![0],
                     projection: weft_runtime::smallvec::smallvec![Some(0)],
+                    skew: None,
                 }),
                 image: None,
             }

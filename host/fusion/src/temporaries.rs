@@ -26,6 +26,10 @@ pub fn covers(p: &RootPartition, shape: &[u64], launch: &[u64]) -> bool {
     let Some(t) = &p.tiling else {
         return true;
     };
+    // A skewed tiling (Cannon's steps) is not claimed to cover.
+    if t.skew.is_some() {
+        return false;
+    }
     (0..shape.len()).all(|d| {
         let reach = match t.projection[d] {
             Some(k) => launch
@@ -120,6 +124,7 @@ mod tests {
                 tile: weft_runtime::smallvec::smallvec![tile],
                 offset: weft_runtime::smallvec::smallvec![offset],
                 projection: weft_runtime::smallvec::smallvec![Some(0)],
+                skew: None,
             }),
             image: None,
         }

@@ -49,6 +49,7 @@ fn task(kernel: &Arc<KernelEntry>, a: StoreId, out: StoreId, n: u64) -> IndexTas
             tile: weft_runtime::smallvec::smallvec![n],
             offset: weft_runtime::smallvec::smallvec![0],
             projection: weft_runtime::smallvec::smallvec![Some(0)],
+            skew: None,
         })
     };
     IndexTask::new(

@@ -60,6 +60,7 @@ fn tiles(n: u64, pieces: u64) -> Partition {
         tile: weft_runtime::smallvec::smallvec![n / pieces],
         offset: weft_runtime::smallvec::smallvec![0],
         projection: weft_runtime::smallvec::smallvec![Some(0)],
+        skew: None,
     })
 }
 

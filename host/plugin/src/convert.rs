@@ -157,6 +157,7 @@ pub fn tiling(t: types::Tiling) -> Tiling {
         tile: t.tile.into(),
         offset: t.offset.into(),
         projection: t.projection.into(),
+        skew: None,
     }
 }
 

@@ -92,9 +92,10 @@ impl Default for Settings {
     }
 }
 
-/// A task the core submits after the one that made it, with a store it made for the two
-/// (released once both are submitted): a layered product's sum of its layers.
-pub(crate) type FollowingTask = (crate::task::IndexTask, StoreId);
+/// The tasks the core submits after the one that made them, in order, with a store it made
+/// for them all (released once all are submitted): Cannon's later steps, and a layered
+/// product's sum of its layers.
+pub(crate) type FollowingTask = (Vec<crate::task::IndexTask>, StoreId);
 
 /// Counters of what the runtime did.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -410,8 +411,20 @@ impl Core {
             weft_ir::Privilege::Write,
         );
         let c = std::mem::replace(&mut task.args[2], written);
+        // Cannon's later steps: the first with other partitions.
+        let mut follow: Vec<crate::task::IndexTask> = scheduled
+            .steps
+            .into_iter()
+            .map(|partitions| {
+                let mut step = task.clone();
+                for (arg, p) in step.args.iter_mut().zip(partitions) {
+                    arg.partition = p;
+                }
+                step
+            })
+            .collect();
         let [read, write] = sum.partitions;
-        let follow = crate::task::IndexTask::new(
+        follow.push(crate::task::IndexTask::new(
             task.plugin,
             summing,
             sum.launch,
@@ -420,7 +433,7 @@ impl Core {
                 crate::task::TaskArg::new(c.store, write, c.privilege),
             ],
             Vec::new(),
-        );
+        ));
         Ok(Some((scheduled.note, Some((follow, partial)))))
     }
 
@@ -667,6 +680,7 @@ impl Core {
                     tile: Dims::new(),
                     offset: Dims::new(),
                     projection: Dims::new(),
+                    skew: None,
                 },
             );
         };
@@ -683,6 +697,7 @@ impl Core {
                 tile,
                 offset: smallvec::smallvec![0; shape.len()],
                 projection,
+                skew: None,
             },
         )
     }

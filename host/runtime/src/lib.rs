@@ -91,7 +91,7 @@ pub use handle::StoreHandle;
 pub use kernel::{KernelEntry, KernelId};
 pub use limits::Limits;
 pub use observed::{Observed, PrepareHook};
-pub use partition::{Partition, Rect, RootPartition, Tiling};
+pub use partition::{Partition, Rect, RootPartition, Skew, Tiling};
 pub use planner::{NoFusion, Plan, PlanContext, PlanSummary, Planner, PlannerStats};
 pub use profile::{KernelProfile, Profile};
 pub use stores::{StorageId, StoreId, Stores};

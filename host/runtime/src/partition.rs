@@ -52,7 +52,8 @@ impl Rect {
 }
 
 /// A tiling as a plugin states it on a store: point `p` sees the rectangle starting at
-/// `offset[d] + tile[d] * p[projection[d]]` with extent `tile[d]`, clipped to the store.
+/// `offset[d] + tile[d] * p[projection[d]]` with extent `tile[d]`, clipped to the store
+/// (along a [`Skew`]'s dimension, its tile index in place of `p[projection[d]]`).
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct Tiling {
     /// Tile extent per store dimension.
@@ -61,6 +62,43 @@ pub struct Tiling {
     pub offset: Dims<i64>,
     /// Which launch dimension moves the tile along each store dimension (none: it does not).
     pub projection: Dims<Option<u32>>,
+    /// A modular skew of one dimension's tile index (only the host makes them, for Cannon's
+    /// shifts: `weft_runtime::products`); plugins' tilings have none.
+    pub skew: Option<Skew>,
+}
+
+/// A tiling's skew along store dimension `dim`: point `p` sees tile
+/// `(p[projection[dim]] + p[plus] + shift) mod modulus` along it (`p[projection[dim]]` read as
+/// 0 where `dim` has no projection). Step `s` of Cannon's algorithm on a `q x q` grid gives
+/// point `(i, j)` the `k` block `(i + j + s) mod q` this way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Skew {
+    /// The store dimension whose tile index is skewed.
+    pub dim: u32,
+    /// The launch dimension added to the projected one.
+    pub plus: u32,
+    /// Added to both before the modulus.
+    pub shift: u64,
+    /// The tile index's modulus (at least 1).
+    pub modulus: u64,
+}
+
+impl Tiling {
+    /// The tile index point `point` sees along store dimension `d`: its coordinate along the
+    /// projected launch dimension (0 for none, or for a launch dimension the point lacks),
+    /// skewed where [`Tiling::skew`] says.
+    pub fn tile_index(&self, d: usize, point: &[u64]) -> u64 {
+        let coordinate = |k: Option<u32>| k.and_then(|k| point.get(k as usize)).copied();
+        let step = coordinate(self.projection.get(d).copied().flatten()).unwrap_or(0);
+        match self.skew {
+            Some(s) if s.dim as usize == d && s.modulus > 0 => {
+                let plus = coordinate(Some(s.plus)).unwrap_or(0);
+                let sum = u128::from(step) + u128::from(plus) + u128::from(s.shift);
+                (sum % u128::from(s.modulus)) as u64
+            }
+            _ => step,
+        }
+    }
 }
 
 impl Clone for Tiling {
@@ -69,6 +107,7 @@ impl Clone for Tiling {
             tile: Dims::from_slice(&self.tile),
             offset: Dims::from_slice(&self.offset),
             projection: Dims::from_slice(&self.projection),
+            skew: self.skew,
         }
     }
 }
@@ -119,6 +158,15 @@ impl Partition {
                 "tiling projects launch dimension {d}, but the launch has rank {launch_rank}"
             ));
         }
+        if let Some(s) = t.skew
+            && (s.dim as usize >= store_rank || s.plus as usize >= launch_rank || s.modulus == 0)
+        {
+            return Err(format!(
+                "tiling's skew of store dimension {} by launch dimension {} modulo {} does not \
+                 fit a store of rank {store_rank} and a launch of rank {launch_rank}",
+                s.dim, s.plus, s.modulus
+            ));
+        }
         Ok(())
     }
 }
@@ -167,6 +215,7 @@ impl RootPartition {
     pub fn fold(partition: &Partition, view: &ViewMap) -> RootPartition {
         let whole = |t: &Tiling| {
             t.projection.iter().all(Option::is_none)
+                && t.skew.is_none()
                 && t.offset.iter().all(|&o| o == 0)
                 && t.tile.iter().zip(&view.shape).all(|(&tile, &e)| tile >= e)
         };
@@ -277,10 +326,7 @@ impl RootPartition {
     /// `point` sees, clipped to the view.
     fn tile_range(&self, t: &Tiling, d: usize, point: &[u64]) -> (u64, u64) {
         let bound = i128::from(self.view.shape[d]);
-        let step = t.projection[d]
-            .and_then(|k| point.get(k as usize))
-            .copied()
-            .unwrap_or(0);
+        let step = t.tile_index(d, point);
         // Exact, whatever the plugin gave: `tile * step` is below 2^128, and where it
         // passes i128's range the tile starts past any store.
         let tile = i128::from(t.tile[d]);
@@ -327,6 +373,7 @@ mod tests {
             tile: smallvec::smallvec![tile],
             offset: smallvec::smallvec![0],
             projection: smallvec::smallvec![Some(0)],
+            skew: None,
         })
     }
 
@@ -337,6 +384,7 @@ mod tests {
             tile: smallvec::smallvec![2, 4],
             offset: smallvec::smallvec![0, 0],
             projection: smallvec::smallvec![Some(0), None],
+            skew: None,
         });
         let grid = ViewMap::whole(&[6, 6]);
         let center = RootPartition::fold(&tiling, &grid.slice(&[1, 1], &[5, 5]).unwrap());
@@ -360,6 +408,7 @@ mod tests {
             tile: smallvec::smallvec![],
             offset: smallvec::smallvec![],
             projection: smallvec::smallvec![],
+            skew: None,
         });
         assert_eq!(
             RootPartition::fold(&scalar, &ViewMap::whole(&[])),
@@ -398,6 +447,7 @@ mod tests {
             tile: smallvec::smallvec![u64::MAX],
             offset: smallvec::smallvec![i64::MAX],
             projection: smallvec::smallvec![Some(0)],
+            skew: None,
         });
         let p = RootPartition::fold(&huge, &ViewMap::whole(&[10]));
         assert_eq!(p.sub_rect(&[u64::MAX]).extent.as_slice(), &[0]);
@@ -412,6 +462,7 @@ mod tests {
             tile: smallvec::smallvec![2, 2],
             offset: smallvec::smallvec![0, 0],
             projection: smallvec::smallvec![Some(0), None],
+            skew: None,
         });
         let source = RootPartition::fold(&two_rows, &ViewMap::whole(&[4, 2]));
         let target = ViewMap::whole(&[16]).slice(&[10], &[16]).unwrap();
@@ -430,6 +481,53 @@ mod tests {
         // Ranges past the view are clipped to it.
         let wild = |e: u64| Some(if e.is_multiple_of(2) { -5 } else { 100 });
         assert_eq!(p.sub_rect_with(&[0], wild).extent.as_slice(), &[6]);
+    }
+
+    #[test]
+    fn a_skew_moves_one_dimensions_tile_modulo_its_count() {
+        // Cannon's step 1 on a 3x3 grid: point (i, j) sees column tile (i + j + 1) mod 3.
+        let skewed = Partition::Tiling(Tiling {
+            tile: smallvec::smallvec![2, 4],
+            offset: smallvec::smallvec![0, 0],
+            projection: smallvec::smallvec![Some(0), Some(0)],
+            skew: Some(Skew {
+                dim: 1,
+                plus: 1,
+                shift: 1,
+                modulus: 3,
+            }),
+        });
+        let p = RootPartition::fold(&skewed, &ViewMap::whole(&[6, 12]));
+        assert_eq!(p.sub_rect(&[0, 0]).origin.as_slice(), &[0, 4]);
+        assert_eq!(p.sub_rect(&[1, 1]).origin.as_slice(), &[2, 0]);
+        assert_eq!(p.sub_rect(&[2, 2]).origin.as_slice(), &[4, 8]);
+        // It is another partition than the unskewed tiling, and never the whole view.
+        let Partition::Tiling(t) = &skewed else {
+            unreachable!()
+        };
+        let plain = Partition::Tiling(Tiling {
+            skew: None,
+            ..t.clone()
+        });
+        assert_ne!(p, RootPartition::fold(&plain, &ViewMap::whole(&[6, 12])));
+        let wide = Partition::Tiling(Tiling {
+            tile: smallvec::smallvec![6, 12],
+            projection: smallvec::smallvec![None, None],
+            ..t.clone()
+        });
+        assert!(
+            RootPartition::fold(&wide, &ViewMap::whole(&[6, 12]))
+                .tiling
+                .is_some()
+        );
+        // A skew that names a dimension past the store or the launch is refused.
+        assert!(skewed.check(2, 2).is_ok());
+        assert!(skewed.check(2, 1).is_err());
+        let Partition::Tiling(mut bad) = skewed.clone() else {
+            unreachable!()
+        };
+        bad.skew = bad.skew.map(|s| Skew { modulus: 0, ..s });
+        assert!(Partition::Tiling(bad).check(2, 2).is_err());
     }
 
     #[test]

@@ -23,6 +23,17 @@
 //!   the tree's top levels (`weft_ir::product::layers_sum`), a reduce-scatter along the third
 //!   axis of `(l - 1) / l` of a tile per rank.
 //!
+//! - Cannon's algorithm (by hand, `WEFT_MATMUL_GRID=cannon`) runs on a `q x q` grid in `q`
+//!   steps, each a task launched over `[q, q]` ([`cannon_partitions`]): at step `s` point
+//!   `(i, j)` reads block `(i, t)` of `A` and block `(j, t)` of `BT` for
+//!   `t = (i + j + s) mod q` (a skewed tiling, [`crate::partition::Skew`]) and writes that
+//!   block's sums of tile `(i, j)` into layer `t` of the partial sums; a last task sums the
+//!   `q` layers of each tile on the tile's own point ([`cannon_sum_partitions`]). With the
+//!   operands in the grid's tiles, each step moves one block of each operand per rank, from
+//!   one rank to one other along its grid row (`A`) or column (`B`): Cannon's shifts, with
+//!   its initial skew folded into the first step. Block `t` of `k` is a node of the
+//!   canonical tree, as a layer's terms are.
+//!
 //! The messages follow from those partitions in closed form, as for any task. Each element of
 //! `C` is the canonical blocked sum on every grid (the layers' sums are the tree's nodes), so
 //! the bits do not depend on the grid or the rank count.
@@ -33,7 +44,7 @@ use weft_ir::DType;
 use weft_ir::product::BLOCK_TERMS;
 
 use crate::kernel::KernelEntry;
-use crate::partition::{Partition, Tiling};
+use crate::partition::{Partition, Skew, Tiling};
 use crate::task::IndexTask;
 use crate::{Dims, Result};
 
@@ -62,16 +73,36 @@ pub enum ProductGrid {
         /// Points along `k` (a power of two; 1 for a 2-D grid).
         layers: u64,
     },
+    /// Cannon's algorithm on a `side x side` grid in `side` steps (a power of two up to
+    /// [`MAX_LAYERS`]; by default the largest whose square is at most the ranks), cut to what
+    /// the product's extents and the blocks of `k` allow ([`cannon_side`]).
+    Cannon {
+        /// The grid's side, or `None` for the largest that the ranks fill.
+        side: Option<u64>,
+    },
 }
 
 impl ProductGrid {
-    /// Reads `auto`, `rows`, `RxC` (`2x2`) or `RxCxL` (`2x2x2`, `L` a power of two).
+    /// Reads `auto`, `rows`, `RxC` (`2x2`), `RxCxL` (`2x2x2`, `L` a power of two), `cannon`
+    /// or `cannon:Q` (`Q` a power of two).
     pub fn parse(text: &str) -> std::result::Result<ProductGrid, String> {
         let t = text.trim();
         match t {
             "auto" => return Ok(ProductGrid::Auto),
             "rows" => return Ok(ProductGrid::Rows),
+            "cannon" => return Ok(ProductGrid::Cannon { side: None }),
             _ => {}
+        }
+        if let Some(q) = t.strip_prefix("cannon:") {
+            return match q.trim().parse::<u64>() {
+                Ok(q) if q.is_power_of_two() && q <= MAX_LAYERS => {
+                    Ok(ProductGrid::Cannon { side: Some(q) })
+                }
+                _ => Err(format!(
+                    "{text:?} is not a Cannon grid: `cannon:Q` with Q a power of two up to \
+                     {MAX_LAYERS}"
+                )),
+            };
         }
         let sides: Option<Vec<u64>> = t.split('x').map(|s| s.trim().parse().ok()).collect();
         let parsed = match sides.as_deref() {
@@ -91,8 +122,9 @@ impl ProductGrid {
         match parsed {
             Some((rows, cols, layers)) => Ok(ProductGrid::Fixed { rows, cols, layers }),
             None => Err(format!(
-                "{text:?} is not a product grid: `auto`, `rows`, `RxC` or `RxCxL` with R and C \
-                 positive and L a power of two up to {MAX_LAYERS} (at most 2^20 points)"
+                "{text:?} is not a product grid: `auto`, `rows`, `cannon`, `cannon:Q`, `RxC` or \
+                 `RxCxL` with R and C positive and L and Q powers of two up to {MAX_LAYERS} (at \
+                 most 2^20 points)"
             )),
         }
     }
@@ -242,7 +274,7 @@ impl Budget {
 /// The grid for an `(m, k) @ (k, n)` product on `ranks` ranks under `setting` within
 /// `budget`, with why, or `None` for the plugin's own launch.
 ///
-/// `Auto` takes, among the grids `r x c x l` with `r c l = ranks` (`l` a power of two whose
+/// `Cannon` is not a grid of this kind: see [`cannon_side`]. `Auto` takes, among the grids `r x c x l` with `r c l = ranks` (`l` a power of two whose
 /// layers each own blocks of `k`, [`Grid::tiles`]; `r <= m`, `c <= n`; with layers, their
 /// partial sums within the room left in the store quota) whose points fit in a rank's memory
 /// ([`Grid::memory_elements`]), the one whose points read the fewest elements
@@ -256,7 +288,7 @@ pub fn choose(
     budget: Budget,
 ) -> Option<(Grid, String)> {
     match setting {
-        ProductGrid::Rows => None,
+        ProductGrid::Rows | ProductGrid::Cannon { .. } => None,
         ProductGrid::Fixed { rows, cols, layers } => {
             let mut grid = Grid {
                 rows: rows.min(m.max(1)),
@@ -362,11 +394,102 @@ fn bytes_text(bytes: u64) -> String {
 /// A tiling of a store: tiles of `tile`, moved along store dimension `d` by launch
 /// dimension `projection[d]`.
 fn tiling(tile: &[u64], projection: &[Option<u32>]) -> Partition {
+    skewed(tile, projection, None)
+}
+
+/// [`tiling`] with a skew.
+fn skewed(tile: &[u64], projection: &[Option<u32>], skew: Option<Skew>) -> Partition {
     Partition::Tiling(Tiling {
         tile: Dims::from_slice(tile),
         offset: Dims::from_slice(&vec![0; tile.len()]),
         projection: Dims::from_slice(projection),
+        skew,
     })
+}
+
+/// The side of the `q x q` grid Cannon's algorithm runs an `(m, k) @ (k, n)` product on for
+/// `ranks` ranks when asked for `side` (`None`: the largest power of two whose square is at
+/// most the ranks), halved until each of its `q` steps owns an aligned subtree of the
+/// blocks of `k` (as `q` layers would, [`Grid::tiles`]) and `q <= m, n`. `None` where that
+/// leaves one point, or where `setting` is not Cannon's.
+pub fn cannon_side((m, n, k): (u64, u64, u64), ranks: u64, setting: ProductGrid) -> Option<u64> {
+    let ProductGrid::Cannon { side } = setting else {
+        return None;
+    };
+    let mut q = side.unwrap_or_else(|| {
+        let mut q = 1u64;
+        while q < MAX_LAYERS && (q * 2).saturating_mul(q * 2) <= ranks {
+            q *= 2;
+        }
+        q
+    });
+    while q > 1 && (q > m || q > n || cannon_tiles(m, n, k, q).is_none()) {
+        q /= 2;
+    }
+    (q > 1).then_some(q)
+}
+
+/// The tiles of an `(m, k) @ (k, n)` product under Cannon's algorithm on a `q x q` grid: a
+/// tile of `C` per point, and `k`'s terms per step (those of `q` layers). `None` as for
+/// [`Grid::tiles`] with `q` layers.
+pub fn cannon_tiles(m: u64, n: u64, k: u64, q: u64) -> Option<Tiles> {
+    let layered = Grid {
+        rows: q,
+        cols: q,
+        layers: q,
+    }
+    .tiles(m, n, k)?;
+    Some(Tiles {
+        rows: m.div_ceil(q),
+        cols: n.div_ceil(q),
+        terms: layered.terms,
+    })
+}
+
+/// The launch and partitions of step `step` of Cannon's algorithm for an `(m, k) @ (k, n)`
+/// product on a `q x q` grid: launched over `[q, q]`, point `(i, j)` reads `A`'s block
+/// `(i, t)` and `BT`'s block `(j, t)` for `t = (i + j + step) mod q` (blocks of
+/// [`cannon_tiles`]), and writes layer `t` of tile `(i, j)` of the partial sums
+/// (`(q, m, n)`). `None` as for [`cannon_tiles`].
+pub fn cannon_partitions(
+    m: u64,
+    n: u64,
+    k: u64,
+    q: u64,
+    step: u64,
+) -> Option<(Vec<u64>, [Partition; 3])> {
+    let t = cannon_tiles(m, n, k, q)?;
+    let skew = |dim| {
+        Some(Skew {
+            dim,
+            plus: 1,
+            shift: step % q,
+            modulus: q,
+        })
+    };
+    Some((
+        vec![q, q],
+        [
+            skewed(&[t.rows, t.terms], &[Some(0), Some(0)], skew(1)),
+            skewed(&[t.cols, t.terms], &[Some(1), Some(0)], skew(1)),
+            skewed(&[1, t.rows, t.cols], &[Some(0), Some(0), Some(1)], skew(0)),
+        ],
+    ))
+}
+
+/// The launch and partitions of the task that sums the `q` layers of Cannon's partial sums
+/// into `C`: launched over `[q, q]`, point `(i, j)` (the rank that wrote every layer of tile
+/// `(i, j)`) reads all the layers of the tile and writes the tile of `C`. `None` as for
+/// [`cannon_tiles`].
+pub fn cannon_sum_partitions(m: u64, n: u64, k: u64, q: u64) -> Option<(Vec<u64>, [Partition; 2])> {
+    let t = cannon_tiles(m, n, k, q)?;
+    Some((
+        vec![q, q],
+        [
+            tiling(&[q, t.rows, t.cols], &[None, Some(0), Some(1)]),
+            tiling(&[t.rows, t.cols], &[Some(0), Some(1)]),
+        ],
+    ))
 }
 
 /// The launch and partitions of an `(m, k) @ (k, n)` product over `grid`: launched over
@@ -478,6 +601,10 @@ pub struct Scheduled {
     /// For a grid of layers: the task that sums the layers into `C`. The scheduled task then
     /// writes the partial sums into a store the core makes for it, in place of `C`.
     pub sum: Option<LayersSum>,
+    /// For Cannon's algorithm, the partitions of `A`, `BT` and the partial sums in its steps
+    /// after the first (the scheduled task): each is the scheduled task with these
+    /// partitions, submitted after it and before the sum.
+    pub steps: Vec<[Partition; 3]>,
 }
 
 /// The second task of a layered product ([`sum_partitions`]), for the core to make and submit
@@ -515,6 +642,9 @@ pub fn schedule(
     let Some(dtype) = task.kernel.product() else {
         return Ok(None);
     };
+    if let Some(q) = cannon_side((m, n, k), ranks, setting) {
+        return schedule_cannon(task, (m, n, k), q, setting, dtype, kernel);
+    }
     let budget = Budget {
         rank_bytes,
         partials_bytes,
@@ -559,7 +689,71 @@ pub fn schedule(
         )
     };
     task.kernel = entry;
-    Ok(Some(Scheduled { grid, note, sum }))
+    Ok(Some(Scheduled {
+        grid,
+        note,
+        sum,
+        steps: Vec::new(),
+    }))
+}
+
+/// [`schedule`] for Cannon's algorithm on a `q x q` grid: `task` becomes its first step, and
+/// the rest and the sum of the layers follow.
+fn schedule_cannon(
+    task: &mut IndexTask,
+    (m, n, k): (u64, u64, u64),
+    q: u64,
+    setting: ProductGrid,
+    dtype: DType,
+    kernel: impl FnOnce(&KernelEntry, DType, bool) -> Result<Arc<KernelEntry>>,
+) -> Result<Option<Scheduled>> {
+    let step = |s| cannon_partitions(m, n, k, q, s).map(|(_, p)| p);
+    let (Some((launch, [pa, pb, pc])), Some((sum_launch, partitions)), Some(terms)) = (
+        cannon_partitions(m, n, k, q, 0),
+        cannon_sum_partitions(m, n, k, q),
+        cannon_tiles(m, n, k, q).map(|t| t.terms),
+    ) else {
+        return Ok(None);
+    };
+    let Some(steps) = (1..q).map(step).collect::<Option<Vec<_>>>() else {
+        return Ok(None);
+    };
+    let entry = kernel(&task.kernel, dtype, true)?;
+    let asked = match setting {
+        ProductGrid::Cannon { side: Some(side) } if side != q => format!(
+            "WEFT_MATMUL_GRID=cannon:{side}, cut to the product's extents and blocks of \
+             {BLOCK_TERMS} terms"
+        ),
+        ProductGrid::Cannon { side: Some(side) } => format!("WEFT_MATMUL_GRID=cannon:{side}"),
+        _ => "WEFT_MATMUL_GRID=cannon, the largest square of ranks".to_string(),
+    };
+    let note = format!(
+        "{} ({m}x{k} @ {k}x{n}) launched as Cannon's algorithm on a {q}x{q} grid: {q} steps, \
+         at step s point (i, j) multiplies the blocks (i, t) of A and (t, j) of B of {terms} \
+         terms for t = (i + j + s) mod {q}, and the {q} blocks' sums of each tile are summed \
+         into C by the canonical tree ({asked})",
+        task.kernel.name()
+    );
+    task.args[0].partition = pa;
+    task.args[1].partition = pb;
+    task.args[2].partition = pc;
+    task.launch = Dims::from_slice(&launch);
+    task.kernel = entry;
+    Ok(Some(Scheduled {
+        grid: Grid {
+            rows: q,
+            cols: q,
+            layers: q,
+        },
+        note,
+        sum: Some(LayersSum {
+            partial_shape: [q, m, n],
+            dtype,
+            launch: sum_launch,
+            partitions,
+        }),
+        steps,
+    }))
 }
 
 /// The kernel a grid's points run for `product` (of `dtype`), under its name: the tiled
@@ -822,5 +1016,86 @@ mod tests {
             }
         }
         assert!(sum_partitions(m, n, k, Grid::flat(2, 3)).is_none());
+    }
+
+    #[test]
+    fn cannon_is_parsed_and_its_side_cut_to_the_ranks_extents_and_blocks() {
+        assert_eq!(
+            ProductGrid::parse("cannon"),
+            Ok(ProductGrid::Cannon { side: None })
+        );
+        assert_eq!(
+            ProductGrid::parse("cannon:4"),
+            Ok(ProductGrid::Cannon { side: Some(4) })
+        );
+        for bad in ["cannon:3", "cannon:0", "cannon:128", "cannon:", "cannon:x"] {
+            assert!(ProductGrid::parse(bad).is_err(), "{bad}");
+        }
+        let auto = ProductGrid::Cannon { side: None };
+        // The largest power of two whose square the ranks fill.
+        assert_eq!(cannon_side(SQUARE, 1, auto), None);
+        assert_eq!(cannon_side(SQUARE, 4, auto), Some(2));
+        assert_eq!(cannon_side(SQUARE, 15, auto), Some(2));
+        assert_eq!(cannon_side(SQUARE, 16, auto), Some(4));
+        // 4,096 terms are four blocks: at most four steps; a side past `m` is cut.
+        assert_eq!(cannon_side(SQUARE, 64, auto), Some(4));
+        let asked = |q| ProductGrid::Cannon { side: Some(q) };
+        assert_eq!(cannon_side(SQUARE, 1, asked(4)), Some(4));
+        assert_eq!(cannon_side((3, 4096, 4096), 1, asked(4)), Some(2));
+        assert_eq!(cannon_side((64, 64, 1000), 1, asked(4)), None);
+        assert_eq!(cannon_side(SQUARE, 4, ProductGrid::Auto), None);
+        // `choose` leaves Cannon to `cannon_side`.
+        assert_eq!(choose(SQUARE, 4, auto, Budget::unbounded()), None);
+    }
+
+    /// Over Cannon's `q` steps each point multiplies every block of `k` once, and in each
+    /// step the blocks of `A` (and of `BT`) that a grid row (column) reads are a permutation:
+    /// each block goes to one point, the shift.
+    #[test]
+    fn cannons_steps_give_each_point_every_block_once_and_shift_the_blocks() {
+        use crate::partition::RootPartition;
+        use crate::view::ViewMap;
+        let (m, n, k) = (40, 36, 4000);
+        let q = 4;
+        let terms = cannon_tiles(m, n, k, q).map(|t| t.terms);
+        assert_eq!(terms, Some(BLOCK_TERMS));
+        let block = |p: &Partition, shape: &[u64], point: &[u64], d: usize| {
+            let r = RootPartition::fold(p, &ViewMap::whole(shape)).sub_rect(point);
+            r.origin[d] / r.extent[d].max(1)
+        };
+        let mut seen = vec![vec![Vec::new(); q as usize]; q as usize];
+        for s in 0..q {
+            let (launch, [pa, pb, pc]) = cannon_partitions(m, n, k, q, s).unwrap();
+            assert_eq!(launch, vec![q, q]);
+            for i in 0..q {
+                let mut a_blocks = Vec::new();
+                let mut b_blocks = Vec::new();
+                for j in 0..q {
+                    let ta = block(&pa, &[m, k], &[i, j], 1);
+                    assert_eq!(ta, (i + j + s) % q);
+                    // `BT`'s block and the layer written are the same `t`.
+                    assert_eq!(block(&pb, &[n, k], &[i, j], 1), ta);
+                    assert_eq!(block(&pc, &[q, m, n], &[i, j], 0), ta);
+                    a_blocks.push(ta);
+                    b_blocks.push(block(&pb, &[n, k], &[j, i], 1));
+                    seen[i as usize][j as usize].push(ta);
+                }
+                a_blocks.sort_unstable();
+                b_blocks.sort_unstable();
+                assert_eq!(a_blocks, (0..q).collect::<Vec<_>>());
+                assert_eq!(b_blocks, (0..q).collect::<Vec<_>>());
+            }
+        }
+        for mut point in seen.into_iter().flatten() {
+            point.sort_unstable();
+            assert_eq!(point, (0..q).collect::<Vec<_>>());
+        }
+        let (launch, [read, write]) = cannon_sum_partitions(m, n, k, q).unwrap();
+        assert_eq!(launch, vec![q, q]);
+        let r = RootPartition::fold(&read, &ViewMap::whole(&[q, m, n])).sub_rect(&[1, 2]);
+        assert_eq!(r.origin.as_slice(), &[0, 10, 18]);
+        assert_eq!(r.extent.as_slice(), &[q, 10, 9]);
+        let w = RootPartition::fold(&write, &ViewMap::whole(&[m, n])).sub_rect(&[1, 2]);
+        assert_eq!(w.origin.as_slice(), &[10, 18]);
     }
 }

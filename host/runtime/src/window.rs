@@ -286,8 +286,8 @@ impl Core {
         while self.window.tasks.len() >= self.window.size {
             self.munch()?;
         }
-        if let Some((sum, partial)) = follow {
-            let submitted = self.submit(sum);
+        if let Some((tasks, partial)) = follow {
+            let submitted = tasks.into_iter().try_for_each(|t| self.submit(t));
             self.release(partial);
             submitted?;
         }

@@ -51,6 +51,7 @@ fn tiles(tile: u64) -> Partition {
         tile: smallvec::smallvec![tile],
         offset: smallvec::smallvec![0],
         projection: smallvec::smallvec![Some(0)],
+        skew: None,
     })
 }
 

@@ -106,6 +106,7 @@ fn whole(n: u64) -> Partition {
         tile: smallvec::smallvec![n],
         offset: smallvec::smallvec![0],
         projection: smallvec::smallvec![Some(0)],
+        skew: None,
     })
 }
 
@@ -672,6 +673,7 @@ fn image_partitions_are_checked_at_submit() {
         tile: smallvec::smallvec![2, 2],
         offset: smallvec::smallvec![0, 0],
         projection: smallvec::smallvec![Some(0), None],
+        skew: None,
     });
     let image_task = |kernel: &Arc<KernelEntry>, args: Vec<TaskArg>| {
         IndexTask::new(PluginId(0), kernel.clone(), vec![2], args, Vec::new())
@@ -756,6 +758,7 @@ fn image_bounds_are_read_back_once_until_their_source_changes() {
         tile: smallvec::smallvec![2, 2],
         offset: smallvec::smallvec![0, 0],
         projection: smallvec::smallvec![Some(0), None],
+        skew: None,
     });
     let reads = |log: &Arc<Mutex<Log>>| log.lock().unwrap().reads.len();
     let through_image = |core: &mut Core| {

@@ -4,7 +4,7 @@
 //! blocks of 1,024 terms, each a chain of `fma`s, combined by the aligned tree): on shapes
 //! that no grid divides, small (the compiled kernel's path) and large (the blocked
 //! routine's), with several blocks of terms, in `f32` and `f64`, with a transposed operand,
-//! and for a product by a vector that takes the canonical product.
+//! by Cannon's algorithm, and for a product by a vector that takes the canonical product.
 
 use weft::ProductGrid;
 use weft::{Config, DType, Numeric};
@@ -118,6 +118,42 @@ fn products_over_grids_of_layers_give_the_canonical_bits() {
                     assert_eq!(
                         explained.contains("cut to"),
                         layers < l,
+                        "{what}: {explained}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Cannon's algorithm (`cannon:Q`): `Q` steps of skewed blocks of `k`, the blocks' sums
+/// summed by the canonical tree on each tile's point, give the canonical bits on shapes that
+/// no grid divides, in `f32` and `f64`, with a transposed operand; a side the blocks of `k`
+/// do not allow is cut.
+#[test]
+fn products_by_cannons_algorithm_give_the_canonical_bits() {
+    for (m, k, n) in [(23, 4000, 17), (9, 2100, 30)] {
+        for dtype in [DType::F64, DType::F32] {
+            let single = dtype == DType::F32;
+            let (a, b) = (
+                weft_tests::uniform_data(m * k, 3, -1.0, 1.0),
+                weft_tests::uniform_data(k * n, 4, -1.0, 1.0),
+            );
+            let want = weft_tests::reference::canonical_product(&a, &b, (m, k, n), single);
+            for asked in [2, 4] {
+                // 4,000 terms are four blocks (four steps of one); 2,100 three (two steps).
+                let side = if k < 3073 { 2 } else { asked };
+                for transposed in [false, true] {
+                    let grid = ProductGrid::Cannon { side: Some(asked) };
+                    let (got, explained) = product(&numeric(grid), (m, k, n), dtype, transposed);
+                    let what =
+                        format!("{m}x{k}x{n} {dtype} on cannon:{asked}, transposed {transposed}");
+                    assert!(got == want, "{what}: not the canonical bits");
+                    let ran = format!("Cannon's algorithm on a {side}x{side} grid: {side} steps");
+                    assert!(explained.contains(&ran), "{what}: {explained}");
+                    assert_eq!(
+                        explained.contains("cut to"),
+                        side < asked,
                         "{what}: {explained}"
                     );
                 }

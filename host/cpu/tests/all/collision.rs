@@ -41,6 +41,7 @@ fn whole(n: u64) -> Partition {
         tile: weft_runtime::smallvec::smallvec![n],
         offset: weft_runtime::smallvec::smallvec![0],
         projection: weft_runtime::smallvec::smallvec![Some(0)],
+        skew: None,
     })
 }
 

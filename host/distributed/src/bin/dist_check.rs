@@ -27,6 +27,7 @@ fn tiling(tile: &[u64], offset: &[i64], projection: &[Option<u32>]) -> Partition
         tile: weft_runtime::Dims::from_slice(tile),
         offset: weft_runtime::Dims::from_slice(offset),
         projection: weft_runtime::Dims::from_slice(projection),
+        skew: None,
     })
 }
 

@@ -1,6 +1,7 @@
 //! The message plans of the stencil and of CG for 2 to 1024 ranks under weak scaling, and of
 //! dense products (square, and tall and skinny) for 4 to 4096 ranks over the grids the
-//! automatic choice takes (2-D, 2.5-D and 3-D, memory unbounded), derived without MPI
+//! automatic choice takes (2-D, 2.5-D and 3-D, memory unbounded) and by Cannon's algorithm
+//! (a 65,536-square product on the square rank counts), derived without MPI
 //! (`weft_dist::simulate`): per-rank bytes and messages per iteration, and the time one rank
 //! takes to derive its plan. Prints one JSON line.
 //!
@@ -8,7 +9,7 @@
 //! [--max-product-ranks N]`
 
 use serde_json::{Value, json};
-use weft_dist::simulate::{Held, Simulated, cg, product, stencil};
+use weft_dist::simulate::{Held, ProductPlans, Simulated, cannon, cg, product, stencil};
 use weft_runtime::products::Budget;
 
 /// Per rank: the stencil's rows and columns (4096 x 4096 on two ranks), CG's grid rows and
@@ -20,6 +21,9 @@ const CG_WIDTH: u64 = 2000;
 /// The products: `n x n` by `n x n`, and a tall `m x k` by a small `k x n`.
 const SQUARE: (u64, u64, u64) = (16_384, 16_384, 16_384);
 const TALL: (u64, u64, u64) = (1 << 22, 256, 256);
+/// Cannon's product: square, with 64 blocks of `k` so that its `q` steps (one block of the
+/// canonical tree's level each) reach the 64x64 grid of 4,096 ranks.
+const CANNON: (u64, u64, u64) = (65_536, 65_536, 65_536);
 
 fn row(s: &Simulated) -> Value {
     json!({
@@ -54,18 +58,18 @@ fn spread(runs: &[Simulated]) -> f64 {
 /// each operand, for one layer); and the textbook volume of the grid's family for a square
 /// product, `2 n^2 / sqrt(l P)` (`textbook_bytes`, without the sum of the layers), with the
 /// busiest rank's bytes over each.
-fn product_row(ranks: usize, shape: (u64, u64, u64), held: Held) -> Result<Value, String> {
-    let r = product(ranks, shape, held, Budget::unbounded()).map_err(|e| e.to_string())?;
+fn product_row(
+    ranks: usize,
+    shape: (u64, u64, u64),
+    held: Held,
+    r: ProductPlans,
+    grid: String,
+) -> Value {
     let (panel, summa) = (r.panel_elements * 8, r.summa_elements * 8);
     let (m, n, _) = shape;
     let textbook = (2.0 * (m * n) as f64 / ((r.grid.layers * ranks as u64) as f64).sqrt()) * 8.0;
     let recv = r.plans.recv_bytes_max;
     let over = |v: u64| recv as f64 / v.max(1) as f64;
-    let grid = if r.grid.layers > 1 {
-        format!("{}x{}x{}", r.grid.rows, r.grid.cols, r.grid.layers)
-    } else {
-        format!("{}x{}", r.grid.rows, r.grid.cols)
-    };
     let line = json!({
         "ranks": ranks,
         "grid": grid,
@@ -88,7 +92,34 @@ fn product_row(ranks: usize, shape: (u64, u64, u64), held: Held) -> Result<Value
         over(panel),
         recv as f64 / textbook.max(1.0),
     );
-    Ok(line)
+    line
+}
+
+/// [`product_row`] for the grid the automatic choice takes.
+fn auto_row(ranks: usize, shape: (u64, u64, u64), held: Held) -> Result<Value, String> {
+    let r = product(ranks, shape, held, Budget::unbounded()).map_err(|e| e.to_string())?;
+    let grid = if r.grid.layers > 1 {
+        format!("{}x{}x{}", r.grid.rows, r.grid.cols, r.grid.layers)
+    } else {
+        format!("{}x{}", r.grid.rows, r.grid.cols)
+    };
+    Ok(product_row(ranks, shape, held, r, grid))
+}
+
+/// [`product_row`] for Cannon's algorithm: its steps read the panels of its `q x q` grid in
+/// blocks, one layer's worth of `k` at a time (the textbook volume is then SUMMA's,
+/// `2 n^2 / sqrt(P)`).
+fn cannon_row(ranks: usize, held: Held) -> Result<Value, String> {
+    let mut r = cannon(ranks, CANNON, held).map_err(|e| e.to_string())?;
+    let q = r.grid.rows;
+    r.grid.layers = 1;
+    Ok(product_row(
+        ranks,
+        CANNON,
+        held,
+        r,
+        format!("cannon {q}x{q}"),
+    ))
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -132,10 +163,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for (layout, held) in [("rows", Held::Rows), ("grid", Held::Grid)] {
             let rows = std::iter::successors(Some(4usize), |r| r.checked_mul(2))
                 .take_while(|&r| r <= max_product_ranks)
-                .map(|r| product_row(r, shape, held))
+                .map(|r| auto_row(r, shape, held))
                 .collect::<Result<Vec<_>, _>>()?;
             products.insert(format!("{name}_held_by_{layout}"), Value::Array(rows));
         }
+    }
+    for (layout, held) in [("rows", Held::Rows), ("grid", Held::Grid)] {
+        let rows = std::iter::successors(Some(4usize), |r| r.checked_mul(4))
+            .take_while(|&r| r <= max_product_ranks)
+            .map(|r| cannon_row(r, held))
+            .collect::<Result<Vec<_>, _>>()?;
+        products.insert(format!("cannon_held_by_{layout}"), Value::Array(rows));
     }
     let line = json!({
         "example": "simulate_ranks",
@@ -149,6 +187,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "cg_bytes_spread_4_up": spread(&c),
         "product_square_mkn": [SQUARE.0, SQUARE.2, SQUARE.1],
         "product_tall_mkn": [TALL.0, TALL.2, TALL.1],
+        "product_cannon_mkn": [CANNON.0, CANNON.2, CANNON.1],
         "products": products,
     });
     println!("{line}");
