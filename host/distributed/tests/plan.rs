@@ -274,26 +274,49 @@ proptest! {
         while grid.tiles(m, n, k).is_none() {
             grid.layers /= 2;
         }
-        let held = Grid::flat(held_grid.0, held_grid.1);
+        let held = (!by_rows).then_some(Grid::flat(held_grid.0, held_grid.1));
         let (launch, [pa, pb, pp]) = grid_partitions(m, n, k, grid).unwrap();
-        for (root, view, read) in [
-            (vec![m, k], ViewMap::whole(&[m, k]), pa),
-            (vec![k, n], ViewMap::whole(&[k, n]).permute(&[1, 0]).unwrap(), pb),
-        ] {
-            let (written, over) = if by_rows {
-                (row_tiles(root[0].div_ceil(3), 0, 2), vec![3])
-            } else {
-                let (over, [_, _, tiles]) = grid_partitions(root[0], root[1], 1, held).unwrap();
-                (tiles, over)
-            };
-            check_after((&written, &over), (&read, &view, &launch), &root, ranks)?;
-        }
+        check_operands((m, n, k), [&pa, &pb], &launch, held, ranks)?;
         if let Some((sum_launch, [read, _])) = sum_partitions(m, n, k, grid) {
             let root = vec![grid.layers, m, n];
             let whole = ViewMap::whole(&root);
             check_after((&pp, &launch), (&read, &whole, &sum_launch), &root, ranks)?;
         }
     }
+}
+
+/// [`check_after`]s a product's reads of `A` (`(m, k)`) and of `BT` (through the transpose of
+/// `B`, `(k, n)`) by `reads` over `launch`, each operand written before by rows over 3 points
+/// (`held` none) or by the tiles of the grid `held`.
+fn check_operands(
+    (m, n, k): (u64, u64, u64),
+    reads: [&Partition; 2],
+    launch: &[u64],
+    held: Option<weft_runtime::products::Grid>,
+    ranks: usize,
+) -> Result<(), TestCaseError> {
+    let operands = [
+        (vec![m, k], ViewMap::whole(&[m, k])),
+        (
+            vec![k, n],
+            ViewMap::whole(&[k, n])
+                .permute(&[1, 0])
+                .expect("a transpose of a matrix"),
+        ),
+    ];
+    for ((root, view), read) in operands.into_iter().zip(reads) {
+        let (written, over) = match held {
+            None => (row_tiles(root[0].div_ceil(3), 0, 2), vec![3]),
+            Some(grid) => {
+                let (over, [_, _, tiles]) =
+                    weft_runtime::products::grid_partitions(root[0], root[1], 1, grid)
+                        .expect("a 2-D grid's tiles of the operand");
+                (tiles, over)
+            }
+        };
+        check_after((&written, &over), (read, &view, launch), &root, ranks)?;
+    }
+    Ok(())
 }
 
 /// [`check`]s the reads through `view` of a store of `root`'s shape, by `read` over `launch`,
@@ -338,7 +361,6 @@ proptest! {
     ) {
         use weft_runtime::products::{
             Grid, ProductGrid, cannon_partitions, cannon_side, cannon_sum_partitions,
-            grid_partitions,
         };
         let asked = ProductGrid::Cannon { side: Some(1 << side) };
         let Some(q) = cannon_side((m, n, k), 1, asked) else {
@@ -346,24 +368,12 @@ proptest! {
             prop_assert!(k <= 1024 || side == 0);
             return Ok(());
         };
-        let held = Grid::flat(held_grid.0, held_grid.1);
+        let held = (!by_rows).then_some(Grid::flat(held_grid.0, held_grid.1));
         let partial = vec![q, m, n];
         let mut sums = Holding::replicated();
         for step in 0..q {
             let (launch, [pa, pb, pp]) = cannon_partitions(m, n, k, q, step).unwrap();
-            for (root, view, read) in [
-                (vec![m, k], ViewMap::whole(&[m, k]), pa),
-                (vec![k, n], ViewMap::whole(&[k, n]).permute(&[1, 0]).unwrap(), pb),
-            ] {
-                let (written, over) = if by_rows {
-                    (row_tiles(root[0].div_ceil(3), 0, 2), vec![3])
-                } else {
-                    let (over, [_, _, tiles]) =
-                        grid_partitions(root[0], root[1], 1, held).unwrap();
-                    (tiles, over)
-                };
-                check_after((&written, &over), (&read, &view, &launch), &root, ranks)?;
-            }
+            check_operands((m, n, k), [&pa, &pb], &launch, held, ranks)?;
             let written = RootPartition::fold(&pp, &ViewMap::whole(&partial));
             let layer = Layer::new(&written, &launch, &partial)
                 .map_err(|e| TestCaseError::fail(e.to_string()))?;

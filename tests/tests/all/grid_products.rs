@@ -84,13 +84,11 @@ fn products_over_any_grid_give_the_chains_bits() {
     }
 }
 
-/// Grids of layers (2.5-D, `RxCxL`) split `k` into aligned subtrees of the canonical order's
-/// blocks and sum the layers by the tree's top levels: the bits of the plugin's launch and of
-/// the order written out, on shapes that no grid divides, in `f32` and `f64`, with a
-/// transposed operand; a grid with more layers than the blocks allow is cut to fewer.
-#[test]
-fn products_over_grids_of_layers_give_the_canonical_bits() {
-    let fixed = |rows, cols, layers| ProductGrid::Fixed { rows, cols, layers };
+/// Runs `A @ B` on shapes that no grid divides, with three and four blocks of `k`, in `f32`
+/// and `f64`, `A` as stored and transposed, on each grid `grids(k)` gives with a line its
+/// explanation must hold and whether it says the grid was cut: each gives the canonical
+/// order's bits.
+fn grids_give_the_canonical_bits(grids: impl Fn(usize) -> Vec<(ProductGrid, String, bool)>) {
     for (m, k, n) in [(23, 4000, 17), (9, 2100, 30)] {
         for dtype in [DType::F64, DType::F32] {
             let single = dtype == DType::F32;
@@ -99,67 +97,63 @@ fn products_over_grids_of_layers_give_the_canonical_bits() {
                 weft_tests::uniform_data(k * n, 4, -1.0, 1.0),
             );
             let want = weft_tests::reference::canonical_product(&a, &b, (m, k, n), single);
-            for (r, c, l) in [(1, 1, 2), (2, 3, 2), (3, 2, 4), (1, 1, 4)] {
-                // 4,000 terms are four blocks (four layers of one); 2,100 three (two layers
-                // of two and one: four are cut to two).
-                let layers = if k < 3073 { l.min(2) } else { l };
+            for (grid, ran, cut) in grids(k) {
                 for transposed in [false, true] {
-                    let (got, explained) =
-                        product(&numeric(fixed(r, c, l)), (m, k, n), dtype, transposed);
-                    let what =
-                        format!("{m}x{k}x{n} {dtype} on {r}x{c}x{l}, transposed {transposed}");
+                    let (got, explained) = product(&numeric(grid), (m, k, n), dtype, transposed);
+                    let what = format!("{m}x{k}x{n} {dtype} on {grid:?}, transposed {transposed}");
                     assert!(got == want, "{what}: not the canonical bits");
-                    let ran = if layers > 1 {
-                        format!("over a {r}x{c}x{layers} grid: {layers} layers")
-                    } else {
-                        format!("over a {r}x{c} grid of C's tiles")
-                    };
                     assert!(explained.contains(&ran), "{what}: {explained}");
-                    assert_eq!(
-                        explained.contains("cut to"),
-                        layers < l,
-                        "{what}: {explained}"
-                    );
+                    assert_eq!(explained.contains("cut to"), cut, "{what}: {explained}");
                 }
             }
         }
     }
 }
 
+/// Grids of layers (2.5-D, `RxCxL`) split `k` into aligned subtrees of the canonical order's
+/// blocks and sum the layers by the tree's top levels: the canonical bits; a grid with more
+/// layers than the blocks allow is cut to fewer.
+#[test]
+fn products_over_grids_of_layers_give_the_canonical_bits() {
+    grids_give_the_canonical_bits(|k| {
+        [(1, 1, 2), (2, 3, 2), (3, 2, 4), (1, 1, 4)]
+            .into_iter()
+            .map(|(r, c, l)| {
+                // 4,000 terms are four blocks (four layers of one); 2,100 three (two layers
+                // of two and one: four are cut to two).
+                let layers = if k < 3073 { l.min(2) } else { l };
+                let ran = if layers > 1 {
+                    format!("over a {r}x{c}x{layers} grid: {layers} layers")
+                } else {
+                    format!("over a {r}x{c} grid of C's tiles")
+                };
+                let grid = ProductGrid::Fixed {
+                    rows: r,
+                    cols: c,
+                    layers: l,
+                };
+                (grid, ran, layers < l)
+            })
+            .collect()
+    });
+}
+
 /// Cannon's algorithm (`cannon:Q`): `Q` steps of skewed blocks of `k`, the blocks' sums
-/// summed by the canonical tree on each tile's point, give the canonical bits on shapes that
-/// no grid divides, in `f32` and `f64`, with a transposed operand; a side the blocks of `k`
-/// do not allow is cut.
+/// summed by the canonical tree on each tile's point, give the canonical bits; a side the
+/// blocks of `k` do not allow is cut.
 #[test]
 fn products_by_cannons_algorithm_give_the_canonical_bits() {
-    for (m, k, n) in [(23, 4000, 17), (9, 2100, 30)] {
-        for dtype in [DType::F64, DType::F32] {
-            let single = dtype == DType::F32;
-            let (a, b) = (
-                weft_tests::uniform_data(m * k, 3, -1.0, 1.0),
-                weft_tests::uniform_data(k * n, 4, -1.0, 1.0),
-            );
-            let want = weft_tests::reference::canonical_product(&a, &b, (m, k, n), single);
-            for asked in [2, 4] {
+    grids_give_the_canonical_bits(|k| {
+        [2, 4]
+            .into_iter()
+            .map(|asked| {
                 // 4,000 terms are four blocks (four steps of one); 2,100 three (two steps).
                 let side = if k < 3073 { 2 } else { asked };
-                for transposed in [false, true] {
-                    let grid = ProductGrid::Cannon { side: Some(asked) };
-                    let (got, explained) = product(&numeric(grid), (m, k, n), dtype, transposed);
-                    let what =
-                        format!("{m}x{k}x{n} {dtype} on cannon:{asked}, transposed {transposed}");
-                    assert!(got == want, "{what}: not the canonical bits");
-                    let ran = format!("Cannon's algorithm on a {side}x{side} grid: {side} steps");
-                    assert!(explained.contains(&ran), "{what}: {explained}");
-                    assert_eq!(
-                        explained.contains("cut to"),
-                        side < asked,
-                        "{what}: {explained}"
-                    );
-                }
-            }
-        }
-    }
+                let ran = format!("Cannon's algorithm on a {side}x{side} grid: {side} steps");
+                (ProductGrid::Cannon { side: Some(asked) }, ran, side < asked)
+            })
+            .collect()
+    });
 }
 
 /// `A.T @ x` on a runtime with `grid`, `A.T` the transpose of `stored` (`(k, m)`, by rows):
