@@ -386,13 +386,11 @@ proptest! {
         for e in points(&partial) {
             prop_assert!(sums.holder_of(&e, &mapping).is_some(), "{e:?} unwritten");
         }
-        check(Read { partition: &read, launch: &sum_launch, root: &partial, holding: &sums }, ranks)?;
+        let sum = Read { partition: &read, launch: &sum_launch, root: &partial, holding: &sums };
+        check(sum, ranks)?;
         for rank in 0..ranks {
-            let plan = exchange(
-                Read { partition: &read, launch: &sum_launch, root: &partial, holding: &sums },
-                rank,
-                &mapping,
-            ).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let plan = exchange(sum, rank, &mapping)
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert_eq!(plan.elements(), (0, 0), "the sum reads its own rank's layers");
         }
     }

@@ -274,13 +274,13 @@ impl Budget {
 /// The grid for an `(m, k) @ (k, n)` product on `ranks` ranks under `setting` within
 /// `budget`, with why, or `None` for the plugin's own launch.
 ///
-/// `Cannon` is not a grid of this kind: see [`cannon_side`]. `Auto` takes, among the grids `r x c x l` with `r c l = ranks` (`l` a power of two whose
-/// layers each own blocks of `k`, [`Grid::tiles`]; `r <= m`, `c <= n`; with layers, their
-/// partial sums within the room left in the store quota) whose points fit in a rank's memory
-/// ([`Grid::memory_elements`]), the one whose points read the fewest elements
-/// ([`Grid::panel_elements`]), fewer layers first and then the rows on a tie; where none
-/// fits, the one that needs the least memory. A grid of one column and one layer is the
-/// plugin's launch, which it keeps.
+/// `Cannon` is not a grid of this kind: see [`cannon_side`]. `Auto` takes, among the grids
+/// `r x c x l` with `r c l = ranks` (`l` a power of two whose layers each own blocks of `k`,
+/// [`Grid::tiles`]; `r <= m`, `c <= n`; with layers, their partial sums within the room left
+/// in the store quota) whose points fit in a rank's memory ([`Grid::memory_elements`]), the
+/// one whose points read the fewest elements ([`Grid::panel_elements`]), fewer layers first
+/// and then the rows on a tie; where none fits, the one that needs the least memory. A grid
+/// of one column and one layer is the plugin's launch, which it keeps.
 pub fn choose(
     (m, n, k): (u64, u64, u64),
     ranks: u64,
