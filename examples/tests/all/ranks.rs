@@ -191,17 +191,17 @@ fn every_example_on_two_to_four_ranks_equals_one_process() {
 /// this shape) gives one process's bytes on 1, 2 and 4 ranks, and reports its grid.
 #[test]
 fn products_over_grids_of_layers_equal_one_process() {
-    let args = ["--n", "45", "--k", "3500", "--iters", "1"];
-    let runs = [
-        (1, "2x2x2", "2x2x2"),
-        (2, "1x1x2", "1x1x2"),
-        (2, "1x2x2", "1x2x2"),
-        (4, "1x1x4", "1x1x4"),
-        (4, "2x1x2", "2x1x2"),
-        (4, "auto", "1x1x4"),
-    ]
-    .map(|(ranks, setting, grid)| (ranks, vec![("WEFT_MATMUL_GRID", setting)], grid));
-    gemm_grids_equal_one_process("gemm-layers", &args, &runs);
+    four_blocks_equal_one_process(
+        "gemm-layers",
+        &[
+            (1, "2x2x2", "2x2x2"),
+            (2, "1x1x2", "1x1x2"),
+            (2, "1x2x2", "1x2x2"),
+            (4, "1x1x4", "1x1x4"),
+            (4, "2x1x2", "2x1x2"),
+            (4, "auto", "1x1x4"),
+        ],
+    );
 }
 
 /// Cannon's algorithm (`WEFT_MATMUL_GRID=cannon`, the largest square of ranks, or
@@ -209,16 +209,27 @@ fn products_over_grids_of_layers_equal_one_process() {
 /// sum of each tile's blocks on its own rank.
 #[test]
 fn products_by_cannons_algorithm_equal_one_process() {
+    four_blocks_equal_one_process(
+        "gemm-cannon",
+        &[
+            (1, "cannon:2", "cannon 2x2"),
+            (2, "cannon:2", "cannon 2x2"),
+            (2, "cannon:4", "cannon 4x4"),
+            (4, "cannon", "cannon 2x2"),
+            (4, "cannon:4", "cannon 4x4"),
+        ],
+    );
+}
+
+/// [`gemm_grids_equal_one_process`] for `gemm --n 45 --k 3500` (four blocks of `k`), each run
+/// `(ranks, WEFT_MATMUL_GRID, the grid gemm must report)`.
+fn four_blocks_equal_one_process(name: &str, runs: &[(usize, &str, &str)]) {
     let args = ["--n", "45", "--k", "3500", "--iters", "1"];
-    let runs = [
-        (1, "cannon:2", "cannon 2x2"),
-        (2, "cannon:2", "cannon 2x2"),
-        (2, "cannon:4", "cannon 4x4"),
-        (4, "cannon", "cannon 2x2"),
-        (4, "cannon:4", "cannon 4x4"),
-    ]
-    .map(|(ranks, setting, grid)| (ranks, vec![("WEFT_MATMUL_GRID", setting)], grid));
-    gemm_grids_equal_one_process("gemm-cannon", &args, &runs);
+    let runs: Vec<GridRun<'_>> = runs
+        .iter()
+        .map(|&(ranks, setting, grid)| (ranks, vec![("WEFT_MATMUL_GRID", setting)], grid))
+        .collect();
+    gemm_grids_equal_one_process(name, &args, &runs);
 }
 
 /// The automatic choice weighs a rank's memory: on 8 ranks a 2048-square product (two blocks
