@@ -167,6 +167,39 @@ pub fn canonical_product(
     c
 }
 
+/// `y = A @ x` for a row-major `a` (`m x k`) in the order of a product by parts
+/// (`weft_ir::matvec`), written out here independently: each row cut into eight parts of
+/// `k / 8` terms rounded up to a multiple of 8 (the last cut at `k`); each part's terms in
+/// eight interleaved running sums (term `p` of the part into sum `p mod 8`, the terms after
+/// the last whole group of eight into a ninth), combined as
+/// `((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))` and then plus the ninth; the eight
+/// parts' sums combined the same way. Each term is a rounded product, added with a rounding.
+pub fn matvec_by_parts(a: &[f64], x: &[f64], (m, k): (usize, usize)) -> Vec<f64> {
+    fn eight(s: &[f64]) -> f64 {
+        ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
+    }
+    let width = k.div_ceil(8).div_ceil(8) * 8;
+    (0..m)
+        .map(|i| {
+            let row = &a[i * k..(i + 1) * k];
+            let parts: Vec<f64> = (0..8)
+                .map(|j| {
+                    let lo = (j * width).min(k);
+                    let hi = (lo + width).min(k);
+                    let whole = lo + (hi - lo) / 8 * 8;
+                    let mut sums = [0.0f64; 8];
+                    for p in lo..whole {
+                        sums[(p - lo) % 8] += row[p] * x[p];
+                    }
+                    let tail = (whole..hi).fold(0.0, |s, p| s + row[p] * x[p]);
+                    eight(&sums) + tail
+                })
+                .collect();
+            eight(&parts)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -221,7 +221,7 @@ fn products_by_cannons_algorithm_equal_one_process() {
     );
 }
 
-/// [`gemm_grids_equal_one_process`] for `gemm --n 45 --k 3500` (four blocks of `k`), each run
+/// [`grids_equal_one_process`] for `gemm --n 45 --k 3500` (four blocks of `k`), each run
 /// `(ranks, WEFT_MATMUL_GRID, the grid gemm must report)`.
 fn four_blocks_equal_one_process(name: &str, runs: &[(usize, &str, &str)]) {
     let args = ["--n", "45", "--k", "3500", "--iters", "1"];
@@ -229,7 +229,26 @@ fn four_blocks_equal_one_process(name: &str, runs: &[(usize, &str, &str)]) {
         .iter()
         .map(|&(ranks, setting, grid)| (ranks, vec![("WEFT_MATMUL_GRID", setting)], grid))
         .collect();
-    gemm_grids_equal_one_process(name, &args, &runs);
+    grids_equal_one_process(env!("CARGO_BIN_EXE_gemm"), name, &args, &runs);
+}
+
+/// A product of a matrix stored by rows by a long vector (`gemv --n 70 --k 9001`: rows by
+/// parts) over grids of layers that split `k` (`WEFT_MATMUL_GRID=Rx1xL`), and by rows (the
+/// automatic choice), gives one process's bytes on 1, 2 and 4 ranks, and reports its grid.
+#[test]
+fn products_by_a_vector_over_grids_of_layers_equal_one_process() {
+    let args = ["--n", "70", "--k", "9001", "--iters", "1"];
+    let grid = |ranks, setting, grid| (ranks, vec![("WEFT_MATMUL_GRID", setting)], grid);
+    let runs = [
+        grid(1, "1x1x4", "1x1x4"),
+        grid(2, "auto", "2x1"),
+        grid(2, "1x1x2", "1x1x2"),
+        grid(2, "2x1x2", "2x1x2"),
+        grid(4, "2x1x2", "2x1x2"),
+        grid(4, "1x1x8", "1x1x8"),
+        grid(4, "auto", "4x1"),
+    ];
+    grids_equal_one_process(env!("CARGO_BIN_EXE_gemv"), "gemv-layers", &args, &runs);
 }
 
 /// The automatic choice weighs a rank's memory: on 8 ranks a 2048-square product (two blocks
@@ -251,17 +270,17 @@ fn the_automatic_grid_fits_a_ranks_memory() {
             "4x2",
         ),
     ];
-    gemm_grids_equal_one_process("gemm-memory", &args, &runs);
+    grids_equal_one_process(env!("CARGO_BIN_EXE_gemm"), "gemm-memory", &args, &runs);
 }
 
-/// One run of [`gemm_grids_equal_one_process`]: the ranks, the environment, the grid it must
+/// One run of [`grids_equal_one_process`]: the ranks, the environment, the grid it must
 /// report.
 type GridRun<'a> = (usize, Vec<(&'a str, &'a str)>, &'a str);
 
-/// Runs `gemm` with `args` on one process (the plugin's rows), then once per `(ranks,
-/// environment, grid)` of `runs`: each reports that grid and writes one process's bytes.
-fn gemm_grids_equal_one_process(name: &str, args: &[&str], runs: &[GridRun<'_>]) {
-    let bin = env!("CARGO_BIN_EXE_gemm");
+/// Runs `bin` (`gemm` or `gemv`) with `args` on one process (the plugin's rows), then once
+/// per `(ranks, environment, grid)` of `runs`: each reports that grid and writes one
+/// process's bytes.
+fn grids_equal_one_process(bin: &str, name: &str, args: &[&str], runs: &[GridRun<'_>]) {
     let one = out_dir(name, 1);
     let one_json = run_with(bin, args, 1, &one, &[("WEFT_MATMUL_GRID", "rows")]);
     assert_eq!(one_json["grid"], "1x1", "{one_json}");

@@ -40,6 +40,19 @@ struct TaskReads<'a> {
     element_bytes: u64,
 }
 
+impl<'a> TaskReads<'a> {
+    /// One read of `root` (8-byte elements) by `read` over `launch`, from `holding`.
+    fn one(read: RootPartition, launch: Vec<u64>, root: Vec<u64>, holding: &'a Holding) -> Self {
+        TaskReads {
+            reads: vec![read],
+            launch,
+            root,
+            holding,
+            element_bytes: 8,
+        }
+    }
+}
+
 /// The ranks whose plans [`simulate`] derives for a sample: all of them up to
 /// [`SAMPLED_RANKS`], else that many spread evenly from the first to the last.
 fn sample(ranks: usize) -> Vec<usize> {
@@ -177,13 +190,7 @@ pub fn cg(ranks: usize, rows: u64, width: u64) -> Result<Simulated, Error> {
         holding: &holding,
         element_bytes: 8,
     };
-    let updates = TaskReads {
-        reads: vec![own],
-        launch,
-        root,
-        holding: &holding,
-        element_bytes: 8,
-    };
+    let updates = TaskReads::one(own, launch, root, &holding);
     simulate(ranks, &[product, updates], 2, false)
 }
 
@@ -253,20 +260,18 @@ pub fn product(
     };
     let (ha, hb) = (holding(&a_root)?, holding(&b_root)?);
     let mut tasks = vec![
-        TaskReads {
-            reads: vec![RootPartition::fold(&pa, &a_view)],
-            launch: launch.clone(),
-            root: a_root,
-            holding: &ha,
-            element_bytes: 8,
-        },
-        TaskReads {
-            reads: vec![RootPartition::fold(&pb, &bt_view)],
-            launch: launch.clone(),
-            root: b_root,
-            holding: &hb,
-            element_bytes: 8,
-        },
+        TaskReads::one(
+            RootPartition::fold(&pa, &a_view),
+            launch.clone(),
+            a_root,
+            &ha,
+        ),
+        TaskReads::one(
+            RootPartition::fold(&pb, &bt_view),
+            launch.clone(),
+            b_root,
+            &hb,
+        ),
     ];
     // The layers' partial sums, written by the product's points and read by the sum's.
     let partial_root = vec![grid.layers, m, n];
@@ -277,13 +282,12 @@ pub fn product(
         hp.write(Layer::new(&written, &launch, &partial_root)?, &partial_root);
     }
     if let Some((sum_launch, [read, _])) = sum {
-        tasks.push(TaskReads {
-            reads: vec![RootPartition::fold(&read, &ViewMap::whole(&partial_root))],
-            launch: sum_launch,
-            root: partial_root.clone(),
-            holding: &hp,
-            element_bytes: 8,
-        });
+        tasks.push(TaskReads::one(
+            RootPartition::fold(&read, &ViewMap::whole(&partial_root)),
+            sum_launch,
+            partial_root.clone(),
+            &hp,
+        ));
     }
     let plans = simulate(ranks, &tasks, 0, true)?;
     let panels = grid.panel_elements(m, n, k).ok_or_else(unsupported)?;
@@ -370,21 +374,14 @@ pub fn cannon(ranks: usize, (m, n, k): (u64, u64, u64), held: Held) -> Result<Pr
     let sum_read = RootPartition::fold(&read, &ViewMap::whole(&partial_root));
     let mut reads: Vec<TaskReads<'_>> = tasks
         .into_iter()
-        .map(|(launch, partition, root, holding)| TaskReads {
-            reads: vec![partition],
-            launch,
-            root,
-            holding,
-            element_bytes: 8,
-        })
+        .map(|(launch, partition, root, holding)| TaskReads::one(partition, launch, root, holding))
         .collect();
-    reads.push(TaskReads {
-        reads: vec![sum_read],
-        launch: sum_launch,
-        root: partial_root.clone(),
-        holding: &hp,
-        element_bytes: 8,
-    });
+    reads.push(TaskReads::one(
+        sum_read,
+        sum_launch,
+        partial_root.clone(),
+        &hp,
+    ));
     let plans = simulate(ranks, &reads, 0, true)?;
     let flat = Grid::flat(q, q);
     let panels = flat.panel_elements(m, n, k).ok_or_else(unsupported)?;
@@ -400,6 +397,76 @@ pub fn cannon(ranks: usize, (m, n, k): (u64, u64, u64), held: Held) -> Result<Pr
         summa_elements: panels.saturating_sub(share),
         sum_elements: 0,
     })
+}
+
+/// One product of a matrix by a vector by parts (`weft_runtime::matvec_grid`), `A` of
+/// `m x k`, on `ranks` ranks (the plans of a sample of them past [`SAMPLED_RANKS`]) over
+/// `rows x layers` points (`layers` cut as the runtime cuts it; `rows x layers` should be the
+/// ranks), with `A` held as `held` says ([`Held::Grid`]: in the grid's own tiles) and `x` by
+/// rows over the ranks: the layers' reads of `A` and of `x`'s parts, and the sum's reads of
+/// the other layers' partial sums. With one layer it is the plugin's launch (rows, `x` whole).
+/// Returns the plans and the layers.
+pub fn matvec(
+    ranks: usize,
+    (m, k): (u64, u64),
+    (rows, layers): (u64, u64),
+    held: Held,
+) -> Result<(Simulated, u64), Error> {
+    use weft_runtime::matvec_grid::{layers_for, partitions, sum_partitions};
+    let p = ranks as u64;
+    let l = layers_for(k, layers);
+    let (launch, [pa, px, pp]) = if l == 1 {
+        let rows_tile = m.div_ceil(p);
+        (
+            vec![p],
+            [
+                row_tiles(rows_tile, 0, 2),
+                weft_runtime::Partition::None,
+                row_tiles(rows_tile, 0, 1),
+            ],
+        )
+    } else {
+        partitions(m, k, rows, l)
+    };
+    let (a_root, x_root) = (vec![m, k], vec![k]);
+    let written = |partition: &weft_runtime::Partition, over: &[u64], root: &[u64]| {
+        let folded = RootPartition::fold(partition, &ViewMap::whole(root));
+        let mut h = Holding::replicated();
+        h.write(Layer::new(&folded, over, root)?, root);
+        Ok::<Holding, Error>(h)
+    };
+    let ha = match held {
+        Held::Rows => written(&row_tiles(m.div_ceil(p), 0, 2), &[p], &a_root)?,
+        Held::Grid => written(&pa, &launch, &a_root)?,
+    };
+    let hx = written(&row_tiles(k.div_ceil(p), 0, 1), &[p], &x_root)?;
+    let mut tasks = vec![
+        TaskReads::one(
+            RootPartition::fold(&pa, &ViewMap::whole(&a_root)),
+            launch.clone(),
+            a_root,
+            &ha,
+        ),
+        TaskReads::one(
+            RootPartition::fold(&px, &ViewMap::whole(&x_root)),
+            launch.clone(),
+            x_root,
+            &hx,
+        ),
+    ];
+    let partial_root = vec![l, m];
+    let hp;
+    if l > 1 {
+        hp = written(&pp, &launch, &partial_root)?;
+        let (sum_launch, [read, _]) = sum_partitions(m, rows, l);
+        tasks.push(TaskReads::one(
+            RootPartition::fold(&read, &ViewMap::whole(&partial_root)),
+            sum_launch,
+            partial_root.clone(),
+            &hp,
+        ));
+    }
+    Ok((simulate(ranks, &tasks, 0, true)?, l))
 }
 
 /// What [`product`] or [`cannon`] found.
@@ -426,6 +493,24 @@ pub struct ProductPlans {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_matvec_over_layers_of_its_own_tiles_receives_parts_of_x_and_other_layers_sums() {
+        // 16 ranks, 4 x 4: with `A` in the grid's tiles a rank receives its layer's parts of
+        // `x` (less what it holds) and the other layers' sums of its slice; by rows it
+        // receives the whole of `x` less its share.
+        let (m, k) = (4096u64, 1 << 16);
+        let (grid, l) = matvec(16, (m, k), (4, 4), Held::Grid).unwrap();
+        assert_eq!(l, 4);
+        let span = 2 * weft_ir::matvec::part_width(k);
+        let slice = m / 4 / 4;
+        assert!(grid.recv_bytes_max <= (span + 3 * slice) * 8, "{grid:?}");
+        assert!(grid.recv_bytes_max >= (span - k / 16) * 8, "{grid:?}");
+        let (rows, l) = matvec(16, (m, k), (16, 1), Held::Rows).unwrap();
+        assert_eq!(l, 1);
+        assert_eq!(rows.recv_bytes_max, (k - k / 16) * 8, "{rows:?}");
+        assert!(grid.recv_bytes_max * 3 < rows.recv_bytes_max);
+    }
 
     #[test]
     fn stencil_ranks_receive_a_halo_row_per_neighbour() {

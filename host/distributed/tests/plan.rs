@@ -285,6 +285,49 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// A product of a matrix by a vector by parts over a grid of layers
+    /// (`weft_runtime::matvec_grid`): each point's reads of `A` (held by rows or by a 2-D
+    /// grid's tiles) and of `x`'s parts (held by rows), and the sum's reads of the partial
+    /// sums that the layers wrote.
+    #[test]
+    fn matvec_layers_match_brute_force(
+        m in 1u64..12,
+        k in prop_oneof![1u64..80, 400u64..3000],
+        rows in 1u64..4,
+        layers in 0u32..4,
+        held_grid in (1u64..4, 1u64..4),
+        by_rows in proptest::bool::ANY,
+        ranks in 1usize..5,
+    ) {
+        use weft_runtime::matvec_grid::{layers_for, partitions, sum_partitions};
+        use weft_runtime::products::Grid;
+        let l = layers_for(k, 1 << layers);
+        let rows = rows.min(m);
+        let (launch, [pa, px, pp]) = partitions(m, k, rows, l);
+        let held = (!by_rows).then_some(Grid::flat(held_grid.0, held_grid.1));
+        let (written, over) = match held {
+            None => (row_tiles(m.div_ceil(3), 0, 2), vec![3]),
+            Some(grid) => {
+                let (over, [_, _, tiles]) = weft_runtime::products::grid_partitions(m, k, 1, grid)
+                    .expect("a 2-D grid's tiles of A");
+                (tiles, over)
+            }
+        };
+        let a = [m, k];
+        check_after((&written, &over), (&pa, &ViewMap::whole(&a), &launch), &a, ranks)?;
+        let x = [k];
+        let x_rows = row_tiles(k.div_ceil(3), 0, 1);
+        check_after((&x_rows, &[3]), (&px, &ViewMap::whole(&x), &launch), &x, ranks)?;
+        let (sum_launch, [read, _]) = sum_partitions(m, rows, l);
+        let partial = [l, m];
+        let whole = ViewMap::whole(&partial);
+        check_after((&pp, &launch), (&read, &whole, &sum_launch), &partial, ranks)?;
+    }
+}
+
 /// [`check_after`]s a product's reads of `A` (`(m, k)`) and of `BT` (through the transpose of
 /// `B`, `(k, n)`) by `reads` over `launch`, each operand written before by rows over 3 points
 /// (`held` none) or by the tiles of the grid `held`.

@@ -43,6 +43,7 @@ pub mod flat;
 pub mod index;
 pub mod interp;
 pub mod liveness;
+pub mod matvec;
 pub mod passes;
 pub mod product;
 pub mod reduction;

@@ -222,18 +222,31 @@ pub fn recognize_layered(kernel: &Kernel) -> Option<DType> {
 }
 
 fn recognize_as(kernel: &Kernel, rows: BtRows) -> Option<DType> {
+    recognize_built(kernel, (2, 3), |name, dtype| {
+        product(name, dtype, rows).finish()
+    })
+}
+
+/// The dtype of `kernel` if it is exactly the kernel `build(name, dtype)` gives for its name
+/// and a float dtype, read from its first parameter (a store of `rank`, read); `params` is
+/// its parameter count, checked before anything is built.
+pub(crate) fn recognize_built(
+    kernel: &Kernel,
+    (rank, params): (u32, usize),
+    build: impl Fn(String, DType) -> Kernel,
+) -> Option<DType> {
     let dtype = match kernel.params.first()? {
         Param::Store {
             dtype: d @ (DType::F32 | DType::F64),
-            rank: 2,
+            rank: r,
             privilege: Privilege::Read,
-        } => *d,
+        } if *r == rank => *d,
         _ => return None,
     };
-    if kernel.params.len() != 3 {
+    if kernel.params.len() != params {
         return None;
     }
-    let canonical = product(kernel.name.clone(), dtype, rows).finish();
+    let canonical = build(kernel.name.clone(), dtype);
     (canonical.params == kernel.params && canonical.body == kernel.body).then_some(dtype)
 }
 
@@ -272,19 +285,9 @@ pub fn matmul_rows(name: impl Into<String>, dtype: DType) -> KernelBuilder {
 /// The dtype of `kernel` if it is exactly [`matmul_rows`]'s kernel of a float dtype (its
 /// name aside), else `None`.
 pub fn recognize_rows(kernel: &Kernel) -> Option<DType> {
-    let dtype = match kernel.params.first()? {
-        Param::Store {
-            dtype: d @ (DType::F32 | DType::F64),
-            rank: 1,
-            privilege: Privilege::Read,
-        } => *d,
-        _ => return None,
-    };
-    if kernel.params.len() != 4 {
-        return None;
-    }
-    let canonical = matmul_rows(kernel.name.clone(), dtype).finish();
-    (canonical.params == kernel.params && canonical.body == kernel.body).then_some(dtype)
+    recognize_built(kernel, (1, 4), |name, dtype| {
+        matmul_rows(name, dtype).finish()
+    })
 }
 
 #[cfg(test)]

@@ -157,6 +157,9 @@ pub struct Core {
     /// The kernels that sum a layered product's partial sums, by the product kernel's id and
     /// the layers.
     layer_sums: crate::FastMap<(crate::kernel::KernelId, u64), Arc<KernelEntry>>,
+    /// The kernels of products by parts over grids of layers, per plugin kernel, layer count
+    /// and role (`false`: a layer, `true`: the sum of the layers).
+    matvec_kernels: crate::FastMap<(crate::kernel::KernelId, u64, bool), Arc<KernelEntry>>,
     released: (Sender<StoreId>, Receiver<StoreId>),
     /// This core's identity, shared by the handles it makes.
     pub(crate) token: Arc<crate::handle::CoreToken>,
@@ -202,6 +205,7 @@ impl Core {
             product_notes: crate::FastMap::default(),
             tiled_products: crate::FastMap::default(),
             layer_sums: crate::FastMap::default(),
+            matvec_kernels: crate::FastMap::default(),
             released: channel(),
             token: Arc::default(),
             distribution: None,
@@ -435,6 +439,72 @@ impl Core {
             Vec::new(),
         ));
         Ok(Some((scheduled.note, Some((follow, partial)))))
+    }
+
+    /// Launches `task`, a product of a matrix by a vector by parts, over a grid of layers
+    /// where [`Settings::matmul_grid`] asks for one (see [`crate::matvec_grid`]); returns the
+    /// line the explanations give and the task that sums the layers into `y`, with the store
+    /// of partial sums it reads (made here, as for [`Core::schedule_product`]).
+    pub(crate) fn schedule_matvec(
+        &mut self,
+        task: &mut crate::task::IndexTask,
+    ) -> Result<Option<(String, FollowingTask)>> {
+        let shapes: Vec<Option<Vec<u64>>> = task
+            .args
+            .iter()
+            .map(|a| self.stores.get(a.store).ok().map(|i| i.shape.to_vec()))
+            .collect();
+        let plugin_kernel = task.kernel.clone();
+        let name = plugin_kernel.name().to_string();
+        let cache = &mut self.matvec_kernels;
+        let mut entry = |dtype: DType, layers: u64, sum: bool| -> Result<Arc<KernelEntry>> {
+            let key = (plugin_kernel.id(), layers, sum);
+            if let Some(k) = cache.get(&key) {
+                return Ok(k.clone());
+            }
+            let (name, ir) = if sum {
+                let name = format!("{name}.layers");
+                let ir = weft_ir::matvec::matvec_layers_sum(name.clone(), dtype, layers).finish();
+                (name, ir)
+            } else {
+                let name = format!("{name}.layer");
+                let parts = weft_ir::matvec::PARTS / layers.max(1);
+                let ir = weft_ir::matvec::matvec_layer(name.clone(), dtype, parts).finish();
+                (name, ir)
+            };
+            let kernel = Arc::new(KernelEntry::new(&name, &ir)?);
+            cache.insert(key, kernel.clone());
+            Ok(kernel)
+        };
+        let scheduled = crate::matvec_grid::schedule(
+            task,
+            self.settings.matmul_grid,
+            |i| shapes.get(i).cloned().flatten(),
+            |dtype, layers| entry(dtype, layers, false),
+        )?;
+        let Some(grid) = scheduled else {
+            return Ok(None);
+        };
+        let summing = entry(grid.dtype, grid.layers, true)?;
+        let partial = self.create_store(grid.partial_shape.to_vec(), grid.dtype)?;
+        let written = crate::task::TaskArg::new(
+            partial,
+            task.args[2].partition.clone(),
+            weft_ir::Privilege::Write,
+        );
+        let y = std::mem::replace(&mut task.args[2], written);
+        let [read, write] = grid.sum_partitions;
+        let sum = crate::task::IndexTask::new(
+            task.plugin,
+            summing,
+            grid.sum_launch,
+            vec![
+                crate::task::TaskArg::new(partial, read, weft_ir::Privilege::Read),
+                crate::task::TaskArg::new(y.store, write, y.privilege),
+            ],
+            Vec::new(),
+        );
+        Ok(Some((grid.note, (vec![sum], partial))))
     }
 
     /// The kernel that sums `layers` layers of the partial sums of `task`'s product (whose

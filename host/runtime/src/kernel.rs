@@ -91,6 +91,9 @@ pub struct KernelEntry {
     /// The element type, if the kernel is the canonical product over tiles of `C`
     /// ([`weft_ir::product::recognize_tiled`]).
     tiled_product: Option<weft_ir::DType>,
+    /// The element type, if the kernel is the plugin's product of a matrix by a vector by
+    /// parts ([`weft_ir::matvec::recognize_parts`]).
+    matvec_parts: Option<weft_ir::DType>,
     /// The kernel parameter of each store argument, in order (ascending).
     store_params: Vec<usize>,
     /// The store parameters' (dtype, rank, privilege), in order.
@@ -153,6 +156,13 @@ impl KernelEntry {
         self.rows_product
     }
 
+    /// The element type, if the kernel is exactly the product of a matrix by a vector by parts
+    /// ([`weft_ir::matvec::recognize_parts`]): the runtime may launch it over a grid that
+    /// splits `k` ([`crate::matvec_grid`]). It fuses as any kernel where it keeps its launch.
+    pub fn matvec_parts(&self) -> Option<weft_ir::DType> {
+        self.matvec_parts
+    }
+
     /// The element type, if the kernel is exactly the canonical product over tiles of `C`
     /// ([`weft_ir::product::recognize_tiled`]) or over a layer of a 2.5-D grid
     /// ([`weft_ir::product::recognize_layered`], `C` of rank 3, one layer per point): each
@@ -206,6 +216,7 @@ impl KernelEntry {
         let rows_product = weft_ir::product::recognize_rows(&ir);
         let tiled_product = weft_ir::product::recognize_tiled(&ir)
             .or_else(|| weft_ir::product::recognize_layered(&ir));
+        let matvec_parts = weft_ir::matvec::recognize_parts(&ir);
         let store_params = ir
             .params
             .iter()
@@ -225,6 +236,7 @@ impl KernelEntry {
             product,
             rows_product,
             tiled_product,
+            matvec_parts,
             store_params,
             store_signature,
             scalar_signature,

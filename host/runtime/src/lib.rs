@@ -49,6 +49,7 @@ pub mod handle;
 pub mod kernel;
 pub mod limits;
 pub mod mapping;
+pub mod matvec_grid;
 pub mod observed;
 pub mod partition;
 pub mod planner;

@@ -211,11 +211,17 @@ impl Core {
             stores.get(id).ok().map(|i| (i.shape.len(), i.dtype))
         })
         .map_err(&invalid)?;
-        // A dense product may go over a grid of ranks (`crate::products`); over a grid of
+        // A dense product may go over a grid of ranks (`crate::products`), and so may a
+        // product of a matrix by a vector by parts (`crate::matvec_grid`); over a grid of
         // layers, a second task follows it.
         let (scheduled, follow) = if task.kernel.product().is_some() {
             match self.schedule_product(&mut task)? {
                 Some((note, follow)) => (Some(note), follow),
+                None => (None, None),
+            }
+        } else if task.kernel.matvec_parts().is_some() {
+            match self.schedule_matvec(&mut task)? {
+                Some((note, follow)) => (Some(note), Some(follow)),
                 None => (None, None),
             }
         } else {

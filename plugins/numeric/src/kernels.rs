@@ -17,6 +17,7 @@
 //! | `norm.sumsq` | `a` (read), `out` (reduce(sum), rank 0) | |
 //! | `norm.sqrt` | `out` (read-write, rank 0) | |
 //! | `matvec` | `A` (read, rank 2, rows), `x` (read, rank 1, whole), `y` (write, rank 1) | |
+//! | `matvec_parts` | as `matvec` | |
 //! | `matmul` | `A` (read, rank 2, rows), `B` (read, rank 2, whole), `C` (write, rank 2) | |
 //! | `diag.extract` | `A` (read, rank 2, the diagonal block of `out`'s tile), `out` (write, rank 1) | |
 //! | `diag.embed` | `v` (read, rank 1, whole), `out` (write, rank 2) | |
@@ -110,6 +111,7 @@ pub fn build(key: &Key) -> Result<Kernel, String> {
         }
         Key::SqrtInPlace { dtype } => sqrt_in_place(name, dtype),
         Key::Matvec { dtype } => matvec(name, dtype),
+        Key::MatvecParts { dtype } => weft_sdk::ir::matvec::matvec_parts(name, dtype),
         // The host's canonical product (`weft_ir::product`): recognized there, it runs alone
         // and through the CPU back end's blocked routine.
         Key::Matmul { dtype } => weft_sdk::ir::product::matmul(name, dtype),
@@ -1006,6 +1008,7 @@ mod tests {
                 Key::DotFold { dtype },
                 Key::SqrtInPlace { dtype },
                 Key::Matvec { dtype },
+                Key::MatvecParts { dtype },
                 Key::Vecmat { dtype },
                 Key::VecmatRows { dtype },
                 Key::Matmul { dtype },
@@ -1105,12 +1108,13 @@ mod tests {
 
     #[test]
     fn row_products_run_in_vector_lanes_and_wide_bodies() {
-        // `matvec`'s row products and a reduction over a trailing dimension are in the lane
-        // order, which runs in vector lanes. `matmul`'s elements are one chain of `fma`s each
+        // `matvec`'s row products (by parts too) and a reduction over a trailing dimension
+        // are in the lane order, which runs in vector lanes. `matmul`'s elements are one chain of `fma`s each
         // (the product routine's order), which its compiled loop runs as written, term by
         // term: the CPU back end runs the recognized kernel through the routine instead.
         let keys = [
             Key::Matvec { dtype: DType::F64 },
+            Key::MatvecParts { dtype: DType::F64 },
             Key::Matmul { dtype: DType::F64 },
             Key::Matmul { dtype: DType::F32 },
             Key::ReduceRows {
@@ -1127,12 +1131,17 @@ mod tests {
             for &path in &paths {
                 cpu.compiler().set_path(path).expect("an available path");
                 let compiled = cpu.compile(&kernel).expect("compiles");
+                // A product by parts has a lane loop per part.
+                let loops = match key {
+                    Key::MatvecParts { .. } => weft_sdk::ir::matvec::PARTS as usize,
+                    _ => 1,
+                };
                 let (lanes, wide) = match path {
                     _ if matches!(key, Key::Matmul { .. }) => (0, 0),
                     weft_cpu::SimdPath::Scalar => (0, 0),
-                    weft_cpu::SimdPath::Sse => (1, 0),
+                    weft_cpu::SimdPath::Sse => (loops, 0),
                     // The wide bodies take `f64` lanes.
-                    _ => (1, 1),
+                    _ => (loops, loops),
                 };
                 assert_eq!(compiled.lane_loops(), lanes, "{key} on {path}");
                 assert_eq!(compiled.wide_lane_loops(), wide, "{key} on {path}");

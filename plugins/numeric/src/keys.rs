@@ -29,6 +29,7 @@
 //! | `reducerows.<op>.<dt>.r<k>.q<q>` | `out[i] = op over the q trailing dims of a[i, ...]` |
 //! | `treeblocks.<op>.<dt>.r<k>.l<n>` | `out[b, ...]` = the aligned pairwise tree of `a[16b .. 16b+n, ...]` (past the end: the exact identity; `n` is 16, or less where `a` has at most `n` rows) |
 //! | `matvec.<dt>` | `y[i] = sum_j A[i,j] * x[j]` (in eight interleaved partial sums) |
+//! | `matvec_parts.<dt>` | the same for long rows, each cut into eight parts summed as `matvec`'s rows and combined by the pairwise tree (`weft_ir::matvec`: a grid may split `k`) |
 //! | `vecmat.<dt>` | `y[r] += A[r,i] * x[i]`, launched over `i` |
 //! | `vecmat_rows.<dt>` | `y[r] += B[i,r] * x[i]` (`B = A.T`, read by rows), launched over `i` |
 //! | `matmul.<dt>` | `C[i,j] = sum_p A[i,p] * B[p,j]` (in eight interleaved partial sums) |
@@ -301,6 +302,11 @@ pub enum Key {
         /// Element type (a float).
         dtype: DType,
     },
+    /// A matrix-vector product of long rows, by parts (`weft_ir::matvec::matvec_parts`).
+    MatvecParts {
+        /// Element type (a float).
+        dtype: DType,
+    },
     /// A matrix-matrix product.
     Matmul {
         /// Element type (a float).
@@ -368,6 +374,7 @@ impl fmt::Display for Key {
                 leaves,
             } => write!(f, "treeblocks.{}.{dtype}.r{rank}.l{leaves}", op.name()),
             Key::Matvec { dtype } => write!(f, "matvec.{dtype}"),
+            Key::MatvecParts { dtype } => write!(f, "matvec_parts.{dtype}"),
             Key::Vecmat { dtype } => write!(f, "vecmat.{dtype}"),
             Key::VecmatRows { dtype } => write!(f, "vecmat_rows.{dtype}"),
             Key::Matmul { dtype } => write!(f, "matmul.{dtype}"),
@@ -599,6 +606,7 @@ fn parse(s: &str) -> Result<Key, String> {
             other => return Err(format!("unknown norm step `{other}`")),
         },
         "matvec" => Key::Matvec { dtype: t.dtype()? },
+        "matvec_parts" => Key::MatvecParts { dtype: t.dtype()? },
         "matmul" => Key::Matmul { dtype: t.dtype()? },
         "matmul_rows" => Key::MatmulRows { dtype: t.dtype()? },
         "diag" => match t.next("diag form")? {
@@ -752,7 +760,9 @@ impl Key {
                 }
                 catalog::LINALG_RULE.check(op.name(), dtype)
             }
-            Key::Matvec { dtype } => catalog::LINALG_RULE.check("matvec", dtype),
+            Key::Matvec { dtype } | Key::MatvecParts { dtype } => {
+                catalog::LINALG_RULE.check("matvec", dtype)
+            }
             Key::Vecmat { dtype } | Key::VecmatRows { dtype } => {
                 catalog::LINALG_RULE.check("matvec", dtype)
             }
@@ -851,6 +861,7 @@ mod tests {
             "norm.sumsq.f64.r2",
             "norm.sqrt.f64",
             "matvec.f64",
+            "matvec_parts.f32",
             "matmul.f32",
             "diag.extract.i64",
             "diag.embed.bool",

@@ -4,7 +4,9 @@
 //! blocks of 1,024 terms, each a chain of `fma`s, combined by the aligned tree): on shapes
 //! that no grid divides, small (the compiled kernel's path) and large (the blocked
 //! routine's), with several blocks of terms, in `f32` and `f64`, with a transposed operand,
-//! by Cannon's algorithm, and for a product by a vector that takes the canonical product.
+//! by Cannon's algorithm, and for a product by a vector that takes the canonical product; and
+//! products of a matrix stored by rows by a long vector (by parts, `weft_ir::matvec`) over
+//! grids of layers give the bits of the plugin's launch and of the parts order written out.
 
 use weft::ProductGrid;
 use weft::{Config, DType, Numeric};
@@ -217,6 +219,59 @@ fn a_product_by_a_vector_through_the_canonical_product_splits_k_over_layers() {
     assert!(got == want, "2x1x2 against the order written out");
     assert!(
         explained.contains("over a 2x1x2 grid: 2 layers"),
+        "{explained}"
+    );
+}
+
+#[test]
+fn a_product_by_a_long_vector_splits_k_over_layers_with_its_bits() {
+    // `A @ x` with `A` stored by rows and rows of 9,001 terms (past `PARTS_FROM`): the plugin
+    // submits the product by parts; grids of layers split each row's eight parts, cut to
+    // what the row allows, on rows no grid divides.
+    let (m, k) = (70usize, 9001usize);
+    let a = weft_tests::uniform_data(m * k, 9, -1.0, 1.0);
+    let x = weft_tests::uniform_data(k, 10, -1.0, 1.0);
+    let want = weft_tests::reference::matvec_by_parts(&a, &x, (m, k));
+    let run = |grid| {
+        let np = numeric(grid);
+        let am = np.from_f64s(&[m as u64, k as u64], &a, DType::F64) * 1.0;
+        let xv = np.from_f64s(&[k as u64], &x, DType::F64);
+        let y = am.matvec(&xv).to_vec().expect("the product");
+        (y, np.runtime(|rt| rt.take_explanations()).join("\n"))
+    };
+    let (rows, explained) = run(ProductGrid::Rows);
+    assert!(
+        rows == want,
+        "the plugin's launch against the order written out"
+    );
+    assert!(!explained.contains("layers of"), "{explained}");
+    for (r, c, l, ran, cut) in [
+        (2, 1, 2, "over a 2x1x2 grid: 2 layers of 4", false),
+        (3, 1, 4, "over a 3x1x4 grid: 4 layers of 2", false),
+        (1, 1, 8, "over a 1x1x8 grid: 8 layers of 1", false),
+        (4, 3, 64, "over a 4x1x8 grid: 8 layers of 1", true),
+    ] {
+        let (got, explained) = run(ProductGrid::Fixed {
+            rows: r,
+            cols: c,
+            layers: l,
+        });
+        assert!(got == want, "{r}x{c}x{l} against the order written out");
+        assert!(explained.contains(ran), "{r}x{c}x{l}: {explained}");
+        assert_eq!(
+            explained.contains("cut to"),
+            cut,
+            "{r}x{c}x{l}: {explained}"
+        );
+    }
+    // One layer keeps the plugin's launch, the grid of rows.
+    let (got, explained) = run(ProductGrid::Fixed {
+        rows: 2,
+        cols: 2,
+        layers: 1,
+    });
+    assert!(
+        got == want && !explained.contains("layers of"),
         "{explained}"
     );
 }

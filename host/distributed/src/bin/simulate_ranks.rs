@@ -1,7 +1,8 @@
 //! The message plans of the stencil and of CG for 2 to 1024 ranks under weak scaling, and of
 //! dense products (square, and tall and skinny) for 4 to 4096 ranks over the grids the
 //! automatic choice takes (2-D, 2.5-D and 3-D, memory unbounded) and by Cannon's algorithm
-//! (a 65,536-square product on the square rank counts), derived without MPI
+//! (a 65,536-square product on the square rank counts), and of a product of a matrix by a
+//! vector by parts (`65,536 x 2^20`) by rows and over grids of up to 8 layers, derived without MPI
 //! (`weft_dist::simulate`): per-rank bytes and messages per iteration, and the time one rank
 //! takes to derive its plan. Prints one JSON line.
 //!
@@ -9,7 +10,7 @@
 //! [--max-product-ranks N]`
 
 use serde_json::{Value, json};
-use weft_dist::simulate::{Held, ProductPlans, Simulated, cannon, cg, product, stencil};
+use weft_dist::simulate::{Held, ProductPlans, Simulated, cannon, cg, matvec, product, stencil};
 use weft_runtime::products::Budget;
 
 /// Per rank: the stencil's rows and columns (4096 x 4096 on two ranks), CG's grid rows and
@@ -24,6 +25,51 @@ const TALL: (u64, u64, u64) = (1 << 22, 256, 256);
 /// Cannon's product: square, with 64 blocks of `k` so that its `q` steps (one block of the
 /// canonical tree's level each) reach the 64x64 grid of 4,096 ranks.
 const CANNON: (u64, u64, u64) = (65_536, 65_536, 65_536);
+/// The product of a matrix by a vector: `m x k` by `k`, rows long enough to be summed by parts.
+const MATVEC: (u64, u64) = (65_536, 1 << 20);
+
+/// One row of the product by a vector on `ranks` ranks: by rows (`A` held by rows, `x`
+/// whole on every rank), and over `ranks / l x l` points with `l` the most layers (up to 8)
+/// that divide the ranks, `A` held in that grid's tiles (as a product on that grid leaves
+/// it), `x` by rows. The layers' volume is the layer's parts of `x` (about `k / l`) and
+/// `(l - 1) / l` of a slice of its tile's partial sums (`layers_volume_bytes`); by rows it
+/// is `k` less the rank's share.
+fn matvec_row(ranks: usize) -> Result<Value, String> {
+    let (m, k) = MATVEC;
+    let p = ranks as u64;
+    let l = (0..=3)
+        .map(|d| 1u64 << d)
+        .filter(|l| p.is_multiple_of(*l))
+        .max()
+        .unwrap_or(1);
+    let (rows, _) = matvec(ranks, MATVEC, (p, 1), Held::Rows).map_err(|e| e.to_string())?;
+    let (grid, layers) =
+        matvec(ranks, MATVEC, (p / l, l), Held::Grid).map_err(|e| e.to_string())?;
+    let span = (8 / layers) * weft_ir::matvec::part_width(k);
+    let slice = m.div_ceil(p / layers).div_ceil(layers);
+    let volume = (span + (layers - 1) * slice) * 8;
+    let by_rows = (k - k / p) * 8;
+    eprintln!(
+        "{ranks:5} ranks: A @ x {MATVEC:?} by rows {} B / {} messages, over {}x1x{layers}          with A in its tiles {} B / {} messages per rank",
+        rows.recv_bytes_max,
+        rows.messages_max,
+        p / layers,
+        grid.recv_bytes_max,
+        grid.messages_max
+    );
+    Ok(json!({
+        "ranks": ranks,
+        "grid": format!("{}x1x{layers}", p / layers),
+        "rows_recv_bytes_max": rows.recv_bytes_max,
+        "rows_messages_max": rows.messages_max,
+        "rows_volume_bytes": by_rows,
+        "layers_recv_bytes_max": grid.recv_bytes_max,
+        "layers_messages_max": grid.messages_max,
+        "layers_volume_bytes": volume,
+        "layers_recv_over_volume": grid.recv_bytes_max as f64 / volume.max(1) as f64,
+        "layers_over_rows": grid.recv_bytes_max as f64 / rows.recv_bytes_max.max(1) as f64,
+    }))
+}
 
 fn row(s: &Simulated) -> Value {
     json!({
@@ -175,6 +221,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .collect::<Result<Vec<_>, _>>()?;
         products.insert(format!("cannon_held_by_{layout}"), Value::Array(rows));
     }
+    let matvecs = std::iter::successors(Some(4usize), |r| r.checked_mul(2))
+        .take_while(|&r| r <= max_product_ranks)
+        .map(matvec_row)
+        .collect::<Result<Vec<_>, _>>()?;
     let line = json!({
         "example": "simulate_ranks",
         "stencil_rows_per_rank": STENCIL_ROWS,
@@ -189,6 +239,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "product_tall_mkn": [TALL.0, TALL.2, TALL.1],
         "product_cannon_mkn": [CANNON.0, CANNON.2, CANNON.1],
         "products": products,
+        "matvec_mk": [MATVEC.0, MATVEC.1],
+        "matvec_by_parts": matvecs,
     });
     println!("{line}");
     Ok(())

@@ -232,3 +232,54 @@ fn partials_that_depend_on_each_other_are_not_split() {
     let module = emit(&ValidKernel::new(kernel).expect("valid")).expect("emits");
     assert_eq!(module.entries[0].lanes, 1);
 }
+
+/// A product by parts (`weft_ir::matvec::matvec_parts`: each row's eight parts in the lane
+/// order, combined by the pairwise tree) splits each part's loop across a group's threads:
+/// the bits of the parts order, computed here from the lane order of each part.
+#[test]
+fn a_product_by_parts_splits_every_part_with_its_bits() {
+    use weft_ir::matvec::{PARTS, matvec_parts, part_width};
+    let kernel = matvec_parts("test.lanes.parts", DType::F64)
+        .finish_validated()
+        .expect("a valid kernel");
+    let module = emit(&ValidKernel::new(kernel.clone()).expect("valid")).expect("emits");
+    assert_eq!(module.entries[0].lanes, LANES);
+    // Each part's partials meet at a barrier of their own.
+    let barriers = module.text.matches("bar.sync 0;").count();
+    assert!(barriers >= PARTS as usize, "{barriers} barriers");
+    let entry = Arc::new(KernelEntry::new(&kernel.name, &kernel).expect("valid"));
+    for &(rows, cols) in &[(3, 7), (5, 500), (2, 1203)] {
+        let mut backend = PtxBackend::simulated();
+        backend.prepare(&entry, Owner::RUNTIME).expect("prepares");
+        let a = values(rows * cols, (rows * 100 + cols) as u64);
+        let x = values(cols, 11 + cols as u64);
+        let (ba, bx) = (upload(&mut backend, &a), upload(&mut backend, &x));
+        let by = upload(&mut backend, &vec![f64::NAN; rows]);
+        let args = [
+            matrix(ba, rows, cols, false),
+            vector(bx, cols, 8),
+            vector(by, rows, 8),
+        ];
+        backend.launch(entry.id(), &args, &[]).expect("launches");
+        let got = download(&mut backend, by, rows);
+        let w = part_width(cols as u64) as usize;
+        let want: Vec<f64> = (0..rows)
+            .map(|i| {
+                let row = &a[i * cols..(i + 1) * cols];
+                let mut level: Vec<f64> = (0..PARTS as usize)
+                    .map(|j| {
+                        let lo = (j * w).min(cols);
+                        let hi = (lo + w).min(cols);
+                        lane_order_dot(&row[lo..hi], &x[lo..hi])
+                    })
+                    .collect();
+                while level.len() > 1 {
+                    level = level.chunks(2).map(|p| p[0] + p[1]).collect();
+                }
+                level[0]
+            })
+            .collect();
+        let bits = |v: &[f64]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&want), "{rows}x{cols}");
+    }
+}

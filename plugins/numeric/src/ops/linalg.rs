@@ -47,12 +47,12 @@ pub fn matvec(a: &Array<'_>, x: &Array<'_>) -> Result<Store, Error> {
         .map_err(weft_sdk::error)?;
     // A wide matrix with few rows goes by columns (`vecmat`): launched over `x`, it fuses with
     // the task that made `x`. A matrix stored by rows takes the row products (`matvec`, the
-    // lane order), which fuse too. Any other (a transpose) takes the canonical product with
-    // `x` as `B` (`(k, 1)`, so `B.T` is `x` as one row; each element one chain of `fma`s),
-    // run by the CPU back end's product routine, which streams down the columns of a matrix
-    // stored by columns instead of striding along its rows. By columns, a
-    // wide matrix's product strided across every row (NPBench's atax, a 10,000 x 12,500
-    // `A @ x`: 1.1 s).
+    // lane order, or by parts for long rows), which fuse too. Any other (a transpose) takes
+    // the canonical product with `x` as `B` (`(k, 1)`, so `B.T` is `x` as one row; each
+    // element one chain of `fma`s), run by the CPU back end's product routine, which streams
+    // down the columns of a matrix stored by columns instead of striding along its rows. By
+    // columns, a wide matrix's product strided across every row (NPBench's atax, a 10,000 x
+    // 12,500 `A @ x`: 1.1 s).
     if m < n && m < ROWS_ENOUGH {
         return vecmat(a, x, dtype);
     }
@@ -64,7 +64,14 @@ pub fn matvec(a: &Array<'_>, x: &Array<'_>) -> Result<Store, Error> {
     if stored_by_rows {
         let y = create(name, &[m], dtype)?;
         let launch = Launch::preferred(&[m]);
-        Task::new(Key::Matvec { dtype }.to_string(), &launch)
+        // Rows longer than `PARTS_FROM` terms are summed by parts, an order that a grid of
+        // ranks may split along `k` with the same bits (`weft_ir::matvec`).
+        let key = if n > weft_sdk::ir::matvec::PARTS_FROM {
+            Key::MatvecParts { dtype }
+        } else {
+            Key::Matvec { dtype }
+        };
+        Task::new(key.to_string(), &launch)
             .arg(a.store, launch.rows(&a.shape), Privilege::Read)
             .arg(x.store, Partition::None, Privilege::Read)
             .arg(&y, launch.tiled(), Privilege::Write)
