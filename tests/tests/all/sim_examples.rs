@@ -57,6 +57,12 @@ const EXAMPLES: &[Example] = &[
         fields: &["c_sum"],
     },
     Example {
+        // Rows past 8,192 terms: the product by parts.
+        bin: "gemv",
+        args: &["--n", "64", "--k", "8200"],
+        fields: &["y_sum"],
+    },
+    Example {
         bin: "lstsq",
         args: &["--n", "301", "--cols", "23"],
         fields: &["normal_residual", "relative_error"],
@@ -446,6 +452,11 @@ fn jacobi() {
 #[test]
 fn gemm() {
     check("gemm");
+}
+
+#[test]
+fn gemv() {
+    check("gemv");
 }
 
 #[test]
