@@ -1109,7 +1109,8 @@ mod tests {
     #[test]
     fn row_products_run_in_vector_lanes_and_wide_bodies() {
         // `matvec`'s row products (by parts too) and a reduction over a trailing dimension
-        // are in the lane order, which runs in vector lanes. `matmul`'s elements are one chain of `fma`s each
+        // are in the lane order, which runs in vector lanes; the row products also run
+        // several rows at a time (unroll-and-jam). `matmul`'s elements are one chain of `fma`s each
         // (the product routine's order), which its compiled loop runs as written, term by
         // term: the CPU back end runs the recognized kernel through the routine instead.
         let keys = [
@@ -1145,6 +1146,10 @@ mod tests {
                 };
                 assert_eq!(compiled.lane_loops(), lanes, "{key} on {path}");
                 assert_eq!(compiled.wide_lane_loops(), wide, "{key} on {path}");
+                // Row products run several rows side by side wherever they take lanes.
+                if matches!(key, Key::Matvec { .. } | Key::MatvecParts { .. }) {
+                    assert_eq!(compiled.jammed_loops(), lanes.min(1), "{key} on {path}");
+                }
             }
         }
     }
