@@ -226,6 +226,12 @@ impl Cli {
         self
     }
 
+    /// Adds `--k K`, a product's inner dimension up to `max` (`0`, the default, meaning
+    /// `--n`; [`Args::inner_dimension`] reads it), with `help` saying what it counts.
+    pub fn inner_dimension(self, help: &'static str, max: u64) -> Cli {
+        self.extra("k", "K", help, Kind::Count { min: 0, max }, "0")
+    }
+
     /// Adds an example-specific flag.
     pub fn extra(
         mut self,
@@ -435,6 +441,15 @@ fn check(name: &str, kind: Kind, value: &str) -> Result<(), String> {
 }
 
 impl Args {
+    /// The `--k` of [`Cli::inner_dimension`]: its value, or `--n` for 0.
+    pub fn inner_dimension(&self) -> Result<u64, String> {
+        match self.extra_u64("k") {
+            Some(0) => Ok(self.n),
+            Some(k) => Ok(k),
+            None => Err("bad --k".to_string()),
+        }
+    }
+
     /// The value of an extra flag as given (or its default); `None` for an undeclared name.
     pub fn extra(&self, name: &str) -> Option<&str> {
         self.extras.get(name).map(String::as_str)

@@ -22,9 +22,7 @@
 
 use std::process::ExitCode;
 
-use weft_examples::{
-    AppError, Args, Cli, Kind, Report, bench, load_numeric, out_dir, run_main, save,
-};
+use weft_examples::{AppError, Args, Cli, Report, bench, load_numeric, out_dir, run_main, save};
 use weft_ir::DType;
 
 const NAME: &str = "gemm";
@@ -42,16 +40,7 @@ fn main() -> ExitCode {
         "the matrices are N x N (A is N x K and B K x N with --k)",
     )
     .help("iters", "timed products (after the warm-up ones)")
-    .extra(
-        "k",
-        "K",
-        "the inner dimension (0: N)",
-        Kind::Count {
-            min: 0,
-            max: 1 << 20,
-        },
-        "0",
-    );
+    .inner_dimension("the inner dimension (0: N)", 1 << 20);
     let args = cli.parse_env_or_exit();
     run_main(NAME, || run(&args))
 }
@@ -59,22 +48,17 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> Result<(), AppError> {
     let np = load_numeric(args)?;
     let n = args.n;
-    let k = match args.extra_u64("k").ok_or("bad --k")? {
-        0 => n,
-        k => k,
-    };
+    let k = args.inner_dimension()?;
     let seeds = weft_examples::sub_seed;
     let a = np.random_uniform(&[n, k], -1.0, 1.0, seeds(args.seed, 0), DType::F64);
     let b = np.random_uniform(&[k, n], -1.0, 1.0, seeds(args.seed, 1), DType::F64);
     a.check()?;
     b.check()?;
     np.runtime(|rt| rt.synchronize())?;
-    let mut c = None;
-    let (timing, per_iter, _) = bench(&np, args.warmup, args.iters, || {
+    let (timing, per_iter, c) = bench(&np, args.warmup, args.iters, || {
         let product = a.matmul(&b);
         product.check()?;
-        c = Some(product);
-        Ok(())
+        Ok(product)
     })?;
     let c = c.ok_or("no product ran (--iters 0)")?;
     let c_sum = c.sum().item()?;

@@ -19,9 +19,7 @@
 
 use std::process::ExitCode;
 
-use weft_examples::{
-    AppError, Args, Cli, Kind, Report, bench, load_numeric, out_dir, run_main, save,
-};
+use weft_examples::{AppError, Args, Cli, Report, bench, load_numeric, out_dir, run_main, save};
 use weft_ir::DType;
 use weft_runtime::products::ProductGrid;
 
@@ -37,16 +35,7 @@ fn main() -> ExitCode {
     .range("n", 1, 1 << 24)
     .help("n", "A has N rows")
     .help("iters", "timed products (after the warm-up ones)")
-    .extra(
-        "k",
-        "K",
-        "the terms of each row (0: N)",
-        Kind::Count {
-            min: 0,
-            max: 1 << 30,
-        },
-        "0",
-    );
+    .inner_dimension("the terms of each row (0: N)", 1 << 30);
     let args = cli.parse_env_or_exit();
     run_main(NAME, || run(&args))
 }
@@ -54,22 +43,17 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> Result<(), AppError> {
     let np = load_numeric(args)?;
     let n = args.n;
-    let k = match args.extra_u64("k").ok_or("bad --k")? {
-        0 => n,
-        k => k,
-    };
+    let k = args.inner_dimension()?;
     let seeds = weft_examples::sub_seed;
     let a = np.random_uniform(&[n, k], -1.0, 1.0, seeds(args.seed, 0), DType::F64);
     let x = np.random_uniform(&[k], -1.0, 1.0, seeds(args.seed, 1), DType::F64);
     a.check()?;
     x.check()?;
     np.runtime(|rt| rt.synchronize())?;
-    let mut y = None;
-    let (timing, per_iter, _) = bench(&np, args.warmup, args.iters, || {
+    let (timing, per_iter, y) = bench(&np, args.warmup, args.iters, || {
         let product = a.matvec(&x);
         product.check()?;
-        y = Some(product);
-        Ok(())
+        Ok(product)
     })?;
     let y = y.ok_or("no product ran (--iters 0)")?;
     let y_sum = y.sum().item()?;

@@ -39,21 +39,7 @@ pub fn part_width(k: u64) -> u64 {
 /// The kernel of `y = A @ x` by parts, named `name`: parameters `A` (`(m, k)`, read, tiled
 /// by rows like `y`, all of `k`), `x` (`(k,)`, read, whole) and `y` (`(m,)`, written).
 pub fn matvec_parts(name: impl Into<String>, dtype: DType) -> KernelBuilder {
-    let mut kb = KernelBuilder::new(name);
-    let a = kb.store(dtype, 2, Privilege::Read);
-    let x = kb.store(dtype, 1, Privilege::Read);
-    let y = kb.store(dtype, 1, Privilege::Write);
-    let k = kb.extent(a, 1);
-    let w = width_of(&mut kb, k);
-    kb.parallel(y, |b, idx| {
-        let sum = parts_sum(b, dtype, PARTS, w, k, |b, p| {
-            let aip = b.load(a, &[idx[0], p]);
-            let xp = b.load(x, &[p]);
-            b.mul(aip, xp)
-        });
-        b.store(y, idx, sum);
-    });
-    kb
+    by_parts(name, dtype, None)
 }
 
 /// The kernel of one layer of a product by parts over a grid: parameters `A` (the point's
@@ -62,15 +48,34 @@ pub fn matvec_parts(name: impl Into<String>, dtype: DType) -> KernelBuilder {
 /// `i64`, [`part_width`] of the whole row). The layer owns `parts` parts (`PARTS / layers`);
 /// `P[z, i]` is their subtree of the row's tree.
 pub fn matvec_layer(name: impl Into<String>, dtype: DType, parts: u64) -> KernelBuilder {
+    by_parts(name, dtype, Some(parts))
+}
+
+/// [`matvec_parts`] (`layer` `None`: all [`PARTS`] parts of whole rows into `y`) or
+/// [`matvec_layer`] (`Some(parts)`: a layer's parts into its layer of `P`).
+fn by_parts(name: impl Into<String>, dtype: DType, layer: Option<u64>) -> KernelBuilder {
     let mut kb = KernelBuilder::new(name);
     let a = kb.store(dtype, 2, Privilege::Read);
     let x = kb.store(dtype, 1, Privilege::Read);
-    let out = kb.store(dtype, 2, Privilege::Write);
-    let w = kb.scalar(DType::I64);
-    let terms = kb.extent(x, 0);
+    let out_rank = if layer.is_some() { 2 } else { 1 };
+    let out = kb.store(dtype, out_rank, Privilege::Write);
+    // The width comes from the host for a layer (its view is not the whole row), and is
+    // computed from the row for the whole.
+    let (w, terms) = match layer {
+        Some(_) => {
+            let w = kb.scalar(DType::I64);
+            (w, kb.extent(x, 0))
+        }
+        None => {
+            let k = kb.extent(a, 1);
+            (width_of(&mut kb, k), k)
+        }
+    };
+    let parts = layer.unwrap_or(PARTS);
     kb.parallel(out, |b, idx| {
+        let row = idx[idx.len() - 1];
         let sum = parts_sum(b, dtype, parts, w, terms, |b, p| {
-            let aip = b.load(a, &[idx[1], p]);
+            let aip = b.load(a, &[row, p]);
             let xp = b.load(x, &[p]);
             b.mul(aip, xp)
         });
@@ -159,8 +164,8 @@ fn tree(b: &mut BodyBuilder, mut level: Vec<Value>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Scalar;
     use crate::interp::{Arg, Storage, View, run_with_limit};
-    use crate::{Param, Scalar};
 
     /// Terms of many magnitudes, so that the order shows in the bits.
     fn values(n: usize, seed: usize) -> Vec<f64> {
@@ -314,25 +319,15 @@ mod tests {
 
     #[test]
     fn the_kernel_is_recognized_under_any_name_and_nothing_else_is() {
+        crate::product::tests::recognized_exactly(
+            |name, dtype| matvec_parts(name, dtype).finish(),
+            recognize_parts,
+            (2, 1),
+        );
         for dtype in [DType::F32, DType::F64] {
-            let mut k = matvec_parts("numeric.matvec_parts", dtype).finish();
-            assert_eq!(recognize_parts(&k), Some(dtype));
-            k.name = "another".into();
-            assert_eq!(recognize_parts(&k), Some(dtype));
             let layer = matvec_layer("numeric.matvec_parts", dtype, PARTS).finish();
             assert_eq!(recognize_parts(&layer), None);
-            let mut rw = k.clone();
-            rw.params[2] = Param::Store {
-                dtype,
-                rank: 1,
-                privilege: Privilege::ReadWrite,
-            };
-            assert_eq!(recognize_parts(&rw), None);
         }
-        assert_eq!(
-            recognize_parts(&matvec_parts("ints", DType::I64).finish()),
-            None
-        );
     }
 
     #[test]

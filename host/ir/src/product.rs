@@ -291,7 +291,7 @@ pub fn recognize_rows(kernel: &Kernel) -> Option<DType> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -457,25 +457,39 @@ mod tests {
 
     #[test]
     fn the_rows_product_kernel_is_recognized_under_any_name_and_nothing_else_is() {
+        recognized_exactly(
+            |name, dtype| matmul_rows(name, dtype).finish(),
+            recognize_rows,
+            (3, 2),
+        );
         for dtype in [DType::F32, DType::F64] {
-            let mut k = matmul_rows("some.name", dtype).finish();
-            assert_eq!(recognize_rows(&k), Some(dtype));
+            let k = matmul_rows("some.name", dtype).finish();
             assert_eq!(recognize(&k), None);
-            k.name = "another".into();
-            assert_eq!(recognize_rows(&k), Some(dtype));
             assert_eq!(recognize_rows(&matmul("p", dtype).finish()), None);
-            // Another privilege on `C`.
+        }
+    }
+
+    /// Checks a recognizer of a kernel that `build(name, dtype)` makes: it takes the kernel of
+    /// either float dtype under any name, and neither the kernel with another privilege on its
+    /// written parameter (`written`: its index and rank) nor an integer dtype's.
+    pub(crate) fn recognized_exactly(
+        build: impl Fn(&str, DType) -> Kernel,
+        recognize: impl Fn(&Kernel) -> Option<DType>,
+        (written, rank): (usize, u32),
+    ) {
+        for dtype in [DType::F32, DType::F64] {
+            let mut k = build("some.name", dtype);
+            assert_eq!(recognize(&k), Some(dtype));
+            k.name = "another".into();
+            assert_eq!(recognize(&k), Some(dtype));
             let mut rw = k.clone();
-            rw.params[3] = Param::Store {
+            rw.params[written] = Param::Store {
                 dtype,
-                rank: 2,
+                rank,
                 privilege: Privilege::ReadWrite,
             };
-            assert_eq!(recognize_rows(&rw), None);
+            assert_eq!(recognize(&rw), None, "read-write parameter {written}");
         }
-        assert_eq!(
-            recognize_rows(&matmul_rows("ints", DType::I64).finish()),
-            None
-        );
+        assert_eq!(recognize(&build("ints", DType::I64)), None);
     }
 }

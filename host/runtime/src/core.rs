@@ -408,13 +408,7 @@ impl Core {
         // The layers' partial sums go to a store of their own; `C` moves to the task that sums
         // them.
         let summing = self.layers_sum_kernel(task, sum.dtype, scheduled.grid.layers)?;
-        let partial = self.create_store(sum.partial_shape.to_vec(), sum.dtype)?;
-        let written = crate::task::TaskArg::new(
-            partial,
-            task.args[2].partition.clone(),
-            weft_ir::Privilege::Write,
-        );
-        let c = std::mem::replace(&mut task.args[2], written);
+        let (partial, c) = self.write_partials(task, sum.partial_shape.to_vec(), sum.dtype)?;
         // Cannon's later steps: the first with other partitions.
         let mut follow: Vec<crate::task::IndexTask> = scheduled
             .steps
@@ -427,16 +421,12 @@ impl Core {
                 step
             })
             .collect();
-        let [read, write] = sum.partitions;
-        follow.push(crate::task::IndexTask::new(
-            task.plugin,
+        follow.push(layers_sum_task(
+            task,
             summing,
             sum.launch,
-            vec![
-                crate::task::TaskArg::new(partial, read, weft_ir::Privilege::Read),
-                crate::task::TaskArg::new(c.store, write, c.privilege),
-            ],
-            Vec::new(),
+            (partial, c),
+            sum.partitions,
         ));
         Ok(Some((scheduled.note, Some((follow, partial)))))
     }
@@ -486,25 +476,34 @@ impl Core {
             return Ok(None);
         };
         let summing = entry(grid.dtype, grid.layers, true)?;
-        let partial = self.create_store(grid.partial_shape.to_vec(), grid.dtype)?;
+        let (partial, y) = self.write_partials(task, grid.partial_shape.to_vec(), grid.dtype)?;
+        let sum = layers_sum_task(
+            task,
+            summing,
+            grid.sum_launch,
+            (partial, y),
+            grid.sum_partitions,
+        );
+        Ok(Some((grid.note, (vec![sum], partial))))
+    }
+
+    /// Makes a store of partial sums of `shape` for `task`, a product launched over a grid
+    /// of layers, and has its third argument (the result) write it instead, with the same
+    /// partition: returns the store and the result's argument, which moves to the task that
+    /// sums the layers ([`layers_sum_task`]).
+    fn write_partials(
+        &mut self,
+        task: &mut crate::task::IndexTask,
+        shape: Vec<u64>,
+        dtype: DType,
+    ) -> Result<(StoreId, crate::task::TaskArg)> {
+        let partial = self.create_store(shape, dtype)?;
         let written = crate::task::TaskArg::new(
             partial,
             task.args[2].partition.clone(),
             weft_ir::Privilege::Write,
         );
-        let y = std::mem::replace(&mut task.args[2], written);
-        let [read, write] = grid.sum_partitions;
-        let sum = crate::task::IndexTask::new(
-            task.plugin,
-            summing,
-            grid.sum_launch,
-            vec![
-                crate::task::TaskArg::new(partial, read, weft_ir::Privilege::Read),
-                crate::task::TaskArg::new(y.store, write, y.privilege),
-            ],
-            Vec::new(),
-        );
-        Ok(Some((grid.note, (vec![sum], partial))))
+        Ok((partial, std::mem::replace(&mut task.args[2], written)))
     }
 
     /// The kernel that sums `layers` layers of the partial sums of `task`'s product (whose
@@ -1131,6 +1130,28 @@ fn runs(map: &ViewMap, size: usize) -> impl Iterator<Item = (u64, usize)> + '_ {
         point.resize(rank, 0);
         (map.element(&point).saturating_mul(size64), len)
     })
+}
+
+/// The task, of `product`'s plugin, that sums the layers of a product's partial sums
+/// (`partial`, read by `read`) into its result (`out`, written by `write`) with `summing`
+/// over `launch`.
+fn layers_sum_task(
+    product: &crate::task::IndexTask,
+    summing: Arc<KernelEntry>,
+    launch: Vec<u64>,
+    (partial, out): (StoreId, crate::task::TaskArg),
+    [read, write]: [crate::partition::Partition; 2],
+) -> crate::task::IndexTask {
+    crate::task::IndexTask::new(
+        product.plugin,
+        summing,
+        launch,
+        vec![
+            crate::task::TaskArg::new(partial, read, weft_ir::Privilege::Read),
+            crate::task::TaskArg::new(out.store, write, out.privilege),
+        ],
+        Vec::new(),
+    )
 }
 
 #[cfg(test)]
